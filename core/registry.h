@@ -1,0 +1,57 @@
+/* registry.h — discovering, validating and initialising backends.
+ *
+ * Discovery order, first match of a name wins and later files of the same name
+ * are recorded as shadowed: the folders of VT_BACKEND_PATH (colon-separated),
+ * then `[backends] path` from the ini (extra_path), then <dir of libvt.so>/vt
+ * (the install's lib/vt, and build/lib/vt in the build tree). Files are named
+ * libvt-backend-NAME.so. A file that fails any check (see vt_backend.h) is
+ * recorded as refused with a one-line reason; the others still load.
+ * Libraries are never dlclose'd. */
+#ifndef VT_CORE_REGISTRY_H
+#define VT_CORE_REGISTRY_H
+
+#include <stdbool.h>
+
+#include "error.h"
+#include "vt/vt_backend.h"
+
+typedef enum vt_backend_state {
+    VT_BACKEND_LOADED = 0,
+    VT_BACKEND_REFUSED = 1,  /* failed a check; reason says which */
+    VT_BACKEND_SHADOWED = 2  /* same name found earlier in the search order */
+} vt_backend_state;
+
+typedef struct vt_backend_entry {
+    char name[64];
+    char path[1024];
+    vt_backend_state state;
+    char reason[256];         /* refused/shadowed: why (one line) */
+    const vt_backend *table;  /* loaded: the backend's table */
+    void *ctx;                /* loaded: its init context */
+    uint32_t abi_major, abi_minor;
+} vt_backend_entry;
+
+typedef struct vt_registry vt_registry;
+
+/* Scan and load every backend. extra_path may be NULL. Never fails because of
+ * a bad backend (those are recorded as refused); fails only on NOMEM. */
+vt_status vt_registry_create(const vt_host *host, const char *extra_path, const char *backend_options_ini,
+                             vt_registry **out, vt_error *err);
+void vt_registry_destroy(vt_registry *r);
+
+/* Check one file without keeping it (vt backends --check): VT_OK and its
+ * entry, or the refusal reason in err. */
+vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backend_entry *entry, vt_error *err);
+
+int vt_registry_count(const vt_registry *r);                 /* all entries, refused and shadowed too */
+const vt_backend_entry *vt_registry_at(const vt_registry *r, int i);
+/* A loaded backend by name, or NULL. */
+const vt_backend_entry *vt_registry_find(const vt_registry *r, const char *name);
+
+/* Ask a loaded backend whether it runs node (its op pointer non-NULL and
+ * supports() says yes). */
+bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node);
+/* Run node on b (asserts the op pointer is non-NULL). */
+vt_status vt_backend_run(const vt_backend_entry *b, const vt_node *node);
+
+#endif

@@ -1,0 +1,45 @@
+/* synth.h — random-weight models of any shape and weight type, written
+ * through the GGUF writer (test fixtures, `vt synth`, benchmarks).
+ *
+ * Streams tensor by tensor: memory use is one tensor's f32 copy plus its
+ * quantized form, whatever the model size. The files load in llama.cpp too:
+ * the metadata keys it requires and a tokenizer with exactly n_vocab tokens
+ * (a built-in SentencePiece vocabulary padded with placeholder tokens, or the
+ * one of vocab_from). */
+#ifndef VT_CORE_SYNTH_H
+#define VT_CORE_SYNTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+typedef struct vt_synth_params {
+    const char *arch;  /* "llama", "qwen2", "qwen3" */
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;  /* 0 = n_embd / n_head (qwen3 writes attention.key_length) */
+    int32_t n_ff;
+    int32_t n_vocab;   /* >= 259 with the built-in vocabulary */
+    int32_t n_ctx;     /* context_length metadata */
+    bool tied_output;  /* no output.weight: the embedding is reused */
+    /* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k". Norms
+     * and biases stay f32. Mixes follow llama-quantize (documented in synth.c). */
+    const char *type;
+    uint64_t seed;
+    float rope_base;   /* 0 = arch default (llama 1e4, qwen 1e6) */
+    float rms_eps;     /* 0 = arch default (llama 1e-5, qwen 1e-6) */
+    const char *vocab_from; /* GGUF whose tokenizer.* keys are copied (n_vocab then follows it); NULL = built-in */
+    void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
+    void *progress_user;
+} vt_synth_params;
+
+/* Fill p with a named shape: "tiny" (qwen3, 256 wide, 2 layers), "qwen3-0.6b",
+ * "qwen3-1.7b", "llama-7b", "qwen3-27b". Returns VT_ERR_INVALID for an unknown name. */
+vt_status vt_synth_shape(vt_synth_params *p, const char *shape, vt_error *err);
+
+vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *err);
+
+#endif

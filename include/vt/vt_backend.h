@@ -1,0 +1,249 @@
+/* vt_backend.h — the op-dispatch ABI: what a compute backend exports, and what
+ * the runtime hands it.
+ *
+ * A backend is a shared object named libvt-backend-NAME.so that exports
+ *
+ *   const vt_backend *vt_backend_entry(void);                       (required)
+ *   int vt_backend_probe(char *reason, size_t reason_size);          (optional)
+ *
+ * Loading, in order (the runtime refuses the file with a one-line reason at the
+ * first step that fails, and every other backend keeps working):
+ *   1. dlopen(RTLD_NOW | RTLD_LOCAL). Libraries are never unloaded.
+ *   2. vt_backend_probe, if exported: must be side-effect free and compiled
+ *      without special instruction sets (no AVX2 in the probe's translation
+ *      unit, no static constructors that use them). Returns a score, 0 = "this
+ *      machine cannot run me", with the reason written to `reason`.
+ *   3. vt_backend_entry() returns a pointer to a static, const table that
+ *      lives as long as the library. abi_major must equal VT_ABI_MAJOR,
+ *      abi_minor must be <= the runtime's VT_ABI_MINOR, struct_size must be at
+ *      least the size of the table at that minor, name must be non-empty and
+ *      init, shutdown and supports non-NULL.
+ *   4. init(host, config, &ctx, err, err_size) must return VT_OK.
+ *
+ * Threading: the runtime calls init, shutdown, supports and the ops from one
+ * thread at a time (never concurrently on one ctx). Inside an op a backend may
+ * use host->parallel_for to spread work over the runtime's threads; it must
+ * not start threads of its own unless a library it uses insists (OpenMP: set
+ * it to host->n_threads).
+ *
+ * Memory: every vt_tensor an op receives points into memory the runtime owns,
+ * valid only during the call. dst never aliases a src. All tensors are
+ * contiguous (nb[] follow from ne[] and the dtype), rows of quantized tensors
+ * are whole blocks. Memory a backend allocates (host->alloc or its own) is the
+ * backend's to free, at the latest in shutdown.
+ *
+ * Compatibility policy (also in docs/PLUGINS.md):
+ *   - a minor bump may append fields to vt_backend, vt_host, vt_node and
+ *     vt_backend_config, append op kinds and dtypes, and add operand
+ *     conventions for new ops. Old plugins keep working: the runtime reads only
+ *     the fields their struct_size covers and treats missing op pointers as NULL.
+ *   - a major bump is needed to remove or reorder anything, change a field's
+ *     type or meaning, or change an existing op's operand convention.
+ */
+#ifndef VT_BACKEND_H
+#define VT_BACKEND_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VT_ABI_MAJOR 1
+#define VT_ABI_MINOR 0
+
+/* Maximum number of source operands of one node. */
+#define VT_MAX_SRC 6
+
+/* ------------------------------------------------------------------------ */
+/* Op parameters                                                              */
+
+typedef struct vt_rms_norm_params {
+    float eps; /* added to mean(x^2) before the square root */
+} vt_rms_norm_params;
+
+typedef struct vt_rope_params {
+    int32_t n_rot;    /* rotate the first n_rot values of each head (even) */
+    int32_t mode;     /* a vt_rope_mode */
+    float freq_base;  /* theta_i = pos * freq_scale * freq_base^(-2i/n_rot) */
+    float freq_scale; /* 1 / linear scaling factor; 1.0 = none */
+} vt_rope_params;
+
+typedef struct vt_attention_params {
+    float scale;                /* multiplies q.k, usually 1/sqrt(head_dim) */
+    int32_t block_size;         /* tokens per cache block */
+    int32_t n_seqs;             /* rows of the block table */
+    int32_t max_blocks_per_seq; /* columns of the block table */
+} vt_attention_params;
+
+/* ------------------------------------------------------------------------ */
+/* A node: one op call, fully typed. supports() receives it with every data
+ * pointer NULL; an op receives it with data set and the token dimension at
+ * its actual size (never above what supports() saw).
+ *
+ * Operand conventions (D = head dim, H = query heads, KVH = kv heads,
+ * T = tokens in this call, B = cache blocks, BS = block size):
+ *
+ * MATMUL            src0 W {K, N} F32|F16|BF16|Q8_0|Q4_0|Q4_K|Q5_K|Q6_K
+ *                   src1 X {K, M} F32
+ *                   dst  Y {N, M} F32|F16|BF16     Y[m][n] = sum_k X[m][k] W[n][k]
+ * ATTENTION         src0 Q {D, H, T} F32
+ *                   src1 K cache {D, KVH, BS, B}, src2 V cache, same, F32|F16|BF16
+ *                   src3 block tables I32 {max_blocks_per_seq, n_seqs}
+ *                   src4 positions I32 {T}: position of each query token
+ *                   src5 sequence index I32 {T}: its row in the block table
+ *                   dst  O {D, H, T} F32
+ *                   Token t attends to positions 0..positions[t] of its
+ *                   sequence (causal); query head h uses kv head
+ *                   h / (H / KVH). Position p lives at slot
+ *                   table[p / BS] * BS + p % BS. Scores are scaled by
+ *                   params.attention.scale; softmax in f32 or better.
+ * RESHAPE_AND_CACHE src0 K {D, KVH, T}, src1 V {D, KVH, T}: F32|F16|BF16
+ *                   src2 K cache, src3 V cache {D, KVH, BS, B} (written)
+ *                   src4 slot mapping I64 {T}; a negative slot is skipped
+ *                   dst  unused (ndim 0, data NULL)
+ *                   When K/V and the cache differ in dtype the op converts
+ *                   on store (a backend may decline that in supports()).
+ * RMS_NORM          src0 X {D, R} F32, src1 weight {D} F32
+ *                   dst  {D, R} F32|F16|BF16
+ * ROPE              src0 X {D, heads, T} F32, src1 positions I32 {T}
+ *                   dst  same shape, F32|F16|BF16
+ * SWIGLU            src0 gate {F, M} F32, src1 up {F, M} F32
+ *                   dst  {F, M} F32: silu(gate) * up
+ * ADD               src0 A {N, M} F32, src1 B {N, M} or {N, 1} F32
+ *                   dst  {N, M} F32|F16|BF16
+ * GET_ROWS          src0 table {D, V} any dtype MATMUL accepts, or F32
+ *                   src1 ids I32 {M}
+ *                   dst  {D, M} F32
+ * CONVERT           src0 X F32|F16|BF16, dst same shape F32|F16|BF16
+ */
+typedef struct vt_node {
+    uint32_t struct_size; /* sizeof(vt_node) of the runtime that built it */
+    int32_t op;           /* a vt_op */
+    int32_t phase;        /* a vt_phase: the shape class of the plan */
+    int32_t n_src;
+    vt_tensor src[VT_MAX_SRC];
+    vt_tensor dst;
+    union {
+        vt_rms_norm_params rms_norm;
+        vt_rope_params rope;
+        vt_attention_params attention;
+        uint8_t reserved[64]; /* fixes the union's size for the ABI */
+    } params;
+} vt_node;
+
+/* An op implementation. Returns VT_OK or an error; on error it may describe
+ * the failure through host->log. Must not fail for a node that supports()
+ * accepted, except for VT_ERR_NOMEM. */
+typedef vt_status (*vt_op_fn)(void *ctx, const vt_node *node);
+
+/* ------------------------------------------------------------------------ */
+/* Host services, handed to init. Valid until shutdown returns.             */
+
+typedef enum vt_log_level { VT_LOG_ERROR = 0, VT_LOG_WARN = 1, VT_LOG_INFO = 2, VT_LOG_DEBUG = 3 } vt_log_level;
+
+/* A range task: process items [begin, end). `thread` is 0..n_threads-1. */
+typedef void (*vt_range_fn)(void *arg, int64_t begin, int64_t end, int thread);
+
+typedef struct vt_host {
+    uint32_t struct_size; /* sizeof(vt_host) of the runtime */
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    int32_t n_threads; /* threads parallel_for uses, including the caller */
+
+    /* printf-style message tagged with the backend's name. Thread-safe. */
+    void (*log)(int level, const char *backend, const char *fmt, ...);
+    /* Aligned allocation (alignment a power of two, >= sizeof(void*)).
+     * Returns NULL on failure: the backend must then fail with VT_ERR_NOMEM.
+     * Tests inject failures here. free(NULL) is a no-op. */
+    void *(*alloc)(size_t size, size_t alignment);
+    void (*free)(void *ptr);
+    /* Split [0, n) into chunks of at least `grain` items and run fn on them
+     * over the runtime's threads; returns when all are done. Not reentrant:
+     * do not call it from inside a task. */
+    void (*parallel_for)(int64_t n, int64_t grain, vt_range_fn fn, void *arg);
+    /* Row conversion between any dtype of vt_types.h and f32. n is a count of
+     * elements and must be a multiple of the dtype's block length. from_f32
+     * quantizes (round to nearest even for F16/BF16). */
+    vt_status (*to_f32)(int32_t dtype, const void *src, float *dst, int64_t n);
+    vt_status (*from_f32)(int32_t dtype, const float *src, void *dst, int64_t n);
+    /* Bytes of n elements (0 if the dtype is unknown or n not whole blocks),
+     * elements per block (1 for plain types), and a name ("q4_k"). */
+    size_t (*row_size)(int32_t dtype, int64_t n);
+    int64_t (*block_length)(int32_t dtype);
+    const char *(*dtype_name)(int32_t dtype);
+} vt_host;
+
+typedef struct vt_backend_config {
+    uint32_t struct_size;
+    int32_t n_threads;   /* same as host->n_threads */
+    const char *options; /* backend-specific "key=value,..." from the ini's [backend.NAME]; may be "" */
+} vt_backend_config;
+
+/* ------------------------------------------------------------------------ */
+/* The table a backend exports. Fields are only appended.                    */
+
+typedef struct vt_backend {
+    uint32_t abi_major;   /* VT_ABI_MAJOR the backend was built against */
+    uint32_t abi_minor;   /* VT_ABI_MINOR the backend was built against */
+    uint32_t struct_size; /* sizeof(vt_backend) the backend was built with */
+    const char *name;        /* short, [a-z0-9_-]+, matches the file name */
+    const char *description; /* one line for `vt backends`; may be NULL */
+
+    /* Required. Create the backend's state; *ctx is passed to every other
+     * call. On failure return non-VT_OK and a reason in err. */
+    vt_status (*init)(const vt_host *host, const vt_backend_config *config, void **ctx, char *err,
+                      size_t err_size);
+    /* Required. Free everything init and the ops allocated. */
+    void (*shutdown)(void *ctx);
+    /* Required. 1 if the op pointer for node->op can run this node exactly
+     * (op kind, every operand's dtype and shape, phase), else 0. Never called
+     * for an op whose pointer is NULL. Must be cheap and side-effect free. */
+    int (*supports)(void *ctx, const vt_node *node);
+
+    /* One pointer per vt_op, in vt_op order. NULL = not implemented: the
+     * runtime runs that node on another backend (reference at the latest). */
+    vt_op_fn matmul;
+    vt_op_fn attention;
+    vt_op_fn reshape_and_cache;
+    vt_op_fn rms_norm;
+    vt_op_fn rope;
+    vt_op_fn swiglu;
+    vt_op_fn add;
+    vt_op_fn get_rows;
+    vt_op_fn convert;
+} vt_backend;
+
+/* Size of the table at ABI 1.0: what the runtime requires at minimum. */
+#define VT_BACKEND_SIZE_1_0 (offsetof(vt_backend, convert) + sizeof(vt_op_fn))
+
+/* Exported symbols' types, for dlsym. */
+typedef const vt_backend *(*vt_backend_entry_fn)(void);
+typedef int (*vt_backend_probe_fn)(char *reason, size_t reason_size);
+
+#define VT_BACKEND_ENTRY_SYMBOL "vt_backend_entry"
+#define VT_BACKEND_PROBE_SYMBOL "vt_backend_probe"
+
+/* Mark the two exported symbols (backends are built with hidden visibility). */
+#if defined(__GNUC__)
+#define VT_BACKEND_EXPORT __attribute__((visibility("default")))
+#else
+#define VT_BACKEND_EXPORT
+#endif
+
+/* Op i of a table as a pointer (NULL past what struct_size covers). */
+static inline vt_op_fn vt_backend_op(const vt_backend *b, int op) {
+    const vt_op_fn *first = &b->matmul;
+    size_t offset = offsetof(vt_backend, matmul) + (size_t)op * sizeof(vt_op_fn);
+    if (op < 0 || op >= VT_OP_COUNT || offset + sizeof(vt_op_fn) > b->struct_size) return NULL;
+    return first[op];
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VT_BACKEND_H */

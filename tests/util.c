@@ -1,0 +1,138 @@
+/* util.c — CUnit runner with a truthful exit status, and file helpers. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static bool registry_ready;
+
+static void ensure_registry(void) {
+    if (registry_ready) return;
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "CUnit: cannot initialize registry\n");
+        exit(2);
+    }
+    registry_ready = true;
+}
+
+void vt_test_add_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc cleanup, CU_TestInfo *tests) {
+    ensure_registry();
+    CU_pSuite s = CU_add_suite(name, init, cleanup);
+    if (!s) {
+        fprintf(stderr, "CUnit: cannot add suite %s\n", name);
+        exit(2);
+    }
+    for (CU_TestInfo *t = tests; t && t->pName; t++) {
+        if (!CU_add_test(s, t->pName, t->pTestFunc)) {
+            fprintf(stderr, "CUnit: cannot add test %s\n", t->pName);
+            exit(2);
+        }
+    }
+}
+
+int vt_test_run(void) {
+    ensure_registry();
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    /* Read the counts before CU_cleanup_registry() resets them. */
+    unsigned tests_failed = CU_get_number_of_tests_failed();
+    unsigned suites_failed = CU_get_number_of_suites_failed();
+    unsigned asserts_failed = CU_get_number_of_failures();
+    unsigned tests_run = CU_get_number_of_tests_run();
+    CU_cleanup_registry();
+    if (tests_failed || suites_failed || asserts_failed) {
+        fprintf(stderr, "FAILED: %u tests, %u suites failed\n", tests_failed, suites_failed);
+        return 1;
+    }
+    if (tests_run == 0) {
+        fprintf(stderr, "FAILED: no test ran\n");
+        return 1;
+    }
+    return 0;
+}
+
+const char *vt_test_shared_dir(const char *what) {
+    static char path[4096];
+    static bool checked, present;
+    if (!checked) {
+        const char *env = getenv("VT_SHARED_DIR");
+        snprintf(path, sizeof path, "%s", env && *env ? env : VT_SHARED_DIR);
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/golden/README.md", path);
+        present = access(probe, R_OK) == 0;
+        checked = true;
+    }
+    if (!present) {
+        printf("\nSKIP: %s: %s is absent (the ../shared models and goldens are not beside this checkout)\n",
+               what ? what : "shared fixtures", path);
+        return NULL;
+    }
+    return path;
+}
+
+static char tmpdir[256];
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void remove_tmpdir(void) {
+    if (tmpdir[0] && !getenv("VT_TEST_KEEP_TMP")) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *vt_test_tmpdir(void) {
+    if (!tmpdir[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(tmpdir, sizeof tmpdir, "%s/vt-test-XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(tmpdir)) {
+            perror("mkdtemp");
+            exit(2);
+        }
+        atexit(remove_tmpdir);
+    }
+    return tmpdir;
+}
+
+const char *vt_test_tmpfile(char *buf, size_t size, const char *name) {
+    snprintf(buf, size, "%s/%s", vt_test_tmpdir(), name);
+    return buf;
+}
+
+char *vt_test_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (size) *size = (size_t)n;
+    }
+    return buf;
+}
+
+int vt_test_run_cmd(const char *cmd, char **out, char **err) {
+    char out_path[512], err_path[512], full[8192];
+    static int counter;
+    snprintf(out_path, sizeof out_path, "%s/cmd%d.out", vt_test_tmpdir(), counter);
+    snprintf(err_path, sizeof err_path, "%s/cmd%d.err", vt_test_tmpdir(), counter++);
+    snprintf(full, sizeof full, "(%s) >'%s' 2>'%s' </dev/null", cmd, out_path, err_path);
+    int rc = system(full);
+    if (out) *out = vt_test_read_file(out_path, NULL);
+    if (err) *err = vt_test_read_file(err_path, NULL);
+    if (rc == -1) return -1;
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
