@@ -29,6 +29,9 @@ vt_status vt_gguf_writer_set_str(vt_gguf_writer *w, const char *key, const char 
 vt_status vt_gguf_writer_set_arr(vt_gguf_writer *w, const char *key, vt_gguf_type type, const void *data,
                                  uint64_t n);
 vt_status vt_gguf_writer_set_str_arr(vt_gguf_writer *w, const char *key, const char *const *strs, uint64_t n);
+/* Any value as the reader represents it (all 13 types, nested arrays, arrays
+ * of strings): copies a key from an open file, or builds nested arrays. */
+vt_status vt_gguf_writer_set_value(vt_gguf_writer *w, const char *key, const vt_gguf_value *v);
 
 /* Declare a tensor; ne in GGML order, ndim 1..4. */
 vt_status vt_gguf_writer_add_tensor(vt_gguf_writer *w, const char *name, int32_t dtype, int ndim,
