@@ -1,0 +1,116 @@
+/* backend.c — the reference backend's entry table: init, shutdown, supports,
+ * the exported vt_backend_entry, and the per-thread scratch the ops share.
+ *
+ * The reference is the runtime's catch-all: it implements every op for every
+ * dtype the operand conventions of vt_backend.h allow, and supports() says yes
+ * exactly to the nodes that follow those conventions. No probe: plain C runs
+ * on every CPU. */
+#include <stdio.h>
+#include <string.h>
+
+#include "reference.h"
+
+/* ---- per-thread scratch ---- */
+
+bool ref_scratch_alloc(const ref_ctx *c, size_t bytes_per_thread, ref_scratch *s) {
+    s->stride = (bytes_per_thread + 63) & ~(size_t)63;
+    if (s->stride == 0) s->stride = 64;
+    s->base = c->host->alloc(s->stride * (size_t)c->n_threads, 64);
+    if (!s->base) c->host->log(VT_LOG_ERROR, REF_NAME, "out of memory for %zu bytes of scratch", s->stride * (size_t)c->n_threads);
+    return s->base != NULL;
+}
+
+void *ref_scratch_slice(const ref_scratch *s, int thread) { return s->base + s->stride * (size_t)thread; }
+
+void ref_scratch_free(const ref_ctx *c, ref_scratch *s) {
+    c->host->free(s->base);
+    s->base = NULL;
+}
+
+void ref_parallel(const ref_ctx *c, int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
+    if (n <= 0) return;
+    c->host->parallel_for(n, grain < 1 ? 1 : grain, fn, arg);
+}
+
+/* ---- the table ---- */
+
+/* The host fields the reference calls; all exist since ABI 1.0. */
+#define REF_HOST_SIZE_NEEDED (offsetof(vt_host, dtype_name) + sizeof(((vt_host *)0)->dtype_name))
+
+static vt_status ref_init(const vt_host *host, const vt_backend_config *config, void **ctx, char *err,
+                          size_t err_size) {
+    (void)config; /* the reference has no options */
+    *ctx = NULL;
+    if (!host || host->struct_size < REF_HOST_SIZE_NEEDED || !host->log || !host->alloc || !host->free ||
+        !host->parallel_for || !host->to_f32 || !host->from_f32 || !host->row_size || !host->block_length ||
+        !host->dtype_name) {
+        snprintf(err, err_size, "host table is incomplete (struct_size %u, want >= %zu)",
+                 host ? host->struct_size : 0u, (size_t)REF_HOST_SIZE_NEEDED);
+        return VT_ERR_BACKEND;
+    }
+    if (host->n_threads < 1) {
+        snprintf(err, err_size, "host reports %d threads", (int)host->n_threads);
+        return VT_ERR_BACKEND;
+    }
+    ref_ctx *c = host->alloc(sizeof *c, 64);
+    if (!c) {
+        snprintf(err, err_size, "out of memory for the backend state");
+        return VT_ERR_NOMEM;
+    }
+    c->host = host;
+    c->n_threads = host->n_threads;
+    *ctx = c;
+    return VT_OK;
+}
+
+static void ref_shutdown(void *ctx) {
+    ref_ctx *c = ctx;
+    if (c) c->host->free(c);
+}
+
+typedef bool (*ref_check_fn)(const ref_ctx *, const vt_node *, char *, size_t);
+
+/* One check per op, in vt_op order. */
+static const ref_check_fn checks[VT_OP_COUNT] = {
+    [VT_OP_MATMUL] = ref_check_matmul,
+    [VT_OP_ATTENTION] = ref_check_attention,
+    [VT_OP_RESHAPE_AND_CACHE] = ref_check_reshape_and_cache,
+    [VT_OP_RMS_NORM] = ref_check_rms_norm,
+    [VT_OP_ROPE] = ref_check_rope,
+    [VT_OP_SWIGLU] = ref_check_swiglu,
+    [VT_OP_ADD] = ref_check_add,
+    [VT_OP_GET_ROWS] = ref_check_get_rows,
+    [VT_OP_CONVERT] = ref_check_convert,
+};
+
+static int ref_supports(void *ctx, const vt_node *node) {
+    const ref_ctx *c = ctx;
+    if (!c || !node || node->op < 0 || node->op >= VT_OP_COUNT) return 0;
+    /* Nodes built by an older runtime are shorter; the reference reads every
+     * field of the 1.0 node, so it needs at least that much. */
+    if (node->struct_size < sizeof(vt_node)) return 0;
+    if (node->phase != VT_PHASE_PREFILL && node->phase != VT_PHASE_DECODE) return 0;
+    return checks[node->op](c, node, NULL, 0) ? 1 : 0;
+}
+
+static const vt_backend reference_backend = {
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .struct_size = sizeof(vt_backend),
+    .name = REF_NAME,
+    .description = "plain C oracle: every op and dtype, double accumulation",
+    .init = ref_init,
+    .shutdown = ref_shutdown,
+    .supports = ref_supports,
+    .matmul = ref_matmul,
+    .attention = ref_attention,
+    .reshape_and_cache = ref_reshape_and_cache,
+    .rms_norm = ref_rms_norm,
+    .rope = ref_rope,
+    .swiglu = ref_swiglu,
+    .add = ref_add,
+    .get_rows = ref_get_rows,
+    .convert = ref_convert,
+};
+
+VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &reference_backend; }
