@@ -1,0 +1,40 @@
+/* caps.c — asking oneDNN, at init, which matmuls it implements here.
+ *
+ * oneDNN's answer depends on the CPU (e.g. bf16/f16 matmul need AVX-512 or
+ * AMX in 2.6), so supports() must not assume: we create a primitive
+ * descriptor of each kind and record whether that succeeded. */
+#include <stdio.h>
+#include <string.h>
+
+#include "onednn.h"
+
+/* A probe shape: K=256, N=64, M given at run time, weights in "ba" layout
+ * (rows of K, GGUF's layout), dst rows of N. */
+static bool matmul_implemented(dnnl_engine_t engine, dnnl_data_type_t in_type, char *impl, size_t impl_size) {
+    const int64_t k = 256, n = 64;
+    dnnl_memory_desc_t src_md, wei_md, dst_md;
+    dnnl_dims_t src_dims = {DNNL_RUNTIME_DIM_VAL, k}, src_strides = {k, 1};
+    dnnl_dims_t wei_dims = {k, n}, wei_strides = {1, k};
+    dnnl_dims_t dst_dims = {DNNL_RUNTIME_DIM_VAL, n}, dst_strides = {n, 1};
+    if (dnnl_memory_desc_init_by_strides(&src_md, 2, src_dims, in_type, src_strides) != dnnl_success) return false;
+    if (dnnl_memory_desc_init_by_strides(&wei_md, 2, wei_dims, in_type, wei_strides) != dnnl_success) return false;
+    if (dnnl_memory_desc_init_by_strides(&dst_md, 2, dst_dims, dnnl_f32, dst_strides) != dnnl_success) return false;
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &src_md, &wei_md, NULL, &dst_md) != dnnl_success) return false;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) != dnnl_success) return false;
+    if (impl && impl_size) {
+        const char *name = NULL;
+        if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name)
+            snprintf(impl, impl_size, "%s", name);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    return true;
+}
+
+void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps) {
+    memset(caps, 0, sizeof(*caps));
+    caps->matmul_f32 = matmul_implemented(engine, dnnl_f32, caps->matmul_f32_impl, sizeof(caps->matmul_f32_impl));
+    caps->matmul_bf16 = matmul_implemented(engine, dnnl_bf16, NULL, 0);
+    caps->matmul_f16 = matmul_implemented(engine, dnnl_f16, NULL, 0);
+}

@@ -1,0 +1,241 @@
+/* matmul.c — MATMUL: Y[m][n] = sum_k X[m][k] W[n][k] through oneDNN f32 matmul.
+ *
+ * oneDNN 2.6 on this AVX2 CPU implements f32 matmul only (bf16/f16 are
+ * unimplemented, int8 saturates and has no per-block scales; see caps.c and
+ * ANCHORS.md), so weights of every dtype are brought to f32 a tile at a time:
+ * `rows` output rows x K, sized to stay in a core's L2, dequantized with
+ * host->to_f32 and multiplied at once by a cached primitive writing the tile's
+ * column slice of Y. F32 weights need no copy: the primitive reads them in
+ * place (a tile of GGUF rows is exactly oneDNN's "ba" weight layout).
+ *
+ * Threading (ctx->threading, measured in bench/onednn_matmul_bench.c):
+ *   TILES  host->parallel_for over tiles; each thread dequantizes and
+ *          multiplies its own tiles with oneDNN single-threaded (OpenMP team
+ *          of 1), so n threads keep exactly n cores busy and the dequantizing
+ *          runs in parallel too.
+ *   OMP    tiles one after another: dequantize with host->parallel_for, then
+ *          one oneDNN call on n OpenMP threads.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "onednn.h"
+
+static bool is_weight_dtype(int32_t dtype) {
+    switch (dtype) {
+    case VT_F32:
+    case VT_F16:
+    case VT_BF16:
+    case VT_Q8_0:
+    case VT_Q4_0:
+    case VT_Q4_K:
+    case VT_Q5_K:
+    case VT_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* A 2-D operand: ne[2..] are 1. */
+static bool is_matrix(const vt_tensor *t) {
+    if (t->ndim < 1 || t->ndim > VT_MAX_DIMS) return false;
+    for (int i = 2; i < VT_MAX_DIMS; i++)
+        if (t->ne[i] != 1) return false;
+    return t->ne[0] > 0 && t->ne[1] > 0;
+}
+
+int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
+    if (!ctx->caps.matmul_f32) return 0; /* everything here runs on it */
+    /* Decode (M = 1) is declined by default: each weight is used once, so
+     * dequantizing it to f32 and streaming the f32 copy through an sgemv
+     * reads ~8x the bytes of a fused quantized dot product; measured in
+     * bench/onednn_matmul_bench.c (see the numbers in README.md), oneDNN is
+     * slower than a fused dequantize-and-dot row loop there. Negotiation then
+     * routes decode matmuls to another backend. */
+    if (node->phase == VT_PHASE_DECODE && !ctx->decode_matmul) return 0;
+    if (node->n_src != 2) return 0;
+    const vt_tensor *w = &node->src[0], *x = &node->src[1], *y = &node->dst;
+    if (!is_weight_dtype(w->dtype) || x->dtype != VT_F32) return 0;
+    /* F16/BF16 results would need a second pass; the runtime inserts a convert. */
+    if (y->dtype != VT_F32) return 0;
+    if (!is_matrix(w) || !is_matrix(x) || !is_matrix(y)) return 0;
+    int64_t k = w->ne[0], n = w->ne[1], m = x->ne[1];
+    if (x->ne[0] != k || y->ne[0] != n || y->ne[1] != m) return 0;
+    int64_t block = ctx->host->block_length(w->dtype);
+    if (block <= 0 || k % block != 0 || ctx->host->row_size(w->dtype, k) == 0) return 0;
+    return 1;
+}
+
+/* Output rows per tile for K inputs: the tile (rows x K f32) fits the
+ * configured budget, is a multiple of 16 rows (the AVX2 gemm's register block
+ * is a multiple of 8 columns), and in TILES mode there are at least as many
+ * tiles as threads. */
+static int64_t tile_rows(const onednn_ctx *ctx, int64_t k, int64_t n) {
+    int64_t rows = (int64_t)(ctx->tile_bytes / ((size_t)k * sizeof(float)));
+    rows = rows / 16 * 16;
+    if (rows < 16) rows = 16;
+    if (rows > 1024) rows = 1024;
+    if (ctx->threading == ONEDNN_THREADING_TILES && ctx->n_threads > 1) {
+        int64_t per_thread = (n + ctx->n_threads - 1) / ctx->n_threads;
+        per_thread = (per_thread + 15) / 16 * 16;
+        if (per_thread < rows) rows = per_thread;
+    }
+    return rows < n ? rows : n;
+}
+
+/* Grow a worker's tile and scratch buffers (host->alloc, 64-byte aligned). */
+static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_floats, size_t scratch_bytes) {
+    const vt_host *host = ctx->host;
+    if (tile_floats > w->tile_capacity) {
+        host->free(w->tile);
+        w->tile_capacity = 0;
+        w->tile = host->alloc(tile_floats * sizeof(float), 64);
+        if (!w->tile) return VT_ERR_NOMEM;
+        w->tile_capacity = tile_floats;
+    }
+    if (scratch_bytes > w->scratch_bytes) {
+        host->free(w->scratch);
+        w->scratch_bytes = 0;
+        w->scratch = host->alloc(scratch_bytes, 64);
+        if (!w->scratch) return VT_ERR_NOMEM;
+        w->scratch_bytes = scratch_bytes;
+    }
+    return VT_OK;
+}
+
+/* One matmul call split into tiles of `rows` output rows. */
+typedef struct matmul_job {
+    onednn_ctx *ctx;
+    int32_t dtype;
+    const uint8_t *w;   /* {K, N} weights, row_bytes apart */
+    size_t row_bytes;
+    const float *x;     /* {K, M} */
+    float *y;           /* {N, M} */
+    int64_t k, n, m, rows;
+    const onednn_matmul_entry *full; /* tiles of `rows` rows */
+    const onednn_matmul_entry *tail; /* the last tile when rows does not divide N */
+    atomic_int status;               /* first error, VT_OK if none */
+} matmul_job;
+
+static const onednn_matmul_entry *tile_entry(const matmul_job *job, int64_t n0, int64_t *nt) {
+    *nt = job->n - n0 < job->rows ? job->n - n0 : job->rows;
+    return *nt == job->rows ? job->full : job->tail;
+}
+
+/* rows [n0, n0 + nt) of W as f32 rows of K: in place for F32, else dequantized into buf. */
+static const float *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, float *buf, vt_status *st) {
+    const uint8_t *rows = job->w + (size_t)n0 * job->row_bytes;
+    *st = VT_OK;
+    if (job->dtype == VT_F32) return (const float *)rows;
+    /* Rows are whole blocks and contiguous, so nt rows convert as one run. */
+    *st = job->ctx->host->to_f32(job->dtype, rows, buf, nt * job->k);
+    return buf;
+}
+
+static void fail(matmul_job *job, vt_status st) {
+    int expected = VT_OK;
+    atomic_compare_exchange_strong(&job->status, &expected, (int)st);
+}
+
+/* TILES: tiles [begin, end) on this thread, oneDNN single-threaded. */
+static void tiles_task(void *arg, int64_t begin, int64_t end, int thread) {
+    matmul_job *job = arg;
+    onednn_worker *worker = &job->ctx->workers[thread];
+    /* OpenMP's thread count belongs to the calling thread: pool threads have
+     * their own, so set it here or each oneDNN call would start a team of
+     * all cores on every thread (oversubscription). */
+    onednn_omp_set_threads(1);
+    for (int64_t t = begin; t < end && atomic_load(&job->status) == VT_OK; t++) {
+        int64_t n0 = t * job->rows, nt;
+        const onednn_matmul_entry *e = tile_entry(job, n0, &nt);
+        vt_status st;
+        const float *wt = tile_weights(job, n0, nt, worker->tile, &st);
+        if (st == VT_OK) st = onednn_matmul_run(job->ctx, e, worker, job->m, job->x, wt, job->y + n0);
+        if (st != VT_OK) fail(job, st);
+    }
+}
+
+/* OMP: dequantize rows [begin, end) of the tile starting at weight row n0. */
+typedef struct dequant_job {
+    const matmul_job *job;
+    int64_t n0;
+    float *buf;
+    atomic_int status;
+} dequant_job;
+
+static void dequant_task(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    dequant_job *d = arg;
+    const matmul_job *job = d->job;
+    vt_status st = job->ctx->host->to_f32(job->dtype, job->w + (size_t)(d->n0 + begin) * job->row_bytes,
+                                          d->buf + begin * job->k, (end - begin) * job->k);
+    if (st != VT_OK) {
+        int expected = VT_OK;
+        atomic_compare_exchange_strong(&d->status, &expected, (int)st);
+    }
+}
+
+static vt_status run_omp(matmul_job *job) {
+    onednn_ctx *ctx = job->ctx;
+    onednn_worker *worker = &ctx->workers[0];
+    int64_t n_tiles = (job->n + job->rows - 1) / job->rows;
+    for (int64_t t = 0; t < n_tiles; t++) {
+        int64_t n0 = t * job->rows, nt;
+        const onednn_matmul_entry *e = tile_entry(job, n0, &nt);
+        const float *wt = (const float *)(job->w + (size_t)n0 * job->row_bytes);
+        if (job->dtype != VT_F32) {
+            dequant_job d = {.job = job, .n0 = n0, .buf = worker->tile};
+            atomic_init(&d.status, VT_OK);
+            ctx->host->parallel_for(nt, 8, dequant_task, &d);
+            if (atomic_load(&d.status) != VT_OK) return (vt_status)atomic_load(&d.status);
+            wt = worker->tile;
+        }
+        onednn_omp_set_threads(ctx->n_threads);
+        vt_status st = onednn_matmul_run(ctx, e, worker, job->m, job->x, wt, job->y + n0);
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
+vt_status onednn_matmul(void *opaque, const vt_node *node) {
+    onednn_ctx *ctx = opaque;
+    const vt_tensor *w = &node->src[0], *x = &node->src[1], *y = &node->dst;
+    matmul_job job = {
+        .ctx = ctx,
+        .dtype = w->dtype,
+        .w = w->data,
+        .row_bytes = w->nb[1],
+        .x = x->data,
+        .y = y->data,
+        .k = w->ne[0],
+        .n = w->ne[1],
+        .m = x->ne[1],
+    };
+    atomic_init(&job.status, VT_OK);
+    /* The primitives assume dense rows (the ABI promises contiguous tensors). */
+    if (x->nb[1] != (size_t)job.k * sizeof(float) || y->nb[1] != (size_t)job.n * sizeof(float) ||
+        job.row_bytes != ctx->host->row_size(job.dtype, job.k))
+        return VT_ERR_INVALID;
+
+    job.rows = tile_rows(ctx, job.k, job.n);
+    int threads = ctx->threading == ONEDNN_THREADING_OMP ? ctx->n_threads : 1;
+    job.full = onednn_matmul_get(ctx, job.k, job.rows, job.n, threads);
+    int64_t tail_rows = job.n % job.rows;
+    job.tail = tail_rows ? onednn_matmul_get(ctx, job.k, tail_rows, job.n, threads) : job.full;
+    if (!job.full || !job.tail) return VT_ERR_BACKEND;
+
+    size_t scratch = job.full->scratch_bytes > job.tail->scratch_bytes ? job.full->scratch_bytes
+                                                                       : job.tail->scratch_bytes;
+    size_t tile_floats = job.dtype == VT_F32 ? 0 : (size_t)(job.rows * job.k);
+    int n_workers = ctx->threading == ONEDNN_THREADING_OMP ? 1 : ctx->n_threads;
+    for (int i = 0; i < n_workers; i++) {
+        vt_status st = ensure_worker(ctx, &ctx->workers[i], tile_floats, scratch);
+        if (st != VT_OK) return st;
+    }
+
+    if (ctx->threading == ONEDNN_THREADING_OMP) return run_omp(&job);
+    int64_t n_tiles = (job.n + job.rows - 1) / job.rows;
+    ctx->host->parallel_for(n_tiles, 1, tiles_task, &job);
+    return (vt_status)atomic_load(&job.status);
+}

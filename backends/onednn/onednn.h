@@ -1,0 +1,105 @@
+/* onednn.h — the onednn backend's private state, shared by its files.
+ *
+ * The backend runs MATMUL through oneDNN's f32 matmul primitive. GGUF weights
+ * (quantized with per-block scales oneDNN cannot express, or F16/BF16, whose
+ * matmul oneDNN 2.6 does not implement on AVX2) are dequantized tile by tile
+ * (a few hundred output rows x K) into a per-thread f32 buffer and multiplied
+ * right away, so no f32 copy of the model ever exists. */
+#ifndef VT_ONEDNN_H
+#define VT_ONEDNN_H
+
+#include <oneapi/dnnl/dnnl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/vt_backend.h"
+
+#define ONEDNN_NAME "onednn"
+
+/* How tiles are spread over cores (measured in bench/onednn_matmul_bench.c). */
+typedef enum onednn_threading {
+    /* host->parallel_for over weight tiles; each thread dequantizes its own
+     * tile and runs oneDNN single-threaded (OpenMP team of 1). */
+    ONEDNN_THREADING_TILES = 0,
+    /* one tile at a time: the tile is dequantized with host->parallel_for, then
+     * one oneDNN call runs on host->n_threads OpenMP threads. */
+    ONEDNN_THREADING_OMP = 1
+} onednn_threading;
+
+/* What init found oneDNN can do on this machine (primitive descriptors were
+ * actually created, not assumed). */
+typedef struct onednn_caps {
+    bool matmul_f32;  /* f32 x f32 -> f32, runtime M */
+    bool matmul_bf16; /* bf16 x bf16 -> f32 (unimplemented on AVX2 in 2.6) */
+    bool matmul_f16;  /* f16 x f16 -> f32 (unimplemented on AVX2 in 2.6) */
+    char matmul_f32_impl[64]; /* oneDNN's implementation name, e.g. "gemm:jit" */
+} onednn_caps;
+
+/* One cached f32 matmul primitive: Y[M][ld] (columns 0..n_tile) = X[M][K] x Wt,
+ * Wt being n_tile weight rows of K floats (oneDNN's "ba" layout), M given at
+ * execution. Keyed by (k, n_tile, ld_dst, threads it was built for). */
+typedef struct onednn_matmul_entry {
+    int64_t k;
+    int64_t n_tile;
+    int64_t ld_dst;
+    int threads;
+    dnnl_primitive_t prim;
+    dnnl_memory_desc_t scratch_md; /* user-managed scratchpad the primitive needs */
+    size_t scratch_bytes;
+} onednn_matmul_entry;
+
+/* Per-thread resources: oneDNN streams are not shared between threads, and
+ * the scratchpad is user-managed so concurrent executions never share one. */
+typedef struct onednn_worker {
+    dnnl_stream_t stream;
+    float *tile;        /* [tile_capacity] dequantized weight rows */
+    size_t tile_capacity;
+    void *scratch;      /* oneDNN scratchpad */
+    size_t scratch_bytes;
+} onednn_worker;
+
+typedef struct onednn_ctx {
+    const vt_host *host;
+    int n_threads;
+    onednn_threading threading;
+    size_t tile_bytes;     /* target size of one dequantized tile (per thread) */
+    bool decode_matmul;    /* accept MATMUL in VT_PHASE_DECODE (default no, see supports) */
+    onednn_caps caps;
+    dnnl_engine_t engine;
+    onednn_worker *workers; /* [n_threads] */
+
+    onednn_matmul_entry *cache; /* [cache_count] of cache_capacity */
+    int cache_count;
+    int cache_capacity;
+} onednn_ctx;
+
+/* ---- omp_threads.c: the OpenMP runtime oneDNN uses ---- */
+/* Bind omp_set_num_threads of the already loaded OpenMP runtime. false if
+ * none is loaded (oneDNN then runs sequentially; nothing to set). */
+bool onednn_omp_bind(void);
+/* Threads oneDNN may use for calls made from the calling thread (OpenMP's
+ * thread count is per calling thread). No-op when unbound. */
+void onednn_omp_set_threads(int n);
+
+/* ---- caps.c ---- */
+/* Create probe primitive descriptors on engine and fill caps. */
+void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps);
+
+/* ---- matmul_cache.c ---- */
+/* The primitive for (k, n_tile, ld_dst) built for `threads` OpenMP threads,
+ * creating it on first use. Call from the op's calling thread only (the cache
+ * is not locked). NULL on failure (logged). */
+const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, int64_t k, int64_t n_tile, int64_t ld_dst,
+                                             int threads);
+void onednn_matmul_cache_free(onednn_ctx *ctx);
+/* Run entry: dst[m][0..n_tile) (row stride ld_dst floats) = x[m][0..k) . w[n][0..k)
+ * for m < M.  x: {k, M} f32; w: {k, n_tile} f32 (rows of k); dst: {ld_dst, M}. */
+vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onednn_worker *worker, int64_t m,
+                            const float *x, const float *w, float *dst);
+
+/* ---- matmul.c ---- */
+int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node);
+vt_status onednn_matmul(void *ctx, const vt_node *node);
+
+#endif

@@ -1,0 +1,156 @@
+/* onednn_backend.c — the onednn backend's entry table: probe, init, shutdown,
+ * supports.
+ *
+ * Options ([backend.onednn] in the ini, "key=value,..."):
+ *   threading=tiles|omp   how tiles use the cores (default tiles; see matmul.c)
+ *   tile_kib=N            dequantized tile budget per thread (default 384)
+ *   decode=0|1            accept MATMUL in the decode phase (default 0) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onednn.h"
+
+/* Zen3's L2 is 512 KiB per core; leaving room for the activation panel and
+ * the gemm's packing buffers. Measured in bench/onednn_matmul_bench.c. */
+#define ONEDNN_DEFAULT_TILE_KIB 384
+
+static int onednn_supports(void *opaque, const vt_node *node) {
+    const onednn_ctx *ctx = opaque;
+    switch (node->op) {
+    case VT_OP_MATMUL:
+        return onednn_matmul_supports(ctx, node);
+    default:
+        return 0;
+    }
+}
+
+/* Parse "key=value,..." into ctx. Unknown keys and bad values are errors so a
+ * typo in the ini does not silently change nothing. */
+static bool parse_options(onednn_ctx *ctx, const char *options, char *err, size_t err_size) {
+    if (!options || !*options) return true;
+    char buf[512];
+    if (strlen(options) >= sizeof(buf)) {
+        snprintf(err, err_size, "options too long");
+        return false;
+    }
+    strcpy(buf, options);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ') item++;
+        char *eq = strchr(item, '=');
+        if (!eq) {
+            snprintf(err, err_size, "option '%s' is not key=value", item);
+            return false;
+        }
+        *eq = '\0';
+        const char *key = item, *value = eq + 1;
+        char *end = NULL;
+        if (strcmp(key, "threading") == 0 && strcmp(value, "tiles") == 0) {
+            ctx->threading = ONEDNN_THREADING_TILES;
+        } else if (strcmp(key, "threading") == 0 && strcmp(value, "omp") == 0) {
+            ctx->threading = ONEDNN_THREADING_OMP;
+        } else if (strcmp(key, "tile_kib") == 0) {
+            long kib = strtol(value, &end, 10);
+            if (!*value || *end || kib < 16 || kib > 65536) {
+                snprintf(err, err_size, "tile_kib=%s: expected 16..65536", value);
+                return false;
+            }
+            ctx->tile_bytes = (size_t)kib * 1024;
+        } else if (strcmp(key, "decode") == 0 && (strcmp(value, "0") == 0 || strcmp(value, "1") == 0)) {
+            ctx->decode_matmul = value[0] == '1';
+        } else {
+            snprintf(err, err_size, "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1)",
+                     key, value);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void onednn_shutdown(void *opaque) {
+    onednn_ctx *ctx = opaque;
+    if (!ctx) return;
+    onednn_matmul_cache_free(ctx);
+    if (ctx->workers) {
+        for (int i = 0; i < ctx->n_threads; i++) {
+            onednn_worker *w = &ctx->workers[i];
+            if (w->stream) dnnl_stream_destroy(w->stream);
+            ctx->host->free(w->tile);
+            ctx->host->free(w->scratch);
+        }
+        free(ctx->workers);
+    }
+    if (ctx->engine) dnnl_engine_destroy(ctx->engine);
+    free(ctx);
+}
+
+static vt_status onednn_init(const vt_host *host, const vt_backend_config *config, void **out, char *err,
+                             size_t err_size) {
+    *out = NULL;
+    onednn_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) return VT_ERR_NOMEM;
+    ctx->host = host;
+    ctx->n_threads = host->n_threads > 0 ? host->n_threads : 1;
+    ctx->threading = ONEDNN_THREADING_TILES;
+    ctx->tile_bytes = (size_t)ONEDNN_DEFAULT_TILE_KIB * 1024;
+    if (!parse_options(ctx, config ? config->options : NULL, err, err_size)) {
+        free(ctx);
+        return VT_ERR_INVALID;
+    }
+    if (!onednn_omp_bind())
+        host->log(VT_LOG_INFO, ONEDNN_NAME, "no OpenMP runtime loaded: oneDNN runs single-threaded");
+    onednn_omp_set_threads(ctx->n_threads);
+
+    if (dnnl_engine_create(&ctx->engine, dnnl_cpu, 0) != dnnl_success) {
+        snprintf(err, err_size, "dnnl_engine_create(cpu) failed");
+        onednn_shutdown(ctx);
+        return VT_ERR_BACKEND;
+    }
+    ctx->workers = calloc((size_t)ctx->n_threads, sizeof(*ctx->workers));
+    if (!ctx->workers) {
+        onednn_shutdown(ctx);
+        return VT_ERR_NOMEM;
+    }
+    for (int i = 0; i < ctx->n_threads; i++) {
+        if (dnnl_stream_create(&ctx->workers[i].stream, ctx->engine, dnnl_stream_default_flags) != dnnl_success) {
+            snprintf(err, err_size, "dnnl_stream_create failed");
+            onednn_shutdown(ctx);
+            return VT_ERR_BACKEND;
+        }
+    }
+
+    onednn_caps_query(ctx->engine, &ctx->caps);
+    const dnnl_version_t *v = dnnl_version();
+    host->log(VT_LOG_INFO, ONEDNN_NAME, "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s, f16 %s; threading=%s tile=%zu KiB",
+              v->major, v->minor, v->patch, ctx->caps.matmul_f32 ? "yes" : "no", ctx->caps.matmul_f32_impl,
+              ctx->caps.matmul_bf16 ? "yes" : "no", ctx->caps.matmul_f16 ? "yes" : "no",
+              ctx->threading == ONEDNN_THREADING_TILES ? "tiles" : "omp", ctx->tile_bytes / 1024);
+    /* Without f32 matmul supports() declines everything; that is a working
+     * (if useless) backend, not an init failure. */
+    if (!ctx->caps.matmul_f32)
+        host->log(VT_LOG_WARN, ONEDNN_NAME, "oneDNN has no f32 matmul here: every op is declined");
+    *out = ctx;
+    return VT_OK;
+}
+
+static const vt_backend onednn_backend = {
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .struct_size = sizeof(vt_backend),
+    .name = ONEDNN_NAME,
+    .description = "oneDNN f32 matmul over dequantized weight tiles (prefill)",
+    .init = onednn_init,
+    .shutdown = onednn_shutdown,
+    .supports = onednn_supports,
+    .matmul = onednn_matmul,
+};
+
+VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &onednn_backend; }
+
+/* oneDNN dispatches at run time (reference code below SSE4.1, JIT above), so
+ * any x86-64 or other CPU can run it; nothing to refuse. */
+VT_BACKEND_EXPORT int vt_backend_probe(char *reason, size_t reason_size) {
+    if (reason && reason_size) reason[0] = '\0';
+    return 1;
+}

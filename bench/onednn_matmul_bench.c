@@ -1,0 +1,167 @@
+/* onednn_matmul_bench.c — a quick speed check of MATMUL on backend .so files
+ * (not a test): K x N weights of one dtype, M activation rows, median of
+ * repetitions, GFLOP/s = 2*M*N*K / time.
+ *
+ *   onednn_matmul_bench [-t threads] [-k K] [-n N] [-m M,M,...] [-d dtype] [-r reps]
+ *                       LIB.so[:options] ...
+ *
+ * e.g. onednn_matmul_bench -m 128,1 build/lib/vt/libvt-backend-onednn.so:threading=omp
+ *      build/lib/vt/libvt-backend-reference.so
+ * Nodes are built with phase PREFILL so a backend that declines decode still
+ * runs M=1 here (that is the measurement the decline is based on).
+ *
+ * Build (links libvt for the thread pool, host table and quantizers):
+ *   cc -O2 -Iinclude -Icore bench/onednn_matmul_bench.c -Lbuild/lib -lvt -ldl -lm \
+ *      -Wl,-rpath,$PWD/build/lib -o build/onednn_matmul_bench */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "host.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "vt/vt_backend.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Uniform in [-1, 1) from a fixed-seed LCG: same data every run. */
+static float next_uniform(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
+}
+
+typedef struct loaded {
+    const char *label;
+    const vt_backend *table;
+    void *ctx;
+} loaded;
+
+static int load(const char *spec, const vt_host *host, int n_threads, loaded *out) {
+    static char path[1024];
+    snprintf(path, sizeof path, "%s", spec);
+    char *colon = strchr(path, ':');
+    const char *options = "";
+    if (colon) {
+        *colon = '\0';
+        options = colon + 1;
+    }
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+        return -1;
+    }
+    vt_backend_entry_fn entry;
+    *(void **)&entry = dlsym(lib, VT_BACKEND_ENTRY_SYMBOL);
+    if (!entry) {
+        fprintf(stderr, "%s: no entry\n", path);
+        return -1;
+    }
+    out->table = entry();
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = n_threads, .options = options};
+    char err[256] = "";
+    if (out->table->init(host, &config, &out->ctx, err, sizeof err) != VT_OK) {
+        fprintf(stderr, "%s: init failed: %s\n", path, err);
+        return -1;
+    }
+    out->label = spec;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int threads = 2, reps = 7;
+    int64_t k = 1024, n = 3072;
+    const char *m_list = "128,1", *dtype_name = "q4_k";
+    int argi = 1;
+    for (; argi + 1 < argc && argv[argi][0] == '-'; argi += 2) {
+        const char *opt = argv[argi], *val = argv[argi + 1];
+        if (!strcmp(opt, "-t")) threads = atoi(val);
+        else if (!strcmp(opt, "-k")) k = atoll(val);
+        else if (!strcmp(opt, "-n")) n = atoll(val);
+        else if (!strcmp(opt, "-m")) m_list = val;
+        else if (!strcmp(opt, "-d")) dtype_name = val;
+        else if (!strcmp(opt, "-r")) reps = atoi(val);
+        else break;
+    }
+    int32_t dtype = vt_dtype_from_name(dtype_name);
+    if (argi >= argc || dtype < 0 || threads < 1 || reps < 1) {
+        fprintf(stderr, "usage: %s [-t threads] [-k K] [-n N] [-m M,...] [-d dtype] [-r reps] LIB.so[:opts] ...\n",
+                argv[0]);
+        return 2;
+    }
+
+    vt_threadpool *pool = NULL;
+    vt_error err;
+    if (vt_threadpool_create(threads, &pool, &err) != VT_OK) return 1;
+    const vt_host *host = vt_host_get(pool);
+
+    /* Weights: random f32 quantized to dtype. */
+    size_t row_bytes = vt_row_size(dtype, k);
+    uint8_t *w = malloc(row_bytes * (size_t)n);
+    float *row = malloc((size_t)k * sizeof(float));
+    uint64_t seed = 42;
+    for (int64_t r = 0; r < n; r++) {
+        for (int64_t i = 0; i < k; i++) row[i] = next_uniform(&seed);
+        vt_from_f32(dtype, row, w + (size_t)r * row_bytes, k);
+    }
+
+    loaded backends[8];
+    int n_backends = 0;
+    for (; argi < argc && n_backends < 8; argi++)
+        if (load(argv[argi], host, threads, &backends[n_backends]) == 0) n_backends++;
+
+    printf("K=%lld N=%lld dtype=%s threads=%d reps=%d (median)\n", (long long)k, (long long)n, dtype_name,
+           threads, reps);
+    char list[256];
+    snprintf(list, sizeof list, "%s", m_list);
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int64_t m = atoll(tok);
+        float *x = malloc((size_t)(k * m) * sizeof(float));
+        float *y = malloc((size_t)(n * m) * sizeof(float));
+        for (int64_t i = 0; i < k * m; i++) x[i] = next_uniform(&seed);
+        vt_node node = {.struct_size = sizeof node, .op = VT_OP_MATMUL, .phase = VT_PHASE_PREFILL, .n_src = 2};
+        node.src[0] = (vt_tensor){w, dtype, 2, {k, n, 1, 1}, {0, row_bytes, row_bytes * (size_t)n, row_bytes * (size_t)n}};
+        node.src[1] = (vt_tensor){x, VT_F32, 2, {k, m, 1, 1}, {4, (size_t)k * 4, (size_t)(k * m) * 4, (size_t)(k * m) * 4}};
+        node.dst = (vt_tensor){y, VT_F32, 2, {n, m, 1, 1}, {4, (size_t)n * 4, (size_t)(n * m) * 4, (size_t)(n * m) * 4}};
+        for (int b = 0; b < n_backends; b++) {
+            loaded *l = &backends[b];
+            if (!l->table->matmul || !l->table->supports(l->ctx, &node)) {
+                printf("  M=%-4lld %-60s declined\n", (long long)m, l->label);
+                continue;
+            }
+            double times[64];
+            int runs = reps < 64 ? reps : 64;
+            l->table->matmul(l->ctx, &node); /* warm-up: primitive creation, buffers */
+            for (int r = 0; r < runs; r++) {
+                double t0 = now_s();
+                vt_status st = l->table->matmul(l->ctx, &node);
+                times[r] = now_s() - t0;
+                if (st != VT_OK) fprintf(stderr, "%s: matmul failed (%d)\n", l->label, st);
+            }
+            qsort(times, (size_t)runs, sizeof(double), cmp_double);
+            double med = times[runs / 2];
+            double gflops = 2.0 * (double)m * (double)n * (double)k / med * 1e-9;
+            double gbs = (double)row_bytes * (double)n / med * 1e-9;
+            printf("  M=%-4lld %-60s %9.3f ms  %7.2f GFLOP/s  %6.2f GB/s weights\n", (long long)m, l->label,
+                   med * 1e3, gflops, gbs);
+        }
+        free(x);
+        free(y);
+    }
+    for (int b = 0; b < n_backends; b++) backends[b].table->shutdown(backends[b].ctx);
+    free(w);
+    free(row);
+    vt_threadpool_destroy(pool);
+    return 0;
+}
