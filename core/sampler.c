@@ -1,0 +1,233 @@
+/* sampler.c — greedy / top-k / top-p / min-p / temperature sampling with a
+ * fixed-seed xorshift64* stream. See sampler.h for the contract. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct candidate {
+    float logit;
+    int32_t id;
+} candidate;
+
+struct vt_sampler {
+    vt_sampler_params params;
+    uint64_t rng_state; /* xorshift64* state, never 0 */
+    candidate *cands;   /* [cap] scratch: the surviving candidates */
+    double *weights;    /* [cap] scratch: their tempered, unnormalized weights */
+    int32_t cap;
+};
+
+/* ---- random stream ---------------------------------------------------- */
+
+/* splitmix64 spreads any seed (0 included) into a well-mixed non-zero state. */
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t rng_next(vt_sampler *s) {
+    uint64_t x = s->rng_state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    s->rng_state = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(vt_sampler *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+void vt_sampler_reseed(vt_sampler *s, uint64_t seed) {
+    uint64_t state = splitmix64(seed);
+    s->rng_state = state ? state : 0x9E3779B97F4A7C15ull;
+}
+
+/* ---- construction ----------------------------------------------------- */
+
+vt_sampler_params vt_sampler_default_params(void) {
+    vt_sampler_params p = {.temp = 0.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 0};
+    return p;
+}
+
+vt_status vt_sampler_create(const vt_sampler_params *params, vt_sampler **out, vt_error *err) {
+    if (!params || !out) return vt_fail(err, VT_ERR_INVALID, "sampler: NULL argument");
+    if (isnan(params->temp) || isnan(params->top_p) || isnan(params->min_p))
+        return vt_fail(err, VT_ERR_INVALID, "sampler: temp/top_p/min_p must not be NaN");
+    if (params->min_p > 1.0f)
+        return vt_fail(err, VT_ERR_INVALID, "sampler: min_p %g is above 1 (it is a fraction of p_max)",
+                       (double)params->min_p);
+    vt_sampler *s = calloc(1, sizeof *s);
+    if (!s) return vt_fail(err, VT_ERR_NOMEM, "sampler: out of memory");
+    s->params = *params;
+    vt_sampler_reseed(s, params->seed);
+    *out = s;
+    return VT_OK;
+}
+
+void vt_sampler_free(vt_sampler *s) {
+    if (!s) return;
+    free(s->cands);
+    free(s->weights);
+    free(s);
+}
+
+static bool reserve(vt_sampler *s, int32_t n) {
+    if (n <= s->cap) return true;
+    candidate *c = realloc(s->cands, (size_t)n * sizeof *c);
+    if (!c) return false;
+    s->cands = c;
+    double *w = realloc(s->weights, (size_t)n * sizeof *w);
+    if (!w) return false;
+    s->weights = w;
+    s->cap = n;
+    return true;
+}
+
+/* ---- filters ---------------------------------------------------------- */
+
+/* a ranks before b: higher logit, or the same logit and a lower id. */
+static bool ranks_before(candidate a, candidate b) { return a.logit > b.logit || (a.logit == b.logit && a.id < b.id); }
+
+static int compare_rank(const void *pa, const void *pb) {
+    candidate a = *(const candidate *)pa, b = *(const candidate *)pb;
+    if (ranks_before(a, b)) return -1;
+    if (ranks_before(b, a)) return 1;
+    return 0;
+}
+
+int32_t vt_argmax(const float *logits, int32_t n) {
+    if (!logits || n <= 0) return -1;
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (isnan(logits[i])) continue;
+        if (best < 0 || logits[i] > logits[best]) best = i; /* strict >: ties keep the lowest id */
+    }
+    return best < 0 ? 0 : best;
+}
+
+/* Min-heap on rank (the root is the worst kept candidate): keeps the k best of c[0..m). */
+static void sift_down(candidate *h, int32_t k, int32_t i) {
+    for (;;) {
+        int32_t worst = i, l = 2 * i + 1, r = l + 1;
+        if (l < k && ranks_before(h[worst], h[l])) worst = l;
+        if (r < k && ranks_before(h[worst], h[r])) worst = r;
+        if (worst == i) return;
+        candidate t = h[i];
+        h[i] = h[worst];
+        h[worst] = t;
+        i = worst;
+    }
+}
+
+static int32_t keep_top_k(candidate *c, int32_t m, int32_t k) {
+    for (int32_t i = k / 2 - 1; i >= 0; i--) sift_down(c, k, i);
+    for (int32_t i = k; i < m; i++) {
+        if (ranks_before(c[i], c[0])) {
+            c[0] = c[i];
+            sift_down(c, k, 0);
+        }
+    }
+    return k;
+}
+
+/* Fill s->cands[0..m) (best first) and s->weights[0..m) for a non-greedy draw;
+ * returns m (0 when out of memory) and the weights' sum in *total. */
+static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *total) {
+    if (!reserve(s, n)) return 0;
+    candidate *c = s->cands;
+    int32_t m = 0;
+    float max = -INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        if (isnan(logits[i])) continue;
+        c[m++] = (candidate){logits[i], i};
+        if (logits[i] > max) max = logits[i];
+    }
+    if (m == 0) return 0;
+
+    /* All -inf, or some +inf: only the tokens at the maximum can be drawn, uniformly. */
+    if (isinf(max)) {
+        int32_t kept = 0;
+        for (int32_t i = 0; i < m; i++)
+            if (c[i].logit == max) c[kept++] = c[i];
+        for (int32_t i = 0; i < kept; i++) s->weights[i] = 1.0;
+        *total = kept;
+        return kept;
+    }
+
+    const vt_sampler_params *p = &s->params;
+    if (p->top_k > 0 && p->top_k < m) m = keep_top_k(c, m, p->top_k);
+
+    /* top-p normalizes over what top-k kept (as llama.cpp's chain does). */
+    double z = 0.0;
+    for (int32_t i = 0; i < m; i++) z += exp((double)c[i].logit - max);
+
+    if (p->min_p > 0.0f) {
+        /* p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p) */
+        float threshold = max + logf(p->min_p);
+        int32_t kept = 0;
+        for (int32_t i = 0; i < m; i++)
+            if (c[i].logit >= threshold) c[kept++] = c[i];
+        m = kept; /* the maximum always passes, so m >= 1 */
+    }
+
+    qsort(c, (size_t)m, sizeof *c, compare_rank);
+
+    /* min-p and top-p both keep a prefix of this order, so applying min-p first
+     * gives the same set as llama.cpp's top-p-then-min-p. */
+    if (p->top_p < 1.0f) {
+        double cum = 0.0;
+        for (int32_t i = 0; i < m; i++) {
+            cum += exp((double)c[i].logit - max) / z;
+            if (cum >= p->top_p) {
+                m = i + 1;
+                break;
+            }
+        }
+    }
+
+    double sum = 0.0;
+    for (int32_t i = 0; i < m; i++) {
+        s->weights[i] = exp(((double)c[i].logit - max) / p->temp);
+        sum += s->weights[i];
+    }
+    *total = sum;
+    return m;
+}
+
+int32_t vt_sampler_sample(vt_sampler *s, const float *logits, int32_t n) {
+    if (!s || !logits || n <= 0) return -1;
+    if (s->params.temp <= 0.0f) return vt_argmax(logits, n);
+    double total = 0.0;
+    int32_t m = filter(s, logits, n, &total);
+    if (m == 0) return vt_argmax(logits, n); /* all NaN, or out of memory: stay deterministic */
+    double u = rng_uniform(s) * total;
+    double cum = 0.0;
+    for (int32_t i = 0; i < m; i++) {
+        cum += s->weights[i];
+        if (u < cum) return s->cands[i].id;
+    }
+    return s->cands[m - 1].id; /* u within rounding of total */
+}
+
+vt_status vt_sampler_probs(vt_sampler *s, const float *logits, int32_t n, float *probs, vt_error *err) {
+    if (!s || !logits || !probs || n <= 0) return vt_fail(err, VT_ERR_INVALID, "sampler_probs: bad argument");
+    memset(probs, 0, (size_t)n * sizeof *probs);
+    if (s->params.temp <= 0.0f) {
+        probs[vt_argmax(logits, n)] = 1.0f;
+        return VT_OK;
+    }
+    double total = 0.0;
+    int32_t m = filter(s, logits, n, &total);
+    if (m == 0) {
+        if (s->cap < n) return vt_fail(err, VT_ERR_NOMEM, "sampler_probs: out of memory for %d candidates", n);
+        probs[0] = 1.0f; /* every logit NaN */
+        return VT_OK;
+    }
+    for (int32_t i = 0; i < m; i++) probs[s->cands[i].id] = (float)(s->weights[i] / total);
+    return VT_OK;
+}

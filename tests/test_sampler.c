@@ -1,0 +1,235 @@
+/* test_sampler.c — greedy, top-k, top-p, min-p, temperature and the seeded
+ * random stream of core/sampler.c. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sampler.h"
+#include "util.h"
+
+/* Statistical checks draw N times and compare each token's frequency with the
+ * renormalized probability p it should have. The count is binomial, so the
+ * frequency has standard deviation sqrt(p(1-p)/N); we allow 5 of them. With the
+ * fixed seeds used here the outcome is deterministic, and for an honest sampler
+ * a 5-sigma miss on any of our ~20 checked frequencies has probability < 1e-5. */
+#define N_DRAWS 40000
+#define SIGMAS 5.0
+
+static vt_sampler *make(float temp, int32_t top_k, float top_p, float min_p, uint64_t seed) {
+    vt_sampler_params p = {.temp = temp, .top_k = top_k, .top_p = top_p, .min_p = min_p, .seed = seed};
+    vt_sampler *s = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_sampler_create(&p, &s, &err), VT_OK);
+    return s;
+}
+
+/* logits[i] = log(probs[i]) so the untempered softmax is exactly probs. */
+static void logits_from_probs(const double *probs, float *logits, int n) {
+    for (int i = 0; i < n; i++) logits[i] = (float)log(probs[i]);
+}
+
+/* Draw N_DRAWS times and check every id's frequency against expected[] (which
+ * must sum to 1); ids with expected 0 must never be drawn. */
+static void check_frequencies(vt_sampler *s, const float *logits, int n, const double *expected) {
+    int counts[64] = {0};
+    CU_ASSERT_FATAL(n <= 64);
+    for (int d = 0; d < N_DRAWS; d++) {
+        int32_t id = vt_sampler_sample(s, logits, n);
+        CU_ASSERT_FATAL(id >= 0 && id < n);
+        counts[id]++;
+    }
+    for (int i = 0; i < n; i++) {
+        double f = (double)counts[i] / N_DRAWS, p = expected[i];
+        if (p == 0.0) {
+            CU_ASSERT_EQUAL(counts[i], 0);
+            continue;
+        }
+        double tol = SIGMAS * sqrt(p * (1.0 - p) / N_DRAWS);
+        if (fabs(f - p) > tol) printf("\n  id %d: frequency %.4f, expected %.4f +- %.4f\n", i, f, p, tol);
+        CU_ASSERT(fabs(f - p) <= tol);
+    }
+}
+
+/* The distribution reported by vt_sampler_probs must equal expected[] (float
+ * rounding of a renormalization: 1e-6 absolute is ample). */
+static void check_probs(vt_sampler *s, const float *logits, int n, const double *expected) {
+    float probs[64];
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_sampler_probs(s, logits, n, probs, &err), VT_OK);
+    for (int i = 0; i < n; i++) VT_ASSERT_NEAR(probs[i], expected[i], 1e-6);
+}
+
+static uint64_t test_rng = 88172645463325252ull;
+static float test_random_logit(void) {
+    test_rng ^= test_rng << 13;
+    test_rng ^= test_rng >> 7;
+    test_rng ^= test_rng << 17;
+    /* coarse values in [-4, 4) so ties happen often */
+    return (float)((int)(test_rng % 16) - 8) * 0.5f;
+}
+
+static void test_greedy_picks_argmax_lowest_id_on_ties(void) {
+    vt_sampler *s = make(0.0f, 0, 1.0f, 0.0f, 1);
+    float logits[] = {1.0f, 3.0f, -2.0f, 3.0f, 2.5f};
+    CU_ASSERT_EQUAL(vt_sampler_sample(s, logits, 5), 1);
+    float all_equal[] = {0.5f, 0.5f, 0.5f};
+    CU_ASSERT_EQUAL(vt_sampler_sample(s, all_equal, 3), 0);
+    float last[] = {-1.0f, -1.0f, 7.0f};
+    CU_ASSERT_EQUAL(vt_sampler_sample(s, last, 3), 2);
+    /* NaN is never the argmax */
+    float with_nan[] = {NAN, 1.0f, 2.0f, NAN};
+    CU_ASSERT_EQUAL(vt_sampler_sample(s, with_nan, 4), 2);
+    CU_ASSERT_EQUAL(vt_argmax(logits, 5), 1);
+    CU_ASSERT_EQUAL(vt_sampler_sample(s, logits, 0), -1);
+    vt_sampler_free(s);
+}
+
+static void test_top_k_1_equals_greedy(void) {
+    vt_sampler *s = make(1.0f, 1, 1.0f, 0.0f, 42);
+    vt_sampler *g = make(0.0f, 0, 1.0f, 0.0f, 42);
+    float logits[50];
+    for (int trial = 0; trial < 200; trial++) {
+        for (int i = 0; i < 50; i++) logits[i] = test_random_logit();
+        int32_t want = vt_sampler_sample(g, logits, 50);
+        CU_ASSERT_EQUAL(vt_sampler_sample(s, logits, 50), want);
+    }
+    vt_sampler_free(s);
+    vt_sampler_free(g);
+}
+
+static void test_fixed_seed_is_reproducible(void) {
+    float logits[32];
+    for (int i = 0; i < 32; i++) logits[i] = (float)(i % 7) * 0.3f;
+    vt_sampler *a = make(1.0f, 0, 1.0f, 0.0f, 1234);
+    vt_sampler *b = make(1.0f, 0, 1.0f, 0.0f, 1234);
+    vt_sampler *c = make(1.0f, 0, 1.0f, 0.0f, 1235);
+    int32_t first[500];
+    int same_ab = 0, same_ac = 0;
+    for (int d = 0; d < 500; d++) {
+        first[d] = vt_sampler_sample(a, logits, 32);
+        same_ab += first[d] == vt_sampler_sample(b, logits, 32);
+        same_ac += first[d] == vt_sampler_sample(c, logits, 32);
+    }
+    CU_ASSERT_EQUAL(same_ab, 500);
+    /* another seed is another stream: with ~10 likely ids agreement is ~10%, far from 500 */
+    CU_ASSERT(same_ac < 250);
+    /* reseeding restarts the stream */
+    vt_sampler_reseed(a, 1234);
+    int same_again = 0;
+    for (int d = 0; d < 500; d++) same_again += first[d] == vt_sampler_sample(a, logits, 32);
+    CU_ASSERT_EQUAL(same_again, 500);
+    vt_sampler_free(a);
+    vt_sampler_free(b);
+    vt_sampler_free(c);
+}
+
+static void test_temperature_to_zero_tends_to_greedy(void) {
+    /* Gap between the best and second logit is 0.5; at temp 1e-3 the runner-up
+     * has relative weight exp(-500): it can never be drawn. */
+    float logits[] = {0.0f, 1.5f, 2.0f, 1.0f, -3.0f};
+    vt_sampler *s = make(1e-3f, 0, 1.0f, 0.0f, 7);
+    for (int d = 0; d < 2000; d++) CU_ASSERT_EQUAL(vt_sampler_sample(s, logits, 5), 2);
+    double expected[] = {0, 0, 1, 0, 0};
+    check_probs(s, logits, 5, expected);
+    vt_sampler_free(s);
+
+    /* And temperature does what it says at moderate values: p ~ exp(l / T). */
+    vt_sampler *t = make(2.0f, 0, 1.0f, 0.0f, 8);
+    double w[5], z = 0.0, probs[5];
+    for (int i = 0; i < 5; i++) z += w[i] = exp(logits[i] / 2.0);
+    for (int i = 0; i < 5; i++) probs[i] = w[i] / z;
+    check_probs(t, logits, 5, probs);
+    check_frequencies(t, logits, 5, probs);
+    vt_sampler_free(t);
+}
+
+static void test_top_p_keeps_smallest_prefix(void) {
+    const double p[] = {0.5, 0.25, 0.15, 0.1};
+    float logits[4];
+    logits_from_probs(p, logits, 4);
+    /* cumulative 0.5, 0.75: the prefix {0, 1} is the first to reach 0.7 */
+    vt_sampler *s = make(1.0f, 0, 0.7f, 0.0f, 99);
+    const double expected[] = {0.5 / 0.75, 0.25 / 0.75, 0, 0};
+    check_probs(s, logits, 4, expected);
+    check_frequencies(s, logits, 4, expected);
+    vt_sampler_free(s);
+
+    /* top_p = 0.5 is reached by the first token alone */
+    vt_sampler *one = make(1.0f, 0, 0.5f, 0.0f, 99);
+    const double only_first[] = {1, 0, 0, 0};
+    check_probs(one, logits, 4, only_first);
+    vt_sampler_free(one);
+}
+
+static void test_min_p_drops_tokens_below_fraction_of_max(void) {
+    const double p[] = {0.06, 0.4, 0.3, 0.2, 0.04};
+    float logits[5];
+    logits_from_probs(p, logits, 5);
+    /* min_p 0.2 -> threshold 0.08: ids 0 and 4 go */
+    vt_sampler *s = make(1.0f, 0, 1.0f, 0.2f, 5);
+    const double expected[] = {0, 0.4 / 0.9, 0.3 / 0.9, 0.2 / 0.9, 0};
+    check_probs(s, logits, 5, expected);
+    check_frequencies(s, logits, 5, expected);
+    vt_sampler_free(s);
+}
+
+static void test_top_k_then_top_p_normalizes_over_top_k(void) {
+    const double p[] = {0.4, 0.3, 0.2, 0.1};
+    float logits[4];
+    logits_from_probs(p, logits, 4);
+    /* top-k 2 renormalizes to {4/7, 3/7}; 4/7 >= 0.5 so top-p keeps only id 0.
+     * (Over the full distribution 0.4 < 0.5 would have kept two.) */
+    vt_sampler *s = make(1.0f, 2, 0.5f, 0.0f, 3);
+    const double expected[] = {1, 0, 0, 0};
+    check_probs(s, logits, 4, expected);
+    vt_sampler_free(s);
+
+    vt_sampler *k2 = make(1.0f, 2, 1.0f, 0.0f, 3);
+    const double top2[] = {4.0 / 7.0, 3.0 / 7.0, 0, 0};
+    check_probs(k2, logits, 4, top2);
+    check_frequencies(k2, logits, 4, top2);
+    vt_sampler_free(k2);
+}
+
+static void test_top_k_breaks_ties_by_lowest_id(void) {
+    float logits[] = {1.0f, 2.0f, 2.0f, 2.0f, 0.0f};
+    vt_sampler *s = make(1.0f, 2, 1.0f, 0.0f, 11);
+    const double expected[] = {0, 0.5, 0.5, 0, 0};
+    check_probs(s, logits, 5, expected);
+    check_frequencies(s, logits, 5, expected);
+    vt_sampler_free(s);
+}
+
+static void test_nan_and_bad_params(void) {
+    float logits[] = {NAN, 0.0f, NAN};
+    vt_sampler *s = make(1.0f, 0, 1.0f, 0.0f, 1);
+    for (int d = 0; d < 100; d++) CU_ASSERT_EQUAL(vt_sampler_sample(s, logits, 3), 1);
+    vt_sampler_free(s);
+
+    vt_sampler_params bad = vt_sampler_default_params();
+    bad.min_p = 1.5f;
+    vt_sampler *none = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL(vt_sampler_create(&bad, &none, &err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(none);
+    CU_ASSERT(strstr(err.msg, "min_p") != NULL);
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {
+        {"greedy picks the argmax, lowest id on ties", test_greedy_picks_argmax_lowest_id_on_ties},
+        {"top-k 1 equals greedy", test_top_k_1_equals_greedy},
+        {"a fixed seed reproduces the stream", test_fixed_seed_is_reproducible},
+        {"temperature -> 0 tends to greedy; T scales logits", test_temperature_to_zero_tends_to_greedy},
+        {"top-p keeps the smallest prefix reaching p", test_top_p_keeps_smallest_prefix},
+        {"min-p drops tokens below min_p * p_max", test_min_p_drops_tokens_below_fraction_of_max},
+        {"top-p normalizes over the top-k set", test_top_k_then_top_p_normalizes_over_top_k},
+        {"top-k breaks ties by lowest id", test_top_k_breaks_ties_by_lowest_id},
+        {"NaN logits and bad parameters", test_nan_and_bad_params},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("sampler", NULL, NULL, tests);
+    return vt_test_run();
+}
