@@ -1,0 +1,327 @@
+/* test_onednn_ops.c — the onednn backend against the reference backend.
+ *
+ * onednn implements MATMUL only (everything else is NULL and falls back per
+ * node). Every weight dtype vt loads is multiplied by both backends on the
+ * same data and compared element by element, over shapes that hit the tiling
+ * edges: N smaller than a tile, N not a multiple of the tile (a tail tile),
+ * many tiles (tile_kib=16), K of one block, M = 1, 16, 17, 33, 128; in both
+ * threading modes. supports() is checked for what it must accept and decline.
+ *
+ * Both backends load through core/registry.h from the build tree; extra
+ * instances with options are made with the table's own init. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host.h"
+#include "quant.h"
+#include "registry.h"
+#include "threadpool.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------------ */
+/* Fixture                                                                    */
+
+static vt_threadpool *pool;
+static const vt_host *host;
+static vt_registry *registry;
+static const vt_backend_entry *onednn, *reference;
+
+static int suite_init(void) {
+    vt_error err;
+    if (vt_threadpool_create(2, &pool, &err) != VT_OK) return 1;
+    host = vt_host_get(pool);
+    if (vt_registry_create(host, VT_BACKEND_DIR, NULL, &registry, &err) != VT_OK) return 1;
+    onednn = vt_registry_find(registry, "onednn");
+    reference = vt_registry_find(registry, "reference");
+    if (!onednn || !reference) {
+        for (int i = 0; i < vt_registry_count(registry); i++) {
+            const vt_backend_entry *e = vt_registry_at(registry, i);
+            fprintf(stderr, "backend %s (%s): state %d %s\n", e->name, e->path, (int)e->state, e->reason);
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static int suite_cleanup(void) {
+    vt_registry_destroy(registry);
+    vt_threadpool_destroy(pool);
+    return 0;
+}
+
+/* An extra onednn instance with options; NULL (and a failed assert) on error. */
+static void *onednn_instance(const char *options) {
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = options};
+    void *ctx = NULL;
+    char err[256] = "";
+    vt_status st = onednn->table->init(host, &config, &ctx, err, sizeof err);
+    CU_ASSERT_EQUAL(st, VT_OK);
+    if (st != VT_OK) fprintf(stderr, "onednn init(%s): %s\n", options, err);
+    return st == VT_OK ? ctx : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                    */
+
+static vt_tensor tensor2(void *data, int32_t dtype, int64_t ne0, int64_t ne1) {
+    size_t row = vt_row_size(dtype, ne0);
+    vt_tensor t = {.data = data, .dtype = dtype, .ndim = 2, .ne = {ne0, ne1, 1, 1}};
+    t.nb[0] = vt_dtype_block_bytes(dtype) / (size_t)vt_dtype_block_length(dtype);
+    t.nb[1] = row;
+    t.nb[2] = t.nb[3] = row * (size_t)ne1;
+    return t;
+}
+
+static vt_node matmul_node(int phase, void *w, int32_t w_dtype, void *x, void *y, int32_t y_dtype, int64_t k,
+                           int64_t n, int64_t m) {
+    vt_node node = {.struct_size = sizeof(vt_node), .op = VT_OP_MATMUL, .phase = phase, .n_src = 2};
+    node.src[0] = tensor2(w, w_dtype, k, n);
+    node.src[1] = tensor2(x, VT_F32, k, m);
+    node.dst = tensor2(y, y_dtype, n, m);
+    return node;
+}
+
+/* Uniform in [-1, 1) from a fixed-seed LCG. */
+static float next_uniform(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
+}
+
+static const int32_t weight_dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0, VT_Q4_0, VT_Q4_K, VT_Q5_K, VT_Q6_K};
+#define N_WEIGHT_DTYPES (sizeof(weight_dtypes) / sizeof(weight_dtypes[0]))
+
+/* ------------------------------------------------------------------------ */
+/* The differential check                                                     */
+
+/* Guard floats after each output, to catch a tile written past Y's end. */
+#define GUARD 16
+#define GUARD_VALUE 12345.0f
+
+/* Run a {K, N} weight of dtype x {K, M} on onednn (ctx) and reference; returns
+ * the number of elements outside tolerance (and asserts). */
+static int compare_matmul(void *ctx, int32_t dtype, int64_t k, int64_t n, int64_t m, uint64_t seed) {
+    size_t row_bytes = vt_row_size(dtype, k);
+    uint8_t *w = malloc(row_bytes * (size_t)n);
+    float *w_f32 = malloc(sizeof(float) * (size_t)(k * n)); /* the dequantized weights */
+    float *x = malloc(sizeof(float) * (size_t)(k * m));
+    float *y_dnn = malloc(sizeof(float) * (size_t)(n * m + GUARD));
+    float *y_ref = malloc(sizeof(float) * (size_t)(n * m));
+    CU_ASSERT_FATAL(w && w_f32 && x && y_dnn && y_ref);
+
+    for (int64_t i = 0; i < k * n; i++) w_f32[i] = next_uniform(&seed);
+    for (int64_t r = 0; r < n; r++)
+        CU_ASSERT_FATAL(vt_from_f32(dtype, w_f32 + r * k, w + (size_t)r * row_bytes, k) == VT_OK);
+    /* What both backends actually multiply: the quantized values, exactly. */
+    CU_ASSERT_FATAL(vt_to_f32(dtype, w, w_f32, k * n) == VT_OK);
+    for (int64_t i = 0; i < k * m; i++) x[i] = next_uniform(&seed);
+    for (int64_t i = 0; i < n * m + GUARD; i++) y_dnn[i] = GUARD_VALUE;
+
+    vt_node node = matmul_node(VT_PHASE_PREFILL, w, dtype, x, y_dnn, VT_F32, k, n, m);
+    CU_ASSERT_FATAL(onednn->table->supports(ctx, &node) == 1);
+    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+    node.dst.data = y_ref;
+    CU_ASSERT_FATAL(vt_backend_accepts(reference, &node));
+    CU_ASSERT_EQUAL_FATAL(vt_backend_run(reference, &node), VT_OK);
+
+    /* Tolerance. The reference sums in double and rounds once; oneDNN sums in
+     * f32 with FMA in blocks. The classical bound of an f32 dot product is
+     * K * u * sum|x||w| (u = 2^-24 ~ 6e-8), the typical error ~ sqrt(K) * u
+     * times that sum. 1e-5 * sum|x||w| is ~ 170 u: above the worst case for
+     * K <= 128 and above the typical error for every K here by > 20x, while a
+     * wrong tile, a shifted row or a dropped block is off by O(|x||w|) of a
+     * whole block, i.e. > 1e-2 of the sum. Observed worst here: 2.6e-7. */
+    int bad = 0;
+    for (int64_t mi = 0; mi < m; mi++) {
+        for (int64_t ni = 0; ni < n; ni++) {
+            double mag = 0;
+            for (int64_t ki = 0; ki < k; ki++) mag += fabs((double)x[mi * k + ki] * (double)w_f32[ni * k + ki]);
+            double got = y_dnn[mi * n + ni], want = y_ref[mi * n + ni];
+            if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) {
+                if (bad < 3)
+                    fprintf(stderr, "\n  %s K=%lld N=%lld M=%lld: y[%lld][%lld] = %.9g, reference %.9g (sum|xw| %.3g)",
+                            vt_dtype_name(dtype), (long long)k, (long long)n, (long long)m, (long long)mi,
+                            (long long)ni, got, want, mag);
+                bad++;
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    int overrun = 0;
+    for (int i = 0; i < GUARD; i++) overrun += y_dnn[n * m + i] != GUARD_VALUE;
+    CU_ASSERT_EQUAL(overrun, 0);
+
+    free(w);
+    free(w_f32);
+    free(x);
+    free(y_dnn);
+    free(y_ref);
+    return bad + overrun;
+}
+
+/* Every weight dtype over shapes at the tiling edges, on one instance. */
+static void matmul_all_dtypes(void *ctx) {
+    static const int64_t ms[] = {1, 16, 17, 33, 128};
+    for (size_t d = 0; d < N_WEIGHT_DTYPES; d++) {
+        int32_t dtype = weight_dtypes[d];
+        int64_t block = vt_dtype_block_length(dtype);
+        /* K: one block (for plain types a short odd row instead of K = 1,
+         * which is also tried), and several blocks. */
+        int64_t k_one = block > 1 ? block : 7;
+        int64_t ks[] = {k_one, block > 1 ? 3 * block : 1, 512};
+        /* N: below a tile, a tile plus a 1-row tail, and several tiles with a
+         * tail (tile rows are multiples of 16). */
+        int64_t ns[] = {5, 17, 300};
+        uint64_t seed = 1000 + (uint64_t)d;
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    if (compare_matmul(ctx, dtype, ks[ki], ns[ni], ms[mi], seed++)) return; /* one report per case */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tests                                                                      */
+
+static void test_matmul_matches_reference_every_dtype(void) { matmul_all_dtypes(onednn->ctx); }
+
+/* Tiles of 16 rows (16 KiB budget): many tiles, runs of tiles per thread. */
+static void test_matmul_many_small_tiles(void) {
+    void *ctx = onednn_instance("tile_kib=16");
+    if (!ctx) return;
+    matmul_all_dtypes(ctx);
+    onednn->table->shutdown(ctx);
+}
+
+/* One oneDNN call at a time on OpenMP threads, tiles dequantized in parallel. */
+static void test_matmul_omp_threading(void) {
+    void *ctx = onednn_instance("threading=omp,tile_kib=64");
+    if (!ctx) return;
+    matmul_all_dtypes(ctx);
+    onednn->table->shutdown(ctx);
+}
+
+/* A layer-sized case: K=1024, N=3072 (a qwen3-0.6B ffn), M=33. */
+static void test_matmul_model_sized(void) {
+    compare_matmul(onednn->ctx, VT_Q4_K, 1024, 3072, 33, 7);
+    compare_matmul(onednn->ctx, VT_Q6_K, 1024, 1000, 17, 8);
+}
+
+/* Repeated calls with changing M reuse the cached primitives (runtime M) and
+ * stay correct. */
+static void test_matmul_repeated_shapes(void) {
+    for (int rep = 0; rep < 3; rep++) {
+        compare_matmul(onednn->ctx, VT_Q8_0, 256, 200, 128, 50 + (uint64_t)rep);
+        compare_matmul(onednn->ctx, VT_Q8_0, 256, 200, 3, 60 + (uint64_t)rep);
+    }
+}
+
+/* What supports() accepts and declines: it must be exact. */
+static void test_supports_is_exact(void) {
+    void *ctx = onednn->ctx;
+    int (*supports)(void *, const vt_node *) = onednn->table->supports;
+    for (size_t d = 0; d < N_WEIGHT_DTYPES; d++) {
+        int32_t dt = weight_dtypes[d];
+        int64_t k = 256;
+        vt_node node = matmul_node(VT_PHASE_PREFILL, NULL, dt, NULL, NULL, VT_F32, k, 64, 128);
+        CU_ASSERT_EQUAL(supports(ctx, &node), 1);
+        /* F16/BF16 results: declined, the runtime inserts a convert. */
+        node.dst = tensor2(NULL, VT_F16, 64, 128);
+        CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+        node.dst = tensor2(NULL, VT_BF16, 64, 128);
+        CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+        /* Decode is declined (measured slower, see matmul.c). */
+        node = matmul_node(VT_PHASE_DECODE, NULL, dt, NULL, NULL, VT_F32, k, 64, 1);
+        CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    }
+    /* Activations must be F32. */
+    vt_node node = matmul_node(VT_PHASE_PREFILL, NULL, VT_Q4_K, NULL, NULL, VT_F32, 256, 64, 8);
+    node.src[1] = tensor2(NULL, VT_F16, 256, 8);
+    CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    /* Non-weight dtypes as weights. */
+    node = matmul_node(VT_PHASE_PREFILL, NULL, VT_I32, NULL, NULL, VT_F32, 256, 64, 8);
+    CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    /* Mismatched shapes: X's K, Y's N, Y's M. */
+    node = matmul_node(VT_PHASE_PREFILL, NULL, VT_Q8_0, NULL, NULL, VT_F32, 256, 64, 8);
+    node.src[1].ne[0] = 224;
+    CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    node = matmul_node(VT_PHASE_PREFILL, NULL, VT_Q8_0, NULL, NULL, VT_F32, 256, 64, 8);
+    node.dst.ne[0] = 63;
+    CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    node = matmul_node(VT_PHASE_PREFILL, NULL, VT_Q8_0, NULL, NULL, VT_F32, 256, 64, 8);
+    node.dst.ne[1] = 9;
+    CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    /* A batch dimension is not part of the convention. */
+    node = matmul_node(VT_PHASE_PREFILL, NULL, VT_F32, NULL, NULL, VT_F32, 256, 64, 8);
+    node.src[0].ndim = 3;
+    node.src[0].ne[2] = 2;
+    CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    /* Wrong operand count. */
+    node = matmul_node(VT_PHASE_PREFILL, NULL, VT_F32, NULL, NULL, VT_F32, 256, 64, 8);
+    node.n_src = 3;
+    CU_ASSERT_EQUAL(supports(ctx, &node), 0);
+    /* Only MATMUL is implemented; the rest are NULL (runtime falls back). */
+    for (int op = 0; op < VT_OP_COUNT; op++)
+        CU_ASSERT_EQUAL(vt_backend_op(onednn->table, op) != NULL, op == VT_OP_MATMUL);
+}
+
+/* decode=1 accepts decode nodes, and M=1 is computed right. */
+static void test_decode_option(void) {
+    void *ctx = onednn_instance("decode=1");
+    if (!ctx) return;
+    vt_node node = matmul_node(VT_PHASE_DECODE, NULL, VT_Q4_K, NULL, NULL, VT_F32, 256, 64, 1);
+    CU_ASSERT_EQUAL(onednn->table->supports(ctx, &node), 1);
+    compare_matmul(ctx, VT_Q4_K, 256, 300, 1, 99);
+    onednn->table->shutdown(ctx);
+}
+
+/* Bad options fail init with a reason; nothing leaks (ASan). */
+static void test_bad_options_fail_init(void) {
+    static const char *const bad[] = {"threading=tbb", "tile_kib=1", "tile_kib=abc", "colour=blue", "decode"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = bad[i]};
+        void *ctx = NULL;
+        char err[256] = "";
+        CU_ASSERT_NOT_EQUAL(onednn->table->init(host, &config, &ctx, err, sizeof err), VT_OK);
+        CU_ASSERT_PTR_NULL(ctx);
+        CU_ASSERT(err[0] != '\0');
+    }
+}
+
+/* A failed host allocation gives VT_ERR_NOMEM, and the next call succeeds. */
+static void test_alloc_failure_is_nomem(void) {
+    void *ctx = onednn_instance(""); /* fresh: no buffers allocated yet */
+    if (!ctx) return;
+    int64_t k = 256, n = 64, m = 4;
+    size_t row_bytes = vt_row_size(VT_Q8_0, k);
+    uint8_t *w = calloc((size_t)n, row_bytes);
+    float *x = calloc((size_t)(k * m), sizeof(float));
+    float *y = calloc((size_t)(n * m), sizeof(float));
+    vt_node node = matmul_node(VT_PHASE_PREFILL, w, VT_Q8_0, x, y, VT_F32, k, n, m);
+    vt_host_fail_alloc_after(1);
+    CU_ASSERT_EQUAL(onednn->table->matmul(ctx, &node), VT_ERR_NOMEM);
+    vt_host_fail_alloc_after(0);
+    CU_ASSERT_EQUAL(onednn->table->matmul(ctx, &node), VT_OK);
+    onednn->table->shutdown(ctx);
+    free(w);
+    free(x);
+    free(y);
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {
+        {"supports() is exact", test_supports_is_exact},
+        {"matmul matches reference, every weight dtype", test_matmul_matches_reference_every_dtype},
+        {"matmul with many small tiles", test_matmul_many_small_tiles},
+        {"matmul with OpenMP threading", test_matmul_omp_threading},
+        {"matmul at a model's layer size", test_matmul_model_sized},
+        {"matmul reuses cached primitives across M", test_matmul_repeated_shapes},
+        {"decode=1 accepts and computes M=1", test_decode_option},
+        {"bad options fail init", test_bad_options_fail_init},
+        {"alloc failure gives VT_ERR_NOMEM", test_alloc_failure_is_nomem},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("onednn ops", suite_init, suite_cleanup, tests);
+    return vt_test_run();
+}
