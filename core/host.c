@@ -1,0 +1,161 @@
+/* host.c — the vt_host table backends receive at init: logging with a level
+ * threshold, aligned allocation with test-time failure injection, the current
+ * thread pool's parallel_for, and row conversion through core/quant.h. */
+#include "host.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "quant.h"
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                    */
+
+static atomic_int log_level = VT_LOG_WARN;
+static pthread_once_t log_env_once = PTHREAD_ONCE_INIT;
+static atomic_bool log_level_set_explicitly;
+
+/* "debug", "info", "warn"/"warning", "error", or 0..3; -1 if unrecognised. */
+static int parse_level(const char *s) {
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (strcasecmp(s, names[i]) == 0) return i;
+    if (strcasecmp(s, "warning") == 0) return VT_LOG_WARN;
+    if (s[0] >= '0' && s[0] <= '3' && s[1] == '\0') return s[0] - '0';
+    return -1;
+}
+
+static void read_log_env(void) {
+    const char *env = getenv("VT_LOG");
+    if (!env || !*env || atomic_load(&log_level_set_explicitly)) return;
+    int level = parse_level(env);
+    if (level >= 0) atomic_store(&log_level, level);
+    else fprintf(stderr, "vt: warning: VT_LOG=%s is not one of debug, info, warn, error; using warn\n", env);
+}
+
+void vt_log_set_level(int level) {
+    pthread_once(&log_env_once, read_log_env);
+    if (level < VT_LOG_ERROR) level = VT_LOG_ERROR;
+    if (level > VT_LOG_DEBUG) level = VT_LOG_DEBUG;
+    atomic_store(&log_level_set_explicitly, true);
+    atomic_store(&log_level, level);
+}
+
+int vt_log_get_level(void) {
+    pthread_once(&log_env_once, read_log_env);
+    return atomic_load(&log_level);
+}
+
+void vt_log(int level, const char *who, const char *fmt, ...) {
+    if (level > vt_log_get_level()) return;
+    static const char *const tags[] = {"error", "warning", "info", "debug"};
+    const char *tag = level <= VT_LOG_ERROR ? tags[0] : level >= VT_LOG_DEBUG ? tags[3] : tags[level];
+    /* Format the whole line first so concurrent messages do not interleave. */
+    char line[1024];
+    int head = snprintf(line, sizeof line, "vt[%s] %s: ", who && *who ? who : "core", tag);
+    if (head < 0 || (size_t)head >= sizeof line) head = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + head, sizeof line - (size_t)head, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(line);
+    if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+    fprintf(stderr, "%s\n", line);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Allocation with failure injection                                          */
+
+/* Host allocs left before the injected failure; 0 = no failure armed. */
+static atomic_long fail_countdown;
+static pthread_once_t fail_env_once = PTHREAD_ONCE_INIT;
+
+static void read_fail_env(void) {
+    const char *env = getenv("VT_FAIL_ALLOC_AT");
+    if (!env || !*env) return;
+    char *end;
+    long n = strtol(env, &end, 10);
+    if (*end == '\0' && n > 0) atomic_store(&fail_countdown, n);
+}
+
+void vt_host_fail_alloc_after(long n) {
+    pthread_once(&fail_env_once, read_fail_env); /* so the env cannot override this later */
+    atomic_store(&fail_countdown, n > 0 ? n : 0);
+}
+
+/* True when this alloc is the injected failure. */
+static bool injected_failure(void) {
+    pthread_once(&fail_env_once, read_fail_env);
+    long left = atomic_load(&fail_countdown);
+    while (left > 0) {
+        if (atomic_compare_exchange_weak(&fail_countdown, &left, left - 1)) return left == 1;
+    }
+    return false;
+}
+
+static void *host_alloc(size_t size, size_t alignment) {
+    if (injected_failure()) return NULL;
+    if (alignment < sizeof(void *)) alignment = sizeof(void *);
+    if ((alignment & (alignment - 1)) != 0) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, alignment, size ? size : 1) != 0) return NULL;
+    return p;
+}
+
+static void host_free(void *ptr) { free(ptr); }
+
+/* ------------------------------------------------------------------------ */
+/* Thread pool                                                                */
+
+/* The pool behind host->parallel_for; NULL runs everything on the caller. */
+static _Atomic(vt_threadpool *) current_pool;
+
+static void host_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
+    vt_threadpool *pool = atomic_load_explicit(&current_pool, memory_order_acquire);
+    if (pool) {
+        vt_threadpool_parallel_for(pool, n, grain, fn, arg);
+    } else if (n > 0) {
+        fn(arg, 0, n, 0);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dtype services: thin forwards so backends never link libvt.               */
+
+static vt_status host_to_f32(int32_t dtype, const void *src, float *dst, int64_t n) {
+    return vt_to_f32(dtype, src, dst, n);
+}
+
+static vt_status host_from_f32(int32_t dtype, const float *src, void *dst, int64_t n) {
+    return vt_from_f32(dtype, src, dst, n);
+}
+
+static size_t host_row_size(int32_t dtype, int64_t n) { return vt_row_size(dtype, n); }
+static int64_t host_block_length(int32_t dtype) { return vt_dtype_block_length(dtype); }
+static const char *host_dtype_name(int32_t dtype) { return vt_dtype_name(dtype); }
+
+static vt_host host_table = {
+    .struct_size = sizeof(vt_host),
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .n_threads = 1,
+    .log = vt_log,
+    .alloc = host_alloc,
+    .free = host_free,
+    .parallel_for = host_parallel_for,
+    .to_f32 = host_to_f32,
+    .from_f32 = host_from_f32,
+    .row_size = host_row_size,
+    .block_length = host_block_length,
+    .dtype_name = host_dtype_name,
+};
+
+const vt_host *vt_host_get(vt_threadpool *pool) {
+    atomic_store_explicit(&current_pool, pool, memory_order_release);
+    host_table.n_threads = vt_threadpool_n_threads(pool);
+    return &host_table;
+}

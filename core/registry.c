@@ -1,0 +1,496 @@
+/* registry.c — finding, checking and initialising backend shared objects.
+ *
+ * Every file named libvt-backend-NAME.so in the search folders becomes one
+ * entry: loaded, refused (with the first check it failed, in the order of
+ * vt_backend.h) or shadowed (an earlier folder had the same NAME). A bad
+ * backend never stops the others from loading. */
+#include "registry.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host.h"
+
+#define FILE_PREFIX "libvt-backend-"
+#define FILE_SUFFIX ".so"
+#define BAD_NAME_REASON "file name '%s' does not give a backend name of [a-z0-9_-], up to 63 characters"
+
+struct vt_registry {
+    const vt_host *host;
+    vt_backend_config config; /* handed to every init; outlives the backends */
+    vt_backend_entry *entries;
+    int count, capacity;
+    char **folders_seen; /* realpaths of scanned folders, to scan each once */
+    int n_folders;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Table copies                                                               */
+
+/* A backend's table copied into a zeroed, full-size vt_backend, so the runtime
+ * can read every field it knows without reading past what the plugin built.
+ * Copies live as long as the libraries (for the whole process), one per
+ * exported table, on a list reachable from here. */
+typedef struct table_copy {
+    const vt_backend *original;
+    vt_backend copy;
+    struct table_copy *next;
+} table_copy;
+
+static table_copy *table_copies;
+static pthread_mutex_t table_copies_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const vt_backend *full_size_copy(const vt_backend *original) {
+    pthread_mutex_lock(&table_copies_lock);
+    table_copy *c = table_copies;
+    while (c && c->original != original) c = c->next;
+    if (!c && (c = calloc(1, sizeof *c)) != NULL) {
+        c->original = original;
+        size_t n = original->struct_size < sizeof(vt_backend) ? original->struct_size : sizeof(vt_backend);
+        memcpy(&c->copy, original, n);
+        c->next = table_copies;
+        table_copies = c;
+    }
+    pthread_mutex_unlock(&table_copies_lock);
+    return c ? &c->copy : NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checks                                                                     */
+
+/* Minimum struct_size per ABI minor: the table as it was at 1.<minor>. */
+static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0};
+_Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_ABI_MINOR + 1,
+               "add the table size of every ABI minor");
+
+/* Operand counts of each op (vt_backend.h conventions), for nonsense probes. */
+static const int op_n_src[VT_OP_COUNT] = {2, 6, 5, 2, 2, 2, 2, 2, 1};
+static const char *const op_names[VT_OP_COUNT] = {"matmul", "attention", "reshape_and_cache", "rms_norm", "rope",
+                                                  "swiglu", "add", "get_rows", "convert"};
+
+#define NONSENSE_DTYPE 99
+
+/* snprintf that may truncate on purpose (entry fields are fixed-size summaries). */
+static void format_into(char *dst, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void format_into(char *dst, size_t size, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, size, fmt, ap);
+    va_end(ap);
+}
+
+static void refuse(vt_backend_entry *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void refuse(vt_backend_entry *e, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->reason, sizeof e->reason, fmt, ap);
+    va_end(ap);
+    /* One line, whatever dlerror or a plugin wrote. */
+    for (char *c = e->reason; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    e->state = VT_BACKEND_REFUSED;
+    e->table = NULL;
+    e->ctx = NULL;
+}
+
+/* A node shaped like a real one for `op` but with every dtype `dtype`. */
+static vt_node nonsense_node(int op, int32_t dtype) {
+    vt_node node;
+    memset(&node, 0, sizeof node);
+    node.struct_size = sizeof node;
+    node.op = op;
+    node.phase = VT_PHASE_PREFILL;
+    node.n_src = op >= 0 && op < VT_OP_COUNT ? op_n_src[op] : 2;
+    for (int i = 0; i <= VT_MAX_SRC; i++) {
+        vt_tensor *t = i < VT_MAX_SRC ? &node.src[i] : &node.dst;
+        t->dtype = dtype;
+        t->ndim = 2;
+        t->ne[0] = 64;
+        t->ne[1] = t->ne[2] = t->ne[3] = 1;
+        t->nb[0] = 4;
+        t->nb[1] = t->nb[2] = t->nb[3] = 256;
+    }
+    return node;
+}
+
+/* A backend that says yes to an op or dtype that does not exist would say yes
+ * to things it cannot run: refuse it before it gets any real node. Returns a
+ * description of the first nonsense it accepted, or NULL. */
+static const char *accepts_nonsense(const vt_backend *t, void *ctx, char *buf, size_t size) {
+    vt_node node = nonsense_node(VT_OP_COUNT + 5, VT_F32);
+    if (t->supports(ctx, &node)) {
+        format_into(buf, size, "supports() accepts op %d, which does not exist", VT_OP_COUNT + 5);
+        return buf;
+    }
+    for (int op = 0; op < VT_OP_COUNT; op++) {
+        if (!vt_backend_op(t, op)) continue; /* supports() is never asked about NULL ops */
+        node = nonsense_node(op, NONSENSE_DTYPE);
+        if (t->supports(ctx, &node)) {
+            format_into(buf, size, "supports() accepts %s with dtype %d, which does not exist", op_names[op],
+                     NONSENSE_DTYPE);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+/* Run the checks of vt_backend.h on one file whose name part is `name`; fills
+ * e (state LOADED with an initialised ctx, or REFUSED with a reason). */
+static void load_file(const vt_host *host, const vt_backend_config *config, const char *path, const char *name,
+                      vt_backend_entry *e) {
+    memset(e, 0, sizeof *e);
+    format_into(e->name, sizeof e->name, "%s", name);
+    format_into(e->path, sizeof e->path, "%s", path);
+
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL); /* never closed: see vt_backend.h */
+    if (!lib) {
+        const char *why = dlerror();
+        refuse(e, "not a loadable shared object: %s", why ? why : "dlopen failed");
+        return;
+    }
+    vt_backend_entry_fn entry = (vt_backend_entry_fn)dlsym(lib, VT_BACKEND_ENTRY_SYMBOL);
+    if (!entry) {
+        refuse(e, "no %s symbol", VT_BACKEND_ENTRY_SYMBOL);
+        return;
+    }
+    vt_backend_probe_fn probe = (vt_backend_probe_fn)dlsym(lib, VT_BACKEND_PROBE_SYMBOL);
+    if (probe) {
+        char why[200] = "";
+        int score = probe(why, sizeof why);
+        why[sizeof why - 1] = '\0';
+        if (score <= 0) {
+            refuse(e, "probe says this machine cannot run it: %s", why[0] ? why : "(no reason given)");
+            return;
+        }
+    }
+    const vt_backend *original = entry();
+    if (!original) {
+        refuse(e, "%s returned NULL", VT_BACKEND_ENTRY_SYMBOL);
+        return;
+    }
+    /* The first three fields exist at every ABI version. */
+    e->abi_major = original->abi_major;
+    e->abi_minor = original->abi_minor;
+    if (original->abi_major != VT_ABI_MAJOR) {
+        refuse(e, "ABI major %u, runtime speaks %d", original->abi_major, VT_ABI_MAJOR);
+        return;
+    }
+    if (original->abi_minor > VT_ABI_MINOR) {
+        refuse(e, "ABI minor %u is newer than the runtime's %d", original->abi_minor, VT_ABI_MINOR);
+        return;
+    }
+    size_t needed = table_size_at_minor[original->abi_minor];
+    if (original->struct_size < needed) {
+        refuse(e, "struct_size %u is smaller than the %d.%u table (%zu bytes)", original->struct_size, VT_ABI_MAJOR,
+               original->abi_minor, needed);
+        return;
+    }
+    const vt_backend *t = full_size_copy(original);
+    if (!t) {
+        refuse(e, "out of memory copying its table");
+        return;
+    }
+    const char *missing = !t->name || !t->name[0] ? "name"
+                          : !t->init              ? "init"
+                          : !t->supports          ? "supports"
+                          : !t->shutdown          ? "shutdown"
+                                                  : NULL;
+    if (missing) {
+        refuse(e, "table has no %s", missing);
+        return;
+    }
+    if (strcmp(t->name, name) != 0) {
+        refuse(e, "name '%.64s' does not match file name '%s'", t->name, name);
+        return;
+    }
+    void *ctx = NULL;
+    char err[200] = "";
+    vt_status st = t->init(host, config, &ctx, err, sizeof err);
+    err[sizeof err - 1] = '\0';
+    if (st != VT_OK) {
+        refuse(e, "init failed: %s", err[0] ? err : vt_status_name(st));
+        return;
+    }
+    char why[200];
+    if (accepts_nonsense(t, ctx, why, sizeof why)) {
+        t->shutdown(ctx);
+        refuse(e, "capability nonsense: %s", why);
+        return;
+    }
+    e->state = VT_BACKEND_LOADED;
+    e->table = t;
+    e->ctx = ctx;
+}
+
+/* NAME from "libvt-backend-NAME.so" into name (size >= 64): 1 if the file
+ * name has that form, 0 to ignore the file. A NAME outside [a-z0-9_-] or too
+ * long yields -1 (the file is meant as a backend but cannot be one). */
+static int name_from_file(const char *file, char *name, size_t size) {
+    size_t len = strlen(file), pre = strlen(FILE_PREFIX), suf = strlen(FILE_SUFFIX);
+    if (len <= pre + suf || strncmp(file, FILE_PREFIX, pre) != 0 || strcmp(file + len - suf, FILE_SUFFIX) != 0)
+        return 0;
+    size_t n = len - pre - suf;
+    format_into(name, size, "%.*s", (int)n, file + pre);
+    if (n >= size) return -1;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return -1;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Discovery                                                                  */
+
+static vt_backend_entry *add_entry(vt_registry *r) {
+    if (r->count == r->capacity) {
+        int cap = r->capacity ? r->capacity * 2 : 8;
+        vt_backend_entry *grown = realloc(r->entries, (size_t)cap * sizeof *grown);
+        if (!grown) return NULL;
+        r->entries = grown;
+        r->capacity = cap;
+    }
+    return &r->entries[r->count++];
+}
+
+static const vt_backend_entry *first_with_name(const vt_registry *r, const char *name) {
+    for (int i = 0; i < r->count; i++)
+        if (r->entries[i].state != VT_BACKEND_SHADOWED && strcmp(r->entries[i].name, name) == 0)
+            return &r->entries[i];
+    return NULL;
+}
+
+static int compare_strings(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* True if folder was scanned already (the same folder named twice, or
+ * VT_BACKEND_PATH naming the default folder); records it otherwise. */
+static vt_status folder_seen(vt_registry *r, const char *folder, bool *seen) {
+    char resolved[PATH_MAX];
+    const char *key = realpath(folder, resolved) ? resolved : folder;
+    for (int i = 0; i < r->n_folders; i++) {
+        if (strcmp(r->folders_seen[i], key) == 0) {
+            *seen = true;
+            return VT_OK;
+        }
+    }
+    char **grown = realloc(r->folders_seen, (size_t)(r->n_folders + 1) * sizeof *grown);
+    if (!grown) return VT_ERR_NOMEM;
+    r->folders_seen = grown;
+    if (!(r->folders_seen[r->n_folders] = strdup(key))) return VT_ERR_NOMEM;
+    r->n_folders++;
+    *seen = false;
+    return VT_OK;
+}
+
+static vt_status scan_folder(vt_registry *r, const char *folder, vt_error *err) {
+    bool seen;
+    if (folder_seen(r, folder, &seen) != VT_OK) return vt_fail(err, VT_ERR_NOMEM, "registry: out of memory");
+    if (seen) return VT_OK;
+    DIR *dir = opendir(folder);
+    if (!dir) {
+        vt_log(VT_LOG_DEBUG, "registry", "skipping backend folder %s: cannot open it", folder);
+        return VT_OK;
+    }
+    /* Sorted, so which of two same-named files wins does not depend on readdir. */
+    char **files = NULL;
+    size_t n = 0, cap = 0;
+    vt_status st = VT_OK;
+    struct dirent *d;
+    char name[64];
+    while ((d = readdir(dir)) != NULL) {
+        if (name_from_file(d->d_name, name, sizeof name) == 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **grown = realloc(files, cap * sizeof *grown);
+            if (!grown) {
+                st = VT_ERR_NOMEM;
+                break;
+            }
+            files = grown;
+        }
+        if (!(files[n] = strdup(d->d_name))) {
+            st = VT_ERR_NOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(dir);
+    if (st == VT_OK) qsort(files, n, sizeof *files, compare_strings);
+
+    for (size_t i = 0; i < n && st == VT_OK; i++) {
+        char path[sizeof r->entries[0].path];
+        int len = snprintf(path, sizeof path, "%s/%s", folder, files[i]);
+        int kind = name_from_file(files[i], name, sizeof name);
+        const vt_backend_entry *first = kind > 0 ? first_with_name(r, name) : NULL;
+        char first_path[sizeof path];
+        if (first) format_into(first_path, sizeof first_path, "%s", first->path); /* add_entry may move it */
+        vt_backend_entry *e = add_entry(r);
+        if (!e) {
+            st = VT_ERR_NOMEM;
+            break;
+        }
+        if (kind < 0 || len < 0 || (size_t)len >= sizeof path) {
+            memset(e, 0, sizeof *e);
+            format_into(e->name, sizeof e->name, "%s", name);
+            format_into(e->path, sizeof e->path, "%s", path);
+            if (kind < 0) refuse(e, BAD_NAME_REASON, files[i]);
+            else refuse(e, "path of '%s' is too long", files[i]);
+        } else if (first) {
+            memset(e, 0, sizeof *e);
+            format_into(e->name, sizeof e->name, "%s", name);
+            format_into(e->path, sizeof e->path, "%s", path);
+            e->state = VT_BACKEND_SHADOWED;
+            format_into(e->reason, sizeof e->reason, "shadowed by %s", first_path);
+        } else {
+            load_file(r->host, &r->config, path, name, e);
+        }
+        if (e->state == VT_BACKEND_REFUSED)
+            vt_log(VT_LOG_INFO, "registry", "refused backend %s: %s", e->path, e->reason);
+        else if (e->state == VT_BACKEND_LOADED)
+            vt_log(VT_LOG_DEBUG, "registry", "loaded backend %s from %s", e->name, e->path);
+    }
+    for (size_t i = 0; i < n; i++) free(files[i]);
+    free(files);
+    if (st != VT_OK) return vt_fail(err, st, "registry: out of memory scanning %s", folder);
+    return VT_OK;
+}
+
+/* Scan each folder of a colon-separated list (empty items are skipped). */
+static vt_status scan_path_list(vt_registry *r, const char *list, vt_error *err) {
+    if (!list) return VT_OK;
+    const char *p = list;
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        size_t len = colon ? (size_t)(colon - p) : strlen(p);
+        if (len > 0) {
+            char folder[PATH_MAX];
+            if (len < sizeof folder) {
+                memcpy(folder, p, len);
+                folder[len] = '\0';
+                vt_status st = scan_folder(r, folder, err);
+                if (st != VT_OK) return st;
+            } else {
+                vt_log(VT_LOG_WARN, "registry", "skipping a backend folder name of %zu bytes", len);
+            }
+        }
+        if (!colon) break;
+        p = colon + 1;
+    }
+    return VT_OK;
+}
+
+/* <dir of libvt.so>/vt, or "" if libvt's own path is unknown. */
+static void default_folder(char *out, size_t size) {
+    Dl_info info;
+    out[0] = '\0';
+    if (!dladdr((void *)&vt_registry_create, &info) || !info.dli_fname) return;
+    char resolved[PATH_MAX];
+    const char *lib = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
+    const char *slash = strrchr(lib, '/');
+    if (!slash) {
+        format_into(out, size, "./%s", VT_BACKEND_SUBDIR);
+        return;
+    }
+    format_into(out, size, "%.*s/%s", (int)(slash - lib), lib, VT_BACKEND_SUBDIR);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Public API                                                                 */
+
+vt_status vt_registry_create(const vt_host *host, const char *extra_path, const char *backend_options_ini,
+                             vt_registry **out, vt_error *err) {
+    /* Options per backend ([backend.NAME] of the ini) are not parsed yet:
+     * every backend gets "". */
+    (void)backend_options_ini;
+    *out = NULL;
+    if (!host) return vt_fail(err, VT_ERR_INVALID, "registry: no host table");
+    vt_registry *r = calloc(1, sizeof *r);
+    if (!r) return vt_fail(err, VT_ERR_NOMEM, "registry: out of memory");
+    r->host = host;
+    r->config.struct_size = sizeof r->config;
+    r->config.n_threads = host->n_threads;
+    r->config.options = "";
+
+    char folder[PATH_MAX];
+    default_folder(folder, sizeof folder);
+    vt_status st = scan_path_list(r, getenv("VT_BACKEND_PATH"), err);
+    if (st == VT_OK) st = scan_path_list(r, extra_path, err);
+    if (st == VT_OK && folder[0]) st = scan_folder(r, folder, err);
+    if (st != VT_OK) {
+        vt_registry_destroy(r);
+        return st;
+    }
+    *out = r;
+    return VT_OK;
+}
+
+void vt_registry_destroy(vt_registry *r) {
+    if (!r) return;
+    /* Reverse load order, the usual teardown order for things set up in sequence. */
+    for (int i = r->count - 1; i >= 0; i--) {
+        vt_backend_entry *e = &r->entries[i];
+        if (e->state == VT_BACKEND_LOADED && e->table) e->table->shutdown(e->ctx);
+    }
+    for (int i = 0; i < r->n_folders; i++) free(r->folders_seen[i]);
+    free(r->folders_seen);
+    free(r->entries);
+    free(r);
+}
+
+vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backend_entry *entry, vt_error *err) {
+    if (!host || !path || !entry) return vt_fail(err, VT_ERR_INVALID, "registry: check_file needs host, path, entry");
+    const char *slash = strrchr(path, '/');
+    const char *file = slash ? slash + 1 : path;
+    char name[64];
+    int kind = name_from_file(file, name, sizeof name);
+    if (kind <= 0) {
+        memset(entry, 0, sizeof *entry);
+        format_into(entry->path, sizeof entry->path, "%s", path);
+        if (kind < 0) refuse(entry, BAD_NAME_REASON, file);
+        else refuse(entry, "file name '%s' is not libvt-backend-NAME.so", file);
+        return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
+    }
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = ""};
+    load_file(host, &config, path, name, entry);
+    if (entry->state != VT_BACKEND_LOADED) return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
+    /* Checked, not kept: the table stays valid (libraries are never closed). */
+    entry->table->shutdown(entry->ctx);
+    entry->ctx = NULL;
+    return VT_OK;
+}
+
+int vt_registry_count(const vt_registry *r) { return r ? r->count : 0; }
+
+const vt_backend_entry *vt_registry_at(const vt_registry *r, int i) {
+    if (!r || i < 0 || i >= r->count) return NULL;
+    return &r->entries[i];
+}
+
+const vt_backend_entry *vt_registry_find(const vt_registry *r, const char *name) {
+    if (!r || !name) return NULL;
+    for (int i = 0; i < r->count; i++)
+        if (r->entries[i].state == VT_BACKEND_LOADED && strcmp(r->entries[i].name, name) == 0) return &r->entries[i];
+    return NULL;
+}
+
+bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node) {
+    if (!b || !node || b->state != VT_BACKEND_LOADED || !b->table) return false;
+    if (!vt_backend_op(b->table, node->op)) return false;
+    return b->table->supports(b->ctx, node) != 0;
+}
+
+vt_status vt_backend_run(const vt_backend_entry *b, const vt_node *node) {
+    vt_op_fn op = b && node && b->state == VT_BACKEND_LOADED && b->table ? vt_backend_op(b->table, node->op) : NULL;
+    assert(op && "vt_backend_run on a backend that does not implement the op");
+    if (!op) return VT_ERR_INTERNAL;
+    return op(b->ctx, node);
+}
