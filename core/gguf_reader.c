@@ -518,13 +518,17 @@ static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
         uint64_t size = g->size;
         bool inside = g->data_offset <= size && t->offset <= size - g->data_offset &&
                       t->nbytes <= size - g->data_offset - t->offset;
-        if (!inside)
+        if (!inside && t->offset <= UINT64_MAX - g->data_offset)
             return vt_fail(c->err, VT_ERR_FORMAT,
                            "gguf: tensor '%s': data [%llu, %llu + %zu) lies outside the file (size %zu; data section "
                            "at %llu)",
                            t->name, (unsigned long long)(g->data_offset + t->offset),
                            (unsigned long long)(g->data_offset + t->offset), t->nbytes, g->size,
                            (unsigned long long)g->data_offset);
+        if (!inside)
+            return vt_fail(c->err, VT_ERR_FORMAT,
+                           "gguf: tensor '%s': data at offset %llu of the data section lies outside the file (size %zu)",
+                           t->name, (unsigned long long)t->offset, g->size);
         t->data = g->base + g->data_offset + t->offset;
     }
     return VT_OK;
