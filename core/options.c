@@ -1,0 +1,574 @@
+/* options.c — every runtime knob: defaults, ini file, environment, CLI.
+ *
+ * One table (option_specs) names each knob, its ini section/key and how its
+ * string form is validated; the ini handler, the environment and the CLI all
+ * go through set_option() so a value is checked the same way whatever its
+ * origin. vt_options_load() works on a copy and commits only on success, so a
+ * failed load leaves the caller's options as they were.
+ *
+ * Environment variables (read by vt_options_load, after the ini file):
+ *   VT_CONFIG           ini file to read when no path is passed ("" = none)
+ *   VT_BACKEND          runtime.backend
+ *   VT_THREADS          runtime.threads
+ *   VT_CTX_SIZE         kv_cache.ctx_size
+ *   VT_KV_CACHE_F32     "1" = kv_cache.dtype f32, "0" = no effect
+ *   VT_KV_CACHE_DTYPE   kv_cache.dtype (ranks above VT_KV_CACHE_F32)
+ * A variable that is set is validated even when empty: "VT_THREADS=" is an
+ * error, not a silent default (VT_CONFIG excepted, as options.h says). */
+#include "options.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- ranges ------------------------------------------------------------ */
+
+#define THREADS_MAX 1024
+#define BATCH_SIZE_MAX 65536
+/* 16 Mi tokens: far beyond any model we load, small enough that block
+ * counts and byte sizes derived from it cannot overflow int64. */
+#define CTX_SIZE_MAX (INT64_C(1) << 24)
+#define BLOCK_SIZE_MAX 256
+/* Values longer than this are shortened (with "...") inside error messages
+ * so the reason after them still fits in a vt_error. */
+#define SHOWN_VALUE_MAX 80
+
+/* ---- the knobs ---------------------------------------------------------- */
+
+typedef enum option_id {
+    OPT_BACKEND,
+    OPT_FALLBACK,
+    OPT_THREADS,
+    OPT_BATCH_SIZE,
+    OPT_KV_CACHE_DTYPE,
+    OPT_CTX_SIZE,
+    OPT_BLOCK_SIZE,
+    OPT_BACKEND_PATH,
+    OPT_TEMP,
+    OPT_TOP_K,
+    OPT_TOP_P,
+    OPT_MIN_P,
+    OPT_SEED,
+    OPT_COUNT
+} option_id;
+
+_Static_assert(OPT_COUNT == VT_OPTIONS_KEY_COUNT, "options.h's key count must match option_specs");
+
+typedef struct option_spec {
+    const char *key;     /* "section.name", the vt_options_set name */
+    const char *section; /* ini section */
+    const char *name;    /* ini key */
+    const char *accepted; /* the tail of "accepted values are ..." */
+} option_spec;
+
+static const option_spec option_specs[OPT_COUNT] = {
+    [OPT_BACKEND] = {"runtime.backend", "runtime", "backend",
+                     "backend names of 1 to 63 characters from a-z, 0-9, _ and -, or empty for automatic"},
+    [OPT_FALLBACK] = {"runtime.fallback", "runtime", "fallback",
+                      "backend names of 1 to 63 characters from a-z, 0-9, _ and -, or none"},
+    [OPT_THREADS] = {"runtime.threads", "runtime", "threads", "integers 1..1024"},
+    [OPT_BATCH_SIZE] = {"runtime.batch_size", "runtime", "batch_size", "integers 1..65536"},
+    [OPT_KV_CACHE_DTYPE] = {"kv_cache.dtype", "kv_cache", "dtype", "f32, f16, bf16"},
+    [OPT_CTX_SIZE] = {"kv_cache.ctx_size", "kv_cache", "ctx_size",
+                      "0 (automatic: the smaller of the model's context length and 4096) or integers 1..16777216"},
+    [OPT_BLOCK_SIZE] = {"kv_cache.block_size", "kv_cache", "block_size", "powers of two 1..256"},
+    [OPT_BACKEND_PATH] = {"backends.path", "backends", "path",
+                          "colon-separated folders, at most 1023 characters in all"},
+    [OPT_TEMP] = {"sampling.temp", "sampling", "temp", "finite numbers >= 0 (0 = greedy)"},
+    [OPT_TOP_K] = {"sampling.top_k", "sampling", "top_k", "integers 0..2147483647 (0 = off)"},
+    [OPT_TOP_P] = {"sampling.top_p", "sampling", "top_p", "numbers in (0, 1] (1 = off)"},
+    [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", "numbers in [0, 1] (0 = off)"},
+    [OPT_SEED] = {"sampling.seed", "sampling", "seed", "integers 0..18446744073709551615"},
+};
+
+static const char *const known_sections = "[runtime], [kv_cache], [backends], [sampling]";
+
+static int find_option(const char *key) {
+    for (int i = 0; i < OPT_COUNT; i++)
+        if (strcmp(option_specs[i].key, key) == 0) return i;
+    return -1;
+}
+
+static int find_ini_option(const char *section, const char *name) {
+    for (int i = 0; i < OPT_COUNT; i++)
+        if (strcmp(option_specs[i].section, section) == 0 && strcmp(option_specs[i].name, name) == 0) return i;
+    return -1;
+}
+
+static bool is_known_section(const char *section, size_t len) {
+    for (int i = 0; i < OPT_COUNT; i++)
+        if (strlen(option_specs[i].section) == len && strncmp(option_specs[i].section, section, len) == 0)
+            return true;
+    return false;
+}
+
+/* "backend, fallback, threads, batch_size" for a section, into buf. */
+static void list_section_keys(const char *section, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < OPT_COUNT && used < size; i++) {
+        if (strcmp(option_specs[i].section, section) != 0) continue;
+        int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", option_specs[i].name);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+/* ---- strict parsing ----------------------------------------------------- */
+
+/* Decimal integer, optional leading '-', nothing else: no spaces, no '+', no
+ * hex, no trailing junk, no overflow. */
+static bool parse_int64(const char *s, int64_t *out) {
+    const char *digits = s[0] == '-' ? s + 1 : s;
+    if (*digits < '0' || *digits > '9') return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE || *end != '\0') return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_int_range(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    int64_t v;
+    if (!parse_int64(s, &v) || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+/* Unsigned 64-bit: strtoull would accept "-1" and wrap it, so digits only. */
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (*s < '0' || *s > '9') return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno == ERANGE || *end != '\0') return false;
+    *out = v;
+    return true;
+}
+
+/* A finite number; the caller checks the range. Leading spaces rejected
+ * (strtod would skip them) so every origin parses alike. */
+static bool parse_finite(const char *s, double *out) {
+    if (*s == '\0' || *s == ' ' || *s == '\t' || *s == '\n') return false;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno == ERANGE || *end != '\0' || !isfinite(v)) return false;
+    *out = v;
+    return true;
+}
+
+static bool is_backend_name(const char *s) {
+    size_t n = strlen(s);
+    if (n < 1 || n > 63) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+    }
+    return true;
+}
+
+static bool parse_dtype(const char *s, int32_t *out) {
+    if (strcmp(s, "f32") == 0) *out = VT_F32;
+    else if (strcmp(s, "f16") == 0) *out = VT_F16;
+    else if (strcmp(s, "bf16") == 0) *out = VT_BF16;
+    else return false;
+    return true;
+}
+
+static const char *dtype_name(int32_t dtype) {
+    switch (dtype) {
+    case VT_F32: return "f32";
+    case VT_F16: return "f16";
+    case VT_BF16: return "bf16";
+    default: return "?";
+    }
+}
+
+/* Validate `value` for knob `id` and store it in o; false leaves o untouched. */
+static bool store_value(vt_options *o, int id, const char *value) {
+    int64_t i64;
+    uint64_t u64;
+    double d;
+    switch ((option_id)id) {
+    case OPT_BACKEND:
+        if (value[0] != '\0' && !is_backend_name(value)) return false;
+        snprintf(o->backend, sizeof o->backend, "%s", value);
+        return true;
+    case OPT_FALLBACK:
+        if (!is_backend_name(value)) return false; /* "none" is a valid name too */
+        snprintf(o->fallback, sizeof o->fallback, "%s", value);
+        return true;
+    case OPT_THREADS:
+        if (!parse_int_range(value, 1, THREADS_MAX, &i64)) return false;
+        o->threads = (int32_t)i64;
+        return true;
+    case OPT_BATCH_SIZE:
+        if (!parse_int_range(value, 1, BATCH_SIZE_MAX, &i64)) return false;
+        o->batch_size = (int32_t)i64;
+        return true;
+    case OPT_KV_CACHE_DTYPE: return parse_dtype(value, &o->kv_cache_dtype);
+    case OPT_CTX_SIZE:
+        if (!parse_int_range(value, 0, CTX_SIZE_MAX, &i64)) return false;
+        o->ctx_size = i64;
+        return true;
+    case OPT_BLOCK_SIZE:
+        if (!parse_int_range(value, 1, BLOCK_SIZE_MAX, &i64) || (i64 & (i64 - 1)) != 0) return false;
+        o->block_size = (int32_t)i64;
+        return true;
+    case OPT_BACKEND_PATH:
+        if (strlen(value) >= sizeof o->backend_path) return false;
+        snprintf(o->backend_path, sizeof o->backend_path, "%s", value);
+        return true;
+    case OPT_TEMP:
+        if (!parse_finite(value, &d) || d < 0 || d > 3.4e38) return false;
+        o->temp = (float)d;
+        return true;
+    case OPT_TOP_K:
+        if (!parse_int_range(value, 0, INT32_MAX, &i64)) return false;
+        o->top_k = (int32_t)i64;
+        return true;
+    case OPT_TOP_P:
+        if (!parse_finite(value, &d) || !(d > 0 && d <= 1)) return false;
+        o->top_p = (float)d;
+        return true;
+    case OPT_MIN_P:
+        if (!parse_finite(value, &d) || !(d >= 0 && d <= 1)) return false;
+        o->min_p = (float)d;
+        return true;
+    case OPT_SEED:
+        if (!parse_u64(value, &u64)) return false;
+        o->seed = u64;
+        return true;
+    case OPT_COUNT: break;
+    }
+    return false;
+}
+
+static void record_source(vt_options *o, int id, const char *source) {
+    snprintf(o->source[id], sizeof o->source[id], "%s", source);
+    if (id == OPT_KV_CACHE_DTYPE)
+        snprintf(o->kv_cache_dtype_source, sizeof o->kv_cache_dtype_source, "%s", source);
+}
+
+/* The value as shown in a message: long ones shortened so the reason fits. */
+static void shown_value(const char *value, char *buf, size_t size) {
+    if (strlen(value) > SHOWN_VALUE_MAX) snprintf(buf, size, "%.*s...", SHOWN_VALUE_MAX, value);
+    else snprintf(buf, size, "%s", value);
+}
+
+/* Validate + store + record, with an error that says where the value came
+ * from: "VT_X=v", "FILE:LINE: [section] name = v" or "section.name = v". */
+static vt_status set_option(vt_options *o, int id, const char *value, const char *source, vt_error *err) {
+    if (store_value(o, id, value)) {
+        record_source(o, id, source);
+        return VT_OK;
+    }
+    const option_spec *spec = &option_specs[id];
+    char shown[SHOWN_VALUE_MAX + 4];
+    shown_value(value, shown, sizeof shown);
+    if (strncmp(source, "env ", 4) == 0)
+        return vt_fail(err, VT_ERR_INVALID, "%s=%s: accepted values are %s", source + 4, shown, spec->accepted);
+    if (strncmp(source, "ini ", 4) == 0)
+        return vt_fail(err, VT_ERR_INVALID, "%s:%s: [%s] %s = %s: accepted values are %s", o->config_path,
+                       source + 4, spec->section, spec->name, shown, spec->accepted);
+    return vt_fail(err, VT_ERR_INVALID, "%s = %s: accepted values are %s", spec->key, shown, spec->accepted);
+}
+
+/* ---- public: defaults, set, source, value ------------------------------- */
+
+static int32_t online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) return 1;
+    return n > THREADS_MAX ? THREADS_MAX : (int32_t)n;
+}
+
+void vt_options_defaults(vt_options *o) {
+    memset(o, 0, sizeof *o);
+    o->backend[0] = '\0';
+    snprintf(o->fallback, sizeof o->fallback, "reference");
+    o->threads = online_cpus();
+    o->batch_size = 512;
+    o->kv_cache_dtype = VT_F16;
+    o->ctx_size = 0;
+    o->block_size = 16;
+    o->backend_path[0] = '\0';
+    o->temp = 0.8f;
+    o->top_k = 40;
+    o->top_p = 0.95f;
+    o->min_p = 0.05f;
+    o->seed = 42;
+    o->config_path[0] = '\0';
+    for (int i = 0; i < OPT_COUNT; i++) record_source(o, i, "default");
+}
+
+vt_status vt_options_set(vt_options *o, const char *key, const char *value, const char *source, vt_error *err) {
+    if (!o || !key || !value || !source) return vt_fail(err, VT_ERR_INVALID, "vt_options_set: NULL argument");
+    int id = find_option(key);
+    if (id < 0) {
+        char keys[512];
+        size_t used = 0;
+        keys[0] = '\0';
+        for (int i = 0; i < OPT_COUNT; i++)
+            used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", i ? ", " : "", option_specs[i].key);
+        return vt_fail(err, VT_ERR_INVALID, "unknown option '%s'; known options are %s", key, keys);
+    }
+    return set_option(o, id, value, source, err);
+}
+
+const char *vt_options_source(const vt_options *o, const char *key) {
+    int id = key ? find_option(key) : -1;
+    if (!o || id < 0) return NULL;
+    return o->source[id][0] ? o->source[id] : "default";
+}
+
+const char *vt_options_key(int i) {
+    return i >= 0 && i < OPT_COUNT ? option_specs[i].key : NULL;
+}
+
+vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size_t size, vt_error *err) {
+    int id = key ? find_option(key) : -1;
+    if (!o || !buf || size == 0) return vt_fail(err, VT_ERR_INVALID, "vt_options_value: NULL argument");
+    if (id < 0) return vt_fail(err, VT_ERR_INVALID, "unknown option '%s'", key ? key : "(null)");
+    switch ((option_id)id) {
+    case OPT_BACKEND: snprintf(buf, size, "%s", o->backend); break;
+    case OPT_FALLBACK: snprintf(buf, size, "%s", o->fallback); break;
+    case OPT_THREADS: snprintf(buf, size, "%" PRId32, o->threads); break;
+    case OPT_BATCH_SIZE: snprintf(buf, size, "%" PRId32, o->batch_size); break;
+    case OPT_KV_CACHE_DTYPE: snprintf(buf, size, "%s", dtype_name(o->kv_cache_dtype)); break;
+    case OPT_CTX_SIZE: snprintf(buf, size, "%" PRId64, o->ctx_size); break;
+    case OPT_BLOCK_SIZE: snprintf(buf, size, "%" PRId32, o->block_size); break;
+    case OPT_BACKEND_PATH: snprintf(buf, size, "%s", o->backend_path); break;
+    /* %.9g round-trips a float exactly through vt_options_set. */
+    case OPT_TEMP: snprintf(buf, size, "%.9g", (double)o->temp); break;
+    case OPT_TOP_K: snprintf(buf, size, "%" PRId32, o->top_k); break;
+    case OPT_TOP_P: snprintf(buf, size, "%.9g", (double)o->top_p); break;
+    case OPT_MIN_P: snprintf(buf, size, "%.9g", (double)o->min_p); break;
+    case OPT_SEED: snprintf(buf, size, "%" PRIu64, o->seed); break;
+    case OPT_COUNT: break;
+    }
+    return VT_OK;
+}
+
+/* ---- the ini file --------------------------------------------------------
+ *
+ * Debian's inih passes no line number to the handler (it was built without
+ * INI_HANDLER_LINENO), so we feed it through ini_parse_stream with our own
+ * reader: inih asks for one line, parses it (calling the handler at most
+ * once), then asks for the next, so the count of lines handed out is the line
+ * the handler is looking at. The reader also
+ *  - refuses lines that do not fit inih's buffer (ini_max_line, 200 by
+ *    default), which inih would otherwise silently cut and parse the rest of
+ *    as a new line;
+ *  - refuses NUL bytes, which would end inih's string early;
+ *  - checks [section] headers, because inih calls the handler only for keys
+ *    and an unknown empty section would otherwise pass unnoticed.
+ * The handler refuses continuation lines (inih's multi-line values: an
+ * indented line after a key is appended to it, which hides typos). */
+
+typedef struct ini_state {
+    vt_options *work;   /* the copy being filled; config_path set */
+    FILE *file;
+    char *line;         /* our copy of the current raw line (getline buffer) */
+    size_t line_cap;
+    int lineno;         /* line handed out last */
+    int key_line[OPT_COUNT]; /* where each key was set, for duplicates */
+    bool failed;        /* the first error is recorded; stop reading */
+    vt_status code;     /* its status (err may be NULL) */
+    int failed_line;    /* and its line */
+    vt_error *err;
+} ini_state;
+
+static const char *skip_blanks(const char *s) {
+    while (*s == ' ' || *s == '\t' || *s == '\r' || *s == '\n' || *s == '\f' || *s == '\v') s++;
+    return s;
+}
+
+static void fail_at(ini_state *st, vt_status code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail_at(ini_state *st, vt_status code, const char *fmt, ...) {
+    char why[VT_ERROR_MSG_SIZE];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    st->code = vt_fail(st->err, code, "%s:%d: %s", st->work->config_path, st->lineno, why);
+    st->failed = true;
+    st->failed_line = st->lineno;
+}
+
+/* A "[name]" header on this raw line names a known section? Mirrors inih:
+ * the name is everything between '[' and the first ']', unstripped. */
+static void check_section_header(ini_state *st, const char *raw) {
+    const char *start = skip_blanks(raw);
+    if (*start != '[') return;
+    const char *close = strchr(start + 1, ']');
+    if (!close) return; /* inih reports it as a syntax error */
+    size_t len = (size_t)(close - (start + 1));
+    if (!is_known_section(start + 1, len))
+        fail_at(st, VT_ERR_FORMAT, "unknown section [%.*s]; known sections are %s", (int)(len > 64 ? 64 : len),
+                start + 1, known_sections);
+}
+
+static char *read_ini_line(char *buf, int size, void *stream) {
+    ini_state *st = stream;
+    if (st->failed) return NULL; /* end the parse at the first error */
+    ssize_t n = getline(&st->line, &st->line_cap, st->file);
+    if (n < 0) return NULL;
+    st->lineno++;
+    if ((size_t)n != strlen(st->line)) {
+        fail_at(st, VT_ERR_FORMAT, "line contains a NUL byte");
+        return NULL;
+    }
+    size_t content = (size_t)n;
+    while (content > 0 && (st->line[content - 1] == '\n' || st->line[content - 1] == '\r')) content--;
+    /* inih needs room for '\r', '\n' and '\0' after the text (ini.h). */
+    if (size < 4 || content > (size_t)size - 3 || (size_t)n + 1 > (size_t)size) {
+        fail_at(st, VT_ERR_FORMAT, "line is %zu characters long; lines longer than %d characters are not accepted",
+                content, size - 3);
+        return NULL;
+    }
+    check_section_header(st, st->line);
+    if (st->failed) return NULL;
+    memcpy(buf, st->line, (size_t)n + 1);
+    return buf;
+}
+
+/* Was this handler call made for the raw line's own "name = value", or is
+ * the line an indented continuation of the previous key? */
+static bool is_key_line(const char *raw, const char *name, const char *value) {
+    const char *s = skip_blanks(raw);
+    size_t delim = strcspn(s, "=:");
+    if (s[delim] == '\0') return false;
+    size_t name_len = delim;
+    while (name_len > 0 && (s[name_len - 1] == ' ' || s[name_len - 1] == '\t')) name_len--;
+    if (name_len != strlen(name) || strncmp(s, name, name_len) != 0) return false;
+    const char *v = skip_blanks(s + delim + 1);
+    return strncmp(v, value, strlen(value)) == 0;
+}
+
+static int on_ini_key(void *user, const char *section, const char *name, const char *value) {
+    ini_state *st = user;
+    if (st->failed) return 0;
+    if (!is_key_line(st->line, name, value)) {
+        fail_at(st, VT_ERR_FORMAT,
+                "indented line would continue the value of '%s' (multi-line values are not supported); "
+                "remove the leading whitespace",
+                name);
+        return 0;
+    }
+    if (section[0] == '\0') {
+        fail_at(st, VT_ERR_FORMAT, "'%s' is outside any section; known sections are %s", name, known_sections);
+        return 0;
+    }
+    int id = find_ini_option(section, name);
+    if (id < 0) {
+        char keys[256];
+        list_section_keys(section, keys, sizeof keys);
+        if (keys[0] == '\0')
+            fail_at(st, VT_ERR_FORMAT, "unknown section [%s]; known sections are %s", section, known_sections);
+        else
+            fail_at(st, VT_ERR_FORMAT, "unknown key '%s' in [%s]; known keys are %s", name, section, keys);
+        return 0;
+    }
+    if (st->key_line[id]) {
+        fail_at(st, VT_ERR_FORMAT, "[%s] %s is set again (first on line %d)", section, name, st->key_line[id]);
+        return 0;
+    }
+    char source[VT_SOURCE_SIZE];
+    snprintf(source, sizeof source, "ini %d", st->lineno);
+    st->code = set_option(st->work, id, value, source, st->err);
+    if (st->code != VT_OK) {
+        st->failed = true;
+        st->failed_line = st->lineno;
+        return 0;
+    }
+    st->key_line[id] = st->lineno;
+    return 1;
+}
+
+/* Read `path` into `work` (whose config_path becomes path). `origin` names
+ * where the path came from for the open error ("VT_CONFIG=" or ""). */
+static vt_status load_ini(vt_options *work, const char *path, const char *origin, vt_error *err) {
+    if (strlen(path) >= sizeof work->config_path)
+        return vt_fail(err, VT_ERR_INVALID, "%sconfig file path is longer than %zu characters", origin,
+                       sizeof work->config_path - 1);
+    snprintf(work->config_path, sizeof work->config_path, "%s", path);
+    FILE *f = fopen(path, "r");
+    if (!f) return vt_fail(err, VT_ERR_IO, "%scannot open config file %s: %s", origin, path, strerror(errno));
+    ini_state st = {.work = work, .file = f, .err = err};
+    int rc = ini_parse_stream(read_ini_line, &st, on_ini_key, &st);
+    bool read_error = ferror(f) != 0;
+    free(st.line);
+    fclose(f);
+    /* inih keeps going after a syntax error, so our own first error may be
+     * on a later line than the syntax error it returns: report the earlier. */
+    bool syntax_first = rc > 0 && (!st.failed || rc < st.failed_line);
+    if (st.failed && !syntax_first) return st.code;
+    if (read_error) return vt_fail(err, VT_ERR_IO, "reading config file %s failed", path);
+    if (rc == -2) return vt_fail(err, VT_ERR_NOMEM, "parsing config file %s: out of memory", path);
+    if (rc != 0)
+        return vt_fail(err, VT_ERR_FORMAT, "%s:%d: expected 'key = value', a [section] header or a ; comment", path,
+                       rc);
+    return VT_OK;
+}
+
+/* ---- the environment ---------------------------------------------------- */
+
+static vt_status apply_env(vt_options *work, vt_error *err) {
+    static const struct {
+        const char *var;
+        option_id id;
+    } plain[] = {
+        {"VT_BACKEND", OPT_BACKEND},
+        {"VT_THREADS", OPT_THREADS},
+        {"VT_CTX_SIZE", OPT_CTX_SIZE},
+    };
+    char source[VT_SOURCE_SIZE];
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        const char *v = getenv(plain[i].var);
+        if (!v) continue;
+        snprintf(source, sizeof source, "env %s", plain[i].var);
+        vt_status s = set_option(work, plain[i].id, v, source, err);
+        if (s != VT_OK) return s;
+    }
+    /* The f32 alias first so VT_KV_CACHE_DTYPE, applied after it, wins. */
+    const char *f32 = getenv("VT_KV_CACHE_F32");
+    if (f32) {
+        if (strcmp(f32, "1") == 0) {
+            set_option(work, OPT_KV_CACHE_DTYPE, "f32", "env VT_KV_CACHE_F32", err);
+        } else if (strcmp(f32, "0") != 0) {
+            char shown[SHOWN_VALUE_MAX + 4];
+            shown_value(f32, shown, sizeof shown);
+            return vt_fail(err, VT_ERR_INVALID,
+                           "VT_KV_CACHE_F32=%s: accepted values are 1 or 0 (1 = f32 KV cache, 0 = no effect)", shown);
+        }
+    }
+    const char *dtype = getenv("VT_KV_CACHE_DTYPE");
+    if (dtype) return set_option(work, OPT_KV_CACHE_DTYPE, dtype, "env VT_KV_CACHE_DTYPE", err);
+    return VT_OK;
+}
+
+vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err) {
+    if (!o) return vt_fail(err, VT_ERR_INVALID, "vt_options_load: NULL options");
+    vt_options work = *o;
+    const char *origin = "";
+    if (!config_path || !*config_path) {
+        config_path = getenv("VT_CONFIG");
+        origin = "VT_CONFIG: ";
+    }
+    if (config_path && *config_path) {
+        vt_status s = load_ini(&work, config_path, origin, err);
+        if (s != VT_OK) return s;
+    }
+    vt_status s = apply_env(&work, err);
+    if (s != VT_OK) return s;
+    *o = work;
+    return VT_OK;
+}

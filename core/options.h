@@ -1,0 +1,81 @@
+/* options.h — every runtime knob, resolved once with a recorded source.
+ *
+ * Precedence, highest first: command line > environment > ini file named by
+ * --config / VT_CONFIG > built-in default. The KV-cache dtype has two
+ * environment levers: VT_KV_CACHE_DTYPE=f32|f16|bf16, and VT_KV_CACHE_F32=1
+ * (alias for f32; "0" or unset = no effect) which ranks below it.
+ * An invalid value anywhere is an error naming the variable or the ini line
+ * and the accepted values — never a silent default. */
+#ifndef VT_CORE_OPTIONS_H
+#define VT_CORE_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+/* Where a value came from, for --explain: "cli", "env VT_KV_CACHE_DTYPE",
+ * "env VT_KV_CACHE_F32", "ini LINE" (e.g. "ini 12", with the file in
+ * config_path), "default". */
+#define VT_SOURCE_SIZE 64
+
+/* Number of knobs; vt_options_key(i) names them in the order below. */
+#define VT_OPTIONS_KEY_COUNT 13
+
+typedef struct vt_options {
+    /* [runtime] */
+    char backend[64];        /* preferred backend; "" = first loaded of simd, onednn, reference */
+    char fallback[64];       /* backend for nodes the preferred one declines; "none" = refuse; default "reference" */
+    int32_t threads;         /* 1..1024; default = online CPUs (capped at 1024) */
+    int32_t batch_size;      /* max tokens per prefill call; default 512 */
+    /* [kv_cache] */
+    int32_t kv_cache_dtype;  /* VT_F32, VT_F16 or VT_BF16; default VT_F16 */
+    char kv_cache_dtype_source[VT_SOURCE_SIZE];
+    int64_t ctx_size;        /* tokens; 0 = min(model context length, 4096) */
+    int32_t block_size;      /* tokens per KV block; default 16 */
+    /* [backends] */
+    char backend_path[1024]; /* extra colon-separated search folders; "" = none */
+    /* [sampling] */
+    float temp;              /* 0 = greedy; default 0.8 */
+    int32_t top_k;           /* 0 = off; default 40 */
+    float top_p;             /* 1 = off; default 0.95 */
+    float min_p;             /* 0 = off; default 0.05 */
+    uint64_t seed;           /* default 42 */
+    /* the ini file read, if any */
+    char config_path[1024];
+    /* sources of every key, same order as above, for `vt config`/--explain
+     * (index i belongs to vt_options_key(i)); kv_cache_dtype_source mirrors
+     * the kv_cache.dtype entry. Read them through vt_options_source(). */
+    char source[VT_OPTIONS_KEY_COUNT][VT_SOURCE_SIZE];
+} vt_options;
+
+/* Defaults (no files, no environment). */
+void vt_options_defaults(vt_options *o);
+
+/* Apply the ini file (path, or VT_CONFIG if path is NULL/empty; nothing if
+ * neither), then the environment (VT_BACKEND, VT_THREADS, VT_KV_CACHE_DTYPE,
+ * VT_KV_CACHE_F32, VT_CTX_SIZE, VT_BACKEND_PATH is read by the registry, not
+ * here). Call after vt_options_defaults and before applying CLI flags with
+ * vt_options_set(..., "cli"). Unknown sections/keys in the ini are errors
+ * naming the line. */
+vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err);
+
+/* Set one knob by its ini name ("kv_cache.dtype", "runtime.threads", ...)
+ * from a string, recording `source` ("cli", "env X", "ini N"). Validates and
+ * errors with the accepted values. Used by the ini handler, the environment
+ * and the CLI alike so every path validates the same way. */
+vt_status vt_options_set(vt_options *o, const char *key, const char *value, const char *source, vt_error *err);
+
+/* Source of a knob ("default" if never set); NULL for an unknown key. */
+const char *vt_options_source(const vt_options *o, const char *key);
+
+/* The i-th knob's ini name ("runtime.backend", ...), i in
+ * 0..VT_OPTIONS_KEY_COUNT-1, in declaration order; NULL otherwise. */
+const char *vt_options_key(int i);
+
+/* The knob's current value as vt_options_set would accept it ("f16", "512",
+ * "0.8"), into buf. VT_ERR_INVALID for an unknown key. */
+vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size_t size, vt_error *err);
+
+#endif
