@@ -377,6 +377,7 @@ typedef struct ini_state {
     vt_options *work;   /* the copy being filled; config_path set */
     FILE *file;
     char *line;         /* our copy of the current raw line (getline buffer) */
+    const char *text;   /* line without a UTF-8 BOM, which inih skips too */
     size_t line_cap;
     int lineno;         /* line handed out last */
     int key_line[OPT_COUNT]; /* where each key was set, for duplicates */
@@ -434,7 +435,9 @@ static char *read_ini_line(char *buf, int size, void *stream) {
                 content, size - 3);
         return NULL;
     }
-    check_section_header(st, st->line);
+    st->text = st->line;
+    if (st->lineno == 1 && strncmp(st->line, "\xEF\xBB\xBF", 3) == 0) st->text += 3;
+    check_section_header(st, st->text);
     if (st->failed) return NULL;
     memcpy(buf, st->line, (size_t)n + 1);
     return buf;
@@ -456,7 +459,7 @@ static bool is_key_line(const char *raw, const char *name, const char *value) {
 static int on_ini_key(void *user, const char *section, const char *name, const char *value) {
     ini_state *st = user;
     if (st->failed) return 0;
-    if (!is_key_line(st->line, name, value)) {
+    if (!is_key_line(st->text, name, value)) {
         fail_at(st, VT_ERR_FORMAT,
                 "indented line would continue the value of '%s' (multi-line values are not supported); "
                 "remove the leading whitespace",
@@ -504,14 +507,14 @@ static vt_status load_ini(vt_options *work, const char *path, const char *origin
     if (!f) return vt_fail(err, VT_ERR_IO, "%scannot open config file %s: %s", origin, path, strerror(errno));
     ini_state st = {.work = work, .file = f, .err = err};
     int rc = ini_parse_stream(read_ini_line, &st, on_ini_key, &st);
-    bool read_error = ferror(f) != 0;
+    int read_errno = ferror(f) ? errno : 0;
     free(st.line);
     fclose(f);
     /* inih keeps going after a syntax error, so our own first error may be
      * on a later line than the syntax error it returns: report the earlier. */
     bool syntax_first = rc > 0 && (!st.failed || rc < st.failed_line);
     if (st.failed && !syntax_first) return st.code;
-    if (read_error) return vt_fail(err, VT_ERR_IO, "reading config file %s failed", path);
+    if (read_errno) return vt_fail(err, VT_ERR_IO, "reading config file %s failed: %s", path, strerror(read_errno));
     if (rc == -2) return vt_fail(err, VT_ERR_NOMEM, "parsing config file %s: out of memory", path);
     if (rc != 0)
         return vt_fail(err, VT_ERR_FORMAT, "%s:%d: expected 'key = value', a [section] header or a ; comment", path,

@@ -28,12 +28,12 @@ typedef struct vt_options {
     char backend[64];        /* preferred backend; "" = first loaded of simd, onednn, reference */
     char fallback[64];       /* backend for nodes the preferred one declines; "none" = refuse; default "reference" */
     int32_t threads;         /* 1..1024; default = online CPUs (capped at 1024) */
-    int32_t batch_size;      /* max tokens per prefill call; default 512 */
+    int32_t batch_size;      /* max tokens per prefill call, 1..65536; default 512 */
     /* [kv_cache] */
     int32_t kv_cache_dtype;  /* VT_F32, VT_F16 or VT_BF16; default VT_F16 */
     char kv_cache_dtype_source[VT_SOURCE_SIZE];
-    int64_t ctx_size;        /* tokens; 0 = min(model context length, 4096) */
-    int32_t block_size;      /* tokens per KV block; default 16 */
+    int64_t ctx_size;        /* tokens, 0..1<<24; 0 = min(model context length, 4096) */
+    int32_t block_size;      /* tokens per KV block, a power of two 1..256; default 16 */
     /* [backends] */
     char backend_path[1024]; /* extra colon-separated search folders; "" = none */
     /* [sampling] */

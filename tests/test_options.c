@@ -547,6 +547,30 @@ static void test_syntax_error_names_the_line(void) {
     expect_ini_error("[runtime\nthreads = 2\n", VT_ERR_FORMAT, "config.ini:1: expected", NULL);
 }
 
+/* Windows line ends and a UTF-8 byte-order mark read like plain lines. */
+static void test_crlf_and_bom_are_accepted(void) {
+    clear_env();
+    vt_options o;
+    vt_error err;
+    vt_status s = load_text(&o, "\xEF\xBB\xBF[runtime]\r\nthreads = 3\r\n[kv_cache]\r\ndtype = bf16\r\n", &err);
+    if (s != VT_OK) printf("\n  %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(s, VT_OK);
+    CU_ASSERT_EQUAL(o.threads, 3);
+    CU_ASSERT_EQUAL(o.kv_cache_dtype, VT_BF16);
+    CU_ASSERT_STRING_EQUAL(vt_options_source(&o, "kv_cache.dtype"), "ini 4");
+    expect_ini_error("\xEF\xBB\xBF[runtme]\r\n", VT_ERR_FORMAT, "config.ini:1: unknown section [runtme]", NULL);
+}
+
+static void test_directory_as_config_is_an_error(void) {
+    clear_env();
+    vt_options o;
+    vt_error err;
+    vt_options_defaults(&o);
+    vt_status s = vt_options_load(&o, vt_test_tmpdir(), &err);
+    CU_ASSERT(s == VT_ERR_IO);
+    CU_ASSERT(contains(err.msg, vt_test_tmpdir()));
+}
+
 static void test_nul_byte_is_refused(void) {
     clear_env();
     char path[512];
@@ -717,6 +741,8 @@ int main(void) {
         {"key outside section, duplicate and continuation", test_key_outside_section_duplicate_and_continuation},
         {"syntax error names the line", test_syntax_error_names_the_line},
         {"NUL byte is refused", test_nul_byte_is_refused},
+        {"CRLF and BOM are accepted", test_crlf_and_bom_are_accepted},
+        {"directory as config is an error", test_directory_as_config_is_an_error},
         {"long lines are an error, not truncated", test_long_lines_are_an_error_not_truncated},
         {"missing file is an error naming it", test_missing_file_is_an_error_naming_it},
         {"failed load leaves options unchanged", test_failed_load_leaves_options_unchanged},
