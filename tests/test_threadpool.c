@@ -36,7 +36,9 @@ static void check_coverage_on(vt_threadpool *pool, int64_t n, int64_t grain) {
     CU_ASSERT_EQUAL(wrong, 0);
     CU_ASSERT_EQUAL(job.visits[n], 0); /* nothing past the end */
     CU_ASSERT_EQUAL(atomic_load(&job.bad_thread), 0);
-    CU_ASSERT(atomic_load(&job.threads_seen) & 1); /* the caller takes part */
+    /* Which threads ran chunks is up to timing: spinning workers may claim
+     * every chunk before the caller gets to one. */
+    CU_ASSERT(atomic_load(&job.threads_seen) != 0);
     free(job.visits);
 }
 
