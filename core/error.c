@@ -28,7 +28,13 @@ vt_status vt_error_prefix(vt_error *err, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s%s", prefix, old);
+    size_t n = strlen(prefix);
+    if (n >= sizeof err->msg) n = sizeof err->msg - 1;
+    memcpy(err->msg, prefix, n);
+    size_t rest = strnlen(old, sizeof old);
+    if (rest > sizeof err->msg - 1 - n) rest = sizeof err->msg - 1 - n;
+    memcpy(err->msg + n, old, rest);
+    err->msg[n + rest] = '\0';
     return err->code;
 }
 

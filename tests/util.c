@@ -1,5 +1,4 @@
 /* util.c — CUnit runner with a truthful exit status, and file helpers. */
-#define _GNU_SOURCE
 #include "util.h"
 
 #include <ftw.h>

@@ -1,8 +1,34 @@
-/* main.c — the vt command line (placeholder until the engine lands). */
+/* main.c — `vt COMMAND ...`: a thin layer over the engine. */
 #include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", vt_cmd_run, "generate text from a prompt"},
+    {"eval", vt_cmd_eval, "evaluate tokens and print logits as JSON"},
+    {"info", vt_cmd_info, "show a GGUF file's metadata and tensors"},
+    {"backends", vt_cmd_backends, "list backends, where they came from, and what they support"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: vt COMMAND [options]   (vt COMMAND --help for each)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
 
 int main(int argc, char **argv) {
-    (void)argc, (void)argv;
-    fprintf(stderr, "vt: not implemented yet\n");
-    return 1;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+        if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "vt: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
 }

@@ -1,0 +1,184 @@
+/* cli.c — common flags and helpers of the vt subcommands. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
+    memset(c, 0, sizeof *c);
+    vt_options_defaults(&c->opt);
+    const char *config = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc) return vt_fail(err, VT_ERR_INVALID, "--config needs a value");
+            config = argv[i + 1];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            config = argv[i] + 9;
+        }
+    }
+    return vt_options_load(&c->opt, config, err);
+}
+
+const char *vt_cli_value(int argc, char **argv, int *i, vt_error *err) {
+    const char *eq = strchr(argv[*i], '=');
+    if (argv[*i][0] == '-' && argv[*i][1] == '-' && eq) return eq + 1;
+    if (*i + 1 >= argc) {
+        vt_fail(err, VT_ERR_INVALID, "%s needs a value", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* Does argv[i] name flag `name` (also as --name=value)? */
+static bool is_flag(const char *arg, const char *name) {
+    size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || (arg[n] == '=' && name[1] == '-'));
+}
+
+vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i, vt_error *err) {
+    static const struct {
+        const char *flag, *alias, *key;
+    } knobs[] = {
+        {"--backend", NULL, "runtime.backend"},      {"--fallback", NULL, "runtime.fallback"},
+        {"--threads", "-t", "runtime.threads"},      {"--batch-size", "-b", "runtime.batch_size"},
+        {"--kv-cache-dtype", NULL, "kv_cache.dtype"}, {"--ctx-size", "-c", "kv_cache.ctx_size"},
+        {"--block-size", NULL, "kv_cache.block_size"}, {"--backend-path", NULL, "backends.path"},
+        {"--temp", NULL, "sampling.temp"},           {"--top-k", NULL, "sampling.top_k"},
+        {"--top-p", NULL, "sampling.top_p"},         {"--min-p", NULL, "sampling.min_p"},
+        {"--seed", NULL, "sampling.seed"},
+    };
+    const char *a = argv[*i];
+    for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++) {
+        if (!is_flag(a, knobs[k].flag) && !(knobs[k].alias && strcmp(a, knobs[k].alias) == 0)) continue;
+        const char *v = vt_cli_value(argc, argv, i, err);
+        if (!v) return VT_ARG_ERROR;
+        if (vt_options_set(&c->opt, knobs[k].key, v, "cli", err) != VT_OK) {
+            vt_error_prefix(err, "%s: ", knobs[k].flag);
+            return VT_ARG_ERROR;
+        }
+        return VT_ARG_TAKEN;
+    }
+    if (is_flag(a, "--model") || strcmp(a, "-m") == 0) {
+        c->model_path = vt_cli_value(argc, argv, i, err);
+        return c->model_path ? VT_ARG_TAKEN : VT_ARG_ERROR;
+    }
+    if (is_flag(a, "--config")) { /* applied in vt_cli_init */
+        return vt_cli_value(argc, argv, i, err) ? VT_ARG_TAKEN : VT_ARG_ERROR;
+    }
+    if (strcmp(a, "--explain") == 0) {
+        c->explain = true;
+        return VT_ARG_TAKEN;
+    }
+    if (strcmp(a, "--dry-run") == 0) {
+        c->explain = c->dry_run = true;
+        return VT_ARG_TAKEN;
+    }
+    return VT_ARG_NOT_MINE;
+}
+
+vt_status vt_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, vt_error *err) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || !*s || *end || v < lo || v > hi)
+        return vt_fail(err, VT_ERR_INVALID, "%s %s: expected an integer in %lld..%lld", flag, s, (long long)lo,
+                       (long long)hi);
+    *out = v;
+    return VT_OK;
+}
+
+vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, double *out, vt_error *err) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !*s || *end || !isfinite(v) || v < lo || v > hi)
+        return vt_fail(err, VT_ERR_INVALID, "%s %s: expected a number in %g..%g", flag, s, lo, hi);
+    *out = v;
+    return VT_OK;
+}
+
+vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err) {
+    size_t cap = 16, count = 0;
+    int32_t *v = malloc(cap * sizeof *v);
+    if (!v) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    const char *p = s;
+    while (*p) {
+        char *end = NULL;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
+            free(v);
+            return vt_fail(err, VT_ERR_INVALID, "--tokens '%s': expected comma-separated non-negative ids", s);
+        }
+        if (count == cap) {
+            int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
+            if (!nv) {
+                free(v);
+                return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+            }
+            v = nv;
+        }
+        v[count++] = (int32_t)x;
+        p = *end ? end + 1 : end;
+    }
+    *ids = v;
+    *n = count;
+    return VT_OK;
+}
+
+void vt_cli_common_help(FILE *f) {
+    fputs("  -m, --model FILE         GGUF model\n"
+          "      --backend NAME       preferred backend (default: first loaded of simd, onednn, reference)\n"
+          "      --fallback NAME|none backend for nodes the preferred one declines (default reference)\n"
+          "      --kv-cache-dtype D   f32, f16 or bf16 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"
+          "  -c, --ctx-size N         KV cache size in tokens (default min(model context, 4096))\n"
+          "      --block-size N       tokens per KV block (default 16)\n"
+          "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
+          "  -t, --threads N          threads (default: online CPUs)\n"
+          "      --backend-path DIRS  extra backend folders, colon-separated\n"
+          "      --config FILE        ini file (default: VT_CONFIG; none)\n"
+          "      --explain            print the negotiated plans to stderr, then run\n"
+          "      --dry-run            build and print the plans, do not run\n",
+          f);
+}
+
+int vt_cli_error(const vt_error *err) {
+    fprintf(stderr, "vt: %s\n", err->msg[0] ? err->msg : vt_status_name(err->code));
+    switch (err->code) {
+    case VT_OK: return 0;
+    case VT_ERR_INVALID: return 2;
+    case VT_ERR_CONTEXT_FULL: return 3;
+    case VT_ERR_UNSUPPORTED: return 4;
+    case VT_ERR_BACKEND: return 5;
+    case VT_ERR_NOMEM: return 6;
+    default: return 1;
+    }
+}
+
+vt_status vt_cli_open_engine(vt_cli_common *c, bool all_logits, vt_model **model, vt_engine **engine, vt_error *err) {
+    *model = NULL;
+    *engine = NULL;
+    if (!c->model_path) return vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
+    vt_status st = vt_model_load(c->model_path, model, err);
+    if (st != VT_OK) return st;
+    st = vt_engine_create(&c->opt, *model, all_logits, engine, err);
+    if (st != VT_OK) {
+        vt_model_free(*model);
+        *model = NULL;
+        return st;
+    }
+    if (c->explain) vt_engine_explain(*engine, stderr);
+    return VT_OK;
+}
+
+vt_status vt_cli_prompt_tokens(const vt_model *m, const char *prompt, const char *ids, int32_t **tokens, size_t *n,
+                               vt_error *err) {
+    if (ids) return vt_cli_parse_ids(ids, tokens, n, err);
+    if (!m->tokenizer)
+        return vt_fail(err, VT_ERR_UNSUPPORTED, "this model's tokenizer cannot be used (%s); pass --tokens",
+                       m->tokenizer_error);
+    const char *text = prompt ? prompt : "";
+    return vt_tokenize(m->tokenizer, text, strlen(text), vt_tokenizer_add_bos(m->tokenizer), false, tokens, n, err);
+}

@@ -1,0 +1,59 @@
+/* cli.h — what the vt subcommands share: flag parsing into vt_options (so
+ * every lever goes through the same validation), and model/engine set-up. */
+#ifndef VT_CLI_H
+#define VT_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine.h"
+#include "error.h"
+#include "options.h"
+
+/* Flags every engine command takes. */
+typedef struct vt_cli_common {
+    vt_options opt;
+    const char *model_path;
+    bool explain;
+    bool dry_run;
+} vt_cli_common;
+
+/* Result of trying one argv entry. */
+typedef enum { VT_ARG_NOT_MINE = 0, VT_ARG_TAKEN = 1, VT_ARG_ERROR = 2 } vt_arg_result;
+
+/* Defaults + config (--config found anywhere in argv, else VT_CONFIG) + env. */
+vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err);
+/* Try argv[*i] as a common flag (advancing *i past its value). */
+vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i, vt_error *err);
+/* The value of flag argv[*i] (advancing *i), or NULL with err set. */
+const char *vt_cli_value(int argc, char **argv, int *i, vt_error *err);
+/* Strict integer/float parsing with the flag named in errors. */
+vt_status vt_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, vt_error *err);
+vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, double *out, vt_error *err);
+/* "1,2,3" -> ids (malloc'ed). */
+vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err);
+
+/* Help text of the common flags. */
+void vt_cli_common_help(FILE *f);
+
+/* Print "vt: <msg>" to stderr, return the exit code for this status. */
+int vt_cli_error(const vt_error *err);
+
+/* Subcommands. */
+int vt_cmd_run(int argc, char **argv);
+int vt_cmd_eval(int argc, char **argv);
+int vt_cmd_info(int argc, char **argv);
+int vt_cmd_backends(int argc, char **argv);
+
+
+
+/* Load c->model_path and build the engine (plans negotiated); print the
+ * plans to stderr when c->explain. */
+vt_status vt_cli_open_engine(vt_cli_common *c, bool all_logits, vt_model **model, vt_engine **engine, vt_error *err);
+
+/* Prompt -> tokens: --tokens ids as given, else the text through the model's
+ * tokenizer (BOS as its metadata says). */
+vt_status vt_cli_prompt_tokens(const vt_model *m, const char *prompt, const char *ids, int32_t **tokens, size_t *n,
+                               vt_error *err);
+#endif

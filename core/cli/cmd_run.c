@@ -1,0 +1,114 @@
+/* cmd_run.c — `vt run`: prompt -> prefill -> sample/decode loop, streaming text. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "sampler.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void help(void) {
+    printf("usage: vt run -m MODEL [-p PROMPT | --tokens 1,2,3] [-n N] [options]\n\n"
+           "Generate text; prints the continuation to stdout and timing to stderr.\n\n"
+           "  -p, --prompt TEXT        prompt text (tokenized with the model's vocabulary)\n"
+           "      --tokens IDS         prompt as comma-separated token ids instead\n"
+           "  -n, --n-predict N        tokens to generate (default 32; 0 = only evaluate the prompt)\n"
+           "      --temp T             temperature, 0 = greedy (default 0.8)\n"
+           "      --top-k K, --top-p P, --min-p P, --seed S   sampling filters\n"
+           "      --ids                print generated token ids, comma-separated, instead of text\n"
+           "      --ignore-eos         keep generating after an end-of-generation token\n");
+    vt_cli_common_help(stdout);
+}
+
+int vt_cmd_run(int argc, char **argv) {
+    vt_error err = {0};
+    vt_cli_common c;
+    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
+    const char *prompt = NULL, *ids = NULL;
+    int64_t n_predict = 32;
+    bool print_ids = false, ignore_eos = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
+        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
+        if (r == VT_ARG_TAKEN) continue;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help();
+            return 0;
+        } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
+            if (!(prompt = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
+        } else if (strcmp(a, "--tokens") == 0) {
+            if (!(ids = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
+        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) {
+            const char *v = vt_cli_value(argc, argv, &i, &err);
+            if (!v || vt_cli_int("-n", v, 0, 1 << 24, &n_predict, &err) != VT_OK) return vt_cli_error(&err);
+        } else if (strcmp(a, "--ids") == 0) {
+            print_ids = true;
+        } else if (strcmp(a, "--ignore-eos") == 0) {
+            ignore_eos = true;
+        } else {
+            vt_fail(&err, VT_ERR_INVALID, "run: unknown option '%s' (see vt run --help)", a);
+            return vt_cli_error(&err);
+        }
+    }
+    vt_model *model = NULL;
+    vt_engine *e = NULL;
+    int32_t *tokens = NULL;
+    size_t n_tokens = 0;
+    vt_sampler *sampler = NULL;
+    vt_status st = vt_cli_open_engine(&c, false, &model, &e, &err);
+    if (st == VT_OK && c.dry_run) goto done;
+    if (st == VT_OK) st = vt_cli_prompt_tokens(model, prompt, ids, &tokens, &n_tokens, &err);
+    if (st == VT_OK && n_tokens == 0)
+        st = vt_fail(&err, VT_ERR_INVALID, "the prompt is empty: zero tokens to evaluate (give -p TEXT or --tokens)");
+    if (st == VT_OK && (int64_t)n_tokens > e->ctx_size)
+        st = vt_fail(&err, VT_ERR_CONTEXT_FULL,
+                     "the prompt has %zu tokens but the KV cache holds %lld (-c/--ctx-size %lld); raise -c", n_tokens,
+                     (long long)e->ctx_size, (long long)e->ctx_size);
+    if (st == VT_OK && (int64_t)n_tokens + n_predict > e->ctx_size) {
+        fprintf(stderr, "vt: note: generating %lld tokens instead of %lld: the KV cache holds %lld tokens\n",
+                (long long)(e->ctx_size - (int64_t)n_tokens), (long long)n_predict, (long long)e->ctx_size);
+        n_predict = e->ctx_size - (int64_t)n_tokens;
+    }
+    if (st == VT_OK) {
+        vt_sampler_params sp = {c.opt.temp, c.opt.top_k, c.opt.top_p, c.opt.min_p, c.opt.seed};
+        st = vt_sampler_create(&sp, &sampler, &err);
+    }
+    double t0 = now_s(), t_prompt = 0;
+    int64_t generated = 0;
+    if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n_tokens, false, &err);
+    t_prompt = now_s() - t0;
+    double t1 = now_s();
+    for (int64_t k = 0; st == VT_OK && k < n_predict; k++) {
+        int32_t next = vt_sampler_sample(sampler, vt_engine_logits(e, 0), model->hp.n_vocab);
+        generated++;
+        if (print_ids) {
+            printf("%s%d", k ? "," : "", next);
+        } else if (model->tokenizer) {
+            char buf[256];
+            int32_t len = vt_token_to_bytes(model->tokenizer, next, false, buf, sizeof buf);
+            if (len > 0) fwrite(buf, 1, (size_t)(len < (int32_t)sizeof buf ? len : (int32_t)sizeof buf), stdout);
+        }
+        fflush(stdout);
+        if (!ignore_eos && model->tokenizer && vt_tokenizer_is_eog(model->tokenizer, next)) break;
+        if (k + 1 < n_predict) st = vt_engine_eval(e, &next, 1, true, &err);
+    }
+    if (st == VT_OK) {
+        printf("\n");
+        double t_gen = now_s() - t1;
+        fprintf(stderr, "vt: prompt %zu tokens in %.3f s (%.1f tok/s); generated %lld tokens in %.3f s (%.1f tok/s)\n",
+                n_tokens, t_prompt, (double)n_tokens / (t_prompt > 0 ? t_prompt : 1e-9), (long long)generated, t_gen,
+                generated > 1 ? (double)(generated - 1) / (t_gen > 0 ? t_gen : 1e-9) : 0.0);
+    }
+done:
+    vt_sampler_free(sampler);
+    free(tokens);
+    vt_engine_free(e);
+    vt_model_free(model);
+    return st == VT_OK ? 0 : vt_cli_error(&err);
+}

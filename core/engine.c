@@ -1,0 +1,180 @@
+/* engine.c — wiring: options -> thread pool -> backends -> KV cache -> plans. */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+static int32_t find_loaded(const vt_registry *r, const char *name) {
+    for (int i = 0; i < vt_registry_count(r); i++) {
+        const vt_backend_entry *b = vt_registry_at(r, i);
+        if (b->state == VT_BACKEND_LOADED && strcmp(b->name, name) == 0) return i;
+    }
+    return -1;
+}
+
+/* Why a named backend is not usable, for the error message. */
+static void describe_missing(const vt_registry *r, const char *name, char *buf, size_t size) {
+    for (int i = 0; i < vt_registry_count(r); i++) {
+        const vt_backend_entry *b = vt_registry_at(r, i);
+        if (strcmp(b->name, name) == 0 && b->state == VT_BACKEND_REFUSED) {
+            snprintf(buf, size, "backend '%.60s' was refused (%.200s): %.200s", name, b->path, b->reason);
+            return;
+        }
+    }
+    int n = snprintf(buf, size, "no backend named '%s' was found; loaded:", name);
+    for (int i = 0; i < vt_registry_count(r) && n > 0 && (size_t)n < size; i++) {
+        const vt_backend_entry *b = vt_registry_at(r, i);
+        if (b->state == VT_BACKEND_LOADED) n += snprintf(buf + n, size - (size_t)n, " %s", b->name);
+    }
+}
+
+static vt_status choose_backends(vt_engine *e, vt_error *err) {
+    const vt_registry *r = e->registry;
+    char why[512];
+    if (e->opt.backend[0]) {
+        e->preferred = find_loaded(r, e->opt.backend);
+        if (e->preferred < 0) {
+            describe_missing(r, e->opt.backend, why, sizeof why);
+            return vt_fail(err, VT_ERR_BACKEND, "--backend %s: %s", e->opt.backend, why);
+        }
+    } else {
+        static const char *const order[] = {"simd", "onednn", "reference"};
+        e->preferred = -1;
+        for (size_t i = 0; i < sizeof order / sizeof *order && e->preferred < 0; i++)
+            e->preferred = find_loaded(r, order[i]);
+        if (e->preferred < 0) return vt_fail(err, VT_ERR_BACKEND, "no backend loaded (see `vt backends`)");
+    }
+    e->fallback = -1;
+    if (strcmp(e->opt.fallback, "none") != 0) {
+        e->fallback = find_loaded(r, e->opt.fallback);
+        if (e->fallback < 0) {
+            describe_missing(r, e->opt.fallback, why, sizeof why);
+            return vt_fail(err, VT_ERR_BACKEND, "fallback %s: %s", e->opt.fallback, why);
+        }
+        if (e->fallback == e->preferred) e->fallback = -1;
+    }
+    return VT_OK;
+}
+
+vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logits, vt_engine **out, vt_error *err) {
+    *out = NULL;
+    vt_engine *e = calloc(1, sizeof *e);
+    if (!e) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    e->opt = *opt;
+    e->model = model;
+    e->all_logits = all_logits;
+    vt_status st = vt_threadpool_create(opt->threads, &e->pool, err);
+    if (st == VT_OK) {
+        e->host = vt_host_get(e->pool);
+        st = vt_registry_create(e->host, opt->backend_path[0] ? opt->backend_path : NULL, NULL, &e->registry, err);
+    }
+    if (st == VT_OK) st = choose_backends(e, err);
+    if (st == VT_OK) {
+        const vt_hparams *hp = &model->hp;
+        e->ctx_size = opt->ctx_size > 0 ? opt->ctx_size : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
+        st = vt_kv_cache_create(e->host, opt->kv_cache_dtype, hp->n_layer, hp->n_head_kv, hp->head_dim,
+                                opt->block_size, e->ctx_size, &e->kv, err);
+    }
+    if (st == VT_OK) {
+        vt_plan_config pc = {model, e->kv, e->registry, e->host, e->preferred, e->fallback};
+        int64_t batch = opt->batch_size < e->ctx_size ? opt->batch_size : e->ctx_size;
+        st = vt_plan_build(&pc, VT_PHASE_PREFILL, batch, all_logits, &e->prefill, err);
+        if (st == VT_OK) st = vt_plan_build(&pc, VT_PHASE_DECODE, 1, all_logits, &e->decode, err);
+    }
+    if (st == VT_OK) {
+        int64_t rows = all_logits ? e->prefill->max_tokens : 1;
+        e->logits = malloc((size_t)rows * (size_t)model->hp.n_vocab * sizeof(float));
+        if (!e->logits) st = vt_fail(err, VT_ERR_NOMEM, "out of memory for logits");
+    }
+    if (st != VT_OK) {
+        vt_engine_free(e);
+        return st;
+    }
+    *out = e;
+    return VT_OK;
+}
+
+void vt_engine_free(vt_engine *e) {
+    if (!e) return;
+    vt_plan_free(e->prefill);
+    vt_plan_free(e->decode);
+    if (e->kv) vt_kv_seq_release(e->kv, &e->seq);
+    vt_kv_cache_free(e->kv);
+    vt_registry_destroy(e->registry);
+    vt_threadpool_destroy(e->pool);
+    free(e->logits);
+    free(e);
+}
+
+vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool use_decode, vt_error *err) {
+    if (n < 1) return vt_fail(err, VT_ERR_INVALID, "nothing to evaluate: zero tokens");
+    const int32_t V = e->model->hp.n_vocab;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return vt_fail(err, VT_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%d)",
+                           tokens[i], (long long)i, V - 1);
+    int64_t start = e->seq.n_tokens;
+    vt_status st = vt_kv_seq_reserve(e->kv, &e->seq, n, err);
+    if (st != VT_OK) return st;
+    int64_t *slots = malloc((size_t)n * sizeof *slots);
+    float *all = NULL;
+    if (!slots) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    vt_kv_seq_slots(e->kv, &e->seq, start, n, slots);
+    vt_plan *plan = use_decode ? e->decode : e->prefill;
+    if (e->all_logits && n > plan->max_tokens) { /* rows beyond one call: collect them here */
+        all = malloc((size_t)n * (size_t)V * sizeof(float));
+        if (!all) {
+            free(slots);
+            return vt_fail(err, VT_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)n);
+        }
+    }
+    for (int64_t done = 0; done < n && st == VT_OK;) {
+        int64_t chunk = n - done < plan->max_tokens ? n - done : plan->max_tokens;
+        vt_plan_call call = {tokens + done, chunk, start + done, slots + done, e->seq.block_table, e->seq.n_blocks,
+                             e->logits};
+        st = vt_plan_run(plan, &call, err);
+        if (st == VT_OK && e->all_logits) {
+            int64_t rows = chunk; /* every token of the call has a row */
+            if (all) memcpy(all + done * V, e->logits, (size_t)rows * (size_t)V * sizeof(float));
+        }
+        done += chunk;
+    }
+    free(slots);
+    if (st != VT_OK) {
+        free(all);
+        return st;
+    }
+    e->seq.n_tokens = start + n;
+    if (e->all_logits) {
+        if (all) {
+            free(e->logits);
+            e->logits = all;
+        }
+        e->logits_rows = n;
+    } else {
+        e->logits_rows = 1;
+    }
+    return VT_OK;
+}
+
+const float *vt_engine_logits(const vt_engine *e, int64_t row) {
+    if (row < 0 || row >= e->logits_rows) return NULL;
+    return e->logits + row * e->model->hp.n_vocab;
+}
+
+int64_t vt_engine_n_past(const vt_engine *e) { return e->seq.n_tokens; }
+
+void vt_engine_reset(vt_engine *e) { vt_kv_seq_release(e->kv, &e->seq); }
+
+void vt_engine_explain(const vt_engine *e, FILE *f) {
+    vt_plan_explain(e->prefill, f);
+    vt_plan_explain(e->decode, f);
+    const vt_backend_entry *pb = vt_registry_at(e->registry, e->preferred);
+    const vt_backend_entry *fb = e->fallback >= 0 ? vt_registry_at(e->registry, e->fallback) : NULL;
+    fprintf(f, "backend: %s (fallback: %s)\n", pb->name, fb ? fb->name : "none");
+    fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB\n",
+            vt_dtype_name(e->kv->dtype), e->opt.kv_cache_dtype_source, (long long)vt_kv_cache_capacity(e->kv),
+            e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0));
+}

@@ -1,0 +1,111 @@
+/* plan.h — a negotiated execution plan: the forward pass of one model as a
+ * list of typed nodes, each assigned to a backend that accepted it exactly.
+ *
+ * One plan per shape class (prefill: up to max_tokens tokens per call;
+ * decode: one token). Built before the first forward; every edge carries one
+ * dtype that its producer emits and its consumers accept, so the executor
+ * never converts. Building fails with the op, backend and dtypes named when
+ * no backend accepts a node. */
+#ifndef VT_CORE_PLAN_H
+#define VT_CORE_PLAN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "error.h"
+#include "kv_cache.h"
+#include "model.h"
+#include "registry.h"
+
+typedef enum vt_value_kind {
+    VT_VAL_ACT = 0, /* activation: lives in the plan's arena */
+    VT_VAL_VIEW,    /* another value's memory with a different shape */
+    VT_VAL_WEIGHT,  /* mmapped GGUF tensor */
+    VT_VAL_INPUT,   /* per-call input the executor fills (tokens, positions, slots...) */
+    VT_VAL_CACHE    /* a KV-cache store */
+} vt_value_kind;
+
+/* Which dimension grows with the call's size. */
+typedef enum vt_scale { VT_SCALE_NONE = 0, VT_SCALE_TOKENS, VT_SCALE_OUTPUTS } vt_scale;
+
+typedef struct vt_value {
+    char name[48];
+    vt_value_kind kind;
+    int32_t dtype;
+    int32_t ndim;
+    int64_t ne[VT_MAX_DIMS]; /* at the plan's maximum size */
+    vt_scale scale;
+    int32_t scale_dim;       /* the dimension that scales */
+    int32_t base;            /* VIEW: the viewed value */
+    void *data;              /* WEIGHT, INPUT, CACHE: fixed memory */
+    size_t offset;           /* ACT: byte offset in the arena */
+    size_t bytes;            /* ACT: bytes at maximum size */
+    int32_t last_use;        /* index of the last node reading it (or its views) */
+} vt_value;
+
+typedef struct vt_plan_node {
+    int32_t op;               /* vt_op */
+    int32_t n_src;
+    int32_t src[VT_MAX_SRC];  /* value ids */
+    int32_t dst;              /* value id, -1 for none (reshape_and_cache) */
+    int32_t backend;          /* registry index of the backend that runs it */
+    char label[40];           /* "blk.3.attn_q", "output", ... */
+    vt_node proto;            /* params and phase; tensors filled per call */
+} vt_plan_node;
+
+typedef struct vt_plan {
+    vt_phase phase;
+    int64_t max_tokens;
+    bool all_logits;          /* logits for every token, else only the last of each call */
+    int32_t kv_dtype;
+    vt_value *values;
+    int32_t n_values, cap_values;
+    vt_plan_node *nodes;
+    int32_t n_nodes, cap_nodes;
+    /* inputs */
+    int32_t v_tokens, v_positions, v_seq_idx, v_slots, v_block_tables, v_out_rows, v_logits;
+    int32_t max_blocks_per_seq;
+    void *arena;
+    size_t arena_bytes;
+    const vt_host *host;
+    const vt_registry *registry;
+} vt_plan;
+
+typedef struct vt_plan_config {
+    const vt_model *model;
+    const vt_kv_cache *kv;
+    const vt_registry *registry;
+    const vt_host *host;
+    int32_t preferred;        /* registry index of the preferred backend */
+    int32_t fallback;         /* registry index, or -1 = none */
+} vt_plan_config;
+
+vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_tokens, bool all_logits,
+                        vt_plan **out, vt_error *err);
+void vt_plan_free(vt_plan *p);
+
+/* One line per node: op, backend, input and output dtypes. */
+void vt_plan_explain(const vt_plan *p, FILE *f);
+/* Count of nodes per backend (indexed by registry index, n entries). */
+void vt_plan_count_backends(const vt_plan *p, int32_t *counts, int n);
+
+/* Run the plan for n_tokens tokens of one sequence starting at position pos0,
+ * whose KV slots are given; writes logits of the last token (or of every token
+ * when all_logits) to `logits` ([n_out][n_vocab]). */
+typedef struct vt_plan_call {
+    const int32_t *tokens;        /* [n_tokens] */
+    int64_t n_tokens;
+    int64_t pos0;
+    const int64_t *slots;         /* [n_tokens] */
+    const int32_t *block_table;   /* [n_blocks] of the sequence */
+    int32_t n_blocks;
+    float *logits;                /* [n_out][n_vocab] */
+} vt_plan_call;
+
+vt_status vt_plan_run(vt_plan *p, const vt_plan_call *call, vt_error *err);
+
+/* Profiling hook: called around every node when set (NULL = off). */
+typedef void (*vt_node_hook)(void *user, const vt_plan *p, int node, int is_end);
+void vt_plan_set_hook(vt_node_hook hook, void *user);
+
+#endif

@@ -1,0 +1,472 @@
+/* plan_build.c — the forward pass of llama/qwen2/qwen3 as typed nodes, and
+ * the negotiation that assigns each node a backend and each edge a dtype.
+ *
+ * Placement: a node goes to the preferred backend if it accepts the node
+ * exactly (op pointer non-NULL and supports() yes), else to the fallback
+ * backend, else the build fails naming the op, node, dtypes and backends.
+ *
+ * KV-cache store (the reason this project exists): for each layer the k/v
+ * producers (k: rope, v: the v projection or its bias add) and
+ * reshape_and_cache must agree on one dtype before the first forward:
+ *   1. reshape_and_cache is offered k/v in the cache dtype first, then in the
+ *      other float dtypes (a backend may widen/narrow on store), on the
+ *      preferred backend, then on the fallback;
+ *   2. for the k/v dtype it accepts, each producer emits that dtype if the
+ *      backend it was placed on can, else a convert node is inserted;
+ *   3. if nothing works the build fails, saying what was tried and how to fix it. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+#include "plan_internal.h"
+#include "quant.h"
+
+typedef struct builder {
+    const vt_plan_config *cfg;
+    vt_plan *p;
+    vt_error *err;
+} builder;
+
+/* ---------------------------------------------------------------- values */
+
+static int32_t new_value(builder *b, vt_value_kind kind, const char *name, int32_t dtype, int ndim, const int64_t *ne,
+                         vt_scale scale, int scale_dim) {
+    vt_plan *p = b->p;
+    if (p->n_values == p->cap_values) {
+        int32_t cap = p->cap_values ? p->cap_values * 2 : 256;
+        vt_value *v = realloc(p->values, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        p->values = v;
+        p->cap_values = cap;
+    }
+    vt_value *v = &p->values[p->n_values];
+    memset(v, 0, sizeof *v);
+    snprintf(v->name, sizeof v->name, "%s", name);
+    v->kind = kind;
+    v->dtype = dtype;
+    v->ndim = ndim;
+    for (int i = 0; i < VT_MAX_DIMS; i++) v->ne[i] = i < ndim ? ne[i] : 1;
+    v->scale = scale;
+    v->scale_dim = scale_dim;
+    v->base = -1;
+    v->last_use = -1;
+    return p->n_values++;
+}
+
+static int32_t act(builder *b, const char *name, int32_t dtype, int64_t ne0, int64_t ne1, int64_t ne2, vt_scale scale) {
+    int64_t ne[3] = {ne0, ne1, ne2};
+    int ndim = ne2 > 1 ? 3 : 2;
+    return new_value(b, VT_VAL_ACT, name, dtype, ndim, ne, scale, ndim - 1);
+}
+
+/* A view of `base` with another shape; the last dimension scales like the base's. */
+static int32_t view(builder *b, int32_t base, const char *name, int64_t ne0, int64_t ne1, int64_t ne2) {
+    if (base < 0) return -1;
+    const vt_value bv = b->p->values[base];
+    int64_t ne[3] = {ne0, ne1, ne2};
+    int ndim = ne2 > 1 ? 3 : 2;
+    int32_t id = new_value(b, VT_VAL_VIEW, name, bv.dtype, ndim, ne, bv.scale, ndim - 1);
+    if (id >= 0) b->p->values[id].base = base;
+    return id;
+}
+
+static int32_t weight(builder *b, const vt_gguf_tensor *t) {
+    for (int32_t i = 0; i < b->p->n_values; i++) /* tied output reuses the embedding's value */
+        if (b->p->values[i].kind == VT_VAL_WEIGHT && b->p->values[i].data == t->data) return i;
+    int32_t id = new_value(b, VT_VAL_WEIGHT, t->name, t->dtype, t->ndim, t->ne, VT_SCALE_NONE, 0);
+    if (id >= 0) b->p->values[id].data = (void *)t->data;
+    return id;
+}
+
+/* ----------------------------------------------------------------- nodes */
+
+static vt_status fail_build(builder *b, vt_status code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vt_failv(b->err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static const vt_backend_entry *entry_at(builder *b, int32_t idx) {
+    return idx >= 0 ? vt_registry_at(b->cfg->registry, idx) : NULL;
+}
+
+/* Fill proto's tensors from the node's values (data NULL, maximum shapes). */
+static void refresh_proto(builder *b, vt_plan_node *n) {
+    for (int i = 0; i < n->n_src; i++) n->proto.src[i] = vt_plan_value_tensor(b->p, n->src[i], -1, -1, false);
+    if (n->dst >= 0) n->proto.dst = vt_plan_value_tensor(b->p, n->dst, -1, -1, false);
+}
+
+static bool accepts(builder *b, int32_t backend, vt_plan_node *n) {
+    const vt_backend_entry *e = entry_at(b, backend);
+    if (!e) return false;
+    refresh_proto(b, n);
+    return vt_backend_accepts(e, &n->proto);
+}
+
+/* Append a node (not yet placed). Returns its index or -1. */
+static int32_t new_node(builder *b, int32_t op, const char *label, const int32_t *src, int n_src, int32_t dst) {
+    vt_plan *p = b->p;
+    for (int i = 0; i < n_src; i++)
+        if (src[i] < 0) return -1;
+    if (p->n_nodes == p->cap_nodes) {
+        int32_t cap = p->cap_nodes ? p->cap_nodes * 2 : 256;
+        vt_plan_node *nn = realloc(p->nodes, (size_t)cap * sizeof *nn);
+        if (!nn) return -1;
+        p->nodes = nn;
+        p->cap_nodes = cap;
+    }
+    vt_plan_node *n = &p->nodes[p->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->n_src = n_src;
+    for (int i = 0; i < n_src; i++) n->src[i] = src[i];
+    n->dst = dst;
+    n->backend = -1;
+    snprintf(n->label, sizeof n->label, "%s", label);
+    n->proto.struct_size = sizeof(vt_node);
+    n->proto.op = op;
+    n->proto.phase = p->phase;
+    n->proto.n_src = n_src;
+    return p->n_nodes++;
+}
+
+/* Place node i on the preferred backend, else the fallback; or fail. */
+static vt_status place(builder *b, int32_t i) {
+    if (i < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+    vt_plan_node *n = &b->p->nodes[i];
+    if (accepts(b, b->cfg->preferred, n)) {
+        n->backend = b->cfg->preferred;
+        return VT_OK;
+    }
+    if (b->cfg->fallback >= 0 && accepts(b, b->cfg->fallback, n)) {
+        n->backend = b->cfg->fallback;
+        return VT_OK;
+    }
+    char desc[256];
+    vt_plan_describe_node(&n->proto, desc, sizeof desc);
+    const vt_backend_entry *pe = entry_at(b, b->cfg->preferred), *fe = entry_at(b, b->cfg->fallback);
+    return fail_build(b, VT_ERR_UNSUPPORTED,
+                      "plan build refused (%s): node %s %s is declined by backend '%s'%s%s%s. Fix: choose another "
+                      "--backend, or allow a fallback backend (--fallback reference)",
+                      b->p->phase == VT_PHASE_DECODE ? "decode" : "prefill", n->label, desc, pe ? pe->name : "?",
+                      fe ? " and by fallback '" : " and there is no fallback", fe ? fe->name : "", fe ? "'" : "");
+}
+
+/* Convenience: a placed node with an f32 activation output of the given shape. */
+static int32_t op_f32(builder *b, int32_t op, const char *label, const int32_t *src, int n_src, int64_t ne0,
+                      int64_t ne1, int64_t ne2, vt_scale scale, vt_status *st) {
+    if (*st != VT_OK) return -1;
+    int32_t dst = act(b, label, VT_F32, ne0, ne1, ne2, scale);
+    int32_t i = dst >= 0 ? new_node(b, op, label, src, n_src, dst) : -1;
+    *st = place(b, i);
+    return *st == VT_OK ? dst : -1;
+}
+
+/* -------------------------------------------------------- KV negotiation */
+
+typedef struct kv_delivery {
+    bool direct;         /* the producer emits the dtype itself */
+    int32_t convert_on;  /* else: backend of the convert node */
+} kv_delivery;
+
+/* Can producer node `prod` deliver its output in dtype d? Appends to `why`. */
+static bool can_deliver(builder *b, int32_t prod, int32_t d, kv_delivery *how, char *why, size_t why_size) {
+    /* Copies, not pointers: adding the trial node below may move the arrays. */
+    const vt_plan_node node = b->p->nodes[prod];
+    const vt_value out = b->p->values[node.dst];
+    how->direct = false;
+    how->convert_on = -1;
+    if (d == out.dtype) {
+        how->direct = true;
+        return true;
+    }
+    b->p->values[node.dst].dtype = d;
+    bool ok = accepts(b, node.backend, &b->p->nodes[prod]);
+    b->p->values[node.dst].dtype = out.dtype;
+    refresh_proto(b, &b->p->nodes[prod]);
+    if (ok) {
+        how->direct = true;
+        return true;
+    }
+    /* A trial convert node, removed again: its shape is the producer's output. */
+    int32_t tmp_dst = new_value(b, VT_VAL_ACT, "trial", d, out.ndim, out.ne, out.scale, out.scale_dim);
+    int32_t src[1] = {node.dst};
+    int32_t ci = tmp_dst >= 0 ? new_node(b, VT_OP_CONVERT, "trial", src, 1, tmp_dst) : -1;
+    bool placed = false;
+    if (ci >= 0) {
+        int32_t order[2] = {b->cfg->preferred, b->cfg->fallback};
+        for (int k = 0; k < 2 && !placed; k++)
+            if (order[k] >= 0 && accepts(b, order[k], &b->p->nodes[ci])) {
+                how->convert_on = order[k];
+                placed = true;
+            }
+        b->p->n_nodes--;
+    }
+    if (tmp_dst >= 0) b->p->n_values--;
+    if (!placed) {
+        const vt_backend_entry *pe = entry_at(b, node.backend);
+        size_t len = strlen(why);
+        snprintf(why + len, why_size - len, "%s%s on '%s' emits no %s and convert f32->%s is declined%s", len ? "; " : "",
+                 node.label, pe ? pe->name : "?", vt_dtype_name(d), vt_dtype_name(d),
+                 b->cfg->fallback >= 0 ? " by every allowed backend" : " (no fallback allowed)");
+    }
+    return placed;
+}
+
+/* Apply a delivery: change the producer's dtype or append a convert node.
+ * Returns the value holding k (or v) in dtype d. */
+static int32_t deliver(builder *b, int32_t prod, int32_t d, const kv_delivery *how, vt_status *st) {
+    const vt_plan_node node = b->p->nodes[prod];
+    int32_t out = node.dst;
+    if (how->direct) {
+        b->p->values[out].dtype = d;
+        refresh_proto(b, &b->p->nodes[prod]);
+        return out;
+    }
+    const vt_value ov = b->p->values[out];
+    char label[40];
+    snprintf(label, sizeof label, "%.30s.to_%s", node.label, vt_dtype_name(d));
+    int32_t cv = new_value(b, VT_VAL_ACT, label, d, ov.ndim, ov.ne, ov.scale, ov.scale_dim);
+    int32_t src[1] = {out};
+    int32_t ci = cv >= 0 ? new_node(b, VT_OP_CONVERT, label, src, 1, cv) : -1;
+    if (ci < 0) {
+        *st = fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+        return -1;
+    }
+    b->p->nodes[ci].backend = how->convert_on;
+    refresh_proto(b, &b->p->nodes[ci]);
+    return cv;
+}
+
+static vt_status negotiate_kv_store(builder *b, int layer, int32_t k_prod, int32_t v_prod, int32_t kc, int32_t vc,
+                                    int32_t slots) {
+    const int32_t C = b->cfg->kv->dtype;
+    const int32_t floats[4] = {C, VT_F32, VT_F16, VT_BF16};
+    const int32_t stores[2] = {b->cfg->preferred, b->cfg->fallback};
+    const vt_hparams *hp = &b->cfg->model->hp;
+    char why[1024] = "";
+    char label[40];
+    snprintf(label, sizeof label, "blk.%d.store_kv", layer);
+    for (int s = 0; s < 2; s++) {
+        if (stores[s] < 0 || (s == 1 && stores[1] == stores[0])) continue;
+        for (int j = 0; j < 4; j++) {
+            int32_t d = floats[j];
+            if (j > 0 && d == C) continue;
+            /* The store node as it would be with k/v in dtype d. */
+            int32_t kd = new_value(b, VT_VAL_ACT, "k", d, 3, (int64_t[]){hp->head_dim, hp->n_head_kv, b->p->max_tokens},
+                                   VT_SCALE_TOKENS, 2);
+            int32_t vd = new_value(b, VT_VAL_ACT, "v", d, 3, (int64_t[]){hp->head_dim, hp->n_head_kv, b->p->max_tokens},
+                                   VT_SCALE_TOKENS, 2);
+            int32_t src[5] = {kd, vd, kc, vc, slots};
+            int32_t ri = new_node(b, VT_OP_RESHAPE_AND_CACHE, label, src, 5, -1);
+            if (ri < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+            bool store_ok = accepts(b, stores[s], &b->p->nodes[ri]);
+            b->p->n_nodes--;
+            b->p->n_values -= 2;
+            const vt_backend_entry *se = entry_at(b, stores[s]);
+            if (!store_ok) {
+                size_t len = strlen(why);
+                snprintf(why + len, sizeof why - len, "%sreshape_and_cache(k %s, v %s -> %s cache) declined by '%s'",
+                         len ? "; " : "", vt_dtype_name(d), vt_dtype_name(d), vt_dtype_name(C), se ? se->name : "?");
+                continue;
+            }
+            kv_delivery kh, vh;
+            if (!can_deliver(b, k_prod, d, &kh, why, sizeof why) || !can_deliver(b, v_prod, d, &vh, why, sizeof why))
+                continue;
+            vt_status st = VT_OK;
+            int32_t kval = deliver(b, k_prod, d, &kh, &st);
+            int32_t vval = st == VT_OK ? deliver(b, v_prod, d, &vh, &st) : -1;
+            if (st != VT_OK) return st;
+            int32_t v3 = view(b, vval, "v3", hp->head_dim, hp->n_head_kv, b->p->max_tokens);
+            int32_t k3 = kval;
+            if (b->p->values[kval].ndim != 3) k3 = view(b, kval, "k3", hp->head_dim, hp->n_head_kv, b->p->max_tokens);
+            int32_t rsrc[5] = {k3, v3, kc, vc, slots};
+            ri = new_node(b, VT_OP_RESHAPE_AND_CACHE, label, rsrc, 5, -1);
+            if (ri < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+            b->p->nodes[ri].backend = stores[s];
+            refresh_proto(b, &b->p->nodes[ri]);
+            return VT_OK;
+        }
+    }
+    return fail_build(b, VT_ERR_UNSUPPORTED,
+                      "plan build refused (%s): cannot store k/v of layer %d in the %s KV cache: %s. Fix: choose another "
+                      "--kv-cache-dtype, another --backend, or allow a fallback backend (--fallback reference)",
+                      b->p->phase == VT_PHASE_DECODE ? "decode" : "prefill", layer, vt_dtype_name(C), why);
+}
+
+/* ------------------------------------------------------------ the model */
+
+static vt_status build_forward(builder *b) {
+    const vt_model *m = b->cfg->model;
+    const vt_hparams *hp = &m->hp;
+    vt_plan *p = b->p;
+    const int64_t T = p->max_tokens, E = hp->n_embd, H = hp->n_head, KVH = hp->n_head_kv, D = hp->head_dim,
+                  F = hp->n_ff, V = hp->n_vocab;
+    const vt_kv_cache *kv = b->cfg->kv;
+    vt_status st = VT_OK;
+    char l[40];
+
+    int64_t ne1[1] = {T};
+    p->v_tokens = new_value(b, VT_VAL_INPUT, "tokens", VT_I32, 1, ne1, VT_SCALE_TOKENS, 0);
+    p->v_positions = new_value(b, VT_VAL_INPUT, "positions", VT_I32, 1, ne1, VT_SCALE_TOKENS, 0);
+    p->v_seq_idx = new_value(b, VT_VAL_INPUT, "seq_idx", VT_I32, 1, ne1, VT_SCALE_TOKENS, 0);
+    p->v_slots = new_value(b, VT_VAL_INPUT, "slots", VT_I64, 1, ne1, VT_SCALE_TOKENS, 0);
+    p->max_blocks_per_seq = kv->num_blocks;
+    int64_t ne_bt[2] = {kv->num_blocks, 1};
+    p->v_block_tables = new_value(b, VT_VAL_INPUT, "block_tables", VT_I32, 2, ne_bt, VT_SCALE_NONE, 0);
+    bool select_last = p->phase == VT_PHASE_PREFILL && !p->all_logits;
+    int64_t ne_out[1] = {1};
+    p->v_out_rows = select_last ? new_value(b, VT_VAL_INPUT, "out_rows", VT_I32, 1, ne_out, VT_SCALE_OUTPUTS, 0) : -1;
+    if (p->v_tokens < 0 || p->v_positions < 0 || p->v_seq_idx < 0 || p->v_slots < 0 || p->v_block_tables < 0)
+        return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+
+    int32_t x = op_f32(b, VT_OP_GET_ROWS, "token_embd", (int32_t[]){weight(b, m->tok_embd), p->v_tokens}, 2, E, T, 1,
+                       VT_SCALE_TOKENS, &st);
+    for (int il = 0; il < hp->n_layer && st == VT_OK; il++) {
+        const vt_layer_weights *w = &m->layers[il];
+#define LBL(s) (snprintf(l, sizeof l, "blk.%d.%s", il, s), l)
+        int32_t h = op_f32(b, VT_OP_RMS_NORM, LBL("attn_norm"), (int32_t[]){x, weight(b, w->attn_norm)}, 2, E, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
+        int32_t q = op_f32(b, VT_OP_MATMUL, LBL("attn_q"), (int32_t[]){weight(b, w->wq), h}, 2, H * D, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        int32_t k = op_f32(b, VT_OP_MATMUL, LBL("attn_k"), (int32_t[]){weight(b, w->wk), h}, 2, KVH * D, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        int32_t v = op_f32(b, VT_OP_MATMUL, LBL("attn_v"), (int32_t[]){weight(b, w->wv), h}, 2, KVH * D, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        if (w->bq) {
+            int32_t bq = view(b, weight(b, w->bq), "bq", H * D, 1, 1);
+            int32_t bk = view(b, weight(b, w->bk), "bk", KVH * D, 1, 1);
+            int32_t bv = view(b, weight(b, w->bv), "bv", KVH * D, 1, 1);
+            if (bq >= 0) p->values[bq].scale = p->values[bk].scale = p->values[bv].scale = VT_SCALE_NONE;
+            q = op_f32(b, VT_OP_ADD, LBL("attn_q.bias"), (int32_t[]){q, bq}, 2, H * D, T, 1, VT_SCALE_TOKENS, &st);
+            k = op_f32(b, VT_OP_ADD, LBL("attn_k.bias"), (int32_t[]){k, bk}, 2, KVH * D, T, 1, VT_SCALE_TOKENS, &st);
+            v = op_f32(b, VT_OP_ADD, LBL("attn_v.bias"), (int32_t[]){v, bv}, 2, KVH * D, T, 1, VT_SCALE_TOKENS, &st);
+        }
+        const int32_t v_prod = p->n_nodes - 1; /* the last node writing v: its projection or bias add */
+        int32_t q3, k3;
+        if (w->q_norm) { /* qwen3: RMS norm of every head's q and k */
+            int32_t qh = view(b, q, "q_heads", D, H * T, 1);
+            int32_t kh = view(b, k, "k_heads", D, KVH * T, 1);
+            int32_t qn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_q_norm"), (int32_t[]){qh, weight(b, w->q_norm)}, 2, D,
+                                H * T, 1, VT_SCALE_TOKENS, &st);
+            if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
+            int32_t kn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_k_norm"), (int32_t[]){kh, weight(b, w->k_norm)}, 2, D,
+                                KVH * T, 1, VT_SCALE_TOKENS, &st);
+            if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
+            q3 = view(b, qn, "q3", D, H, T);
+            k3 = view(b, kn, "k3", D, KVH, T);
+        } else {
+            q3 = view(b, q, "q3", D, H, T);
+            k3 = view(b, k, "k3", D, KVH, T);
+        }
+        vt_rope_params rp = {hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_freq_scale};
+        /* rope params must be set before placement: supports() checks them */
+        int32_t qr = -1, kr = -1;
+        if (st == VT_OK) {
+            qr = act(b, LBL("rope_q"), VT_F32, D, H, T, VT_SCALE_TOKENS);
+            int32_t i = new_node(b, VT_OP_ROPE, l, (int32_t[]){q3, p->v_positions}, 2, qr);
+            if (i >= 0) p->nodes[i].proto.params.rope = rp;
+            st = place(b, i);
+        }
+        int32_t k_prod = -1;
+        if (st == VT_OK) {
+            kr = act(b, LBL("rope_k"), VT_F32, D, KVH, T, VT_SCALE_TOKENS);
+            int32_t i = new_node(b, VT_OP_ROPE, l, (int32_t[]){k3, p->v_positions}, 2, kr);
+            if (i >= 0) p->nodes[i].proto.params.rope = rp;
+            st = place(b, i);
+            k_prod = i;
+        }
+        int32_t kc = -1, vc = -1;
+        if (st == VT_OK) {
+            vt_tensor kt = vt_kv_cache_tensor(kv, il, 0), vt = vt_kv_cache_tensor(kv, il, 1);
+            kc = new_value(b, VT_VAL_CACHE, LBL("k_cache"), kt.dtype, 4, kt.ne, VT_SCALE_NONE, 0);
+            vc = new_value(b, VT_VAL_CACHE, LBL("v_cache"), vt.dtype, 4, vt.ne, VT_SCALE_NONE, 0);
+            if (kc < 0 || vc < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+            p->values[kc].data = kt.data;
+            p->values[vc].data = vt.data;
+            st = negotiate_kv_store(b, il, k_prod, v_prod, kc, vc, p->v_slots);
+        }
+        int32_t o = -1;
+        if (st == VT_OK) {
+            o = act(b, LBL("attention"), VT_F32, D, H, T, VT_SCALE_TOKENS);
+            int32_t i = new_node(b, VT_OP_ATTENTION, l,
+                                 (int32_t[]){qr, kc, vc, p->v_block_tables, p->v_positions, p->v_seq_idx}, 6, o);
+            if (i >= 0) {
+                vt_attention_params ap = {1.0f / sqrtf((float)D), kv->block_size, 1, kv->num_blocks};
+                p->nodes[i].proto.params.attention = ap;
+            }
+            st = place(b, i);
+        }
+        int32_t o2 = view(b, o, "attn_out", H * D, T, 1);
+        int32_t a = op_f32(b, VT_OP_MATMUL, LBL("attn_output"), (int32_t[]){weight(b, w->wo), o2}, 2, E, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        x = op_f32(b, VT_OP_ADD, LBL("attn_residual"), (int32_t[]){x, a}, 2, E, T, 1, VT_SCALE_TOKENS, &st);
+        h = op_f32(b, VT_OP_RMS_NORM, LBL("ffn_norm"), (int32_t[]){x, weight(b, w->ffn_norm)}, 2, E, T, 1,
+                   VT_SCALE_TOKENS, &st);
+        if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
+        int32_t g = op_f32(b, VT_OP_MATMUL, LBL("ffn_gate"), (int32_t[]){weight(b, w->ffn_gate), h}, 2, F, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        int32_t u = op_f32(b, VT_OP_MATMUL, LBL("ffn_up"), (int32_t[]){weight(b, w->ffn_up), h}, 2, F, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        int32_t s = op_f32(b, VT_OP_SWIGLU, LBL("ffn_swiglu"), (int32_t[]){g, u}, 2, F, T, 1, VT_SCALE_TOKENS, &st);
+        int32_t d = op_f32(b, VT_OP_MATMUL, LBL("ffn_down"), (int32_t[]){weight(b, w->ffn_down), s}, 2, E, T, 1,
+                           VT_SCALE_TOKENS, &st);
+        x = op_f32(b, VT_OP_ADD, LBL("ffn_residual"), (int32_t[]){x, d}, 2, E, T, 1, VT_SCALE_TOKENS, &st);
+#undef LBL
+    }
+    if (st != VT_OK) return st;
+    vt_scale out_scale = VT_SCALE_TOKENS;
+    int64_t n_out = T;
+    if (select_last) { /* only the last token's logits: pick its row first */
+        x = op_f32(b, VT_OP_GET_ROWS, "last_row", (int32_t[]){x, p->v_out_rows}, 2, E, 1, 1, VT_SCALE_OUTPUTS, &st);
+        out_scale = VT_SCALE_OUTPUTS;
+        n_out = 1;
+    }
+    int32_t xn = op_f32(b, VT_OP_RMS_NORM, "output_norm", (int32_t[]){x, weight(b, m->output_norm)}, 2, E, n_out, 1,
+                        out_scale, &st);
+    if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
+    p->v_logits = op_f32(b, VT_OP_MATMUL, "output", (int32_t[]){weight(b, m->output), xn}, 2, V, n_out, 1, out_scale,
+                         &st);
+    return st;
+}
+
+vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_tokens, bool all_logits,
+                        vt_plan **out, vt_error *err) {
+    *out = NULL;
+    if (max_tokens < 1) return vt_fail(err, VT_ERR_INVALID, "plan: max_tokens must be >= 1");
+    if (cfg->preferred < 0 || !vt_registry_at(cfg->registry, cfg->preferred))
+        return vt_fail(err, VT_ERR_INVALID, "plan: no preferred backend");
+    vt_plan *p = calloc(1, sizeof *p);
+    if (!p) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    p->phase = phase;
+    p->max_tokens = phase == VT_PHASE_DECODE ? 1 : max_tokens;
+    p->all_logits = all_logits;
+    p->kv_dtype = cfg->kv->dtype;
+    p->host = cfg->host;
+    p->registry = cfg->registry;
+    p->v_logits = -1;
+    builder b = {cfg, p, err};
+    vt_status st = build_forward(&b);
+    if (st == VT_OK) st = vt_plan_allocate(p, err);
+    if (st != VT_OK) {
+        vt_plan_free(p);
+        return st;
+    }
+    *out = p;
+    return VT_OK;
+}
+
+void vt_plan_free(vt_plan *p) {
+    if (!p) return;
+    if (p->arena && p->host) p->host->free(p->arena);
+    for (int32_t i = 0; i < p->n_values; i++)
+        if (p->values[i].kind == VT_VAL_INPUT) free(p->values[i].data);
+    free(p->values);
+    free(p->nodes);
+    free(p);
+}

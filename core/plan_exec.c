@@ -1,0 +1,235 @@
+/* plan_exec.c — arena layout, per-call execution, and --explain output.
+ *
+ * The executor runs each node on the backend negotiation chose, with the
+ * dtypes negotiation fixed: it never converts. Debug builds assert that every
+ * operand handed to a backend has exactly the dtype the plan negotiated. */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+#include "quant.h"
+
+const char *const vt_op_names[VT_OP_COUNT] = {"matmul", "attention", "reshape_and_cache", "rms_norm", "rope",
+                                              "swiglu", "add",       "get_rows",          "convert"};
+
+static int64_t scaled_dim(const vt_plan *p, const vt_value *v, int64_t n_tokens, int64_t n_outputs) {
+    int64_t full = v->ne[v->scale_dim];
+    if (v->scale == VT_SCALE_TOKENS && n_tokens >= 0) return full / p->max_tokens * n_tokens;
+    if (v->scale == VT_SCALE_OUTPUTS && n_outputs >= 0) return full / (p->all_logits ? p->max_tokens : 1) * n_outputs;
+    return full;
+}
+
+static void *value_data(const vt_plan *p, int32_t v) {
+    const vt_value *val = &p->values[v];
+    while (val->kind == VT_VAL_VIEW) val = &p->values[val->base];
+    if (val->kind == VT_VAL_ACT) return p->arena ? (char *)p->arena + val->offset : NULL;
+    return val->data;
+}
+
+static int32_t value_dtype(const vt_plan *p, int32_t v) {
+    const vt_value *val = &p->values[v];
+    while (val->kind == VT_VAL_VIEW) val = &p->values[val->base];
+    return val->dtype;
+}
+
+vt_tensor vt_plan_value_tensor(const vt_plan *p, int32_t v, int64_t n_tokens, int64_t n_outputs, bool with_data) {
+    const vt_value *val = &p->values[v];
+    vt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = value_dtype(p, v);
+    t.ndim = val->ndim;
+    for (int i = 0; i < VT_MAX_DIMS; i++) t.ne[i] = val->ne[i];
+    if (val->scale != VT_SCALE_NONE) t.ne[val->scale_dim] = scaled_dim(p, val, n_tokens, n_outputs);
+    t.nb[0] = vt_dtype_block_bytes(t.dtype);
+    t.nb[1] = vt_row_size(t.dtype, t.ne[0]);
+    for (int i = 2; i < VT_MAX_DIMS; i++) t.nb[i] = t.nb[i - 1] * (size_t)t.ne[i - 1];
+    if (with_data) t.data = value_data(p, v);
+    return t;
+}
+
+static void describe_tensor(const vt_tensor *t, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%s[", vt_dtype_name(t->dtype));
+    for (int i = 0; i < t->ndim && n > 0 && (size_t)n < size; i++)
+        n += snprintf(buf + n, size - (size_t)n, "%s%lld", i ? "," : "", (long long)t->ne[i]);
+    if (n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "]");
+}
+
+void vt_plan_describe_node(const vt_node *node, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%s(", node->op >= 0 && node->op < VT_OP_COUNT ? vt_op_names[node->op] : "?");
+    for (int i = 0; i < node->n_src && n > 0 && (size_t)n < size; i++) {
+        char t[96];
+        describe_tensor(&node->src[i], t, sizeof t);
+        n += snprintf(buf + n, size - (size_t)n, "%s%s", i ? ", " : "", t);
+    }
+    if (n > 0 && (size_t)n < size) {
+        if (node->dst.ndim > 0) {
+            char t[96];
+            describe_tensor(&node->dst, t, sizeof t);
+            snprintf(buf + n, size - (size_t)n, " -> %s)", t);
+        } else {
+            snprintf(buf + n, size - (size_t)n, ")");
+        }
+    }
+}
+
+/* ------------------------------------------------------------ the arena */
+
+typedef struct region {
+    size_t offset, size;
+    bool free;
+} region;
+
+vt_status vt_plan_allocate(vt_plan *p, vt_error *err) {
+    /* Last use of every value (a view's use keeps its base alive). */
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        const vt_plan_node *n = &p->nodes[i];
+        for (int s = 0; s < n->n_src; s++) {
+            int32_t v = n->src[s];
+            while (v >= 0) {
+                p->values[v].last_use = i;
+                v = p->values[v].kind == VT_VAL_VIEW ? p->values[v].base : -1;
+            }
+        }
+    }
+    if (p->v_logits >= 0) p->values[p->v_logits].last_use = p->n_nodes; /* read after the run */
+    region *regions = NULL;
+    int n_regions = 0;
+    size_t top = 0;
+    vt_status st = VT_OK;
+    for (int32_t i = 0; i < p->n_nodes && st == VT_OK; i++) {
+        int32_t d = p->nodes[i].dst;
+        if (d >= 0 && p->values[d].kind == VT_VAL_ACT) {
+            vt_tensor t = vt_plan_value_tensor(p, d, -1, -1, false);
+            size_t bytes = (t.nb[VT_MAX_DIMS - 1] * (size_t)t.ne[VT_MAX_DIMS - 1] + 63) & ~(size_t)63;
+            p->values[d].bytes = bytes;
+            int best = -1;
+            for (int r = 0; r < n_regions; r++)
+                if (regions[r].free && regions[r].size >= bytes && (best < 0 || regions[r].size < regions[best].size))
+                    best = r;
+            if (best >= 0) {
+                regions[best].free = false;
+                p->values[d].offset = regions[best].offset;
+            } else {
+                region *nr = realloc(regions, (size_t)(n_regions + 1) * sizeof *nr);
+                if (!nr) {
+                    st = vt_fail(err, VT_ERR_NOMEM, "out of memory laying out activations");
+                    break;
+                }
+                regions = nr;
+                regions[n_regions++] = (region){top, bytes, false};
+                p->values[d].offset = top;
+                top += bytes;
+            }
+        }
+        /* Free what this node read for the last time (after it ran: dst never aliases a src). */
+        for (int32_t v = 0; v < p->n_values; v++) {
+            if (p->values[v].kind != VT_VAL_ACT || p->values[v].last_use != i) continue;
+            for (int r = 0; r < n_regions; r++)
+                if (!regions[r].free && regions[r].offset == p->values[v].offset) regions[r].free = true;
+        }
+    }
+    free(regions);
+    if (st != VT_OK) return st;
+    p->arena_bytes = top;
+    p->arena = p->host->alloc(top ? top : 64, 64);
+    if (!p->arena)
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory allocating %.1f MiB of activations for %lld tokens per call",
+                       (double)top / (1024.0 * 1024.0), (long long)p->max_tokens);
+    /* Per-call inputs get their own buffers at maximum size. */
+    for (int32_t v = 0; v < p->n_values; v++) {
+        if (p->values[v].kind != VT_VAL_INPUT) continue;
+        vt_tensor t = vt_plan_value_tensor(p, v, -1, -1, false);
+        p->values[v].data = calloc(1, t.nb[VT_MAX_DIMS - 1] * (size_t)t.ne[VT_MAX_DIMS - 1]);
+        if (!p->values[v].data) return vt_fail(err, VT_ERR_NOMEM, "out of memory for plan inputs");
+    }
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------- running */
+
+static vt_node_hook g_hook;
+static void *g_hook_user;
+
+void vt_plan_set_hook(vt_node_hook hook, void *user) {
+    g_hook = hook;
+    g_hook_user = user;
+}
+
+vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
+    const int64_t T = c->n_tokens;
+    if (T < 1 || T > p->max_tokens)
+        return vt_fail(err, VT_ERR_INVALID, "plan run: %lld tokens, plan takes 1..%lld", (long long)T,
+                       (long long)p->max_tokens);
+    if (c->n_blocks > p->max_blocks_per_seq)
+        return vt_fail(err, VT_ERR_INVALID, "plan run: block table of %d blocks exceeds %d", c->n_blocks,
+                       p->max_blocks_per_seq);
+    int64_t n_out = p->all_logits || p->phase == VT_PHASE_DECODE ? T : 1;
+    int32_t *tokens = p->values[p->v_tokens].data, *pos = p->values[p->v_positions].data,
+            *seq = p->values[p->v_seq_idx].data, *bt = p->values[p->v_block_tables].data;
+    int64_t *slots = p->values[p->v_slots].data;
+    for (int64_t i = 0; i < T; i++) {
+        tokens[i] = c->tokens[i];
+        pos[i] = (int32_t)(c->pos0 + i);
+        seq[i] = 0;
+        slots[i] = c->slots[i];
+    }
+    for (int32_t i = 0; i < p->max_blocks_per_seq; i++) bt[i] = i < c->n_blocks ? c->block_table[i] : -1;
+    if (p->v_out_rows >= 0) ((int32_t *)p->values[p->v_out_rows].data)[0] = (int32_t)(T - 1);
+
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        const vt_plan_node *n = &p->nodes[i];
+        vt_node node = n->proto;
+        for (int s = 0; s < n->n_src; s++) {
+            node.src[s] = vt_plan_value_tensor(p, n->src[s], T, n_out, true);
+            /* The executor never converts: what a backend gets is what negotiation fixed. */
+            assert(node.src[s].dtype == n->proto.src[s].dtype);
+        }
+        if (n->dst >= 0) {
+            node.dst = vt_plan_value_tensor(p, n->dst, T, n_out, true);
+            assert(node.dst.dtype == n->proto.dst.dtype);
+        }
+        const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
+        if (g_hook) g_hook(g_hook_user, p, i, 0);
+        vt_status st = vt_backend_run(e, &node);
+        if (g_hook) g_hook(g_hook_user, p, i, 1);
+        if (st != VT_OK) {
+            char desc[256];
+            vt_plan_describe_node(&node, desc, sizeof desc);
+            return vt_fail(err, st, "backend '%s' failed on node %s %s: %s", e->name, n->label, desc,
+                           vt_status_name(st));
+        }
+    }
+    const vt_value *lv = &p->values[p->v_logits];
+    memcpy(c->logits, (char *)p->arena + lv->offset,
+           (size_t)n_out * (size_t)lv->ne[0] * sizeof(float));
+    return VT_OK;
+}
+
+/* ------------------------------------------------------------- explain */
+
+void vt_plan_explain(const vt_plan *p, FILE *f) {
+    const char *phase = p->phase == VT_PHASE_DECODE ? "decode" : "prefill";
+    fprintf(f, "plan %s: %d nodes, up to %lld tokens per call, %.1f MiB of activations\n", phase, p->n_nodes,
+            (long long)p->max_tokens, (double)p->arena_bytes / (1024.0 * 1024.0));
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        const vt_plan_node *n = &p->nodes[i];
+        vt_node node = n->proto;
+        for (int s = 0; s < n->n_src; s++) node.src[s] = vt_plan_value_tensor(p, n->src[s], -1, -1, false);
+        if (n->dst >= 0) node.dst = vt_plan_value_tensor(p, n->dst, -1, -1, false);
+        char in[160] = "", out[32] = "-";
+        int len = 0;
+        for (int s = 0; s < n->n_src && len >= 0 && (size_t)len < sizeof in; s++)
+            len += snprintf(in + len, sizeof in - (size_t)len, "%s%s", s ? "," : "", vt_dtype_name(node.src[s].dtype));
+        if (n->dst >= 0) snprintf(out, sizeof out, "%s", vt_dtype_name(node.dst.dtype));
+        const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
+        fprintf(f, "  %s %4d %-24s op=%-17s backend=%-10s in=%s out=%s\n", phase, i, n->label, vt_op_names[n->op],
+                e ? e->name : "?", in, out);
+    }
+}
+
+void vt_plan_count_backends(const vt_plan *p, int32_t *counts, int n) {
+    for (int i = 0; i < n; i++) counts[i] = 0;
+    for (int32_t i = 0; i < p->n_nodes; i++)
+        if (p->nodes[i].backend >= 0 && p->nodes[i].backend < n) counts[p->nodes[i].backend]++;
+}
