@@ -1,0 +1,226 @@
+/* test_tokenizer.c — the SPM ("llama") tokenizer against llama.cpp's own
+ * output (../shared/golden/tokenizer.json and tokenizer/llama-spm*.jsonl),
+ * plus the loader's error paths on hand-built GGUFs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_mini.h"
+#include "tokenizer.h"
+#include "tokenizer_golden.h"
+#include "util.h"
+
+/* ---- goldens ---------------------------------------------------------- */
+
+/* tokenizer.json: add_special=true (BOS from the vocab's own add_bos),
+ * parse_special=false; check ids and the vocab pieces they name. */
+static void test_tokenizer_json_goldens(void) {
+    const char *shared = vt_test_shared_dir("tokenizer.json goldens");
+    if (!shared) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/golden/tokenizer.json", shared);
+    size_t size = 0;
+    char *data = vt_test_read_file(path, &size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(data);
+    json_value root;
+    char msg[200];
+    CU_ASSERT_FATAL(json_parse(data, size, &root, msg, sizeof msg));
+    free(data);
+    CU_ASSERT_FATAL(root.type == JSON_ARRAY && root.n > 0);
+
+    int mismatches = 0, checked = 0;
+    for (size_t e = 0; e < root.n; e++) {
+        const json_value *rec = &root.items[e];
+        const json_value *model = json_get(rec, "model"), *text = json_get(rec, "text"),
+                         *tokens = json_get(rec, "tokens"), *pieces = json_get(rec, "pieces"),
+                         *add_special = json_get(rec, "add_special"), *parse_special = json_get(rec, "parse_special");
+        CU_ASSERT_FATAL(model && text && tokens && pieces && add_special && parse_special);
+        golden_vocab v;
+        CU_ASSERT_FATAL(golden_vocab_open(shared, model->str, &v));
+        bool add_bos = add_special->boolean && vt_tokenizer_add_bos(v.t);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        vt_error err = {0};
+        CU_ASSERT_EQUAL_FATAL(vt_tokenize(v.t, text->str, text->len, add_bos, parse_special->boolean, &ids, &n, &err),
+                              VT_OK);
+        bool same = n == tokens->n;
+        for (size_t i = 0; same && i < n; i++) {
+            same = ids[i] == (int32_t)tokens->items[i].number;
+            const char *piece = vt_tokenizer_piece(v.t, ids[i]);
+            same = same && piece && strcmp(piece, pieces->items[i].str) == 0;
+        }
+        if (!same) {
+            printf("\n  %s: '%s' tokenizes differently (%zu ids, golden %zu)\n", model->str, text->str, n, tokens->n);
+            mismatches++;
+        }
+        checked++;
+        free(ids);
+        golden_vocab_close(&v);
+    }
+    json_free(&root);
+    printf("\n  tokenizer.json: %d records, %d mismatches\n", checked, mismatches);
+    CU_ASSERT_EQUAL(mismatches, 0);
+}
+
+static void run_spm_jsonl(const char *file) {
+    const char *shared = vt_test_shared_dir("llama-spm goldens");
+    if (!shared) return;
+    golden_vocab v;
+    CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
+    char path[4096];
+    snprintf(path, sizeof path, "%s/golden/tokenizer/%s", shared, file);
+    golden_counts c = {0};
+    CU_ASSERT(golden_run_jsonl(v.t, path, &c));
+    printf("\n  %s: %d records, %d id mismatches, %d detok mismatches\n", file, c.records, c.id_mismatches,
+           c.detok_mismatches);
+    CU_ASSERT(c.records > 0);
+    CU_ASSERT_EQUAL(c.id_mismatches, 0);
+    CU_ASSERT_EQUAL(c.detok_mismatches, 0);
+    golden_vocab_close(&v);
+}
+
+static void test_llama_spm_goldens(void) { run_spm_jsonl("llama-spm.jsonl"); }
+static void test_llama_spm_upstream_goldens(void) { run_spm_jsonl("llama-spm.upstream.jsonl"); }
+
+/* ---- the contract on the real LLaMA vocab --------------------------------- */
+
+static void test_spm_vocab_contract(void) {
+    const char *shared = vt_test_shared_dir("llama-spm vocab");
+    if (!shared) return;
+    golden_vocab v;
+    CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
+    const vt_tokenizer *t = v.t;
+    CU_ASSERT_EQUAL(vt_tokenizer_n_vocab(t), 32000);
+    CU_ASSERT_EQUAL(vt_tokenizer_bos(t), 1);
+    CU_ASSERT_EQUAL(vt_tokenizer_eos(t), 2);
+    CU_ASSERT_TRUE(vt_tokenizer_add_bos(t));
+    CU_ASSERT_TRUE(vt_tokenizer_is_eog(t, 2));
+    CU_ASSERT_FALSE(vt_tokenizer_is_eog(t, 1));
+    CU_ASSERT_STRING_EQUAL(vt_tokenizer_piece(t, 1), "<s>");
+    CU_ASSERT_PTR_NULL(vt_tokenizer_piece(t, 32000));
+    CU_ASSERT_PTR_NULL(vt_tokenizer_piece(t, -1));
+
+    char buf[16];
+    /* byte token <0x0A> renders as a newline; "▁Hello" as " Hello" */
+    int32_t nl = -1;
+    for (int32_t id = 0; id < 300 && nl < 0; id++)
+        if (strcmp(vt_tokenizer_piece(t, id), "<0x0A>") == 0) nl = id;
+    CU_ASSERT_FATAL(nl >= 0);
+    CU_ASSERT_EQUAL(vt_token_to_bytes(t, nl, false, buf, sizeof buf), 1);
+    CU_ASSERT_EQUAL(buf[0], '\n');
+    CU_ASSERT_EQUAL(vt_token_to_bytes(t, 15043, false, buf, sizeof buf), 6); /* "▁Hello" */
+    CU_ASSERT_EQUAL(memcmp(buf, " Hello", 6), 0);
+    /* a too-small buffer reports the full length and writes only what fits */
+    CU_ASSERT_EQUAL(vt_token_to_bytes(t, 15043, false, buf, 2), 6);
+    /* control tokens render as nothing unless asked */
+    CU_ASSERT_EQUAL(vt_token_to_bytes(t, 1, false, buf, sizeof buf), 0);
+    CU_ASSERT_EQUAL(vt_token_to_bytes(t, 1, true, buf, sizeof buf), 3);
+    CU_ASSERT_EQUAL(vt_token_to_bytes(t, 32000, true, buf, sizeof buf), -1);
+
+    /* BOS + text round trip: the first text token's space prefix is dropped only
+     * when it comes first, so after a (silent) BOS it stays — as llama.cpp does */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_tokenize(t, "Hello world", 11, true, false, &ids, &n, &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(n, 3);
+    CU_ASSERT_EQUAL(ids[0], 1);
+    CU_ASSERT_EQUAL(ids[1], 15043);
+    CU_ASSERT_EQUAL(ids[2], 3186);
+    char *text = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL(vt_detokenize(t, ids + 1, 2, false, &text, &len, &err), VT_OK);
+    CU_ASSERT_STRING_EQUAL(text, "Hello world");
+    free(text);
+    CU_ASSERT_EQUAL(vt_detokenize(t, ids, 3, true, &text, &len, &err), VT_OK);
+    CU_ASSERT_STRING_EQUAL(text, "<s> Hello world");
+    free(text);
+    free(ids);
+
+    /* empty text: just BOS, or nothing */
+    CU_ASSERT_EQUAL(vt_tokenize(t, "", 0, true, false, &ids, &n, &err), VT_OK);
+    CU_ASSERT_EQUAL(n, 1);
+    free(ids);
+    CU_ASSERT_EQUAL(vt_tokenize(t, "", 0, false, false, &ids, &n, &err), VT_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    free(ids);
+
+    /* an id outside the vocab is an error naming it */
+    int32_t bad[] = {1, 40000};
+    CU_ASSERT_EQUAL(vt_detokenize(t, bad, 2, false, &text, &len, &err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "40000"));
+    golden_vocab_close(&v);
+}
+
+/* ---- loader errors on hand-built GGUFs ------------------------------------ */
+
+typedef struct gguf_buf {
+    unsigned char data[512];
+    size_t n;
+} gguf_buf;
+
+static void put_bytes(gguf_buf *b, const void *p, size_t n) {
+    memcpy(b->data + b->n, p, n);
+    b->n += n;
+}
+static void put_u32(gguf_buf *b, uint32_t v) { put_bytes(b, &v, 4); }
+static void put_u64(gguf_buf *b, uint64_t v) { put_bytes(b, &v, 8); }
+static void put_str(gguf_buf *b, const char *s) {
+    put_u64(b, strlen(s));
+    put_bytes(b, s, strlen(s));
+}
+
+/* A GGUF v3 with no tensors and the given string key/value pairs. */
+static void build_gguf(gguf_buf *b, const char *const *kv, int n_kv) {
+    b->n = 0;
+    put_bytes(b, "GGUF", 4);
+    put_u32(b, 3);
+    put_u64(b, 0);
+    put_u64(b, (uint64_t)n_kv);
+    for (int i = 0; i < n_kv; i++) {
+        put_str(b, kv[2 * i]);
+        put_u32(b, 8); /* string */
+        put_str(b, kv[2 * i + 1]);
+    }
+}
+
+static void expect_load_error(const char *const *kv, int n_kv, vt_status want, const char *in_msg) {
+    gguf_buf b;
+    build_gguf(&b, kv, n_kv);
+    vt_gguf *g = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b.data, b.n, &g, &err), VT_OK);
+    vt_tokenizer *t = (vt_tokenizer *)&err; /* must be reset to NULL on failure */
+    CU_ASSERT_EQUAL(vt_tokenizer_load(g, &t, &err), want);
+    CU_ASSERT_PTR_NULL(t);
+    if (!strstr(err.msg, in_msg)) printf("\n  message '%s' lacks '%s'\n", err.msg, in_msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, in_msg));
+    vt_gguf_close(g);
+}
+
+static void test_loader_errors(void) {
+    expect_load_error(NULL, 0, VT_ERR_FORMAT, "tokenizer.ggml.model");
+    const char *const bert[] = {"tokenizer.ggml.model", "bert"};
+    expect_load_error(bert, 1, VT_ERR_UNSUPPORTED, "bert");
+    const char *const no_tokens[] = {"tokenizer.ggml.model", "llama"};
+    expect_load_error(no_tokens, 1, VT_ERR_FORMAT, "tokenizer.ggml.tokens");
+    const char *const other_pre[] = {"tokenizer.ggml.model", "gpt2", "tokenizer.ggml.pre", "falcon"};
+    expect_load_error(other_pre, 2, VT_ERR_UNSUPPORTED, "falcon");
+}
+
+int main(void) {
+    static CU_TestInfo goldens[] = {
+        {"tokenizer.json (tok512 and llama2 vocabs, with BOS)", test_tokenizer_json_goldens},
+        {"llama-spm.jsonl: ids, detok, detok_special", test_llama_spm_goldens},
+        {"llama-spm.upstream.jsonl: ids, detok, detok_special", test_llama_spm_upstream_goldens},
+        CU_TEST_INFO_NULL,
+    };
+    static CU_TestInfo contract[] = {
+        {"SPM vocab: ids, pieces, bytes, BOS, errors", test_spm_vocab_contract},
+        {"loader errors name what is wrong", test_loader_errors},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("spm goldens", NULL, NULL, goldens);
+    vt_test_add_suite("tokenizer contract", NULL, NULL, contract);
+    return vt_test_run();
+}

@@ -1,0 +1,36 @@
+/* tokenizer_golden.h — shared by test_tokenizer.c and test_tokenizer_bpe.c:
+ * run llama.cpp tokenizer goldens (../shared/golden/tokenizer*) through vt. */
+#ifndef VT_TEST_TOKENIZER_GOLDEN_H
+#define VT_TEST_TOKENIZER_GOLDEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "tokenizer.h"
+
+/* A GGUF and its tokenizer, opened from a path relative to the shared dir. */
+typedef struct golden_vocab {
+    vt_gguf *g;
+    vt_tokenizer *t;
+} golden_vocab;
+
+/* Open shared_dir/rel (rel may start with "shared/"); false (with a printed
+ * reason) on failure. */
+bool golden_vocab_open(const char *shared_dir, const char *rel, golden_vocab *v);
+void golden_vocab_close(golden_vocab *v);
+
+typedef struct golden_counts {
+    int records;
+    int id_mismatches;
+    int detok_mismatches;
+} golden_counts;
+
+/* Run every record of a golden/tokenizer jsonl file: ids with parse_special =
+ * with_special and no BOS; detok (render_special false) and detok_special
+ * (true) of the golden ids. Prints each mismatch. Returns false if the file
+ * cannot be read or parsed. */
+bool golden_run_jsonl(const vt_tokenizer *t, const char *path, golden_counts *c);
+
+#endif
