@@ -462,9 +462,8 @@ vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backe
     vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = ""};
     load_file(host, &config, path, name, entry);
     if (entry->state != VT_BACKEND_LOADED) return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
-    /* Checked, not kept: the table stays valid (libraries are never closed). */
-    entry->table->shutdown(entry->ctx);
-    entry->ctx = NULL;
+    /* The ctx stays live so the caller can ask supports() (the capability
+     * matrix of `vt backends --check`); the caller shuts it down. */
     return VT_OK;
 }
 

@@ -40,7 +40,9 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
 void vt_registry_destroy(vt_registry *r);
 
 /* Check one file without keeping it (vt backends --check): VT_OK and its
- * entry, or the refusal reason in err. */
+ * entry, or the refusal reason in err. On VT_OK the entry is LOADED with a live
+ * ctx (so supports() can be asked); the caller ends it with
+ * entry->table->shutdown(entry->ctx). */
 vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backend_entry *entry, vt_error *err);
 
 int vt_registry_count(const vt_registry *r);                 /* all entries, refused and shadowed too */
