@@ -70,6 +70,10 @@ struct vt_threadpool {
     pthread_cond_t wake;
 };
 
+/* The pool thread index of the running thread (0 outside workers), so a
+ * nested call can run inline under the right index. */
+static _Thread_local int current_thread_index;
+
 static int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -126,6 +130,7 @@ static uint64_t wait_for_job(vt_threadpool *p, uint32_t seen) {
 static void *worker_main(void *opaque) {
     worker *w = opaque;
     vt_threadpool *p = w->pool;
+    current_thread_index = w->index;
     uint32_t seen = 0;
     for (;;) {
         uint64_t s = wait_for_job(p, seen);
@@ -210,8 +215,14 @@ void vt_threadpool_parallel_for(vt_threadpool *p, int64_t n, int64_t grain, vt_r
     uint32_t count = (uint32_t)(max_chunks < p->n_threads ? max_chunks : p->n_threads);
 
     bool was_in_use = atomic_exchange_explicit(&p->in_use, true, memory_order_acquire);
-    assert(!was_in_use && "vt_threadpool_parallel_for is not reentrant");
-    (void)was_in_use;
+    if (was_in_use) {
+        /* A call from inside a task (or from a second thread) breaks the
+         * one-job-at-a-time contract: a bug, loud in debug builds; release
+         * builds run it inline rather than corrupt the job in flight. */
+        assert(!"vt_threadpool_parallel_for is not reentrant");
+        fn(arg, 0, n, current_thread_index);
+        return;
+    }
 
     p->fn = fn;
     p->arg = arg;

@@ -5,7 +5,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "threadpool.h"
 #include "util.h"
@@ -243,6 +245,47 @@ static void test_create_destroy_cycles(void) {
     vt_threadpool_destroy(NULL);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Misuse: a parallel_for from inside a task.                                 */
+
+typedef struct nested_job {
+    vt_threadpool *pool;
+    atomic_long inner_items;
+} nested_job;
+
+static void count_items(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    atomic_fetch_add(&((nested_job *)arg)->inner_items, (long)(end - begin));
+}
+
+static void nested_outer(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    nested_job *job = arg;
+    for (int64_t i = begin; i < end; i++) vt_threadpool_parallel_for(job->pool, 100, 1, count_items, job);
+}
+
+/* Debug builds abort on the bug; release builds run the inner call inline, so
+ * the work is still done exactly once. Run in a child so an abort is data. */
+static void test_nested_call(void) {
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stderr)) _exit(5); /* the expected assertion message is noise */
+        vt_threadpool *pool;
+        if (vt_threadpool_create(2, &pool, NULL) != VT_OK) _exit(3);
+        nested_job job = {.pool = pool};
+        vt_threadpool_parallel_for(pool, 4, 1, nested_outer, &job);
+        _exit(atomic_load(&job.inner_items) == 4 * 100 ? 0 : 4);
+    }
+    int status;
+    CU_ASSERT_EQUAL_FATAL(waitpid(pid, &status, 0), pid);
+#ifdef NDEBUG
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+#else
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
+#endif
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"every item is visited exactly once", test_every_item_once},
@@ -253,6 +296,7 @@ int main(void) {
         {"20000 tiny calls all sum correctly", test_many_tiny_calls},
         {"sleeping workers wake for new work", test_wakes_after_sleep},
         {"create/destroy cycles", test_create_destroy_cycles},
+        {"a nested call aborts in debug, runs inline in release", test_nested_call},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("threadpool", NULL, NULL, tests);
