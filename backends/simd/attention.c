@@ -1,0 +1,178 @@
+/* attention.c — causal GQA attention of query tokens against one layer's
+ * paged KV cache (F32, F16 or BF16), with an online softmax in f32.
+ *
+ * One work item is (token, kv head): the G = H / KVH query heads that share a
+ * kv head are processed together, so each cached k and v row is loaded and
+ * widened to f32 once and used G times. Positions are taken in chunks of
+ * CHUNK: scores for the chunk, then the running max / sum / accumulator of
+ * every head are rescaled once per chunk (not once per position), and the
+ * chunk's exponentials are computed 8 at a time. */
+#include <math.h>
+#include <string.h>
+
+#include "simd.h"
+#include "simd_vec.h"
+
+#define CHUNK 16
+
+typedef struct attention_task {
+    const float *q;        /* [T][H][D] */
+    const void *k_cache;   /* [B][BS][KVH][D] of k_dtype */
+    const void *v_cache;   /* [B][BS][KVH][D] of v_dtype */
+    int32_t k_dtype, v_dtype;
+    const int32_t *tables; /* [n_seqs][max_blocks] */
+    const int32_t *pos;    /* [T] */
+    const int32_t *seq;    /* [T] */
+    float *out;            /* [T][H][D] */
+    int64_t D, H, KVH, BS, max_blocks;
+    float scale;
+    float *scratch;        /* per thread: scratch_floats */
+    size_t scratch_floats;
+} attention_task;
+
+/* Pointer to cached row (slot, kv head) widened to f32: the cache itself when
+ * it is F32, else converted into buf [D]. */
+static const float *cache_row(const void *cache, int32_t dtype, int64_t slot, int64_t kvh, int64_t KVH, int64_t D,
+                              float *buf) {
+    const int64_t index = (slot * KVH + kvh) * D;
+    if (dtype == VT_F32) return (const float *)cache + index;
+    simd_load_row(dtype, (const uint8_t *)cache + (size_t)index * 2, buf, D);
+    return buf;
+}
+
+SIMD_INLINE float dot_f32(const float *a, const float *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = simd_hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y = y * c + p * v, n values (c = 1 skips the multiply) */
+SIMD_INLINE void axpy(float *y, float p, const float *v, int64_t n) {
+    const __m256 pv = _mm256_set1_ps(p);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += p * v[i];
+}
+
+SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
+    const __m256 cv = _mm256_set1_ps(c);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(cv, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] *= c;
+}
+
+static void attention_items(void *arg, int64_t begin, int64_t end, int thread) {
+    const attention_task *t = arg;
+    const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH;
+    float *s = t->scratch + (size_t)thread * t->scratch_floats;
+    float *acc = s;                       /* [G][D] */
+    float *kbuf = acc + G * D;            /* [D] */
+    float *vbuf = kbuf + D;               /* [D] */
+    float *scores = vbuf + D;             /* [G][CHUNK] */
+    float *run_max = scores + G * CHUNK;  /* [G] */
+    float *run_sum = run_max + G;         /* [G] */
+
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t tok = item / KVH, kvh = item % KVH;
+        const int32_t *table = t->tables + (int64_t)t->seq[tok] * t->max_blocks;
+        const int64_t n_pos = (int64_t)t->pos[tok] + 1;
+        const float *q = t->q + (tok * H + kvh * G) * D; /* G heads of D */
+        memset(acc, 0, (size_t)(G * D) * sizeof(float));
+        for (int64_t j = 0; j < G; j++) run_max[j] = -INFINITY, run_sum[j] = 0.0f;
+
+        for (int64_t p0 = 0; p0 < n_pos; p0 += CHUNK) {
+            const int64_t len = n_pos - p0 < CHUNK ? n_pos - p0 : CHUNK;
+            for (int64_t i = 0; i < len; i++) {
+                const int64_t p = p0 + i;
+                const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+                const float *k = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf);
+                for (int64_t j = 0; j < G; j++) scores[j * CHUNK + i] = dot_f32(q + j * D, k, D) * t->scale;
+            }
+            for (int64_t j = 0; j < G; j++) {
+                float *sj = scores + j * CHUNK;
+                for (int64_t i = len; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
+                float cmax = sj[0];
+                for (int64_t i = 1; i < len; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
+                const float new_max = cmax > run_max[j] ? cmax : run_max[j];
+                if (new_max > run_max[j] && run_max[j] != -INFINITY) {
+                    const float c = expf(run_max[j] - new_max);
+                    run_sum[j] *= c;
+                    scale_row(acc + j * D, c, D);
+                }
+                run_max[j] = new_max;
+                const __m256 m = _mm256_set1_ps(new_max);
+                const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
+                const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
+                _mm256_storeu_ps(sj, e0);
+                _mm256_storeu_ps(sj + 8, e1);
+                run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
+            }
+            for (int64_t i = 0; i < len; i++) {
+                const int64_t p = p0 + i;
+                const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+                const float *v = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf);
+                for (int64_t j = 0; j < G; j++) axpy(acc + j * D, scores[j * CHUNK + i], v, D);
+            }
+        }
+        float *o = t->out + (tok * H + kvh * G) * D;
+        for (int64_t j = 0; j < G; j++) {
+            const float inv = 1.0f / run_sum[j];
+            for (int64_t d = 0; d < D; d++) o[j * D + d] = acc[j * D + d] * inv;
+        }
+    }
+}
+
+vt_status simd_attention(void *opaque, const vt_node *node) {
+    simd_ctx *ctx = opaque;
+    const vt_tensor *Q = &node->src[0], *Kc = &node->src[1], *Vc = &node->src[2];
+    const vt_attention_params *p = &node->params.attention;
+    attention_task t;
+    memset(&t, 0, sizeof t);
+    t.D = Q->ne[0];
+    t.H = Q->ne[1];
+    const int64_t T = Q->ne[2];
+    t.KVH = Kc->ne[1];
+    t.BS = p->block_size;
+    t.max_blocks = p->max_blocks_per_seq;
+    const int64_t n_blocks = Kc->ne[3];
+    if (T <= 0) return VT_OK;
+    if (t.KVH <= 0 || t.H % t.KVH != 0 || t.BS <= 0 || Kc->ne[2] != t.BS) return VT_ERR_INVALID;
+    t.q = Q->data;
+    t.k_cache = Kc->data;
+    t.v_cache = Vc->data;
+    t.k_dtype = Kc->dtype;
+    t.v_dtype = Vc->dtype;
+    t.tables = node->src[3].data;
+    t.pos = node->src[4].data;
+    t.seq = node->src[5].data;
+    t.out = node->dst.data;
+    t.scale = p->scale;
+
+    /* every block a token will read must exist: checked once here so the
+     * kernel indexes without bounds checks */
+    for (int64_t tok = 0; tok < T; tok++) {
+        const int32_t sq = t.seq[tok], pos = t.pos[tok];
+        if (sq < 0 || sq >= p->n_seqs || pos < 0 || pos / t.BS >= t.max_blocks) return VT_ERR_INVALID;
+        const int32_t *table = t.tables + (int64_t)sq * t.max_blocks;
+        for (int64_t b = 0; b <= pos / t.BS; b++)
+            if (table[b] < 0 || table[b] >= n_blocks) return VT_ERR_INVALID;
+    }
+
+    const int64_t G = t.H / t.KVH;
+    t.scratch_floats = simd_align_up((size_t)(G * t.D + 2 * t.D + G * CHUNK + 2 * G) * sizeof(float)) / sizeof(float);
+    t.scratch = simd_scratch(ctx, t.scratch_floats * sizeof(float) * (size_t)ctx->n_threads);
+    if (!t.scratch) return VT_ERR_NOMEM;
+    const int64_t items = T * t.KVH;
+    if (items == 1)
+        attention_items(&t, 0, 1, 0);
+    else
+        ctx->host->parallel_for(items, 1, attention_items, &t);
+    return VT_OK;
+}

@@ -1,0 +1,149 @@
+/* matmul.c — Y[m][n] = sum_k X[m][k] W[n][k]: activation preparation, work
+ * split and tiling. The per-dtype dot kernels are in matmul_<dtype>.c.
+ *
+ * Decode (M = 1) is bound by memory bandwidth: every weight byte is read once,
+ * so the N output rows are split into one contiguous range per thread and
+ * each thread streams its rows start to end (one sequential stream the
+ * hardware prefetcher follows).
+ * Prefill (M > 1) is bound by compute: the kernels decode a weight block once
+ * and use it for up to SIMD_MAX_ROWS activation rows. Each thread walks its
+ * output rows in tiles small enough to stay in L1 and, for each tile, every
+ * activation row group in turn, so weights come from L1 and activations
+ * (M x K bytes once quantized) from L2. */
+#include <string.h>
+
+#include "simd.h"
+#include "vt/vt_quant.h"
+
+typedef struct weight_format {
+    simd_dot_fn dot;
+    int64_t block_length; /* values per block */
+    size_t block_bytes;   /* bytes per block */
+    int act_kind;         /* ACT_F32, ACT_Q8_0 or ACT_Q8_K */
+} weight_format;
+
+enum { ACT_F32 = 0, ACT_Q8_0 = 1, ACT_Q8_K = 2 };
+
+static int weight_format_of(int32_t dtype, weight_format *f) {
+    switch (dtype) {
+    case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32}; return 1;
+    case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32}; return 1;
+    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32}; return 1;
+    case VT_Q8_0: *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0}; return 1;
+    case VT_Q4_0: *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0}; return 1;
+    case VT_Q4_K: *f = (weight_format){simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K}; return 1;
+    case VT_Q5_K: *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K}; return 1;
+    case VT_Q6_K: *f = (weight_format){simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K}; return 1;
+    default: return 0;
+    }
+}
+
+/* ---- activation quantization (parallel over rows) ---- */
+
+typedef struct quantize_task {
+    const float *x; /* [M][K] */
+    int8_t *qs;     /* [M][K] */
+    float *d;       /* [M][K / block] */
+    int16_t *bsums; /* [M][K / 16] or NULL */
+    int64_t K;
+    int kind;
+} quantize_task;
+
+static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const quantize_task *t = arg;
+    const int64_t K = t->K;
+    for (int64_t m = begin; m < end; m++) {
+        if (t->kind == ACT_Q8_0)
+            simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
+        else
+            simd_quantize_row_q8_k(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->bsums + m * (K / 16), K);
+    }
+}
+
+/* ---- the tiled product ---- */
+
+typedef struct matmul_task {
+    const uint8_t *w; /* N rows of row_bytes */
+    size_t row_bytes;
+    simd_dot_fn dot;
+    simd_act act;
+    int64_t N, M;
+    int64_t tile_rows; /* weight rows per L1 tile */
+    void *y;           /* [M][N] of y_dtype */
+    int32_t y_dtype;
+} matmul_task;
+
+static inline void store_value(int32_t dtype, void *y, int64_t i, float v) {
+    if (dtype == VT_F32)
+        ((float *)y)[i] = v;
+    else if (dtype == VT_F16)
+        ((vt_fp16_t *)y)[i] = vt_f32_to_fp16(v);
+    else
+        ((vt_bf16_t *)y)[i] = vt_f32_to_bf16(v);
+}
+
+/* Rows [begin, end) of W, all M activation rows. */
+static void matmul_rows(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const matmul_task *t = arg;
+    float out[SIMD_MAX_ROWS];
+    for (int64_t n0 = begin; n0 < end; n0 += t->tile_rows) {
+        const int64_t n1 = n0 + t->tile_rows < end ? n0 + t->tile_rows : end;
+        for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
+            const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
+            for (int64_t n = n0; n < n1; n++) {
+                t->dot(t->w + (size_t)n * t->row_bytes, &t->act, m0, R, out);
+                for (int r = 0; r < R; r++) store_value(t->y_dtype, t->y, (m0 + r) * t->N + n, out[r]);
+            }
+        }
+    }
+}
+
+vt_status simd_matmul(void *opaque, const vt_node *node) {
+    simd_ctx *ctx = opaque;
+    const vt_host *host = ctx->host;
+    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
+    const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
+    weight_format f;
+    if (!weight_format_of(W->dtype, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
+    if (M <= 0 || N <= 0) return VT_OK;
+
+    matmul_task t;
+    memset(&t, 0, sizeof t);
+    t.w = W->data;
+    t.row_bytes = (size_t)(K / f.block_length) * f.block_bytes;
+    t.dot = f.dot;
+    t.act.K = K;
+    t.N = N;
+    t.M = M;
+    t.y = Y->data;
+    t.y_dtype = Y->dtype;
+
+    if (f.act_kind == ACT_F32) {
+        t.act.f = X->data;
+    } else {
+        const int64_t block = f.act_kind == ACT_Q8_0 ? 32 : 256;
+        const size_t qs_bytes = simd_align_up((size_t)(M * K));
+        const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
+        const size_t bsum_bytes = f.act_kind == ACT_Q8_K ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t)) : 0;
+        uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes);
+        if (!buf) return VT_ERR_NOMEM;
+        quantize_task q = {X->data, (int8_t *)buf, (float *)(buf + qs_bytes),
+                           bsum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes) : NULL, K, f.act_kind};
+        if (M == 1)
+            quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
+        else
+            host->parallel_for(M, 1, quantize_rows, &q);
+        t.act.qs = q.qs;
+        t.act.d = q.d;
+        t.act.bsums = q.bsums;
+    }
+
+    /* ~16 KiB of weights per tile: stays in L1 (32 KiB on Zen3) next to the
+     * activation rows of one group. */
+    int64_t tile = (int64_t)(16384 / t.row_bytes);
+    t.tile_rows = tile < 1 ? 1 : tile > 64 ? 64 : tile;
+    host->parallel_for(N, M == 1 ? 16 : t.tile_rows, matmul_rows, &t);
+    return VT_OK;
+}

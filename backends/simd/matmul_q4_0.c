@@ -1,0 +1,45 @@
+/* matmul_q4_0.c — dot kernel for Q4_0 weights (blocks of 32 4-bit values,
+ * w = d (q - 8)) against activations quantized to 8-bit blocks of 32.
+ *
+ * The nibbles are unpacked to bytes q - 8 in [-8, 7] and multiplied like
+ * Q8_0 (signs moved onto the activations for vpmaddubsw; 2 * 8 * 127 fits
+ * int16), with one FMA per block for d_w * d_x. */
+#include "simd.h"
+#include "simd_vec.h"
+
+/* 32 values of one block as signed bytes q - 8, in order. */
+SIMD_INLINE __m256i unpack_q4_0(const vt_block_q4_0 *b) {
+    const __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(q, low4);                    /* values 0..15 */
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), low4); /* values 16..31 */
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+}
+
+SIMD_INLINE void dot_rows(const vt_block_q4_0 *w, const simd_act *x, int64_t m0, int R, float *out) {
+    const int64_t nb = x->K / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[SIMD_MAX_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i wq = unpack_q4_0(&w[b]);
+        const __m256i wabs = _mm256_sign_epi8(wq, wq);
+        const float dw = _cvtsh_ss(w[b].d);
+        for (int r = 0; r < R; r++) {
+            const int64_t row = m0 + r;
+            const __m256i xq = _mm256_loadu_si256((const __m256i *)(x->qs + row * x->K + b * 32));
+            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xq, wq)), ones);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x->d[row * nb + b]), _mm256_cvtepi32_ps(prod), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(acc[r]);
+}
+
+void simd_dot_q4_0(const void *w, const simd_act *x, int64_t m0, int R, float *out) {
+    switch (R) {
+    case 1: dot_rows(w, x, m0, 1, out); break;
+    case 2: dot_rows(w, x, m0, 2, out); break;
+    case 3: dot_rows(w, x, m0, 3, out); break;
+    default: dot_rows(w, x, m0, 4, out); break;
+    }
+}

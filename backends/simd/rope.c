@@ -1,0 +1,94 @@
+/* rope.c — rotary position embedding, pairs rotated by theta_i = pos *
+ * freq_scale * freq_base^(-2i/n_rot), i < n_rot/2:
+ *   NORM (llama): pairs (2i, 2i+1);  NEOX (qwen): pairs (i, i + n_rot/2).
+ * (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos); values past n_rot are copied.
+ * The angles are computed once per token in double (the rounding of a long
+ * product of powers would otherwise grow with the position), then every head
+ * of the token is rotated with them, 8 values at a time. */
+#include <math.h>
+
+#include "simd.h"
+#include "simd_vec.h"
+
+typedef struct rope_task {
+    const float *x;      /* [T][heads][D] */
+    const int32_t *pos;  /* [T] */
+    void *y;             /* [T][heads][D] of y_dtype */
+    int32_t y_dtype;
+    int64_t D, heads;
+    vt_rope_params p;
+    float *tables;       /* per thread: 2 * n_rot floats */
+} rope_task;
+
+static void rope_tokens(void *arg, int64_t begin, int64_t end, int thread) {
+    const rope_task *t = arg;
+    const int64_t D = t->D, n_rot = t->p.n_rot, half = n_rot / 2;
+    const size_t ys = simd_float_size(t->y_dtype);
+    /* NORM: cos_t[2i] = cos_t[2i+1] = cos theta_i, sin_t[2i] = -sin, sin_t[2i+1] = +sin
+     * NEOX: cos_t[i] = cos theta_i, sin_t[i] = sin theta_i (i < half) */
+    float *cos_t = t->tables + (size_t)thread * 2 * (size_t)n_rot;
+    float *sin_t = cos_t + n_rot;
+    const int neox = t->p.mode == VT_ROPE_NEOX;
+    for (int64_t tok = begin; tok < end; tok++) {
+        const double pos = (double)t->pos[tok] * (double)t->p.freq_scale;
+        for (int64_t i = 0; i < half; i++) {
+            const double theta = pos * pow((double)t->p.freq_base, -2.0 * (double)i / (double)n_rot);
+            const float c = (float)cos(theta), s = (float)sin(theta);
+            if (neox) {
+                cos_t[i] = c, sin_t[i] = s;
+            } else {
+                cos_t[2 * i] = cos_t[2 * i + 1] = c;
+                sin_t[2 * i] = -s, sin_t[2 * i + 1] = s;
+            }
+        }
+        for (int64_t h = 0; h < t->heads; h++) {
+            const float *x = t->x + (tok * t->heads + h) * D;
+            void *y = (uint8_t *)t->y + (size_t)((tok * t->heads + h) * D) * ys;
+            int64_t i = 0;
+            if (neox) {
+                for (; i + 8 <= half; i += 8) {
+                    const __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + half);
+                    const __m256 c = _mm256_loadu_ps(cos_t + i), s = _mm256_loadu_ps(sin_t + i);
+                    simd_store8(t->y_dtype, y, i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)));
+                    simd_store8(t->y_dtype, y, i + half, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
+                }
+                for (; i < half; i++) {
+                    const float x0 = x[i], x1 = x[i + half];
+                    simd_store1(t->y_dtype, y, i, x0 * cos_t[i] - x1 * sin_t[i]);
+                    simd_store1(t->y_dtype, y, i + half, x0 * sin_t[i] + x1 * cos_t[i]);
+                }
+            } else {
+                for (; i + 8 <= n_rot; i += 8) {
+                    const __m256 v = _mm256_loadu_ps(x + i);
+                    const __m256 swapped = _mm256_permute_ps(v, 0xB1); /* (x1, x0) per pair */
+                    simd_store8(t->y_dtype, y, i,
+                                _mm256_fmadd_ps(v, _mm256_loadu_ps(cos_t + i),
+                                                _mm256_mul_ps(swapped, _mm256_loadu_ps(sin_t + i))));
+                }
+                for (; i < n_rot; i += 2) {
+                    const float x0 = x[i], x1 = x[i + 1];
+                    simd_store1(t->y_dtype, y, i, x0 * cos_t[i] + x1 * sin_t[i]);
+                    simd_store1(t->y_dtype, y, i + 1, x1 * cos_t[i + 1] + x0 * sin_t[i + 1]);
+                }
+            }
+            for (i = n_rot; i < D; i++) simd_store1(t->y_dtype, y, i, x[i]);
+        }
+    }
+}
+
+vt_status simd_rope(void *opaque, const vt_node *node) {
+    simd_ctx *ctx = opaque;
+    const vt_tensor *x = &node->src[0];
+    rope_task t = {x->data, node->src[1].data, node->dst.data, node->dst.dtype, x->ne[0], x->ne[1],
+                   node->params.rope, NULL};
+    const int64_t T = x->ne[2];
+    if (t.p.n_rot <= 0 || t.p.n_rot % 2 || t.p.n_rot > t.D) return VT_ERR_INVALID;
+    if (T <= 0) return VT_OK;
+    t.tables = simd_scratch(ctx, (size_t)ctx->n_threads * 2 * (size_t)t.p.n_rot * sizeof(float));
+    if (!t.tables) return VT_ERR_NOMEM;
+    if (T == 1)
+        rope_tokens(&t, 0, 1, 0);
+    else
+        ctx->host->parallel_for(T, 1, rope_tokens, &t);
+    return VT_OK;
+}

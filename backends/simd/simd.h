@@ -1,0 +1,97 @@
+/* simd.h — the simd backend's private interface: its context, the op entry
+ * points and the matmul kernel contract. Included by baseline (probe.c,
+ * backend.c) and AVX2 translation units alike, so it declares no intrinsics;
+ * vector helpers live in simd_vec.h, which only kernel files include. */
+#ifndef VT_SIMD_H
+#define VT_SIMD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vt/vt_backend.h"
+
+#define SIMD_BACKEND_NAME "simd"
+
+/* Alignment of every scratch buffer: a cache line, so AVX loads never split. */
+#define SIMD_ALIGN 64
+
+typedef struct simd_ctx {
+    const vt_host *host;
+    int n_threads;
+    /* One growable scratch buffer reused by every op (ops never run
+     * concurrently on one ctx): quantized activations, per-thread tiles. */
+    void *scratch;
+    size_t scratch_size;
+} simd_ctx;
+
+/* A scratch area of at least `size` bytes (SIMD_ALIGN-aligned), or NULL when
+ * the host cannot allocate it. Invalidates earlier results of this call. */
+void *simd_scratch(simd_ctx *ctx, size_t size);
+
+/* Round n up to a multiple of SIMD_ALIGN. */
+static inline size_t simd_align_up(size_t n) { return (n + SIMD_ALIGN - 1) & ~(size_t)(SIMD_ALIGN - 1); }
+
+/* Op entry points (one file each, as in backends/reference). */
+vt_status simd_matmul(void *ctx, const vt_node *node);
+vt_status simd_attention(void *ctx, const vt_node *node);
+vt_status simd_reshape_and_cache(void *ctx, const vt_node *node);
+vt_status simd_rms_norm(void *ctx, const vt_node *node);
+vt_status simd_rope(void *ctx, const vt_node *node);
+vt_status simd_swiglu(void *ctx, const vt_node *node);
+vt_status simd_add(void *ctx, const vt_node *node);
+vt_status simd_get_rows(void *ctx, const vt_node *node);
+vt_status simd_convert(void *ctx, const vt_node *node);
+
+/* ------------------------------------------------------------------------ */
+/* Matmul kernels.
+ *
+ * Activations X {K, M} f32 are prepared once per matmul in the form the
+ * weight dtype's kernel wants:
+ *   - Q8_0 / Q4_0 weights: 8-bit blocks of 32 (qs, one scale d per block);
+ *   - K-quant weights: 8-bit blocks of 256 (qs, d per block) plus bsums, the
+ *     sum of each run of 16 quantized values (lets the kernels apply the
+ *     weights' per-sub-block offsets/minimums with one multiply per block);
+ *   - F32 / F16 / BF16 weights: the f32 rows as given. */
+typedef struct simd_act {
+    int64_t K;            /* values per row */
+    const int8_t *qs;     /* [M][K] quantized values */
+    const float *d;       /* [M][K / block] per-block scales */
+    const int16_t *bsums; /* [M][K / 16] (K-quant weights only) */
+    const float *f;       /* [M][K] f32 rows (float weights only) */
+} simd_act;
+
+/* The most activation rows one kernel call handles: every weight block the
+ * kernel decodes is reused for this many rows (prefill). */
+#define SIMD_MAX_ROWS 4
+
+/* out[r] = dot(weight row w, activation row m0 + r), r in [0, R), 1 <= R <= SIMD_MAX_ROWS.
+ *   w:   one weight row, K values in the weight dtype
+ *   x:   prepared activations, rows m0 .. m0+R-1 are read
+ *   out: [R] */
+typedef void (*simd_dot_fn)(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+
+void simd_dot_f32(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_f16(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_bf16(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q8_0(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q4_0(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q4_k(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q5_k(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q6_k(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+
+/* Quantize one f32 row of K values (K a multiple of 32, resp. 256).
+ *   x: [K]; qs: [K]; d: [K/32] resp. [K/256]; bsums: [K/16] */
+void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K);
+void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, int64_t K);
+
+/* Store n f32 values into a row of dtype F32, F16 or BF16 (round to nearest even). */
+void simd_store_row(int32_t dtype, const float *src, void *dst, int64_t n);
+/* Load n values of dtype F32, F16 or BF16 as f32. */
+void simd_load_row(int32_t dtype, const void *src, float *dst, int64_t n);
+
+/* Bytes of one element of F32/F16/BF16 (0 for any other dtype). */
+static inline size_t simd_float_size(int32_t dtype) {
+    return dtype == VT_F32 ? 4 : (dtype == VT_F16 || dtype == VT_BF16) ? 2 : 0;
+}
+
+#endif

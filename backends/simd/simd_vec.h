@@ -1,0 +1,115 @@
+/* simd_vec.h — small AVX2/FMA/F16C helpers shared by the kernel files.
+ * Only translation units built with -mavx2 -mfma -mf16c include this. */
+#ifndef VT_SIMD_VEC_H
+#define VT_SIMD_VEC_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "vt/vt_quant.h"
+#include "vt/vt_types.h"
+
+#define SIMD_INLINE static inline __attribute__((always_inline))
+
+/* Sum of the 8 lanes. */
+SIMD_INLINE float simd_hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Largest of the 8 lanes. */
+SIMD_INLINE float simd_hmax_ps(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 f16 -> 8 f32 (exact). */
+SIMD_INLINE __m256 simd_load8_f16(const vt_fp16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* 8 bf16 -> 8 f32 (exact: bf16 is the upper half of an f32). */
+SIMD_INLINE __m256 simd_load8_bf16(const vt_bf16_t *p) {
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+/* 8 f32 -> 8 f16, round to nearest even (F16C handles subnormals, overflow to inf). */
+SIMD_INLINE void simd_store8_f16(vt_fp16_t *p, __m256 v) {
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+/* 8 f32 -> 8 bf16, round to nearest even, NaN kept quiet: the same rule as
+ * vt_f32_to_bf16, lane by lane. */
+SIMD_INLINE void simd_store8_bf16(vt_bf16_t *p, __m256 v) {
+    __m256i x = _mm256_castps_si256(v);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
+    __m256i quiet_nan = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
+    __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    __m256i r = _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+    /* pack the 8 32-bit lanes (each < 2^16) into 8 16-bit values, in order */
+    __m256i packed = _mm256_packus_epi32(r, r);
+    packed = _mm256_permute4x64_epi64(packed, 0x08); /* qwords 0 and 2 */
+    _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(packed));
+}
+
+/* e^x for 8 lanes, relative error below 2e-7 (about 2 ulp) over the range
+ * where e^x is a normal f32; below -87.3 the result is 0, above 88.7 it
+ * saturates near FLT_MAX.
+ * Method: x = n ln2 + r with n integer and |r| <= ln2/2 (ln2 split in a
+ * high and a low part so r is exact), e^r by its Taylor series to degree 7
+ * (truncation error < r^8/8! < 4e-9), times 2^n built in the exponent bits. */
+SIMD_INLINE __m256 simd_exp_ps(__m256 x) {
+    const __m256 lo_clamp = _mm256_set1_ps(-87.3365f);
+    const __m256 hi_clamp = _mm256_set1_ps(88.7228f);
+    __m256 below = _mm256_cmp_ps(x, lo_clamp, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo_clamp), hi_clamp);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* n in [-126, 128]: 2^n as exponent bits; n = 128 (x near the top) is
+     * split as 2^127 * 2 so the exponent never overflows. */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i top = _mm256_cmpgt_epi32(ni, _mm256_set1_epi32(127));
+    ni = _mm256_sub_epi32(ni, _mm256_and_si256(top, _mm256_set1_epi32(1)));
+    __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
+    __m256 result = _mm256_mul_ps(p, scale);
+    result = _mm256_blendv_ps(result, _mm256_add_ps(result, result), _mm256_castsi256_ps(top));
+    return _mm256_andnot_ps(below, result);
+}
+
+/* Store 8 f32 as elements i..i+7 of a row of dtype F32, F16 or BF16. */
+SIMD_INLINE void simd_store8(int32_t dtype, void *dst, int64_t i, __m256 v) {
+    if (dtype == VT_F32)
+        _mm256_storeu_ps((float *)dst + i, v);
+    else if (dtype == VT_F16)
+        simd_store8_f16((vt_fp16_t *)dst + i, v);
+    else
+        simd_store8_bf16((vt_bf16_t *)dst + i, v);
+}
+
+/* Store one f32 as element i of a row of dtype F32, F16 or BF16. */
+SIMD_INLINE void simd_store1(int32_t dtype, void *dst, int64_t i, float v) {
+    if (dtype == VT_F32)
+        ((float *)dst)[i] = v;
+    else if (dtype == VT_F16)
+        ((vt_fp16_t *)dst)[i] = vt_f32_to_fp16(v);
+    else
+        ((vt_bf16_t *)dst)[i] = vt_f32_to_bf16(v);
+}
+
+#endif

@@ -1,0 +1,638 @@
+/* test_simd_ops.c — the simd backend against the reference backend, op by
+ * op and dtype by dtype, on shapes chosen to hit the kernels' edges: N not a
+ * multiple of 8, K of one block, M = 1, 2, 3, 5, 17 (the prefill kernels
+ * take activation rows 4 at a time, so these cover every remainder), GQA
+ * ratios 1/2/4/8, sequences crossing cache blocks, non-contiguous block
+ * tables, head dims with scalar tails.
+ *
+ * Both backends load through core/registry.h from the build tree (the test
+ * harness). Each comparison is element by element with a bound derived for
+ * that element (see the tolerance helpers), not one loose global epsilon.
+ * Every node is first checked against simd's supports() in the phase it
+ * runs in: the plan for --backend simd must place no node elsewhere. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_harness.h"
+#include "host.h"
+#include "quant.h"
+#include "util.h"
+
+static vt_harness *harness;
+
+static int suite_init(void) {
+    harness = vt_harness_open(2);
+    if (!harness) return 1;
+    if (!vt_harness_backend(harness, "reference")) {
+        fprintf(stderr, "test_simd_ops: the reference backend is not loaded\n");
+        return 1;
+    }
+    return 0;
+}
+
+static int suite_cleanup(void) {
+    vt_harness_close(harness);
+    return 0;
+}
+
+/* Does this CPU (and OS) offer what the simd backend needs? The backend's
+ * own probe must agree, so when this is true the backend must be loaded. */
+static int cpu_has_simd(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+static int simd_available(void) {
+    if (vt_harness_backend(harness, "simd")) return 1;
+    if (cpu_has_simd()) {
+        CU_FAIL("simd backend not loaded on a CPU with AVX2/FMA/F16C");
+    } else {
+        static int said;
+        if (!said++) printf("SKIP: simd backend refused on this CPU (no AVX2/FMA/F16C)\n");
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running and comparing                                                      */
+
+static const int32_t float_dtypes[] = {VT_F32, VT_F16, VT_BF16};
+static const int32_t weight_dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0, VT_Q4_0, VT_Q4_K, VT_Q5_K, VT_Q6_K};
+
+/* One unit in the last place of a narrow output dtype at magnitude |v|
+ * (0 for f32): simd and reference may round f32 results that differ in their
+ * last bits to neighbouring values of a narrower dtype, one ulp apart. */
+static double narrow_ulp(int32_t dtype, double v) {
+    if (dtype != VT_F16 && dtype != VT_BF16) return 0.0;
+    const int mant_bits = dtype == VT_F16 ? 10 : 7, min_exp = dtype == VT_F16 ? -14 : -126;
+    int e;
+    frexp(fabs(v), &e); /* |v| in [2^(e-1), 2^e) */
+    if (e - 1 < min_exp) e = min_exp + 1; /* subnormals: fixed spacing */
+    return ldexp(1.0, e - 1 - mant_bits);
+}
+
+typedef struct outputs {
+    float *simd, *ref; /* the op's output(s) as f32, concatenated for two outputs */
+    int64_t n;
+    vt_status simd_status, ref_status;
+} outputs;
+
+/* Run copies of node on simd and reference; fetch every output as f32. */
+static outputs run_both(const vt_node *node) {
+    outputs o = {0};
+    CU_ASSERT(vt_harness_accepts(harness, "simd", node));
+    vt_node a = vt_harness_node_copy(node), b = vt_harness_node_copy(node);
+    o.simd_status = vt_harness_run(harness, "simd", &a);
+    o.ref_status = vt_harness_run(harness, "reference", &b);
+    CU_ASSERT_EQUAL(o.simd_status, VT_OK);
+    CU_ASSERT_EQUAL(o.ref_status, VT_OK);
+    vt_tensor *oa[2], *ob[2];
+    int n_out = vt_harness_outputs(&a, oa);
+    vt_harness_outputs(&b, ob);
+    for (int i = 0; i < n_out; i++) o.n += vt_harness_nelements(oa[i]);
+    o.simd = malloc((size_t)o.n * sizeof(float));
+    o.ref = malloc((size_t)o.n * sizeof(float));
+    int64_t at = 0;
+    for (int i = 0; i < n_out; i++) {
+        float *fa = vt_harness_to_f32(oa[i]), *fb = vt_harness_to_f32(ob[i]);
+        int64_t n = vt_harness_nelements(oa[i]);
+        memcpy(o.simd + at, fa, (size_t)n * sizeof(float));
+        memcpy(o.ref + at, fb, (size_t)n * sizeof(float));
+        free(fa);
+        free(fb);
+        at += n;
+    }
+    vt_harness_node_free(&a);
+    vt_harness_node_free(&b);
+    return o;
+}
+
+static void outputs_free(outputs *o) {
+    free(o->simd);
+    free(o->ref);
+}
+
+/* Assert |simd[i] - ref[i]| <= tol[i] for every element (tol NULL: exact,
+ * scalar_tol used for all when >= 0). Prints the worst offender. */
+static void expect_close(const char *what, const outputs *o, const double *tol, double scalar_tol) {
+    int64_t bad = 0, worst = -1;
+    double worst_ratio = 0.0;
+    for (int64_t i = 0; i < o->n; i++) {
+        const double t = tol ? tol[i] : scalar_tol;
+        const double diff = fabs((double)o->simd[i] - (double)o->ref[i]);
+        if (!(diff <= t)) {
+            bad++;
+            const double ratio = t > 0 ? diff / t : INFINITY;
+            if (worst < 0 || ratio > worst_ratio || isnan(diff)) worst = i, worst_ratio = ratio;
+        }
+    }
+    if (getenv("VT_TEST_VERBOSE")) { /* how close to its bound each comparison runs */
+        double r = 0.0;
+        for (int64_t i = 0; i < o->n; i++) {
+            const double t = tol ? tol[i] : scalar_tol, diff = fabs((double)o->simd[i] - (double)o->ref[i]);
+            if (t > 0 && diff / t > r) r = diff / t;
+        }
+        printf("\n  %s: max error / tolerance = %.3g", what, r);
+    }
+    if (bad) {
+        printf("\n  %s: %lld of %lld elements out of tolerance; worst [%lld] simd %.9g ref %.9g tol %.3g\n", what,
+               (long long)bad, (long long)o->n, (long long)worst, (double)o->simd[worst], (double)o->ref[worst],
+               tol ? tol[worst] : scalar_tol);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* MATMUL                                                                     */
+
+/* Activation block length simd quantizes to for a weight dtype (0: f32). */
+static int64_t act_block(int32_t w_dtype) {
+    switch (w_dtype) {
+    case VT_Q8_0: case VT_Q4_0: return 32;
+    case VT_Q4_K: case VT_Q5_K: case VT_Q6_K: return 256;
+    default: return 0;
+    }
+}
+
+/* Move activations onto simd's 8-bit grid: per block, d = max|x| / 127 and
+ * x = d * round(x / d). Quantizing such values again reproduces the same
+ * integers and (to an ulp) the same d, so simd and reference then multiply
+ * the same numbers and differ only by float rounding: this makes the
+ * comparison tight enough to catch a wrong scale on a single sub-block. */
+static void snap_to_grid(float *x, int64_t K, int64_t M, int64_t block) {
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t b = 0; b < K; b += block) {
+            float *xb = x + m * K + b, amax = 0.0f;
+            for (int64_t i = 0; i < block; i++) amax = fmaxf(amax, fabsf(xb[i]));
+            const float d = amax / 127.0f;
+            for (int64_t i = 0; i < block; i++) xb[i] = d > 0 ? d * nearbyintf(xb[i] / d) : 0.0f;
+        }
+}
+
+/* Run one matmul and check every output element.
+ *
+ * Tolerance of element (m, n), with A = sum_k |w_nk| |x_mk|:
+ *  - float rounding: the kernels sum in f32, per block (integer dot products
+ *    are exact) or per 8-lane FMA step (float weights), then across blocks:
+ *    at most (steps + 8) roundings of relative size FLT_EPSILON, each bounded
+ *    by A; the reference also rounds each dequantized weight once to f32
+ *    (GGML's dequantization, d*sc*q - dmin*m, can lose 2 ulp of the larger
+ *    term), covered by the 8 extra steps.
+ *  - activation quantization (quantized weights, raw activations only): each
+ *    x_mk moves by at most half a step, max|x of its block| / 254, so the
+ *    product moves by at most E = sum_k |w_nk| amax(block of x_mk) / 254.
+ *    This worst case is rigorous; the typical error is ~sqrt(K) smaller.
+ *  - the output dtype's rounding: one ulp (see narrow_ulp). */
+static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N, int64_t M, int phase, int snapped,
+                         uint64_t seed) {
+    char what[160];
+    snprintf(what, sizeof what, "matmul %s->%s K=%lld N=%lld M=%lld %s%s", vt_dtype_name(w_dtype),
+             vt_dtype_name(y_dtype), (long long)K, (long long)N, (long long)M, phase ? "decode" : "prefill",
+             snapped ? " (grid activations)" : "");
+    vt_node node = vt_harness_node(VT_OP_MATMUL, phase);
+    vt_harness_set_src(&node, 0, vt_harness_weight(w_dtype, K, N, seed));
+    vt_tensor x = vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed + 1, -1.0f, 1.0f);
+    const int64_t block = act_block(w_dtype);
+    float *xf = x.data;
+    if (M > 2) /* a row whose first block is all zero: d = 0 must give exact zeros */
+        for (int64_t i = 0; i < (block ? block : 8) && i < K; i++) xf[2 * K + i] = 0.0f;
+    if (snapped && block) snap_to_grid(xf, K, M, block);
+    vt_harness_set_src(&node, 1, x);
+    node.dst = vt_harness_zeros(y_dtype, 2, (const int64_t[]){N, M});
+
+    float *w = vt_harness_to_f32(&node.src[0]);
+    double *tol = malloc((size_t)(N * M) * sizeof(double));
+    const double steps = block ? (double)(K / block) : (double)K / 8.0;
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double A = 0.0, E = 0.0;
+            for (int64_t k = 0; k < K; k++) A += fabs((double)w[n * K + k] * xf[m * K + k]);
+            if (block && !snapped)
+                for (int64_t b = 0; b < K; b += block) {
+                    double amax = 0.0, wsum = 0.0;
+                    for (int64_t i = 0; i < block; i++) {
+                        amax = fmax(amax, fabs((double)xf[m * K + b + i]));
+                        wsum += fabs((double)w[n * K + b + i]);
+                    }
+                    E += wsum * amax / 254.0;
+                }
+            tol[m * N + n] = (steps + 8.0) * FLT_EPSILON * A + E;
+        }
+    outputs o = run_both(&node);
+    for (int64_t i = 0; i < N * M; i++) tol[i] += narrow_ulp(y_dtype, fmax(fabs(o.ref[i]), fabs(o.simd[i])));
+    if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, tol, 0);
+    outputs_free(&o);
+    free(tol);
+    free(w);
+    vt_harness_node_free(&node);
+}
+
+static int64_t min_k(int32_t w_dtype) {
+    const int64_t b = act_block(w_dtype);
+    return b ? b : 8;
+}
+
+/* Every weight dtype, K of one block, N below and across the 8-row lane
+ * width and the kernels' tiles, every activation-row remainder. */
+static void test_matmul_small_shapes(void) {
+    if (!simd_available()) return;
+    static const int64_t Ms[] = {1, 2, 3, 5, 17};
+    static const int64_t Ns[] = {1, 7, 37};
+    uint64_t seed = 100;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
+        const int32_t wt = weight_dtypes[d];
+        for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++)
+            for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++) {
+                const int phase = Ms[mi] == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL;
+                check_matmul(wt, VT_F32, min_k(wt), Ns[ni], Ms[mi], phase, 1, seed++);
+                check_matmul(wt, VT_F32, min_k(wt), Ns[ni], Ms[mi], phase, 0, seed++);
+            }
+    }
+}
+
+/* Several blocks per row, more rows than one L1 tile, all weight dtypes,
+ * with the activation grid (tight) and raw activations (quantization bound). */
+static void test_matmul_multi_block(void) {
+    if (!simd_available()) return;
+    uint64_t seed = 500;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
+        const int32_t wt = weight_dtypes[d];
+        check_matmul(wt, VT_F32, 1024, 67, 1, VT_PHASE_DECODE, 1, seed++);
+        check_matmul(wt, VT_F32, 1024, 67, 1, VT_PHASE_DECODE, 0, seed++);
+        check_matmul(wt, VT_F32, 768, 131, 5, VT_PHASE_PREFILL, 1, seed++);
+        check_matmul(wt, VT_F32, 512, 300, 17, VT_PHASE_PREFILL, 0, seed++);
+    }
+    /* float weights of a K that is not a multiple of 8 (scalar tails) */
+    for (size_t d = 0; d < 3; d++) {
+        check_matmul(float_dtypes[d], VT_F32, 37, 9, 3, VT_PHASE_PREFILL, 0, seed++);
+        check_matmul(float_dtypes[d], VT_F32, 1, 5, 1, VT_PHASE_DECODE, 0, seed++);
+    }
+}
+
+/* dst F16 and BF16 (the KV-cache negotiation may ask matmul to emit them). */
+static void test_matmul_narrow_dst(void) {
+    if (!simd_available()) return;
+    uint64_t seed = 900;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++)
+        for (int y = 1; y < 3; y++) {
+            check_matmul(weight_dtypes[d], float_dtypes[y], 512, 19, 1, VT_PHASE_DECODE, 1, seed++);
+            check_matmul(weight_dtypes[d], float_dtypes[y], 512, 19, 6, VT_PHASE_PREFILL, 1, seed++);
+        }
+}
+
+/* ------------------------------------------------------------------------ */
+/* ATTENTION                                                                  */
+
+typedef struct attn_case {
+    int64_t D, H, KVH, BS, n_blocks;
+    int32_t n_seqs, max_blocks;
+    int64_t T;
+} attn_case;
+
+/* Build and check one attention call. Each sequence's block table is a
+ * scattered permutation of the physical blocks (never contiguous), and
+ * tokens' positions are given per case.
+ *
+ * Tolerance: q, k, v are in [-1, 1). simd scores are f32 dot products of D
+ * terms (error <= D eps |q||k| <= D eps, times scale) against the reference's
+ * double; softmax weights then move by at most 2 * that relative error plus
+ * the vector exp's 2e-7; the output, a convex combination of v rows
+ * (|v| <= 1), moves by at most that relative amount, plus f32 rounding of the
+ * running sums over n positions (n eps). */
+static void check_attention(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
+                            int phase, uint64_t seed) {
+    char what[160];
+    snprintf(what, sizeof what, "attention %s D=%lld H=%lld KVH=%lld BS=%lld T=%lld", vt_dtype_name(kv_dtype),
+             (long long)c->D, (long long)c->H, (long long)c->KVH, (long long)c->BS, (long long)c->T);
+    vt_node node = vt_harness_node(VT_OP_ATTENTION, phase);
+    node.params.attention.scale = 1.0f / sqrtf((float)c->D);
+    node.params.attention.block_size = (int32_t)c->BS;
+    node.params.attention.n_seqs = c->n_seqs;
+    node.params.attention.max_blocks_per_seq = c->max_blocks;
+    int32_t *tables = malloc((size_t)(c->n_seqs * c->max_blocks) * sizeof(int32_t));
+    /* sequence s, logical block b -> physical (7 + 5 (s max_blocks + b)) mod n_blocks:
+     * n_blocks is chosen coprime with 5, so the map is a scattered bijection */
+    for (int32_t s = 0; s < c->n_seqs; s++)
+        for (int32_t b = 0; b < c->max_blocks; b++)
+            tables[s * c->max_blocks + b] = (int32_t)((7 + 5 * (s * c->max_blocks + b)) % c->n_blocks);
+    vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 3, (const int64_t[]){c->D, c->H, c->T}, seed, -1, 1));
+    vt_harness_set_src(&node, 1, vt_harness_cache(kv_dtype, c->D, c->KVH, c->BS, c->n_blocks, seed + 1));
+    vt_harness_set_src(&node, 2, vt_harness_cache(kv_dtype, c->D, c->KVH, c->BS, c->n_blocks, seed + 2));
+    vt_harness_set_src(&node, 3, vt_harness_block_tables(c->n_seqs, c->max_blocks, tables));
+    vt_harness_set_src(&node, 4, vt_harness_i32(c->T, pos));
+    vt_harness_set_src(&node, 5, vt_harness_i32(c->T, seq));
+    node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){c->D, c->H, c->T});
+    int32_t max_pos = 0;
+    for (int64_t t = 0; t < c->T; t++) max_pos = pos[t] > max_pos ? pos[t] : max_pos;
+    const double score_err = (double)c->D * FLT_EPSILON * node.params.attention.scale;
+    const double tol = 2.0 * score_err + 2e-7 + (double)(max_pos + 1 + c->D) * FLT_EPSILON;
+    outputs o = run_both(&node);
+    if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, NULL, tol);
+    outputs_free(&o);
+    free(tables);
+    vt_harness_node_free(&node);
+}
+
+static void test_attention_decode(void) {
+    if (!simd_available()) return;
+    static const int64_t ratios[] = {1, 2, 4, 8};
+    uint64_t seed = 2000;
+    for (size_t k = 0; k < 3; k++)
+        for (size_t r = 0; r < 4; r++) {
+            /* one sequence at positions crossing several blocks */
+            attn_case c = {.D = 128, .H = 8, .KVH = 8 / ratios[r], .BS = 16, .n_blocks = 13, .n_seqs = 1,
+                           .max_blocks = 8, .T = 1};
+            const int32_t pos[] = {100}, seq[] = {0};
+            check_attention(&c, float_dtypes[k], pos, seq, VT_PHASE_DECODE, seed++);
+            /* batched decode: three sequences at different lengths, one inside its first block */
+            attn_case b = {.D = 64, .H = 16, .KVH = 16 / ratios[r], .BS = 16, .n_blocks = 17, .n_seqs = 3,
+                           .max_blocks = 5, .T = 3};
+            const int32_t bpos[] = {3, 47, 79}, bseq[] = {2, 0, 1};
+            check_attention(&b, float_dtypes[k], bpos, bseq, VT_PHASE_DECODE, seed++);
+        }
+}
+
+static void test_attention_prefill(void) {
+    if (!simd_available()) return;
+    static const int64_t ratios[] = {1, 2, 4, 8};
+    uint64_t seed = 3000;
+    int32_t pos[40], seq[40];
+    for (size_t k = 0; k < 3; k++)
+        for (size_t r = 0; r < 4; r++) {
+            /* 37 tokens of one sequence from position 0 (causal inside the call) */
+            attn_case c = {.D = 128, .H = 8, .KVH = 8 / ratios[r], .BS = 16, .n_blocks = 11, .n_seqs = 1,
+                           .max_blocks = 3, .T = 37};
+            for (int t = 0; t < 37; t++) pos[t] = t, seq[t] = 0;
+            check_attention(&c, float_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            /* a continuation chunk at positions 20..39 with block size 5 and an
+             * odd head dim (vector loop plus scalar tail) */
+            attn_case d = {.D = 40, .H = 8, .KVH = 8 / ratios[r], .BS = 5, .n_blocks = 12, .n_seqs = 2,
+                           .max_blocks = 8, .T = 20};
+            for (int t = 0; t < 20; t++) pos[t] = 20 + t, seq[t] = 1;
+            check_attention(&d, float_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+        }
+}
+
+/* ------------------------------------------------------------------------ */
+/* RESHAPE_AND_CACHE                                                          */
+
+/* Every source x cache dtype pair; slots scattered over blocks, one padding
+ * slot (-1) that must leave the cache untouched. Conversions round to nearest
+ * even in both backends, so the caches must be identical. */
+static void test_reshape_and_cache(void) {
+    if (!simd_available()) return;
+    const int64_t D = 24, KVH = 2, BS = 4, B = 6, T = 7;
+    const int64_t slots[] = {13, 0, -1, 23, 5, 6, 17};
+    uint64_t seed = 4000;
+    for (size_t s = 0; s < 3; s++)
+        for (size_t c = 0; c < 3; c++)
+            for (int phase = 0; phase < 2; phase++) {
+                const int64_t t = phase == VT_PHASE_DECODE ? 1 : T;
+                vt_node node = vt_harness_node(VT_OP_RESHAPE_AND_CACHE, phase);
+                vt_harness_set_src(&node, 0, vt_harness_random(float_dtypes[s], 3, (const int64_t[]){D, KVH, t}, seed++, -2, 2));
+                vt_harness_set_src(&node, 1, vt_harness_random(float_dtypes[s], 3, (const int64_t[]){D, KVH, t}, seed++, -2, 2));
+                vt_harness_set_src(&node, 2, vt_harness_cache(float_dtypes[c], D, KVH, BS, B, seed++));
+                vt_harness_set_src(&node, 3, vt_harness_cache(float_dtypes[c], D, KVH, BS, B, seed++));
+                vt_harness_set_src(&node, 4, vt_harness_i64(t, phase == VT_PHASE_DECODE ? slots + 3 : slots));
+                outputs o = run_both(&node);
+                if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("reshape_and_cache", &o, NULL, 0.0);
+                outputs_free(&o);
+                vt_harness_node_free(&node);
+            }
+}
+
+/* ------------------------------------------------------------------------ */
+/* RMS_NORM, ROPE, SWIGLU, ADD                                                */
+
+/* Per-element tolerance rel * |ref| + one ulp of the output dtype + abs_floor. */
+static double *relative_tol(const outputs *o, double rel, int32_t dtype, double abs_floor) {
+    double *tol = malloc((size_t)o->n * sizeof(double));
+    for (int64_t i = 0; i < o->n; i++)
+        tol[i] = rel * fabs((double)o->ref[i]) + narrow_ulp(dtype, fmax(fabs(o->ref[i]), fabs(o->simd[i]))) + abs_floor;
+    return tol;
+}
+
+/* simd sums squares in f32 over 16 lanes, then adds the lanes: relative error
+ * of the sum <= (D/16 + 4) eps; the output (one sqrt, two products) adds a few
+ * eps. Tolerance (D/16 + 8) eps relative, plus the output dtype's ulp. */
+static void test_rms_norm(void) {
+    if (!simd_available()) return;
+    static const int64_t shapes[][2] = {{1024, 1}, {128, 17}, {37, 5}};
+    uint64_t seed = 5000;
+    for (size_t s = 0; s < 3; s++)
+        for (size_t y = 0; y < 3; y++) {
+            const int64_t D = shapes[s][0], R = shapes[s][1];
+            vt_node node = vt_harness_node(VT_OP_RMS_NORM, R == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
+            node.params.rms_norm.eps = 1e-6f;
+            vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 2, (const int64_t[]){D, R}, seed++, -3, 3));
+            vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 1, (const int64_t[]){D}, seed++, -2, 2));
+            node.dst = vt_harness_zeros(float_dtypes[y], 2, (const int64_t[]){D, R});
+            outputs o = run_both(&node);
+            double *tol = relative_tol(&o, ((double)D / 16 + 8) * FLT_EPSILON, float_dtypes[y], 1e-30);
+            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("rms_norm", &o, tol, 0);
+            free(tol);
+            outputs_free(&o);
+            vt_harness_node_free(&node);
+        }
+}
+
+/* simd computes the angles in double like the reference, rounds cos/sin to
+ * f32 and rotates in f32: each output is a0 c - b s with three roundings of
+ * terms bounded by max|x| = 1, so |error| <= 4 eps (abs), plus the ulp. */
+static void test_rope(void) {
+    if (!simd_available()) return;
+    static const struct { int64_t D, heads, T; int32_t n_rot, mode; } cases[] = {
+        {128, 4, 3, 128, VT_ROPE_NEOX}, {128, 2, 5, 128, VT_ROPE_NORM}, {64, 3, 2, 32, VT_ROPE_NEOX},
+        {64, 3, 2, 20, VT_ROPE_NORM},   {36, 2, 1, 36, VT_ROPE_NEOX},   {36, 2, 1, 34, VT_ROPE_NORM}};
+    const int32_t positions[] = {0, 1, 4095, 77, 123456};
+    uint64_t seed = 6000;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (size_t y = 0; y < 3; y++) {
+            vt_node node = vt_harness_node(VT_OP_ROPE, cases[c].T == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
+            node.params.rope = (vt_rope_params){cases[c].n_rot, cases[c].mode, 1e6f, 1.0f};
+            if (c == 1) node.params.rope.freq_base = 10000.0f, node.params.rope.freq_scale = 0.25f;
+            vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 3, (const int64_t[]){cases[c].D, cases[c].heads, cases[c].T}, seed++, -1, 1));
+            vt_harness_set_src(&node, 1, vt_harness_i32(cases[c].T, positions + (c % 2)));
+            node.dst = vt_harness_zeros(float_dtypes[y], 3, (const int64_t[]){cases[c].D, cases[c].heads, cases[c].T});
+            outputs o = run_both(&node);
+            double *tol = relative_tol(&o, 0.0, float_dtypes[y], 4 * FLT_EPSILON);
+            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("rope", &o, tol, 0);
+            free(tol);
+            outputs_free(&o);
+            vt_harness_node_free(&node);
+        }
+}
+
+/* silu(g) u with the vector exp (relative error <= 2e-7), one division and
+ * two products: relative error <= 2e-7 + 4 eps; tolerance 1e-6 relative. Gates span [-30, 30] so both tails of the sigmoid
+ * are exercised; 4099 elements leave a scalar tail. */
+static void test_swiglu(void) {
+    if (!simd_available()) return;
+    static const int64_t shapes[][2] = {{3072, 1}, {4099, 3}};
+    uint64_t seed = 7000;
+    for (size_t s = 0; s < 2; s++)
+        for (size_t y = 0; y < 1; y++) { /* the ABI's SWIGLU emits f32 only */
+            const int64_t F = shapes[s][0], M = shapes[s][1];
+            vt_node node = vt_harness_node(VT_OP_SWIGLU, M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
+            vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 2, (const int64_t[]){F, M}, seed++, -30, 30));
+            vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){F, M}, seed++, -2, 2));
+            node.dst = vt_harness_zeros(float_dtypes[y], 2, (const int64_t[]){F, M});
+            outputs o = run_both(&node);
+            double *tol = relative_tol(&o, 1e-6, float_dtypes[y], 1e-30);
+            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("swiglu", &o, tol, 0);
+            free(tol);
+            outputs_free(&o);
+            vt_harness_node_free(&node);
+        }
+}
+
+/* One f32 addition per element, rounded once (then once more to the output
+ * dtype) in both backends: results must be identical. */
+static void test_add(void) {
+    if (!simd_available()) return;
+    uint64_t seed = 8000;
+    for (size_t y = 0; y < 3; y++)
+        for (int broadcast = 0; broadcast < 2; broadcast++) {
+            const int64_t N = 1027, M = 5;
+            vt_node node = vt_harness_node(VT_OP_ADD, VT_PHASE_PREFILL);
+            vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 2, (const int64_t[]){N, M}, seed++, -4, 4));
+            vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){N, broadcast ? 1 : M}, seed++, -4, 4));
+            node.dst = vt_harness_zeros(float_dtypes[y], 2, (const int64_t[]){N, M});
+            outputs o = run_both(&node);
+            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("add", &o, NULL, 0.0);
+            outputs_free(&o);
+            vt_harness_node_free(&node);
+        }
+}
+
+/* ------------------------------------------------------------------------ */
+/* GET_ROWS, CONVERT                                                          */
+
+/* Dequantization is exact in both (the same block formulas in f32; simd
+ * uses the host's for quantized tables): identical rows expected. */
+static void test_get_rows(void) {
+    if (!simd_available()) return;
+    const int32_t ids[] = {5, 0, 5, 12, 1};
+    uint64_t seed = 9000;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++)
+        for (int phase = 0; phase < 2; phase++) {
+            const int64_t D = 512, V = 13, M = phase == VT_PHASE_DECODE ? 1 : 5;
+            vt_node node = vt_harness_node(VT_OP_GET_ROWS, phase);
+            vt_harness_set_src(&node, 0, vt_harness_weight(weight_dtypes[d], D, V, seed++));
+            vt_harness_set_src(&node, 1, vt_harness_i32(M, ids + (phase == VT_PHASE_DECODE ? 3 : 0)));
+            node.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){D, M});
+            outputs o = run_both(&node);
+            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("get_rows", &o, NULL, 0.0);
+            outputs_free(&o);
+            vt_harness_node_free(&node);
+        }
+}
+
+/* Widening is exact and narrowing rounds to nearest even in both: identical.
+ * Values span many binades, down into f16's subnormals. */
+static void test_convert(void) {
+    if (!simd_available()) return;
+    uint64_t seed = 10000;
+    for (size_t s = 0; s < 3; s++)
+        for (size_t d = 0; d < 3; d++) {
+            const int64_t n = 4096 + 13;
+            vt_tensor x = vt_harness_random(VT_F32, 2, (const int64_t[]){n, 2}, seed++, -1, 1);
+            float *xf = x.data;
+            for (int64_t i = 0; i < 2 * n; i++) xf[i] = ldexpf(xf[i], (int)(i % 40) - 26);
+            vt_node node = vt_harness_node(VT_OP_CONVERT, VT_PHASE_PREFILL);
+            if (float_dtypes[s] == VT_F32) {
+                vt_harness_set_src(&node, 0, x);
+            } else {
+                vt_harness_set_src(&node, 0, vt_harness_from_f32(float_dtypes[s], 2, (const int64_t[]){n, 2}, xf));
+                vt_harness_tensor_free(&x);
+            }
+            node.dst = vt_harness_zeros(float_dtypes[d], 2, (const int64_t[]){n, 2});
+            outputs o = run_both(&node);
+            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("convert", &o, NULL, 0.0);
+            outputs_free(&o);
+            vt_harness_node_free(&node);
+        }
+}
+
+/* ------------------------------------------------------------------------ */
+/* supports() and failure paths                                               */
+
+/* The shapes of a qwen3-0.6B layer, in both phases, every dtype the plan may
+ * ask for: simd must accept them all (else --backend simd would run nodes
+ * elsewhere), and must decline what it cannot run. */
+static void test_supports_model_shapes(void) {
+    if (!simd_available()) return;
+    const vt_backend_entry *b = vt_harness_backend(harness, "simd");
+    for (int phase = 0; phase < 2; phase++) {
+        const int64_t T = phase == VT_PHASE_DECODE ? 1 : 128;
+        for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++)
+            for (size_t y = 0; y < 3; y++) {
+                vt_node n = {.struct_size = sizeof(vt_node), .op = VT_OP_MATMUL, .phase = phase, .n_src = 2};
+                n.src[0] = (vt_tensor){.dtype = weight_dtypes[d], .ndim = 2, .ne = {1024, 3072, 1, 1}};
+                n.src[1] = (vt_tensor){.dtype = VT_F32, .ndim = 2, .ne = {1024, T, 1, 1}};
+                n.dst = (vt_tensor){.dtype = float_dtypes[y], .ndim = 2, .ne = {3072, T, 1, 1}};
+                CU_ASSERT(vt_backend_accepts(b, &n));
+                n.src[1].dtype = VT_F16; /* activations must be f32 */
+                CU_ASSERT(!vt_backend_accepts(b, &n));
+                n.src[1].dtype = VT_F32;
+                n.src[0].ne[0] = 1000; /* K not whole blocks */
+                if (act_block(weight_dtypes[d])) CU_ASSERT(!vt_backend_accepts(b, &n));
+            }
+        for (size_t k = 0; k < 3; k++) {
+            vt_node n = {.struct_size = sizeof(vt_node), .op = VT_OP_ATTENTION, .phase = phase, .n_src = 6};
+            n.params.attention = (vt_attention_params){0.088f, 16, 1, 256};
+            n.src[0] = (vt_tensor){.dtype = VT_F32, .ndim = 3, .ne = {128, 16, T, 1}};
+            n.src[1] = (vt_tensor){.dtype = float_dtypes[k], .ndim = 4, .ne = {128, 8, 16, 256}};
+            n.src[2] = n.src[1];
+            n.src[3] = (vt_tensor){.dtype = VT_I32, .ndim = 2, .ne = {256, 1, 1, 1}};
+            n.src[4] = (vt_tensor){.dtype = VT_I32, .ndim = 1, .ne = {T, 1, 1, 1}};
+            n.src[5] = n.src[4];
+            n.dst = n.src[0];
+            CU_ASSERT(vt_backend_accepts(b, &n));
+            n.src[1].ne[1] = 3; /* 16 heads over 3 kv heads */
+            n.src[2].ne[1] = 3;
+            CU_ASSERT(!vt_backend_accepts(b, &n));
+        }
+    }
+}
+
+/* A scratch allocation the host refuses makes the op fail with NOMEM, and the
+ * backend keeps working afterwards. */
+static void test_matmul_nomem(void) {
+    if (!simd_available()) return;
+    const int64_t K = 4096, N = 8, M = 300; /* larger activations than any test before */
+    vt_node node = vt_harness_node(VT_OP_MATMUL, VT_PHASE_PREFILL);
+    vt_harness_set_src(&node, 0, vt_harness_weight(VT_Q4_K, K, N, 77));
+    vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, 78, -1, 1));
+    node.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){N, M});
+    vt_host_fail_alloc_after(1);
+    CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", &node), VT_ERR_NOMEM);
+    vt_host_fail_alloc_after(0);
+    CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", &node), VT_OK);
+    vt_harness_node_free(&node);
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {
+        {"matmul, every weight dtype, small and odd shapes", test_matmul_small_shapes},
+        {"matmul, several blocks per row, L1 tiles", test_matmul_multi_block},
+        {"matmul emits f16 and bf16", test_matmul_narrow_dst},
+        {"attention decode over paged caches, GQA 1/2/4/8", test_attention_decode},
+        {"attention prefill, block crossings, odd head dim", test_attention_prefill},
+        {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},
+        {"rms_norm", test_rms_norm},
+        {"rope norm and neox, partial rotation", test_rope},
+        {"swiglu", test_swiglu},
+        {"add, same shape and broadcast row", test_add},
+        {"get_rows, every table dtype", test_get_rows},
+        {"convert, every dtype pair", test_convert},
+        {"supports() accepts the model's nodes in both phases", test_supports_model_shapes},
+        {"matmul fails with NOMEM when scratch cannot grow", test_matmul_nomem},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("simd_ops", suite_init, suite_cleanup, tests);
+    return vt_test_run();
+}
