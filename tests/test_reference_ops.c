@@ -787,6 +787,109 @@ static void test_attention_bad_indices_are_errors(void) {
     }
 }
 
+/* Prefill and decode agree: T tokens of one sequence in one call give the
+ * same bits as T calls of one token each (each call's token sees the same
+ * cache positions, and the reference's arithmetic does not depend on T). */
+static void test_attention_prefill_equals_token_by_token(void) {
+    const int64_t D = 16, H = 4, KVH = 1, BS = 4, B = 2, T = 6;
+    const int32_t table[] = {1, 0}, seqs[] = {0, 0, 0, 0, 0, 0};
+    int32_t positions[6];
+    for (int t = 0; t < T; t++) positions[t] = t + 1;
+    vt_node all = vt_harness_node(VT_OP_ATTENTION, VT_PHASE_PREFILL);
+    vt_harness_set_src(&all, 0, vt_harness_random(VT_F32, 3, NE(D, H, T), 5, -1, 1));
+    vt_harness_set_src(&all, 1, vt_harness_cache(VT_BF16, D, KVH, BS, B, 6));
+    vt_harness_set_src(&all, 2, vt_harness_cache(VT_BF16, D, KVH, BS, B, 7));
+    vt_harness_set_src(&all, 3, vt_harness_block_tables(1, 2, table));
+    vt_harness_set_src(&all, 4, vt_harness_i32(T, positions));
+    vt_harness_set_src(&all, 5, vt_harness_i32(T, seqs));
+    all.dst = vt_harness_zeros(VT_F32, 3, NE(D, H, T));
+    all.params.attention = (vt_attention_params){.scale = 0.25f, .block_size = (int32_t)BS, .n_seqs = 1, .max_blocks_per_seq = 2};
+    CU_ASSERT_EQUAL(vt_harness_run(harness, REF, &all), VT_OK);
+    for (int t = 0; t < T; t++) {
+        vt_node one = vt_harness_node_copy(&all);
+        one.phase = VT_PHASE_DECODE;
+        one.src[0].ne[2] = 1, one.dst.ne[2] = 1, one.src[4].ne[0] = 1, one.src[5].ne[0] = 1;
+        /* point at token t's rows (the copies own their buffers; keep the bases to free) */
+        void *q_base = one.src[0].data, *o_base = one.dst.data, *p_base = one.src[4].data;
+        one.src[0].data = (float *)q_base + t * H * D;
+        one.dst.data = (float *)o_base + t * H * D;
+        one.src[4].data = (int32_t *)p_base + t;
+        CU_ASSERT_EQUAL(vt_harness_run(harness, REF, &one), VT_OK);
+        CU_ASSERT_EQUAL(memcmp(one.dst.data, (float *)all.dst.data + t * H * D, (size_t)(H * D) * sizeof(float)), 0);
+        one.src[0].data = q_base, one.dst.data = o_base, one.src[4].data = p_base;
+        vt_harness_node_free(&one);
+    }
+    vt_harness_node_free(&all);
+}
+
+/* ======================================================================== */
+/* the harness itself                                                        */
+
+/* A backend compared with itself differs by exactly 0, for a single output
+ * (matmul) and for the two caches reshape_and_cache writes. */
+static void test_harness_compare_reference_with_itself(void) {
+    vt_node m = matmul_node(VT_Q5_K, 256, 5, 3, VT_BF16, 21);
+    vt_harness_diff d;
+    CU_ASSERT_EQUAL(vt_harness_compare(harness, REF, REF, &m, &d), VT_OK);
+    CU_ASSERT_EQUAL(d.count, 15);
+    CU_ASSERT_EQUAL(d.max_abs, 0.0);
+    CU_ASSERT(d.ref_max_abs > 0.0);
+    /* the caller's node is untouched: its dst is still zero */
+    float *y = vt_harness_to_f32(&m.dst);
+    for (int i = 0; i < 15; i++) CU_ASSERT_EQUAL(y[i], 0.0f);
+    free(y);
+    vt_harness_node_free(&m);
+
+    vt_node c = vt_harness_node(VT_OP_RESHAPE_AND_CACHE, VT_PHASE_PREFILL);
+    vt_harness_set_src(&c, 0, vt_harness_random(VT_F32, 3, NE(4, 2, 3), 1, -1, 1));
+    vt_harness_set_src(&c, 1, vt_harness_random(VT_F32, 3, NE(4, 2, 3), 2, -1, 1));
+    vt_harness_set_src(&c, 2, vt_harness_cache(VT_F16, 4, 2, 2, 2, 3));
+    vt_harness_set_src(&c, 3, vt_harness_cache(VT_F16, 4, 2, 2, 2, 4));
+    vt_harness_set_src(&c, 4, vt_harness_i64(3, (const int64_t[]){3, 0, -1}));
+    CU_ASSERT_EQUAL(vt_harness_compare(harness, REF, REF, &c, &d), VT_OK);
+    CU_ASSERT_EQUAL(d.count, 2 * 4 * 2 * 2 * 2); /* both caches */
+    CU_ASSERT_EQUAL(d.max_abs, 0.0);
+    vt_harness_node_free(&c);
+
+    /* an absent backend is reported, not crashed on */
+    m = matmul_node(VT_F32, 4, 2, 1, VT_F32, 1);
+    CU_ASSERT_EQUAL(vt_harness_compare(harness, "no-such-backend", REF, &m, &d), VT_ERR_UNSUPPORTED);
+    vt_harness_node_free(&m);
+}
+
+/* tensor_diff on known values: a = [1, 2, 3.5, nan], b = [1, 2.5, 3, nan]:
+ * max_abs 0.5 at index 1 (the first of the two 0.5s), max_rel 0.5/2.5 vs
+ * 0.5/3 -> 0.2, ref max 3 (nan skipped, nan matches nan). An inf against a
+ * finite value is a non-finite mismatch that makes max_abs infinite. */
+static void test_harness_tensor_diff_known_values(void) {
+    const float a[] = {1, 2, 3.5f, NAN}, b[] = {1, 2.5f, 3, NAN};
+    vt_tensor ta = vt_harness_from_f32(VT_F32, 1, NE(4), a), tb = vt_harness_from_f32(VT_F16, 1, NE(4), b);
+    vt_harness_diff d = vt_harness_tensor_diff(&ta, &tb);
+    VT_ASSERT_NEAR(d.max_abs, 0.5, 0.0);
+    VT_ASSERT_NEAR(d.max_rel, 0.2, 1e-12);
+    VT_ASSERT_NEAR(d.ref_max_abs, 3.0, 0.0);
+    CU_ASSERT_EQUAL(d.worst, 1);
+    CU_ASSERT_EQUAL(d.nonfinite_mismatch, 0);
+    ((float *)ta.data)[0] = INFINITY;
+    d = vt_harness_tensor_diff(&ta, &tb);
+    CU_ASSERT_EQUAL(d.nonfinite_mismatch, 1);
+    CU_ASSERT(isinf(d.max_abs));
+    vt_harness_tensor_free(&ta);
+    vt_harness_tensor_free(&tb);
+}
+
+/* The PRNG is deterministic per seed, differs across seeds, and stays in range. */
+static void test_harness_random_is_seeded(void) {
+    vt_tensor a = vt_harness_random(VT_F32, 1, NE(64), 42, -3, 5), b = vt_harness_random(VT_F32, 1, NE(64), 42, -3, 5);
+    vt_tensor c = vt_harness_random(VT_F32, 1, NE(64), 43, -3, 5);
+    CU_ASSERT_EQUAL(memcmp(a.data, b.data, 64 * sizeof(float)), 0);
+    CU_ASSERT_NOT_EQUAL(memcmp(a.data, c.data, 64 * sizeof(float)), 0);
+    for (int i = 0; i < 64; i++) CU_ASSERT(((float *)a.data)[i] >= -3 && ((float *)a.data)[i] < 5);
+    vt_harness_tensor_free(&a);
+    vt_harness_tensor_free(&b);
+    vt_harness_tensor_free(&c);
+}
+
 /* ======================================================================== */
 /* supports()                                                                */
 
@@ -1052,6 +1155,7 @@ int main(void) {
         {"attention block table, two sequences", test_attention_block_table_and_two_sequences},
         {"attention weights sum to one, causal", test_attention_weights_sum_to_one_and_are_causal},
         {"attention bad indices are errors", test_attention_bad_indices_are_errors},
+        {"attention prefill equals token by token", test_attention_prefill_equals_token_by_token},
         CU_TEST_INFO_NULL,
     };
     CU_TestInfo supports[] = {
@@ -1064,9 +1168,16 @@ int main(void) {
         {"ops validate their node", test_ops_validate_their_node},
         CU_TEST_INFO_NULL,
     };
+    CU_TestInfo harness_tests[] = {
+        {"compare the reference with itself", test_harness_compare_reference_with_itself},
+        {"tensor_diff on known values", test_harness_tensor_diff_known_values},
+        {"random tensors are seeded", test_harness_random_is_seeded},
+        CU_TEST_INFO_NULL,
+    };
     vt_test_add_suite("reference: matmul", suite_init, suite_cleanup, matmul);
     vt_test_add_suite("reference: elementwise, get_rows, convert", suite_init, suite_cleanup, elementwise);
     vt_test_add_suite("reference: kv cache and attention", suite_init, suite_cleanup, kv);
     vt_test_add_suite("reference: supports", suite_init, suite_cleanup, supports);
+    vt_test_add_suite("backend harness", suite_init, suite_cleanup, harness_tests);
     return vt_test_run();
 }
