@@ -19,11 +19,18 @@ typedef struct symbol {
     uint32_t off, n;    /* bytes text[off .. off+n); n == 0 once merged away */
 } symbol;
 
+/* A candidate merge of symbol `left` with its right neighbour. The neighbour
+ * is not stored: while the entry is current it is sym[left].next, and an entry
+ * whose byte size no longer matches the pair's is stale (symbols only grow). */
 typedef struct bigram {
     float score;
-    int32_t left, right;
-    uint32_t size; /* bytes of left+right when queued: a mismatch later means stale */
+    int32_t left;
+    uint32_t size;
 } bigram;
+
+/* A 4-ary heap: a megabyte of text queues millions of candidates, and four
+ * children per node halve the depth (and the cache misses) of a binary heap. */
+#define HEAP_ARITY 4
 
 typedef struct bigram_heap {
     bigram *v;
@@ -45,7 +52,7 @@ static bool heap_push(bigram_heap *h, bigram b) {
     }
     size_t i = h->n++;
     while (i > 0) {
-        size_t parent = (i - 1) / 2;
+        size_t parent = (i - 1) / HEAP_ARITY;
         if (!before(&b, &h->v[parent])) break;
         h->v[i] = h->v[parent];
         i = parent;
@@ -58,10 +65,10 @@ static bigram heap_pop(bigram_heap *h) {
     bigram top = h->v[0], last = h->v[--h->n];
     size_t i = 0;
     for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, best = i;
+        size_t first = HEAP_ARITY * i + 1, best = i;
         const bigram *cand = &last;
-        if (l < h->n && before(&h->v[l], cand)) best = l, cand = &h->v[l];
-        if (r < h->n && before(&h->v[r], cand)) best = r;
+        for (size_t c = first; c < first + HEAP_ARITY && c < h->n; c++)
+            if (before(&h->v[c], cand)) best = c, cand = &h->v[c];
         if (best == i) break;
         h->v[i] = h->v[best];
         i = best;
@@ -82,7 +89,7 @@ static bool try_add_bigram(spm_session *s, int32_t left, int32_t right) {
     uint32_t size = s->sym[left].n + s->sym[right].n;
     int32_t id = vt_vocab_find(s->t, s->text + s->sym[left].off, size);
     if (id < 0) return true;
-    return heap_push(&s->queue, (bigram){s->t->tokens[id].score, left, right, size});
+    return heap_push(&s->queue, (bigram){s->t->tokens[id].score, left, size});
 }
 
 vt_status vt_spm_encode(const vt_tokenizer *t, const char *text, size_t len, vt_id_list *out, vt_error *err) {
@@ -105,8 +112,10 @@ vt_status vt_spm_encode(const vt_tokenizer *t, const char *text, size_t len, vt_
 
     while (s.queue.n) {
         bigram b = heap_pop(&s.queue);
-        symbol *left = &s.sym[b.left], *right = &s.sym[b.right];
-        if (left->n == 0 || right->n == 0 || left->n + right->n != b.size) continue; /* stale */
+        symbol *left = &s.sym[b.left];
+        if (left->n == 0 || left->next < 0) continue; /* stale */
+        symbol *right = &s.sym[left->next];
+        if (right->n == 0 || left->n + right->n != b.size) continue; /* stale */
         left->n += right->n;
         right->n = 0;
         left->next = right->next;
