@@ -566,8 +566,8 @@ static vt_gguf *open_model(const char *name) {
 /* Quantize every non-f32 tensor of `file` from the same tensor of the f32
  * file and compare bytes; dequantize it and compare with the f32 original
  * within the format's bound. Returns the number of tensors of `want` checked. */
-static int check_file_against_f32(const char *file, int32_t want) {
-    vt_gguf *ref = open_model("qwen3-tiny-f32.gguf");
+static int check_file_against_f32(const char *ref_file, const char *file, int32_t want) {
+    vt_gguf *ref = open_model(ref_file);
     if (!ref) return -1;
     vt_gguf *g = open_model(file);
     if (!g) {
@@ -624,12 +624,14 @@ static int check_file_against_f32(const char *file, int32_t want) {
     return checked;
 }
 
-static void expect_checked(const char *file, int32_t dtype) {
-    const int checked = check_file_against_f32(file, dtype);
+static void expect_checked_from(const char *ref_file, const char *file, int32_t dtype) {
+    const int checked = check_file_against_f32(ref_file, file, dtype);
     if (checked < 0) return; /* skipped (no ../shared) or already failed */
-    printf("\n    %s: %d %s tensors byte-identical", file, checked, vt_dtype_name(dtype));
+    printf("\n    %s: %d %s tensors compared", file, checked, vt_dtype_name(dtype));
     CU_ASSERT(checked > 0); /* the file really holds tensors of this type */
 }
+
+static void expect_checked(const char *file, int32_t dtype) { expect_checked_from("qwen3-tiny-f32.gguf", file, dtype); }
 
 static void test_llama_q8_0(void) { expect_checked("qwen3-tiny-q8_0.gguf", VT_Q8_0); }
 static void test_llama_q4_0(void) {
@@ -645,6 +647,17 @@ static void test_llama_q5_k_m(void) {
     expect_checked("qwen3-tiny-q5_k_m.gguf", VT_Q6_K);
 }
 static void test_llama_q6_k(void) { expect_checked("qwen3-tiny-q6_k.gguf", VT_Q6_K); }
+/* Other architectures and shapes: llama with GQA, qwen2 (biases), and the
+ * 260K-parameter llama whose rows (64 wide) force llama-quantize's fallbacks. */
+static void test_llama_other_models(void) {
+    expect_checked_from("llama-gqa-tiny-f32.gguf", "llama-gqa-tiny-q4_k_m.gguf", VT_Q4_K);
+    expect_checked_from("llama-gqa-tiny-f32.gguf", "llama-gqa-tiny-q4_k_m.gguf", VT_Q6_K);
+    expect_checked_from("qwen2-tiny-f32.gguf", "qwen2-tiny-q4_k_m.gguf", VT_Q4_K);
+    expect_checked_from("qwen2-tiny-f32.gguf", "qwen2-tiny-q4_k_m.gguf", VT_Q6_K);
+    expect_checked_from("aidreams260k-f32.gguf", "aidreams260k-q4_0.gguf", VT_Q4_0);
+    expect_checked_from("aidreams260k-f32.gguf", "aidreams260k-q4_0.gguf", VT_Q8_0);
+    expect_checked_from("aidreams260k-f32.gguf", "aidreams260k-q8_0.gguf", VT_Q8_0);
+}
 static void test_llama_f16_bf16(void) {
     expect_checked("qwen3-tiny-f16.gguf", VT_F16);
     expect_checked("qwen3-tiny-bf16.gguf", VT_BF16);
@@ -685,6 +698,7 @@ int main(void) {
         {"q5_k_m: q5_k and q6_k bytes equal llama-quantize", test_llama_q5_k_m},
         {"q6_k bytes equal llama-quantize", test_llama_q6_k},
         {"f16 and bf16 files equal vt's rounding", test_llama_f16_bf16},
+        {"llama-gqa, qwen2, aidreams260k files", test_llama_other_models},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("quant: dtype facts", NULL, NULL, facts);
