@@ -5,7 +5,7 @@
  * same data and compared element by element, over shapes that hit the tiling
  * edges: N smaller than a tile, N not a multiple of the tile (a tail tile),
  * many tiles (tile_kib=16), K of one block, M = 1, 16, 17, 33, 128; in both
- * threading modes. supports() is checked for what it must accept and decline.
+ * threading modes and both dequantization paths (AVX2, host->to_f32). supports() is checked for what it must accept and decline.
  *
  * Both backends load through core/registry.h from the build tree; extra
  * instances with options are made with the table's own init. */
@@ -19,6 +19,22 @@
 #include "registry.h"
 #include "threadpool.h"
 #include "util.h"
+
+/* Under ASan: gcc 12's LeakSanitizer crashes at exit ("Tracer caught signal
+ * 11") scanning the dynamic TLS of the libgomp worker thread that the
+ * threading=omp test leaves alive; not intercepting __tls_get_addr avoids it
+ * (leak checking still runs). Same as ASAN_OPTIONS=intercept_tls_get_addr=0. */
+#if defined(__SANITIZE_ADDRESS__)
+#define VT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VT_ASAN 1
+#endif
+#endif
+#ifdef VT_ASAN
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "intercept_tls_get_addr=0"; }
+#endif
 
 /* ------------------------------------------------------------------------ */
 /* Fixture                                                                    */
@@ -202,6 +218,57 @@ static void test_matmul_omp_threading(void) {
     onednn->table->shutdown(ctx);
 }
 
+/* Weight tiles through host->to_f32 instead of the AVX2 dequantizers. */
+static void test_matmul_host_dequant(void) {
+    void *ctx = onednn_instance("dequant=host");
+    if (!ctx) return;
+    matmul_all_dtypes(ctx);
+    onednn->table->shutdown(ctx);
+}
+
+/* The AVX2 dequantizers are bit-identical to host->to_f32: with the same
+ * primitive and data, both instances must give exactly the same Y. Weights
+ * include extreme scales (large, tiny, subnormal f16) via a wide value range. */
+static void test_dequant_paths_bit_identical(void) {
+    void *fast = onednn_instance("dequant=avx2");
+    void *host_path = onednn_instance("dequant=host");
+    if (!fast || !host_path) return;
+    const int64_t n = 40, m = 3;
+    for (size_t d = 0; d < N_WEIGHT_DTYPES; d++) {
+        int32_t dtype = weight_dtypes[d];
+        int64_t k = 512;
+        size_t row_bytes = vt_row_size(dtype, k);
+        uint8_t *w = malloc(row_bytes * (size_t)n);
+        float *row = malloc(sizeof(float) * (size_t)k);
+        float *x = malloc(sizeof(float) * (size_t)(k * m));
+        float *y1 = malloc(sizeof(float) * (size_t)(n * m));
+        float *y2 = malloc(sizeof(float) * (size_t)(n * m));
+        CU_ASSERT_FATAL(w && row && x && y1 && y2);
+        uint64_t seed = 77 + d;
+        for (int64_t r = 0; r < n; r++) {
+            /* Row r has magnitude 2^(r - 20): from f16-subnormal scales up to large ones. */
+            float mag = ldexpf(1.0f, (int)r - 20);
+            for (int64_t i = 0; i < k; i++) row[i] = mag * next_uniform(&seed);
+            CU_ASSERT_FATAL(vt_from_f32(dtype, row, w + (size_t)r * row_bytes, k) == VT_OK);
+        }
+        for (int64_t i = 0; i < k * m; i++) x[i] = next_uniform(&seed);
+        vt_node node = matmul_node(VT_PHASE_PREFILL, w, dtype, x, y1, VT_F32, k, n, m);
+        CU_ASSERT_EQUAL(onednn->table->matmul(fast, &node), VT_OK);
+        node.dst.data = y2;
+        CU_ASSERT_EQUAL(onednn->table->matmul(host_path, &node), VT_OK);
+        int differ = memcmp(y1, y2, sizeof(float) * (size_t)(n * m)) != 0;
+        if (differ) fprintf(stderr, "\n  %s: avx2 and host dequantization differ", vt_dtype_name(dtype));
+        CU_ASSERT_EQUAL(differ, 0);
+        free(w);
+        free(row);
+        free(x);
+        free(y1);
+        free(y2);
+    }
+    onednn->table->shutdown(fast);
+    onednn->table->shutdown(host_path);
+}
+
 /* A layer-sized case: K=1024, N=3072 (a qwen3-0.6B ffn), M=33. */
 static void test_matmul_model_sized(void) {
     compare_matmul(onednn->ctx, VT_Q4_K, 1024, 3072, 33, 7);
@@ -278,7 +345,8 @@ static void test_decode_option(void) {
 
 /* Bad options fail init with a reason; nothing leaks (ASan). */
 static void test_bad_options_fail_init(void) {
-    static const char *const bad[] = {"threading=tbb", "tile_kib=1", "tile_kib=abc", "colour=blue", "decode"};
+    static const char *const bad[] = {"threading=tbb", "tile_kib=1", "tile_kib=abc", "colour=blue", "decode",
+                                      "dequant=fast"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = bad[i]};
         void *ctx = NULL;
@@ -315,6 +383,8 @@ int main(void) {
         {"matmul matches reference, every weight dtype", test_matmul_matches_reference_every_dtype},
         {"matmul with many small tiles", test_matmul_many_small_tiles},
         {"matmul with OpenMP threading", test_matmul_omp_threading},
+        {"matmul with host->to_f32 dequantization", test_matmul_host_dequant},
+        {"avx2 and host dequantization are bit-identical", test_dequant_paths_bit_identical},
         {"matmul at a model's layer size", test_matmul_model_sized},
         {"matmul reuses cached primitives across M", test_matmul_repeated_shapes},
         {"decode=1 accepts and computes M=1", test_decode_option},

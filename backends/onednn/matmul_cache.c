@@ -59,18 +59,18 @@ static bool create_entry(onednn_ctx *ctx, onednn_matmul_entry *e) {
 const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, int64_t k, int64_t n_tile, int64_t ld_dst,
                                              int threads) {
     for (int i = 0; i < ctx->cache_count; i++) {
-        const onednn_matmul_entry *e = &ctx->cache[i];
+        const onednn_matmul_entry *e = ctx->cache[i];
         if (e->k == k && e->n_tile == n_tile && e->ld_dst == ld_dst && e->threads == threads) return e;
     }
     if (ctx->cache_count == ctx->cache_capacity) {
         int capacity = ctx->cache_capacity ? ctx->cache_capacity * 2 : 16;
-        onednn_matmul_entry *grown = realloc(ctx->cache, (size_t)capacity * sizeof(*grown));
+        onednn_matmul_entry **grown = realloc(ctx->cache, (size_t)capacity * sizeof(*grown));
         if (!grown) return NULL;
         ctx->cache = grown;
         ctx->cache_capacity = capacity;
     }
-    onednn_matmul_entry *e = &ctx->cache[ctx->cache_count];
-    memset(e, 0, sizeof(*e));
+    onednn_matmul_entry *e = calloc(1, sizeof(*e));
+    if (!e) return NULL;
     e->k = k;
     e->n_tile = n_tile;
     e->ld_dst = ld_dst;
@@ -78,16 +78,20 @@ const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, int64_t k, int64_t
     if (!create_entry(ctx, e)) {
         ctx->host->log(VT_LOG_ERROR, ONEDNN_NAME, "cannot create f32 matmul primitive K=%lld N=%lld ld=%lld",
                        (long long)k, (long long)n_tile, (long long)ld_dst);
+        free(e);
         return NULL;
     }
-    ctx->cache_count++;
+    ctx->cache[ctx->cache_count++] = e;
     ctx->host->log(VT_LOG_DEBUG, ONEDNN_NAME, "matmul primitive K=%lld N=%lld ld=%lld threads=%d scratch=%zu",
                    (long long)k, (long long)n_tile, (long long)ld_dst, threads, e->scratch_bytes);
     return e;
 }
 
 void onednn_matmul_cache_free(onednn_ctx *ctx) {
-    for (int i = 0; i < ctx->cache_count; i++) dnnl_primitive_destroy(ctx->cache[i].prim);
+    for (int i = 0; i < ctx->cache_count; i++) {
+        dnnl_primitive_destroy(ctx->cache[i]->prim);
+        free(ctx->cache[i]);
+    }
     free(ctx->cache);
     ctx->cache = NULL;
     ctx->cache_count = ctx->cache_capacity = 0;

@@ -65,11 +65,14 @@ typedef struct onednn_ctx {
     onednn_threading threading;
     size_t tile_bytes;     /* target size of one dequantized tile (per thread) */
     bool decode_matmul;    /* accept MATMUL in VT_PHASE_DECODE (default no, see supports) */
+    bool dequant_avx2;     /* dequantize with dequant_avx2.c (else host->to_f32) */
     onednn_caps caps;
     dnnl_engine_t engine;
     onednn_worker *workers; /* [n_threads] */
 
-    onednn_matmul_entry *cache; /* [cache_count] of cache_capacity */
+    /* [cache_count] of cache_capacity; entries are allocated one by one so a
+     * pointer handed out stays valid while the array grows. */
+    onednn_matmul_entry **cache;
     int cache_count;
     int cache_capacity;
 } onednn_ctx;
@@ -82,13 +85,22 @@ bool onednn_omp_bind(void);
  * thread count is per calling thread). No-op when unbound. */
 void onednn_omp_set_threads(int n);
 
+/* ---- dequant_avx2.c ---- */
+/* True when this CPU has AVX2 and F16C. */
+bool onednn_dequant_avx2_usable(void);
+/* n values (whole blocks) of dtype at src -> f32, bit-identical to
+ * host->to_f32; false (nothing written) for a dtype it does not handle. */
+bool onednn_dequant_avx2(int32_t dtype, const void *src, float *dst, int64_t n);
+/* Either of the above or host->to_f32, as ctx says. */
+vt_status onednn_dequant(const onednn_ctx *ctx, int32_t dtype, const void *src, float *dst, int64_t n);
+
 /* ---- caps.c ---- */
 /* Create probe primitive descriptors on engine and fill caps. */
 void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps);
 
 /* ---- matmul_cache.c ---- */
 /* The primitive for (k, n_tile, ld_dst) built for `threads` OpenMP threads,
- * creating it on first use. Call from the op's calling thread only (the cache
+ * creating it on first use; valid until onednn_matmul_cache_free. Call from the op's calling thread only (the cache
  * is not locked). NULL on failure (logged). */
 const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, int64_t k, int64_t n_tile, int64_t ld_dst,
                                              int threads);
