@@ -84,8 +84,8 @@ vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logi
         if (st == VT_OK) st = vt_plan_build(&pc, VT_PHASE_DECODE, 1, all_logits, &e->decode, err);
     }
     if (st == VT_OK) {
-        int64_t rows = all_logits ? e->prefill->max_tokens : 1;
-        e->logits = malloc((size_t)rows * (size_t)model->hp.n_vocab * sizeof(float));
+        e->logits_cap = all_logits ? e->prefill->max_tokens : 1;
+        e->logits = malloc((size_t)e->logits_cap * (size_t)model->hp.n_vocab * sizeof(float));
         if (!e->logits) st = vt_fail(err, VT_ERR_NOMEM, "out of memory for logits");
     }
     if (st != VT_OK) {
@@ -119,43 +119,32 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
     vt_status st = vt_kv_seq_reserve(e->kv, &e->seq, n, err);
     if (st != VT_OK) return st;
     int64_t *slots = malloc((size_t)n * sizeof *slots);
-    float *all = NULL;
     if (!slots) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     vt_kv_seq_slots(e->kv, &e->seq, start, n, slots);
     vt_plan *plan = use_decode ? e->decode : e->prefill;
-    if (e->all_logits && n > plan->max_tokens) { /* rows beyond one call: collect them here */
-        all = malloc((size_t)n * (size_t)V * sizeof(float));
-        if (!all) {
+    /* With all_logits every token gets a row: each call writes its rows in place. */
+    int64_t rows = e->all_logits ? n : 1;
+    if (rows > e->logits_cap) {
+        float *grown = realloc(e->logits, (size_t)rows * (size_t)V * sizeof(float));
+        if (!grown) {
             free(slots);
-            return vt_fail(err, VT_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)n);
+            return vt_fail(err, VT_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
         }
+        e->logits = grown;
+        e->logits_cap = rows;
     }
     for (int64_t done = 0; done < n && st == VT_OK;) {
         int64_t chunk = n - done < plan->max_tokens ? n - done : plan->max_tokens;
+        float *out = e->all_logits ? e->logits + done * V : e->logits;
         vt_plan_call call = {tokens + done, chunk, start + done, slots + done, e->seq.block_table, e->seq.n_blocks,
-                             e->logits};
+                             out};
         st = vt_plan_run(plan, &call, err);
-        if (st == VT_OK && e->all_logits) {
-            int64_t rows = chunk; /* every token of the call has a row */
-            if (all) memcpy(all + done * V, e->logits, (size_t)rows * (size_t)V * sizeof(float));
-        }
         done += chunk;
     }
     free(slots);
-    if (st != VT_OK) {
-        free(all);
-        return st;
-    }
+    if (st != VT_OK) return st; /* the sequence keeps its old length; stale slots get rewritten */
     e->seq.n_tokens = start + n;
-    if (e->all_logits) {
-        if (all) {
-            free(e->logits);
-            e->logits = all;
-        }
-        e->logits_rows = n;
-    } else {
-        e->logits_rows = 1;
-    }
+    e->logits_rows = rows;
     return VT_OK;
 }
 

@@ -21,8 +21,7 @@
 
 typedef struct vt_engine {
     vt_options opt;
-    vt_model *model;          /* borrowed or owned (own_model) */
-    bool own_model;
+    vt_model *model;          /* borrowed */
     vt_threadpool *pool;
     const vt_host *host;
     vt_registry *registry;
@@ -35,12 +34,13 @@ typedef struct vt_engine {
     bool all_logits;
     float *logits;            /* [n rows][n_vocab] of the last eval */
     int64_t logits_rows;
+    int64_t logits_cap;       /* rows allocated */
     int64_t ctx_size;
 } vt_engine;
 
-/* Resolve backends and build plans for `model` (not owned; NULL = load
- * opt->... no: pass a loaded model). all_logits: prefill computes logits of
- * every token (vt eval), else only the last. */
+/* Resolve backends and build plans for `model` (borrowed: it must outlive
+ * the engine). all_logits: every evaluated token gets a row of logits (vt
+ * eval, compare), else only the last token of each eval. */
 vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logits, vt_engine **out, vt_error *err);
 void vt_engine_free(vt_engine *e);
 
