@@ -152,14 +152,20 @@ static void test_spm_vocab_contract(void) {
     golden_vocab_close(&v);
 }
 
-/* ---- loader errors on hand-built GGUFs ------------------------------------ */
+/* ---- hand-built GGUFs ------------------------------------------------------ */
 
 typedef struct gguf_buf {
-    unsigned char data[512];
-    size_t n;
+    unsigned char *data;
+    size_t n, cap;
+    uint64_t n_kv;
 } gguf_buf;
 
 static void put_bytes(gguf_buf *b, const void *p, size_t n) {
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 256;
+        b->data = realloc(b->data, b->cap);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b->data);
+    }
     memcpy(b->data + b->n, p, n);
     b->n += n;
 }
@@ -170,23 +176,48 @@ static void put_str(gguf_buf *b, const char *s) {
     put_bytes(b, s, strlen(s));
 }
 
-/* A GGUF v3 with no tensors and the given string key/value pairs. */
-static void build_gguf(gguf_buf *b, const char *const *kv, int n_kv) {
-    b->n = 0;
+/* GGUF v3 header with no tensors; n_kv is patched by gguf_finish. */
+static void gguf_start(gguf_buf *b) {
+    memset(b, 0, sizeof *b);
     put_bytes(b, "GGUF", 4);
     put_u32(b, 3);
     put_u64(b, 0);
-    put_u64(b, (uint64_t)n_kv);
-    for (int i = 0; i < n_kv; i++) {
-        put_str(b, kv[2 * i]);
-        put_u32(b, 8); /* string */
-        put_str(b, kv[2 * i + 1]);
-    }
+    put_u64(b, 0);
+}
+static void gguf_finish(gguf_buf *b) { memcpy(b->data + 16, &b->n_kv, 8); }
+
+static void kv_str(gguf_buf *b, const char *key, const char *value) {
+    put_str(b, key);
+    put_u32(b, 8);
+    put_str(b, value);
+    b->n_kv++;
+}
+static void kv_bool(gguf_buf *b, const char *key, bool value) {
+    put_str(b, key);
+    put_u32(b, 7);
+    unsigned char v = value;
+    put_bytes(b, &v, 1);
+    b->n_kv++;
+}
+static void kv_u32(gguf_buf *b, const char *key, uint32_t value) {
+    put_str(b, key);
+    put_u32(b, 4);
+    put_u32(b, value);
+    b->n_kv++;
+}
+static void kv_arr_head(gguf_buf *b, const char *key, uint32_t elem_type, size_t n) {
+    put_str(b, key);
+    put_u32(b, 9);
+    put_u32(b, elem_type);
+    put_u64(b, n);
+    b->n_kv++;
 }
 
 static void expect_load_error(const char *const *kv, int n_kv, vt_status want, const char *in_msg) {
     gguf_buf b;
-    build_gguf(&b, kv, n_kv);
+    gguf_start(&b);
+    for (int i = 0; i < n_kv; i++) kv_str(&b, kv[2 * i], kv[2 * i + 1]);
+    gguf_finish(&b);
     vt_gguf *g = NULL;
     vt_error err = {0};
     CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b.data, b.n, &g, &err), VT_OK);
@@ -196,6 +227,7 @@ static void expect_load_error(const char *const *kv, int n_kv, vt_status want, c
     if (!strstr(err.msg, in_msg)) printf("\n  message '%s' lacks '%s'\n", err.msg, in_msg);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, in_msg));
     vt_gguf_close(g);
+    free(b.data);
 }
 
 static void test_loader_errors(void) {
@@ -208,6 +240,133 @@ static void test_loader_errors(void) {
     expect_load_error(other_pre, 2, VT_ERR_UNSUPPORTED, "falcon");
 }
 
+/* ---- SPM rules on a small synthetic vocab ----------------------------------- */
+
+/* llama.cpp token types */
+enum { NORMAL = 1, UNKNOWN = 2, CONTROL = 3, USER_DEFINED = 4, BYTE = 6 };
+
+typedef struct synth_token {
+    const char *text;
+    float score;
+    int32_t type;
+} synth_token;
+
+#define SP "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* ids: 0 <unk>, 1 <s>, 2 </s>, 3..258 <0x00>..<0xFF>, then these: */
+static const synth_token synth_words[] = {
+    {SP, -1.0f, NORMAL},        /* 259 */
+    {"a", -1.0f, NORMAL},       /* 260 */
+    {"b", -1.0f, NORMAL},       /* 261 */
+    {"c", -1.0f, NORMAL},       /* 262 */
+    {"ab", -5.0f, NORMAL},      /* 263: loses to "bc" in "abc" */
+    {"bc", -2.0f, NORMAL},      /* 264 */
+    {"ba", -5.0f, NORMAL},      /* 265: ties with "ab" */
+    {SP "a", -3.0f, NORMAL},    /* 266 */
+    {"<ctrl>", 0.0f, CONTROL},  /* 267 */
+    {"<|u|>", 0.0f, USER_DEFINED}, /* 268 */
+    {"x", -1.0f, NORMAL},       /* 269 */
+};
+enum { ID_SP = 259, ID_A, ID_B, ID_C, ID_AB, ID_BC, ID_BA, ID_SP_A, ID_CTRL, ID_USER, ID_X };
+
+static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, gguf_buf *b) {
+    size_t n_words = sizeof synth_words / sizeof synth_words[0], n = 3 + 256 + n_words;
+    gguf_start(b);
+    kv_str(b, "tokenizer.ggml.model", "llama");
+    if (!add_space_prefix) kv_bool(b, "tokenizer.ggml.add_space_prefix", false);
+    kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
+    kv_arr_head(b, "tokenizer.ggml.tokens", 8, n);
+    put_str(b, "<unk>");
+    put_str(b, "<s>");
+    put_str(b, "</s>");
+    for (int i = 0; i < 256; i++) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "<0x%02X>", i);
+        put_str(b, hex);
+    }
+    for (size_t i = 0; i < n_words; i++) put_str(b, synth_words[i].text);
+    kv_arr_head(b, "tokenizer.ggml.scores", 6, n);
+    for (size_t i = 0; i < n; i++) {
+        float s = i >= 259 ? synth_words[i - 259].score : 0.0f;
+        put_bytes(b, &s, 4);
+    }
+    kv_arr_head(b, "tokenizer.ggml.token_type", 5, n);
+    for (size_t i = 0; i < n; i++) {
+        int32_t type = i == 0 ? UNKNOWN : i < 3 ? CONTROL : i < 259 ? BYTE : synth_words[i - 259].type;
+        put_bytes(b, &type, 4);
+    }
+    gguf_finish(b);
+    vt_error err = {0};
+    vt_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b->data, b->n, g_out, &err), VT_OK);
+    if (vt_tokenizer_load(*g_out, &t, &err) != VT_OK) printf("\n  %s\n", err.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    return t;
+}
+
+/* Tokenize and compare with the ids derived by hand from the SPM rules. */
+static void expect_ids(const vt_tokenizer *t, const char *text, bool parse_special, const int32_t *want, size_t n_want) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_tokenize(t, text, strlen(text), false, parse_special, &ids, &n, &err), VT_OK);
+    bool same = n == n_want && memcmp(ids, want, n * sizeof *ids) == 0;
+    if (!same) {
+        printf("\n  '%s': got [", text);
+        for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
+        printf("]\n");
+    }
+    CU_ASSERT(same);
+    free(ids);
+}
+
+static void test_spm_rules(void) {
+    gguf_buf b;
+    vt_gguf *g = NULL;
+    vt_tokenizer *t = synth_spm(false, &g, &b); /* no space prefix: the merges alone */
+
+    /* highest score merges first: "bc" (-2) beats "ab" (-5) */
+    expect_ids(t, "abc", false, (int32_t[]){ID_A, ID_BC}, 2);
+    /* equal scores: the leftmost pair merges first ("ab" then "a" is left) */
+    expect_ids(t, "aba", false, (int32_t[]){ID_AB, ID_A}, 2);
+    expect_ids(t, "bab", false, (int32_t[]){ID_BA, ID_B}, 2);
+    /* characters not in the vocab fall back to their UTF-8 bytes (<0xNN> = 3 + byte) */
+    expect_ids(t, "a\xc3\xa9", false, (int32_t[]){ID_A, 3 + 0xC3, 3 + 0xA9}, 3);
+    /* spaces become U+2581 and merge like any character */
+    expect_ids(t, "x a", false, (int32_t[]){ID_X, ID_SP_A}, 2);
+    /* control tokens are text unless parse_special; user-defined tokens always match */
+    expect_ids(t, "a<ctrl>", true, (int32_t[]){ID_A, ID_CTRL}, 2);
+    expect_ids(t, "<|u|>a", false, (int32_t[]){ID_USER, ID_A}, 2);
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    free(b.data);
+
+    t = synth_spm(true, &g, &b); /* llama.cpp's SPM default: add_space_prefix */
+    /* " " is prefixed to the text ... */
+    expect_ids(t, "a", false, (int32_t[]){ID_SP_A}, 1);
+    /* ... and to the text after every special token */
+    expect_ids(t, "x<ctrl>a", true, (int32_t[]){ID_SP, ID_X, ID_CTRL, ID_SP_A}, 4);
+    expect_ids(t, "<|u|>a", false, (int32_t[]){ID_USER, ID_SP_A}, 2);
+    /* without parse_special "<ctrl>" is plain text: '<' '>' 't' 'r' 'l' are bytes */
+    expect_ids(t, "<ctrl>", false,
+               (int32_t[]){ID_SP, 3 + '<', ID_C, 3 + 't', 3 + 'r', 3 + 'l', 3 + '>'}, 7);
+
+    /* detokenizing drops the first token's leading space only */
+    int32_t ids[] = {ID_SP_A, ID_CTRL, ID_SP_A, 3 + 0xC3, 3 + 0xA9};
+    char *text = NULL;
+    size_t len = 0;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL(vt_detokenize(t, ids, 5, false, &text, &len, &err), VT_OK);
+    CU_ASSERT_STRING_EQUAL(text, "a a\xc3\xa9");
+    free(text);
+    CU_ASSERT_EQUAL(vt_detokenize(t, ids, 5, true, &text, &len, &err), VT_OK);
+    CU_ASSERT_STRING_EQUAL(text, "a<ctrl> a\xc3\xa9");
+    free(text);
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    free(b.data);
+}
+
 int main(void) {
     static CU_TestInfo goldens[] = {
         {"tokenizer.json (tok512 and llama2 vocabs, with BOS)", test_tokenizer_json_goldens},
@@ -218,6 +377,7 @@ int main(void) {
     static CU_TestInfo contract[] = {
         {"SPM vocab: ids, pieces, bytes, BOS, errors", test_spm_vocab_contract},
         {"loader errors name what is wrong", test_loader_errors},
+        {"SPM rules on a synthetic vocab", test_spm_rules},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("spm goldens", NULL, NULL, goldens);
