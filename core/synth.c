@@ -88,6 +88,7 @@ static void rng_seed(rng *r, uint64_t seed, const char *name) {
     uint64_t x = seed;
     for (const char *p = name; *p; p++) x = (x ^ (uint8_t)*p) * 0x100000001b3ull; /* FNV-style mix of the name */
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+    r->spare = 0.0;
     r->has_spare = false;
 }
 
