@@ -481,6 +481,18 @@ const vt_backend_entry *vt_registry_find(const vt_registry *r, const char *name)
     return NULL;
 }
 
+vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *user, vt_error *err) {
+    if (!r || !wrap) return vt_fail(err, VT_ERR_INVALID, "registry: wrap_tables needs a registry and a wrapper");
+    for (int i = 0; i < r->count; i++) {
+        vt_backend_entry *e = &r->entries[i];
+        if (e->state != VT_BACKEND_LOADED || !e->table) continue;
+        const vt_backend *t = wrap(user, e);
+        if (!t) return vt_fail(err, VT_ERR_NOMEM, "registry: wrapping the table of backend %s failed", e->name);
+        e->table = t;
+    }
+    return VT_OK;
+}
+
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node) {
     if (!b || !node || b->state != VT_BACKEND_LOADED || !b->table) return false;
     if (!vt_backend_op(b->table, node->op)) return false;

@@ -50,6 +50,14 @@ const vt_backend_entry *vt_registry_at(const vt_registry *r, int i);
 /* A loaded backend by name, or NULL. */
 const vt_backend_entry *vt_registry_find(const vt_registry *r, const char *name);
 
+/* Substitute every loaded backend's table with wrap(user, entry)'s result,
+ * for tools that interpose on the op pointers (the --profile profiler). The
+ * replacement must keep init/shutdown/supports, forward every op to the
+ * original and live as long as the registry. A NULL result stops with
+ * VT_ERR_NOMEM; entries already substituted keep their replacement. */
+typedef const vt_backend *(*vt_table_wrap_fn)(void *user, const vt_backend_entry *entry);
+vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *user, vt_error *err);
+
 /* Ask a loaded backend whether it runs node (its op pointer non-NULL and
  * supports() says yes). */
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node);

@@ -45,6 +45,9 @@ int vt_cmd_run(int argc, char **argv);
 int vt_cmd_eval(int argc, char **argv);
 int vt_cmd_info(int argc, char **argv);
 int vt_cmd_backends(int argc, char **argv);
+int vt_cmd_compare(int argc, char **argv);
+int vt_cmd_bench(int argc, char **argv);
+int vt_cmd_synth(int argc, char **argv);
 
 
 

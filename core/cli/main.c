@@ -13,6 +13,9 @@ static const struct {
     {"eval", vt_cmd_eval, "evaluate tokens and print logits as JSON"},
     {"info", vt_cmd_info, "show a GGUF file's metadata and tensors"},
     {"backends", vt_cmd_backends, "list backends, where they came from, and what they support"},
+    {"compare", vt_cmd_compare, "run every backend on the same tokens and compare them with reference"},
+    {"bench", vt_cmd_bench, "prefill and decode tokens/s per backend against the memory bandwidth limit"},
+    {"synth", vt_cmd_synth, "write a random-weight model of a named or given shape"},
 };
 
 static void usage(FILE *f) {

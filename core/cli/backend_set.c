@@ -1,0 +1,95 @@
+/* backend_set.c — see backend_set.h. */
+#include "backend_set.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "host.h"
+#include "registry.h"
+#include "threadpool.h"
+
+vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_error *err) {
+    memset(out, 0, sizeof *out);
+    /* A one-thread pool is enough to initialise backends and read their names;
+     * the engines create their own pools afterwards (and make theirs current). */
+    vt_threadpool *pool = NULL;
+    vt_registry *r = NULL;
+    vt_status st = vt_threadpool_create(1, &pool, err);
+    if (st == VT_OK)
+        st = vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL, NULL, &r, err);
+    for (int i = 0; st == VT_OK && i < vt_registry_count(r) && out->n < VT_CLI_MAX_BACKENDS; i++) {
+        const vt_backend_entry *b = vt_registry_at(r, i);
+        if (b->state == VT_BACKEND_LOADED) snprintf(out->names[out->n++], sizeof out->names[0], "%s", b->name);
+    }
+    vt_registry_destroy(r);
+    vt_threadpool_destroy(pool);
+    if (st == VT_OK && out->n == 0) st = vt_fail(err, VT_ERR_BACKEND, "no backend loaded (see `vt backends`)");
+    return st;
+}
+
+static int index_of(const vt_backend_set *s, const char *name) {
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0) return i;
+    return -1;
+}
+
+static void list_names(const vt_backend_set *s, char *buf, size_t size) {
+    buf[0] = '\0';
+    size_t used = 0;
+    for (int i = 0; i < s->n && used < size; i++) {
+        int k = snprintf(buf + used, size - used, "%s%s", i ? ", " : "", s->names[i]);
+        if (k < 0) break;
+        used += (size_t)k;
+    }
+}
+
+vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, bool skip_reference_by_default,
+                             bool put_reference_first, vt_backend_set *out, vt_error *err) {
+    vt_backend_set loaded;
+    vt_status st = vt_cli_loaded_backends(opt, &loaded, err);
+    if (st != VT_OK) return st;
+    memset(out, 0, sizeof *out);
+    if (!spec || strcmp(spec, "all") == 0) {
+        for (int i = 0; i < loaded.n; i++) {
+            bool skip = !spec && skip_reference_by_default && loaded.n > 1 && !strcmp(loaded.names[i], "reference");
+            if (!skip) memcpy(out->names[out->n++], loaded.names[i], sizeof out->names[0]);
+        }
+    } else {
+        const char *p = spec;
+        while (*p) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            char name[64];
+            if (len == 0 || len >= sizeof name)
+                return vt_fail(err, VT_ERR_INVALID, "--backends '%s': expected NAME[,NAME...] or all", spec);
+            memcpy(name, p, len);
+            name[len] = '\0';
+            if (index_of(&loaded, name) < 0) {
+                char names[512];
+                list_names(&loaded, names, sizeof names);
+                return vt_fail(err, VT_ERR_BACKEND, "--backends: '%s' is not loaded (loaded: %s; see `vt backends`)",
+                               name, names);
+            }
+            if (index_of(out, name) < 0 && out->n < VT_CLI_MAX_BACKENDS)
+                memcpy(out->names[out->n++], name, len + 1);
+            p = comma ? comma + 1 : p + len;
+        }
+    }
+    if (put_reference_first) {
+        int at = index_of(out, "reference");
+        if (at < 0 && index_of(&loaded, "reference") < 0)
+            return vt_fail(err, VT_ERR_BACKEND, "the reference backend is not loaded: it is the baseline of the "
+                                                "comparison (see `vt backends`)");
+        if (at < 0) {
+            if (out->n == VT_CLI_MAX_BACKENDS) out->n--;
+            at = out->n++;
+            snprintf(out->names[at], sizeof out->names[0], "reference");
+        }
+        char first[64];
+        memcpy(first, out->names[at], sizeof first);
+        memmove(out->names[1], out->names[0], (size_t)at * sizeof out->names[0]);
+        memcpy(out->names[0], first, sizeof first);
+    }
+    if (out->n == 0) return vt_fail(err, VT_ERR_INVALID, "--backends: no backend selected");
+    return VT_OK;
+}

@@ -1,0 +1,377 @@
+/* cmd_bench.c — `vt bench`: prefill and decode throughput per backend, in
+ * the manner of llama-bench (pp = one prefill of -p tokens on a fresh
+ * sequence, tg = -n decode steps from an empty one; a warm-up, then -r
+ * repetitions; median and sample stdev), next to the memory read bandwidth
+ * measured in the same run: decoding reads every weight once per token, so
+ * tg tok/s x bytes per token / bandwidth says how close a backend gets to
+ * what the memory allows. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend_set.h"
+#include "cli.h"
+#include "json_out.h"
+#include "membw.h"
+#include "metrics.h"
+#include "profiler.h"
+#include "progress.h"
+#include "quant.h"
+
+static void help(void) {
+    printf("usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-r N] [-t N] [--kv-cache-dtype D]\n"
+           "                [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
+           "Prefill (pp: one call of -p tokens on a fresh sequence) and decode (tg: -n single-token steps from\n"
+           "an empty sequence) tokens/s per backend: a warm-up, then -r repetitions; median and stdev. Also the\n"
+           "model size, parameters, bytes of weights read per decoded token, the machine's read bandwidth\n"
+           "measured in the same run, and tg as a fraction of that bandwidth limit.\n\n"
+           "      --backends LIST      comma-separated backends, or all (default: every loaded backend but\n"
+           "                           reference, the slow oracle)\n"
+           "  -p, --n-prompt N         prefill tokens (default 512; 0 = skip pp)\n"
+           "  -n, --n-gen N            decode steps (default 128; 0 = skip tg)\n"
+           "  -r, --repetitions N      timed repetitions (default 5)\n"
+           "      --json, --csv        machine-readable output (default: a table)\n"
+           "      --profile            per-op time, calls and share per backend over the timed runs, on stderr\n"
+           "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n");
+    vt_cli_common_help(stdout);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef struct bench_result {
+    char backend[64];
+    char test[32];     /* "pp512", "tg128" */
+    bool is_tg;
+    int64_t n_tokens;
+    double *runs;      /* [reps] tokens/s */
+    double median, stdev;
+} bench_result;
+
+typedef struct bench_job {
+    vt_cli_common *c;
+    vt_model *model;
+    int64_t n_prompt, n_gen, reps;
+    int32_t *tokens;   /* [max(n_prompt, n_gen)] random ids */
+    vt_profiler *profiler;
+    vt_progress *bar;
+} bench_job;
+
+/* One prefill of n_prompt tokens on a fresh sequence: tokens/s. */
+static vt_status run_pp(bench_job *job, vt_engine *e, double *tok_s, vt_error *err) {
+    vt_engine_reset(e);
+    double t0 = now_s();
+    vt_status st = vt_engine_eval(e, job->tokens, job->n_prompt, false, err);
+    double t = now_s() - t0;
+    *tok_s = t > 0 ? (double)job->n_prompt / t : NAN;
+    return st;
+}
+
+/* n steps of one token each through the decode plan, from an empty sequence. */
+static vt_status run_tg(bench_job *job, vt_engine *e, int64_t n, double *tok_s, vt_error *err) {
+    vt_engine_reset(e);
+    vt_status st = VT_OK;
+    double t0 = now_s();
+    for (int64_t k = 0; k < n && st == VT_OK; k++) st = vt_engine_eval(e, &job->tokens[k], 1, true, err);
+    double t = now_s() - t0;
+    *tok_s = t > 0 ? (double)n / t : NAN;
+    return st;
+}
+
+static vt_status bench_backend(bench_job *job, const char *name, bench_result *pp, bench_result *tg, vt_error *err) {
+    vt_options opt = job->c->opt;
+    snprintf(opt.backend, sizeof opt.backend, "%s", name);
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_create(&opt, job->model, false, &e, err);
+    if (st != VT_OK) {
+        vt_error_prefix(err, "backend %s: ", name);
+        return st;
+    }
+    if (job->c->explain) {
+        fprintf(stderr, "== %s ==\n", name);
+        vt_engine_explain(e, stderr);
+    }
+    if (job->c->dry_run) goto done;
+    vt_progress_label(job->bar, name);
+    double ignored;
+    /* warm-up: the prefill shape once and a couple of decode steps (first-
+     * touch of weights and arenas, oneDNN primitive creation) */
+    if (job->n_prompt > 0) st = run_pp(job, e, &ignored, err);
+    if (st == VT_OK && job->n_gen > 0) st = run_tg(job, e, job->n_gen < 2 ? job->n_gen : 2, &ignored, err);
+    if (st == VT_OK && job->profiler) { /* profile only the timed runs */
+        st = vt_profiler_attach(job->profiler, e->registry, err);
+        if (st == VT_OK) st = vt_profiler_section(job->profiler, name, err);
+    }
+    for (int64_t r = 0; r < job->reps && st == VT_OK; r++) {
+        if (job->n_prompt > 0) {
+            st = run_pp(job, e, &pp->runs[r], err);
+            vt_progress_add(job->bar, (double)job->n_prompt);
+        }
+        if (st == VT_OK && job->n_gen > 0) {
+            st = run_tg(job, e, job->n_gen, &tg->runs[r], err);
+            vt_progress_add(job->bar, (double)job->n_gen);
+        }
+    }
+    if (st != VT_OK) vt_error_prefix(err, "backend %s: ", name);
+done:
+    vt_engine_free(e);
+    return st;
+}
+
+/* ---- output ---- */
+
+static double fraction_of_limit(const bench_result *r, int64_t bytes_per_token, double bw_gb_s) {
+    if (!r->is_tg || !(bw_gb_s > 0)) return NAN;
+    return r->median * (double)bytes_per_token / (bw_gb_s * 1e9);
+}
+
+/* GB/s of weights the median decode rate implies. */
+static double implied_gb_s(const bench_result *r, int64_t bytes_per_token) {
+    return r->is_tg ? r->median * (double)bytes_per_token * 1e-9 : NAN;
+}
+
+static void print_json(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
+                       double bw) {
+    printf("{\"model\": ");
+    vt_json_string(stdout, path);
+    printf(", \"threads\": %d, \"kv_cache_dtype\": ", job->c->opt.threads);
+    vt_json_string(stdout, vt_dtype_name(job->c->opt.kv_cache_dtype));
+    printf(", \"repetitions\": %lld, \"model_bytes\": %lld, \"params\": %lld, \"bytes_per_token\": %lld, "
+           "\"bandwidth_gb_s\": ",
+           (long long)job->reps, (long long)job->model->weight_bytes, (long long)job->model->n_params, (long long)bpt);
+    vt_json_number(stdout, bw);
+    printf(", \"results\": [");
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        printf("%s{\"backend\": ", i ? ", " : "");
+        vt_json_string(stdout, r->backend);
+        printf(", \"test\": \"%s\", \"n_tokens\": %lld, \"tok_s_median\": ", r->test, (long long)r->n_tokens);
+        vt_json_number(stdout, r->median);
+        printf(", \"tok_s_stdev\": ");
+        vt_json_number(stdout, r->stdev);
+        printf(", \"runs\": [");
+        for (int64_t k = 0; k < job->reps; k++) {
+            printf("%s", k ? ", " : "");
+            vt_json_number(stdout, r->runs[k]);
+        }
+        printf("]");
+        if (r->is_tg) {
+            printf(", \"gb_s\": ");
+            vt_json_number(stdout, implied_gb_s(r, bpt));
+            printf(", \"fraction_of_limit\": ");
+            vt_json_number(stdout, fraction_of_limit(r, bpt, bw));
+        }
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+static void csv_number(double x) {
+    if (isfinite(x)) printf("%.6g", x);
+}
+
+static void print_csv(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
+                      double bw) {
+    printf("model,backend,test,n_tokens,threads,kv_cache_dtype,tok_s_median,tok_s_stdev,gb_s,fraction_of_limit,"
+           "model_bytes,params,bytes_per_token,bandwidth_gb_s\n");
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        /* the path is quoted with doubled quotes, as CSV escapes them */
+        putchar('"');
+        for (const char *p = path; *p; p++) {
+            if (*p == '"') putchar('"');
+            putchar(*p);
+        }
+        printf("\",%s,%s,%lld,%d,%s,", r->backend, r->test, (long long)r->n_tokens, job->c->opt.threads,
+               vt_dtype_name(job->c->opt.kv_cache_dtype));
+        csv_number(r->median);
+        putchar(',');
+        csv_number(r->stdev);
+        putchar(',');
+        csv_number(implied_gb_s(r, bpt));
+        putchar(',');
+        csv_number(fraction_of_limit(r, bpt, bw));
+        printf(",%lld,%lld,%lld,", (long long)job->model->weight_bytes, (long long)job->model->n_params,
+               (long long)bpt);
+        csv_number(bw);
+        putchar('\n');
+    }
+}
+
+static void print_table(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
+                        double bw) {
+    const vt_hparams *hp = &job->model->hp;
+    printf("model: %s (%s, %d layers, %d wide)\n", path, hp->arch_name, hp->n_layer, hp->n_embd);
+    printf("size %.2f MiB, %.2f M params, %.2f MiB read per decoded token; %d threads, kv cache %s\n",
+           (double)job->model->weight_bytes / (1024.0 * 1024.0), (double)job->model->n_params * 1e-6,
+           (double)bpt / (1024.0 * 1024.0), job->c->opt.threads, vt_dtype_name(job->c->opt.kv_cache_dtype));
+    if (bw > 0)
+        printf("memory read bandwidth (measured now): %.1f GB/s -> decode limit %.1f tok/s\n", bw,
+               bw * 1e9 / (double)bpt);
+    printf("\n%-10s %-8s %14s %10s %9s %9s\n", "backend", "test", "tok/s", "stdev", "GB/s", "of limit");
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        printf("%-10s %-8s %14.2f %10.2f", r->backend, r->test, r->median, r->stdev);
+        if (r->is_tg) {
+            printf(" %9.2f", implied_gb_s(r, bpt));
+            double f = fraction_of_limit(r, bpt, bw);
+            if (isfinite(f)) printf(" %8.1f%%", 100.0 * f);
+        }
+        putchar('\n');
+    }
+}
+
+/* ---- set-up ---- */
+
+int vt_cmd_bench(int argc, char **argv) {
+    vt_error err = {0};
+    vt_cli_common c;
+    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
+    const char *backends = NULL;
+    int64_t n_prompt = 512, n_gen = 128, reps = 5, membw_mib = (int64_t)(VT_MEMBW_DEFAULT_BYTES >> 20);
+    bool json = false, csv = false, profile = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--backend") == 0 || strncmp(a, "--backend=", 10) == 0) {
+            vt_fail(&err, VT_ERR_INVALID, "bench runs several backends: use --backends NAME[,NAME...] or all");
+            return vt_cli_error(&err);
+        }
+        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
+        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
+        if (r == VT_ARG_TAKEN) continue;
+        int64_t *count = strcmp(a, "-p") == 0 || strcmp(a, "--n-prompt") == 0     ? &n_prompt
+                         : strcmp(a, "-n") == 0 || strcmp(a, "--n-gen") == 0      ? &n_gen
+                         : strcmp(a, "-r") == 0 || strcmp(a, "--repetitions") == 0 ? &reps
+                         : strcmp(a, "--membw-mib") == 0                           ? &membw_mib
+                                                                                   : NULL;
+        if (count) {
+            const char *v = vt_cli_value(argc, argv, &i, &err);
+            int64_t lo = count == &reps ? 1 : 0, hi = count == &reps ? 1000 : count == &membw_mib ? 65536 : 1 << 20;
+            if (!v || vt_cli_int(a, v, lo, hi, count, &err) != VT_OK) return vt_cli_error(&err);
+        } else if (strcmp(a, "--backends") == 0) {
+            if (!(backends = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--csv") == 0) {
+            csv = true;
+        } else if (strcmp(a, "--profile") == 0) {
+            profile = true;
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help();
+            return 0;
+        } else {
+            vt_fail(&err, VT_ERR_INVALID, "bench: unknown option '%s' (see vt bench --help)", a);
+            return vt_cli_error(&err);
+        }
+    }
+    if (json && csv) {
+        vt_fail(&err, VT_ERR_INVALID, "bench: --json and --csv exclude each other");
+        return vt_cli_error(&err);
+    }
+    if (n_prompt == 0 && n_gen == 0) {
+        vt_fail(&err, VT_ERR_INVALID, "bench: -p 0 and -n 0 leave nothing to measure");
+        return vt_cli_error(&err);
+    }
+    if (!c.model_path) {
+        vt_fail(&err, VT_ERR_INVALID, "bench: no model: pass -m FILE (vt synth writes one of any shape)");
+        return vt_cli_error(&err);
+    }
+    /* pp is one prefill call, so the plan must take -p tokens at once, and
+     * the cache must hold the longest run; an explicit -b/-c is respected
+     * (and -c checked). */
+    int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
+    if (!strcmp(vt_options_source(&c.opt, "runtime.batch_size"), "default") && n_prompt > c.opt.batch_size)
+        c.opt.batch_size = (int32_t)n_prompt;
+    if (c.opt.ctx_size == 0) {
+        c.opt.ctx_size = need;
+    } else if (c.opt.ctx_size < need) {
+        vt_fail(&err, VT_ERR_CONTEXT_FULL, "bench needs %lld tokens of KV cache but -c/--ctx-size is %lld",
+                (long long)need, (long long)c.opt.ctx_size);
+        return vt_cli_error(&err);
+    }
+
+    vt_model *model = NULL;
+    vt_profiler *profiler = NULL;
+    bench_result *results = NULL;
+    double *runs = NULL;
+    bench_job job = {&c, NULL, n_prompt, n_gen, reps, NULL, NULL, NULL};
+    vt_backend_set set;
+    vt_progress bar;
+    double bw = NAN;
+    int n_results = 0;
+
+    vt_status st = vt_cli_backend_set(&c.opt, backends, true, false, &set, &err);
+    if (st == VT_OK) st = vt_model_load(c.model_path, &model, &err);
+    if (st == VT_OK && profile) st = vt_profiler_create(&profiler, &err);
+    if (st != VT_OK) goto done;
+    job.model = model;
+    job.profiler = profiler;
+    job.bar = &bar;
+    job.tokens = malloc((size_t)(need + 1) * sizeof *job.tokens);
+    results = calloc((size_t)set.n * 2, sizeof *results);
+    runs = calloc((size_t)set.n * 2 * (size_t)reps, sizeof *runs);
+    if (!job.tokens || !results || !runs) {
+        st = vt_fail(&err, VT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* Random token ids (xorshift64*, fixed seed): the same for every backend
+     * and every run; ids do not change the work, only the rows fetched. */
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i <= need; i++) {
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        job.tokens[i] = (int32_t)((x * 0x2545F4914F6CDD1Dull >> 33) % (uint64_t)model->hp.n_vocab);
+    }
+
+    /* Bandwidth first, with a pool of the same thread count, while no engine
+     * exists (so nothing else competes for the cores). */
+    if (membw_mib > 0 && !c.dry_run) {
+        vt_threadpool *pool = NULL;
+        st = vt_threadpool_create(c.opt.threads, &pool, &err);
+        if (st == VT_OK) st = vt_membw_measure(pool, (size_t)membw_mib << 20, VT_MEMBW_DEFAULT_REPS, &bw, &err);
+        vt_threadpool_destroy(pool);
+        if (st != VT_OK) goto done;
+    }
+
+    vt_progress_begin(&bar, "bench", (double)set.n * (double)reps * (double)(n_prompt + n_gen));
+    for (int b = 0; b < set.n && st == VT_OK; b++) {
+        bench_result *pp = &results[n_results], *tg = &results[n_results + 1];
+        snprintf(pp->backend, sizeof pp->backend, "%s", set.names[b]);
+        snprintf(tg->backend, sizeof tg->backend, "%s", set.names[b]);
+        snprintf(pp->test, sizeof pp->test, "pp%lld", (long long)n_prompt);
+        snprintf(tg->test, sizeof tg->test, "tg%lld", (long long)n_gen);
+        pp->n_tokens = n_prompt;
+        tg->n_tokens = n_gen;
+        tg->is_tg = true;
+        pp->runs = runs + (size_t)(2 * b) * (size_t)reps;
+        tg->runs = runs + (size_t)(2 * b + 1) * (size_t)reps;
+        st = bench_backend(&job, set.names[b], pp, tg, &err);
+        if (st != VT_OK) break;
+        for (bench_result *r = pp; r <= tg; r++) {
+            r->median = vt_median(r->runs, (size_t)reps);
+            r->stdev = vt_stdev(r->runs, (size_t)reps);
+        }
+        /* keep only the tests that were asked for */
+        if (n_prompt == 0) *pp = *tg;
+        n_results += (n_prompt > 0) + (n_gen > 0);
+    }
+    vt_progress_end(&bar);
+    if (st != VT_OK || c.dry_run) goto done;
+
+    int64_t bpt = vt_model_bytes_per_token(model);
+    if (json) print_json(&job, c.model_path, results, n_results, bpt, bw);
+    else if (csv) print_csv(&job, c.model_path, results, n_results, bpt, bw);
+    else print_table(&job, c.model_path, results, n_results, bpt, bw);
+    if (profiler) vt_profiler_print(profiler, stderr);
+
+done:
+    free(runs);
+    free(results);
+    free(job.tokens);
+    vt_model_free(model);
+    vt_profiler_free(profiler);
+    return st == VT_OK ? 0 : vt_cli_error(&err);
+}

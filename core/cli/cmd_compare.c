@@ -1,0 +1,487 @@
+/* cmd_compare.c — `vt compare`: the same tokens through every backend, side
+ * by side against `reference`.
+ *
+ * The model is loaded once; the backends run one after another, each with
+ * its own engine (one live engine at a time: an engine's thread pool is the
+ * process's current one while it exists). The reference runs first and its
+ * logits of every prompt position and its greedy continuation are kept as
+ * the baseline; every backend, reference included, is then scored against
+ * them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend_set.h"
+#include "cli.h"
+#include "default_model.h"
+#include "json_out.h"
+#include "metrics.h"
+#include "profiler.h"
+#include "progress.h"
+#include "quant.h"
+#include "sampler.h"
+
+#define DEFAULT_GREEDY 32
+#define DEFAULT_PPL_CTX 512
+
+/* A prompt of ordinary English, so the tokenizer of any vocabulary gives a
+ * few dozen tokens. */
+static const char default_prompt[] =
+    "The old lighthouse keeper climbed the stairs every evening, counting each step, and wrote the "
+    "weather in a small book before lighting the lamp.";
+
+static void help(void) {
+    printf("usage: vt compare [-m MODEL] [--backends LIST|all] [-p PROMPT | --tokens IDS] [-n N] [--ppl FILE]\n"
+           "                  [--kv-cache-dtype D] [-t N] [--json] [--profile] [options]\n\n"
+           "Run the same tokens through each backend and compare it with `reference`: max and mean |dlogit|,\n"
+           "top-1 agreement and KL divergence over every prompt position, greedy continuation agreement (tokens\n"
+           "until the first divergence), perplexity over --ppl FILE, prefill and decode tokens/s, and where each\n"
+           "backend's plan nodes ran. Without -m, a small random-weight model is synthesized into the cache\n"
+           "($XDG_CACHE_HOME/vt or ~/.cache/vt) and reused.\n\n"
+           "      --backends LIST      comma-separated backends, or all (default: all loaded); reference is\n"
+           "                           always run first as the baseline\n"
+           "  -p, --prompt TEXT        prompt (default: an English sentence)\n"
+           "      --tokens IDS         prompt as comma-separated token ids instead\n"
+           "  -n, --n-predict N        greedy continuation length (default %d)\n"
+           "      --ppl FILE           also compute perplexity over the text of FILE\n"
+           "      --ppl-ctx N          perplexity chunk size in tokens (default %d, capped at the text's length);\n"
+           "                           like llama-perplexity, each chunk scores its second half\n"
+           "      --json               one JSON document instead of the table\n"
+           "      --profile            per-op time, calls and share per backend, on stderr\n"
+           "Prefill tokens/s here includes the logits of every position (the metrics need them);\n"
+           "vt bench measures the usual last-position prefill.\n",
+           DEFAULT_GREEDY, DEFAULT_PPL_CTX);
+    vt_cli_common_help(stdout);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* What one backend scored. */
+typedef struct backend_result {
+    char name[64];
+    vt_logit_stats stats;
+    int64_t greedy_agree;
+    double ppl;                 /* NAN: not asked */
+    double pp_tok_s, tg_tok_s;  /* NAN: not measured */
+    int n_where;                /* nodes of both plans per backend that ran them */
+    char where_name[VT_CLI_MAX_BACKENDS][64];
+    int64_t where_count[VT_CLI_MAX_BACKENDS];
+    int64_t plan_nodes;
+} backend_result;
+
+/* Everything the measurement of one backend needs. */
+typedef struct compare_job {
+    vt_cli_common *c;
+    vt_model *model;
+    const int32_t *prompt;     /* [n_prompt] */
+    int64_t n_prompt;
+    int64_t n_greedy;
+    const int32_t *ppl_tokens; /* [n_ppl_chunks * ppl_ctx], NULL = no perplexity */
+    int64_t ppl_ctx, ppl_chunks;
+    float *ref_logits;         /* [n_prompt][V], filled by the reference run */
+    int32_t *ref_greedy;       /* [n_greedy], filled by the reference run */
+    int32_t *greedy;           /* [n_greedy] scratch */
+    int32_t *chunk;            /* [ppl_ctx] scratch */
+    vt_profiler *profiler;     /* NULL = off */
+    vt_progress *bar;
+} compare_job;
+
+/* Count the nodes of both plans by the backend that runs them. */
+static vt_status count_nodes(const vt_engine *e, backend_result *r, vt_error *err) {
+    int n = vt_registry_count(e->registry);
+    int32_t *counts = calloc((size_t)n, sizeof *counts), *dec = calloc((size_t)n, sizeof *dec);
+    if (!counts || !dec) {
+        free(counts);
+        free(dec);
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    }
+    vt_plan_count_backends(e->prefill, counts, n);
+    vt_plan_count_backends(e->decode, dec, n);
+    r->plan_nodes = (int64_t)e->prefill->n_nodes + e->decode->n_nodes;
+    for (int i = 0; i < n; i++) {
+        if (counts[i] + dec[i] == 0 || r->n_where == VT_CLI_MAX_BACKENDS) continue;
+        snprintf(r->where_name[r->n_where], sizeof r->where_name[0], "%s", vt_registry_at(e->registry, i)->name);
+        r->where_count[r->n_where++] = (int64_t)counts[i] + dec[i];
+    }
+    free(counts);
+    free(dec);
+    return VT_OK;
+}
+
+/* Prompt, greedy continuation and perplexity through one engine. */
+static vt_status measure(compare_job *job, vt_engine *e, bool is_reference, backend_result *r, vt_error *err) {
+    const int32_t V = job->model->hp.n_vocab;
+    double t0 = now_s();
+    vt_status st = vt_engine_eval(e, job->prompt, job->n_prompt, false, err);
+    if (st != VT_OK) return st;
+    double t_pp = now_s() - t0;
+    r->pp_tok_s = t_pp > 0 ? (double)job->n_prompt / t_pp : NAN;
+    if (is_reference)
+        memcpy(job->ref_logits, vt_engine_logits(e, 0), (size_t)job->n_prompt * (size_t)V * sizeof(float));
+    vt_logit_stats_init(&r->stats);
+    for (int64_t i = 0; i < job->n_prompt; i++)
+        vt_logit_stats_add(&r->stats, job->ref_logits + i * V, vt_engine_logits(e, i), V);
+    vt_progress_add(job->bar, (double)job->n_prompt);
+
+    /* Greedy continuation: token 0 from the prompt's last logits, each next
+     * one from a decode step; the decode steps are what tg times. */
+    r->tg_tok_s = NAN;
+    if (job->n_greedy > 0) {
+        job->greedy[0] = vt_argmax(vt_engine_logits(e, job->n_prompt - 1), V);
+        double t1 = now_s();
+        for (int64_t k = 1; k < job->n_greedy && st == VT_OK; k++) {
+            st = vt_engine_eval(e, &job->greedy[k - 1], 1, true, err);
+            if (st == VT_OK) job->greedy[k] = vt_argmax(vt_engine_logits(e, 0), V);
+            vt_progress_add(job->bar, 1);
+        }
+        if (st != VT_OK) return st;
+        double t_tg = now_s() - t1;
+        if (job->n_greedy > 1 && t_tg > 0) r->tg_tok_s = (double)(job->n_greedy - 1) / t_tg;
+        if (is_reference) memcpy(job->ref_greedy, job->greedy, (size_t)job->n_greedy * sizeof(int32_t));
+        r->greedy_agree = vt_common_prefix(job->ref_greedy, job->greedy, job->n_greedy);
+    }
+
+    r->ppl = NAN;
+    if (job->ppl_tokens) {
+        vt_ppl acc;
+        vt_ppl_init(&acc);
+        int32_t bos = vt_tokenizer_bos(job->model->tokenizer);
+        bool add_bos = vt_tokenizer_add_bos(job->model->tokenizer) && bos >= 0;
+        for (int64_t ch = 0; ch < job->ppl_chunks && st == VT_OK; ch++) {
+            /* each chunk is a fresh sequence, starting with BOS as llama-perplexity does */
+            memcpy(job->chunk, job->ppl_tokens + ch * job->ppl_ctx, (size_t)job->ppl_ctx * sizeof(int32_t));
+            if (add_bos) job->chunk[0] = bos;
+            vt_engine_reset(e);
+            st = vt_engine_eval(e, job->chunk, job->ppl_ctx, false, err);
+            if (st == VT_OK) vt_ppl_add_chunk(&acc, vt_engine_logits(e, 0), V, job->chunk, job->ppl_ctx);
+            vt_progress_add(job->bar, (double)job->ppl_ctx);
+        }
+        if (st != VT_OK) return st;
+        r->ppl = vt_ppl_value(&acc);
+    }
+    return VT_OK;
+}
+
+static vt_status run_backend(compare_job *job, const char *name, bool is_reference, backend_result *r,
+                             vt_error *err) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    vt_options opt = job->c->opt;
+    snprintf(opt.backend, sizeof opt.backend, "%s", name);
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_create(&opt, job->model, true, &e, err);
+    if (st != VT_OK) {
+        vt_error_prefix(err, "backend %s: ", name);
+        return st;
+    }
+    if (job->c->explain) {
+        fprintf(stderr, "== %s ==\n", name);
+        vt_engine_explain(e, stderr);
+    }
+    st = count_nodes(e, r, err);
+    if (st == VT_OK && job->profiler) {
+        st = vt_profiler_attach(job->profiler, e->registry, err);
+        if (st == VT_OK) st = vt_profiler_section(job->profiler, name, err);
+    }
+    if (st == VT_OK && !job->c->dry_run) {
+        vt_progress_label(job->bar, name);
+        st = measure(job, e, is_reference, r, err);
+        if (st != VT_OK) vt_error_prefix(err, "backend %s: ", name);
+    }
+    vt_engine_free(e);
+    return st;
+}
+
+/* ---- output ---- */
+
+static void print_json(const compare_job *job, const char *model_path, const backend_result *res, int n,
+                       const char *ppl_file) {
+    printf("{\"model\": ");
+    vt_json_string(stdout, model_path);
+    printf(", \"n_tokens\": %lld, \"kv_cache_dtype\": ", (long long)job->n_prompt);
+    vt_json_string(stdout, vt_dtype_name(job->c->opt.kv_cache_dtype));
+    printf(", \"threads\": %d, \"greedy_tokens\": %lld, \"ppl_file\": ", job->c->opt.threads,
+           (long long)job->n_greedy);
+    if (ppl_file) vt_json_string(stdout, ppl_file);
+    else printf("null");
+    printf(", \"ppl_ctx\": ");
+    if (ppl_file) printf("%lld, \"ppl_chunks\": %lld", (long long)job->ppl_ctx, (long long)job->ppl_chunks);
+    else printf("null, \"ppl_chunks\": null");
+    printf(", \"backends\": [");
+    for (int i = 0; i < n; i++) {
+        const backend_result *r = &res[i];
+        printf("%s{\"name\": ", i ? ", " : "");
+        vt_json_string(stdout, r->name);
+        printf(", \"max_abs_dlogit\": ");
+        vt_json_number(stdout, r->stats.max_abs_dlogit);
+        printf(", \"mean_abs_dlogit\": ");
+        vt_json_number(stdout, vt_logit_stats_mean_abs(&r->stats));
+        printf(", \"top1_agreement\": ");
+        vt_json_number(stdout, vt_logit_stats_top1(&r->stats));
+        printf(", \"kl_mean\": ");
+        vt_json_number(stdout, vt_logit_stats_kl_mean(&r->stats));
+        printf(", \"kl_max\": ");
+        vt_json_number(stdout, r->stats.kl_max);
+        printf(", \"greedy_agree_tokens\": %lld, \"ppl\": ", (long long)r->greedy_agree);
+        vt_json_number(stdout, r->ppl);
+        printf(", \"pp_tok_s\": ");
+        vt_json_number(stdout, r->pp_tok_s);
+        printf(", \"tg_tok_s\": ");
+        vt_json_number(stdout, r->tg_tok_s);
+        printf(", \"plan_nodes\": %lld, \"nodes_by_backend\": {", (long long)r->plan_nodes);
+        for (int k = 0; k < r->n_where; k++) {
+            printf("%s", k ? ", " : "");
+            vt_json_string(stdout, r->where_name[k]);
+            printf(": %lld", (long long)r->where_count[k]);
+        }
+        printf("}}");
+    }
+    printf("]}\n");
+}
+
+/* "%.2e" for small metrics, "0" when exactly zero (reference vs itself). */
+static void format_metric(char *buf, size_t size, double x) {
+    if (isnan(x)) snprintf(buf, size, "nan");
+    else if (x == 0.0) snprintf(buf, size, "0");
+    else snprintf(buf, size, "%.2e", x);
+}
+
+static void format_rate(char *buf, size_t size, double x) {
+    if (isnan(x)) snprintf(buf, size, "-");
+    else snprintf(buf, size, "%.1f", x);
+}
+
+static void print_table(const compare_job *job, const char *model_path, const backend_result *res, int n,
+                        const char *ppl_file) {
+    const vt_hparams *hp = &job->model->hp;
+    printf("model: %s (%s, %d layers, %d wide, vocab %d, %.2f M params, %.2f MiB)\n", model_path, hp->arch_name,
+           hp->n_layer, hp->n_embd, hp->n_vocab, (double)job->model->n_params * 1e-6,
+           (double)job->model->weight_bytes / (1024.0 * 1024.0));
+    printf("prompt: %lld tokens; greedy continuation: %lld tokens; kv cache %s; %d threads\n",
+           (long long)job->n_prompt, (long long)job->n_greedy, vt_dtype_name(job->c->opt.kv_cache_dtype),
+           job->c->opt.threads);
+    if (ppl_file)
+        printf("perplexity: %s, %lld chunks of %lld tokens (second half of each scored)\n", ppl_file,
+               (long long)job->ppl_chunks, (long long)job->ppl_ctx);
+    printf("metrics vs reference over every prompt position\n\n");
+    printf("%-10s %10s %10s %7s %10s %10s %8s %9s %10s %10s  %s\n", "backend", "max|dlog|", "mean|dlog|", "top-1",
+           "KL mean", "KL max", "greedy", "ppl", "pp tok/s", "tg tok/s", "nodes ran on");
+    for (int i = 0; i < n; i++) {
+        const backend_result *r = &res[i];
+        char mx[32], mean[32], klm[32], klx[32], ppl[32], pp[32], tg[32], greedy[32], where[512];
+        format_metric(mx, sizeof mx, r->stats.max_abs_dlogit);
+        format_metric(mean, sizeof mean, vt_logit_stats_mean_abs(&r->stats));
+        format_metric(klm, sizeof klm, vt_logit_stats_kl_mean(&r->stats));
+        format_metric(klx, sizeof klx, r->stats.kl_max);
+        if (isnan(r->ppl)) snprintf(ppl, sizeof ppl, "-");
+        else snprintf(ppl, sizeof ppl, "%.4g", r->ppl);
+        format_rate(pp, sizeof pp, r->pp_tok_s);
+        format_rate(tg, sizeof tg, r->tg_tok_s);
+        snprintf(greedy, sizeof greedy, "%lld/%lld", (long long)r->greedy_agree, (long long)job->n_greedy);
+        size_t used = 0;
+        where[0] = '\0';
+        for (int k = 0; k < r->n_where && used < sizeof where; k++) {
+            int w = snprintf(where + used, sizeof where - used, "%s%s %lld", k ? ", " : "", r->where_name[k],
+                             (long long)r->where_count[k]);
+            if (w < 0) break;
+            used += (size_t)w;
+        }
+        printf("%-10s %10s %10s %6.1f%% %10s %10s %8s %9s %10s %10s  %s\n", r->name, mx, mean,
+               100.0 * vt_logit_stats_top1(&r->stats), klm, klx, greedy, ppl, pp, tg, where);
+    }
+}
+
+/* ---- set-up ---- */
+
+/* The text of FILE through the model's tokenizer, cut into whole chunks. */
+static vt_status load_ppl_tokens(const vt_model *m, const char *file, int64_t want_ctx, int32_t **tokens,
+                                 int64_t *ctx, int64_t *chunks, vt_error *err) {
+    *tokens = NULL;
+    if (!m->tokenizer)
+        return vt_fail(err, VT_ERR_UNSUPPORTED, "--ppl: this model's tokenizer cannot be used (%s)",
+                       m->tokenizer_error);
+    FILE *f = fopen(file, "rb");
+    if (!f) return vt_fail(err, VT_ERR_IO, "--ppl %s: cannot open it", file);
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap);
+    for (size_t got; text && (got = fread(text + len, 1, cap - len, f)) > 0;) {
+        len += got;
+        if (len == cap) {
+            char *grown = realloc(text, cap *= 2);
+            if (!grown) free(text);
+            text = grown;
+        }
+    }
+    bool read_error = ferror(f) != 0;
+    fclose(f);
+    if (!text) return vt_fail(err, VT_ERR_NOMEM, "--ppl %s: out of memory", file);
+    if (read_error) {
+        free(text);
+        return vt_fail(err, VT_ERR_IO, "--ppl %s: read error", file);
+    }
+    size_t n = 0;
+    /* BOS at the front like llama-perplexity; each chunk's first token is
+     * replaced by BOS anyway */
+    vt_status st = vt_tokenize(m->tokenizer, text, len, vt_tokenizer_add_bos(m->tokenizer), false, tokens, &n, err);
+    free(text);
+    if (st != VT_OK) return st;
+    if (n < 4) {
+        free(*tokens);
+        *tokens = NULL;
+        return vt_fail(err, VT_ERR_INVALID, "--ppl %s: only %zu tokens; perplexity needs at least 4", file, n);
+    }
+    *ctx = want_ctx < (int64_t)n ? want_ctx : (int64_t)n;
+    *chunks = vt_ppl_n_chunks((int64_t)n, *ctx);
+    return VT_OK;
+}
+
+/* -m, or the cached synthesized model. */
+static vt_status open_model(vt_cli_common *c, char *path_buf, size_t size, vt_model **model, vt_error *err) {
+    if (c->model_path) return vt_model_load(c->model_path, model, err);
+    bool created = false;
+    vt_status st = vt_cli_default_model(path_buf, size, false, &created, err);
+    if (st == VT_OK) {
+        st = vt_model_load(path_buf, model, err);
+        if (st != VT_OK && !created) { /* a damaged cache file: write it again */
+            fprintf(stderr, "vt: cached default model %s did not load (%s); synthesizing it again\n", path_buf,
+                    err->msg);
+            st = vt_cli_default_model(path_buf, size, true, &created, err);
+            if (st == VT_OK) st = vt_model_load(path_buf, model, err);
+        }
+    }
+    if (st == VT_OK) {
+        fprintf(stderr, "vt: no -m given: %s the default model %s (%s)\n", created ? "synthesized" : "using cached",
+                path_buf, vt_cli_default_model_shape());
+        c->model_path = path_buf;
+    }
+    return st;
+}
+
+int vt_cmd_compare(int argc, char **argv) {
+    vt_error err = {0};
+    vt_cli_common c;
+    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
+    const char *prompt = NULL, *ids = NULL, *backends = NULL, *ppl_file = NULL;
+    int64_t n_greedy = DEFAULT_GREEDY, ppl_ctx = DEFAULT_PPL_CTX;
+    bool json = false, profile = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--backend") == 0 || strncmp(a, "--backend=", 10) == 0) {
+            vt_fail(&err, VT_ERR_INVALID, "compare runs several backends: use --backends NAME[,NAME...] or all");
+            return vt_cli_error(&err);
+        }
+        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
+        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
+        if (r == VT_ARG_TAKEN) continue;
+        const char **text_flag = strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0 ? &prompt
+                                 : strcmp(a, "--tokens") == 0                       ? &ids
+                                 : strcmp(a, "--backends") == 0                     ? &backends
+                                 : strcmp(a, "--ppl") == 0                          ? &ppl_file
+                                                                                    : NULL;
+        if (text_flag) {
+            if (!(*text_flag = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
+        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            help();
+            return 0;
+        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) {
+            const char *v = vt_cli_value(argc, argv, &i, &err);
+            if (!v || vt_cli_int("-n", v, 0, 1 << 20, &n_greedy, &err) != VT_OK) return vt_cli_error(&err);
+        } else if (strcmp(a, "--ppl-ctx") == 0) {
+            const char *v = vt_cli_value(argc, argv, &i, &err);
+            if (!v || vt_cli_int("--ppl-ctx", v, 4, 1 << 20, &ppl_ctx, &err) != VT_OK) return vt_cli_error(&err);
+        } else if (strcmp(a, "--json") == 0) {
+            json = true;
+        } else if (strcmp(a, "--profile") == 0) {
+            profile = true;
+        } else {
+            vt_fail(&err, VT_ERR_INVALID, "compare: unknown option '%s' (see vt compare --help)", a);
+            return vt_cli_error(&err);
+        }
+    }
+    if (prompt && ids) {
+        vt_fail(&err, VT_ERR_INVALID, "compare: give -p TEXT or --tokens IDS, not both");
+        return vt_cli_error(&err);
+    }
+
+    char default_path[4200];
+    vt_model *model = NULL;
+    int32_t *tokens = NULL, *ppl_tokens = NULL;
+    size_t n_tokens = 0;
+    backend_result *results = NULL;
+    vt_profiler *profiler = NULL;
+    compare_job job = {0};
+    vt_progress bar;
+    vt_backend_set set;
+    int n_done = 0;
+
+    vt_status st = vt_cli_backend_set(&c.opt, backends, false, true, &set, &err);
+    if (st == VT_OK) st = open_model(&c, default_path, sizeof default_path, &model, &err);
+    if (st == VT_OK) st = vt_cli_prompt_tokens(model, ids || prompt ? prompt : default_prompt, ids, &tokens, &n_tokens,
+                                               &err);
+    if (st == VT_OK && n_tokens == 0) st = vt_fail(&err, VT_ERR_INVALID, "the prompt is empty: zero tokens");
+    if (st == VT_OK && ppl_file)
+        st = load_ppl_tokens(model, ppl_file, ppl_ctx, &ppl_tokens, &job.ppl_ctx, &job.ppl_chunks, &err);
+    if (st == VT_OK && profile) st = vt_profiler_create(&profiler, &err);
+    if (st != VT_OK) goto done;
+
+    /* KV cache: exactly what the longest run needs, unless -c was given. */
+    int64_t need = (int64_t)n_tokens + n_greedy;
+    if (ppl_tokens && job.ppl_ctx > need) need = job.ppl_ctx;
+    if (c.opt.ctx_size == 0) c.opt.ctx_size = need;
+    else if (c.opt.ctx_size < need) {
+        st = vt_fail(&err, VT_ERR_CONTEXT_FULL,
+                     "the run needs %lld tokens of KV cache (prompt + -n%s) but -c/--ctx-size is %lld",
+                     (long long)need, ppl_tokens ? ", or the perplexity chunk" : "", (long long)c.opt.ctx_size);
+        goto done;
+    }
+
+    const int64_t V = model->hp.n_vocab;
+    job.c = &c;
+    job.model = model;
+    job.prompt = tokens;
+    job.n_prompt = (int64_t)n_tokens;
+    job.n_greedy = n_greedy;
+    job.ppl_tokens = ppl_tokens;
+    job.profiler = profiler;
+    job.bar = &bar;
+    job.ref_logits = malloc((size_t)n_tokens * (size_t)V * sizeof(float));
+    job.ref_greedy = malloc((size_t)(n_greedy + 1) * sizeof(int32_t));
+    job.greedy = malloc((size_t)(n_greedy + 1) * sizeof(int32_t));
+    job.chunk = malloc((size_t)(job.ppl_ctx + 1) * sizeof(int32_t));
+    results = calloc((size_t)set.n, sizeof *results);
+    if (!job.ref_logits || !job.ref_greedy || !job.greedy || !job.chunk || !results) {
+        st = vt_fail(&err, VT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+
+    double per_backend = (double)n_tokens + (double)n_greedy + (double)(job.ppl_chunks * job.ppl_ctx);
+    vt_progress_begin(&bar, "compare", per_backend * set.n);
+    for (int b = 0; b < set.n && st == VT_OK; b++) {
+        st = run_backend(&job, set.names[b], b == 0, &results[b], &err);
+        vt_progress_set(&bar, per_backend * (b + 1));
+        if (st == VT_OK) n_done++;
+    }
+    vt_progress_end(&bar);
+    if (st != VT_OK || c.dry_run) goto done;
+
+    if (json) print_json(&job, c.model_path, results, n_done, ppl_file);
+    else print_table(&job, c.model_path, results, n_done, ppl_file);
+    if (profiler) vt_profiler_print(profiler, stderr);
+
+done:
+    free(results);
+    free(job.ref_logits);
+    free(job.ref_greedy);
+    free(job.greedy);
+    free(job.chunk);
+    free(ppl_tokens);
+    free(tokens);
+    vt_model_free(model);
+    vt_profiler_free(profiler); /* after every engine (and its registry) is gone */
+    return st == VT_OK ? 0 : vt_cli_error(&err);
+}
