@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "json_mini.h"
+#include "tokenizer_gguf_build.h"
 #include "tokenizer.h"
 #include "tokenizer_golden.h"
 #include "util.h"
@@ -154,70 +155,11 @@ static void test_spm_vocab_contract(void) {
 
 /* ---- hand-built GGUFs ------------------------------------------------------ */
 
-typedef struct gguf_buf {
-    unsigned char *data;
-    size_t n, cap;
-    uint64_t n_kv;
-} gguf_buf;
-
-static void put_bytes(gguf_buf *b, const void *p, size_t n) {
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 256;
-        b->data = realloc(b->data, b->cap);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(b->data);
-    }
-    memcpy(b->data + b->n, p, n);
-    b->n += n;
-}
-static void put_u32(gguf_buf *b, uint32_t v) { put_bytes(b, &v, 4); }
-static void put_u64(gguf_buf *b, uint64_t v) { put_bytes(b, &v, 8); }
-static void put_str(gguf_buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put_bytes(b, s, strlen(s));
-}
-
-/* GGUF v3 header with no tensors; n_kv is patched by gguf_finish. */
-static void gguf_start(gguf_buf *b) {
-    memset(b, 0, sizeof *b);
-    put_bytes(b, "GGUF", 4);
-    put_u32(b, 3);
-    put_u64(b, 0);
-    put_u64(b, 0);
-}
-static void gguf_finish(gguf_buf *b) { memcpy(b->data + 16, &b->n_kv, 8); }
-
-static void kv_str(gguf_buf *b, const char *key, const char *value) {
-    put_str(b, key);
-    put_u32(b, 8);
-    put_str(b, value);
-    b->n_kv++;
-}
-static void kv_bool(gguf_buf *b, const char *key, bool value) {
-    put_str(b, key);
-    put_u32(b, 7);
-    unsigned char v = value;
-    put_bytes(b, &v, 1);
-    b->n_kv++;
-}
-static void kv_u32(gguf_buf *b, const char *key, uint32_t value) {
-    put_str(b, key);
-    put_u32(b, 4);
-    put_u32(b, value);
-    b->n_kv++;
-}
-static void kv_arr_head(gguf_buf *b, const char *key, uint32_t elem_type, size_t n) {
-    put_str(b, key);
-    put_u32(b, 9);
-    put_u32(b, elem_type);
-    put_u64(b, n);
-    b->n_kv++;
-}
-
 static void expect_load_error(const char *const *kv, int n_kv, vt_status want, const char *in_msg) {
-    gguf_buf b;
-    gguf_start(&b);
-    for (int i = 0; i < n_kv; i++) kv_str(&b, kv[2 * i], kv[2 * i + 1]);
-    gguf_finish(&b);
+    tgb_buf b;
+    tgb_gguf_start(&b);
+    for (int i = 0; i < n_kv; i++) tgb_kv_str(&b, kv[2 * i], kv[2 * i + 1]);
+    tgb_gguf_finish(&b);
     vt_gguf *g = NULL;
     vt_error err = {0};
     CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b.data, b.n, &g, &err), VT_OK);
@@ -269,33 +211,33 @@ static const synth_token synth_words[] = {
 };
 enum { ID_SP = 259, ID_A, ID_B, ID_C, ID_AB, ID_BC, ID_BA, ID_SP_A, ID_CTRL, ID_USER, ID_X };
 
-static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, gguf_buf *b) {
+static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, tgb_buf *b) {
     size_t n_words = sizeof synth_words / sizeof synth_words[0], n = 3 + 256 + n_words;
-    gguf_start(b);
-    kv_str(b, "tokenizer.ggml.model", "llama");
-    if (!add_space_prefix) kv_bool(b, "tokenizer.ggml.add_space_prefix", false);
-    kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
-    kv_arr_head(b, "tokenizer.ggml.tokens", 8, n);
-    put_str(b, "<unk>");
-    put_str(b, "<s>");
-    put_str(b, "</s>");
+    tgb_gguf_start(b);
+    tgb_kv_str(b, "tokenizer.ggml.model", "llama");
+    if (!add_space_prefix) tgb_kv_bool(b, "tokenizer.ggml.add_space_prefix", false);
+    tgb_kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
+    tgb_kv_arr_head(b, "tokenizer.ggml.tokens", 8, n);
+    tgb_put_str(b, "<unk>");
+    tgb_put_str(b, "<s>");
+    tgb_put_str(b, "</s>");
     for (int i = 0; i < 256; i++) {
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", i);
-        put_str(b, hex);
+        tgb_put_str(b, hex);
     }
-    for (size_t i = 0; i < n_words; i++) put_str(b, synth_words[i].text);
-    kv_arr_head(b, "tokenizer.ggml.scores", 6, n);
+    for (size_t i = 0; i < n_words; i++) tgb_put_str(b, synth_words[i].text);
+    tgb_kv_arr_head(b, "tokenizer.ggml.scores", 6, n);
     for (size_t i = 0; i < n; i++) {
         float s = i >= 259 ? synth_words[i - 259].score : 0.0f;
-        put_bytes(b, &s, 4);
+        tgb_put_bytes(b, &s, 4);
     }
-    kv_arr_head(b, "tokenizer.ggml.token_type", 5, n);
+    tgb_kv_arr_head(b, "tokenizer.ggml.token_type", 5, n);
     for (size_t i = 0; i < n; i++) {
         int32_t type = i == 0 ? UNKNOWN : i < 3 ? CONTROL : i < 259 ? BYTE : synth_words[i - 259].type;
-        put_bytes(b, &type, 4);
+        tgb_put_bytes(b, &type, 4);
     }
-    gguf_finish(b);
+    tgb_gguf_finish(b);
     vt_error err = {0};
     vt_tokenizer *t = NULL;
     CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b->data, b->n, g_out, &err), VT_OK);
@@ -321,7 +263,7 @@ static void expect_ids(const vt_tokenizer *t, const char *text, bool parse_speci
 }
 
 static void test_spm_rules(void) {
-    gguf_buf b;
+    tgb_buf b;
     vt_gguf *g = NULL;
     vt_tokenizer *t = synth_spm(false, &g, &b); /* no space prefix: the merges alone */
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tokenizer.h"
+#include "tokenizer_gguf_build.h"
 #include "tokenizer_golden.h"
 #include "util.h"
 
@@ -80,6 +81,109 @@ static void test_qwen2_vocab_contract(void) {
     free(ids);
 }
 
+/* ---- BPE rules on a small synthetic vocab ------------------------------------ */
+
+/* GPT-2's byte-level alphabet (from its published bytes_to_unicode): printable
+ * Latin-1 bytes are themselves, the other 68 bytes take U+0100.. in order. */
+static uint32_t gpt2_char(int byte) {
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        if (b == byte) return printable ? (uint32_t)b : 0x100u + (uint32_t)n;
+        if (!printable) n++;
+    }
+    return 0;
+}
+
+static void utf8(uint32_t c, char *out) {
+    if (c < 0x80) {
+        out[0] = (char)c, out[1] = 0;
+    } else {
+        out[0] = (char)(0xC0 | (c >> 6)), out[1] = (char)(0x80 | (c & 0x3F)), out[2] = 0;
+    }
+}
+
+#define G "\xc4\xa0" /* U+0120 'Ġ', the byte-level space */
+
+/* ids 0..255: the byte-level character of byte id; then merged tokens, whose
+ * merges are listed in rank order below. */
+static const char *const merged_tokens[] = {"ab", G "a", "12", "'R", "'RE", G G, "bc", "<|ctl|>"};
+enum { ID_AB = 256, ID_GA, ID_12, ID_QR, ID_QRE, ID_GG, ID_BC, ID_CTL };
+static const char *const merges[] = {"a b", G " a", "1 2", "' R", "'R E", G " " G, "b c"};
+
+static vt_tokenizer *synth_bpe(vt_gguf **g, tgb_buf *b) {
+    size_t n_merged = sizeof merged_tokens / sizeof merged_tokens[0], n = 256 + n_merged;
+    tgb_gguf_start(b);
+    tgb_kv_str(b, "tokenizer.ggml.model", "gpt2");
+    tgb_kv_str(b, "tokenizer.ggml.pre", "qwen2");
+    tgb_kv_arr_head(b, "tokenizer.ggml.tokens", 8, n);
+    for (int i = 0; i < 256; i++) {
+        char s[4];
+        utf8(gpt2_char(i), s);
+        tgb_put_str(b, s);
+    }
+    for (size_t i = 0; i < n_merged; i++) tgb_put_str(b, merged_tokens[i]);
+    tgb_kv_arr_head(b, "tokenizer.ggml.token_type", 5, n);
+    for (size_t i = 0; i < n; i++) {
+        int32_t type = i == ID_CTL ? 3 : 1;
+        tgb_put_bytes(b, &type, 4);
+    }
+    tgb_kv_arr_head(b, "tokenizer.ggml.merges", 8, sizeof merges / sizeof merges[0]);
+    for (size_t i = 0; i < sizeof merges / sizeof merges[0]; i++) tgb_put_str(b, merges[i]);
+    tgb_gguf_finish(b);
+    vt_error err = {0};
+    vt_tokenizer *t = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b->data, b->n, g, &err), VT_OK);
+    if (vt_tokenizer_load(*g, &t, &err) != VT_OK) printf("\n  %s\n", err.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    return t;
+}
+
+static void expect_ids(const vt_tokenizer *t, const char *text, bool parse_special, const int32_t *want, size_t n_want) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_tokenize(t, text, strlen(text), false, parse_special, &ids, &n, &err), VT_OK);
+    bool same = n == n_want && memcmp(ids, want, n * sizeof *ids) == 0;
+    if (!same) {
+        printf("\n  '%s': got [", text);
+        for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
+        printf("]\n");
+    }
+    CU_ASSERT(same);
+    /* and the ids decode back to the text (every byte has a token) */
+    char *back = NULL;
+    size_t len = 0;
+    CU_ASSERT_EQUAL(vt_detokenize(t, ids, n, true, &back, &len, &err), VT_OK);
+    CU_ASSERT(len == strlen(text) && memcmp(back, text, len) == 0);
+    free(back);
+    free(ids);
+}
+
+static void test_bpe_rules(void) {
+    tgb_buf b;
+    vt_gguf *g = NULL;
+    vt_tokenizer *t = synth_bpe(&g, &b);
+    /* the lowest-rank merge wins: "a b" (0) before "b c" (6) */
+    expect_ids(t, "abc", false, (int32_t[]){ID_AB, 'c'}, 2);
+    /* a space joins the following word: " a" is one pre-token, merged to "Ġa" */
+    expect_ids(t, "x a", false, (int32_t[]){'x', ID_GA}, 2);
+    /* \p{N} alone: digits are separate pre-tokens, so "1 2" can never merge */
+    expect_ids(t, "12", false, (int32_t[]){'1', '2'}, 2);
+    /* contractions are matched case-insensitively and split off the word */
+    expect_ids(t, "x'REally", false, (int32_t[]){'x', ID_QRE, 'a', 'l', 'l', 'y'}, 6);
+    /* \s+(?!\S): of two spaces before a word, the last goes with the word, so
+     * "Ġ Ġ" cannot merge; trailing spaces stay together and do merge */
+    expect_ids(t, "a  b", false, (int32_t[]){'a', ' ', ' ', 'b'}, 4);
+    expect_ids(t, "a  ", false, (int32_t[]){'a', ID_GG}, 2);
+    /* control tokens only with parse_special */
+    expect_ids(t, "a<|ctl|>", true, (int32_t[]){'a', ID_CTL}, 2);
+    expect_ids(t, "<|", false, (int32_t[]){'<', '|'}, 2);
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    free(b.data);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"qwen2.jsonl: ids, detok, detok_special", test_qwen2_goldens},
@@ -87,6 +191,11 @@ int main(void) {
         {"qwen2 vocab: ids, EOG, byte-level decoding", test_qwen2_vocab_contract},
         CU_TEST_INFO_NULL,
     };
+    static CU_TestInfo rules[] = {
+        {"BPE merge ranks and qwen2 pre-tokenizer on a synthetic vocab", test_bpe_rules},
+        CU_TEST_INFO_NULL,
+    };
     vt_test_add_suite("bpe qwen2", open_qwen2, close_qwen2, tests);
+    vt_test_add_suite("bpe rules", NULL, NULL, rules);
     return vt_test_run();
 }
