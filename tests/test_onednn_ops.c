@@ -7,17 +7,18 @@
  * many tiles (tile_kib=16), K of one block, M = 1, 16, 17, 33, 128; in both
  * threading modes and both dequantization paths (AVX2, host->to_f32). supports() is checked for what it must accept and decline.
  *
- * Both backends load through core/registry.h from the build tree; extra
- * instances with options are made with the table's own init. */
+ * Both backends load through tests/backend_harness.h (the registry of the
+ * build tree); extra instances with options are made with the table's own
+ * init. The comparison is per element against sum_k |x||w| (the scale of the
+ * rounding error), which the harness's whole-tensor diff does not give. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_harness.h"
 #include "host.h"
 #include "quant.h"
-#include "registry.h"
-#include "threadpool.h"
 #include "util.h"
 
 /* Under ASan: gcc 12's LeakSanitizer crashes at exit ("Tracer caught signal
@@ -39,31 +40,25 @@ const char *__asan_default_options(void) { return "intercept_tls_get_addr=0"; }
 /* ------------------------------------------------------------------------ */
 /* Fixture                                                                    */
 
-static vt_threadpool *pool;
+static vt_harness *harness;
 static const vt_host *host;
-static vt_registry *registry;
 static const vt_backend_entry *onednn, *reference;
 
 static int suite_init(void) {
-    vt_error err;
-    if (vt_threadpool_create(2, &pool, &err) != VT_OK) return 1;
-    host = vt_host_get(pool);
-    if (vt_registry_create(host, VT_BACKEND_DIR, NULL, &registry, &err) != VT_OK) return 1;
-    onednn = vt_registry_find(registry, "onednn");
-    reference = vt_registry_find(registry, "reference");
+    harness = vt_harness_open(2);
+    if (!harness) return 1;
+    host = vt_harness_host(harness);
+    onednn = vt_harness_backend(harness, "onednn");
+    reference = vt_harness_backend(harness, "reference");
     if (!onednn || !reference) {
-        for (int i = 0; i < vt_registry_count(registry); i++) {
-            const vt_backend_entry *e = vt_registry_at(registry, i);
-            fprintf(stderr, "backend %s (%s): state %d %s\n", e->name, e->path, (int)e->state, e->reason);
-        }
+        fprintf(stderr, "onednn or reference backend not loaded (built? see `vt backends`)\n");
         return 1;
     }
     return 0;
 }
 
 static int suite_cleanup(void) {
-    vt_registry_destroy(registry);
-    vt_threadpool_destroy(pool);
+    vt_harness_close(harness);
     return 0;
 }
 
