@@ -1117,6 +1117,11 @@ static void test_ops_validate_their_node(void) {
     n.dst.nb[1] = n.dst.nb[2] = n.dst.nb[3] = 0;
     CU_ASSERT_EQUAL(vt_backend_run(vt_harness_backend(harness, REF), &n), VT_ERR_INVALID);
     vt_harness_node_free(&n);
+
+    /* a well-shaped node without data (a supports() query run by mistake) */
+    vt_node q = q_rope();
+    CU_ASSERT(accepts(&q));
+    CU_ASSERT_EQUAL(vt_backend_run(vt_harness_backend(harness, REF), &q), VT_ERR_INVALID);
 }
 
 int main(void) {

@@ -99,7 +99,20 @@ bool ref_check_tensor_of(const ref_ctx *c, const vt_tensor *t, const char *what,
 bool ref_validate(const ref_ctx *c, const vt_node *node, const char *op,
                   bool (*check)(const ref_ctx *, const vt_node *, char *, size_t)) {
     char why[256];
-    if (check(c, node, why, sizeof why)) return true;
-    c->host->log(VT_LOG_ERROR, REF_NAME, "%s: node breaks the operand convention: %s", op, why);
-    return false;
+    if (!check(c, node, why, sizeof why)) {
+        c->host->log(VT_LOG_ERROR, REF_NAME, "%s: node breaks the operand convention: %s", op, why);
+        return false;
+    }
+    /* supports() saw no data; a run must have it for every operand used */
+    for (int i = 0; i < node->n_src; i++) {
+        if (!node->src[i].data) {
+            c->host->log(VT_LOG_ERROR, REF_NAME, "%s: src%d has no data", op, i);
+            return false;
+        }
+    }
+    if (node->dst.ndim > 0 && !node->dst.data) {
+        c->host->log(VT_LOG_ERROR, REF_NAME, "%s: dst has no data", op);
+        return false;
+    }
+    return true;
 }
