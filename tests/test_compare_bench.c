@@ -1,0 +1,520 @@
+/* test_compare_bench.c — `vt compare`, `vt bench`, `vt synth` and the op
+ * profiler, end to end on a tiny synthesized model.
+ *
+ * The commands run as subprocesses (VT_CLI_PATH) and their JSON is parsed
+ * and checked against what the library computes in this process: the plans'
+ * node counts, the model's sizes, and the reference backend's own logits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine.h"
+#include "json_mini.h"
+#include "metrics.h"
+#include "profiler.h"
+#include "synth.h"
+#include "util.h"
+
+/* Prompt token ids (the built-in vocabulary has 512 ids: all valid). */
+#define PROMPT_IDS "1,72,101,108,108,111,32,119,111,114,108,100"
+#define N_PROMPT 12
+#define N_GREEDY 6
+
+static char model_path[1024];
+
+static int suite_init(void) {
+    vt_synth_params p;
+    memset(&p, 0, sizeof p);
+    vt_error err = {0};
+    /* tiny: qwen3, 256 wide, 2 layers, vocab 512; q4_k_m exercises Q4_K and Q6_K */
+    if (vt_synth_shape(&p, "tiny", &err) != VT_OK) return 1;
+    p.type = "q4_k_m";
+    p.seed = 7;
+    vt_test_tmpfile(model_path, sizeof model_path, "tiny-q4_k_m.gguf");
+    if (vt_synth_write(&p, model_path, &err) != VT_OK) {
+        fprintf(stderr, "synth: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Run a vt command line (arguments after `vt`), parse stdout as JSON. */
+static bool run_json(const char *args, json_value *doc, char **stderr_text) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s", VT_CLI_PATH, args);
+    char *out = NULL, *err = NULL;
+    int rc = vt_test_run_cmd(cmd, &out, &err);
+    if (rc != 0) fprintf(stderr, "`%s` exited %d:\n%s\n", cmd, rc, err ? err : "");
+    char msg[256] = "";
+    bool ok = rc == 0 && out && json_parse(out, strlen(out), doc, msg, sizeof msg);
+    if (rc == 0 && !ok) fprintf(stderr, "`%s`: bad JSON (%s):\n%s\n", cmd, msg, out ? out : "");
+    free(out);
+    if (stderr_text) *stderr_text = err;
+    else free(err);
+    return ok;
+}
+
+static double num(const json_value *obj, const char *key) {
+    const json_value *v = json_get(obj, key);
+    CU_ASSERT_PTR_NOT_NULL(v);
+    if (!v) return NAN;
+    CU_ASSERT_EQUAL(v->type, JSON_NUMBER);
+    return v->type == JSON_NUMBER ? v->number : NAN;
+}
+
+/* Nodes per backend of both all-logits plans (as compare builds them) when
+ * NAME is preferred, read from `vt eval --dry-run`'s plan listing (one line
+ * per node: "prefill|decode N label op=... backend=NAME ..."). Returns the
+ * total, fills counts by name. */
+typedef struct plan_counts {
+    char name[8][64];
+    int count[8];
+    int n;
+    int prefill, decode;
+} plan_counts;
+
+static int dry_run_counts(const char *backend, plan_counts *pc) {
+    memset(pc, 0, sizeof *pc);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --backend %s --dry-run -c 64", VT_CLI_PATH, model_path, backend);
+    char *err = NULL;
+    int rc = vt_test_run_cmd(cmd, NULL, &err);
+    CU_ASSERT_EQUAL(rc, 0);
+    int total = 0;
+    for (char *line = err ? strtok(err, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        while (*line == ' ') line++;
+        bool pre = strncmp(line, "prefill ", 8) == 0, dec = strncmp(line, "decode ", 7) == 0;
+        const char *b = strstr(line, " backend=");
+        if ((!pre && !dec) || !b) continue;
+        char name[64];
+        if (sscanf(b + 9, "%63s", name) != 1) continue;
+        int k = 0;
+        while (k < pc->n && strcmp(pc->name[k], name) != 0) k++;
+        if (k == pc->n && pc->n < 8) snprintf(pc->name[pc->n++], sizeof pc->name[0], "%s", name);
+        if (k < 8) pc->count[k]++;
+        pc->prefill += pre;
+        pc->decode += dec;
+        total++;
+    }
+    free(err);
+    return total;
+}
+
+/* Logits of every prompt position through an engine preferring `backend`
+ * ([N_PROMPT][V], malloc'ed), plus the spread (stdev) of all of them. */
+static float *engine_logits(const char *backend, int32_t *n_vocab, double *spread) {
+    vt_error err = {0};
+    vt_model *m = NULL;
+    vt_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
+    vt_options opt;
+    vt_options_defaults(&opt);
+    opt.threads = 2;
+    opt.ctx_size = 64;
+    snprintf(opt.backend, sizeof opt.backend, "%s", backend);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_create(&opt, m, true, &e, &err), VT_OK);
+    int32_t ids[N_PROMPT];
+    size_t n = 0;
+    char list[] = PROMPT_IDS;
+    for (char *t = strtok(list, ","); t && n < N_PROMPT; t = strtok(NULL, ",")) ids[n++] = atoi(t);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_eval(e, ids, N_PROMPT, false, &err), VT_OK);
+    int32_t V = m->hp.n_vocab;
+    float *out = malloc((size_t)N_PROMPT * (size_t)V * sizeof *out);
+    CU_ASSERT_FATAL(out != NULL);
+    memcpy(out, vt_engine_logits(e, 0), (size_t)N_PROMPT * (size_t)V * sizeof *out);
+    double sum = 0, sq = 0;
+    for (int64_t i = 0; i < (int64_t)N_PROMPT * V; i++) {
+        sum += out[i];
+        sq += (double)out[i] * out[i];
+    }
+    double mean = sum / ((double)N_PROMPT * V);
+    *spread = sqrt(sq / ((double)N_PROMPT * V) - mean * mean);
+    *n_vocab = V;
+    vt_engine_free(e);
+    vt_model_free(m);
+    return out;
+}
+
+static void test_compare_json(void) {
+    char args[2048];
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends all -t 2 --tokens " PROMPT_IDS " -n %d", model_path,
+             N_GREEDY);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *model = json_get(&doc, "model");
+    CU_ASSERT_FATAL(model && model->type == JSON_STRING);
+    CU_ASSERT_STRING_EQUAL(model->str, model_path);
+    CU_ASSERT_EQUAL(num(&doc, "n_tokens"), N_PROMPT);
+    const json_value *kv = json_get(&doc, "kv_cache_dtype");
+    CU_ASSERT(kv && kv->type == JSON_STRING && strcmp(kv->str, "f16") == 0);
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n >= 1);
+
+    int32_t V = 0;
+    double spread = 0;
+    float *ref = engine_logits("reference", &V, &spread);
+    CU_ASSERT(spread > 0);
+
+    for (size_t i = 0; i < backends->n; i++) {
+        const json_value *b = &backends->items[i];
+        const json_value *name = json_get(b, "name");
+        CU_ASSERT_FATAL(name && name->type == JSON_STRING);
+        const json_value *ppl = json_get(b, "ppl");
+        CU_ASSERT(ppl && ppl->type == JSON_NULL); /* no --ppl */
+        CU_ASSERT(num(b, "pp_tok_s") > 0);
+        CU_ASSERT(num(b, "tg_tok_s") > 0);
+        double greedy = num(b, "greedy_agree_tokens");
+        CU_ASSERT(greedy >= 0 && greedy <= N_GREEDY);
+
+        /* where the nodes ran: the counts sum to the plans' nodes, and match
+         * the plans `vt eval --dry-run` prints for the same backend */
+        plan_counts pc;
+        int total = dry_run_counts(name->str, &pc);
+        CU_ASSERT_EQUAL(num(b, "plan_nodes"), total);
+        const json_value *where = json_get(b, "nodes_by_backend");
+        CU_ASSERT_FATAL(where && where->type == JSON_OBJECT);
+        double sum = 0;
+        for (size_t k = 0; k < where->n; k++) {
+            sum += where->items[k].number;
+            int j = 0;
+            while (j < pc.n && strcmp(pc.name[j], where->keys[k]) != 0) j++;
+            CU_ASSERT(j < pc.n);
+            if (j < pc.n) CU_ASSERT_EQUAL(where->items[k].number, pc.count[j]);
+        }
+        CU_ASSERT_EQUAL(sum, total);
+        CU_ASSERT_EQUAL(where->n, (size_t)pc.n);
+
+        if (i == 0) {
+            /* the baseline compared with itself */
+            CU_ASSERT_STRING_EQUAL(name->str, "reference");
+            CU_ASSERT_EQUAL(num(b, "max_abs_dlogit"), 0.0);
+            CU_ASSERT_EQUAL(num(b, "mean_abs_dlogit"), 0.0);
+            CU_ASSERT_EQUAL(num(b, "kl_mean"), 0.0);
+            CU_ASSERT_EQUAL(num(b, "kl_max"), 0.0);
+            CU_ASSERT_EQUAL(num(b, "top1_agreement"), 1.0);
+            CU_ASSERT_EQUAL(greedy, N_GREEDY);
+            continue;
+        }
+        /* Other backends round differently (simd quantizes activations to
+         * 8 bits like llama.cpp; onednn dequantizes to f32), which moves
+         * logits by a few percent of their spread on this random model
+         * (measured: simd max 9%, mean 1.5%; onednn ~1e-4). A wrong kernel
+         * (wrong block, scale or row) moves them by the order of the spread
+         * itself. Bounds: max 30%, mean 5% of the spread. */
+        double mx = num(b, "max_abs_dlogit"), mean = num(b, "mean_abs_dlogit");
+        CU_ASSERT(mx <= 0.30 * spread);
+        CU_ASSERT(mean <= 0.05 * spread);
+        CU_ASSERT(mean <= mx);
+        CU_ASSERT(num(b, "kl_mean") <= num(b, "kl_max"));
+        CU_ASSERT(num(b, "kl_max") < 1e-2);
+        double top1 = num(b, "top1_agreement");
+        CU_ASSERT(top1 >= 0.5 && top1 <= 1.0);
+
+        /* The numbers are what they say: recompute max/mean |dlogit| and
+         * top-1 from an engine in this process (same threads, so the same
+         * arithmetic; the JSON prints 10 significant digits). */
+        int32_t V2 = 0;
+        double s2 = 0;
+        float *got = engine_logits(name->str, &V2, &s2);
+        CU_ASSERT_FATAL(V2 == V);
+        vt_logit_stats st;
+        vt_logit_stats_init(&st);
+        for (int r = 0; r < N_PROMPT; r++) vt_logit_stats_add(&st, ref + (size_t)r * V, got + (size_t)r * V, V);
+        VT_ASSERT_NEAR(mx, st.max_abs_dlogit, 1e-8 + 1e-6 * st.max_abs_dlogit);
+        VT_ASSERT_NEAR(mean, vt_logit_stats_mean_abs(&st), 1e-8 + 1e-6 * mean);
+        VT_ASSERT_NEAR(top1, vt_logit_stats_top1(&st), 1e-9);
+        free(got);
+    }
+    free(ref);
+    json_free(&doc);
+}
+
+/* Perplexity: every backend scores the same chunks; the reference's ppl is
+ * finite and > 1, and the others' are within 1% of it (their KL from the
+ * reference is < 1e-2 nats per token, and |log ppl_a - log ppl_b| is bounded
+ * by the mean NLL difference, which such small deviations keep well under
+ * 0.01 here). */
+static void test_compare_perplexity(void) {
+    char text[256];
+    vt_test_tmpfile(text, sizeof text, "ppl.txt");
+    FILE *f = fopen(text, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    for (int i = 0; i < 6; i++) fprintf(f, "A small boat crossed the bay at dawn, and the gulls followed it. ");
+    fclose(f);
+    char args[2048];
+    snprintf(args, sizeof args, "compare -m '%s' --json -n 2 --tokens 1,2,3 --ppl '%s' --ppl-ctx 64", model_path, text);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    CU_ASSERT_EQUAL(num(&doc, "ppl_ctx"), 64);
+    double chunks = num(&doc, "ppl_chunks");
+    CU_ASSERT(chunks >= 2);
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->n >= 1);
+    double ref_ppl = num(&backends->items[0], "ppl");
+    CU_ASSERT(isfinite(ref_ppl) && ref_ppl > 1.0);
+    for (size_t i = 1; i < backends->n; i++) {
+        double p = num(&backends->items[i], "ppl");
+        CU_ASSERT(fabs(p / ref_ppl - 1.0) < 0.01);
+    }
+    json_free(&doc);
+}
+
+static void test_compare_profile_counts_every_op_call(void) {
+    char args[2048];
+    /* simd if it loaded, else reference alone: either way one section per backend */
+    snprintf(args, sizeof args, "compare -m '%s' --json --profile -n 3 --tokens 5,6,7,8", model_path);
+    json_value doc;
+    char *err = NULL;
+    CU_ASSERT_FATAL(run_json(args, &doc, &err));
+    CU_ASSERT_FATAL(err != NULL);
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY);
+    for (size_t i = 0; i < backends->n; i++) {
+        const char *name = json_get(&backends->items[i], "name")->str;
+        /* one prefill call and n - 1 = 2 decode steps: every node of the
+         * prefill plan once and of the decode plan twice */
+        plan_counts pc;
+        dry_run_counts(name, &pc);
+        long want = pc.prefill + 2L * pc.decode;
+        char head[128];
+        snprintf(head, sizeof head, "profile [%s]: %ld op calls", name, want);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, head));
+        if (!strstr(err, head)) fprintf(stderr, "expected '%s' in:\n%s\n", head, err);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "matmul"));
+    free(err);
+    json_free(&doc);
+}
+
+/* No -m: a model is synthesized into $XDG_CACHE_HOME/vt once, then reused. */
+static void test_compare_default_model_is_cached(void) {
+    char cache[512], args[1024];
+    vt_test_tmpfile(cache, sizeof cache, "cache");
+    snprintf(args, sizeof args, "env XDG_CACHE_HOME='%s' '%s' compare --backends reference -n 2 --tokens 1,2,3 --json",
+             cache, VT_CLI_PATH);
+    for (int round = 0; round < 2; round++) {
+        char *out = NULL, *err = NULL;
+        int rc = vt_test_run_cmd(args, &out, &err);
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_PTR_NOT_NULL(err && strstr(err, round == 0 ? "synthesized the default model" : "using cached"));
+        json_value doc;
+        char msg[128];
+        CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+        const json_value *model = json_get(&doc, "model");
+        CU_ASSERT_FATAL(model && model->type == JSON_STRING);
+        CU_ASSERT(strncmp(model->str, cache, strlen(cache)) == 0);
+        struct stat sb;
+        CU_ASSERT(stat(model->str, &sb) == 0 && sb.st_size > 0);
+        json_free(&doc);
+        free(out);
+        free(err);
+    }
+}
+
+static void test_bench_json(void) {
+    char args[2048];
+    /* 64 MiB per bandwidth buffer keeps the test quick (under ASan too); the
+     * size changes the figure's accuracy, not the plumbing checked here */
+    snprintf(args, sizeof args, "bench -m '%s' --json -p 16 -n 4 -r 2 -t 2 --membw-mib 64", model_path);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    vt_model *m = NULL;
+    vt_error e = {0};
+    CU_ASSERT_FATAL(vt_model_load(model_path, &m, &e) == VT_OK);
+    CU_ASSERT_EQUAL(num(&doc, "threads"), 2);
+    CU_ASSERT_EQUAL(num(&doc, "model_bytes"), (double)m->weight_bytes);
+    CU_ASSERT_EQUAL(num(&doc, "params"), (double)m->n_params);
+    double bpt = num(&doc, "bytes_per_token");
+    CU_ASSERT_EQUAL(bpt, (double)vt_model_bytes_per_token(m));
+    vt_model_free(m);
+    double bw = num(&doc, "bandwidth_gb_s");
+    CU_ASSERT(bw > 0.05 && bw < 10000); /* GB/s: any real machine, loaded or not */
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n >= 2 && results->n % 2 == 0);
+    for (size_t i = 0; i < results->n; i++) {
+        const json_value *r = &results->items[i];
+        const json_value *test = json_get(r, "test"), *backend = json_get(r, "backend");
+        CU_ASSERT_FATAL(test && test->type == JSON_STRING && backend && backend->type == JSON_STRING);
+        bool tg = i % 2 == 1;
+        CU_ASSERT_STRING_EQUAL(test->str, tg ? "tg4" : "pp16");
+        CU_ASSERT_EQUAL(num(r, "n_tokens"), tg ? 4 : 16);
+        CU_ASSERT(strcmp(backend->str, "reference") != 0); /* the default leaves the oracle out */
+        const json_value *runs = json_get(r, "runs");
+        CU_ASSERT_FATAL(runs && runs->type == JSON_ARRAY && runs->n == 2);
+        double a = runs->items[0].number, b = runs->items[1].number;
+        CU_ASSERT(a > 0 && b > 0);
+        /* two runs: the median is their mean, the sample stdev |a - b| / sqrt 2 */
+        VT_ASSERT_NEAR(num(r, "tok_s_median"), (a + b) / 2, 1e-6 * (a + b));
+        VT_ASSERT_NEAR(num(r, "tok_s_stdev"), fabs(a - b) / sqrt(2.0), 1e-6 * (a + b));
+        if (tg) {
+            double want = num(r, "tok_s_median") * bpt / (bw * 1e9);
+            VT_ASSERT_NEAR(num(r, "fraction_of_limit"), want, 1e-6 * want);
+        } else {
+            CU_ASSERT_PTR_NULL(json_get(r, "fraction_of_limit"));
+        }
+    }
+    json_free(&doc);
+}
+
+static void test_bench_csv(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' --csv -p 8 -n 2 -r 1 --membw-mib 0 --backends reference", VT_CLI_PATH,
+             model_path);
+    char *out = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, &out, NULL), 0);
+    CU_ASSERT_FATAL(out != NULL);
+    int lines = 0, header_fields = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        int fields = 1;
+        for (char *c = strchr(line, ','); c; c = strchr(c + 1, ',')) fields++;
+        if (lines == 0) {
+            header_fields = fields;
+            CU_ASSERT(strncmp(line, "model,backend,test,", 19) == 0);
+        } else {
+            CU_ASSERT_EQUAL(fields, header_fields);
+            CU_ASSERT_PTR_NOT_NULL(strstr(line, lines == 1 ? ",reference,pp8,8," : ",reference,tg2,2,"));
+        }
+    }
+    CU_ASSERT_EQUAL(lines, 3);
+    free(out);
+}
+
+static void test_bad_flags_are_errors(void) {
+    char cmd[2048];
+    const char *bad[] = {
+        "bench -m '%s' -r 0",                 /* out of range */
+        "bench -m '%s' --json --csv",         /* exclusive */
+        "compare -m '%s' --backends nosuch",  /* not loaded */
+        "compare -m '%s' --backend simd",     /* singular flag on a multi-backend command */
+        "compare -m '%s' -n 8 -c 4 --tokens 1,2", /* KV cache too small for the run */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char args[1024];
+        snprintf(args, sizeof args, bad[i], model_path);
+        snprintf(cmd, sizeof cmd, "'%s' %s", VT_CLI_PATH, args);
+        char *err = NULL;
+        int rc = vt_test_run_cmd(cmd, NULL, &err);
+        CU_ASSERT(rc >= 2 && rc <= 6);
+        CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "vt: "));
+        free(err);
+    }
+}
+
+static void test_synth_cli(void) {
+    char path[512], cmd[2048];
+    vt_test_tmpfile(path, sizeof path, "cli-llama.gguf");
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth --arch llama --n-embd 64 --n-layer 3 --n-head 4 --n-head-kv 2 --n-ff 96 --vocab 300 "
+             "--type q8_0 --seed 3 -o '%s'",
+             VT_CLI_PATH, path);
+    char *err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT_PTR_NOT_NULL(err && strstr(err, "wrote"));
+    free(err);
+    vt_model *m = NULL;
+    vt_error e = {0};
+    CU_ASSERT_FATAL(vt_model_load(path, &m, &e) == VT_OK);
+    CU_ASSERT_STRING_EQUAL(m->hp.arch_name, "llama");
+    CU_ASSERT_EQUAL(m->hp.n_embd, 64);
+    CU_ASSERT_EQUAL(m->hp.n_layer, 3);
+    CU_ASSERT_EQUAL(m->hp.n_head, 4);
+    CU_ASSERT_EQUAL(m->hp.n_head_kv, 2);
+    CU_ASSERT_EQUAL(m->hp.head_dim, 16);
+    CU_ASSERT_EQUAL(m->hp.n_ff, 96);
+    CU_ASSERT_EQUAL(m->hp.n_vocab, 300);
+    CU_ASSERT_EQUAL(m->layers[0].wq->dtype, VT_Q8_0);
+    vt_model_free(m);
+
+    /* a named shape, one field overridden */
+    vt_test_tmpfile(path, sizeof path, "cli-tiny.gguf");
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape tiny --n-layer 1 --type f16 -o '%s'", VT_CLI_PATH, path);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, NULL), 0);
+    CU_ASSERT_FATAL(vt_model_load(path, &m, &e) == VT_OK);
+    CU_ASSERT_STRING_EQUAL(m->hp.arch_name, "qwen3");
+    CU_ASSERT_EQUAL(m->hp.n_embd, 256);
+    CU_ASSERT_EQUAL(m->hp.n_layer, 1);
+    CU_ASSERT_EQUAL(m->layers[0].wq->dtype, VT_F16);
+    vt_model_free(m);
+
+    /* errors: no -o, no shape and no sizes, an unknown type */
+    const char *bad[] = {"synth --shape tiny", "synth --arch qwen3 -o /dev/null",
+                         "synth --shape tiny --type q3_k -o /dev/null", "synth --shape huge -o /dev/null"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' %s", VT_CLI_PATH, bad[i]);
+        CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, NULL), 2);
+    }
+}
+
+/* The profiler in-process: the wrapped tables forward every call exactly
+ * (bit-identical logits), and count each node of the plan once per call. */
+static void test_profiler_forwards_and_counts(void) {
+    vt_error err = {0};
+    vt_model *m = NULL;
+    vt_engine *e = NULL;
+    CU_ASSERT_FATAL(vt_model_load(model_path, &m, &err) == VT_OK);
+    vt_options opt;
+    vt_options_defaults(&opt);
+    opt.threads = 2;
+    opt.ctx_size = 32;
+    CU_ASSERT_FATAL(vt_engine_create(&opt, m, false, &e, &err) == VT_OK);
+    int32_t ids[5] = {3, 1, 4, 1, 5};
+    int32_t V = m->hp.n_vocab;
+    CU_ASSERT_FATAL(vt_engine_eval(e, ids, 5, false, &err) == VT_OK);
+    float *plain = malloc((size_t)V * sizeof *plain);
+    CU_ASSERT_FATAL(plain != NULL);
+    memcpy(plain, vt_engine_logits(e, 0), (size_t)V * sizeof *plain);
+
+    vt_profiler *p = NULL;
+    CU_ASSERT_FATAL(vt_profiler_create(&p, &err) == VT_OK);
+    CU_ASSERT_FATAL(vt_profiler_attach(p, e->registry, &err) == VT_OK);
+    CU_ASSERT_FATAL(vt_profiler_section(p, "run", &err) == VT_OK);
+    vt_engine_reset(e);
+    CU_ASSERT_FATAL(vt_engine_eval(e, ids, 5, false, &err) == VT_OK);
+    CU_ASSERT_EQUAL(memcmp(plain, vt_engine_logits(e, 0), (size_t)V * sizeof *plain), 0);
+    int32_t next = 2;
+    CU_ASSERT_FATAL(vt_engine_eval(e, &next, 1, true, &err) == VT_OK);
+
+    /* expected calls per (backend, op): prefill nodes + decode nodes */
+    for (int b = 0; b < vt_registry_count(e->registry); b++) {
+        const vt_backend_entry *be = vt_registry_at(e->registry, b);
+        if (be->state != VT_BACKEND_LOADED) continue;
+        for (int op = 0; op < VT_OP_COUNT; op++) {
+            uint64_t want = 0;
+            for (int i = 0; i < e->prefill->n_nodes; i++)
+                want += e->prefill->nodes[i].backend == b && e->prefill->nodes[i].op == op;
+            for (int i = 0; i < e->decode->n_nodes; i++)
+                want += e->decode->nodes[i].backend == b && e->decode->nodes[i].op == op;
+            vt_profile_stat st = vt_profiler_get(p, "run", be->name, op);
+            CU_ASSERT_EQUAL(st.calls, want);
+            if (want) CU_ASSERT(st.ns > 0);
+            /* nothing was counted before the section began */
+            CU_ASSERT_EQUAL(vt_profiler_get(p, "all", be->name, op).calls, 0);
+        }
+    }
+    /* attaching a second registry of the same process reuses the wrapped tables */
+    CU_ASSERT_EQUAL(vt_profiler_attach(p, e->registry, &err), VT_OK);
+    free(plain);
+    vt_engine_free(e);
+    vt_profiler_free(p);
+    vt_model_free(m);
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {
+        {"compare --json: reference vs itself is exact, others close, node counts match the plans",
+         test_compare_json},
+        {"compare --ppl: chunked perplexity, backends agree within 1%", test_compare_perplexity},
+        {"compare --profile counts every op call of both plans", test_compare_profile_counts_every_op_call},
+        {"compare without -m synthesizes a cached default model", test_compare_default_model_is_cached},
+        {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
+        {"bench --csv: header and one row per test", test_bench_csv},
+        {"bad flags are errors with a message", test_bad_flags_are_errors},
+        {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},
+        {"profiler forwards calls exactly and counts each node", test_profiler_forwards_and_counts},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("compare_bench", suite_init, NULL, tests);
+    return vt_test_run();
+}
