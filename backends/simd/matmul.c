@@ -19,10 +19,12 @@ typedef struct weight_format {
     simd_dot_fn dot;
     int64_t block_length; /* values per block */
     size_t block_bytes;   /* bytes per block */
-    int act_kind;         /* ACT_F32, ACT_Q8_0 or ACT_Q8_K */
+    int act_kind;         /* ACT_F32, ACT_Q8_0, ACT_Q8_K16 or ACT_Q8_K32 */
 } weight_format;
 
-enum { ACT_F32 = 0, ACT_Q8_0 = 1, ACT_Q8_K = 2 };
+/* Activation forms: f32 as given; 8-bit blocks of 32; 8-bit blocks of 256
+ * with sums of 16 (Q6_K's sub-blocks) or of 32 (Q4_K's and Q5_K's). */
+enum { ACT_F32 = 0, ACT_Q8_0 = 1, ACT_Q8_K16 = 2, ACT_Q8_K32 = 3 };
 
 static int weight_format_of(int32_t dtype, weight_format *f) {
     switch (dtype) {
@@ -31,9 +33,9 @@ static int weight_format_of(int32_t dtype, weight_format *f) {
     case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32}; return 1;
     case VT_Q8_0: *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0}; return 1;
     case VT_Q4_0: *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0}; return 1;
-    case VT_Q4_K: *f = (weight_format){simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K}; return 1;
-    case VT_Q5_K: *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K}; return 1;
-    case VT_Q6_K: *f = (weight_format){simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K}; return 1;
+    case VT_Q4_K: *f = (weight_format){simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32}; return 1;
+    case VT_Q5_K: *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K32}; return 1;
+    case VT_Q6_K: *f = (weight_format){simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16}; return 1;
     default: return 0;
     }
 }
@@ -44,7 +46,7 @@ typedef struct quantize_task {
     const float *x; /* [M][K] */
     int8_t *qs;     /* [M][K] */
     float *d;       /* [M][K / block] */
-    int16_t *bsums; /* [M][K / 16] or NULL */
+    int16_t *bsums; /* [M][K / sum_len] or NULL */
     int64_t K;
     int kind;
 } quantize_task;
@@ -56,8 +58,11 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
     for (int64_t m = begin; m < end; m++) {
         if (t->kind == ACT_Q8_0)
             simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
-        else
-            simd_quantize_row_q8_k(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->bsums + m * (K / 16), K);
+        else {
+            const int sum_len = t->kind == ACT_Q8_K16 ? 16 : 32;
+            simd_quantize_row_q8_k(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->bsums + m * (K / sum_len),
+                                   sum_len, K);
+        }
     }
 }
 
@@ -87,13 +92,21 @@ static inline void store_value(int32_t dtype, void *y, int64_t i, float v) {
 static void matmul_rows(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     const matmul_task *t = arg;
-    float out[SIMD_MAX_ROWS];
+    float out[SIMD_MAX_WROWS * SIMD_MAX_ROWS];
+    if (t->M == 1) { /* decode: weight rows in pairs, one activation row */
+        for (int64_t n = begin; n < end; n += SIMD_MAX_WROWS) {
+            const int NW = end - n < SIMD_MAX_WROWS ? (int)(end - n) : SIMD_MAX_WROWS;
+            t->dot(t->w + (size_t)n * t->row_bytes, t->row_bytes, NW, &t->act, 0, 1, out);
+            for (int j = 0; j < NW; j++) store_value(t->y_dtype, t->y, n + j, out[j]);
+        }
+        return;
+    }
     for (int64_t n0 = begin; n0 < end; n0 += t->tile_rows) {
         const int64_t n1 = n0 + t->tile_rows < end ? n0 + t->tile_rows : end;
         for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
             const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
             for (int64_t n = n0; n < n1; n++) {
-                t->dot(t->w + (size_t)n * t->row_bytes, &t->act, m0, R, out);
+                t->dot(t->w + (size_t)n * t->row_bytes, t->row_bytes, 1, &t->act, m0, R, out);
                 for (int r = 0; r < R; r++) store_value(t->y_dtype, t->y, (m0 + r) * t->N + n, out[r]);
             }
         }
@@ -126,7 +139,9 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
         const int64_t block = f.act_kind == ACT_Q8_0 ? 32 : 256;
         const size_t qs_bytes = simd_align_up((size_t)(M * K));
         const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
-        const size_t bsum_bytes = f.act_kind == ACT_Q8_K ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t)) : 0;
+        const int64_t sum_len = f.act_kind == ACT_Q8_K16 ? 16 : 32;
+        const size_t bsum_bytes =
+            f.act_kind != ACT_Q8_0 ? simd_align_up((size_t)(M * (K / sum_len)) * sizeof(int16_t)) : 0;
         uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes);
         if (!buf) return VT_ERR_NOMEM;
         quantize_task q = {X->data, (int8_t *)buf, (float *)(buf + qs_bytes),

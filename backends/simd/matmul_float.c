@@ -43,17 +43,22 @@ SIMD_INLINE void dot_rows(int kind, const void *w, const float *x, int64_t K, in
     }
 }
 
-#define DEFINE_FLOAT_DOT(name, kind)                                                        \
-    void name(const void *w, const simd_act *x, int64_t m0, int R, float *out) {            \
-        const float *xr = x->f + m0 * x->K;                                                 \
-        switch (R) {                                                                        \
-        case 1: dot_rows(kind, w, xr, x->K, 1, out); break;                                 \
-        case 2: dot_rows(kind, w, xr, x->K, 2, out); break;                                 \
-        case 3: dot_rows(kind, w, xr, x->K, 3, out); break;                                 \
-        default: dot_rows(kind, w, xr, x->K, 4, out); break;                                \
-        }                                                                                   \
+/* Tiles of the simd_dot_fn contract: NW weight rows of `kind`. */
+SIMD_INLINE void dot_tile(int kind, const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,
+                          float *out) {
+    for (int j = 0; j < NW; j++)
+        dot_rows(kind, (const uint8_t *)w + (size_t)j * w_stride, x->f + m0 * x->K, x->K, R, out + j * R);
+}
+
+#define DEFINE_FLOAT_TILE(tile, kind)                                                                        \
+    SIMD_INLINE void tile(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,      \
+                          float *out) {                                                                      \
+        dot_tile(kind, w, w_stride, NW, x, m0, R, out);                                                      \
     }
 
-DEFINE_FLOAT_DOT(simd_dot_f32, W_F32)
-DEFINE_FLOAT_DOT(simd_dot_f16, W_F16)
-DEFINE_FLOAT_DOT(simd_dot_bf16, W_BF16)
+DEFINE_FLOAT_TILE(tile_f32, W_F32)
+DEFINE_FLOAT_TILE(tile_f16, W_F16)
+DEFINE_FLOAT_TILE(tile_bf16, W_BF16)
+SIMD_DEFINE_DOT(simd_dot_f32, tile_f32)
+SIMD_DEFINE_DOT(simd_dot_f16, tile_f16)
+SIMD_DEFINE_DOT(simd_dot_bf16, tile_bf16)

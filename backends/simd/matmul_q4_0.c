@@ -16,30 +16,39 @@ SIMD_INLINE __m256i unpack_q4_0(const vt_block_q4_0 *b) {
     return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
 }
 
-SIMD_INLINE void dot_rows(const vt_block_q4_0 *w, const simd_act *x, int64_t m0, int R, float *out) {
+/* out[j * R + r] = weight row j . activation row m0 + r (see simd_dot_fn). */
+SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,
+                          float *out) {
     const int64_t nb = x->K / 32;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[SIMD_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    __m256 acc[SIMD_MAX_WROWS][SIMD_MAX_ROWS];
+    SIMD_UNROLL
+    for (int j = 0; j < NW; j++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) acc[j][r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i wq = unpack_q4_0(&w[b]);
-        const __m256i wabs = _mm256_sign_epi8(wq, wq);
-        const float dw = _cvtsh_ss(w[b].d);
-        for (int r = 0; r < R; r++) {
-            const int64_t row = m0 + r;
-            const __m256i xq = _mm256_loadu_si256((const __m256i *)(x->qs + row * x->K + b * 32));
-            const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xq, wq)), ones);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x->d[row * nb + b]), _mm256_cvtepi32_ps(prod), acc[r]);
+        __m256i xq[SIMD_MAX_ROWS];
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) xq[r] = _mm256_loadu_si256((const __m256i *)(x->qs + (m0 + r) * x->K + b * 32));
+        SIMD_UNROLL
+        for (int j = 0; j < NW; j++) {
+            const vt_block_q4_0 *wb = (const vt_block_q4_0 *)((const uint8_t *)w + (size_t)j * w_stride) + b;
+            const __m256i wq = unpack_q4_0(wb);
+            const __m256i wabs = _mm256_sign_epi8(wq, wq);
+            const float dw = _cvtsh_ss(wb->d);
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(wabs, _mm256_sign_epi8(xq[r], wq)), ones);
+                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * x->d[(m0 + r) * nb + b]), _mm256_cvtepi32_ps(prod),
+                                            acc[j][r]);
+                SIMD_KEEP(acc[j][r]);
+            }
         }
     }
-    for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(acc[r]);
+    SIMD_UNROLL
+    for (int j = 0; j < NW; j++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) out[j * R + r] = simd_hsum_ps(acc[j][r]);
 }
 
-void simd_dot_q4_0(const void *w, const simd_act *x, int64_t m0, int R, float *out) {
-    switch (R) {
-    case 1: dot_rows(w, x, m0, 1, out); break;
-    case 2: dot_rows(w, x, m0, 2, out); break;
-    case 3: dot_rows(w, x, m0, 3, out); break;
-    default: dot_rows(w, x, m0, 4, out); break;
-    }
-}
+SIMD_DEFINE_DOT(simd_dot_q4_0, dot_tile)

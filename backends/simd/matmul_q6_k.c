@@ -23,62 +23,85 @@ SIMD_INLINE __m256i scale_pair_mask(int j) {
     return _mm256_setr_epi16(a, a, a, a, a, a, a, a, c, c, c, c, c, c, c, c);
 }
 
-SIMD_INLINE void dot_rows(const vt_block_q6_k *w, const simd_act *x, int64_t m0, int R, float *out) {
-    const int64_t K = x->K, nb = K / 256;
+/* The 128 values of half n of a block as bytes 0..63, in 4 runs of 32. */
+SIMD_INLINE void unpack_half(const vt_block_q6_k *wb, int n, __m256i v[4]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[SIMD_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const vt_block_q6_k *wb = &w[b];
-        const float d = _cvtsh_ss(wb->d);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)wb->scales);
-        const __m256i scales_all = _mm256_cvtepi8_epi16(sc8); /* 16 int16 */
+    const uint8_t *ql = wb->ql + 64 * n;
+    const __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
+    const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * n));
+    v[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                           _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+    v[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                           _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
+    v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                           _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+    v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                           _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xC0)), 2));
+}
 
-        __m256i sumi[SIMD_MAX_ROWS];
-        for (int r = 0; r < R; r++) {
-            /* start from -32 sum_s sc_s bsum_s */
-            const int16_t *bs = x->bsums + (m0 + r) * (K / 16) + b * 16;
-            const __m256i off = _mm256_madd_epi16(scales_all, _mm256_loadu_si256((const __m256i *)bs));
-            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+/* out[j * R + r] = weight row j . activation row m0 + r (see simd_dot_fn). */
+SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,
+                          float *out) {
+    const int64_t K = x->K, nb = K / 256;
+    __m256 acc[SIMD_MAX_WROWS][SIMD_MAX_ROWS];
+    SIMD_UNROLL
+    for (int j = 0; j < NW; j++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) acc[j][r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const vt_block_q6_k *wb[SIMD_MAX_WROWS];
+        __m128i sc8[SIMD_MAX_WROWS];
+        __m256i sumi[SIMD_MAX_WROWS][SIMD_MAX_ROWS];
+        SIMD_UNROLL
+        for (int j = 0; j < NW; j++) {
+            wb[j] = (const vt_block_q6_k *)((const uint8_t *)w + (size_t)j * w_stride) + b;
+            sc8[j] = _mm_loadu_si128((const __m128i *)wb[j]->scales);
+            const __m256i scales_all = _mm256_cvtepi8_epi16(sc8[j]); /* 16 int16 */
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                /* start from -32 sum_s sc_s bsum_s */
+                const int16_t *bs = x->bsums + (m0 + r) * (K / 16) + b * 16;
+                const __m256i off = _mm256_madd_epi16(scales_all, _mm256_loadu_si256((const __m256i *)bs));
+                sumi[j][r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+            }
         }
+        SIMD_UNROLL
         for (int n = 0; n < 2; n++) {
-            const uint8_t *ql = wb->ql + 64 * n;
-            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)ql);
-            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * n));
-            __m256i v[4];
-            v[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
-            v[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                                   _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
-            v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                                   _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
-            v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                                   _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xC0)), 2));
-            /* scales of this half's 8 sub-blocks in both 128-bit lanes */
-            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(n ? _mm_srli_si128(sc8, 8) : sc8));
-            for (int k = 0; k < 4; k++) {
-                const __m256i sck = _mm256_shuffle_epi8(sc, scale_pair_mask(2 * k));
-                for (int r = 0; r < R; r++) {
-                    const int8_t *xq = x->qs + (m0 + r) * K + b * 256 + 128 * n + 32 * k;
-                    const __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], xv), sck));
+            SIMD_UNROLL
+            for (int j = 0; j < NW; j++) {
+                __m256i v[4];
+                unpack_half(wb[j], n, v);
+                /* scales of this half's 8 sub-blocks in both 128-bit lanes */
+                const __m256i sc =
+                    _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(n ? _mm_srli_si128(sc8[j], 8) : sc8[j]));
+                SIMD_UNROLL
+                for (int k = 0; k < 4; k++) {
+                    const __m256i sck = _mm256_shuffle_epi8(sc, scale_pair_mask(2 * k));
+                    SIMD_UNROLL
+                    for (int r = 0; r < R; r++) {
+                        const int8_t *xq = x->qs + (m0 + r) * K + b * 256 + 128 * n + 32 * k;
+                        const __m256i xv = _mm256_loadu_si256((const __m256i *)xq);
+                        sumi[j][r] =
+                            _mm256_add_epi32(sumi[j][r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], xv), sck));
+                        SIMD_KEEP(sumi[j][r]);
+                    }
                 }
             }
         }
+        SIMD_UNROLL
         for (int r = 0; r < R; r++) {
             const float dx = x->d[(m0 + r) * nb + b];
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            SIMD_UNROLL
+            for (int j = 0; j < NW; j++)
+                acc[j][r] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(wb[j]->d) * dx), _mm256_cvtepi32_ps(sumi[j][r]),
+                                            acc[j][r]);
         }
     }
-    for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(acc[r]);
+    SIMD_UNROLL
+    for (int j = 0; j < NW; j++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) out[j * R + r] = simd_hsum_ps(acc[j][r]);
 }
 
-void simd_dot_q6_k(const void *w, const simd_act *x, int64_t m0, int R, float *out) {
-    switch (R) {
-    case 1: dot_rows(w, x, m0, 1, out); break;
-    case 2: dot_rows(w, x, m0, 2, out); break;
-    case 3: dot_rows(w, x, m0, 3, out); break;
-    default: dot_rows(w, x, m0, 4, out); break;
-    }
-}
+SIMD_DEFINE_DOT(simd_dot_q6_k, dot_tile)

@@ -39,7 +39,7 @@ void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K) {
     }
 }
 
-void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, int64_t K) {
+void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, int sum_len, int64_t K) {
     for (int64_t b = 0; b < K / 256; b++) {
         const float *xb = x + b * 256;
         __m256 m = amax32(xb);
@@ -61,11 +61,15 @@ void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums
              * hadd twice: [a0+a1, a2+a3, c0+c1, c2+c3 | ...] then [r0, r2, r0, r2 | r1, r3, r1, r3] */
             __m256i h = _mm256_hadd_epi32(a, c);
             h = _mm256_hadd_epi32(h, h);
-            int16_t *bs = bsums + b * 16 + j / 16;
-            bs[0] = (int16_t)_mm256_extract_epi32(h, 0);
-            bs[1] = (int16_t)_mm256_extract_epi32(h, 4);
-            bs[2] = (int16_t)_mm256_extract_epi32(h, 1);
-            bs[3] = (int16_t)_mm256_extract_epi32(h, 5);
+            const int r0 = _mm256_extract_epi32(h, 0), r1 = _mm256_extract_epi32(h, 4);
+            const int r2 = _mm256_extract_epi32(h, 1), r3 = _mm256_extract_epi32(h, 5);
+            if (sum_len == 16) {
+                int16_t *bs = bsums + b * 16 + j / 16;
+                bs[0] = (int16_t)r0, bs[1] = (int16_t)r1, bs[2] = (int16_t)r2, bs[3] = (int16_t)r3;
+            } else { /* |sum of 32| <= 32 * 127 fits int16 */
+                int16_t *bs = bsums + b * 8 + j / 32;
+                bs[0] = (int16_t)(r0 + r1), bs[1] = (int16_t)(r2 + r3);
+            }
         }
     }
 }

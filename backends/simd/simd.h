@@ -49,40 +49,48 @@ vt_status simd_convert(void *ctx, const vt_node *node);
  * weight dtype's kernel wants:
  *   - Q8_0 / Q4_0 weights: 8-bit blocks of 32 (qs, one scale d per block);
  *   - K-quant weights: 8-bit blocks of 256 (qs, d per block) plus bsums, the
- *     sum of each run of 16 quantized values (lets the kernels apply the
- *     weights' per-sub-block offsets/minimums with one multiply per block);
+ *     sum of each run of 16 (Q6_K) or 32 (Q4_K, Q5_K) quantized values — the
+ *     weights' sub-block length — which lets the kernels apply the weights'
+ *     per-sub-block offsets/minimums with one multiply per block;
  *   - F32 / F16 / BF16 weights: the f32 rows as given. */
 typedef struct simd_act {
     int64_t K;            /* values per row */
     const int8_t *qs;     /* [M][K] quantized values */
     const float *d;       /* [M][K / block] per-block scales */
-    const int16_t *bsums; /* [M][K / 16] (K-quant weights only) */
+    const int16_t *bsums; /* [M][K / 16] or [M][K / 32] (K-quant weights only) */
     const float *f;       /* [M][K] f32 rows (float weights only) */
 } simd_act;
 
 /* The most activation rows one kernel call handles: every weight block the
  * kernel decodes is reused for this many rows (prefill). */
 #define SIMD_MAX_ROWS 4
+/* The most weight rows one kernel call handles: decode (one activation row)
+ * takes weight rows in pairs, so each activation load feeds two rows and the
+ * two rows' dependency chains overlap. */
+#define SIMD_MAX_WROWS 2
 
-/* out[r] = dot(weight row w, activation row m0 + r), r in [0, R), 1 <= R <= SIMD_MAX_ROWS.
- *   w:   one weight row, K values in the weight dtype
- *   x:   prepared activations, rows m0 .. m0+R-1 are read
- *   out: [R] */
-typedef void (*simd_dot_fn)(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+/* out[j * R + r] = dot(weight row j, activation row m0 + r), for j < NW and
+ * r < R. Supported tiles: NW = 1 with 1 <= R <= SIMD_MAX_ROWS, and NW = 2
+ * with R = 1.
+ *   w:        NW weight rows, K values each in the weight dtype, w_stride bytes apart
+ *   x:        prepared activations, rows m0 .. m0+R-1 are read
+ *   out:      [NW][R] */
+typedef void (*simd_dot_fn)(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,
+                            float *out);
 
-void simd_dot_f32(const void *w, const simd_act *x, int64_t m0, int R, float *out);
-void simd_dot_f16(const void *w, const simd_act *x, int64_t m0, int R, float *out);
-void simd_dot_bf16(const void *w, const simd_act *x, int64_t m0, int R, float *out);
-void simd_dot_q8_0(const void *w, const simd_act *x, int64_t m0, int R, float *out);
-void simd_dot_q4_0(const void *w, const simd_act *x, int64_t m0, int R, float *out);
-void simd_dot_q4_k(const void *w, const simd_act *x, int64_t m0, int R, float *out);
-void simd_dot_q5_k(const void *w, const simd_act *x, int64_t m0, int R, float *out);
-void simd_dot_q6_k(const void *w, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_f32(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_f16(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_bf16(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q8_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q4_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q4_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q5_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q6_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 
 /* Quantize one f32 row of K values (K a multiple of 32, resp. 256).
- *   x: [K]; qs: [K]; d: [K/32] resp. [K/256]; bsums: [K/16] */
+ *   x: [K]; qs: [K]; d: [K/32] resp. [K/256]; bsums: [K/sum_len], sum_len 16 or 32 */
 void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K);
-void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, int64_t K);
+void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, int sum_len, int64_t K);
 
 /* Store n f32 values into a row of dtype F32, F16 or BF16 (round to nearest even). */
 void simd_store_row(int32_t dtype, const float *src, void *dst, int64_t n);

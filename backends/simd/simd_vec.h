@@ -11,6 +11,16 @@
 
 #define SIMD_INLINE static inline __attribute__((always_inline))
 
+/* Fully unroll the small constant-trip loops over tile rows and sub-blocks:
+ * only then can the compiler keep arrays of accumulators in registers
+ * (GCC otherwise spills them to the stack every iteration). */
+#define SIMD_UNROLL _Pragma("GCC unroll 8")
+
+/* Pin a vector to a register at this point of the computation: stops the
+ * compiler from re-associating an accumulation chain across unrolled
+ * iterations (it would keep every partial product live at once and spill). */
+#define SIMD_KEEP(v) __asm__("" : "+x"(v))
+
 /* Sum of the 8 lanes. */
 SIMD_INLINE float simd_hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -111,5 +121,26 @@ SIMD_INLINE void simd_store1(int32_t dtype, void *dst, int64_t i, float v) {
     else
         ((vt_bf16_t *)dst)[i] = vt_f32_to_bf16(v);
 }
+
+/* The exported kernel `name` of the simd_dot_fn contract, dispatching to the
+ * always-inline tile(w, w_stride, NW, x, m0, R, out) with NW and R as
+ * constants, so each supported tile compiles to its own register-resident
+ * loop. A request outside the supported tiles is split into ones inside. */
+#define SIMD_DEFINE_DOT(name, tile)                                                                  \
+    void name(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) { \
+        if (NW == 2 && R == 1) {                                                                     \
+            tile(w, w_stride, 2, x, m0, 1, out);                                                     \
+            return;                                                                                  \
+        }                                                                                            \
+        for (int j = 0; j < NW; j++) {                                                               \
+            const void *wj = (const uint8_t *)w + (size_t)j * w_stride;                              \
+            switch (R) {                                                                             \
+            case 1: tile(wj, w_stride, 1, x, m0, 1, out + j * R); break;                             \
+            case 2: tile(wj, w_stride, 1, x, m0, 2, out + j * R); break;                             \
+            case 3: tile(wj, w_stride, 1, x, m0, 3, out + j * R); break;                             \
+            default: tile(wj, w_stride, 1, x, m0, 4, out + j * R); break;                            \
+            }                                                                                        \
+        }                                                                                            \
+    }
 
 #endif

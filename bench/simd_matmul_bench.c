@@ -1,0 +1,158 @@
+/* simd_matmul_bench.c — a quick speed check of the simd backend's MATMUL (not
+ * a test): K x N weights of one dtype times M activation rows, median of the
+ * repetitions, reported as GB/s of weights streamed (what bounds decode) and
+ * GFLOP/s = 2 M N K / time (what bounds prefill).
+ *
+ *   simd_matmul_bench [-t threads] [-d dtype] [-r reps] [-m M] [-k K -n N] [-H] [LIB.so]
+ *
+ * Shapes: the qwen3-0.6B FFN matmuls, K=1024 N=3072 and K=3072 N=1024, at
+ * M = 1 and M = 128. Also printed: the median process CPU time and
+ * GFLOP per CPU-second, the kernels' own speed when the machine is shared. Weights are cycled through enough copies (>= 256 MiB)
+ * that every decode call reads them from DRAM, as a real decode step does
+ * (a single 1.7 MiB matrix would sit in L3 and overstate the bandwidth);
+ * -H uses one copy instead: the kernels' speed with weights in cache.
+ *
+ * Build (links libvt for the thread pool, host table and quantizers):
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_matmul_bench.c \
+ *      -Lbuild/lib -lvt -ldl -lm -Wl,-rpath,$PWD/build/lib -o build/simd_matmul_bench
+ *   build/simd_matmul_bench build/lib/vt/libvt-backend-simd.so */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "host.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "vt/vt_backend.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process: on a machine shared with other jobs it
+ * shows what the kernels cost when they do run (wall time includes waiting). */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Uniform in [-1, 1) from a fixed-seed LCG: same data every run. */
+static float next_uniform(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
+}
+
+static vt_tensor tensor2(void *data, int32_t dtype, int64_t ne0, int64_t ne1) {
+    vt_tensor t = {.data = data, .dtype = dtype, .ndim = 2, .ne = {ne0, ne1, 1, 1}};
+    t.nb[0] = vt_dtype_block_bytes(dtype) / (size_t)vt_dtype_block_length(dtype);
+    t.nb[1] = vt_row_size(dtype, ne0);
+    t.nb[2] = t.nb[3] = t.nb[1] * (size_t)ne1;
+    return t;
+}
+
+int main(int argc, char **argv) {
+    int n_threads = 2, reps = 30, hot = 0;
+    int64_t only_m = 0, only_k = 0, only_n = 0;
+    int32_t dtype = VT_Q4_K;
+    const char *lib = "build/lib/vt/libvt-backend-simd.so";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-H")) hot = 1;
+        else if (!strcmp(argv[i], "-m") && i + 1 < argc) only_m = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-k") && i + 1 < argc) only_k = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) only_n = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
+        else lib = argv[i];
+    }
+    if (dtype < 0 || !vt_dtype_is_weight(dtype)) {
+        fprintf(stderr, "unknown weight dtype\n");
+        return 2;
+    }
+    vt_threadpool *pool;
+    vt_error err;
+    if (vt_threadpool_create(n_threads, &pool, &err) != VT_OK) return 1;
+    const vt_host *host = vt_host_get(pool);
+    void *so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!so) {
+        fprintf(stderr, "%s\n", dlerror());
+        return 1;
+    }
+    vt_backend_entry_fn entry = (vt_backend_entry_fn)dlsym(so, VT_BACKEND_ENTRY_SYMBOL);
+    const vt_backend *b = entry ? entry() : NULL;
+    void *ctx = NULL;
+    char msg[256] = "";
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = n_threads, .options = ""};
+    if (!b || b->init(host, &config, &ctx, msg, sizeof msg) != VT_OK) {
+        fprintf(stderr, "cannot load %s: %s\n", lib, msg);
+        return 1;
+    }
+    static const int64_t shapes[][2] = {{1024, 3072}, {3072, 1024}};
+    static const int64_t Ms[] = {1, 128};
+    printf("%s, %s weights, %d threads, median of %d\n", lib, vt_dtype_name(dtype), n_threads, reps);
+    for (int s = 0; s < 2; s++) {
+        const int64_t K = only_k ? only_k : shapes[s][0], N = only_n ? only_n : shapes[s][1];
+        if ((only_k || only_n) && s) break;
+        const size_t w_bytes = vt_row_size(dtype, K) * (size_t)N;
+        const int copies = hot ? 1 : (int)((256u << 20) / w_bytes) + 1;
+        uint8_t *w = malloc(w_bytes * (size_t)copies);
+        float *row = malloc((size_t)K * sizeof(float));
+        uint64_t state = 42;
+        for (int64_t n = 0; n < N; n++) {
+            for (int64_t k = 0; k < K; k++) row[k] = next_uniform(&state);
+            vt_from_f32(dtype, row, w + (size_t)n * vt_row_size(dtype, K), K);
+        }
+        for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * w_bytes, w, w_bytes);
+        for (int mi = 0; mi < 2; mi++) {
+            const int64_t M = only_m ? only_m : Ms[mi];
+            if (only_m && mi) break;
+            float *x = malloc((size_t)(K * M) * sizeof(float)), *y = malloc((size_t)(N * M) * sizeof(float));
+            for (int64_t i = 0; i < K * M; i++) x[i] = next_uniform(&state);
+            vt_node node = {.struct_size = sizeof node, .op = VT_OP_MATMUL,
+                            .phase = M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL, .n_src = 2};
+            node.src[1] = tensor2(x, VT_F32, K, M);
+            node.dst = tensor2(y, VT_F32, N, M);
+            node.src[0] = tensor2(w, dtype, K, N);
+            if (!b->supports(ctx, &node)) {
+                printf("  K=%lld N=%lld M=%lld: declined\n", (long long)K, (long long)N, (long long)M);
+                continue;
+            }
+            const int n_reps = M == 1 ? reps * 10 : reps;
+            double *t = malloc((size_t)n_reps * sizeof(double)), *c = malloc((size_t)n_reps * sizeof(double));
+            for (int r = -2; r < n_reps; r++) {
+                node.src[0].data = w + (size_t)((r + 2) % copies) * w_bytes;
+                const double t0 = now_s(), c0 = cpu_s();
+                if (b->matmul(ctx, &node) != VT_OK) {
+                    fprintf(stderr, "matmul failed\n");
+                    return 1;
+                }
+                if (r >= 0) t[r] = now_s() - t0, c[r] = cpu_s() - c0;
+            }
+            qsort(t, (size_t)n_reps, sizeof *t, cmp_double);
+            qsort(c, (size_t)n_reps, sizeof *c, cmp_double);
+            const double med = t[n_reps / 2], cmed = c[n_reps / 2], best = t[0];
+            printf("  K=%-5lld N=%-5lld M=%-4lld %9.1f us  %6.2f GB/s  %7.1f GFLOP/s   (cpu %9.1f us: %7.1f GFLOP/cpu-s; best %9.1f us)\n",
+                   (long long)K, (long long)N, (long long)M, med * 1e6, (double)w_bytes / med * 1e-9,
+                   2.0 * (double)(M * N * K) / med * 1e-9, cmed * 1e6, 2.0 * (double)(M * N * K) / cmed * 1e-9, best * 1e6);
+            free(t);
+            free(c);
+            free(x);
+            free(y);
+        }
+        free(w);
+        free(row);
+    }
+    b->shutdown(ctx);
+    vt_threadpool_destroy(pool);
+    return 0;
+}
