@@ -71,6 +71,10 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
         c->explain = true;
         return VT_ARG_TAKEN;
     }
+    if (strcmp(a, "--special") == 0) {
+        c->special = true;
+        return VT_ARG_TAKEN;
+    }
     if (strcmp(a, "--dry-run") == 0) {
         c->explain = c->dry_run = true;
         return VT_ARG_TAKEN;
@@ -140,7 +144,8 @@ void vt_cli_common_help(FILE *f) {
           "      --backend-path DIRS  extra backend folders, colon-separated\n"
           "      --config FILE        ini file (default: VT_CONFIG; none)\n"
           "      --explain            print the negotiated plans to stderr, then run\n"
-          "      --dry-run            build and print the plans, do not run\n",
+          "      --dry-run            build and print the plans, do not run\n"
+          "      --special            match control tokens' text in the prompt (off by default)\n",
           f);
 }
 
@@ -173,12 +178,22 @@ vt_status vt_cli_open_engine(vt_cli_common *c, bool all_logits, vt_model **model
     return VT_OK;
 }
 
-vt_status vt_cli_prompt_tokens(const vt_model *m, const char *prompt, const char *ids, int32_t **tokens, size_t *n,
-                               vt_error *err) {
+static vt_status prompt_tokens(const vt_model *m, const char *prompt, const char *ids, bool special,
+                               int32_t **tokens, size_t *n, vt_error *err) {
     if (ids) return vt_cli_parse_ids(ids, tokens, n, err);
     if (!m->tokenizer)
         return vt_fail(err, VT_ERR_UNSUPPORTED, "this model's tokenizer cannot be used (%s); pass --tokens",
                        m->tokenizer_error);
     const char *text = prompt ? prompt : "";
-    return vt_tokenize(m->tokenizer, text, strlen(text), vt_tokenizer_add_bos(m->tokenizer), false, tokens, n, err);
+    return vt_tokenize(m->tokenizer, text, strlen(text), vt_tokenizer_add_bos(m->tokenizer), special, tokens, n, err);
+}
+
+vt_status vt_cli_prompt_tokens(const vt_model *m, const char *prompt, const char *ids, int32_t **tokens, size_t *n,
+                               vt_error *err) {
+    return prompt_tokens(m, prompt, ids, false, tokens, n, err);
+}
+
+vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const char *prompt, const char *ids,
+                                   int32_t **tokens, size_t *n, vt_error *err) {
+    return prompt_tokens(m, prompt, ids, c->special, tokens, n, err);
 }

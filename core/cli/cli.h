@@ -17,6 +17,7 @@ typedef struct vt_cli_common {
     const char *model_path;
     bool explain;
     bool dry_run;
+    bool special; /* --special: match control tokens' text in the prompt */
 } vt_cli_common;
 
 /* Result of trying one argv entry. */
@@ -45,6 +46,9 @@ int vt_cmd_run(int argc, char **argv);
 int vt_cmd_eval(int argc, char **argv);
 int vt_cmd_info(int argc, char **argv);
 int vt_cmd_backends(int argc, char **argv);
+int vt_cmd_tokenize(int argc, char **argv);
+int vt_cmd_detokenize(int argc, char **argv);
+int vt_cmd_config(int argc, char **argv);
 int vt_cmd_compare(int argc, char **argv);
 int vt_cmd_bench(int argc, char **argv);
 int vt_cmd_synth(int argc, char **argv);
@@ -59,4 +63,7 @@ vt_status vt_cli_open_engine(vt_cli_common *c, bool all_logits, vt_model **model
  * tokenizer (BOS as its metadata says). */
 vt_status vt_cli_prompt_tokens(const vt_model *m, const char *prompt, const char *ids, int32_t **tokens, size_t *n,
                                vt_error *err);
+/* The same, with special-token parsing as c->special says. */
+vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const char *prompt, const char *ids,
+                                   int32_t **tokens, size_t *n, vt_error *err);
 #endif

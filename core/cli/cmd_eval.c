@@ -78,7 +78,7 @@ int vt_cmd_eval(int argc, char **argv) {
     scored *top = NULL;
     vt_status st = vt_cli_open_engine(&c, true, &model, &e, &err);
     if (st == VT_OK && c.dry_run) goto done;
-    if (st == VT_OK) st = vt_cli_prompt_tokens(model, prompt, ids, &tokens, &n, &err);
+    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&c, model, prompt, ids, &tokens, &n, &err);
     if (st == VT_OK && n == 0) st = vt_fail(&err, VT_ERR_INVALID, "zero tokens to evaluate");
     if (st == VT_OK && (int64_t)n > e->ctx_size)
         st = vt_fail(&err, VT_ERR_CONTEXT_FULL, "%zu tokens do not fit the KV cache of %lld tokens (-c)", n,

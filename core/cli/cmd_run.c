@@ -63,7 +63,7 @@ int vt_cmd_run(int argc, char **argv) {
     vt_sampler *sampler = NULL;
     vt_status st = vt_cli_open_engine(&c, false, &model, &e, &err);
     if (st == VT_OK && c.dry_run) goto done;
-    if (st == VT_OK) st = vt_cli_prompt_tokens(model, prompt, ids, &tokens, &n_tokens, &err);
+    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&c, model, prompt, ids, &tokens, &n_tokens, &err);
     if (st == VT_OK && n_tokens == 0)
         st = vt_fail(&err, VT_ERR_INVALID, "the prompt is empty: zero tokens to evaluate (give -p TEXT or --tokens)");
     if (st == VT_OK && (int64_t)n_tokens > e->ctx_size)
