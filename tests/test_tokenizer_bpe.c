@@ -184,11 +184,50 @@ static void test_bpe_rules(void) {
     free(b.data);
 }
 
+/* detokenize(tokenize(x)) == x for valid UTF-8, with special tokens parsed
+ * and rendered or neither: byte-level BPE loses nothing. */
+static void test_qwen2_round_trip_random_text(void) {
+    if (!have_qwen2) return;
+    static const char *const pieces[] = {"a", "Z", "hello", "World", " ", "   ", "\n", "\n\n", "\t", "\xc3\xa9",
+                                         "e\xcc\x81", "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x99\x82", "'s", "'LL",
+                                         "123", "!", "...", "<|im_end|>", "<|endoftext|>", "[PAD151650]", "</s>",
+                                         "\r\n", "\xe2\x80\x83", "\xd9\xa3", "\x01"};
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    int failures = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        char text[512];
+        size_t len = 0;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int n_pieces = 1 + (int)(x % 30);
+        bool special = (x >> 40) & 1;
+        for (int i = 0; i < n_pieces; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const char *p = pieces[x % (sizeof pieces / sizeof pieces[0])];
+            memcpy(text + len, p, strlen(p));
+            len += strlen(p);
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        char *back = NULL;
+        size_t back_len = 0;
+        vt_error err = {0};
+        CU_ASSERT_EQUAL_FATAL(vt_tokenize(qwen2.t, text, len, false, special, &ids, &n, &err), VT_OK);
+        CU_ASSERT_EQUAL_FATAL(vt_detokenize(qwen2.t, ids, n, special, &back, &back_len, &err), VT_OK);
+        if (back_len != len || memcmp(back, text, len) != 0) {
+            if (failures++ < 3) printf("\n  round trip of '%.*s' gave '%s'\n", (int)len, text, back);
+        }
+        free(ids);
+        free(back);
+    }
+    CU_ASSERT_EQUAL(failures, 0);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"qwen2.jsonl: ids, detok, detok_special", test_qwen2_goldens},
         {"qwen2.upstream.jsonl: ids, detok, detok_special", test_qwen2_upstream_goldens},
         {"qwen2 vocab: ids, EOG, byte-level decoding", test_qwen2_vocab_contract},
+        {"qwen2 round trip of random text", test_qwen2_round_trip_random_text},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo rules[] = {
