@@ -170,8 +170,7 @@ static vt_tensor describe(int32_t dtype, int ndim, const int64_t *ne) {
         if (t.ne[i] < 1) die("%s", "a dimension is < 1");
     size_t row = vt_row_size(dtype, t.ne[0]);
     if (row == 0) die("ne[0] is not whole %s blocks", vt_dtype_name(dtype));
-    int64_t block = vt_dtype_block_length(dtype);
-    t.nb[0] = vt_row_size(dtype, block) / (size_t)block;
+    t.nb[0] = vt_dtype_block_bytes(dtype); /* as the core's plans set it: element size, or block bytes */
     t.nb[1] = row;
     for (int i = 2; i < VT_MAX_DIMS; i++) t.nb[i] = t.nb[i - 1] * (size_t)t.ne[i - 1];
     return t;
