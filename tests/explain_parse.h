@@ -1,0 +1,45 @@
+/* explain_parse.h — read `vt run/eval --explain` (or --dry-run) output back
+ * into data, so tests assert on the negotiated plan the CLI printed.
+ *
+ * The lines it reads (core/plan_exec.c, core/engine.c):
+ *   "  prefill   12 blk.0.rope_k   op=rope   backend=simd   in=f32,i32 out=f16"
+ *   "backend: simd (fallback: reference)"
+ *   "kv-cache dtype: f16 (from env VT_KV_CACHE_F32); 4096 tokens in ..." */
+#ifndef VT_TEST_EXPLAIN_PARSE_H
+#define VT_TEST_EXPLAIN_PARSE_H
+
+#include <stdbool.h>
+
+typedef struct vt_explain_node {
+    char phase[16];   /* "prefill" | "decode" */
+    int index;        /* node index in its plan */
+    char label[64];   /* "blk.0.rope_k" */
+    char op[32];      /* "rope" */
+    char backend[64]; /* "simd" */
+    char in[160];     /* "f32,i32" */
+    char out[16];     /* "f16", or "-" for none */
+} vt_explain_node;
+
+typedef struct vt_explain {
+    vt_explain_node *nodes;
+    int n;
+    char backend[64], fallback[64]; /* from "backend: X (fallback: Y)" */
+    char kv_dtype[16];              /* from "kv-cache dtype: D (from S)" */
+    char kv_source[64];             /* "cli", "env VT_KV_CACHE_F32", "ini 3", "default" */
+} vt_explain;
+
+/* Parse text (stderr of the CLI). False when no plan line or no kv-cache line
+ * was found. Free with vt_explain_free either way. */
+bool vt_explain_parse(const char *text, vt_explain *x);
+void vt_explain_free(vt_explain *x);
+
+/* Nodes matching every non-NULL field (exact string match; `in` matches the
+ * whole input list). */
+int vt_explain_count(const vt_explain *x, const char *phase, const char *op, const char *backend, const char *in,
+                     const char *out);
+/* First node with this phase and label, or NULL. */
+const vt_explain_node *vt_explain_find(const vt_explain *x, const char *phase, const char *label);
+/* The i-th input dtype of a node ("f32"), into buf; false if there is none. */
+bool vt_explain_input(const vt_explain_node *n, int i, char *buf, int size);
+
+#endif

@@ -1,0 +1,50 @@
+/* kv_bf16_only.c — test backend whose cache store takes k/v only in bf16.
+ *
+ * supports() differs from the reference's in three ways:
+ *   - reshape_and_cache: k and v must be bf16 (the cache may be any float
+ *     dtype: it widens or narrows on store, as the reference does);
+ *   - rope and matmul: f32 output only, so neither k producer (rope) nor
+ *     v producer (the v projection) can emit bf16 itself;
+ *   - convert: accepted (as the reference).
+ * With an f32 KV cache, negotiation must therefore insert convert nodes
+ * (f32 -> bf16) between the producers and every store, and a forward through
+ * this backend completes. Every op runs on the reference (kv_forward.h). */
+#include "kv_forward.h"
+
+static int kv_bf16_only_supports(void *ctx, const vt_node *node) {
+    const fwd_ctx *c = ctx;
+    switch (node->op) {
+    case VT_OP_RESHAPE_AND_CACHE:
+        if (node->n_src < 2 || node->src[0].dtype != VT_BF16 || node->src[1].dtype != VT_BF16) return 0;
+        break;
+    case VT_OP_ROPE:
+    case VT_OP_MATMUL:
+        if (node->dst.dtype != VT_F32) return 0;
+        break;
+    default:
+        break;
+    }
+    return fwd_reference_supports(c, node);
+}
+
+static const vt_backend table = {
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .struct_size = sizeof(vt_backend),
+    .name = "kv_bf16_only",
+    .description = "test plugin: reference ops; cache store takes bf16 k/v only, rope/matmul emit f32 only",
+    .init = fwd_init,
+    .shutdown = fwd_shutdown,
+    .supports = kv_bf16_only_supports,
+    .matmul = fwd_matmul,
+    .attention = fwd_attention,
+    .reshape_and_cache = fwd_reshape_and_cache,
+    .rms_norm = fwd_rms_norm,
+    .rope = fwd_rope,
+    .swiglu = fwd_swiglu,
+    .add = fwd_add,
+    .get_rows = fwd_get_rows,
+    .convert = fwd_convert,
+};
+
+VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
