@@ -242,28 +242,34 @@ static vt_status apply_text_heuristics(vt_tokenizer *t, const int32_t fim_ids_fr
     return VT_OK;
 }
 
-static const vt_tokenizer *sort_ctx; /* qsort has no user pointer in C11 */
+typedef struct special_key {
+    uint32_t len;
+    int32_t id;
+} special_key;
 
 static int compare_special(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = sort_ctx->tokens[x].len, ly = sort_ctx->tokens[y].len;
-    if (lx != ly) return lx > ly ? -1 : 1; /* longest first */
-    return (x > y) - (x < y);
+    const special_key *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1; /* longest first */
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 static vt_status build_special_list(vt_tokenizer *t, vt_error *err) {
+    const uint32_t special_attrs = VT_TOKEN_ATTR_CONTROL | VT_TOKEN_ATTR_USER_DEFINED | VT_TOKEN_ATTR_UNKNOWN;
     size_t n = 0;
     for (int32_t id = 0; id < t->n_vocab; id++)
-        if (t->tokens[id].attr & (VT_TOKEN_ATTR_CONTROL | VT_TOKEN_ATTR_USER_DEFINED | VT_TOKEN_ATTR_UNKNOWN)) n++;
+        if (t->tokens[id].attr & special_attrs) n++;
+    special_key *keys = malloc((n ? n : 1) * sizeof *keys);
     t->special = malloc((n ? n : 1) * sizeof *t->special);
-    if (!t->special) return vt_fail(err, VT_ERR_NOMEM, "tokenizer: out of memory");
+    if (!keys || !t->special) {
+        free(keys);
+        return vt_fail(err, VT_ERR_NOMEM, "tokenizer: out of memory");
+    }
     for (int32_t id = 0; id < t->n_vocab; id++)
-        if (t->tokens[id].attr & (VT_TOKEN_ATTR_CONTROL | VT_TOKEN_ATTR_USER_DEFINED | VT_TOKEN_ATTR_UNKNOWN))
-            t->special[t->n_special++] = id;
+        if (t->tokens[id].attr & special_attrs) keys[t->n_special++] = (special_key){t->tokens[id].len, id};
     /* llama.cpp sorts by length only (std::sort, unstable); ties by id make ours deterministic. */
-    sort_ctx = t;
-    qsort(t->special, t->n_special, sizeof *t->special, compare_special);
-    sort_ctx = NULL;
+    qsort(keys, t->n_special, sizeof *keys, compare_special);
+    for (size_t i = 0; i < t->n_special; i++) t->special[i] = keys[i].id;
+    free(keys);
     return VT_OK;
 }
 
