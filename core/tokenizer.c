@@ -436,8 +436,9 @@ vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out, vt_error *err)
         t->type = VT_VOCAB_BPE;
         t->bos = 11, t->eos = 11, t->unk = -1; /* llama.cpp's BPE defaults */
         t->clean_spaces = true;
-        if (!pre.data || !vt_bpe_pre_from_name(pre.data, (size_t)pre.len, &t->pre, &t->clean_spaces)) {
-            st = vt_fail(err, VT_ERR_UNSUPPORTED, "tokenizer: BPE pre-tokenizer '%.*s' is not supported (have: qwen2)",
+        if (!pre.data || !vt_bpe_pre_configure(t, pre.data, (size_t)pre.len)) {
+            st = vt_fail(err, VT_ERR_UNSUPPORTED,
+                         "tokenizer: BPE pre-tokenizer '%.*s' is not supported (have: qwen2, llama3 and their aliases)",
                          pre.data ? (int)(pre.len > 64 ? 64 : pre.len) : 6, pre.data ? pre.data : "(none)");
             goto fail;
         }

@@ -75,19 +75,28 @@ size_t vt_bpe_decode_text(const char *text, size_t len, char *buf, size_t cap) {
     return n;
 }
 
-bool vt_bpe_pre_from_name(const char *name, size_t len, vt_bpe_pre *pre, bool *clean_spaces) {
-    /* Pre-tokenizer names llama.cpp maps to this same regex, and whether each
-     * keeps the default clean_up_tokenization_spaces. */
+bool vt_bpe_pre_configure(vt_tokenizer *t, const char *name, size_t len) {
+    /* The names llama.cpp maps to these two regexes, with the flags it sets for
+     * each (clean_up_tokenization_spaces; llama3's ignore_merges and add_bos). */
     static const struct {
         const char *name;
-        bool clean_spaces;
-    } qwen2_like[] = {{"qwen2", false},      {"deepseek-r1-qwen", false}, {"megrez", true},
-                      {"stablelm2", true},   {"hunyuan", false},          {"solar-open", false},
-                      {"grok-2", false},     {"kormo", false},            {"f2llmv2", false}};
-    for (size_t i = 0; i < sizeof qwen2_like / sizeof qwen2_like[0]; i++) {
-        if (strlen(qwen2_like[i].name) == len && memcmp(qwen2_like[i].name, name, len) == 0) {
-            *pre = VT_BPE_PRE_QWEN2;
-            *clean_spaces = qwen2_like[i].clean_spaces;
+        vt_bpe_pre pre;
+        bool clean_spaces, llama3_flags;
+    } known[] = {
+        {"qwen2", VT_BPE_PRE_QWEN2, false, false},       {"deepseek-r1-qwen", VT_BPE_PRE_QWEN2, false, false},
+        {"megrez", VT_BPE_PRE_QWEN2, true, false},       {"stablelm2", VT_BPE_PRE_QWEN2, true, false},
+        {"hunyuan", VT_BPE_PRE_QWEN2, false, false},     {"solar-open", VT_BPE_PRE_QWEN2, false, false},
+        {"grok-2", VT_BPE_PRE_QWEN2, false, false},      {"kormo", VT_BPE_PRE_QWEN2, false, false},
+        {"f2llmv2", VT_BPE_PRE_QWEN2, false, false},     {"llama3", VT_BPE_PRE_LLAMA3, true, true},
+        {"llama-v3", VT_BPE_PRE_LLAMA3, true, true},     {"llama-bpe", VT_BPE_PRE_LLAMA3, true, true},
+        {"falcon3", VT_BPE_PRE_LLAMA3, true, true},      {"dbrx", VT_BPE_PRE_LLAMA3, true, false},
+        {"smaug-bpe", VT_BPE_PRE_LLAMA3, true, false},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strlen(known[i].name) == len && memcmp(known[i].name, name, len) == 0) {
+            t->pre = known[i].pre;
+            t->clean_spaces = known[i].clean_spaces;
+            if (known[i].llama3_flags) t->ignore_merges = t->add_bos = true;
             return true;
         }
     }
@@ -151,6 +160,55 @@ static size_t qwen2_match(const uint32_t *cp, const uint8_t *k, size_t p, size_t
     }
     if (last_newline) return last_newline - p;
     /* ... \s+(?!\S) leaves the last space to the next word; \s+ takes a lone one */
+    if (run_end < end && run_end - p >= 2) return run_end - 1 - p;
+    return run_end - p;
+}
+
+/* llama.cpp runs the llama3 regex
+ *   (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+ *   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * through a hand-written splitter over codepoint flags (no collapsing); this
+ * follows that splitter. Its \s is White_Space also in ASCII, which equals
+ * the collapsed \s, so klass() serves both. The contraction's letter is
+ * lowercased with Unicode's map in llama.cpp, but no non-ASCII codepoint
+ * lowercases to one of s t m d r e v l, so ASCII lowering is exact. */
+static size_t llama3_match(const uint32_t *cp, const uint8_t *k, size_t p, size_t end) {
+    uint32_t c = cp[p];
+    if (c == '\'' && p + 1 < end) {
+        uint32_t n1 = ascii_lower(cp[p + 1]);
+        if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') return 2;
+        if (p + 2 < end) {
+            uint32_t n2 = ascii_lower(cp[p + 2]);
+            if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) return 3;
+        }
+    }
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if (c != '\r' && c != '\n' && k[p] != K_NUMBER && (k[p] == K_LETTER || (p + 1 < end && k[p + 1] == K_LETTER))) {
+        size_t q = p + 1;
+        while (q < end && k[q] == K_LETTER) q++;
+        return q - p;
+    }
+    /* \p{N}{1,3} */
+    if (k[p] == K_NUMBER) {
+        size_t q = p;
+        while (q < end && k[q] == K_NUMBER && q - p < 3) q++;
+        return q - p;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n]* (a lone trailing space also lands here, as in llama.cpp) */
+    size_t q = p;
+    if (c == ' ' && (q + 1 >= end || k[q + 1] == K_OTHER)) q++;
+    if (q > p || k[p] == K_OTHER) {
+        while (q < end && k[q] == K_OTHER) q++;
+        while (q < end && (cp[q] == '\r' || cp[q] == '\n')) q++;
+        return q - p;
+    }
+    /* \s*[\r\n]+ | \s+(?!\S) | \s+ */
+    size_t run_end = p, last_newline = 0;
+    while (run_end < end && k[run_end] == K_SPACE) {
+        if (cp[run_end] == '\r' || cp[run_end] == '\n') last_newline = run_end + 1;
+        run_end++;
+    }
+    if (last_newline) return last_newline - p;
     if (run_end < end && run_end - p >= 2) return run_end - 1 - p;
     return run_end - p;
 }
@@ -309,7 +367,7 @@ vt_status vt_bpe_encode(const vt_tokenizer *t, const char *text, size_t len, vt_
         off += used;
     }
     for (size_t p = 0; p < n;) {
-        size_t m = qwen2_match(cp, k, p, n);
+        size_t m = t->pre == VT_BPE_PRE_LLAMA3 ? llama3_match(cp, k, p, n) : qwen2_match(cp, k, p, n);
         if (!encode_word(&s, cp + p, m, out)) goto nomem;
         p += m;
     }

@@ -27,7 +27,10 @@ enum {
 typedef enum vt_vocab_type { VT_VOCAB_SPM, VT_VOCAB_BPE } vt_vocab_type;
 
 /* BPE pre-tokenizers we implement (tokenizer.ggml.pre). */
-typedef enum vt_bpe_pre { VT_BPE_PRE_QWEN2 } vt_bpe_pre;
+typedef enum vt_bpe_pre {
+    VT_BPE_PRE_QWEN2,  /* qwen2 / qwen3: \p{N} one digit per pre-token */
+    VT_BPE_PRE_LLAMA3, /* llama 3: \p{N}{1,3} */
+} vt_bpe_pre;
 
 typedef struct vt_token_data {
     const char *text; /* NUL-terminated, in the tokenizer's arena */
@@ -115,7 +118,8 @@ vt_status vt_bpe_encode(const vt_tokenizer *t, const char *text, size_t len, vt_
  * mapping render as llama.cpp does: "[UNK_BYTE_0x..." + text + "]". */
 size_t vt_bpe_decode_text(const char *text, size_t len, char *buf, size_t cap);
 
-/* Check a pre-tokenizer name; sets *pre. */
-bool vt_bpe_pre_from_name(const char *name, size_t len, vt_bpe_pre *pre, bool *clean_spaces);
+/* Configure t for the pre-tokenizer `name` (t->pre, and the flags llama.cpp
+ * ties to it: clean_spaces, ignore_merges, add_bos); false if unsupported. */
+bool vt_bpe_pre_configure(vt_tokenizer *t, const char *name, size_t len);
 
 #endif

@@ -107,15 +107,15 @@ static void utf8(uint32_t c, char *out) {
 
 /* ids 0..255: the byte-level character of byte id; then merged tokens, whose
  * merges are listed in rank order below. */
-static const char *const merged_tokens[] = {"ab", G "a", "12", "'R", "'RE", G G, "bc", "<|ctl|>"};
-enum { ID_AB = 256, ID_GA, ID_12, ID_QR, ID_QRE, ID_GG, ID_BC, ID_CTL };
+static const char *const merged_tokens[] = {"ab", G "a", "12", "'R", "'RE", G G, "bc", "<|ctl|>", "xy"};
+enum { ID_AB = 256, ID_GA, ID_12, ID_QR, ID_QRE, ID_GG, ID_BC, ID_CTL, ID_XY /* in the vocab, no merge makes it */ };
 static const char *const merges[] = {"a b", G " a", "1 2", "' R", "'R E", G " " G, "b c"};
 
-static vt_tokenizer *synth_bpe(vt_gguf **g, tgb_buf *b) {
+static vt_tokenizer *synth_bpe(const char *pre, vt_gguf **g, tgb_buf *b) {
     size_t n_merged = sizeof merged_tokens / sizeof merged_tokens[0], n = 256 + n_merged;
     tgb_gguf_start(b);
     tgb_kv_str(b, "tokenizer.ggml.model", "gpt2");
-    tgb_kv_str(b, "tokenizer.ggml.pre", "qwen2");
+    tgb_kv_str(b, "tokenizer.ggml.pre", pre);
     tgb_kv_arr_head(b, "tokenizer.ggml.tokens", 8, n);
     for (int i = 0; i < 256; i++) {
         char s[4];
@@ -163,7 +163,7 @@ static void expect_ids(const vt_tokenizer *t, const char *text, bool parse_speci
 static void test_bpe_rules(void) {
     tgb_buf b;
     vt_gguf *g = NULL;
-    vt_tokenizer *t = synth_bpe(&g, &b);
+    vt_tokenizer *t = synth_bpe("qwen2", &g, &b);
     /* the lowest-rank merge wins: "a b" (0) before "b c" (6) */
     expect_ids(t, "abc", false, (int32_t[]){ID_AB, 'c'}, 2);
     /* a space joins the following word: " a" is one pre-token, merged to "Ġa" */
@@ -179,6 +179,26 @@ static void test_bpe_rules(void) {
     /* control tokens only with parse_special */
     expect_ids(t, "a<|ctl|>", true, (int32_t[]){'a', ID_CTL}, 2);
     expect_ids(t, "<|", false, (int32_t[]){'<', '|'}, 2);
+    /* merges decide, not the vocab: "xy" is a token but no merge builds it */
+    expect_ids(t, "xy", false, (int32_t[]){'x', 'y'}, 2);
+    CU_ASSERT_FALSE(vt_tokenizer_add_bos(t));
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    free(b.data);
+}
+
+/* llama.cpp's llama3 pre-tokenizer: digits in groups of up to three, a
+ * pre-token found whole in the vocab skips the merges, BOS added by default. */
+static void test_bpe_llama3_rules(void) {
+    tgb_buf b;
+    vt_gguf *g = NULL;
+    vt_tokenizer *t = synth_bpe("llama-bpe", &g, &b);
+    expect_ids(t, "12345", false, (int32_t[]){ID_12, '3', '4', '5'}, 4);
+    expect_ids(t, "xy", false, (int32_t[]){ID_XY}, 1);
+    expect_ids(t, "x'REally", false, (int32_t[]){'x', ID_QRE, 'a', 'l', 'l', 'y'}, 6);
+    expect_ids(t, "a  b", false, (int32_t[]){'a', ' ', ' ', 'b'}, 4);
+    expect_ids(t, "a \n\n b", false, (int32_t[]){'a', ' ', '\n', '\n', ' ', 'b'}, 6);
+    CU_ASSERT_TRUE(vt_tokenizer_add_bos(t));
     vt_tokenizer_free(t);
     vt_gguf_close(g);
     free(b.data);
@@ -232,6 +252,7 @@ int main(void) {
     };
     static CU_TestInfo rules[] = {
         {"BPE merge ranks and qwen2 pre-tokenizer on a synthetic vocab", test_bpe_rules},
+        {"llama3 pre-tokenizer on a synthetic vocab", test_bpe_llama3_rules},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("bpe qwen2", open_qwen2, close_qwen2, tests);
