@@ -36,15 +36,15 @@
 #include "synth_vocab.h"
 
 #define SYNTH_SLAB_FLOATS (4u << 20) /* 16 MB of f32 rows per conversion slab */
-#define SYNTH_MATRIX_STD 0.02
-#define SYNTH_NORM_STD 0.02
-#define SYNTH_BIAS_STD 0.5
+#define SYNTH_MATRIX_STD 0.02f
+#define SYNTH_NORM_STD 0.02f
+#define SYNTH_BIAS_STD 0.5f
 
 /* ---- PRNG: splitmix64 seeding a xoshiro256** stream, normals by Box-Muller ---- */
 
 typedef struct rng {
     uint64_t s[4];
-    double spare; /* second Box-Muller value */
+    float spare; /* second Box-Muller value */
     bool has_spare;
 } rng;
 
@@ -69,26 +69,28 @@ static uint64_t rng_next(rng *r) {
     return result;
 }
 
-/* Uniform in (0, 1]: never 0, so log() below is finite. */
-static double rng_uniform(rng *r) { return ((double)(rng_next(r) >> 11) + 1.0) * (1.0 / 9007199254740992.0); }
+/* Uniform in (0, 1] with 24 bits: never 0, so logf() below is finite. */
+static float rng_uniform(rng *r) { return (float)((rng_next(r) >> 40) + 1) * (1.0f / 16777216.0f); }
 
-static double rng_normal(rng *r) {
+/* Box-Muller in float (twice as fast as double; the tails reach 5.7 sigma,
+ * plenty for random weights). */
+static float rng_normal(rng *r) {
     if (r->has_spare) {
         r->has_spare = false;
         return r->spare;
     }
-    double u1 = rng_uniform(r), u2 = rng_uniform(r);
-    double radius = sqrt(-2.0 * log(u1)), angle = 6.283185307179586 * u2;
-    r->spare = radius * sin(angle);
+    float u1 = rng_uniform(r), u2 = rng_uniform(r);
+    float radius = sqrtf(-2.0f * logf(u1)), angle = 6.28318531f * u2;
+    r->spare = radius * sinf(angle);
     r->has_spare = true;
-    return radius * cos(angle);
+    return radius * cosf(angle);
 }
 
 static void rng_seed(rng *r, uint64_t seed, const char *name) {
     uint64_t x = seed;
     for (const char *p = name; *p; p++) x = (x ^ (uint8_t)*p) * 0x100000001b3ull; /* FNV-style mix of the name */
     for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
-    r->spare = 0.0;
+    r->spare = 0.0f;
     r->has_spare = false;
 }
 
@@ -375,10 +377,10 @@ static vt_status write_tensor(vt_gguf_writer *w, const synth_tensor *t, uint64_t
         int64_t rows = t->ne[1] - row < rows_per_slab ? t->ne[1] - row : rows_per_slab;
         int64_t n = rows * t->ne[0];
         for (int64_t i = 0; i < n; i++) {
-            double z = rng_normal(&r);
-            f32[i] = (float)(t->role == ROLE_NORM   ? 1.0 + SYNTH_NORM_STD * z
-                             : t->role == ROLE_BIAS ? SYNTH_BIAS_STD * z
-                                                    : SYNTH_MATRIX_STD * z);
+            float z = rng_normal(&r);
+            f32[i] = t->role == ROLE_NORM   ? 1.0f + SYNTH_NORM_STD * z
+                     : t->role == ROLE_BIAS ? SYNTH_BIAS_STD * z
+                                            : SYNTH_MATRIX_STD * z;
         }
         const void *out = f32;
         if (t->dtype != VT_F32) {
