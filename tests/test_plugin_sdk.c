@@ -179,6 +179,11 @@ static void test_plugin_builds_from_the_prefix_alone(void) {
     fmt(want, sizeof want, "vt_DIR:PATH=%s/cmake/vt", s.libdir);
     CU_ASSERT_PTR_NOT_NULL(strstr(cache, want));
     free(cache);
+
+    /* The plugin's own ctest runs the installed vt (vt::cli) on it. */
+    char cmd[2048];
+    fmt(cmd, sizeof cmd, "ctest --test-dir '%s' --output-on-failure --no-tests=error", s.plugin_build);
+    CU_ASSERT_EQUAL(run_logged("plugin ctest", cmd, NULL, NULL), 0);
 }
 
 /* The same plugin through pkg-config: one compiler line, flags from vt.pc. */
