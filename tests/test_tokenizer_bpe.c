@@ -6,6 +6,8 @@
 
 #include "tokenizer.h"
 #include "tokenizer_gguf_build.h"
+#include "unicode_props.h"
+#include "unicode_utf8.h"
 #include "tokenizer_golden.h"
 #include "util.h"
 
@@ -242,6 +244,50 @@ static void test_qwen2_round_trip_random_text(void) {
     CU_ASSERT_EQUAL(failures, 0);
 }
 
+/* ---- the Unicode layer the pre-tokenizers stand on ----------------------------- */
+
+static void test_unicode_classes_and_utf8(void) {
+    CU_ASSERT_EQUAL(vt_unicode_flags('A'), VT_UFLAG_LETTER);
+    CU_ASSERT_EQUAL(vt_unicode_flags('5'), VT_UFLAG_NUMBER);
+    CU_ASSERT_EQUAL(vt_unicode_flags(' '), VT_UFLAG_SEPARATOR | VT_UFLAG_WHITESPACE);
+    CU_ASSERT_EQUAL(vt_unicode_flags('\n'), VT_UFLAG_CONTROL | VT_UFLAG_WHITESPACE);
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x1C), VT_UFLAG_CONTROL); /* not White_Space, unlike Python's isspace */
+    CU_ASSERT_EQUAL(vt_unicode_flags('!'), VT_UFLAG_PUNCTUATION);
+    CU_ASSERT_EQUAL(vt_unicode_flags('$'), VT_UFLAG_SYMBOL);
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x85), VT_UFLAG_CONTROL | VT_UFLAG_WHITESPACE);
+    CU_ASSERT_EQUAL(vt_unicode_flags(0xA0), VT_UFLAG_SEPARATOR | VT_UFLAG_WHITESPACE);
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x3000), VT_UFLAG_SEPARATOR | VT_UFLAG_WHITESPACE);
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x0661), VT_UFLAG_NUMBER);      /* ARABIC-INDIC DIGIT ONE */
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x4E00), VT_UFLAG_LETTER);      /* CJK */
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x0301), VT_UFLAG_ACCENT_MARK); /* COMBINING ACUTE */
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x1F642), VT_UFLAG_SYMBOL);     /* emoji */
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x200B), 0);                    /* ZWSP is Cf: no group */
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x0378), 0);                    /* unassigned */
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x10FFFF), 0);
+    CU_ASSERT_EQUAL(vt_unicode_flags(0x110000), 0);
+
+    size_t used;
+    CU_ASSERT_EQUAL(vt_utf8_decode("\xc3\xa9", 2, &used), 0xE9u);
+    CU_ASSERT_EQUAL(used, 2);
+    CU_ASSERT_EQUAL(vt_utf8_decode("\xf0\x9f\x99\x82", 4, &used), 0x1F642u);
+    CU_ASSERT_EQUAL(used, 4);
+    CU_ASSERT_EQUAL(vt_utf8_decode("\xff", 1, &used), 0xFFFDu); /* not a lead byte */
+    CU_ASSERT_EQUAL(used, 1);
+    CU_ASSERT_EQUAL(vt_utf8_decode("\xe6\x97", 2, &used), 0xFFFDu); /* truncated */
+    CU_ASSERT_EQUAL(used, 1);
+    CU_ASSERT_EQUAL(vt_utf8_decode("\xc3(", 2, &used), 0xFFFDu); /* bad continuation */
+    CU_ASSERT_EQUAL(used, 1);
+    CU_ASSERT_EQUAL(vt_utf8_decode("\xc0\x80", 2, &used), 0u); /* overlong, accepted as llama.cpp does */
+    CU_ASSERT_EQUAL(used, 2);
+    char out[4];
+    for (uint32_t c = 0; c <= 0x10FFFF; c += 0x3F1) { /* encode/decode agree across all lengths */
+        size_t n = vt_utf8_encode(c, out);
+        CU_ASSERT_EQUAL(vt_utf8_seq_len((uint8_t)out[0]), n);
+        CU_ASSERT_EQUAL(vt_utf8_decode(out, n, &used), c);
+        CU_ASSERT_EQUAL(used, n);
+    }
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"qwen2.jsonl: ids, detok, detok_special", test_qwen2_goldens},
@@ -253,6 +299,7 @@ int main(void) {
     static CU_TestInfo rules[] = {
         {"BPE merge ranks and qwen2 pre-tokenizer on a synthetic vocab", test_bpe_rules},
         {"llama3 pre-tokenizer on a synthetic vocab", test_bpe_llama3_rules},
+        {"Unicode classes and UTF-8 decoding", test_unicode_classes_and_utf8},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("bpe qwen2", open_qwen2, close_qwen2, tests);
