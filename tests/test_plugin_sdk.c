@@ -131,6 +131,18 @@ static int run_vt(const char *args, char **out, char **err) {
     return run_logged("vt", cmd, out, err);
 }
 
+/* `TMP/bin/vt ARGS` with no environment at all (env -i): no VT_* variable,
+ * no LD_LIBRARY_PATH. The sanitizer options are passed on so an ASan build
+ * reads its suppressions; they do not affect discovery. */
+static int run_vt_without_environment(const char *args, char **out) {
+    char cmd[4096];
+    fmt(cmd, sizeof cmd,
+        "env -i ${ASAN_OPTIONS:+ASAN_OPTIONS=\"$ASAN_OPTIONS\"} ${LSAN_OPTIONS:+LSAN_OPTIONS=\"$LSAN_OPTIONS\"} "
+        "${UBSAN_OPTIONS:+UBSAN_OPTIONS=\"$UBSAN_OPTIONS\"} '%s' %s",
+        s.vt, args);
+    return run_logged("vt (no environment)", cmd, out, NULL);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Install and build                                                          */
 
@@ -297,14 +309,8 @@ static void test_check_validates_the_plugin(void) {
  * and the backends in <prefix>/lib/vt through libvt's own location. */
 static void test_installed_vt_needs_no_environment(void) {
     CU_ASSERT_FATAL(sdk_ready());
-    char cmd[4096], *out = NULL;
-    /* env -i drops everything; the sanitizer options are passed on so an
-     * ASan build reads its suppressions (they do not affect discovery). */
-    fmt(cmd, sizeof cmd,
-             "env -i ${ASAN_OPTIONS:+ASAN_OPTIONS=\"$ASAN_OPTIONS\"} ${LSAN_OPTIONS:+LSAN_OPTIONS=\"$LSAN_OPTIONS\"} "
-             "${UBSAN_OPTIONS:+UBSAN_OPTIONS=\"$UBSAN_OPTIONS\"} '%s' backends --brief",
-             s.vt);
-    CU_ASSERT_EQUAL_FATAL(run_logged("vt backends (no environment)", cmd, &out, NULL), 0);
+    char *out = NULL;
+    CU_ASSERT_EQUAL_FATAL(run_vt_without_environment("backends --brief", &out), 0);
     const char *ref = entry_line(out, "reference", "loaded");
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
     char want[800], resolved[4096];
@@ -569,6 +575,24 @@ static void test_binary_records_its_abi_and_size(void) {
     /* Libraries stay loaded for the process (as the runtime does). */
 }
 
+/* `cmake --install` of the plugin puts it into the prefix's lib/vt
+ * (vt_BACKEND_INSTALL_DIR), where the installed vt finds it with no
+ * environment. Runs last: it changes the prefix the other tests use. */
+static void test_installed_plugin_needs_no_environment(void) {
+    CU_ASSERT_FATAL(sdk_ready());
+    char cmd[2048], *out = NULL;
+    fmt(cmd, sizeof cmd, "cmake --install '%s'", s.plugin_build);
+    CU_ASSERT_EQUAL_FATAL(run_logged("plugin install", cmd, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(run_vt_without_environment("backends --brief", &out), 0);
+    const char *ex = entry_line(out, "example", "loaded");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ex);
+    char want[800], resolved[4096];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(realpath(s.libdir, resolved));
+    fmt(want, sizeof want, "%s/vt/libvt-backend-example.so", resolved);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ex, want));
+    free(out);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"install exports headers, CMake package, vt.pc, libvt, vt and backends", test_install_exports_the_sdk},
@@ -581,6 +605,7 @@ int main(void) {
         {"logits agree with reference (prefill and decode)", test_logits_agree_with_reference},
         {"vt compare runs the plugin against reference", test_compare_against_reference},
         {"the binary records its ABI; a shorter table reads as NULL ops", test_binary_records_its_abi_and_size},
+        {"cmake --install of the plugin: found with no environment", test_installed_plugin_needs_no_environment},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("plugin_sdk", NULL, NULL, tests);
