@@ -210,8 +210,8 @@ static bool can_deliver(builder *b, int32_t prod, int32_t d, kv_delivery *how, c
     if (!placed) {
         const vt_backend_entry *pe = entry_at(b, node.backend);
         size_t len = strlen(why);
-        snprintf(why + len, why_size - len, "%s%s on '%s' emits no %s and convert f32->%s is declined%s", len ? "; " : "",
-                 node.label, pe ? pe->name : "?", vt_dtype_name(d), vt_dtype_name(d),
+        snprintf(why + len, why_size - len, "%s%s on '%s' emits no %s and convert %s->%s is declined%s", len ? "; " : "",
+                 node.label, pe ? pe->name : "?", vt_dtype_name(d), vt_dtype_name(out.dtype), vt_dtype_name(d),
                  b->cfg->fallback >= 0 ? " by every allowed backend" : " (no fallback allowed)");
     }
     return placed;
