@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "host.h"
 #include "json_mini.h"
 #include "synth.h"
 #include "util.h"
@@ -593,6 +594,93 @@ static void test_installed_plugin_needs_no_environment(void) {
     free(out);
 }
 
+/* The other direction of minor compatibility: a runtime of minor N+1 hands
+ * the plugin (built at N) LONGER vt_host and vt_node structs, fields appended
+ * after what the plugin knows. Simulated by embedding the runtime's tables in
+ * bigger structs with struct_size and abi_minor raised: the out-of-tree binary
+ * initialises, accepts and computes exactly as before. And a host table too
+ * short for the fields it calls is a clear init refusal, not a crash. */
+typedef struct later_minor_host {
+    vt_host known;            /* what ABI 1.0 defines */
+    void (*appended_fn)(void); /* fields a later minor appends */
+    int64_t appended[4];
+} later_minor_host;
+
+typedef struct later_minor_node {
+    vt_node known;
+    int64_t appended[8];
+} later_minor_node;
+
+static void test_plugin_runs_under_a_later_minor_host(void) {
+    CU_ASSERT_FATAL(sdk_ready());
+    void *lib = dlopen(s.plugin, RTLD_NOW | RTLD_LOCAL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lib);
+    vt_backend_entry_fn entry = (vt_backend_entry_fn)dlsym(lib, VT_BACKEND_ENTRY_SYMBOL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(entry);
+    const vt_backend *t = entry();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    vt_threadpool *pool = NULL;
+    vt_error error;
+    CU_ASSERT_EQUAL_FATAL(vt_threadpool_create(2, &pool, &error), VT_OK);
+
+    later_minor_host host;
+    memset(&host, 0xA5, sizeof host); /* appended fields hold garbage the plugin must not touch */
+    host.known = *vt_host_get(pool);
+    host.known.struct_size = (uint32_t)sizeof host;
+    host.known.abi_minor = VT_ABI_MINOR + 1;
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host.known.n_threads, .options = ""};
+    void *ctx = NULL;
+    char why[200] = "";
+    CU_ASSERT_EQUAL_FATAL(t->init(&host.known, &config, &ctx, why, sizeof why), VT_OK);
+
+    enum { D = 48, ROWS = 5 };
+    float x[D * ROWS], w[D], y[D * ROWS];
+    for (int i = 0; i < D * ROWS; i++) x[i] = cosf((float)i * 0.21f) * 2.0f;
+    for (int i = 0; i < D; i++) w[i] = 0.25f + (float)i / D;
+    later_minor_node node;
+    memset(&node, 0x5A, sizeof node);
+    memset(&node.known, 0, sizeof node.known);
+    node.known.struct_size = (uint32_t)sizeof node;
+    node.known.op = VT_OP_RMS_NORM;
+    node.known.phase = VT_PHASE_PREFILL;
+    node.known.n_src = 2;
+    node.known.params.rms_norm.eps = 1e-5f;
+    vt_tensor *ts[3] = {&node.known.src[0], &node.known.src[1], &node.known.dst};
+    float *data[3] = {x, w, y};
+    for (int i = 0; i < 3; i++) {
+        ts[i]->data = data[i];
+        ts[i]->dtype = VT_F32;
+        ts[i]->ndim = i == 1 ? 1 : 2;
+        ts[i]->ne[0] = D;
+        ts[i]->ne[1] = i == 1 ? 1 : ROWS;
+        ts[i]->ne[2] = ts[i]->ne[3] = 1;
+        ts[i]->nb[0] = sizeof(float);
+        ts[i]->nb[1] = D * sizeof(float);
+        ts[i]->nb[2] = ts[i]->nb[3] = ts[i]->nb[1] * (size_t)ts[i]->ne[1];
+    }
+    CU_ASSERT_EQUAL(t->supports(ctx, &node.known), 1);
+    CU_ASSERT_EQUAL_FATAL(t->rms_norm(ctx, &node.known), VT_OK);
+    double worst = 0;
+    for (int r = 0; r < ROWS; r++) {
+        double ss = 0;
+        for (int i = 0; i < D; i++) ss += (double)x[r * D + i] * x[r * D + i];
+        double inv = 1.0 / sqrt(ss / D + 1e-5);
+        for (int i = 0; i < D; i++) worst = fmax(worst, fabs(y[r * D + i] - x[r * D + i] * inv * w[i]));
+    }
+    /* Float sums of 48 squares vs double: ~1e-6 relative on outputs below 3. */
+    CU_ASSERT(worst < 1e-5);
+    t->shutdown(ctx);
+
+    /* A host table that ends before parallel_for: refused at init with a reason. */
+    vt_host short_host = *vt_host_get(pool);
+    short_host.struct_size = (uint32_t)offsetof(vt_host, parallel_for);
+    ctx = NULL;
+    CU_ASSERT_NOT_EQUAL(t->init(&short_host, &config, &ctx, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NULL(ctx);
+    CU_ASSERT_PTR_NOT_NULL(strstr(why, "host table"));
+    vt_threadpool_destroy(pool);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"install exports headers, CMake package, vt.pc, libvt, vt and backends", test_install_exports_the_sdk},
@@ -605,6 +693,7 @@ int main(void) {
         {"logits agree with reference (prefill and decode)", test_logits_agree_with_reference},
         {"vt compare runs the plugin against reference", test_compare_against_reference},
         {"the binary records its ABI; a shorter table reads as NULL ops", test_binary_records_its_abi_and_size},
+        {"the plugin runs under a later minor's longer host and node", test_plugin_runs_under_a_later_minor_host},
         {"cmake --install of the plugin: found with no environment", test_installed_plugin_needs_no_environment},
         CU_TEST_INFO_NULL,
     };
