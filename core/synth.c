@@ -1,11 +1,11 @@
 /* synth.c — random-weight llama / qwen2 / qwen3 models (see synth.h).
  *
- * Weights: each tensor has its own PRNG stream (seed mixed with the tensor's
- * name, so a tensor's values do not depend on the other tensors or the weight
- * type). Matrices ~ N(0, 0.02); norm weights 1 + N(0, 0.02); qwen2 q/k/v
+ * Weights: each group of rows of a tensor has its own PRNG stream (seed mixed
+ * with the tensor's name and the group's index), so a tensor's values do not
+ * depend on the other tensors, the weight type or the thread count. Matrices ~ N(0, 0.02); norm weights 1 + N(0, 0.02); qwen2 q/k/v
  * biases ~ N(0, 0.5) (large enough to matter in the outputs). Rows are made in
- * f32 a slab at a time and converted with vt_from_f32, so memory stays at
- * about SYNTH_SLAB_FLOATS floats whatever the model size.
+ * f32 a slab at a time and converted with vt_from_f32 on a thread pool, so
+ * memory stays at about SYNTH_SLAB_FLOATS floats whatever the model size.
  *
  * Weight types per tensor, following llama-quantize (llama_tensor_get_type):
  *   f32, f16, bf16   every matrix that type (llama-quantize does not remix
@@ -29,11 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "gguf_writer.h"
 #include "quant.h"
 #include "synth_vocab.h"
+#include "threadpool.h"
 
 #define SYNTH_SLAB_FLOATS (4u << 20) /* 16 MB of f32 rows per conversion slab */
 #define SYNTH_MATRIX_STD 0.02f
@@ -366,29 +368,65 @@ vt_status vt_synth_shape(vt_synth_params *p, const char *shape, vt_error *err) {
 
 /* ---- writing ---- */
 
-/* Generate t's values a slab of rows at a time, convert, and stream them out. */
-static vt_status write_tensor(vt_gguf_writer *w, const synth_tensor *t, uint64_t seed, float *f32, void *conv) {
-    rng r;
-    rng_seed(&r, seed, t->name);
-    int64_t rows_per_slab = (int64_t)(SYNTH_SLAB_FLOATS / (uint64_t)t->ne[0]);
-    if (rows_per_slab < 1) rows_per_slab = 1;
-    size_t row_bytes = vt_row_size(t->dtype, t->ne[0]);
-    for (int64_t row = 0; row < t->ne[1]; row += rows_per_slab) {
-        int64_t rows = t->ne[1] - row < rows_per_slab ? t->ne[1] - row : rows_per_slab;
+/* Rows are generated in groups of about SYNTH_GROUP_FLOATS values, each group
+ * from its own PRNG stream (seed, tensor name, group index): the values do not
+ * depend on the number of threads, and groups run in parallel. */
+#define SYNTH_GROUP_FLOATS 65536u
+
+typedef struct slab_job {
+    const synth_tensor *t;
+    uint64_t seed;
+    int64_t first_group;    /* global index of the slab's first group */
+    int64_t rows_per_group;
+    int64_t rows;           /* rows in this slab */
+    size_t row_bytes;
+    float *f32;             /* [rows][ne0] */
+    uint8_t *conv;          /* [rows][row_bytes] when dtype != F32 */
+    volatile int failed;
+} slab_job;
+
+static void run_groups(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    slab_job *job = arg;
+    const synth_tensor *t = job->t;
+    for (int64_t g = begin; g < end; g++) {
+        int64_t row0 = g * job->rows_per_group;
+        int64_t rows = job->rows - row0 < job->rows_per_group ? job->rows - row0 : job->rows_per_group;
         int64_t n = rows * t->ne[0];
+        float *f = job->f32 + row0 * t->ne[0];
+        char stream[96];
+        snprintf(stream, sizeof stream, "%s#%lld", t->name, (long long)(job->first_group + g));
+        rng r;
+        rng_seed(&r, job->seed, stream);
         for (int64_t i = 0; i < n; i++) {
             float z = rng_normal(&r);
-            f32[i] = t->role == ROLE_NORM   ? 1.0f + SYNTH_NORM_STD * z
-                     : t->role == ROLE_BIAS ? SYNTH_BIAS_STD * z
-                                            : SYNTH_MATRIX_STD * z;
+            f[i] = t->role == ROLE_NORM   ? 1.0f + SYNTH_NORM_STD * z
+                   : t->role == ROLE_BIAS ? SYNTH_BIAS_STD * z
+                                          : SYNTH_MATRIX_STD * z;
         }
-        const void *out = f32;
-        if (t->dtype != VT_F32) {
-            vt_status st = vt_from_f32(t->dtype, f32, conv, n);
-            if (st) return st;
-            out = conv;
-        }
-        vt_status st = vt_gguf_writer_write_data(w, out, row_bytes * (size_t)rows);
+        if (t->dtype != VT_F32 && vt_from_f32(t->dtype, f, job->conv + (size_t)row0 * job->row_bytes, n) != VT_OK)
+            job->failed = 1;
+    }
+}
+
+/* Generate t's values a slab of rows at a time, convert, and stream them out. */
+static vt_status write_tensor(vt_gguf_writer *w, vt_threadpool *pool, const synth_tensor *t, uint64_t seed,
+                              float *f32, void *conv) {
+    int64_t rows_per_group = (int64_t)(SYNTH_GROUP_FLOATS / (uint64_t)t->ne[0]);
+    if (rows_per_group < 1) rows_per_group = 1;
+    int64_t groups_per_slab = (int64_t)(SYNTH_SLAB_FLOATS / (uint64_t)(rows_per_group * t->ne[0]));
+    if (groups_per_slab < 1) groups_per_slab = 1;
+    int64_t rows_per_slab = groups_per_slab * rows_per_group;
+    slab_job job = {.t = t, .seed = seed, .rows_per_group = rows_per_group, .f32 = f32, .conv = conv};
+    job.row_bytes = vt_row_size(t->dtype, t->ne[0]);
+    for (int64_t row = 0; row < t->ne[1]; row += rows_per_slab) {
+        job.rows = t->ne[1] - row < rows_per_slab ? t->ne[1] - row : rows_per_slab;
+        job.first_group = row / rows_per_group;
+        int64_t groups = (job.rows + rows_per_group - 1) / rows_per_group;
+        vt_threadpool_parallel_for(pool, groups, 1, run_groups, &job);
+        if (job.failed) return VT_ERR_INVALID;
+        const void *out = t->dtype == VT_F32 ? (const void *)f32 : conv;
+        vt_status st = vt_gguf_writer_write_data(w, out, job.row_bytes * (size_t)job.rows);
         if (st) return st;
     }
     return VT_OK;
@@ -411,6 +449,11 @@ vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *e
     float *f32 = NULL;
     void *conv = NULL;
     vt_gguf_writer *w = NULL;
+    vt_threadpool *pool = NULL;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n_threads = p->n_threads > 0 ? p->n_threads : (cpus > 0 ? (int)cpus : 1);
+    if (n_threads > 256) n_threads = 256;
+    if ((st = vt_threadpool_create(n_threads, &pool, err))) goto done;
     if ((st = vt_gguf_writer_create(path, &w, err))) goto done;
 
     write_hparams(w, &q, head_dim, q.n_vocab, m, rope_base, eps);
@@ -447,7 +490,7 @@ vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *e
                 goto abort;
             }
         }
-        if ((st = write_tensor(w, t, p->seed, f32, conv))) {
+        if ((st = write_tensor(w, pool, t, p->seed, f32, conv))) {
             if (*vt_gguf_writer_error(w)) vt_fail(err, st, "synth: %s: %s", path, vt_gguf_writer_error(w));
             else vt_fail(err, st, "synth: converting tensor '%s' to %s failed", t->name, vt_dtype_name(t->dtype));
             goto abort;
@@ -462,6 +505,7 @@ abort:
     vt_gguf_writer_abort(w);
     w = NULL;
 done:
+    vt_threadpool_destroy(pool);
     free(f32);
     free(conv);
     free(list.t);

@@ -34,6 +34,7 @@ typedef struct vt_synth_params {
     const char *vocab_from; /* GGUF whose tokenizer.* keys are copied (n_vocab then follows it); NULL = built-in */
     void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
     void *progress_user;
+    int32_t n_threads; /* generation/quantization threads; 0 = all online CPUs (same file either way) */
 } vt_synth_params;
 
 /* Fill p with a named shape: "tiny" (qwen3, 256 wide, 2 layers), "qwen3-0.6b",
