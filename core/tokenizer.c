@@ -111,8 +111,11 @@ static vt_status read_token_id(const vt_gguf *g, const char *key, int32_t n_voca
 }
 
 static vt_status read_bool(const vt_gguf *g, const char *key, bool *out, vt_error *err) {
-    vt_status st = vt_gguf_get_bool(g, key, out, err);
-    return st == VT_ERR_INVALID ? VT_OK : st; /* absent: keep the default */
+    vt_error local = {0}; /* absence is not an error: keep err clean for it */
+    vt_status st = vt_gguf_get_bool(g, key, out, &local);
+    if (st == VT_ERR_INVALID) return VT_OK; /* absent: keep the default */
+    if (st != VT_OK && err) *err = local;
+    return st;
 }
 
 static bool text_is(const vt_tokenizer *t, int32_t id, const char *s) {
@@ -349,7 +352,8 @@ static vt_status load_tokens(vt_tokenizer *t, const vt_gguf *g, vt_error *err) {
     uint64_t n = toks->n;
 
     const vt_gguf_array *scores = NULL, *types = NULL;
-    st = vt_gguf_get_arr(g, "tokenizer.ggml.scores", -1, &scores, err);
+    vt_error local = {0}; /* optional keys: absence must not leave a message in err */
+    st = vt_gguf_get_arr(g, "tokenizer.ggml.scores", -1, &scores, &local);
     if (st == VT_OK) {
         if (scores->type != VT_GGUF_FLOAT32 && scores->type != VT_GGUF_INT32)
             return vt_fail(err, VT_ERR_FORMAT, "tokenizer: tokenizer.ggml.scores has elements of type %s",
@@ -358,16 +362,18 @@ static vt_status load_tokens(vt_tokenizer *t, const vt_gguf *g, vt_error *err) {
             return vt_fail(err, VT_ERR_FORMAT, "tokenizer: %llu scores for %llu tokens",
                            (unsigned long long)scores->n, (unsigned long long)n);
     } else if (st != VT_ERR_INVALID) {
+        if (err) *err = local;
         return st;
     } else {
         scores = NULL;
     }
-    st = vt_gguf_get_arr(g, "tokenizer.ggml.token_type", VT_GGUF_INT32, &types, err);
+    st = vt_gguf_get_arr(g, "tokenizer.ggml.token_type", VT_GGUF_INT32, &types, &local);
     if (st == VT_OK) {
         if (types->n < n)
             return vt_fail(err, VT_ERR_FORMAT, "tokenizer: %llu token types for %llu tokens",
                            (unsigned long long)types->n, (unsigned long long)n);
     } else if (st != VT_ERR_INVALID) {
+        if (err) *err = local;
         return st;
     } else {
         types = NULL;
@@ -420,8 +426,12 @@ vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out, vt_error *err)
     if (st == VT_ERR_INVALID)
         return vt_fail(err, VT_ERR_FORMAT, "tokenizer: %s has no tokenizer.ggml.model", vt_gguf_path(g));
     if (st != VT_OK) return st;
-    st = vt_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
-    if (st != VT_OK && st != VT_ERR_INVALID) return st;
+    vt_error local = {0};
+    st = vt_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &local);
+    if (st != VT_OK && st != VT_ERR_INVALID) {
+        if (err) *err = local;
+        return st;
+    }
 
     vt_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return vt_fail(err, VT_ERR_NOMEM, "tokenizer: out of memory");
