@@ -527,7 +527,8 @@ static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
                            (unsigned long long)g->data_offset);
         if (!inside)
             return vt_fail(c->err, VT_ERR_FORMAT,
-                           "gguf: tensor '%s': data at offset %llu of the data section lies outside the file (size %zu)",
+                           "gguf: tensor '%s': data at offset %llu of the data section lies outside the file "
+                           "(size %zu)",
                            t->name, (unsigned long long)t->offset, g->size);
         t->data = g->base + g->data_offset + t->offset;
     }

@@ -194,7 +194,7 @@ vt_status vt_gguf_writer_set_arr(vt_gguf_writer *w, const char *key, vt_gguf_typ
         return fail(w, VT_ERR_INVALID, "gguf writer: key '%s': set_arr takes scalar elements, not %s",
                     key ? key : "?", vt_gguf_type_name(type));
     if (n && !data) return fail(w, VT_ERR_INVALID, "gguf writer: key '%s': NULL array data", key ? key : "?");
-    if (n > SIZE_MAX / esize) return fail(w, VT_ERR_INVALID, "gguf writer: key '%s': array too large", key);
+    if (n > SIZE_MAX / esize) return fail(w, VT_ERR_INVALID, "gguf writer: key '%s': array too large", key ? key : "?");
     vt_status st = begin_key(w, key);
     if (st) return st;
     if (!put_u32(&w->meta, VT_GGUF_ARRAY) || !put_u32(&w->meta, type) || !put_u64(&w->meta, n) ||

@@ -2,10 +2,11 @@
  *
  * Weights: each group of rows of a tensor has its own PRNG stream (seed mixed
  * with the tensor's name and the group's index), so a tensor's values do not
- * depend on the other tensors, the weight type or the thread count. Matrices ~ N(0, 0.02); norm weights 1 + N(0, 0.02); qwen2 q/k/v
- * biases ~ N(0, 0.5) (large enough to matter in the outputs). Rows are made in
- * f32 a slab at a time and converted with vt_from_f32 on a thread pool, so
- * memory stays at about SYNTH_SLAB_FLOATS floats whatever the model size.
+ * depend on the other tensors, the weight type or the thread count.
+ * Matrices ~ N(0, 0.02); norm weights 1 + N(0, 0.02); qwen2 q/k/v biases
+ * ~ N(0, 0.5) (large enough to matter in the outputs). Rows are made in f32 a
+ * slab at a time and converted with vt_from_f32 on a thread pool, so memory
+ * stays at about two slabs (SYNTH_SLAB_FLOATS floats each) whatever the model size.
  *
  * Weight types per tensor, following llama-quantize (llama_tensor_get_type):
  *   f32, f16, bf16   every matrix that type (llama-quantize does not remix

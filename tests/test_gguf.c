@@ -564,7 +564,8 @@ static int corrupt_suite_init(void) {
     const int32_t one = 1;
     levels[0] = (vt_gguf_value){.type = VT_GGUF_ARRAY, .v.arr = {.type = VT_GGUF_INT32, .n = 1, .data = &one}};
     for (int i = 1; i < 12; i++)
-        levels[i] = (vt_gguf_value){.type = VT_GGUF_ARRAY, .v.arr = {.type = VT_GGUF_ARRAY, .n = 1, .items = &levels[i - 1]}};
+        levels[i] = (vt_gguf_value){.type = VT_GGUF_ARRAY,
+                                    .v.arr = {.type = VT_GGUF_ARRAY, .n = 1, .items = &levels[i - 1]}};
     vt_gguf_writer_set_value(w, "test.deep", &levels[11]);
     if (vt_gguf_writer_finish(w, NULL)) return 1;
     deep_file = (uint8_t *)vt_test_read_file(path, &deep_size);
@@ -673,20 +674,26 @@ static const corrupt_case corrupt_cases[] = {
     {"too few metadata", PUT64, "n_kv", 0, 6, {"tensor 'test.nested'", "ndim 9"}},
     /* metadata */
     {"key length past the end", PUT64, "key:test.countA", 0, 1u << 23, {"truncated", "key of metadata entry 2"}},
-    {"key length over the limit", PUT64, "key:test.countA", 0, 1ull << 40, {"string length 1099511627776", "exceeds the limit"}},
+    {"key length over the limit", PUT64, "key:test.countA", 0, 1ull << 40,
+      {"string length 1099511627776", "exceeds the limit"}},
     {"empty key", PUT64, "key:test.countA", 0, 0, {"metadata entry 2", "empty key"}},
     {"duplicate key", PUT8, "key:test.countB", 8 + 10, 'A', {"duplicate key 'test.countA'", "offset"}},
     {"unknown value type", PUT32, "type:test.countA", 0, 13, {"key 'test.countA'", "unknown value type 13"}},
     {"bool not 0 or 1", PUT8, "val:test.flag", 0, 2, {"bool", "value of key 'test.flag'"}},
-    {"string length lie", PUT64, "val:general.architecture", 0, 1u << 20, {"truncated", "value of key 'general.architecture'"}},
-    {"array count lie", PUT64, "val:tokenizer.ggml.tokens", 4, 1ull << 40, {"array of 1099511627776 string", "lying length"}},
-    {"array string length lie", PUT64, "val:tokenizer.ggml.tokens", 12, 1ull << 30, {"string length 1073741824", "tokenizer.ggml.tokens"}},
-    {"unknown array element type", PUT32, "val:tokenizer.ggml.tokens", 0, 77, {"unknown array element type 77", "tokenizer.ggml.tokens"}},
+    {"string length lie", PUT64, "val:general.architecture", 0, 1u << 20,
+      {"truncated", "value of key 'general.architecture'"}},
+    {"array count lie", PUT64, "val:tokenizer.ggml.tokens", 4, 1ull << 40,
+      {"array of 1099511627776 string", "lying length"}},
+    {"array string length lie", PUT64, "val:tokenizer.ggml.tokens", 12, 1ull << 30,
+      {"string length 1073741824", "tokenizer.ggml.tokens"}},
+    {"unknown array element type", PUT32, "val:tokenizer.ggml.tokens", 0, 77,
+      {"unknown array element type 77", "tokenizer.ggml.tokens"}},
     {"inner array count lie", PUT64, "val:test.nested", 16, 1000, {"array of 1000 int32", "test.nested"}},
     {"nested array depth bomb", DEEP, "magic", 0, 0, {"nested deeper than 8", "test.deep"}},
     {"alignment not a power of two", PUT32, "val:general.alignment", 0, 24, {"general.alignment 24", "power of two"}},
     {"alignment zero", PUT32, "val:general.alignment", 0, 0, {"general.alignment 0", "power of two"}},
-    {"alignment not an integer", PUT32, "type:general.alignment", 0, VT_GGUF_FLOAT32, {"general.alignment", "expected an integer"}},
+    {"alignment not an integer", PUT32, "type:general.alignment", 0, VT_GGUF_FLOAT32,
+      {"general.alignment", "expected an integer"}},
     /* tensor table */
     {"empty tensor name", PUT64, "name:b.weight", 0, 0, {"tensor 1", "name of 0 bytes"}},
     {"tensor name too long", PUT64, "name:b.weight", 0, 200, {"tensor 1", "name of 200 bytes"}},
@@ -699,7 +706,8 @@ static const corrupt_case corrupt_cases[] = {
     {"bytes overflow size_t", PUT64, "ne:a.weight", 8, 1ull << 59, {"tensor 'a.weight'", "byte size that overflows"}},
     {"unknown dtype", PUT32, "dtype:a.weight", 0, 99, {"tensor 'a.weight'", "unknown or unsupported type 99"}},
     {"unsupported ggml dtype", PUT32, "dtype:a.weight", 0, 3, {"tensor 'a.weight'", "type 3"}},
-    {"row not whole blocks", PUT64, "ne:b.weight", 0, 48, {"tensor 'b.weight'", "not a multiple of its block length 32"}},
+    {"row not whole blocks", PUT64, "ne:b.weight", 0, 48,
+      {"tensor 'b.weight'", "not a multiple of its block length 32"}},
     {"misaligned offset", PUT64, "off:b.weight", 0, 68, {"tensor 'b.weight'", "not a multiple of the alignment 32"}},
     {"data outside the file", PUT64, "off:c.weight", 0, 1u << 20, {"tensor 'c.weight': data", "outside the file"}},
     {"offset near 2^64", PUT64, "off:c.weight", 0, UINT64_MAX - 31, {"tensor 'c.weight': data", "outside the file"}},
