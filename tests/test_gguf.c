@@ -2,6 +2,7 @@
  * type and tensor dtype, v2 files, the shared fixture models, the writer's own
  * refusals, and a table of corrupted files that must each fail with
  * VT_ERR_FORMAT and a message naming what is wrong. */
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -521,6 +522,37 @@ static void test_shared_models(void) {
     }
 }
 
+/* Every .gguf in the shared model folders opens (fixtures added later included). */
+static void test_every_shared_file_opens(void) {
+    const char *shared = vt_test_shared_dir("gguf reader on every shared model");
+    if (!shared) return;
+    const char *dirs[2] = {"models", "models/vocab"};
+    int opened = 0;
+    for (int d = 0; d < 2; d++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/%s", shared, dirs[d]);
+        DIR *dh = opendir(dir);
+        if (!dh) continue;
+        struct dirent *e;
+        while ((e = readdir(dh))) {
+            size_t n = strlen(e->d_name);
+            if (n < 5 || strcmp(e->d_name + n - 5, ".gguf") != 0) continue;
+            char path[2048];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            vt_gguf *g = NULL;
+            vt_error err = {0};
+            vt_status st = vt_gguf_open(path, &g, &err);
+            if (st) fprintf(stderr, "\n%s\n", err.msg);
+            CU_ASSERT_EQUAL(st, VT_OK);
+            if (g) CU_ASSERT_PTR_NOT_NULL(vt_gguf_find(g, "general.architecture"));
+            opened += st == VT_OK;
+            vt_gguf_close(g);
+        }
+        closedir(dh);
+    }
+    CU_ASSERT(opened >= (int)(sizeof shared_models / sizeof shared_models[0]));
+}
+
 /* ---- corrupted files ---- */
 
 /* The base file the corruptions start from: small, with a string array, a
@@ -805,6 +837,7 @@ int main(void) {
     };
     static CU_TestInfo shared[] = {
         {"shared models open with expected keys and tensors", test_shared_models},
+        {"every shared .gguf opens", test_every_shared_file_opens},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo corrupt[] = {
