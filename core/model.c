@@ -172,7 +172,11 @@ vt_status vt_model_load(const char *path, vt_model **out, vt_error *err) {
     vt_model *m = calloc(1, sizeof *m);
     if (!m) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     vt_status st = vt_gguf_open(path, &m->gguf, err);
-    if (st == VT_OK) st = load_hparams(m->gguf, &m->hp, err);
+    if (st != VT_OK) { /* the reader's message already starts with the path */
+        vt_model_free(m);
+        return st;
+    }
+    st = load_hparams(m->gguf, &m->hp, err);
     if (st == VT_OK) st = bind_weights(m, err);
     if (st != VT_OK) {
         vt_error_prefix(err, "%s: ", path);
