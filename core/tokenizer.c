@@ -497,6 +497,7 @@ vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out, vt_error *err)
     if ((st = build_special_list(t, err)) != VT_OK) goto fail;
     apply_name_attrs(t, g);
 
+    if (t->type == VT_VOCAB_SPM) t->spm_chunk_at_spaces = vt_spm_spaces_bound_merges(t);
     for (int b = 0; b < 256; b++) {
         char hex[8];
         snprintf(hex, sizeof hex, "<0x%02X>", b);

@@ -75,6 +75,10 @@ struct vt_tokenizer {
     size_t n_special;
 
     int32_t byte_token[256]; /* SPM: id of <0xNN> (or of the raw byte), -1 if absent */
+    /* SPM: no token has U+2581 right after something other than U+2581, so no
+     * merge can cross into a space that follows a non-space: such positions
+     * split the text into independent chunks (same result, small queues). */
+    bool spm_chunk_at_spaces;
 
     /* BPE merges */
     vt_bpe_merge *merges; /* [n_merges], rank = index */
@@ -110,6 +114,8 @@ static inline uint64_t vt_fnv1a(uint64_t h, const void *data, size_t len) {
 
 /* Encode one text fragment (no special tokens in it) and append the ids.
  * SPM: text is already space-escaped (" " -> U+2581) and prefixed. */
+/* Whether t's vocab allows spm_chunk_at_spaces. */
+bool vt_spm_spaces_bound_merges(const vt_tokenizer *t);
 vt_status vt_spm_encode(const vt_tokenizer *t, const char *text, size_t len, vt_id_list *out, vt_error *err);
 vt_status vt_bpe_encode(const vt_tokenizer *t, const char *text, size_t len, vt_id_list *out, vt_error *err);
 

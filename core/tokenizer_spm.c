@@ -7,7 +7,12 @@
  *      of candidate pairs and discarding entries made stale by earlier merges;
  *   3. emit each final symbol's token, or its bytes as <0xNN> tokens when the
  *      symbol is not in the vocab (a merged symbol always is: merges only
- *      happen into vocab tokens, so only single characters fall back). */
+ *      happen into vocab tokens, so only single characters fall back).
+ *
+ * Step 2 runs chunk by chunk when the vocab allows it (spm_chunk_at_spaces):
+ * merges in different chunks never meet, and within a chunk they happen in the
+ * same order as in one global queue, so the result is identical; the queue
+ * stays small instead of holding millions of candidates for a long text. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +82,18 @@ static bigram heap_pop(bigram_heap *h) {
     return top;
 }
 
+#define SPACE "\xe2\x96\x81" /* U+2581 */
+
+bool vt_spm_spaces_bound_merges(const vt_tokenizer *t) {
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const vt_token_data *d = &t->tokens[id];
+        for (uint32_t j = 1; j + 3 <= d->len; j++)
+            if (memcmp(d->text + j, SPACE, 3) == 0 && (j < 3 || memcmp(d->text + j - 3, SPACE, 3) != 0))
+                return false;
+    }
+    return true;
+}
+
 typedef struct spm_session {
     const vt_tokenizer *t;
     const char *text;
@@ -107,20 +124,31 @@ vt_status vt_spm_encode(const vt_tokenizer *t, const char *text, size_t len, vt_
         n_sym++;
         off += n;
     }
-    for (int32_t i = 1; i < n_sym; i++)
-        if (!try_add_bigram(&s, i - 1, i)) goto nomem;
-
-    while (s.queue.n) {
-        bigram b = heap_pop(&s.queue);
-        symbol *left = &s.sym[b.left];
-        if (left->n == 0 || left->next < 0) continue; /* stale */
-        symbol *right = &s.sym[left->next];
-        if (right->n == 0 || left->n + right->n != b.size) continue; /* stale */
-        left->n += right->n;
-        right->n = 0;
-        left->next = right->next;
-        if (right->next >= 0) s.sym[right->next].prev = b.left;
-        if (!try_add_bigram(&s, left->prev, b.left) || !try_add_bigram(&s, b.left, left->next)) goto nomem;
+    for (int32_t chunk = 0; chunk < n_sym;) {
+        /* The chunk ends before a symbol that is exactly U+2581 and follows one
+         * that does not end in U+2581: a merge across would need a token with
+         * U+2581 after other bytes, which the vocab was checked not to have. */
+        int32_t end = chunk + 1;
+        while (end < n_sym && t->spm_chunk_at_spaces &&
+               !(s.sym[end].n == 3 && memcmp(text + s.sym[end].off, SPACE, 3) == 0 &&
+                 !(s.sym[end].off >= 3 && memcmp(text + s.sym[end].off - 3, SPACE, 3) == 0)))
+            end++;
+        if (!t->spm_chunk_at_spaces) end = n_sym;
+        for (int32_t i = chunk + 1; i < end; i++)
+            if (!try_add_bigram(&s, i - 1, i)) goto nomem;
+        while (s.queue.n) {
+            bigram b = heap_pop(&s.queue);
+            symbol *left = &s.sym[b.left];
+            if (left->n == 0 || left->next < 0) continue; /* stale */
+            symbol *right = &s.sym[left->next];
+            if (right->n == 0 || left->n + right->n != b.size) continue; /* stale */
+            left->n += right->n;
+            right->n = 0;
+            left->next = right->next;
+            if (right->next >= 0) s.sym[right->next].prev = b.left;
+            if (!try_add_bigram(&s, left->prev, b.left) || !try_add_bigram(&s, b.left, left->next)) goto nomem;
+        }
+        chunk = end;
     }
 
     for (int32_t i = 0; i != -1; i = s.sym[i].next) {

@@ -8,6 +8,7 @@
 #include "json_mini.h"
 #include "tokenizer_gguf_build.h"
 #include "tokenizer.h"
+#include "tokenizer_internal.h" /* to switch the SPM chunking off and compare */
 #include "tokenizer_golden.h"
 #include "util.h"
 
@@ -211,8 +212,14 @@ static const synth_token synth_words[] = {
 };
 enum { ID_SP = 259, ID_A, ID_B, ID_C, ID_AB, ID_BC, ID_BA, ID_SP_A, ID_CTRL, ID_USER, ID_X };
 
-static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, tgb_buf *b) {
-    size_t n_words = sizeof synth_words / sizeof synth_words[0], n = 3 + 256 + n_words;
+/* With inner_space, two more tokens: 270 "▁x" and 271 "x▁x", a token with
+ * U+2581 after another character (merges then cross spaces). */
+static const synth_token inner_space_words[] = {{SP "x", -1.0f, NORMAL}, {"x" SP "x", -1.0f, NORMAL}};
+enum { ID_SP_X = 270, ID_X_SP_X };
+
+static vt_tokenizer *synth_spm_ex(bool add_space_prefix, bool inner_space, vt_gguf **g_out, tgb_buf *b) {
+    size_t n_words = sizeof synth_words / sizeof synth_words[0], n_extra = inner_space ? 2 : 0,
+           n = 3 + 256 + n_words + n_extra;
     tgb_gguf_start(b);
     tgb_kv_str(b, "tokenizer.ggml.model", "llama");
     if (!add_space_prefix) tgb_kv_bool(b, "tokenizer.ggml.add_space_prefix", false);
@@ -227,14 +234,19 @@ static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, tgb_buf *
         tgb_put_str(b, hex);
     }
     for (size_t i = 0; i < n_words; i++) tgb_put_str(b, synth_words[i].text);
+    for (size_t i = 0; i < n_extra; i++) tgb_put_str(b, inner_space_words[i].text);
     tgb_kv_arr_head(b, "tokenizer.ggml.scores", 6, n);
     for (size_t i = 0; i < n; i++) {
-        float s = i >= 259 ? synth_words[i - 259].score : 0.0f;
+        float s = i < 259 ? 0.0f : i < 259 + n_words ? synth_words[i - 259].score : inner_space_words[i - 259 - n_words].score;
         tgb_put_bytes(b, &s, 4);
     }
     tgb_kv_arr_head(b, "tokenizer.ggml.token_type", 5, n);
     for (size_t i = 0; i < n; i++) {
-        int32_t type = i == 0 ? UNKNOWN : i < 3 ? CONTROL : i < 259 ? BYTE : synth_words[i - 259].type;
+        int32_t type = i == 0         ? UNKNOWN
+                       : i < 3        ? CONTROL
+                       : i < 259      ? BYTE
+                       : i < 259 + n_words ? synth_words[i - 259].type
+                                           : inner_space_words[i - 259 - n_words].type;
         tgb_put_bytes(b, &type, 4);
     }
     tgb_gguf_finish(b);
@@ -247,6 +259,10 @@ static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, tgb_buf *
     CU_ASSERT_EQUAL(err.code, VT_OK);
     CU_ASSERT_STRING_EQUAL(err.msg, "");
     return t;
+}
+
+static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, tgb_buf *b) {
+    return synth_spm_ex(add_space_prefix, false, g_out, b);
 }
 
 /* Tokenize and compare with the ids derived by hand from the SPM rules. */
@@ -287,6 +303,7 @@ static void test_spm_rules(void) {
     free(b.data);
 
     t = synth_spm(true, &g, &b); /* llama.cpp's SPM default: add_space_prefix */
+    CU_ASSERT_TRUE(t->spm_chunk_at_spaces); /* U+2581 only leads its tokens here */
     /* " " is prefixed to the text ... */
     expect_ids(t, "a", false, (int32_t[]){ID_SP_A}, 1);
     /* ... and to the text after every special token */
@@ -307,6 +324,14 @@ static void test_spm_rules(void) {
     CU_ASSERT_EQUAL(vt_detokenize(t, ids, 5, true, &text, &len, &err), VT_OK);
     CU_ASSERT_STRING_EQUAL(text, "a<ctrl> a\xc3\xa9");
     free(text);
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    free(b.data);
+
+    /* a vocab with "x▁x": merges cross the space, so no chunking at spaces */
+    t = synth_spm_ex(false, true, &g, &b);
+    CU_ASSERT_FALSE(t->spm_chunk_at_spaces);
+    expect_ids(t, "x x", false, (int32_t[]){ID_X_SP_X}, 1); /* "▁x" first, then "x" + "▁x" */
     vt_tokenizer_free(t);
     vt_gguf_close(g);
     free(b.data);
@@ -358,6 +383,44 @@ static void test_spm_round_trip_random_text(void) {
     golden_vocab_close(&v);
 }
 
+/* The SPM merge queue runs chunk by chunk between spaces when the vocab
+ * allows it; that must give exactly the ids of one queue over the whole text. */
+static void test_spm_chunking_matches_single_queue(void) {
+    const char *shared = vt_test_shared_dir("llama-spm vocab");
+    if (!shared) return;
+    golden_vocab v;
+    CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
+    CU_ASSERT_TRUE_FATAL(v.t->spm_chunk_at_spaces); /* LLaMA's vocab has U+2581 only in leading runs */
+    static const char *const pieces[] = {" ", "  ", "a", "the", " the", SP, SP SP, "\n", "\xff", "\xc3", "ing",
+                                         "\xe6\x97\xa5", "Hello", "<s>", "12", "\xe2\x96"};
+    uint64_t x = 99;
+    int diffs = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        char text[1024];
+        size_t len = 0;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int n_pieces = 1 + (int)(x % 60);
+        for (int i = 0; i < n_pieces; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const char *p = pieces[x % (sizeof pieces / sizeof pieces[0])];
+            memcpy(text + len, p, strlen(p));
+            len += strlen(p);
+        }
+        int32_t *chunked = NULL, *whole = NULL;
+        size_t n_chunked = 0, n_whole = 0;
+        vt_error err = {0};
+        CU_ASSERT_EQUAL_FATAL(vt_tokenize(v.t, text, len, false, x & 1, &chunked, &n_chunked, &err), VT_OK);
+        v.t->spm_chunk_at_spaces = false;
+        CU_ASSERT_EQUAL_FATAL(vt_tokenize(v.t, text, len, false, x & 1, &whole, &n_whole, &err), VT_OK);
+        v.t->spm_chunk_at_spaces = true;
+        diffs += n_chunked != n_whole || memcmp(chunked, whole, n_whole * sizeof *whole) != 0;
+        free(chunked);
+        free(whole);
+    }
+    CU_ASSERT_EQUAL(diffs, 0);
+    golden_vocab_close(&v);
+}
+
 int main(void) {
     static CU_TestInfo goldens[] = {
         {"tokenizer.json (tok512 and llama2 vocabs, with BOS)", test_tokenizer_json_goldens},
@@ -370,6 +433,7 @@ int main(void) {
         {"loader errors name what is wrong", test_loader_errors},
         {"SPM rules on a synthetic vocab", test_spm_rules},
         {"SPM round trip of random text", test_spm_round_trip_random_text},
+        {"SPM chunked merging equals one queue", test_spm_chunking_matches_single_queue},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("spm goldens", NULL, NULL, goldens);
