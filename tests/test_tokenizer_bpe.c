@@ -244,6 +244,36 @@ static void test_qwen2_round_trip_random_text(void) {
     CU_ASSERT_EQUAL(failures, 0);
 }
 
+static void expect_detok(const vt_tokenizer *t, const int32_t *ids, size_t n, const char *want) {
+    char *text = NULL;
+    size_t len = 0;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_detokenize(t, ids, n, false, &text, &len, &err), VT_OK);
+    if (strcmp(text, want) != 0) printf("\n  detok gave '%s', want '%s'\n", text, want);
+    CU_ASSERT_STRING_EQUAL(text, want);
+    free(text);
+}
+
+/* clean_up_tokenization_spaces: on for most gpt2 pre-tokenizers (here
+ * stablelm2, same regex as qwen2), off for qwen2 itself. */
+static void test_bpe_clean_spaces(void) {
+    tgb_buf b;
+    vt_gguf *g = NULL;
+    vt_tokenizer *t = synth_bpe("stablelm2", &g, &b);
+    expect_detok(t, (int32_t[]){'a', ' ', ',', ' ', 'b', ' ', '.'}, 7, "a, b.");
+    expect_detok(t, (int32_t[]){'a', ' ', '\'', 's'}, 4, "a's");
+    expect_detok(t, (int32_t[]){'a', ' ', '\'', 't'}, 4, "a 't"); /* " 't" keeps its space */
+    expect_detok(t, (int32_t[]){'a', ' ', '\'', ' ', 'b'}, 5, "a'b");
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    free(b.data);
+    t = synth_bpe("qwen2", &g, &b);
+    expect_detok(t, (int32_t[]){'a', ' ', ',', ' ', '\'', 's'}, 6, "a , 's");
+    vt_tokenizer_free(t);
+    vt_gguf_close(g);
+    free(b.data);
+}
+
 /* ---- the Unicode layer the pre-tokenizers stand on ----------------------------- */
 
 static void test_unicode_classes_and_utf8(void) {
@@ -299,6 +329,7 @@ int main(void) {
     static CU_TestInfo rules[] = {
         {"BPE merge ranks and qwen2 pre-tokenizer on a synthetic vocab", test_bpe_rules},
         {"llama3 pre-tokenizer on a synthetic vocab", test_bpe_llama3_rules},
+        {"detokenizer's clean_up_tokenization_spaces", test_bpe_clean_spaces},
         {"Unicode classes and UTF-8 decoding", test_unicode_classes_and_utf8},
         CU_TEST_INFO_NULL,
     };
