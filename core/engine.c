@@ -103,6 +103,7 @@ void vt_engine_free(vt_engine *e) {
     if (e->kv) vt_kv_seq_release(e->kv, &e->seq);
     vt_kv_cache_free(e->kv);
     vt_registry_destroy(e->registry);
+    vt_host_release_pool(e->pool); /* another engine may still call host->parallel_for */
     vt_threadpool_destroy(e->pool);
     free(e->logits);
     free(e);
@@ -115,6 +116,9 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
         if (tokens[i] < 0 || tokens[i] >= V)
             return vt_fail(err, VT_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%d)",
                            tokens[i], (long long)i, V - 1);
+    /* The host has one current pool: make it this engine's (another engine
+     * built or freed since may have replaced or cleared it). */
+    vt_host_get(e->pool);
     int64_t start = e->seq.n_tokens;
     vt_status st = vt_kv_seq_reserve(e->kv, &e->seq, n, err);
     if (st != VT_OK) return st;

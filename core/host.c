@@ -154,6 +154,12 @@ static vt_host host_table = {
     .dtype_name = host_dtype_name,
 };
 
+void vt_host_release_pool(vt_threadpool *pool) {
+    vt_threadpool *expected = pool;
+    atomic_compare_exchange_strong_explicit(&current_pool, &expected, NULL, memory_order_acq_rel,
+                                            memory_order_acquire);
+}
+
 const vt_host *vt_host_get(vt_threadpool *pool) {
     atomic_store_explicit(&current_pool, pool, memory_order_release);
     host_table.n_threads = vt_threadpool_n_threads(pool);

@@ -9,6 +9,10 @@
 /* The host table for a pool. One process-wide pool is current at a time
  * (backends call parallel_for through a plain function pointer). */
 const vt_host *vt_host_get(vt_threadpool *pool);
+/* Before destroying `pool`: if it is the current pool, none is current any
+ * more (parallel_for then runs on the caller), so the table never points at
+ * a freed pool. */
+void vt_host_release_pool(vt_threadpool *pool);
 
 /* Failure injection for tests: the n-th host alloc from now (1 = next) returns
  * NULL; 0 disables. Also VT_FAIL_ALLOC_AT=n in the environment. */

@@ -22,6 +22,7 @@ vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_
         if (b->state == VT_BACKEND_LOADED) snprintf(out->names[out->n++], sizeof out->names[0], "%s", b->name);
     }
     vt_registry_destroy(r);
+    vt_host_release_pool(pool);
     vt_threadpool_destroy(pool);
     if (st == VT_OK && out->n == 0) st = vt_fail(err, VT_ERR_BACKEND, "no backend loaded (see `vt backends`)");
     return st;
