@@ -298,7 +298,8 @@ static void test_compare_default_model_is_cached(void) {
         char *out = NULL, *err = NULL;
         int rc = vt_test_run_cmd(args, &out, &err);
         CU_ASSERT_EQUAL(rc, 0);
-        CU_ASSERT(err && strstr(err, round == 0 ? "synthesized the default model" : "using cached") != NULL);
+        const char *said = round == 0 ? "synthesized the default model" : "using the cached default model";
+        CU_ASSERT(err && strstr(err, said) != NULL);
         json_value doc;
         char msg[128];
         CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));

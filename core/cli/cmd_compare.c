@@ -279,7 +279,7 @@ static void print_table(const compare_job *job, const char *model_path, const ba
         format_metric(klm, sizeof klm, vt_logit_stats_kl_mean(&r->stats));
         format_metric(klx, sizeof klx, r->stats.kl_max);
         if (isnan(r->ppl)) snprintf(ppl, sizeof ppl, "-");
-        else snprintf(ppl, sizeof ppl, "%.4g", r->ppl);
+        else snprintf(ppl, sizeof ppl, "%.3f", r->ppl);
         format_rate(pp, sizeof pp, r->pp_tok_s);
         format_rate(tg, sizeof tg, r->tg_tok_s);
         snprintf(greedy, sizeof greedy, "%lld/%lld", (long long)r->greedy_agree, (long long)job->n_greedy);
@@ -355,8 +355,8 @@ static vt_status open_model(vt_cli_common *c, char *path_buf, size_t size, vt_mo
         }
     }
     if (st == VT_OK) {
-        fprintf(stderr, "vt: no -m given: %s the default model %s (%s)\n", created ? "synthesized" : "using cached",
-                path_buf, vt_cli_default_model_shape());
+        fprintf(stderr, "vt: no -m given: %s default model %s (%s)\n",
+                created ? "synthesized the" : "using the cached", path_buf, vt_cli_default_model_shape());
         c->model_path = path_buf;
     }
     return st;
