@@ -447,7 +447,7 @@ static void test_rope(void) {
     static const struct { int64_t D, heads, T; int32_t n_rot, mode; } cases[] = {
         {128, 4, 3, 128, VT_ROPE_NEOX}, {128, 2, 5, 128, VT_ROPE_NORM}, {64, 3, 2, 32, VT_ROPE_NEOX},
         {64, 3, 2, 20, VT_ROPE_NORM},   {36, 2, 1, 36, VT_ROPE_NEOX},   {36, 2, 1, 34, VT_ROPE_NORM}};
-    const int32_t positions[] = {0, 1, 4095, 77, 123456};
+    const int32_t positions[] = {0, 1, 4095, 77, 123456, 9}; /* T + 1 entries: cases start at 0 or 1 */
     uint64_t seed = 6000;
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         for (size_t y = 0; y < 3; y++) {
