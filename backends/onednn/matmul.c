@@ -55,10 +55,11 @@ int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
     /* Decode (M = 1) is declined by default: each weight is used once, so
      * dequantizing it to f32 and streaming the f32 copy through an sgemv
      * moves ~8x the bytes of a fused quantized dot product. Measured with
-     * bench/onednn_matmul_bench.c (K=1024 N=3072 Q4_K, 2 threads, medians):
-     * onednn 1.07 ms, simd 0.36 ms, reference 8.4 ms. Declining lets
-     * negotiation route decode matmuls to the fallback backend (best with
-     * fallback=simd); option decode=1 accepts them (README.md). */
+     * bench/onednn_matmul_bench.c (K=1024 N=3072 Q4_K, 2 threads, median
+     * CPU time per call): onednn 0.97 ms, simd 0.24 ms, reference 2.3 ms.
+     * Declining lets negotiation route decode matmuls to the fallback
+     * backend (best with --fallback simd); option decode=1 accepts them
+     * (README.md). */
     if (node->phase == VT_PHASE_DECODE && !ctx->decode_matmul) return 0;
     if (node->n_src != 2) return 0;
     const vt_tensor *w = &node->src[0], *x = &node->src[1], *y = &node->dst;
