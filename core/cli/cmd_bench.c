@@ -365,6 +365,7 @@ int vt_cmd_bench(int argc, char **argv) {
     if (json) print_json(&job, c.model_path, results, n_results, bpt, bw);
     else if (csv) print_csv(&job, c.model_path, results, n_results, bpt, bw);
     else print_table(&job, c.model_path, results, n_results, bpt, bw);
+    fflush(stdout); /* the table first, then the profile, also when both go to one pipe */
     if (profiler) vt_profiler_print(profiler, stderr);
 
 done:

@@ -471,6 +471,7 @@ int vt_cmd_compare(int argc, char **argv) {
 
     if (json) print_json(&job, c.model_path, results, n_done, ppl_file);
     else print_table(&job, c.model_path, results, n_done, ppl_file);
+    fflush(stdout); /* the table first, then the profile, also when both go to one pipe */
     if (profiler) vt_profiler_print(profiler, stderr);
 
 done:
