@@ -314,6 +314,39 @@ static void test_compare_default_model_is_cached(void) {
     }
 }
 
+/* A backend whose plan cannot be built (here: no fallback for the nodes it
+ * declines) gets an "error" entry; the others are still measured, and the
+ * exit status says something failed. */
+static void test_compare_reports_a_failing_backend(void) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' compare -m '%s' --json --fallback none -n 2 --tokens 1,2,3", VT_CLI_PATH,
+             model_path);
+    char *out = NULL;
+    int rc = vt_test_run_cmd(cmd, &out, NULL);
+    json_value doc;
+    char msg[128];
+    CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n >= 1);
+    CU_ASSERT_PTR_NULL(json_get(&backends->items[0], "error")); /* reference runs every op itself */
+    CU_ASSERT_EQUAL(num(&backends->items[0], "max_abs_dlogit"), 0.0);
+    int failed = 0;
+    for (size_t i = 0; i < backends->n; i++) {
+        const json_value *e = json_get(&backends->items[i], "error");
+        if (!e) {
+            CU_ASSERT_PTR_NOT_NULL(json_get(&backends->items[i], "nodes_by_backend"));
+            continue;
+        }
+        failed++;
+        CU_ASSERT(e->type == JSON_STRING && strstr(e->str, "no fallback") != NULL);
+        CU_ASSERT_PTR_NULL(json_get(&backends->items[i], "max_abs_dlogit"));
+    }
+    /* onednn declines get_rows & co, so with it loaded one entry fails */
+    CU_ASSERT_EQUAL(rc != 0, failed > 0);
+    json_free(&doc);
+    free(out);
+}
+
 static void test_bench_json(void) {
     char args[2048];
     /* 64 MiB per bandwidth buffer keeps the test quick (under ASan too); the
@@ -508,6 +541,7 @@ int main(void) {
          test_compare_json},
         {"compare --ppl: chunked perplexity, backends agree within 1%", test_compare_perplexity},
         {"compare --profile counts every op call of both plans", test_compare_profile_counts_every_op_call},
+        {"compare reports a backend whose plan fails and measures the rest", test_compare_reports_a_failing_backend},
         {"compare without -m synthesizes a cached default model", test_compare_default_model_is_cached},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
         {"bench --csv: header and one row per test", test_bench_csv},

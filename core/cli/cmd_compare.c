@@ -72,6 +72,7 @@ typedef struct backend_result {
     char where_name[VT_CLI_MAX_BACKENDS][64];
     int64_t where_count[VT_CLI_MAX_BACKENDS];
     int64_t plan_nodes;
+    char error[VT_ERROR_MSG_SIZE]; /* non-empty: this backend failed (plan refused, op error) */
 } backend_result;
 
 /* Everything the measurement of one backend needs. */
@@ -217,6 +218,12 @@ static void print_json(const compare_job *job, const char *model_path, const bac
         const backend_result *r = &res[i];
         printf("%s{\"name\": ", i ? ", " : "");
         vt_json_string(stdout, r->name);
+        if (r->error[0]) {
+            printf(", \"error\": ");
+            vt_json_string(stdout, r->error);
+            printf("}");
+            continue;
+        }
         printf(", \"max_abs_dlogit\": ");
         vt_json_number(stdout, r->stats.max_abs_dlogit);
         printf(", \"mean_abs_dlogit\": ");
@@ -273,6 +280,10 @@ static void print_table(const compare_job *job, const char *model_path, const ba
            "KL mean", "KL max", "greedy", "ppl", "pp tok/s", "tg tok/s", "nodes ran on");
     for (int i = 0; i < n; i++) {
         const backend_result *r = &res[i];
+        if (r->error[0]) {
+            printf("%-10s error: %s\n", r->name, r->error);
+            continue;
+        }
         char mx[32], mean[32], klm[32], klx[32], ppl[32], pp[32], tg[32], greedy[32], where[512];
         format_metric(mx, sizeof mx, r->stats.max_abs_dlogit);
         format_metric(mean, sizeof mean, vt_logit_stats_mean_abs(&r->stats));
@@ -417,7 +428,7 @@ int vt_cmd_compare(int argc, char **argv) {
     compare_job job = {0};
     vt_progress bar;
     vt_backend_set set;
-    int n_done = 0;
+    vt_error first_failure = {0};
 
     vt_status st = vt_cli_backend_set(&c.opt, backends, false, true, &set, &err);
     if (st == VT_OK) st = open_model(&c, default_path, sizeof default_path, &model, &err);
@@ -464,13 +475,20 @@ int vt_cmd_compare(int argc, char **argv) {
     for (int b = 0; b < set.n && st == VT_OK; b++) {
         st = run_backend(&job, set.names[b], b == 0, &results[b], &err);
         vt_progress_set(&bar, per_backend * (b + 1));
-        if (st == VT_OK) n_done++;
+        /* Without the reference there is nothing to compare with; any other
+         * backend that fails is reported in its row and the rest still run
+         * (the exit status still says something failed). */
+        if (st != VT_OK && b > 0) {
+            snprintf(results[b].error, sizeof results[b].error, "%s", err.msg);
+            if (first_failure.code == VT_OK) first_failure = err;
+            st = VT_OK;
+        }
     }
     vt_progress_end(&bar);
     if (st != VT_OK || c.dry_run) goto done;
 
-    if (json) print_json(&job, c.model_path, results, n_done, ppl_file);
-    else print_table(&job, c.model_path, results, n_done, ppl_file);
+    if (json) print_json(&job, c.model_path, results, set.n, ppl_file);
+    else print_table(&job, c.model_path, results, set.n, ppl_file);
     fflush(stdout); /* the table first, then the profile, also when both go to one pipe */
     if (profiler) vt_profiler_print(profiler, stderr);
 
@@ -484,5 +502,6 @@ done:
     free(tokens);
     vt_model_free(model);
     vt_profiler_free(profiler); /* after every engine (and its registry) is gone */
+    if (st == VT_OK && first_failure.code != VT_OK) return vt_cli_error(&first_failure);
     return st == VT_OK ? 0 : vt_cli_error(&err);
 }
