@@ -414,6 +414,43 @@ static void test_writer_refusals(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/nonexistent-dir/x.gguf"));
 }
 
+/* Offsets past 4 GiB (opt-in: writes a 4.1 GiB file, VT_TEST_LARGE=1). The
+ * writer streams it in 64 MiB chunks and holds none of it. */
+static void test_file_over_4gib(void) {
+    if (!getenv("VT_TEST_LARGE")) {
+        printf("\nSKIP: 4 GiB writer/reader round trip (set VT_TEST_LARGE=1 to run it)\n");
+        return;
+    }
+    char path[512];
+    vt_test_tmpfile(path, sizeof path, "large.gguf");
+    vt_gguf_writer *w = NULL;
+    vt_error err = {0};
+    const int64_t big_ne[2] = {1 << 20, 1025}; /* f32: 4 GiB + 4 MiB */
+    const int64_t small_ne[1] = {64};
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_writer_create(path, &w, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_gguf_writer_add_tensor(w, "big", VT_F32, 2, big_ne), VT_OK);
+    CU_ASSERT_EQUAL(vt_gguf_writer_add_tensor(w, "after", VT_F32, 1, small_ne), VT_OK);
+    size_t chunk = 64u << 20, big_bytes = (size_t)big_ne[0] * (size_t)big_ne[1] * 4;
+    uint8_t *zeros = calloc(1, chunk);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zeros);
+    for (size_t done = 0; done < big_bytes; done += chunk)
+        vt_gguf_writer_write_data(w, zeros, big_bytes - done < chunk ? big_bytes - done : chunk);
+    free(zeros);
+    CU_ASSERT_EQUAL(write_pattern(w, 1, 256, 256), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_writer_finish(w, &err), VT_OK);
+    vt_gguf *g = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_open(path, &g, &err), VT_OK);
+    const vt_gguf_tensor *t = vt_gguf_find_tensor(g, "after");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    CU_ASSERT(t->offset > UINT32_MAX);
+    CU_ASSERT_EQUAL(vt_gguf_find_tensor(g, "big")->nbytes, big_bytes);
+    size_t bad = 0;
+    for (size_t k = 0; k < 256; k++) bad += ((const uint8_t *)t->data)[k] != pattern_byte(1, k);
+    CU_ASSERT_EQUAL(bad, 0);
+    vt_gguf_close(g);
+    remove(path);
+}
+
 /* A file with only metadata (a vocabulary file) is valid, and so is an empty one of both. */
 static void test_no_tensors(void) {
     char path[512];
@@ -832,6 +869,7 @@ int main(void) {
         {"typed gets check types and ranges", test_typed_get_errors},
         {"writer refusals", test_writer_refusals},
         {"file without tensors", test_no_tensors},
+        {"offsets past 4 GiB", test_file_over_4gib},
         {"open i/o errors", test_open_io_errors},
         CU_TEST_INFO_NULL,
     };
