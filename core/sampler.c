@@ -175,6 +175,26 @@ static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *tot
         m = kept; /* the maximum always passes, so m >= 1 */
     }
 
+    /* top-p keeps a prefix of the sorted candidates. With a large vocab, find a
+     * logit threshold whose candidates already hold more than top_p of the mass
+     * and sort only those: the prefix lies inside them, so the result is the
+     * same as sorting all (the 1e-6 margin covers summation-order rounding). */
+    if (p->top_p < 1.0f && m > 1024) {
+        static const float deltas[] = {8.0f, 16.0f, 32.0f};
+        for (size_t d = 0; d < sizeof deltas / sizeof deltas[0]; d++) {
+            float floor_logit = max - deltas[d];
+            double mass = 0.0;
+            for (int32_t i = 0; i < m; i++)
+                if (c[i].logit >= floor_logit) mass += exp((double)c[i].logit - max);
+            if (mass / z < (double)p->top_p + 1e-6) continue;
+            int32_t kept = 0;
+            for (int32_t i = 0; i < m; i++)
+                if (c[i].logit >= floor_logit) c[kept++] = c[i];
+            m = kept;
+            break;
+        }
+    }
+
     qsort(c, (size_t)m, sizeof *c, compare_rank);
 
     /* min-p and top-p both keep a prefix of this order, so applying min-p first
