@@ -345,6 +345,31 @@ static void test_compare_reports_a_failing_backend(void) {
     CU_ASSERT_EQUAL(rc != 0, failed > 0);
     json_free(&doc);
     free(out);
+
+    /* bench: the same, one "error" entry in place of that backend's pp/tg pair */
+    snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' --json --fallback none -p 4 -n 2 -r 1 --membw-mib 0", VT_CLI_PATH,
+             model_path);
+    rc = vt_test_run_cmd(cmd, &out, NULL);
+    CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY);
+    int bench_failed = 0;
+    for (size_t i = 0; i < results->n; i++) {
+        const json_value *e = json_get(&results->items[i], "error"), *test = json_get(&results->items[i], "test");
+        CU_ASSERT((e != NULL) != (test != NULL));
+        if (e) {
+            bench_failed++;
+        } else if (test && test->type == JSON_STRING && strcmp(test->str, "pp4") == 0) {
+            /* a pp entry is followed by its backend's tg entry */
+            CU_ASSERT_FATAL(i + 1 < results->n);
+            const json_value *next = json_get(&results->items[i + 1], "test");
+            CU_ASSERT(next && next->type == JSON_STRING && strcmp(next->str, "tg2") == 0);
+            CU_ASSERT_PTR_NULL(json_get(&results->items[i], "fraction_of_limit"));
+        }
+    }
+    CU_ASSERT_EQUAL(rc != 0, bench_failed > 0);
+    json_free(&doc);
+    free(out);
 }
 
 static void test_bench_json(void) {
@@ -541,7 +566,7 @@ int main(void) {
          test_compare_json},
         {"compare --ppl: chunked perplexity, backends agree within 1%", test_compare_perplexity},
         {"compare --profile counts every op call of both plans", test_compare_profile_counts_every_op_call},
-        {"compare reports a backend whose plan fails and measures the rest", test_compare_reports_a_failing_backend},
+        {"compare and bench report a backend whose plan fails and measure the rest", test_compare_reports_a_failing_backend},
         {"compare without -m synthesizes a cached default model", test_compare_default_model_is_cached},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
         {"bench --csv: header and one row per test", test_bench_csv},

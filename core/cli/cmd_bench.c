@@ -50,6 +50,7 @@ typedef struct bench_result {
     int64_t n_tokens;
     double *runs;      /* [reps] tokens/s */
     double median, stdev;
+    char error[VT_ERROR_MSG_SIZE]; /* non-empty: the backend failed; no figures */
 } bench_result;
 
 typedef struct bench_job {
@@ -149,6 +150,12 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         const bench_result *r = &res[i];
         printf("%s{\"backend\": ", i ? ", " : "");
         vt_json_string(stdout, r->backend);
+        if (r->error[0]) {
+            printf(", \"error\": ");
+            vt_json_string(stdout, r->error);
+            printf("}");
+            continue;
+        }
         printf(", \"test\": \"%s\", \"n_tokens\": %lld, \"tok_s_median\": ", r->test, (long long)r->n_tokens);
         vt_json_number(stdout, r->median);
         printf(", \"tok_s_stdev\": ");
@@ -177,7 +184,7 @@ static void csv_number(double x) {
 static void print_csv(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
                       double bw) {
     printf("model,backend,test,n_tokens,threads,kv_cache_dtype,tok_s_median,tok_s_stdev,gb_s,fraction_of_limit,"
-           "model_bytes,params,bytes_per_token,bandwidth_gb_s\n");
+           "model_bytes,params,bytes_per_token,bandwidth_gb_s,error\n");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         /* the path is quoted with doubled quotes, as CSV escapes them */
@@ -198,6 +205,15 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
         printf(",%lld,%lld,%lld,", (long long)job->model->weight_bytes, (long long)job->model->n_params,
                (long long)bpt);
         csv_number(bw);
+        putchar(',');
+        if (r->error[0]) { /* quoted, inner quotes doubled */
+            putchar('"');
+            for (const char *p = r->error; *p; p++) {
+                if (*p == '"') putchar('"');
+                putchar(*p);
+            }
+            putchar('"');
+        }
         putchar('\n');
     }
 }
@@ -215,6 +231,10 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     printf("\n%-10s %-8s %14s %10s %9s %9s\n", "backend", "test", "tok/s", "stdev", "GB/s", "of limit");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
+        if (r->error[0]) {
+            printf("%-10s error: %s\n", r->backend, r->error);
+            continue;
+        }
         printf("%-10s %-8s %14.2f %10.2f", r->backend, r->test, r->median, r->stdev);
         if (r->is_tg) {
             printf(" %9.2f", implied_gb_s(r, bpt));
@@ -303,6 +323,7 @@ int vt_cmd_bench(int argc, char **argv) {
     vt_progress bar;
     double bw = NAN;
     int n_results = 0;
+    vt_error first_failure = {0};
 
     vt_status st = vt_cli_backend_set(&c.opt, backends, true, false, &set, &err);
     if (st == VT_OK) st = vt_model_load(c.model_path, &model, &err);
@@ -339,6 +360,7 @@ int vt_cmd_bench(int argc, char **argv) {
     vt_progress_begin(&bar, "bench", (double)set.n * (double)reps * (double)(n_prompt + n_gen));
     for (int b = 0; b < set.n && st == VT_OK; b++) {
         bench_result *pp = &results[n_results], *tg = &results[n_results + 1];
+        memset(pp, 0, 2 * sizeof *pp); /* a failed backend before may have used these slots */
         snprintf(pp->backend, sizeof pp->backend, "%s", set.names[b]);
         snprintf(tg->backend, sizeof tg->backend, "%s", set.names[b]);
         snprintf(pp->test, sizeof pp->test, "pp%lld", (long long)n_prompt);
@@ -349,7 +371,18 @@ int vt_cmd_bench(int argc, char **argv) {
         pp->runs = runs + (size_t)(2 * b) * (size_t)reps;
         tg->runs = runs + (size_t)(2 * b + 1) * (size_t)reps;
         st = bench_backend(&job, set.names[b], pp, tg, &err);
-        if (st != VT_OK) break;
+        if (st != VT_OK) {
+            /* reported in its own entry; the other backends still run, and
+             * the exit status says something failed */
+            snprintf(pp->error, sizeof pp->error, "%s", err.msg);
+            pp->test[0] = '\0';
+            pp->is_tg = false;
+            pp->median = pp->stdev = NAN;
+            if (first_failure.code == VT_OK) first_failure = err;
+            st = VT_OK;
+            n_results++;
+            continue;
+        }
         for (bench_result *r = pp; r <= tg; r++) {
             r->median = vt_median(r->runs, (size_t)reps);
             r->stdev = vt_stdev(r->runs, (size_t)reps);
@@ -374,5 +407,6 @@ done:
     free(job.tokens);
     vt_model_free(model);
     vt_profiler_free(profiler);
+    if (st == VT_OK && first_failure.code != VT_OK) return vt_cli_error(&first_failure);
     return st == VT_OK ? 0 : vt_cli_error(&err);
 }
