@@ -46,7 +46,8 @@ typedef struct quantize_task {
     const float *x; /* [M][K] */
     int8_t *qs;     /* [M][K] */
     float *d;       /* [M][K / block] */
-    int16_t *bsums; /* [M][K / sum_len] or NULL */
+    int16_t *bsums; /* [M][K / 16] or NULL */
+    float *msums;   /* [M][K / 32] or NULL */
     int64_t K;
     int kind;
 } quantize_task;
@@ -59,9 +60,9 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
         if (t->kind == ACT_Q8_0)
             simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
         else {
-            const int sum_len = t->kind == ACT_Q8_K16 ? 16 : 32;
-            simd_quantize_row_q8_k(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->bsums + m * (K / sum_len),
-                                   sum_len, K);
+            simd_quantize_row_q8_k(t->x + m * K, t->qs + m * K, t->d + m * (K / 256),
+                                   t->bsums ? t->bsums + m * (K / 16) : NULL, t->msums ? t->msums + m * (K / 32) : NULL,
+                                   K);
         }
     }
 }
@@ -139,13 +140,18 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
         const int64_t block = f.act_kind == ACT_Q8_0 ? 32 : 256;
         const size_t qs_bytes = simd_align_up((size_t)(M * K));
         const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
-        const int64_t sum_len = f.act_kind == ACT_Q8_K16 ? 16 : 32;
         const size_t bsum_bytes =
-            f.act_kind != ACT_Q8_0 ? simd_align_up((size_t)(M * (K / sum_len)) * sizeof(int16_t)) : 0;
-        uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes);
+            f.act_kind == ACT_Q8_K16 ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t)) : 0;
+        const size_t msum_bytes = f.act_kind == ACT_Q8_K32 ? simd_align_up((size_t)(M * (K / 32)) * sizeof(float)) : 0;
+        uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes + msum_bytes);
         if (!buf) return VT_ERR_NOMEM;
-        quantize_task q = {X->data, (int8_t *)buf, (float *)(buf + qs_bytes),
-                           bsum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes) : NULL, K, f.act_kind};
+        quantize_task q = {X->data,
+                           (int8_t *)buf,
+                           (float *)(buf + qs_bytes),
+                           bsum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes) : NULL,
+                           msum_bytes ? (float *)(buf + qs_bytes + d_bytes + bsum_bytes) : NULL,
+                           K,
+                           f.act_kind};
         if (M == 1)
             quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
         else
@@ -153,6 +159,7 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
         t.act.qs = q.qs;
         t.act.d = q.d;
         t.act.bsums = q.bsums;
+        t.act.msums = q.msums;
     }
 
     /* ~16 KiB of weights per tile: stays in L1 (32 KiB on Zen3) next to the

@@ -25,7 +25,7 @@ SIMD_INLINE __m256i scale_mask(int j) {
 }
 
 /* out[j * R + r] = weight row j . activation row m0 + r (see simd_dot_fn).
- * x->bsums holds sums of 32 here (see simd_act). */
+ * Uses x->msums (see simd_act). */
 SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,
                           float *out) {
     const int64_t K = x->K, nb = K / 256;
@@ -38,12 +38,8 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         for (int r = 0; r < R; r++) acc[j][r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         float dx[SIMD_MAX_ROWS], d[SIMD_MAX_WROWS];
-        __m128i sub[SIMD_MAX_ROWS];
         SIMD_UNROLL
-        for (int r = 0; r < R; r++) {
-            dx[r] = x->d[(m0 + r) * nb + b];
-            sub[r] = _mm_loadu_si128((const __m128i *)(x->bsums + (m0 + r) * (K / 32) + b * 8));
-        }
+        for (int r = 0; r < R; r++) dx[r] = x->d[(m0 + r) * nb + b];
         const vt_block_q5_k *wb[SIMD_MAX_WROWS];
         __m256i scales[SIMD_MAX_WROWS], hbits[SIMD_MAX_WROWS], sumi[SIMD_MAX_WROWS][SIMD_MAX_ROWS];
         SIMD_UNROLL
@@ -51,14 +47,14 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
             wb[j] = (const vt_block_q5_k *)((const uint8_t *)w + (size_t)j * w_stride) + b;
             const __m256i sm = unpack_scales_mins(wb[j]->scales);
             scales[j] = _mm256_permute4x64_epi64(sm, 0x44);
-            const __m128i mins = _mm256_extracti128_si256(sm, 1);
+            /* dmin m_j as 8 floats, against msums = dx sum(x_j): the
+             * minimums' part of every row is then one FMA */
+            const __m256 mins = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(wb[j]->dmin)),
+                                              _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(sm, 1))));
             d[j] = _cvtsh_ss(wb[j]->d);
-            const float dmin = _cvtsh_ss(wb[j]->dmin);
             SIMD_UNROLL
             for (int r = 0; r < R; r++) {
-                acc[j][r] = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * dx[r]),
-                                             _mm256_cvtepi32_ps(_mm256_zextsi128_si256(_mm_madd_epi16(mins, sub[r]))),
-                                             acc[j][r]);
+                acc[j][r] = _mm256_fnmadd_ps(mins, _mm256_loadu_ps(x->msums + (m0 + r) * (K / 32) + b * 8), acc[j][r]);
                 sumi[j][r] = _mm256_setzero_si256();
             }
             /* shifted right by 2 per pair of sub-blocks: bits 0 and 1 of each

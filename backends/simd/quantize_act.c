@@ -39,7 +39,7 @@ void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K) {
     }
 }
 
-void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, int sum_len, int64_t K) {
+void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K) {
     for (int64_t b = 0; b < K / 256; b++) {
         const float *xb = x + b * 256;
         __m256 m = amax32(xb);
@@ -63,12 +63,13 @@ void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums
             h = _mm256_hadd_epi32(h, h);
             const int r0 = _mm256_extract_epi32(h, 0), r1 = _mm256_extract_epi32(h, 4);
             const int r2 = _mm256_extract_epi32(h, 1), r3 = _mm256_extract_epi32(h, 5);
-            if (sum_len == 16) {
+            if (bsums) { /* |sum of 16| <= 16 * 127 fits int16 */
                 int16_t *bs = bsums + b * 16 + j / 16;
                 bs[0] = (int16_t)r0, bs[1] = (int16_t)r1, bs[2] = (int16_t)r2, bs[3] = (int16_t)r3;
-            } else { /* |sum of 32| <= 32 * 127 fits int16 */
-                int16_t *bs = bsums + b * 8 + j / 32;
-                bs[0] = (int16_t)(r0 + r1), bs[1] = (int16_t)(r2 + r3);
+            }
+            if (msums) { /* exact integers times d: one rounding */
+                float *ms = msums + b * 8 + j / 32;
+                ms[0] = scale * (float)(r0 + r1), ms[1] = scale * (float)(r2 + r3);
             }
         }
     }

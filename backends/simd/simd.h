@@ -48,16 +48,18 @@ vt_status simd_convert(void *ctx, const vt_node *node);
  * Activations X {K, M} f32 are prepared once per matmul in the form the
  * weight dtype's kernel wants:
  *   - Q8_0 / Q4_0 weights: 8-bit blocks of 32 (qs, one scale d per block);
- *   - K-quant weights: 8-bit blocks of 256 (qs, d per block) plus bsums, the
- *     sum of each run of 16 (Q6_K) or 32 (Q4_K, Q5_K) quantized values — the
- *     weights' sub-block length — which lets the kernels apply the weights'
- *     per-sub-block offsets/minimums with one multiply per block;
+ *   - K-quant weights: 8-bit blocks of 256 (qs, d per block) plus the sums
+ *     of each sub-block's quantized values, which let the kernels apply the
+ *     weights' per-sub-block offsets (Q6_K: bsums, int16 sums of 16) or
+ *     minimums (Q4_K, Q5_K: msums, d times the sum of 32, as f32 so one FMA
+ *     per block and row applies all 8 minimums);
  *   - F32 / F16 / BF16 weights: the f32 rows as given. */
 typedef struct simd_act {
     int64_t K;            /* values per row */
     const int8_t *qs;     /* [M][K] quantized values */
     const float *d;       /* [M][K / block] per-block scales */
-    const int16_t *bsums; /* [M][K / 16] or [M][K / 32] (K-quant weights only) */
+    const int16_t *bsums; /* [M][K / 16] (Q6_K weights only) */
+    const float *msums;   /* [M][K / 32] (Q4_K, Q5_K weights only) */
     const float *f;       /* [M][K] f32 rows (float weights only) */
 } simd_act;
 
@@ -88,9 +90,10 @@ void simd_dot_q5_k(const void *w, size_t w_stride, int NW, const simd_act *x, in
 void simd_dot_q6_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 
 /* Quantize one f32 row of K values (K a multiple of 32, resp. 256).
- *   x: [K]; qs: [K]; d: [K/32] resp. [K/256]; bsums: [K/sum_len], sum_len 16 or 32 */
+ *   x: [K]; qs: [K]; d: [K/32] resp. [K/256];
+ *   bsums: [K/16] or NULL; msums: [K/32] or NULL (see simd_act) */
 void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K);
-void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, int sum_len, int64_t K);
+void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K);
 
 /* Store n f32 values into a row of dtype F32, F16 or BF16 (round to nearest even). */
 void simd_store_row(int32_t dtype, const float *src, void *dst, int64_t n);
