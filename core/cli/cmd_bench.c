@@ -33,7 +33,8 @@ static void help(void) {
            "  -r, --repetitions N      timed repetitions (default 5)\n"
            "      --json, --csv        machine-readable output (default: a table)\n"
            "      --profile            per-op time, calls and share per backend over the timed runs, on stderr\n"
-           "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n");
+           "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n\n"
+           "Engine options (--backend does not apply here: see --backends):\n");
     vt_cli_common_help(stdout);
 }
 

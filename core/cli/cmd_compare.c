@@ -50,7 +50,8 @@ static void help(void) {
            "      --json               one JSON document instead of the table\n"
            "      --profile            per-op time, calls and share per backend, on stderr\n"
            "Prefill tokens/s here includes the logits of every position (the metrics need them);\n"
-           "vt bench measures the usual last-position prefill.\n",
+           "vt bench measures the usual last-position prefill.\n\n"
+           "Engine options (--backend does not apply here: see --backends):\n",
            DEFAULT_GREEDY, DEFAULT_PPL_CTX);
     vt_cli_common_help(stdout);
 }
