@@ -4,8 +4,10 @@
  * hold every metadata type, nested arrays, arrays of strings, every dtype and
  * the llama/qwen key layouts, so mutations start from deep in the format. The
  * output is committed in tests/fuzz/corpus/ (rerun this after format changes). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gguf_writer.h"
 #include "quant.h"
@@ -136,6 +138,10 @@ int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
         return 2;
+    }
+    if (mkdir(argv[1], 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: cannot create: %s\n", argv[1], strerror(errno));
+        return 1;
     }
     int bad = write_types(argv[1]);
     bad |= write_model(argv[1], "llama", VT_Q8_0, 3);
