@@ -1,35 +1,19 @@
 /* matmul_q4_k.c — dot kernel for Q4_K weights against activations quantized
- * to 8-bit blocks of 256 with per-16 sums (bsums).
+ * to 8-bit blocks of 256 with their sums per 32 (msums, see simd_act).
  *
  * A Q4_K super-block of 256 values is 8 sub-blocks of 32, w = d sc_j q - dmin m_j
  * with 4-bit q and 6-bit sc_j, m_j. So
  *   w . x = d dx sum_j sc_j (q_j . xq_j) - dmin dx sum_j m_j sum(xq_j)
  * The first sum runs in integers (vpmaddubsw: unsigned 4-bit q times signed
  * 8-bit x, pair sums <= 2 * 15 * 127, then vpmaddwd with the scales); the
- * second needs only the activation block sums, which quantization recorded. */
+ * second needs only the activation sub-block sums, which quantization
+ * recorded. */
 #include <string.h>
 
 #include "simd.h"
 #include "simd_vec.h"
 
-/* The 8 six-bit scales and mins of a block: 16 int16, scales in lanes 0-7,
- * mins in lanes 8-15, in sub-block order.
- * Layout (vt_get_scale_min_k4): bytes 0-3 hold sc0-3 in their low 6 bits,
- * bytes 4-7 m0-3; sc4-7 / m4-7 take their low 4 bits from bytes 8-11 (low /
- * high nibble) and their top 2 bits from the top bits of bytes 0-3 / 4-7. */
-SIMD_INLINE __m256i unpack_scales_mins(const uint8_t *s) {
-    uint32_t u0, u1, u2;
-    memcpy(&u0, s, 4);
-    memcpy(&u1, s + 4, 4);
-    memcpy(&u2, s + 8, 4);
-    const uint32_t sc_lo = u0 & 0x3F3F3F3Fu;
-    const uint32_t m_lo = u1 & 0x3F3F3F3Fu;
-    const uint32_t sc_hi = (u2 & 0x0F0F0F0Fu) | (((u0 >> 6) & 0x03030303u) << 4);
-    const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | (((u1 >> 6) & 0x03030303u) << 4);
-    return _mm256_cvtepu8_epi16(_mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo));
-}
-
-/* Shuffle masks broadcasting int16 lane j of a 128-bit half to all 8 lanes. */
+/* Shuffle mask broadcasting int16 lane j of each 128-bit half to its 8 lanes. */
 SIMD_INLINE __m256i scale_mask(int j) {
     return _mm256_set1_epi16((short)((2 * j) | ((2 * j + 1) << 8)));
 }
@@ -54,13 +38,17 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         SIMD_UNROLL
         for (int j = 0; j < NW; j++) {
             wb[j] = (const vt_block_q4_k *)((const uint8_t *)w + (size_t)j * w_stride) + b;
-            const __m256i sm = unpack_scales_mins(wb[j]->scales);
+            const __m256i sm = simd_unpack_k4_scales(wb[j]->scales);
             scales[j] = _mm256_permute4x64_epi64(sm, 0x44); /* scales in both 128-bit lanes */
             /* dmin m_j as 8 floats, against msums = dx sum(x_j): the
              * minimums' part of every row is then one FMA */
-            const __m256 mins = _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(wb[j]->dmin)),
+            float dm[4]; /* d and dmin, adjacent f16s, in one conversion */
+            uint32_t dm16;
+            memcpy(&dm16, &wb[j]->d, sizeof dm16);
+            _mm_storeu_ps(dm, _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm16)));
+            const __m256 mins = _mm256_mul_ps(_mm256_set1_ps(dm[1]),
                                               _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(sm, 1))));
-            d[j] = _cvtsh_ss(wb[j]->d);
+            d[j] = dm[0];
             /* the minimums' part first: dmin dx sum_j m_j sum(x_j) */
             SIMD_UNROLL
             for (int r = 0; r < R; r++) {

@@ -122,6 +122,28 @@ SIMD_INLINE void simd_store1(int32_t dtype, void *dst, int64_t i, float v) {
         ((vt_bf16_t *)dst)[i] = vt_f32_to_bf16(v);
 }
 
+/* The 8 six-bit scales and 8 six-bit mins of a Q4_K / Q5_K block as 16
+ * int16: scales in lanes 0-7, mins in lanes 8-15, in sub-block order.
+ * Layout (vt_get_scale_min_k4), bytes s0..s11: sc0-3 = low 6 bits of s0-3,
+ * m0-3 = low 6 bits of s4-7; sc4-7 = low nibble of s8-11 | top 2 bits of
+ * s0-3 << 4; m4-7 = high nibble of s8-11 | top 2 bits of s4-7 << 4.
+ * Done with byte shuffles (10 vector ops instead of ~25 scalar and insert
+ * ops). Reads 16 bytes from `scales`: the 4 past the field are the block's
+ * quants, never used. */
+SIMD_INLINE __m256i simd_unpack_k4_scales(const uint8_t *scales) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)scales);
+    /* [s0-3 | s8-11 | s4-7 | s8-11] */
+    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    /* low bits: s & 63, s8-11 & 15, s4-7 & 63, s8-11 >> 4 (16-bit shift, masked) */
+    const __m128i low = _mm_and_si128(_mm_blend_epi32(a, _mm_srli_epi16(a, 4), 0x8),
+                                      _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
+    /* top bits of sc4-7 / m4-7: bits 6-7 of s0-3 / s4-7 moved to bits 4-5 */
+    const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-128, -128, -128, -128, 0, 1, 2, 3, -128, -128, -128, -128, 4,
+                                                         5, 6, 7));
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(b, 2), _mm_set1_epi8(0x30));
+    return _mm256_cvtepu8_epi16(_mm_or_si128(low, high));
+}
+
 /* The exported kernel `name` of the simd_dot_fn contract, dispatching to the
  * always-inline tile(w, w_stride, NW, x, m0, R, out) with NW and R as
  * constants, so each supported tile compiles to its own register-resident
