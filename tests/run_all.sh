@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build and run every test twice: Release, then AddressSanitizer+UBSan (Debug).
+# Build and run every test twice: Release, then AddressSanitizer+UBSan (Debug);
+# then fuzz every libFuzzer target for a bounded time (clang, build-fuzz).
 # Installs the Debian packages it needs first. Exit status: non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,10 +13,25 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 echo "== AddressSanitizer + UBSan build and tests"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVT_SANITIZE=ON >/dev/null
+# -O1: sanitizers stay exact, tests run several times faster than at -O0; asserts stay on.
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DVT_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 [ -f tests/lsan.supp ] && export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
 ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${VT_ASAN_EXCLUDE:-^$}"
-echo "== all tests passed (Release and ASan+UBSan)"
+
+# Every fuzz target for a bounded time on its committed corpus; a finding fails
+# the run and its input is saved next to the corpus (tests/fuzz/run_fuzz.sh).
+# libFuzzer needs clang (libclang-rt-14-dev): without it this step fails, it
+# is never skipped.
+fuzz_seconds=${VT_FUZZ_SECONDS:-80}
+echo "== Fuzzing with clang + libFuzzer (${fuzz_seconds}s)"
+if ! command -v clang >/dev/null; then
+  echo "run_all.sh: clang is not installed; the fuzzing step needs it (bash .ci/install-deps)" >&2
+  exit 1
+fi
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DVT_FUZZ=ON >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_options fuzz_tokenizer fuzz_vocab
+bash tests/fuzz/run_fuzz.sh build-fuzz "$fuzz_seconds"
+echo "== all tests passed (Release and ASan+UBSan) and fuzzing found nothing"

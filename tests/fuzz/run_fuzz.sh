@@ -24,6 +24,9 @@ fi
 
 # target:corpus directory (relative to tests/fuzz)
 targets=(fuzz_gguf:corpus fuzz_options:corpus-options fuzz_tokenizer:corpus-tokenizer fuzz_vocab:corpus-vocab)
+# Longest input per target: the GGUF ones default to their largest seed; the
+# text ones may grow past their short seeds (long prompts, long ini files).
+declare -A max_len=([fuzz_options]=4096 [fuzz_tokenizer]=4096)
 per=$(( total / ${#targets[@]} ))
 
 for t in "${targets[@]}"; do
@@ -47,13 +50,15 @@ for t in "${targets[@]}"; do
   mkdir -p "$scratch/$name"
   echo "== $name: ${per}s on $corpus"
   log="$scratch/$name.log"
+  extra=()
+  [ -n "${max_len[$name]:-}" ] && extra+=(-max_len="${max_len[$name]}")
   set +e
   # -timeout: one input running longer than 10 s is a hang finding.
   # -rss_limit_mb / -malloc_limit_mb: an input that makes the code under test
   #   ask for more than 1 GiB is an out-of-memory finding.
   "$build/bin/$name" "$scratch/$name" "$corpus" \
     -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
-    -artifact_prefix="$corpus/" -print_final_stats=1 >"$log" 2>&1
+    -artifact_prefix="$corpus/" -print_final_stats=1 "${extra[@]}" >"$log" 2>&1
   rc=$?
   set -e
   grep -E "^#[0-9]+.*(DONE|INITED)|stat::number_of_executed_units|stat::new_units_added" "$log" || true
