@@ -114,6 +114,14 @@ static inline uint64_t vt_fnv1a(uint64_t h, const void *data, size_t len) {
 
 /* Encode one text fragment (no special tokens in it) and append the ids.
  * SPM: text is already space-escaped (" " -> U+2581) and prefixed. */
+/* Loading steps that decide which tokens are special (tokenizer_special.c):
+ * fix up token types by text and build the end-of-generation set (fim ids as
+ * read from the GGUF, -1 when absent); list CONTROL/USER_DEFINED/UNKNOWN ids
+ * longest first; set per-model LSTRIP/RSTRIP. */
+vt_status vt_special_apply_heuristics(vt_tokenizer *t, const int32_t fim_ids_from_gguf[6], vt_error *err);
+vt_status vt_special_build_list(vt_tokenizer *t, vt_error *err);
+void vt_special_apply_name_attrs(vt_tokenizer *t, const vt_gguf *g);
+
 /* Whether t's vocab allows spm_chunk_at_spaces. */
 bool vt_spm_spaces_bound_merges(const vt_tokenizer *t);
 vt_status vt_spm_encode(const vt_tokenizer *t, const char *text, size_t len, vt_id_list *out, vt_error *err);
