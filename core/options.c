@@ -376,7 +376,7 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
 typedef struct ini_state {
     vt_options *work;   /* the copy being filled; config_path set */
     FILE *file;
-    char *line;         /* our copy of the current raw line (getline buffer) */
+    char *line;         /* our copy of the current raw line (read_line_bounded's buffer) */
     const char *text;   /* line without a UTF-8 BOM, which inih skips too */
     size_t line_cap;
     int lineno;         /* line handed out last */
@@ -417,12 +417,46 @@ static void check_section_header(ini_state *st, const char *raw) {
                 start + 1, known_sections);
 }
 
+/* getline() that stores at most `limit` bytes of one line: a "config file"
+ * that is one endless line (/dev/zero, a pipe) must not make us buffer it
+ * all. Returns the bytes stored ('\n' included when it came within limit), -1
+ * at end of file before any byte; *cut when the line went on past limit. */
+static ssize_t read_line_bounded(ini_state *st, size_t limit, bool *cut) {
+    *cut = false;
+    if (st->line_cap < limit + 1) {
+        char *grown = realloc(st->line, limit + 1);
+        if (!grown) {
+            fail_at(st, VT_ERR_NOMEM, "out of memory reading the config file");
+            return -1;
+        }
+        st->line = grown;
+        st->line_cap = limit + 1;
+    }
+    size_t n = 0;
+    int c = EOF;
+    while (n < limit && (c = getc(st->file)) != EOF) {
+        st->line[n++] = (char)c;
+        if (c == '\n') break;
+    }
+    st->line[n] = '\0';
+    if (n == 0 && c == EOF) return -1;
+    *cut = n == limit && c != '\n' && c != EOF;
+    return (ssize_t)n;
+}
+
 static char *read_ini_line(char *buf, int size, void *stream) {
     ini_state *st = stream;
     if (st->failed) return NULL; /* end the parse at the first error */
-    ssize_t n = getline(&st->line, &st->line_cap, st->file);
+    if (size < 4) return NULL;
+    bool cut;
+    ssize_t n = read_line_bounded(st, (size_t)size, &cut);
     if (n < 0) return NULL;
     st->lineno++;
+    if (cut) {
+        fail_at(st, VT_ERR_FORMAT, "line is more than %d characters long; lines longer than %d characters are not "
+                "accepted", size, size - 3);
+        return NULL;
+    }
     if ((size_t)n != strlen(st->line)) {
         fail_at(st, VT_ERR_FORMAT, "line contains a NUL byte");
         return NULL;

@@ -58,7 +58,8 @@ static result vt(const char *fmt, ...) {
     /* A refused huge allocation is reported, not fatal, under ASan too (as in
      * a release build): the allocator returns NULL like malloc would. */
     const char *asan = getenv("ASAN_OPTIONS");
-    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS='%s%sallocator_may_return_null=1' '%s' %s", asan ? asan : "",
+    /* timeout: a hang shows up as exit 124 (and a failed test), not a stuck suite */
+    snprintf(cmd, sizeof cmd, "ASAN_OPTIONS='%s%sallocator_may_return_null=1' timeout 120 '%s' %s", asan ? asan : "",
              asan && *asan ? ":" : "", VT_CLI_PATH, args);
     result r = {0};
     r.rc = vt_test_run_cmd(cmd, &r.out, &r.err);
@@ -189,6 +190,13 @@ static void test_malformed_files_one_line(void) {
     }
 }
 
+/* A config "file" that is one endless line must not be read to the end. */
+static void test_endless_config_line(void) {
+    result r = vt("config --config /dev/zero");
+    EXPECT_ERROR(r, 1, "/dev/zero:1", "characters");
+    free_result(&r);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"-c 16 with a 40-token prompt: context full, exit 3", test_context_full},
@@ -198,6 +206,7 @@ int main(void) {
         {"absurd -c: refused (exit 2) or out of memory (exit 6)", test_absurd_context},
         {"hyperparameters that disagree with tensor shapes name the tensor", test_hparams_disagree_with_shapes},
         {"malformed GGUF: vt info / vt run print one line", test_malformed_files_one_line},
+        {"a config file that never ends (/dev/zero) is refused at its first line", test_endless_config_line},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("limits", make_models, NULL, tests);
