@@ -1,9 +1,10 @@
 /* test_simd_ops.c — the simd backend against the reference backend, op by
  * op and dtype by dtype, on shapes chosen to hit the kernels' edges: N not a
- * multiple of 8, K of one block, M = 1, 2, 3, 5, 17 (the prefill kernels
- * take activation rows 4 at a time, so these cover every remainder), GQA
- * ratios 1/2/4/8, sequences crossing cache blocks, non-contiguous block
- * tables, head dims with scalar tails.
+ * multiple of 8 (and odd, for decode's pairs of weight rows), K of one block,
+ * M = 1, 2, 3, 5, 7, 17 (prefill kernels take activation rows 8 at a time,
+ * float-weight ones 4 at a time: with the M = 6 of the narrow-dst test these
+ * cover tiles of every height), GQA ratios 1/2/4/8, sequences crossing cache
+ * blocks, non-contiguous block tables, head dims with scalar tails.
  *
  * Both backends load through core/registry.h from the build tree (the test
  * harness). Each comparison is element by element with a bound derived for
@@ -239,7 +240,7 @@ static int64_t min_k(int32_t w_dtype) {
  * width and the kernels' tiles, every activation-row remainder. */
 static void test_matmul_small_shapes(void) {
     if (!simd_available()) return;
-    static const int64_t Ms[] = {1, 2, 3, 5, 17};
+    static const int64_t Ms[] = {1, 2, 3, 5, 7, 17};
     static const int64_t Ns[] = {1, 7, 37};
     uint64_t seed = 100;
     for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {

@@ -7,9 +7,9 @@
  * hardware prefetcher follows).
  * Prefill (M > 1) is bound by compute: the kernels decode a weight block once
  * and use it for up to SIMD_MAX_ROWS activation rows. Each thread walks its
- * output rows in tiles small enough to stay in L1 and, for each tile, every
- * activation row group in turn, so weights come from L1 and activations
- * (M x K bytes once quantized) from L2. */
+ * output rows in tiles that stay in L2 and, for each tile, every activation
+ * row group in turn: the group is read once per weight row, so it is the
+ * part that must stay in L1. */
 #include <string.h>
 
 #include "simd.h"
@@ -162,10 +162,12 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
         t.act.msums = q.msums;
     }
 
-    /* ~16 KiB of weights per tile: stays in L1 (32 KiB on Zen3) next to the
-     * activation rows of one group. */
-    int64_t tile = (int64_t)(16384 / t.row_bytes);
-    t.tile_rows = tile < 1 ? 1 : tile > 64 ? 64 : tile;
+    /* ~64 KiB of weight rows per tile, kept in L2 while every group of
+     * SIMD_MAX_ROWS activation rows passes over them; each group (8 x K
+     * bytes, 24 KiB at K = 3072) is what stays in L1, as it is read once per
+     * weight row. */
+    int64_t tile = (int64_t)(65536 / t.row_bytes);
+    t.tile_rows = tile < 1 ? 1 : tile > 256 ? 256 : tile;
     host->parallel_for(N, M == 1 ? 16 : t.tile_rows, matmul_rows, &t);
     return VT_OK;
 }

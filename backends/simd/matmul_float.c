@@ -59,6 +59,6 @@ SIMD_INLINE void dot_tile(int kind, const void *w, size_t w_stride, int NW, cons
 DEFINE_FLOAT_TILE(tile_f32, W_F32)
 DEFINE_FLOAT_TILE(tile_f16, W_F16)
 DEFINE_FLOAT_TILE(tile_bf16, W_BF16)
-SIMD_DEFINE_DOT(simd_dot_f32, tile_f32)
-SIMD_DEFINE_DOT(simd_dot_f16, tile_f16)
-SIMD_DEFINE_DOT(simd_dot_bf16, tile_bf16)
+SIMD_DEFINE_DOT(simd_dot_f32, tile_f32, 4) /* 2 accumulators per row */
+SIMD_DEFINE_DOT(simd_dot_f16, tile_f16, 4) /* 2 accumulators per row */
+SIMD_DEFINE_DOT(simd_dot_bf16, tile_bf16, 4) /* 2 accumulators per row */

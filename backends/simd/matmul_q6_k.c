@@ -104,4 +104,4 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         for (int r = 0; r < R; r++) out[j * R + r] = simd_hsum_ps(acc[j][r]);
 }
 
-SIMD_DEFINE_DOT(simd_dot_q6_k, dot_tile)
+SIMD_DEFINE_DOT(simd_dot_q6_k, dot_tile, 8)

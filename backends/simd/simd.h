@@ -65,15 +65,16 @@ typedef struct simd_act {
 
 /* The most activation rows one kernel call handles: every weight block the
  * kernel decodes is reused for this many rows (prefill). */
-#define SIMD_MAX_ROWS 4
+#define SIMD_MAX_ROWS 8
 /* The most weight rows one kernel call handles: decode (one activation row)
  * takes weight rows in pairs, so each activation load feeds two rows and the
  * two rows' dependency chains overlap. */
 #define SIMD_MAX_WROWS 2
 
 /* out[j * R + r] = dot(weight row j, activation row m0 + r), for j < NW and
- * r < R. Supported tiles: NW = 1 with 1 <= R <= SIMD_MAX_ROWS, and NW = 2
- * with R = 1.
+ * r < R, for 1 <= NW <= SIMD_MAX_WROWS and 1 <= R <= SIMD_MAX_ROWS. The
+ * fast tiles are NW = 1 with any R (prefill) and NW = 2 with R = 1 (decode);
+ * others are computed as several of those.
  *   w:        NW weight rows, K values each in the weight dtype, w_stride bytes apart
  *   x:        prepared activations, rows m0 .. m0+R-1 are read
  *   out:      [NW][R] */

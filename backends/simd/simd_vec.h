@@ -147,8 +147,22 @@ SIMD_INLINE __m256i simd_unpack_k4_scales(const uint8_t *scales) {
 /* The exported kernel `name` of the simd_dot_fn contract, dispatching to the
  * always-inline tile(w, w_stride, NW, x, m0, R, out) with NW and R as
  * constants, so each supported tile compiles to its own register-resident
- * loop. A request outside the supported tiles is split into ones inside. */
-#define SIMD_DEFINE_DOT(name, tile)                                                                  \
+ * loop. Tiles of more than max_rows activation rows (a kernel whose
+ * accumulators would not fit the 16 registers) and other requests outside
+ * the supported tiles are split into ones inside. */
+#define SIMD_TILE_CASE(tile, wj, w_stride, x, m0, R, out)                                           \
+    switch (R) {                                                                                  \
+    case 1: tile(wj, w_stride, 1, x, m0, 1, out); break;                                          \
+    case 2: tile(wj, w_stride, 1, x, m0, 2, out); break;                                          \
+    case 3: tile(wj, w_stride, 1, x, m0, 3, out); break;                                          \
+    case 4: tile(wj, w_stride, 1, x, m0, 4, out); break;                                          \
+    case 5: tile(wj, w_stride, 1, x, m0, 5, out); break;                                          \
+    case 6: tile(wj, w_stride, 1, x, m0, 6, out); break;                                          \
+    case 7: tile(wj, w_stride, 1, x, m0, 7, out); break;                                          \
+    default: tile(wj, w_stride, 1, x, m0, 8, out); break;                                         \
+    }
+
+#define SIMD_DEFINE_DOT(name, tile, max_rows)                                                        \
     void name(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) { \
         if (NW == 2 && R == 1) {                                                                     \
             tile(w, w_stride, 2, x, m0, 1, out);                                                     \
@@ -156,11 +170,9 @@ SIMD_INLINE __m256i simd_unpack_k4_scales(const uint8_t *scales) {
         }                                                                                            \
         for (int j = 0; j < NW; j++) {                                                               \
             const void *wj = (const uint8_t *)w + (size_t)j * w_stride;                              \
-            switch (R) {                                                                             \
-            case 1: tile(wj, w_stride, 1, x, m0, 1, out + j * R); break;                             \
-            case 2: tile(wj, w_stride, 1, x, m0, 2, out + j * R); break;                             \
-            case 3: tile(wj, w_stride, 1, x, m0, 3, out + j * R); break;                             \
-            default: tile(wj, w_stride, 1, x, m0, 4, out + j * R); break;                            \
+            for (int r0 = 0; r0 < R; r0 += (max_rows)) {                                             \
+                const int rn = R - r0 < (max_rows) ? R - r0 : (max_rows);                            \
+                SIMD_TILE_CASE(tile, wj, w_stride, x, m0 + r0, rn, out + j * R + r0)                 \
             }                                                                                        \
         }                                                                                            \
     }
