@@ -392,10 +392,17 @@ static vt_status partition(const vt_tokenizer *t, const char *text, size_t len, 
                            fragment_list *frags, vt_error *err) {
     fragment_list next = {0};
     if (len && !frag_push(frags, (fragment){-1, 0, len})) goto nomem;
+    /* A token with a byte the text lacks cannot occur in it: one pass over the
+     * text spares scanning it for each of the (often hundreds of) specials. */
+    bool byte_present[256] = {false};
+    for (size_t i = 0; i < len; i++) byte_present[(unsigned char)text[i]] = true;
     for (size_t si = 0; si < t->n_special; si++) {
         int32_t id = t->special[si];
         const vt_token_data *d = &t->tokens[id];
         if (!parse_special && (d->attr & (VT_TOKEN_ATTR_CONTROL | VT_TOKEN_ATTR_UNKNOWN))) continue;
+        bool possible = d->len <= len;
+        for (uint32_t i = 0; possible && i < d->len; i++) possible = byte_present[(unsigned char)d->text[i]];
+        if (!possible) continue;
         bool any = false;
         for (size_t fi = 0; fi < frags->n && !any; fi++)
             any = frags->v[fi].token < 0 && frags->v[fi].len >= d->len &&
