@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "sampler.h"
+#include "utf8_stream.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -79,6 +80,7 @@ int vt_cmd_run(int argc, char **argv) {
         vt_sampler_params sp = {c.opt.temp, c.opt.top_k, c.opt.top_p, c.opt.min_p, c.opt.seed};
         st = vt_sampler_create(&sp, &sampler, &err);
     }
+    vt_utf8_stream text_stream = {{0}, 0};
     double t0 = now_s(), t_prompt = 0;
     int64_t generated = 0;
     if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n_tokens, false, &err);
@@ -90,15 +92,19 @@ int vt_cmd_run(int argc, char **argv) {
         if (print_ids) {
             printf("%s%d", k ? "," : "", next);
         } else if (model->tokenizer) {
-            char buf[256];
+            /* A character split over tokens is printed once its last byte arrives. */
+            char buf[256], out[VT_UTF8_STREAM_OUT_MAX(256)];
             int32_t len = vt_token_to_bytes(model->tokenizer, next, false, buf, sizeof buf);
-            if (len > 0) fwrite(buf, 1, (size_t)(len < (int32_t)sizeof buf ? len : (int32_t)sizeof buf), stdout);
+            if (len > (int32_t)sizeof buf) len = (int32_t)sizeof buf;
+            if (len > 0) fwrite(out, 1, vt_utf8_stream_push(&text_stream, buf, (size_t)len, out), stdout);
         }
         fflush(stdout);
         if (!ignore_eos && model->tokenizer && vt_tokenizer_is_eog(model->tokenizer, next)) break;
         if (k + 1 < n_predict) st = vt_engine_eval(e, &next, 1, true, &err);
     }
     if (st == VT_OK) {
+        char tail[4];
+        fwrite(tail, 1, vt_utf8_stream_flush(&text_stream, tail), stdout);
         printf("\n");
         double t_gen = now_s() - t1;
         fprintf(stderr, "vt: prompt %zu tokens in %.3f s (%.1f tok/s); generated %lld tokens in %.3f s (%.1f tok/s)\n",
