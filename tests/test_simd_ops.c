@@ -374,6 +374,12 @@ static void test_attention_prefill(void) {
                            .max_blocks = 8, .T = 20};
             for (int t = 0; t < 20; t++) pos[t] = 20 + t, seq[t] = 1;
             check_attention(&d, float_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            /* two sequences in one call, switching inside a group of 4 query
+             * tokens, positions not in order */
+            attn_case e = {.D = 64, .H = 8, .KVH = 8 / ratios[r], .BS = 16, .n_blocks = 7, .n_seqs = 2,
+                           .max_blocks = 3, .T = 7};
+            const int32_t epos[] = {0, 1, 2, 40, 33, 34, 35}, eseq[] = {0, 0, 0, 1, 1, 1, 1};
+            check_attention(&e, float_dtypes[k], epos, eseq, VT_PHASE_PREFILL, seed++);
         }
 }
 

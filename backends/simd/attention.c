@@ -1,9 +1,11 @@
 /* attention.c — causal GQA attention of query tokens against one layer's
  * paged KV cache (F32, F16 or BF16), with an online softmax in f32.
  *
- * One work item is (token, kv head): the G = H / KVH query heads that share a
- * kv head are processed together, so each cached k and v row is loaded and
- * widened to f32 once and used G times. Positions are taken in chunks of
+ * One work item is (up to QUERY_TOKENS tokens, kv head): the G = H / KVH
+ * query heads of each token that share the kv head are processed together,
+ * so each cached k and v row is loaded and widened to f32 once and used by
+ * every query of the item (each masked to its own causal limit). Positions
+ * are taken in chunks of
  * CHUNK: scores for the chunk, then the running max / sum / accumulator of
  * every head are rescaled once per chunk (not once per position), and the
  * chunk's exponentials are computed 8 at a time. */
@@ -24,7 +26,7 @@ typedef struct attention_task {
     const int32_t *pos;    /* [T] */
     const int32_t *seq;    /* [T] */
     float *out;            /* [T][H][D] */
-    int64_t D, H, KVH, BS, max_blocks;
+    int64_t D, H, KVH, BS, max_blocks, T;
     float scale;
     float *scratch;        /* per thread: scratch_floats */
     size_t scratch_floats;
@@ -68,63 +70,92 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
     for (; i < n; i++) y[i] *= c;
 }
 
-static void attention_items(void *arg, int64_t begin, int64_t end, int thread) {
-    const attention_task *t = arg;
+/* Query tokens per work item in prefill: their G heads each, so every k and
+ * v row read (and widened) once serves up to QUERY_TOKENS * G queries. */
+#define QUERY_TOKENS 4
+
+/* Queries [t0, t1) (one sequence) x the G heads of kv head kvh. */
+static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t kvh, float *s) {
     const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH;
-    float *s = t->scratch + (size_t)thread * t->scratch_floats;
-    float *acc = s;                       /* [G][D] */
-    float *kbuf = acc + G * D;            /* [D] */
-    float *vbuf = kbuf + D;               /* [D] */
-    float *scores = vbuf + D;             /* [G][CHUNK] */
-    float *run_max = scores + G * CHUNK;  /* [G] */
-    float *run_sum = run_max + G;         /* [G] */
+    const int64_t nq = (t1 - t0) * G; /* query vectors, token-major */
+    float *acc = s;                              /* [nq][D] */
+    float *kbuf = acc + QUERY_TOKENS * G * D;    /* [D] */
+    float *vbuf = kbuf + D;                      /* [D] */
+    float *scores = vbuf + D;                    /* [nq][CHUNK] */
+    float *run_max = scores + QUERY_TOKENS * G * CHUNK; /* [nq] */
+    float *run_sum = run_max + QUERY_TOKENS * G;        /* [nq] */
+    int64_t limit[QUERY_TOKENS];                 /* positions each token sees */
+    int64_t n_pos = 0;
+    for (int64_t tok = t0; tok < t1; tok++) {
+        limit[tok - t0] = (int64_t)t->pos[tok] + 1;
+        n_pos = limit[tok - t0] > n_pos ? limit[tok - t0] : n_pos;
+    }
+    const int32_t *table = t->tables + (int64_t)t->seq[t0] * t->max_blocks;
+    memset(acc, 0, (size_t)(nq * D) * sizeof(float));
+    for (int64_t j = 0; j < nq; j++) run_max[j] = -INFINITY, run_sum[j] = 0.0f;
 
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t tok = item / KVH, kvh = item % KVH;
-        const int32_t *table = t->tables + (int64_t)t->seq[tok] * t->max_blocks;
-        const int64_t n_pos = (int64_t)t->pos[tok] + 1;
-        const float *q = t->q + (tok * H + kvh * G) * D; /* G heads of D */
-        memset(acc, 0, (size_t)(G * D) * sizeof(float));
-        for (int64_t j = 0; j < G; j++) run_max[j] = -INFINITY, run_sum[j] = 0.0f;
-
-        for (int64_t p0 = 0; p0 < n_pos; p0 += CHUNK) {
-            const int64_t len = n_pos - p0 < CHUNK ? n_pos - p0 : CHUNK;
-            for (int64_t i = 0; i < len; i++) {
-                const int64_t p = p0 + i;
-                const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
-                const float *k = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf);
-                for (int64_t j = 0; j < G; j++) scores[j * CHUNK + i] = dot_f32(q + j * D, k, D) * t->scale;
-            }
-            for (int64_t j = 0; j < G; j++) {
-                float *sj = scores + j * CHUNK;
-                for (int64_t i = len; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
-                float cmax = sj[0];
-                for (int64_t i = 1; i < len; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
-                const float new_max = cmax > run_max[j] ? cmax : run_max[j];
-                if (new_max > run_max[j] && run_max[j] != -INFINITY) {
-                    const float c = expf(run_max[j] - new_max);
-                    run_sum[j] *= c;
-                    scale_row(acc + j * D, c, D);
-                }
-                run_max[j] = new_max;
-                const __m256 m = _mm256_set1_ps(new_max);
-                const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
-                const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
-                _mm256_storeu_ps(sj, e0);
-                _mm256_storeu_ps(sj + 8, e1);
-                run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
-            }
-            for (int64_t i = 0; i < len; i++) {
-                const int64_t p = p0 + i;
-                const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
-                const float *v = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf);
-                for (int64_t j = 0; j < G; j++) axpy(acc + j * D, scores[j * CHUNK + i], v, D);
+    for (int64_t p0 = 0; p0 < n_pos; p0 += CHUNK) {
+        const int64_t len = n_pos - p0 < CHUNK ? n_pos - p0 : CHUNK;
+        for (int64_t i = 0; i < len; i++) {
+            const int64_t p = p0 + i;
+            const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+            const float *k = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf);
+            for (int64_t j = 0; j < nq; j++) {
+                const int64_t tok = t0 + j / G;
+                const float *q = t->q + (tok * H + kvh * G + j % G) * D;
+                scores[j * CHUNK + i] = p < limit[j / G] ? dot_f32(q, k, D) * t->scale : -INFINITY;
             }
         }
-        float *o = t->out + (tok * H + kvh * G) * D;
-        for (int64_t j = 0; j < G; j++) {
-            const float inv = 1.0f / run_sum[j];
-            for (int64_t d = 0; d < D; d++) o[j * D + d] = acc[j * D + d] * inv;
+        for (int64_t j = 0; j < nq; j++) {
+            if (p0 >= limit[j / G]) continue; /* this query's context ended before the chunk */
+            float *sj = scores + j * CHUNK;
+            for (int64_t i = len; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
+            float cmax = sj[0];
+            for (int64_t i = 1; i < len; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
+            const float new_max = cmax > run_max[j] ? cmax : run_max[j];
+            if (new_max > run_max[j] && run_max[j] != -INFINITY) {
+                const float c = expf(run_max[j] - new_max);
+                run_sum[j] *= c;
+                scale_row(acc + j * D, c, D);
+            }
+            run_max[j] = new_max;
+            const __m256 m = _mm256_set1_ps(new_max);
+            const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
+            const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
+            _mm256_storeu_ps(sj, e0);
+            _mm256_storeu_ps(sj + 8, e1);
+            run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
+        }
+        for (int64_t i = 0; i < len; i++) {
+            const int64_t p = p0 + i;
+            const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+            const float *v = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf);
+            for (int64_t j = 0; j < nq; j++)
+                if (p < limit[j / G]) axpy(acc + j * D, scores[j * CHUNK + i], v, D);
+        }
+    }
+    for (int64_t j = 0; j < nq; j++) {
+        const int64_t tok = t0 + j / G;
+        float *o = t->out + (tok * H + kvh * G + j % G) * D;
+        const float inv = 1.0f / run_sum[j];
+        for (int64_t d = 0; d < D; d++) o[d] = acc[j * D + d] * inv;
+    }
+}
+
+/* Items: (tile of QUERY_TOKENS tokens, kv head); a tile's tokens are taken
+ * in runs of one sequence (they share a block table). */
+static void attention_items(void *arg, int64_t begin, int64_t end, int thread) {
+    const attention_task *t = arg;
+    const int64_t T = t->T;
+    float *s = t->scratch + (size_t)thread * t->scratch_floats;
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t tile = item / t->KVH, kvh = item % t->KVH;
+        const int64_t first = tile * QUERY_TOKENS, last = first + QUERY_TOKENS < T ? first + QUERY_TOKENS : T;
+        for (int64_t t0 = first; t0 < last;) {
+            int64_t t1 = t0 + 1;
+            while (t1 < last && t->seq[t1] == t->seq[t0]) t1++;
+            attend_run(t, t0, t1, kvh, s);
+            t0 = t1;
         }
     }
 }
@@ -138,6 +169,7 @@ vt_status simd_attention(void *opaque, const vt_node *node) {
     t.D = Q->ne[0];
     t.H = Q->ne[1];
     const int64_t T = Q->ne[2];
+    t.T = T;
     t.KVH = Kc->ne[1];
     t.BS = p->block_size;
     t.max_blocks = p->max_blocks_per_seq;
@@ -166,10 +198,11 @@ vt_status simd_attention(void *opaque, const vt_node *node) {
     }
 
     const int64_t G = t.H / t.KVH;
-    t.scratch_floats = simd_align_up((size_t)(G * t.D + 2 * t.D + G * CHUNK + 2 * G) * sizeof(float)) / sizeof(float);
+    const int64_t nq = QUERY_TOKENS * G;
+    t.scratch_floats = simd_align_up((size_t)(nq * t.D + 2 * t.D + nq * CHUNK + 2 * nq) * sizeof(float)) / sizeof(float);
     t.scratch = simd_scratch(ctx, t.scratch_floats * sizeof(float) * (size_t)ctx->n_threads);
     if (!t.scratch) return VT_ERR_NOMEM;
-    const int64_t items = T * t.KVH;
+    const int64_t items = (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH;
     if (items == 1)
         attention_items(&t, 0, 1, 0);
     else
