@@ -44,7 +44,16 @@ static vt_status choose_backends(vt_engine *e, vt_error *err) {
         e->preferred = -1;
         for (size_t i = 0; i < sizeof order / sizeof *order && e->preferred < 0; i++)
             e->preferred = find_loaded(r, order[i]);
-        if (e->preferred < 0) return vt_fail(err, VT_ERR_BACKEND, "no backend loaded (see `vt backends`)");
+        if (e->preferred < 0) {
+            /* say why the ones that exist were refused (e.g. out of memory in their init) */
+            int n = snprintf(why, sizeof why, "no backend loaded (see `vt backends`)");
+            for (int i = 0; i < vt_registry_count(r) && n > 0 && (size_t)n < sizeof why; i++) {
+                const vt_backend_entry *b = vt_registry_at(r, i);
+                if (b->state == VT_BACKEND_REFUSED)
+                    n += snprintf(why + n, sizeof why - (size_t)n, "; %.60s was refused: %.200s", b->name, b->reason);
+            }
+            return vt_fail(err, VT_ERR_BACKEND, "%s", why);
+        }
     }
     e->fallback = -1;
     if (strcmp(e->opt.fallback, "none") != 0) {
