@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "json_mini.h"
+#include "membw.h"
 #include "metrics.h"
 #include "profiler.h"
 #include "synth.h"
@@ -560,6 +561,22 @@ static void test_profiler_forwards_and_counts(void) {
     vt_model_free(m);
 }
 
+/* The bandwidth probe: a positive figure from any buffer size it accepts,
+ * and a clear refusal of sizes too small to mean anything. The value itself
+ * depends on the machine and its load, so only its sanity is checked. */
+static void test_membw(void) {
+    vt_threadpool *pool = NULL;
+    vt_error err = {0};
+    CU_ASSERT_FATAL(vt_threadpool_create(2, &pool, &err) == VT_OK);
+    double gb_s = 0;
+    CU_ASSERT_EQUAL(vt_membw_measure(pool, (size_t)1 << 20, 3, &gb_s, &err), VT_OK);
+    CU_ASSERT(gb_s > 0.01 && gb_s < 100000);
+    CU_ASSERT_EQUAL(vt_membw_measure(pool, 1024, 3, &gb_s, &err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(gb_s, 0.0);
+    CU_ASSERT_EQUAL(vt_membw_measure(pool, (size_t)1 << 20, 0, &gb_s, &err), VT_ERR_INVALID);
+    vt_threadpool_destroy(pool);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"compare --json: reference vs itself is exact, others close, node counts match the plans",
@@ -573,6 +590,7 @@ int main(void) {
         {"bad flags are errors with a message", test_bad_flags_are_errors},
         {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},
         {"profiler forwards calls exactly and counts each node", test_profiler_forwards_and_counts},
+        {"membw measures a positive bandwidth, refuses tiny buffers", test_membw},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("compare_bench", suite_init, NULL, tests);
