@@ -20,6 +20,8 @@ typedef struct weight_format {
     int64_t block_length; /* values per block */
     size_t block_bytes;   /* bytes per block */
     int act_kind;         /* ACT_F32, ACT_Q8_0, ACT_Q8_K16 or ACT_Q8_K32 */
+    int prefill_wrows;    /* weight rows per kernel call in prefill */
+    int prefill_rows;     /* activation rows per kernel call in prefill */
 } weight_format;
 
 /* Activation forms: f32 as given; 8-bit blocks of 32; 8-bit blocks of 256
@@ -28,14 +30,14 @@ enum { ACT_F32 = 0, ACT_Q8_0 = 1, ACT_Q8_K16 = 2, ACT_Q8_K32 = 3 };
 
 static int weight_format_of(int32_t dtype, weight_format *f) {
     switch (dtype) {
-    case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32}; return 1;
-    case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32}; return 1;
-    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32}; return 1;
-    case VT_Q8_0: *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0}; return 1;
-    case VT_Q4_0: *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0}; return 1;
-    case VT_Q4_K: *f = (weight_format){simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32}; return 1;
-    case VT_Q5_K: *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K32}; return 1;
-    case VT_Q6_K: *f = (weight_format){simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16}; return 1;
+    case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, 2, 4}; return 1;
+    case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, 2, 4}; return 1;
+    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32, 2, 4}; return 1;
+    case VT_Q8_0: *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
+    case VT_Q4_0: *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
+    case VT_Q4_K: *f = (weight_format){simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
+    case VT_Q5_K: *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
+    case VT_Q6_K: *f = (weight_format){simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16, 1, SIMD_MAX_ROWS}; return 1;
     default: return 0;
     }
 }
@@ -75,7 +77,8 @@ typedef struct matmul_task {
     simd_dot_fn dot;
     simd_act act;
     int64_t N, M;
-    int64_t tile_rows; /* weight rows per L1 tile */
+    int64_t tile_rows; /* weight rows per L2 tile */
+    int wrows, rows;   /* prefill kernel tile: weight rows x activation rows */
     void *y;           /* [M][N] of y_dtype */
     int32_t y_dtype;
 } matmul_task;
@@ -104,11 +107,13 @@ static void matmul_rows(void *arg, int64_t begin, int64_t end, int thread) {
     }
     for (int64_t n0 = begin; n0 < end; n0 += t->tile_rows) {
         const int64_t n1 = n0 + t->tile_rows < end ? n0 + t->tile_rows : end;
-        for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
-            const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
-            for (int64_t n = n0; n < n1; n++) {
-                t->dot(t->w + (size_t)n * t->row_bytes, t->row_bytes, 1, &t->act, m0, R, out);
-                for (int r = 0; r < R; r++) store_value(t->y_dtype, t->y, (m0 + r) * t->N + n, out[r]);
+        for (int64_t m0 = 0; m0 < t->M; m0 += t->rows) {
+            const int R = (int)(t->M - m0 < t->rows ? t->M - m0 : t->rows);
+            for (int64_t n = n0; n < n1; n += t->wrows) {
+                const int NW = n1 - n < t->wrows ? (int)(n1 - n) : t->wrows;
+                t->dot(t->w + (size_t)n * t->row_bytes, t->row_bytes, NW, &t->act, m0, R, out);
+                for (int j = 0; j < NW; j++)
+                    for (int r = 0; r < R; r++) store_value(t->y_dtype, t->y, (m0 + r) * t->N + n + j, out[j * R + r]);
             }
         }
     }
@@ -128,6 +133,8 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
     t.w = W->data;
     t.row_bytes = (size_t)(K / f.block_length) * f.block_bytes;
     t.dot = f.dot;
+    t.wrows = f.prefill_wrows;
+    t.rows = f.prefill_rows;
     t.act.K = K;
     t.N = N;
     t.M = M;

@@ -18,47 +18,91 @@ SIMD_INLINE float load1(int kind, const void *w, int64_t k) {
     return vt_bf16_to_f32(((const vt_bf16_t *)w)[k]);
 }
 
-/* out[r] = w . x[r], r < R; R is a constant after inlining, so the
- * accumulators live in registers. Two accumulators per row hide FMA latency.
- *   w: [K] of kind; x: R rows of [K] f32 at stride K; out: [R] */
-SIMD_INLINE void dot_rows(int kind, const void *w, const float *x, int64_t K, int R, float *out) {
-    __m256 acc0[SIMD_MAX_ROWS], acc1[SIMD_MAX_ROWS];
-    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm256_setzero_ps();
+/* out[j * R + r] = w_j . x_r for NW weight rows and R activation rows; NW
+ * and R are constants after inlining, so the NW x R accumulators live in
+ * registers (2 x 4 = 8 of them for prefill: per 8 values, 2 weight and 4
+ * activation loads feed 8 FMAs). Small tiles (decode) keep two sets of
+ * accumulators to hide FMA latency.
+ *   w: NW rows of [K] of kind, w_stride bytes apart; x: R rows of [K] f32;
+ *   out: [NW][R] */
+SIMD_INLINE void dot_tile_kind(int kind, const void *w, size_t w_stride, int NW, const float *x, int64_t K, int R,
+                               float *out) {
+    const int U = NW * R <= 2 ? 2 : 1;
+    __m256 acc[2][SIMD_MAX_WROWS][4];
+    SIMD_UNROLL
+    for (int u = 0; u < U; u++)
+        SIMD_UNROLL
+        for (int j = 0; j < NW; j++)
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) acc[u][j][r] = _mm256_setzero_ps();
     int64_t k = 0;
-    for (; k + 16 <= K; k += 16) {
-        const __m256 w0 = load8(kind, w, k), w1 = load8(kind, w, k + 8);
-        for (int r = 0; r < R; r++) {
-            acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * K + k), acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * K + k + 8), acc1[r]);
+    for (; k + 8 * U <= K; k += 8 * U) {
+        SIMD_UNROLL
+        for (int u = 0; u < U; u++) {
+            __m256 wv[SIMD_MAX_WROWS];
+            SIMD_UNROLL
+            for (int j = 0; j < NW; j++) wv[j] = load8(kind, (const uint8_t *)w + (size_t)j * w_stride, k + 8 * u);
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                const __m256 xv = _mm256_loadu_ps(x + r * K + k + 8 * u);
+                SIMD_UNROLL
+                for (int j = 0; j < NW; j++) acc[u][j][r] = _mm256_fmadd_ps(wv[j], xv, acc[u][j][r]);
+            }
         }
     }
     for (; k + 8 <= K; k += 8) {
-        const __m256 w0 = load8(kind, w, k);
-        for (int r = 0; r < R; r++) acc0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * K + k), acc0[r]);
+        SIMD_UNROLL
+        for (int j = 0; j < NW; j++) {
+            const __m256 wv = load8(kind, (const uint8_t *)w + (size_t)j * w_stride, k);
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) acc[0][j][r] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + r * K + k), acc[0][j][r]);
+        }
     }
-    for (int r = 0; r < R; r++) {
-        float s = simd_hsum_ps(_mm256_add_ps(acc0[r], acc1[r]));
-        for (int64_t j = k; j < K; j++) s += load1(kind, w, j) * x[r * K + j];
-        out[r] = s;
+    SIMD_UNROLL
+    for (int j = 0; j < NW; j++) {
+        const void *wj = (const uint8_t *)w + (size_t)j * w_stride;
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            __m256 a = acc[0][j][r];
+            if (U == 2) a = _mm256_add_ps(a, acc[1][j][r]);
+            float sum = simd_hsum_ps(a);
+            for (int64_t i = k; i < K; i++) sum += load1(kind, wj, i) * x[r * K + i];
+            out[j * R + r] = sum;
+        }
     }
 }
 
-/* Tiles of the simd_dot_fn contract: NW weight rows of `kind`. */
-SIMD_INLINE void dot_tile(int kind, const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,
-                          float *out) {
-    for (int j = 0; j < NW; j++)
-        dot_rows(kind, (const uint8_t *)w + (size_t)j * w_stride, x->f + m0 * x->K, x->K, R, out + j * R);
+/* simd_dot_fn for float weights: every tile of NW <= 2, R <= 4 is native;
+ * taller requests are split in groups of 4 rows. */
+SIMD_INLINE void dot_float(int kind, const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,
+                           float *out) {
+    float part[SIMD_MAX_WROWS * 4];
+    for (int r0 = 0; r0 < R; r0 += 4) {
+        const int rn = R - r0 < 4 ? R - r0 : 4;
+        const float *xr = x->f + (m0 + r0) * x->K;
+        switch (NW * 8 + rn) {
+        case 8 + 1: dot_tile_kind(kind, w, w_stride, 1, xr, x->K, 1, part); break;
+        case 8 + 2: dot_tile_kind(kind, w, w_stride, 1, xr, x->K, 2, part); break;
+        case 8 + 3: dot_tile_kind(kind, w, w_stride, 1, xr, x->K, 3, part); break;
+        case 8 + 4: dot_tile_kind(kind, w, w_stride, 1, xr, x->K, 4, part); break;
+        case 16 + 1: dot_tile_kind(kind, w, w_stride, 2, xr, x->K, 1, part); break;
+        case 16 + 2: dot_tile_kind(kind, w, w_stride, 2, xr, x->K, 2, part); break;
+        case 16 + 3: dot_tile_kind(kind, w, w_stride, 2, xr, x->K, 3, part); break;
+        default: dot_tile_kind(kind, w, w_stride, 2, xr, x->K, 4, part); break;
+        }
+        for (int j = 0; j < NW; j++)
+            for (int r = 0; r < rn; r++) out[j * R + r0 + r] = part[j * rn + r];
+    }
 }
 
-#define DEFINE_FLOAT_TILE(tile, kind)                                                                        \
-    SIMD_INLINE void tile(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R,      \
-                          float *out) {                                                                      \
-        dot_tile(kind, w, w_stride, NW, x, m0, R, out);                                                      \
-    }
+void simd_dot_f32(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
+    dot_float(W_F32, w, w_stride, NW, x, m0, R, out);
+}
 
-DEFINE_FLOAT_TILE(tile_f32, W_F32)
-DEFINE_FLOAT_TILE(tile_f16, W_F16)
-DEFINE_FLOAT_TILE(tile_bf16, W_BF16)
-SIMD_DEFINE_DOT(simd_dot_f32, tile_f32, 4) /* 2 accumulators per row */
-SIMD_DEFINE_DOT(simd_dot_f16, tile_f16, 4) /* 2 accumulators per row */
-SIMD_DEFINE_DOT(simd_dot_bf16, tile_bf16, 4) /* 2 accumulators per row */
+void simd_dot_f16(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
+    dot_float(W_F16, w, w_stride, NW, x, m0, R, out);
+}
+
+void simd_dot_bf16(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
+    dot_float(W_BF16, w, w_stride, NW, x, m0, R, out);
+}
