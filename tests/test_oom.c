@@ -242,6 +242,49 @@ static void test_engine_absurd_context(void) {
     vt_model_free(wide);
 }
 
+/* The last line of s (without its '\n'), into buf. */
+static const char *last_line(const char *s, char *buf, size_t size) {
+    size_t n = s ? strlen(s) : 0;
+    while (n > 0 && s[n - 1] == '\n') n--;
+    size_t start = n;
+    while (start > 0 && s[start - 1] != '\n') start--;
+    snprintf(buf, size, "%.*s", (int)(n - start), s ? s + start : "");
+    return buf;
+}
+
+/* The whole CLI with VT_FAIL_ALLOC_AT=n: every run ends in success or one
+ * clear error with the documented exit code (6 out of memory, 5 when the only
+ * usable backend's init ran out), never a signal, sanitizer report or leak
+ * (LSan runs at exit of the instrumented vt in the sanitizer build). Stops
+ * after 10 successes in a row: n is past the run's last allocation. */
+static void test_cli_with_failures(void) {
+    int successes_in_a_row = 0, nomem = 0;
+    for (long n = 1; n <= 200 && successes_in_a_row < 10; n++) {
+        char cmd[2048], line[600];
+        snprintf(cmd, sizeof cmd,
+                 "VT_FAIL_ALLOC_AT=%ld timeout 120 '%s' run -m '%s' --tokens 5,6,7,8,9 -n 3 --temp 0 -c 32", n,
+                 VT_CLI_PATH, tiny_path);
+        char *out = NULL, *err = NULL;
+        int rc = vt_test_run_cmd(cmd, &out, &err);
+        last_line(err, line, sizeof line);
+        bool ok;
+        if (rc == 0) {
+            successes_in_a_row++;
+            ok = true;
+        } else {
+            successes_in_a_row = 0;
+            nomem += rc == 6;
+            ok = (rc == 6 || (rc == 5 && strstr(line, "out of memory"))) && strncmp(line, "vt: ", 4) == 0;
+        }
+        if (!ok) printf("\n  VT_FAIL_ALLOC_AT=%ld: exit %d: %s\n", n, rc, err ? err : "");
+        CU_ASSERT(ok);
+        free(out);
+        free(err);
+    }
+    CU_ASSERT(successes_in_a_row == 10);
+    CU_ASSERT(nomem >= 3); /* the KV cache's stores and an activation arena at least */
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"engine build, every host allocation failing in turn (reference)", test_engine_build_reference},
@@ -251,6 +294,7 @@ int main(void) {
         {"forward, every host allocation failing in turn (onednn, when built)", test_forward_onednn},
         {"KV cache of absurd sizes: out of memory, not a crash", test_kv_cache_absurd_sizes},
         {"engine with an absurd -c: out of memory naming -c", test_engine_absurd_context},
+        {"vt run with VT_FAIL_ALLOC_AT=1, 2, ...: clean exits only", test_cli_with_failures},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("oom", setup, teardown, tests);
