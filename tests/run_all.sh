@@ -31,7 +31,7 @@ if ! command -v clang >/dev/null; then
   echo "run_all.sh: clang is not installed; the fuzzing step needs it (bash .ci/install-deps)" >&2
   exit 1
 fi
-CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Release -DVT_FUZZ=ON >/dev/null
+cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DVT_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_options fuzz_tokenizer fuzz_vocab
 bash tests/fuzz/run_fuzz.sh build-fuzz "$fuzz_seconds"
 echo "== all tests passed (Release and ASan+UBSan) and fuzzing found nothing"
