@@ -25,13 +25,13 @@ ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${VT_ASAN_EXCLUDE:
 # the run and its input is saved next to the corpus (tests/fuzz/run_fuzz.sh).
 # libFuzzer needs clang (libclang-rt-14-dev): without it this step fails, it
 # is never skipped.
-fuzz_seconds=${VT_FUZZ_SECONDS:-80}
+fuzz_seconds=${VT_FUZZ_SECONDS:-90}
 echo "== Fuzzing with clang + libFuzzer (${fuzz_seconds}s)"
 if ! command -v clang >/dev/null; then
   echo "run_all.sh: clang is not installed; the fuzzing step needs it (bash .ci/install-deps)" >&2
   exit 1
 fi
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DVT_FUZZ=ON >/dev/null
-cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_options fuzz_tokenizer fuzz_vocab
+cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_options fuzz_tokenizer fuzz_vocab fuzz_model
 bash tests/fuzz/run_fuzz.sh build-fuzz "$fuzz_seconds"
 echo "== all tests passed (Release and ASan+UBSan) and fuzzing found nothing"

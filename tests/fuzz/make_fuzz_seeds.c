@@ -1,8 +1,8 @@
 /* make_fuzz_seeds.c — writes the seed corpora of fuzz_options, fuzz_tokenizer
  * and fuzz_vocab with vt's own code (options API, GGUF writer, tokenizer).
  *
- * Usage: make_fuzz_seeds DIR  (writes DIR/corpus-options, DIR/corpus-tokenizer
- * and DIR/corpus-vocab, which must exist). The committed copies live in
+ * Usage: make_fuzz_seeds DIR  (writes DIR/corpus-options, DIR/corpus-tokenizer,
+ * DIR/corpus-vocab and DIR/corpus-model, which must exist). The committed copies live in
  * tests/fuzz/; rerun after an input-format change of a target. Findings that
  * run_fuzz.sh saves next to the seeds (crash-*, timeout-*, ...) are kept as
  * regression inputs and not rewritten here. */
@@ -14,6 +14,7 @@
 #include "fuzz_vocabs.h"
 #include "gguf.h"
 #include "options.h"
+#include "synth.h"
 #include "tokenizer.h"
 
 #define SEP "\xff" /* the part separator of fuzz_options */
@@ -140,6 +141,40 @@ static int tokenizer_seeds(const char *dir, vt_tokenizer *const toks[FUZZ_VOCAB_
     return bad;
 }
 
+/* ---- fuzz_model ----------------------------------------------------------- */
+
+/* The smallest models of each architecture: 8 wide, one layer, f32, the
+ * vocabularies above (or the built-in one at its minimum size). */
+static int model_seeds(const char *dir) {
+    static const struct {
+        const char *arch, *vocab, *type;
+        int32_t head_dim;
+        bool tied;
+    } models[] = {
+        {"llama", NULL, "f32", 0, false},
+        {"qwen2", "bpe-qwen2.gguf", "f32", 0, true},
+        {"qwen3", "bpe-llama3.gguf", "f32", 8, true},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        char vocab[1024], path[1024];
+        snprintf(vocab, sizeof vocab, "%s/corpus-vocab/%s", dir, models[i].vocab ? models[i].vocab : "");
+        snprintf(path, sizeof path, "%s/corpus-model/%s.gguf", dir, models[i].arch);
+        vt_synth_params p = {
+            .arch = models[i].arch, .n_embd = 8, .n_layer = 1, .n_head = 2, .n_head_kv = 1,
+            .head_dim = models[i].head_dim, .n_ff = 16, .n_vocab = 259, .n_ctx = 64,
+            .tied_output = models[i].tied, .type = models[i].type, .seed = 1 + i,
+            .vocab_from = models[i].vocab ? vocab : NULL,
+        };
+        vt_error err = {0};
+        if (vt_synth_write(&p, path, &err) != VT_OK) {
+            fprintf(stderr, "%s: %s\n", path, err.msg);
+            bad = 1;
+        }
+    }
+    return bad;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -161,6 +196,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!bad) bad = tokenizer_seeds(dir, toks);
+    if (!bad) bad = model_seeds(dir);
     for (int k = 0; k < FUZZ_VOCAB_KINDS; k++) {
         vt_tokenizer_free(toks[k]);
         vt_gguf_close(g[k]);

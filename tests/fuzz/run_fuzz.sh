@@ -3,8 +3,8 @@
 #
 # usage: tests/fuzz/run_fuzz.sh BUILD_DIR [TOTAL_SECONDS]
 #   BUILD_DIR      a clang build configured with -DVT_FUZZ=ON (its bin/ holds
-#                  fuzz_gguf, fuzz_options, fuzz_tokenizer, fuzz_vocab)
-#   TOTAL_SECONDS  time shared equally by the targets (default 80, at least 60)
+#                  fuzz_gguf, fuzz_options, fuzz_tokenizer, fuzz_vocab, fuzz_model)
+#   TOTAL_SECONDS  time shared equally by the targets (default 90, at least 60)
 #
 # Each target starts from its committed seeds (read, never rewritten) plus a
 # scratch directory that collects the new inputs it finds; those are thrown
@@ -16,14 +16,15 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 build="${1:?usage: run_fuzz.sh BUILD_DIR [TOTAL_SECONDS]}"
-total="${2:-80}"
+total="${2:-90}"
 if [ "$total" -lt 60 ]; then
   echo "run_fuzz.sh: TOTAL_SECONDS must be at least 60 (got $total)" >&2
   exit 2
 fi
 
 # target:corpus directory (relative to tests/fuzz)
-targets=(fuzz_gguf:corpus fuzz_options:corpus-options fuzz_tokenizer:corpus-tokenizer fuzz_vocab:corpus-vocab)
+targets=(fuzz_gguf:corpus fuzz_options:corpus-options fuzz_tokenizer:corpus-tokenizer fuzz_vocab:corpus-vocab
+         fuzz_model:corpus-model)
 # Longest input per target: the GGUF ones default to their largest seed; the
 # text ones may grow past their short seeds (long prompts, long ini files).
 declare -A max_len=([fuzz_options]=4096 [fuzz_tokenizer]=4096)
