@@ -33,6 +33,7 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         SIMD_UNROLL
         for (int j = 0; j < NW; j++) {
             const vt_block_q4_0 *wb = (const vt_block_q4_0 *)((const uint8_t *)w + (size_t)j * w_stride) + b;
+            _mm_prefetch((const char *)wb + SIMD_PREFETCH_BYTES, _MM_HINT_T0);
             const __m256i wq = unpack_q4_0(wb);
             const __m256i wabs = _mm256_sign_epi8(wq, wq);
             const float dw = _cvtsh_ss(wb->d);

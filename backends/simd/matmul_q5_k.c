@@ -33,6 +33,7 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         SIMD_UNROLL
         for (int j = 0; j < NW; j++) {
             wb[j] = (const vt_block_q5_k *)((const uint8_t *)w + (size_t)j * w_stride) + b;
+            simd_prefetch_ahead(wb[j], (int)sizeof(vt_block_q5_k));
             const __m256i sm = simd_unpack_k4_scales(wb[j]->scales);
             scales[j] = _mm256_permute4x64_epi64(sm, 0x44);
             /* dmin m_j as 8 floats, against msums = dx sum(x_j): the

@@ -56,6 +56,7 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         SIMD_UNROLL
         for (int j = 0; j < NW; j++) {
             wb[j] = (const vt_block_q6_k *)((const uint8_t *)w + (size_t)j * w_stride) + b;
+            simd_prefetch_ahead(wb[j], (int)sizeof(vt_block_q6_k));
             sc8[j] = _mm_loadu_si128((const __m128i *)wb[j]->scales);
             const __m256i scales_all = _mm256_cvtepi8_epi16(sc8[j]); /* 16 int16 */
             SIMD_UNROLL

@@ -122,6 +122,22 @@ SIMD_INLINE void simd_store1(int32_t dtype, void *dst, int64_t i, float v) {
         ((vt_bf16_t *)dst)[i] = vt_f32_to_bf16(v);
 }
 
+/* How far ahead of the block being multiplied the kernels prefetch weights.
+ * Decode streams weights from DRAM once; the hardware prefetcher alone leaves
+ * the first line of nearly every block a miss (measured: the kernels then
+ * stall on their first load of each block), so the kernels ask for the lines
+ * ~2 KiB ahead themselves. Past the end of a row this reaches into the next
+ * rows, which the same thread multiplies next; prefetches never fault. */
+#ifndef SIMD_PREFETCH_BYTES /* overridable for A/B measurements */
+#define SIMD_PREFETCH_BYTES 2048
+#endif
+
+/* Prefetch the cache lines of a block of `bytes` bytes, SIMD_PREFETCH_BYTES ahead of p. */
+SIMD_INLINE void simd_prefetch_ahead(const void *p, int bytes) {
+    const char *a = (const char *)p + SIMD_PREFETCH_BYTES;
+    for (int off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T0);
+}
+
 /* The 8 six-bit scales and 8 six-bit mins of a Q4_K / Q5_K block as 16
  * int16: scales in lanes 0-7, mins in lanes 8-15, in sub-block order.
  * Layout (vt_get_scale_min_k4), bytes s0..s11: sc0-3 = low 6 bits of s0-3,
