@@ -64,7 +64,7 @@ static int backend_names(const char *dir, char names[][64], int max) {
 static int run_installed(char **out, char **err, const char *env, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int run_installed(char **out, char **err, const char *env, const char *fmt, ...) {
-    char args[2048], san[1024] = "", cmd[4096];
+    char args[2048], san[1024] = "", cmd[8192];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);

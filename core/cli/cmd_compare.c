@@ -172,9 +172,9 @@ static vt_status measure(compare_job *job, vt_engine *e, bool is_reference, back
 static vt_status run_backend(compare_job *job, const char *name, bool is_reference, backend_result *r,
                              vt_error *err) {
     memset(r, 0, sizeof *r);
-    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->name, sizeof r->name, "%.63s", name);
     vt_options opt = job->c->opt;
-    snprintf(opt.backend, sizeof opt.backend, "%s", name);
+    snprintf(opt.backend, sizeof opt.backend, "%.63s", name);
     vt_engine *e = NULL;
     vt_status st = vt_engine_create(&opt, job->model, true, &e, err);
     if (st != VT_OK) {
