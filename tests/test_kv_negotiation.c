@@ -12,7 +12,10 @@
  *     there.
  * Everything is asserted on --explain / --dry-run output, exit codes and the
  * generated tokens, never on log lines. Both plugins compute every op on the
- * reference backend, so their numbers can be compared with it exactly. */
+ * reference backend, so their numbers can be compared with it exactly.
+ * A third, kv_widen_store (no convert, a store that widens/narrows), shows the
+ * last resort: reshape_and_cache moving to the fallback backend. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -333,6 +336,50 @@ static void test_no_convert_with_fallback_converts_on_reference(void) {
     free(err);
 }
 
+/* The last resort before refusing: no producer emits f16 and no allowed
+ * backend converts, so reshape_and_cache moves to the fallback
+ * kv_widen_store, which narrows the f32 k/v to the f16 cache on store. */
+static void test_store_moves_to_a_widening_backend(void) {
+    char *out = NULL, *err = NULL;
+    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_convert "
+                    "--fallback kv_widen_store --kv-cache-dtype f16 --explain", qwen3_path, prompt);
+    if (rc != 0) printf("\nexit %d\n%s", rc, err ? err : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(count_ids(out), 4);
+    vt_explain x;
+    CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+    CU_ASSERT_STRING_EQUAL(x.fallback, "kv_widen_store");
+    CU_ASSERT_EQUAL(vt_explain_count(&x, NULL, "convert", NULL, NULL, NULL), 0);
+    for (int ph = 0; ph < 2; ph++) {
+        const char *phase = ph ? "decode" : "prefill";
+        CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "reshape_and_cache", "kv_widen_store", "f32,f32,f16,f16,i64", NULL),
+                        N_LAYER);
+        /* Only the stores moved; attention still reads the f16 cache on the preferred backend. */
+        CU_ASSERT_EQUAL(vt_explain_count(&x, phase, NULL, "kv_widen_store", NULL, NULL), N_LAYER);
+        CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "attention", "kv_no_convert", "f32,f16,f16,i32,i32,i32", NULL),
+                        N_LAYER);
+    }
+    vt_explain_free(&x);
+    /* Same cache contents as the reference with an f16 cache, up to where
+     * f16 rounding happens (rope's output vs the store): at most one f16 ulp
+     * on a few k/v elements, far below the 3.7e-4 an f16 cache itself moves
+     * these logits (test_kv_matrix), hence 1e-4 (measured: 0). */
+    int na = 0, nb = 0;
+    double *la = eval_logits("--backend kv_no_convert --fallback kv_widen_store --kv-cache-dtype f16", &na);
+    double *lb = eval_logits("--backend reference --kv-cache-dtype f16", &nb);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(la);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lb);
+    CU_ASSERT_EQUAL_FATAL(na, nb);
+    double worst = 0;
+    for (int i = 0; i < na; i++) worst = fmax(worst, fabs(la[i] - lb[i]));
+    printf("\nmoved store vs reference, f16 cache: max |dlogit| %.3g", worst);
+    CU_ASSERT(worst <= 1e-4);
+    free(la);
+    free(lb);
+    free(out);
+    free(err);
+}
+
 int main(void) {
     if (synth_models() != 0) return 1;
     CU_TestInfo tests[] = {
@@ -345,6 +392,7 @@ int main(void) {
          test_no_convert_refused_at_build},
         {"kv_no_convert, f32 cache: no convert node, equals reference", test_no_convert_f32_cache_needs_nothing},
         {"kv_no_convert with fallback: converts run on the reference", test_no_convert_with_fallback_converts_on_reference},
+        {"no producer and no convert: the store moves to a widening fallback", test_store_moves_to_a_widening_backend},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("kv_negotiation", NULL, NULL, tests);

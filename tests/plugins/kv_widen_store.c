@@ -1,0 +1,38 @@
+/* kv_widen_store.c — test backend that stores k/v of any float dtype into a
+ * cache of any float dtype (widening or narrowing on store, as the reference
+ * does) but converts nothing else: convert is declined for every dtype pair.
+ *
+ * As the fallback of kv_no_convert with an f16 cache it exercises the
+ * builder's last resort before refusing: the producers cannot emit f16, no
+ * allowed backend converts, kv_no_convert cannot store f32 k/v into an f16
+ * cache, so reshape_and_cache must move to this backend, which takes the f32
+ * k/v as they are. Every op runs on the reference (kv_forward.h). */
+#include "kv_forward.h"
+
+static int kv_widen_store_supports(void *ctx, const vt_node *node) {
+    const fwd_ctx *c = ctx;
+    if (node->op == VT_OP_CONVERT) return 0;
+    return fwd_reference_supports(c, node);
+}
+
+static const vt_backend table = {
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .struct_size = sizeof(vt_backend),
+    .name = "kv_widen_store",
+    .description = "test plugin: reference ops; no convert, the store widens/narrows any float k/v",
+    .init = fwd_init,
+    .shutdown = fwd_shutdown,
+    .supports = kv_widen_store_supports,
+    .matmul = fwd_matmul,
+    .attention = fwd_attention,
+    .reshape_and_cache = fwd_reshape_and_cache,
+    .rms_norm = fwd_rms_norm,
+    .rope = fwd_rope,
+    .swiglu = fwd_swiglu,
+    .add = fwd_add,
+    .get_rows = fwd_get_rows,
+    .convert = fwd_convert,
+};
+
+VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
