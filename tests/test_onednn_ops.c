@@ -57,7 +57,10 @@ static int suite_init(void) {
     return 0;
 }
 
+static void sweep_free(void);
+
 static int suite_cleanup(void) {
+    sweep_free();
     vt_harness_close(harness);
     return 0;
 }
@@ -110,31 +113,82 @@ static const int32_t weight_dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0, VT_Q4_
 #define GUARD 16
 #define GUARD_VALUE 12345.0f
 
-/* Run a {K, N} weight of dtype x {K, M} on onednn (ctx) and reference; returns
- * the number of elements outside tolerance (and asserts). */
-static int compare_matmul(void *ctx, int32_t dtype, int64_t k, int64_t n, int64_t m, uint64_t seed) {
+/* One {K, N} weight of a dtype times {K, M} activations, with what onednn
+ * must reproduce: the reference backend's Y and, per element, the scale of
+ * the rounding error, |x_m|_2 |w_n|_2 (Cauchy-Schwarz: an upper bound of
+ * sum_k |x||w| that costs O((M + N) K) instead of a second O(M N K) product;
+ * for these uniform values it is ~4/3 of the sum). Preparing a case
+ * (quantizing, the reference run) costs far more than one onednn call, so the
+ * shape sweep prepares each case once and every onednn instance (default,
+ * small tiles, OpenMP, host dequantization) is checked against it. */
+typedef struct matmul_case {
+    int32_t dtype;
+    int64_t k, n, m;
+    uint8_t *w;   /* [N] rows of vt_row_size(dtype, K) bytes; shared by the M cases of one sweep weight */
+    bool owns_w;
+    float *x;     /* [M][K] */
+    float *y_ref; /* [M][N] the reference backend's result */
+    float *mag;   /* [M][N] |x_m|_2 |w_n|_2 of the quantized values, >= sum_k |x[m][k]| |w[n][k]| */
+} matmul_case;
+
+/* w (row_bytes x n) from uniform values; w_norm[n] gets the 2-norms of the
+ * rows both backends actually multiply: the quantized values (w_f32 [N][K] is
+ * scratch). */
+static uint8_t *make_weight(int32_t dtype, int64_t k, int64_t n, uint64_t *seed, float *w_f32, double *w_norm) {
     size_t row_bytes = vt_row_size(dtype, k);
     uint8_t *w = malloc(row_bytes * (size_t)n);
-    float *w_f32 = malloc(sizeof(float) * (size_t)(k * n)); /* the dequantized weights */
-    float *x = malloc(sizeof(float) * (size_t)(k * m));
-    float *y_dnn = malloc(sizeof(float) * (size_t)(n * m + GUARD));
-    float *y_ref = malloc(sizeof(float) * (size_t)(n * m));
-    CU_ASSERT_FATAL(w && w_f32 && x && y_dnn && y_ref);
-
-    for (int64_t i = 0; i < k * n; i++) w_f32[i] = next_uniform(&seed);
+    CU_ASSERT_FATAL(w != NULL);
+    for (int64_t i = 0; i < k * n; i++) w_f32[i] = next_uniform(seed);
     for (int64_t r = 0; r < n; r++)
         CU_ASSERT_FATAL(vt_from_f32(dtype, w_f32 + r * k, w + (size_t)r * row_bytes, k) == VT_OK);
-    /* What both backends actually multiply: the quantized values, exactly. */
     CU_ASSERT_FATAL(vt_to_f32(dtype, w, w_f32, k * n) == VT_OK);
-    for (int64_t i = 0; i < k * m; i++) x[i] = next_uniform(&seed);
-    for (int64_t i = 0; i < n * m + GUARD; i++) y_dnn[i] = GUARD_VALUE;
+    for (int64_t r = 0; r < n; r++) {
+        double sq = 0;
+        for (int64_t i = 0; i < k; i++) sq += (double)w_f32[r * k + i] * w_f32[r * k + i];
+        w_norm[r] = sqrt(sq);
+    }
+    return w;
+}
 
-    vt_node node = matmul_node(VT_PHASE_PREFILL, w, dtype, x, y_dnn, VT_F32, k, n, m);
-    CU_ASSERT_FATAL(onednn->table->supports(ctx, &node) == 1);
-    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
-    node.dst.data = y_ref;
+/* Fill c's activations, reference result and magnitudes for weight w
+ * (w_norm: the 2-norms of its rows, [N]). */
+static void prepare_case(matmul_case *c, int32_t dtype, int64_t k, int64_t n, int64_t m, uint8_t *w, bool owns_w,
+                         const double *w_norm, uint64_t *seed) {
+    *c = (matmul_case){.dtype = dtype, .k = k, .n = n, .m = m, .w = w, .owns_w = owns_w};
+    c->x = malloc(sizeof(float) * (size_t)(k * m));
+    c->y_ref = malloc(sizeof(float) * (size_t)(n * m));
+    c->mag = malloc(sizeof(float) * (size_t)(n * m));
+    CU_ASSERT_FATAL(c->x && c->y_ref && c->mag);
+    for (int64_t i = 0; i < k * m; i++) c->x[i] = next_uniform(seed);
+    vt_node node = matmul_node(VT_PHASE_PREFILL, w, dtype, c->x, c->y_ref, VT_F32, k, n, m);
     CU_ASSERT_FATAL(vt_backend_accepts(reference, &node));
     CU_ASSERT_EQUAL_FATAL(vt_backend_run(reference, &node), VT_OK);
+    for (int64_t mi = 0; mi < m; mi++) {
+        double sq = 0;
+        for (int64_t ki = 0; ki < k; ki++) sq += (double)c->x[mi * k + ki] * c->x[mi * k + ki];
+        for (int64_t ni = 0; ni < n; ni++) c->mag[mi * n + ni] = (float)(sqrt(sq) * w_norm[ni]);
+    }
+}
+
+static void free_case(matmul_case *c) {
+    if (c->owns_w) free(c->w);
+    free(c->x);
+    free(c->y_ref);
+    free(c->mag);
+    memset(c, 0, sizeof *c);
+}
+
+/* Run case c on onednn (ctx) and compare with the reference; returns the
+ * number of elements outside tolerance plus guard floats overwritten (and
+ * asserts). */
+static int check_case(void *ctx, const matmul_case *c) {
+    const int64_t n = c->n, m = c->m;
+    float *y = malloc(sizeof(float) * (size_t)(n * m + GUARD));
+    CU_ASSERT_FATAL(y != NULL);
+    for (int64_t i = 0; i < n * m + GUARD; i++) y[i] = GUARD_VALUE;
+    vt_node node = matmul_node(VT_PHASE_PREFILL, c->w, c->dtype, c->x, y, VT_F32, c->k, n, m);
+    CU_ASSERT_FATAL(onednn->table->supports(ctx, &node) == 1);
+    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
 
     /* Tolerance. The reference sums in double and rounds once; oneDNN sums in
      * f32 with FMA in blocks. The classical bound of an f32 dot product is
@@ -142,59 +196,102 @@ static int compare_matmul(void *ctx, int32_t dtype, int64_t k, int64_t n, int64_
      * times that sum. 1e-5 * sum|x||w| is ~ 170 u: above the worst case for
      * K <= 128 and above the typical error for every K here by > 20x, while a
      * wrong tile, a shifted row or a dropped block is off by O(|x||w|) of a
-     * whole block, i.e. > 1e-2 of the sum. Observed worst here: 2.6e-7. */
+     * whole block, i.e. > 1e-2 of the sum. mag bounds the sum from above by at
+     * most ~4/3 here (uniform values), which changes none of this. Observed
+     * worst here: 2.0e-7 of mag. */
     int bad = 0;
-    for (int64_t mi = 0; mi < m; mi++) {
-        for (int64_t ni = 0; ni < n; ni++) {
-            double mag = 0;
-            for (int64_t ki = 0; ki < k; ki++) mag += fabs((double)x[mi * k + ki] * (double)w_f32[ni * k + ki]);
-            double got = y_dnn[mi * n + ni], want = y_ref[mi * n + ni];
-            if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) {
-                if (bad < 3)
-                    fprintf(stderr, "\n  %s K=%lld N=%lld M=%lld: y[%lld][%lld] = %.9g, reference %.9g (sum|xw| %.3g)",
-                            vt_dtype_name(dtype), (long long)k, (long long)n, (long long)m, (long long)mi,
-                            (long long)ni, got, want, mag);
-                bad++;
-            }
+    for (int64_t i = 0; i < n * m; i++) {
+        double got = y[i], want = c->y_ref[i], mag = c->mag[i];
+        if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) {
+            if (bad < 3)
+                fprintf(stderr, "\n  %s K=%lld N=%lld M=%lld: y[%lld][%lld] = %.9g, reference %.9g (|x||w| %.3g)",
+                        vt_dtype_name(c->dtype), (long long)c->k, (long long)n, (long long)m, (long long)(i / n),
+                        (long long)(i % n), got, want, mag);
+            bad++;
         }
     }
     CU_ASSERT_EQUAL(bad, 0);
     int overrun = 0;
-    for (int i = 0; i < GUARD; i++) overrun += y_dnn[n * m + i] != GUARD_VALUE;
+    for (int i = 0; i < GUARD; i++) overrun += y[n * m + i] != GUARD_VALUE;
     CU_ASSERT_EQUAL(overrun, 0);
-
-    free(w);
-    free(w_f32);
-    free(x);
-    free(y_dnn);
-    free(y_ref);
+    free(y);
     return bad + overrun;
 }
 
-/* Every weight dtype over shapes at the tiling edges, on one instance. The
- * variants (other options) skip M = 16 and 128 to keep the ASan run short:
- * M only changes the primitive's run-time dimension, which the default
- * instance covers. */
-static void matmul_all_dtypes(void *ctx, bool every_m) {
-    static const int64_t all_ms[] = {1, 16, 17, 33, 128}, some_ms[] = {1, 17, 33};
-    const int64_t *ms = every_m ? all_ms : some_ms;
-    const size_t n_ms = every_m ? sizeof all_ms / sizeof all_ms[0] : sizeof some_ms / sizeof some_ms[0];
+/* A one-off case: prepare, check on ctx, free. */
+static int compare_matmul(void *ctx, int32_t dtype, int64_t k, int64_t n, int64_t m, uint64_t seed) {
+    float *w_f32 = malloc(sizeof(float) * (size_t)(k * n));
+    double *w_norm = malloc(sizeof(double) * (size_t)n);
+    CU_ASSERT_FATAL(w_f32 && w_norm);
+    uint8_t *w = make_weight(dtype, k, n, &seed, w_f32, w_norm);
+    matmul_case c;
+    prepare_case(&c, dtype, k, n, m, w, true, w_norm, &seed);
+    free(w_f32);
+    free(w_norm);
+    int bad = check_case(ctx, &c);
+    free_case(&c);
+    return bad;
+}
+
+/* The shape sweep: every weight dtype over shapes at the tiling edges.
+ * K: one block (for plain types a short odd row instead of K = 1, which is
+ * also tried), and several blocks. N: below a tile, a tile plus a 1-row tail,
+ * and several tiles with a tail (tile rows are multiples of 16). M: 1, 16,
+ * 17, 33, 128. Prepared on first use, freed by suite_cleanup. */
+#define SWEEP_KS 3
+#define SWEEP_NS 3
+#define SWEEP_MS 5
+static const int64_t sweep_ns[SWEEP_NS] = {5, 17, 300};
+static const int64_t sweep_ms[SWEEP_MS] = {1, 16, 17, 33, 128};
+static matmul_case sweep[N_WEIGHT_DTYPES][SWEEP_KS][SWEEP_NS][SWEEP_MS];
+static bool sweep_ready;
+
+static void sweep_prepare(void) {
+    if (sweep_ready) return;
+    sweep_free(); /* what an earlier, failed preparation left */
     for (size_t d = 0; d < N_WEIGHT_DTYPES; d++) {
         int32_t dtype = weight_dtypes[d];
         int64_t block = vt_dtype_block_length(dtype);
-        /* K: one block (for plain types a short odd row instead of K = 1,
-         * which is also tried), and several blocks. */
-        int64_t k_one = block > 1 ? block : 7;
-        int64_t ks[] = {k_one, block > 1 ? 3 * block : 1, 512};
-        /* N: below a tile, a tile plus a 1-row tail, and several tiles with a
-         * tail (tile rows are multiples of 16). */
-        int64_t ns[] = {5, 17, 300};
+        int64_t ks[SWEEP_KS] = {block > 1 ? block : 7, block > 1 ? 3 * block : 1, 512};
         uint64_t seed = 1000 + (uint64_t)d;
-        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-                for (size_t mi = 0; mi < n_ms; mi++)
-                    if (compare_matmul(ctx, dtype, ks[ki], ns[ni], ms[mi], seed++)) return; /* one report per case */
+        for (size_t ki = 0; ki < SWEEP_KS; ki++) {
+            for (size_t ni = 0; ni < SWEEP_NS; ni++) {
+                int64_t k = ks[ki], n = sweep_ns[ni];
+                float *w_f32 = malloc(sizeof(float) * (size_t)(k * n));
+                double *w_norm = malloc(sizeof(double) * (size_t)n);
+                CU_ASSERT_FATAL(w_f32 && w_norm);
+                uint8_t *w = make_weight(dtype, k, n, &seed, w_f32, w_norm);
+                for (size_t mi = 0; mi < SWEEP_MS; mi++)
+                    prepare_case(&sweep[d][ki][ni][mi], dtype, k, n, sweep_ms[mi], w, mi == 0, w_norm, &seed);
+                free(w_f32);
+                free(w_norm);
+            }
+        }
     }
+    sweep_ready = true;
+}
+
+static void sweep_free(void) {
+    for (size_t d = 0; d < N_WEIGHT_DTYPES; d++)
+        for (size_t ki = 0; ki < SWEEP_KS; ki++)
+            for (size_t ni = 0; ni < SWEEP_NS; ni++)
+                for (size_t mi = SWEEP_MS; mi-- > 0;) free_case(&sweep[d][ki][ni][mi]); /* mi 0 owns w: last */
+    sweep_ready = false;
+}
+
+/* The sweep on one instance. The variants (other options) skip M = 16 and
+ * 128: M only changes the primitive's run-time dimension, which the default
+ * instance covers. */
+static void matmul_all_dtypes(void *ctx, bool every_m) {
+    sweep_prepare();
+    for (size_t d = 0; d < N_WEIGHT_DTYPES; d++)
+        for (size_t ki = 0; ki < SWEEP_KS; ki++)
+            for (size_t ni = 0; ni < SWEEP_NS; ni++)
+                for (size_t mi = 0; mi < SWEEP_MS; mi++) {
+                    int64_t m = sweep_ms[mi];
+                    if (!every_m && (m == 16 || m == 128)) continue;
+                    if (check_case(ctx, &sweep[d][ki][ni][mi])) return; /* one report per instance */
+                }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -378,6 +475,13 @@ static void test_alloc_failure_is_nomem(void) {
 }
 
 int main(void) {
+    /* libgomp (loaded with the onednn backend in suite_init, so after this)
+     * otherwise keeps its idle workers spinning after every parallel region:
+     * with threading=omp, the 216 small matmuls of the sweep spent ~13 ms of
+     * CPU each spinning against the dequantizing pool threads on 2 cores
+     * (7 s of the suite's 12 s; 0.03 s passive). The results checked do not
+     * depend on how idle threads wait. An explicit setting is kept. */
+    setenv("OMP_WAIT_POLICY", "passive", 0);
     static CU_TestInfo tests[] = {
         {"supports() is exact", test_supports_is_exact},
         {"matmul matches reference, every weight dtype", test_matmul_matches_reference_every_dtype},
