@@ -9,8 +9,9 @@
  *
  * Both backends load through tests/backend_harness.h (the registry of the
  * build tree); extra instances with options are made with the table's own
- * init. The comparison is per element against sum_k |x||w| (the scale of the
- * rounding error), which the harness's whole-tensor diff does not give. */
+ * init. The comparison is per element against |x_m|_2 |w_n|_2 (an upper
+ * bound of sum_k |x||w|, the scale of the rounding error), which the
+ * harness's whole-tensor diff does not give. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
