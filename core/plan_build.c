@@ -342,7 +342,6 @@ static vt_status build_forward(builder *b) {
             int32_t bq = view(b, weight(b, w->bq), "bq", H * D, 1, 1);
             int32_t bk = view(b, weight(b, w->bk), "bk", KVH * D, 1, 1);
             int32_t bv = view(b, weight(b, w->bv), "bv", KVH * D, 1, 1);
-            if (bq >= 0) p->values[bq].scale = p->values[bk].scale = p->values[bv].scale = VT_SCALE_NONE;
             q = op_f32(b, VT_OP_ADD, LBL("attn_q.bias"), (int32_t[]){q, bq}, 2, H * D, T, 1, VT_SCALE_TOKENS, &st);
             k = op_f32(b, VT_OP_ADD, LBL("attn_k.bias"), (int32_t[]){k, bk}, 2, KVH * D, T, 1, VT_SCALE_TOKENS, &st);
             v = op_f32(b, VT_OP_ADD, LBL("attn_v.bias"), (int32_t[]){v, bv}, 2, KVH * D, T, 1, VT_SCALE_TOKENS, &st);
