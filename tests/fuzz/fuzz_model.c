@@ -35,13 +35,18 @@ static void die(const char *what) {
         if (!(cond)) die("invariant broken: " #cond); \
     } while (0)
 
+static char temp_path[64];
+
+static void remove_temp_file(void) { unlink(temp_path); }
+
 static const char *model_path(void) {
-    static char path[64];
+    char *path = temp_path;
     if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/vt-fuzz-model-XXXXXX");
+        snprintf(path, sizeof temp_path, "/tmp/vt-fuzz-model-XXXXXX");
         int fd = mkstemp(path);
         if (fd < 0) die("mkstemp");
         close(fd);
+        atexit(remove_temp_file); /* libFuzzer ends with exit() when its time is up */
     }
     return path;
 }

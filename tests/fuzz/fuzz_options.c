@@ -56,13 +56,18 @@ static void fail_check(const char *what) {
     } while (0)
 
 /* One temporary ini file per process, rewritten for every input. */
+static char temp_path[64];
+
+static void remove_temp_file(void) { unlink(temp_path); }
+
 static const char *ini_path(void) {
-    static char path[64];
+    char *path = temp_path;
     if (!path[0]) {
-        snprintf(path, sizeof path, "/tmp/vt-fuzz-options-XXXXXX");
+        snprintf(path, sizeof temp_path, "/tmp/vt-fuzz-options-XXXXXX");
         int fd = mkstemp(path);
         if (fd < 0) fail_check("mkstemp");
         close(fd);
+        atexit(remove_temp_file); /* libFuzzer ends with exit() when its time is up */
     }
     return path;
 }
