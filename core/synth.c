@@ -26,6 +26,7 @@
 #include "synth.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@
 #include "quant.h"
 #include "synth_vocab.h"
 #include "threadpool.h"
+#include "vt/vt_quant.h"
 
 #define SYNTH_SLAB_FLOATS (4u << 20) /* 16 MB of f32 rows per conversion slab */
 #define SYNTH_MATRIX_STD 0.02f
@@ -383,8 +385,40 @@ typedef struct slab_job {
     size_t row_bytes;
     float *f32;             /* [rows][ne0] */
     uint8_t *conv;          /* [rows][row_bytes] when dtype != F32 */
+    bool random_blocks;     /* synth.h: quantized matrices as random blocks */
     volatile int failed;
 } slab_job;
+
+/* Random quantized blocks (synth.h: random_blocks): the code bytes uniform,
+ * every block scale fixed so that |value| stays within about 0.06 and the
+ * mean is near 0 (a block's minimum offsets its codes for Q4_K/Q5_K). */
+static void random_blocks(rng *r, int32_t dtype, uint8_t *dst, int64_t n) {
+    size_t bytes = vt_row_size(dtype, n);
+    for (size_t i = 0; i < bytes; i += 8) {
+        uint64_t x = rng_next(r);
+        memcpy(dst + i, &x, bytes - i < 8 ? bytes - i : 8);
+    }
+    size_t block = vt_dtype_block_bytes(dtype);
+    for (uint8_t *b = dst; b < dst + bytes; b += block) {
+        vt_fp16_t d, dmin;
+        switch (dtype) {
+        case VT_Q8_0: d = vt_f32_to_fp16(0.06f / 127); memcpy(b, &d, 2); break;
+        case VT_Q4_0: d = vt_f32_to_fp16(0.06f / 8); memcpy(b, &d, 2); break;
+        case VT_Q4_K:
+        case VT_Q5_K: /* d*sc*q - dmin*m, sc, m < 64, q < 16 (32 for Q5_K) */
+            d = vt_f32_to_fp16(0.06f / (63.0f * (dtype == VT_Q4_K ? 15.0f : 31.0f)));
+            dmin = vt_f32_to_fp16(0.03f / 63.0f); /* mean of d*sc*q: centres the values */
+            memcpy(b, &d, 2);
+            memcpy(b + 2, &dmin, 2);
+            break;
+        case VT_Q6_K: /* d * int8 scale * (q - 32) */
+            d = vt_f32_to_fp16(0.06f / (128.0f * 32.0f));
+            memcpy(b + offsetof(vt_block_q6_k, d), &d, 2);
+            break;
+        default: break;
+        }
+    }
+}
 
 static void run_groups(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
@@ -399,6 +433,10 @@ static void run_groups(void *arg, int64_t begin, int64_t end, int thread) {
         snprintf(stream, sizeof stream, "%s#%lld", t->name, (long long)(job->first_group + g));
         rng r;
         rng_seed(&r, job->seed, stream);
+        if (job->random_blocks && t->role != ROLE_NORM && t->role != ROLE_BIAS && vt_dtype_block_length(t->dtype) > 1) {
+            random_blocks(&r, t->dtype, job->conv + (size_t)row0 * job->row_bytes, n);
+            continue;
+        }
         for (int64_t i = 0; i < n; i++) {
             float z = rng_normal(&r);
             f[i] = t->role == ROLE_NORM   ? 1.0f + SYNTH_NORM_STD * z
@@ -412,13 +450,14 @@ static void run_groups(void *arg, int64_t begin, int64_t end, int thread) {
 
 /* Generate t's values a slab of rows at a time, convert, and stream them out. */
 static vt_status write_tensor(vt_gguf_writer *w, vt_threadpool *pool, const synth_tensor *t, uint64_t seed,
-                              float *f32, void *conv) {
+                              bool random, float *f32, void *conv) {
     int64_t rows_per_group = (int64_t)(SYNTH_GROUP_FLOATS / (uint64_t)t->ne[0]);
     if (rows_per_group < 1) rows_per_group = 1;
     int64_t groups_per_slab = (int64_t)(SYNTH_SLAB_FLOATS / (uint64_t)(rows_per_group * t->ne[0]));
     if (groups_per_slab < 1) groups_per_slab = 1;
     int64_t rows_per_slab = groups_per_slab * rows_per_group;
-    slab_job job = {.t = t, .seed = seed, .rows_per_group = rows_per_group, .f32 = f32, .conv = conv};
+    slab_job job = {.t = t, .seed = seed, .rows_per_group = rows_per_group, .f32 = f32, .conv = conv,
+                    .random_blocks = random};
     job.row_bytes = vt_row_size(t->dtype, t->ne[0]);
     for (int64_t row = 0; row < t->ne[1]; row += rows_per_slab) {
         job.rows = t->ne[1] - row < rows_per_slab ? t->ne[1] - row : rows_per_slab;
@@ -491,7 +530,7 @@ vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *e
                 goto abort;
             }
         }
-        if ((st = write_tensor(w, pool, t, p->seed, f32, conv))) {
+        if ((st = write_tensor(w, pool, t, p->seed, p->random_blocks, f32, conv))) {
             if (*vt_gguf_writer_error(w)) vt_fail(err, st, "synth: %s: %s", path, vt_gguf_writer_error(w));
             else vt_fail(err, st, "synth: converting tensor '%s' to %s failed", t->name, vt_dtype_name(t->dtype));
             goto abort;

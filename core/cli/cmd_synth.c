@@ -26,6 +26,8 @@ static void help(void) {
            "                           third layer between; Q4_K (Q5_K) elsewhere. Norms stay f32.\n"
            "      --seed S             random seed (default 1)\n"
            "      --ctx N              context_length metadata (default: the shape's, else 4096)\n"
+           "      --random-blocks      quantized matrices as random blocks drawn directly (uniform codes, fixed\n"
+           "                           scales, |w| <~ 0.06): ~100x faster, for benchmarks at the 27B scale\n"
            "      --tied, --untied     share the embedding as the output matrix or not (default: the\n"
            "                           shape's; qwen3 tied, others untied)\n"
            "  -o, --output FILE        where to write\n");
@@ -88,6 +90,8 @@ int vt_cmd_synth(int argc, char **argv) {
         } else if (strcmp(a, "--seed") == 0) {
             const char *v = vt_cli_value(argc, argv, &i, &err);
             if (!v || vt_cli_int("--seed", v, 0, INT64_MAX, &seed, &err) != VT_OK) return vt_cli_error(&err);
+        } else if (strcmp(a, "--random-blocks") == 0) {
+            p.random_blocks = true;
         } else if (strcmp(a, "--tied") == 0 || strcmp(a, "--untied") == 0) {
             tied = strcmp(a, "--tied") == 0;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
