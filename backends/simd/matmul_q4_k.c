@@ -94,4 +94,59 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         for (int r = 0; r < R; r++) out[j * R + r] = simd_hsum_ps(acc[j][r]);
 }
 
-SIMD_DEFINE_DOT(simd_dot_q4_k, dot_tile, 8)
+/* out[r] = weight row w . activation row m0 + r, for r < R (2..8): prefill.
+ * The 8 integer accumulators (one per activation row) and the decoded
+ * sub-block with its scale take 10 of the 16 vector registers; the f32
+ * accumulators, touched once per block, live in memory (held in registers
+ * too, as dot_tile does, they were 16 more and everything spilled, inside
+ * the inner loop). Each decoded 32-value sub-block is used for all R rows
+ * before the next is decoded. */
+SIMD_INLINE void prefill_tile(const void *w, const simd_act *x, int64_t m0, int R, float *out) {
+    const int64_t K = x->K, nb = K / 256;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    SIMD_ALIGNED float acc[SIMD_MAX_ROWS][8];
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) _mm256_store_ps(acc[r], _mm256_setzero_ps());
+    for (int64_t b = 0; b < nb; b++) {
+        const vt_block_q4_k *wb = (const vt_block_q4_k *)w + b;
+        const __m256i sm = simd_unpack_k4_scales(wb->scales);
+        const __m256i scales = _mm256_permute4x64_epi64(sm, 0x44); /* scales in both 128-bit lanes */
+        __m256i sumi[SIMD_MAX_ROWS];
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) sumi[r] = _mm256_setzero_si256();
+        const int8_t *xb = x->qs + m0 * K + b * 256;
+        SIMD_UNROLL
+        for (int k = 0; k < 8; k++) { /* sub-block k: low (k even) or high nibbles of qs[32 (k/2)..] */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(wb->qs + 32 * (k / 2)));
+            const __m256i v = _mm256_and_si256(k % 2 ? _mm256_srli_epi16(q, 4) : q, low4);
+            const __m256i sc = _mm256_shuffle_epi8(scales, scale_mask(k));
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + r * K + 32 * k));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v, xv), sc));
+                SIMD_KEEP(sumi[r]);
+            }
+        }
+        float dm[4]; /* d and dmin, adjacent f16s, in one conversion */
+        uint32_t dm16;
+        memcpy(&dm16, &wb->d, sizeof dm16);
+        _mm_storeu_ps(dm, _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm16)));
+        /* dmin m_j as 8 floats, against msums = dx sum(x_j) */
+        const __m256 mins =
+            _mm256_mul_ps(_mm256_set1_ps(dm[1]), _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(sm, 1))));
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const float dx = x->d[(m0 + r) * nb + b];
+            __m256 a = _mm256_load_ps(acc[r]);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(dm[0] * dx), _mm256_cvtepi32_ps(sumi[r]), a);
+            a = _mm256_fnmadd_ps(mins, _mm256_loadu_ps(x->msums + (m0 + r) * (K / 32) + b * 8), a);
+            _mm256_store_ps(acc[r], a);
+        }
+        /* keep acc in memory: no promotion of all R of them to registers */
+        __asm__ volatile("" ::: "memory");
+    }
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(_mm256_load_ps(acc[r]));
+}
+
+SIMD_DEFINE_DOT_PREFILL(simd_dot_q4_k, dot_tile, prefill_tile)

@@ -105,4 +105,59 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         for (int r = 0; r < R; r++) out[j * R + r] = simd_hsum_ps(acc[j][r]);
 }
 
-SIMD_DEFINE_DOT(simd_dot_q6_k, dot_tile, 8)
+/* out[r] = weight row w . activation row m0 + r, for r < R (2..8): prefill.
+ * As in matmul_q4_k.c: 8 integer accumulators in registers, the f32 ones in
+ * memory (touched once per block), and each decoded 32-value run used for
+ * all R rows before the next is decoded. */
+SIMD_INLINE void prefill_tile(const void *w, const simd_act *x, int64_t m0, int R, float *out) {
+    const int64_t K = x->K, nb = K / 256;
+    SIMD_ALIGNED float acc[SIMD_MAX_ROWS][8];
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) _mm256_store_ps(acc[r], _mm256_setzero_ps());
+    for (int64_t b = 0; b < nb; b++) {
+        const vt_block_q6_k *wb = (const vt_block_q6_k *)w + b;
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)wb->scales);
+        __m256i sumi[SIMD_MAX_ROWS];
+        {
+            const __m256i scales_all = _mm256_cvtepi8_epi16(sc8); /* 16 int16 */
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                /* start from -32 sum_s sc_s bsum_s */
+                const int16_t *bs = x->bsums + (m0 + r) * (K / 16) + b * 16;
+                const __m256i off = _mm256_madd_epi16(scales_all, _mm256_loadu_si256((const __m256i *)bs));
+                sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5));
+            }
+        }
+        const int8_t *xb = x->qs + m0 * K + b * 256;
+        SIMD_UNROLL
+        for (int n = 0; n < 2; n++) {
+            __m256i v[4];
+            unpack_half(wb, n, v);
+            const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(n ? _mm_srli_si128(sc8, 8) : sc8));
+            SIMD_UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m256i sck = _mm256_shuffle_epi8(sc, scale_pair_mask(2 * k));
+                SIMD_UNROLL
+                for (int r = 0; r < R; r++) {
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + r * K + 128 * n + 32 * k));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], xv), sck));
+                    SIMD_KEEP(sumi[r]);
+                }
+            }
+        }
+        const float d = _cvtsh_ss(wb->d);
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const float dx = x->d[(m0 + r) * nb + b];
+            __m256 a = _mm256_load_ps(acc[r]);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(d * dx), _mm256_cvtepi32_ps(sumi[r]), a);
+            _mm256_store_ps(acc[r], a);
+        }
+        /* keep acc in memory: no promotion of all R of them to registers */
+        __asm__ volatile("" ::: "memory");
+    }
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(_mm256_load_ps(acc[r]));
+}
+
+SIMD_DEFINE_DOT_PREFILL(simd_dot_q6_k, dot_tile, prefill_tile)

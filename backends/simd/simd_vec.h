@@ -11,6 +11,9 @@
 
 #define SIMD_INLINE static inline __attribute__((always_inline))
 
+/* A 32-byte aligned local (aligned AVX loads and stores of f32 tiles). */
+#define SIMD_ALIGNED _Alignas(32)
+
 /* Fully unroll the small constant-trip loops over tile rows and sub-blocks:
  * only then can the compiler keep arrays of accumulators in registers
  * (GCC otherwise spills them to the stack every iteration). */
@@ -190,6 +193,44 @@ SIMD_INLINE __m256i simd_unpack_k4_scales(const uint8_t *scales) {
             for (int r0 = 0; r0 < R; r0 += (max_rows)) {                                             \
                 const int rn = R - r0 < (max_rows) ? R - r0 : (max_rows);                            \
                 SIMD_TILE_CASE(tile, wj, w_stride, x, m0 + r0, rn, out + j * R + r0)                 \
+            }                                                                                        \
+        }                                                                                            \
+    }
+
+/* As SIMD_DEFINE_DOT, with a second tile for prefill: decode_tile(w,
+ * w_stride, NW, x, m0, R, out) serves one activation row (R = 1, NW = 1 or
+ * 2), prefill_tile(w, x, m0, R, out) one weight row against 2..8 activation
+ * rows (R a constant in each case). */
+#define SIMD_PREFILL_CASE(tile, wj, x, m0, R, out)                                                 \
+    switch (R) {                                                                                  \
+    case 1: break;                                                                                \
+    case 2: tile(wj, x, m0, 2, out); break;                                                       \
+    case 3: tile(wj, x, m0, 3, out); break;                                                       \
+    case 4: tile(wj, x, m0, 4, out); break;                                                       \
+    case 5: tile(wj, x, m0, 5, out); break;                                                       \
+    case 6: tile(wj, x, m0, 6, out); break;                                                       \
+    case 7: tile(wj, x, m0, 7, out); break;                                                       \
+    default: tile(wj, x, m0, 8, out); break;                                                      \
+    }
+
+#define SIMD_DEFINE_DOT_PREFILL(name, decode_tile, prefill_tile)                                     \
+    void name(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) { \
+        if (R == 1) {                                                                                \
+            if (NW == 2)                                                                             \
+                decode_tile(w, w_stride, 2, x, m0, 1, out);                                          \
+            else                                                                                     \
+                for (int j = 0; j < NW; j++)                                                         \
+                    decode_tile((const uint8_t *)w + (size_t)j * w_stride, w_stride, 1, x, m0, 1, out + j); \
+            return;                                                                                  \
+        }                                                                                            \
+        for (int j = 0; j < NW; j++) {                                                               \
+            const void *wj = (const uint8_t *)w + (size_t)j * w_stride;                              \
+            for (int r0 = 0; r0 < R; r0 += SIMD_MAX_ROWS) {                                          \
+                const int rn = R - r0 < SIMD_MAX_ROWS ? R - r0 : SIMD_MAX_ROWS;                      \
+                if (rn == 1)                                                                         \
+                    decode_tile(wj, w_stride, 1, x, m0 + r0, 1, out + j * R + r0);                   \
+                else                                                                                 \
+                    SIMD_PREFILL_CASE(prefill_tile, wj, x, m0 + r0, rn, out + j * R + r0)            \
             }                                                                                        \
         }                                                                                            \
     }
