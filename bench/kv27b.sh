@@ -23,9 +23,10 @@
 # results go to kv27b-<date>-<N>l.txt). KV27B_RESULTS_DIR=DIR writes there
 # instead of bench/results/.
 #
-# Synthesis is CPU-bound (a normal sample and a Q4_K quantization per weight):
-# count ~30-40 min on 2 idle cores for the full model, much longer on a loaded
-# machine.
+# Synthesis uses --random-blocks by default (KV27B_SYNTH_ARGS="" for the
+# normal sample + Q4_K quantization per weight, which takes ~30-40 min on 2
+# idle cores): the run measures memory and time, which depend only on the
+# tensors' shapes and types.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -55,10 +56,15 @@ if [ ! -s "$model" ]; then
         log "kv27b: only $((avail_kb / 1024 / 1024)) GB free in $scratch; the model needs ~17 GB"
         exit 2
     fi
-    log "## synth: vt synth --shape qwen3-27b --n-layer $layers --type q4_k_m"
+    # --random-blocks: quantized matrices drawn as random blocks (same tensors,
+    # types and bytes as llama-quantize's Q4_K_M mix); minutes instead of the
+    # hours a normal sample + Q4_K quantization per weight takes on 2 cores.
+    synth_extra=${KV27B_SYNTH_ARGS---random-blocks}
+    log "## synth: vt synth --shape qwen3-27b --n-layer $layers --type q4_k_m $synth_extra"
     # Written under another name and renamed when complete, so an interrupted
     # run never leaves a truncated model that a rerun would take as done.
-    /usr/bin/time -v "$vt" synth --shape qwen3-27b --n-layer "$layers" --type q4_k_m --seed 27 -o "$model.part" \
+    # shellcheck disable=SC2086 # synth_extra is a list of flags
+    /usr/bin/time -v "$vt" synth --shape qwen3-27b --n-layer "$layers" --type q4_k_m --seed 27 $synth_extra -o "$model.part" \
         2> "$scratch/synth.err" || { cat "$scratch/synth.err" >&2; exit 1; }
     mv "$model.part" "$model"
     log "synth: $(grep -E 'Elapsed \(wall' "$scratch/synth.err" | sed 's/.*: //') wall, peak RSS $(awk '/Maximum resident/{printf "%.2f GB", $6*1024/1e9}' "$scratch/synth.err")"
