@@ -5,10 +5,12 @@
  * query heads of each token that share the kv head are processed together,
  * so each cached k and v row is loaded and widened to f32 once and used by
  * every query of the item (each masked to its own causal limit). Positions
- * are taken in chunks of
- * CHUNK: scores for the chunk, then the running max / sum / accumulator of
- * every head are rescaled once per chunk (not once per position), and the
- * chunk's exponentials are computed 8 at a time. */
+ * are taken in chunks of CHUNK: the chunk's k and v rows are widened once,
+ * each query's scores are computed 4 positions per pass over the query,
+ * the running max / sum / accumulator are rescaled once per chunk (not once
+ * per position), the exponentials computed 8 at a time, and the weighted v
+ * rows summed into the accumulator in register slices (loaded and stored
+ * once per chunk, not once per row). */
 #include <math.h>
 #include <string.h>
 
@@ -42,6 +44,25 @@ static const float *cache_row(const void *cache, int32_t dtype, int64_t slot, in
     return buf;
 }
 
+/* out[i] = q . k_i for the 4 rows k[0..3], n values each: one load of each
+ * q slice serves the 4 rows, and one horizontal reduction the 4 sums. */
+SIMD_INLINE void dot4_f32(const float *q, const float *const k[4], int64_t n, float out[4]) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        s0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[0] + i), s0);
+        s1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[1] + i), s1);
+        s2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[2] + i), s2);
+        s3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[3] + i), s3);
+    }
+    /* [s0 s0 s1 s1 | ..] then [s0 s1 s2 s3 | s0 s1 s2 s3], halves added */
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (; i < n; i++)
+        for (int r = 0; r < 4; r++) out[r] += q[i] * k[r][i];
+}
+
 SIMD_INLINE float dot_f32(const float *a, const float *b, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t i = 0;
@@ -55,12 +76,29 @@ SIMD_INLINE float dot_f32(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-/* y = y * c + p * v, n values (c = 1 skips the multiply) */
-SIMD_INLINE void axpy(float *y, float p, const float *v, int64_t n) {
-    const __m256 pv = _mm256_set1_ps(p);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(pv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += p * v[i];
+/* y += sum_i p[i] v[i], for i < len, n values: y is loaded and stored once
+ * per 64-value slice (8 registers) instead of once per row. */
+SIMD_INLINE void accumulate_rows(float *y, const float *p, const float *const *v, int64_t len, int64_t n) {
+    int64_t d = 0;
+    for (; d + 64 <= n; d += 64) {
+        __m256 a[8];
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) a[u] = _mm256_loadu_ps(y + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 pv = _mm256_set1_ps(p[i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v[i] + d + 8 * u), a[u]);
+        }
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(y + d + 8 * u, a[u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y + d);
+        for (int64_t i = 0; i < len; i++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(v[i] + d), a);
+        _mm256_storeu_ps(y + d, a);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++) y[d] += p[i] * v[i][d];
 }
 
 SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
@@ -74,17 +112,28 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
  * v row read (and widened) once serves up to QUERY_TOKENS * G queries. */
 #define QUERY_TOKENS 4
 
-/* Queries [t0, t1) (one sequence) x the G heads of kv head kvh. */
+/* Floats of per-thread scratch attend_run needs. */
+static size_t attend_scratch_floats(int64_t G, int64_t D) {
+    const int64_t nq = QUERY_TOKENS * G;
+    return simd_align_up((size_t)(nq * D + 2 * CHUNK * D + nq * CHUNK + 2 * nq) * sizeof(float)) / sizeof(float);
+}
+
+/* Queries [t0, t1) (one sequence) x the G heads of kv head kvh. Per chunk of
+ * CHUNK positions the k and v rows are widened once (into kbuf / vbuf; F32
+ * caches are read in place), then every query's scores are computed 4
+ * positions at a time and its accumulator updated with all the chunk's
+ * rows in one pass. */
 static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t kvh, float *s) {
     const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH;
     const int64_t nq = (t1 - t0) * G; /* query vectors, token-major */
-    float *acc = s;                              /* [nq][D] */
-    float *kbuf = acc + QUERY_TOKENS * G * D;    /* [D] */
-    float *vbuf = kbuf + D;                      /* [D] */
-    float *scores = vbuf + D;                    /* [nq][CHUNK] */
+    float *acc = s;                                     /* [nq][D] */
+    float *kbuf = acc + QUERY_TOKENS * G * D;           /* [CHUNK][D] */
+    float *vbuf = kbuf + CHUNK * D;                     /* [CHUNK][D] */
+    float *scores = vbuf + CHUNK * D;                   /* [nq][CHUNK] */
     float *run_max = scores + QUERY_TOKENS * G * CHUNK; /* [nq] */
     float *run_sum = run_max + QUERY_TOKENS * G;        /* [nq] */
-    int64_t limit[QUERY_TOKENS];                 /* positions each token sees */
+    const float *krow[CHUNK], *vrow[CHUNK];
+    int64_t limit[QUERY_TOKENS]; /* positions each token sees */
     int64_t n_pos = 0;
     for (int64_t tok = t0; tok < t1; tok++) {
         limit[tok - t0] = (int64_t)t->pos[tok] + 1;
@@ -99,19 +148,23 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
         for (int64_t i = 0; i < len; i++) {
             const int64_t p = p0 + i;
             const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
-            const float *k = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf);
-            for (int64_t j = 0; j < nq; j++) {
-                const int64_t tok = t0 + j / G;
-                const float *q = t->q + (tok * H + kvh * G + j % G) * D;
-                scores[j * CHUNK + i] = p < limit[j / G] ? dot_f32(q, k, D) * t->scale : -INFINITY;
-            }
+            krow[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + i * D);
+            vrow[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + i * D);
         }
         for (int64_t j = 0; j < nq; j++) {
-            if (p0 >= limit[j / G]) continue; /* this query's context ended before the chunk */
+            const int64_t lim = limit[j / G] - p0; /* positions of the chunk this query sees */
+            if (lim <= 0) continue;                /* its context ended before the chunk */
+            const int64_t n = lim < len ? lim : len;
+            const int64_t tok = t0 + j / G;
+            const float *q = t->q + (tok * H + kvh * G + j % G) * D;
             float *sj = scores + j * CHUNK;
-            for (int64_t i = len; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
+            int64_t i = 0;
+            for (; i + 4 <= n; i += 4) dot4_f32(q, krow + i, D, sj + i);
+            for (; i < n; i++) sj[i] = dot_f32(q, krow[i], D);
+            for (i = 0; i < n; i++) sj[i] *= t->scale;
+            for (; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
             float cmax = sj[0];
-            for (int64_t i = 1; i < len; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
+            for (i = 1; i < n; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
             const float new_max = cmax > run_max[j] ? cmax : run_max[j];
             if (new_max > run_max[j] && run_max[j] != -INFINITY) {
                 const float c = expf(run_max[j] - new_max);
@@ -125,13 +178,7 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
             _mm256_storeu_ps(sj, e0);
             _mm256_storeu_ps(sj + 8, e1);
             run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
-        }
-        for (int64_t i = 0; i < len; i++) {
-            const int64_t p = p0 + i;
-            const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
-            const float *v = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf);
-            for (int64_t j = 0; j < nq; j++)
-                if (p < limit[j / G]) axpy(acc + j * D, scores[j * CHUNK + i], v, D);
+            accumulate_rows(acc + j * D, sj, vrow, n, D);
         }
     }
     for (int64_t j = 0; j < nq; j++) {
@@ -197,9 +244,7 @@ vt_status simd_attention(void *opaque, const vt_node *node) {
             if (table[b] < 0 || table[b] >= n_blocks) return VT_ERR_INVALID;
     }
 
-    const int64_t G = t.H / t.KVH;
-    const int64_t nq = QUERY_TOKENS * G;
-    t.scratch_floats = simd_align_up((size_t)(nq * t.D + 2 * t.D + nq * CHUNK + 2 * nq) * sizeof(float)) / sizeof(float);
+    t.scratch_floats = attend_scratch_floats(t.H / t.KVH, t.D);
     t.scratch = simd_scratch(ctx, t.scratch_floats * sizeof(float) * (size_t)ctx->n_threads);
     if (!t.scratch) return VT_ERR_NOMEM;
     const int64_t items = (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH;
