@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
     memset(c, 0, sizeof *c);
@@ -130,6 +131,12 @@ vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *er
     *ids = v;
     *n = count;
     return VT_OK;
+}
+
+double vt_cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void vt_cli_common_help(FILE *f) {

@@ -35,6 +35,9 @@ vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, do
 /* "1,2,3" -> ids (malloc'ed). */
 vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err);
 
+/* Monotonic clock in seconds, for the timings commands print. */
+double vt_cli_now(void);
+
 /* Help text of the common flags. */
 void vt_cli_common_help(FILE *f);
 

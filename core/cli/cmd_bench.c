@@ -38,12 +38,6 @@ static void help(void) {
     vt_cli_common_help(stdout);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct bench_result {
     char backend[64];
     char test[32];     /* "pp512", "tg128" */
@@ -66,9 +60,9 @@ typedef struct bench_job {
 /* One prefill of n_prompt tokens on a fresh sequence: tokens/s. */
 static vt_status run_pp(bench_job *job, vt_engine *e, double *tok_s, vt_error *err) {
     vt_engine_reset(e);
-    double t0 = now_s();
+    double t0 = vt_cli_now();
     vt_status st = vt_engine_eval(e, job->tokens, job->n_prompt, false, err);
-    double t = now_s() - t0;
+    double t = vt_cli_now() - t0;
     *tok_s = t > 0 ? (double)job->n_prompt / t : NAN;
     return st;
 }
@@ -77,9 +71,9 @@ static vt_status run_pp(bench_job *job, vt_engine *e, double *tok_s, vt_error *e
 static vt_status run_tg(bench_job *job, vt_engine *e, int64_t n, double *tok_s, vt_error *err) {
     vt_engine_reset(e);
     vt_status st = VT_OK;
-    double t0 = now_s();
+    double t0 = vt_cli_now();
     for (int64_t k = 0; k < n && st == VT_OK; k++) st = vt_engine_eval(e, &job->tokens[k], 1, true, err);
-    double t = now_s() - t0;
+    double t = vt_cli_now() - t0;
     *tok_s = t > 0 ? (double)n / t : NAN;
     return st;
 }

@@ -56,12 +56,6 @@ static void help(void) {
     vt_cli_common_help(stdout);
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* What one backend scored. */
 typedef struct backend_result {
     char name[64];
@@ -118,10 +112,10 @@ static vt_status count_nodes(const vt_engine *e, backend_result *r, vt_error *er
 /* Prompt, greedy continuation and perplexity through one engine. */
 static vt_status measure(compare_job *job, vt_engine *e, bool is_reference, backend_result *r, vt_error *err) {
     const int32_t V = job->model->hp.n_vocab;
-    double t0 = now_s();
+    double t0 = vt_cli_now();
     vt_status st = vt_engine_eval(e, job->prompt, job->n_prompt, false, err);
     if (st != VT_OK) return st;
-    double t_pp = now_s() - t0;
+    double t_pp = vt_cli_now() - t0;
     r->pp_tok_s = t_pp > 0 ? (double)job->n_prompt / t_pp : NAN;
     if (is_reference)
         memcpy(job->ref_logits, vt_engine_logits(e, 0), (size_t)job->n_prompt * (size_t)V * sizeof(float));
@@ -135,14 +129,14 @@ static vt_status measure(compare_job *job, vt_engine *e, bool is_reference, back
     r->tg_tok_s = NAN;
     if (job->n_greedy > 0) {
         job->greedy[0] = vt_argmax(vt_engine_logits(e, job->n_prompt - 1), V);
-        double t1 = now_s();
+        double t1 = vt_cli_now();
         for (int64_t k = 1; k < job->n_greedy && st == VT_OK; k++) {
             st = vt_engine_eval(e, &job->greedy[k - 1], 1, true, err);
             if (st == VT_OK) job->greedy[k] = vt_argmax(vt_engine_logits(e, 0), V);
             vt_progress_add(job->bar, 1);
         }
         if (st != VT_OK) return st;
-        double t_tg = now_s() - t1;
+        double t_tg = vt_cli_now() - t1;
         if (job->n_greedy > 1 && t_tg > 0) r->tg_tok_s = (double)(job->n_greedy - 1) / t_tg;
         if (is_reference) memcpy(job->ref_greedy, job->greedy, (size_t)job->n_greedy * sizeof(int32_t));
         r->greedy_agree = vt_common_prefix(job->ref_greedy, job->greedy, job->n_greedy);

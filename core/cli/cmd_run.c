@@ -7,12 +7,6 @@
 #include "sampler.h"
 #include "utf8_stream.h"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void help(void) {
     printf("usage: vt run -m MODEL [-p PROMPT | --tokens 1,2,3] [-n N] [options]\n\n"
            "Generate text; prints the continuation to stdout and timing to stderr.\n\n"
@@ -81,11 +75,11 @@ int vt_cmd_run(int argc, char **argv) {
         st = vt_sampler_create(&sp, &sampler, &err);
     }
     vt_utf8_stream text_stream = {{0}, 0};
-    double t0 = now_s(), t_prompt = 0;
+    double t0 = vt_cli_now(), t_prompt = 0;
     int64_t generated = 0;
     if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n_tokens, false, &err);
-    t_prompt = now_s() - t0;
-    double t1 = now_s();
+    t_prompt = vt_cli_now() - t0;
+    double t1 = vt_cli_now();
     for (int64_t k = 0; st == VT_OK && k < n_predict; k++) {
         int32_t next = vt_sampler_sample(sampler, vt_engine_logits(e, 0), model->hp.n_vocab);
         generated++;
@@ -106,7 +100,7 @@ int vt_cmd_run(int argc, char **argv) {
         char tail[4];
         fwrite(tail, 1, vt_utf8_stream_flush(&text_stream, tail), stdout);
         printf("\n");
-        double t_gen = now_s() - t1;
+        double t_gen = vt_cli_now() - t1;
         fprintf(stderr, "vt: prompt %zu tokens in %.3f s (%.1f tok/s); generated %lld tokens in %.3f s (%.1f tok/s)\n",
                 n_tokens, t_prompt, (double)n_tokens / (t_prompt > 0 ? t_prompt : 1e-9), (long long)generated, t_gen,
                 generated > 1 ? (double)(generated - 1) / (t_gen > 0 ? t_gen : 1e-9) : 0.0);
