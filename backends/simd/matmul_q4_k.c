@@ -94,6 +94,78 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const simd_act
         for (int r = 0; r < R; r++) out[j * R + r] = simd_hsum_ps(acc[j][r]);
 }
 
+/* Shuffle mask zero-extending byte k of each 128-bit lane to all 16 int16s. */
+SIMD_INLINE __m256i byte_scale_mask(int k) { return _mm256_set1_epi16((short)(k | 0x8000)); }
+
+/* out[0..1] = weight rows 0 and 1 . activation row m0: decode. The scale
+ * and minimum unpacking, the f16 conversions and the activation loads are
+ * shared by the two rows (one 256-bit pass for both blocks' scales), so a
+ * block costs ~25% fewer instructions than two rows of dot_tile; decode is
+ * close to compute-bound on this machine (one core multiplies Q4_K at
+ * about the rate one core can read it from memory). */
+SIMD_INLINE void decode_pair(const void *w, size_t w_stride, const simd_act *x, int64_t m0, float *out) {
+    const int64_t K = x->K, nb = K / 256;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const vt_block_q4_k *w0 = (const vt_block_q4_k *)w;
+    const vt_block_q4_k *w1 = (const vt_block_q4_k *)((const uint8_t *)w + w_stride);
+    const int8_t *xq = x->qs + m0 * K;
+    const float *xd = x->d + m0 * nb, *xm = x->msums + m0 * (K / 32);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        simd_prefetch_ahead(w0 + b, (int)sizeof(vt_block_q4_k));
+        simd_prefetch_ahead(w1 + b, (int)sizeof(vt_block_q4_k));
+        const __m256i sm = simd_unpack_k4_scales_pair(w0[b].scales, w1[b].scales);
+        const __m256i sc0 = _mm256_permute4x64_epi64(sm, 0x44), sc1 = _mm256_permute4x64_epi64(sm, 0xEE);
+        __m256i sumi0 = _mm256_setzero_si256(), sumi1 = _mm256_setzero_si256();
+        SIMD_UNROLL
+        for (int i = 0; i < 4; i++) { /* sub-blocks 2i (low nibbles) and 2i+1 (high) */
+            const __m256i xl = _mm256_loadu_si256((const __m256i *)(xq + b * 256 + 64 * i));
+            const __m256i xh = _mm256_loadu_si256((const __m256i *)(xq + b * 256 + 64 * i + 32));
+            const __m256i q0 = _mm256_loadu_si256((const __m256i *)(w0[b].qs + 32 * i));
+            const __m256i q1 = _mm256_loadu_si256((const __m256i *)(w1[b].qs + 32 * i));
+            const __m256i p0l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q0, low4), xl),
+                                                  _mm256_shuffle_epi8(sc0, byte_scale_mask(2 * i)));
+            const __m256i p0h = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q0, 4), low4), xh),
+                                                  _mm256_shuffle_epi8(sc0, byte_scale_mask(2 * i + 1)));
+            const __m256i p1l = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(q1, low4), xl),
+                                                  _mm256_shuffle_epi8(sc1, byte_scale_mask(2 * i)));
+            const __m256i p1h = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q1, 4), low4), xh),
+                                                  _mm256_shuffle_epi8(sc1, byte_scale_mask(2 * i + 1)));
+            sumi0 = _mm256_add_epi32(sumi0, _mm256_add_epi32(p0l, p0h));
+            sumi1 = _mm256_add_epi32(sumi1, _mm256_add_epi32(p1l, p1h));
+            SIMD_KEEP(sumi0);
+            SIMD_KEEP(sumi1);
+        }
+        /* d0, dmin0, d1, dmin1 in one conversion */
+        uint32_t dm0, dm1;
+        memcpy(&dm0, &w0[b].d, sizeof dm0);
+        memcpy(&dm1, &w1[b].d, sizeof dm1);
+        const __m128 dm = _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)dm0), (int)dm1, 1));
+        const __m256 dx = _mm256_set1_ps(xd[b]);
+        const __m256 ms = _mm256_loadu_ps(xm + b * 8); /* dx sum(x_j) per sub-block */
+        /* minimums: dmin m_j as floats, per row */
+        const __m256 mins0 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(_mm256_castsi256_si128(sm), 8)));
+        const __m256 mins1 = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(_mm256_extracti128_si256(sm, 1), 8)));
+        /* the same operations in the same order as dot_tile (identical results) */
+        acc0 = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dm)), mins0), ms, acc0);
+        acc1 = _mm256_fnmadd_ps(_mm256_mul_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(dm), _mm256_set1_epi32(3)), mins1),
+                                ms, acc1);
+        acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(_mm_cvtss_f32(dm)), dx), _mm256_cvtepi32_ps(sumi0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehl_ps(dm, dm)), dx), _mm256_cvtepi32_ps(sumi1),
+                               acc1);
+    }
+    out[0] = simd_hsum_ps(acc0);
+    out[1] = simd_hsum_ps(acc1);
+}
+
+/* dot_tile, with the two-row decode tile taken by decode_pair. */
+SIMD_INLINE void decode_tile(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
+    if (NW == 2 && R == 1)
+        decode_pair(w, w_stride, x, m0, out);
+    else
+        dot_tile(w, w_stride, NW, x, m0, R, out);
+}
+
 /* out[r] = weight row w . activation row m0 + r, for r < R (2..8): prefill.
  * The 8 integer accumulators (one per activation row) and the decoded
  * sub-block with its scale take 10 of the 16 vector registers; the f32
@@ -137,9 +209,9 @@ SIMD_INLINE void prefill_tile(const void *w, const simd_act *x, int64_t m0, int 
         SIMD_UNROLL
         for (int r = 0; r < R; r++) {
             const float dx = x->d[(m0 + r) * nb + b];
-            __m256 a = _mm256_load_ps(acc[r]);
-            a = _mm256_fmadd_ps(_mm256_set1_ps(dm[0] * dx), _mm256_cvtepi32_ps(sumi[r]), a);
+            __m256 a = _mm256_load_ps(acc[r]); /* minimums first, as dot_tile (identical results) */
             a = _mm256_fnmadd_ps(mins, _mm256_loadu_ps(x->msums + (m0 + r) * (K / 32) + b * 8), a);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(dm[0] * dx), _mm256_cvtepi32_ps(sumi[r]), a);
             _mm256_store_ps(acc[r], a);
         }
         /* keep acc in memory: no promotion of all R of them to registers */
@@ -149,4 +221,4 @@ SIMD_INLINE void prefill_tile(const void *w, const simd_act *x, int64_t m0, int 
     for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(_mm256_load_ps(acc[r]));
 }
 
-SIMD_DEFINE_DOT_PREFILL(simd_dot_q4_k, dot_tile, prefill_tile)
+SIMD_DEFINE_DOT_PREFILL(simd_dot_q4_k, decode_tile, prefill_tile)

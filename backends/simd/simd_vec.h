@@ -164,6 +164,24 @@ SIMD_INLINE __m256i simd_unpack_k4_scales(const uint8_t *scales) {
     return _mm256_cvtepu8_epi16(_mm_or_si128(low, high));
 }
 
+/* The scales and mins of two Q4_K / Q5_K blocks as bytes, one block per
+ * 128-bit lane: lane j = [sc0..sc7, m0..m7] of block j (the same shuffles as
+ * simd_unpack_k4_scales, both blocks at once). Reads 16 bytes from each. */
+SIMD_INLINE __m256i simd_unpack_k4_scales_pair(const uint8_t *scales0, const uint8_t *scales1) {
+    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)scales0)),
+                                              _mm_loadu_si128((const __m128i *)scales1), 1);
+    const __m256i a = _mm256_shuffle_epi8(v, _mm256_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11, 0, 1,
+                                                              2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m256i low = _mm256_and_si256(_mm256_blend_epi32(a, _mm256_srli_epi16(a, 4), 0x88),
+                                         _mm256_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15,
+                                                          63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15));
+    const __m256i b = _mm256_shuffle_epi8(v, _mm256_setr_epi8(-128, -128, -128, -128, 0, 1, 2, 3, -128, -128, -128, -128,
+                                                              4, 5, 6, 7, -128, -128, -128, -128, 0, 1, 2, 3, -128,
+                                                              -128, -128, -128, 4, 5, 6, 7));
+    const __m256i high = _mm256_and_si256(_mm256_srli_epi16(b, 2), _mm256_set1_epi8(0x30));
+    return _mm256_or_si256(low, high);
+}
+
 /* The exported kernel `name` of the simd_dot_fn contract, dispatching to the
  * always-inline tile(w, w_stride, NW, x, m0, R, out) with NW and R as
  * constants, so each supported tile compiles to its own register-resident
