@@ -128,6 +128,10 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
     const vt_gguf *g = m->gguf;
     vt_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, KVH = hp->n_head_kv, F = hp->n_ff;
+    if (vt_gguf_n_tensors(g) == 0)
+        return vt_fail(err, VT_ERR_FORMAT,
+                       "the file has no tensors: a vocabulary-only GGUF cannot run (vt tokenize and vt detokenize "
+                       "work on it)");
     const vt_gguf_tensor *emb = vt_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) return vt_fail(err, VT_ERR_FORMAT, "missing tensor 'token_embd.weight'");
     hp->n_vocab = (int32_t)emb->ne[1];
