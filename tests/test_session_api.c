@@ -1,0 +1,107 @@
+/* test_session_api.c — the public embedder API (include/vt/vt.h) on the
+ * real engine path: settings validated like the CLI's, the same logits as
+ * the engine the CLI uses, errors as messages, explain output. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_fixture.h"
+#include "synth.h"
+#include "util.h"
+#include "vt/vt.h"
+
+static char model_path[1024];
+
+static int write_model(void) {
+    vt_synth_params p;
+    memset(&p, 0, sizeof p);
+    vt_error err = {0};
+    if (vt_synth_shape(&p, "tiny", &err) != VT_OK) return 1;
+    p.type = "q8_0";
+    p.seed = 11;
+    vt_test_tmpfile(model_path, sizeof model_path, "session.gguf");
+    return vt_synth_write(&p, model_path, &err) == VT_OK ? 0 : 1;
+}
+
+static void test_logits_equal_the_engine_path(void) {
+    const char *settings[] = {"runtime.backend=reference", "kv_cache.dtype=f32", "runtime.threads=2", NULL};
+    vt_session_options o = {sizeof o, NULL, settings, true};
+    vt_session *s = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_OK);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CU_ASSERT_EQUAL_FATAL(vt_session_tokenize(s, "Once upon a time", 16, true, &ids, &n, err, sizeof err), VT_OK);
+    CU_ASSERT_FATAL(n >= 3);
+    CU_ASSERT_EQUAL_FATAL(vt_session_eval(s, ids, n, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(vt_session_n_past(s), (int64_t)n);
+    vt_fixture f;
+    CU_ASSERT_EQUAL_FATAL(vt_fixture_open(&f, model_path, "reference", VT_F32, true), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_eval(f.engine, ids, (int64_t)n, false, &f.err), VT_OK);
+    const int32_t V = vt_session_n_vocab(s);
+    for (size_t t = 0; t < n; t++) { /* same path, same arithmetic: bit-identical */
+        const float *a = vt_session_logits(s, (int64_t)t), *b = vt_engine_logits(f.engine, (int64_t)t);
+        CU_ASSERT_FATAL(a && b);
+        CU_ASSERT_EQUAL(memcmp(a, b, (size_t)V * sizeof *a), 0);
+    }
+    CU_ASSERT_PTR_NULL(vt_session_logits(s, (int64_t)n));
+    /* one more token goes through decode */
+    int32_t next = 5;
+    CU_ASSERT_EQUAL(vt_session_eval(s, &next, 1, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(vt_session_n_past(s), (int64_t)n + 1);
+    char piece[32];
+    CU_ASSERT(vt_session_token_bytes(s, ids[1], piece, sizeof piece) > 0);
+    CU_ASSERT_EQUAL(vt_session_token_bytes(s, V + 7, piece, sizeof piece), -1);
+    vt_session_reset(s);
+    CU_ASSERT_EQUAL(vt_session_n_past(s), 0);
+    free(ids);
+    vt_fixture_close(&f);
+    vt_session_close(s);
+}
+
+static void test_settings_are_validated_like_the_cli(void) {
+    vt_session *s = NULL;
+    char err[512] = "";
+    const char *bad_dtype[] = {"kv_cache.dtype=f8", NULL};
+    vt_session_options o = {sizeof o, NULL, bad_dtype, false};
+    CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(s);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "f32, f16, bf16"));
+    const char *unknown[] = {"kv_cache.colour=red", NULL};
+    o.settings = unknown;
+    CU_ASSERT_NOT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "colour"));
+    const char *no_eq[] = {"kv_cache.dtype", NULL};
+    o.settings = no_eq;
+    CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_session_open("/nonexistent/model.gguf", NULL, &s, err, sizeof err), VT_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/model.gguf"));
+}
+
+static void test_explain_names_the_api_as_source(void) {
+    const char *settings[] = {"kv_cache.dtype=bf16", "runtime.backend=reference", NULL};
+    vt_session_options o = {sizeof o, NULL, settings, false};
+    vt_session *s = NULL;
+    char err[512] = "", path[1024];
+    CU_ASSERT_EQUAL_FATAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_OK);
+    FILE *f = fopen(vt_test_tmpfile(path, sizeof path, "explain.txt"), "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    vt_session_explain(s, f);
+    fclose(f);
+    char *text = vt_test_read_file(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text ? text : "", "kv-cache dtype: bf16 (from api)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(text ? text : "", "op=reshape_and_cache"));
+    free(text);
+    vt_session_close(s);
+}
+
+int main(void) {
+    CU_TestInfo tests[] = {
+        {"a session's logits equal the engine path's, prefill and decode", test_logits_equal_the_engine_path},
+        {"settings are validated like the command line's", test_settings_are_validated_like_the_cli},
+        {"explain shows the plans and 'from api'", test_explain_names_the_api_as_source},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("session api", write_model, NULL, tests);
+    return vt_test_run();
+}
