@@ -251,6 +251,6 @@ vt_status simd_attention(void *opaque, const vt_node *node) {
     if (items == 1)
         attention_items(&t, 0, 1, 0);
     else
-        ctx->host->parallel_for(items, 1, attention_items, &t);
+        simd_dynamic_for(ctx, items, 1, attention_items, &t); /* later tokens cost more: claimed one by one */
     return VT_OK;
 }

@@ -2,9 +2,9 @@
  * split and tiling. The per-dtype dot kernels are in matmul_<dtype>.c.
  *
  * Decode (M = 1) is bound by memory bandwidth: every weight byte is read once,
- * so the N output rows are split into one contiguous range per thread and
- * each thread streams its rows start to end (one sequential stream the
- * hardware prefetcher follows).
+ * so the N output rows are split into a few contiguous chunks per thread and
+ * each thread streams a chunk's rows start to end (one sequential stream the
+ * hardware prefetcher follows), then claims the next.
  * Prefill (M > 1) is bound by compute: the kernels decode a weight block once
  * and use it for up to SIMD_MAX_ROWS activation rows. Each thread walks its
  * output rows in tiles that stay in L2 and, for each tile, every activation
@@ -175,6 +175,15 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
      * weight row. */
     int64_t tile = (int64_t)(65536 / t.row_bytes);
     t.tile_rows = tile < 1 ? 1 : tile > 256 ? 256 : tile;
-    host->parallel_for(N, M == 1 ? 16 : t.tile_rows, matmul_rows, &t);
+    /* Rows are handed out in chunks (simd_dynamic_for): one L2 tile each in
+     * prefill; in decode about 4 per thread, whole pairs, so a thread that
+     * falls behind (or a costlier range) does not leave the other waiting
+     * for up to half the op. */
+    int64_t chunk = t.tile_rows;
+    if (M == 1) {
+        chunk = N / (4 * (int64_t)ctx->n_threads);
+        chunk = chunk < 32 ? 32 : (chunk + 1) & ~(int64_t)1;
+    }
+    simd_dynamic_for(ctx, N, chunk, matmul_rows, &t);
     return VT_OK;
 }

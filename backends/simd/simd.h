@@ -28,6 +28,12 @@ typedef struct simd_ctx {
  * the host cannot allocate it. Invalidates earlier results of this call. */
 void *simd_scratch(simd_ctx *ctx, size_t size);
 
+/* Run fn over [0, n) on the host's threads in chunks of `chunk` items
+ * (the last may be shorter), each thread claiming the next chunk when done
+ * with its previous one: balances unequal chunks and preempted threads
+ * (see work_queue.c). fn's `thread` is the pool thread running the chunk. */
+void simd_dynamic_for(simd_ctx *ctx, int64_t n, int64_t chunk, vt_range_fn fn, void *arg);
+
 /* Round n up to a multiple of SIMD_ALIGN. */
 static inline size_t simd_align_up(size_t n) { return (n + SIMD_ALIGN - 1) & ~(size_t)(SIMD_ALIGN - 1); }
 
