@@ -77,7 +77,8 @@ vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logi
     vt_status st = vt_threadpool_create(opt->threads, &e->pool, err);
     if (st == VT_OK) {
         e->host = vt_host_get(e->pool);
-        st = vt_registry_create(e->host, opt->backend_path[0] ? opt->backend_path : NULL, NULL, &e->registry, err);
+        st = vt_registry_create(e->host, opt->backend_path[0] ? opt->backend_path : NULL, opt->backend_options,
+                                &e->registry, err);
     }
     if (st == VT_OK) st = choose_backends(e, err);
     if (st == VT_OK) {

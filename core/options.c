@@ -87,7 +87,7 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_SEED] = {"sampling.seed", "sampling", "seed", "integers 0..18446744073709551615"},
 };
 
-static const char *const known_sections = "[runtime], [kv_cache], [backends], [sampling]";
+static const char *const known_sections = "[runtime], [kv_cache], [backends], [sampling], [backend.NAME]";
 
 static int find_option(const char *key) {
     for (int i = 0; i < OPT_COUNT; i++)
@@ -101,7 +101,20 @@ static int find_ini_option(const char *section, const char *name) {
     return -1;
 }
 
+/* "backend.NAME": a backend's own section (see vt_options_set_backend_option). */
+static bool is_backend_section(const char *section, size_t len) {
+    static const char prefix[] = "backend.";
+    if (len <= sizeof prefix - 1 || len - (sizeof prefix - 1) > 63 || strncmp(section, prefix, sizeof prefix - 1) != 0)
+        return false;
+    for (size_t i = sizeof prefix - 1; i < len; i++) {
+        char ch = section[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-')) return false;
+    }
+    return true;
+}
+
 static bool is_known_section(const char *section, size_t len) {
+    if (is_backend_section(section, len)) return true;
     for (int i = 0; i < OPT_COUNT; i++)
         if (strlen(option_specs[i].section) == len && strncmp(option_specs[i].section, section, len) == 0)
             return true;
@@ -323,6 +336,40 @@ vt_status vt_options_set(vt_options *o, const char *key, const char *value, cons
     return set_option(o, id, value, source, err);
 }
 
+static bool option_chars(const char *s, bool value) {
+    if (!*s || strlen(s) > 63) return false;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (value ? (ch < 0x21 || ch == 0x7f || ch == ',' || ch == '=')
+                  : !((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key, const char *value, vt_error *err) {
+    if (!o || !name_dot_key || !value) return vt_fail(err, VT_ERR_INVALID, "backend option: NULL argument");
+    const char *dot = strchr(name_dot_key, '.');
+    char name[64];
+    size_t len = dot ? (size_t)(dot - name_dot_key) : 0;
+    if (!dot || len == 0 || len >= sizeof name)
+        return vt_fail(err, VT_ERR_INVALID, "backend option '%s': expected NAME.key=value", name_dot_key);
+    memcpy(name, name_dot_key, len);
+    name[len] = '\0';
+    if (!option_chars(name, false) || !option_chars(dot + 1, false) || !option_chars(value, true))
+        return vt_fail(err, VT_ERR_INVALID,
+                       "backend option %s = %s: names and keys are [a-z0-9_-], values have no spaces, ',' or '='",
+                       name_dot_key, value);
+    size_t used = strlen(o->backend_options);
+    int n = snprintf(o->backend_options + used, sizeof o->backend_options - used, "%s=%s\n", name_dot_key, value);
+    if (n < 0 || (size_t)n >= sizeof o->backend_options - used) {
+        o->backend_options[used] = '\0';
+        return vt_fail(err, VT_ERR_INVALID, "backend options: more than %zu bytes in all",
+                       sizeof o->backend_options - 1);
+    }
+    return VT_OK;
+}
+
 const char *vt_options_source(const vt_options *o, const char *key) {
     int id = key ? find_option(key) : -1;
     if (!o || id < 0) return NULL;
@@ -503,6 +550,18 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
     if (section[0] == '\0') {
         fail_at(st, VT_ERR_FORMAT, "'%s' is outside any section; known sections are %s", name, known_sections);
         return 0;
+    }
+    if (is_backend_section(section, strlen(section))) {
+        char key[160];
+        snprintf(key, sizeof key, "%s.%s", section + 8, name);
+        st->code = vt_options_set_backend_option(st->work, key, value, st->err);
+        if (st->code != VT_OK) {
+            vt_error_prefix(st->err, "%s:%d: ", st->work->config_path, st->lineno);
+            st->failed = true;
+            st->failed_line = st->lineno;
+            return 0;
+        }
+        return 1;
     }
     int id = find_ini_option(section, name);
     if (id < 0) {

@@ -42,6 +42,10 @@ typedef struct vt_options {
     float top_p;             /* 1 = off; default 0.95 */
     float min_p;             /* 0 = off; default 0.05 */
     uint64_t seed;           /* default 42 */
+    /* [backend.NAME] key = value sections and --backend-option NAME.key=value:
+     * "NAME.key=value\n" lines, handed to backend NAME's init as
+     * config->options "key=value,key=value" (the registry splits them). */
+    char backend_options[1024];
     /* the ini file read, if any */
     char config_path[1024];
     /* sources of every key, same order as above, for `vt config`/--explain
@@ -66,6 +70,12 @@ vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err)
  * errors with the accepted values. Used by the ini handler, the environment
  * and the CLI alike so every path validates the same way. */
 vt_status vt_options_set(vt_options *o, const char *key, const char *value, const char *source, vt_error *err);
+
+/* A backend's own option, "NAME.key" = value (from [backend.NAME] or the
+ * CLI's --backend-option). Names [a-z0-9_-]{1,63}; keys [a-z0-9_]{1,63};
+ * values without ',', '=' or control characters. The backend validates it at
+ * init (a bad one refuses the backend with its reason). */
+vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key, const char *value, vt_error *err);
 
 /* Source of a knob ("default" if never set); NULL for an unknown key. */
 const char *vt_options_source(const vt_options *o, const char *key);

@@ -29,7 +29,38 @@ struct vt_registry {
     int count, capacity;
     char **folders_seen; /* realpaths of scanned folders, to scan each once */
     int n_folders;
+    const char *all_options; /* "NAME.key=value\n" lines (vt_options.backend_options), or NULL */
+    char **option_strings;   /* per loaded backend "key=value,..." handed to init; freed at destroy */
+    int n_option_strings;
 };
+
+/* Backend `name`'s options out of "NAME.key=value\n" lines, as "key=value,...":
+ * malloc'ed and kept by the registry (a backend may keep config->options). */
+static const char *options_for(vt_registry *r, const char *name) {
+    if (!r->all_options || !*r->all_options) return "";
+    size_t name_len = strlen(name), cap = strlen(r->all_options) + 1, used = 0;
+    char *out = malloc(cap);
+    char **list = out ? realloc(r->option_strings, (size_t)(r->n_option_strings + 1) * sizeof *list) : NULL;
+    if (!list) {
+        free(out);
+        return ""; /* out of memory: the backend runs with its defaults */
+    }
+    r->option_strings = list;
+    r->option_strings[r->n_option_strings++] = out;
+    out[0] = '\0';
+    for (const char *line = r->all_options; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len > name_len + 1 && strncmp(line, name, name_len) == 0 && line[name_len] == '.') {
+            if (used) out[used++] = ',';
+            memcpy(out + used, line + name_len + 1, len - name_len - 1);
+            used += len - name_len - 1;
+            out[used] = '\0';
+        }
+        line += len + (end ? 1 : 0);
+    }
+    return out;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Table copies                                                               */
@@ -351,7 +382,9 @@ static vt_status scan_folder(vt_registry *r, const char *folder, vt_error *err) 
             e->state = VT_BACKEND_SHADOWED;
             format_into(e->reason, sizeof e->reason, "shadowed by %s", first_path);
         } else {
-            load_file(r->host, &r->config, path, name, e);
+            vt_backend_config config = r->config;
+            config.options = options_for(r, name);
+            load_file(r->host, &config, path, name, e);
         }
         if (e->state == VT_BACKEND_REFUSED)
             vt_log(VT_LOG_INFO, "registry", "refused backend %s: %s", e->path, e->reason);
@@ -408,9 +441,6 @@ static void default_folder(char *out, size_t size) {
 
 vt_status vt_registry_create(const vt_host *host, const char *extra_path, const char *backend_options_ini,
                              vt_registry **out, vt_error *err) {
-    /* Options per backend ([backend.NAME] of the ini) are not parsed yet:
-     * every backend gets "". */
-    (void)backend_options_ini;
     *out = NULL;
     if (!host) return vt_fail(err, VT_ERR_INVALID, "registry: no host table");
     vt_registry *r = calloc(1, sizeof *r);
@@ -419,6 +449,7 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
     r->config.struct_size = sizeof r->config;
     r->config.n_threads = host->n_threads;
     r->config.options = "";
+    r->all_options = backend_options_ini;
 
     char folder[PATH_MAX];
     default_folder(folder, sizeof folder);
@@ -441,6 +472,8 @@ void vt_registry_destroy(vt_registry *r) {
         if (e->state == VT_BACKEND_LOADED && e->table) e->table->shutdown(e->ctx);
     }
     for (int i = 0; i < r->n_folders; i++) free(r->folders_seen[i]);
+    for (int i = 0; i < r->n_option_strings; i++) free(r->option_strings[i]);
+    free(r->option_strings);
     free(r->folders_seen);
     free(r->entries);
     free(r);

@@ -33,7 +33,9 @@ typedef struct vt_backend_entry {
 
 typedef struct vt_registry vt_registry;
 
-/* Scan and load every backend. extra_path may be NULL. Never fails because of
+/* Scan and load every backend. extra_path may be NULL. backend_options_ini:
+ * "NAME.key=value\n" lines (vt_options.backend_options; NULL = none); backend
+ * NAME gets its keys as config->options "key=value,...". Never fails because of
  * a bad backend (those are recorded as refused); fails only on NOMEM. */
 vt_status vt_registry_create(const vt_host *host, const char *extra_path, const char *backend_options_ini,
                              vt_registry **out, vt_error *err);

@@ -16,7 +16,8 @@ vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_
     vt_registry *r = NULL;
     vt_status st = vt_threadpool_create(1, &pool, err);
     if (st == VT_OK)
-        st = vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL, NULL, &r, err);
+        st = vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL, opt->backend_options,
+                                &r, err);
     for (int i = 0; st == VT_OK && i < vt_registry_count(r) && out->n < VT_CLI_MAX_BACKENDS; i++) {
         const vt_backend_entry *b = vt_registry_at(r, i);
         if (b->state == VT_BACKEND_LOADED) snprintf(out->names[out->n++], sizeof out->names[0], "%s", b->name);

@@ -61,6 +61,23 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
         }
         return VT_ARG_TAKEN;
     }
+    if (is_flag(a, "--backend-option")) { /* NAME.key=value, repeatable */
+        const char *v = vt_cli_value(argc, argv, i, err);
+        const char *eq = v ? strchr(v, '=') : NULL;
+        char key[160];
+        if (!v) return VT_ARG_ERROR;
+        if (!eq || (size_t)(eq - v) >= sizeof key) {
+            vt_fail(err, VT_ERR_INVALID, "--backend-option %s: expected NAME.key=value", v);
+            return VT_ARG_ERROR;
+        }
+        memcpy(key, v, (size_t)(eq - v));
+        key[eq - v] = '\0';
+        if (vt_options_set_backend_option(&c->opt, key, eq + 1, err) != VT_OK) {
+            vt_error_prefix(err, "--backend-option: ");
+            return VT_ARG_ERROR;
+        }
+        return VT_ARG_TAKEN;
+    }
     if (is_flag(a, "--model") || strcmp(a, "-m") == 0) {
         c->model_path = vt_cli_value(argc, argv, i, err);
         return c->model_path ? VT_ARG_TAKEN : VT_ARG_ERROR;
@@ -149,6 +166,7 @@ void vt_cli_common_help(FILE *f) {
           "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
           "  -t, --threads N          threads (default: online CPUs)\n"
           "      --backend-path DIRS  extra backend folders, colon-separated\n"
+          "      --backend-option NAME.key=value   an option of backend NAME (repeatable; ini [backend.NAME])\n"
           "      --config FILE        ini file (default: VT_CONFIG; none)\n"
           "      --explain            print the negotiated plans to stderr, then run\n"
           "      --dry-run            build and print the plans, do not run\n"

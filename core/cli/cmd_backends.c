@@ -77,7 +77,8 @@ int vt_cmd_backends(int argc, char **argv) {
         }
     } else {
         vt_registry *r = NULL;
-        if (vt_registry_create(host, c.opt.backend_path[0] ? c.opt.backend_path : NULL, NULL, &r, &err) != VT_OK) {
+        if (vt_registry_create(host, c.opt.backend_path[0] ? c.opt.backend_path : NULL, c.opt.backend_options, &r,
+                               &err) != VT_OK) {
             vt_threadpool_destroy(pool);
             return vt_cli_error(&err);
         }

@@ -1,0 +1,118 @@
+/* test_backend_options.c — a backend's own options ([backend.NAME] in the
+ * ini, --backend-option NAME.key=value) reach its init as config->options,
+ * change what it accepts (the plan shows it), and a bad one refuses that
+ * backend with its reason while the others keep working. Uses onednn's
+ * documented options (decode=0|1), so it skips when onednn is not built. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_fixture.h"
+#include "synth.h"
+#include "util.h"
+
+static char model_path[1024];
+
+static int write_model(void) {
+    vt_synth_params p;
+    memset(&p, 0, sizeof p);
+    vt_error err = {0};
+    if (vt_synth_shape(&p, "tiny", &err) != VT_OK) return 1;
+    p.type = "q4_k_m";
+    vt_test_tmpfile(model_path, sizeof model_path, "opts.gguf");
+    return vt_synth_write(&p, model_path, &err) == VT_OK ? 0 : 1;
+}
+
+static void test_ini_and_cli_collect_per_backend_lines(void) {
+    vt_options o;
+    vt_error err = {0};
+    vt_options_defaults(&o);
+    char ini[1024];
+    FILE *f = fopen(vt_test_tmpfile(ini, sizeof ini, "b.ini"), "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("[kv_cache]\ndtype = f32\n[backend.onednn]\ndecode = 1\ntile_kib = 256\n[backend.my-plugin]\nmode = fast\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(vt_options_load(&o, ini, &err), VT_OK);
+    CU_ASSERT_STRING_EQUAL(o.backend_options, "onednn.decode=1\nonednn.tile_kib=256\nmy-plugin.mode=fast\n");
+    CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "onednn.threading", "omp", &err), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(o.backend_options, "onednn.threading=omp\n"));
+    /* Values that would break the "key=value,..." string are refused. */
+    CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "onednn.x", "a,b", &err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "onednn", "1", &err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "One.x", "1", &err), VT_ERR_INVALID);
+    /* A bad [backend.NAME] line names the file and line. */
+    f = fopen(ini, "w");
+    fputs("[backend.onednn]\ndecode = 1\nbad key = 2\n", f);
+    fclose(f);
+    vt_options_defaults(&o);
+    CU_ASSERT_NOT_EQUAL(vt_options_load(&o, ini, &err), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, ":3:"));
+    CU_ASSERT_STRING_EQUAL(o.backend_options, ""); /* a failed load changes nothing */
+}
+
+static bool onednn_loads(void) {
+    vt_fixture f;
+    if (vt_fixture_open(&f, model_path, "onednn", VT_F16, false) != VT_OK) {
+        printf("\nSKIP: the onednn backend is not loaded here\n");
+        return false;
+    }
+    vt_fixture_close(&f);
+    return true;
+}
+
+/* Count decode-plan matmul nodes on the preferred backend. */
+static int decode_matmuls_on_preferred(const vt_engine *e) {
+    int n = 0;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++)
+        n += e->decode->nodes[i].op == VT_OP_MATMUL && e->decode->nodes[i].backend == e->preferred;
+    return n;
+}
+
+static void test_an_option_changes_the_plan(void) {
+    if (!onednn_loads()) return;
+    vt_fixture plain, opted;
+    CU_ASSERT_EQUAL_FATAL(vt_fixture_open(&plain, model_path, "onednn", VT_F16, false), VT_OK);
+    vt_options o;
+    vt_fixture_options(&o, "onednn", VT_F16);
+    CU_ASSERT_EQUAL_FATAL(vt_options_set_backend_option(&o, "onednn.decode", "1", NULL), VT_OK);
+    memset(&opted, 0, sizeof opted);
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &opted.model, &opted.err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_create(&o, opted.model, false, &opted.engine, &opted.err), VT_OK);
+    /* onednn declines decode matmuls by default (measured slower) and takes them with decode=1 */
+    CU_ASSERT_EQUAL(decode_matmuls_on_preferred(plain.engine), 0);
+    CU_ASSERT_EQUAL(decode_matmuls_on_preferred(opted.engine), 7 * plain.model->hp.n_layer + 1);
+    int32_t ids[4] = {1, 20, 30, 40}, next = 7;
+    CU_ASSERT_EQUAL(vt_engine_eval(opted.engine, ids, 4, false, &opted.err), VT_OK);
+    CU_ASSERT_EQUAL(vt_engine_eval(opted.engine, &next, 1, true, &opted.err), VT_OK);
+    vt_fixture_close(&plain);
+    vt_fixture_close(&opted);
+}
+
+static void test_a_bad_option_refuses_only_that_backend(void) {
+    if (!onednn_loads()) return;
+    vt_options o;
+    vt_fixture_options(&o, "onednn", VT_F16);
+    CU_ASSERT_EQUAL_FATAL(vt_options_set_backend_option(&o, "onednn.frob", "1", NULL), VT_OK);
+    vt_fixture f;
+    memset(&f, 0, sizeof f);
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &f.model, &f.err), VT_OK);
+    CU_ASSERT_EQUAL(vt_engine_create(&o, f.model, false, &f.engine, &f.err), VT_ERR_BACKEND);
+    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "init failed"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "frob=1"));
+    /* The same options with another backend: onednn's refusal does not matter. */
+    snprintf(o.backend, sizeof o.backend, "reference");
+    CU_ASSERT_EQUAL(vt_engine_create(&o, f.model, false, &f.engine, &f.err), VT_OK);
+    int32_t ids[3] = {1, 2, 3};
+    CU_ASSERT_EQUAL(vt_engine_eval(f.engine, ids, 3, false, &f.err), VT_OK);
+    vt_fixture_close(&f);
+}
+
+int main(void) {
+    CU_TestInfo tests[] = {
+        {"[backend.NAME] and --backend-option collect per-backend lines", test_ini_and_cli_collect_per_backend_lines},
+        {"onednn decode=1 moves decode matmuls onto onednn", test_an_option_changes_the_plan},
+        {"a bad option refuses only that backend, with its reason", test_a_bad_option_refuses_only_that_backend},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("backend options", write_model, NULL, tests);
+    return vt_test_run();
+}
