@@ -136,10 +136,14 @@ SIMD_INLINE void simd_store1(int32_t dtype, void *dst, int64_t i, float v) {
 #define SIMD_PREFETCH_BYTES 4096
 #endif
 
+#ifndef SIMD_PREFETCH_HINT /* overridable for A/B measurements */
+#define SIMD_PREFETCH_HINT _MM_HINT_T0
+#endif
+
 /* Prefetch the cache lines of a block of `bytes` bytes, SIMD_PREFETCH_BYTES ahead of p. */
 SIMD_INLINE void simd_prefetch_ahead(const void *p, int bytes) {
     const char *a = (const char *)p + SIMD_PREFETCH_BYTES;
-    for (int off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T0);
+    for (int off = 0; off < bytes; off += 64) _mm_prefetch(a + off, SIMD_PREFETCH_HINT);
 }
 
 /* The 8 six-bit scales and 8 six-bit mins of a Q4_K / Q5_K block as 16
