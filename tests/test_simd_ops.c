@@ -275,6 +275,10 @@ static void test_matmul_multi_block(void) {
         check_matmul(wt, VT_F32, 1024, 67, 1, VT_PHASE_DECODE, 0, seed++);
         check_matmul(wt, VT_F32, 768, 131, 5, VT_PHASE_PREFILL, 1, seed++);
         check_matmul(wt, VT_F32, 512, 300, 17, VT_PHASE_PREFILL, 0, seed++);
+        /* decode of many rows: chunks of 126 rows shared out between the
+         * threads, each read as two half-chunk streams, the last chunk (119
+         * rows) with an odd row out */
+        check_matmul(wt, VT_F32, 256, 1001, 1, VT_PHASE_DECODE, 0, seed++);
     }
     /* float weights of a K that is not a multiple of 8 (scalar tails) */
     for (size_t d = 0; d < 3; d++) {
