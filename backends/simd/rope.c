@@ -2,9 +2,10 @@
  * freq_scale * freq_base^(-2i/n_rot), i < n_rot/2:
  *   NORM (llama): pairs (2i, 2i+1);  NEOX (qwen): pairs (i, i + n_rot/2).
  * (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos); values past n_rot are copied.
- * The angles are computed once per token in double (the rounding of a long
- * product of powers would otherwise grow with the position), then every head
- * of the token is rotated with them, 8 values at a time. */
+ * The frequencies are computed once per call and the angles once per token,
+ * in double (the rounding of a long product of powers would otherwise grow
+ * with the position), then every head of the token is rotated with them, 8
+ * values at a time. */
 #include <math.h>
 
 #include "simd.h"
@@ -17,6 +18,7 @@ typedef struct rope_task {
     int32_t y_dtype;
     int64_t D, heads;
     vt_rope_params p;
+    const double *freq;  /* [n_rot / 2]: freq_base^(-2i/n_rot), the same for every token */
     float *tables;       /* per thread: 2 * n_rot floats */
 } rope_task;
 
@@ -32,8 +34,10 @@ static void rope_tokens(void *arg, int64_t begin, int64_t end, int thread) {
     for (int64_t tok = begin; tok < end; tok++) {
         const double pos = (double)t->pos[tok] * (double)t->p.freq_scale;
         for (int64_t i = 0; i < half; i++) {
-            const double theta = pos * pow((double)t->p.freq_base, -2.0 * (double)i / (double)n_rot);
-            const float c = (float)cos(theta), s = (float)sin(theta);
+            const double theta = pos * t->freq[i];
+            double sd, cd;
+            sincos(theta, &sd, &cd);
+            const float c = (float)cd, s = (float)sd;
             if (neox) {
                 cos_t[i] = c, sin_t[i] = s;
             } else {
@@ -80,12 +84,20 @@ vt_status simd_rope(void *opaque, const vt_node *node) {
     simd_ctx *ctx = opaque;
     const vt_tensor *x = &node->src[0];
     rope_task t = {x->data, node->src[1].data, node->dst.data, node->dst.dtype, x->ne[0], x->ne[1],
-                   node->params.rope, NULL};
+                   node->params.rope, NULL, NULL};
     const int64_t T = x->ne[2];
     if (t.p.n_rot <= 0 || t.p.n_rot % 2 || t.p.n_rot > t.D) return VT_ERR_INVALID;
     if (T <= 0) return VT_OK;
-    t.tables = simd_scratch(ctx, (size_t)ctx->n_threads * 2 * (size_t)t.p.n_rot * sizeof(float));
-    if (!t.tables) return VT_ERR_NOMEM;
+    const int64_t half = t.p.n_rot / 2;
+    const size_t freq_bytes = simd_align_up((size_t)half * sizeof(double));
+    uint8_t *buf = simd_scratch(ctx, freq_bytes + (size_t)ctx->n_threads * 2 * (size_t)t.p.n_rot * sizeof(float));
+    if (!buf) return VT_ERR_NOMEM;
+    double *freq = (double *)buf;
+    /* once per call, not once per token (a pow per pair and token was most of
+     * prefill's rope time); the same doubles as before, so the same angles */
+    for (int64_t i = 0; i < half; i++) freq[i] = pow((double)t.p.freq_base, -2.0 * (double)i / (double)t.p.n_rot);
+    t.freq = freq;
+    t.tables = (float *)(buf + freq_bytes);
     if (T == 1)
         rope_tokens(&t, 0, 1, 0);
     else
