@@ -150,6 +150,28 @@ vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *er
     return VT_OK;
 }
 
+vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prompt, const char **ids, vt_error *err) {
+    const char **slot = strcmp(argv[*i], "-p") == 0 || strcmp(argv[*i], "--prompt") == 0 ? prompt
+                        : strcmp(argv[*i], "--tokens") == 0                                 ? ids
+                                                                                             : NULL;
+    if (!slot) return VT_ARG_NOT_MINE;
+    *slot = vt_cli_value(argc, argv, i, err);
+    return *slot ? VT_ARG_TAKEN : VT_ARG_ERROR;
+}
+
+vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, bool all_logits,
+                                    vt_engine **out, vt_error *err) {
+    vt_options opt = c->opt;
+    snprintf(opt.backend, sizeof opt.backend, "%.63s", name);
+    vt_status st = vt_engine_create(&opt, model, all_logits, out, err);
+    if (st != VT_OK) return vt_error_prefix(err, "backend %s: ", name);
+    if (c->explain) {
+        fprintf(stderr, "== %s ==\n", name);
+        vt_engine_explain(*out, stderr);
+    }
+    return VT_OK;
+}
+
 double vt_cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -35,6 +35,15 @@ vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, do
 /* "1,2,3" -> ids (malloc'ed). */
 vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err);
 
+/* Try argv[*i] as the prompt flags shared by run/eval: -p/--prompt TEXT or
+ * --tokens IDS (advancing *i past the value). */
+vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prompt, const char **ids, vt_error *err);
+
+/* An engine for `model` on backend `name` with c's options (compare, bench):
+ * errors prefixed with the backend's name; the plans printed when --explain. */
+vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, bool all_logits,
+                                    vt_engine **out, vt_error *err);
+
 /* Monotonic clock in seconds, for the timings commands print. */
 double vt_cli_now(void);
 

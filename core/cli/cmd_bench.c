@@ -79,18 +79,9 @@ static vt_status run_tg(bench_job *job, vt_engine *e, int64_t n, double *tok_s, 
 }
 
 static vt_status bench_backend(bench_job *job, const char *name, bench_result *pp, bench_result *tg, vt_error *err) {
-    vt_options opt = job->c->opt;
-    snprintf(opt.backend, sizeof opt.backend, "%s", name);
     vt_engine *e = NULL;
-    vt_status st = vt_engine_create(&opt, job->model, false, &e, err);
-    if (st != VT_OK) {
-        vt_error_prefix(err, "backend %s: ", name);
-        return st;
-    }
-    if (job->c->explain) {
-        fprintf(stderr, "== %s ==\n", name);
-        vt_engine_explain(e, stderr);
-    }
+    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, false, &e, err);
+    if (st != VT_OK) return st;
     if (job->c->dry_run) goto done;
     vt_progress_label(job->bar, name);
     double ignored;

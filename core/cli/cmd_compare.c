@@ -167,18 +167,9 @@ static vt_status run_backend(compare_job *job, const char *name, bool is_referen
                              vt_error *err) {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%.63s", name);
-    vt_options opt = job->c->opt;
-    snprintf(opt.backend, sizeof opt.backend, "%.63s", name);
     vt_engine *e = NULL;
-    vt_status st = vt_engine_create(&opt, job->model, true, &e, err);
-    if (st != VT_OK) {
-        vt_error_prefix(err, "backend %s: ", name);
-        return st;
-    }
-    if (job->c->explain) {
-        fprintf(stderr, "== %s ==\n", name);
-        vt_engine_explain(e, stderr);
-    }
+    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, true, &e, err);
+    if (st != VT_OK) return st;
     st = count_nodes(e, r, err);
     if (st == VT_OK && job->profiler) {
         st = vt_profiler_attach(job->profiler, e->registry, err);

@@ -52,10 +52,8 @@ int vt_cmd_eval(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             help();
             return 0;
-        } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
-            if (!(prompt = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(a, "--tokens") == 0) {
-            if (!(ids = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
+        } else if ((r = vt_cli_prompt_arg(argc, argv, &i, &prompt, &ids, &err)) != VT_ARG_NOT_MINE) {
+            if (r == VT_ARG_ERROR) return vt_cli_error(&err);
         } else if (strcmp(a, "--decode") == 0) {
             decode = true;
         } else if (strcmp(a, "--full-last") == 0) {

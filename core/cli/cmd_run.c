@@ -35,10 +35,8 @@ int vt_cmd_run(int argc, char **argv) {
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             help();
             return 0;
-        } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
-            if (!(prompt = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(a, "--tokens") == 0) {
-            if (!(ids = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
+        } else if ((r = vt_cli_prompt_arg(argc, argv, &i, &prompt, &ids, &err)) != VT_ARG_NOT_MINE) {
+            if (r == VT_ARG_ERROR) return vt_cli_error(&err);
         } else if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) {
             const char *v = vt_cli_value(argc, argv, &i, &err);
             if (!v || vt_cli_int("-n", v, 0, 1 << 24, &n_predict, &err) != VT_OK) return vt_cli_error(&err);
