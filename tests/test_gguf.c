@@ -519,7 +519,7 @@ static const model_expect shared_models[] = {
 };
 
 static void test_shared_models(void) {
-    const char *shared = vt_test_shared_dir("gguf reader on the shared models");
+    const char *shared = vt_test_data_dir("gguf reader on the shared models");
     if (!shared) return;
     for (size_t i = 0; i < sizeof shared_models / sizeof shared_models[0]; i++) {
         const model_expect *m = &shared_models[i];
@@ -561,7 +561,7 @@ static void test_shared_models(void) {
 
 /* Every .gguf in the shared model folders opens (fixtures added later included). */
 static void test_every_shared_file_opens(void) {
-    const char *shared = vt_test_shared_dir("gguf reader on every shared model");
+    const char *shared = vt_test_data_dir("gguf reader on every shared model");
     if (!shared) return;
     const char *dirs[2] = {"models", "models/vocab"};
     int opened = 0;

@@ -188,7 +188,7 @@ static void check_model(const char *shared, size_t mi, bool exact, check_stats *
 }
 
 static void run_all(bool exact) {
-    const char *shared = vt_test_shared_dir(exact ? "exact goldens" : "llama.cpp goldens");
+    const char *shared = vt_test_data_dir(exact ? "exact goldens" : "llama.cpp goldens");
     if (!shared) return;
     check_stats stats = {0, 0};
     for (size_t i = 0; i < N_MODELS; i++) check_model(shared, i, exact, &stats);
@@ -201,7 +201,7 @@ static void test_reference_matches_exact_goldens(void) { run_all(true); }
 static void test_reference_within_llamacpp_tolerances(void) { run_all(false); }
 
 static void test_aidreams_greedy_matches_llamacpp(void) {
-    const char *shared = vt_test_shared_dir("greedy golden");
+    const char *shared = vt_test_data_dir("greedy golden");
     if (!shared) return;
     char gpath[1024], mpath[1024];
     snprintf(gpath, sizeof gpath, "%s/golden/aidreams260k-f32.json", shared);
@@ -231,7 +231,7 @@ static void test_aidreams_greedy_matches_llamacpp(void) {
 
 /* The CLI end to end: text in, readable text out. */
 static void test_run_once_upon_a_time_is_readable(void) {
-    const char *shared = vt_test_shared_dir("vt run on aidreams260k");
+    const char *shared = vt_test_data_dir("vt run on aidreams260k");
     if (!shared) return;
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' run -m '%s/models/aidreams260k-f32.gguf' -p 'Once upon a time' -n 40 --temp 0 "

@@ -549,7 +549,7 @@ static void test_quant_degenerate_blocks(void) {
 /* ------------------------------------------------------------------ */
 
 static vt_gguf *open_model(const char *name) {
-    const char *shared = vt_test_shared_dir("llama.cpp-quantized model files");
+    const char *shared = vt_test_data_dir("llama.cpp-quantized model files");
     if (!shared) return NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/models/%s", shared, name);

@@ -413,7 +413,7 @@ static void test_explicit_head_dim(void) {
 }
 
 static void test_vocab_from(void) {
-    const char *shared = vt_test_shared_dir("synth vocab_from");
+    const char *shared = vt_test_data_dir("synth vocab_from");
     if (!shared) return;
     char vocab[1024];
     snprintf(vocab, sizeof vocab, "%s/models/vocab/ggml-vocab-llama-spm.gguf", shared);

@@ -17,7 +17,7 @@
 /* tokenizer.json: add_special=true (BOS from the vocab's own add_bos),
  * parse_special=false; check ids and the vocab pieces they name. */
 static void test_tokenizer_json_goldens(void) {
-    const char *shared = vt_test_shared_dir("tokenizer.json goldens");
+    const char *shared = vt_test_data_dir("tokenizer.json goldens");
     if (!shared) return;
     char path[4096];
     snprintf(path, sizeof path, "%s/golden/tokenizer.json", shared);
@@ -65,7 +65,7 @@ static void test_tokenizer_json_goldens(void) {
 }
 
 static void run_spm_jsonl(const char *file) {
-    const char *shared = vt_test_shared_dir("llama-spm goldens");
+    const char *shared = vt_test_data_dir("llama-spm goldens");
     if (!shared) return;
     golden_vocab v;
     CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
@@ -87,7 +87,7 @@ static void test_llama_spm_upstream_goldens(void) { run_spm_jsonl("llama-spm.ups
 /* ---- the contract on the real LLaMA vocab --------------------------------- */
 
 static void test_spm_vocab_contract(void) {
-    const char *shared = vt_test_shared_dir("llama-spm vocab");
+    const char *shared = vt_test_data_dir("llama-spm vocab");
     if (!shared) return;
     golden_vocab v;
     CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
@@ -346,7 +346,7 @@ static void test_spm_rules(void) {
  * splitter takes the length a lead byte announces, so a following space is
  * swallowed after its escaping into U+2581 and comes back as that character. */
 static void test_spm_round_trip_random_text(void) {
-    const char *shared = vt_test_shared_dir("llama-spm vocab");
+    const char *shared = vt_test_data_dir("llama-spm vocab");
     if (!shared) return;
     golden_vocab v;
     CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
@@ -386,7 +386,7 @@ static void test_spm_round_trip_random_text(void) {
 /* The SPM merge queue runs chunk by chunk between spaces when the vocab
  * allows it; that must give exactly the ids of one queue over the whole text. */
 static void test_spm_chunking_matches_single_queue(void) {
-    const char *shared = vt_test_shared_dir("llama-spm vocab");
+    const char *shared = vt_test_data_dir("llama-spm vocab");
     if (!shared) return;
     golden_vocab v;
     CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));

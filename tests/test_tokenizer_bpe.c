@@ -15,7 +15,7 @@ static golden_vocab qwen2;
 static bool have_qwen2;
 
 static int open_qwen2(void) {
-    const char *shared = vt_test_shared_dir("qwen2 vocab");
+    const char *shared = vt_test_data_dir("qwen2 vocab");
     if (shared) have_qwen2 = golden_vocab_open(shared, "models/vocab/ggml-vocab-qwen2.gguf", &qwen2);
     return shared && !have_qwen2 ? 1 : 0; /* present but unloadable: the suite fails */
 }
@@ -28,7 +28,7 @@ static int close_qwen2(void) {
 static void run_qwen2_jsonl(const char *file) {
     if (!have_qwen2) return;
     char path[4096];
-    snprintf(path, sizeof path, "%s/golden/tokenizer/%s", vt_test_shared_dir(NULL), file);
+    snprintf(path, sizeof path, "%s/golden/tokenizer/%s", vt_test_data_dir(NULL), file);
     golden_counts c = {0};
     CU_ASSERT(golden_run_jsonl(qwen2.t, path, &c));
     printf("\n  %s: %d records, %d id mismatches, %d detok mismatches\n", file, c.records, c.id_mismatches,

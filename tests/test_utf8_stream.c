@@ -101,7 +101,7 @@ static void test_invalid_bytes_become_replacement_characters(void) {
 /* The qwen2 vocabulary splits rare characters over byte-level tokens; the
  * stream prints each character whole, and the whole equals the input. */
 static void test_qwen2_split_characters_stream_whole(void) {
-    const char *shared = vt_test_shared_dir("qwen2 vocabulary");
+    const char *shared = vt_test_data_dir("qwen2 vocabulary");
     if (!shared) return;
     char path[1024];
     snprintf(path, sizeof path, "%s/models/vocab/ggml-vocab-qwen2.gguf", shared);
@@ -137,7 +137,7 @@ static void test_qwen2_split_characters_stream_whole(void) {
 /* vt run end to end: a qwen3 model with the qwen2 vocabulary takes a
  * multi-byte prompt and prints valid UTF-8, whatever the random model says. */
 static void test_vt_run_with_qwen2_vocab_prints_valid_utf8(void) {
-    const char *shared = vt_test_shared_dir("vt run with the qwen2 vocabulary");
+    const char *shared = vt_test_data_dir("vt run with the qwen2 vocabulary");
     if (!shared) return;
     char vocab[1024], model[1024];
     snprintf(vocab, sizeof vocab, "%s/models/vocab/ggml-vocab-qwen2.gguf", shared);

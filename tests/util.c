@@ -2,6 +2,9 @@
 #include "util.h"
 
 #include <ftw.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +13,7 @@
 #include <unistd.h>
 
 static bool registry_ready;
+static unsigned tests_skipped; /* vt_test_skip() calls */
 
 static void ensure_registry(void) {
     if (registry_ready) return;
@@ -53,26 +57,72 @@ int vt_test_run(void) {
         fprintf(stderr, "FAILED: no test ran\n");
         return 1;
     }
+    if (tests_skipped) {
+        /* 77 = ctest's SKIP_RETURN_CODE: the runner did not run all it has. */
+        printf("SKIPPED: %u of %u tests skipped for a hardware or build fact\n", tests_skipped, tests_run);
+        return 77;
+    }
     return 0;
 }
 
-const char *vt_test_shared_dir(const char *what) {
+const char *vt_test_data_dir(const char *what) {
     static char path[4096];
     static bool checked, present;
     if (!checked) {
-        const char *env = getenv("VT_SHARED_DIR");
-        snprintf(path, sizeof path, "%s", env && *env ? env : VT_SHARED_DIR);
+        const char *env = getenv("VT_TEST_DATA_DIR");
+        snprintf(path, sizeof path, "%s", env && *env ? env : VT_TEST_DATA_DIR);
         char probe[4200];
-        snprintf(probe, sizeof probe, "%s/golden/README.md", path);
+        snprintf(probe, sizeof probe, "%s/PROVENANCE.md", path);
         present = access(probe, R_OK) == 0;
         checked = true;
     }
     if (!present) {
-        printf("\nSKIP: %s: %s is absent (the ../shared models and goldens are not beside this checkout)\n",
-               what ? what : "shared fixtures", path);
+        printf("\nMISSING: %s: the test data folder %s is absent or incomplete\n", what ? what : "test data", path);
+        CU_FAIL("the committed test data (tests/data) is missing");
         return NULL;
     }
     return path;
+}
+
+
+void vt_test_skip(const char *why) {
+    printf("\nSKIP: %s\n", why);
+    tests_skipped++;
+}
+
+bool vt_test_cpu_has_avx2(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, f16c = (c >> 29) & 1;
+    if (!fma || !osxsave || !f16c) return false;
+    unsigned int xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & 6) != 6) return false; /* the OS saves the ymm state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    return (b >> 5) & 1;
+#else
+    return false;
+#endif
+}
+
+bool vt_test_simd_expected(void) {
+#if VT_TEST_HAVE_SIMD
+    if (vt_test_cpu_has_avx2()) return true;
+    vt_test_skip("this CPU lacks AVX2/FMA/F16C, which the simd backend needs");
+#else
+    vt_test_skip("the simd backend is not built (not x86-64, or VT_BUILD_SIMD=OFF)");
+#endif
+    return false;
+}
+
+bool vt_test_onednn_expected(void) {
+#if VT_TEST_HAVE_ONEDNN
+    return true;
+#else
+    vt_test_skip("the onednn backend is not built (no libdnnl-dev at configure time)");
+    return false;
+#endif
 }
 
 static char tmpdir[256];

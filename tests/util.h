@@ -16,9 +16,26 @@ void vt_test_add_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc 
 /* Run all suites; exit status for main(). */
 int vt_test_run(void);
 
-/* ../shared (models, goldens) or NULL when absent; prints one "SKIP: ... (why)"
- * line the first time it is absent for `what`. */
-const char *vt_test_shared_dir(const char *what);
+/* tests/data (the committed models and goldens; see tests/data/PROVENANCE.md).
+ * Missing data is a failure, never a skip: when the folder is absent this
+ * records a CUnit failure naming `what` and returns NULL. */
+const char *vt_test_data_dir(const char *what);
+
+/* Skips, for hardware or build facts only (no AVX2 on this CPU, oneDNN not
+ * built). The current test returns after calling it; the runner then exits 77,
+ * which ctest reports as skipped (SKIP_RETURN_CODE), unless something failed.
+ * Missing data, a backend that is built but does not load, a refused engine:
+ * those are failures. */
+void vt_test_skip(const char *why);
+/* The simd backend can run here: true when built and the CPU has AVX2/FMA/F16C.
+ * False after vt_test_skip() otherwise. Whether it then actually loads is the
+ * caller's assertion to make. */
+bool vt_test_simd_expected(void);
+/* The onednn backend was built (VT_TEST_HAVE_ONEDNN); false after
+ * vt_test_skip() otherwise. */
+bool vt_test_onednn_expected(void);
+/* Does this CPU offer AVX2, FMA, F16C (with OS support for the ymm state)? */
+bool vt_test_cpu_has_avx2(void);
 /* A fresh temporary directory for this process (removed at exit). */
 const char *vt_test_tmpdir(void);
 /* tmpdir + "/" + name into buf. */

@@ -3,7 +3,7 @@
  * Input: byte 0 holds flags, the rest is the payload.
  *   bits 0-2  vocabulary: 0 SPM, 1 BPE (qwen2 pre-tokenizer), 2 BPE (llama3),
  *             3 the real LLaMA SPM vocab, 4 the real qwen2 vocab (both from
- *             ../shared/models/vocab when present, else 0 and 1 stand in);
+ *             tests/data/models/vocab; the target aborts when they are missing);
  *             5..7 wrap around
  *   bit 3     direction: 0 tokenize the payload, 1 detokenize it
  *   bit 4     add_bos    bit 5 parse_special    bit 6 render_special
@@ -84,33 +84,28 @@ static void load_synthetic(fuzz_vocab_kind kind, vocab *v) {
     v->synthetic = true;
 }
 
-/* The shared folder's vocab `name`, if it is there ($VT_SHARED_DIR overrides
- * the build-time path). */
-static bool load_shared(const char *name, vocab *v) {
-    const char *dir = getenv("VT_SHARED_DIR");
-#ifdef VT_SHARED_DIR
-    if (!dir) dir = VT_SHARED_DIR;
-#endif
-    if (!dir) return false;
+/* The committed vocab `name` ($VT_TEST_DATA_DIR overrides the build-time
+ * path). Missing data stops the target: a fuzz run on stand-ins would pass
+ * without exercising the real vocabularies. */
+static bool load_data_vocab(const char *name, vocab *v) {
+    const char *dir = getenv("VT_TEST_DATA_DIR");
+    if (!dir || !*dir) dir = VT_TEST_DATA_DIR;
     char path[1024];
     snprintf(path, sizeof path, "%s/models/vocab/%s", dir, name);
-    if (access(path, R_OK) != 0) return false;
-    return load_file(path, v);
+    if (access(path, R_OK) != 0 || !load_file(path, v)) {
+        fprintf(stderr, "fuzz_tokenizer: cannot load the vocabulary %s\n", path);
+        abort();
+    }
+    return true;
 }
 
 static void init_vocabs(void) {
     if (vocabs[0].tok) return;
     for (int k = 0; k < FUZZ_VOCAB_KINDS; k++) load_synthetic((fuzz_vocab_kind)k, &vocabs[k]);
-    if (load_shared("ggml-vocab-llama-spm.gguf", &vocabs[3])) {
-        vocabs[3].bpe = false;
-    } else {
-        vocabs[3] = vocabs[FUZZ_VOCAB_SPM];
-    }
-    if (load_shared("ggml-vocab-qwen2.gguf", &vocabs[4])) {
-        vocabs[4].bpe = true;
-    } else {
-        vocabs[4] = vocabs[FUZZ_VOCAB_BPE_QWEN2];
-    }
+    load_data_vocab("ggml-vocab-llama-spm.gguf", &vocabs[3]);
+    vocabs[3].bpe = false;
+    load_data_vocab("ggml-vocab-qwen2.gguf", &vocabs[4]);
+    vocabs[4].bpe = true;
 }
 
 /* Strictly valid UTF-8: no stray or missing continuation bytes, no overlong
