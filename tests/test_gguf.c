@@ -1,5 +1,5 @@
 /* test_gguf.c — the GGUF writer and reader: round trips of every metadata
- * type and tensor dtype, v2 files, the shared fixture models, the writer's own
+ * type and tensor dtype, v2 files, the fixture models (tests/data), the writer's own
  * refusals, and a table of corrupted files that must each fail with
  * VT_ERR_FORMAT and a message naming what is wrong. */
 #include <dirent.h>
@@ -414,13 +414,9 @@ static void test_writer_refusals(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "/nonexistent-dir/x.gguf"));
 }
 
-/* Offsets past 4 GiB (opt-in: writes a 4.1 GiB file, VT_TEST_LARGE=1). The
+/* Offsets past 4 GiB (registered with VT_TEST_LARGE=1: writes a 4.1 GiB file). The
  * writer streams it in 64 MiB chunks and holds none of it. */
 static void test_file_over_4gib(void) {
-    if (!getenv("VT_TEST_LARGE")) {
-        printf("\nSKIP: 4 GiB writer/reader round trip (set VT_TEST_LARGE=1 to run it)\n");
-        return;
-    }
     char path[512];
     vt_test_tmpfile(path, sizeof path, "large.gguf");
     vt_gguf_writer *w = NULL;
@@ -486,7 +482,7 @@ static void test_open_io_errors(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, path)); /* open() names the file */
 }
 
-/* ---- the shared fixture models ---- */
+/* ---- the fixture models (tests/data) ---- */
 
 typedef struct model_expect {
     const char *file;
@@ -497,7 +493,7 @@ typedef struct model_expect {
     int32_t dtype;
 } model_expect;
 
-static const model_expect shared_models[] = {
+static const model_expect fixture_models[] = {
     {"models/aidreams260k-f32.gguf", "llama", 38, 512, "blk.0.attn_q.weight", VT_F32},
     {"models/aidreams260k-q4_0.gguf", "llama", 38, 512, "token_embd.weight", VT_Q8_0},
     {"models/aidreams260k-q8_0.gguf", "llama", 38, 512, "blk.3.ffn_down.weight", VT_F16},
@@ -518,13 +514,13 @@ static const model_expect shared_models[] = {
     {"models/vocab/ggml-vocab-qwen2.gguf", "qwen2", 0, 151936, NULL, -1},
 };
 
-static void test_shared_models(void) {
-    const char *shared = vt_test_data_dir("gguf reader on the shared models");
-    if (!shared) return;
-    for (size_t i = 0; i < sizeof shared_models / sizeof shared_models[0]; i++) {
-        const model_expect *m = &shared_models[i];
+static void test_fixture_models(void) {
+    const char *data = vt_test_data_dir("gguf reader on the fixture models");
+    if (!data) return;
+    for (size_t i = 0; i < sizeof fixture_models / sizeof fixture_models[0]; i++) {
+        const model_expect *m = &fixture_models[i];
         char path[1024];
-        snprintf(path, sizeof path, "%s/%s", shared, m->file);
+        snprintf(path, sizeof path, "%s/%s", data, m->file);
         vt_gguf *g = NULL;
         vt_error err = {0};
         vt_status st = vt_gguf_open(path, &g, &err);
@@ -559,15 +555,15 @@ static void test_shared_models(void) {
     }
 }
 
-/* Every .gguf in the shared model folders opens (fixtures added later included). */
-static void test_every_shared_file_opens(void) {
-    const char *shared = vt_test_data_dir("gguf reader on every shared model");
-    if (!shared) return;
+/* Every .gguf in the fixture model folders opens (fixtures added later included). */
+static void test_every_fixture_file_opens(void) {
+    const char *data = vt_test_data_dir("gguf reader on every fixture model");
+    if (!data) return;
     const char *dirs[2] = {"models", "models/vocab"};
     int opened = 0;
     for (int d = 0; d < 2; d++) {
         char dir[1024];
-        snprintf(dir, sizeof dir, "%s/%s", shared, dirs[d]);
+        snprintf(dir, sizeof dir, "%s/%s", data, dirs[d]);
         DIR *dh = opendir(dir);
         if (!dh) continue;
         struct dirent *e;
@@ -587,7 +583,7 @@ static void test_every_shared_file_opens(void) {
         }
         closedir(dh);
     }
-    CU_ASSERT(opened >= (int)(sizeof shared_models / sizeof shared_models[0]));
+    CU_ASSERT(opened >= (int)(sizeof fixture_models / sizeof fixture_models[0]));
 }
 
 /* ---- corrupted files ---- */
@@ -869,13 +865,19 @@ int main(void) {
         {"typed gets check types and ranges", test_typed_get_errors},
         {"writer refusals", test_writer_refusals},
         {"file without tensors", test_no_tensors},
-        {"offsets past 4 GiB", test_file_over_4gib},
         {"open i/o errors", test_open_io_errors},
         CU_TEST_INFO_NULL,
     };
-    static CU_TestInfo shared[] = {
-        {"shared models open with expected keys and tensors", test_shared_models},
-        {"every shared .gguf opens", test_every_shared_file_opens},
+    /* Registered only on request: it writes 4.1 GiB to TMPDIR, more disk and
+     * time than the default suite may take. Unregistered, it is neither run
+     * nor counted. */
+    static CU_TestInfo large[] = {
+        {"offsets past 4 GiB", test_file_over_4gib},
+        CU_TEST_INFO_NULL,
+    };
+    static CU_TestInfo fixtures[] = {
+        {"fixture models open with expected keys and tensors", test_fixture_models},
+        {"every fixture .gguf opens", test_every_fixture_file_opens},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo corrupt[] = {
@@ -885,7 +887,9 @@ int main(void) {
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("gguf round trip", NULL, NULL, roundtrip);
-    vt_test_add_suite("gguf shared models", NULL, NULL, shared);
+    vt_test_add_suite("gguf fixture models", NULL, NULL, fixtures);
+    const char *want_large = getenv("VT_TEST_LARGE");
+    if (want_large && strcmp(want_large, "1") == 0) vt_test_add_suite("gguf past 4 GiB", NULL, NULL, large);
     vt_test_add_suite("gguf corrupted files", corrupt_suite_init, corrupt_suite_cleanup, corrupt);
     return vt_test_run();
 }

@@ -386,13 +386,18 @@ static void test_every_plan_lever_changes_the_plan(void) {
         {"[backends] path", NULL, "--backend kv_bf16_only", path_ini, "op=convert"},
         {"--fallback none", NULL, has_onednn ? "--backend onednn --fallback none" : NULL, NULL,
          "declined by backend 'onednn' and there is no fallback"},
-        {"[runtime] fallback", NULL, has_onednn ? "--backend onednn" : NULL, "[runtime]\nfallback = none\n",
+        {"[runtime] fallback", NULL, has_onednn ? "--backend onednn" : NULL, has_onednn ? "[runtime]\nfallback = none\n" : NULL,
          "declined by backend 'onednn' and there is no fallback"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const lever_case *c = &cases[i];
         if (!c->env && !c->args && !c->ini) {
-            printf("\nSKIP lever %s: needs a second installed backend", c->what);
+            /* Only a build with neither simd nor onednn (or without onednn
+             * for the fallback levers) lacks the backend these cases need. */
+            char why[160];
+            snprintf(why, sizeof why, "lever %s needs %s, which this build lacks", c->what,
+                     strstr(c->what, "fallback") ? "the onednn backend" : "a second installed backend");
+            vt_test_skip(why);
             continue;
         }
         char args[2048] = "";

@@ -11,7 +11,6 @@
  * that element (see the tolerance helpers), not one loose global epsilon.
  * Every node is first checked against simd's supports() in the phase it
  * runs in: the plan for --backend simd must place no node elsewhere. */
-#include <cpuid.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,30 +39,12 @@ static int suite_cleanup(void) {
     return 0;
 }
 
-/* Does this CPU (and OS) offer what the simd backend needs? Asked of cpuid
- * here independently of the backend's probe, which must agree: when this is
- * true the backend must be loaded. (__builtin_cpu_supports lacks "f16c" in
- * clang 14.) */
-static int cpu_has_simd(void) {
-    unsigned int a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, f16c = (c >> 29) & 1;
-    if (!fma || !osxsave || !f16c) return 0;
-    unsigned int xcr0_lo, xcr0_hi;
-    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    if ((xcr0_lo & 6) != 6) return 0;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    return (b >> 5) & 1; /* AVX2 */
-}
-
+/* The simd backend must be loaded wherever it is built and the CPU has
+ * AVX2/FMA/F16C (asked of cpuid in tests/util.c, independently of the
+ * backend's own probe); elsewhere the test is skipped. */
 static int simd_available(void) {
     if (vt_harness_backend(harness, "simd")) return 1;
-    if (cpu_has_simd()) {
-        CU_FAIL("simd backend not loaded on a CPU with AVX2/FMA/F16C");
-    } else {
-        static int said;
-        if (!said++) printf("SKIP: simd backend refused on this CPU (no AVX2/FMA/F16C)\n");
-    }
+    if (vt_test_simd_expected()) CU_FAIL("simd backend not loaded on a CPU with AVX2/FMA/F16C");
     return 0;
 }
 

@@ -413,10 +413,10 @@ static void test_explicit_head_dim(void) {
 }
 
 static void test_vocab_from(void) {
-    const char *shared = vt_test_data_dir("synth vocab_from");
-    if (!shared) return;
+    const char *data = vt_test_data_dir("synth vocab_from");
+    if (!data) return;
     char vocab[1024];
-    snprintf(vocab, sizeof vocab, "%s/models/vocab/ggml-vocab-llama-spm.gguf", shared);
+    snprintf(vocab, sizeof vocab, "%s/models/vocab/ggml-vocab-llama-spm.gguf", data);
     vt_synth_params p = small_params("llama", "q8_0");
     p.n_embd = 64;
     p.n_head = 2;

@@ -1,5 +1,5 @@
 /* test_tokenizer.c — the SPM ("llama") tokenizer against llama.cpp's own
- * output (../shared/golden/tokenizer.json and tokenizer/llama-spm*.jsonl),
+ * output (tests/data/golden/tokenizer.json and tokenizer/llama-spm*.jsonl),
  * plus the loader's error paths on hand-built GGUFs. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,10 +17,10 @@
 /* tokenizer.json: add_special=true (BOS from the vocab's own add_bos),
  * parse_special=false; check ids and the vocab pieces they name. */
 static void test_tokenizer_json_goldens(void) {
-    const char *shared = vt_test_data_dir("tokenizer.json goldens");
-    if (!shared) return;
+    const char *dir = vt_test_data_dir("tokenizer.json goldens");
+    if (!dir) return;
     char path[4096];
-    snprintf(path, sizeof path, "%s/golden/tokenizer.json", shared);
+    snprintf(path, sizeof path, "%s/golden/tokenizer.json", dir);
     size_t size = 0;
     char *data = vt_test_read_file(path, &size);
     CU_ASSERT_PTR_NOT_NULL_FATAL(data);
@@ -38,7 +38,7 @@ static void test_tokenizer_json_goldens(void) {
                          *add_special = json_get(rec, "add_special"), *parse_special = json_get(rec, "parse_special");
         CU_ASSERT_FATAL(model && text && tokens && pieces && add_special && parse_special);
         golden_vocab v;
-        CU_ASSERT_FATAL(golden_vocab_open(shared, model->str, &v));
+        CU_ASSERT_FATAL(golden_vocab_open(dir, model->str, &v));
         bool add_bos = add_special->boolean && vt_tokenizer_add_bos(v.t);
         int32_t *ids = NULL;
         size_t n = 0;
@@ -65,12 +65,12 @@ static void test_tokenizer_json_goldens(void) {
 }
 
 static void run_spm_jsonl(const char *file) {
-    const char *shared = vt_test_data_dir("llama-spm goldens");
-    if (!shared) return;
+    const char *data = vt_test_data_dir("llama-spm goldens");
+    if (!data) return;
     golden_vocab v;
-    CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
+    CU_ASSERT_FATAL(golden_vocab_open(data, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
     char path[4096];
-    snprintf(path, sizeof path, "%s/golden/tokenizer/%s", shared, file);
+    snprintf(path, sizeof path, "%s/golden/tokenizer/%s", data, file);
     golden_counts c = {0};
     CU_ASSERT(golden_run_jsonl(v.t, path, &c));
     printf("\n  %s: %d records, %d id mismatches, %d detok mismatches\n", file, c.records, c.id_mismatches,
@@ -87,10 +87,10 @@ static void test_llama_spm_upstream_goldens(void) { run_spm_jsonl("llama-spm.ups
 /* ---- the contract on the real LLaMA vocab --------------------------------- */
 
 static void test_spm_vocab_contract(void) {
-    const char *shared = vt_test_data_dir("llama-spm vocab");
-    if (!shared) return;
+    const char *data = vt_test_data_dir("llama-spm vocab");
+    if (!data) return;
     golden_vocab v;
-    CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
+    CU_ASSERT_FATAL(golden_vocab_open(data, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
     const vt_tokenizer *t = v.t;
     CU_ASSERT_EQUAL(vt_tokenizer_n_vocab(t), 32000);
     CU_ASSERT_EQUAL(vt_tokenizer_bos(t), 1);
@@ -346,10 +346,10 @@ static void test_spm_rules(void) {
  * splitter takes the length a lead byte announces, so a following space is
  * swallowed after its escaping into U+2581 and comes back as that character. */
 static void test_spm_round_trip_random_text(void) {
-    const char *shared = vt_test_data_dir("llama-spm vocab");
-    if (!shared) return;
+    const char *data = vt_test_data_dir("llama-spm vocab");
+    if (!data) return;
     golden_vocab v;
-    CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
+    CU_ASSERT_FATAL(golden_vocab_open(data, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
     static const char *const pieces[] = {"a", "Z", "hello", "world", " ", "  ", "\n", "\t", "\xc3\xa9", "\xc3\xb1",
                                          "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x99\x82", "'s", "123", "!", "...",
                                          "<s>", "</s>", "<unk>", "\r\n", "\x80", "\xbf", "\x01"};
@@ -386,10 +386,10 @@ static void test_spm_round_trip_random_text(void) {
 /* The SPM merge queue runs chunk by chunk between spaces when the vocab
  * allows it; that must give exactly the ids of one queue over the whole text. */
 static void test_spm_chunking_matches_single_queue(void) {
-    const char *shared = vt_test_data_dir("llama-spm vocab");
-    if (!shared) return;
+    const char *data = vt_test_data_dir("llama-spm vocab");
+    if (!data) return;
     golden_vocab v;
-    CU_ASSERT_FATAL(golden_vocab_open(shared, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
+    CU_ASSERT_FATAL(golden_vocab_open(data, "models/vocab/ggml-vocab-llama-spm.gguf", &v));
     CU_ASSERT_TRUE_FATAL(v.t->spm_chunk_at_spaces); /* LLaMA's vocab has U+2581 only in leading runs */
     static const char *const pieces[] = {" ", "  ", "a", "the", " the", SP, SP SP, "\n", "\xff", "\xc3", "ing",
                                          "\xe6\x97\xa5", "Hello", "<s>", "12", "\xe2\x96"};

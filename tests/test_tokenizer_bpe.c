@@ -1,5 +1,5 @@
 /* test_tokenizer_bpe.c — the byte-level BPE tokenizer (qwen2 pre-tokenizer)
- * against llama.cpp's own output (../shared/golden/tokenizer/qwen2*.jsonl). */
+ * against llama.cpp's own output (tests/data/golden/tokenizer/qwen2*.jsonl). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,9 +15,9 @@ static golden_vocab qwen2;
 static bool have_qwen2;
 
 static int open_qwen2(void) {
-    const char *shared = vt_test_data_dir("qwen2 vocab");
-    if (shared) have_qwen2 = golden_vocab_open(shared, "models/vocab/ggml-vocab-qwen2.gguf", &qwen2);
-    return shared && !have_qwen2 ? 1 : 0; /* present but unloadable: the suite fails */
+    const char *data = vt_test_data_dir("qwen2 vocab");
+    if (data) have_qwen2 = golden_vocab_open(data, "models/vocab/ggml-vocab-qwen2.gguf", &qwen2);
+    return have_qwen2 ? 0 : 1; /* missing or unloadable: the suite fails */
 }
 
 static int close_qwen2(void) {

@@ -101,10 +101,10 @@ static void test_invalid_bytes_become_replacement_characters(void) {
 /* The qwen2 vocabulary splits rare characters over byte-level tokens; the
  * stream prints each character whole, and the whole equals the input. */
 static void test_qwen2_split_characters_stream_whole(void) {
-    const char *shared = vt_test_data_dir("qwen2 vocabulary");
-    if (!shared) return;
+    const char *data = vt_test_data_dir("qwen2 vocabulary");
+    if (!data) return;
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/vocab/ggml-vocab-qwen2.gguf", shared);
+    snprintf(path, sizeof path, "%s/models/vocab/ggml-vocab-qwen2.gguf", data);
     vt_gguf *g = NULL;
     vt_tokenizer *t = NULL;
     CU_ASSERT_EQUAL_FATAL(vt_gguf_open(path, &g, NULL), VT_OK);
@@ -137,10 +137,10 @@ static void test_qwen2_split_characters_stream_whole(void) {
 /* vt run end to end: a qwen3 model with the qwen2 vocabulary takes a
  * multi-byte prompt and prints valid UTF-8, whatever the random model says. */
 static void test_vt_run_with_qwen2_vocab_prints_valid_utf8(void) {
-    const char *shared = vt_test_data_dir("vt run with the qwen2 vocabulary");
-    if (!shared) return;
+    const char *data = vt_test_data_dir("vt run with the qwen2 vocabulary");
+    if (!data) return;
     char vocab[1024], model[1024];
-    snprintf(vocab, sizeof vocab, "%s/models/vocab/ggml-vocab-qwen2.gguf", shared);
+    snprintf(vocab, sizeof vocab, "%s/models/vocab/ggml-vocab-qwen2.gguf", data);
     vt_test_tmpfile(model, sizeof model, "qwen3-qwen2vocab.gguf");
     vt_synth_params p;
     memset(&p, 0, sizeof p);

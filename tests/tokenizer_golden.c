@@ -8,10 +8,10 @@
 #include "json_mini.h"
 #include "util.h"
 
-bool golden_vocab_open(const char *shared_dir, const char *rel, golden_vocab *v) {
+bool golden_vocab_open(const char *data_dir, const char *rel, golden_vocab *v) {
     char path[4096];
     if (strncmp(rel, "shared/", 7) == 0) rel += 7;
-    snprintf(path, sizeof path, "%s/%s", shared_dir, rel);
+    snprintf(path, sizeof path, "%s/%s", data_dir, rel);
     vt_error err = {0};
     v->g = NULL;
     v->t = NULL;

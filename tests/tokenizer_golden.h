@@ -1,5 +1,5 @@
 /* tokenizer_golden.h — shared by test_tokenizer.c and test_tokenizer_bpe.c:
- * run llama.cpp tokenizer goldens (../shared/golden/tokenizer*) through vt. */
+ * run llama.cpp tokenizer goldens (tests/data/golden/tokenizer*) through vt. */
 #ifndef VT_TEST_TOKENIZER_GOLDEN_H
 #define VT_TEST_TOKENIZER_GOLDEN_H
 
@@ -10,15 +10,15 @@
 #include "gguf.h"
 #include "tokenizer.h"
 
-/* A GGUF and its tokenizer, opened from a path relative to the shared dir. */
+/* A GGUF and its tokenizer, opened from a path relative to tests/data. */
 typedef struct golden_vocab {
     vt_gguf *g;
     vt_tokenizer *t;
 } golden_vocab;
 
-/* Open shared_dir/rel (rel may start with "shared/"); false (with a printed
+/* Open data_dir/rel (rel may start with "shared/", as the goldens' own paths do); false (with a printed
  * reason) on failure. */
-bool golden_vocab_open(const char *shared_dir, const char *rel, golden_vocab *v);
+bool golden_vocab_open(const char *data_dir, const char *rel, golden_vocab *v);
 void golden_vocab_close(golden_vocab *v);
 
 typedef struct golden_counts {
