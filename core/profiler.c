@@ -94,7 +94,6 @@ static wrapped_table *wrap_table(vt_profiler *p, const vt_backend *original) {
     if (!t) return NULL;
     t->original = original;
     t->copy = *original; /* the registry's full-size copy: every field readable */
-    vt_op_fn *ops = &t->copy.matmul;
     for (int op = 0; op < VT_OP_COUNT; op++) {
         vt_op_fn fn = vt_backend_op(original, op);
         if (!fn) continue;
@@ -119,7 +118,7 @@ static wrapped_table *wrap_table(vt_profiler *p, const vt_backend *original) {
         s->original = fn;
         t->slots[op] = s;
         /* ISO C has no cast from void * to a function pointer; copy the bits. */
-        memcpy(&ops[op], &code, sizeof code);
+        memcpy(vt_backend_op_field(&t->copy, op), &code, sizeof code);
     }
     return t;
 }

@@ -235,12 +235,57 @@ typedef int (*vt_backend_probe_fn)(char *reason, size_t reason_size);
 #define VT_BACKEND_EXPORT
 #endif
 
-/* Op i of a table as a pointer (NULL past what struct_size covers). */
+/* Where op `op`'s pointer lives in vt_backend (0 for an unknown op). A
+ * switch, not pointer arithmetic from &matmul: the op fields are separate
+ * members, and indexing across members is undefined behaviour in ISO C. */
+static inline size_t vt_backend_op_offset(int op) {
+    switch (op) {
+    case VT_OP_MATMUL: return offsetof(vt_backend, matmul);
+    case VT_OP_ATTENTION: return offsetof(vt_backend, attention);
+    case VT_OP_RESHAPE_AND_CACHE: return offsetof(vt_backend, reshape_and_cache);
+    case VT_OP_RMS_NORM: return offsetof(vt_backend, rms_norm);
+    case VT_OP_ROPE: return offsetof(vt_backend, rope);
+    case VT_OP_SWIGLU: return offsetof(vt_backend, swiglu);
+    case VT_OP_ADD: return offsetof(vt_backend, add);
+    case VT_OP_GET_ROWS: return offsetof(vt_backend, get_rows);
+    case VT_OP_CONVERT: return offsetof(vt_backend, convert);
+    default: return 0;
+    }
+}
+
+/* Op `op` of a table (NULL for an unknown op or one past what struct_size covers). */
 static inline vt_op_fn vt_backend_op(const vt_backend *b, int op) {
-    const vt_op_fn *first = &b->matmul;
-    size_t offset = offsetof(vt_backend, matmul) + (size_t)op * sizeof(vt_op_fn);
-    if (op < 0 || op >= VT_OP_COUNT || offset + sizeof(vt_op_fn) > b->struct_size) return NULL;
-    return first[op];
+    const size_t offset = vt_backend_op_offset(op);
+    if (offset == 0 || offset + sizeof(vt_op_fn) > b->struct_size) return NULL;
+    switch (op) {
+    case VT_OP_MATMUL: return b->matmul;
+    case VT_OP_ATTENTION: return b->attention;
+    case VT_OP_RESHAPE_AND_CACHE: return b->reshape_and_cache;
+    case VT_OP_RMS_NORM: return b->rms_norm;
+    case VT_OP_ROPE: return b->rope;
+    case VT_OP_SWIGLU: return b->swiglu;
+    case VT_OP_ADD: return b->add;
+    case VT_OP_GET_ROWS: return b->get_rows;
+    case VT_OP_CONVERT: return b->convert;
+    default: return NULL;
+    }
+}
+
+/* The field holding op `op`'s pointer in a table the caller owns (NULL for an
+ * unknown op): for runtimes that build wrapped copies of a table. */
+static inline vt_op_fn *vt_backend_op_field(vt_backend *b, int op) {
+    switch (op) {
+    case VT_OP_MATMUL: return &b->matmul;
+    case VT_OP_ATTENTION: return &b->attention;
+    case VT_OP_RESHAPE_AND_CACHE: return &b->reshape_and_cache;
+    case VT_OP_RMS_NORM: return &b->rms_norm;
+    case VT_OP_ROPE: return &b->rope;
+    case VT_OP_SWIGLU: return &b->swiglu;
+    case VT_OP_ADD: return &b->add;
+    case VT_OP_GET_ROWS: return &b->get_rows;
+    case VT_OP_CONVERT: return &b->convert;
+    default: return NULL;
+    }
 }
 
 #ifdef __cplusplus
