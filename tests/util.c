@@ -1,10 +1,9 @@
 /* util.c — CUnit runner with a truthful exit status, and file helpers. */
 #include "util.h"
 
+#include "vt/vt_cpu.h"
+
 #include <ftw.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,21 +89,7 @@ void vt_test_skip(const char *why) {
     tests_skipped++;
 }
 
-bool vt_test_cpu_has_avx2(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned int a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const unsigned fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, f16c = (c >> 29) & 1;
-    if (!fma || !osxsave || !f16c) return false;
-    unsigned int xcr0_lo, xcr0_hi;
-    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    if ((xcr0_lo & 6) != 6) return false; /* the OS saves the ymm state */
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return (b >> 5) & 1;
-#else
-    return false;
-#endif
-}
+bool vt_test_cpu_has_avx2(void) { return vt_cpu_has_avx2_fma_f16c(); }
 
 bool vt_test_simd_expected(void) {
 #if VT_TEST_HAVE_SIMD

@@ -11,28 +11,18 @@
  * The functions carry target attributes instead of the whole file being
  * compiled with -mavx2, so nothing here runs unless onednn_dequant_avx2_usable()
  * said the CPU has AVX2 and F16C. */
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include "onednn.h"
+#include "vt/vt_cpu.h"
 #include "vt/vt_quant.h"
 
 #define AVX2 __attribute__((target("avx2,f16c")))
 
-/* AVX2 and F16C present, and the OS saves YMM state (XGETBV), which a CPUID
- * bit alone does not promise (VMs). cpuid rather than __builtin_cpu_supports
- * because clang 14 does not know "f16c" there. */
+/* AVX2 and F16C usable (vt_cpu.h also checks that the OS saves YMM state). */
 bool onednn_dequant_avx2_usable(void) {
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
-    if (!osxsave || !avx || !f16c) return false;
-    unsigned xcr0_lo, xcr0_hi;
-    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    (void)xcr0_hi;
-    if ((xcr0_lo & 6u) != 6u) return false; /* XMM and YMM state enabled */
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    return b & (1u << 5); /* AVX2 */
+    const vt_cpu_features f = vt_cpu_detect();
+    return f.avx2 && f.f16c;
 }
 
 /* y[0..8) = d * (float)bytes[0..8) - m, bytes unsigned in the low 8 of v. */
