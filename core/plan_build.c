@@ -4,6 +4,8 @@
  * Placement: a node goes to the preferred backend if it accepts the node
  * exactly (op pointer non-NULL and supports() yes), else to the fallback
  * backend, else the build fails naming the op, node, dtypes and backends.
+ * A node is offered complete — rank, shapes, dtypes, params, phase — and a
+ * last pass re-offers every node as finally built (verify_placement).
  *
  * KV-cache store (the reason this project exists): for each layer the k/v
  * producers (k: rope, v: the v projection or its bias add) and
@@ -55,18 +57,21 @@ static int32_t new_value(builder *b, vt_value_kind kind, const char *name, int32
     return p->n_values++;
 }
 
-static int32_t act(builder *b, const char *name, int32_t dtype, int64_t ne0, int64_t ne1, int64_t ne2, vt_scale scale) {
+/* An activation of rank ndim ({ne0, ne1} or {ne0, ne1, ne2}); its last
+ * dimension scales with the call. The rank is explicit, never inferred from
+ * sizes: at one token a {D, H, T} value is still rank 3, as the operand
+ * conventions (vt_backend.h) and the backends' supports() expect. */
+static int32_t act(builder *b, const char *name, int32_t dtype, int ndim, int64_t ne0, int64_t ne1, int64_t ne2,
+                   vt_scale scale) {
     int64_t ne[3] = {ne0, ne1, ne2};
-    int ndim = ne2 > 1 ? 3 : 2;
     return new_value(b, VT_VAL_ACT, name, dtype, ndim, ne, scale, ndim - 1);
 }
 
-/* A view of `base` with another shape; the last dimension scales like the base's. */
-static int32_t view(builder *b, int32_t base, const char *name, int64_t ne0, int64_t ne1, int64_t ne2) {
+/* A view of `base` with another shape and rank; the last dimension scales like the base's. */
+static int32_t view(builder *b, int32_t base, const char *name, int ndim, int64_t ne0, int64_t ne1, int64_t ne2) {
     if (base < 0) return -1;
     const vt_value bv = b->p->values[base];
     int64_t ne[3] = {ne0, ne1, ne2};
-    int ndim = ne2 > 1 ? 3 : 2;
     int32_t id = new_value(b, VT_VAL_VIEW, name, bv.dtype, ndim, ne, bv.scale, ndim - 1);
     if (id >= 0) b->p->values[id].base = base;
     return id;
@@ -156,12 +161,15 @@ static vt_status place(builder *b, int32_t i) {
                       fe ? " and by fallback '" : " and there is no fallback", fe ? fe->name : "", fe ? "'" : "");
 }
 
-/* Convenience: a placed node with an f32 activation output of the given shape. */
-static int32_t op_f32(builder *b, int32_t op, const char *label, const int32_t *src, int n_src, int64_t ne0,
-                      int64_t ne1, int64_t ne2, vt_scale scale, vt_status *st) {
+/* A placed node with an f32 activation output of rank ndim. `params`
+ * (NULL = none) supplies the op's parameters: they are set before placement
+ * because supports() judges them too. */
+static int32_t op_f32(builder *b, int32_t op, const char *label, const int32_t *src, int n_src, int ndim, int64_t ne0,
+                      int64_t ne1, int64_t ne2, vt_scale scale, const vt_node *params, vt_status *st) {
     if (*st != VT_OK) return -1;
-    int32_t dst = act(b, label, VT_F32, ne0, ne1, ne2, scale);
+    int32_t dst = act(b, label, VT_F32, ndim, ne0, ne1, ne2, scale);
     int32_t i = dst >= 0 ? new_node(b, op, label, src, n_src, dst) : -1;
+    if (i >= 0 && params) b->p->nodes[i].proto.params = params->params;
     *st = place(b, i);
     return *st == VT_OK ? dst : -1;
 }
@@ -242,54 +250,75 @@ static int32_t deliver(builder *b, int32_t prod, int32_t d, const kv_delivery *h
     return cv;
 }
 
+/* The store of one layer: k and v as rank-3 {D, KVH, T} tensors, whatever
+ * T (one token included), then the two caches and the slot mapping. The
+ * trial nodes and the final one are made here alike, so what a store backend
+ * accepted is what runs. */
+static int32_t store_node(builder *b, const char *label, int32_t k3, int32_t v3, int32_t kc, int32_t vc,
+                          int32_t slots) {
+    int32_t src[5] = {k3, v3, kc, vc, slots};
+    return new_node(b, VT_OP_RESHAPE_AND_CACHE, label, src, 5, -1);
+}
+
+/* Try to store one layer's k/v on backend `store` with k/v in dtype d:
+ * the store must accept exactly that node and both producers must deliver d.
+ * On success the plan gets the deliveries and the placed store node. */
+static bool try_kv_store(builder *b, const char *label, int32_t store, int32_t d, int32_t k_prod, int32_t v_prod,
+                         int32_t kc, int32_t vc, int32_t slots, char *why, size_t why_size, vt_status *st) {
+    const vt_hparams *hp = &b->cfg->model->hp;
+    const int64_t ne[3] = {hp->head_dim, hp->n_head_kv, b->p->max_tokens};
+    /* k/v in dtype d, shaped as the views made below will be. */
+    int32_t kd = new_value(b, VT_VAL_ACT, "k", d, 3, ne, VT_SCALE_TOKENS, 2);
+    int32_t vd = new_value(b, VT_VAL_ACT, "v", d, 3, ne, VT_SCALE_TOKENS, 2);
+    int32_t ri = kd >= 0 && vd >= 0 ? store_node(b, label, kd, vd, kc, vc, slots) : -1;
+    if (ri < 0) {
+        *st = fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+        return false;
+    }
+    bool store_ok = accepts(b, store, &b->p->nodes[ri]);
+    b->p->n_nodes--;
+    b->p->n_values -= 2;
+    if (!store_ok) {
+        const vt_backend_entry *se = entry_at(b, store);
+        size_t len = strlen(why);
+        snprintf(why + len, why_size - len, "%sreshape_and_cache(k %s, v %s -> %s cache) declined by '%s'",
+                 len ? "; " : "", vt_dtype_name(d), vt_dtype_name(d), vt_dtype_name(b->cfg->kv->dtype),
+                 se ? se->name : "?");
+        return false;
+    }
+    kv_delivery kh, vh;
+    if (!can_deliver(b, k_prod, d, &kh, why, why_size) || !can_deliver(b, v_prod, d, &vh, why, why_size)) return false;
+    int32_t kval = deliver(b, k_prod, d, &kh, st);
+    int32_t vval = *st == VT_OK ? deliver(b, v_prod, d, &vh, st) : -1;
+    if (*st != VT_OK) return false;
+    int32_t k3 = view(b, kval, "k3", 3, ne[0], ne[1], ne[2]);
+    int32_t v3 = view(b, vval, "v3", 3, ne[0], ne[1], ne[2]);
+    ri = k3 >= 0 && v3 >= 0 ? store_node(b, label, k3, v3, kc, vc, slots) : -1;
+    if (ri < 0) {
+        *st = fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+        return false;
+    }
+    b->p->nodes[ri].backend = store;
+    refresh_proto(b, &b->p->nodes[ri]);
+    return true;
+}
+
 static vt_status negotiate_kv_store(builder *b, int layer, int32_t k_prod, int32_t v_prod, int32_t kc, int32_t vc,
                                     int32_t slots) {
     const int32_t C = b->cfg->kv->dtype;
     const int32_t floats[4] = {C, VT_F32, VT_F16, VT_BF16};
     const int32_t stores[2] = {b->cfg->preferred, b->cfg->fallback};
-    const vt_hparams *hp = &b->cfg->model->hp;
     char why[1024] = "";
     char label[40];
     snprintf(label, sizeof label, "blk.%d.store_kv", layer);
     for (int s = 0; s < 2; s++) {
         if (stores[s] < 0 || (s == 1 && stores[1] == stores[0])) continue;
         for (int j = 0; j < 4; j++) {
-            int32_t d = floats[j];
-            if (j > 0 && d == C) continue;
-            /* The store node as it would be with k/v in dtype d. */
-            int32_t kd = new_value(b, VT_VAL_ACT, "k", d, 3, (int64_t[]){hp->head_dim, hp->n_head_kv, b->p->max_tokens},
-                                   VT_SCALE_TOKENS, 2);
-            int32_t vd = new_value(b, VT_VAL_ACT, "v", d, 3, (int64_t[]){hp->head_dim, hp->n_head_kv, b->p->max_tokens},
-                                   VT_SCALE_TOKENS, 2);
-            int32_t src[5] = {kd, vd, kc, vc, slots};
-            int32_t ri = new_node(b, VT_OP_RESHAPE_AND_CACHE, label, src, 5, -1);
-            if (ri < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
-            bool store_ok = accepts(b, stores[s], &b->p->nodes[ri]);
-            b->p->n_nodes--;
-            b->p->n_values -= 2;
-            const vt_backend_entry *se = entry_at(b, stores[s]);
-            if (!store_ok) {
-                size_t len = strlen(why);
-                snprintf(why + len, sizeof why - len, "%sreshape_and_cache(k %s, v %s -> %s cache) declined by '%s'",
-                         len ? "; " : "", vt_dtype_name(d), vt_dtype_name(d), vt_dtype_name(C), se ? se->name : "?");
-                continue;
-            }
-            kv_delivery kh, vh;
-            if (!can_deliver(b, k_prod, d, &kh, why, sizeof why) || !can_deliver(b, v_prod, d, &vh, why, sizeof why))
-                continue;
+            if (j > 0 && floats[j] == C) continue;
             vt_status st = VT_OK;
-            int32_t kval = deliver(b, k_prod, d, &kh, &st);
-            int32_t vval = st == VT_OK ? deliver(b, v_prod, d, &vh, &st) : -1;
+            if (try_kv_store(b, label, stores[s], floats[j], k_prod, v_prod, kc, vc, slots, why, sizeof why, &st))
+                return VT_OK;
             if (st != VT_OK) return st;
-            int32_t v3 = view(b, vval, "v3", hp->head_dim, hp->n_head_kv, b->p->max_tokens);
-            int32_t k3 = kval;
-            if (b->p->values[kval].ndim != 3) k3 = view(b, kval, "k3", hp->head_dim, hp->n_head_kv, b->p->max_tokens);
-            int32_t rsrc[5] = {k3, v3, kc, vc, slots};
-            ri = new_node(b, VT_OP_RESHAPE_AND_CACHE, label, rsrc, 5, -1);
-            if (ri < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
-            b->p->nodes[ri].backend = stores[s];
-            refresh_proto(b, &b->p->nodes[ri]);
-            return VT_OK;
         }
     }
     return fail_build(b, VT_ERR_UNSUPPORTED,
@@ -324,62 +353,55 @@ static vt_status build_forward(builder *b) {
     if (p->v_tokens < 0 || p->v_positions < 0 || p->v_seq_idx < 0 || p->v_slots < 0 || p->v_block_tables < 0)
         return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
 
-    int32_t x = op_f32(b, VT_OP_GET_ROWS, "token_embd", (int32_t[]){weight(b, m->tok_embd), p->v_tokens}, 2, E, T, 1,
-                       VT_SCALE_TOKENS, &st);
+    vt_node norm = {0}, rope = {0}, attn = {0};
+    norm.params.rms_norm.eps = hp->rms_eps;
+    rope.params.rope = (vt_rope_params){hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_freq_scale};
+    attn.params.attention = (vt_attention_params){1.0f / sqrtf((float)D), kv->block_size, 1, kv->num_blocks};
+
+    int32_t x = op_f32(b, VT_OP_GET_ROWS, "token_embd", (int32_t[]){weight(b, m->tok_embd), p->v_tokens}, 2, 2, E, T,
+                       1, VT_SCALE_TOKENS, NULL, &st);
     for (int il = 0; il < hp->n_layer && st == VT_OK; il++) {
         const vt_layer_weights *w = &m->layers[il];
 #define LBL(s) (snprintf(l, sizeof l, "blk.%d.%s", il, s), l)
-        int32_t h = op_f32(b, VT_OP_RMS_NORM, LBL("attn_norm"), (int32_t[]){x, weight(b, w->attn_norm)}, 2, E, T, 1,
-                           VT_SCALE_TOKENS, &st);
-        if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
-        int32_t q = op_f32(b, VT_OP_MATMUL, LBL("attn_q"), (int32_t[]){weight(b, w->wq), h}, 2, H * D, T, 1,
-                           VT_SCALE_TOKENS, &st);
-        int32_t k = op_f32(b, VT_OP_MATMUL, LBL("attn_k"), (int32_t[]){weight(b, w->wk), h}, 2, KVH * D, T, 1,
-                           VT_SCALE_TOKENS, &st);
-        int32_t v = op_f32(b, VT_OP_MATMUL, LBL("attn_v"), (int32_t[]){weight(b, w->wv), h}, 2, KVH * D, T, 1,
-                           VT_SCALE_TOKENS, &st);
+        int32_t h = op_f32(b, VT_OP_RMS_NORM, LBL("attn_norm"), (int32_t[]){x, weight(b, w->attn_norm)}, 2, 2, E, T, 1,
+                           VT_SCALE_TOKENS, &norm, &st);
+        int32_t q = op_f32(b, VT_OP_MATMUL, LBL("attn_q"), (int32_t[]){weight(b, w->wq), h}, 2, 2, H * D, T, 1,
+                           VT_SCALE_TOKENS, NULL, &st);
+        int32_t k = op_f32(b, VT_OP_MATMUL, LBL("attn_k"), (int32_t[]){weight(b, w->wk), h}, 2, 2, KVH * D, T, 1,
+                           VT_SCALE_TOKENS, NULL, &st);
+        int32_t v = op_f32(b, VT_OP_MATMUL, LBL("attn_v"), (int32_t[]){weight(b, w->wv), h}, 2, 2, KVH * D, T, 1,
+                           VT_SCALE_TOKENS, NULL, &st);
         if (w->bq) {
-            int32_t bq = view(b, weight(b, w->bq), "bq", H * D, 1, 1);
-            int32_t bk = view(b, weight(b, w->bk), "bk", KVH * D, 1, 1);
-            int32_t bv = view(b, weight(b, w->bv), "bv", KVH * D, 1, 1);
-            q = op_f32(b, VT_OP_ADD, LBL("attn_q.bias"), (int32_t[]){q, bq}, 2, H * D, T, 1, VT_SCALE_TOKENS, &st);
-            k = op_f32(b, VT_OP_ADD, LBL("attn_k.bias"), (int32_t[]){k, bk}, 2, KVH * D, T, 1, VT_SCALE_TOKENS, &st);
-            v = op_f32(b, VT_OP_ADD, LBL("attn_v.bias"), (int32_t[]){v, bv}, 2, KVH * D, T, 1, VT_SCALE_TOKENS, &st);
+            int32_t bq = view(b, weight(b, w->bq), "bq", 2, H * D, 1, 1);
+            int32_t bk = view(b, weight(b, w->bk), "bk", 2, KVH * D, 1, 1);
+            int32_t bv = view(b, weight(b, w->bv), "bv", 2, KVH * D, 1, 1);
+            q = op_f32(b, VT_OP_ADD, LBL("attn_q.bias"), (int32_t[]){q, bq}, 2, 2, H * D, T, 1, VT_SCALE_TOKENS, NULL,
+                       &st);
+            k = op_f32(b, VT_OP_ADD, LBL("attn_k.bias"), (int32_t[]){k, bk}, 2, 2, KVH * D, T, 1, VT_SCALE_TOKENS,
+                       NULL, &st);
+            v = op_f32(b, VT_OP_ADD, LBL("attn_v.bias"), (int32_t[]){v, bv}, 2, 2, KVH * D, T, 1, VT_SCALE_TOKENS,
+                       NULL, &st);
         }
         const int32_t v_prod = p->n_nodes - 1; /* the last node writing v: its projection or bias add */
         int32_t q3, k3;
         if (w->q_norm) { /* qwen3: RMS norm of every head's q and k */
-            int32_t qh = view(b, q, "q_heads", D, H * T, 1);
-            int32_t kh = view(b, k, "k_heads", D, KVH * T, 1);
-            int32_t qn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_q_norm"), (int32_t[]){qh, weight(b, w->q_norm)}, 2, D,
-                                H * T, 1, VT_SCALE_TOKENS, &st);
-            if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
-            int32_t kn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_k_norm"), (int32_t[]){kh, weight(b, w->k_norm)}, 2, D,
-                                KVH * T, 1, VT_SCALE_TOKENS, &st);
-            if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
-            q3 = view(b, qn, "q3", D, H, T);
-            k3 = view(b, kn, "k3", D, KVH, T);
+            int32_t qh = view(b, q, "q_heads", 2, D, H * T, 1);
+            int32_t kh = view(b, k, "k_heads", 2, D, KVH * T, 1);
+            int32_t qn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_q_norm"), (int32_t[]){qh, weight(b, w->q_norm)}, 2, 2, D,
+                                H * T, 1, VT_SCALE_TOKENS, &norm, &st);
+            int32_t kn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_k_norm"), (int32_t[]){kh, weight(b, w->k_norm)}, 2, 2, D,
+                                KVH * T, 1, VT_SCALE_TOKENS, &norm, &st);
+            q3 = view(b, qn, "q3", 3, D, H, T);
+            k3 = view(b, kn, "k3", 3, D, KVH, T);
         } else {
-            q3 = view(b, q, "q3", D, H, T);
-            k3 = view(b, k, "k3", D, KVH, T);
+            q3 = view(b, q, "q3", 3, D, H, T);
+            k3 = view(b, k, "k3", 3, D, KVH, T);
         }
-        vt_rope_params rp = {hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_freq_scale};
-        /* rope params must be set before placement: supports() checks them */
-        int32_t qr = -1, kr = -1;
-        if (st == VT_OK) {
-            qr = act(b, LBL("rope_q"), VT_F32, D, H, T, VT_SCALE_TOKENS);
-            int32_t i = new_node(b, VT_OP_ROPE, l, (int32_t[]){q3, p->v_positions}, 2, qr);
-            if (i >= 0) p->nodes[i].proto.params.rope = rp;
-            st = place(b, i);
-        }
-        int32_t k_prod = -1;
-        if (st == VT_OK) {
-            kr = act(b, LBL("rope_k"), VT_F32, D, KVH, T, VT_SCALE_TOKENS);
-            int32_t i = new_node(b, VT_OP_ROPE, l, (int32_t[]){k3, p->v_positions}, 2, kr);
-            if (i >= 0) p->nodes[i].proto.params.rope = rp;
-            st = place(b, i);
-            k_prod = i;
-        }
+        int32_t qr = op_f32(b, VT_OP_ROPE, LBL("rope_q"), (int32_t[]){q3, p->v_positions}, 2, 3, D, H, T,
+                            VT_SCALE_TOKENS, &rope, &st);
+        op_f32(b, VT_OP_ROPE, LBL("rope_k"), (int32_t[]){k3, p->v_positions}, 2, 3, D, KVH, T, VT_SCALE_TOKENS, &rope,
+               &st);
+        const int32_t k_prod = p->n_nodes - 1;
         int32_t kc = -1, vc = -1;
         if (st == VT_OK) {
             vt_tensor kt = vt_kv_cache_tensor(kv, il, 0), vt = vt_kv_cache_tensor(kv, il, 1);
@@ -390,48 +412,58 @@ static vt_status build_forward(builder *b) {
             p->values[vc].data = vt.data;
             st = negotiate_kv_store(b, il, k_prod, v_prod, kc, vc, p->v_slots);
         }
-        int32_t o = -1;
-        if (st == VT_OK) {
-            o = act(b, LBL("attention"), VT_F32, D, H, T, VT_SCALE_TOKENS);
-            int32_t i = new_node(b, VT_OP_ATTENTION, l,
-                                 (int32_t[]){qr, kc, vc, p->v_block_tables, p->v_positions, p->v_seq_idx}, 6, o);
-            if (i >= 0) {
-                vt_attention_params ap = {1.0f / sqrtf((float)D), kv->block_size, 1, kv->num_blocks};
-                p->nodes[i].proto.params.attention = ap;
-            }
-            st = place(b, i);
-        }
-        int32_t o2 = view(b, o, "attn_out", H * D, T, 1);
-        int32_t a = op_f32(b, VT_OP_MATMUL, LBL("attn_output"), (int32_t[]){weight(b, w->wo), o2}, 2, E, T, 1,
-                           VT_SCALE_TOKENS, &st);
-        x = op_f32(b, VT_OP_ADD, LBL("attn_residual"), (int32_t[]){x, a}, 2, E, T, 1, VT_SCALE_TOKENS, &st);
-        h = op_f32(b, VT_OP_RMS_NORM, LBL("ffn_norm"), (int32_t[]){x, weight(b, w->ffn_norm)}, 2, E, T, 1,
-                   VT_SCALE_TOKENS, &st);
-        if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
-        int32_t g = op_f32(b, VT_OP_MATMUL, LBL("ffn_gate"), (int32_t[]){weight(b, w->ffn_gate), h}, 2, F, T, 1,
-                           VT_SCALE_TOKENS, &st);
-        int32_t u = op_f32(b, VT_OP_MATMUL, LBL("ffn_up"), (int32_t[]){weight(b, w->ffn_up), h}, 2, F, T, 1,
-                           VT_SCALE_TOKENS, &st);
-        int32_t s = op_f32(b, VT_OP_SWIGLU, LBL("ffn_swiglu"), (int32_t[]){g, u}, 2, F, T, 1, VT_SCALE_TOKENS, &st);
-        int32_t d = op_f32(b, VT_OP_MATMUL, LBL("ffn_down"), (int32_t[]){weight(b, w->ffn_down), s}, 2, E, T, 1,
-                           VT_SCALE_TOKENS, &st);
-        x = op_f32(b, VT_OP_ADD, LBL("ffn_residual"), (int32_t[]){x, d}, 2, E, T, 1, VT_SCALE_TOKENS, &st);
+        int32_t o = op_f32(b, VT_OP_ATTENTION, LBL("attention"),
+                           (int32_t[]){qr, kc, vc, p->v_block_tables, p->v_positions, p->v_seq_idx}, 6, 3, D, H, T,
+                           VT_SCALE_TOKENS, &attn, &st);
+        int32_t o2 = view(b, o, "attn_out", 2, H * D, T, 1);
+        int32_t a = op_f32(b, VT_OP_MATMUL, LBL("attn_output"), (int32_t[]){weight(b, w->wo), o2}, 2, 2, E, T, 1,
+                           VT_SCALE_TOKENS, NULL, &st);
+        x = op_f32(b, VT_OP_ADD, LBL("attn_residual"), (int32_t[]){x, a}, 2, 2, E, T, 1, VT_SCALE_TOKENS, NULL, &st);
+        h = op_f32(b, VT_OP_RMS_NORM, LBL("ffn_norm"), (int32_t[]){x, weight(b, w->ffn_norm)}, 2, 2, E, T, 1,
+                   VT_SCALE_TOKENS, &norm, &st);
+        int32_t g = op_f32(b, VT_OP_MATMUL, LBL("ffn_gate"), (int32_t[]){weight(b, w->ffn_gate), h}, 2, 2, F, T, 1,
+                           VT_SCALE_TOKENS, NULL, &st);
+        int32_t u = op_f32(b, VT_OP_MATMUL, LBL("ffn_up"), (int32_t[]){weight(b, w->ffn_up), h}, 2, 2, F, T, 1,
+                           VT_SCALE_TOKENS, NULL, &st);
+        int32_t s = op_f32(b, VT_OP_SWIGLU, LBL("ffn_swiglu"), (int32_t[]){g, u}, 2, 2, F, T, 1, VT_SCALE_TOKENS, NULL,
+                           &st);
+        int32_t d = op_f32(b, VT_OP_MATMUL, LBL("ffn_down"), (int32_t[]){weight(b, w->ffn_down), s}, 2, 2, E, T, 1,
+                           VT_SCALE_TOKENS, NULL, &st);
+        x = op_f32(b, VT_OP_ADD, LBL("ffn_residual"), (int32_t[]){x, d}, 2, 2, E, T, 1, VT_SCALE_TOKENS, NULL, &st);
 #undef LBL
     }
     if (st != VT_OK) return st;
     vt_scale out_scale = VT_SCALE_TOKENS;
     int64_t n_out = T;
     if (select_last) { /* only the last token's logits: pick its row first */
-        x = op_f32(b, VT_OP_GET_ROWS, "last_row", (int32_t[]){x, p->v_out_rows}, 2, E, 1, 1, VT_SCALE_OUTPUTS, &st);
+        x = op_f32(b, VT_OP_GET_ROWS, "last_row", (int32_t[]){x, p->v_out_rows}, 2, 2, E, 1, 1, VT_SCALE_OUTPUTS, NULL,
+                   &st);
         out_scale = VT_SCALE_OUTPUTS;
         n_out = 1;
     }
-    int32_t xn = op_f32(b, VT_OP_RMS_NORM, "output_norm", (int32_t[]){x, weight(b, m->output_norm)}, 2, E, n_out, 1,
-                        out_scale, &st);
-    if (st == VT_OK) p->nodes[p->n_nodes - 1].proto.params.rms_norm.eps = hp->rms_eps;
-    p->v_logits = op_f32(b, VT_OP_MATMUL, "output", (int32_t[]){weight(b, m->output), xn}, 2, V, n_out, 1, out_scale,
-                         &st);
+    int32_t xn = op_f32(b, VT_OP_RMS_NORM, "output_norm", (int32_t[]){x, weight(b, m->output_norm)}, 2, 2, E, n_out, 1,
+                        out_scale, &norm, &st);
+    p->v_logits = op_f32(b, VT_OP_MATMUL, "output", (int32_t[]){weight(b, m->output), xn}, 2, 2, V, n_out, 1,
+                         out_scale, NULL, &st);
     return st;
+}
+
+/* Every node as finally built offered once more to the backend it was
+ * placed on. Negotiation changes nodes after their placement (a producer
+ * emitting the KV dtype, a consumer reading it): none of that may leave a
+ * node its backend declines. A decline here is a builder bug. */
+static vt_status verify_placement(builder *b) {
+    for (int32_t i = 0; i < b->p->n_nodes; i++) {
+        vt_plan_node *n = &b->p->nodes[i];
+        if (accepts(b, n->backend, n)) continue;
+        char desc[256];
+        vt_plan_describe_node(&n->proto, desc, sizeof desc);
+        const vt_backend_entry *e = entry_at(b, n->backend);
+        return fail_build(b, VT_ERR_INTERNAL,
+                          "plan build (%s): node %s %s was placed on backend '%s', which declines it as finally built",
+                          b->p->phase == VT_PHASE_DECODE ? "decode" : "prefill", n->label, desc, e ? e->name : "?");
+    }
+    return VT_OK;
 }
 
 vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_tokens, bool all_logits,
@@ -451,6 +483,7 @@ vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_t
     p->v_logits = -1;
     builder b = {cfg, p, err};
     vt_status st = build_forward(&b);
+    if (st == VT_OK) st = verify_placement(&b);
     if (st == VT_OK) st = vt_plan_allocate(p, err);
     if (st != VT_OK) {
         vt_plan_free(p);
