@@ -93,9 +93,11 @@ const vt_gguf_kv *vt_gguf_kv_at(const vt_gguf *g, int64_t i);
 /* The key's entry, or NULL. */
 const vt_gguf_kv *vt_gguf_find(const vt_gguf *g, const char *key);
 
-/* Typed lookups. Return VT_OK and set *out; VT_ERR_INVALID (absent) leaves
- * *out unchanged so callers can pre-set defaults; VT_ERR_FORMAT if the key
- * has an incompatible type or its value does not fit (err names the key). */
+/* Typed lookups. Return VT_OK and set *out; VT_ERR_FORMAT (err names the
+ * key) if the key is absent, has an incompatible type or its value does not
+ * fit; *out is then unchanged. An optional key is asked with vt_gguf_find()
+ * first: absence is never told apart by status. VT_ERR_INVALID only for NULL
+ * arguments. */
 vt_status vt_gguf_get_u32(const vt_gguf *g, const char *key, uint32_t *out, vt_error *err);
 vt_status vt_gguf_get_i32(const vt_gguf *g, const char *key, int32_t *out, vt_error *err);
 vt_status vt_gguf_get_f32(const vt_gguf *g, const char *key, float *out, vt_error *err);

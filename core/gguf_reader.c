@@ -659,7 +659,7 @@ bool vt_gguf_str_eq(vt_gguf_str s, const char *c) {
 /* The entry of key with a type mismatch / absence reported the typed-get way. */
 static const vt_gguf_kv *find_for_get(const vt_gguf *g, const char *key, vt_error *err, vt_status *st) {
     const vt_gguf_kv *kv = vt_gguf_find(g, key);
-    *st = kv ? VT_OK : vt_fail(err, VT_ERR_INVALID, "gguf: key '%s' is absent", key);
+    *st = kv ? VT_OK : vt_fail(err, VT_ERR_FORMAT, "gguf: key '%s' is absent", key);
     return kv;
 }
 

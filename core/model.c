@@ -12,12 +12,12 @@ static vt_status get_u32_key(const vt_gguf *g, const char *arch, const char *suf
                              vt_error *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
-    uint32_t v = 0;
-    vt_status st = vt_gguf_get_u32(g, key, &v, err);
-    if (st == VT_ERR_INVALID) {
+    if (!vt_gguf_find(g, key)) {
         if (required) return vt_fail(err, VT_ERR_FORMAT, "missing metadata key '%s'", key);
         return VT_OK;
     }
+    uint32_t v = 0;
+    vt_status st = vt_gguf_get_u32(g, key, &v, err);
     if (st != VT_OK) return st;
     if (v == 0 || v > (1u << 30)) return vt_fail(err, VT_ERR_FORMAT, "metadata key '%s' = %u is out of range", key, v);
     *out = (int32_t)v;
@@ -27,9 +27,9 @@ static vt_status get_u32_key(const vt_gguf *g, const char *arch, const char *suf
 static vt_status get_f32_key(const vt_gguf *g, const char *arch, const char *suffix, float *out, vt_error *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (!vt_gguf_find(g, key)) return VT_OK; /* absent: keep the default */
     float v = *out;
     vt_status st = vt_gguf_get_f32(g, key, &v, err);
-    if (st == VT_ERR_INVALID) return VT_OK; /* absent: keep the default */
     if (st != VT_OK) return st;
     if (!isfinite(v)) return vt_fail(err, VT_ERR_FORMAT, "metadata key '%s' is not finite", key);
     *out = v;

@@ -250,7 +250,7 @@ static vt_status vocab_size_from(const char *path, int32_t *n_vocab, vt_error *e
     if (st == VT_OK) *n_vocab = (int32_t)tokens->n;
     else vt_error_prefix(err, "synth: vocab_from %s: ", path);
     vt_gguf_close(g);
-    return st ? (st == VT_ERR_INVALID ? VT_ERR_FORMAT : st) : VT_OK;
+    return st;
 }
 
 static vt_status copy_tokenizer(vt_gguf_writer *w, const char *path, vt_error *err) {

@@ -112,17 +112,15 @@ static vt_status read_token_id(const vt_gguf *g, const char *key, int32_t n_voca
 }
 
 static vt_status read_bool(const vt_gguf *g, const char *key, bool *out, vt_error *err) {
-    vt_error local = {0}; /* absence is not an error: keep err clean for it */
-    vt_status st = vt_gguf_get_bool(g, key, out, &local);
-    if (st == VT_ERR_INVALID) return VT_OK; /* absent: keep the default */
-    if (st != VT_OK && err) *err = local;
-    return st;
+    if (!vt_gguf_find(g, key)) return VT_OK; /* absent: keep the default */
+    return vt_gguf_get_bool(g, key, out, err);
 }
 
 static vt_status load_merges(vt_tokenizer *t, const vt_gguf *g, vt_error *err) {
     const vt_gguf_array *arr = NULL;
+    if (!vt_gguf_find(g, "tokenizer.ggml.merges"))
+        return vt_fail(err, VT_ERR_FORMAT, "tokenizer: gpt2 vocab without tokenizer.ggml.merges");
     vt_status st = vt_gguf_get_arr(g, "tokenizer.ggml.merges", VT_GGUF_STRING, &arr, err);
-    if (st == VT_ERR_INVALID) return vt_fail(err, VT_ERR_FORMAT, "tokenizer: gpt2 vocab without tokenizer.ggml.merges");
     if (st != VT_OK) return st;
     if (arr->n > INT32_MAX) return vt_fail(err, VT_ERR_FORMAT, "tokenizer: %llu merges", (unsigned long long)arr->n);
     size_t bytes = 0;
@@ -165,9 +163,9 @@ static vt_status load_merges(vt_tokenizer *t, const vt_gguf *g, vt_error *err) {
 
 static vt_status load_tokens(vt_tokenizer *t, const vt_gguf *g, vt_error *err) {
     const vt_gguf_array *toks = NULL;
+    if (!vt_gguf_find(g, "tokenizer.ggml.tokens"))
+        return vt_fail(err, VT_ERR_FORMAT, "tokenizer: no tokenizer.ggml.tokens in %s", vt_gguf_path(g));
     vt_status st = vt_gguf_get_arr(g, "tokenizer.ggml.tokens", VT_GGUF_STRING, &toks, err);
-    if (st == VT_ERR_INVALID) return vt_fail(err, VT_ERR_FORMAT, "tokenizer: no tokenizer.ggml.tokens in %s",
-                                             vt_gguf_path(g));
     if (st != VT_OK) return st;
     if (toks->n == 0 || toks->n > INT32_MAX)
         return vt_fail(err, VT_ERR_FORMAT, "tokenizer: tokenizer.ggml.tokens has %llu entries",
@@ -175,31 +173,23 @@ static vt_status load_tokens(vt_tokenizer *t, const vt_gguf *g, vt_error *err) {
     uint64_t n = toks->n;
 
     const vt_gguf_array *scores = NULL, *types = NULL;
-    vt_error local = {0}; /* optional keys: absence must not leave a message in err */
-    st = vt_gguf_get_arr(g, "tokenizer.ggml.scores", -1, &scores, &local);
-    if (st == VT_OK) {
+    /* Optional keys: absent is fine, present must be well-formed. */
+    if (vt_gguf_find(g, "tokenizer.ggml.scores")) {
+        st = vt_gguf_get_arr(g, "tokenizer.ggml.scores", -1, &scores, err);
+        if (st != VT_OK) return st;
         if (scores->type != VT_GGUF_FLOAT32 && scores->type != VT_GGUF_INT32)
             return vt_fail(err, VT_ERR_FORMAT, "tokenizer: tokenizer.ggml.scores has elements of type %s",
                            vt_gguf_type_name(scores->type));
         if (scores->n < n)
             return vt_fail(err, VT_ERR_FORMAT, "tokenizer: %llu scores for %llu tokens",
                            (unsigned long long)scores->n, (unsigned long long)n);
-    } else if (st != VT_ERR_INVALID) {
-        if (err) *err = local;
-        return st;
-    } else {
-        scores = NULL;
     }
-    st = vt_gguf_get_arr(g, "tokenizer.ggml.token_type", VT_GGUF_INT32, &types, &local);
-    if (st == VT_OK) {
+    if (vt_gguf_find(g, "tokenizer.ggml.token_type")) {
+        st = vt_gguf_get_arr(g, "tokenizer.ggml.token_type", VT_GGUF_INT32, &types, err);
+        if (st != VT_OK) return st;
         if (types->n < n)
             return vt_fail(err, VT_ERR_FORMAT, "tokenizer: %llu token types for %llu tokens",
                            (unsigned long long)types->n, (unsigned long long)n);
-    } else if (st != VT_ERR_INVALID) {
-        if (err) *err = local;
-        return st;
-    } else {
-        types = NULL;
     }
 
     size_t bytes = 0;
@@ -245,15 +235,13 @@ vt_status vt_tokenizer_load(const vt_gguf *g, vt_tokenizer **out, vt_error *err)
     if (!g || !out) return vt_fail(err, VT_ERR_INVALID, "tokenizer: NULL argument");
     *out = NULL;
     vt_gguf_str model = {0, NULL}, pre = {0, NULL};
-    vt_status st = vt_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
-    if (st == VT_ERR_INVALID)
+    if (!vt_gguf_find(g, "tokenizer.ggml.model"))
         return vt_fail(err, VT_ERR_FORMAT, "tokenizer: %s has no tokenizer.ggml.model", vt_gguf_path(g));
+    vt_status st = vt_gguf_get_str(g, "tokenizer.ggml.model", &model, err);
     if (st != VT_OK) return st;
-    vt_error local = {0};
-    st = vt_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &local);
-    if (st != VT_OK && st != VT_ERR_INVALID) {
-        if (err) *err = local;
-        return st;
+    if (vt_gguf_find(g, "tokenizer.ggml.pre")) {
+        st = vt_gguf_get_str(g, "tokenizer.ggml.pre", &pre, err);
+        if (st != VT_OK) return st;
     }
 
     vt_tokenizer *t = calloc(1, sizeof *t);

@@ -318,7 +318,8 @@ static void test_typed_get_errors(void) {
     bool b = false;
     vt_gguf_str s = {0};
     const vt_gguf_array *a = NULL;
-    CU_ASSERT_EQUAL(vt_gguf_get_u32(g, "no.such.key", &u32, &err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_gguf_get_u32(g, "no.such.key", &u32, &err), VT_ERR_FORMAT); /* absent */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "'no.such.key' is absent"));
     CU_ASSERT_EQUAL(u32, 77);
     CU_ASSERT_EQUAL(vt_gguf_get_u32(g, "k.i32", &u32, &err), VT_ERR_FORMAT); /* negative */
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "k.i32"));
