@@ -88,7 +88,7 @@ vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logi
                                 opt->block_size, e->ctx_size, &e->kv, err);
     }
     if (st == VT_OK) {
-        vt_plan_config pc = {model, e->kv, e->registry, e->host, e->preferred, e->fallback};
+        vt_plan_config pc = {model, e->kv, e->registry, e->host, e->preferred, e->fallback, opt->check_plan};
         int64_t batch = opt->batch_size < e->ctx_size ? opt->batch_size : e->ctx_size;
         st = vt_plan_build(&pc, VT_PHASE_PREFILL, batch, all_logits, &e->prefill, err);
         if (st == VT_OK) st = vt_plan_build(&pc, VT_PHASE_DECODE, 1, all_logits, &e->decode, err);

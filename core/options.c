@@ -13,6 +13,8 @@
  *   VT_CTX_SIZE         kv_cache.ctx_size
  *   VT_KV_CACHE_F32     "1" = kv_cache.dtype f32, "0" = no effect
  *   VT_KV_CACHE_DTYPE   kv_cache.dtype (ranks above VT_KV_CACHE_F32)
+ *   VT_CHECK_PLAN       "1" = re-offer every node as executed on a plan's
+ *                       first run, "0" = don't (not a knob: no ini key)
  * A variable that is set is validated even when empty: "VT_THREADS=" is an
  * error, not a silent default (VT_CONFIG excepted, as options.h says). */
 #include "options.h"
@@ -319,6 +321,12 @@ void vt_options_defaults(vt_options *o) {
     o->min_p = 0.05f;
     o->seed = 42;
     o->config_path[0] = '\0';
+#ifdef NDEBUG
+    o->check_plan = false; /* Release: the switch costs nothing when off */
+#else
+    o->check_plan = true;  /* builds with assertions check every plan they run */
+#endif
+    snprintf(o->check_plan_source, sizeof o->check_plan_source, "default");
     for (int i = 0; i < OPT_COUNT; i++) record_source(o, i, "default");
 }
 
@@ -645,6 +653,18 @@ static vt_status apply_env(vt_options *work, vt_error *err) {
             return vt_fail(err, VT_ERR_INVALID,
                            "VT_KV_CACHE_F32=%s: accepted values are 1 or 0 (1 = f32 KV cache, 0 = no effect)", shown);
         }
+    }
+    const char *check = getenv("VT_CHECK_PLAN");
+    if (check) {
+        if (strcmp(check, "1") != 0 && strcmp(check, "0") != 0) {
+            char shown[SHOWN_VALUE_MAX + 4];
+            shown_value(check, shown, sizeof shown);
+            return vt_fail(err, VT_ERR_INVALID,
+                           "VT_CHECK_PLAN=%s: accepted values are 1 or 0 (1 = re-offer every node to its backend on a "
+                           "plan's first run, 0 = don't)", shown);
+        }
+        work->check_plan = check[0] == '1';
+        snprintf(work->check_plan_source, sizeof work->check_plan_source, "env VT_CHECK_PLAN");
     }
     const char *dtype = getenv("VT_KV_CACHE_DTYPE");
     if (dtype) return set_option(work, OPT_KV_CACHE_DTYPE, dtype, "env VT_KV_CACHE_DTYPE", err);

@@ -48,6 +48,13 @@ typedef struct vt_options {
     char backend_options[1024];
     /* the ini file read, if any */
     char config_path[1024];
+    /* The plan check (core/plan.h, vt_plan_run): the first run of each plan
+     * re-offers every node, as executed, to its backend. Not an ini key:
+     * default on in builds with assertions (Debug, sanitizers), off in
+     * Release; the environment switch VT_CHECK_PLAN=1|0 overrides it.
+     * check_plan_source is "default" or "env VT_CHECK_PLAN". */
+    bool check_plan;
+    char check_plan_source[VT_SOURCE_SIZE];
     /* sources of every key, same order as above, for `vt config`/--explain
      * (index i belongs to vt_options_key(i)); kv_cache_dtype_source mirrors
      * the kv_cache.dtype entry. Read them through vt_options_source(). */
@@ -59,8 +66,8 @@ void vt_options_defaults(vt_options *o);
 
 /* Apply the ini file (path, or VT_CONFIG if path is NULL/empty; nothing if
  * neither), then the environment (VT_BACKEND, VT_THREADS, VT_KV_CACHE_DTYPE,
- * VT_KV_CACHE_F32, VT_CTX_SIZE, VT_BACKEND_PATH is read by the registry, not
- * here). Call after vt_options_defaults and before applying CLI flags with
+ * VT_KV_CACHE_F32, VT_CTX_SIZE, VT_CHECK_PLAN; VT_BACKEND_PATH is read by the
+ * registry, not here). Call after vt_options_defaults and before applying CLI flags with
  * vt_options_set(..., "cli"). Unknown sections/keys in the ini are errors
  * naming the line. */
 vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err);

@@ -69,6 +69,10 @@ typedef struct vt_plan {
     size_t arena_bytes;
     const vt_host *host;
     const vt_registry *registry;
+    /* Re-offer every node, exactly as the executor hands it to its backend,
+     * to that backend's supports() on the next run (VT_CHECK_PLAN); cleared
+     * once a run has passed. */
+    bool check_pending;
 } vt_plan;
 
 typedef struct vt_plan_config {
@@ -78,6 +82,7 @@ typedef struct vt_plan_config {
     const vt_host *host;
     int32_t preferred;        /* registry index of the preferred backend */
     int32_t fallback;         /* registry index, or -1 = none */
+    bool check_plan;          /* the first run re-offers every node as executed (vt_plan_run) */
 } vt_plan_config;
 
 vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_tokens, bool all_logits,
@@ -102,6 +107,10 @@ typedef struct vt_plan_call {
     float *logits;                /* [n_out][n_vocab] */
 } vt_plan_call;
 
+/* With check_pending, every node is first re-offered to its backend as it
+ * is about to run (data pointers NULL, as supports() always sees them; the
+ * token dimension at this call's size); a declined node fails the run with
+ * VT_ERR_INTERNAL naming it, before it runs. */
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *call, vt_error *err);
 
 /* Profiling hook: called around every node when set (NULL = off). */

@@ -481,6 +481,7 @@ vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_t
     p->host = cfg->host;
     p->registry = cfg->registry;
     p->v_logits = -1;
+    p->check_pending = cfg->check_plan;
     builder b = {cfg, p, err};
     vt_status st = build_forward(&b);
     if (st == VT_OK) st = verify_placement(&b);

@@ -2,7 +2,9 @@
  *
  * The executor runs each node on the backend negotiation chose, with the
  * dtypes negotiation fixed: it never converts. Debug builds assert that every
- * operand handed to a backend has exactly the dtype the plan negotiated. */
+ * operand handed to a backend has exactly the dtype the plan negotiated; with
+ * the plan check on (p->check_pending), the first run re-offers each node as
+ * it is about to run to its backend's supports(). */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +158,26 @@ void vt_plan_set_hook(vt_node_hook hook, void *user) {
     g_hook_user = user;
 }
 
+/* The plan check: the node exactly as it is about to run, its data pointers
+ * cleared as supports() always gets them, offered to its backend. Rank,
+ * shapes at this call's token count, dtypes, params and phase are the
+ * executor's own, so a node changed after negotiation, or built one way and
+ * run another, is caught here by name before it runs. */
+static vt_status check_node(const vt_plan *p, const vt_plan_node *n, const vt_node *node, int64_t T, vt_error *err) {
+    vt_node q = *node;
+    for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
+    q.dst.data = NULL;
+    const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
+    if (vt_backend_accepts(e, &q)) return VT_OK;
+    char desc[256];
+    vt_plan_describe_node(&q, desc, sizeof desc);
+    return vt_fail(err, VT_ERR_INTERNAL,
+                   "plan check (%s, %lld tokens): backend '%s' declines node %s %s as the executor runs it; the plan "
+                   "must run every node as its backend accepted it",
+                   p->phase == VT_PHASE_DECODE ? "decode" : "prefill", (long long)T, e ? e->name : "?", n->label,
+                   desc);
+}
+
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     const int64_t T = c->n_tokens;
     if (T < 1 || T > p->max_tokens)
@@ -177,6 +199,7 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     for (int32_t i = 0; i < p->max_blocks_per_seq; i++) bt[i] = i < c->n_blocks ? c->block_table[i] : -1;
     if (p->v_out_rows >= 0) ((int32_t *)p->values[p->v_out_rows].data)[0] = (int32_t)(T - 1);
 
+    const bool check = p->check_pending;
     for (int32_t i = 0; i < p->n_nodes; i++) {
         const vt_plan_node *n = &p->nodes[i];
         vt_node node = n->proto;
@@ -190,6 +213,10 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
             assert(node.dst.dtype == n->proto.dst.dtype);
         }
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
+        if (check) {
+            vt_status st = check_node(p, n, &node, T, err);
+            if (st != VT_OK) return st;
+        }
         if (g_hook) g_hook(g_hook_user, p, i, 0);
         vt_status st = vt_backend_run(e, &node);
         if (g_hook) g_hook(g_hook_user, p, i, 1);
@@ -200,6 +227,7 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
                            vt_status_name(st));
         }
     }
+    p->check_pending = false;
     const vt_value *lv = &p->values[p->v_logits];
     memcpy(c->logits, (char *)p->arena + lv->offset,
            (size_t)n_out * (size_t)lv->ne[0] * sizeof(float));

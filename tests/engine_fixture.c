@@ -11,6 +11,8 @@ void vt_fixture_options(vt_options *o, const char *backend, int32_t kv_dtype) {
     o->kv_cache_dtype = kv_dtype;
     snprintf(o->kv_cache_dtype_source, sizeof o->kv_cache_dtype_source, "test");
     o->threads = 2;
+    /* Every test forward re-offers its nodes as executed, in Release too. */
+    o->check_plan = true;
 }
 
 vt_status vt_fixture_open(vt_fixture *f, const char *path, const char *backend, int32_t kv_dtype, bool all_logits) {

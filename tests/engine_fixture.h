@@ -14,7 +14,8 @@ typedef struct vt_fixture {
 } vt_fixture;
 
 /* Load path and build an engine on `backend` (fallback reference) with the
- * given KV-cache dtype, 2 threads, no config file and no environment levers.
+ * given KV-cache dtype, 2 threads, the plan check on (VT_CHECK_PLAN), no
+ * config file and no environment levers.
  * all_logits: every position's logits. Returns VT_OK or the error in f->err. */
 vt_status vt_fixture_open(vt_fixture *f, const char *path, const char *backend, int32_t kv_dtype, bool all_logits);
 void vt_fixture_close(vt_fixture *f);

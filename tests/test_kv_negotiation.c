@@ -14,7 +14,10 @@
  * generated tokens, never on log lines. Both plugins compute every op on the
  * reference backend, so their numbers can be compared with it exactly.
  * A third, kv_widen_store (no convert, a store that widens/narrows), shows the
- * last resort: reshape_and_cache moving to the fallback backend. */
+ * last resort: reshape_and_cache moving to the fallback backend. A fourth,
+ * kv_rank3_store, takes k/v at its store only as rank-3 tensors: the store
+ * node that runs, in prefill and in single-token decode, must be the one it
+ * accepted. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,8 +61,9 @@ static int synth_models(void) {
     return 0;
 }
 
-/* Run `vt ARGS` with the test plugins on the search path and no other
- * environment lever that could change the plan. */
+/* Run `vt ARGS` with the test plugins on the search path, the plan check on
+ * (every forward re-offers its nodes as executed, in Release too) and no
+ * other environment lever that could change the plan. */
 static int run_vt(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int run_vt(char **out, char **err, const char *fmt, ...) {
     char args[2048], cmd[4096];
@@ -69,7 +73,7 @@ static int run_vt(char **out, char **err, const char *fmt, ...) {
     va_end(ap);
     snprintf(cmd, sizeof cmd,
              "env -u VT_KV_CACHE_DTYPE -u VT_KV_CACHE_F32 -u VT_CONFIG -u VT_BACKEND -u VT_CTX_SIZE "
-             "VT_BACKEND_PATH='%s' '%s' %s",
+             "VT_CHECK_PLAN=1 VT_BACKEND_PATH='%s' '%s' %s",
              VT_TEST_PLUGIN_DIR, VT_CLI_PATH, args);
     return vt_test_run_cmd(cmd, out, err);
 }
@@ -380,6 +384,39 @@ static void test_store_moves_to_a_widening_backend(void) {
     free(err);
 }
 
+/* The store as offered is the store as run: kv_rank3_store accepts rank-3
+ * k/v only, there is no fallback, and the plugin refuses any node its
+ * supports() declines, so prefill and every decode step complete only if
+ * each executed store is rank 3 (at T = 1 too). Same tokens as the reference. */
+static void test_rank3_store_runs_prefill_and_decode(void) {
+    static const char *const models[] = {qwen3_path, qwen2_path};
+    for (int m = 0; m < 2; m++) {
+        char *out = NULL, *err = NULL, *ref_out = NULL;
+        int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend kv_rank3_store "
+                        "--fallback none --explain", models[m], prompt);
+        if (rc != 0) printf("\n%s: exit %d\n%s", models[m], rc, err ? err : "");
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_EQUAL(count_ids(out), 8);
+        vt_explain x;
+        CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+        for (int ph = 0; ph < 2; ph++) {
+            const char *phase = ph ? "decode" : "prefill";
+            CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "reshape_and_cache", "kv_rank3_store", NULL, NULL), N_LAYER);
+            CU_ASSERT_EQUAL(vt_explain_count(&x, phase, NULL, "kv_rank3_store", NULL, NULL),
+                            vt_explain_count(&x, phase, NULL, NULL, NULL, NULL));
+        }
+        vt_explain_free(&x);
+        CU_ASSERT_EQUAL(run_vt(&ref_out, NULL, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend reference",
+                               models[m], prompt), 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ref_out);
+        CU_ASSERT_STRING_EQUAL(out, ref_out);
+        free(out);
+        free(err);
+        free(ref_out);
+    }
+}
+
 int main(void) {
     if (synth_models() != 0) return 1;
     CU_TestInfo tests[] = {
@@ -393,6 +430,8 @@ int main(void) {
         {"kv_no_convert, f32 cache: no convert node, equals reference", test_no_convert_f32_cache_needs_nothing},
         {"kv_no_convert with fallback: converts run on the reference", test_no_convert_with_fallback_converts_on_reference},
         {"no producer and no convert: the store moves to a widening fallback", test_store_moves_to_a_widening_backend},
+        {"kv_rank3_store, no fallback: rank-3 stores run through prefill and decode, tokens as the reference",
+         test_rank3_store_runs_prefill_and_decode},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("kv_negotiation", NULL, NULL, tests);

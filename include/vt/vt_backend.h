@@ -83,7 +83,10 @@ typedef struct vt_attention_params {
 /* ------------------------------------------------------------------------ */
 /* A node: one op call, fully typed. supports() receives it with every data
  * pointer NULL; an op receives it with data set and the token dimension at
- * its actual size (never above what supports() saw).
+ * its actual size (never above what supports() saw). With the runtime's plan
+ * check on (VT_CHECK_PLAN), supports() is also asked, on a plan's first run,
+ * about each node exactly as it is about to run (data NULL, the token
+ * dimension at the call's size): it must accept it there too.
  *
  * Operand conventions (D = head dim, H = query heads, KVH = kv heads,
  * T = tokens in this call, B = cache blocks, BS = block size):

@@ -9,9 +9,10 @@
  * With an f32 KV cache, negotiation must therefore insert convert nodes
  * (f32 -> bf16) between the producers and every store, and a forward through
  * this backend completes. Every op runs on the reference (kv_forward.h). */
+#define PLUGIN_NAME "kv_bf16_only"
 #include "kv_forward.h"
 
-static int kv_bf16_only_supports(void *ctx, const vt_node *node) {
+static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
     switch (node->op) {
     case VT_OP_RESHAPE_AND_CACHE:
@@ -31,11 +32,11 @@ static const vt_backend table = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
     .struct_size = sizeof(vt_backend),
-    .name = "kv_bf16_only",
+    .name = PLUGIN_NAME,
     .description = "test plugin: reference ops; cache store takes bf16 k/v only, rope/matmul emit f32 only",
     .init = fwd_init,
     .shutdown = fwd_shutdown,
-    .supports = kv_bf16_only_supports,
+    .supports = plugin_supports,
     .matmul = fwd_matmul,
     .attention = fwd_attention,
     .reshape_and_cache = fwd_reshape_and_cache,

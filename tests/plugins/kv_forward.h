@@ -1,11 +1,20 @@
 /* kv_forward.h — the shared half of the KV-negotiation test backends
- * (kv_bf16_only.c, kv_no_convert.c): a backend that runs every op on the real
- * reference backend and differs from it only in what its supports() accepts.
+ * (tests/plugins/kv_*.c): a backend that runs every op on the real reference
+ * backend and differs from it only in what its supports() accepts.
  *
  * Forwarding to the reference (rather than writing kernels) keeps the plugins
  * honest: whatever they accept is computed by the oracle, so a forward through
  * them must agree with --backend reference, and the only thing under test is
  * the negotiation their narrower supports() forces on the plan builder.
+ *
+ * Every op first asks the plugin's own supports() about the node it was
+ * handed (data pointers cleared, as supports() sees nodes) and fails with
+ * VT_ERR_INVALID, logging why, if it would decline it: the reference accepts
+ * more, so without this a node the runtime changed after negotiation (another
+ * rank, dtype or param) would run anyway and the mismatch go unseen.
+ *
+ * A plugin defines PLUGIN_NAME before including this header and then
+ * `static int plugin_supports(void *ctx, const vt_node *node)`.
  *
  * The reference library is found through VT_TEST_REFERENCE_SO when set, else
  * next to this plugin in the build tree: <build>/tests/plugins/this.so ->
@@ -21,6 +30,10 @@
 #include <string.h>
 
 #include "vt/vt_backend.h"
+
+#ifndef PLUGIN_NAME
+#error "define PLUGIN_NAME before including kv_forward.h"
+#endif
 
 typedef struct fwd_ctx {
     const vt_host *host;
@@ -90,11 +103,40 @@ static int fwd_reference_supports(const fwd_ctx *c, const vt_node *node) {
     return fn && c->ref->supports(c->ref_ctx, node);
 }
 
+static int plugin_supports(void *ctx, const vt_node *node);
+
+/* "f32[64,2,1]" for a log line. */
+static void fwd_describe(const fwd_ctx *c, const vt_tensor *t, char *buf, size_t size) {
+    int n = snprintf(buf, size, "%s[", c->host->dtype_name(t->dtype));
+    for (int i = 0; i < t->ndim && n > 0 && (size_t)n < size; i++)
+        n += snprintf(buf + n, size - (size_t)n, "%s%lld", i ? "," : "", (long long)t->ne[i]);
+    if (n > 0 && (size_t)n < size) snprintf(buf + n, size - (size_t)n, "]");
+}
+
+/* Would this plugin accept the node it is asked to run? */
+static vt_status fwd_enforce(void *ctx, const vt_node *node, const char *op) {
+    const fwd_ctx *c = ctx;
+    vt_node q = *node;
+    for (int i = 0; i < VT_MAX_SRC; i++) q.src[i].data = NULL;
+    q.dst.data = NULL;
+    if (plugin_supports(ctx, &q)) return VT_OK;
+    char shapes[512] = "";
+    size_t len = 0;
+    for (int i = 0; i < node->n_src && i < VT_MAX_SRC && len < sizeof shapes; i++) {
+        char t[64];
+        fwd_describe(c, &node->src[i], t, sizeof t);
+        len += (size_t)snprintf(shapes + len, sizeof shapes - len, "%s%s", i ? ", " : "", t);
+    }
+    c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s(%s): asked to run a node its supports() declines", op, shapes);
+    return VT_ERR_INVALID;
+}
+
 /* One forwarding function per op: fwd_matmul, fwd_attention, ... */
-#define FWD_OP(op)                                                     \
+#define FWD_OP(op)                                                                      \
     __attribute__((unused)) static vt_status fwd_##op(void *ctx, const vt_node *node) { \
-        const fwd_ctx *c = ctx;                                        \
-        return c->ref->op(c->ref_ctx, node);                           \
+        const fwd_ctx *c = ctx;                                                         \
+        vt_status st = fwd_enforce(ctx, node, #op);                                       \
+        return st != VT_OK ? st : c->ref->op(c->ref_ctx, node);                         \
     }
 FWD_OP(matmul)
 FWD_OP(attention)

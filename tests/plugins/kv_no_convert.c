@@ -10,9 +10,10 @@
  * reshape_and_cache, this backend and the dtypes. With an f32 cache, or with
  * a fallback that converts, it works. Every op runs on the reference
  * (kv_forward.h). */
+#define PLUGIN_NAME "kv_no_convert"
 #include "kv_forward.h"
 
-static int kv_no_convert_supports(void *ctx, const vt_node *node) {
+static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
     switch (node->op) {
     case VT_OP_CONVERT:
@@ -36,11 +37,11 @@ static const vt_backend table = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
     .struct_size = sizeof(vt_backend),
-    .name = "kv_no_convert",
+    .name = PLUGIN_NAME,
     .description = "test plugin: reference ops; no convert, store only k/v of the cache dtype, f32 producers",
     .init = fwd_init,
     .shutdown = fwd_shutdown,
-    .supports = kv_no_convert_supports,
+    .supports = plugin_supports,
     .matmul = fwd_matmul,
     .attention = fwd_attention,
     .reshape_and_cache = fwd_reshape_and_cache,

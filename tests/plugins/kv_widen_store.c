@@ -7,9 +7,10 @@
  * allowed backend converts, kv_no_convert cannot store f32 k/v into an f16
  * cache, so reshape_and_cache must move to this backend, which takes the f32
  * k/v as they are. Every op runs on the reference (kv_forward.h). */
+#define PLUGIN_NAME "kv_widen_store"
 #include "kv_forward.h"
 
-static int kv_widen_store_supports(void *ctx, const vt_node *node) {
+static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
     if (node->op == VT_OP_CONVERT) return 0;
     return fwd_reference_supports(c, node);
@@ -19,11 +20,11 @@ static const vt_backend table = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
     .struct_size = sizeof(vt_backend),
-    .name = "kv_widen_store",
+    .name = PLUGIN_NAME,
     .description = "test plugin: reference ops; no convert, the store widens/narrows any float k/v",
     .init = fwd_init,
     .shutdown = fwd_shutdown,
-    .supports = kv_widen_store_supports,
+    .supports = plugin_supports,
     .matmul = fwd_matmul,
     .attention = fwd_attention,
     .reshape_and_cache = fwd_reshape_and_cache,

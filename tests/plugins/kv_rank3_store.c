@@ -1,0 +1,41 @@
+/* kv_rank3_store.c — test backend whose cache store takes k and v only as
+ * rank-3 tensors {D, KVH, T}, as the operand convention writes them, at every
+ * T including the single token of a decode step.
+ *
+ * Everything else is the reference's answer. With --fallback none a plan can
+ * only run if every store node it executes is rank 3 in prefill and decode,
+ * and since the plugin enforces its supports() on every call (kv_forward.h),
+ * a store that was offered at one rank and run at another fails the forward
+ * instead of being run by the more tolerant reference. Every op runs on the
+ * reference (kv_forward.h). */
+#define PLUGIN_NAME "kv_rank3_store"
+#include "kv_forward.h"
+
+static int plugin_supports(void *ctx, const vt_node *node) {
+    const fwd_ctx *c = ctx;
+    if (node->op == VT_OP_RESHAPE_AND_CACHE && (node->n_src < 2 || node->src[0].ndim != 3 || node->src[1].ndim != 3))
+        return 0;
+    return fwd_reference_supports(c, node);
+}
+
+static const vt_backend table = {
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .struct_size = sizeof(vt_backend),
+    .name = PLUGIN_NAME,
+    .description = "test plugin: reference ops; the cache store takes rank-3 k/v only",
+    .init = fwd_init,
+    .shutdown = fwd_shutdown,
+    .supports = plugin_supports,
+    .matmul = fwd_matmul,
+    .attention = fwd_attention,
+    .reshape_and_cache = fwd_reshape_and_cache,
+    .rms_norm = fwd_rms_norm,
+    .rope = fwd_rope,
+    .swiglu = fwd_swiglu,
+    .add = fwd_add,
+    .get_rows = fwd_get_rows,
+    .convert = fwd_convert,
+};
+
+VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
