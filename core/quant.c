@@ -1,8 +1,8 @@
-/* quant.c — dtype facts and the row conversions to and from f32.
+/* quant.c — the row conversions to and from f32.
  *
  * The block codecs live in quant_dequant.c, quant_legacy.c and quant_k.c;
- * this file owns the table of dtypes, the length checks, and the plain types
- * (f32, f16, bf16, i32, i64). */
+ * this file owns the length checks and the plain types (f32, f16, bf16, i32,
+ * i64). The dtype table itself is include/vt/vt_dtype.h. */
 #include "quant.h"
 
 #include <math.h>
@@ -12,78 +12,11 @@
 #include "quant_blocks.h"
 #include "vt/vt_quant.h"
 
-typedef struct dtype_info {
-    const char *name;     /* NULL: the id is not a dtype vt accepts */
-    int64_t block_length; /* elements per block */
-    size_t block_bytes;   /* bytes per block */
-    bool is_weight;       /* may hold a weight matrix */
-    bool is_float;        /* activation / KV-cache type */
-} dtype_info;
-
-/* Indexed by the GGML type id (vt_dtype); holes stay zeroed. */
-static const dtype_info DTYPES[VT_DTYPE_COUNT] = {
-    [VT_F32] = {"f32", 1, sizeof(float), true, true},
-    [VT_F16] = {"f16", 1, sizeof(vt_fp16_t), true, true},
-    [VT_BF16] = {"bf16", 1, sizeof(vt_bf16_t), true, true},
-    [VT_Q8_0] = {"q8_0", VT_QK8_0, sizeof(vt_block_q8_0), true, false},
-    [VT_Q4_0] = {"q4_0", VT_QK4_0, sizeof(vt_block_q4_0), true, false},
-    [VT_Q4_K] = {"q4_k", VT_QK_K, sizeof(vt_block_q4_k), true, false},
-    [VT_Q5_K] = {"q5_k", VT_QK_K, sizeof(vt_block_q5_k), true, false},
-    [VT_Q6_K] = {"q6_k", VT_QK_K, sizeof(vt_block_q6_k), true, false},
-    [VT_I32] = {"i32", 1, sizeof(int32_t), false, false},
-    [VT_I64] = {"i64", 1, sizeof(int64_t), false, false},
-};
-
-static const dtype_info *info_of(int32_t dtype) {
-    if (dtype < 0 || dtype >= VT_DTYPE_COUNT || !DTYPES[dtype].name) return NULL;
-    return &DTYPES[dtype];
-}
-
-bool vt_dtype_is_valid(int32_t dtype) { return info_of(dtype) != NULL; }
-
-bool vt_dtype_is_weight(int32_t dtype) {
-    const dtype_info *info = info_of(dtype);
-    return info && info->is_weight;
-}
-
-bool vt_dtype_is_float(int32_t dtype) {
-    const dtype_info *info = info_of(dtype);
-    return info && info->is_float;
-}
-
-const char *vt_dtype_name(int32_t dtype) {
-    const dtype_info *info = info_of(dtype);
-    return info ? info->name : "?";
-}
-
-int32_t vt_dtype_from_name(const char *name) {
-    if (!name) return -1;
-    for (int32_t t = 0; t < VT_DTYPE_COUNT; t++)
-        if (DTYPES[t].name && strcasecmp(DTYPES[t].name, name) == 0) return t;
-    return -1;
-}
-
-int64_t vt_dtype_block_length(int32_t dtype) {
-    const dtype_info *info = info_of(dtype);
-    return info ? info->block_length : 0;
-}
-
-size_t vt_dtype_block_bytes(int32_t dtype) {
-    const dtype_info *info = info_of(dtype);
-    return info ? info->block_bytes : 0;
-}
-
-size_t vt_row_size(int32_t dtype, int64_t n) {
-    const dtype_info *info = info_of(dtype);
-    if (!info || n < 0 || n % info->block_length != 0) return 0;
-    return (size_t)(n / info->block_length) * info->block_bytes;
-}
-
 /* Blocks in n elements of dtype, or -1 when dtype or n is unacceptable. */
 static int64_t whole_blocks(int32_t dtype, int64_t n) {
-    const dtype_info *info = info_of(dtype);
-    if (!info || n < 0 || n % info->block_length != 0) return -1;
-    return n / info->block_length;
+    const vt_dtype_info info = vt_dtype_info_of(dtype);
+    if (!info.name || n < 0 || n % info.block_length != 0) return -1;
+    return n / info.block_length;
 }
 
 /* ---- to f32 ---- */

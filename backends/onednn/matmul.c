@@ -20,26 +20,11 @@
 #include <string.h>
 
 #include "onednn.h"
+#include "vt/vt_dtype.h"
 
 vt_status onednn_dequant(const onednn_ctx *ctx, int32_t dtype, const void *src, float *dst, int64_t n) {
     if (ctx->dequant_avx2 && onednn_dequant_avx2(dtype, src, dst, n)) return VT_OK;
     return ctx->host->to_f32(dtype, src, dst, n);
-}
-
-static bool is_weight_dtype(int32_t dtype) {
-    switch (dtype) {
-    case VT_F32:
-    case VT_F16:
-    case VT_BF16:
-    case VT_Q8_0:
-    case VT_Q4_0:
-    case VT_Q4_K:
-    case VT_Q5_K:
-    case VT_Q6_K:
-        return true;
-    default:
-        return false;
-    }
 }
 
 /* A 2-D operand: ne[2..] are 1. */
@@ -63,7 +48,7 @@ int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
     if (node->phase == VT_PHASE_DECODE && !ctx->decode_matmul) return 0;
     if (node->n_src != 2) return 0;
     const vt_tensor *w = &node->src[0], *x = &node->src[1], *y = &node->dst;
-    if (!is_weight_dtype(w->dtype) || x->dtype != VT_F32) return 0;
+    if (!vt_dtype_is_weight(w->dtype) || x->dtype != VT_F32) return 0;
     /* F16/BF16 results would need a second pass; the runtime inserts a convert. */
     if (y->dtype != VT_F32) return 0;
     if (!is_matrix(w) || !is_matrix(x) || !is_matrix(y)) return 0;

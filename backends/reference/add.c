@@ -9,7 +9,7 @@ bool ref_check_add(const ref_ctx *c, const vt_node *node, char *why, size_t why_
     if (!ref_check_n_src(node, 2, why, why_size)) return false;
     if (!ref_check_tensor_of(c, a, "src0 (A)", 2, VT_F32, why, why_size)) return false;
     if (!ref_check_tensor_of(c, b, "src1 (B)", 2, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 2, ref_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, y, "dst", 2, vt_dtype_is_float, why, why_size)) return false;
     if (b->ne[0] != a->ne[0] || (ref_rows(b) != 1 && ref_rows(b) != ref_rows(a)))
         return ref_reject(why, why_size, "B {%lld, %lld} is neither {N, M} nor {N, 1} for A {%lld, %lld}", (long long)b->ne[0],
                           (long long)ref_rows(b), (long long)a->ne[0], (long long)ref_rows(a));

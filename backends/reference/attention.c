@@ -17,8 +17,8 @@ bool ref_check_attention(const ref_ctx *c, const vt_node *node, char *why, size_
     const vt_attention_params *p = &node->params.attention;
     if (!ref_check_n_src(node, 6, why, why_size)) return false;
     if (!ref_check_tensor_of(c, q, "src0 (Q)", 3, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, kc, "src1 (K cache)", 4, ref_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, vc, "src2 (V cache)", 4, ref_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, kc, "src1 (K cache)", 4, vt_dtype_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, vc, "src2 (V cache)", 4, vt_dtype_is_float, why, why_size)) return false;
     if (!ref_check_tensor_of(c, tables, "src3 (block tables)", 2, VT_I32, why, why_size)) return false;
     if (!ref_check_tensor_of(c, positions, "src4 (positions)", 1, VT_I32, why, why_size)) return false;
     if (!ref_check_tensor_of(c, seqs, "src5 (sequence index)", 1, VT_I32, why, why_size)) return false;

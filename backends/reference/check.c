@@ -1,27 +1,9 @@
-/* check.c — the operand checks every op of the reference shares: dtype
- * classes, dimension helpers, well-formedness of one tensor. */
+/* check.c — the operand checks every op of the reference shares: dimension
+ * helpers, well-formedness of one tensor (dtype classes: vt/vt_dtype.h). */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "reference.h"
-
-bool ref_is_float(int32_t dtype) { return dtype == VT_F32 || dtype == VT_F16 || dtype == VT_BF16; }
-
-bool ref_is_weight(int32_t dtype) {
-    switch (dtype) {
-    case VT_F32:
-    case VT_F16:
-    case VT_BF16:
-    case VT_Q8_0:
-    case VT_Q4_0:
-    case VT_Q4_K:
-    case VT_Q5_K:
-    case VT_Q6_K:
-        return true;
-    default:
-        return false;
-    }
-}
 
 int64_t ref_dim(const vt_tensor *t, int i) { return i < t->ndim ? t->ne[i] : 1; }
 
@@ -86,14 +68,13 @@ bool ref_check_tensor(const ref_ctx *c, const vt_tensor *t, const char *what, in
 }
 
 /* Every dtype vt knows; ref_check_tensor_of has already pinned the exact one. */
-static bool is_known_dtype(int32_t dtype) { return ref_is_weight(dtype) || dtype == VT_I32 || dtype == VT_I64; }
 
 bool ref_check_tensor_of(const ref_ctx *c, const vt_tensor *t, const char *what, int max_ndim, int32_t dtype,
                          char *why, size_t why_size) {
     if (t->dtype != dtype)
         return ref_reject(why, why_size, "%s has dtype %s, want %s", what, c->host->dtype_name(t->dtype),
                           c->host->dtype_name(dtype));
-    return ref_check_tensor(c, t, what, max_ndim, is_known_dtype, why, why_size);
+    return ref_check_tensor(c, t, what, max_ndim, vt_dtype_is_valid, why, why_size);
 }
 
 bool ref_validate(const ref_ctx *c, const vt_node *node, const char *op,

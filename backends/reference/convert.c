@@ -9,8 +9,8 @@
 bool ref_check_convert(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
     const vt_tensor *x = &node->src[0], *y = &node->dst;
     if (!ref_check_n_src(node, 1, why, why_size)) return false;
-    if (!ref_check_tensor(c, x, "src0", 4, ref_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 4, ref_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, x, "src0", 4, vt_dtype_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, y, "dst", 4, vt_dtype_is_float, why, why_size)) return false;
     if (!ref_same_shape(x, y)) return ref_reject(why, why_size, "dst is not shaped like src0");
     return true;
 }

@@ -7,7 +7,7 @@
 bool ref_check_get_rows(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
     const vt_tensor *table = &node->src[0], *ids = &node->src[1], *y = &node->dst;
     if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    if (!ref_check_tensor(c, table, "src0 (table)", 2, ref_is_weight, why, why_size)) return false;
+    if (!ref_check_tensor(c, table, "src0 (table)", 2, vt_dtype_is_weight, why, why_size)) return false;
     if (!ref_check_tensor_of(c, ids, "src1 (ids)", 1, VT_I32, why, why_size)) return false;
     if (!ref_check_tensor_of(c, y, "dst", 2, VT_F32, why, why_size)) return false;
     if (y->ne[0] != table->ne[0] || ref_dim(y, 1) != ids->ne[0])

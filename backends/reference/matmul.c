@@ -10,9 +10,9 @@
 bool ref_check_matmul(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
     const vt_tensor *w = &node->src[0], *x = &node->src[1], *y = &node->dst;
     if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    if (!ref_check_tensor(c, w, "src0 (W)", 2, ref_is_weight, why, why_size)) return false;
+    if (!ref_check_tensor(c, w, "src0 (W)", 2, vt_dtype_is_weight, why, why_size)) return false;
     if (!ref_check_tensor_of(c, x, "src1 (X)", 2, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst (Y)", 2, ref_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, y, "dst (Y)", 2, vt_dtype_is_float, why, why_size)) return false;
     int64_t K = w->ne[0], N = ref_dim(w, 1), M = ref_dim(x, 1);
     if (x->ne[0] != K)
         return ref_reject(why, why_size, "X has %lld columns, W has K = %lld", (long long)x->ne[0], (long long)K);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "vt/vt_backend.h"
+#include "vt/vt_dtype.h"
 
 #define REF_NAME "reference"
 
@@ -52,11 +53,6 @@ bool ref_check_get_rows(const ref_ctx *c, const vt_node *node, char *why, size_t
 bool ref_check_convert(const ref_ctx *c, const vt_node *node, char *why, size_t why_size);
 
 /* ---- shared helpers (check.c) ---- */
-
-/* F32, F16, BF16: activation, output and KV-cache types. */
-bool ref_is_float(int32_t dtype);
-/* The dtypes MATMUL accepts as weights: the floats and the quant types. */
-bool ref_is_weight(int32_t dtype);
 
 /* Size of dimension i: ne[i] within ndim, 1 beyond it. */
 int64_t ref_dim(const vt_tensor *t, int i);

@@ -15,10 +15,10 @@ bool ref_check_reshape_and_cache(const ref_ctx *c, const vt_node *node, char *wh
     const vt_tensor *k = &node->src[0], *v = &node->src[1], *kc = &node->src[2], *vc = &node->src[3];
     const vt_tensor *slots = &node->src[4];
     if (!ref_check_n_src(node, 5, why, why_size)) return false;
-    if (!ref_check_tensor(c, k, "src0 (K)", 3, ref_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, v, "src1 (V)", 3, ref_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, kc, "src2 (K cache)", 4, ref_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, vc, "src3 (V cache)", 4, ref_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, k, "src0 (K)", 3, vt_dtype_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, v, "src1 (V)", 3, vt_dtype_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, kc, "src2 (K cache)", 4, vt_dtype_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, vc, "src3 (V cache)", 4, vt_dtype_is_float, why, why_size)) return false;
     if (!ref_check_tensor_of(c, slots, "src4 (slot mapping)", 1, VT_I64, why, why_size)) return false;
     if (node->dst.ndim != 0) return ref_reject(why, why_size, "dst is unused and must have ndim 0, has %d", (int)node->dst.ndim);
     if (!ref_same_shape(k, v)) return ref_reject(why, why_size, "K and V differ in shape");

@@ -14,7 +14,7 @@ bool ref_check_rms_norm(const ref_ctx *c, const vt_node *node, char *why, size_t
      * QK-norm runs on a {head_dim, heads, T} view). */
     if (!ref_check_tensor_of(c, x, "src0 (X)", 4, VT_F32, why, why_size)) return false;
     if (!ref_check_tensor_of(c, w, "src1 (weight)", 1, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 4, ref_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, y, "dst", 4, vt_dtype_is_float, why, why_size)) return false;
     if (w->ne[0] != x->ne[0])
         return ref_reject(why, why_size, "weight has %lld values for rows of %lld", (long long)w->ne[0], (long long)x->ne[0]);
     if (!ref_same_shape(x, y)) return ref_reject(why, why_size, "dst is not shaped like X");

@@ -16,7 +16,7 @@ bool ref_check_rope(const ref_ctx *c, const vt_node *node, char *why, size_t why
     if (!ref_check_n_src(node, 2, why, why_size)) return false;
     if (!ref_check_tensor_of(c, x, "src0 (X)", 3, VT_F32, why, why_size)) return false;
     if (!ref_check_tensor_of(c, pos, "src1 (positions)", 1, VT_I32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 3, ref_is_float, why, why_size)) return false;
+    if (!ref_check_tensor(c, y, "dst", 3, vt_dtype_is_float, why, why_size)) return false;
     if (!ref_same_shape(x, y)) return ref_reject(why, why_size, "dst is not shaped like X {D, heads, T}");
     if (pos->ne[0] != ref_dim(x, 2))
         return ref_reject(why, why_size, "%lld positions for %lld tokens", (long long)pos->ne[0], (long long)ref_dim(x, 2));

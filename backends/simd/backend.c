@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "simd.h"
+#include "vt/vt_dtype.h"
 
 void *simd_scratch(simd_ctx *ctx, size_t size) {
     if (size <= ctx->scratch_size) return ctx->scratch;
@@ -49,25 +50,6 @@ static void simd_shutdown(void *opaque) {
 
 /* ---- supports() ---------------------------------------------------------- */
 
-static int is_float(int32_t t) { return t == VT_F32 || t == VT_F16 || t == VT_BF16; }
-
-static int is_weight(int32_t t) {
-    switch (t) {
-    case VT_F32: case VT_F16: case VT_BF16: case VT_Q8_0: case VT_Q4_0: case VT_Q4_K: case VT_Q5_K: case VT_Q6_K:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-static int64_t weight_block_length(int32_t t) {
-    switch (t) {
-    case VT_Q8_0: case VT_Q4_0: return 32;
-    case VT_Q4_K: case VT_Q5_K: case VT_Q6_K: return 256;
-    default: return 1;
-    }
-}
-
 /* Elements of a tensor (all ne[], unused ones are 1). */
 static int64_t n_elements(const vt_tensor *t) {
     int64_t n = 1;
@@ -77,16 +59,16 @@ static int64_t n_elements(const vt_tensor *t) {
 
 static int supports_matmul(const vt_node *n) {
     const vt_tensor *w = &n->src[0], *x = &n->src[1], *y = &n->dst;
-    if (n->n_src < 2 || !is_weight(w->dtype) || x->dtype != VT_F32 || !is_float(y->dtype)) return 0;
+    if (n->n_src < 2 || !vt_dtype_is_weight(w->dtype) || x->dtype != VT_F32 || !vt_dtype_is_float(y->dtype)) return 0;
     const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
-    if (K <= 0 || K % weight_block_length(w->dtype) != 0) return 0;
+    if (K <= 0 || K % vt_dtype_block_length(w->dtype) != 0) return 0;
     return x->ne[0] == K && y->ne[0] == N && y->ne[1] == M;
 }
 
 static int supports_attention(const vt_node *n) {
     if (n->n_src < 6) return 0;
     const vt_tensor *q = &n->src[0], *k = &n->src[1], *v = &n->src[2];
-    if (q->dtype != VT_F32 || !is_float(k->dtype) || !is_float(v->dtype) || n->dst.dtype != VT_F32) return 0;
+    if (q->dtype != VT_F32 || !vt_dtype_is_float(k->dtype) || !vt_dtype_is_float(v->dtype) || n->dst.dtype != VT_F32) return 0;
     if (n->src[3].dtype != VT_I32 || n->src[4].dtype != VT_I32 || n->src[5].dtype != VT_I32) return 0;
     const int64_t D = q->ne[0], H = q->ne[1], KVH = k->ne[1];
     if (k->ne[0] != D || v->ne[0] != D || v->ne[1] != KVH || KVH <= 0 || H % KVH != 0) return 0;
@@ -96,7 +78,7 @@ static int supports_attention(const vt_node *n) {
 static int supports_reshape_and_cache(const vt_node *n) {
     if (n->n_src < 5) return 0;
     for (int i = 0; i < 4; i++)
-        if (!is_float(n->src[i].dtype)) return 0;
+        if (!vt_dtype_is_float(n->src[i].dtype)) return 0;
     if (n->src[4].dtype != VT_I64) return 0;
     return n->src[0].ne[0] == n->src[2].ne[0] && n->src[1].ne[0] == n->src[3].ne[0] &&
            n->src[0].ne[1] == n->src[2].ne[1] && n->src[1].ne[1] == n->src[3].ne[1];
@@ -111,24 +93,24 @@ static int supports_node(const vt_node *n) {
     case VT_OP_RESHAPE_AND_CACHE:
         return supports_reshape_and_cache(n);
     case VT_OP_RMS_NORM:
-        return n->n_src >= 2 && n->src[0].dtype == VT_F32 && n->src[1].dtype == VT_F32 && is_float(n->dst.dtype) &&
+        return n->n_src >= 2 && n->src[0].dtype == VT_F32 && n->src[1].dtype == VT_F32 && vt_dtype_is_float(n->dst.dtype) &&
                n->src[1].ne[0] == n->src[0].ne[0];
     case VT_OP_ROPE: {
         const vt_rope_params *p = &n->params.rope;
-        return n->n_src >= 2 && n->src[0].dtype == VT_F32 && n->src[1].dtype == VT_I32 && is_float(n->dst.dtype) &&
+        return n->n_src >= 2 && n->src[0].dtype == VT_F32 && n->src[1].dtype == VT_I32 && vt_dtype_is_float(n->dst.dtype) &&
                (p->mode == VT_ROPE_NORM || p->mode == VT_ROPE_NEOX) && p->n_rot > 0 && p->n_rot % 2 == 0 &&
                p->n_rot <= n->src[0].ne[0];
     }
     case VT_OP_SWIGLU:
         return n->n_src >= 2 && n->src[0].dtype == VT_F32 && n->src[1].dtype == VT_F32 && n->dst.dtype == VT_F32;
     case VT_OP_ADD:
-        return n->n_src >= 2 && n->src[0].dtype == VT_F32 && n->src[1].dtype == VT_F32 && is_float(n->dst.dtype) &&
+        return n->n_src >= 2 && n->src[0].dtype == VT_F32 && n->src[1].dtype == VT_F32 && vt_dtype_is_float(n->dst.dtype) &&
                n->src[1].ne[0] == n->src[0].ne[0];
     case VT_OP_GET_ROWS:
-        return n->n_src >= 2 && is_weight(n->src[0].dtype) && n->src[1].dtype == VT_I32 && n->dst.dtype == VT_F32 &&
-               n->src[0].ne[0] % weight_block_length(n->src[0].dtype) == 0;
+        return n->n_src >= 2 && vt_dtype_is_weight(n->src[0].dtype) && n->src[1].dtype == VT_I32 && n->dst.dtype == VT_F32 &&
+               n->src[0].ne[0] % vt_dtype_block_length(n->src[0].dtype) == 0;
     case VT_OP_CONVERT:
-        return n->n_src >= 1 && is_float(n->src[0].dtype) && is_float(n->dst.dtype) &&
+        return n->n_src >= 1 && vt_dtype_is_float(n->src[0].dtype) && vt_dtype_is_float(n->dst.dtype) &&
                n_elements(&n->src[0]) == n_elements(&n->dst);
     default:
         return 0;
