@@ -7,7 +7,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <strings.h>
 
 #include "quant_blocks.h"
 #include "vt/vt_quant.h"
