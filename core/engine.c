@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan_internal.h"
 #include "quant.h"
 
 static int32_t find_loaded(const vt_registry *r, const char *name) {
@@ -67,6 +68,27 @@ static vt_status choose_backends(vt_engine *e, vt_error *err) {
     return VT_OK;
 }
 
+/* The KV-cache dtype asked for is a promise about precision: when no
+ * allowed backend could deliver k/v at it, and the plans round them to a
+ * narrower dtype before the store, say so once (--explain marks each store). */
+static void warn_inexact_kv(const vt_engine *e) {
+    int32_t first_prefill, first_decode;
+    int n_prefill = vt_plan_inexact_stores(e->prefill, &first_prefill);
+    int n_decode = vt_plan_inexact_stores(e->decode, &first_decode);
+    if (n_prefill + n_decode == 0) return;
+    const vt_plan *p = n_prefill ? e->prefill : e->decode;
+    const vt_plan_node *n = &p->nodes[n_prefill ? first_prefill : first_decode];
+    const int32_t kv = vt_plan_value_tensor(p, n->src[0], -1, -1, false).dtype;
+    const vt_backend_entry *b = vt_registry_at(e->registry, n->backend);
+    const char *cache = vt_dtype_name(e->kv->dtype);
+    vt_log(VT_LOG_WARN, "core",
+           "%s KV cache requested, but node %s on backend '%s' stores k/v already rounded to %s (and %d more stores "
+           "like it, marked in --explain): no allowed backend brings k/v to a store at %s precision. Fix: %s",
+           cache, n->label, b ? b->name : "?", vt_dtype_name(kv), n_prefill + n_decode - 1, cache,
+           e->fallback < 0 ? "allow a fallback backend (--fallback reference)"
+                           : "choose another --backend or --fallback");
+}
+
 vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logits, vt_engine **out, vt_error *err) {
     *out = NULL;
     vt_engine *e = calloc(1, sizeof *e);
@@ -93,6 +115,7 @@ vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logi
         st = vt_plan_build(&pc, VT_PHASE_PREFILL, batch, all_logits, &e->prefill, err);
         if (st == VT_OK) st = vt_plan_build(&pc, VT_PHASE_DECODE, 1, all_logits, &e->decode, err);
     }
+    if (st == VT_OK) warn_inexact_kv(e);
     if (st == VT_OK) {
         e->logits_cap = all_logits ? e->prefill->max_tokens : 1;
         e->logits = malloc((size_t)e->logits_cap * (size_t)model->hp.n_vocab * sizeof(float));

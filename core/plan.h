@@ -89,8 +89,18 @@ vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_t
                         vt_plan **out, vt_error *err);
 void vt_plan_free(vt_plan *p);
 
-/* One line per node: op, backend, input and output dtypes. */
+/* One line per node: op, backend, input and output dtypes; a store whose
+ * k/v are less precise than the cache dtype says so on its line. */
 void vt_plan_explain(const vt_plan *p, FILE *f);
+
+/* Do k/v of dtype kv reach a cache of dtype cache at the cache's own
+ * precision? True when kv is the cache dtype or f32 (the store then rounds
+ * once, exactly as a producer emitting the cache dtype would); false when
+ * they were rounded to another 16-bit dtype first. */
+bool vt_plan_kv_exact(int32_t kv, int32_t cache);
+/* Stores (reshape_and_cache nodes) whose k/v are not exact in that sense;
+ * *first gets the index of the first of them (-1 if none). */
+int vt_plan_inexact_stores(const vt_plan *p, int32_t *first);
 /* Count of nodes per backend (indexed by registry index, n entries). */
 void vt_plan_count_backends(const vt_plan *p, int32_t *counts, int n);
 

@@ -10,9 +10,10 @@
  * KV-cache store (the reason this project exists): for each layer the k/v
  * producers (k: rope, v: the v projection or its bias add) and
  * reshape_and_cache must agree on one dtype before the first forward:
- *   1. reshape_and_cache is offered k/v in the cache dtype first, then in the
- *      other float dtypes (a backend may widen/narrow on store), on the
- *      preferred backend, then on the fallback;
+ *   1. reshape_and_cache is offered k/v in a dtype that keeps the cache's
+ *      precision (the cache dtype, then f32) on the preferred backend, then on
+ *      the fallback; only if neither works, k/v in a narrower dtype (a store
+ *      widens/narrows to the cache), which the plan then reports;
  *   2. for the k/v dtype it accepts, each producer emits that dtype if the
  *      backend it was placed on can, else a convert node is inserted;
  *   3. if nothing works the build fails, saying what was tried and how to fix it. */
@@ -303,22 +304,36 @@ static bool try_kv_store(builder *b, const char *label, int32_t store, int32_t d
     return true;
 }
 
+/* k/v dtypes are tried in two rounds, each over the preferred then the
+ * fallback store backend: first the dtypes that reach the cache at the
+ * precision asked for (the cache dtype, or f32 which the store rounds once),
+ * then the others. So an exact path on the fallback wins over rounding k/v to
+ * a narrower dtype on the preferred backend; a plan that must round says so
+ * (vt_plan_inexact_stores, --explain, the engine's warning). */
 static vt_status negotiate_kv_store(builder *b, int layer, int32_t k_prod, int32_t v_prod, int32_t kc, int32_t vc,
                                     int32_t slots) {
     const int32_t C = b->cfg->kv->dtype;
-    const int32_t floats[4] = {C, VT_F32, VT_F16, VT_BF16};
+    const int32_t floats[3] = {VT_F32, VT_F16, VT_BF16};
+    int32_t order[3], n_order = 0;
+    order[n_order++] = C;
+    for (int j = 0; j < 3; j++)
+        if (floats[j] != C && vt_plan_kv_exact(floats[j], C)) order[n_order++] = floats[j];
+    const int n_exact = n_order;
+    for (int j = 0; j < 3; j++)
+        if (!vt_plan_kv_exact(floats[j], C)) order[n_order++] = floats[j];
     const int32_t stores[2] = {b->cfg->preferred, b->cfg->fallback};
     char why[1024] = "";
     char label[40];
     snprintf(label, sizeof label, "blk.%d.store_kv", layer);
-    for (int s = 0; s < 2; s++) {
-        if (stores[s] < 0 || (s == 1 && stores[1] == stores[0])) continue;
-        for (int j = 0; j < 4; j++) {
-            if (j > 0 && floats[j] == C) continue;
-            vt_status st = VT_OK;
-            if (try_kv_store(b, label, stores[s], floats[j], k_prod, v_prod, kc, vc, slots, why, sizeof why, &st))
-                return VT_OK;
-            if (st != VT_OK) return st;
+    for (int round = 0; round < 2; round++) {
+        for (int s = 0; s < 2; s++) {
+            if (stores[s] < 0 || (s == 1 && stores[1] == stores[0])) continue;
+            for (int j = round ? n_exact : 0; j < (round ? n_order : n_exact); j++) {
+                vt_status st = VT_OK;
+                if (try_kv_store(b, label, stores[s], order[j], k_prod, v_prod, kc, vc, slots, why, sizeof why, &st))
+                    return VT_OK;
+                if (st != VT_OK) return st;
+            }
         }
     }
     return fail_build(b, VT_ERR_UNSUPPORTED,
@@ -326,6 +341,8 @@ static vt_status negotiate_kv_store(builder *b, int layer, int32_t k_prod, int32
                       "--kv-cache-dtype, another --backend, or allow a fallback backend (--fallback reference)",
                       b->p->phase == VT_PHASE_DECODE ? "decode" : "prefill", layer, vt_dtype_name(C), why);
 }
+
+bool vt_plan_kv_exact(int32_t kv, int32_t cache) { return kv == cache || kv == VT_F32; }
 
 /* ------------------------------------------------------------ the model */
 

@@ -251,9 +251,27 @@ void vt_plan_explain(const vt_plan *p, FILE *f) {
             len += snprintf(in + len, sizeof in - (size_t)len, "%s%s", s ? "," : "", vt_dtype_name(node.src[s].dtype));
         if (n->dst >= 0) snprintf(out, sizeof out, "%s", vt_dtype_name(node.dst.dtype));
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
-        fprintf(f, "  %s %4d %-24s op=%-17s backend=%-10s in=%s out=%s\n", phase, i, n->label, vt_op_names[n->op],
+        fprintf(f, "  %s %4d %-24s op=%-17s backend=%-10s in=%s out=%s", phase, i, n->label, vt_op_names[n->op],
                 e ? e->name : "?", in, out);
+        if (n->op == VT_OP_RESHAPE_AND_CACHE && !vt_plan_kv_exact(node.src[0].dtype, p->kv_dtype))
+            fprintf(f, "  [inexact: k/v rounded to %s before the %s cache]", vt_dtype_name(node.src[0].dtype),
+                    vt_dtype_name(p->kv_dtype));
+        fputc('\n', f);
     }
+}
+
+int vt_plan_inexact_stores(const vt_plan *p, int32_t *first) {
+    int count = 0;
+    *first = -1;
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        const vt_plan_node *n = &p->nodes[i];
+        if (n->op != VT_OP_RESHAPE_AND_CACHE) continue;
+        vt_tensor k = vt_plan_value_tensor(p, n->src[0], -1, -1, false);
+        vt_tensor v = vt_plan_value_tensor(p, n->src[1], -1, -1, false);
+        if (vt_plan_kv_exact(k.dtype, p->kv_dtype) && vt_plan_kv_exact(v.dtype, p->kv_dtype)) continue;
+        if (count++ == 0) *first = i;
+    }
+    return count;
 }
 
 void vt_plan_count_backends(const vt_plan *p, int32_t *counts, int n) {

@@ -2,17 +2,23 @@
  * the `vt` CLI run as a subprocess with two test-only backends
  * (tests/plugins/kv_bf16_only.c, kv_no_convert.c) whose supports() force the
  * plan builder down its other paths:
- *   - kv_bf16_only stores k/v only in bf16 and its rope/matmul emit f32 only:
- *     the plan gets convert nodes (f32 -> bf16) before every store, whatever
- *     the cache dtype, and a forward completes;
+ *   - kv_bf16_only stores k/v only in bf16 and its rope/matmul emit f32 only.
+ *     The cache dtype asked for is kept exactly whenever an allowed backend
+ *     can: with the reference as fallback an f32 or f16 cache gets its store
+ *     on the reference (f32 k/v as produced, or converted to f16), a bf16
+ *     cache its converts to bf16 and the store on the plugin. With
+ *     --fallback none an f32 or f16 request can only be met by rounding k/v
+ *     to bf16: the plan does it, marks every such store in --explain and says
+ *     so in one warning line naming the node, the backend and both dtypes;
  *   - kv_no_convert converts nothing and stores only k/v of the cache dtype:
  *     with an f16/bf16 cache and --fallback none the build is refused (exit
  *     code, op, backend and dtypes in the message); with an f32 cache no
  *     conversion is needed; with the reference as fallback the convert runs
  *     there.
- * Everything is asserted on --explain / --dry-run output, exit codes and the
- * generated tokens, never on log lines. Both plugins compute every op on the
- * reference backend, so their numbers can be compared with it exactly.
+ * Plans are asserted on --explain / --dry-run output, exit codes and the
+ * generated tokens; the narrowing warning, which is the point of one test,
+ * on its stderr line. The plugins compute every op on the reference backend,
+ * so their numbers can be compared with it exactly.
  * A third, kv_widen_store (no convert, a store that widens/narrows), shows the
  * last resort: reshape_and_cache moving to the fallback backend. A fourth,
  * kv_rank3_store, takes k/v at its store only as rank-3 tensors: the store
@@ -139,7 +145,16 @@ static void assert_converted_store(const vt_explain *x, const char *phase, const
     }
 }
 
-static void test_bf16_only_gets_converts_and_completes(void) {
+/* Occurrences of needle in haystack. */
+static int count_of(const char *haystack, const char *needle) {
+    int n = 0;
+    for (const char *p = haystack; p && (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+    return n;
+}
+
+/* With the reference as fallback every cache dtype is met exactly, and no
+ * store is marked or warned about. */
+static void test_bf16_only_with_fallback_keeps_every_cache_dtype(void) {
     static const char *const caches[] = {"f32", "f16", "bf16"};
     for (int c = 0; c < 3; c++) {
         char *out = NULL, *err = NULL;
@@ -153,16 +168,71 @@ static void test_bf16_only_gets_converts_and_completes(void) {
         CU_ASSERT_STRING_EQUAL(x.kv_dtype, caches[c]);
         CU_ASSERT_STRING_EQUAL(x.kv_source, "cli");
         CU_ASSERT_STRING_EQUAL(x.backend, "kv_bf16_only");
+        CU_ASSERT_STRING_EQUAL(x.fallback, "reference");
+        for (int ph = 0; ph < 2; ph++) {
+            const char *phase = ph ? "decode" : "prefill";
+            const int all = vt_explain_count(&x, phase, NULL, NULL, NULL, NULL);
+            if (c == 0) { /* f32: the reference stores the f32 k/v as produced */
+                CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "reshape_and_cache", "reference", "f32,f32,f32,f32,i64",
+                                                 NULL), N_LAYER);
+                CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "convert", NULL, NULL, NULL), 0);
+                CU_ASSERT_EQUAL(vt_explain_count(&x, phase, NULL, "kv_bf16_only", NULL, NULL), all - N_LAYER);
+            } else if (c == 1) { /* f16: converted to f16 on the plugin, stored on the reference */
+                assert_converted_store(&x, phase, "reference", "kv_bf16_only", "f16", "f16", true);
+                CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "convert", NULL, NULL, NULL), 2 * N_LAYER);
+                CU_ASSERT_EQUAL(vt_explain_count(&x, phase, NULL, "kv_bf16_only", NULL, NULL), all - N_LAYER);
+            } else { /* bf16: the plugin's own store, after converts to bf16 */
+                assert_converted_store(&x, phase, "kv_bf16_only", "kv_bf16_only", "bf16", "bf16", true);
+                CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "convert", NULL, NULL, NULL), 2 * N_LAYER);
+                CU_ASSERT_EQUAL(vt_explain_count(&x, phase, NULL, "kv_bf16_only", NULL, NULL), all);
+            }
+        }
+        CU_ASSERT_EQUAL(count_of(err, "[inexact"), 0);
+        CU_ASSERT_EQUAL(count_of(err, "warning"), 0);
+        vt_explain_free(&x);
+        free(out);
+        free(err);
+    }
+}
+
+/* No fallback: an f32 or f16 request can only be met by rounding k/v to
+ * bf16 on the plugin. The forward runs, --explain marks each of the 2 x
+ * N_LAYER stores, and one warning line names the first store, the backend
+ * and both dtypes. A bf16 request is met exactly: no mark, no warning. */
+static void test_bf16_only_without_fallback_narrows_visibly(void) {
+    static const char *const caches[] = {"f32", "f16", "bf16"};
+    for (int c = 0; c < 3; c++) {
+        char *out = NULL, *err = NULL;
+        int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only "
+                        "--fallback none --kv-cache-dtype %s --explain", qwen3_path, prompt, caches[c]);
+        if (rc != 0) printf("\nkv_bf16_only, no fallback, %s cache: exit %d\n%s", caches[c], rc, err ? err : "");
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_EQUAL(count_ids(out), 4);
+        vt_explain x;
+        CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+        CU_ASSERT_STRING_EQUAL(x.fallback, "none");
         for (int ph = 0; ph < 2; ph++) {
             const char *phase = ph ? "decode" : "prefill";
             assert_converted_store(&x, phase, "kv_bf16_only", "kv_bf16_only", "bf16", caches[c], true);
-            /* Exactly the two converts per layer, nothing else converted. */
-            CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "convert", NULL, NULL, NULL), 2 * N_LAYER);
-            /* The plugin declines nothing else: every node runs on it. */
             CU_ASSERT_EQUAL(vt_explain_count(&x, phase, NULL, "kv_bf16_only", NULL, NULL),
                             vt_explain_count(&x, phase, NULL, NULL, NULL, NULL));
         }
         vt_explain_free(&x);
+        char mark[96], warning[256];
+        snprintf(mark, sizeof mark, "in=bf16,bf16,%s,%s,i64 out=-  [inexact: k/v rounded to bf16 before the %s cache]",
+                 caches[c], caches[c], caches[c]);
+        snprintf(warning, sizeof warning, "vt[core] warning: %s KV cache requested, but node blk.0.store_kv on "
+                 "backend 'kv_bf16_only' stores k/v already rounded to bf16 (and %d more stores like it", caches[c],
+                 2 * N_LAYER - 1);
+        if (c < 2) {
+            CU_ASSERT_EQUAL(count_of(err, mark), 2 * N_LAYER);
+            CU_ASSERT_EQUAL(count_of(err, warning), 1);
+            CU_ASSERT_EQUAL(count_of(err, "warning"), 1); /* one line, not one per store */
+            CU_ASSERT_PTR_NOT_NULL(strstr(err, "Fix: allow a fallback backend (--fallback reference)"));
+        } else {
+            CU_ASSERT_EQUAL(count_of(err, "[inexact"), 0);
+            CU_ASSERT_EQUAL(count_of(err, "warning"), 0);
+        }
         free(out);
         free(err);
     }
@@ -191,53 +261,56 @@ static double *eval_logits(const char *args, int *n) {
     return logits;
 }
 
-/* kv_bf16_only with an f32 cache rounds k/v to bf16 (round to nearest even,
- * the same rounding the reference's rope uses when it emits bf16 itself) and
- * widens them exactly on store; so attention reads exactly the values the
- * reference reads from a bf16 cache, and with every op on the reference the
- * logits must be equal, not merely close. */
-static void test_bf16_only_equals_reference_with_bf16_cache(void) {
+/* The f32 lever does what it says: kv_bf16_only with an f32 cache and the
+ * reference as fallback equals the reference with an f32 cache exactly. With
+ * --fallback none it must round k/v to bf16 (round to nearest even, the same
+ * rounding the reference's rope uses when it emits bf16 itself) and widen
+ * them exactly on store; attention then reads exactly what the reference
+ * reads from a bf16 cache, so those logits equal the reference's at bf16,
+ * and differ from f32's. */
+static void test_bf16_only_f32_cache_exact_or_visibly_bf16(void) {
     for (int decode = 0; decode < 2; decode++) {
-        char a[256], b[256];
-        snprintf(a, sizeof a, "--backend kv_bf16_only --kv-cache-dtype f32%s", decode ? " --decode" : "");
-        snprintf(b, sizeof b, "--backend reference --kv-cache-dtype bf16%s", decode ? " --decode" : "");
-        int na = 0, nb = 0;
-        double *la = eval_logits(a, &na), *lb = eval_logits(b, &nb);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(la);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(lb);
-        CU_ASSERT_EQUAL_FATAL(na, nb);
-        int differ = 0;
-        for (int i = 0; i < na; i++) differ += la[i] != lb[i];
-        if (differ) printf("\n%s: %d of %d logits differ from %s\n", a, differ, na, b);
-        CU_ASSERT_EQUAL(differ, 0);
-        /* and the rounding is real: an f32 cache on the reference gives other logits */
-        int nf = 0;
-        double *lf = eval_logits(decode ? "--backend reference --kv-cache-dtype f32 --decode"
-                                        : "--backend reference --kv-cache-dtype f32",
-                                 &nf);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(lf);
+        const char *dec = decode ? " --decode" : "";
+        char args[4][160];
+        snprintf(args[0], sizeof args[0], "--backend kv_bf16_only --kv-cache-dtype f32%s", dec);
+        snprintf(args[1], sizeof args[1], "--backend reference --kv-cache-dtype f32%s", dec);
+        snprintf(args[2], sizeof args[2], "--backend kv_bf16_only --fallback none --kv-cache-dtype f32%s", dec);
+        snprintf(args[3], sizeof args[3], "--backend reference --kv-cache-dtype bf16%s", dec);
+        double *l[4];
+        int n[4];
+        for (int i = 0; i < 4; i++) {
+            l[i] = eval_logits(args[i], &n[i]);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(l[i]);
+        }
+        for (int pair = 0; pair < 2; pair++) {
+            const int a = 2 * pair, b = a + 1;
+            CU_ASSERT_EQUAL_FATAL(n[a], n[b]);
+            int differ = 0;
+            for (int i = 0; i < n[a]; i++) differ += l[a][i] != l[b][i];
+            if (differ) printf("\n%s: %d of %d logits differ from %s\n", args[a], differ, n[a], args[b]);
+            CU_ASSERT_EQUAL(differ, 0);
+        }
+        /* and the rounding is real: the two references differ */
         int differ_f32 = 0;
-        for (int i = 0; i < na && i < nf; i++) differ_f32 += la[i] != lf[i];
+        for (int i = 0; i < n[1] && i < n[3]; i++) differ_f32 += l[1][i] != l[3][i];
         CU_ASSERT(differ_f32 > 0);
-        free(la);
-        free(lb);
-        free(lf);
+        for (int i = 0; i < 4; i++) free(l[i]);
     }
 }
 
 /* qwen2: v comes from the bias add, which kv_bf16_only lets emit bf16
- * itself, so only k needs a convert node. */
+ * itself, so with a bf16 cache only k needs a convert node. */
 static void test_bf16_only_qwen2_bias_add_emits_bf16(void) {
     char *out = NULL, *err = NULL;
     int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only "
-                    "--kv-cache-dtype f32 --explain", qwen2_path, prompt);
+                    "--kv-cache-dtype bf16 --explain", qwen2_path, prompt);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(count_ids(out), 4);
     vt_explain x;
     CU_ASSERT_FATAL(vt_explain_parse(err, &x));
     for (int ph = 0; ph < 2; ph++) {
         const char *phase = ph ? "decode" : "prefill";
-        assert_converted_store(&x, phase, "kv_bf16_only", "kv_bf16_only", "bf16", "f32", false);
+        assert_converted_store(&x, phase, "kv_bf16_only", "kv_bf16_only", "bf16", "bf16", false);
         for (int il = 0; il < N_LAYER; il++) {
             char label[64];
             snprintf(label, sizeof label, "blk.%d.attn_v.bias", il);
@@ -420,10 +493,13 @@ static void test_rank3_store_runs_prefill_and_decode(void) {
 int main(void) {
     if (synth_models() != 0) return 1;
     CU_TestInfo tests[] = {
-        {"kv_bf16_only: convert f32->bf16 before every store (f32/f16/bf16 cache), forward completes",
-         test_bf16_only_gets_converts_and_completes},
-        {"kv_bf16_only with f32 cache equals reference with bf16 cache exactly", test_bf16_only_equals_reference_with_bf16_cache},
-        {"kv_bf16_only on qwen2: the v bias add emits bf16 itself, only k is converted",
+        {"kv_bf16_only, reference fallback: f32/f16/bf16 caches each met exactly, forward completes",
+         test_bf16_only_with_fallback_keeps_every_cache_dtype},
+        {"kv_bf16_only, no fallback: f32/f16 requests narrowed to bf16, marked in --explain, one warning line",
+         test_bf16_only_without_fallback_narrows_visibly},
+        {"kv_bf16_only, f32 cache: equals reference f32 with a fallback, reference bf16 without",
+         test_bf16_only_f32_cache_exact_or_visibly_bf16},
+        {"kv_bf16_only on qwen2, bf16 cache: the v bias add emits bf16 itself, only k is converted",
          test_bf16_only_qwen2_bias_add_emits_bf16},
         {"kv_no_convert, no fallback, f16/bf16 cache: refused at build naming op, backend, dtypes",
          test_no_convert_refused_at_build},
