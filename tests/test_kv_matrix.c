@@ -4,11 +4,14 @@
  * prefill of PREFILL tokens -> DECODE single-token decode steps.
  *
  * Each cell
- *   - completes (engine built, every eval VT_OK);
- *   - agrees with the reference backend at an f32 cache on all PREFILL +
- *     DECODE rows of logits within tolerance(backend, cache dtype), and has
- *     the same argmax wherever the reference's top-1/top-2 gap exceeds twice
- *     that tolerance;
+ *   - completes (engine built, every eval VT_OK, the plan check on);
+ *   - agrees with the reference backend at the same KV-cache dtype on all
+ *     PREFILL + DECODE rows of logits within tolerance(backend, cache dtype),
+ *     a bound below the logit shift a store of the wrong dtype causes (shown
+ *     live, and by a deliberately wrong plugin), and has the same argmax
+ *     wherever the reference's top-1/top-2 gap exceeds twice that bound;
+ *   - stores k/v of every layer into that layer's cache of the dtype asked
+ *     for, k and v in a dtype that keeps its precision;
  *   - shows in its plans that the chosen backend runs matmul, attention and
  *     reshape_and_cache itself wherever its supports() accepts them, and at
  *     least the nodes it is known to take (expected_claims), so a backend that
@@ -93,9 +96,17 @@ static int suite_init(void) { return synth_models() || list_backends(); }
 /* The fixed token stream: PREFILL prompt tokens, then DECODE teacher-forced ones. */
 static int32_t token_at(int i) { return (int32_t)((i * 37 + 11) % N_VOCAB); }
 
-/* Run a cell; logits [ROWS][N_VOCAB] into out. False (with a message) on error. */
-static bool run_cell(const char *path, const char *backend, int32_t cache, float *out, vt_fixture *f) {
-    if (vt_fixture_open(f, path, backend, cache, true) != VT_OK) return false;
+/* Run a cell; logits [ROWS][N_VOCAB] into out. False (with a message) on
+ * error. plugin_dir: also search there for backends (NULL = the built ones). */
+static bool run_cell(const char *path, const char *backend, int32_t cache, const char *plugin_dir, float *out,
+                     vt_fixture *f) {
+    memset(f, 0, sizeof *f);
+    vt_options o;
+    vt_fixture_options(&o, backend, cache);
+    if (plugin_dir) snprintf(o.backend_path, sizeof o.backend_path, "%s", plugin_dir);
+    if (vt_model_load(path, &f->model, &f->err) != VT_OK ||
+        vt_engine_create(&o, f->model, true, &f->engine, &f->err) != VT_OK)
+        goto fail;
     int32_t prompt[PREFILL];
     for (int i = 0; i < PREFILL; i++) prompt[i] = token_at(i);
     if (vt_engine_eval(f->engine, prompt, PREFILL, false, &f->err) != VT_OK) goto fail;
@@ -112,26 +123,82 @@ fail:
     return false;
 }
 
-/* Tolerance on |logit - reference logit| (the reference at an f32 cache).
- * Logits of these random models are small (max |logit| is printed; ~1).
- * Measured worst cells over the 6 models on this machine, and the bounds
- * (2.5-10x the measurement, so noise from other summation orders passes and
- * a real bug - a wrong k/v dtype, slot or kernel, which moves logits by
- * O(0.1..1) - does not):
- *   reference, f32 cache:  0 (the same code as the baseline)       -> 1e-6
- *   onednn, f32 cache:     1.1e-6 (f32 gemm vs double accumulation) -> 1e-5
- *   simd, f32 weights:     3.6e-7 (FMA on float weights)            -> 1e-5
- *   simd, Q8_0/Q4_K_M:     2.9e-2 (activations rounded to 8 bits for
- *                          the integer dot products; tests/golden's README
- *                          sees up to 0.095 on such models)         -> 0.1
- *   f16 cache adds:        3.7e-4 (11 significant bits)             -> 1e-3
- *   bf16 cache adds:       4.0e-3 (8 significant bits)              -> 1e-2 */
+/* max |a - b| over all ROWS x N_VOCAB logits. */
+static double max_abs_diff(const float *a, const float *b) {
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)ROWS * N_VOCAB; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+    return worst;
+}
+
+/* Bound on |logit - reference logit|, the reference running at the same
+ * cache dtype, so a cell is held to its own kernels' error and nothing of
+ * the cache's rounding is forgiven. Logits of these random models are small
+ * (max |logit| 1.37). Measured worst cells over the 6 models on this machine
+ * (Zen 3, 2 threads), and the bounds:
+ *                        f32 cache        f16 cache        bf16 cache
+ *   onednn               1.0e-6 -> 1e-5   9.3e-5 -> 2e-4   2.5e-4 -> 1e-3
+ *   simd, f32 weights    4.4e-7 -> 1e-5   2.7e-5 -> 1e-4   5.4e-5 -> 1e-3
+ *   simd, Q8_0/Q4_K_M    2.1e-2 -> 0.1    2.1e-2 -> 0.1    2.1e-2 -> 0.1
+ *   reference kernels    0 -> 1e-6 (test plugins forwarding to the reference)
+ * onednn runs prefill matmul only, in f32 with another summation order than
+ * the reference's double; its 1e-6 differences in k/v flip a few f16/bf16
+ * roundings of the cache, hence the larger error at 16-bit caches. simd on
+ * quantized weights rounds activations to 8 bits for its integer dot
+ * products, as llama.cpp does.
+ *
+ * What a store of the wrong dtype costs: the reference's own logit shift
+ * between cache dtypes, the smallest over the 6 models (printed by the test):
+ *   f32 stored instead of f16    2.6e-4   > every f16 bound (2e-4 at most)
+ *   bf16 stored instead of f16   2.3e-3
+ *   f16 stored instead of f32    2.6e-4   > every f32 bound (1e-5)
+ *   bf16 stored instead of f32   2.2e-3
+ *   f32/f16 instead of bf16      2.2e-3   > every bf16 bound (1e-3)
+ * and on the qwen3/f32 model of test_wrong_store_dtype_is_rejected: f32
+ * instead of f16 4.2e-4, bf16 instead of f16 (kv_wrong_store) 2.9e-3, f16
+ * instead of f32 (kv_wrong_store) 4.2e-4. Every bound except quantized
+ * simd's is below the smallest shift, which the test asserts on the live
+ * measurement, so a backend storing the wrong dtype fails its cell. Quantized
+ * simd cells cannot see it: their 8-bit activations move logits 10-100x more
+ * than any cache dtype does; their store is the same simd kernel that the
+ * f32-weight cells hold to 1e-5..1e-3. */
 static double tolerance(const char *backend, int32_t cache, const char *weights) {
-    double cache_term = cache == VT_F16 ? 1e-3 : cache == VT_BF16 ? 1e-2 : 0.0;
-    if (strcmp(backend, "reference") == 0) return 1e-6 + cache_term;
-    if (strcmp(backend, "onednn") == 0) return 1e-5 + cache_term;
-    if (strcmp(backend, "simd") == 0 && strcmp(weights, "f32") == 0) return 1e-5 + cache_term;
-    return 0.1 + cache_term; /* simd on quantized weights, and any backend not measured here */
+    if (strcmp(backend, "onednn") == 0) return cache == VT_F32 ? 1e-5 : cache == VT_F16 ? 2e-4 : 1e-3;
+    if (strcmp(backend, "simd") == 0)
+        return strcmp(weights, "f32") != 0 ? 0.1 : cache == VT_F32 ? 1e-5 : cache == VT_F16 ? 1e-4 : 1e-3;
+    if (strcmp(backend, "reference") == 0 || strncmp(backend, "kv_", 3) == 0) return 1e-6;
+    return 0.1; /* a backend not measured here */
+}
+
+/* Does a cell's bound see a store of the wrong dtype? (See tolerance().) */
+static bool bound_sees_wrong_dtype(const char *backend, const char *weights) {
+    return !(strcmp(backend, "simd") == 0 && strcmp(weights, "f32") != 0) &&
+           (strcmp(backend, "simd") == 0 || strcmp(backend, "onednn") == 0 || strcmp(backend, "reference") == 0 ||
+            strncmp(backend, "kv_", 3) == 0);
+}
+
+/* A cell's logits against the reference's at the same cache dtype: within
+ * tol everywhere, and the same argmax wherever the reference's top-1/top-2
+ * gap exceeds twice tol. Returns the max |dlogit|; *bad_argmax and
+ * *argmax_checked get the counts. */
+static double compare_cell(const float *ref, const float *got, double tol, int *bad_argmax, int *argmax_checked) {
+    *bad_argmax = 0;
+    for (int r = 0; r < ROWS; r++) {
+        const float *x = ref + (size_t)r * N_VOCAB, *y = got + (size_t)r * N_VOCAB;
+        double top1 = -INFINITY, top2 = -INFINITY;
+        for (int i = 0; i < N_VOCAB; i++) {
+            if (x[i] > top1) {
+                top2 = top1;
+                top1 = x[i];
+            } else if (x[i] > top2) {
+                top2 = x[i];
+            }
+        }
+        if (top1 - top2 > 2 * tol) {
+            (*argmax_checked)++;
+            *bad_argmax += vt_argmax(x, N_VOCAB) != vt_argmax(y, N_VOCAB);
+        }
+    }
+    return max_abs_diff(ref, got);
 }
 
 /* Nodes of these ops a backend must run itself, by phase, beyond what its
@@ -202,19 +269,26 @@ static int check_plan(const vt_engine *e, const vt_plan *p, const char *cell, in
     return violations;
 }
 
-/* Every store receives k/v in a dtype, from producers or converts that emit
- * exactly it, and writes the cache of the engine's dtype. */
-static void check_kv_edges(const vt_engine *e, const vt_plan *p) {
+/* Every layer has one store; it writes that layer's cache, of the dtype the
+ * cell asked for, and receives k and v in one dtype that keeps the cache's
+ * precision (the cache dtype, or f32 which the store rounds once): the
+ * built-in backends never need to narrow k/v. */
+static void check_kv_edges(const vt_engine *e, const vt_plan *p, int32_t asked) {
     int stores = 0;
     for (int32_t i = 0; i < p->n_nodes; i++) {
         const vt_plan_node *n = &p->nodes[i];
         if (n->op != VT_OP_RESHAPE_AND_CACHE) continue;
-        stores++;
         vt_tensor k = vt_plan_value_tensor(p, n->src[0], -1, -1, false);
         vt_tensor v = vt_plan_value_tensor(p, n->src[1], -1, -1, false);
-        vt_tensor kc = vt_plan_value_tensor(p, n->src[2], -1, -1, false);
-        CU_ASSERT_EQUAL(kc.dtype, e->kv->dtype);
+        vt_tensor kc = vt_plan_value_tensor(p, n->src[2], -1, -1, true);
+        vt_tensor vc = vt_plan_value_tensor(p, n->src[3], -1, -1, true);
+        CU_ASSERT_EQUAL(kc.dtype, asked);
+        CU_ASSERT_EQUAL(vc.dtype, asked);
+        CU_ASSERT_PTR_EQUAL(kc.data, vt_kv_cache_tensor(e->kv, stores, 0).data);
+        CU_ASSERT_PTR_EQUAL(vc.data, vt_kv_cache_tensor(e->kv, stores, 1).data);
         CU_ASSERT_EQUAL(k.dtype, v.dtype);
+        CU_ASSERT(k.dtype == asked || k.dtype == VT_F32);
+        stores++;
     }
     CU_ASSERT_EQUAL(stores, e->model->hp.n_layer);
 }
@@ -226,24 +300,47 @@ typedef struct worst {
 
 static void test_matrix(void) {
     CU_ASSERT_FATAL(n_backends > 0);
-    float *ref = malloc((size_t)ROWS * N_VOCAB * sizeof *ref), *got = malloc((size_t)ROWS * N_VOCAB * sizeof *got);
-    CU_ASSERT_FATAL(ref && got);
+    float *ref[N_CACHE], *got = malloc((size_t)ROWS * N_VOCAB * sizeof *got);
+    for (int c = 0; c < N_CACHE; c++) ref[c] = malloc((size_t)ROWS * N_VOCAB * sizeof *ref[c]);
+    CU_ASSERT_FATAL(ref[0] && ref[1] && ref[2] && got);
     int cells = 0, argmax_checked = 0;
     double max_logit = 0;
+    /* [stored][asked]: the smallest, over the models, of the reference's logit shift when the cache holds
+     * `stored` instead of `asked` */
+    double wrong_shift[N_CACHE][N_CACHE];
+    for (int i = 0; i < N_CACHE; i++)
+        for (int j = 0; j < N_CACHE; j++) wrong_shift[i][j] = INFINITY;
     worst w = {0, ""};
     for (int a = 0; a < N_ARCH; a++)
         for (int wt = 0; wt < N_WEIGHTS; wt++) {
             const char *path = model_paths[a][wt];
-            vt_fixture f;
-            CU_ASSERT_FATAL(run_cell(path, "reference", VT_F32, ref, &f));
-            vt_fixture_close(&f);
-            for (size_t i = 0; i < (size_t)ROWS * N_VOCAB; i++) max_logit = fmax(max_logit, fabs(ref[i]));
-            for (int b = 0; b < n_backends; b++)
+            /* The reference at each cache dtype: the baselines, and the reference's own cells (plans, edges). */
+            for (int c = 0; c < N_CACHE; c++) {
+                vt_fixture f;
+                CU_ASSERT_FATAL(run_cell(path, "reference", cache_dtypes[c], NULL, ref[c], &f));
+                int runs = 0;
+                char cell[128];
+                snprintf(cell, sizeof cell, "reference/%s/%s cache/%s", archs[a], vt_dtype_name(cache_dtypes[c]),
+                         weight_types[wt]);
+                CU_ASSERT_EQUAL(check_plan(f.engine, f.engine->prefill, cell, &runs), 0);
+                CU_ASSERT_EQUAL(check_plan(f.engine, f.engine->decode, cell, &runs), 0);
+                check_kv_edges(f.engine, f.engine->prefill, cache_dtypes[c]);
+                check_kv_edges(f.engine, f.engine->decode, cache_dtypes[c]);
+                vt_fixture_close(&f);
+                for (size_t i = 0; i < (size_t)ROWS * N_VOCAB; i++) max_logit = fmax(max_logit, fabs(ref[c][i]));
+                cells++;
+            }
+            for (int i = 0; i < N_CACHE; i++)
+                for (int j = 0; j < N_CACHE; j++)
+                    if (i != j) wrong_shift[i][j] = fmin(wrong_shift[i][j], max_abs_diff(ref[i], ref[j]));
+            for (int b = 0; b < n_backends; b++) {
+                if (strcmp(backends[b], "reference") == 0) continue; /* the baseline itself */
                 for (int c = 0; c < N_CACHE; c++) {
                     char cell[128];
                     snprintf(cell, sizeof cell, "%s/%s/%s cache/%s", backends[b], archs[a], vt_dtype_name(cache_dtypes[c]),
                              weight_types[wt]);
-                    bool ok = run_cell(path, backends[b], cache_dtypes[c], got, &f);
+                    vt_fixture f;
+                    bool ok = run_cell(path, backends[b], cache_dtypes[c], NULL, got, &f);
                     CU_ASSERT(ok);
                     if (!ok) continue;
                     CU_ASSERT_STRING_EQUAL(vt_registry_at(f.engine->registry, f.engine->preferred)->name, backends[b]);
@@ -251,27 +348,11 @@ static void test_matrix(void) {
                     int runs = 0;
                     CU_ASSERT_EQUAL(check_plan(f.engine, f.engine->prefill, cell, &runs), 0);
                     CU_ASSERT_EQUAL(check_plan(f.engine, f.engine->decode, cell, &runs), 0);
-                    check_kv_edges(f.engine, f.engine->prefill);
-                    check_kv_edges(f.engine, f.engine->decode);
-                    double tol = tolerance(backends[b], cache_dtypes[c], weight_types[wt]), max_diff = 0;
+                    check_kv_edges(f.engine, f.engine->prefill, cache_dtypes[c]);
+                    check_kv_edges(f.engine, f.engine->decode, cache_dtypes[c]);
+                    double tol = tolerance(backends[b], cache_dtypes[c], weight_types[wt]);
                     int bad_argmax = 0;
-                    for (int r = 0; r < ROWS; r++) {
-                        const float *x = ref + (size_t)r * N_VOCAB, *y = got + (size_t)r * N_VOCAB;
-                        double top1 = -INFINITY, top2 = -INFINITY;
-                        for (int i = 0; i < N_VOCAB; i++) {
-                            max_diff = fmax(max_diff, fabs((double)x[i] - y[i]));
-                            if (x[i] > top1) {
-                                top2 = top1;
-                                top1 = x[i];
-                            } else if (x[i] > top2) {
-                                top2 = x[i];
-                            }
-                        }
-                        if (top1 - top2 > 2 * tol) {
-                            argmax_checked++;
-                            bad_argmax += vt_argmax(x, N_VOCAB) != vt_argmax(y, N_VOCAB);
-                        }
-                    }
+                    double max_diff = compare_cell(ref[c], got, tol, &bad_argmax, &argmax_checked);
                     printf("\n  %-36s max|dlogit| %.3g (tol %.3g), %d core-op nodes on %s", cell, max_diff, tol, runs,
                            backends[b]);
                     CU_ASSERT(max_diff <= tol);
@@ -283,11 +364,78 @@ static void test_matrix(void) {
                     vt_fixture_close(&f);
                     cells++;
                 }
+            }
         }
     printf("\nmax |logit| of the reference %.3g", max_logit);
-    printf("\n%d cells; %d rows had a gap wide enough for an argmax check; worst |dlogit|/tol %.2f at %s\n", cells,
+    printf("\n%d cells; %d rows had a gap wide enough for an argmax check; worst |dlogit|/tol %.2f at %s", cells,
            argmax_checked, w.diff, w.cell);
+    /* The bounds are tight enough to see a store of the wrong dtype: each is
+     * below the smallest logit shift such a store causes (see tolerance()). */
+    for (int asked = 0; asked < N_CACHE; asked++)
+        for (int stored = 0; stored < N_CACHE; stored++) {
+            if (stored == asked) continue;
+            printf("\n%s stored instead of %s: reference logits move by >= %.3g", vt_dtype_name(cache_dtypes[stored]),
+                   vt_dtype_name(cache_dtypes[asked]), wrong_shift[stored][asked]);
+            for (int b = 0; b < n_backends; b++)
+                for (int wt = 0; wt < N_WEIGHTS; wt++) {
+                    if (!bound_sees_wrong_dtype(backends[b], weight_types[wt])) continue;
+                    double tol = tolerance(backends[b], cache_dtypes[asked], weight_types[wt]);
+                    if (tol >= wrong_shift[stored][asked])
+                        printf("\n  bound %.3g of %s/%s/%s cache cannot see it", tol, backends[b], weight_types[wt],
+                               vt_dtype_name(cache_dtypes[asked]));
+                    CU_ASSERT(tol < wrong_shift[stored][asked]);
+                }
+        }
+    printf("\n");
     CU_ASSERT_EQUAL(cells, n_backends * N_ARCH * N_WEIGHTS * N_CACHE);
+    for (int c = 0; c < N_CACHE; c++) free(ref[c]);
+    free(got);
+}
+
+/* The matrix check rejects a store of the wrong dtype:
+ *   - kv_wrong_store (tests/plugins) runs the reference's kernels but rounds
+ *     k/v through bf16 into an f16 cache and through f16 into an f32 one;
+ *     into a bf16 cache it stores correctly (no float dtype is narrower) and
+ *     must pass, so the check tells the two apart;
+ *   - the reference with an f32 cache checked as if it were an f16 cell
+ *     (what a lever that left the cache at f32 would give), against the f16
+ *     bound of every backend whose bound should see it.
+ * The plugin's cells are held to the bound a reference-kernel cell gets. */
+static void test_wrong_store_dtype_is_rejected(void) {
+    float *ref = malloc((size_t)ROWS * N_VOCAB * sizeof *ref), *got = malloc((size_t)ROWS * N_VOCAB * sizeof *got);
+    CU_ASSERT_FATAL(ref && got);
+    const char *path = model_paths[1][0]; /* qwen3, f32 weights */
+    for (int c = 0; c < N_CACHE; c++) {
+        vt_fixture f;
+        CU_ASSERT_FATAL(run_cell(path, "reference", cache_dtypes[c], NULL, ref, &f));
+        vt_fixture_close(&f);
+        CU_ASSERT_FATAL(run_cell(path, "kv_wrong_store", cache_dtypes[c], VT_TEST_PLUGIN_DIR, got, &f));
+        check_kv_edges(f.engine, f.engine->prefill, cache_dtypes[c]); /* the plan looks right */
+        check_kv_edges(f.engine, f.engine->decode, cache_dtypes[c]);
+        vt_fixture_close(&f);
+        double tol = tolerance("kv_wrong_store", cache_dtypes[c], "f32");
+        int bad_argmax = 0, checked = 0;
+        double diff = compare_cell(ref, got, tol, &bad_argmax, &checked);
+        const bool wrong = cache_dtypes[c] != VT_BF16;
+        printf("\n  kv_wrong_store, %s cache (%s): max|dlogit| %.3g vs bound %.3g", vt_dtype_name(cache_dtypes[c]),
+               wrong ? "wrong store, must exceed" : "right store, must pass", diff, tol);
+        CU_ASSERT(wrong ? diff > tol : diff <= tol);
+    }
+    vt_fixture f;
+    CU_ASSERT_FATAL(run_cell(path, "reference", VT_F16, NULL, ref, &f));
+    vt_fixture_close(&f);
+    CU_ASSERT_FATAL(run_cell(path, "reference", VT_F32, NULL, got, &f));
+    vt_fixture_close(&f);
+    const char *const real[] = {"reference", "onednn", "simd"};
+    for (size_t b = 0; b < sizeof real / sizeof *real; b++) {
+        double tol = tolerance(real[b], VT_F16, "f32");
+        int bad_argmax = 0, checked = 0;
+        double diff = compare_cell(ref, got, tol, &bad_argmax, &checked);
+        printf("\n  f32 stored for an f16 cache: max|dlogit| %.3g vs %s's f16 bound %.3g (must exceed)", diff, real[b],
+               tol);
+        CU_ASSERT(diff > tol);
+    }
+    printf("\n");
     free(ref);
     free(got);
 }
@@ -311,17 +459,14 @@ static void test_plan_check_rejects_decliners(void) {
     CU_ASSERT_EQUAL(runs, 0);
     vt_engine_free(e);
 
+    /* Any second backend that accepts matmul will do as the fallback: a test
+     * plugin, so this runs whatever backends are built. */
     vt_fixture_options(&o, "reference", VT_F32);
-    snprintf(o.fallback, sizeof o.fallback, "simd");
-    if (vt_engine_create(&o, m, false, &e, &err) != VT_OK) { /* simd not built here: use onednn as fallback */
-        snprintf(o.fallback, sizeof o.fallback, "onednn");
-        st = vt_engine_create(&o, m, false, &e, &err);
-        if (st != VT_OK) {
-            printf("\nSKIP: no second backend to move a node to (%s)\n", err.msg);
-            vt_model_free(m);
-            return;
-        }
-    }
+    snprintf(o.fallback, sizeof o.fallback, "kv_widen_store");
+    snprintf(o.backend_path, sizeof o.backend_path, "%s", VT_TEST_PLUGIN_DIR);
+    st = vt_engine_create(&o, m, false, &e, &err);
+    if (st != VT_OK) printf("\n%s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, VT_OK);
     runs = 0;
     CU_ASSERT_EQUAL(check_plan(e, e->decode, "reference", &runs), 0);
     for (int32_t i = 0; i < e->decode->n_nodes; i++)
@@ -336,7 +481,9 @@ static void test_plan_check_rejects_decliners(void) {
 
 int main(void) {
     CU_TestInfo tests[] = {
-        {"backend x kv dtype x arch x weights: completes, agrees with reference, runs what it claims", test_matrix},
+        {"backend x kv dtype x arch x weights: completes, agrees with the reference at the same kv dtype, runs what "
+         "it claims", test_matrix},
+        {"a store of the wrong dtype fails the matrix check", test_wrong_store_dtype_is_rejected},
         {"the plan check reports a backend that declines its core ops, and a misplaced node",
          test_plan_check_rejects_decliners},
         CU_TEST_INFO_NULL,
