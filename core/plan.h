@@ -120,7 +120,7 @@ typedef struct vt_plan_call {
 /* With check_pending, every node is first re-offered to its backend as it
  * is about to run (data pointers NULL, as supports() always sees them; the
  * token dimension at this call's size); a declined node fails the run with
- * VT_ERR_INTERNAL naming it, before it runs. */
+ * VT_ERR_INTERNAL naming it, before any node runs. */
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *call, vt_error *err);
 
 /* Profiling hook: called around every node when set (NULL = off). */

@@ -158,24 +158,46 @@ void vt_plan_set_hook(vt_node_hook hook, void *user) {
     g_hook_user = user;
 }
 
-/* The plan check: the node exactly as it is about to run, its data pointers
- * cleared as supports() always gets them, offered to its backend. Rank,
- * shapes at this call's token count, dtypes, params and phase are the
+/* Node n as the executor hands it to its backend for a call of T tokens
+ * (n_out output rows): the negotiated proto with every operand at this
+ * call's size and data. The run and the plan check both build it here. */
+static void exec_node(const vt_plan *p, const vt_plan_node *n, int64_t T, int64_t n_out, vt_node *node) {
+    *node = n->proto;
+    for (int s = 0; s < n->n_src; s++) {
+        node->src[s] = vt_plan_value_tensor(p, n->src[s], T, n_out, true);
+        /* The executor never converts: what a backend gets is what negotiation fixed. */
+        assert(node->src[s].dtype == n->proto.src[s].dtype);
+    }
+    if (n->dst >= 0) {
+        node->dst = vt_plan_value_tensor(p, n->dst, T, n_out, true);
+        assert(node->dst.dtype == n->proto.dst.dtype);
+    }
+}
+
+/* The plan check: every node exactly as it is about to run, its data
+ * pointers cleared as supports() always gets them, offered to its backend.
+ * Rank, shapes at this call's token count, dtypes, params and phase are the
  * executor's own, so a node changed after negotiation, or built one way and
- * run another, is caught here by name before it runs. */
-static vt_status check_node(const vt_plan *p, const vt_plan_node *n, const vt_node *node, int64_t T, vt_error *err) {
-    vt_node q = *node;
-    for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
-    q.dst.data = NULL;
-    const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
-    if (vt_backend_accepts(e, &q)) return VT_OK;
-    char desc[256];
-    vt_plan_describe_node(&q, desc, sizeof desc);
-    return vt_fail(err, VT_ERR_INTERNAL,
-                   "plan check (%s, %lld tokens): backend '%s' declines node %s %s as the executor runs it; the plan "
-                   "must run every node as its backend accepted it",
-                   p->phase == VT_PHASE_DECODE ? "decode" : "prefill", (long long)T, e ? e->name : "?", n->label,
-                   desc);
+ * run another, is caught by name. All nodes are checked before the first one
+ * runs, so a refused plan has written nothing (no KV-cache row either). */
+static vt_status check_plan(const vt_plan *p, int64_t T, int64_t n_out, vt_error *err) {
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        const vt_plan_node *n = &p->nodes[i];
+        vt_node q;
+        exec_node(p, n, T, n_out, &q);
+        for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
+        q.dst.data = NULL;
+        const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
+        if (vt_backend_accepts(e, &q)) continue;
+        char desc[256];
+        vt_plan_describe_node(&q, desc, sizeof desc);
+        return vt_fail(err, VT_ERR_INTERNAL,
+                       "plan check (%s, %lld tokens): backend '%s' declines node %s %s as the executor runs it; the "
+                       "plan must run every node as its backend accepted it",
+                       p->phase == VT_PHASE_DECODE ? "decode" : "prefill", (long long)T, e ? e->name : "?", n->label,
+                       desc);
+    }
+    return VT_OK;
 }
 
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
@@ -187,6 +209,10 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
         return vt_fail(err, VT_ERR_INVALID, "plan run: block table of %d blocks exceeds %d", c->n_blocks,
                        p->max_blocks_per_seq);
     int64_t n_out = p->all_logits || p->phase == VT_PHASE_DECODE ? T : 1;
+    if (p->check_pending) {
+        vt_status st = check_plan(p, T, n_out, err);
+        if (st != VT_OK) return st;
+    }
     int32_t *tokens = p->values[p->v_tokens].data, *pos = p->values[p->v_positions].data,
             *seq = p->values[p->v_seq_idx].data, *bt = p->values[p->v_block_tables].data;
     int64_t *slots = p->values[p->v_slots].data;
@@ -199,24 +225,11 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     for (int32_t i = 0; i < p->max_blocks_per_seq; i++) bt[i] = i < c->n_blocks ? c->block_table[i] : -1;
     if (p->v_out_rows >= 0) ((int32_t *)p->values[p->v_out_rows].data)[0] = (int32_t)(T - 1);
 
-    const bool check = p->check_pending;
     for (int32_t i = 0; i < p->n_nodes; i++) {
         const vt_plan_node *n = &p->nodes[i];
-        vt_node node = n->proto;
-        for (int s = 0; s < n->n_src; s++) {
-            node.src[s] = vt_plan_value_tensor(p, n->src[s], T, n_out, true);
-            /* The executor never converts: what a backend gets is what negotiation fixed. */
-            assert(node.src[s].dtype == n->proto.src[s].dtype);
-        }
-        if (n->dst >= 0) {
-            node.dst = vt_plan_value_tensor(p, n->dst, T, n_out, true);
-            assert(node.dst.dtype == n->proto.dst.dtype);
-        }
+        vt_node node;
+        exec_node(p, n, T, n_out, &node);
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
-        if (check) {
-            vt_status st = check_node(p, n, &node, T, err);
-            if (st != VT_OK) return st;
-        }
         if (g_hook) g_hook(g_hook_user, p, i, 0);
         vt_status st = vt_backend_run(e, &node);
         if (g_hook) g_hook(g_hook_user, p, i, 1);

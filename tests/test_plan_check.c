@@ -3,7 +3,7 @@
  *   - The plan check (VT_CHECK_PLAN; on in the fixtures): the first run of a
  *     plan re-offers every node, as the executor is about to run it, to its
  *     backend, and a node changed after negotiation fails that run with an
- *     error naming the node and the backend, before the node runs. Shown with
+ *     error naming the node and the backend, before any node runs. Shown with
  *     a param the reference declines (a negative rms_norm eps) and with a
  *     decode store whose k loses its rank on a backend that takes rank-3 k/v
  *     only (tests/plugins/kv_rank3_store.c).
@@ -109,8 +109,22 @@ static void test_check_names_a_node_changed_after_negotiation(void) {
     vt_fixture_close(&f);
 }
 
+/* Bytes of every layer's k and v cache, concatenated (malloc'ed). */
+static unsigned char *cache_snapshot(const vt_engine *e, size_t *size) {
+    const int L = e->model->hp.n_layer;
+    vt_tensor t = vt_kv_cache_tensor(e->kv, 0, 0);
+    const size_t per = t.nb[3] * (size_t)t.ne[3];
+    unsigned char *buf = malloc(per * 2 * (size_t)L);
+    if (!buf) return NULL;
+    for (int il = 0; il < L; il++)
+        for (int v = 0; v < 2; v++) memcpy(buf + per * (size_t)(2 * il + v), vt_kv_cache_tensor(e->kv, il, v).data, per);
+    *size = per * 2 * (size_t)L;
+    return buf;
+}
+
 /* The decode store of kv_rank3_store takes rank-3 k only. A k view that
- * loses its rank after negotiation is caught by the check; with the check
+ * loses its rank after negotiation is caught by the check before any node
+ * runs (layer 0's store included: the cache is untouched); with the check
  * off, by the plugin itself: it never reaches the reference. */
 static void test_rank_change_caught_by_check_and_by_plugin(void) {
     for (int check = 1; check >= 0; check--) {
@@ -119,25 +133,33 @@ static void test_rank_change_caught_by_check_and_by_plugin(void) {
         CU_ASSERT_EQUAL_FATAL(open_engine(&f, "kv_rank3_store", check, &err), VT_OK);
         CU_ASSERT_EQUAL_FATAL(vt_engine_eval(f.engine, prompt, N_PROMPT, false, &err), VT_OK);
         vt_plan *d = f.engine->decode;
-        int32_t i = find_node(d, "blk.0.store_kv");
+        int32_t i = find_node(d, "blk.1.store_kv");
         CU_ASSERT_FATAL(i >= 0);
         CU_ASSERT_STRING_EQUAL(vt_registry_at(f.engine->registry, d->nodes[i].backend)->name, "kv_rank3_store");
         vt_value *k = &d->values[d->nodes[i].src[0]];
         CU_ASSERT_EQUAL_FATAL(k->ndim, 3);
         k->ndim = 2; /* {D, KVH, 1} -> {D, KVH}: the same bytes, another rank */
         k->scale_dim = 1;
+        size_t before_size = 0, after_size = 0;
+        unsigned char *before = cache_snapshot(f.engine, &before_size);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(before);
         int32_t t = 7;
         vt_status st = vt_engine_eval(f.engine, &t, 1, true, &err);
+        unsigned char *after = cache_snapshot(f.engine, &after_size);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(after);
         if (check) {
             CU_ASSERT_EQUAL(st, VT_ERR_INTERNAL);
             CU_ASSERT(contains(err.msg, "plan check (decode, 1 tokens): backend 'kv_rank3_store' declines node "
-                                        "blk.0.store_kv reshape_and_cache(f16[32,2], f16[32,2,1]"));
+                                        "blk.1.store_kv reshape_and_cache(f16[32,2], f16[32,2,1]"));
+            CU_ASSERT(before_size == after_size && memcmp(before, after, before_size) == 0);
         } else {
             CU_ASSERT_EQUAL(st, VT_ERR_INVALID);
-            CU_ASSERT(contains(err.msg, "backend 'kv_rank3_store' failed on node blk.0.store_kv "
+            CU_ASSERT(contains(err.msg, "backend 'kv_rank3_store' failed on node blk.1.store_kv "
                                         "reshape_and_cache(f16[32,2], f16[32,2,1]"));
         }
         CU_ASSERT_EQUAL(vt_engine_n_past(f.engine), N_PROMPT);
+        free(before);
+        free(after);
         vt_fixture_close(&f);
     }
 }
@@ -247,7 +269,7 @@ static void test_switch_from_the_environment(void) {
 
 int main(void) {
     CU_TestInfo tests[] = {
-        {"a node changed after negotiation fails its first run, named, before it runs",
+        {"a node changed after negotiation fails its first run, named, before anything runs",
          test_check_names_a_node_changed_after_negotiation},
         {"a store that loses its rank: caught by the check, and by the plugin with the check off",
          test_rank_change_caught_by_check_and_by_plugin},
