@@ -34,7 +34,10 @@ void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K) {
         const float *xb = x + b * 32;
         const float amax = simd_hmax_ps(amax32(xb));
         const float scale = amax / 127.0f;
-        d[b] = scale;
+        /* The block scale is kept at f16 precision, as a Q8_0 block stores it
+         * (and as llama.cpp's activation blocks do): the values are rounded
+         * against the f32 scale, the dot products use the f16 one. */
+        d[b] = _cvtsh_ss(_cvtss_sh(scale, _MM_FROUND_TO_NEAREST_INT));
         quantize32(xb, _mm256_set1_ps(scale > 0.0f ? 127.0f / amax : 0.0f), qs + b * 32);
     }
 }
