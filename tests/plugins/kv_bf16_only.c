@@ -28,24 +28,4 @@ static int plugin_supports(void *ctx, const vt_node *node) {
     return fwd_reference_supports(c, node);
 }
 
-static const vt_backend table = {
-    .abi_major = VT_ABI_MAJOR,
-    .abi_minor = VT_ABI_MINOR,
-    .struct_size = sizeof(vt_backend),
-    .name = PLUGIN_NAME,
-    .description = "test plugin: reference ops; cache store takes bf16 k/v only, rope/matmul emit f32 only",
-    .init = fwd_init,
-    .shutdown = fwd_shutdown,
-    .supports = plugin_supports,
-    .matmul = fwd_matmul,
-    .attention = fwd_attention,
-    .reshape_and_cache = fwd_reshape_and_cache,
-    .rms_norm = fwd_rms_norm,
-    .rope = fwd_rope,
-    .swiglu = fwd_swiglu,
-    .add = fwd_add,
-    .get_rows = fwd_get_rows,
-    .convert = fwd_convert,
-};
-
-VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
+FWD_BACKEND("test plugin: reference ops; cache store takes bf16 k/v only, rope/matmul emit f32 only", fwd_reshape_and_cache)

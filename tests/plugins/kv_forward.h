@@ -149,4 +149,29 @@ FWD_OP(get_rows)
 FWD_OP(convert)
 #undef FWD_OP
 
+/* The plugin's table and entry point: every op forwarded (the store through
+ * store_fn, fwd_reshape_and_cache unless the plugin has its own), with the
+ * plugin's supports(). */
+#define FWD_BACKEND(description_, store_fn)                                          \
+    static const vt_backend table = {                                                 \
+        .abi_major = VT_ABI_MAJOR,                                                    \
+        .abi_minor = VT_ABI_MINOR,                                                    \
+        .struct_size = sizeof(vt_backend),                                            \
+        .name = PLUGIN_NAME,                                                          \
+        .description = description_,                                                  \
+        .init = fwd_init,                                                             \
+        .shutdown = fwd_shutdown,                                                     \
+        .supports = plugin_supports,                                                  \
+        .matmul = fwd_matmul,                                                         \
+        .attention = fwd_attention,                                                   \
+        .reshape_and_cache = store_fn,                                                \
+        .rms_norm = fwd_rms_norm,                                                     \
+        .rope = fwd_rope,                                                             \
+        .swiglu = fwd_swiglu,                                                         \
+        .add = fwd_add,                                                               \
+        .get_rows = fwd_get_rows,                                                     \
+        .convert = fwd_convert,                                                       \
+    };                                                                                \
+    VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
+
 #endif
