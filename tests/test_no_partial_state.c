@@ -21,7 +21,8 @@
 #include "util.h"
 
 static const char *const levers[] = {"VT_CONFIG",         "VT_BACKEND",      "VT_THREADS",      "VT_CTX_SIZE",
-                                     "VT_KV_CACHE_DTYPE", "VT_KV_CACHE_F32", "VT_BACKEND_PATH", "VT_FAIL_ALLOC_AT"};
+                                     "VT_KV_CACHE_DTYPE", "VT_KV_CACHE_F32", "VT_BACKEND_PATH", "VT_FAIL_ALLOC_AT",
+                                     "VT_CHECK_PLAN"};
 static char model_path[512], truncated_path[512], junk_dir[512], plugin_path[1024];
 static vt_model *model;
 static float *baseline; /* [n_vocab] logits of the last token of `prompt` */
@@ -193,6 +194,7 @@ static void test_bad_levers(void) {
         {"VT_THREADS", "0"},         {"VT_THREADS", "10000"},      {"VT_THREADS", ""},
         {"VT_CTX_SIZE", "-5"},       {"VT_CTX_SIZE", "1e9"},       {"VT_KV_CACHE_DTYPE", "q4_0"},
         {"VT_KV_CACHE_F32", "yes"},  {"VT_BACKEND", "../../evil"}, {"VT_BACKEND", "x y"},
+        {"VT_CHECK_PLAN", "yes"},
     };
     vt_options o;
     vt_options_defaults(&o);
