@@ -1,7 +1,7 @@
 /* explain_parse.h — read `vt run/eval --explain` (or --dry-run) output back
  * into data, so tests assert on the negotiated plan the CLI printed.
  *
- * The lines it reads (core/plan_exec.c, core/engine.c):
+ * The lines it reads (core/engine/plan_exec.c, core/engine/engine.c):
  *   "  prefill   12 blk.0.rope_k   op=rope   backend=simd   in=f32,i32 out=f16"
  *   "backend: simd (fallback: reference)"
  *   "kv-cache dtype: f16 (from env VT_KV_CACHE_F32); 4096 tokens in ..." */

@@ -203,7 +203,7 @@ static void test_log_level_api(void) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Dtype services are core/quant.h's                                          */
+/* Dtype services are core/quant/quant.h's                                          */
 
 static void test_dtype_forwards(void) {
     const vt_host *h = vt_host_get(NULL);
@@ -242,7 +242,7 @@ int main(int argc, char **argv) {
         {"VT_FAIL_ALLOC_AT fails the n-th alloc of a process", test_fail_alloc_env},
         {"VT_LOG sets the log threshold", test_log_threshold_from_env},
         {"vt_log_set_level clamps and sticks", test_log_level_api},
-        {"dtype services forward to core/quant.h", test_dtype_forwards},
+        {"dtype services forward to core/quant/quant.h", test_dtype_forwards},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("host", NULL, NULL, tests);

@@ -1,4 +1,4 @@
-/* test_metrics.c — the comparison and perplexity metrics of core/metrics.c on
+/* test_metrics.c — the comparison and perplexity metrics of core/tools/metrics.c on
  * inputs whose answers are known in closed form.
  *
  * Tolerances: every quantity is computed in double from float logits that are

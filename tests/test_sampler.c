@@ -1,5 +1,5 @@
 /* test_sampler.c — greedy, top-k, top-p, min-p, temperature and the seeded
- * random stream of core/sampler.c. */
+ * random stream of core/engine/sampler.c. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * cover tiles of every height), GQA ratios 1/2/4/8, sequences crossing cache
  * blocks, non-contiguous block tables, head dims with scalar tails.
  *
- * Both backends load through core/registry.h from the build tree (the test
+ * Both backends load through core/runtime/registry.h from the build tree (the test
  * harness). Each comparison is element by element with a bound derived for
  * that element (see the tolerance helpers), not one loose global epsilon.
  * Every node is first checked against simd's supports() in the phase it

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "host.h"
 
@@ -421,19 +422,32 @@ static vt_status scan_path_list(vt_registry *r, const char *list, vt_error *err)
     return VT_OK;
 }
 
-/* <dir of libvt.so>/vt, or "" if libvt's own path is unknown. */
+/* The installed backends' folder: <dir of libvt.so>/vt when this code runs
+ * inside libvt.so; when it is linked into a program (vt itself, the tests),
+ * <program dir>/<bin to lib>/vt — the install's relative path first, then
+ * ../lib (the build tree's layout). "" if the code's own path is unknown. */
 static void default_folder(char *out, size_t size) {
     Dl_info info;
     out[0] = '\0';
     if (!dladdr((void *)&vt_registry_create, &info) || !info.dli_fname) return;
     char resolved[PATH_MAX];
-    const char *lib = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
-    const char *slash = strrchr(lib, '/');
-    if (!slash) {
-        format_into(out, size, "./%s", VT_BACKEND_SUBDIR);
+    const char *file = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
+    const char *slash = strrchr(file, '/');
+    const int dir_len = slash ? (int)(slash - file) : 1;
+    const char *dir = slash ? file : ".";
+    if (strncmp(slash ? slash + 1 : file, "libvt.", 6) == 0) {
+        format_into(out, size, "%.*s/%s", dir_len, dir, VT_BACKEND_SUBDIR);
         return;
     }
-    format_into(out, size, "%.*s/%s", (int)(slash - lib), lib, VT_BACKEND_SUBDIR);
+    static const char *const bin_to_lib[] = {VT_BIN_TO_LIBDIR, "../lib"};
+    for (size_t i = 0; i < sizeof bin_to_lib / sizeof *bin_to_lib; i++) {
+        char candidate[PATH_MAX];
+        format_into(candidate, sizeof candidate, "%.*s/%s/%s", dir_len, dir, bin_to_lib[i], VT_BACKEND_SUBDIR);
+        struct stat st;
+        if (stat(candidate, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        format_into(out, size, "%s", realpath(candidate, resolved) ? resolved : candidate);
+        return;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
