@@ -27,7 +27,7 @@ vt_status vt_error_prefix(vt_error *err, const char *fmt, ...) __attribute__((fo
 
 void vt_error_clear(vt_error *err);
 
-/* "invalid argument", "out of memory", ... */
-const char *vt_status_name(vt_status code);
+/* "invalid argument", "out of memory", ... (public: include/vt/vt.h) */
+VT_API const char *vt_status_name(vt_status code);
 
 #endif

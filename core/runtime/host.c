@@ -2,6 +2,7 @@
  * threshold, aligned allocation with test-time failure injection, the current
  * thread pool's parallel_for, and row conversion through core/quant.h. */
 #include "host.h"
+#include "vt/vt.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,6 +29,11 @@ static int parse_level(const char *s) {
     if (s[0] >= '0' && s[0] <= '3' && s[1] == '\0') return s[0] - '0';
     return -1;
 }
+
+/* Where messages go: stderr, or the embedder's callback (vt_set_log_callback). */
+static pthread_mutex_t log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static vt_log_fn log_sink;
+static void *log_sink_user;
 
 static void read_log_env(void) {
     const char *env = getenv("VT_LOG");
@@ -64,8 +70,22 @@ void vt_log(int level, const char *who, const char *fmt, ...) {
     va_end(ap);
     size_t len = strlen(line);
     if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
-    fprintf(stderr, "%s\n", line);
+    pthread_mutex_lock(&log_sink_lock);
+    vt_log_fn fn = log_sink;
+    void *user = log_sink_user;
+    pthread_mutex_unlock(&log_sink_lock);
+    if (fn) fn(user, level, who && *who ? who : "core", line + head);
+    else fprintf(stderr, "%s\n", line);
 }
+
+void vt_set_log_callback(vt_log_fn fn, void *user) {
+    pthread_mutex_lock(&log_sink_lock);
+    log_sink = fn;
+    log_sink_user = user;
+    pthread_mutex_unlock(&log_sink_lock);
+}
+
+void vt_set_log_level(int level) { vt_log_set_level(level); }
 
 /* ------------------------------------------------------------------------ */
 /* Allocation with failure injection                                          */

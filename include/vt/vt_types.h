@@ -16,6 +16,14 @@
 extern "C" {
 #endif
 
+/* Marks the functions libvt exports (include/vt/vt.h); everything else in
+ * libvt is hidden. */
+#if defined(__GNUC__)
+#define VT_API __attribute__((visibility("default")))
+#else
+#define VT_API
+#endif
+
 /* Status codes returned by every vt function and every backend op. */
 typedef enum vt_status {
     VT_OK = 0,

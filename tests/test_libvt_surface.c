@@ -1,0 +1,179 @@
+/* test_libvt_surface.c — libvt.so is a library with a surface: it exports
+ * exactly what include/vt/ declares, and a program that knows only vt.h
+ * builds against it, opens a session, evaluates, reads its version and
+ * receives the log through its own callback. */
+#include <ctype.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "synth.h"
+#include "util.h"
+#include "vt/vt.h"
+
+#define LIBVT_PATH VT_BUILD_DIR "/lib/libvt.so"
+
+/* Every public header concatenated. */
+static char *public_headers(void) {
+    const char *dir_path = VT_SOURCE_DIR "/include/vt";
+    DIR *dir = opendir(dir_path);
+    if (!dir) return NULL;
+    char *all = calloc(1, 1);
+    size_t len = 0;
+    struct dirent *e;
+    while (all && (e = readdir(dir))) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || strcmp(e->d_name + n - 2, ".h") != 0) continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir_path, e->d_name);
+        size_t size = 0;
+        char *text = vt_test_read_file(path, &size);
+        if (!text) continue;
+        char *grown = realloc(all, len + size + 1);
+        if (grown) {
+            memcpy(grown + len, text, size + 1);
+            len += size;
+        }
+        all = grown;
+        free(text);
+    }
+    closedir(dir);
+    return all;
+}
+
+/* Is `name(` declared in text as a whole identifier? */
+static bool declares(const char *text, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        const bool starts = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        const char *q = p + n;
+        while (*q == ' ') q++;
+        if (starts && *q == '(') return true;
+    }
+    return false;
+}
+
+static void test_exports_only_the_public_api(void) {
+    char *out = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd("nm -D --defined-only '" LIBVT_PATH "'", &out, NULL), 0);
+    char *headers = public_headers();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(headers);
+    int exported = 0, undeclared = 0;
+    bool has_open = false, has_version = false;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        char addr[64], type[8], name[256];
+        if (sscanf(line, "%63s %7s %255s", addr, type, name) != 3) continue;
+        exported++;
+        has_open |= strcmp(name, "vt_session_open") == 0;
+        has_version |= strcmp(name, "vt_version") == 0;
+        if (!declares(headers, name)) {
+            printf("\n  exported but not declared in include/vt/: %s (%s)", name, type);
+            undeclared++;
+        }
+    }
+    printf("\n  %d symbols exported by libvt.so", exported);
+    CU_ASSERT(exported > 0);
+    CU_ASSERT_EQUAL(undeclared, 0);
+    CU_ASSERT(has_open && has_version);
+    free(headers);
+    free(out);
+}
+
+static void test_version(void) {
+    CU_ASSERT_STRING_EQUAL(vt_version(), VT_TEST_PROJECT_VERSION);
+    unsigned major = 0, minor = 0, patch = 0;
+    CU_ASSERT_EQUAL(sscanf(vt_version(), "%u.%u.%u", &major, &minor, &patch), 3);
+    CU_ASSERT_EQUAL(vt_version_number(), major * 10000 + minor * 100 + patch);
+}
+
+/* A stranger's program: vt.h and libvt.so only. */
+static const char embedder_source[] =
+    "#include <stdio.h>\n"
+    "#include <string.h>\n"
+    "#include \"vt/vt.h\"\n"
+    "static int messages;\n"
+    "static void on_log(void *user, int level, const char *who, const char *msg) {\n"
+    "    (void)level; (void)who;\n"
+    "    if (msg && *msg) ++*(int *)user;\n"
+    "}\n"
+    "int main(int argc, char **argv) {\n"
+    "    if (argc != 2) return 2;\n"
+    "    vt_set_log_callback(on_log, &messages);\n"
+    "    vt_set_log_level(3);\n"
+    "    const char *settings[] = {\"runtime.backend=reference\", \"runtime.threads=1\", NULL};\n"
+    "    vt_session_options o = {sizeof o, NULL, settings, false};\n"
+    "    vt_session *s = NULL;\n"
+    "    char err[512];\n"
+    "    if (vt_session_open(argv[1], &o, &s, err, sizeof err) != VT_OK) { printf(\"open: %s\\n\", err); return 1; }\n"
+    "    const int ids[3] = {1, 7, 9};\n"
+    "    if (vt_session_eval(s, ids, 3, err, sizeof err) != VT_OK) { printf(\"eval: %s\\n\", err); return 1; }\n"
+    "    const float *l = vt_session_logits(s, 0);\n"
+    "    int best = 0;\n"
+    "    for (int i = 1; i < vt_session_n_vocab(s); i++) if (l[i] > l[best]) best = i;\n"
+    "    printf(\"version %s n_vocab %d argmax %d messages %d status %s\\n\", vt_version(), vt_session_n_vocab(s),\n"
+    "           best, messages, vt_status_name(VT_ERR_NOMEM));\n"
+    "    vt_session_close(s);\n"
+    "    return 0;\n"
+    "}\n";
+
+static void test_an_embedder_builds_and_runs(void) {
+    char model[1024], src[1024], exe[1024];
+    vt_synth_params p;
+    memset(&p, 0, sizeof p);
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_synth_shape(&p, "tiny", &err), VT_OK);
+    p.type = "q8_0";
+    p.seed = 5;
+    vt_test_tmpfile(model, sizeof model, "embed.gguf");
+    CU_ASSERT_EQUAL_FATAL(vt_synth_write(&p, model, &err), VT_OK);
+    vt_test_tmpfile(src, sizeof src, "embedder.c");
+    vt_test_tmpfile(exe, sizeof exe, "embedder");
+    FILE *f = fopen(src, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(embedder_source, f);
+    fclose(f);
+
+    char cmd[4096], *out = NULL, *errs = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cc -std=c11 -Wall -Wextra -Werror %s -I'" VT_SOURCE_DIR "/include' '%s' -o '%s' -L'" VT_BUILD_DIR
+             "/lib' -lvt -Wl,-rpath,'" VT_BUILD_DIR "/lib'",
+             VT_TEST_SANITIZE_FLAGS, src, exe);
+    int rc = vt_test_run_cmd(cmd, &out, &errs);
+    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    free(out);
+    free(errs);
+
+    /* Run with a backend folder holding refused plugins: the registry logs
+     * why at info level, and those lines must reach the callback, not stderr. */
+    snprintf(cmd, sizeof cmd, "VT_BACKEND_PATH='%s' '%s' '%s'", VT_TEST_PLUGIN_DIR, exe, model);
+    rc = vt_test_run_cmd(cmd, &out, &errs);
+    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    int n_vocab = -1, argmax = -1, messages = -1;
+    char version[32] = "", status[64] = "";
+    CU_ASSERT_EQUAL(out ? sscanf(out, "version %31s n_vocab %d argmax %d messages %d status %63[^\n]", version,
+                                 &n_vocab, &argmax, &messages, status)
+                        : 0,
+                    5);
+    CU_ASSERT_STRING_EQUAL(version, vt_version());
+    CU_ASSERT_EQUAL(n_vocab, p.n_vocab);
+    CU_ASSERT(argmax >= 0 && argmax < n_vocab);
+    CU_ASSERT(messages > 0);
+    CU_ASSERT_STRING_EQUAL(status, vt_status_name(VT_ERR_NOMEM));
+    CU_ASSERT(!errs || !strstr(errs, "vt[")); /* the log went to the callback */
+    free(out);
+    free(errs);
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {
+        {"libvt.so exports only what include/vt/ declares", test_exports_only_the_public_api},
+        {"vt_version and vt_version_number agree with the project", test_version},
+        {"a program built on vt.h alone runs a session and gets the log", test_an_embedder_builds_and_runs},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("libvt surface", NULL, NULL, tests);
+    return vt_test_run();
+}
