@@ -78,10 +78,7 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
         }
         return VT_ARG_TAKEN;
     }
-    if (is_flag(a, "--model") || strcmp(a, "-m") == 0) {
-        c->model_path = vt_cli_value(argc, argv, i, err);
-        return c->model_path ? VT_ARG_TAKEN : VT_ARG_ERROR;
-    }
+    if (is_flag(a, "--model") || strcmp(a, "-m") == 0) return vt_cli_text_arg(argc, argv, i, &c->model_path, err);
     if (is_flag(a, "--config")) { /* applied in vt_cli_init */
         return vt_cli_value(argc, argv, i, err) ? VT_ARG_TAKEN : VT_ARG_ERROR;
     }
@@ -121,6 +118,17 @@ vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, do
     return VT_OK;
 }
 
+vt_arg_result vt_cli_text_arg(int argc, char **argv, int *i, const char **out, vt_error *err) {
+    *out = vt_cli_value(argc, argv, i, err);
+    return *out ? VT_ARG_TAKEN : VT_ARG_ERROR;
+}
+
+vt_arg_result vt_cli_int_arg(int argc, char **argv, int *i, const char *flag, int64_t lo, int64_t hi, int64_t *out,
+                             vt_error *err) {
+    const char *v = vt_cli_value(argc, argv, i, err);
+    return v && vt_cli_int(flag, v, lo, hi, out, err) == VT_OK ? VT_ARG_TAKEN : VT_ARG_ERROR;
+}
+
 vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err) {
     size_t cap = 16, count = 0;
     int32_t *v = malloc(cap * sizeof *v);
@@ -154,9 +162,43 @@ vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prom
     const char **slot = strcmp(argv[*i], "-p") == 0 || strcmp(argv[*i], "--prompt") == 0 ? prompt
                         : strcmp(argv[*i], "--tokens") == 0                                 ? ids
                                                                                              : NULL;
-    if (!slot) return VT_ARG_NOT_MINE;
-    *slot = vt_cli_value(argc, argv, i, err);
-    return *slot ? VT_ARG_TAKEN : VT_ARG_ERROR;
+    return slot ? vt_cli_text_arg(argc, argv, i, slot, err) : VT_ARG_NOT_MINE;
+}
+
+vt_arg_result vt_cli_multi_backend_arg(vt_cli_common *c, const char *cmd, int argc, char **argv, int *i,
+                                       vt_error *err) {
+    if (is_flag(argv[*i], "--backend")) {
+        vt_fail(err, VT_ERR_INVALID, "%s runs several backends: use --backends NAME[,NAME...] or all", cmd);
+        return VT_ARG_ERROR;
+    }
+    return vt_cli_common_arg(c, argc, argv, i, err);
+}
+
+vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
+                       vt_error *err) {
+    *help = false;
+    if (c && vt_cli_init(c, argc, argv, err) != VT_OK) return err->code;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        /* the command's own flags first: eval's --top-k is the report size,
+         * not the sampling filter of the same name */
+        vt_arg_result r = p->own ? p->own(opts, argc, argv, &i, err) : VT_ARG_NOT_MINE;
+        if (r == VT_ARG_NOT_MINE && c) r = vt_cli_common_arg(c, argc, argv, &i, err);
+        if (r == VT_ARG_ERROR) return err->code;
+        if (r == VT_ARG_TAKEN) continue;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *help = true;
+            return VT_OK;
+        }
+        return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s", p->name,
+                       p->operands ? "unexpected argument" : "unknown option", a, p->see_help ? " (see vt " : "",
+                       p->see_help ? p->name : "", p->see_help ? " --help)" : "");
+    }
+    return VT_OK;
+}
+
+vt_status vt_cli_require_model(const char *path, vt_error *err) {
+    return path ? VT_OK : vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
 }
 
 vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, bool all_logits,
@@ -209,11 +251,16 @@ int vt_cli_error(const vt_error *err) {
     }
 }
 
-vt_status vt_cli_open_engine(vt_cli_common *c, bool all_logits, vt_model **model, vt_engine **engine, vt_error *err) {
+int vt_cli_exit(vt_status st, const vt_error *err) {
+    return st == VT_OK ? 0 : vt_cli_error(err);
+}
+
+vt_status vt_cli_open_engine(const vt_cli_common *c, bool all_logits, vt_model **model, vt_engine **engine,
+                             vt_error *err) {
     *model = NULL;
     *engine = NULL;
-    if (!c->model_path) return vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
-    vt_status st = vt_model_load(c->model_path, model, err);
+    vt_status st = vt_cli_require_model(c->model_path, err);
+    if (st == VT_OK) st = vt_model_load(c->model_path, model, err);
     if (st != VT_OK) return st;
     st = vt_engine_create(&c->opt, *model, all_logits, engine, err);
     if (st != VT_OK) {

@@ -35,9 +35,44 @@ vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, do
 /* "1,2,3" -> ids (malloc'ed). */
 vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err);
 
-/* Try argv[*i] as the prompt flags shared by run/eval: -p/--prompt TEXT or
- * --tokens IDS (advancing *i past the value). */
+/* Take the value of flag argv[*i] (advancing *i past it) into *out: as
+ * text, or as an integer in lo..hi (errors name the flag `flag`). */
+vt_arg_result vt_cli_text_arg(int argc, char **argv, int *i, const char **out, vt_error *err);
+vt_arg_result vt_cli_int_arg(int argc, char **argv, int *i, const char *flag, int64_t lo, int64_t hi, int64_t *out,
+                             vt_error *err);
+
+/* Try argv[*i] as the prompt flags shared by run/eval/compare: -p/--prompt
+ * TEXT or --tokens IDS (advancing *i past the value). */
 vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prompt, const char **ids, vt_error *err);
+
+/* vt_cli_common_arg for the commands that run several backends (compare,
+ * bench, named by cmd): --backend is refused, pointing to --backends. */
+vt_arg_result vt_cli_multi_backend_arg(vt_cli_common *c, const char *cmd, int argc, char **argv, int *i,
+                                       vt_error *err);
+
+/* A command's own flags and operands: try argv[*i] (advancing *i past a
+ * value) and store it in opts, the command's options struct. */
+typedef vt_arg_result (*vt_cli_arg_fn)(void *opts, int argc, char **argv, int *i, vt_error *err);
+
+/* How a command reads its argv. The error for an argument nobody takes is
+ * "NAME: unknown option 'ARG'", or "NAME: unexpected argument 'ARG'" for a
+ * command with operands, followed by " (see vt NAME --help)" when see_help. */
+typedef struct vt_cli_parser {
+    const char *name;
+    bool operands;
+    bool see_help;
+    vt_cli_arg_fn own; /* NULL: the command has no flags of its own */
+} vt_cli_parser;
+
+/* The parse step every command shares: argv -> opts, syntax only. With c,
+ * vt_cli_init runs first and every entry the command does not take is tried
+ * as an engine flag. -h/--help sets *help and stops there (what follows it
+ * is not read). */
+vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
+                       vt_error *err);
+
+/* "no model: pass -m FILE" when path is NULL. */
+vt_status vt_cli_require_model(const char *path, vt_error *err);
 
 /* An engine for `model` on backend `name` with c's options (compare, bench):
  * errors prefixed with the backend's name; the plans printed when --explain. */
@@ -52,6 +87,8 @@ void vt_cli_common_help(FILE *f);
 
 /* Print "vt: <msg>" to stderr, return the exit code for this status. */
 int vt_cli_error(const vt_error *err);
+/* A command's exit code: 0 when st is VT_OK, else vt_cli_error(err). */
+int vt_cli_exit(vt_status st, const vt_error *err);
 
 /* Subcommands. */
 int vt_cmd_run(int argc, char **argv);
@@ -69,7 +106,8 @@ int vt_cmd_synth(int argc, char **argv);
 
 /* Load c->model_path and build the engine (plans negotiated); print the
  * plans to stderr when c->explain. */
-vt_status vt_cli_open_engine(vt_cli_common *c, bool all_logits, vt_model **model, vt_engine **engine, vt_error *err);
+vt_status vt_cli_open_engine(const vt_cli_common *c, bool all_logits, vt_model **model, vt_engine **engine,
+                             vt_error *err);
 
 /* Prompt -> tokens: --tokens ids as given, else the text through the model's
  * tokenizer (BOS as its metadata says). */

@@ -32,56 +32,53 @@ static int by_logit_desc(const void *a, const void *b) {
     return x->id - y->id;
 }
 
-int vt_cmd_eval(int argc, char **argv) {
-    vt_error err = {0};
+/* What `vt eval` was asked. */
+typedef struct eval_opts {
     vt_cli_common c;
-    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
-    const char *prompt = NULL, *ids = NULL;
-    int64_t top_k = 20;
-    bool decode = false, full_last = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--top-k") == 0) { /* eval's --top-k is the report size, not sampling */
-            const char *v = vt_cli_value(argc, argv, &i, &err);
-            if (!v || vt_cli_int("--top-k", v, 1, 1 << 24, &top_k, &err) != VT_OK) return vt_cli_error(&err);
-            continue;
-        }
-        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
-        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
-        if (r == VT_ARG_TAKEN) continue;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return 0;
-        } else if ((r = vt_cli_prompt_arg(argc, argv, &i, &prompt, &ids, &err)) != VT_ARG_NOT_MINE) {
-            if (r == VT_ARG_ERROR) return vt_cli_error(&err);
-        } else if (strcmp(a, "--decode") == 0) {
-            decode = true;
-        } else if (strcmp(a, "--full-last") == 0) {
-            full_last = true;
-        } else if (strcmp(a, "--json") == 0) {
-            /* the only output format */
-        } else {
-            vt_fail(&err, VT_ERR_INVALID, "eval: unknown option '%s' (see vt eval --help)", a);
-            return vt_cli_error(&err);
-        }
-    }
-    if (!prompt && !ids && !c.dry_run) {
-        vt_fail(&err, VT_ERR_INVALID, "eval: give --tokens IDS or -p TEXT");
-        return vt_cli_error(&err);
-    }
+    const char *prompt, *ids;
+    int64_t top_k; /* pairs in "top": the report's size, not the sampling filter */
+    bool decode, full_last;
+    bool help;
+} eval_opts;
+
+static vt_arg_result eval_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    eval_opts *o = opts;
+    const char *a = argv[*i];
+    if (strcmp(a, "--top-k") == 0) return vt_cli_int_arg(argc, argv, i, "--top-k", 1, 1 << 24, &o->top_k, err);
+    if (strcmp(a, "--decode") == 0) o->decode = true;
+    else if (strcmp(a, "--full-last") == 0) o->full_last = true;
+    else if (strcmp(a, "--json") == 0) { /* the only output format */ }
+    else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, &o->ids, err);
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_eval(int argc, char **argv, eval_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {"eval", false, true, eval_arg};
+    *o = (eval_opts){.top_k = 20};
+    return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+}
+
+static vt_status validate_eval(const eval_opts *o, vt_error *err) {
+    if (!o->prompt && !o->ids && !o->c.dry_run)
+        return vt_fail(err, VT_ERR_INVALID, "eval: give --tokens IDS or -p TEXT");
+    return vt_cli_require_model(o->c.model_path, err);
+}
+
+/* Load, evaluate the tokens, print the JSON object. */
+static vt_status run_eval(const eval_opts *o, vt_error *err) {
     vt_model *model = NULL;
     vt_engine *e = NULL;
     int32_t *tokens = NULL;
     size_t n = 0;
     scored *top = NULL;
-    vt_status st = vt_cli_open_engine(&c, true, &model, &e, &err);
-    if (st == VT_OK && c.dry_run) goto done;
-    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&c, model, prompt, ids, &tokens, &n, &err);
-    if (st == VT_OK && n == 0) st = vt_fail(&err, VT_ERR_INVALID, "zero tokens to evaluate");
+    vt_status st = vt_cli_open_engine(&o->c, true, &model, &e, err);
+    if (st == VT_OK && o->c.dry_run) goto done;
+    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, o->prompt, o->ids, &tokens, &n, err);
+    if (st == VT_OK && n == 0) st = vt_fail(err, VT_ERR_INVALID, "zero tokens to evaluate");
     if (st == VT_OK && (int64_t)n > e->ctx_size)
-        st = vt_fail(&err, VT_ERR_CONTEXT_FULL, "%zu tokens do not fit the KV cache of %lld tokens (-c)", n,
+        st = vt_fail(err, VT_ERR_CONTEXT_FULL, "%zu tokens do not fit the KV cache of %lld tokens (-c)", n,
                      (long long)e->ctx_size);
-    if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n, decode, &err);
+    if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n, o->decode, err);
     if (st != VT_OK) goto done;
     const int32_t V = model->hp.n_vocab;
     printf("{\"tokens\": [");
@@ -91,27 +88,40 @@ int vt_cmd_eval(int argc, char **argv) {
     const float *last = vt_engine_logits(e, (int64_t)n - 1);
     top = malloc((size_t)V * sizeof *top);
     if (!top) {
-        st = vt_fail(&err, VT_ERR_NOMEM, "out of memory");
+        st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
         goto done;
     }
     for (int32_t i = 0; i < V; i++) top[i] = (scored){i, last[i]};
     qsort(top, (size_t)V, sizeof *top, by_logit_desc);
-    if (top_k > V) top_k = V;
+    const int64_t top_k = o->top_k < V ? o->top_k : V;
     printf("], \"top\": [");
     for (int64_t i = 0; i < top_k; i++) printf("%s[%d, %.9g]", i ? ", " : "", top[i].id, (double)top[i].logit);
     printf("]");
-    if (full_last) {
+    if (o->full_last) {
         printf(", \"last_logits\": [");
         for (int32_t i = 0; i < V; i++) printf("%s%.9g", i ? ", " : "", (double)last[i]);
         printf("]");
     }
     printf(", \"backend\": \"%s\", \"kv_cache_dtype\": \"%s\", \"path\": \"%s\"}\n",
            vt_registry_at(e->registry, e->preferred)->name, vt_dtype_name(e->kv->dtype),
-           decode ? "decode" : "prefill");
+           o->decode ? "decode" : "prefill");
 done:
     free(top);
     free(tokens);
     vt_engine_free(e);
     vt_model_free(model);
-    return st == VT_OK ? 0 : vt_cli_error(&err);
+    return st;
+}
+
+int vt_cmd_eval(int argc, char **argv) {
+    vt_error err = {0};
+    eval_opts o;
+    vt_status st = parse_eval(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        help();
+        return 0;
+    }
+    if (st == VT_OK) st = validate_eval(&o, &err);
+    if (st == VT_OK) st = run_eval(&o, &err);
+    return vt_cli_exit(st, &err);
 }

@@ -20,47 +20,51 @@ static void help(void) {
     vt_cli_common_help(stdout);
 }
 
-int vt_cmd_run(int argc, char **argv) {
-    vt_error err = {0};
+/* What `vt run` was asked. */
+typedef struct run_opts {
     vt_cli_common c;
-    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
-    const char *prompt = NULL, *ids = NULL;
-    int64_t n_predict = 32;
-    bool print_ids = false, ignore_eos = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
-        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
-        if (r == VT_ARG_TAKEN) continue;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return 0;
-        } else if ((r = vt_cli_prompt_arg(argc, argv, &i, &prompt, &ids, &err)) != VT_ARG_NOT_MINE) {
-            if (r == VT_ARG_ERROR) return vt_cli_error(&err);
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) {
-            const char *v = vt_cli_value(argc, argv, &i, &err);
-            if (!v || vt_cli_int("-n", v, 0, 1 << 24, &n_predict, &err) != VT_OK) return vt_cli_error(&err);
-        } else if (strcmp(a, "--ids") == 0) {
-            print_ids = true;
-        } else if (strcmp(a, "--ignore-eos") == 0) {
-            ignore_eos = true;
-        } else {
-            vt_fail(&err, VT_ERR_INVALID, "run: unknown option '%s' (see vt run --help)", a);
-            return vt_cli_error(&err);
-        }
-    }
+    const char *prompt, *ids;
+    int64_t n_predict;
+    bool print_ids, ignore_eos;
+    bool help;
+} run_opts;
+
+static vt_arg_result run_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    run_opts *o = opts;
+    const char *a = argv[*i];
+    if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)
+        return vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 24, &o->n_predict, err);
+    if (strcmp(a, "--ids") == 0) o->print_ids = true;
+    else if (strcmp(a, "--ignore-eos") == 0) o->ignore_eos = true;
+    else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, &o->ids, err);
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_run(int argc, char **argv, run_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {"run", false, true, run_arg};
+    *o = (run_opts){.n_predict = 32};
+    return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+}
+
+static vt_status validate_run(const run_opts *o, vt_error *err) {
+    return vt_cli_require_model(o->c.model_path, err);
+}
+
+/* Load, prefill the prompt, then sample and decode, streaming the text. */
+static vt_status run_run(const run_opts *o, vt_error *err) {
+    int64_t n_predict = o->n_predict;
     vt_model *model = NULL;
     vt_engine *e = NULL;
     int32_t *tokens = NULL;
     size_t n_tokens = 0;
     vt_sampler *sampler = NULL;
-    vt_status st = vt_cli_open_engine(&c, false, &model, &e, &err);
-    if (st == VT_OK && c.dry_run) goto done;
-    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&c, model, prompt, ids, &tokens, &n_tokens, &err);
+    vt_status st = vt_cli_open_engine(&o->c, false, &model, &e, err);
+    if (st == VT_OK && o->c.dry_run) goto done;
+    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, o->prompt, o->ids, &tokens, &n_tokens, err);
     if (st == VT_OK && n_tokens == 0)
-        st = vt_fail(&err, VT_ERR_INVALID, "the prompt is empty: zero tokens to evaluate (give -p TEXT or --tokens)");
+        st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens to evaluate (give -p TEXT or --tokens)");
     if (st == VT_OK && (int64_t)n_tokens > e->ctx_size)
-        st = vt_fail(&err, VT_ERR_CONTEXT_FULL,
+        st = vt_fail(err, VT_ERR_CONTEXT_FULL,
                      "the prompt has %zu tokens but the KV cache holds %lld (-c/--ctx-size %lld); raise -c", n_tokens,
                      (long long)e->ctx_size, (long long)e->ctx_size);
     if (st == VT_OK && (int64_t)n_tokens + n_predict > e->ctx_size) {
@@ -69,19 +73,19 @@ int vt_cmd_run(int argc, char **argv) {
         n_predict = e->ctx_size - (int64_t)n_tokens;
     }
     if (st == VT_OK) {
-        vt_sampler_params sp = {c.opt.temp, c.opt.top_k, c.opt.top_p, c.opt.min_p, c.opt.seed};
-        st = vt_sampler_create(&sp, &sampler, &err);
+        vt_sampler_params sp = {o->c.opt.temp, o->c.opt.top_k, o->c.opt.top_p, o->c.opt.min_p, o->c.opt.seed};
+        st = vt_sampler_create(&sp, &sampler, err);
     }
     vt_utf8_stream text_stream = {{0}, 0};
     double t0 = vt_cli_now(), t_prompt = 0;
     int64_t generated = 0;
-    if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n_tokens, false, &err);
+    if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n_tokens, false, err);
     t_prompt = vt_cli_now() - t0;
     double t1 = vt_cli_now();
     for (int64_t k = 0; st == VT_OK && k < n_predict; k++) {
         int32_t next = vt_sampler_sample(sampler, vt_engine_logits(e, 0), model->hp.n_vocab);
         generated++;
-        if (print_ids) {
+        if (o->print_ids) {
             printf("%s%d", k ? "," : "", next);
         } else if (model->tokenizer) {
             /* A character split over tokens is printed once its last byte arrives. */
@@ -91,8 +95,8 @@ int vt_cmd_run(int argc, char **argv) {
             if (len > 0) fwrite(out, 1, vt_utf8_stream_push(&text_stream, buf, (size_t)len, out), stdout);
         }
         fflush(stdout);
-        if (!ignore_eos && model->tokenizer && vt_tokenizer_is_eog(model->tokenizer, next)) break;
-        if (k + 1 < n_predict) st = vt_engine_eval(e, &next, 1, true, &err);
+        if (!o->ignore_eos && model->tokenizer && vt_tokenizer_is_eog(model->tokenizer, next)) break;
+        if (k + 1 < n_predict) st = vt_engine_eval(e, &next, 1, true, err);
     }
     if (st == VT_OK) {
         char tail[4];
@@ -108,5 +112,18 @@ done:
     free(tokens);
     vt_engine_free(e);
     vt_model_free(model);
-    return st == VT_OK ? 0 : vt_cli_error(&err);
+    return st;
+}
+
+int vt_cmd_run(int argc, char **argv) {
+    vt_error err = {0};
+    run_opts o;
+    vt_status st = parse_run(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        help();
+        return 0;
+    }
+    if (st == VT_OK) st = validate_run(&o, &err);
+    if (st == VT_OK) st = run_run(&o, &err);
+    return vt_cli_exit(st, &err);
 }
