@@ -74,12 +74,6 @@ const vt_backend_entry *vt_harness_backend(const vt_harness *h, const char *name
     return vt_registry_find(h->registry, name);
 }
 
-static const char *op_name(int32_t op) {
-    static const char *const names[VT_OP_COUNT] = {"matmul", "attention", "reshape_and_cache", "rms_norm", "rope",
-                                                  "swiglu", "add", "get_rows", "convert"};
-    return op >= 0 && op < VT_OP_COUNT ? names[op] : "unknown";
-}
-
 bool vt_harness_accepts(const vt_harness *h, const char *name, const vt_node *node) {
     const vt_backend_entry *b = vt_harness_backend(h, name);
     if (!b) return false;
@@ -97,7 +91,7 @@ vt_status vt_harness_run(const vt_harness *h, const char *name, const vt_node *n
         return VT_ERR_UNSUPPORTED;
     }
     if (!vt_harness_accepts(h, name, node)) {
-        fprintf(stderr, "backend_harness: backend %s declines the %s node\n", name, op_name(node->op));
+        fprintf(stderr, "backend_harness: backend %s declines the %s node\n", name, vt_op_name(node->op));
         return VT_ERR_UNSUPPORTED;
     }
     return vt_backend_run(b, node);

@@ -245,17 +245,17 @@ static int check_plan(const vt_engine *e, const vt_plan *p, const char *cell, in
             if (claims != on_pref || (!claims && (e->fallback < 0 || n->backend != e->fallback))) misplaced++;
         }
         if (nodes == 0) {
-            printf("\n%s %s: no %s node in the plan", cell, phase, vt_op_names[core_ops[k]]);
+            printf("\n%s %s: no %s node in the plan", cell, phase, vt_op_name(core_ops[k]));
             violations++;
         }
         if (misplaced) {
             printf("\n%s %s: %d %s nodes placed against %s's claims", cell, phase, misplaced,
-                   vt_op_names[core_ops[k]], pref->name);
+                   vt_op_name(core_ops[k]), pref->name);
             violations += misplaced;
         }
         if (floor && floor->ops[ph][k] && runs != nodes) {
             printf("\n%s %s: %s runs %d of %d %s nodes, expected all", cell, phase, pref->name, runs, nodes,
-                   vt_op_names[core_ops[k]]);
+                   vt_op_name(core_ops[k]));
             violations++;
         }
         runs_total += runs;

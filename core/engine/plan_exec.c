@@ -12,9 +12,6 @@
 #include "plan_internal.h"
 #include "quant.h"
 
-const char *const vt_op_names[VT_OP_COUNT] = {"matmul", "attention", "reshape_and_cache", "rms_norm", "rope",
-                                              "swiglu", "add",       "get_rows",          "convert"};
-
 static int64_t scaled_dim(const vt_plan *p, const vt_value *v, int64_t n_tokens, int64_t n_outputs) {
     int64_t full = v->ne[v->scale_dim];
     if (v->scale == VT_SCALE_TOKENS && n_tokens >= 0) return full / p->max_tokens * n_tokens;
@@ -58,7 +55,7 @@ static void describe_tensor(const vt_tensor *t, char *buf, size_t size) {
 }
 
 void vt_plan_describe_node(const vt_node *node, char *buf, size_t size) {
-    int n = snprintf(buf, size, "%s(", node->op >= 0 && node->op < VT_OP_COUNT ? vt_op_names[node->op] : "?");
+    int n = snprintf(buf, size, "%s(", vt_op_name(node->op));
     for (int i = 0; i < node->n_src && n > 0 && (size_t)n < size; i++) {
         char t[96];
         describe_tensor(&node->src[i], t, sizeof t);
@@ -264,7 +261,7 @@ void vt_plan_explain(const vt_plan *p, FILE *f) {
             len += snprintf(in + len, sizeof in - (size_t)len, "%s%s", s ? "," : "", vt_dtype_name(node.src[s].dtype));
         if (n->dst >= 0) snprintf(out, sizeof out, "%s", vt_dtype_name(node.dst.dtype));
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
-        fprintf(f, "  %s %4d %-24s op=%-17s backend=%-10s in=%s out=%s", phase, i, n->label, vt_op_names[n->op],
+        fprintf(f, "  %s %4d %-24s op=%-17s backend=%-10s in=%s out=%s", phase, i, n->label, vt_op_name(n->op),
                 e ? e->name : "?", in, out);
         if (n->op == VT_OP_RESHAPE_AND_CACHE && !vt_plan_kv_exact(node.src[0].dtype, p->kv_dtype))
             fprintf(f, "  [inexact: k/v rounded to %s before the %s cache]", vt_dtype_name(node.src[0].dtype),

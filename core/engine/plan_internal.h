@@ -14,6 +14,5 @@ void vt_plan_describe_node(const vt_node *n, char *buf, size_t size);
 /* Lay out the activations in one arena, reusing memory of dead values. */
 vt_status vt_plan_allocate(vt_plan *p, vt_error *err);
 
-extern const char *const vt_op_names[VT_OP_COUNT];
 
 #endif

@@ -104,8 +104,6 @@ _Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_
 
 /* Operand counts of each op (vt_backend.h conventions), for nonsense probes. */
 static const int op_n_src[VT_OP_COUNT] = {2, 6, 5, 2, 2, 2, 2, 2, 1};
-static const char *const op_names[VT_OP_COUNT] = {"matmul", "attention", "reshape_and_cache", "rms_norm", "rope",
-                                                  "swiglu", "add", "get_rows", "convert"};
 
 #define NONSENSE_DTYPE 99
 
@@ -165,7 +163,7 @@ static const char *accepts_nonsense(const vt_backend *t, void *ctx, char *buf, s
         if (!vt_backend_op(t, op)) continue; /* supports() is never asked about NULL ops */
         node = nonsense_node(op, NONSENSE_DTYPE);
         if (t->supports(ctx, &node)) {
-            format_into(buf, size, "supports() accepts %s with dtype %d, which does not exist", op_names[op],
+            format_into(buf, size, "supports() accepts %s with dtype %d, which does not exist", vt_op_name(op),
                      NONSENSE_DTYPE);
             return buf;
         }

@@ -90,6 +90,23 @@ typedef enum vt_op {
     VT_OP_COUNT = 9
 } vt_op;
 
+/* "matmul", "attention", ...: the op's name in messages, --explain and tables;
+ * "?" for an id that is not an op. */
+static inline const char *vt_op_name(int op) {
+    switch (op) {
+    case VT_OP_MATMUL: return "matmul";
+    case VT_OP_ATTENTION: return "attention";
+    case VT_OP_RESHAPE_AND_CACHE: return "reshape_and_cache";
+    case VT_OP_RMS_NORM: return "rms_norm";
+    case VT_OP_ROPE: return "rope";
+    case VT_OP_SWIGLU: return "swiglu";
+    case VT_OP_ADD: return "add";
+    case VT_OP_GET_ROWS: return "get_rows";
+    case VT_OP_CONVERT: return "convert";
+    default: return "?";
+    }
+}
+
 /* Shape classes: a plan is built per class, and a backend may accept an op in
  * one class and decline it in the other. */
 typedef enum vt_phase {
