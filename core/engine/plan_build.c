@@ -346,17 +346,28 @@ bool vt_plan_kv_exact(int32_t kv, int32_t cache) { return kv == cache || kv == V
 
 /* ------------------------------------------------------------ the model */
 
-static vt_status build_forward(builder *b) {
-    const vt_model *m = b->cfg->model;
-    const vt_hparams *hp = &m->hp;
-    vt_plan *p = b->p;
-    const int64_t T = p->max_tokens, E = hp->n_embd, H = hp->n_head, KVH = hp->n_head_kv, D = hp->head_dim,
-                  F = hp->n_ff, V = hp->n_vocab;
-    const vt_kv_cache *kv = b->cfg->kv;
-    vt_status st = VT_OK;
-    char l[40];
+/* What every block of the forward pass shares: the model's sizes at the
+ * plan's token count and the params of the parameterised ops. */
+typedef struct forward_ctx {
+    builder *b;
+    const vt_model *m;
+    int64_t T, E, H, KVH, D, F, V;
+    vt_node norm, rope, attn; /* params only */
+    char label[40];
+} forward_ctx;
 
-    int64_t ne1[1] = {T};
+static const char *layer_label(forward_ctx *f, int il, const char *what) {
+    snprintf(f->label, sizeof f->label, "blk.%d.%s", il, what);
+    return f->label;
+}
+
+/* The per-call inputs the executor fills: tokens, positions, sequence
+ * index, KV slots, block tables, and the rows whose logits are wanted. */
+static vt_status build_inputs(forward_ctx *f) {
+    builder *b = f->b;
+    vt_plan *p = b->p;
+    const vt_kv_cache *kv = b->cfg->kv;
+    int64_t ne1[1] = {f->T};
     p->v_tokens = new_value(b, VT_VAL_INPUT, "tokens", VT_I32, 1, ne1, VT_SCALE_TOKENS, 0);
     p->v_positions = new_value(b, VT_VAL_INPUT, "positions", VT_I32, 1, ne1, VT_SCALE_TOKENS, 0);
     p->v_seq_idx = new_value(b, VT_VAL_INPUT, "seq_idx", VT_I32, 1, ne1, VT_SCALE_TOKENS, 0);
@@ -364,105 +375,156 @@ static vt_status build_forward(builder *b) {
     p->max_blocks_per_seq = kv->num_blocks;
     int64_t ne_bt[2] = {kv->num_blocks, 1};
     p->v_block_tables = new_value(b, VT_VAL_INPUT, "block_tables", VT_I32, 2, ne_bt, VT_SCALE_NONE, 0);
-    bool select_last = p->phase == VT_PHASE_PREFILL && !p->all_logits;
+    const bool select_last = p->phase == VT_PHASE_PREFILL && !p->all_logits;
     int64_t ne_out[1] = {1};
     p->v_out_rows = select_last ? new_value(b, VT_VAL_INPUT, "out_rows", VT_I32, 1, ne_out, VT_SCALE_OUTPUTS, 0) : -1;
-    if (p->v_tokens < 0 || p->v_positions < 0 || p->v_seq_idx < 0 || p->v_slots < 0 || p->v_block_tables < 0)
+    if (p->v_tokens < 0 || p->v_positions < 0 || p->v_seq_idx < 0 || p->v_slots < 0 || p->v_block_tables < 0 ||
+        (select_last && p->v_out_rows < 0))
         return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+    return VT_OK;
+}
 
-    vt_node norm = {0}, rope = {0}, attn = {0};
-    norm.params.rms_norm.eps = hp->rms_eps;
-    rope.params.rope = (vt_rope_params){hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_freq_scale};
-    attn.params.attention = (vt_attention_params){1.0f / sqrtf((float)D), kv->block_size, 1, kv->num_blocks};
-
-    int32_t x = op_f32(b, VT_OP_GET_ROWS, "token_embd", (int32_t[]){weight(b, m->tok_embd), p->v_tokens}, 2, 2, E, T,
-                       1, VT_SCALE_TOKENS, NULL, &st);
-    for (int il = 0; il < hp->n_layer && st == VT_OK; il++) {
-        const vt_layer_weights *w = &m->layers[il];
-#define LBL(s) (snprintf(l, sizeof l, "blk.%d.%s", il, s), l)
-        int32_t h = op_f32(b, VT_OP_RMS_NORM, LBL("attn_norm"), (int32_t[]){x, weight(b, w->attn_norm)}, 2, 2, E, T, 1,
-                           VT_SCALE_TOKENS, &norm, &st);
-        int32_t q = op_f32(b, VT_OP_MATMUL, LBL("attn_q"), (int32_t[]){weight(b, w->wq), h}, 2, 2, H * D, T, 1,
-                           VT_SCALE_TOKENS, NULL, &st);
-        int32_t k = op_f32(b, VT_OP_MATMUL, LBL("attn_k"), (int32_t[]){weight(b, w->wk), h}, 2, 2, KVH * D, T, 1,
-                           VT_SCALE_TOKENS, NULL, &st);
-        int32_t v = op_f32(b, VT_OP_MATMUL, LBL("attn_v"), (int32_t[]){weight(b, w->wv), h}, 2, 2, KVH * D, T, 1,
-                           VT_SCALE_TOKENS, NULL, &st);
-        if (w->bq) {
-            int32_t bq = view(b, weight(b, w->bq), "bq", 2, H * D, 1, 1);
-            int32_t bk = view(b, weight(b, w->bk), "bk", 2, KVH * D, 1, 1);
-            int32_t bv = view(b, weight(b, w->bv), "bv", 2, KVH * D, 1, 1);
-            q = op_f32(b, VT_OP_ADD, LBL("attn_q.bias"), (int32_t[]){q, bq}, 2, 2, H * D, T, 1, VT_SCALE_TOKENS, NULL,
-                       &st);
-            k = op_f32(b, VT_OP_ADD, LBL("attn_k.bias"), (int32_t[]){k, bk}, 2, 2, KVH * D, T, 1, VT_SCALE_TOKENS,
-                       NULL, &st);
-            v = op_f32(b, VT_OP_ADD, LBL("attn_v.bias"), (int32_t[]){v, bv}, 2, 2, KVH * D, T, 1, VT_SCALE_TOKENS,
-                       NULL, &st);
-        }
-        const int32_t v_prod = p->n_nodes - 1; /* the last node writing v: its projection or bias add */
-        int32_t q3, k3;
-        if (w->q_norm) { /* qwen3: RMS norm of every head's q and k */
-            int32_t qh = view(b, q, "q_heads", 2, D, H * T, 1);
-            int32_t kh = view(b, k, "k_heads", 2, D, KVH * T, 1);
-            int32_t qn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_q_norm"), (int32_t[]){qh, weight(b, w->q_norm)}, 2, 2, D,
-                                H * T, 1, VT_SCALE_TOKENS, &norm, &st);
-            int32_t kn = op_f32(b, VT_OP_RMS_NORM, LBL("attn_k_norm"), (int32_t[]){kh, weight(b, w->k_norm)}, 2, 2, D,
-                                KVH * T, 1, VT_SCALE_TOKENS, &norm, &st);
-            q3 = view(b, qn, "q3", 3, D, H, T);
-            k3 = view(b, kn, "k3", 3, D, KVH, T);
-        } else {
-            q3 = view(b, q, "q3", 3, D, H, T);
-            k3 = view(b, k, "k3", 3, D, KVH, T);
-        }
-        int32_t qr = op_f32(b, VT_OP_ROPE, LBL("rope_q"), (int32_t[]){q3, p->v_positions}, 2, 3, D, H, T,
-                            VT_SCALE_TOKENS, &rope, &st);
-        op_f32(b, VT_OP_ROPE, LBL("rope_k"), (int32_t[]){k3, p->v_positions}, 2, 3, D, KVH, T, VT_SCALE_TOKENS, &rope,
-               &st);
-        const int32_t k_prod = p->n_nodes - 1;
-        int32_t kc = -1, vc = -1;
-        if (st == VT_OK) {
-            vt_tensor kt = vt_kv_cache_tensor(kv, il, 0), vt = vt_kv_cache_tensor(kv, il, 1);
-            kc = new_value(b, VT_VAL_CACHE, LBL("k_cache"), kt.dtype, 4, kt.ne, VT_SCALE_NONE, 0);
-            vc = new_value(b, VT_VAL_CACHE, LBL("v_cache"), vt.dtype, 4, vt.ne, VT_SCALE_NONE, 0);
-            if (kc < 0 || vc < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
-            p->values[kc].data = kt.data;
-            p->values[vc].data = vt.data;
-            st = negotiate_kv_store(b, il, k_prod, v_prod, kc, vc, p->v_slots);
-        }
-        int32_t o = op_f32(b, VT_OP_ATTENTION, LBL("attention"),
-                           (int32_t[]){qr, kc, vc, p->v_block_tables, p->v_positions, p->v_seq_idx}, 6, 3, D, H, T,
-                           VT_SCALE_TOKENS, &attn, &st);
-        int32_t o2 = view(b, o, "attn_out", 2, H * D, T, 1);
-        int32_t a = op_f32(b, VT_OP_MATMUL, LBL("attn_output"), (int32_t[]){weight(b, w->wo), o2}, 2, 2, E, T, 1,
-                           VT_SCALE_TOKENS, NULL, &st);
-        x = op_f32(b, VT_OP_ADD, LBL("attn_residual"), (int32_t[]){x, a}, 2, 2, E, T, 1, VT_SCALE_TOKENS, NULL, &st);
-        h = op_f32(b, VT_OP_RMS_NORM, LBL("ffn_norm"), (int32_t[]){x, weight(b, w->ffn_norm)}, 2, 2, E, T, 1,
-                   VT_SCALE_TOKENS, &norm, &st);
-        int32_t g = op_f32(b, VT_OP_MATMUL, LBL("ffn_gate"), (int32_t[]){weight(b, w->ffn_gate), h}, 2, 2, F, T, 1,
-                           VT_SCALE_TOKENS, NULL, &st);
-        int32_t u = op_f32(b, VT_OP_MATMUL, LBL("ffn_up"), (int32_t[]){weight(b, w->ffn_up), h}, 2, 2, F, T, 1,
-                           VT_SCALE_TOKENS, NULL, &st);
-        int32_t s = op_f32(b, VT_OP_SWIGLU, LBL("ffn_swiglu"), (int32_t[]){g, u}, 2, 2, F, T, 1, VT_SCALE_TOKENS, NULL,
-                           &st);
-        int32_t d = op_f32(b, VT_OP_MATMUL, LBL("ffn_down"), (int32_t[]){weight(b, w->ffn_down), s}, 2, 2, E, T, 1,
-                           VT_SCALE_TOKENS, NULL, &st);
-        x = op_f32(b, VT_OP_ADD, LBL("ffn_residual"), (int32_t[]){x, d}, 2, 2, E, T, 1, VT_SCALE_TOKENS, NULL, &st);
-#undef LBL
+/* q, k and v of layer il from the normed input h (projections, qwen2's
+ * biases); *v_prod is the node that last writes v (negotiation may make it
+ * emit the cache dtype). */
+static void qkv_projections(forward_ctx *f, int il, int32_t h, int32_t *q, int32_t *k, int32_t *v, int32_t *v_prod,
+                            vt_status *st) {
+    builder *b = f->b;
+    const vt_layer_weights *w = &f->m->layers[il];
+    const int64_t T = f->T, HD = f->H * f->D, KD = f->KVH * f->D;
+    *q = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "attn_q"), (int32_t[]){weight(b, w->wq), h}, 2, 2, HD, T, 1,
+                VT_SCALE_TOKENS, NULL, st);
+    *k = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "attn_k"), (int32_t[]){weight(b, w->wk), h}, 2, 2, KD, T, 1,
+                VT_SCALE_TOKENS, NULL, st);
+    *v = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "attn_v"), (int32_t[]){weight(b, w->wv), h}, 2, 2, KD, T, 1,
+                VT_SCALE_TOKENS, NULL, st);
+    if (w->bq) {
+        int32_t bq = view(b, weight(b, w->bq), "bq", 2, HD, 1, 1);
+        int32_t bk = view(b, weight(b, w->bk), "bk", 2, KD, 1, 1);
+        int32_t bv = view(b, weight(b, w->bv), "bv", 2, KD, 1, 1);
+        *q = op_f32(b, VT_OP_ADD, layer_label(f, il, "attn_q.bias"), (int32_t[]){*q, bq}, 2, 2, HD, T, 1,
+                    VT_SCALE_TOKENS, NULL, st);
+        *k = op_f32(b, VT_OP_ADD, layer_label(f, il, "attn_k.bias"), (int32_t[]){*k, bk}, 2, 2, KD, T, 1,
+                    VT_SCALE_TOKENS, NULL, st);
+        *v = op_f32(b, VT_OP_ADD, layer_label(f, il, "attn_v.bias"), (int32_t[]){*v, bv}, 2, 2, KD, T, 1,
+                    VT_SCALE_TOKENS, NULL, st);
     }
-    if (st != VT_OK) return st;
+    *v_prod = b->p->n_nodes - 1;
+}
+
+/* The attention block of layer il: x + wo(attention(rope(q), cache)), with
+ * k and v stored in the paged cache at the dtype negotiation agrees on. */
+static int32_t attention_block(forward_ctx *f, int il, int32_t x, vt_status *st) {
+    builder *b = f->b;
+    vt_plan *p = b->p;
+    const vt_layer_weights *w = &f->m->layers[il];
+    const int64_t T = f->T, E = f->E, H = f->H, KVH = f->KVH, D = f->D;
+    int32_t h = op_f32(b, VT_OP_RMS_NORM, layer_label(f, il, "attn_norm"), (int32_t[]){x, weight(b, w->attn_norm)}, 2,
+                       2, E, T, 1, VT_SCALE_TOKENS, &f->norm, st);
+    int32_t q, k, v, v_prod;
+    qkv_projections(f, il, h, &q, &k, &v, &v_prod, st);
+    int32_t q3, k3;
+    if (w->q_norm) { /* qwen3: RMS norm of every head's q and k */
+        int32_t qh = view(b, q, "q_heads", 2, D, H * T, 1);
+        int32_t kh = view(b, k, "k_heads", 2, D, KVH * T, 1);
+        int32_t qn = op_f32(b, VT_OP_RMS_NORM, layer_label(f, il, "attn_q_norm"), (int32_t[]){qh, weight(b, w->q_norm)},
+                            2, 2, D, H * T, 1, VT_SCALE_TOKENS, &f->norm, st);
+        int32_t kn = op_f32(b, VT_OP_RMS_NORM, layer_label(f, il, "attn_k_norm"), (int32_t[]){kh, weight(b, w->k_norm)},
+                            2, 2, D, KVH * T, 1, VT_SCALE_TOKENS, &f->norm, st);
+        q3 = view(b, qn, "q3", 3, D, H, T);
+        k3 = view(b, kn, "k3", 3, D, KVH, T);
+    } else {
+        q3 = view(b, q, "q3", 3, D, H, T);
+        k3 = view(b, k, "k3", 3, D, KVH, T);
+    }
+    int32_t qr = op_f32(b, VT_OP_ROPE, layer_label(f, il, "rope_q"), (int32_t[]){q3, p->v_positions}, 2, 3, D, H, T,
+                        VT_SCALE_TOKENS, &f->rope, st);
+    op_f32(b, VT_OP_ROPE, layer_label(f, il, "rope_k"), (int32_t[]){k3, p->v_positions}, 2, 3, D, KVH, T,
+           VT_SCALE_TOKENS, &f->rope, st);
+    const int32_t k_prod = p->n_nodes - 1;
+    int32_t kc = -1, vc = -1;
+    if (*st == VT_OK) {
+        const vt_kv_cache *kv = b->cfg->kv;
+        vt_tensor kt = vt_kv_cache_tensor(kv, il, 0), vt = vt_kv_cache_tensor(kv, il, 1);
+        kc = new_value(b, VT_VAL_CACHE, layer_label(f, il, "k_cache"), kt.dtype, 4, kt.ne, VT_SCALE_NONE, 0);
+        vc = new_value(b, VT_VAL_CACHE, layer_label(f, il, "v_cache"), vt.dtype, 4, vt.ne, VT_SCALE_NONE, 0);
+        if (kc < 0 || vc < 0) {
+            *st = fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
+            return -1;
+        }
+        p->values[kc].data = kt.data;
+        p->values[vc].data = vt.data;
+        *st = negotiate_kv_store(b, il, k_prod, v_prod, kc, vc, p->v_slots);
+    }
+    int32_t o = op_f32(b, VT_OP_ATTENTION, layer_label(f, il, "attention"),
+                       (int32_t[]){qr, kc, vc, p->v_block_tables, p->v_positions, p->v_seq_idx}, 6, 3, D, H, T,
+                       VT_SCALE_TOKENS, &f->attn, st);
+    int32_t o2 = view(b, o, "attn_out", 2, H * D, T, 1);
+    int32_t a = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "attn_output"), (int32_t[]){weight(b, w->wo), o2}, 2, 2, E,
+                       T, 1, VT_SCALE_TOKENS, NULL, st);
+    return op_f32(b, VT_OP_ADD, layer_label(f, il, "attn_residual"), (int32_t[]){x, a}, 2, 2, E, T, 1,
+                  VT_SCALE_TOKENS, NULL, st);
+}
+
+/* The feed-forward block of layer il: x + down(silu(gate(h)) * up(h)). */
+static int32_t ffn_block(forward_ctx *f, int il, int32_t x, vt_status *st) {
+    builder *b = f->b;
+    const vt_layer_weights *w = &f->m->layers[il];
+    const int64_t T = f->T, E = f->E, F = f->F;
+    int32_t h = op_f32(b, VT_OP_RMS_NORM, layer_label(f, il, "ffn_norm"), (int32_t[]){x, weight(b, w->ffn_norm)}, 2,
+                       2, E, T, 1, VT_SCALE_TOKENS, &f->norm, st);
+    int32_t g = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "ffn_gate"), (int32_t[]){weight(b, w->ffn_gate), h}, 2, 2,
+                       F, T, 1, VT_SCALE_TOKENS, NULL, st);
+    int32_t u = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "ffn_up"), (int32_t[]){weight(b, w->ffn_up), h}, 2, 2, F,
+                       T, 1, VT_SCALE_TOKENS, NULL, st);
+    int32_t s = op_f32(b, VT_OP_SWIGLU, layer_label(f, il, "ffn_swiglu"), (int32_t[]){g, u}, 2, 2, F, T, 1,
+                       VT_SCALE_TOKENS, NULL, st);
+    int32_t d = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "ffn_down"), (int32_t[]){weight(b, w->ffn_down), s}, 2, 2,
+                       E, T, 1, VT_SCALE_TOKENS, NULL, st);
+    return op_f32(b, VT_OP_ADD, layer_label(f, il, "ffn_residual"), (int32_t[]){x, d}, 2, 2, E, T, 1,
+                  VT_SCALE_TOKENS, NULL, st);
+}
+
+/* Final norm and the output matrix; in a prefill without all_logits only
+ * the selected rows (out_rows) go through them. */
+static vt_status output_head(forward_ctx *f, int32_t x) {
+    builder *b = f->b;
+    vt_plan *p = b->p;
+    vt_status st = VT_OK;
     vt_scale out_scale = VT_SCALE_TOKENS;
-    int64_t n_out = T;
-    if (select_last) { /* only the last token's logits: pick its row first */
-        x = op_f32(b, VT_OP_GET_ROWS, "last_row", (int32_t[]){x, p->v_out_rows}, 2, 2, E, 1, 1, VT_SCALE_OUTPUTS, NULL,
-                   &st);
+    int64_t n_out = f->T;
+    if (p->v_out_rows >= 0) {
+        x = op_f32(b, VT_OP_GET_ROWS, "last_row", (int32_t[]){x, p->v_out_rows}, 2, 2, f->E, 1, 1, VT_SCALE_OUTPUTS,
+                   NULL, &st);
         out_scale = VT_SCALE_OUTPUTS;
         n_out = 1;
     }
-    int32_t xn = op_f32(b, VT_OP_RMS_NORM, "output_norm", (int32_t[]){x, weight(b, m->output_norm)}, 2, 2, E, n_out, 1,
-                        out_scale, &norm, &st);
-    p->v_logits = op_f32(b, VT_OP_MATMUL, "output", (int32_t[]){weight(b, m->output), xn}, 2, 2, V, n_out, 1,
+    int32_t xn = op_f32(b, VT_OP_RMS_NORM, "output_norm", (int32_t[]){x, weight(b, f->m->output_norm)}, 2, 2, f->E,
+                        n_out, 1, out_scale, &f->norm, &st);
+    p->v_logits = op_f32(b, VT_OP_MATMUL, "output", (int32_t[]){weight(b, f->m->output), xn}, 2, 2, f->V, n_out, 1,
                          out_scale, NULL, &st);
     return st;
+}
+
+static vt_status build_forward(builder *b) {
+    const vt_hparams *hp = &b->cfg->model->hp;
+    const vt_kv_cache *kv = b->cfg->kv;
+    forward_ctx f = {.b = b, .m = b->cfg->model, .T = b->p->max_tokens, .E = hp->n_embd, .H = hp->n_head,
+                     .KVH = hp->n_head_kv, .D = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab};
+    f.norm.params.rms_norm.eps = hp->rms_eps;
+    f.rope.params.rope = (vt_rope_params){hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_freq_scale};
+    f.attn.params.attention = (vt_attention_params){1.0f / sqrtf((float)f.D), kv->block_size, 1, kv->num_blocks};
+
+    vt_status st = build_inputs(&f);
+    if (st != VT_OK) return st;
+    int32_t x = op_f32(b, VT_OP_GET_ROWS, "token_embd", (int32_t[]){weight(b, f.m->tok_embd), b->p->v_tokens}, 2, 2,
+                       f.E, f.T, 1, VT_SCALE_TOKENS, NULL, &st);
+    for (int il = 0; il < hp->n_layer && st == VT_OK; il++) {
+        x = attention_block(&f, il, x, &st);
+        x = ffn_block(&f, il, x, &st);
+    }
+    if (st != VT_OK) return st;
+    return output_head(&f, x);
 }
 
 /* Every node as finally built offered once more to the backend it was
