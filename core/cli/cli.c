@@ -165,15 +165,6 @@ vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prom
     return slot ? vt_cli_text_arg(argc, argv, i, slot, err) : VT_ARG_NOT_MINE;
 }
 
-vt_arg_result vt_cli_multi_backend_arg(vt_cli_common *c, const char *cmd, int argc, char **argv, int *i,
-                                       vt_error *err) {
-    if (is_flag(argv[*i], "--backend")) {
-        vt_fail(err, VT_ERR_INVALID, "%s runs several backends: use --backends NAME[,NAME...] or all", cmd);
-        return VT_ARG_ERROR;
-    }
-    return vt_cli_common_arg(c, argc, argv, i, err);
-}
-
 vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
                        vt_error *err) {
     *help = false;
@@ -183,6 +174,9 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
         /* the command's own flags first: eval's --top-k is the report size,
          * not the sampling filter of the same name */
         vt_arg_result r = p->own ? p->own(opts, argc, argv, &i, err) : VT_ARG_NOT_MINE;
+        if (r == VT_ARG_NOT_MINE && p->several_backends && is_flag(a, "--backend"))
+            return vt_fail(err, VT_ERR_INVALID, "%s runs several backends: use --backends NAME[,NAME...] or all",
+                           p->name);
         if (r == VT_ARG_NOT_MINE && c) r = vt_cli_common_arg(c, argc, argv, &i, err);
         if (r == VT_ARG_ERROR) return err->code;
         if (r == VT_ARG_TAKEN) continue;

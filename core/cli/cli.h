@@ -45,11 +45,6 @@ vt_arg_result vt_cli_int_arg(int argc, char **argv, int *i, const char *flag, in
  * TEXT or --tokens IDS (advancing *i past the value). */
 vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prompt, const char **ids, vt_error *err);
 
-/* vt_cli_common_arg for the commands that run several backends (compare,
- * bench, named by cmd): --backend is refused, pointing to --backends. */
-vt_arg_result vt_cli_multi_backend_arg(vt_cli_common *c, const char *cmd, int argc, char **argv, int *i,
-                                       vt_error *err);
-
 /* A command's own flags and operands: try argv[*i] (advancing *i past a
  * value) and store it in opts, the command's options struct. */
 typedef vt_arg_result (*vt_cli_arg_fn)(void *opts, int argc, char **argv, int *i, vt_error *err);
@@ -61,7 +56,8 @@ typedef struct vt_cli_parser {
     const char *name;
     bool operands;
     bool see_help;
-    vt_cli_arg_fn own; /* NULL: the command has no flags of its own */
+    bool several_backends; /* compare, bench: --backend is refused, pointing to --backends */
+    vt_cli_arg_fn own;     /* NULL: the command has no flags of its own */
 } vt_cli_parser;
 
 /* The parse step every command shares: argv -> opts, syntax only. With c,

@@ -49,7 +49,7 @@ typedef struct bench_result {
 } bench_result;
 
 typedef struct bench_job {
-    vt_cli_common *c;
+    const vt_cli_common *c;
     vt_model *model;
     int64_t n_prompt, n_gen, reps;
     int32_t *tokens;   /* [max(n_prompt, n_gen)] random ids */
@@ -233,96 +233,92 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
 
 /* ---- set-up ---- */
 
-int vt_cmd_bench(int argc, char **argv) {
-    vt_error err = {0};
+/* What `vt bench` was asked. */
+typedef struct bench_opts {
     vt_cli_common c;
-    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
-    const char *backends = NULL;
-    int64_t n_prompt = 512, n_gen = 128, reps = 5, membw_mib = (int64_t)(VT_MEMBW_DEFAULT_BYTES >> 20);
-    bool json = false, csv = false, profile = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--backend") == 0 || strncmp(a, "--backend=", 10) == 0) {
-            vt_fail(&err, VT_ERR_INVALID, "bench runs several backends: use --backends NAME[,NAME...] or all");
-            return vt_cli_error(&err);
-        }
-        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
-        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
-        if (r == VT_ARG_TAKEN) continue;
-        int64_t *count = strcmp(a, "-p") == 0 || strcmp(a, "--n-prompt") == 0     ? &n_prompt
-                         : strcmp(a, "-n") == 0 || strcmp(a, "--n-gen") == 0      ? &n_gen
-                         : strcmp(a, "-r") == 0 || strcmp(a, "--repetitions") == 0 ? &reps
-                         : strcmp(a, "--membw-mib") == 0                           ? &membw_mib
-                                                                                   : NULL;
-        if (count) {
-            const char *v = vt_cli_value(argc, argv, &i, &err);
-            int64_t lo = count == &reps ? 1 : 0, hi = count == &reps ? 1000 : count == &membw_mib ? 65536 : 1 << 20;
-            if (!v || vt_cli_int(a, v, lo, hi, count, &err) != VT_OK) return vt_cli_error(&err);
-        } else if (strcmp(a, "--backends") == 0) {
-            if (!(backends = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(a, "--json") == 0) {
-            json = true;
-        } else if (strcmp(a, "--csv") == 0) {
-            csv = true;
-        } else if (strcmp(a, "--profile") == 0) {
-            profile = true;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return 0;
-        } else {
-            vt_fail(&err, VT_ERR_INVALID, "bench: unknown option '%s' (see vt bench --help)", a);
-            return vt_cli_error(&err);
-        }
-    }
-    if (json && csv) {
-        vt_fail(&err, VT_ERR_INVALID, "bench: --json and --csv exclude each other");
-        return vt_cli_error(&err);
-    }
-    if (n_prompt == 0 && n_gen == 0) {
-        vt_fail(&err, VT_ERR_INVALID, "bench: -p 0 and -n 0 leave nothing to measure");
-        return vt_cli_error(&err);
-    }
-    if (!c.model_path) {
-        vt_fail(&err, VT_ERR_INVALID, "bench: no model: pass -m FILE (vt synth writes one of any shape)");
-        return vt_cli_error(&err);
-    }
+    const char *backends;
+    int64_t n_prompt, n_gen, reps, membw_mib;
+    bool json, csv, profile;
+    bool help;
+    vt_backend_set set; /* settled by validate: --backends checked against what loads */
+} bench_opts;
+
+static vt_arg_result bench_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    bench_opts *o = opts;
+    const char *a = argv[*i];
+    if (strcmp(a, "-p") == 0 || strcmp(a, "--n-prompt") == 0)
+        return vt_cli_int_arg(argc, argv, i, a, 0, 1 << 20, &o->n_prompt, err);
+    if (strcmp(a, "-n") == 0 || strcmp(a, "--n-gen") == 0)
+        return vt_cli_int_arg(argc, argv, i, a, 0, 1 << 20, &o->n_gen, err);
+    if (strcmp(a, "-r") == 0 || strcmp(a, "--repetitions") == 0)
+        return vt_cli_int_arg(argc, argv, i, a, 1, 1000, &o->reps, err);
+    if (strcmp(a, "--membw-mib") == 0) return vt_cli_int_arg(argc, argv, i, a, 0, 65536, &o->membw_mib, err);
+    if (strcmp(a, "--backends") == 0) return vt_cli_text_arg(argc, argv, i, &o->backends, err);
+    if (strcmp(a, "--json") == 0) o->json = true;
+    else if (strcmp(a, "--csv") == 0) o->csv = true;
+    else if (strcmp(a, "--profile") == 0) o->profile = true;
+    else return VT_ARG_NOT_MINE;
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_bench(int argc, char **argv, bench_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {
+        .name = "bench", .see_help = true, .several_backends = true, .own = bench_arg};
+    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 5, .membw_mib = (int64_t)(VT_MEMBW_DEFAULT_BYTES >> 20)};
+    return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+}
+
+/* Tokens of the longest run: what the KV cache must hold. */
+static int64_t longest_run(const bench_opts *o) {
+    return o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+}
+
+static vt_status validate_bench(bench_opts *o, vt_error *err) {
+    if (o->json && o->csv) return vt_fail(err, VT_ERR_INVALID, "bench: --json and --csv exclude each other");
+    if (o->n_prompt == 0 && o->n_gen == 0)
+        return vt_fail(err, VT_ERR_INVALID, "bench: -p 0 and -n 0 leave nothing to measure");
+    if (!o->c.model_path)
+        return vt_fail(err, VT_ERR_INVALID, "bench: no model: pass -m FILE (vt synth writes one of any shape)");
     /* pp is one prefill call, so the plan must take -p tokens at once, and
      * the cache must hold the longest run; an explicit -b/-c is respected
      * (and -c checked). */
-    int64_t need = n_prompt > n_gen ? n_prompt : n_gen;
-    if (!strcmp(vt_options_source(&c.opt, "runtime.batch_size"), "default") && n_prompt > c.opt.batch_size)
-        c.opt.batch_size = (int32_t)n_prompt;
-    if (c.opt.ctx_size == 0) {
-        c.opt.ctx_size = need;
-    } else if (c.opt.ctx_size < need) {
-        vt_fail(&err, VT_ERR_CONTEXT_FULL, "bench needs %lld tokens of KV cache but -c/--ctx-size is %lld",
-                (long long)need, (long long)c.opt.ctx_size);
-        return vt_cli_error(&err);
-    }
+    vt_options *opt = &o->c.opt;
+    int64_t need = longest_run(o);
+    if (!strcmp(vt_options_source(opt, "runtime.batch_size"), "default") && o->n_prompt > opt->batch_size)
+        opt->batch_size = (int32_t)o->n_prompt;
+    if (opt->ctx_size == 0)
+        opt->ctx_size = need;
+    else if (opt->ctx_size < need)
+        return vt_fail(err, VT_ERR_CONTEXT_FULL, "bench needs %lld tokens of KV cache but -c/--ctx-size is %lld",
+                       (long long)need, (long long)opt->ctx_size);
+    return vt_cli_backend_set(opt, o->backends, true, false, &o->set, err);
+}
 
+/* Measure the bandwidth, then every backend in turn, then print. */
+static vt_status run_bench(const bench_opts *o, vt_error *err) {
+    const vt_backend_set *set = &o->set;
+    const int64_t n_prompt = o->n_prompt, n_gen = o->n_gen, reps = o->reps, need = longest_run(o);
     vt_model *model = NULL;
     vt_profiler *profiler = NULL;
     bench_result *results = NULL;
     double *runs = NULL;
-    bench_job job = {&c, NULL, n_prompt, n_gen, reps, NULL, NULL, NULL};
-    vt_backend_set set;
+    bench_job job = {&o->c, NULL, n_prompt, n_gen, reps, NULL, NULL, NULL};
     vt_progress bar;
     double bw = NAN;
     int n_results = 0;
     vt_error first_failure = {0};
 
-    vt_status st = vt_cli_backend_set(&c.opt, backends, true, false, &set, &err);
-    if (st == VT_OK) st = vt_model_load(c.model_path, &model, &err);
-    if (st == VT_OK && profile) st = vt_profiler_create(&profiler, &err);
+    vt_status st = vt_model_load(o->c.model_path, &model, err);
+    if (st == VT_OK && o->profile) st = vt_profiler_create(&profiler, err);
     if (st != VT_OK) goto done;
     job.model = model;
     job.profiler = profiler;
     job.bar = &bar;
     job.tokens = malloc((size_t)(need + 1) * sizeof *job.tokens);
-    results = calloc((size_t)set.n * 2, sizeof *results);
-    runs = calloc((size_t)set.n * 2 * (size_t)reps, sizeof *runs);
+    results = calloc((size_t)set->n * 2, sizeof *results);
+    runs = calloc((size_t)set->n * 2 * (size_t)reps, sizeof *runs);
     if (!job.tokens || !results || !runs) {
-        st = vt_fail(&err, VT_ERR_NOMEM, "out of memory");
+        st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
         goto done;
     }
     /* Random token ids (xorshift64*, fixed seed): the same for every backend
@@ -335,20 +331,20 @@ int vt_cmd_bench(int argc, char **argv) {
 
     /* Bandwidth first, with a pool of the same thread count, while no engine
      * exists (so nothing else competes for the cores). */
-    if (membw_mib > 0 && !c.dry_run) {
+    if (o->membw_mib > 0 && !o->c.dry_run) {
         vt_threadpool *pool = NULL;
-        st = vt_threadpool_create(c.opt.threads, &pool, &err);
-        if (st == VT_OK) st = vt_membw_measure(pool, (size_t)membw_mib << 20, VT_MEMBW_DEFAULT_REPS, &bw, &err);
+        st = vt_threadpool_create(o->c.opt.threads, &pool, err);
+        if (st == VT_OK) st = vt_membw_measure(pool, (size_t)o->membw_mib << 20, VT_MEMBW_DEFAULT_REPS, &bw, err);
         vt_threadpool_destroy(pool);
         if (st != VT_OK) goto done;
     }
 
-    vt_progress_begin(&bar, "bench", (double)set.n * (double)reps * (double)(n_prompt + n_gen));
-    for (int b = 0; b < set.n && st == VT_OK; b++) {
+    vt_progress_begin(&bar, "bench", (double)set->n * (double)reps * (double)(n_prompt + n_gen));
+    for (int b = 0; b < set->n && st == VT_OK; b++) {
         bench_result *pp = &results[n_results], *tg = &results[n_results + 1];
         memset(pp, 0, 2 * sizeof *pp); /* a failed backend before may have used these slots */
-        snprintf(pp->backend, sizeof pp->backend, "%s", set.names[b]);
-        snprintf(tg->backend, sizeof tg->backend, "%s", set.names[b]);
+        snprintf(pp->backend, sizeof pp->backend, "%s", set->names[b]);
+        snprintf(tg->backend, sizeof tg->backend, "%s", set->names[b]);
         snprintf(pp->test, sizeof pp->test, "pp%lld", (long long)n_prompt);
         snprintf(tg->test, sizeof tg->test, "tg%lld", (long long)n_gen);
         pp->n_tokens = n_prompt;
@@ -356,15 +352,15 @@ int vt_cmd_bench(int argc, char **argv) {
         tg->is_tg = true;
         pp->runs = runs + (size_t)(2 * b) * (size_t)reps;
         tg->runs = runs + (size_t)(2 * b + 1) * (size_t)reps;
-        st = bench_backend(&job, set.names[b], pp, tg, &err);
+        st = bench_backend(&job, set->names[b], pp, tg, err);
         if (st != VT_OK) {
             /* reported in its own entry; the other backends still run, and
              * the exit status says something failed */
-            snprintf(pp->error, sizeof pp->error, "%s", err.msg);
+            snprintf(pp->error, sizeof pp->error, "%s", err->msg);
             pp->test[0] = '\0';
             pp->is_tg = false;
             pp->median = pp->stdev = NAN;
-            if (first_failure.code == VT_OK) first_failure = err;
+            if (first_failure.code == VT_OK) first_failure = *err;
             st = VT_OK;
             n_results++;
             continue;
@@ -378,12 +374,12 @@ int vt_cmd_bench(int argc, char **argv) {
         n_results += (n_prompt > 0) + (n_gen > 0);
     }
     vt_progress_end(&bar);
-    if (st != VT_OK || c.dry_run) goto done;
+    if (st != VT_OK || o->c.dry_run) goto done;
 
     int64_t bpt = vt_model_bytes_per_token(model);
-    if (json) print_json(&job, c.model_path, results, n_results, bpt, bw);
-    else if (csv) print_csv(&job, c.model_path, results, n_results, bpt, bw);
-    else print_table(&job, c.model_path, results, n_results, bpt, bw);
+    if (o->json) print_json(&job, o->c.model_path, results, n_results, bpt, bw);
+    else if (o->csv) print_csv(&job, o->c.model_path, results, n_results, bpt, bw);
+    else print_table(&job, o->c.model_path, results, n_results, bpt, bw);
     fflush(stdout); /* the table first, then the profile, also when both go to one pipe */
     if (profiler) vt_profiler_print(profiler, stderr);
 
@@ -393,6 +389,22 @@ done:
     free(job.tokens);
     vt_model_free(model);
     vt_profiler_free(profiler);
-    if (st == VT_OK && first_failure.code != VT_OK) return vt_cli_error(&first_failure);
-    return st == VT_OK ? 0 : vt_cli_error(&err);
+    if (st == VT_OK && first_failure.code != VT_OK) {
+        *err = first_failure;
+        st = err->code;
+    }
+    return st;
+}
+
+int vt_cmd_bench(int argc, char **argv) {
+    vt_error err = {0};
+    bench_opts o;
+    vt_status st = parse_bench(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        help();
+        return 0;
+    }
+    if (st == VT_OK) st = validate_bench(&o, &err);
+    if (st == VT_OK) st = run_bench(&o, &err);
+    return vt_cli_exit(st, &err);
 }

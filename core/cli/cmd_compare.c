@@ -72,7 +72,7 @@ typedef struct backend_result {
 
 /* Everything the measurement of one backend needs. */
 typedef struct compare_job {
-    vt_cli_common *c;
+    const vt_cli_common *c;
     vt_model *model;
     const int32_t *prompt;     /* [n_prompt] */
     int64_t n_prompt;
@@ -359,52 +359,47 @@ static vt_status open_model(vt_cli_common *c, char *path_buf, size_t size, vt_mo
     return st;
 }
 
-int vt_cmd_compare(int argc, char **argv) {
-    vt_error err = {0};
+/* What `vt compare` was asked. */
+typedef struct compare_opts {
     vt_cli_common c;
-    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
-    const char *prompt = NULL, *ids = NULL, *backends = NULL, *ppl_file = NULL;
-    int64_t n_greedy = DEFAULT_GREEDY, ppl_ctx = DEFAULT_PPL_CTX;
-    bool json = false, profile = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--backend") == 0 || strncmp(a, "--backend=", 10) == 0) {
-            vt_fail(&err, VT_ERR_INVALID, "compare runs several backends: use --backends NAME[,NAME...] or all");
-            return vt_cli_error(&err);
-        }
-        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
-        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
-        if (r == VT_ARG_TAKEN) continue;
-        const char **text_flag = strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0 ? &prompt
-                                 : strcmp(a, "--tokens") == 0                       ? &ids
-                                 : strcmp(a, "--backends") == 0                     ? &backends
-                                 : strcmp(a, "--ppl") == 0                          ? &ppl_file
-                                                                                    : NULL;
-        if (text_flag) {
-            if (!(*text_flag = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return 0;
-        } else if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) {
-            const char *v = vt_cli_value(argc, argv, &i, &err);
-            if (!v || vt_cli_int("-n", v, 0, 1 << 20, &n_greedy, &err) != VT_OK) return vt_cli_error(&err);
-        } else if (strcmp(a, "--ppl-ctx") == 0) {
-            const char *v = vt_cli_value(argc, argv, &i, &err);
-            if (!v || vt_cli_int("--ppl-ctx", v, 4, 1 << 20, &ppl_ctx, &err) != VT_OK) return vt_cli_error(&err);
-        } else if (strcmp(a, "--json") == 0) {
-            json = true;
-        } else if (strcmp(a, "--profile") == 0) {
-            profile = true;
-        } else {
-            vt_fail(&err, VT_ERR_INVALID, "compare: unknown option '%s' (see vt compare --help)", a);
-            return vt_cli_error(&err);
-        }
-    }
-    if (prompt && ids) {
-        vt_fail(&err, VT_ERR_INVALID, "compare: give -p TEXT or --tokens IDS, not both");
-        return vt_cli_error(&err);
-    }
+    const char *prompt, *ids, *backends, *ppl_file;
+    int64_t n_greedy, ppl_ctx;
+    bool json, profile;
+    bool help;
+    vt_backend_set set; /* settled by validate: --backends checked against what loads, reference first */
+} compare_opts;
 
+static vt_arg_result compare_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    compare_opts *o = opts;
+    const char *a = argv[*i];
+    if (strcmp(a, "--backends") == 0) return vt_cli_text_arg(argc, argv, i, &o->backends, err);
+    if (strcmp(a, "--ppl") == 0) return vt_cli_text_arg(argc, argv, i, &o->ppl_file, err);
+    if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)
+        return vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 20, &o->n_greedy, err);
+    if (strcmp(a, "--ppl-ctx") == 0) return vt_cli_int_arg(argc, argv, i, "--ppl-ctx", 4, 1 << 20, &o->ppl_ctx, err);
+    if (strcmp(a, "--json") == 0) o->json = true;
+    else if (strcmp(a, "--profile") == 0) o->profile = true;
+    else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, &o->ids, err);
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_compare(int argc, char **argv, compare_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {
+        .name = "compare", .see_help = true, .several_backends = true, .own = compare_arg};
+    *o = (compare_opts){.n_greedy = DEFAULT_GREEDY, .ppl_ctx = DEFAULT_PPL_CTX};
+    return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+}
+
+static vt_status validate_compare(compare_opts *o, vt_error *err) {
+    if (o->prompt && o->ids) return vt_fail(err, VT_ERR_INVALID, "compare: give -p TEXT or --tokens IDS, not both");
+    return vt_cli_backend_set(&o->c.opt, o->backends, false, true, &o->set, err);
+}
+
+/* Load (or synthesize) the model, tokenize, size the KV cache, measure every
+ * backend in turn, then print. */
+static vt_status run_compare(const compare_opts *o, vt_error *err) {
+    vt_cli_common c = o->c; /* the KV cache size and, without -m, the model path are settled here */
+    const vt_backend_set *set = &o->set;
     char default_path[4200];
     vt_model *model = NULL;
     int32_t *tokens = NULL, *ppl_tokens = NULL;
@@ -413,25 +408,24 @@ int vt_cmd_compare(int argc, char **argv) {
     vt_profiler *profiler = NULL;
     compare_job job = {0};
     vt_progress bar;
-    vt_backend_set set;
     vt_error first_failure = {0};
 
-    vt_status st = vt_cli_backend_set(&c.opt, backends, false, true, &set, &err);
-    if (st == VT_OK) st = open_model(&c, default_path, sizeof default_path, &model, &err);
-    if (st == VT_OK) st = vt_cli_prompt_tokens(model, ids || prompt ? prompt : default_prompt, ids, &tokens, &n_tokens,
-                                               &err);
-    if (st == VT_OK && n_tokens == 0) st = vt_fail(&err, VT_ERR_INVALID, "the prompt is empty: zero tokens");
-    if (st == VT_OK && ppl_file)
-        st = load_ppl_tokens(model, ppl_file, ppl_ctx, &ppl_tokens, &job.ppl_ctx, &job.ppl_chunks, &err);
-    if (st == VT_OK && profile) st = vt_profiler_create(&profiler, &err);
+    vt_status st = open_model(&c, default_path, sizeof default_path, &model, err);
+    if (st == VT_OK)
+        st = vt_cli_prompt_tokens(model, o->ids || o->prompt ? o->prompt : default_prompt, o->ids, &tokens, &n_tokens,
+                                  err);
+    if (st == VT_OK && n_tokens == 0) st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens");
+    if (st == VT_OK && o->ppl_file)
+        st = load_ppl_tokens(model, o->ppl_file, o->ppl_ctx, &ppl_tokens, &job.ppl_ctx, &job.ppl_chunks, err);
+    if (st == VT_OK && o->profile) st = vt_profiler_create(&profiler, err);
     if (st != VT_OK) goto done;
 
     /* KV cache: exactly what the longest run needs, unless -c was given. */
-    int64_t need = (int64_t)n_tokens + n_greedy;
+    int64_t need = (int64_t)n_tokens + o->n_greedy;
     if (ppl_tokens && job.ppl_ctx > need) need = job.ppl_ctx;
     if (c.opt.ctx_size == 0) c.opt.ctx_size = need;
     else if (c.opt.ctx_size < need) {
-        st = vt_fail(&err, VT_ERR_CONTEXT_FULL,
+        st = vt_fail(err, VT_ERR_CONTEXT_FULL,
                      "the run needs %lld tokens of KV cache (prompt + -n%s) but -c/--ctx-size is %lld",
                      (long long)need, ppl_tokens ? ", or the perplexity chunk" : "", (long long)c.opt.ctx_size);
         goto done;
@@ -442,39 +436,39 @@ int vt_cmd_compare(int argc, char **argv) {
     job.model = model;
     job.prompt = tokens;
     job.n_prompt = (int64_t)n_tokens;
-    job.n_greedy = n_greedy;
+    job.n_greedy = o->n_greedy;
     job.ppl_tokens = ppl_tokens;
     job.profiler = profiler;
     job.bar = &bar;
     job.ref_logits = malloc((size_t)n_tokens * (size_t)V * sizeof(float));
-    job.ref_greedy = malloc((size_t)(n_greedy + 1) * sizeof(int32_t));
-    job.greedy = malloc((size_t)(n_greedy + 1) * sizeof(int32_t));
+    job.ref_greedy = malloc((size_t)(o->n_greedy + 1) * sizeof(int32_t));
+    job.greedy = malloc((size_t)(o->n_greedy + 1) * sizeof(int32_t));
     job.chunk = malloc((size_t)(job.ppl_ctx + 1) * sizeof(int32_t));
-    results = calloc((size_t)set.n, sizeof *results);
+    results = calloc((size_t)set->n, sizeof *results);
     if (!job.ref_logits || !job.ref_greedy || !job.greedy || !job.chunk || !results) {
-        st = vt_fail(&err, VT_ERR_NOMEM, "out of memory");
+        st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
         goto done;
     }
 
-    double per_backend = (double)n_tokens + (double)n_greedy + (double)(job.ppl_chunks * job.ppl_ctx);
-    vt_progress_begin(&bar, "compare", per_backend * set.n);
-    for (int b = 0; b < set.n && st == VT_OK; b++) {
-        st = run_backend(&job, set.names[b], b == 0, &results[b], &err);
+    double per_backend = (double)n_tokens + (double)o->n_greedy + (double)(job.ppl_chunks * job.ppl_ctx);
+    vt_progress_begin(&bar, "compare", per_backend * set->n);
+    for (int b = 0; b < set->n && st == VT_OK; b++) {
+        st = run_backend(&job, set->names[b], b == 0, &results[b], err);
         vt_progress_set(&bar, per_backend * (b + 1));
         /* Without the reference there is nothing to compare with; any other
          * backend that fails is reported in its row and the rest still run
          * (the exit status still says something failed). */
         if (st != VT_OK && b > 0) {
-            snprintf(results[b].error, sizeof results[b].error, "%s", err.msg);
-            if (first_failure.code == VT_OK) first_failure = err;
+            snprintf(results[b].error, sizeof results[b].error, "%s", err->msg);
+            if (first_failure.code == VT_OK) first_failure = *err;
             st = VT_OK;
         }
     }
     vt_progress_end(&bar);
     if (st != VT_OK || c.dry_run) goto done;
 
-    if (json) print_json(&job, c.model_path, results, set.n, ppl_file);
-    else print_table(&job, c.model_path, results, set.n, ppl_file);
+    if (o->json) print_json(&job, c.model_path, results, set->n, o->ppl_file);
+    else print_table(&job, c.model_path, results, set->n, o->ppl_file);
     fflush(stdout); /* the table first, then the profile, also when both go to one pipe */
     if (profiler) vt_profiler_print(profiler, stderr);
 
@@ -488,6 +482,22 @@ done:
     free(tokens);
     vt_model_free(model);
     vt_profiler_free(profiler); /* after every engine (and its registry) is gone */
-    if (st == VT_OK && first_failure.code != VT_OK) return vt_cli_error(&first_failure);
-    return st == VT_OK ? 0 : vt_cli_error(&err);
+    if (st == VT_OK && first_failure.code != VT_OK) {
+        *err = first_failure;
+        st = err->code;
+    }
+    return st;
+}
+
+int vt_cmd_compare(int argc, char **argv) {
+    vt_error err = {0};
+    compare_opts o;
+    vt_status st = parse_compare(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        help();
+        return 0;
+    }
+    if (st == VT_OK) st = validate_compare(&o, &err);
+    if (st == VT_OK) st = run_compare(&o, &err);
+    return vt_cli_exit(st, &err);
 }

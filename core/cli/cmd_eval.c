@@ -53,7 +53,7 @@ static vt_arg_result eval_arg(void *opts, int argc, char **argv, int *i, vt_erro
 }
 
 static vt_status parse_eval(int argc, char **argv, eval_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {"eval", false, true, eval_arg};
+    static const vt_cli_parser parser = {.name = "eval", .see_help = true, .own = eval_arg};
     *o = (eval_opts){.top_k = 20};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
