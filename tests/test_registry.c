@@ -165,9 +165,12 @@ static void test_check_file_matches_registry(void) {
     CU_ASSERT_EQUAL(e.state, VT_BACKEND_LOADED);
     CU_ASSERT_STRING_EQUAL(e.name, "good_minimal");
     CU_ASSERT_PTR_NOT_NULL_FATAL(e.table);
-    CU_ASSERT_PTR_NOT_NULL(e.ctx); /* live until the caller shuts it down (LeakSanitizer checks that it can) */
+    CU_ASSERT_PTR_NOT_NULL(e.ctx); /* live until released (LeakSanitizer checks that the release frees it) */
     check_rms_norm_runs(&e);
-    e.table->shutdown(e.ctx);
+    vt_registry_release_checked(&e);
+    CU_ASSERT_PTR_NULL(e.ctx);
+    CU_ASSERT_NOT_EQUAL(e.state, VT_BACKEND_LOADED);
+    vt_registry_release_checked(&e); /* a second release is a no-op */
 
     CU_ASSERT_EQUAL(vt_registry_check_file(host, "/nonexistent/libvt-backend-x.so", &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "not a loadable shared object"));
@@ -286,7 +289,7 @@ static void test_init_out_of_memory_is_a_refusal(void) {
     vt_host_fail_alloc_after(0);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "init failed: out of memory"));
     CU_ASSERT_EQUAL_FATAL(vt_registry_check_file(host, path, &e, &err), VT_OK);
-    e.table->shutdown(e.ctx);
+    vt_registry_release_checked(&e);
 }
 
 /* ------------------------------------------------------------------------ */

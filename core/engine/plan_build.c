@@ -577,7 +577,7 @@ void vt_plan_free(vt_plan *p) {
     if (!p) return;
     if (p->arena && p->host) p->host->free(p->arena);
     for (int32_t i = 0; i < p->n_values; i++)
-        if (p->values[i].kind == VT_VAL_INPUT) free(p->values[i].data);
+        if (p->values[i].kind == VT_VAL_INPUT && p->host) p->host->free(p->values[i].data);
     free(p->values);
     free(p->nodes);
     free(p);

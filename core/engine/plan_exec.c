@@ -139,7 +139,10 @@ vt_status vt_plan_allocate(vt_plan *p, vt_error *err) {
     for (int32_t v = 0; v < p->n_values; v++) {
         if (p->values[v].kind != VT_VAL_INPUT) continue;
         vt_tensor t = vt_plan_value_tensor(p, v, -1, -1, false);
-        p->values[v].data = calloc(1, t.nb[VT_MAX_DIMS - 1] * (size_t)t.ne[VT_MAX_DIMS - 1]);
+        /* The same allocator as the arena, so failure injection covers both. */
+        const size_t bytes = t.nb[VT_MAX_DIMS - 1] * (size_t)t.ne[VT_MAX_DIMS - 1];
+        p->values[v].data = p->host->alloc(bytes ? bytes : 64, 64);
+        if (p->values[v].data) memset(p->values[v].data, 0, bytes);
         if (!p->values[v].data) return vt_fail(err, VT_ERR_NOMEM, "out of memory for plan inputs");
     }
     return VT_OK;

@@ -44,7 +44,7 @@ static const char *options_for(vt_registry *r, const char *name) {
     char **list = out ? realloc(r->option_strings, (size_t)(r->n_option_strings + 1) * sizeof *list) : NULL;
     if (!list) {
         free(out);
-        return ""; /* out of memory: the backend runs with its defaults */
+        return NULL; /* the caller refuses the backend: running it without its options would be wrong */
     }
     r->option_strings = list;
     r->option_strings[r->n_option_strings++] = out;
@@ -383,7 +383,14 @@ static vt_status scan_folder(vt_registry *r, const char *folder, vt_error *err) 
         } else {
             vt_backend_config config = r->config;
             config.options = options_for(r, name);
-            load_file(r->host, &config, path, name, e);
+            if (config.options) {
+                load_file(r->host, &config, path, name, e);
+            } else {
+                memset(e, 0, sizeof *e);
+                format_into(e->name, sizeof e->name, "%s", name);
+                format_into(e->path, sizeof e->path, "%s", path);
+                refuse(e, "out of memory passing its [backend.%s] options", name);
+            }
         }
         if (e->state == VT_BACKEND_REFUSED)
             vt_log(VT_LOG_INFO, "registry", "refused backend %s: %s", e->path, e->reason);
@@ -508,8 +515,16 @@ vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backe
     load_file(host, &config, path, name, entry);
     if (entry->state != VT_BACKEND_LOADED) return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
     /* The ctx stays live so the caller can ask supports() (the capability
-     * matrix of `vt backends --check`); the caller shuts it down. */
+     * matrix of `vt backends --check`) until vt_registry_release_checked. */
     return VT_OK;
+}
+
+void vt_registry_release_checked(vt_backend_entry *entry) {
+    if (!entry || entry->state != VT_BACKEND_LOADED || !entry->table) return;
+    if (entry->table->shutdown) entry->table->shutdown(entry->ctx);
+    entry->ctx = NULL;
+    entry->state = VT_BACKEND_REFUSED;
+    snprintf(entry->reason, sizeof entry->reason, "released after the check");
 }
 
 int vt_registry_count(const vt_registry *r) { return r ? r->count : 0; }

@@ -43,9 +43,11 @@ void vt_registry_destroy(vt_registry *r);
 
 /* Check one file without keeping it (vt backends --check): VT_OK and its
  * entry, or the refusal reason in err. On VT_OK the entry is LOADED with a live
- * ctx (so supports() can be asked); the caller ends it with
- * entry->table->shutdown(entry->ctx). */
+ * ctx (so supports() can be asked) until vt_registry_release_checked(). */
 vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backend_entry *entry, vt_error *err);
+/* End what vt_registry_check_file started (the backend's shutdown); safe on a
+ * refused entry and twice. */
+void vt_registry_release_checked(vt_backend_entry *entry);
 
 int vt_registry_count(const vt_registry *r);                 /* all entries, refused and shadowed too */
 const vt_backend_entry *vt_registry_at(const vt_registry *r, int i);
