@@ -57,109 +57,123 @@ static const int_flag int_flags[] = {
     {"--ctx", offsetof(vt_synth_params, n_ctx), 1, 1 << 24},
 };
 
-int vt_cmd_synth(int argc, char **argv) {
-    vt_error err = {0};
-    vt_synth_params p;
-    memset(&p, 0, sizeof p);
-    const char *shape = NULL, *out = NULL, *arch = NULL, *type = "q4_k_m", *vocab_from = NULL;
-    int64_t seed = 1;
-    int tied = -1; /* -1 = the shape's / the arch's default */
-    int32_t given[sizeof int_flags / sizeof *int_flags];
-    bool has[sizeof int_flags / sizeof *int_flags] = {false};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        size_t k = 0;
-        for (; k < sizeof int_flags / sizeof *int_flags; k++)
-            if (strcmp(a, int_flags[k].flag) == 0) break;
-        if (k < sizeof int_flags / sizeof *int_flags) {
-            const char *v = vt_cli_value(argc, argv, &i, &err);
-            int64_t x;
-            if (!v || vt_cli_int(a, v, int_flags[k].lo, int_flags[k].hi, &x, &err) != VT_OK) return vt_cli_error(&err);
-            given[k] = (int32_t)x;
-            has[k] = true;
-            continue;
-        }
-        const char **text_flag = strcmp(a, "--shape") == 0                             ? &shape
-                                 : strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0   ? &out
-                                 : strcmp(a, "--arch") == 0                             ? &arch
-                                 : strcmp(a, "--type") == 0                             ? &type
-                                 : strcmp(a, "--vocab-from") == 0                       ? &vocab_from
-                                                                                        : NULL;
-        if (text_flag) {
-            if (!(*text_flag = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(a, "--seed") == 0) {
-            const char *v = vt_cli_value(argc, argv, &i, &err);
-            if (!v || vt_cli_int("--seed", v, 0, INT64_MAX, &seed, &err) != VT_OK) return vt_cli_error(&err);
-        } else if (strcmp(a, "--random-blocks") == 0) {
-            p.random_blocks = true;
-        } else if (strcmp(a, "--tied") == 0 || strcmp(a, "--untied") == 0) {
-            tied = strcmp(a, "--tied") == 0;
-        } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            help();
-            return 0;
-        } else {
-            vt_fail(&err, VT_ERR_INVALID, "synth: unknown option '%s' (see vt synth --help)", a);
-            return vt_cli_error(&err);
-        }
+#define N_INT_FLAGS (sizeof int_flags / sizeof *int_flags)
+
+/* What `vt synth` was asked. */
+typedef struct synth_opts {
+    const char *shape, *out, *arch, *type, *vocab_from;
+    int64_t seed;
+    int tied; /* -1 = the shape's / the arch's default */
+    bool random_blocks;
+    int32_t given[N_INT_FLAGS];
+    bool has[N_INT_FLAGS];
+    bool help;
+    vt_synth_params params; /* settled by validate: the shape with the explicit flags over it */
+} synth_opts;
+
+static vt_arg_result synth_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    synth_opts *o = opts;
+    const char *a = argv[*i];
+    for (size_t k = 0; k < N_INT_FLAGS; k++) {
+        if (strcmp(a, int_flags[k].flag) != 0) continue;
+        int64_t x;
+        if (vt_cli_int_arg(argc, argv, i, a, int_flags[k].lo, int_flags[k].hi, &x, err) != VT_ARG_TAKEN)
+            return VT_ARG_ERROR;
+        o->given[k] = (int32_t)x;
+        o->has[k] = true;
+        return VT_ARG_TAKEN;
     }
-    if (!out) {
-        vt_fail(&err, VT_ERR_INVALID, "synth: give -o FILE");
-        return vt_cli_error(&err);
-    }
-    if (shape) {
-        if (vt_synth_shape(&p, shape, &err) != VT_OK) return vt_cli_error(&err);
+    const char **text_flag = strcmp(a, "--shape") == 0                             ? &o->shape
+                             : strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0   ? &o->out
+                             : strcmp(a, "--arch") == 0                             ? &o->arch
+                             : strcmp(a, "--type") == 0                             ? &o->type
+                             : strcmp(a, "--vocab-from") == 0                       ? &o->vocab_from
+                                                                                    : NULL;
+    if (text_flag) return vt_cli_text_arg(argc, argv, i, text_flag, err);
+    if (strcmp(a, "--seed") == 0) return vt_cli_int_arg(argc, argv, i, "--seed", 0, INT64_MAX, &o->seed, err);
+    if (strcmp(a, "--random-blocks") == 0) o->random_blocks = true;
+    else if (strcmp(a, "--tied") == 0 || strcmp(a, "--untied") == 0) o->tied = strcmp(a, "--tied") == 0;
+    else return VT_ARG_NOT_MINE;
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_synth(int argc, char **argv, synth_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {.name = "synth", .see_help = true, .own = synth_arg};
+    *o = (synth_opts){.type = "q4_k_m", .seed = 1, .tied = -1};
+    return vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
+}
+
+/* The output and a complete shape are required; the result is o->params. */
+static vt_status validate_synth(synth_opts *o, vt_error *err) {
+    vt_synth_params *p = &o->params;
+    memset(p, 0, sizeof *p);
+    if (!o->out) return vt_fail(err, VT_ERR_INVALID, "synth: give -o FILE");
+    if (o->shape) {
+        if (vt_synth_shape(p, o->shape, err) != VT_OK) return err->code;
     } else {
         /* an explicit shape needs the sizes that have no sensible default */
         static const char *const required[] = {"--n-embd", "--n-layer", "--n-head", "--n-head-kv", "--n-ff"};
-        if (!arch) {
-            vt_fail(&err, VT_ERR_INVALID, "synth: give --shape NAME, or --arch and the sizes (see vt synth --help)");
-            return vt_cli_error(&err);
-        }
+        if (!o->arch)
+            return vt_fail(err, VT_ERR_INVALID,
+                           "synth: give --shape NAME, or --arch and the sizes (see vt synth --help)");
         for (size_t r = 0; r < sizeof required / sizeof *required; r++)
-            for (size_t k = 0; k < sizeof int_flags / sizeof *int_flags; k++)
-                if (strcmp(int_flags[k].flag, required[r]) == 0 && !has[k]) {
-                    vt_fail(&err, VT_ERR_INVALID, "synth: %s is required without --shape", required[r]);
-                    return vt_cli_error(&err);
-                }
-        p.n_vocab = 512;
-        p.n_ctx = 4096;
-        p.tied_output = strcmp(arch, "qwen3") == 0;
+            for (size_t k = 0; k < N_INT_FLAGS; k++)
+                if (strcmp(int_flags[k].flag, required[r]) == 0 && !o->has[k])
+                    return vt_fail(err, VT_ERR_INVALID, "synth: %s is required without --shape", required[r]);
+        p->n_vocab = 512;
+        p->n_ctx = 4096;
+        p->tied_output = strcmp(o->arch, "qwen3") == 0;
     }
-    if (arch) {
-        if (strcmp(arch, "qwen3") != 0 && strcmp(arch, "qwen2") != 0 && strcmp(arch, "llama") != 0) {
-            vt_fail(&err, VT_ERR_INVALID, "synth: --arch %s: expected qwen3, qwen2 or llama", arch);
-            return vt_cli_error(&err);
-        }
-        p.arch = arch;
+    if (o->arch) {
+        if (strcmp(o->arch, "qwen3") != 0 && strcmp(o->arch, "qwen2") != 0 && strcmp(o->arch, "llama") != 0)
+            return vt_fail(err, VT_ERR_INVALID, "synth: --arch %s: expected qwen3, qwen2 or llama", o->arch);
+        p->arch = o->arch;
     }
-    for (size_t k = 0; k < sizeof int_flags / sizeof *int_flags; k++)
-        if (has[k]) memcpy((char *)&p + int_flags[k].offset, &given[k], sizeof given[k]);
-    if (tied >= 0) p.tied_output = tied == 1;
-    p.type = type;
-    p.seed = (uint64_t)seed;
-    p.vocab_from = vocab_from;
+    for (size_t k = 0; k < N_INT_FLAGS; k++)
+        if (o->has[k]) memcpy((char *)p + int_flags[k].offset, &o->given[k], sizeof o->given[k]);
+    if (o->tied >= 0) p->tied_output = o->tied == 1;
+    p->type = o->type;
+    p->seed = (uint64_t)o->seed;
+    p->vocab_from = o->vocab_from;
+    p->random_blocks = o->random_blocks;
+    return VT_OK;
+}
 
+/* Write the file, then read it back. */
+static vt_status run_synth(const synth_opts *o, vt_error *err) {
+    vt_synth_params p = o->params;
     vt_progress bar;
     vt_progress_begin(&bar, "synth", 1);
     p.progress = on_progress;
     p.progress_user = &bar;
-    vt_status st = vt_synth_write(&p, out, &err);
+    vt_status st = vt_synth_write(&p, o->out, err);
     vt_progress_end(&bar);
-    if (st != VT_OK) return vt_cli_error(&err);
+    if (st != VT_OK) return st;
 
     /* Read it back: the summary shows what a loader sees, and a file vt
      * cannot load is an error here rather than at the first benchmark. */
     vt_model *m = NULL;
-    if (vt_model_load(out, &m, &err) != VT_OK) {
-        vt_error_prefix(&err, "synth: wrote %s but it does not load: ", out);
-        return vt_cli_error(&err);
-    }
+    if (vt_model_load(o->out, &m, err) != VT_OK)
+        return vt_error_prefix(err, "synth: wrote %s but it does not load: ", o->out);
     const vt_hparams *hp = &m->hp;
     fprintf(stderr,
             "vt: wrote %s: %s, %d layers, n_embd %d, %d heads (%d kv) of %d, n_ff %d, vocab %d, %s, %.2f M params, "
             "%.2f MiB of weights\n",
-            out, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff,
-            hp->n_vocab, type, (double)m->n_params * 1e-6, (double)m->weight_bytes / (1024.0 * 1024.0));
+            o->out, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff,
+            hp->n_vocab, o->type, (double)m->n_params * 1e-6, (double)m->weight_bytes / (1024.0 * 1024.0));
     vt_model_free(m);
-    return 0;
+    return VT_OK;
+}
+
+int vt_cmd_synth(int argc, char **argv) {
+    vt_error err = {0};
+    synth_opts o;
+    vt_status st = parse_synth(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        help();
+        return 0;
+    }
+    if (st == VT_OK) st = validate_synth(&o, &err);
+    if (st == VT_OK) st = run_synth(&o, &err);
+    return vt_cli_exit(st, &err);
 }
