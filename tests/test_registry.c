@@ -265,6 +265,47 @@ static void test_good_plugins_load_beside_bad_ones(void) {
     vt_registry_destroy(r);
 }
 
+/* The probe score is the ranking of loaded backends: in-tree scores as
+ * documented, 1 without a probe, and the highest-scoring backend is the
+ * default one (vt run without --backend), whoever built it. */
+static void test_probe_scores_rank_the_default_backend(void) {
+    vt_registry *r = plugin_registry();
+    if (!r) return;
+    const vt_backend_entry *ref = vt_registry_find(r, "reference"), *minimal = vt_registry_find(r, "good_minimal");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(minimal);
+    CU_ASSERT_EQUAL(ref->score, 10);
+    CU_ASSERT_EQUAL(minimal->score, 1); /* no probe */
+    const vt_backend_entry *simd = vt_registry_find(r, "simd"), *onednn = vt_registry_find(r, "onednn");
+    if (simd) CU_ASSERT_EQUAL(simd->score, 100);
+    if (onednn) CU_ASSERT_EQUAL(onednn->score, 50);
+    vt_registry_destroy(r);
+
+    /* The default backend follows the score: good_scored below and above simd. */
+    char model[512], cmd[2048], *out = NULL;
+    vt_test_tmpfile(model, sizeof model, "rank.gguf");
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape tiny --type q8_0 -o '%s'", VT_CLI_PATH, model);
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, NULL, NULL), 0);
+    const char *expect_low = simd ? "backend: simd (" : onednn ? "backend: onednn (" : "backend: reference (";
+    static const struct {
+        const char *score;
+        bool wins;
+    } cases[] = {{"5", false}, {"1000", true}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(cmd, sizeof cmd, "VT_TEST_PROBE_SCORE=%s VT_BACKEND_PATH='%s' '%s' run -m '%s' -p hi -n 1 --dry-run --explain",
+                 cases[i].score, VT_TEST_PLUGIN_DIR, VT_CLI_PATH, model);
+        char *explain = NULL; /* --explain prints to stderr */
+        CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &explain), 0);
+        const char *want = cases[i].wins ? "backend: good_scored (" : expect_low;
+        const bool found = explain && strstr(explain, want);
+        if (!found) printf("\n  score %s: expected '%s' in:\n%s", cases[i].score, want, explain ? explain : "");
+        CU_ASSERT(found);
+        free(out);
+        free(explain);
+        out = NULL;
+    }
+}
+
 static void test_old_minor_loads(void) {
     vt_registry *r = plugin_registry();
     if (!r) return;
@@ -423,6 +464,7 @@ int main(void) {
         {"refused entries record their ABI version", test_refused_entries_record_abi},
         {"check_file gives the same verdicts", test_check_file_matches_registry},
         {"good plugins load and run beside bad ones", test_good_plugins_load_beside_bad_ones},
+        {"probe scores rank the default backend", test_probe_scores_rank_the_default_backend},
         {"a plugin built against ABI 1.0 loads", test_old_minor_loads},
         {"out of memory in init is a refusal", test_init_out_of_memory_is_a_refusal},
         {"a later folder's same-named backend is shadowed", test_later_folder_is_shadowed},

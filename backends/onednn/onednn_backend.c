@@ -5,8 +5,8 @@
  *   threading=tiles|omp   how tiles use the cores (default tiles; see matmul.c)
  *   tile_kib=N            dequantized tile budget per thread (default 384)
  *   decode=0|1            accept MATMUL in the decode phase (default 0)
- *   dequant=avx2|host     weight tiles via dequant_avx2.c (default, when the
- *                         CPU has AVX2+F16C) or host->to_f32 */
+ * Weight tiles are always converted by host->to_f32, which picks the core's
+ * fastest path for the CPU itself. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,15 +61,10 @@ static bool parse_options(onednn_ctx *ctx, const char *options, char *err, size_
             ctx->tile_bytes = (size_t)kib * 1024;
         } else if (strcmp(key, "decode") == 0 && (strcmp(value, "0") == 0 || strcmp(value, "1") == 0)) {
             ctx->decode_matmul = value[0] == '1';
-        } else if (strcmp(key, "dequant") == 0 && strcmp(value, "host") == 0) {
-            ctx->dequant_avx2 = false;
-        } else if (strcmp(key, "dequant") == 0 && strcmp(value, "avx2") == 0) {
-            /* kept only if the CPU has it (checked after parsing) */
         } else {
             snprintf(err, err_size,
-                     "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1, "
-                     "dequant=avx2|host)",
-                     key, value);
+                     "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1)", key,
+                     value);
             return false;
         }
     }
@@ -102,12 +97,10 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
     ctx->n_threads = host->n_threads > 0 ? host->n_threads : 1;
     ctx->threading = ONEDNN_THREADING_TILES;
     ctx->tile_bytes = (size_t)ONEDNN_DEFAULT_TILE_KIB * 1024;
-    ctx->dequant_avx2 = true;
     if (!parse_options(ctx, config ? config->options : NULL, err, err_size)) {
         free(ctx);
         return VT_ERR_INVALID;
     }
-    ctx->dequant_avx2 = ctx->dequant_avx2 && onednn_dequant_avx2_usable();
     if (!onednn_omp_bind())
         host->log(VT_LOG_INFO, ONEDNN_NAME, "no OpenMP runtime loaded: oneDNN runs single-threaded");
     onednn_omp_set_threads(ctx->n_threads);
@@ -133,11 +126,10 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
     onednn_caps_query(ctx->engine, &ctx->caps);
     const dnnl_version_t *v = dnnl_version();
     host->log(VT_LOG_INFO, ONEDNN_NAME,
-              "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s, f16 %s; threading=%s tile=%zu KiB dequant=%s",
+              "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s, f16 %s; threading=%s tile=%zu KiB",
               v->major, v->minor, v->patch, ctx->caps.matmul_f32 ? "yes" : "no", ctx->caps.matmul_f32_impl,
               ctx->caps.matmul_bf16 ? "yes" : "no", ctx->caps.matmul_f16 ? "yes" : "no",
-              ctx->threading == ONEDNN_THREADING_TILES ? "tiles" : "omp", ctx->tile_bytes / 1024,
-              ctx->dequant_avx2 ? "avx2" : "host");
+              ctx->threading == ONEDNN_THREADING_TILES ? "tiles" : "omp", ctx->tile_bytes / 1024);
     /* Without f32 matmul supports() declines everything; that is a working
      * (if useless) backend, not an init failure. */
     if (!ctx->caps.matmul_f32)
@@ -161,8 +153,9 @@ static const vt_backend onednn_backend = {
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &onednn_backend; }
 
 /* oneDNN dispatches at run time (reference code below SSE4.1, JIT above), so
- * any x86-64 or other CPU can run it; nothing to refuse. */
+ * any x86-64 or other CPU can run it; nothing to refuse. Score 50: above
+ * reference (10), below simd (100), which wins decode and quantized prefill. */
 VT_BACKEND_EXPORT int vt_backend_probe(char *reason, size_t reason_size) {
     if (reason && reason_size) reason[0] = '\0';
-    return 1;
+    return 50;
 }

@@ -3,8 +3,9 @@
  *
  * The reference is the runtime's catch-all: it implements every op for every
  * dtype the operand conventions of vt_backend.h allow, and supports() says yes
- * exactly to the nodes that follow those conventions. No probe: plain C runs
- * on every CPU. */
+ * exactly to the nodes that follow those conventions. Its probe accepts every
+ * CPU (plain C) with the lowest in-tree score: it is the default only where
+ * nothing faster loaded. */
 #include <stdio.h>
 #include <string.h>
 
@@ -114,3 +115,10 @@ static const vt_backend reference_backend = {
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &reference_backend; }
+
+/* In-tree probe scores rank the default backend: simd 100, onednn 50,
+ * reference 10 (a plugin without a probe ranks 1). */
+VT_BACKEND_EXPORT int vt_backend_probe(char *reason, size_t reason_size) {
+    if (reason && reason_size) snprintf(reason, reason_size, "portable C, runs on every CPU");
+    return 10;
+}

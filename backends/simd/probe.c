@@ -17,6 +17,6 @@ VT_BACKEND_EXPORT int vt_backend_probe(char *reason, size_t reason_size) {
         return 0;
     }
     if (reason && reason_size) snprintf(reason, reason_size, "AVX2+FMA+F16C available");
-    /* Above the reference backend's score: this backend is the fast path. */
+    /* The highest in-tree score (onednn 50, reference 10): the default backend. */
     return 100;
 }

@@ -41,10 +41,13 @@ static vt_status choose_backends(vt_engine *e, vt_error *err) {
             return vt_fail(err, VT_ERR_BACKEND, "--backend %s: %s", e->opt.backend, why);
         }
     } else {
-        static const char *const order[] = {"simd", "onednn", "reference"};
+        /* The highest probe score wins; ties keep discovery order. */
         e->preferred = -1;
-        for (size_t i = 0; i < sizeof order / sizeof *order && e->preferred < 0; i++)
-            e->preferred = find_loaded(r, order[i]);
+        for (int i = 0; i < vt_registry_count(r); i++) {
+            const vt_backend_entry *b = vt_registry_at(r, i);
+            if (b->state != VT_BACKEND_LOADED) continue;
+            if (e->preferred < 0 || b->score > vt_registry_at(r, e->preferred)->score) e->preferred = i;
+        }
         if (e->preferred < 0) {
             /* say why the ones that exist were refused (e.g. out of memory in their init) */
             int n = snprintf(why, sizeof why, "no backend loaded (see `vt backends`)");

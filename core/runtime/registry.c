@@ -191,9 +191,10 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
         return;
     }
     vt_backend_probe_fn probe = (vt_backend_probe_fn)dlsym(lib, VT_BACKEND_PROBE_SYMBOL);
+    int score = 1; /* no probe: runs anywhere, ranks below every backend that claims more */
     if (probe) {
         char why[200] = "";
-        int score = probe(why, sizeof why);
+        score = probe(why, sizeof why);
         why[sizeof why - 1] = '\0';
         if (score <= 0) {
             refuse(e, "probe says this machine cannot run it: %s", why[0] ? why : "(no reason given)");
@@ -255,6 +256,7 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
         return;
     }
     e->state = VT_BACKEND_LOADED;
+    e->score = score;
     e->table = t;
     e->ctx = ctx;
 }

@@ -29,6 +29,7 @@ typedef struct vt_backend_entry {
     const vt_backend *table;  /* loaded: the backend's table */
     void *ctx;                /* loaded: its init context */
     uint32_t abi_major, abi_minor;
+    int score;                /* loaded: its probe's score (1 without a probe); ranks the default backend */
 } vt_backend_entry;
 
 typedef struct vt_registry vt_registry;

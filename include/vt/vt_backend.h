@@ -12,7 +12,10 @@
  *   2. vt_backend_probe, if exported: must be side-effect free and compiled
  *      without special instruction sets (no AVX2 in the probe's translation
  *      unit, no static constructors that use them). Returns a score, 0 = "this
- *      machine cannot run me", with the reason written to `reason`.
+ *      machine cannot run me", with the reason written to `reason`. Among
+ *      the loaded backends the highest score is the default backend (ties:
+ *      discovery order); in-tree: simd 100, onednn 50, reference 10; a
+ *      backend without a probe scores 1.
  *   3. vt_backend_entry() returns a pointer to a static, const table that
  *      lives as long as the library. abi_major must equal VT_ABI_MAJOR,
  *      abi_minor must be <= the runtime's VT_ABI_MINOR, struct_size must be at
