@@ -47,27 +47,35 @@ static void print_value(const vt_gguf_value *v) {
     }
 }
 
-int vt_cmd_info(int argc, char **argv) {
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: vt info MODEL\n\nPrint a GGUF file's version, metadata (arrays abbreviated) and tensor table.\n");
-            return 0;
-        }
-        if (strcmp(argv[i], "-m") == 0 && i + 1 < argc) path = argv[++i];
-        else if (argv[i][0] != '-' && !path) path = argv[i];
-        else {
-            fprintf(stderr, "vt: info: unexpected argument '%s' (see vt info --help)\n", argv[i]);
-            return 2;
-        }
-    }
-    if (!path) {
-        fprintf(stderr, "vt: info: give a GGUF file\n");
-        return 2;
-    }
-    vt_error err = {0};
+/* What `vt info` was asked. */
+typedef struct info_opts {
+    const char *path;
+    bool help;
+} info_opts;
+
+static vt_arg_result info_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    (void)err;
+    info_opts *o = opts;
+    const char *a = argv[*i];
+    if (strcmp(a, "-m") == 0 && *i + 1 < argc) o->path = argv[++*i];
+    else if (a[0] != '-' && !o->path) o->path = a;
+    else return VT_ARG_NOT_MINE;
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_info(int argc, char **argv, info_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {.name = "info", .operands = true, .see_help = true, .own = info_arg};
+    *o = (info_opts){0};
+    vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
+    if (st == VT_OK && !o->help && !o->path) st = vt_fail(err, VT_ERR_INVALID, "info: give a GGUF file");
+    return st;
+}
+
+/* Print the header, the metadata and the tensor table. */
+static vt_status run_info(const info_opts *o, vt_error *err) {
+    const char *path = o->path;
     vt_gguf *g = NULL;
-    if (vt_gguf_open(path, &g, &err) != VT_OK) return vt_cli_error(&err);
+    if (vt_gguf_open(path, &g, err) != VT_OK) return err->code;
     printf("file: %s\nversion: %u, alignment %zu, %lld metadata keys, %lld tensors, %zu bytes\n\nmetadata:\n", path,
            vt_gguf_version(g), vt_gguf_alignment(g), (long long)vt_gguf_n_kv(g), (long long)vt_gguf_n_tensors(g),
            vt_gguf_file_size(g));
@@ -91,5 +99,18 @@ int vt_cmd_info(int argc, char **argv) {
     }
     printf("\n%lld parameters\n", (long long)params);
     vt_gguf_close(g);
-    return 0;
+    return VT_OK;
+}
+
+/* info has no rules across its arguments: the file is checked by opening it. */
+int vt_cmd_info(int argc, char **argv) {
+    vt_error err = {0};
+    info_opts o;
+    vt_status st = parse_info(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        printf("usage: vt info MODEL\n\nPrint a GGUF file's version, metadata (arrays abbreviated) and tensor table.\n");
+        return 0;
+    }
+    if (st == VT_OK) st = run_info(&o, &err);
+    return vt_cli_exit(st, &err);
 }

@@ -11,7 +11,6 @@
 static vt_status open_tokenizer(const char *path, vt_gguf **g, vt_tokenizer **t, vt_error *err) {
     *g = NULL;
     *t = NULL;
-    if (!path) return vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
     vt_status st = vt_gguf_open(path, g, err);
     if (st == VT_OK) st = vt_tokenizer_load(*g, t, err);
     if (st != VT_OK) {
@@ -55,46 +54,68 @@ static void json_string(const char *s, size_t len) {
     putchar('"');
 }
 
-int vt_cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *text = NULL;
-    bool special = false, no_bos = false, ids_only = false, json = false, text_given = false;
-    vt_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json] [--] TEXT\n\n"
-                   "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary. BOS is added as the vocab's\n"
-                   "metadata says unless --no-bos. --special matches control tokens' text (off by default).\n"
-                   "Output: a table of id and piece; --ids: ids comma-separated; --json: {\"ids\", \"pieces\"}.\n");
-            return 0;
-        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            if (!(model = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(a, "--special") == 0) {
-            special = true;
-        } else if (strcmp(a, "--no-bos") == 0) {
-            no_bos = true;
-        } else if (strcmp(a, "--ids") == 0) {
-            ids_only = true;
-        } else if (strcmp(a, "--json") == 0) {
-            json = true;
-        } else if (strcmp(a, "--") == 0 && i + 1 < argc && !text_given) {
-            text = argv[++i];
-            text_given = true;
-        } else if ((a[0] != '-' || strcmp(a, "-") == 0) && !text_given) {
-            text = a;
-            text_given = true;
-        } else {
-            vt_fail(&err, VT_ERR_INVALID, "tokenize: unexpected argument '%s' (see vt tokenize --help)", a);
-            return vt_cli_error(&err);
-        }
-    }
-    if (!text_given) {
-        vt_fail(&err, VT_ERR_INVALID, "tokenize: give TEXT (or - for stdin)");
-        return vt_cli_error(&err);
-    }
+/* The flags tokenize and detokenize share: the model and --special. */
+typedef struct tokenizer_flags {
+    const char *model;
+    bool special;
+} tokenizer_flags;
+
+static vt_arg_result tokenizer_flag(tokenizer_flags *f, int argc, char **argv, int *i, vt_error *err) {
+    const char *a = argv[*i];
+    if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) return vt_cli_text_arg(argc, argv, i, &f->model, err);
+    if (strcmp(a, "--special") != 0) return VT_ARG_NOT_MINE;
+    f->special = true;
+    return VT_ARG_TAKEN;
+}
+
+static void tokenize_help(void) {
+    printf("usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json] [--] TEXT\n\n"
+           "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary. BOS is added as the vocab's\n"
+           "metadata says unless --no-bos. --special matches control tokens' text (off by default).\n"
+           "Output: a table of id and piece; --ids: ids comma-separated; --json: {\"ids\", \"pieces\"}.\n");
+}
+
+/* What `vt tokenize` was asked. */
+typedef struct tokenize_opts {
+    tokenizer_flags f;
+    const char *text; /* "-": stdin */
+    bool no_bos, ids_only, json;
+    bool help;
+} tokenize_opts;
+
+static vt_arg_result tokenize_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    tokenize_opts *o = opts;
+    const char *a = argv[*i];
+    vt_arg_result r = tokenizer_flag(&o->f, argc, argv, i, err);
+    if (r != VT_ARG_NOT_MINE) return r;
+    if (strcmp(a, "--no-bos") == 0) o->no_bos = true;
+    else if (strcmp(a, "--ids") == 0) o->ids_only = true;
+    else if (strcmp(a, "--json") == 0) o->json = true;
+    else if (strcmp(a, "--") == 0 && *i + 1 < argc && !o->text) o->text = argv[++*i];
+    else if ((a[0] != '-' || strcmp(a, "-") == 0) && !o->text) o->text = a;
+    else return VT_ARG_NOT_MINE;
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_tokenize(int argc, char **argv, tokenize_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {.name = "tokenize", .operands = true, .see_help = true, .own = tokenize_arg};
+    *o = (tokenize_opts){0};
+    vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
+    if (st == VT_OK && !o->help && !o->text) st = vt_fail(err, VT_ERR_INVALID, "tokenize: give TEXT (or - for stdin)");
+    return st;
+}
+
+static vt_status validate_tokenizer_flags(const tokenizer_flags *f, vt_error *err) {
+    return vt_cli_require_model(f->model, err);
+}
+
+/* Tokenize and print the ids in the asked format. */
+static vt_status run_tokenize(const tokenize_opts *o, vt_error *err) {
     vt_gguf *g;
     vt_tokenizer *t;
-    if (open_tokenizer(model, &g, &t, &err) != VT_OK) return vt_cli_error(&err);
+    vt_status st = open_tokenizer(o->f.model, &g, &t, err);
+    if (st != VT_OK) return st;
+    const char *text = o->text;
     char *owned = NULL;
     size_t len = 0;
     if (strcmp(text, "-") == 0) {
@@ -105,12 +126,12 @@ int vt_cmd_tokenize(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     size_t n = 0;
-    vt_status st = vt_tokenize(t, text, len, !no_bos && vt_tokenizer_add_bos(t), special, &ids, &n, &err);
+    st = vt_tokenize(t, text, len, !o->no_bos && vt_tokenizer_add_bos(t), o->f.special, &ids, &n, err);
     if (st == VT_OK) {
-        if (ids_only) {
+        if (o->ids_only) {
             for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
             printf("\n");
-        } else if (json) {
+        } else if (o->json) {
             printf("{\"ids\": [");
             for (size_t i = 0; i < n; i++) printf("%s%d", i ? ", " : "", ids[i]);
             printf("], \"pieces\": [");
@@ -128,56 +149,88 @@ int vt_cmd_tokenize(int argc, char **argv) {
     free(owned);
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    return st == VT_OK ? 0 : vt_cli_error(&err);
+    return st;
 }
 
-int vt_cmd_detokenize(int argc, char **argv) {
-    const char *model = NULL, *list = NULL;
-    bool special = false;
+int vt_cmd_tokenize(int argc, char **argv) {
     vt_error err = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            printf("usage: vt detokenize -m MODEL [--special] IDS\n\n"
-                   "Write the exact bytes the comma-separated token IDS decode to (control tokens render as\n"
-                   "nothing unless --special), as llama.cpp's detokenizer does. No newline is added.\n");
-            return 0;
-        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            if (!(model = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(a, "--special") == 0) {
-            special = true;
-        } else if (!list && (a[0] != '-' || (a[1] >= '0' && a[1] <= '9'))) {
-            list = a;
-        } else {
-            vt_fail(&err, VT_ERR_INVALID, "detokenize: unexpected argument '%s' (see vt detokenize --help)", a);
-            return vt_cli_error(&err);
-        }
+    tokenize_opts o;
+    vt_status st = parse_tokenize(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        tokenize_help();
+        return 0;
     }
-    if (!list) {
-        vt_fail(&err, VT_ERR_INVALID, "detokenize: give IDS, comma-separated");
-        return vt_cli_error(&err);
-    }
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (vt_cli_parse_ids(list, &ids, &n, &err) != VT_OK) return vt_cli_error(&err);
+    if (st == VT_OK) st = validate_tokenizer_flags(&o.f, &err);
+    if (st == VT_OK) st = run_tokenize(&o, &err);
+    return vt_cli_exit(st, &err);
+}
+
+static void detokenize_help(void) {
+    printf("usage: vt detokenize -m MODEL [--special] IDS\n\n"
+           "Write the exact bytes the comma-separated token IDS decode to (control tokens render as\n"
+           "nothing unless --special), as llama.cpp's detokenizer does. No newline is added.\n");
+}
+
+/* What `vt detokenize` was asked. */
+typedef struct detokenize_opts {
+    tokenizer_flags f;
+    const char *list;
+    int32_t *ids; /* the list parsed (malloc'ed) */
+    size_t n;
+    bool help;
+} detokenize_opts;
+
+static vt_arg_result detokenize_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    detokenize_opts *o = opts;
+    const char *a = argv[*i];
+    vt_arg_result r = tokenizer_flag(&o->f, argc, argv, i, err);
+    if (r != VT_ARG_NOT_MINE) return r;
+    /* a leading '-' followed by a digit is a (negative, refused) id, not a flag */
+    if (o->list || (a[0] == '-' && !(a[1] >= '0' && a[1] <= '9'))) return VT_ARG_NOT_MINE;
+    o->list = a;
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_detokenize(int argc, char **argv, detokenize_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {
+        .name = "detokenize", .operands = true, .see_help = true, .own = detokenize_arg};
+    *o = (detokenize_opts){0};
+    vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
+    if (st != VT_OK || o->help) return st;
+    if (!o->list) return vt_fail(err, VT_ERR_INVALID, "detokenize: give IDS, comma-separated");
+    return vt_cli_parse_ids(o->list, &o->ids, &o->n, err);
+}
+
+/* Decode the ids and write the bytes. */
+static vt_status run_detokenize(const detokenize_opts *o, vt_error *err) {
     vt_gguf *g;
     vt_tokenizer *t;
-    if (open_tokenizer(model, &g, &t, &err) != VT_OK) {
-        free(ids);
-        return vt_cli_error(&err);
-    }
-    vt_status st = VT_OK;
-    for (size_t i = 0; i < n && st == VT_OK; i++)
-        if (ids[i] >= vt_tokenizer_n_vocab(t))
-            st = vt_fail(&err, VT_ERR_INVALID, "token id %d is outside the vocabulary (0..%d)", ids[i],
+    vt_status st = open_tokenizer(o->f.model, &g, &t, err);
+    if (st != VT_OK) return st;
+    for (size_t i = 0; i < o->n && st == VT_OK; i++)
+        if (o->ids[i] >= vt_tokenizer_n_vocab(t))
+            st = vt_fail(err, VT_ERR_INVALID, "token id %d is outside the vocabulary (0..%d)", o->ids[i],
                          vt_tokenizer_n_vocab(t) - 1);
     char *text = NULL;
     size_t len = 0;
-    if (st == VT_OK) st = vt_detokenize(t, ids, n, special, &text, &len, &err);
+    if (st == VT_OK) st = vt_detokenize(t, o->ids, o->n, o->f.special, &text, &len, err);
     if (st == VT_OK) fwrite(text, 1, len, stdout);
     free(text);
-    free(ids);
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    return st == VT_OK ? 0 : vt_cli_error(&err);
+    return st;
+}
+
+int vt_cmd_detokenize(int argc, char **argv) {
+    vt_error err = {0};
+    detokenize_opts o;
+    vt_status st = parse_detokenize(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        detokenize_help();
+        return 0;
+    }
+    if (st == VT_OK) st = validate_tokenizer_flags(&o.f, &err);
+    if (st == VT_OK) st = run_detokenize(&o, &err);
+    free(o.ids);
+    return vt_cli_exit(st, &err);
 }
