@@ -36,56 +36,81 @@ static void print_entry(const vt_backend_entry *b, bool matrix) {
     if (matrix && b->state == VT_BACKEND_LOADED) print_matrix(b);
 }
 
-int vt_cmd_backends(int argc, char **argv) {
-    vt_error err = {0};
+static void help(void) {
+    printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n\n"
+           "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
+           "loaded, refused (with the reason) or shadowed, and each loaded backend's op x dtype matrix.\n"
+           "--check FILE validates one plugin file without running a model (exit 0 if it loads).\n");
+}
+
+/* What `vt backends` was asked. */
+typedef struct backends_opts {
     vt_cli_common c;
-    if (vt_cli_init(&c, argc, argv, &err) != VT_OK) return vt_cli_error(&err);
-    const char *check = NULL;
-    bool matrix = true;
-    for (int i = 1; i < argc; i++) {
-        vt_arg_result r = vt_cli_common_arg(&c, argc, argv, &i, &err);
-        if (r == VT_ARG_ERROR) return vt_cli_error(&err);
-        if (r == VT_ARG_TAKEN) continue;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n\n"
-                   "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
-                   "loaded, refused (with the reason) or shadowed, and each loaded backend's op x dtype matrix.\n"
-                   "--check FILE validates one plugin file without running a model (exit 0 if it loads).\n");
-            return 0;
-        } else if (strcmp(argv[i], "--check") == 0) {
-            if (!(check = vt_cli_value(argc, argv, &i, &err))) return vt_cli_error(&err);
-        } else if (strcmp(argv[i], "--brief") == 0) {
-            matrix = false;
-        } else {
-            fprintf(stderr, "vt: backends: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
+    const char *check; /* NULL: list every backend found */
+    bool matrix;
+    bool help;
+} backends_opts;
+
+static vt_arg_result backends_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    backends_opts *o = opts;
+    if (strcmp(argv[*i], "--check") == 0) return vt_cli_text_arg(argc, argv, i, &o->check, err);
+    if (strcmp(argv[*i], "--brief") != 0) return VT_ARG_NOT_MINE;
+    o->matrix = false;
+    return VT_ARG_TAKEN;
+}
+
+static vt_status parse_backends(int argc, char **argv, backends_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {.name = "backends", .own = backends_arg};
+    *o = (backends_opts){.matrix = true};
+    return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+}
+
+/* The verdict on one plugin file, on stdout; *refused when it does not load
+ * (the answer of --check, not an error of the command). */
+static void check_file(const backends_opts *o, const vt_host *host, bool *refused) {
+    vt_backend_entry entry;
+    vt_error why = {0};
+    if (vt_registry_check_file(host, o->check, &entry, &why) != VT_OK) {
+        printf("%s: refused: %s\n", o->check, why.msg);
+        *refused = true;
+        return;
     }
+    printf("%s: ok\n", o->check);
+    print_entry(&entry, o->matrix);
+    if (entry.table && entry.table->shutdown) entry.table->shutdown(entry.ctx);
+}
+
+/* Check the one file, or list every backend found. */
+static vt_status run_backends(const backends_opts *o, bool *refused, vt_error *err) {
     vt_threadpool *pool = NULL;
-    if (vt_threadpool_create(1, &pool, &err) != VT_OK) return vt_cli_error(&err);
+    vt_status st = vt_threadpool_create(1, &pool, err);
+    if (st != VT_OK) return st;
     const vt_host *host = vt_host_get(pool);
-    int rc = 0;
-    if (check) {
-        vt_backend_entry entry;
-        if (vt_registry_check_file(host, check, &entry, &err) != VT_OK) {
-            printf("%s: refused: %s\n", check, err.msg);
-            rc = 1;
-        } else {
-            printf("%s: ok\n", check);
-            print_entry(&entry, matrix);
-            if (entry.table && entry.table->shutdown) entry.table->shutdown(entry.ctx);
-        }
+    if (o->check) {
+        check_file(o, host, refused);
     } else {
         vt_registry *r = NULL;
-        if (vt_registry_create(host, c.opt.backend_path[0] ? c.opt.backend_path : NULL, c.opt.backend_options, &r,
-                               &err) != VT_OK) {
-            vt_threadpool_destroy(pool);
-            return vt_cli_error(&err);
-        }
-        for (int i = 0; i < vt_registry_count(r); i++) print_entry(vt_registry_at(r, i), matrix);
-        if (vt_registry_count(r) == 0) printf("no backends found\n");
+        st = vt_registry_create(host, o->c.opt.backend_path[0] ? o->c.opt.backend_path : NULL, o->c.opt.backend_options,
+                                &r, err);
+        for (int i = 0; st == VT_OK && i < vt_registry_count(r); i++) print_entry(vt_registry_at(r, i), o->matrix);
+        if (st == VT_OK && vt_registry_count(r) == 0) printf("no backends found\n");
         vt_registry_destroy(r);
     }
     vt_threadpool_destroy(pool);
-    return rc;
+    return st;
+}
+
+/* backends has no rules across its flags: --check's file is judged by loading it. */
+int vt_cmd_backends(int argc, char **argv) {
+    vt_error err = {0};
+    backends_opts o;
+    bool refused = false;
+    vt_status st = parse_backends(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        help();
+        return 0;
+    }
+    if (st == VT_OK) st = run_backends(&o, &refused, &err);
+    if (st != VT_OK) return vt_cli_error(&err);
+    return refused ? 1 : 0;
 }

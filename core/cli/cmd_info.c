@@ -108,7 +108,8 @@ int vt_cmd_info(int argc, char **argv) {
     info_opts o;
     vt_status st = parse_info(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        printf("usage: vt info MODEL\n\nPrint a GGUF file's version, metadata (arrays abbreviated) and tensor table.\n");
+        printf("usage: vt info MODEL\n\n"
+               "Print a GGUF file's version, metadata (arrays abbreviated) and tensor table.\n");
         return 0;
     }
     if (st == VT_OK) st = run_info(&o, &err);
