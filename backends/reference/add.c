@@ -4,19 +4,6 @@
 
 #include "reference.h"
 
-bool ref_check_add(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *a = &node->src[0], *b = &node->src[1], *y = &node->dst;
-    if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, a, "src0 (A)", 2, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, b, "src1 (B)", 2, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 2, vt_dtype_is_float, why, why_size)) return false;
-    if (b->ne[0] != a->ne[0] || (ref_rows(b) != 1 && ref_rows(b) != ref_rows(a)))
-        return ref_reject(why, why_size, "B {%lld, %lld} is neither {N, M} nor {N, 1} for A {%lld, %lld}", (long long)b->ne[0],
-                          (long long)ref_rows(b), (long long)a->ne[0], (long long)ref_rows(a));
-    if (!ref_same_shape(a, y)) return ref_reject(why, why_size, "dst is not shaped like A");
-    return true;
-}
-
 typedef struct add_job {
     const ref_ctx *c;
     const vt_node *node;
@@ -29,7 +16,7 @@ static void add_rows(void *arg, int64_t begin, int64_t end, int thread) {
     add_job *job = arg;
     const vt_host *h = job->c->host;
     const int64_t N = job->N;
-    const bool broadcast = ref_rows(&job->node->src[1]) == 1;
+    const bool broadcast = vt_tensor_rows(&job->node->src[1]) == 1;
     const float *a_all = job->node->src[0].data; /* [M][N] */
     const float *b_all = job->node->src[1].data; /* [M][N] or [1][N] */
     const vt_tensor *y = &job->node->dst;
@@ -46,11 +33,11 @@ static void add_rows(void *arg, int64_t begin, int64_t end, int thread) {
 
 vt_status ref_add(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "add", ref_check_add)) return VT_ERR_INVALID;
+    if (!ref_validate(c, node, "add")) return VT_ERR_INVALID;
     add_job job = {.c = c, .node = node, .N = node->src[0].ne[0]};
     atomic_init(&job.failed, 0);
     if (!ref_scratch_alloc(c, (size_t)job.N * sizeof(float), &job.scratch)) return VT_ERR_NOMEM;
-    ref_parallel(c, ref_rows(&node->src[0]), 1, add_rows, &job);
+    ref_parallel(c, vt_tensor_rows(&node->src[0]), 1, add_rows, &job);
     ref_scratch_free(c, &job.scratch);
     if (atomic_load(&job.failed)) {
         c->host->log(VT_LOG_ERROR, REF_NAME, "add: cannot store %s", c->host->dtype_name(node->dst.dtype));

@@ -11,38 +11,6 @@
 
 #include "reference.h"
 
-bool ref_check_attention(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *q = &node->src[0], *kc = &node->src[1], *vc = &node->src[2];
-    const vt_tensor *tables = &node->src[3], *positions = &node->src[4], *seqs = &node->src[5], *o = &node->dst;
-    const vt_attention_params *p = &node->params.attention;
-    if (!ref_check_n_src(node, 6, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, q, "src0 (Q)", 3, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, kc, "src1 (K cache)", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, vc, "src2 (V cache)", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, tables, "src3 (block tables)", 2, VT_I32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, positions, "src4 (positions)", 1, VT_I32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, seqs, "src5 (sequence index)", 1, VT_I32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, o, "dst (O)", 3, VT_F32, why, why_size)) return false;
-
-    int64_t D = q->ne[0], H = ref_dim(q, 1), T = ref_dim(q, 2);
-    int64_t KVH = ref_dim(kc, 1), BS = ref_dim(kc, 2);
-    if (kc->ne[0] != D) return ref_reject(why, why_size, "K cache head dim %lld != Q head dim %lld", (long long)kc->ne[0], (long long)D);
-    if (!ref_same_shape(kc, vc)) return ref_reject(why, why_size, "K and V caches differ in shape");
-    if (H % KVH != 0) return ref_reject(why, why_size, "%lld query heads are not a multiple of %lld kv heads", (long long)H, (long long)KVH);
-    if (!ref_same_shape(o, q)) return ref_reject(why, why_size, "O is not shaped like Q {D, H, T}");
-    if (positions->ne[0] != T || seqs->ne[0] != T)
-        return ref_reject(why, why_size, "positions/sequence index have %lld/%lld entries for %lld tokens",
-                          (long long)positions->ne[0], (long long)seqs->ne[0], (long long)T);
-    if (p->block_size != BS)
-        return ref_reject(why, why_size, "params.block_size %d != cache block size %lld", (int)p->block_size, (long long)BS);
-    if (p->n_seqs < 1 || p->max_blocks_per_seq < 1 || tables->ne[0] != p->max_blocks_per_seq ||
-        ref_dim(tables, 1) != p->n_seqs)
-        return ref_reject(why, why_size, "block tables {%lld, %lld} do not match params {max_blocks_per_seq=%d, n_seqs=%d}",
-                          (long long)tables->ne[0], (long long)ref_dim(tables, 1), (int)p->max_blocks_per_seq, (int)p->n_seqs);
-    if (!isfinite(p->scale)) return ref_reject(why, why_size, "scale is not finite");
-    return true;
-}
-
 typedef struct attention_job {
     const ref_ctx *c;
     const vt_node *node;
@@ -140,16 +108,16 @@ static bool check_indices(const ref_ctx *c, const vt_node *node, int64_t T, int6
 
 vt_status ref_attention(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "attention", ref_check_attention)) return VT_ERR_INVALID;
+    if (!ref_validate(c, node, "attention")) return VT_ERR_INVALID;
     const vt_tensor *q = &node->src[0], *kc = &node->src[1];
     attention_job job = {
         .c = c, .node = node,
-        .D = q->ne[0], .H = ref_dim(q, 1), .T = ref_dim(q, 2),
-        .KVH = ref_dim(kc, 1), .BS = ref_dim(kc, 2),
+        .D = q->ne[0], .H = vt_tensor_dim(q, 1), .T = vt_tensor_dim(q, 2),
+        .KVH = vt_tensor_dim(kc, 1), .BS = vt_tensor_dim(kc, 2),
         .k_row_bytes = ref_row_bytes(c, kc), .v_row_bytes = ref_row_bytes(c, &node->src[2]),
     };
     atomic_init(&job.failed, 0);
-    if (!check_indices(c, node, job.T, job.BS, ref_dim(kc, 3), &job.max_len)) return VT_ERR_INVALID;
+    if (!check_indices(c, node, job.T, job.BS, vt_tensor_dim(kc, 3), &job.max_len)) return VT_ERR_INVALID;
     size_t per_thread = ((size_t)job.max_len + (size_t)job.D) * sizeof(double) + (size_t)job.D * sizeof(float);
     if (!ref_scratch_alloc(c, per_thread, &job.scratch)) return VT_ERR_NOMEM;
     ref_parallel(c, job.T * job.H, 1, attention_heads, &job);

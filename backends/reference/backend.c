@@ -69,29 +69,9 @@ static void ref_shutdown(void *ctx) {
     if (c) c->host->free(c);
 }
 
-typedef bool (*ref_check_fn)(const ref_ctx *, const vt_node *, char *, size_t);
-
-/* One check per op, in vt_op order. */
-static const ref_check_fn checks[VT_OP_COUNT] = {
-    [VT_OP_MATMUL] = ref_check_matmul,
-    [VT_OP_ATTENTION] = ref_check_attention,
-    [VT_OP_RESHAPE_AND_CACHE] = ref_check_reshape_and_cache,
-    [VT_OP_RMS_NORM] = ref_check_rms_norm,
-    [VT_OP_ROPE] = ref_check_rope,
-    [VT_OP_SWIGLU] = ref_check_swiglu,
-    [VT_OP_ADD] = ref_check_add,
-    [VT_OP_GET_ROWS] = ref_check_get_rows,
-    [VT_OP_CONVERT] = ref_check_convert,
-};
-
 static int ref_supports(void *ctx, const vt_node *node) {
-    const ref_ctx *c = ctx;
-    if (!c || !node || node->op < 0 || node->op >= VT_OP_COUNT) return 0;
-    /* Nodes built by an older runtime are shorter; the reference reads every
-     * field of the 1.0 node, so it needs at least that much. */
-    if (node->struct_size < sizeof(vt_node)) return 0;
-    if (node->phase != VT_PHASE_PREFILL && node->phase != VT_PHASE_DECODE) return 0;
-    return checks[node->op](c, node, NULL, 0) ? 1 : 0;
+    (void)ctx;
+    return vt_check_convention(node, NULL, 0) ? 1 : 0; /* exactly the conventions of vt_backend.h */
 }
 
 static const vt_backend reference_backend = {

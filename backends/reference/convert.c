@@ -6,15 +6,6 @@
 
 #include "reference.h"
 
-bool ref_check_convert(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *x = &node->src[0], *y = &node->dst;
-    if (!ref_check_n_src(node, 1, why, why_size)) return false;
-    if (!ref_check_tensor(c, x, "src0", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_same_shape(x, y)) return ref_reject(why, why_size, "dst is not shaped like src0");
-    return true;
-}
-
 typedef struct convert_job {
     const ref_ctx *c;
     const vt_node *node;
@@ -42,11 +33,11 @@ static void convert_rows(void *arg, int64_t begin, int64_t end, int thread) {
 
 vt_status ref_convert(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "convert", ref_check_convert)) return VT_ERR_INVALID;
+    if (!ref_validate(c, node, "convert")) return VT_ERR_INVALID;
     convert_job job = {.c = c, .node = node, .n = node->src[0].ne[0]};
     atomic_init(&job.failed, 0);
     if (!ref_scratch_alloc(c, (size_t)job.n * sizeof(float), &job.scratch)) return VT_ERR_NOMEM;
-    ref_parallel(c, ref_rows(&node->src[0]), 1, convert_rows, &job);
+    ref_parallel(c, vt_tensor_rows(&node->src[0]), 1, convert_rows, &job);
     ref_scratch_free(c, &job.scratch);
     if (atomic_load(&job.failed)) {
         c->host->log(VT_LOG_ERROR, REF_NAME, "convert: cannot convert %s to %s", c->host->dtype_name(node->src[0].dtype),

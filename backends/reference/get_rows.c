@@ -4,18 +4,6 @@
 
 #include "reference.h"
 
-bool ref_check_get_rows(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *table = &node->src[0], *ids = &node->src[1], *y = &node->dst;
-    if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    if (!ref_check_tensor(c, table, "src0 (table)", 2, vt_dtype_is_weight, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, ids, "src1 (ids)", 1, VT_I32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, y, "dst", 2, VT_F32, why, why_size)) return false;
-    if (y->ne[0] != table->ne[0] || ref_dim(y, 1) != ids->ne[0])
-        return ref_reject(why, why_size, "dst is {%lld, %lld}, want {D=%lld, M=%lld}", (long long)y->ne[0],
-                          (long long)ref_dim(y, 1), (long long)table->ne[0], (long long)ids->ne[0]);
-    return true;
-}
-
 typedef struct get_rows_job {
     const ref_ctx *c;
     const vt_node *node;
@@ -38,8 +26,8 @@ static void get_rows_range(void *arg, int64_t begin, int64_t end, int thread) {
 
 vt_status ref_get_rows(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "get_rows", ref_check_get_rows)) return VT_ERR_INVALID;
-    const int64_t M = node->src[1].ne[0], V = ref_dim(&node->src[0], 1);
+    if (!ref_validate(c, node, "get_rows")) return VT_ERR_INVALID;
+    const int64_t M = node->src[1].ne[0], V = vt_tensor_dim(&node->src[0], 1);
     const int32_t *ids = node->src[1].data;
     for (int64_t i = 0; i < M; i++) {
         if (ids[i] < 0 || ids[i] >= V) {

@@ -7,21 +7,6 @@
 
 #include "reference.h"
 
-bool ref_check_matmul(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *w = &node->src[0], *x = &node->src[1], *y = &node->dst;
-    if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    if (!ref_check_tensor(c, w, "src0 (W)", 2, vt_dtype_is_weight, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, x, "src1 (X)", 2, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst (Y)", 2, vt_dtype_is_float, why, why_size)) return false;
-    int64_t K = w->ne[0], N = ref_dim(w, 1), M = ref_dim(x, 1);
-    if (x->ne[0] != K)
-        return ref_reject(why, why_size, "X has %lld columns, W has K = %lld", (long long)x->ne[0], (long long)K);
-    if (y->ne[0] != N || ref_dim(y, 1) != M)
-        return ref_reject(why, why_size, "Y is {%lld, %lld}, want {N=%lld, M=%lld}", (long long)y->ne[0],
-                          (long long)ref_dim(y, 1), (long long)N, (long long)M);
-    return true;
-}
-
 typedef struct matmul_job {
     const ref_ctx *c;
     const vt_tensor *w; /* {K, N} */
@@ -74,10 +59,10 @@ static void matmul_rows(void *arg, int64_t n_begin, int64_t n_end, int thread) {
 
 vt_status ref_matmul(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "matmul", ref_check_matmul)) return VT_ERR_INVALID;
+    if (!ref_validate(c, node, "matmul")) return VT_ERR_INVALID;
     matmul_job job = {
         .c = c, .w = &node->src[0], .x = &node->src[1], .y = &node->dst,
-        .K = node->src[0].ne[0], .N = ref_dim(&node->src[0], 1), .M = ref_dim(&node->src[1], 1),
+        .K = node->src[0].ne[0], .N = vt_tensor_dim(&node->src[0], 1), .M = vt_tensor_dim(&node->src[1], 1),
     };
     atomic_init(&job.failed, 0);
     if (!ref_scratch_alloc(c, (size_t)job.K * sizeof(float), &job.scratch)) return VT_ERR_NOMEM;

@@ -11,31 +11,10 @@
 
 #include "reference.h"
 
-bool ref_check_reshape_and_cache(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *k = &node->src[0], *v = &node->src[1], *kc = &node->src[2], *vc = &node->src[3];
-    const vt_tensor *slots = &node->src[4];
-    if (!ref_check_n_src(node, 5, why, why_size)) return false;
-    if (!ref_check_tensor(c, k, "src0 (K)", 3, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, v, "src1 (V)", 3, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, kc, "src2 (K cache)", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_check_tensor(c, vc, "src3 (V cache)", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, slots, "src4 (slot mapping)", 1, VT_I64, why, why_size)) return false;
-    if (node->dst.ndim != 0) return ref_reject(why, why_size, "dst is unused and must have ndim 0, has %d", (int)node->dst.ndim);
-    if (!ref_same_shape(k, v)) return ref_reject(why, why_size, "K and V differ in shape");
-    if (!ref_same_shape(kc, vc)) return ref_reject(why, why_size, "K and V caches differ in shape");
-    if (kc->ne[0] != k->ne[0] || ref_dim(kc, 1) != ref_dim(k, 1))
-        return ref_reject(why, why_size, "K rows are {%lld, %lld}, cache rows {%lld, %lld}", (long long)k->ne[0],
-                          (long long)ref_dim(k, 1), (long long)kc->ne[0], (long long)ref_dim(kc, 1));
-    if (slots->ne[0] != ref_dim(k, 2))
-        return ref_reject(why, why_size, "slot mapping has %lld entries for %lld tokens", (long long)slots->ne[0],
-                          (long long)ref_dim(k, 2));
-    return true;
-}
-
 /* One token's {D, KVH} row from src into the cache row at slot. */
 static vt_status store_row(const ref_ctx *c, const vt_tensor *src, int64_t t, const vt_tensor *cache, int64_t slot,
                            float *f32_row /* [D * KVH] */) {
-    const int64_t n = src->ne[0] * ref_dim(src, 1);
+    const int64_t n = src->ne[0] * vt_tensor_dim(src, 1);
     const size_t src_bytes = c->host->row_size(src->dtype, n), cache_bytes = c->host->row_size(cache->dtype, n);
     const unsigned char *from = (const unsigned char *)src->data + (size_t)t * src_bytes;
     unsigned char *to = (unsigned char *)cache->data + (size_t)slot * cache_bytes;
@@ -50,10 +29,10 @@ static vt_status store_row(const ref_ctx *c, const vt_tensor *src, int64_t t, co
 
 vt_status ref_reshape_and_cache(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "reshape_and_cache", ref_check_reshape_and_cache)) return VT_ERR_INVALID;
+    if (!ref_validate(c, node, "reshape_and_cache")) return VT_ERR_INVALID;
     const vt_tensor *k = &node->src[0], *v = &node->src[1], *kc = &node->src[2], *vc = &node->src[3];
     const int64_t *slots = node->src[4].data; /* [T] */
-    const int64_t T = ref_dim(k, 2), n_slots = ref_dim(kc, 2) * ref_dim(kc, 3);
+    const int64_t T = vt_tensor_dim(k, 2), n_slots = vt_tensor_dim(kc, 2) * vt_tensor_dim(kc, 3);
     for (int64_t t = 0; t < T; t++) {
         if (slots[t] >= n_slots) {
             c->host->log(VT_LOG_ERROR, REF_NAME, "reshape_and_cache: token %lld maps to slot %lld, cache has %lld slots",
@@ -61,7 +40,7 @@ vt_status ref_reshape_and_cache(void *ctx, const vt_node *node) {
             return VT_ERR_INVALID;
         }
     }
-    float *row = c->host->alloc((size_t)(k->ne[0] * ref_dim(k, 1)) * sizeof(float), 64);
+    float *row = c->host->alloc((size_t)(k->ne[0] * vt_tensor_dim(k, 1)) * sizeof(float), 64);
     if (!row) {
         c->host->log(VT_LOG_ERROR, REF_NAME, "reshape_and_cache: out of memory");
         return VT_ERR_NOMEM;

@@ -7,22 +7,6 @@
 
 #include "reference.h"
 
-bool ref_check_rms_norm(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *x = &node->src[0], *w = &node->src[1], *y = &node->dst;
-    if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    /* X {D, R}; R may be split over more dimensions (Qwen3's per-head
-     * QK-norm runs on a {head_dim, heads, T} view). */
-    if (!ref_check_tensor_of(c, x, "src0 (X)", 4, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, w, "src1 (weight)", 1, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (w->ne[0] != x->ne[0])
-        return ref_reject(why, why_size, "weight has %lld values for rows of %lld", (long long)w->ne[0], (long long)x->ne[0]);
-    if (!ref_same_shape(x, y)) return ref_reject(why, why_size, "dst is not shaped like X");
-    float eps = node->params.rms_norm.eps;
-    if (!(eps >= 0.0f) || !isfinite(eps)) return ref_reject(why, why_size, "eps %g is not a finite value >= 0", (double)eps);
-    return true;
-}
-
 typedef struct rms_norm_job {
     const ref_ctx *c;
     const vt_node *node;
@@ -55,11 +39,11 @@ static void rms_norm_rows(void *arg, int64_t begin, int64_t end, int thread) {
 
 vt_status ref_rms_norm(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "rms_norm", ref_check_rms_norm)) return VT_ERR_INVALID;
+    if (!ref_validate(c, node, "rms_norm")) return VT_ERR_INVALID;
     rms_norm_job job = {.c = c, .node = node, .D = node->src[0].ne[0]};
     atomic_init(&job.failed, 0);
     if (!ref_scratch_alloc(c, (size_t)job.D * sizeof(float), &job.scratch)) return VT_ERR_NOMEM;
-    ref_parallel(c, ref_rows(&node->src[0]), 1, rms_norm_rows, &job);
+    ref_parallel(c, vt_tensor_rows(&node->src[0]), 1, rms_norm_rows, &job);
     ref_scratch_free(c, &job.scratch);
     if (atomic_load(&job.failed)) {
         c->host->log(VT_LOG_ERROR, REF_NAME, "rms_norm: cannot store %s", c->host->dtype_name(node->dst.dtype));

@@ -10,24 +10,6 @@
 
 #include "reference.h"
 
-bool ref_check_rope(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *x = &node->src[0], *pos = &node->src[1], *y = &node->dst;
-    const vt_rope_params *p = &node->params.rope;
-    if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, x, "src0 (X)", 3, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, pos, "src1 (positions)", 1, VT_I32, why, why_size)) return false;
-    if (!ref_check_tensor(c, y, "dst", 3, vt_dtype_is_float, why, why_size)) return false;
-    if (!ref_same_shape(x, y)) return ref_reject(why, why_size, "dst is not shaped like X {D, heads, T}");
-    if (pos->ne[0] != ref_dim(x, 2))
-        return ref_reject(why, why_size, "%lld positions for %lld tokens", (long long)pos->ne[0], (long long)ref_dim(x, 2));
-    if (p->n_rot < 2 || p->n_rot % 2 != 0 || p->n_rot > x->ne[0])
-        return ref_reject(why, why_size, "n_rot %d must be even, >= 2 and <= head dim %lld", (int)p->n_rot, (long long)x->ne[0]);
-    if (p->mode != VT_ROPE_NORM && p->mode != VT_ROPE_NEOX) return ref_reject(why, why_size, "unknown rope mode %d", (int)p->mode);
-    if (!(p->freq_base > 0.0f) || !isfinite(p->freq_base) || !isfinite(p->freq_scale))
-        return ref_reject(why, why_size, "freq_base %g / freq_scale %g out of range", (double)p->freq_base, (double)p->freq_scale);
-    return true;
-}
-
 typedef struct rope_job {
     const ref_ctx *c;
     const vt_node *node;
@@ -67,11 +49,11 @@ static void rope_rows(void *arg, int64_t begin, int64_t end, int thread) {
 
 vt_status ref_rope(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "rope", ref_check_rope)) return VT_ERR_INVALID;
-    rope_job job = {.c = c, .node = node, .D = node->src[0].ne[0], .heads = ref_dim(&node->src[0], 1)};
+    if (!ref_validate(c, node, "rope")) return VT_ERR_INVALID;
+    rope_job job = {.c = c, .node = node, .D = node->src[0].ne[0], .heads = vt_tensor_dim(&node->src[0], 1)};
     atomic_init(&job.failed, 0);
     if (!ref_scratch_alloc(c, (size_t)job.D * sizeof(float), &job.scratch)) return VT_ERR_NOMEM;
-    ref_parallel(c, ref_rows(&node->src[0]), 1, rope_rows, &job);
+    ref_parallel(c, vt_tensor_rows(&node->src[0]), 1, rope_rows, &job);
     ref_scratch_free(c, &job.scratch);
     if (atomic_load(&job.failed)) {
         c->host->log(VT_LOG_ERROR, REF_NAME, "rope: cannot store %s", c->host->dtype_name(node->dst.dtype));

@@ -3,17 +3,6 @@
 
 #include "reference.h"
 
-bool ref_check_swiglu(const ref_ctx *c, const vt_node *node, char *why, size_t why_size) {
-    const vt_tensor *gate = &node->src[0], *up = &node->src[1], *y = &node->dst;
-    if (!ref_check_n_src(node, 2, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, gate, "src0 (gate)", 2, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, up, "src1 (up)", 2, VT_F32, why, why_size)) return false;
-    if (!ref_check_tensor_of(c, y, "dst", 2, VT_F32, why, why_size)) return false;
-    if (!ref_same_shape(gate, up) || !ref_same_shape(gate, y))
-        return ref_reject(why, why_size, "gate, up and dst must all be {F, M}");
-    return true;
-}
-
 typedef struct swiglu_job {
     const vt_node *node;
     int64_t F;
@@ -32,8 +21,8 @@ static void swiglu_rows(void *arg, int64_t begin, int64_t end, int thread) {
 
 vt_status ref_swiglu(void *ctx, const vt_node *node) {
     const ref_ctx *c = ctx;
-    if (!ref_validate(c, node, "swiglu", ref_check_swiglu)) return VT_ERR_INVALID;
+    if (!ref_validate(c, node, "swiglu")) return VT_ERR_INVALID;
     swiglu_job job = {.node = node, .F = node->src[0].ne[0]};
-    ref_parallel(c, ref_rows(&node->src[0]), 1, swiglu_rows, &job);
+    ref_parallel(c, vt_tensor_rows(&node->src[0]), 1, swiglu_rows, &job);
     return VT_OK;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include <vt/vt_backend.h> /* includes vt/vt_types.h */
+#include <vt/vt_check.h>   /* the operand conventions as checks */
 
 #define EXAMPLE_NAME "example"
 
@@ -86,23 +87,6 @@ static void example_shutdown(void *ctx) {
 /* ------------------------------------------------------------------------ */
 /* supports: the capability answer                                            */
 
-/* A contiguous f32 tensor: nb[] follows from ne[]. The runtime promises
- * contiguity (vt_backend.h), so this is belt and braces; it also rejects
- * shapes this kernel's indexing does not expect. */
-static int is_contiguous_f32(const vt_tensor *t) {
-    if (t->dtype != VT_F32 || t->ndim < 1 || t->ndim > VT_MAX_DIMS) return 0;
-    size_t stride = sizeof(float);
-    for (int i = 0; i < VT_MAX_DIMS; i++) {
-        if (t->ne[i] < 1 || t->nb[i] != stride) return 0;
-        stride *= (size_t)t->ne[i];
-    }
-    return 1;
-}
-
-static int64_t element_count(const vt_tensor *t) {
-    return t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-}
-
 /* Required. 1 if this backend runs `node` exactly, else 0. The runtime asks
  * while building its plans (data pointers NULL, the token dimension at its
  * largest), never for an op whose pointer below is NULL, and runs the node
@@ -117,15 +101,10 @@ static int64_t element_count(const vt_tensor *t) {
 static int example_supports(void *ctx, const vt_node *node) {
     (void)ctx;
     if (node->op != VT_OP_RMS_NORM) return 0; /* the only op with a pointer */
-    if (node->n_src != 2) return 0;
-    const vt_tensor *x = &node->src[0], *w = &node->src[1], *y = &node->dst;
-    if (!is_contiguous_f32(x) || !is_contiguous_f32(w) || !is_contiguous_f32(y)) return 0;
-    if (w->ne[0] != x->ne[0] || element_count(w) != w->ne[0]) return 0;
-    for (int i = 0; i < VT_MAX_DIMS; i++)
-        if (y->ne[i] != x->ne[i]) return 0;
-    float eps = node->params.rms_norm.eps;
-    if (!(eps >= 0.0f) || !isfinite(eps)) return 0;
-    return 1; /* same answer in prefill and decode (node->phase) */
+    /* The operand convention of rms_norm (source count, shapes, strides,
+     * a finite eps), checked as every in-tree backend checks it. */
+    if (!vt_check_convention(node, NULL, 0)) return 0;
+    return node->dst.dtype == VT_F32; /* this kernel writes f32 only; same answer in prefill and decode */
 }
 
 /* ------------------------------------------------------------------------ */
@@ -173,7 +152,7 @@ static vt_status example_rms_norm(void *ctx, const vt_node *node) {
         .D = x->ne[0],
         .eps = node->params.rms_norm.eps,
     };
-    const int64_t rows = element_count(x) / task.D;
+    const int64_t rows = vt_tensor_elements(x) / task.D;
     /* Spread rows over the runtime's threads (the calling thread included).
      * A grain of 4 rows keeps tiny decode calls from paying for a hand-off.
      * Never start threads of your own. */
