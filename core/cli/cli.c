@@ -195,6 +195,12 @@ vt_status vt_cli_require_model(const char *path, vt_error *err) {
     return path ? VT_OK : vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
 }
 
+vt_status vt_cli_first_failure(vt_status st, const vt_error *first, vt_error *err) {
+    if (st != VT_OK || first->code == VT_OK) return st;
+    *err = *first;
+    return err->code;
+}
+
 vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, bool all_logits,
                                     vt_engine **out, vt_error *err) {
     vt_options opt = c->opt;

@@ -1,5 +1,11 @@
 /* cli.h — what the vt subcommands share: flag parsing into vt_options (so
- * every lever goes through the same validation), and model/engine set-up. */
+ * every lever goes through the same validation), and model/engine set-up.
+ *
+ * Each command (cmd_*.c) is three steps over its own options struct:
+ * parse_X (argv -> struct, syntax only, through vt_cli_parse), validate_X
+ * (rules across flags, and the values they settle, before anything loads)
+ * and run_X; vt_cmd_X calls them in turn and maps the status to the exit
+ * code (vt_cli_exit). */
 #ifndef VT_CLI_H
 #define VT_CLI_H
 
@@ -69,6 +75,11 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
 
 /* "no model: pass -m FILE" when path is NULL. */
 vt_status vt_cli_require_model(const char *path, vt_error *err);
+
+/* compare, bench: every backend has been tried and a failed one reported in
+ * its row; the first such failure becomes the command's error (when st, the
+ * run's own status, is VT_OK). */
+vt_status vt_cli_first_failure(vt_status st, const vt_error *first, vt_error *err);
 
 /* An engine for `model` on backend `name` with c's options (compare, bench):
  * errors prefixed with the backend's name; the plans printed when --explain. */

@@ -389,11 +389,7 @@ done:
     free(job.tokens);
     vt_model_free(model);
     vt_profiler_free(profiler);
-    if (st == VT_OK && first_failure.code != VT_OK) {
-        *err = first_failure;
-        st = err->code;
-    }
-    return st;
+    return vt_cli_first_failure(st, &first_failure, err);
 }
 
 int vt_cmd_bench(int argc, char **argv) {

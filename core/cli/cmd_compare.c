@@ -482,11 +482,7 @@ done:
     free(tokens);
     vt_model_free(model);
     vt_profiler_free(profiler); /* after every engine (and its registry) is gone */
-    if (st == VT_OK && first_failure.code != VT_OK) {
-        *err = first_failure;
-        st = err->code;
-    }
-    return st;
+    return vt_cli_first_failure(st, &first_failure, err);
 }
 
 int vt_cmd_compare(int argc, char **argv) {
