@@ -245,6 +245,125 @@ static void test_dequant_q6_k(void) {
 }
 
 /* ------------------------------------------------------------------ */
+/* (a') the AVX2 path of vt_to_f32 against the portable one            */
+/* ------------------------------------------------------------------ */
+
+/* Both paths convert the same bytes into buffers pre-filled with a sentinel;
+ * the results, and the sentinel floats past the row, must be byte-equal. Rows
+ * are odd numbers of whole blocks (so the 8-wide loops of F16/BF16 have
+ * tails) at source addresses 0..3 bytes past an aligned one, written to a
+ * destination that is aligned or one float off. Returns the cases that differ. */
+#define PATH_GUARD 9
+static int compare_paths(int32_t dtype, const unsigned char *bytes, int64_t n, const char *what) {
+    const size_t row = vt_row_size(dtype, n);
+    unsigned char *src = malloc(row + 3);
+    float *out[2] = {malloc((size_t)(n + PATH_GUARD + 1) * sizeof(float)),
+                     malloc((size_t)(n + PATH_GUARD + 1) * sizeof(float))};
+    CU_ASSERT_FATAL(src && out[0] && out[1]);
+    int bad = 0;
+    for (int offset = 0; offset < 4; offset++) {
+        memcpy(src + offset, bytes, row);
+        float *dst[2];
+        for (int p = 0; p < 2; p++) {
+            dst[p] = out[p] + (offset & 1);
+            memset(dst[p], 0xA5, (size_t)(n + PATH_GUARD) * sizeof(float));
+        }
+        CU_ASSERT_EQUAL(vt_to_f32_with(VT_TO_F32_SCALAR, dtype, src + offset, dst[0], n), VT_OK);
+        CU_ASSERT_EQUAL(vt_to_f32_with(VT_TO_F32_AVX2, dtype, src + offset, dst[1], n), VT_OK);
+        const bool same = memcmp(dst[0], dst[1], (size_t)(n + PATH_GUARD) * sizeof(float)) == 0;
+        bool guard_kept = true;
+        for (size_t i = 0; i < PATH_GUARD * sizeof(float); i++)
+            guard_kept = guard_kept && ((const unsigned char *)(dst[1] + n))[i] == 0xA5;
+        if (!same || !guard_kept) {
+            if (!bad)
+                fprintf(stderr, "\n  %s, %s, n=%lld, source offset %d: %s", vt_dtype_name(dtype), what,
+                        (long long)n, offset, same ? "wrote past the row" : "avx2 differs from scalar");
+            bad++;
+        }
+    }
+    free(src);
+    free(out[0]);
+    free(out[1]);
+    return bad;
+}
+
+static uint64_t path_rng = 0x2545F4914F6CDD1Dull;
+static uint64_t next_bits(void) {
+    path_rng ^= path_rng << 13;
+    path_rng ^= path_rng >> 7;
+    path_rng ^= path_rng << 17;
+    return path_rng;
+}
+
+/* Every dtype, odd numbers of blocks, two kinds of content: random bytes
+ * (every scale pattern, subnormal, infinite and NaN fp16 scales and F16
+ * values among them, so NaN payloads must match too) and quantized rows of
+ * magnitudes 2^-24 .. 2^15 (the scales real files hold, down to f16
+ * subnormals). */
+static void test_dequant_avx2_bit_identical(void) {
+    if (vt_to_f32_best_path() != VT_TO_F32_AVX2) {
+        unsigned char zero[256] = {0};
+        float f[256];
+        CU_ASSERT_EQUAL(vt_to_f32_with(VT_TO_F32_AVX2, VT_Q4_K, zero, f, 256), VT_ERR_UNSUPPORTED);
+        vt_test_skip("this CPU lacks AVX2/F16C: vt_to_f32 runs the portable path only");
+        return;
+    }
+    static const int64_t block_counts[] = {1, 3, 5, 7, 9, 17, 33};
+    const int64_t max_n = 33 * VT_QK_K;
+    unsigned char *bytes = malloc((size_t)max_n * sizeof(int64_t)); /* no dtype takes more per value */
+    float *x = malloc((size_t)max_n * sizeof *x);
+    CU_ASSERT_FATAL(bytes && x);
+    int dtypes_seen = 0, bad = 0;
+    for (int32_t dtype = 0; dtype < VT_DTYPE_COUNT; dtype++) {
+        if (!vt_dtype_is_valid(dtype)) continue;
+        dtypes_seen++;
+        for (size_t c = 0; c < sizeof block_counts / sizeof block_counts[0]; c++) {
+            const int64_t n = block_counts[c] * vt_dtype_block_length(dtype);
+            const size_t row = vt_row_size(dtype, n);
+            for (size_t i = 0; i < row; i++) bytes[i] = (unsigned char)(next_bits() >> 56);
+            bad += compare_paths(dtype, bytes, n, "random bytes");
+            if (dtype == VT_I32 || dtype == VT_I64) continue; /* no quantizer input to speak of */
+            for (int64_t i = 0; i < n; i++) {
+                const int scale = (int)(i / 32 % 40) - 24;
+                x[i] = ldexpf((float)((double)(next_bits() >> 11) / 9007199254740992.0 - 0.5), scale);
+            }
+            CU_ASSERT_EQUAL_FATAL(vt_from_f32(dtype, x, bytes, n), VT_OK);
+            bad += compare_paths(dtype, bytes, n, "quantized values");
+        }
+    }
+    CU_ASSERT_EQUAL(dtypes_seen, 10);
+    CU_ASSERT_EQUAL(bad, 0);
+
+    /* Every F16 and BF16 pattern, in runs of 8 that mix infinities and
+     * signalling NaNs with ordinary values. */
+    vt_fp16_t *all = malloc(65536 * sizeof *all);
+    CU_ASSERT_FATAL(all != NULL);
+    for (uint32_t h = 0; h < 65536; h++) all[h] = (vt_fp16_t)(h * 40503u); /* odd multiplier: a permutation */
+    CU_ASSERT_EQUAL(compare_paths(VT_F16, (const unsigned char *)all, 65536, "every pattern"), 0);
+    CU_ASSERT_EQUAL(compare_paths(VT_BF16, (const unsigned char *)all, 65536, "every pattern"), 0);
+    free(all);
+    free(bytes);
+    free(x);
+}
+
+/* vt_to_f32 (host->to_f32) runs the best path, and rejects what every path rejects. */
+static void test_to_f32_runs_best_path(void) {
+    vt_block_q4_k blk[3];
+    for (size_t i = 0; i < sizeof blk; i++) ((unsigned char *)blk)[i] = (unsigned char)(i * 7 + 1);
+    float a[768], b[768];
+    CU_ASSERT_EQUAL(vt_to_f32(VT_Q4_K, blk, a, 768), VT_OK);
+    CU_ASSERT_EQUAL(vt_to_f32_with(vt_to_f32_best_path(), VT_Q4_K, blk, b, 768), VT_OK);
+    CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+    for (int p = VT_TO_F32_SCALAR; p <= VT_TO_F32_AVX2; p++) {
+        if (p == VT_TO_F32_AVX2 && vt_to_f32_best_path() != VT_TO_F32_AVX2) continue;
+        CU_ASSERT_EQUAL(vt_to_f32_with((vt_to_f32_path)p, VT_Q4_K, blk, a, 255), VT_ERR_INVALID);
+        CU_ASSERT_EQUAL(vt_to_f32_with((vt_to_f32_path)p, VT_F16, NULL, a, 8), VT_ERR_INVALID);
+        CU_ASSERT_EQUAL(vt_to_f32_with((vt_to_f32_path)p, VT_Q8_0, NULL, NULL, 0), VT_OK);
+    }
+    CU_ASSERT_EQUAL(vt_to_f32_with((vt_to_f32_path)7, VT_Q4_K, blk, a, 256), VT_ERR_INVALID);
+}
+
+/* ------------------------------------------------------------------ */
 /* (b) fp16 / bf16 scalar conversions                                  */
 /* ------------------------------------------------------------------ */
 
@@ -678,6 +797,8 @@ int main(void) {
         {"q4_k scale/min packing incl. sub-blocks 4..7", test_dequant_q4_k},
         {"q5_k fifth bit from qh", test_dequant_q5_k},
         {"q6_k layout and negative scales", test_dequant_q6_k},
+        {"avx2 and scalar paths are bit-identical, every dtype", test_dequant_avx2_bit_identical},
+        {"vt_to_f32 runs the best path", test_to_f32_runs_best_path},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo halves[] = {

@@ -1,11 +1,13 @@
 /* quant.c — the row conversions to and from f32.
  *
- * The block codecs live in quant_dequant.c, quant_legacy.c and quant_k.c;
- * this file owns the length checks and the plain types (f32, f16, bf16, i32,
+ * The block codecs live in quant_dequant.c (and its AVX2 form,
+ * quant_dequant_avx2.c), quant_legacy.c and quant_k.c; this file owns the
+ * length checks, the choice of path and the plain types (f32, f16, bf16, i32,
  * i64). The dtype table itself is include/vt/vt_dtype.h. */
 #include "quant.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "quant_blocks.h"
@@ -20,11 +22,32 @@ static int64_t whole_blocks(int32_t dtype, int64_t n) {
 
 /* ---- to f32 ---- */
 
+/* -1 until the first call asks the CPU; any thread may store the same answer. */
+static atomic_int best_path = -1;
+
+vt_to_f32_path vt_to_f32_best_path(void) {
+    int path = atomic_load_explicit(&best_path, memory_order_relaxed);
+    if (path < 0) {
+        path = vt_dequant_avx2_usable() ? VT_TO_F32_AVX2 : VT_TO_F32_SCALAR;
+        atomic_store_explicit(&best_path, path, memory_order_relaxed);
+    }
+    return (vt_to_f32_path)path;
+}
+
 vt_status vt_to_f32(int32_t dtype, const void *src, float *dst, int64_t n) {
+    return vt_to_f32_with(vt_to_f32_best_path(), dtype, src, dst, n);
+}
+
+vt_status vt_to_f32_with(vt_to_f32_path path, int32_t dtype, const void *src, float *dst, int64_t n) {
     int64_t nb = whole_blocks(dtype, n);
     if (nb < 0 || (n > 0 && (!src || !dst))) return VT_ERR_INVALID;
-    /* Element access goes through memcpy: rows inside a GGUF mapping are only
-     * guaranteed byte alignment for the quant types' 2-byte scales. */
+    if (path == VT_TO_F32_AVX2) {
+        if (vt_to_f32_best_path() != VT_TO_F32_AVX2) return VT_ERR_UNSUPPORTED;
+        if (n > 0 && vt_dequant_avx2(dtype, src, dst, n)) return VT_OK;
+    } else if (path != VT_TO_F32_SCALAR) {
+        return VT_ERR_INVALID;
+    }
+    /* Element access goes through memcpy: a row may start at any byte address. */
     const unsigned char *bytes = src;
     switch ((vt_dtype)dtype) {
     case VT_F32:

@@ -8,6 +8,7 @@
 #ifndef VT_CORE_QUANT_BLOCKS_H
 #define VT_CORE_QUANT_BLOCKS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -31,12 +32,29 @@ static inline int vt_nearest_int(float v) {
     return (bits & 0x007FFFFF) - 0x00400000;
 }
 
-/* quant_dequant.c: blocks -> f32. dst holds nb * block length floats. */
-void vt_dequant_q8_0(const vt_block_q8_0 *src, float *dst, int64_t nb);
-void vt_dequant_q4_0(const vt_block_q4_0 *src, float *dst, int64_t nb);
-void vt_dequant_q4_k(const vt_block_q4_k *src, float *dst, int64_t nb);
-void vt_dequant_q5_k(const vt_block_q5_k *src, float *dst, int64_t nb);
-void vt_dequant_q6_k(const vt_block_q6_k *src, float *dst, int64_t nb);
+/* The fp16 at p as f32; p may be at any byte address. */
+static inline float vt_fp16_at(const unsigned char *p) {
+    vt_fp16_t h;
+    memcpy(&h, p, sizeof h);
+    return vt_fp16_to_f32(h);
+}
+
+/* quant_dequant.c: nb blocks at src (any byte address) -> f32. dst holds nb *
+ * block length floats. The portable path, and the definition the AVX2 path
+ * must reproduce bit for bit. */
+void vt_dequant_q8_0(const unsigned char *src, float *dst, int64_t nb);
+void vt_dequant_q4_0(const unsigned char *src, float *dst, int64_t nb);
+void vt_dequant_q4_k(const unsigned char *src, float *dst, int64_t nb);
+void vt_dequant_q5_k(const unsigned char *src, float *dst, int64_t nb);
+void vt_dequant_q6_k(const unsigned char *src, float *dst, int64_t nb);
+
+/* quant_dequant_avx2.c: the same conversions with AVX2 and F16C. */
+/* The CPU has AVX2 and F16C and the OS saves their registers (vt_cpu.h). */
+bool vt_dequant_avx2_usable(void);
+/* n values (whole blocks) of dtype at src (any byte address) -> f32, bit-identical
+ * to the portable path; false (nothing written) for a dtype it does not
+ * vectorise. Call only when vt_dequant_avx2_usable(). */
+bool vt_dequant_avx2(int32_t dtype, const void *src, float *dst, int64_t n);
 
 /* quant_legacy.c: f32 -> 32-element blocks (quantize_row_q8_0_ref, _q4_0_ref). */
 void vt_quant_q8_0(const float *src, vt_block_q8_0 *dst, int64_t nb);
