@@ -5,7 +5,9 @@
  * same data and compared element by element, over shapes that hit the tiling
  * edges: N smaller than a tile, N not a multiple of the tile (a tail tile),
  * many tiles (tile_kib=16), K of one block, M = 1, 16, 17, 33, 128; in both
- * threading modes and both dequantization paths (AVX2, host->to_f32). supports() is checked for what it must accept and decline.
+ * threading modes. Weight tiles go through host->to_f32, whose paths are
+ * compared bit for bit in test_quant.c. supports() is checked for what it must
+ * accept and decline.
  *
  * Both backends load through tests/backend_harness.h (the registry of the
  * build tree); extra instances with options are made with the table's own
@@ -121,7 +123,7 @@ static const int32_t weight_dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0, VT_Q4_
  * for these uniform values it is ~4/3 of the sum). Preparing a case
  * (quantizing, the reference run) costs far more than one onednn call, so the
  * shape sweep prepares each case once and every onednn instance (default,
- * small tiles, OpenMP, host dequantization) is checked against it. */
+ * small tiles, OpenMP) is checked against it. */
 typedef struct matmul_case {
     int32_t dtype;
     int64_t k, n, m;
@@ -316,57 +318,6 @@ static void test_matmul_omp_threading(void) {
     onednn->table->shutdown(ctx);
 }
 
-/* Weight tiles through host->to_f32 instead of the AVX2 dequantizers. */
-static void test_matmul_host_dequant(void) {
-    void *ctx = onednn_instance("dequant=host");
-    if (!ctx) return;
-    matmul_all_dtypes(ctx, false);
-    onednn->table->shutdown(ctx);
-}
-
-/* The AVX2 dequantizers are bit-identical to host->to_f32: with the same
- * primitive and data, both instances must give exactly the same Y. Weights
- * include extreme scales (large, tiny, subnormal f16) via a wide value range. */
-static void test_dequant_paths_bit_identical(void) {
-    void *fast = onednn_instance("dequant=avx2");
-    void *host_path = onednn_instance("dequant=host");
-    if (!fast || !host_path) return;
-    const int64_t n = 40, m = 3;
-    for (size_t d = 0; d < N_WEIGHT_DTYPES; d++) {
-        int32_t dtype = weight_dtypes[d];
-        int64_t k = 512;
-        size_t row_bytes = vt_row_size(dtype, k);
-        uint8_t *w = malloc(row_bytes * (size_t)n);
-        float *row = malloc(sizeof(float) * (size_t)k);
-        float *x = malloc(sizeof(float) * (size_t)(k * m));
-        float *y1 = malloc(sizeof(float) * (size_t)(n * m));
-        float *y2 = malloc(sizeof(float) * (size_t)(n * m));
-        CU_ASSERT_FATAL(w && row && x && y1 && y2);
-        uint64_t seed = 77 + d;
-        for (int64_t r = 0; r < n; r++) {
-            /* Row r has magnitude 2^(r - 20): from f16-subnormal scales up to large ones. */
-            float mag = ldexpf(1.0f, (int)r - 20);
-            for (int64_t i = 0; i < k; i++) row[i] = mag * next_uniform(&seed);
-            CU_ASSERT_FATAL(vt_from_f32(dtype, row, w + (size_t)r * row_bytes, k) == VT_OK);
-        }
-        for (int64_t i = 0; i < k * m; i++) x[i] = next_uniform(&seed);
-        vt_node node = matmul_node(VT_PHASE_PREFILL, w, dtype, x, y1, VT_F32, k, n, m);
-        CU_ASSERT_EQUAL(onednn->table->matmul(fast, &node), VT_OK);
-        node.dst.data = y2;
-        CU_ASSERT_EQUAL(onednn->table->matmul(host_path, &node), VT_OK);
-        int differ = memcmp(y1, y2, sizeof(float) * (size_t)(n * m)) != 0;
-        if (differ) fprintf(stderr, "\n  %s: avx2 and host dequantization differ", vt_dtype_name(dtype));
-        CU_ASSERT_EQUAL(differ, 0);
-        free(w);
-        free(row);
-        free(x);
-        free(y1);
-        free(y2);
-    }
-    onednn->table->shutdown(fast);
-    onednn->table->shutdown(host_path);
-}
-
 /* A layer-sized case: K=1024, N=3072 (a qwen3-0.6B ffn), M=33. */
 static void test_matmul_model_sized(void) {
     compare_matmul(onednn->ctx, VT_Q4_K, 1024, 3072, 33, 7);
@@ -489,8 +440,6 @@ int main(void) {
         {"matmul matches reference, every weight dtype", test_matmul_matches_reference_every_dtype},
         {"matmul with many small tiles", test_matmul_many_small_tiles},
         {"matmul with OpenMP threading", test_matmul_omp_threading},
-        {"matmul with host->to_f32 dequantization", test_matmul_host_dequant},
-        {"avx2 and host dequantization are bit-identical", test_dequant_paths_bit_identical},
         {"matmul at a model's layer size", test_matmul_model_sized},
         {"matmul reuses cached primitives across M", test_matmul_repeated_shapes},
         {"decode=1 accepts and computes M=1", test_decode_option},

@@ -4,8 +4,9 @@
  * unimplemented, int8 saturates and has no per-block scales; see caps.c and
  * ANCHORS.md), so weights of every dtype are brought to f32 a tile at a time:
  * `rows` output rows x K, sized to stay in a core's L2, dequantized with
- * dequant_avx2.c (or host->to_f32) and multiplied at once by a cached
- * primitive writing the tile's column slice of Y. F32 weights need no copy: the primitive reads them in
+ * host->to_f32 (the core's row conversion, vectorised with AVX2 where the CPU
+ * has it) and multiplied at once by a cached primitive writing the tile's
+ * column slice of Y. F32 weights need no copy: the primitive reads them in
  * place (a tile of GGUF rows is exactly oneDNN's "ba" weight layout).
  *
  * Threading (ctx->threading, measured in bench/onednn_matmul_bench.c):
@@ -21,11 +22,6 @@
 
 #include "onednn.h"
 #include "vt/vt_dtype.h"
-
-vt_status onednn_dequant(const onednn_ctx *ctx, int32_t dtype, const void *src, float *dst, int64_t n) {
-    if (ctx->dequant_avx2 && onednn_dequant_avx2(dtype, src, dst, n)) return VT_OK;
-    return ctx->host->to_f32(dtype, src, dst, n);
-}
 
 /* A 2-D operand: ne[2..] are 1. */
 static bool is_matrix(const vt_tensor *t) {
@@ -121,7 +117,7 @@ static const float *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, 
     *st = VT_OK;
     if (job->dtype == VT_F32) return (const float *)rows;
     /* Rows are whole blocks and contiguous, so nt rows convert as one run. */
-    *st = onednn_dequant(job->ctx, job->dtype, rows, buf, nt * job->k);
+    *st = job->ctx->host->to_f32(job->dtype, rows, buf, nt * job->k);
     return buf;
 }
 
@@ -160,8 +156,8 @@ static void dequant_task(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     dequant_job *d = arg;
     const matmul_job *job = d->job;
-    vt_status st = onednn_dequant(job->ctx, job->dtype, job->w + (size_t)(d->n0 + begin) * job->row_bytes,
-                                  d->buf + begin * job->k, (end - begin) * job->k);
+    vt_status st = job->ctx->host->to_f32(job->dtype, job->w + (size_t)(d->n0 + begin) * job->row_bytes,
+                                          d->buf + begin * job->k, (end - begin) * job->k);
     if (st != VT_OK) {
         int expected = VT_OK;
         atomic_compare_exchange_strong(&d->status, &expected, (int)st);

@@ -65,7 +65,6 @@ typedef struct onednn_ctx {
     onednn_threading threading;
     size_t tile_bytes;     /* target size of one dequantized tile (per thread) */
     bool decode_matmul;    /* accept MATMUL in VT_PHASE_DECODE (default no, see supports) */
-    bool dequant_avx2;     /* dequantize with dequant_avx2.c (else host->to_f32) */
     onednn_caps caps;
     dnnl_engine_t engine;
     onednn_worker *workers; /* [n_threads] */
@@ -84,15 +83,6 @@ bool onednn_omp_bind(void);
 /* Threads oneDNN may use for calls made from the calling thread (OpenMP's
  * thread count is per calling thread). No-op when unbound. */
 void onednn_omp_set_threads(int n);
-
-/* ---- dequant_avx2.c ---- */
-/* True when this CPU has AVX2 and F16C. */
-bool onednn_dequant_avx2_usable(void);
-/* n values (whole blocks) of dtype at src -> f32, bit-identical to
- * host->to_f32; false (nothing written) for a dtype it does not handle. */
-bool onednn_dequant_avx2(int32_t dtype, const void *src, float *dst, int64_t n);
-/* Either of the above or host->to_f32, as ctx says. */
-vt_status onednn_dequant(const onednn_ctx *ctx, int32_t dtype, const void *src, float *dst, int64_t n);
 
 /* ---- caps.c ---- */
 /* Create probe primitive descriptors on engine and fill caps. */
