@@ -77,7 +77,7 @@ static void check_file(const backends_opts *o, const vt_host *host, bool *refuse
     }
     printf("%s: ok\n", o->check);
     print_entry(&entry, o->matrix);
-    if (entry.table && entry.table->shutdown) entry.table->shutdown(entry.ctx);
+    vt_registry_release_checked(&entry);
 }
 
 /* Check the one file, or list every backend found. */
