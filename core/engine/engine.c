@@ -93,12 +93,28 @@ static void warn_inexact_kv(const vt_engine *e) {
 }
 
 vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logits, vt_engine **out, vt_error *err) {
+    const vt_engine_shape shape = {all_logits, 1};
+    return vt_engine_create_shaped(opt, model, &shape, out, err);
+}
+
+vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const vt_engine_shape *shape,
+                                  vt_engine **out, vt_error *err) {
     *out = NULL;
+    if (shape->max_seqs < 1 || shape->max_seqs > 4096)
+        return vt_fail(err, VT_ERR_INVALID, "engine: %d sequences per step (accepted: 1..4096)", shape->max_seqs);
+    const bool all_logits = shape->all_logits;
     vt_engine *e = calloc(1, sizeof *e);
     if (!e) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     e->opt = *opt;
     e->model = model;
     e->all_logits = all_logits;
+    e->max_seqs = shape->max_seqs;
+    e->seqs = calloc((size_t)e->max_seqs, sizeof *e->seqs);
+    e->step_rows = malloc((size_t)e->max_seqs * sizeof *e->step_rows);
+    if (!e->seqs || !e->step_rows) {
+        vt_engine_free(e);
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    }
     vt_status st = vt_threadpool_create(opt->threads, &e->pool, err);
     if (st == VT_OK) {
         e->host = vt_host_get(e->pool);
@@ -115,12 +131,15 @@ vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logi
     if (st == VT_OK) {
         vt_plan_config pc = {model, e->kv, e->registry, e->host, e->preferred, e->fallback, opt->check_plan};
         int64_t batch = opt->batch_size < e->ctx_size ? opt->batch_size : e->ctx_size;
-        st = vt_plan_build(&pc, VT_PHASE_PREFILL, batch, all_logits, &e->prefill, err);
-        if (st == VT_OK) st = vt_plan_build(&pc, VT_PHASE_DECODE, 1, all_logits, &e->decode, err);
+        const vt_plan_shape prefill = {VT_PHASE_PREFILL, batch, e->max_seqs, all_logits};
+        const vt_plan_shape decode = {VT_PHASE_DECODE, 0, e->max_seqs, all_logits};
+        st = vt_plan_build(&pc, &prefill, &e->prefill, err);
+        if (st == VT_OK) st = vt_plan_build(&pc, &decode, &e->decode, err);
     }
     if (st == VT_OK) warn_inexact_kv(e);
     if (st == VT_OK) {
-        e->logits_cap = all_logits ? e->prefill->max_tokens : 1;
+        e->logits_cap = e->prefill->max_outputs > e->decode->max_outputs ? e->prefill->max_outputs
+                                                                          : e->decode->max_outputs;
         e->logits = malloc((size_t)e->logits_cap * (size_t)model->hp.n_vocab * sizeof(float));
         if (!e->logits) st = vt_fail(err, VT_ERR_NOMEM, "out of memory for logits");
     }
@@ -136,8 +155,11 @@ void vt_engine_free(vt_engine *e) {
     if (!e) return;
     vt_plan_free(e->prefill);
     vt_plan_free(e->decode);
-    if (e->kv) vt_kv_seq_release(e->kv, &e->seq);
+    if (e->kv && e->seqs)
+        for (int32_t s = 0; s < e->max_seqs; s++) vt_kv_seq_release(e->kv, &e->seqs[s]);
     vt_kv_cache_free(e->kv);
+    free(e->seqs);
+    free(e->step_rows);
     vt_registry_destroy(e->registry);
     vt_host_release_pool(e->pool); /* another engine may still call host->parallel_for */
     vt_threadpool_destroy(e->pool);
@@ -145,45 +167,70 @@ void vt_engine_free(vt_engine *e) {
     free(e);
 }
 
-vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool use_decode, vt_error *err) {
-    if (n < 1) return vt_fail(err, VT_ERR_INVALID, "nothing to evaluate: zero tokens");
+/* Token ids in the vocabulary, or an error naming the first that is not. */
+static vt_status check_tokens(const vt_engine *e, const int32_t *tokens, int64_t n, const char *what, vt_error *err) {
     const int32_t V = e->model->hp.n_vocab;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V)
-            return vt_fail(err, VT_ERR_INVALID, "token id %d at index %lld is outside the vocabulary (0..%d)",
-                           tokens[i], (long long)i, V - 1);
+            return vt_fail(err, VT_ERR_INVALID, "token id %d at index %lld%s is outside the vocabulary (0..%d)",
+                           tokens[i], (long long)i, what, V - 1);
+    return VT_OK;
+}
+
+/* Room for rows of logits. */
+static vt_status ensure_logits(vt_engine *e, int64_t rows, vt_error *err) {
+    if (rows <= e->logits_cap) return VT_OK;
+    float *grown = realloc(e->logits, (size_t)rows * (size_t)e->model->hp.n_vocab * sizeof(float));
+    if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
+    e->logits = grown;
+    e->logits_cap = rows;
+    return VT_OK;
+}
+
+vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool use_decode, vt_error *err) {
+    if (n < 1) return vt_fail(err, VT_ERR_INVALID, "nothing to evaluate: zero tokens");
+    vt_status st = check_tokens(e, tokens, n, "", err);
+    if (st != VT_OK) return st;
     /* The host has one current pool: make it this engine's (another engine
      * built or freed since may have replaced or cleared it). */
     vt_host_get(e->pool);
-    int64_t start = e->seq.n_tokens;
-    vt_status st = vt_kv_seq_reserve(e->kv, &e->seq, n, err);
-    if (st != VT_OK) return st;
-    int64_t *slots = malloc((size_t)n * sizeof *slots);
-    if (!slots) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
-    vt_kv_seq_slots(e->kv, &e->seq, start, n, slots);
-    vt_plan *plan = use_decode ? e->decode : e->prefill;
+    vt_kv_seq *seq = &e->seqs[0];
+    const int64_t start = seq->n_tokens;
     /* With all_logits every token gets a row: each call writes its rows in place. */
-    int64_t rows = e->all_logits ? n : 1;
-    if (rows > e->logits_cap) {
-        float *grown = realloc(e->logits, (size_t)rows * (size_t)V * sizeof(float));
-        if (!grown) {
-            free(slots);
-            return vt_fail(err, VT_ERR_NOMEM, "out of memory for %lld rows of logits", (long long)rows);
-        }
-        e->logits = grown;
-        e->logits_cap = rows;
+    const int64_t rows = e->all_logits ? n : 1;
+    if ((st = ensure_logits(e, rows, err)) != VT_OK) return st;
+    if ((st = vt_kv_seq_reserve(e->kv, seq, n, err)) != VT_OK) return st;
+    int64_t *slots = malloc((size_t)n * sizeof *slots);
+    int32_t *positions = malloc((size_t)n * sizeof *positions), *seq_idx = calloc((size_t)n, sizeof *seq_idx);
+    if (!slots || !positions || !seq_idx) {
+        free(slots), free(positions), free(seq_idx);
+        vt_kv_seq_trim(e->kv, seq);
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
+    vt_kv_seq_slots(e->kv, seq, start, n, slots);
+    for (int64_t i = 0; i < n; i++) positions[i] = (int32_t)(start + i);
+    vt_plan *plan = use_decode ? e->decode : e->prefill;
+    const int32_t V = e->model->hp.n_vocab;
+    const int32_t *const tables[1] = {seq->block_table};
+    const int32_t table_len[1] = {seq->n_blocks};
     for (int64_t done = 0; done < n && st == VT_OK;) {
-        int64_t chunk = n - done < plan->max_tokens ? n - done : plan->max_tokens;
-        float *out = e->all_logits ? e->logits + done * V : e->logits;
-        vt_plan_call call = {tokens + done, chunk, start + done, slots + done, e->seq.block_table, e->seq.n_blocks,
-                             out};
+        /* decode: one token per call, as a decode step of one sequence is */
+        const int64_t most = use_decode ? 1 : plan->max_tokens;
+        const int64_t chunk = n - done < most ? n - done : most;
+        const int32_t last = (int32_t)(chunk - 1);
+        const bool select = plan->v_out_rows >= 0;
+        vt_plan_call call = {tokens + done, chunk, positions + done, seq_idx + done, slots + done, tables, table_len, 1,
+                             select ? &last : NULL, select ? 1 : chunk,
+                             e->all_logits ? e->logits + done * V : e->logits};
         st = vt_plan_run(plan, &call, err);
         done += chunk;
     }
-    free(slots);
-    if (st != VT_OK) return st; /* the sequence keeps its old length; stale slots get rewritten */
-    e->seq.n_tokens = start + n;
+    free(slots), free(positions), free(seq_idx);
+    if (st != VT_OK) {
+        vt_kv_seq_trim(e->kv, seq); /* the sequence keeps its old length and blocks */
+        return st;
+    }
+    seq->n_tokens = start + n;
     e->logits_rows = rows;
     return VT_OK;
 }
@@ -193,9 +240,115 @@ const float *vt_engine_logits(const vt_engine *e, int64_t row) {
     return e->logits + row * e->model->hp.n_vocab;
 }
 
-int64_t vt_engine_n_past(const vt_engine *e) { return e->seq.n_tokens; }
+int64_t vt_engine_n_past(const vt_engine *e) { return e->seqs[0].n_tokens; }
 
-void vt_engine_reset(vt_engine *e) { vt_kv_seq_release(e->kv, &e->seq); }
+void vt_engine_reset(vt_engine *e) { vt_kv_seq_release(e->kv, &e->seqs[0]); }
+
+vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_entries, vt_error *err) {
+    if (n_entries < 1 || n_entries > e->max_seqs)
+        return vt_fail(err, VT_ERR_INVALID, "step: %d entries, the engine takes 1..%d sequences per step", n_entries,
+                       e->max_seqs);
+    int64_t total = 0;
+    bool all_single = true;
+    for (int32_t i = 0; i < n_entries; i++) {
+        const vt_step_entry *en = &entries[i];
+        if (en->seq < 0 || en->seq >= e->max_seqs)
+            return vt_fail(err, VT_ERR_INVALID, "step: entry %d names sequence %d (engine has 0..%d)", i, en->seq,
+                           e->max_seqs - 1);
+        for (int32_t j = 0; j < i; j++)
+            if (entries[j].seq == en->seq)
+                return vt_fail(err, VT_ERR_INVALID, "step: sequence %d appears in entries %d and %d", en->seq, j, i);
+        if (en->n_tokens < 1 || !en->tokens)
+            return vt_fail(err, VT_ERR_INVALID, "step: entry %d (sequence %d) has no tokens", i, en->seq);
+        char what[64];
+        snprintf(what, sizeof what, " of entry %d", i);
+        vt_status st = check_tokens(e, en->tokens, en->n_tokens, what, err);
+        if (st != VT_OK) return st;
+        total += en->n_tokens;
+        all_single &= en->n_tokens == 1;
+    }
+    vt_plan *plan = all_single && n_entries <= e->decode->max_tokens ? e->decode : e->prefill;
+    if (total > plan->max_tokens)
+        return vt_fail(err, VT_ERR_INVALID, "step: %lld tokens, one step takes at most %lld (-b/--batch-size)",
+                       (long long)total, (long long)plan->max_tokens);
+    vt_host_get(e->pool);
+
+    /* Blocks for every entry, or for none. */
+    vt_status st = VT_OK;
+    int32_t reserved = 0;
+    for (; reserved < n_entries && st == VT_OK; reserved++)
+        st = vt_kv_seq_reserve(e->kv, &e->seqs[entries[reserved].seq], entries[reserved].n_tokens, err);
+    if (st != VT_OK) {
+        for (int32_t i = 0; i < reserved; i++) vt_kv_seq_trim(e->kv, &e->seqs[entries[i].seq]);
+        return st;
+    }
+
+    const int32_t **tables = malloc((size_t)n_entries * sizeof *tables);
+    int32_t *table_len = malloc((size_t)n_entries * sizeof *table_len);
+    int32_t *tokens = malloc((size_t)total * sizeof *tokens), *positions = malloc((size_t)total * sizeof *positions);
+    int32_t *seq_idx = malloc((size_t)total * sizeof *seq_idx), *out_rows = malloc((size_t)total * sizeof *out_rows);
+    int64_t *slots = malloc((size_t)total * sizeof *slots);
+    if (!tables || !table_len || !tokens || !positions || !seq_idx || !out_rows || !slots) {
+        st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* Tokens in entry order; each entry's rows are contiguous, its last row
+     * gives its logits. */
+    int64_t t = 0, n_out = 0;
+    for (int32_t i = 0; i < n_entries; i++) {
+        const vt_step_entry *en = &entries[i];
+        const vt_kv_seq *sq = &e->seqs[en->seq];
+        tables[i] = sq->block_table;
+        table_len[i] = sq->n_blocks;
+        vt_kv_seq_slots(e->kv, sq, sq->n_tokens, en->n_tokens, slots + t);
+        for (int64_t k = 0; k < en->n_tokens; k++, t++) {
+            tokens[t] = en->tokens[k];
+            positions[t] = (int32_t)(sq->n_tokens + k);
+            seq_idx[t] = i;
+        }
+        e->step_rows[i] = -1;
+        if (en->logits) {
+            e->step_rows[i] = (int32_t)(plan->v_out_rows >= 0 ? n_out : t - 1);
+            out_rows[n_out++] = (int32_t)(t - 1);
+        }
+    }
+    /* A plan without row selection computes every row. */
+    const bool select = plan->v_out_rows >= 0;
+    if (select && n_out == 0) out_rows[n_out++] = (int32_t)(total - 1); /* one row at least; nobody reads it */
+    if ((st = ensure_logits(e, select ? n_out : total, err)) != VT_OK) goto done;
+    vt_plan_call call = {tokens, total, positions, seq_idx, slots, tables, table_len, n_entries,
+                         select ? out_rows : NULL, select ? n_out : total, e->logits};
+    st = vt_plan_run(plan, &call, err);
+    if (st == VT_OK) {
+        for (int32_t i = 0; i < n_entries; i++) e->seqs[entries[i].seq].n_tokens += entries[i].n_tokens;
+        e->logits_rows = select ? n_out : total;
+    }
+
+done:
+    if (st != VT_OK) {
+        for (int32_t i = 0; i < n_entries; i++) {
+            vt_kv_seq_trim(e->kv, &e->seqs[entries[i].seq]);
+            e->step_rows[i] = -1;
+        }
+    }
+    free(tables), free(table_len), free(tokens), free(positions), free(seq_idx), free(out_rows), free(slots);
+    return st;
+}
+
+const float *vt_engine_step_logits(const vt_engine *e, int32_t entry) {
+    if (entry < 0 || entry >= e->max_seqs || e->step_rows[entry] < 0) return NULL;
+    return e->logits + (int64_t)e->step_rows[entry] * e->model->hp.n_vocab;
+}
+
+int64_t vt_engine_seq_len(const vt_engine *e, int32_t seq) {
+    return seq >= 0 && seq < e->max_seqs ? e->seqs[seq].n_tokens : 0;
+}
+
+void vt_engine_seq_release(vt_engine *e, int32_t seq) {
+    if (seq >= 0 && seq < e->max_seqs) vt_kv_seq_release(e->kv, &e->seqs[seq]);
+}
+
+int32_t vt_engine_free_blocks(const vt_engine *e) { return e->kv->n_free; }
 
 void vt_engine_explain(const vt_engine *e, FILE *f) {
     vt_plan_explain(e->prefill, f);

@@ -27,21 +27,34 @@ typedef struct vt_engine {
     vt_registry *registry;
     int32_t preferred;        /* registry indices */
     int32_t fallback;         /* -1 = none */
-    vt_kv_cache *kv;
-    vt_kv_seq seq;
+    vt_kv_cache *kv;          /* one pool of blocks shared by every sequence */
+    vt_kv_seq *seqs;          /* [max_seqs]; sequence 0 is the one vt_engine_eval runs */
+    int32_t max_seqs;
     vt_plan *prefill;
     vt_plan *decode;
     bool all_logits;
-    float *logits;            /* [n rows][n_vocab] of the last eval */
+    float *logits;            /* [n rows][n_vocab] of the last eval or step */
     int64_t logits_rows;
     int64_t logits_cap;       /* rows allocated */
+    int32_t *step_rows;       /* [max_seqs]: row of logits of each entry of the last step, -1 = none */
     int64_t ctx_size;
 } vt_engine;
+
+/* What an engine is built for: every token gets logits (vt eval, compare) or
+ * only the rows a call asks for; and how many sequences one step may carry
+ * (the plans are negotiated for that many at creation). */
+typedef struct vt_engine_shape {
+    bool all_logits;
+    int32_t max_seqs; /* >= 1 */
+} vt_engine_shape;
 
 /* Resolve backends and build plans for `model` (borrowed: it must outlive
  * the engine). all_logits: every evaluated token gets a row of logits (vt
  * eval, compare), else only the last token of each eval. */
 vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logits, vt_engine **out, vt_error *err);
+/* The same with every shape parameter (vt_engine_create: one sequence). */
+vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const vt_engine_shape *shape,
+                                  vt_engine **out, vt_error *err);
 void vt_engine_free(vt_engine *e);
 
 /* Append tokens to the sequence and run them: through the prefill plan in
@@ -53,6 +66,32 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
 const float *vt_engine_logits(const vt_engine *e, int64_t row);
 int64_t vt_engine_n_past(const vt_engine *e);
 void vt_engine_reset(vt_engine *e);
+
+/* ---- Many sequences in one forward ----
+ * Sequences 0..max_seqs-1 share the KV pool; each grows block by block as its
+ * tokens are stored and gives its blocks back when released. A step runs one
+ * forward over entries of distinct sequences: each entry appends its tokens
+ * to its sequence (a decode token, or a chunk of a prompt). All entries of
+ * one token go through the decode plan when they fit it, otherwise the
+ * prefill plan (at most its max_tokens tokens in all). Either every entry's
+ * tokens are stored or, on failure, none: VT_ERR_CONTEXT_FULL when the pool
+ * lacks blocks, the sequences unchanged. */
+typedef struct vt_step_entry {
+    int32_t seq;           /* 0..max_seqs-1, each at most once per step */
+    const int32_t *tokens;
+    int64_t n_tokens;      /* >= 1 */
+    bool logits;           /* logits of its last token wanted */
+} vt_step_entry;
+
+vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_entries, vt_error *err);
+/* Logits of entry i of the last step ([n_vocab]), or NULL if it asked for none. */
+const float *vt_engine_step_logits(const vt_engine *e, int32_t entry);
+/* Tokens stored for sequence seq. */
+int64_t vt_engine_seq_len(const vt_engine *e, int32_t seq);
+/* Forget sequence seq: its blocks return to the pool at once. */
+void vt_engine_seq_release(vt_engine *e, int32_t seq);
+/* KV blocks not held by any sequence. */
+int32_t vt_engine_free_blocks(const vt_engine *e);
 
 /* Both plans, then the KV-cache dtype and where it came from. */
 void vt_engine_explain(const vt_engine *e, FILE *f);

@@ -104,6 +104,11 @@ void vt_kv_seq_slots(const vt_kv_cache *c, const vt_kv_seq *seq, int64_t start, 
     }
 }
 
+void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq) {
+    const int64_t keep = (seq->n_tokens + c->block_size - 1) / c->block_size;
+    while (seq->n_blocks > keep) c->free_list[c->n_free++] = seq->block_table[--seq->n_blocks];
+}
+
 void vt_kv_seq_release(vt_kv_cache *c, vt_kv_seq *seq) {
     for (int32_t i = seq->n_blocks - 1; i >= 0; i--) c->free_list[c->n_free++] = seq->block_table[i];
     free(seq->block_table);

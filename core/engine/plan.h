@@ -55,8 +55,10 @@ typedef struct vt_plan_node {
 
 typedef struct vt_plan {
     vt_phase phase;
-    int64_t max_tokens;
-    bool all_logits;          /* logits for every token, else only the last of each call */
+    int64_t max_tokens;       /* tokens per call, over all sequences */
+    int32_t max_seqs;         /* sequences per call (rows of the block tables) */
+    int64_t max_outputs;      /* rows of logits per call */
+    bool all_logits;          /* logits for every token, else only for the rows a call selects */
     int32_t kv_dtype;
     vt_value *values;
     int32_t n_values, cap_values;
@@ -85,8 +87,19 @@ typedef struct vt_plan_config {
     bool check_plan;          /* the first run re-offers every node as executed (vt_plan_run) */
 } vt_plan_config;
 
-vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_tokens, bool all_logits,
-                        vt_plan **out, vt_error *err);
+/* The batch shapes a plan is built for. Decode: one token per sequence, so
+ * max_tokens = max_seqs and every token gets logits. Prefill: up to
+ * max_tokens tokens of up to max_seqs sequences, logits for every token with
+ * all_logits, else for up to max_seqs selected rows (the last token of each
+ * sequence's chunk, typically). */
+typedef struct vt_plan_shape {
+    vt_phase phase;
+    int64_t max_tokens; /* prefill; decode takes max_seqs */
+    int32_t max_seqs;
+    bool all_logits;
+} vt_plan_shape;
+
+vt_status vt_plan_build(const vt_plan_config *cfg, const vt_plan_shape *shape, vt_plan **out, vt_error *err);
 void vt_plan_free(vt_plan *p);
 
 /* One line per node: op, backend, input and output dtypes; a store whose
@@ -104,16 +117,23 @@ int vt_plan_inexact_stores(const vt_plan *p, int32_t *first);
 /* Count of nodes per backend (indexed by registry index, n entries). */
 void vt_plan_count_backends(const vt_plan *p, int32_t *counts, int n);
 
-/* Run the plan for n_tokens tokens of one sequence starting at position pos0,
- * whose KV slots are given; writes logits of the last token (or of every token
- * when all_logits) to `logits` ([n_out][n_vocab]). */
+/* One call: n_tokens tokens of n_seqs sequences. Token i is at position
+ * positions[i] of sequence seq_idx[i] (0..n_seqs-1), whose block table is
+ * tables[seq_idx[i]] (table_len[..] physical blocks), and is stored in KV
+ * slot slots[i]. Logits go to `logits` ([n_out][n_vocab]) for the rows
+ * out_rows[0..n_out) of the call; a plan that computes every row (decode,
+ * all_logits) takes out_rows = NULL and n_out = n_tokens. */
 typedef struct vt_plan_call {
     const int32_t *tokens;        /* [n_tokens] */
     int64_t n_tokens;
-    int64_t pos0;
+    const int32_t *positions;     /* [n_tokens] */
+    const int32_t *seq_idx;       /* [n_tokens] */
     const int64_t *slots;         /* [n_tokens] */
-    const int32_t *block_table;   /* [n_blocks] of the sequence */
-    int32_t n_blocks;
+    const int32_t *const *tables; /* [n_seqs] block tables */
+    const int32_t *table_len;     /* [n_seqs] */
+    int32_t n_seqs;
+    const int32_t *out_rows;      /* [n_out], or NULL for every row */
+    int64_t n_out;
     float *logits;                /* [n_out][n_vocab] */
 } vt_plan_call;
 

@@ -373,13 +373,14 @@ static vt_status build_inputs(forward_ctx *f) {
     p->v_seq_idx = new_value(b, VT_VAL_INPUT, "seq_idx", VT_I32, 1, ne1, VT_SCALE_TOKENS, 0);
     p->v_slots = new_value(b, VT_VAL_INPUT, "slots", VT_I64, 1, ne1, VT_SCALE_TOKENS, 0);
     p->max_blocks_per_seq = kv->num_blocks;
-    int64_t ne_bt[2] = {kv->num_blocks, 1};
+    int64_t ne_bt[2] = {kv->num_blocks, p->max_seqs};
     p->v_block_tables = new_value(b, VT_VAL_INPUT, "block_tables", VT_I32, 2, ne_bt, VT_SCALE_NONE, 0);
-    const bool select_last = p->phase == VT_PHASE_PREFILL && !p->all_logits;
-    int64_t ne_out[1] = {1};
-    p->v_out_rows = select_last ? new_value(b, VT_VAL_INPUT, "out_rows", VT_I32, 1, ne_out, VT_SCALE_OUTPUTS, 0) : -1;
+    /* Fewer rows of logits than tokens: the call names the rows it wants. */
+    const bool select_rows = p->max_outputs < p->max_tokens;
+    int64_t ne_out[1] = {p->max_outputs};
+    p->v_out_rows = select_rows ? new_value(b, VT_VAL_INPUT, "out_rows", VT_I32, 1, ne_out, VT_SCALE_OUTPUTS, 0) : -1;
     if (p->v_tokens < 0 || p->v_positions < 0 || p->v_seq_idx < 0 || p->v_slots < 0 || p->v_block_tables < 0 ||
-        (select_last && p->v_out_rows < 0))
+        (select_rows && p->v_out_rows < 0))
         return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
     return VT_OK;
 }
@@ -485,8 +486,8 @@ static int32_t ffn_block(forward_ctx *f, int il, int32_t x, vt_status *st) {
                   VT_SCALE_TOKENS, NULL, st);
 }
 
-/* Final norm and the output matrix; in a prefill without all_logits only
- * the selected rows (out_rows) go through them. */
+/* Final norm and the output matrix; when the plan selects rows (a prefill
+ * without all_logits) only those (out_rows) go through them. */
 static vt_status output_head(forward_ctx *f, int32_t x) {
     builder *b = f->b;
     vt_plan *p = b->p;
@@ -494,10 +495,10 @@ static vt_status output_head(forward_ctx *f, int32_t x) {
     vt_scale out_scale = VT_SCALE_TOKENS;
     int64_t n_out = f->T;
     if (p->v_out_rows >= 0) {
-        x = op_f32(b, VT_OP_GET_ROWS, "last_row", (int32_t[]){x, p->v_out_rows}, 2, 2, f->E, 1, 1, VT_SCALE_OUTPUTS,
-                   NULL, &st);
+        x = op_f32(b, VT_OP_GET_ROWS, "output_rows", (int32_t[]){x, p->v_out_rows}, 2, 2, f->E, p->max_outputs, 1,
+                   VT_SCALE_OUTPUTS, NULL, &st);
         out_scale = VT_SCALE_OUTPUTS;
-        n_out = 1;
+        n_out = p->max_outputs;
     }
     int32_t xn = op_f32(b, VT_OP_RMS_NORM, "output_norm", (int32_t[]){x, weight(b, f->m->output_norm)}, 2, 2, f->E,
                         n_out, 1, out_scale, &f->norm, &st);
@@ -513,7 +514,8 @@ static vt_status build_forward(builder *b) {
                      .KVH = hp->n_head_kv, .D = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab};
     f.norm.params.rms_norm.eps = hp->rms_eps;
     f.rope.params.rope = (vt_rope_params){hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_freq_scale};
-    f.attn.params.attention = (vt_attention_params){1.0f / sqrtf((float)f.D), kv->block_size, 1, kv->num_blocks};
+    f.attn.params.attention =
+        (vt_attention_params){1.0f / sqrtf((float)f.D), kv->block_size, b->p->max_seqs, kv->num_blocks};
 
     vt_status st = build_inputs(&f);
     if (st != VT_OK) return st;
@@ -545,17 +547,23 @@ static vt_status verify_placement(builder *b) {
     return VT_OK;
 }
 
-vt_status vt_plan_build(const vt_plan_config *cfg, vt_phase phase, int64_t max_tokens, bool all_logits,
-                        vt_plan **out, vt_error *err) {
+vt_status vt_plan_build(const vt_plan_config *cfg, const vt_plan_shape *shape, vt_plan **out, vt_error *err) {
     *out = NULL;
-    if (max_tokens < 1) return vt_fail(err, VT_ERR_INVALID, "plan: max_tokens must be >= 1");
+    const vt_phase phase = shape->phase;
+    if (shape->max_seqs < 1) return vt_fail(err, VT_ERR_INVALID, "plan: max_seqs must be >= 1");
+    if (phase != VT_PHASE_DECODE && shape->max_tokens < 1)
+        return vt_fail(err, VT_ERR_INVALID, "plan: max_tokens must be >= 1");
     if (cfg->preferred < 0 || !vt_registry_at(cfg->registry, cfg->preferred))
         return vt_fail(err, VT_ERR_INVALID, "plan: no preferred backend");
     vt_plan *p = calloc(1, sizeof *p);
     if (!p) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     p->phase = phase;
-    p->max_tokens = phase == VT_PHASE_DECODE ? 1 : max_tokens;
-    p->all_logits = all_logits;
+    p->max_seqs = shape->max_seqs;
+    p->max_tokens = phase == VT_PHASE_DECODE ? shape->max_seqs : shape->max_tokens;
+    p->all_logits = shape->all_logits;
+    p->max_outputs = p->all_logits || phase == VT_PHASE_DECODE ? p->max_tokens
+                     : shape->max_seqs < p->max_tokens    ? shape->max_seqs
+                                                          : p->max_tokens;
     p->kv_dtype = cfg->kv->dtype;
     p->host = cfg->host;
     p->registry = cfg->registry;

@@ -15,7 +15,7 @@
 static int64_t scaled_dim(const vt_plan *p, const vt_value *v, int64_t n_tokens, int64_t n_outputs) {
     int64_t full = v->ne[v->scale_dim];
     if (v->scale == VT_SCALE_TOKENS && n_tokens >= 0) return full / p->max_tokens * n_tokens;
-    if (v->scale == VT_SCALE_OUTPUTS && n_outputs >= 0) return full / (p->all_logits ? p->max_tokens : 1) * n_outputs;
+    if (v->scale == VT_SCALE_OUTPUTS && n_outputs >= 0) return full / p->max_outputs * n_outputs;
     return full;
 }
 
@@ -205,10 +205,29 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     if (T < 1 || T > p->max_tokens)
         return vt_fail(err, VT_ERR_INVALID, "plan run: %lld tokens, plan takes 1..%lld", (long long)T,
                        (long long)p->max_tokens);
-    if (c->n_blocks > p->max_blocks_per_seq)
-        return vt_fail(err, VT_ERR_INVALID, "plan run: block table of %d blocks exceeds %d", c->n_blocks,
-                       p->max_blocks_per_seq);
-    int64_t n_out = p->all_logits || p->phase == VT_PHASE_DECODE ? T : 1;
+    if (c->n_seqs < 1 || c->n_seqs > p->max_seqs)
+        return vt_fail(err, VT_ERR_INVALID, "plan run: %d sequences, plan takes 1..%d", c->n_seqs, p->max_seqs);
+    for (int32_t s = 0; s < c->n_seqs; s++)
+        if (c->table_len[s] < 0 || c->table_len[s] > p->max_blocks_per_seq)
+            return vt_fail(err, VT_ERR_INVALID, "plan run: block table of %d blocks exceeds %d", c->table_len[s],
+                           p->max_blocks_per_seq);
+    for (int64_t i = 0; i < T; i++)
+        if (c->seq_idx[i] < 0 || c->seq_idx[i] >= c->n_seqs)
+            return vt_fail(err, VT_ERR_INVALID, "plan run: token %lld names sequence %d of %d", (long long)i,
+                           c->seq_idx[i], c->n_seqs);
+    /* Rows of logits: a plan with a row selection computes the rows asked
+     * for; one without computes every row, and the call must take them all. */
+    const int64_t n_out = p->v_out_rows >= 0 ? c->n_out : T;
+    if (p->v_out_rows >= 0 ? (n_out < 1 || n_out > p->max_outputs || !c->out_rows)
+                           : (c->out_rows != NULL || c->n_out != T))
+        return vt_fail(err, VT_ERR_INVALID, "plan run: %lld rows of logits asked of a call of %lld tokens (plan: %s)",
+                       (long long)c->n_out, (long long)T,
+                       p->v_out_rows >= 0 ? "selected rows" : "every row, out_rows = NULL");
+    if (p->v_out_rows >= 0)
+        for (int64_t r = 0; r < n_out; r++)
+            if (c->out_rows[r] < 0 || c->out_rows[r] >= T)
+                return vt_fail(err, VT_ERR_INVALID, "plan run: output row %d of a call of %lld tokens",
+                               c->out_rows[r], (long long)T);
     if (p->check_pending) {
         vt_status st = check_plan(p, T, n_out, err);
         if (st != VT_OK) return st;
@@ -218,12 +237,18 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     int64_t *slots = p->values[p->v_slots].data;
     for (int64_t i = 0; i < T; i++) {
         tokens[i] = c->tokens[i];
-        pos[i] = (int32_t)(c->pos0 + i);
-        seq[i] = 0;
+        pos[i] = c->positions[i];
+        seq[i] = c->seq_idx[i];
         slots[i] = c->slots[i];
     }
-    for (int32_t i = 0; i < p->max_blocks_per_seq; i++) bt[i] = i < c->n_blocks ? c->block_table[i] : -1;
-    if (p->v_out_rows >= 0) ((int32_t *)p->values[p->v_out_rows].data)[0] = (int32_t)(T - 1);
+    /* Table rows beyond a sequence's blocks, and rows of sequences this call
+     * does not have, read as "no block". */
+    const int32_t row = p->max_blocks_per_seq;
+    for (int32_t s = 0; s < p->max_seqs; s++)
+        for (int32_t i = 0; i < row; i++)
+            bt[(size_t)s * (size_t)row + (size_t)i] = s < c->n_seqs && i < c->table_len[s] ? c->tables[s][i] : -1;
+    if (p->v_out_rows >= 0)
+        memcpy(p->values[p->v_out_rows].data, c->out_rows, (size_t)n_out * sizeof *c->out_rows);
 
     for (int32_t i = 0; i < p->n_nodes; i++) {
         const vt_plan_node *n = &p->nodes[i];
