@@ -400,6 +400,8 @@ static void test_bench_json(void) {
         bool tg = i % 2 == 1;
         CU_ASSERT_STRING_EQUAL(test->str, tg ? "tg4" : "pp16");
         CU_ASSERT_EQUAL(num(r, "n_tokens"), tg ? 4 : 16);
+        CU_ASSERT_EQUAL(num(r, "n_seqs"), 1);                  /* without --parallel: one sequence */
+        CU_ASSERT_PTR_NULL(json_get(r, "tok_s_per_seq_median")); /* and nothing else new */
         CU_ASSERT(strcmp(backend->str, "reference") != 0); /* the default leaves the oracle out */
         const json_value *runs = json_get(r, "runs");
         CU_ASSERT_FATAL(runs && runs->type == JSON_ARRAY && runs->n == 2);
@@ -413,6 +415,42 @@ static void test_bench_json(void) {
             VT_ASSERT_NEAR(num(r, "fraction_of_limit"), want, 1e-6 * want);
         } else {
             CU_ASSERT_PTR_NULL(json_get(r, "fraction_of_limit"));
+        }
+    }
+    json_free(&doc);
+}
+
+/* --parallel 1,3: per number of sequences S a pp of S x p tokens and a tg of
+ * S x n tokens; tok_s_median is the aggregate, tok_s_per_seq_median the
+ * per-sequence rate (aggregate / S), and the bandwidth fraction counts a
+ * decode step of S tokens as one read of the weights. */
+static void test_bench_parallel_json(void) {
+    char args[2048];
+    snprintf(args, sizeof args,
+             "bench -m '%s' --json --backends reference --parallel 1,3 -p 8 -n 3 -r 1 -t 2 --membw-mib 64",
+             model_path);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const double bpt = num(&doc, "bytes_per_token"), bw = num(&doc, "bandwidth_gb_s");
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 4);
+    static const int seqs[4] = {1, 1, 3, 3};
+    for (size_t i = 0; i < results->n; i++) {
+        const json_value *r = &results->items[i];
+        const bool tg = i % 2 == 1;
+        const json_value *test = json_get(r, "test");
+        CU_ASSERT_FATAL(test && test->type == JSON_STRING);
+        CU_ASSERT_STRING_EQUAL(test->str, tg ? "tg3" : "pp8");
+        CU_ASSERT_EQUAL(num(r, "n_seqs"), seqs[i]);
+        CU_ASSERT_EQUAL(num(r, "n_tokens"), seqs[i] * (tg ? 3 : 8));
+        CU_ASSERT(num(r, "tok_s_median") > 0);
+        if (tg) {
+            const double per_seq = num(r, "tok_s_per_seq_median");
+            VT_ASSERT_NEAR(per_seq, num(r, "tok_s_median") / seqs[i], 1e-9 * per_seq);
+            const double want = per_seq * bpt / (bw * 1e9);
+            VT_ASSERT_NEAR(num(r, "fraction_of_limit"), want, 1e-6 * want);
+        } else {
+            CU_ASSERT_PTR_NULL(json_get(r, "tok_s_per_seq_median"));
         }
     }
     json_free(&doc);
@@ -446,6 +484,8 @@ static void test_bad_flags_are_errors(void) {
     const char *bad[] = {
         "bench -m '%s' -r 0",                 /* out of range */
         "bench -m '%s' --json --csv",         /* exclusive */
+        "bench -m '%s' --parallel 2,0",       /* a number of sequences out of range */
+        "bench -m '%s' --parallel 4x",        /* not a list of numbers */
         "compare -m '%s' --backends nosuch",  /* not loaded */
         "compare -m '%s' --backend simd",     /* singular flag on a multi-backend command */
         "compare -m '%s' -n 8 -c 4 --tokens 1,2", /* KV cache too small for the run */
@@ -586,6 +626,7 @@ int main(void) {
         {"compare and bench report a backend whose plan fails and measure the rest", test_compare_reports_a_failing_backend},
         {"compare without -m synthesizes a cached default model", test_compare_default_model_is_cached},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
+        {"bench --parallel --json: n_seqs, aggregate and per-sequence rates", test_bench_parallel_json},
         {"bench --csv: header and one row per test", test_bench_csv},
         {"bad flags are errors with a message", test_bad_flags_are_errors},
         {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},

@@ -201,11 +201,11 @@ vt_status vt_cli_first_failure(vt_status st, const vt_error *first, vt_error *er
     return err->code;
 }
 
-vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, bool all_logits,
-                                    vt_engine **out, vt_error *err) {
+vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name,
+                                    const vt_engine_shape *shape, vt_engine **out, vt_error *err) {
     vt_options opt = c->opt;
     snprintf(opt.backend, sizeof opt.backend, "%.63s", name);
-    vt_status st = vt_engine_create(&opt, model, all_logits, out, err);
+    vt_status st = vt_engine_create_shaped(&opt, model, shape, out, err);
     if (st != VT_OK) return vt_error_prefix(err, "backend %s: ", name);
     if (c->explain) {
         fprintf(stderr, "== %s ==\n", name);
@@ -222,7 +222,7 @@ double vt_cli_now(void) {
 
 void vt_cli_common_help(FILE *f) {
     fputs("  -m, --model FILE         GGUF model\n"
-          "      --backend NAME       preferred backend (default: first loaded of simd, onednn, reference)\n"
+          "      --backend NAME       preferred backend (default: the loaded one whose probe scores highest)\n"
           "      --fallback NAME|none backend for nodes the preferred one declines (default reference)\n"
           "      --kv-cache-dtype D   f32, f16 or bf16 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"
           "  -c, --ctx-size N         KV cache size in tokens (default min(model context, 4096))\n"

@@ -83,8 +83,8 @@ vt_status vt_cli_first_failure(vt_status st, const vt_error *first, vt_error *er
 
 /* An engine for `model` on backend `name` with c's options (compare, bench):
  * errors prefixed with the backend's name; the plans printed when --explain. */
-vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, bool all_logits,
-                                    vt_engine **out, vt_error *err);
+vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name,
+                                    const vt_engine_shape *shape, vt_engine **out, vt_error *err);
 
 /* Monotonic clock in seconds, for the timings commands print. */
 double vt_cli_now(void);

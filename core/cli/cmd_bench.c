@@ -4,7 +4,13 @@
  * repetitions; median and sample stdev), next to the memory read bandwidth
  * measured in the same run: decoding reads every weight once per token, so
  * tg tok/s x bytes per token / bandwidth says how close a backend gets to
- * what the memory allows. */
+ * what the memory allows.
+ *
+ * --parallel S1,S2,... (llama-batched-bench style): for each number of
+ * sequences S, S prompts of -p tokens are prefilled (pp: S x p tokens in
+ * steps of at most -b tokens), then -n decode steps of S tokens continue them
+ * (tg: S x n tokens; tokens/s aggregate and per sequence). A decode step of S
+ * tokens reads the weights once, so the bandwidth limit is per step. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +25,11 @@
 #include "progress.h"
 #include "quant.h"
 
+/* Sequences one --parallel entry may ask for. */
+#define VT_BENCH_MAX_SEQS 256
+/* Entries of a --parallel list. */
+#define VT_BENCH_MAX_PARALLEL 16
+
 static void help(void) {
     printf("usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-r N] [-t N] [--kv-cache-dtype D]\n"
            "                [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
@@ -31,6 +42,9 @@ static void help(void) {
            "  -p, --n-prompt N         prefill tokens (default 512; 0 = skip pp)\n"
            "  -n, --n-gen N            decode steps (default 128; 0 = skip tg)\n"
            "  -r, --repetitions N      timed repetitions (default 5)\n"
+           "      --parallel LIST      numbers of sequences, e.g. 1,2,4,8: S prompts of -p tokens prefilled\n"
+           "                           together, then -n decode steps of S tokens (aggregate and per-sequence\n"
+           "                           tokens/s); without it one sequence, tg from an empty one\n"
            "      --json, --csv        machine-readable output (default: a table)\n"
            "      --profile            per-op time, calls and share per backend over the timed runs, on stderr\n"
            "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n\n"
@@ -42,6 +56,7 @@ typedef struct bench_result {
     char backend[64];
     char test[32];     /* "pp512", "tg128" */
     bool is_tg;
+    int32_t n_seqs;    /* sequences per step (--parallel), 1 without */
     int64_t n_tokens;
     double *runs;      /* [reps] tokens/s */
     double median, stdev;
@@ -52,6 +67,7 @@ typedef struct bench_job {
     const vt_cli_common *c;
     vt_model *model;
     int64_t n_prompt, n_gen, reps;
+    bool parallel;     /* --parallel given: pp and tg of S sequences, tg after the prompts */
     int32_t *tokens;   /* [max(n_prompt, n_gen)] random ids */
     vt_profiler *profiler;
     vt_progress *bar;
@@ -78,22 +94,70 @@ static vt_status run_tg(bench_job *job, vt_engine *e, int64_t n, double *tok_s, 
     return st;
 }
 
-static vt_status bench_backend(bench_job *job, const char *name, bench_result *pp, bench_result *tg, vt_error *err) {
+/* S fresh sequences: their prompts of n_prompt tokens in steps of at most
+ * the prefill plan's size (whole prompts side by side, the last one split if
+ * it does not fit), then n_gen decode steps of S tokens. Aggregate tokens/s
+ * of each phase. */
+static vt_status run_parallel(bench_job *job, vt_engine *e, int32_t S, int64_t n_gen, double *pp_tok_s,
+                              double *tg_tok_s, vt_error *err) {
+    for (int32_t s = 0; s < S; s++) vt_engine_seq_release(e, s);
+    vt_step_entry entries[VT_BENCH_MAX_SEQS];
+    vt_status st = VT_OK;
+    const int64_t budget = e->prefill->max_tokens;
+    int64_t done[VT_BENCH_MAX_SEQS] = {0};
+    double t0 = vt_cli_now();
+    for (int32_t first = 0; first < S && st == VT_OK && job->n_prompt > 0;) {
+        int32_t n = 0;
+        int64_t room = budget;
+        for (int32_t s = first; s < S && room > 0; s++) {
+            const int64_t chunk = job->n_prompt - done[s] < room ? job->n_prompt - done[s] : room;
+            entries[n++] = (vt_step_entry){s, job->tokens + done[s], chunk, done[s] + chunk == job->n_prompt};
+            room -= chunk;
+        }
+        st = vt_engine_step(e, entries, n, err);
+        for (int32_t i = 0; i < n && st == VT_OK; i++) done[entries[i].seq] += entries[i].n_tokens;
+        while (first < S && done[first] == job->n_prompt) first++;
+    }
+    double t = vt_cli_now() - t0;
+    *pp_tok_s = t > 0 ? (double)(S * job->n_prompt) / t : NAN;
+    t0 = vt_cli_now();
+    for (int64_t k = 0; k < n_gen && st == VT_OK; k++) {
+        for (int32_t s = 0; s < S; s++) entries[s] = (vt_step_entry){s, &job->tokens[k], 1, true};
+        st = vt_engine_step(e, entries, S, err);
+    }
+    t = vt_cli_now() - t0;
+    *tg_tok_s = t > 0 ? (double)(S * n_gen) / t : NAN;
+    return st;
+}
+
+static vt_status bench_backend(bench_job *job, const char *name, int32_t S, bench_result *pp, bench_result *tg,
+                               vt_error *err) {
     vt_engine *e = NULL;
-    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, false, &e, err);
+    const vt_engine_shape shape = {false, S};
+    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, &shape, &e, err);
     if (st != VT_OK) return st;
     if (job->c->dry_run) goto done;
     vt_progress_label(job->bar, name);
-    double ignored;
+    double ignored, ignored_too;
     /* warm-up: the prefill shape once and a couple of decode steps (first-
      * touch of weights and arenas, oneDNN primitive creation) */
-    if (job->n_prompt > 0) st = run_pp(job, e, &ignored, err);
-    if (st == VT_OK && job->n_gen > 0) st = run_tg(job, e, job->n_gen < 2 ? job->n_gen : 2, &ignored, err);
+    const int64_t warm = job->n_gen < 2 ? job->n_gen : 2;
+    if (job->parallel) {
+        st = run_parallel(job, e, S, warm, &ignored, &ignored_too, err);
+    } else {
+        if (job->n_prompt > 0) st = run_pp(job, e, &ignored, err);
+        if (st == VT_OK && job->n_gen > 0) st = run_tg(job, e, warm, &ignored, err);
+    }
     if (st == VT_OK && job->profiler) { /* profile only the timed runs */
         st = vt_profiler_attach(job->profiler, e->registry, err);
         if (st == VT_OK) st = vt_profiler_section(job->profiler, name, err);
     }
     for (int64_t r = 0; r < job->reps && st == VT_OK; r++) {
+        if (job->parallel) {
+            st = run_parallel(job, e, S, job->n_gen, &pp->runs[r], &tg->runs[r], err);
+            vt_progress_add(job->bar, (double)S * (double)(job->n_prompt + job->n_gen));
+            continue;
+        }
         if (job->n_prompt > 0) {
             st = run_pp(job, e, &pp->runs[r], err);
             vt_progress_add(job->bar, (double)job->n_prompt);
@@ -111,14 +175,17 @@ done:
 
 /* ---- output ---- */
 
+/* Decode steps per second: a step of S sequences reads the weights once. */
+static double steps_per_s(const bench_result *r) { return r->median / (double)r->n_seqs; }
+
 static double fraction_of_limit(const bench_result *r, int64_t bytes_per_token, double bw_gb_s) {
     if (!r->is_tg || !(bw_gb_s > 0)) return NAN;
-    return r->median * (double)bytes_per_token / (bw_gb_s * 1e9);
+    return steps_per_s(r) * (double)bytes_per_token / (bw_gb_s * 1e9);
 }
 
 /* GB/s of weights the median decode rate implies. */
 static double implied_gb_s(const bench_result *r, int64_t bytes_per_token) {
-    return r->is_tg ? r->median * (double)bytes_per_token * 1e-9 : NAN;
+    return r->is_tg ? steps_per_s(r) * (double)bytes_per_token * 1e-9 : NAN;
 }
 
 static void print_json(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
@@ -142,8 +209,13 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
             printf("}");
             continue;
         }
-        printf(", \"test\": \"%s\", \"n_tokens\": %lld, \"tok_s_median\": ", r->test, (long long)r->n_tokens);
+        printf(", \"test\": \"%s\", \"n_seqs\": %d, \"n_tokens\": %lld, \"tok_s_median\": ", r->test, r->n_seqs,
+               (long long)r->n_tokens);
         vt_json_number(stdout, r->median);
+        if (job->parallel && r->is_tg) {
+            printf(", \"tok_s_per_seq_median\": ");
+            vt_json_number(stdout, steps_per_s(r));
+        }
         printf(", \"tok_s_stdev\": ");
         vt_json_number(stdout, r->stdev);
         printf(", \"runs\": [");
@@ -170,7 +242,7 @@ static void csv_number(double x) {
 static void print_csv(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
                       double bw) {
     printf("model,backend,test,n_tokens,threads,kv_cache_dtype,tok_s_median,tok_s_stdev,gb_s,fraction_of_limit,"
-           "model_bytes,params,bytes_per_token,bandwidth_gb_s,error\n");
+           "model_bytes,params,bytes_per_token,bandwidth_gb_s,error,n_seqs,tok_s_per_seq_median\n");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         /* the path is quoted with doubled quotes, as CSV escapes them */
@@ -200,6 +272,8 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
             }
             putchar('"');
         }
+        printf(",%d,", r->n_seqs);
+        if (r->is_tg) csv_number(steps_per_s(r));
         putchar('\n');
     }
 }
@@ -214,14 +288,19 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     if (bw > 0)
         printf("memory read bandwidth (measured now): %.1f GB/s -> decode limit %.1f tok/s\n", bw,
                bw * 1e9 / (double)bpt);
-    printf("\n%-10s %-8s %14s %10s %9s %9s\n", "backend", "test", "tok/s", "stdev", "GB/s", "of limit");
+    if (job->parallel)
+        printf("tok/s: all sequences together; per seq: each sequence's rate; GB/s and the limit are per decode\n"
+               "step, which reads the weights once for all its sequences\n");
+    printf("\n%-10s %5s %-8s %14s %10s %10s %9s %9s\n", "backend", "seqs", "test", "tok/s", "per seq", "stdev",
+           "GB/s", "of limit");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (r->error[0]) {
             printf("%-10s error: %s\n", r->backend, r->error);
             continue;
         }
-        printf("%-10s %-8s %14.2f %10.2f", r->backend, r->test, r->median, r->stdev);
+        printf("%-10s %5d %-8s %14.2f %10.2f %10.2f", r->backend, r->n_seqs, r->test, r->median,
+               r->median / (double)r->n_seqs, r->stdev);
         if (r->is_tg) {
             printf(" %9.2f", implied_gb_s(r, bpt));
             double f = fraction_of_limit(r, bpt, bw);
@@ -238,6 +317,9 @@ typedef struct bench_opts {
     vt_cli_common c;
     const char *backends;
     int64_t n_prompt, n_gen, reps, membw_mib;
+    int32_t parallel[VT_BENCH_MAX_PARALLEL]; /* sequences per entry; {1} without --parallel */
+    int n_parallel;
+    bool parallel_given;
     bool json, csv, profile;
     bool help;
     vt_backend_set set; /* settled by validate: --backends checked against what loads */
@@ -254,6 +336,31 @@ static vt_arg_result bench_arg(void *opts, int argc, char **argv, int *i, vt_err
         return vt_cli_int_arg(argc, argv, i, a, 1, 1000, &o->reps, err);
     if (strcmp(a, "--membw-mib") == 0) return vt_cli_int_arg(argc, argv, i, a, 0, 65536, &o->membw_mib, err);
     if (strcmp(a, "--backends") == 0) return vt_cli_text_arg(argc, argv, i, &o->backends, err);
+    if (strcmp(a, "--parallel") == 0) {
+        const char *list = NULL;
+        vt_arg_result r = vt_cli_text_arg(argc, argv, i, &list, err);
+        if (r != VT_ARG_TAKEN) return r;
+        o->n_parallel = 0;
+        o->parallel_given = true;
+        for (const char *p = list; *p;) {
+            char *end = NULL;
+            long v = strtol(p, &end, 10);
+            if (end == p || v < 1 || v > VT_BENCH_MAX_SEQS || (*end && *end != ',') ||
+                o->n_parallel == VT_BENCH_MAX_PARALLEL) {
+                vt_fail(err, VT_ERR_INVALID,
+                        "bench: --parallel '%s': want up to %d comma-separated numbers of sequences in 1..%d", list,
+                        VT_BENCH_MAX_PARALLEL, VT_BENCH_MAX_SEQS);
+                return VT_ARG_ERROR;
+            }
+            o->parallel[o->n_parallel++] = (int32_t)v;
+            p = *end ? end + 1 : end;
+        }
+        if (o->n_parallel == 0) {
+            vt_fail(err, VT_ERR_INVALID, "bench: --parallel needs a list of numbers of sequences, e.g. 1,2,4,8");
+            return VT_ARG_ERROR;
+        }
+        return VT_ARG_TAKEN;
+    }
     if (strcmp(a, "--json") == 0) o->json = true;
     else if (strcmp(a, "--csv") == 0) o->csv = true;
     else if (strcmp(a, "--profile") == 0) o->profile = true;
@@ -264,13 +371,25 @@ static vt_arg_result bench_arg(void *opts, int argc, char **argv, int *i, vt_err
 static vt_status parse_bench(int argc, char **argv, bench_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {
         .name = "bench", .see_help = true, .several_backends = true, .own = bench_arg};
-    *o = (bench_opts){.n_prompt = 512, .n_gen = 128, .reps = 5, .membw_mib = (int64_t)(VT_MEMBW_DEFAULT_BYTES >> 20)};
+    *o = (bench_opts){.n_prompt = 512,
+                      .n_gen = 128,
+                      .reps = 5,
+                      .membw_mib = (int64_t)(VT_MEMBW_DEFAULT_BYTES >> 20),
+                      .parallel = {1},
+                      .n_parallel = 1};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 
-/* Tokens of the longest run: what the KV cache must hold. */
+/* Tokens the KV cache must hold: the longest run; with --parallel, the
+ * largest number of sequences each holding a prompt and its decode steps in
+ * whole blocks. */
 static int64_t longest_run(const bench_opts *o) {
-    return o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    if (!o->parallel_given) return o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    int32_t most = 1;
+    for (int i = 0; i < o->n_parallel; i++)
+        if (o->parallel[i] > most) most = o->parallel[i];
+    const int64_t bs = o->c.opt.block_size;
+    return (int64_t)most * ((o->n_prompt + o->n_gen + bs - 1) / bs * bs);
 }
 
 static vt_status validate_bench(bench_opts *o, vt_error *err) {
@@ -284,7 +403,9 @@ static vt_status validate_bench(bench_opts *o, vt_error *err) {
      * (and -c checked). */
     vt_options *opt = &o->c.opt;
     int64_t need = longest_run(o);
-    if (!strcmp(vt_options_source(opt, "runtime.batch_size"), "default") && o->n_prompt > opt->batch_size)
+    /* with --parallel prompts go in steps of -b tokens, sequences side by side */
+    if (!o->parallel_given && !strcmp(vt_options_source(opt, "runtime.batch_size"), "default") &&
+        o->n_prompt > opt->batch_size)
         opt->batch_size = (int32_t)o->n_prompt;
     if (opt->ctx_size == 0)
         opt->ctx_size = need;
@@ -302,7 +423,8 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     vt_profiler *profiler = NULL;
     bench_result *results = NULL;
     double *runs = NULL;
-    bench_job job = {&o->c, NULL, n_prompt, n_gen, reps, NULL, NULL, NULL};
+    bench_job job = {&o->c, NULL, n_prompt, n_gen, reps, o->parallel_given, NULL, NULL, NULL};
+    const int n_par = o->n_parallel;
     vt_progress bar;
     double bw = NAN;
     int n_results = 0;
@@ -315,8 +437,8 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     job.profiler = profiler;
     job.bar = &bar;
     job.tokens = malloc((size_t)(need + 1) * sizeof *job.tokens);
-    results = calloc((size_t)set->n * 2, sizeof *results);
-    runs = calloc((size_t)set->n * 2 * (size_t)reps, sizeof *runs);
+    results = calloc((size_t)set->n * (size_t)n_par * 2, sizeof *results);
+    runs = calloc((size_t)set->n * (size_t)n_par * 2 * (size_t)reps, sizeof *runs);
     if (!job.tokens || !results || !runs) {
         st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
         goto done;
@@ -339,20 +461,25 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
         if (st != VT_OK) goto done;
     }
 
-    vt_progress_begin(&bar, "bench", (double)set->n * (double)reps * (double)(n_prompt + n_gen));
-    for (int b = 0; b < set->n && st == VT_OK; b++) {
+    double all_seqs = 0;
+    for (int k = 0; k < n_par; k++) all_seqs += o->parallel[k];
+    vt_progress_begin(&bar, "bench", (double)set->n * all_seqs * (double)reps * (double)(n_prompt + n_gen));
+    for (int bk = 0; bk < set->n * n_par && st == VT_OK; bk++) {
+        const int b = bk / n_par;
+        const int32_t S = o->parallel[bk % n_par];
         bench_result *pp = &results[n_results], *tg = &results[n_results + 1];
         memset(pp, 0, 2 * sizeof *pp); /* a failed backend before may have used these slots */
         snprintf(pp->backend, sizeof pp->backend, "%s", set->names[b]);
         snprintf(tg->backend, sizeof tg->backend, "%s", set->names[b]);
         snprintf(pp->test, sizeof pp->test, "pp%lld", (long long)n_prompt);
         snprintf(tg->test, sizeof tg->test, "tg%lld", (long long)n_gen);
-        pp->n_tokens = n_prompt;
-        tg->n_tokens = n_gen;
+        pp->n_seqs = tg->n_seqs = S;
+        pp->n_tokens = S * n_prompt;
+        tg->n_tokens = S * n_gen;
         tg->is_tg = true;
-        pp->runs = runs + (size_t)(2 * b) * (size_t)reps;
-        tg->runs = runs + (size_t)(2 * b + 1) * (size_t)reps;
-        st = bench_backend(&job, set->names[b], pp, tg, err);
+        pp->runs = runs + (size_t)(2 * bk) * (size_t)reps;
+        tg->runs = runs + (size_t)(2 * bk + 1) * (size_t)reps;
+        st = bench_backend(&job, set->names[b], S, pp, tg, err);
         if (st != VT_OK) {
             /* reported in its own entry; the other backends still run, and
              * the exit status says something failed */

@@ -168,7 +168,8 @@ static vt_status run_backend(compare_job *job, const char *name, bool is_referen
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%.63s", name);
     vt_engine *e = NULL;
-    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, true, &e, err);
+    const vt_engine_shape shape = {true, 1};
+    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, &shape, &e, err);
     if (st != VT_OK) return st;
     st = count_nodes(e, r, err);
     if (st == VT_OK && job->profiler) {
