@@ -281,6 +281,20 @@ static void test_probe_scores_rank_the_default_backend(void) {
     if (onednn) CU_ASSERT_EQUAL(onednn->score, 50);
     vt_registry_destroy(r);
 
+    /* vt backends prints each loaded backend's score. */
+    char list_cmd[1024], *listing = NULL;
+    snprintf(list_cmd, sizeof list_cmd, "'%s' backends --brief", VT_CLI_PATH);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(list_cmd, &listing, NULL), 0);
+    const char *ref_line = listing ? strstr(listing, "\nreference ") : NULL;
+    if (!ref_line && listing && strncmp(listing, "reference ", 10) == 0) ref_line = listing;
+    CU_ASSERT_PTR_NOT_NULL(ref_line);
+    if (ref_line) {
+        const char *eol = strchr(ref_line + 1, '\n');
+        const char *score = strstr(ref_line, "score 10");
+        CU_ASSERT(score && (!eol || score < eol));
+    }
+    free(listing);
+
     /* The default backend follows the score: good_scored below and above simd. */
     char model[512], cmd[2048], *out = NULL;
     vt_test_tmpfile(model, sizeof model, "rank.gguf");

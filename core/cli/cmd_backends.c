@@ -29,7 +29,8 @@ static void print_matrix(const vt_backend_entry *b) {
 static void print_entry(const vt_backend_entry *b, bool matrix) {
     static const char *const states[] = {"loaded", "refused", "shadowed"};
     printf("%-12s %-8s %s", b->name, states[b->state], b->path);
-    if (b->state == VT_BACKEND_LOADED) printf("  (ABI %u.%u)", b->abi_major, b->abi_minor);
+    /* The score ranks the loaded backends: the highest is the default backend. */
+    if (b->state == VT_BACKEND_LOADED) printf("  (ABI %u.%u)  score %d", b->abi_major, b->abi_minor, b->score);
     printf("\n");
     if (b->state != VT_BACKEND_LOADED) printf("    reason: %s\n", b->reason);
     else if (b->table->description) printf("    %s\n", b->table->description);
@@ -39,7 +40,8 @@ static void print_entry(const vt_backend_entry *b, bool matrix) {
 static void help(void) {
     printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n\n"
            "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
-           "loaded, refused (with the reason) or shadowed, and each loaded backend's op x dtype matrix.\n"
+           "loaded (with its probe score: the highest is the default backend), refused (with the reason) or\n"
+           "shadowed, and each loaded backend's op x dtype matrix.\n"
            "--check FILE validates one plugin file without running a model (exit 0 if it loads).\n");
 }
 
