@@ -1,6 +1,6 @@
 #!/bin/sh
 # perf_vs_llama.sh — vt's simd backend (and onednn with simd fallback) against
-# llama.cpp on one GGUF, side by side in one run (issue 4; not CI).
+# llama.cpp on one GGUF, side by side in one run (a benchmark, not part of CI).
 #
 #   bench/perf_vs_llama.sh [VT_BINARY] [MODEL] [ORACLE_HARNESS]
 #

@@ -1,8 +1,8 @@
 /* matmul.c — MATMUL: Y[m][n] = sum_k X[m][k] W[n][k] through oneDNN f32 matmul.
  *
  * oneDNN 2.6 on this AVX2 CPU implements f32 matmul only (bf16/f16 are
- * unimplemented, int8 saturates and has no per-block scales; see caps.c and
- * ANCHORS.md), so weights of every dtype are brought to f32 a tile at a time:
+ * unimplemented, int8 saturates and has no per-block scales; caps.c asks
+ * oneDNN at init), so weights of every dtype are brought to f32 a tile at a time:
  * `rows` output rows x K, sized to stay in a core's L2, dequantized with
  * host->to_f32 (the core's row conversion, vectorised with AVX2 where the CPU
  * has it) and multiplied at once by a cached primitive writing the tile's
@@ -21,37 +21,23 @@
 #include <string.h>
 
 #include "onednn.h"
-#include "vt/vt_dtype.h"
-
-/* A 2-D operand: ne[2..] are 1. */
-static bool is_matrix(const vt_tensor *t) {
-    if (t->ndim < 1 || t->ndim > VT_MAX_DIMS) return false;
-    for (int i = 2; i < VT_MAX_DIMS; i++)
-        if (t->ne[i] != 1) return false;
-    return t->ne[0] > 0 && t->ne[1] > 0;
-}
+#include "vt/vt_check.h"
 
 int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
     if (!ctx->caps.matmul_f32) return 0; /* everything here runs on it */
     /* Decode (M = 1) is declined by default: each weight is used once, so
      * dequantizing it to f32 and streaming the f32 copy through an sgemv
-     * moves ~8x the bytes of a fused quantized dot product. Measured with
-     * bench/onednn_matmul_bench.c (K=1024 N=3072 Q4_K, 2 threads, median
-     * CPU time per call): onednn 0.97 ms, simd 0.24 ms, reference 2.3 ms.
-     * Declining lets negotiation route decode matmuls to the fallback
+     * moves ~8x the bytes of a fused quantized dot product: several times
+     * slower than simd's decode kernel (bench/onednn_matmul_bench.c measures
+     * both on this machine). Declining lets negotiation route decode matmuls to the fallback
      * backend (best with --fallback simd); option decode=1 accepts them
      * (README.md). */
     if (node->phase == VT_PHASE_DECODE && !ctx->decode_matmul) return 0;
-    if (node->n_src != 2) return 0;
-    const vt_tensor *w = &node->src[0], *x = &node->src[1], *y = &node->dst;
-    if (!vt_dtype_is_weight(w->dtype) || x->dtype != VT_F32) return 0;
+    /* The matmul convention (two sources, 2-D operands, K in whole blocks,
+     * shapes agreeing), checked as every in-tree backend checks it. */
+    if (!vt_check_convention(node, NULL, 0)) return 0;
     /* F16/BF16 results would need a second pass; the runtime inserts a convert. */
-    if (y->dtype != VT_F32) return 0;
-    if (!is_matrix(w) || !is_matrix(x) || !is_matrix(y)) return 0;
-    int64_t k = w->ne[0], n = w->ne[1], m = x->ne[1];
-    if (x->ne[0] != k || y->ne[0] != n || y->ne[1] != m) return 0;
-    int64_t block = ctx->host->block_length(w->dtype);
-    if (block <= 0 || k % block != 0 || ctx->host->row_size(w->dtype, k) == 0) return 0;
+    if (node->dst.dtype != VT_F32) return 0;
     return 1;
 }
 

@@ -1,6 +1,6 @@
 /* matmul_cache.c — f32 matmul primitives, created once per shape class.
  *
- * Creating a primitive costs ~0.13 ms here (ANCHORS.md), far more than a small
+ * Creating a primitive costs a tenth of a millisecond or more, far more than a small
  * tile's multiply, so each (K, tile rows, dst row stride, threads) class is
  * built once with M left to run time (DNNL_RUNTIME_DIM_VAL) and reused for
  * every call and every M. A model has a handful of weight shapes, so the cache

@@ -16,7 +16,7 @@ static void print_matrix(const vt_backend_entry *b) {
     for (int d = 0; d < VT_CAP_N_DTYPES; d++) printf(" %-5s", vt_dtype_name(vt_cap_dtypes[d]));
     printf("   (P = prefill, D = decode)\n");
     for (int op = 0; op < VT_OP_COUNT; op++) {
-        printf("    %-18s", vt_cap_op_name(op));
+        printf("    %-18s", vt_op_name(op));
         for (int d = 0; d < VT_CAP_N_DTYPES; d++) {
             int m = vt_capability(b, op, vt_cap_dtypes[d]);
             const char *cell = m == 3 ? "PD" : m == 1 ? "P" : m == 2 ? "D" : m < 0 ? "" : "-";

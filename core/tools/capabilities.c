@@ -9,8 +9,6 @@
 
 const int32_t vt_cap_dtypes[VT_CAP_N_DTYPES] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0, VT_Q4_0, VT_Q4_K, VT_Q5_K, VT_Q6_K};
 
-const char *vt_cap_op_name(int op) { return vt_op_name(op); }
-
 static vt_tensor tensor(int32_t dtype, int ndim, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     vt_tensor t;
     memset(&t, 0, sizeof t);

@@ -207,7 +207,7 @@ void vt_profiler_print(const vt_profiler *p, FILE *f) {
         fprintf(f, "  %-12s %-18s %10s %12s %10s %7s\n", "backend", "op", "calls", "time ms", "us/call", "share");
         for (int i = 0; i < n; i++) {
             const vt_profile_stat *st = &rows[i].stat;
-            fprintf(f, "  %-12s %-18s %10llu %12.3f %10.2f %6.1f%%\n", rows[i].backend, vt_cap_op_name(rows[i].op),
+            fprintf(f, "  %-12s %-18s %10llu %12.3f %10.2f %6.1f%%\n", rows[i].backend, vt_op_name(rows[i].op),
                     (unsigned long long)st->calls, (double)st->ns * 1e-6, (double)st->ns * 1e-3 / (double)st->calls,
                     total ? 100.0 * (double)st->ns / (double)total : 0.0);
         }

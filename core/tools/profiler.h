@@ -5,8 +5,8 @@
  * whose every non-NULL op pointer is a libffi closure: the closure reads the
  * clock, forwards the call unchanged to the original pointer with ffi_call,
  * and adds the elapsed time to (section, backend, op). A new op in the ABI or
- * a new backend is profiled as soon as it exists. Cost: about 160 ns per op
- * call (ANCHORS.md), fine per op, never per row.
+ * a new backend is profiled as soon as it exists. Cost: two clock reads and
+ * an ffi_call per op call, fine per op, never per row.
  *
  * A section groups the calls of one phase of a tool's work (vt compare and
  * vt bench use the engine's preferred backend, so the reference nodes a simd
