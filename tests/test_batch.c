@@ -90,6 +90,28 @@ static double max_diff(const float *a, const float *b) {
     return m;
 }
 
+/* What a run together has seen so far against the runs alone. */
+typedef struct comparison {
+    const float *want;       /* [N_SEQS][N_DECODE + 1][V] from alone() */
+    int step_of[N_SEQS];     /* next row of want each sequence meets */
+    int32_t next[N_SEQS];    /* each sequence's greedy token for its next step */
+    double worst;
+    int greedy_same, greedy_total;
+} comparison;
+
+/* Entry i of the last step was sequence s: compare its logits with that
+ * sequence's next row alone, and take its greedy token. */
+static void compare_entry(comparison *c, const vt_engine *e, int32_t i, int s) {
+    const float *got = vt_engine_step_logits(e, i);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+    const float *w = c->want + ((size_t)s * (N_DECODE + 1) + (size_t)c->step_of[s]) * (size_t)V;
+    c->worst = fmax(c->worst, max_diff(got, w));
+    c->next[s] = argmax(got);
+    c->greedy_same += c->next[s] == argmax(w);
+    c->greedy_total++;
+    c->step_of[s]++;
+}
+
 /* The same sequences together: A and B's prompts in one step, C's prompt in
  * two chunks (the second beside A's and B's first decode tokens), then
  * decode steps of all three. tol = 0: bit-identical. */
@@ -99,65 +121,34 @@ static void together(const char *backend, double tol) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     const int32_t free_at_start = vt_engine_free_blocks(e);
     vt_error err = {0};
-    double worst = 0;
-    int greedy_same = 0, greedy_total = 0;
-    int32_t next[N_SEQS];
-    int step_of[N_SEQS] = {0, 0, 0}; /* next row of want to compare with */
+    comparison c = {.want = want};
 
     /* step 1: A and B whole, the first 9 tokens of C (no logits wanted for C) */
     vt_step_entry s1[3] = {{0, prompt_a, 5, true}, {1, prompt_b, 11, true}, {2, prompt_c, 9, false}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, s1, 3, &err), VT_OK);
     CU_ASSERT_PTR_NULL(vt_engine_step_logits(e, 2));
-    for (int s = 0; s < 2; s++) {
-        const float *got = vt_engine_step_logits(e, s);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(got);
-        const float *w = want + ((size_t)s * (N_DECODE + 1)) * (size_t)V;
-        worst = fmax(worst, max_diff(got, w));
-        next[s] = argmax(got);
-        greedy_same += next[s] == argmax(w);
-        greedy_total++;
-        step_of[s] = 1;
-    }
+    for (int s = 0; s < 2; s++) compare_entry(&c, e, s, s);
     /* step 2: A and B decode, the rest of C's prompt: a mixed prefill step */
-    vt_step_entry s2[3] = {{0, &next[0], 1, true}, {1, &next[1], 1, true}, {2, prompt_c + 9, 8, true}};
+    vt_step_entry s2[3] = {{0, &c.next[0], 1, true}, {1, &c.next[1], 1, true}, {2, prompt_c + 9, 8, true}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, s2, 3, &err), VT_OK);
-    for (int s = 0; s < 3; s++) {
-        const float *got = vt_engine_step_logits(e, s);
-        CU_ASSERT_PTR_NOT_NULL_FATAL(got);
-        const float *w = want + ((size_t)s * (N_DECODE + 1) + (size_t)step_of[s]) * (size_t)V;
-        worst = fmax(worst, max_diff(got, w));
-        next[s] = argmax(got);
-        greedy_same += next[s] == argmax(w);
-        greedy_total++;
-        step_of[s]++;
-    }
+    for (int s = 0; s < 3; s++) compare_entry(&c, e, s, s);
     /* decode steps of all three (the decode plan) until each has N_DECODE */
-    while (step_of[2] <= N_DECODE) {
+    while (c.step_of[2] <= N_DECODE) {
         vt_step_entry d[N_SEQS];
         int32_t n = 0, seqs[N_SEQS];
         for (int s = 0; s < N_SEQS; s++) {
-            if (step_of[s] > N_DECODE) continue;
+            if (c.step_of[s] > N_DECODE) continue;
             seqs[n] = s;
-            d[n++] = (vt_step_entry){s, &next[s], 1, true};
+            d[n++] = (vt_step_entry){s, &c.next[s], 1, true};
         }
         CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, d, n, &err), VT_OK);
-        for (int32_t i = 0; i < n; i++) {
-            const int s = seqs[i];
-            const float *got = vt_engine_step_logits(e, i);
-            CU_ASSERT_PTR_NOT_NULL_FATAL(got);
-            const float *w = want + ((size_t)s * (N_DECODE + 1) + (size_t)step_of[s]) * (size_t)V;
-            worst = fmax(worst, max_diff(got, w));
-            next[s] = argmax(got);
-            greedy_same += next[s] == argmax(w);
-            greedy_total++;
-            step_of[s]++;
-        }
+        for (int32_t i = 0; i < n; i++) compare_entry(&c, e, i, seqs[i]);
     }
     for (int s = 0; s < N_SEQS; s++) CU_ASSERT_EQUAL(vt_engine_seq_len(e, s), prompt_len[s] + N_DECODE);
-    printf("\n  %s: batched vs alone, worst |dlogit| %.3g (bound %.3g), greedy tokens equal %d/%d", backend, worst, tol,
-           greedy_same, greedy_total);
-    CU_ASSERT(worst <= tol);
-    CU_ASSERT_EQUAL(greedy_same, greedy_total);
+    printf("\n  %s: batched vs alone, worst |dlogit| %.3g (bound %.3g), greedy tokens equal %d/%d", backend, c.worst,
+           tol, c.greedy_same, c.greedy_total);
+    CU_ASSERT(c.worst <= tol);
+    CU_ASSERT_EQUAL(c.greedy_same, c.greedy_total);
     for (int s = 0; s < N_SEQS; s++) vt_engine_seq_release(e, s);
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), free_at_start);
     vt_engine_free(e);
