@@ -1,0 +1,453 @@
+/* scheduler.c — continuous batching: which tokens of which requests go into
+ * each engine step. See scheduler.h for the contract.
+ *
+ * A request's tokens are its prompt followed by what it generated; it has
+ * computed (stored in its engine sequence) a prefix of them. A running
+ * request always has at least one token left to compute: the rest of its
+ * prompt, or the token it sampled last. Preemption drops the computed prefix,
+ * so recomputing after a preemption is the same as prefilling a longer
+ * prompt. */
+#include "scheduler.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct request {
+    uint64_t id;
+    vt_sched_state state;
+    vt_sched_finish finish;
+    int32_t *tokens;      /* [n_prompt + max_generated]: the prompt, then every generated token */
+    int64_t n_prompt;
+    int64_t n_generated;
+    int64_t max_generated; /* max_new_tokens, capped so the request fits the context */
+    int64_t n_read;       /* generated tokens already reported */
+    int64_t n_computed;   /* tokens stored in its engine sequence */
+    int32_t slot;         /* its engine sequence, -1 when it holds none */
+    int32_t n_preemptions;
+    vt_sampler *sampler;  /* NULL once finished */
+    int32_t *stop_ids;
+    int32_t n_stop_ids;
+} request;
+
+struct vt_sched {
+    vt_engine *engine;
+    int32_t n_vocab;
+    int32_t block_size;
+    int64_t ctx_size;
+    int64_t budget;      /* tokens per step */
+    int32_t max_running; /* sequences per step, never above budget so every running request gets a token */
+    int32_t max_waiting;
+    uint64_t next_id;
+
+    request **all; /* every request not removed, in no particular order */
+    int32_t n_all, cap_all;
+    /* Waiting requests, oldest first. Adds stop at max_waiting, but a
+     * preempted request comes back regardless: waiting + running never
+     * exceeds max_waiting + max_running, the capacity. */
+    request **waiting;
+    int32_t n_waiting;
+    request **running; /* in admission order: the last is preempted first */
+    int32_t n_running;
+    request **slot_owner; /* [max_seqs] */
+
+    /* The step being planned: entry i computes plan_n[i] tokens of plan_req[i]. */
+    request **plan_req;
+    int64_t *plan_n;
+    int32_t n_plan;
+    int32_t plan_blocks;  /* new blocks the planned entries will take */
+    int64_t plan_budget;  /* tokens still unplanned */
+    vt_step_entry *entries;
+
+    vt_sched_stats stats;
+};
+
+vt_sched_options vt_sched_default_options(void) { return (vt_sched_options){.max_waiting = 256, .token_budget = 0}; }
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+static int64_t total_tokens(const request *r) { return r->n_prompt + r->n_generated; }
+
+static int64_t blocks_for(const vt_sched *s, int64_t tokens) { return (tokens + s->block_size - 1) / s->block_size; }
+
+/* Blocks computing n more tokens of r takes from the pool. */
+static int32_t new_blocks(const vt_sched *s, const request *r, int64_t n) {
+    return (int32_t)(blocks_for(s, r->n_computed + n) - blocks_for(s, r->n_computed));
+}
+
+/* Free blocks the planned entries have not claimed. */
+static int32_t available_blocks(const vt_sched *s) { return vt_engine_free_blocks(s->engine) - s->plan_blocks; }
+
+/* Tokens of r that fit: the rest of its last block, then whole free blocks. */
+static int64_t tokens_that_fit(const vt_sched *s, const request *r) {
+    const int64_t slack = blocks_for(s, r->n_computed) * s->block_size - r->n_computed;
+    return slack + (int64_t)available_blocks(s) * s->block_size;
+}
+
+static request *find(const vt_sched *s, uint64_t id, int32_t *index) {
+    for (int32_t i = 0; i < s->n_all; i++)
+        if (s->all[i]->id == id) {
+            if (index) *index = i;
+            return s->all[i];
+        }
+    return NULL;
+}
+
+/* Remove r from list[*n], keeping the others' order; false if absent. */
+static bool list_remove(request **list, int32_t *n, const request *r) {
+    for (int32_t i = 0; i < *n; i++)
+        if (list[i] == r) {
+            memmove(list + i, list + i + 1, (size_t)(*n - i - 1) * sizeof *list);
+            (*n)--;
+            return true;
+        }
+    return false;
+}
+
+/* Give r's engine sequence back: its blocks return to the pool at once. */
+static void release_slot(vt_sched *s, request *r) {
+    if (r->slot < 0) return;
+    vt_engine_seq_release(s->engine, r->slot);
+    s->slot_owner[r->slot] = NULL;
+    r->slot = -1;
+    r->n_computed = 0;
+}
+
+static void finish(vt_sched *s, request *r, vt_sched_finish why) {
+    if (r->state == VT_SCHED_RUNNING) list_remove(s->running, &s->n_running, r);
+    if (r->state == VT_SCHED_WAITING) list_remove(s->waiting, &s->n_waiting, r);
+    release_slot(s, r);
+    r->state = VT_SCHED_FINISHED;
+    r->finish = why;
+    vt_sampler_free(r->sampler);
+    r->sampler = NULL;
+}
+
+static void free_request(request *r) {
+    if (!r) return;
+    vt_sampler_free(r->sampler);
+    free(r->tokens);
+    free(r->stop_ids);
+    free(r);
+}
+
+/* ---- creation ---------------------------------------------------------- */
+
+vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sched **out, vt_error *err) {
+    *out = NULL;
+    const vt_sched_options o = opt ? *opt : vt_sched_default_options();
+    const int64_t step_max = engine->prefill->max_tokens;
+    if (o.max_waiting < 1 || o.max_waiting > (1 << 20))
+        return vt_fail(err, VT_ERR_INVALID, "scheduler: max_waiting %d (accepted: 1..%d)", o.max_waiting, 1 << 20);
+    if (o.token_budget < 0 || o.token_budget > step_max)
+        return vt_fail(err, VT_ERR_INVALID,
+                       "scheduler: token_budget %lld (accepted: 1..%lld, the engine's tokens per step "
+                       "(-b/--batch-size), or 0 for that)",
+                       (long long)o.token_budget, (long long)step_max);
+    for (int32_t q = 0; q < engine->max_seqs; q++)
+        if (vt_engine_seq_len(engine, q) != 0)
+            return vt_fail(err, VT_ERR_INVALID, "scheduler: engine sequence %d is in use (%lld tokens); the scheduler "
+                           "needs every sequence empty", q, (long long)vt_engine_seq_len(engine, q));
+    vt_sched *s = calloc(1, sizeof *s);
+    if (!s) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    s->engine = engine;
+    s->n_vocab = engine->model->hp.n_vocab;
+    s->block_size = engine->kv->block_size;
+    s->ctx_size = engine->ctx_size;
+    s->budget = o.token_budget ? o.token_budget : step_max;
+    s->max_running = (int32_t)min64(engine->max_seqs, s->budget);
+    s->max_waiting = o.max_waiting;
+    s->next_id = 1;
+    const size_t seqs = (size_t)engine->max_seqs;
+    s->waiting = malloc(((size_t)o.max_waiting + seqs) * sizeof *s->waiting);
+    s->running = malloc(seqs * sizeof *s->running);
+    s->slot_owner = calloc(seqs, sizeof *s->slot_owner);
+    s->plan_req = malloc(seqs * sizeof *s->plan_req);
+    s->plan_n = malloc(seqs * sizeof *s->plan_n);
+    s->entries = malloc(seqs * sizeof *s->entries);
+    if (!s->waiting || !s->running || !s->slot_owner || !s->plan_req || !s->plan_n || !s->entries) {
+        vt_sched_free(s);
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    }
+    *out = s;
+    return VT_OK;
+}
+
+void vt_sched_free(vt_sched *s) {
+    if (!s) return;
+    for (int32_t i = 0; i < s->n_all; i++) {
+        release_slot(s, s->all[i]);
+        free_request(s->all[i]);
+    }
+    free(s->all);
+    free(s->waiting);
+    free(s->running);
+    free(s->slot_owner);
+    free(s->plan_req);
+    free(s->plan_n);
+    free(s->entries);
+    free(s);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+/* The sampler's ranges are those of the [sampling] options (options.c). */
+static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_error *err) {
+    if (!q->prompt || q->n_prompt < 1) return vt_fail(err, VT_ERR_INVALID, "request.prompt: empty (zero tokens)");
+    for (int64_t i = 0; i < q->n_prompt; i++)
+        if (q->prompt[i] < 0 || q->prompt[i] >= s->n_vocab)
+            return vt_fail(err, VT_ERR_INVALID, "request.prompt[%lld]: token id %d is outside the vocabulary (0..%d)",
+                           (long long)i, q->prompt[i], s->n_vocab - 1);
+    if (q->n_prompt > s->ctx_size)
+        return vt_fail(err, VT_ERR_CONTEXT_FULL,
+                       "request.prompt: %lld tokens, but a sequence's context holds %lld (ctx_size)",
+                       (long long)q->n_prompt, (long long)s->ctx_size);
+    if (q->max_new_tokens < 1)
+        return vt_fail(err, VT_ERR_INVALID, "request.max_new_tokens: %lld (accepted: >= 1)",
+                       (long long)q->max_new_tokens);
+    const vt_sampler_params *p = &q->sampler;
+    if (!isfinite(p->temp) || p->temp < 0)
+        return vt_fail(err, VT_ERR_INVALID, "request.sampler.temp: %g (accepted: finite numbers >= 0, 0 = greedy)",
+                       (double)p->temp);
+    if (p->top_k < 0)
+        return vt_fail(err, VT_ERR_INVALID, "request.sampler.top_k: %d (accepted: >= 0, 0 = off)", p->top_k);
+    if (!(p->top_p > 0 && p->top_p <= 1))
+        return vt_fail(err, VT_ERR_INVALID, "request.sampler.top_p: %g (accepted: (0, 1], 1 = off)", (double)p->top_p);
+    if (!(p->min_p >= 0 && p->min_p <= 1))
+        return vt_fail(err, VT_ERR_INVALID, "request.sampler.min_p: %g (accepted: [0, 1], 0 = off)", (double)p->min_p);
+    if (q->n_stop_ids < 0 || (q->n_stop_ids > 0 && !q->stop_ids))
+        return vt_fail(err, VT_ERR_INVALID, "request.stop_ids: %d ids%s", q->n_stop_ids,
+                       q->n_stop_ids > 0 ? " but no array" : " (accepted: >= 0)");
+    for (int32_t i = 0; i < q->n_stop_ids; i++)
+        if (q->stop_ids[i] < 0 || q->stop_ids[i] >= s->n_vocab)
+            return vt_fail(err, VT_ERR_INVALID, "request.stop_ids[%d]: token id %d is outside the vocabulary (0..%d)",
+                           i, q->stop_ids[i], s->n_vocab - 1);
+    return VT_OK;
+}
+
+vt_status vt_sched_add(vt_sched *s, const vt_sched_request *q, uint64_t *id, vt_error *err) {
+    *id = 0;
+    vt_status st = check_request(s, q, err);
+    if (st != VT_OK) return st;
+    if (s->n_waiting >= s->max_waiting)
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "waiting queue full: %d requests wait to start (max_waiting %d); add again when some have "
+                       "started or finished",
+                       s->n_waiting, s->max_waiting);
+    if (s->n_all == s->cap_all) {
+        const int32_t cap = s->cap_all ? 2 * s->cap_all : 16;
+        request **grown = realloc(s->all, (size_t)cap * sizeof *grown);
+        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+        s->all = grown;
+        s->cap_all = cap;
+    }
+    request *r = calloc(1, sizeof *r);
+    if (!r) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    /* The last generated token never needs storing: the context holds the
+     * prompt and all but one of the generated tokens. */
+    r->max_generated = min64(q->max_new_tokens, s->ctx_size - q->n_prompt + 1);
+    r->n_prompt = q->n_prompt;
+    r->slot = -1;
+    r->tokens = malloc((size_t)(r->n_prompt + r->max_generated) * sizeof *r->tokens);
+    r->n_stop_ids = q->n_stop_ids;
+    r->stop_ids = q->n_stop_ids ? malloc((size_t)q->n_stop_ids * sizeof *r->stop_ids) : NULL;
+    if (!r->tokens || (q->n_stop_ids && !r->stop_ids)) {
+        free_request(r);
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    }
+    if ((st = vt_sampler_create(&q->sampler, &r->sampler, err)) != VT_OK) {
+        free_request(r);
+        return st;
+    }
+    memcpy(r->tokens, q->prompt, (size_t)q->n_prompt * sizeof *r->tokens);
+    if (q->n_stop_ids) memcpy(r->stop_ids, q->stop_ids, (size_t)q->n_stop_ids * sizeof *r->stop_ids);
+    r->id = s->next_id++;
+    r->state = VT_SCHED_WAITING;
+    s->all[s->n_all++] = r;
+    s->waiting[s->n_waiting++] = r;
+    *id = r->id;
+    return VT_OK;
+}
+
+vt_status vt_sched_read(vt_sched *s, uint64_t id, vt_sched_output *out, vt_error *err) {
+    request *r = find(s, id, NULL);
+    if (!r) return vt_fail(err, VT_ERR_INVALID, "request %llu: unknown (never added, or removed)",
+                           (unsigned long long)id);
+    out->tokens = r->tokens + r->n_prompt + r->n_read;
+    out->n_tokens = r->n_generated - r->n_read;
+    out->n_generated = r->n_generated;
+    out->n_preemptions = r->n_preemptions;
+    out->state = r->state;
+    out->finish = r->finish;
+    r->n_read = r->n_generated;
+    return VT_OK;
+}
+
+vt_status vt_sched_cancel(vt_sched *s, uint64_t id, vt_error *err) {
+    request *r = find(s, id, NULL);
+    if (!r) return vt_fail(err, VT_ERR_INVALID, "request %llu: unknown (never added, or removed)",
+                           (unsigned long long)id);
+    if (r->state != VT_SCHED_FINISHED) finish(s, r, VT_SCHED_FINISH_CANCELLED);
+    return VT_OK;
+}
+
+vt_status vt_sched_remove(vt_sched *s, uint64_t id, vt_error *err) {
+    int32_t i;
+    request *r = find(s, id, &i);
+    if (!r) return vt_fail(err, VT_ERR_INVALID, "request %llu: unknown (never added, or removed)",
+                           (unsigned long long)id);
+    if (r->state != VT_SCHED_FINISHED) finish(s, r, VT_SCHED_FINISH_CANCELLED);
+    s->all[i] = s->all[--s->n_all];
+    free_request(r);
+    return VT_OK;
+}
+
+int32_t vt_sched_n_waiting(const vt_sched *s) { return s->n_waiting; }
+int32_t vt_sched_n_running(const vt_sched *s) { return s->n_running; }
+vt_sched_stats vt_sched_get_stats(const vt_sched *s) { return s->stats; }
+
+/* ---- planning one step ------------------------------------------------- */
+
+static void plan_add(vt_sched *s, request *r, int64_t n) {
+    s->plan_req[s->n_plan] = r;
+    s->plan_n[s->n_plan] = n;
+    s->n_plan++;
+    s->plan_blocks += new_blocks(s, r, n);
+    s->plan_budget -= n;
+}
+
+/* Take r's entry out of the plan, if it has one. */
+static void plan_drop(vt_sched *s, const request *r) {
+    for (int32_t i = 0; i < s->n_plan; i++)
+        if (s->plan_req[i] == r) {
+            s->plan_blocks -= new_blocks(s, r, s->plan_n[i]);
+            s->plan_budget += s->plan_n[i];
+            memmove(s->plan_req + i, s->plan_req + i + 1, (size_t)(s->n_plan - i - 1) * sizeof *s->plan_req);
+            memmove(s->plan_n + i, s->plan_n + i + 1, (size_t)(s->n_plan - i - 1) * sizeof *s->plan_n);
+            s->n_plan--;
+            return;
+        }
+}
+
+/* The most recently admitted running request gives its blocks back and
+ * waits again at the front of the queue: the others keep their progress, and
+ * the oldest request, which alone always fits, is never the victim of a
+ * younger one. Waiting at the front keeps arrival order, since requests are
+ * preempted newest first. */
+static request *preempt_newest(vt_sched *s) {
+    request *r = s->running[--s->n_running];
+    plan_drop(s, r);
+    s->stats.n_recomputed += r->n_computed;
+    release_slot(s, r);
+    r->n_preemptions++;
+    s->stats.n_preemptions++;
+    r->state = VT_SCHED_WAITING;
+    memmove(s->waiting + 1, s->waiting, (size_t)s->n_waiting * sizeof *s->waiting);
+    s->waiting[0] = r;
+    s->n_waiting++;
+    return r;
+}
+
+/* Plan the running requests with one token left (one_token: decodes) or with
+ * more (the rest of a prompt, or a recomputation), in admission order. A
+ * request whose tokens do not fit even partly preempts the newest running
+ * request, itself last. */
+static void plan_running(vt_sched *s, bool one_token, vt_sched_step_info *info) {
+    for (int32_t i = 0; i < s->n_running; i++) {
+        request *r = s->running[i];
+        const int64_t left = total_tokens(r) - r->n_computed;
+        if ((left == 1) != one_token) continue;
+        while (s->plan_budget > 0) {
+            const int64_t n = min64(min64(left, s->plan_budget), tokens_that_fit(s, r));
+            if (n >= 1) {
+                plan_add(s, r, n);
+                break;
+            }
+            info->n_preempted++;
+            if (preempt_newest(s) == r) break; /* r was last: the loop ends with it */
+        }
+    }
+}
+
+/* Start waiting requests, oldest first, while budget, a sequence and the
+ * blocks of the first chunk are there. The oldest that cannot start holds
+ * back the younger ones. */
+static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
+    while (s->n_waiting > 0 && s->plan_budget > 0 && s->n_running < s->max_running) {
+        request *r = s->waiting[0];
+        const int64_t n = min64(total_tokens(r), s->plan_budget);
+        if (blocks_for(s, n) > available_blocks(s)) break;
+        int32_t slot = 0;
+        while (s->slot_owner[slot]) slot++; /* one is free: n_running < max_running <= max_seqs */
+        memmove(s->waiting, s->waiting + 1, (size_t)(s->n_waiting - 1) * sizeof *s->waiting);
+        s->n_waiting--;
+        s->slot_owner[slot] = r;
+        r->slot = slot;
+        r->state = VT_SCHED_RUNNING;
+        s->running[s->n_running++] = r;
+        plan_add(s, r, n);
+        info->n_admitted++;
+    }
+}
+
+/* ---- one step ----------------------------------------------------------- */
+
+/* Why r ends after generating token, or NONE. */
+static vt_sched_finish finish_after(const request *r, int32_t token) {
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        if (token == r->stop_ids[i]) return VT_SCHED_FINISH_STOP;
+    /* Stop strings are matched on text, which needs the detokenizer: they
+     * belong here, beside the stop ids, when requests carry them. */
+    if (r->n_generated >= r->max_generated) return VT_SCHED_FINISH_LENGTH;
+    return VT_SCHED_FINISH_NONE;
+}
+
+vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
+    vt_sched_step_info local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    s->n_plan = 0;
+    s->plan_blocks = 0;
+    s->plan_budget = s->budget;
+
+    /* Decodes first: a running request's next token costs one slot of the
+     * budget and keeps its latency steady; prompts share what is left. */
+    plan_running(s, true, info);
+    plan_running(s, false, info);
+    /* After a preemption the pool is short: starting more requests would
+     * only have them preempted again. */
+    if (info->n_preempted == 0 || s->n_running == 0) plan_admissions(s, info);
+    if (s->n_plan == 0) return VT_OK;
+
+    for (int32_t i = 0; i < s->n_plan; i++) {
+        const request *r = s->plan_req[i];
+        const int64_t n = s->plan_n[i];
+        s->entries[i] = (vt_step_entry){r->slot, r->tokens + r->n_computed, n, r->n_computed + n == total_tokens(r)};
+        if (n == 1 && r->n_computed + 1 == total_tokens(r) && r->n_generated > 0)
+            info->n_decode_tokens++;
+        else
+            info->n_prefill_tokens += n;
+    }
+    info->n_entries = s->n_plan;
+    vt_status st = vt_engine_step(s->engine, s->entries, s->n_plan, err);
+    if (st != VT_OK) return st;
+    s->stats.n_steps++;
+
+    for (int32_t i = 0; i < s->n_plan; i++) {
+        request *r = s->plan_req[i];
+        r->n_computed += s->plan_n[i];
+        if (!s->entries[i].logits) continue;
+        const float *logits = vt_engine_step_logits(s->engine, i);
+        if (!logits)
+            return vt_fail(err, VT_ERR_INTERNAL, "scheduler: step entry %d (request %llu) got no logits", i,
+                           (unsigned long long)r->id);
+        const int32_t token = vt_sampler_sample(r->sampler, logits, s->n_vocab);
+        r->tokens[r->n_prompt + r->n_generated++] = token;
+        const vt_sched_finish why = finish_after(r, token);
+        if (why != VT_SCHED_FINISH_NONE) {
+            finish(s, r, why);
+            info->n_finished++;
+        }
+    }
+    return VT_OK;
+}

@@ -1,0 +1,129 @@
+/* scheduler.h — continuous batching over one engine's sequences and KV pool.
+ *
+ * Requests (a prompt, a number of new tokens, a sampler, stop ids) wait in a
+ * FIFO queue; each vt_sched_step() runs one vt_engine_step whose entries are
+ * the decode tokens of the running requests first, then chunks of prompts in
+ * arrival order (chunked prefill), within a token budget per step and the
+ * engine's sequences per step. A request starts only when the KV blocks of
+ * its first chunk are free. When a running request needs a block and none is
+ * free, the most recently admitted running request is preempted: its blocks
+ * are freed at once and it goes back to the front of the queue, to be
+ * recomputed later from its prompt plus the tokens it had generated. It then
+ * continues where it left off (its sampler too), so its tokens are the same
+ * as if it had never been preempted.
+ *
+ * Each request samples with its own sampler from its own row of logits: for
+ * a given seed its tokens do not depend on what else is in the batch.
+ *
+ * The scheduler owns every sequence of the engine it is given; nothing else
+ * may run the engine meanwhile. Calls are not thread-safe: serialize them. */
+#ifndef VT_CORE_SCHEDULER_H
+#define VT_CORE_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "error.h"
+#include "sampler.h"
+
+typedef struct vt_sched vt_sched;
+
+typedef struct vt_sched_options {
+    int32_t max_waiting;  /* requests waiting to start before vt_sched_add refuses, >= 1 */
+    int64_t token_budget; /* tokens per step, >= 1; 0 = as many as the engine's prefill plan takes */
+} vt_sched_options;
+
+/* max_waiting 256, token_budget 0. */
+vt_sched_options vt_sched_default_options(void);
+
+/* A request as the caller gives it; vt_sched_add copies everything. */
+typedef struct vt_sched_request {
+    const int32_t *prompt;
+    int64_t n_prompt;          /* >= 1, at most the engine's context (ctx_size) */
+    int64_t max_new_tokens;    /* >= 1 */
+    vt_sampler_params sampler; /* temp >= 0, top_k >= 0, top_p in (0, 1], min_p in [0, 1], as options.h */
+    /* Token ids that end the request (e.g. the model's end-of-generation ids,
+     * vt_tokenizer_is_eog). The stop token itself is reported as the last token. */
+    const int32_t *stop_ids;
+    int32_t n_stop_ids;
+} vt_sched_request;
+
+typedef enum vt_sched_state {
+    VT_SCHED_WAITING,  /* queued: not started, or preempted and waiting to be recomputed */
+    VT_SCHED_RUNNING,  /* holds an engine sequence */
+    VT_SCHED_FINISHED, /* see vt_sched_finish */
+} vt_sched_state;
+
+typedef enum vt_sched_finish {
+    VT_SCHED_FINISH_NONE,      /* not finished */
+    VT_SCHED_FINISH_LENGTH,    /* max_new_tokens generated, or the context is full */
+    VT_SCHED_FINISH_STOP,      /* a stop token was generated */
+    VT_SCHED_FINISH_CANCELLED, /* vt_sched_cancel */
+} vt_sched_finish;
+
+/* What vt_sched_read reports. */
+typedef struct vt_sched_output {
+    const int32_t *tokens; /* generated since the last read; valid until the request is removed */
+    int64_t n_tokens;
+    int64_t n_generated;   /* in all, read or not */
+    int32_t n_preemptions; /* times this request was preempted and recomputed */
+    vt_sched_state state;
+    vt_sched_finish finish;
+} vt_sched_output;
+
+/* What one step did. */
+typedef struct vt_sched_step_info {
+    int32_t n_entries;        /* sequences in the forward; 0: nothing was run */
+    int64_t n_decode_tokens;  /* one per running request that had a token to decode */
+    int64_t n_prefill_tokens; /* chunks of prompts (recomputations included) */
+    int32_t n_admitted;       /* requests started (or restarted after preemption) */
+    int32_t n_preempted;
+    int32_t n_finished;
+} vt_sched_step_info;
+
+/* Totals since creation. */
+typedef struct vt_sched_stats {
+    int64_t n_steps;           /* steps that ran a forward */
+    int64_t n_preemptions;
+    int64_t n_recomputed;      /* tokens dropped by preemption, to be computed again */
+} vt_sched_stats;
+
+/* engine: borrowed, must outlive the scheduler; every sequence of it must be
+ * empty. opt NULL: vt_sched_default_options(). */
+vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sched **out, vt_error *err);
+/* Releases every sequence the scheduler holds. */
+void vt_sched_free(vt_sched *s);
+
+/* Queue a request; *id gets its id (>= 1). Refused, with the field named and
+ * nothing queued: an empty prompt, a token or stop id outside the vocabulary,
+ * sampler settings out of range, max_new_tokens < 1 (VT_ERR_INVALID); a
+ * prompt longer than the context (VT_ERR_CONTEXT_FULL); a full queue
+ * (VT_ERR_UNSUPPORTED: the request is valid, there is no room for it now). */
+vt_status vt_sched_add(vt_sched *s, const vt_sched_request *req, uint64_t *id, vt_error *err);
+
+/* Schedule and run one forward, sample one token for every request whose
+ * computed tokens reached its end, and finish requests. info may be NULL.
+ * On an engine failure no request advances (preemptions and admissions
+ * decided before the forward stand) and the step may be retried. */
+vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err);
+
+/* The tokens of request id generated since the last read, and its state.
+ * Unknown id (never added, or removed): VT_ERR_INVALID. */
+vt_status vt_sched_read(vt_sched *s, uint64_t id, vt_sched_output *out, vt_error *err);
+
+/* Finish request id as cancelled, its blocks freed at once; a finished
+ * request keeps its finish reason. Unread tokens stay readable. */
+vt_status vt_sched_cancel(vt_sched *s, uint64_t id, vt_error *err);
+
+/* Forget request id (cancelling it if unfinished); its id becomes unknown
+ * and the tokens of its last read are freed. Finished requests stay until
+ * removed. */
+vt_status vt_sched_remove(vt_sched *s, uint64_t id, vt_error *err);
+
+/* Requests waiting and running: when both are 0 a step has nothing to do. */
+int32_t vt_sched_n_waiting(const vt_sched *s);
+int32_t vt_sched_n_running(const vt_sched *s);
+vt_sched_stats vt_sched_get_stats(const vt_sched *s);
+
+#endif
