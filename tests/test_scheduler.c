@@ -168,27 +168,60 @@ static bool same_generation(const generation *a, const generation *b) {
            memcmp(a->tokens, b->tokens, (size_t)a->n * sizeof *a->tokens) == 0;
 }
 
-/* ---- equivalence ------------------------------------------------------- */
+/* Requests, what each generates alone, and what each got from a scheduler. */
+#define MAX_REQS 8
 
-#define N_EQ 6
+typedef struct workload {
+    int n;
+    int32_t prompts[MAX_REQS][32];
+    vt_sched_request reqs[MAX_REQS];
+    uint64_t ids[MAX_REQS];
+    generation want[MAX_REQS], got[MAX_REQS];
+} workload;
+
+/* n greedy requests: prompt i of lens[i] tokens (salted salt + i), news[i] new tokens. */
+static void workload_make(workload *w, int n, const int64_t *lens, const int64_t *news, int salt) {
+    memset(w, 0, sizeof *w);
+    CU_ASSERT_FATAL(n <= MAX_REQS);
+    w->n = n;
+    for (int i = 0; i < n; i++) {
+        CU_ASSERT_FATAL(lens[i] <= 32);
+        make_prompt(w->prompts[i], lens[i], salt + i);
+        w->reqs[i] = greedy_request(w->prompts[i], lens[i], news[i]);
+    }
+}
+
+/* want: each request alone, on an engine of one sequence of ctx_size tokens. */
+static void workload_alone(workload *w, const char *backend, int64_t ctx_size) {
+    vt_engine *one = open_engine(backend, 1, ctx_size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    for (int i = 0; i < w->n; i++) generate_alone(one, &w->reqs[i], &w->want[i]);
+    vt_engine_free(one);
+}
+
+/* Queue requests [from, to). */
+static void workload_add(vt_sched *s, workload *w, int from, int to) {
+    vt_error err = {0};
+    for (int i = from; i < to; i++) CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &w->reqs[i], &w->ids[i], &err), VT_OK);
+}
+
+/* Requests that got what they generate alone. */
+static int workload_same(const workload *w) {
+    int same = 0;
+    for (int i = 0; i < w->n; i++) same += same_generation(&w->got[i], &w->want[i]);
+    return same;
+}
+
+/* ---- equivalence ------------------------------------------------------- */
 
 /* Six greedy requests on an engine of four sequences: three at the start,
  * three more after two steps (their prompts beside the first ones' decodes),
  * so some wait for a sequence. Each must produce its tokens alone. */
 static void batched_equals_alone(const char *backend) {
-    static const int64_t lens[N_EQ] = {5, 11, 17, 3, 23, 9}, news[N_EQ] = {12, 8, 16, 20, 10, 14};
-    int32_t prompts[N_EQ][32];
-    vt_sched_request reqs[N_EQ];
-    generation want[N_EQ], got[N_EQ];
-    memset(got, 0, sizeof got);
-    vt_engine *one = open_engine(backend, 1, 256);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
-    for (int i = 0; i < N_EQ; i++) {
-        make_prompt(prompts[i], lens[i], i);
-        reqs[i] = greedy_request(prompts[i], lens[i], news[i]);
-        generate_alone(one, &reqs[i], &want[i]);
-    }
-    vt_engine_free(one);
+    static const int64_t lens[6] = {5, 11, 17, 3, 23, 9}, news[6] = {12, 8, 16, 20, 10, 14};
+    workload w;
+    workload_make(&w, 6, lens, news, 0);
+    workload_alone(&w, backend, 256);
 
     vt_engine *e = open_engine(backend, 4, 256);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -196,24 +229,20 @@ static void batched_equals_alone(const char *backend) {
     vt_sched *s = open_sched(e, 16, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     vt_error err = {0};
-    uint64_t ids[N_EQ];
     step_totals t = {0};
-    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &reqs[i], &ids[i], &err), VT_OK);
+    workload_add(s, &w, 0, 3);
     for (int k = 0; k < 2; k++) {
         vt_sched_step_info info;
         CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
         add_step(&t, &info);
     }
-    for (int i = 3; i < N_EQ; i++) CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &reqs[i], &ids[i], &err), VT_OK);
-    run_to_end(s, ids, got, N_EQ, &t);
-    int same = 0;
-    for (int i = 0; i < N_EQ; i++) {
-        CU_ASSERT_EQUAL(got[i].finish, VT_SCHED_FINISH_LENGTH);
-        same += same_generation(&got[i], &want[i]);
-    }
+    workload_add(s, &w, 3, 6);
+    run_to_end(s, w.ids, w.got, w.n, &t);
+    for (int i = 0; i < w.n; i++) CU_ASSERT_EQUAL(w.got[i].finish, VT_SCHED_FINISH_LENGTH);
+    const int same = workload_same(&w);
     printf("\n  %s: %d/%d requests equal alone; %d steps, %d batched, %d mixing decodes with prompts", backend, same,
-           N_EQ, t.steps, t.batched, t.mixed);
-    CU_ASSERT_EQUAL(same, N_EQ);
+           w.n, t.steps, t.batched, t.mixed);
+    CU_ASSERT_EQUAL(same, w.n);
     CU_ASSERT(t.mixed >= 1);
     CU_ASSERT(t.batched >= 1);
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), all_free);
@@ -231,39 +260,29 @@ static void test_simd_batched_equals_alone(void) {
 /* Seeded sampling: each request's random stream is its own, so beside three
  * others (and a greedy one) it draws exactly what it draws alone. */
 static void test_seeded_sampling_independent_of_batch(void) {
-    enum { N = 5 };
-    int32_t prompts[N][16];
-    vt_sched_request reqs[N];
-    generation want[N], got[N], greedy[N];
-    memset(got, 0, sizeof got);
-    vt_engine *one = open_engine("reference", 1, 256);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
-    for (int i = 0; i < N; i++) {
-        make_prompt(prompts[i], 6 + 2 * i, 10 + i);
-        reqs[i] = greedy_request(prompts[i], 6 + 2 * i, 16);
-        generate_alone(one, &reqs[i], &greedy[i]);
-        if (i > 0) reqs[i].sampler = (vt_sampler_params){0.9f, 40, 0.95f, 0.05f, 1000u + (uint64_t)i};
-        generate_alone(one, &reqs[i], &want[i]);
-    }
-    vt_engine_free(one);
+    static const int64_t lens[5] = {6, 8, 10, 12, 14}, news[5] = {16, 16, 16, 16, 16};
+    workload w;
+    workload_make(&w, 5, lens, news, 10);
+    workload_alone(&w, "reference", 256);
+    generation greedy[5];
+    memcpy(greedy, w.want, sizeof greedy);
+    for (int i = 1; i < w.n; i++) w.reqs[i].sampler = (vt_sampler_params){0.9f, 40, 0.95f, 0.05f, 1000u + (uint64_t)i};
+    workload_alone(&w, "reference", 256);
     int differs_from_greedy = 0; /* the draws are not just the argmax */
-    for (int i = 1; i < N; i++) differs_from_greedy += !same_generation(&want[i], &greedy[i]);
+    for (int i = 1; i < w.n; i++) differs_from_greedy += !same_generation(&w.want[i], &greedy[i]);
     CU_ASSERT(differs_from_greedy >= 1);
 
     vt_engine *e = open_engine("reference", 4, 256);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     vt_sched *s = open_sched(e, 16, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    vt_error err = {0};
-    uint64_t ids[N];
     step_totals t = {0};
-    for (int i = 0; i < N; i++) CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &reqs[i], &ids[i], &err), VT_OK);
-    run_to_end(s, ids, got, N, &t);
-    int same = 0;
-    for (int i = 0; i < N; i++) same += same_generation(&got[i], &want[i]);
-    printf("\n  seeded: %d/%d requests equal alone (%d/%d differ from greedy); %d steps, %d batched", same, N,
-           differs_from_greedy, N - 1, t.steps, t.batched);
-    CU_ASSERT_EQUAL(same, N);
+    workload_add(s, &w, 0, w.n);
+    run_to_end(s, w.ids, w.got, w.n, &t);
+    const int same = workload_same(&w);
+    printf("\n  seeded: %d/%d requests equal alone (%d/%d differ from greedy); %d steps, %d batched", same, w.n,
+           differs_from_greedy, w.n - 1, t.steps, t.batched);
+    CU_ASSERT_EQUAL(same, w.n);
     vt_sched_free(s);
     vt_engine_free(e);
 }
@@ -274,20 +293,10 @@ static void test_seeded_sampling_independent_of_batch(void) {
  * they cannot all hold their blocks at once, so some are preempted and
  * recomputed, and every one still finishes with its tokens alone. */
 static void test_preemption_completes_every_request(void) {
-    enum { N = 4 };
-    static const int64_t lens[N] = {10, 12, 7, 14};
-    int32_t prompts[N][16];
-    vt_sched_request reqs[N];
-    generation want[N], got[N];
-    memset(got, 0, sizeof got);
-    vt_engine *one = open_engine("reference", 1, 64);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
-    for (int i = 0; i < N; i++) {
-        make_prompt(prompts[i], lens[i], 20 + i);
-        reqs[i] = greedy_request(prompts[i], lens[i], 30);
-        generate_alone(one, &reqs[i], &want[i]);
-    }
-    vt_engine_free(one);
+    static const int64_t lens[4] = {10, 12, 7, 14}, news[4] = {30, 30, 30, 30};
+    workload w;
+    workload_make(&w, 4, lens, news, 20);
+    workload_alone(&w, "reference", 64);
 
     vt_engine *e = open_engine("reference", 4, 64);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -295,21 +304,19 @@ static void test_preemption_completes_every_request(void) {
     CU_ASSERT_EQUAL(all_free, 4);
     vt_sched *s = open_sched(e, 16, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-    vt_error err = {0};
-    uint64_t ids[N];
     step_totals t = {0};
-    for (int i = 0; i < N; i++) CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &reqs[i], &ids[i], &err), VT_OK);
-    run_to_end(s, ids, got, N, &t);
-    int same = 0, per_request = 0;
-    for (int i = 0; i < N; i++) {
-        same += same_generation(&got[i], &want[i]);
-        per_request += got[i].preemptions;
-        CU_ASSERT_EQUAL(got[i].n, 30);
+    workload_add(s, &w, 0, w.n);
+    run_to_end(s, w.ids, w.got, w.n, &t);
+    int per_request = 0;
+    for (int i = 0; i < w.n; i++) {
+        per_request += w.got[i].preemptions;
+        CU_ASSERT_EQUAL(w.got[i].n, 30);
     }
+    const int same = workload_same(&w);
     const vt_sched_stats st = vt_sched_get_stats(s);
-    printf("\n  %d/%d requests equal alone; %lld preemptions (%lld tokens recomputed) in %d steps", same, N,
+    printf("\n  %d/%d requests equal alone; %lld preemptions (%lld tokens recomputed) in %d steps", same, w.n,
            (long long)st.n_preemptions, (long long)st.n_recomputed, t.steps);
-    CU_ASSERT_EQUAL(same, N);
+    CU_ASSERT_EQUAL(same, w.n);
     CU_ASSERT(st.n_preemptions >= 1);
     CU_ASSERT_EQUAL(st.n_preemptions, per_request);
     CU_ASSERT_EQUAL(st.n_preemptions, t.preempted);
@@ -324,29 +331,18 @@ static void test_preemption_completes_every_request(void) {
  * the same requests under the same preemption pressure still generate their
  * tokens alone and give every block back. */
 static void test_failed_step_changes_no_request(void) {
-    enum { N = 3 };
-    static const int64_t lens[N] = {10, 12, 7};
-    int32_t prompts[N][16];
-    vt_sched_request reqs[N];
-    generation want[N], got[N];
-    memset(got, 0, sizeof got);
-    vt_engine *one = open_engine("reference", 1, 48);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
-    for (int i = 0; i < N; i++) {
-        make_prompt(prompts[i], lens[i], 80 + i);
-        reqs[i] = greedy_request(prompts[i], lens[i], 20);
-        generate_alone(one, &reqs[i], &want[i]);
-    }
-    vt_engine_free(one);
+    static const int64_t lens[3] = {10, 12, 7}, news[3] = {20, 20, 20};
+    workload w;
+    workload_make(&w, 3, lens, news, 80);
+    workload_alone(&w, "reference", 48);
 
-    vt_engine *e = open_engine("reference", N, 48);
+    vt_engine *e = open_engine("reference", 3, 48);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     const int32_t all_free = vt_engine_free_blocks(e);
     vt_sched *s = open_sched(e, 16, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     vt_error err = {0};
-    uint64_t ids[N];
-    for (int i = 0; i < N; i++) CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &reqs[i], &ids[i], &err), VT_OK);
+    workload_add(s, &w, 0, w.n);
     int failures = 0, steps = 0;
     while (vt_sched_n_waiting(s) + vt_sched_n_running(s) > 0) {
         CU_ASSERT_FATAL(steps++ < 1000);
@@ -358,16 +354,15 @@ static void test_failed_step_changes_no_request(void) {
         if (st != VT_OK) {
             CU_ASSERT_EQUAL_FATAL(st, VT_ERR_NOMEM);
             failures++;
-            for (int i = 0; i < N; i++) collect(s, ids[i], &got[i]);
+            for (int i = 0; i < w.n; i++) collect(s, w.ids[i], &w.got[i]);
             CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, NULL, &err), VT_OK);
         }
-        for (int i = 0; i < N; i++) collect(s, ids[i], &got[i]);
+        for (int i = 0; i < w.n; i++) collect(s, w.ids[i], &w.got[i]);
     }
-    int same = 0;
-    for (int i = 0; i < N; i++) same += same_generation(&got[i], &want[i]);
-    printf("\n  %d/%d requests equal alone after %d failed steps (of %d), %lld preemptions", same, N, failures, steps,
+    const int same = workload_same(&w);
+    printf("\n  %d/%d requests equal alone after %d failed steps (of %d), %lld preemptions", same, w.n, failures, steps,
            (long long)vt_sched_get_stats(s).n_preemptions);
-    CU_ASSERT_EQUAL(same, N);
+    CU_ASSERT_EQUAL(same, w.n);
     CU_ASSERT(failures >= 1);
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), all_free);
     vt_sched_free(s);
