@@ -292,13 +292,13 @@ static void test_seeded_sampling_independent_of_batch(void) {
 /* A pool of 64 tokens (4 blocks) for four requests of up to 44 tokens each:
  * they cannot all hold their blocks at once, so some are preempted and
  * recomputed, and every one still finishes with its tokens alone. */
-static void test_preemption_completes_every_request(void) {
+static void preemption_completes_every_request(const char *backend) {
     static const int64_t lens[4] = {10, 12, 7, 14}, news[4] = {30, 30, 30, 30};
     workload w;
     workload_make(&w, 4, lens, news, 20);
-    workload_alone(&w, "reference", 64);
+    workload_alone(&w, backend, 64);
 
-    vt_engine *e = open_engine("reference", 4, 64);
+    vt_engine *e = open_engine(backend, 4, 64);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     const int32_t all_free = vt_engine_free_blocks(e);
     CU_ASSERT_EQUAL(all_free, 4);
@@ -314,8 +314,8 @@ static void test_preemption_completes_every_request(void) {
     }
     const int same = workload_same(&w);
     const vt_sched_stats st = vt_sched_get_stats(s);
-    printf("\n  %d/%d requests equal alone; %lld preemptions (%lld tokens recomputed) in %d steps", same, w.n,
-           (long long)st.n_preemptions, (long long)st.n_recomputed, t.steps);
+    printf("\n  %s: %d/%d requests equal alone; %lld preemptions (%lld tokens recomputed) in %d steps", backend, same,
+           w.n, (long long)st.n_preemptions, (long long)st.n_recomputed, t.steps);
     CU_ASSERT_EQUAL(same, w.n);
     CU_ASSERT(st.n_preemptions >= 1);
     CU_ASSERT_EQUAL(st.n_preemptions, per_request);
@@ -324,6 +324,15 @@ static void test_preemption_completes_every_request(void) {
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), all_free);
     vt_sched_free(s);
     vt_engine_free(e);
+}
+
+static void test_reference_preemption(void) { preemption_completes_every_request("reference"); }
+
+/* simd: a recomputed sequence's k/v come from the prefill kernels, where they
+ * first came from decode's; its greedy tokens must not change. */
+static void test_simd_preemption(void) {
+    if (!vt_test_simd_expected()) return;
+    preemption_completes_every_request("simd");
 }
 
 /* A forward that fails (an allocation refused through the host's failure
@@ -857,7 +866,8 @@ int main(void) {
         {"reference: every request generates its tokens alone", test_reference_batched_equals_alone},
         {"simd: every request generates its greedy tokens alone", test_simd_batched_equals_alone},
         {"seeded sampling does not depend on the batch", test_seeded_sampling_independent_of_batch},
-        {"a pool too small for all: preemption, same tokens", test_preemption_completes_every_request},
+        {"reference: a pool too small for all: preemption, same tokens", test_reference_preemption},
+        {"simd: a pool too small for all: preemption, same greedy tokens", test_simd_preemption},
         {"a failed step advances no request; retried, same tokens", test_failed_step_changes_no_request},
         {"a prompt over the budget is prefilled in chunks", test_chunked_prefill},
         {"cancel frees blocks at once, in any state", test_cancel_frees_blocks_at_once},
