@@ -287,13 +287,16 @@ static int compare_paths(int32_t dtype, const unsigned char *bytes, int64_t n, c
     return bad;
 }
 
-static uint64_t path_rng = 0x2545F4914F6CDD1Dull;
-static uint64_t next_bits(void) {
-    path_rng ^= path_rng << 13;
-    path_rng ^= path_rng >> 7;
-    path_rng ^= path_rng << 17;
-    return path_rng;
+/* xorshift64: deterministic, so failures reproduce. */
+static uint64_t xorshift64(uint64_t *state) {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
 }
+
+static uint64_t path_rng = 0x2545F4914F6CDD1Dull;
+static uint64_t next_bits(void) { return xorshift64(&path_rng); }
 
 /* Every dtype, odd numbers of blocks, two kinds of content: random bytes
  * (every scale pattern, subnormal, infinite and NaN fp16 scales and F16
@@ -564,10 +567,7 @@ static int64_t count_out_of_bound(int32_t dtype, const float *x, const float *y,
 /* Deterministic N(0, 1) samples (xorshift + Box-Muller), so failures reproduce. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static double uniform01(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((double)(rng_state >> 11) + 0.5) / 9007199254740992.0;
+    return ((double)(xorshift64(&rng_state) >> 11) + 0.5) / 9007199254740992.0;
 }
 static float gaussian(void) { return (float)(sqrt(-2 * log(uniform01())) * cos(6.283185307179586 * uniform01())); }
 
