@@ -66,6 +66,8 @@ static vt_status load_text(vt_options *o, const char *ini_text, vt_error *err) {
 static bool same_options(const vt_options *a, const vt_options *b) {
     bool same = strcmp(a->backend, b->backend) == 0 && strcmp(a->fallback, b->fallback) == 0 &&
                 a->threads == b->threads && a->batch_size == b->batch_size &&
+                a->max_seqs == b->max_seqs && a->token_budget == b->token_budget &&
+                a->max_waiting == b->max_waiting &&
                 a->kv_cache_dtype == b->kv_cache_dtype &&
                 strcmp(a->kv_cache_dtype_source, b->kv_cache_dtype_source) == 0 && a->ctx_size == b->ctx_size &&
                 a->block_size == b->block_size && strcmp(a->backend_path, b->backend_path) == 0 &&
@@ -90,6 +92,9 @@ static void test_defaults_have_documented_values_and_source_default(void) {
     CU_ASSERT_STRING_EQUAL(o.fallback, "reference");
     CU_ASSERT(o.threads >= 1 && o.threads <= 1024);
     CU_ASSERT_EQUAL(o.batch_size, 512);
+    CU_ASSERT_EQUAL(o.max_seqs, 1);
+    CU_ASSERT_EQUAL(o.token_budget, 0);
+    CU_ASSERT_EQUAL(o.max_waiting, 256);
     CU_ASSERT_EQUAL(o.kv_cache_dtype, VT_F16);
     CU_ASSERT_EQUAL(o.ctx_size, 0);
     CU_ASSERT_EQUAL(o.block_size, 16);
@@ -238,6 +243,7 @@ static void test_ini_sets_every_key(void) {
     vt_error err;
     vt_status s = load_text(&o,
                             "[runtime]\nbackend = simd\nfallback = none\nthreads = 2\nbatch_size = 128\n"
+                            "max_seqs = 8\ntoken_budget = 64\nmax_waiting = 9\n"
                             "[kv_cache]\ndtype = bf16\nctx_size = 8192\nblock_size = 32\n"
                             "[backends]\npath = /opt/a:/opt/b ; inline comment\n"
                             "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 18446744073709551615\n",
@@ -248,6 +254,9 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_STRING_EQUAL(o.fallback, "none");
     CU_ASSERT_EQUAL(o.threads, 2);
     CU_ASSERT_EQUAL(o.batch_size, 128);
+    CU_ASSERT_EQUAL(o.max_seqs, 8);
+    CU_ASSERT_EQUAL(o.token_budget, 64);
+    CU_ASSERT_EQUAL(o.max_waiting, 9);
     CU_ASSERT_EQUAL(o.kv_cache_dtype, VT_BF16);
     CU_ASSERT_EQUAL(o.ctx_size, 8192);
     CU_ASSERT_EQUAL(o.block_size, 32);
@@ -335,6 +344,12 @@ static const bad_value bad_values[] = {
     {"runtime.threads", "99999999999999999999999", "integers 1..1024"},
     {"runtime.batch_size", "0", "integers 1..65536"},
     {"runtime.batch_size", "65537", "integers 1..65536"},
+    {"runtime.max_seqs", "0", "integers 1..256"},
+    {"runtime.max_seqs", "257", "integers 1..256"},
+    {"runtime.token_budget", "-1", "0 (the batch size) or integers 1..65536"},
+    {"runtime.token_budget", "65537", "0 (the batch size) or integers 1..65536"},
+    {"runtime.max_waiting", "0", "integers 1..1048576"},
+    {"runtime.max_waiting", "1048577", "integers 1..1048576"},
     {"kv_cache.dtype", "fp7", "f32, f16, bf16"},
     {"kv_cache.dtype", "F16", "f32, f16, bf16"},
     {"kv_cache.dtype", "q8_0", "f32, f16, bf16"},
@@ -455,6 +470,8 @@ static void test_boundary_values_are_accepted(void) {
     } ok[] = {
         {"runtime.threads", "1"},       {"runtime.threads", "1024"},      {"runtime.batch_size", "1"},
         {"runtime.batch_size", "65536"}, {"kv_cache.ctx_size", "0"},      {"kv_cache.ctx_size", "16777216"},
+        {"runtime.max_seqs", "1"},       {"runtime.max_seqs", "256"},      {"runtime.token_budget", "0"},
+        {"runtime.token_budget", "65536"}, {"runtime.max_waiting", "1"},   {"runtime.max_waiting", "1048576"},
         {"kv_cache.block_size", "1"},    {"kv_cache.block_size", "256"},  {"kv_cache.block_size", "128"},
         {"sampling.temp", "0"},          {"sampling.temp", "2.5"},        {"sampling.top_k", "2147483647"},
         {"sampling.top_p", "1"},         {"sampling.top_p", "1e-6"},      {"sampling.min_p", "0"},

@@ -44,6 +44,8 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
     } knobs[] = {
         {"--backend", NULL, "runtime.backend"},      {"--fallback", NULL, "runtime.fallback"},
         {"--threads", "-t", "runtime.threads"},      {"--batch-size", "-b", "runtime.batch_size"},
+        {"--max-seqs", NULL, "runtime.max_seqs"},    {"--token-budget", NULL, "runtime.token_budget"},
+        {"--max-waiting", NULL, "runtime.max_waiting"},
         {"--kv-cache-dtype", NULL, "kv_cache.dtype"}, {"--ctx-size", "-c", "kv_cache.ctx_size"},
         {"--block-size", NULL, "kv_cache.block_size"}, {"--backend-path", NULL, "backends.path"},
         {"--temp", NULL, "sampling.temp"},           {"--top-k", NULL, "sampling.top_k"},
@@ -228,6 +230,9 @@ void vt_cli_common_help(FILE *f) {
           "  -c, --ctx-size N         KV cache size in tokens (default min(model context, 4096))\n"
           "      --block-size N       tokens per KV block (default 16)\n"
           "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
+          "      --max-seqs N         sequences per step of a batch, 1..256 (default 1)\n"
+          "      --token-budget N     tokens per scheduler step (default 0: the batch size)\n"
+          "      --max-waiting N      requests queued before a batch refuses more (default 256)\n"
           "  -t, --threads N          threads (default: online CPUs)\n"
           "      --backend-path DIRS  extra backend folders, colon-separated\n"
           "      --backend-option NAME.key=value   an option of backend NAME (repeatable; ini [backend.NAME])\n"

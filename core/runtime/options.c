@@ -33,6 +33,9 @@
 
 #define THREADS_MAX 1024
 #define BATCH_SIZE_MAX 65536
+#define MAX_SEQS_MAX 256
+/* The scheduler's queue array holds max_waiting pointers; 1 Mi keeps it small. */
+#define MAX_WAITING_MAX (1 << 20)
 /* 16 Mi tokens: far beyond any model we load, small enough that block
  * counts and byte sizes derived from it cannot overflow int64. */
 #define CTX_SIZE_MAX (INT64_C(1) << 24)
@@ -48,6 +51,9 @@ typedef enum option_id {
     OPT_FALLBACK,
     OPT_THREADS,
     OPT_BATCH_SIZE,
+    OPT_MAX_SEQS,
+    OPT_TOKEN_BUDGET,
+    OPT_MAX_WAITING,
     OPT_KV_CACHE_DTYPE,
     OPT_CTX_SIZE,
     OPT_BLOCK_SIZE,
@@ -76,6 +82,10 @@ static const option_spec option_specs[OPT_COUNT] = {
                       "backend names of 1 to 63 characters from a-z, 0-9, _ and -, or none"},
     [OPT_THREADS] = {"runtime.threads", "runtime", "threads", "integers 1..1024"},
     [OPT_BATCH_SIZE] = {"runtime.batch_size", "runtime", "batch_size", "integers 1..65536"},
+    [OPT_MAX_SEQS] = {"runtime.max_seqs", "runtime", "max_seqs", "integers 1..256"},
+    [OPT_TOKEN_BUDGET] = {"runtime.token_budget", "runtime", "token_budget",
+                          "0 (the batch size) or integers 1..65536"},
+    [OPT_MAX_WAITING] = {"runtime.max_waiting", "runtime", "max_waiting", "integers 1..1048576"},
     [OPT_KV_CACHE_DTYPE] = {"kv_cache.dtype", "kv_cache", "dtype", "f32, f16, bf16"},
     [OPT_CTX_SIZE] = {"kv_cache.ctx_size", "kv_cache", "ctx_size",
                       "0 (automatic: the smaller of the model's context length and 4096) or integers 1..16777216"},
@@ -229,6 +239,18 @@ static bool store_value(vt_options *o, int id, const char *value) {
         if (!parse_int_range(value, 1, BATCH_SIZE_MAX, &i64)) return false;
         o->batch_size = (int32_t)i64;
         return true;
+    case OPT_MAX_SEQS:
+        if (!parse_int_range(value, 1, MAX_SEQS_MAX, &i64)) return false;
+        o->max_seqs = (int32_t)i64;
+        return true;
+    case OPT_TOKEN_BUDGET:
+        if (!parse_int_range(value, 0, BATCH_SIZE_MAX, &i64)) return false;
+        o->token_budget = (int32_t)i64;
+        return true;
+    case OPT_MAX_WAITING:
+        if (!parse_int_range(value, 1, MAX_WAITING_MAX, &i64)) return false;
+        o->max_waiting = (int32_t)i64;
+        return true;
     case OPT_KV_CACHE_DTYPE: return parse_dtype(value, &o->kv_cache_dtype);
     case OPT_CTX_SIZE:
         if (!parse_int_range(value, 0, CTX_SIZE_MAX, &i64)) return false;
@@ -311,6 +333,9 @@ void vt_options_defaults(vt_options *o) {
     snprintf(o->fallback, sizeof o->fallback, "reference");
     o->threads = online_cpus();
     o->batch_size = 512;
+    o->max_seqs = 1;
+    o->token_budget = 0;
+    o->max_waiting = 256;
     o->kv_cache_dtype = VT_F16;
     o->ctx_size = 0;
     o->block_size = 16;
@@ -397,6 +422,9 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_FALLBACK: snprintf(buf, size, "%s", o->fallback); break;
     case OPT_THREADS: snprintf(buf, size, "%" PRId32, o->threads); break;
     case OPT_BATCH_SIZE: snprintf(buf, size, "%" PRId32, o->batch_size); break;
+    case OPT_MAX_SEQS: snprintf(buf, size, "%" PRId32, o->max_seqs); break;
+    case OPT_TOKEN_BUDGET: snprintf(buf, size, "%" PRId32, o->token_budget); break;
+    case OPT_MAX_WAITING: snprintf(buf, size, "%" PRId32, o->max_waiting); break;
     case OPT_KV_CACHE_DTYPE: snprintf(buf, size, "%s", dtype_name(o->kv_cache_dtype)); break;
     case OPT_CTX_SIZE: snprintf(buf, size, "%" PRId64, o->ctx_size); break;
     case OPT_BLOCK_SIZE: snprintf(buf, size, "%" PRId32, o->block_size); break;

@@ -21,7 +21,7 @@
 #define VT_SOURCE_SIZE 64
 
 /* Number of knobs; vt_options_key(i) names them in the order below. */
-#define VT_OPTIONS_KEY_COUNT 13
+#define VT_OPTIONS_KEY_COUNT 16
 
 typedef struct vt_options {
     /* [runtime] */
@@ -29,6 +29,9 @@ typedef struct vt_options {
     char fallback[64];       /* backend for nodes the preferred one declines; "none" = refuse; default "reference" */
     int32_t threads;         /* 1..1024; default = online CPUs (capped at 1024) */
     int32_t batch_size;      /* max tokens per prefill call, 1..65536; default 512 */
+    int32_t max_seqs;        /* sequences per step of a batch (vt_batch), 1..256; default 1 */
+    int32_t token_budget;    /* tokens per scheduler step, 0..65536; 0 (default) = the batch size */
+    int32_t max_waiting;     /* requests queued before vt_batch_add refuses, 1..1048576; default 256 */
     /* [kv_cache] */
     int32_t kv_cache_dtype;  /* VT_F32, VT_F16 or VT_BF16; default VT_F16 */
     char kv_cache_dtype_source[VT_SOURCE_SIZE];
