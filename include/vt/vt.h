@@ -90,6 +90,116 @@ VT_API const float *vt_session_logits(const vt_session *s, int64_t row);
  * source (what `vt run --explain` prints). */
 VT_API void vt_session_explain(const vt_session *s, FILE *f);
 
+/* ---- Batching: many requests, one forward per step ----
+ *
+ * A batch is one model on the real engine path, like a session, whose
+ * engine carries up to runtime.max_seqs sequences per forward over one
+ * shared KV cache, with a scheduler in front: requests (a prompt, a number of
+ * new tokens, their own sampler and seed, stop ids) wait in a FIFO queue of
+ * runtime.max_waiting entries; each vt_batch_step runs one forward holding
+ * the next token of every running request and chunks of waiting prompts, at
+ * most runtime.token_budget tokens in all (0 = runtime.batch_size). When the
+ * KV cache runs out of blocks, the latest started request is set back and
+ * recomputed later. Each request samples from its own logits with its own
+ * seed, so its tokens do not depend on what else runs beside it.
+ *
+ * Settings and config file as for vt_session_open (vt_session_options;
+ * all_logits is ignored): "runtime.max_seqs=8", "runtime.token_budget=256",
+ * "runtime.max_waiting=64", "runtime.backend=simd", ...
+ *
+ * Threads: a batch is used from one thread at a time, like a session. */
+typedef struct vt_batch vt_batch;
+
+/* Why a request ended. */
+typedef enum vt_finish {
+    VT_FINISH_NONE = 0,      /* still waiting or running */
+    VT_FINISH_LENGTH = 1,    /* max_new_tokens generated, or its context is full */
+    VT_FINISH_STOP = 2,      /* a stop id was generated (it is the last token read) */
+    VT_FINISH_CANCELLED = 3, /* vt_batch_cancel */
+} vt_finish;
+
+typedef struct vt_batch_request {
+    uint32_t struct_size;     /* sizeof(vt_batch_request); vt_batch_request_init sets it */
+    /* The prompt: token ids, or when ids is NULL, text tokenized with the
+     * model's tokenizer (BOS as the vocabulary says, no control tokens). */
+    const int32_t *ids;
+    size_t n_ids;
+    const char *text;
+    int64_t max_new_tokens;   /* >= 1 */
+    float temperature;        /* >= 0; 0 = greedy */
+    int32_t top_k;            /* >= 0; 0 = off */
+    float top_p;              /* (0, 1]; 1 = off */
+    float min_p;              /* [0, 1]; 0 = off */
+    uint64_t seed;
+    /* Ids that end the request; n_stop_ids 0: the model's end-of-generation
+     * ids (EOS, EOT), vt_batch_n_default_stop_ids of them. */
+    const int32_t *stop_ids;
+    size_t n_stop_ids;
+} vt_batch_request;
+
+/* What vt_batch_read reports. */
+typedef struct vt_batch_output {
+    const int32_t *tokens;    /* generated since the last read; valid until the next read or remove of this id */
+    size_t n_tokens;
+    int64_t n_generated;      /* in all, read or not */
+    vt_finish finish;
+} vt_batch_output;
+
+typedef struct vt_batch_stats {
+    int32_t n_waiting;        /* requests queued (not started, or set back to be recomputed) */
+    int32_t n_running;        /* requests holding a sequence */
+    int32_t free_kv_blocks;   /* KV-cache blocks no sequence holds */
+    int64_t n_steps;          /* steps that ran a forward */
+    int64_t n_preemptions;    /* requests set back for lack of KV blocks */
+} vt_batch_stats;
+
+/* Greedy, filters off, seed 0, max_new_tokens 16, the model's stop ids, no prompt. */
+VT_API void vt_batch_request_init(vt_batch_request *r);
+
+/* Open model_path with the given options (NULL = defaults). runtime.max_seqs
+ * out of range, a token_budget above the batch size: VT_ERR_INVALID naming
+ * the key. */
+VT_API vt_status vt_batch_open(const char *model_path, const vt_session_options *options, vt_batch **out, char *err,
+                               size_t err_size);
+/* Frees every request (unread tokens included). */
+VT_API void vt_batch_close(vt_batch *b);
+
+VT_API int32_t vt_batch_n_vocab(const vt_batch *b);
+/* As vt_session_token_bytes. */
+VT_API int32_t vt_batch_token_bytes(const vt_batch *b, int32_t id, char *buf, size_t cap);
+/* The model's end-of-generation ids, the stop ids of a request that gives
+ * none: copies up to cap of them into ids (may be NULL) and returns how many
+ * there are. */
+VT_API size_t vt_batch_default_stop_ids(const vt_batch *b, int32_t *ids, size_t cap);
+
+/* Queue a request (everything is copied); *id gets its id (>= 1). Refused,
+ * nothing queued, with the message naming the field ("request.ids[3]: ...",
+ * "request.temperature: ..."): an empty prompt, an id outside the vocabulary,
+ * sampler values out of range, max_new_tokens < 1 (VT_ERR_INVALID); a prompt
+ * longer than the context (VT_ERR_CONTEXT_FULL); a full waiting queue
+ * (VT_ERR_UNSUPPORTED: step, then add again). */
+VT_API vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, char *err, size_t err_size);
+
+/* Run one forward and sample one token for every request whose prompt has
+ * been computed. *n_seqs (may be NULL) gets the sequences in the forward; 0
+ * means nothing was waiting or running. A failed step advances no request
+ * and may be retried. */
+VT_API vt_status vt_batch_step(vt_batch *b, int32_t *n_seqs, char *err, size_t err_size);
+
+/* The tokens request id generated since the last read, and why it ended.
+ * Unknown id (never added, or removed): VT_ERR_INVALID. */
+VT_API vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *err, size_t err_size);
+
+/* End request id as cancelled; its KV blocks are freed at once, unread
+ * tokens stay readable. A finished request keeps its reason. */
+VT_API vt_status vt_batch_cancel(vt_batch *b, uint64_t id, char *err, size_t err_size);
+
+/* Forget request id (cancelling it if unfinished): finished requests are
+ * kept until removed. */
+VT_API vt_status vt_batch_remove(vt_batch *b, uint64_t id, char *err, size_t err_size);
+
+VT_API void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
