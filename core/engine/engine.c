@@ -117,7 +117,8 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
     }
     vt_status st = vt_threadpool_create(opt->threads, &e->pool, err);
     if (st == VT_OK) {
-        e->host = vt_host_get(e->pool);
+        vt_host_init(&e->host_table, e->pool);
+        e->host = &e->host_table;
         st = vt_registry_create(e->host, opt->backend_path[0] ? opt->backend_path : NULL, opt->backend_options,
                                 &e->registry, err);
     }
@@ -161,7 +162,7 @@ void vt_engine_free(vt_engine *e) {
     free(e->seqs);
     free(e->step_rows);
     vt_registry_destroy(e->registry);
-    vt_host_release_pool(e->pool); /* another engine may still call host->parallel_for */
+    vt_host_release_pool(e->pool); /* this thread must not run ops on a freed pool */
     vt_threadpool_destroy(e->pool);
     free(e->logits);
     free(e);
@@ -191,9 +192,9 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
     if (n < 1) return vt_fail(err, VT_ERR_INVALID, "nothing to evaluate: zero tokens");
     vt_status st = check_tokens(e, tokens, n, "", err);
     if (st != VT_OK) return st;
-    /* The host has one current pool: make it this engine's (another engine
-     * built or freed since may have replaced or cleared it). */
-    vt_host_get(e->pool);
+    /* This thread's ops run on this engine's pool (the thread may drive
+     * other engines in between). */
+    vt_host_use(e->pool);
     vt_kv_seq *seq = &e->seqs[0];
     const int64_t start = seq->n_tokens;
     /* With all_logits every token gets a row: each call writes its rows in place. */
@@ -271,7 +272,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_e
     if (total > plan->max_tokens)
         return vt_fail(err, VT_ERR_INVALID, "step: %lld tokens, one step takes at most %lld (-b/--batch-size)",
                        (long long)total, (long long)plan->max_tokens);
-    vt_host_get(e->pool);
+    vt_host_use(e->pool);
 
     /* Blocks for every entry, or for none. */
     vt_status st = VT_OK;

@@ -23,7 +23,8 @@ typedef struct vt_engine {
     vt_options opt;
     vt_model *model;          /* borrowed */
     vt_threadpool *pool;
-    const vt_host *host;
+    vt_host host_table;       /* this engine's host services (its pool's thread count) */
+    const vt_host *host;      /* &host_table */
     vt_registry *registry;
     int32_t preferred;        /* registry indices */
     int32_t fallback;         /* -1 = none */

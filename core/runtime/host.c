@@ -131,11 +131,14 @@ static void host_free(void *ptr) { free(ptr); }
 /* ------------------------------------------------------------------------ */
 /* Thread pool                                                                */
 
-/* The pool behind host->parallel_for; NULL runs everything on the caller. */
-static _Atomic(vt_threadpool *) current_pool;
+/* The pool behind host->parallel_for on this thread: the pool of the engine
+ * this thread is driving (set on every eval and step), so engines driven from
+ * different threads each run their ops on their own pool. NULL runs
+ * everything on the caller. */
+static _Thread_local vt_threadpool *current_pool;
 
 static void host_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
-    vt_threadpool *pool = atomic_load_explicit(&current_pool, memory_order_acquire);
+    vt_threadpool *pool = current_pool;
     if (pool) {
         vt_threadpool_parallel_for(pool, n, grain, fn, arg);
     } else if (n > 0) {
@@ -175,13 +178,19 @@ static vt_host host_table = {
 };
 
 void vt_host_release_pool(vt_threadpool *pool) {
-    vt_threadpool *expected = pool;
-    atomic_compare_exchange_strong_explicit(&current_pool, &expected, NULL, memory_order_acq_rel,
-                                            memory_order_acquire);
+    if (current_pool == pool) current_pool = NULL;
+}
+
+void vt_host_use(vt_threadpool *pool) { current_pool = pool; }
+
+void vt_host_init(vt_host *table, vt_threadpool *pool) {
+    *table = host_table;
+    table->n_threads = vt_threadpool_n_threads(pool);
+    vt_host_use(pool);
 }
 
 const vt_host *vt_host_get(vt_threadpool *pool) {
-    atomic_store_explicit(&current_pool, pool, memory_order_release);
+    vt_host_use(pool);
     host_table.n_threads = vt_threadpool_n_threads(pool);
     return &host_table;
 }

@@ -6,12 +6,21 @@
 #include "threadpool.h"
 #include "vt/vt_backend.h"
 
-/* The host table for a pool. One process-wide pool is current at a time
- * (backends call parallel_for through a plain function pointer). */
+/* host->parallel_for is a plain function pointer, so the pool it uses is the
+ * calling thread's current pool: each engine makes its pool current on the
+ * thread that drives it (vt_host_use, on every eval and step), and two
+ * engines driven from two threads each run on their own. */
+
+/* Fill `table` (owned by the caller, e.g. an engine, for as long as its
+ * backends live) for `pool`: n_threads is the pool's. Makes pool current. */
+void vt_host_init(vt_host *table, vt_threadpool *pool);
+/* Make pool the calling thread's current pool (NULL: run on the caller). */
+void vt_host_use(vt_threadpool *pool);
+/* A process-wide table for callers that use one pool from one thread
+ * (tools, tests); makes pool current on the calling thread. */
 const vt_host *vt_host_get(vt_threadpool *pool);
-/* Before destroying `pool`: if it is the current pool, none is current any
- * more (parallel_for then runs on the caller), so the table never points at
- * a freed pool. */
+/* Before destroying `pool`: if it is this thread's current pool, none is
+ * current any more (parallel_for then runs on the caller). */
 void vt_host_release_pool(vt_threadpool *pool);
 
 /* Failure injection for tests: the n-th host alloc from now (1 = next) returns

@@ -169,8 +169,11 @@ typedef struct vt_host {
     void *(*alloc)(size_t size, size_t alignment);
     void (*free)(void *ptr);
     /* Split [0, n) into chunks of at least `grain` items and run fn on them
-     * over the runtime's threads; returns when all are done. Not reentrant:
-     * do not call it from inside a task. */
+     * over the runtime's threads; returns when all are done. Call it from an
+     * op (or init), on the thread the runtime called you on: it runs on the
+     * thread pool of the engine that thread is driving, so engines driven
+     * from different threads each use their own. Not reentrant: do not call
+     * it from inside a task. */
     void (*parallel_for)(int64_t n, int64_t grain, vt_range_fn fn, void *arg);
     /* Row conversion between any dtype of vt_types.h and f32. n is a count of
      * elements and must be a multiple of the dtype's block length. from_f32
