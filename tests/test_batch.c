@@ -221,6 +221,44 @@ static void test_bad_steps_are_refused(void) {
     vt_engine_free(e);
 }
 
+/* A forked sequence continues exactly as one that computed the whole prompt
+ * itself, and the original is untouched: prompt B computed once into
+ * sequence 0, forked to 1, then each decodes a different token; sequence 1's
+ * logits equal those of a fresh sequence 2 fed the prompt and that token. */
+static void test_fork_continues_like_a_fresh_sequence(void) {
+    vt_engine *e = open_engine("reference", 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    vt_error err = {0};
+    const int32_t free_at_start = vt_engine_free_blocks(e);
+    vt_step_entry p[1] = {{0, prompt_b, 11, true}};
+    CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, p, 1, &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_seq_fork(e, 0, 1, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_engine_seq_len(e, 1), 11);
+    CU_ASSERT_EQUAL(vt_engine_seq_fork(e, 0, 1, &err), VT_ERR_INVALID); /* dst not empty */
+    CU_ASSERT_EQUAL(vt_engine_seq_fork(e, 0, 0, &err), VT_ERR_INVALID);
+    const int32_t t0 = 7, t1 = 42;
+    vt_step_entry d[2] = {{0, &t0, 1, true}, {1, &t1, 1, true}};
+    CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, d, 2, &err), VT_OK);
+    float *forked = malloc((size_t)V * sizeof *forked), *orig = malloc((size_t)V * sizeof *orig);
+    CU_ASSERT_FATAL(forked && orig);
+    memcpy(orig, vt_engine_step_logits(e, 0), (size_t)V * sizeof *orig);
+    memcpy(forked, vt_engine_step_logits(e, 1), (size_t)V * sizeof *forked);
+    int32_t fresh_tokens[12];
+    memcpy(fresh_tokens, prompt_b, sizeof prompt_b);
+    fresh_tokens[11] = t1;
+    vt_step_entry f[1] = {{2, fresh_tokens, 12, true}};
+    CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, f, 1, &err), VT_OK);
+    CU_ASSERT_EQUAL(memcmp(forked, vt_engine_step_logits(e, 0), (size_t)V * sizeof *forked), 0);
+    fresh_tokens[11] = t0;
+    vt_step_entry g[1] = {{3, fresh_tokens, 12, true}};
+    CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, g, 1, &err), VT_OK);
+    CU_ASSERT_EQUAL(memcmp(orig, vt_engine_step_logits(e, 0), (size_t)V * sizeof *orig), 0);
+    for (int s = 0; s < 4; s++) vt_engine_seq_release(e, s);
+    CU_ASSERT_EQUAL(vt_engine_free_blocks(e), free_at_start);
+    free(forked), free(orig);
+    vt_engine_free(e);
+}
+
 /* Two engines, each driven from its own thread at the same time, on pools
  * of 1 and 2 threads: every sequence gets exactly the logits it gets when
  * the engines run one after the other. host->parallel_for must run each
@@ -295,6 +333,7 @@ int main(void) {
         {"simd: batched steps match each sequence alone, same greedy tokens", test_simd_batched_matches_alone},
         {"a step that does not fit the KV pool changes nothing", test_context_full_changes_nothing},
         {"bad steps are refused naming the entry", test_bad_steps_are_refused},
+        {"a forked sequence continues like a fresh one, the original untouched", test_fork_continues_like_a_fresh_sequence},
         {"two engines in two threads at once: reference, as one after the other", test_two_engines_in_two_threads_reference},
         {"two engines in two threads at once: simd, as one after the other", test_two_engines_in_two_threads_simd},
         CU_TEST_INFO_NULL,

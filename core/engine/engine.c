@@ -349,6 +349,13 @@ void vt_engine_seq_release(vt_engine *e, int32_t seq) {
     if (seq >= 0 && seq < e->max_seqs) vt_kv_seq_release(e->kv, &e->seqs[seq]);
 }
 
+vt_status vt_engine_seq_fork(vt_engine *e, int32_t src, int32_t dst, vt_error *err) {
+    if (src < 0 || src >= e->max_seqs || dst < 0 || dst >= e->max_seqs || src == dst)
+        return vt_fail(err, VT_ERR_INVALID, "fork: sequences %d -> %d (engine has 0..%d, and they must differ)", src,
+                       dst, e->max_seqs - 1);
+    return vt_kv_seq_fork(e->kv, &e->seqs[src], &e->seqs[dst], err);
+}
+
 int32_t vt_engine_free_blocks(const vt_engine *e) { return e->kv->n_free; }
 
 void vt_engine_explain(const vt_engine *e, FILE *f) {

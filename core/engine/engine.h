@@ -91,6 +91,11 @@ const float *vt_engine_step_logits(const vt_engine *e, int32_t entry);
 int64_t vt_engine_seq_len(const vt_engine *e, int32_t seq);
 /* Forget sequence seq: its blocks return to the pool at once. */
 void vt_engine_seq_release(vt_engine *e, int32_t seq);
+/* Sequence dst (empty) continues from where src is: a copy of its KV blocks,
+ * so the two then diverge independently (a prompt computed once, sampled
+ * several ways). VT_ERR_CONTEXT_FULL, nothing changed, when the pool lacks
+ * the blocks. */
+vt_status vt_engine_seq_fork(vt_engine *e, int32_t src, int32_t dst, vt_error *err);
 /* KV blocks not held by any sequence. */
 int32_t vt_engine_free_blocks(const vt_engine *e);
 

@@ -104,6 +104,22 @@ void vt_kv_seq_slots(const vt_kv_cache *c, const vt_kv_seq *seq, int64_t start, 
     }
 }
 
+vt_status vt_kv_seq_fork(vt_kv_cache *c, const vt_kv_seq *src, vt_kv_seq *dst, vt_error *err) {
+    if (dst->n_tokens != 0 || dst->n_blocks != 0)
+        return vt_fail(err, VT_ERR_INVALID, "fork: the destination sequence is not empty");
+    vt_status st = vt_kv_seq_reserve(c, dst, src->n_tokens, err);
+    if (st != VT_OK) return st;
+    const int64_t used = (src->n_tokens + c->block_size - 1) / c->block_size;
+    for (int32_t l = 0; l < c->n_layer; l++)
+        for (int64_t b = 0; b < used; b++) {
+            const size_t from = (size_t)src->block_table[b] * c->block_bytes, to = (size_t)dst->block_table[b] * c->block_bytes;
+            memcpy((char *)c->k[l] + to, (const char *)c->k[l] + from, c->block_bytes);
+            memcpy((char *)c->v[l] + to, (const char *)c->v[l] + from, c->block_bytes);
+        }
+    dst->n_tokens = src->n_tokens;
+    return VT_OK;
+}
+
 void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq) {
     const int64_t keep = (seq->n_tokens + c->block_size - 1) / c->block_size;
     while (seq->n_blocks > keep) c->free_list[c->n_free++] = seq->block_table[--seq->n_blocks];

@@ -47,6 +47,10 @@ size_t vt_kv_cache_bytes(const vt_kv_cache *c);
 vt_status vt_kv_seq_reserve(vt_kv_cache *c, vt_kv_seq *seq, int64_t n_new, vt_error *err);
 /* Slots of tokens [start, start + n) of seq (already reserved). */
 void vt_kv_seq_slots(const vt_kv_cache *c, const vt_kv_seq *seq, int64_t start, int64_t n, int64_t *slots);
+/* dst (empty) becomes a copy of src: its own blocks holding the same K and V
+ * of every layer for src's tokens (a full copy; blocks are not shared).
+ * VT_ERR_CONTEXT_FULL (dst unchanged) when the pool lacks the blocks. */
+vt_status vt_kv_seq_fork(vt_kv_cache *c, const vt_kv_seq *src, vt_kv_seq *dst, vt_error *err);
 /* Return the blocks a reservation took beyond what the sequence's n_tokens
  * need (undoing a vt_kv_seq_reserve whose tokens were never stored). */
 void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq);
