@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_options.h"
 #include "engine.h"
 #include "scheduler.h"
 #include "vt/vt.h"
@@ -16,23 +17,6 @@ struct vt_batch {
     int32_t *eog;      /* the model's end-of-generation ids: default stop ids */
     int32_t n_eog;
 };
-
-static vt_status report(const vt_error *e, char *err, size_t err_size) {
-    if (err && err_size) snprintf(err, err_size, "%s", e->msg[0] ? e->msg : vt_status_name(e->code));
-    return e->code;
-}
-
-/* "key=value" -> vt_options_set(key, value, "api"), as vt_session_open. */
-static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
-    const char *eq = strchr(kv, '=');
-    if (!eq || eq == kv) return vt_fail(e, VT_ERR_INVALID, "setting '%s': expected key=value with an ini key", kv);
-    char key[64];
-    size_t len = (size_t)(eq - kv);
-    if (len >= sizeof key) return vt_fail(e, VT_ERR_INVALID, "setting '%.40s...': key too long", kv);
-    memcpy(key, kv, len);
-    key[len] = '\0';
-    return vt_options_set(o, key, eq + 1, "api", e);
-}
 
 /* Every id the tokenizer calls end-of-generation; none without a tokenizer. */
 static vt_status collect_eog(vt_batch *b, vt_error *e) {
@@ -53,16 +37,10 @@ vt_status vt_batch_open(const char *model_path, const vt_session_options *option
                         size_t err_size) {
     vt_error e = {0};
     *out = NULL;
-    if (!model_path) return report(&(vt_error){VT_ERR_INVALID, "vt_batch_open: no model path"}, err, err_size);
-    vt_session_options o = {sizeof o, NULL, NULL, false};
-    if (options) { /* read only the fields the caller's struct has */
-        size_t n = options->struct_size < sizeof o ? options->struct_size : sizeof o;
-        memcpy(&o, options, n);
-    }
+    if (!model_path) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_open: no model path"}, err, err_size);
     vt_options opt;
-    vt_options_defaults(&opt);
-    vt_status st = vt_options_load(&opt, o.config_path, &e);
-    for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(&opt, *kv, &e);
+    bool all_logits = false;
+    vt_status st = vt_api_options(options, &opt, &all_logits, &e);
     vt_batch *b = st == VT_OK ? calloc(1, sizeof *b) : NULL;
     if (st == VT_OK && !b) st = vt_fail(&e, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) st = vt_model_load(model_path, &b->model, &e);
@@ -83,7 +61,7 @@ vt_status vt_batch_open(const char *model_path, const vt_session_options *option
     }
     if (st != VT_OK) {
         vt_batch_close(b);
-        return report(&e, err, err_size);
+        return vt_api_report(&e, err, err_size);
     }
     *out = b;
     return VT_OK;
@@ -159,9 +137,9 @@ static vt_status check_public_request(const vt_batch *b, const vt_batch_request 
 vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, char *err, size_t err_size) {
     vt_error e = {0};
     *id = 0;
-    if (!r) return report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: no request"}, err, err_size);
+    if (!r) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: no request"}, err, err_size);
     vt_status st = check_public_request(b, r, &e);
-    if (st != VT_OK) return report(&e, err, err_size);
+    if (st != VT_OK) return vt_api_report(&e, err, err_size);
     int32_t *text_ids = NULL;
     size_t n_prompt = r->n_ids;
     const int32_t *prompt = r->ids;
@@ -170,13 +148,13 @@ vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, cha
         if (!t) {
             vt_fail(&e, VT_ERR_UNSUPPORTED, "request.text: this model's tokenizer cannot be used: %s",
                     b->model->tokenizer_error);
-            return report(&e, err, err_size);
+            return vt_api_report(&e, err, err_size);
         }
         st = vt_tokenize(t, r->text, strlen(r->text), vt_tokenizer_add_bos(t), false, &text_ids, &n_prompt, &e);
         if (st == VT_OK && n_prompt == 0) st = vt_fail(&e, VT_ERR_INVALID, "request.text: no tokens");
         if (st != VT_OK) {
             free(text_ids);
-            return report(&e, err, err_size);
+            return vt_api_report(&e, err, err_size);
         }
         prompt = text_ids;
     }
@@ -190,7 +168,7 @@ vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, cha
     };
     st = vt_sched_add(b->sched, &q, id, &e);
     free(text_ids);
-    return st == VT_OK ? VT_OK : report(&e, err, err_size);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 vt_status vt_batch_step(vt_batch *b, int32_t *n_seqs, char *err, size_t err_size) {
@@ -198,7 +176,7 @@ vt_status vt_batch_step(vt_batch *b, int32_t *n_seqs, char *err, size_t err_size
     vt_sched_step_info info = {0};
     vt_status st = vt_sched_step(b->sched, &info, &e);
     if (n_seqs) *n_seqs = st == VT_OK ? info.n_entries : 0;
-    return st == VT_OK ? VT_OK : report(&e, err, err_size);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 static vt_finish public_finish(vt_sched_finish f) {
@@ -216,7 +194,7 @@ vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *er
     vt_sched_output o;
     memset(out, 0, sizeof *out);
     vt_status st = vt_sched_read(b->sched, id, &o, &e);
-    if (st != VT_OK) return report(&e, err, err_size);
+    if (st != VT_OK) return vt_api_report(&e, err, err_size);
     out->tokens = o.tokens;
     out->n_tokens = (size_t)o.n_tokens;
     out->n_generated = o.n_generated;
@@ -227,13 +205,13 @@ vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *er
 vt_status vt_batch_cancel(vt_batch *b, uint64_t id, char *err, size_t err_size) {
     vt_error e = {0};
     vt_status st = vt_sched_cancel(b->sched, id, &e);
-    return st == VT_OK ? VT_OK : report(&e, err, err_size);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 vt_status vt_batch_remove(vt_batch *b, uint64_t id, char *err, size_t err_size) {
     vt_error e = {0};
     vt_status st = vt_sched_remove(b->sched, id, &e);
-    return st == VT_OK ? VT_OK : report(&e, err, err_size);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out) {

@@ -1,7 +1,7 @@
 /* session.c — include/vt/vt.h over the engine: the same path as `vt run`. */
 #include <stdlib.h>
-#include <string.h>
 
+#include "api_options.h"
 #include "engine.h"
 #include "vt/vt.h"
 
@@ -10,44 +10,21 @@ struct vt_session {
     vt_engine *engine;
 };
 
-static vt_status report(const vt_error *e, char *err, size_t err_size) {
-    if (err && err_size) snprintf(err, err_size, "%s", e->msg[0] ? e->msg : vt_status_name(e->code));
-    return e->code;
-}
-
-/* "key=value" -> vt_options_set(key, value, "api"). */
-static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
-    const char *eq = strchr(kv, '=');
-    if (!eq || eq == kv) return vt_fail(e, VT_ERR_INVALID, "setting '%s': expected key=value with an ini key", kv);
-    char key[64];
-    size_t len = (size_t)(eq - kv);
-    if (len >= sizeof key) return vt_fail(e, VT_ERR_INVALID, "setting '%.40s...': key too long", kv);
-    memcpy(key, kv, len);
-    key[len] = '\0';
-    return vt_options_set(o, key, eq + 1, "api", e);
-}
-
 vt_status vt_session_open(const char *model_path, const vt_session_options *options, vt_session **out, char *err,
                           size_t err_size) {
     vt_error e = {0};
     *out = NULL;
-    if (!model_path) return report(&(vt_error){VT_ERR_INVALID, "vt_session_open: no model path"}, err, err_size);
-    vt_session_options o = {sizeof o, NULL, NULL, false};
-    if (options) { /* read only the fields the caller's struct has */
-        size_t n = options->struct_size < sizeof o ? options->struct_size : sizeof o;
-        memcpy(&o, options, n);
-    }
+    if (!model_path) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_session_open: no model path"}, err, err_size);
     vt_options opt;
-    vt_options_defaults(&opt);
-    vt_status st = vt_options_load(&opt, o.config_path, &e);
-    for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(&opt, *kv, &e);
+    bool all_logits = false;
+    vt_status st = vt_api_options(options, &opt, &all_logits, &e);
     vt_session *s = st == VT_OK ? calloc(1, sizeof *s) : NULL;
     if (st == VT_OK && !s) st = vt_fail(&e, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) st = vt_model_load(model_path, &s->model, &e);
-    if (st == VT_OK) st = vt_engine_create(&opt, s->model, o.all_logits, &s->engine, &e);
+    if (st == VT_OK) st = vt_engine_create(&opt, s->model, all_logits, &s->engine, &e);
     if (st != VT_OK) {
         vt_session_close(s);
-        return report(&e, err, err_size);
+        return vt_api_report(&e, err, err_size);
     }
     *out = s;
     return VT_OK;
@@ -71,11 +48,11 @@ vt_status vt_session_tokenize(const vt_session *s, const char *text, size_t len,
     vt_error e = {0};
     if (!s->model->tokenizer) {
         vt_fail(&e, VT_ERR_UNSUPPORTED, "this model's tokenizer cannot be used: %s", s->model->tokenizer_error);
-        return report(&e, err, err_size);
+        return vt_api_report(&e, err, err_size);
     }
     vt_status st = vt_tokenize(s->model->tokenizer, text, len, add_bos && vt_tokenizer_add_bos(s->model->tokenizer),
                                false, ids, n_ids, &e);
-    return st == VT_OK ? VT_OK : report(&e, err, err_size);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 int32_t vt_session_token_bytes(const vt_session *s, int32_t id, char *buf, size_t cap) {
@@ -86,7 +63,7 @@ int32_t vt_session_token_bytes(const vt_session *s, int32_t id, char *buf, size_
 vt_status vt_session_eval(vt_session *s, const int32_t *ids, size_t n, char *err, size_t err_size) {
     vt_error e = {0};
     vt_status st = vt_engine_eval(s->engine, ids, (int64_t)n, n == 1, &e);
-    return st == VT_OK ? VT_OK : report(&e, err, err_size);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 const float *vt_session_logits(const vt_session *s, int64_t row) { return vt_engine_logits(s->engine, row); }

@@ -1,0 +1,35 @@
+/* api_options.c — see api_options.h. */
+#include "api_options.h"
+
+#include <stdio.h>
+#include <string.h>
+
+vt_status vt_api_report(const vt_error *e, char *err, size_t err_size) {
+    if (err && err_size) snprintf(err, err_size, "%s", e->msg[0] ? e->msg : vt_status_name(e->code));
+    return e->code;
+}
+
+/* "key=value" -> vt_options_set(key, value, "api"). */
+static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
+    const char *eq = strchr(kv, '=');
+    if (!eq || eq == kv) return vt_fail(e, VT_ERR_INVALID, "setting '%s': expected key=value with an ini key", kv);
+    char key[64];
+    size_t len = (size_t)(eq - kv);
+    if (len >= sizeof key) return vt_fail(e, VT_ERR_INVALID, "setting '%.40s...': key too long", kv);
+    memcpy(key, kv, len);
+    key[len] = '\0';
+    return vt_options_set(o, key, eq + 1, "api", e);
+}
+
+vt_status vt_api_options(const vt_session_options *options, vt_options *opt, bool *all_logits, vt_error *e) {
+    vt_session_options o = {sizeof o, NULL, NULL, false};
+    if (options) { /* read only the fields the caller's struct has */
+        size_t n = options->struct_size < sizeof o ? options->struct_size : sizeof o;
+        memcpy(&o, options, n);
+    }
+    *all_logits = o.all_logits;
+    vt_options_defaults(opt);
+    vt_status st = vt_options_load(opt, o.config_path, e);
+    for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(opt, *kv, e);
+    return st;
+}
