@@ -188,6 +188,52 @@ static vt_status ensure_logits(vt_engine *e, int64_t rows, vt_error *err) {
     return VT_OK;
 }
 
+/* One run of `plan` over entries whose blocks are reserved: tokens in entry
+ * order at their sequences' next positions, each entry's last row giving its
+ * logits when it asks for them (a plan without row selection computes every
+ * row). Logits go to `logits`; *rows gets how many. Sequences are not
+ * advanced: the caller does that when the run succeeded. */
+static vt_status run_entries(vt_engine *e, vt_plan *plan, const vt_step_entry *entries, int32_t n_entries,
+                             int64_t total, float *logits, int64_t *rows, vt_error *err) {
+    vt_status st = VT_OK;
+    const int32_t **tables = malloc((size_t)n_entries * sizeof *tables);
+    int32_t *table_len = malloc((size_t)n_entries * sizeof *table_len);
+    int32_t *tokens = malloc((size_t)total * sizeof *tokens), *positions = malloc((size_t)total * sizeof *positions);
+    int32_t *seq_idx = malloc((size_t)total * sizeof *seq_idx), *out_rows = malloc((size_t)total * sizeof *out_rows);
+    int64_t *slots = malloc((size_t)total * sizeof *slots);
+    if (!tables || !table_len || !tokens || !positions || !seq_idx || !out_rows || !slots) {
+        st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    const bool select = plan->v_out_rows >= 0;
+    int64_t t = 0, n_out = 0;
+    for (int32_t i = 0; i < n_entries; i++) {
+        const vt_step_entry *en = &entries[i];
+        const vt_kv_seq *sq = &e->seqs[en->seq];
+        tables[i] = sq->block_table;
+        table_len[i] = sq->n_blocks;
+        vt_kv_seq_slots(e->kv, sq, sq->n_tokens, en->n_tokens, slots + t);
+        for (int64_t k = 0; k < en->n_tokens; k++, t++) {
+            tokens[t] = en->tokens[k];
+            positions[t] = (int32_t)(sq->n_tokens + k);
+            seq_idx[t] = i;
+        }
+        e->step_rows[i] = -1;
+        if (en->logits) {
+            e->step_rows[i] = (int32_t)(select ? n_out : t - 1);
+            out_rows[n_out++] = (int32_t)(t - 1);
+        }
+    }
+    if (select && n_out == 0) out_rows[n_out++] = (int32_t)(total - 1); /* one row at least; nobody reads it */
+    vt_plan_call call = {tokens, total, positions, seq_idx, slots, tables, table_len, n_entries,
+                         select ? out_rows : NULL, select ? n_out : total, logits};
+    st = vt_plan_run(plan, &call, err);
+    if (st == VT_OK) *rows = select ? n_out : total;
+done:
+    free(tables), free(table_len), free(tokens), free(positions), free(seq_idx), free(out_rows), free(slots);
+    return st;
+}
+
 vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool use_decode, vt_error *err) {
     if (n < 1) return vt_fail(err, VT_ERR_INVALID, "nothing to evaluate: zero tokens");
     vt_status st = check_tokens(e, tokens, n, "", err);
@@ -201,37 +247,23 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
     const int64_t rows = e->all_logits ? n : 1;
     if ((st = ensure_logits(e, rows, err)) != VT_OK) return st;
     if ((st = vt_kv_seq_reserve(e->kv, seq, n, err)) != VT_OK) return st;
-    int64_t *slots = malloc((size_t)n * sizeof *slots);
-    int32_t *positions = malloc((size_t)n * sizeof *positions), *seq_idx = calloc((size_t)n, sizeof *seq_idx);
-    if (!slots || !positions || !seq_idx) {
-        free(slots), free(positions), free(seq_idx);
-        vt_kv_seq_trim(e->kv, seq);
-        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
-    }
-    vt_kv_seq_slots(e->kv, seq, start, n, slots);
-    for (int64_t i = 0; i < n; i++) positions[i] = (int32_t)(start + i);
     vt_plan *plan = use_decode ? e->decode : e->prefill;
     const int32_t V = e->model->hp.n_vocab;
-    const int32_t *const tables[1] = {seq->block_table};
-    const int32_t table_len[1] = {seq->n_blocks};
     for (int64_t done = 0; done < n && st == VT_OK;) {
         /* decode: one token per call, as a decode step of one sequence is */
         const int64_t most = use_decode ? 1 : plan->max_tokens;
         const int64_t chunk = n - done < most ? n - done : most;
-        const int32_t last = (int32_t)(chunk - 1);
-        const bool select = plan->v_out_rows >= 0;
-        vt_plan_call call = {tokens + done, chunk, positions + done, seq_idx + done, slots + done, tables, table_len, 1,
-                             select ? &last : NULL, select ? 1 : chunk,
-                             e->all_logits ? e->logits + done * V : e->logits};
-        st = vt_plan_run(plan, &call, err);
+        const vt_step_entry entry = {0, tokens + done, chunk, true};
+        int64_t ignored;
+        st = run_entries(e, plan, &entry, 1, chunk, e->all_logits ? e->logits + done * V : e->logits, &ignored, err);
+        if (st == VT_OK) seq->n_tokens += chunk; /* the next chunk's positions follow */
         done += chunk;
     }
-    free(slots), free(positions), free(seq_idx);
     if (st != VT_OK) {
-        vt_kv_seq_trim(e->kv, seq); /* the sequence keeps its old length and blocks */
+        seq->n_tokens = start; /* the sequence keeps its old length and blocks */
+        vt_kv_seq_trim(e->kv, seq);
         return st;
     }
-    seq->n_tokens = start + n;
     e->logits_rows = rows;
     return VT_OK;
 }
@@ -279,61 +311,22 @@ vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_e
     int32_t reserved = 0;
     for (; reserved < n_entries && st == VT_OK; reserved++)
         st = vt_kv_seq_reserve(e->kv, &e->seqs[entries[reserved].seq], entries[reserved].n_tokens, err);
+    /* Rows of logits this run writes: the entries that ask (one at least),
+     * or every token for a plan without row selection. */
+    int64_t rows = 0, asking = 0;
+    for (int32_t i = 0; i < n_entries; i++) asking += entries[i].logits;
+    if (st == VT_OK) st = ensure_logits(e, plan->v_out_rows >= 0 ? (asking ? asking : 1) : total, err);
+    if (st == VT_OK) st = run_entries(e, plan, entries, n_entries, total, e->logits, &rows, err);
     if (st != VT_OK) {
-        for (int32_t i = 0; i < reserved; i++) vt_kv_seq_trim(e->kv, &e->seqs[entries[i].seq]);
-        return st;
-    }
-
-    const int32_t **tables = malloc((size_t)n_entries * sizeof *tables);
-    int32_t *table_len = malloc((size_t)n_entries * sizeof *table_len);
-    int32_t *tokens = malloc((size_t)total * sizeof *tokens), *positions = malloc((size_t)total * sizeof *positions);
-    int32_t *seq_idx = malloc((size_t)total * sizeof *seq_idx), *out_rows = malloc((size_t)total * sizeof *out_rows);
-    int64_t *slots = malloc((size_t)total * sizeof *slots);
-    if (!tables || !table_len || !tokens || !positions || !seq_idx || !out_rows || !slots) {
-        st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    /* Tokens in entry order; each entry's rows are contiguous, its last row
-     * gives its logits. */
-    int64_t t = 0, n_out = 0;
-    for (int32_t i = 0; i < n_entries; i++) {
-        const vt_step_entry *en = &entries[i];
-        const vt_kv_seq *sq = &e->seqs[en->seq];
-        tables[i] = sq->block_table;
-        table_len[i] = sq->n_blocks;
-        vt_kv_seq_slots(e->kv, sq, sq->n_tokens, en->n_tokens, slots + t);
-        for (int64_t k = 0; k < en->n_tokens; k++, t++) {
-            tokens[t] = en->tokens[k];
-            positions[t] = (int32_t)(sq->n_tokens + k);
-            seq_idx[t] = i;
-        }
-        e->step_rows[i] = -1;
-        if (en->logits) {
-            e->step_rows[i] = (int32_t)(plan->v_out_rows >= 0 ? n_out : t - 1);
-            out_rows[n_out++] = (int32_t)(t - 1);
-        }
-    }
-    /* A plan without row selection computes every row. */
-    const bool select = plan->v_out_rows >= 0;
-    if (select && n_out == 0) out_rows[n_out++] = (int32_t)(total - 1); /* one row at least; nobody reads it */
-    if ((st = ensure_logits(e, select ? n_out : total, err)) != VT_OK) goto done;
-    vt_plan_call call = {tokens, total, positions, seq_idx, slots, tables, table_len, n_entries,
-                         select ? out_rows : NULL, select ? n_out : total, e->logits};
-    st = vt_plan_run(plan, &call, err);
-    if (st == VT_OK) {
-        for (int32_t i = 0; i < n_entries; i++) e->seqs[entries[i].seq].n_tokens += entries[i].n_tokens;
-        e->logits_rows = select ? n_out : total;
-    }
-
-done:
-    if (st != VT_OK) {
-        for (int32_t i = 0; i < n_entries; i++) {
+        for (int32_t i = 0; i < reserved; i++) {
             vt_kv_seq_trim(e->kv, &e->seqs[entries[i].seq]);
             e->step_rows[i] = -1;
         }
+        return st;
     }
-    free(tables), free(table_len), free(tokens), free(positions), free(seq_idx), free(out_rows), free(slots);
-    return st;
+    for (int32_t i = 0; i < n_entries; i++) e->seqs[entries[i].seq].n_tokens += entries[i].n_tokens;
+    e->logits_rows = rows;
+    return VT_OK;
 }
 
 const float *vt_engine_step_logits(const vt_engine *e, int32_t entry) {
