@@ -152,19 +152,27 @@ static int count_of(const char *haystack, const char *needle) {
     return n;
 }
 
+/* vt run on kv_bf16_only with a cache dtype (and no fallback when asked):
+ * the forward must complete (4 tokens) and --explain parse into x. */
+static void run_bf16_only(const char *cache, bool no_fallback, char **out, char **err, vt_explain *x) {
+    int rc = run_vt(out, err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only %s"
+                    "--kv-cache-dtype %s --explain", qwen3_path, prompt, no_fallback ? "--fallback none " : "", cache);
+    if (rc != 0)
+        printf("\nkv_bf16_only%s, %s cache: exit %d\n%s", no_fallback ? ", no fallback" : "", cache, rc,
+               *err ? *err : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(count_ids(*out), 4); /* the forward completed: 4 tokens generated */
+    CU_ASSERT_FATAL(vt_explain_parse(*err, x));
+}
+
 /* With the reference as fallback every cache dtype is met exactly, and no
  * store is marked or warned about. */
 static void test_bf16_only_with_fallback_keeps_every_cache_dtype(void) {
     static const char *const caches[] = {"f32", "f16", "bf16"};
     for (int c = 0; c < 3; c++) {
         char *out = NULL, *err = NULL;
-        int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only "
-                        "--kv-cache-dtype %s --explain", qwen3_path, prompt, caches[c]);
-        if (rc != 0) printf("\nkv_bf16_only, %s cache: exit %d\n%s", caches[c], rc, err ? err : "");
-        CU_ASSERT_EQUAL(rc, 0);
-        CU_ASSERT_EQUAL(count_ids(out), 4); /* the forward completed: 4 tokens generated */
         vt_explain x;
-        CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+        run_bf16_only(caches[c], false, &out, &err, &x);
         CU_ASSERT_STRING_EQUAL(x.kv_dtype, caches[c]);
         CU_ASSERT_STRING_EQUAL(x.kv_source, "cli");
         CU_ASSERT_STRING_EQUAL(x.backend, "kv_bf16_only");
@@ -203,13 +211,8 @@ static void test_bf16_only_without_fallback_narrows_visibly(void) {
     static const char *const caches[] = {"f32", "f16", "bf16"};
     for (int c = 0; c < 3; c++) {
         char *out = NULL, *err = NULL;
-        int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only "
-                        "--fallback none --kv-cache-dtype %s --explain", qwen3_path, prompt, caches[c]);
-        if (rc != 0) printf("\nkv_bf16_only, no fallback, %s cache: exit %d\n%s", caches[c], rc, err ? err : "");
-        CU_ASSERT_EQUAL(rc, 0);
-        CU_ASSERT_EQUAL(count_ids(out), 4);
         vt_explain x;
-        CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+        run_bf16_only(caches[c], true, &out, &err, &x);
         CU_ASSERT_STRING_EQUAL(x.fallback, "none");
         for (int ph = 0; ph < 2; ph++) {
             const char *phase = ph ? "decode" : "prefill";

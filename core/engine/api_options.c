@@ -27,7 +27,7 @@ vt_status vt_api_options(const vt_session_options *options, vt_options *opt, boo
         size_t n = options->struct_size < sizeof o ? options->struct_size : sizeof o;
         memcpy(&o, options, n);
     }
-    *all_logits = o.all_logits;
+    if (all_logits) *all_logits = o.all_logits;
     vt_options_defaults(opt);
     vt_status st = vt_options_load(opt, o.config_path, e);
     for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(opt, *kv, e);

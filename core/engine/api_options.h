@@ -14,7 +14,7 @@
 /* Defaults, then the config file (options->config_path, else VT_CONFIG) and
  * the environment, then options->settings ("key=value" with ini keys, source
  * "api"). options may be NULL; only the fields its struct_size covers are
- * read. *all_logits gets the caller's flag. */
+ * read. *all_logits (may be NULL) gets the caller's flag. */
 vt_status vt_api_options(const vt_session_options *options, vt_options *opt, bool *all_logits, vt_error *e);
 
 /* e's message (or its status's name) into err; returns e's status. */

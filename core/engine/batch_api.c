@@ -39,8 +39,7 @@ vt_status vt_batch_open(const char *model_path, const vt_session_options *option
     *out = NULL;
     if (!model_path) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_open: no model path"}, err, err_size);
     vt_options opt;
-    bool all_logits = false;
-    vt_status st = vt_api_options(options, &opt, &all_logits, &e);
+    vt_status st = vt_api_options(options, &opt, NULL, &e); /* a batch returns tokens, never logits */
     vt_batch *b = st == VT_OK ? calloc(1, sizeof *b) : NULL;
     if (st == VT_OK && !b) st = vt_fail(&e, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) st = vt_model_load(model_path, &b->model, &e);
