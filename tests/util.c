@@ -89,11 +89,9 @@ void vt_test_skip(const char *why) {
     tests_skipped++;
 }
 
-bool vt_test_cpu_has_avx2(void) { return vt_cpu_has_avx2_fma_f16c(); }
-
 bool vt_test_simd_expected(void) {
 #if VT_TEST_HAVE_SIMD
-    if (vt_test_cpu_has_avx2()) return true;
+    if (vt_cpu_has_avx2_fma_f16c()) return true;
     vt_test_skip("this CPU lacks AVX2/FMA/F16C, which the simd backend needs");
 #else
     vt_test_skip("the simd backend is not built (not x86-64, or VT_BUILD_SIMD=OFF)");

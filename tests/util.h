@@ -34,8 +34,6 @@ bool vt_test_simd_expected(void);
 /* The onednn backend was built (VT_TEST_HAVE_ONEDNN); false after
  * vt_test_skip() otherwise. */
 bool vt_test_onednn_expected(void);
-/* Does this CPU offer AVX2, FMA, F16C (with OS support for the ymm state)? */
-bool vt_test_cpu_has_avx2(void);
 /* A fresh temporary directory for this process (removed at exit). */
 const char *vt_test_tmpdir(void);
 /* tmpdir + "/" + name into buf. */

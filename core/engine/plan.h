@@ -57,8 +57,7 @@ typedef struct vt_plan {
     vt_phase phase;
     int64_t max_tokens;       /* tokens per call, over all sequences */
     int32_t max_seqs;         /* sequences per call (rows of the block tables) */
-    int64_t max_outputs;      /* rows of logits per call */
-    bool all_logits;          /* logits for every token, else only for the rows a call selects */
+    int64_t max_outputs;      /* rows of logits per call: every token's (decode, all_logits) or selected ones */
     int32_t kv_dtype;
     vt_value *values;
     int32_t n_values, cap_values;

@@ -560,8 +560,7 @@ vt_status vt_plan_build(const vt_plan_config *cfg, const vt_plan_shape *shape, v
     p->phase = phase;
     p->max_seqs = shape->max_seqs;
     p->max_tokens = phase == VT_PHASE_DECODE ? shape->max_seqs : shape->max_tokens;
-    p->all_logits = shape->all_logits;
-    p->max_outputs = p->all_logits || phase == VT_PHASE_DECODE ? p->max_tokens
+    p->max_outputs = shape->all_logits || phase == VT_PHASE_DECODE ? p->max_tokens
                      : shape->max_seqs < p->max_tokens    ? shape->max_seqs
                                                           : p->max_tokens;
     p->kv_dtype = cfg->kv->dtype;

@@ -49,6 +49,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "vt_types.h"
 
@@ -262,39 +263,22 @@ static inline size_t vt_backend_op_offset(int op) {
     }
 }
 
-/* Op `op` of a table (NULL for an unknown op or one past what struct_size covers). */
+/* Op `op` of a table (NULL for an unknown op or one past what struct_size
+ * covers). The member is reached from the table's start through its
+ * offsetof, which ISO C defines, and read as bytes. */
 static inline vt_op_fn vt_backend_op(const vt_backend *b, int op) {
     const size_t offset = vt_backend_op_offset(op);
     if (offset == 0 || offset + sizeof(vt_op_fn) > b->struct_size) return NULL;
-    switch (op) {
-    case VT_OP_MATMUL: return b->matmul;
-    case VT_OP_ATTENTION: return b->attention;
-    case VT_OP_RESHAPE_AND_CACHE: return b->reshape_and_cache;
-    case VT_OP_RMS_NORM: return b->rms_norm;
-    case VT_OP_ROPE: return b->rope;
-    case VT_OP_SWIGLU: return b->swiglu;
-    case VT_OP_ADD: return b->add;
-    case VT_OP_GET_ROWS: return b->get_rows;
-    case VT_OP_CONVERT: return b->convert;
-    default: return NULL;
-    }
+    vt_op_fn fn;
+    memcpy(&fn, (const char *)b + offset, sizeof fn);
+    return fn;
 }
 
-/* The field holding op `op`'s pointer in a table the caller owns (NULL for an
- * unknown op): for runtimes that build wrapped copies of a table. */
+/* The member holding op `op`'s pointer in a table the caller owns (NULL for
+ * an unknown op): for runtimes that build wrapped copies of a table. */
 static inline vt_op_fn *vt_backend_op_field(vt_backend *b, int op) {
-    switch (op) {
-    case VT_OP_MATMUL: return &b->matmul;
-    case VT_OP_ATTENTION: return &b->attention;
-    case VT_OP_RESHAPE_AND_CACHE: return &b->reshape_and_cache;
-    case VT_OP_RMS_NORM: return &b->rms_norm;
-    case VT_OP_ROPE: return &b->rope;
-    case VT_OP_SWIGLU: return &b->swiglu;
-    case VT_OP_ADD: return &b->add;
-    case VT_OP_GET_ROWS: return &b->get_rows;
-    case VT_OP_CONVERT: return &b->convert;
-    default: return NULL;
-    }
+    const size_t offset = vt_backend_op_offset(op);
+    return offset ? (vt_op_fn *)(void *)((char *)b + offset) : NULL;
 }
 
 #ifdef __cplusplus
