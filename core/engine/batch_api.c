@@ -14,23 +14,16 @@ struct vt_batch {
     vt_model *model;
     vt_engine *engine;
     vt_sched *sched;
-    int32_t *eog;      /* the model's end-of-generation ids: default stop ids */
+    const int32_t *eog; /* the model's end-of-generation ids (the tokenizer's): default stop ids */
     int32_t n_eog;
 };
 
-/* Every id the tokenizer calls end-of-generation; none without a tokenizer. */
-static vt_status collect_eog(vt_batch *b, vt_error *e) {
-    const vt_tokenizer *t = b->model->tokenizer;
-    if (!t) return VT_OK;
-    const int32_t n = vt_tokenizer_n_vocab(t);
-    int32_t count = 0;
-    for (int32_t id = 0; id < n; id++) count += vt_tokenizer_is_eog(t, id);
-    if (count == 0) return VT_OK;
-    b->eog = malloc((size_t)count * sizeof *b->eog);
-    if (!b->eog) return vt_fail(e, VT_ERR_NOMEM, "out of memory");
-    for (int32_t id = 0; id < n; id++)
-        if (vt_tokenizer_is_eog(t, id)) b->eog[b->n_eog++] = id;
-    return VT_OK;
+/* The tokenizer's end-of-generation ids (sorted, its own array); none
+ * without a tokenizer. */
+static void take_eog(vt_batch *b) {
+    size_t n = 0;
+    b->eog = b->model->tokenizer ? vt_tokenizer_eog_ids(b->model->tokenizer, &n) : NULL;
+    b->n_eog = (int32_t)n;
 }
 
 vt_status vt_batch_open(const char *model_path, const vt_session_options *options, vt_batch **out, char *err,
@@ -43,7 +36,7 @@ vt_status vt_batch_open(const char *model_path, const vt_session_options *option
     vt_batch *b = st == VT_OK ? calloc(1, sizeof *b) : NULL;
     if (st == VT_OK && !b) st = vt_fail(&e, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) st = vt_model_load(model_path, &b->model, &e);
-    if (st == VT_OK) st = collect_eog(b, &e);
+    if (st == VT_OK) take_eog(b);
     if (st == VT_OK) {
         const vt_engine_shape shape = {false, opt.max_seqs};
         st = vt_engine_create_shaped(&opt, b->model, &shape, &b->engine, &e);
@@ -71,7 +64,6 @@ void vt_batch_close(vt_batch *b) {
     vt_sched_free(b->sched);
     vt_engine_free(b->engine);
     vt_model_free(b->model);
-    free(b->eog);
     free(b);
 }
 

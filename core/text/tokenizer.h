@@ -25,6 +25,9 @@ int32_t vt_tokenizer_eos(const vt_tokenizer *t); /* -1 if none */
 bool vt_tokenizer_add_bos(const vt_tokenizer *t); /* what the vocab's metadata says */
 /* True for ids that end generation (EOS, EOT). */
 bool vt_tokenizer_is_eog(const vt_tokenizer *t, int32_t id);
+/* Every id that ends generation, ascending; *n gets how many (the array
+ * lives as long as the tokenizer). */
+const int32_t *vt_tokenizer_eog_ids(const vt_tokenizer *t, size_t *n);
 /* The vocabulary string of id ("▁Once", "<0xC3>"), NUL-terminated; NULL if out of range. */
 const char *vt_tokenizer_piece(const vt_tokenizer *t, int32_t id);
 

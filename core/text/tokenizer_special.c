@@ -186,6 +186,11 @@ void vt_special_apply_name_attrs(vt_tokenizer *t, const vt_gguf *g) {
     }
 }
 
+const int32_t *vt_tokenizer_eog_ids(const vt_tokenizer *t, size_t *n) {
+    *n = t->n_eog;
+    return t->eog;
+}
+
 bool vt_tokenizer_is_eog(const vt_tokenizer *t, int32_t id) {
     for (size_t i = 0; i < t->n_eog; i++)
         if (t->eog[i] == id) return true;
