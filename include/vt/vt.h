@@ -116,6 +116,7 @@ typedef enum vt_finish {
     VT_FINISH_LENGTH = 1,    /* max_new_tokens generated, or its context is full */
     VT_FINISH_STOP = 2,      /* a stop id was generated (it is the last token read) */
     VT_FINISH_CANCELLED = 3, /* vt_batch_cancel */
+    VT_FINISH_STOP_STRING = 4, /* the text reached one of request.stop_strings (not part of the output text) */
 } vt_finish;
 
 typedef struct vt_batch_request {
@@ -135,6 +136,21 @@ typedef struct vt_batch_request {
      * ids (EOS, EOT), vt_batch_n_default_stop_ids of them. */
     const int32_t *stop_ids;
     size_t n_stop_ids;
+    /* Fields below were appended after the first release: a caller whose
+     * struct_size ends before a field gets its default. */
+    /* Text prompts: control-token text ("<|im_start|>", "[INST]" where it is
+     * a control token of the vocabulary) becomes its token. Default false. */
+    bool parse_special;
+    /* OpenAI's penalties over the tokens this request has generated:
+     * logit -= presence_penalty * (count > 0) + frequency_penalty * count,
+     * before the filters. [-2, 2]; 0 = off (default). */
+    float presence_penalty;
+    float frequency_penalty;
+    /* UTF-8 strings that end the request when the generated text contains
+     * one (VT_FINISH_STOP_STRING); the output text stops before it. Up to 16
+     * strings of 1..256 bytes. */
+    const char *const *stop_strings;
+    size_t n_stop_strings;
 } vt_batch_request;
 
 /* What vt_batch_read reports. */
@@ -143,6 +159,13 @@ typedef struct vt_batch_output {
     size_t n_tokens;
     int64_t n_generated;      /* in all, read or not */
     vt_finish finish;
+    /* The generated text that is final since the last read: whole UTF-8
+     * characters only, and nothing that could still be the start of a stop
+     * string (held back until it cannot). Once finished, the rest up to (not
+     * including) a matched stop string; an end-of-generation token adds no
+     * text. Valid until the next read or remove of this id. */
+    const char *text;
+    size_t n_text;
 } vt_batch_output;
 
 typedef struct vt_batch_stats {
@@ -151,6 +174,7 @@ typedef struct vt_batch_stats {
     int32_t free_kv_blocks;   /* KV-cache blocks no sequence holds */
     int64_t n_steps;          /* steps that ran a forward */
     int64_t n_preemptions;    /* requests set back for lack of KV blocks */
+    int32_t total_kv_blocks;  /* KV-cache blocks in the pool */
 } vt_batch_stats;
 
 /* Greedy, filters off, seed 0, max_new_tokens 16, the model's stop ids, no prompt. */
@@ -199,6 +223,17 @@ VT_API vt_status vt_batch_cancel(vt_batch *b, uint64_t id, char *err, size_t err
 VT_API vt_status vt_batch_remove(vt_batch *b, uint64_t id, char *err, size_t err_size);
 
 VT_API void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out);
+
+/* Text -> ids with the model's tokenizer, as vt_session_tokenize; with
+ * parse_special, control-token text becomes its token. */
+VT_API vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t len, bool add_bos, bool parse_special,
+                                   int32_t **ids, size_t *n_ids, char *err, size_t err_size);
+/* A string value of the model's GGUF metadata ("tokenizer.chat_template",
+ * "general.name"), or NULL when the key is absent or not a string. Valid
+ * until vt_batch_close. */
+VT_API const char *vt_batch_meta_string(const vt_batch *b, const char *key);
+/* The context (kv_cache.ctx_size) the batch's sequences share, in tokens. */
+VT_API int64_t vt_batch_n_ctx(const vt_batch *b);
 
 #ifdef __cplusplus
 }
