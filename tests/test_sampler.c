@@ -298,6 +298,39 @@ static void test_large_vocab_matches_reference_chain(void) {
     }
 }
 
+/* OpenAI's penalties: logit -= presence * (count > 0) + frequency * count
+ * over the history, greedy included; the caller's logits stay as they were;
+ * sampling sees the penalized logits (checked through a top-k 1 draw). */
+static void test_penalties_lower_repeated_tokens(void) {
+    const float logits[4] = {1.0f, 0.9f, 0.5f, 0.45f};
+    const int32_t history[] = {0, 0, 2, 0};
+    vt_error err = {0};
+    vt_sampler *s = make(0.0f, 0, 1.0f, 0.0f, 0);
+    CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, history, 4), 0); /* no penalties set: off */
+    /* frequency 0.04: id 0 at 1 - 3*0.04 = 0.88 < 0.9. */
+    CU_ASSERT_EQUAL_FATAL(vt_sampler_set_penalties(s, 0.0f, 0.04f, 4, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, history, 4), 1);
+    CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, history, 1), 0); /* one 0: 0.96 */
+    CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, NULL, 0), 0);
+    CU_ASSERT_EQUAL(logits[0], 1.0f);
+    /* presence 0.15 counts each token once: id 0 at 0.85 < 0.9. */
+    CU_ASSERT_EQUAL_FATAL(vt_sampler_set_penalties(s, 0.15f, 0.0f, 4, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, history, 4), 1);
+    CU_ASSERT_EQUAL_FATAL(vt_sampler_set_penalties(s, 0.05f, 0.0f, 4, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, history, 4), 0); /* 0.95 */
+    /* A negative value favours repeats: id 2 seen twice is at 0.5 + 1.0. */
+    CU_ASSERT_EQUAL_FATAL(vt_sampler_set_penalties(s, 0.0f, -0.5f, 4, &err), VT_OK);
+    const int32_t twice[] = {2, 2};
+    CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, twice, 2), 2);
+    vt_sampler_free(s);
+    /* A filtered draw sees the penalized logits too. */
+    s = make(1.0f, 1, 1.0f, 0.0f, 7);
+    CU_ASSERT_EQUAL_FATAL(vt_sampler_set_penalties(s, 0.0f, 0.04f, 4, &err), VT_OK);
+    for (int i = 0; i < 8; i++) CU_ASSERT_EQUAL(vt_sampler_sample_after(s, logits, 4, history, 4), 1);
+    CU_ASSERT_EQUAL(vt_sampler_set_penalties(s, NAN, 0.0f, 4, &err), VT_ERR_INVALID);
+    vt_sampler_free(s);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"greedy picks the argmax, lowest id on ties", test_greedy_picks_argmax_lowest_id_on_ties},
@@ -309,6 +342,7 @@ int main(void) {
         {"top-p normalizes over the top-k set", test_top_k_then_top_p_normalizes_over_top_k},
         {"top-k breaks ties by lowest id", test_top_k_breaks_ties_by_lowest_id},
         {"NaN logits and bad parameters", test_nan_and_bad_params},
+        {"penalties lower repeated tokens", test_penalties_lower_repeated_tokens},
         {"large vocab: filters agree with a plain reference chain", test_large_vocab_matches_reference_chain},
         CU_TEST_INFO_NULL,
     };

@@ -18,6 +18,10 @@ struct vt_sampler {
     candidate *cands;   /* [cap] scratch: the surviving candidates */
     double *weights;    /* [cap] scratch: their tempered, unnormalized weights */
     int32_t cap;
+    float presence, frequency; /* penalties; both 0 = off */
+    float *penalized;          /* [n_vocab] scratch: the logits after the penalties */
+    int32_t *counts;           /* [n_vocab] scratch, all 0 between calls */
+    int32_t n_vocab;
 };
 
 /* ---- random stream ---------------------------------------------------- */
@@ -73,6 +77,8 @@ void vt_sampler_free(vt_sampler *s) {
     if (!s) return;
     free(s->cands);
     free(s->weights);
+    free(s->penalized);
+    free(s->counts);
     free(s);
 }
 
@@ -250,4 +256,43 @@ vt_status vt_sampler_probs(vt_sampler *s, const float *logits, int32_t n, float 
     }
     for (int32_t i = 0; i < m; i++) probs[s->cands[i].id] = (float)(s->weights[i] / total);
     return VT_OK;
+}
+
+/* ---- penalties -------------------------------------------------------- */
+
+vt_status vt_sampler_set_penalties(vt_sampler *s, float presence, float frequency, int32_t n_vocab, vt_error *err) {
+    if (!isfinite(presence) || !isfinite(frequency))
+        return vt_fail(err, VT_ERR_INVALID, "sampler: penalties must be finite (presence %g, frequency %g)",
+                       (double)presence, (double)frequency);
+    if (n_vocab < 1) return vt_fail(err, VT_ERR_INVALID, "sampler: n_vocab %d", n_vocab);
+    if (presence != 0.0f || frequency != 0.0f) {
+        float *p = realloc(s->penalized, (size_t)n_vocab * sizeof *p);
+        if (p) s->penalized = p;
+        int32_t *c = p ? realloc(s->counts, (size_t)n_vocab * sizeof *c) : NULL;
+        if (!p || !c) return vt_fail(err, VT_ERR_NOMEM, "sampler: out of memory for penalties over %d ids", n_vocab);
+        s->counts = c;
+        memset(s->counts, 0, (size_t)n_vocab * sizeof *s->counts);
+        s->n_vocab = n_vocab;
+    }
+    s->presence = presence;
+    s->frequency = frequency;
+    return VT_OK;
+}
+
+int32_t vt_sampler_sample_after(vt_sampler *s, const float *logits, int32_t n, const int32_t *history,
+                                int64_t n_history) {
+    if (!s || !logits || n <= 0) return -1;
+    if ((s->presence == 0.0f && s->frequency == 0.0f) || n_history <= 0 || !history || n > s->n_vocab)
+        return vt_sampler_sample(s, logits, n);
+    memcpy(s->penalized, logits, (size_t)n * sizeof *logits);
+    for (int64_t i = 0; i < n_history; i++)
+        if (history[i] >= 0 && history[i] < n) s->counts[history[i]]++;
+    /* Each distinct token once; its count goes back to 0 for the next call. */
+    for (int64_t i = 0; i < n_history; i++) {
+        const int32_t id = history[i];
+        if (id < 0 || id >= n || s->counts[id] == 0) continue;
+        s->penalized[id] -= s->presence + s->frequency * (float)s->counts[id];
+        s->counts[id] = 0;
+    }
+    return vt_sampler_sample(s, s->penalized, n);
 }

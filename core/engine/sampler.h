@@ -32,12 +32,24 @@ vt_sampler_params vt_sampler_default_params(void);
 vt_status vt_sampler_create(const vt_sampler_params *params, vt_sampler **out, vt_error *err);
 void vt_sampler_free(vt_sampler *s);
 
+/* OpenAI's repetition penalties over the tokens generated so far (the
+ * history given to vt_sampler_sample_after): a token seen count > 0 times
+ * gets logit -= presence + frequency * count, before any filter and in greedy
+ * mode too. Both 0 (the default) is off. n_vocab sizes the scratch the
+ * counting needs, allocated here so sampling never fails for memory. */
+vt_status vt_sampler_set_penalties(vt_sampler *s, float presence, float frequency, int32_t n_vocab, vt_error *err);
+
 /* Restart the random stream as if freshly created with this seed. */
 void vt_sampler_reseed(vt_sampler *s, uint64_t seed);
 
 /* Sample one id in [0, n) from logits[n]. Returns -1 if n <= 0 or logits is
  * NULL. NaN logits are never chosen (unless every logit is NaN: then 0). */
 int32_t vt_sampler_sample(vt_sampler *s, const float *logits, int32_t n);
+
+/* vt_sampler_sample after the penalties over history[n_history] (the
+ * tokens generated so far), when set; logits is not modified. */
+int32_t vt_sampler_sample_after(vt_sampler *s, const float *logits, int32_t n, const int32_t *history,
+                                int64_t n_history);
 
 /* The distribution vt_sampler_sample draws from: probs[n] gets the filtered,
  * tempered, renormalized probability of every id (0 for excluded ids; for
