@@ -80,7 +80,7 @@ static void make_prompt(int32_t *p, int64_t n, int salt) {
 }
 
 static vt_sched_request greedy_request(const int32_t *prompt, int64_t n, int64_t max_new) {
-    vt_sched_request q = {prompt, n, max_new, vt_sampler_default_params(), NULL, 0};
+    vt_sched_request q = {.prompt = prompt, .n_prompt = n, .max_new_tokens = max_new, .sampler = vt_sampler_default_params()};
     return q;
 }
 

@@ -2,13 +2,22 @@
  * (scheduler.h) over an engine shaped for runtime.max_seqs sequences, the
  * same engine path as vt_session. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_options.h"
 #include "engine.h"
 #include "scheduler.h"
+#include "text_stream.h"
 #include "vt/vt.h"
+
+/* A NUL-terminated copy of one GGUF string value (GGUF strings point into
+ * the mapping, unterminated). */
+typedef struct meta_string {
+    char *key;
+    char *value;
+} meta_string;
 
 struct vt_batch {
     vt_model *model;
@@ -16,6 +25,8 @@ struct vt_batch {
     vt_sched *sched;
     const int32_t *eog; /* the model's end-of-generation ids (the tokenizer's): default stop ids */
     int32_t n_eog;
+    meta_string *meta; /* every string of the metadata, for vt_batch_meta_string */
+    int64_t n_meta;
 };
 
 /* The tokenizer's end-of-generation ids (sorted, its own array); none
@@ -24,6 +35,34 @@ static void take_eog(vt_batch *b) {
     size_t n = 0;
     b->eog = b->model->tokenizer ? vt_tokenizer_eog_ids(b->model->tokenizer, &n) : NULL;
     b->n_eog = (int32_t)n;
+}
+
+static char *copy_str(vt_gguf_str s) {
+    char *c = malloc(s.len + 1);
+    if (c) {
+        memcpy(c, s.data, s.len);
+        c[s.len] = 0;
+    }
+    return c;
+}
+
+/* Copies of the metadata's string values, taken once at open so that
+ * vt_batch_meta_string needs no allocation and no mutable batch (the model's
+ * name and chat template: a few KiB). */
+static vt_status copy_meta_strings(vt_batch *b, vt_error *e) {
+    const vt_gguf *g = b->model->gguf;
+    const int64_t n = vt_gguf_n_kv(g);
+    b->meta = calloc(n > 0 ? (size_t)n : 1, sizeof *b->meta);
+    if (!b->meta) return vt_fail(e, VT_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < n; i++) {
+        const vt_gguf_kv *kv = vt_gguf_kv_at(g, i);
+        if (kv->value.type != VT_GGUF_STRING) continue;
+        meta_string *m = &b->meta[b->n_meta++];
+        m->key = copy_str(kv->key);
+        m->value = copy_str(kv->value.v.str);
+        if (!m->key || !m->value) return vt_fail(e, VT_ERR_NOMEM, "out of memory copying metadata strings");
+    }
+    return VT_OK;
 }
 
 vt_status vt_batch_open(const char *model_path, const vt_session_options *options, vt_batch **out, char *err,
@@ -37,6 +76,7 @@ vt_status vt_batch_open(const char *model_path, const vt_session_options *option
     if (st == VT_OK && !b) st = vt_fail(&e, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) st = vt_model_load(model_path, &b->model, &e);
     if (st == VT_OK) take_eog(b);
+    if (st == VT_OK) st = copy_meta_strings(b, &e);
     if (st == VT_OK) {
         const vt_engine_shape shape = {false, opt.max_seqs};
         st = vt_engine_create_shaped(&opt, b->model, &shape, &b->engine, &e);
@@ -64,6 +104,11 @@ void vt_batch_close(vt_batch *b) {
     vt_sched_free(b->sched);
     vt_engine_free(b->engine);
     vt_model_free(b->model);
+    for (int64_t i = 0; i < b->n_meta; i++) {
+        free(b->meta[i].key);
+        free(b->meta[i].value);
+    }
+    free(b->meta);
     free(b);
 }
 
@@ -86,12 +131,35 @@ void vt_batch_request_init(vt_batch_request *r) {
     r->top_p = 1.0f;
 }
 
+/* The size of a request before the fields appended after the first release
+ * (parse_special on): a caller built then passes this struct_size. */
+#define REQUEST_SIZE_V1 offsetof(vt_batch_request, parse_special)
+
+/* The caller's request as this library's struct: the fields its struct_size
+ * covers, defaults for the rest. */
+static vt_status read_request(const vt_batch_request *r, vt_batch_request *full, vt_error *e) {
+    if (r->struct_size < REQUEST_SIZE_V1 || r->struct_size > sizeof *r)
+        return vt_fail(e, VT_ERR_INVALID,
+                       "request.struct_size: %u (expected sizeof(vt_batch_request), %zu; %zu for a caller built "
+                       "before parse_special)",
+                       r->struct_size, sizeof *r, (size_t)REQUEST_SIZE_V1);
+    vt_batch_request_init(full);
+    memcpy(full, r, REQUEST_SIZE_V1);
+#define TAKE(field)                                                                                                   \
+    if (offsetof(vt_batch_request, field) + sizeof r->field <= r->struct_size) full->field = r->field
+    TAKE(parse_special);
+    TAKE(presence_penalty);
+    TAKE(frequency_penalty);
+    TAKE(stop_strings);
+    TAKE(n_stop_strings);
+#undef TAKE
+    full->struct_size = sizeof *full;
+    return VT_OK;
+}
+
 /* The public field names, checked before the scheduler sees the request
  * (its own messages name its internal fields). */
 static vt_status check_public_request(const vt_batch *b, const vt_batch_request *r, vt_error *e) {
-    if (r->struct_size < sizeof *r)
-        return vt_fail(e, VT_ERR_INVALID, "request.struct_size: %u (expected sizeof(vt_batch_request), %zu)",
-                       r->struct_size, sizeof *r);
     if (r->ids) {
         if (r->n_ids == 0) return vt_fail(e, VT_ERR_INVALID, "request.ids: empty prompt (n_ids 0)");
         const int32_t V = b->model->hp.n_vocab;
@@ -122,6 +190,27 @@ static vt_status check_public_request(const vt_batch *b, const vt_batch_request 
         if (r->stop_ids[i] < 0 || r->stop_ids[i] >= V)
             return vt_fail(e, VT_ERR_INVALID, "request.stop_ids[%zu]: token id %d is outside the vocabulary (0..%d)",
                            i, r->stop_ids[i], V - 1);
+    if (!(r->presence_penalty >= -2 && r->presence_penalty <= 2))
+        return vt_fail(e, VT_ERR_INVALID, "request.presence_penalty: %g (accepted: [-2, 2], 0 = off)",
+                       (double)r->presence_penalty);
+    if (!(r->frequency_penalty >= -2 && r->frequency_penalty <= 2))
+        return vt_fail(e, VT_ERR_INVALID, "request.frequency_penalty: %g (accepted: [-2, 2], 0 = off)",
+                       (double)r->frequency_penalty);
+    if (r->n_stop_strings > VT_TEXT_STREAM_MAX_STOPS)
+        return vt_fail(e, VT_ERR_INVALID, "request.n_stop_strings: %zu (accepted: 0..%d)", r->n_stop_strings,
+                       VT_TEXT_STREAM_MAX_STOPS);
+    if (r->n_stop_strings > 0 && !r->stop_strings)
+        return vt_fail(e, VT_ERR_INVALID, "request.stop_strings: NULL with n_stop_strings %zu", r->n_stop_strings);
+    for (size_t i = 0; i < r->n_stop_strings; i++) {
+        const size_t len = r->stop_strings[i] ? strnlen(r->stop_strings[i], VT_TEXT_STREAM_MAX_STOP_LEN + 1) : 0;
+        if (len == 0 || len > VT_TEXT_STREAM_MAX_STOP_LEN)
+            return vt_fail(e, VT_ERR_INVALID, "request.stop_strings[%zu]: %s (accepted: 1..%d bytes)", i,
+                           !r->stop_strings[i] ? "NULL" : len == 0 ? "empty" : "longer than that",
+                           VT_TEXT_STREAM_MAX_STOP_LEN);
+    }
+    if (r->n_stop_strings > 0 && !b->model->tokenizer)
+        return vt_fail(e, VT_ERR_UNSUPPORTED, "request.stop_strings: this model's tokenizer cannot be used: %s",
+                       b->model->tokenizer_error);
     return VT_OK;
 }
 
@@ -129,7 +218,11 @@ vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, cha
     vt_error e = {0};
     *id = 0;
     if (!r) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: no request"}, err, err_size);
-    vt_status st = check_public_request(b, r, &e);
+    vt_batch_request full;
+    vt_status st = read_request(r, &full, &e);
+    if (st != VT_OK) return vt_api_report(&e, err, err_size);
+    r = &full;
+    st = check_public_request(b, r, &e);
     if (st != VT_OK) return vt_api_report(&e, err, err_size);
     int32_t *text_ids = NULL;
     size_t n_prompt = r->n_ids;
@@ -141,7 +234,7 @@ vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, cha
                     b->model->tokenizer_error);
             return vt_api_report(&e, err, err_size);
         }
-        st = vt_tokenize(t, r->text, strlen(r->text), vt_tokenizer_add_bos(t), false, &text_ids, &n_prompt, &e);
+        st = vt_tokenize(t, r->text, strlen(r->text), vt_tokenizer_add_bos(t), r->parse_special, &text_ids, &n_prompt, &e);
         if (st == VT_OK && n_prompt == 0) st = vt_fail(&e, VT_ERR_INVALID, "request.text: no tokens");
         if (st != VT_OK) {
             free(text_ids);
@@ -156,6 +249,10 @@ vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, cha
         .sampler = {r->temperature, r->top_k, r->top_p, r->min_p, r->seed},
         .stop_ids = r->n_stop_ids ? r->stop_ids : b->eog,
         .n_stop_ids = r->n_stop_ids ? (int32_t)r->n_stop_ids : b->n_eog,
+        .presence_penalty = r->presence_penalty,
+        .frequency_penalty = r->frequency_penalty,
+        .stop_strings = r->stop_strings,
+        .n_stop_strings = (int32_t)r->n_stop_strings,
     };
     st = vt_sched_add(b->sched, &q, id, &e);
     free(text_ids);
@@ -175,6 +272,7 @@ static vt_finish public_finish(vt_sched_finish f) {
     case VT_SCHED_FINISH_LENGTH: return VT_FINISH_LENGTH;
     case VT_SCHED_FINISH_STOP: return VT_FINISH_STOP;
     case VT_SCHED_FINISH_CANCELLED: return VT_FINISH_CANCELLED;
+    case VT_SCHED_FINISH_STOP_STRING: return VT_FINISH_STOP_STRING;
     case VT_SCHED_FINISH_NONE: break;
     }
     return VT_FINISH_NONE;
@@ -190,6 +288,8 @@ vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *er
     out->n_tokens = (size_t)o.n_tokens;
     out->n_generated = o.n_generated;
     out->finish = public_finish(o.finish);
+    out->text = o.text;
+    out->n_text = o.n_text;
     return VT_OK;
 }
 
@@ -212,4 +312,28 @@ void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out) {
     out->free_kv_blocks = vt_engine_free_blocks(b->engine);
     out->n_steps = s.n_steps;
     out->n_preemptions = s.n_preemptions;
+    out->total_kv_blocks = b->engine->kv->num_blocks;
 }
+
+vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t len, bool add_bos, bool parse_special,
+                            int32_t **ids, size_t *n_ids, char *err, size_t err_size) {
+    vt_error e = {0};
+    *ids = NULL;
+    *n_ids = 0;
+    if (!b->model->tokenizer) {
+        vt_fail(&e, VT_ERR_UNSUPPORTED, "this model's tokenizer cannot be used: %s", b->model->tokenizer_error);
+        return vt_api_report(&e, err, err_size);
+    }
+    if (!text && len > 0) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_tokenize: no text"}, err, err_size);
+    vt_status st = vt_tokenize(b->model->tokenizer, text ? text : "", len,
+                               add_bos && vt_tokenizer_add_bos(b->model->tokenizer), parse_special, ids, n_ids, &e);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
+}
+
+const char *vt_batch_meta_string(const vt_batch *b, const char *key) {
+    for (int64_t i = 0; key && i < b->n_meta; i++)
+        if (strcmp(b->meta[i].key, key) == 0) return b->meta[i].value;
+    return NULL;
+}
+
+int64_t vt_batch_n_ctx(const vt_batch *b) { return b->engine->ctx_size; }

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_stream.h"
+
 typedef struct request {
     uint64_t id;
     vt_sched_state state;
@@ -28,10 +30,14 @@ typedef struct request {
     vt_sampler *sampler;  /* NULL once finished */
     int32_t *stop_ids;
     int32_t n_stop_ids;
+    vt_text_stream *text; /* its generated text and stop strings; NULL without a tokenizer */
 } request;
 
 struct vt_sched {
     vt_engine *engine;
+    const vt_tokenizer *tokenizer; /* the model's, for the text; NULL if it has none */
+    char *token_bytes;             /* [cap_token_bytes] scratch for one token's bytes */
+    size_t cap_token_bytes;
     int32_t n_vocab;
     int32_t block_size;
     int64_t ctx_size;
@@ -121,6 +127,7 @@ static void finish(vt_sched *s, request *r, vt_sched_finish why) {
     r->finish = why;
     vt_sampler_free(r->sampler);
     r->sampler = NULL;
+    if (r->text) vt_text_stream_finish(r->text);
 }
 
 static void free_request(request *r) {
@@ -128,6 +135,7 @@ static void free_request(request *r) {
     vt_sampler_free(r->sampler);
     free(r->tokens);
     free(r->stop_ids);
+    vt_text_stream_free(r->text);
     free(r);
 }
 
@@ -151,6 +159,7 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     vt_sched *s = calloc(1, sizeof *s);
     if (!s) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     s->engine = engine;
+    s->tokenizer = engine->model->tokenizer;
     s->n_vocab = engine->model->hp.n_vocab;
     s->block_size = engine->kv->block_size;
     s->ctx_size = engine->ctx_size;
@@ -165,7 +174,9 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     s->plan_req = malloc(seqs * sizeof *s->plan_req);
     s->plan_n = malloc(seqs * sizeof *s->plan_n);
     s->entries = malloc(seqs * sizeof *s->entries);
-    if (!s->waiting || !s->running || !s->slot_owner || !s->plan_req || !s->plan_n || !s->entries) {
+    s->cap_token_bytes = 64; /* grown when a token renders to more */
+    s->token_bytes = malloc(s->cap_token_bytes);
+    if (!s->token_bytes || !s->waiting || !s->running || !s->slot_owner || !s->plan_req || !s->plan_n || !s->entries) {
         vt_sched_free(s);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
@@ -186,6 +197,7 @@ void vt_sched_free(vt_sched *s) {
     free(s->plan_req);
     free(s->plan_n);
     free(s->entries);
+    free(s->token_bytes);
     free(s);
 }
 
@@ -222,6 +234,15 @@ static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_
         if (q->stop_ids[i] < 0 || q->stop_ids[i] >= s->n_vocab)
             return vt_fail(err, VT_ERR_INVALID, "request.stop_ids[%d]: token id %d is outside the vocabulary (0..%d)",
                            i, q->stop_ids[i], s->n_vocab - 1);
+    if (!isfinite(q->presence_penalty) || !isfinite(q->frequency_penalty))
+        return vt_fail(err, VT_ERR_INVALID, "request.%s_penalty: %g (accepted: finite numbers)",
+                       isfinite(q->presence_penalty) ? "frequency" : "presence",
+                       (double)(isfinite(q->presence_penalty) ? q->frequency_penalty : q->presence_penalty));
+    if (q->n_stop_strings < 0)
+        return vt_fail(err, VT_ERR_INVALID, "request.n_stop_strings: %d (accepted: >= 0)", q->n_stop_strings);
+    if (q->n_stop_strings > 0 && !s->tokenizer)
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "request.stop_strings: this model's tokenizer cannot be used, so there is no text to match");
     return VT_OK;
 }
 
@@ -255,7 +276,11 @@ vt_status vt_sched_add(vt_sched *s, const vt_sched_request *q, uint64_t *id, vt_
         free_request(r);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
-    if ((st = vt_sampler_create(&q->sampler, &r->sampler, err)) != VT_OK) {
+    if ((st = vt_sampler_create(&q->sampler, &r->sampler, err)) != VT_OK ||
+        (st = vt_sampler_set_penalties(r->sampler, q->presence_penalty, q->frequency_penalty, s->n_vocab, err)) !=
+            VT_OK ||
+        (s->tokenizer && (st = vt_text_stream_create(q->stop_strings, (size_t)q->n_stop_strings, &r->text, err)) !=
+                             VT_OK)) {
         free_request(r);
         return st;
     }
@@ -279,6 +304,12 @@ vt_status vt_sched_read(vt_sched *s, uint64_t id, vt_sched_output *out, vt_error
     out->n_preemptions = r->n_preemptions;
     out->state = r->state;
     out->finish = r->finish;
+    out->text = "";
+    out->n_text = 0;
+    if (r->text) {
+        vt_status st = vt_text_stream_take(r->text, &out->text, &out->n_text, err);
+        if (st != VT_OK) return st; /* nothing taken: the tokens stay unread too */
+    }
     r->n_read = r->n_generated;
     return VT_OK;
 }
@@ -392,12 +423,30 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
 
 /* ---- one step ----------------------------------------------------------- */
 
+/* Append token's bytes to r's text (a stop id adds none: it ends the
+ * request, it is not part of what was said). */
+static vt_status append_text(vt_sched *s, request *r, int32_t token, vt_error *err) {
+    int32_t n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
+    if (n > 0 && (size_t)n > s->cap_token_bytes) {
+        char *grown = realloc(s->token_bytes, (size_t)n);
+        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for token %d's %d bytes", token, n);
+        s->token_bytes = grown;
+        s->cap_token_bytes = (size_t)n;
+        n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
+    }
+    return n > 0 ? vt_text_stream_feed(r->text, s->token_bytes, (size_t)n, NULL, err) : VT_OK;
+}
+
+static bool is_stop_id(const request *r, int32_t token) {
+    for (int32_t i = 0; i < r->n_stop_ids; i++)
+        if (token == r->stop_ids[i]) return true;
+    return false;
+}
+
 /* Why r ends after generating token, or NONE. */
 static vt_sched_finish finish_after(const request *r, int32_t token) {
-    for (int32_t i = 0; i < r->n_stop_ids; i++)
-        if (token == r->stop_ids[i]) return VT_SCHED_FINISH_STOP;
-    /* Stop strings are matched on text, which needs the detokenizer: they
-     * belong here, beside the stop ids, when requests carry them. */
+    if (is_stop_id(r, token)) return VT_SCHED_FINISH_STOP;
+    if (r->text && vt_text_stream_stopped(r->text)) return VT_SCHED_FINISH_STOP_STRING;
     if (r->n_generated >= r->max_generated) return VT_SCHED_FINISH_LENGTH;
     return VT_SCHED_FINISH_NONE;
 }
@@ -441,7 +490,19 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
         if (!logits)
             return vt_fail(err, VT_ERR_INTERNAL, "scheduler: step entry %d (request %llu) got no logits", i,
                            (unsigned long long)r->id);
-        const int32_t token = vt_sampler_sample(r->sampler, logits, s->n_vocab);
+        const int32_t token =
+            vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt, r->n_generated);
+        if (r->text && !is_stop_id(r, token)) {
+            /* Out of memory for the text: the step has run, so this request
+             * ends here rather than going on with text missing. */
+            vt_error text_err = {0};
+            if (append_text(s, r, token, &text_err) != VT_OK) {
+                r->tokens[r->n_prompt + r->n_generated++] = token;
+                finish(s, r, VT_SCHED_FINISH_LENGTH);
+                info->n_finished++;
+                continue;
+            }
+        }
         r->tokens[r->n_prompt + r->n_generated++] = token;
         const vt_sched_finish why = finish_after(r, token);
         if (why != VT_SCHED_FINISH_NONE) {

@@ -12,6 +12,10 @@
  * continues where it left off (its sampler too), so its tokens are the same
  * as if it had never been preempted.
  *
+ * Each request's generated text is built once, as its tokens are sampled
+ * (a recomputation after preemption samples nothing again, so it adds no
+ * text twice), and stop strings are matched on it.
+ *
  * Each request samples with its own sampler from its own row of logits: for
  * a given seed its tokens do not depend on what else is in the batch.
  *
@@ -47,6 +51,15 @@ typedef struct vt_sched_request {
      * vt_tokenizer_is_eog). The stop token itself is reported as the last token. */
     const int32_t *stop_ids;
     int32_t n_stop_ids;
+    /* OpenAI's penalties over the tokens the request generated (sampler.h);
+     * finite, 0 = off. */
+    float presence_penalty;
+    float frequency_penalty;
+    /* Strings that end the request when its text contains one
+     * (text_stream.h: at most 16, 1..256 bytes). They need the model's
+     * tokenizer, as the text does. */
+    const char *const *stop_strings;
+    int32_t n_stop_strings;
 } vt_sched_request;
 
 typedef enum vt_sched_state {
@@ -60,6 +73,7 @@ typedef enum vt_sched_finish {
     VT_SCHED_FINISH_LENGTH,    /* max_new_tokens generated, or the context is full */
     VT_SCHED_FINISH_STOP,      /* a stop token was generated */
     VT_SCHED_FINISH_CANCELLED, /* vt_sched_cancel */
+    VT_SCHED_FINISH_STOP_STRING, /* the text reached a stop string */
 } vt_sched_finish;
 
 /* What vt_sched_read reports. */
@@ -70,6 +84,13 @@ typedef struct vt_sched_output {
     int32_t n_preemptions; /* times this request was preempted and recomputed */
     vt_sched_state state;
     vt_sched_finish finish;
+    /* The text that became final since the last read (text_stream.h): the
+     * generated tokens' bytes (none for a stop id), whole characters only,
+     * nothing that may still become a stop string; once finished, the rest,
+     * ending before a matched stop string. Empty without a tokenizer. Valid
+     * until the next read or the removal of the request. */
+    const char *text;
+    size_t n_text;
 } vt_sched_output;
 
 /* What one step did. */
@@ -108,7 +129,7 @@ vt_status vt_sched_add(vt_sched *s, const vt_sched_request *req, uint64_t *id, v
  * decided before the forward stand) and the step may be retried. */
 vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err);
 
-/* The tokens of request id generated since the last read, and its state.
+/* The tokens (and text) of request id generated since the last read, and its state.
  * Unknown id (never added, or removed): VT_ERR_INVALID. */
 vt_status vt_sched_read(vt_sched *s, uint64_t id, vt_sched_output *out, vt_error *err);
 
