@@ -148,9 +148,11 @@ vt_status vt_text_stream_take(vt_text_stream *t, const char **text, size_t *n, v
         *n = 0;
         return vt_fail(err, VT_ERR_NOMEM, "out of memory for %zu bytes of generated text", final);
     }
-    if (final) memcpy(t->taken, t->pending, final);
-    memmove(t->pending, t->pending + final, t->n_pending - final);
-    t->n_pending -= final;
+    if (final) {
+        memcpy(t->taken, t->pending, final);
+        memmove(t->pending, t->pending + final, t->n_pending - final);
+        t->n_pending -= final;
+    }
     *text = t->taken;
     *n = final;
     return VT_OK;
