@@ -122,7 +122,7 @@ typedef enum vt_finish {
 typedef struct vt_batch_request {
     uint32_t struct_size;     /* sizeof(vt_batch_request); vt_batch_request_init sets it */
     /* The prompt: token ids, or when ids is NULL, text tokenized with the
-     * model's tokenizer (BOS as the vocabulary says, no control tokens). */
+     * model's tokenizer (BOS as the vocabulary says, control-token text matched only with parse_special). */
     const int32_t *ids;
     size_t n_ids;
     const char *text;
