@@ -1,9 +1,12 @@
 /* cmd_backends.c — `vt backends`: what loaded from where, what was refused
  * and why, and each backend's op x dtype capability matrix (asked through
- * supports() with representative nodes, prefill and decode). */
+ * supports() with representative nodes, prefill and decode); --check judges
+ * one plugin file by loading it, --test runs a backend's ops against the
+ * reference (backends_test.c). */
 #include <stdio.h>
 #include <string.h>
 
+#include "backends_test.h"
 #include "capabilities.h"
 #include "cli.h"
 #include "host.h"
@@ -38,33 +41,79 @@ static void print_entry(const vt_backend_entry *b, bool matrix) {
 }
 
 static void help(void) {
-    printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n\n"
+    printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n"
+           "       vt backends --test NAME|FILE [--ops LIST] [--dtypes LIST] [--seed S] [--perf] [--json] [-t N]\n\n"
            "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
            "loaded (with its probe score: the highest is the default backend), refused (with the reason) or\n"
            "shadowed, and each loaded backend's op x dtype matrix.\n"
-           "--check FILE validates one plugin file without running a model (exit 0 if it loads).\n");
+           "--check FILE validates one plugin file without running a model (exit 0 if it loads).\n"
+           "--test NAME|FILE runs every op x dtype x phase the backend accepts on generated cases (odd shapes,\n"
+           "M = 1 and M > 1, tokens across cache blocks, GQA 1/2/4/8, several sequences, every KV dtype) and\n"
+           "on `reference`, and judges each by its normalized mean squared error against a threshold per op and\n"
+           "dtype. One line per case, a summary per op with what the backend declined; exit 0 when every case\n"
+           "is OK, 1 on any FAIL, 2 when the backend does not load. Each op family runs in a child process:\n"
+           "a crash is that case's FAIL (with the signal) and the run goes on.\n"
+           "  --ops LIST      op families to run (default all): matmul, attention, reshape_and_cache,\n"
+           "                  rms_norm, rope, swiglu, add, get_rows, convert\n"
+           "  --dtypes LIST   dtypes of each op's axis (the matrix's): f32, f16, bf16, q8_0, q4_0, q4_k,\n"
+           "                  q5_k, q6_k (default all)\n"
+           "  --seed S        seed of the generated inputs (default 1)\n"
+           "  --perf          also time each case on the backend: median time, GFLOP/s or GB/s\n"
+           "  --json          one JSON document: backend, cases, n_ok, n_failed, declined\n");
 }
 
 /* What `vt backends` was asked. */
 typedef struct backends_opts {
     vt_cli_common c;
     const char *check; /* NULL: list every backend found */
+    const char *test;  /* --test NAME|FILE */
+    const char *ops, *dtypes;
+    int64_t seed;
+    bool perf, json;
     bool matrix;
     bool help;
 } backends_opts;
 
 static vt_arg_result backends_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     backends_opts *o = opts;
-    if (strcmp(argv[*i], "--check") == 0) return vt_cli_text_arg(argc, argv, i, &o->check, err);
-    if (strcmp(argv[*i], "--brief") != 0) return VT_ARG_NOT_MINE;
-    o->matrix = false;
+    const char *a = argv[*i];
+    if (strcmp(a, "--check") == 0) return vt_cli_text_arg(argc, argv, i, &o->check, err);
+    if (strcmp(a, "--test") == 0) return vt_cli_text_arg(argc, argv, i, &o->test, err);
+    if (strcmp(a, "--ops") == 0) return vt_cli_text_arg(argc, argv, i, &o->ops, err);
+    if (strcmp(a, "--dtypes") == 0) return vt_cli_text_arg(argc, argv, i, &o->dtypes, err);
+    if (strcmp(a, "--seed") == 0) return vt_cli_int_arg(argc, argv, i, "--seed", 0, INT64_MAX, &o->seed, err);
+    if (strcmp(a, "--perf") == 0) o->perf = true;
+    else if (strcmp(a, "--json") == 0) o->json = true;
+    else if (strcmp(a, "--brief") == 0) o->matrix = false;
+    else return VT_ARG_NOT_MINE;
     return VT_ARG_TAKEN;
 }
 
 static vt_status parse_backends(int argc, char **argv, backends_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {.name = "backends", .own = backends_arg};
-    *o = (backends_opts){.matrix = true};
+    *o = (backends_opts){.matrix = true, .seed = 1};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+}
+
+/* --test's flags only with --test, and not with --check; the lists checked
+ * against the valid names before anything loads. */
+static vt_status validate_backends(const backends_opts *o, vt_backends_test_request *req, vt_error *err) {
+    if (o->test && o->check) return vt_fail(err, VT_ERR_INVALID, "backends: give --check FILE or --test NAME|FILE, not both");
+    if (!o->test) {
+        if (o->ops || o->dtypes || o->perf || o->json)
+            return vt_fail(err, VT_ERR_INVALID, "backends: --ops, --dtypes, --perf and --json go with --test");
+        return VT_OK;
+    }
+    *req = (vt_backends_test_request){
+        .target = o->test,
+        .backend_path = o->c.opt.backend_path[0] ? o->c.opt.backend_path : NULL,
+        .backend_options = o->c.opt.backend_options,
+        .threads = o->c.opt.threads,
+        .seed = (uint64_t)o->seed,
+        .perf = o->perf,
+        .json = o->json,
+    };
+    return vt_backends_test_select(req, o->ops, o->dtypes, err);
 }
 
 /* The verdict on one plugin file, on stdout; *refused when it does not load
@@ -102,7 +151,7 @@ static vt_status run_backends(const backends_opts *o, bool *refused, vt_error *e
     return st;
 }
 
-/* backends has no rules across its flags: --check's file is judged by loading it. */
+/* --check's file is judged by loading it; --test runs the op battery. */
 int vt_cmd_backends(int argc, char **argv) {
     vt_error err = {0};
     backends_opts o;
@@ -111,6 +160,13 @@ int vt_cmd_backends(int argc, char **argv) {
     if (st == VT_OK && o.help) {
         help();
         return 0;
+    }
+    vt_backends_test_request req;
+    if (st == VT_OK) st = validate_backends(&o, &req, &err);
+    if (st == VT_OK && o.test) {
+        int code = 0;
+        st = vt_backends_test_run(&req, &code, &err);
+        return st == VT_OK ? code : vt_cli_error(&err);
     }
     if (st == VT_OK) st = run_backends(&o, &refused, &err);
     if (st != VT_OK) return vt_cli_error(&err);

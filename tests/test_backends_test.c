@@ -1,0 +1,314 @@
+/* test_backends_test.c — `vt backends --test`, end to end: the shipped
+ * backends pass their whole default battery, a backend wrong for one dtype of
+ * one op fails exactly there, a crashing op is that case's FAIL and the run
+ * goes on, bad lists and unloadable plugins are refused with the reason.
+ *
+ * The command runs as a subprocess (VT_CLI_PATH); the case generator it uses
+ * (core/tools/op_cases.h) is also checked here in-process: deterministic in
+ * its seed, and every case it makes follows the operand conventions (the
+ * reference accepts it). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_harness.h"
+#include "json_mini.h"
+#include "op_cases.h"
+#include "op_conformance.h"
+#include "util.h"
+
+#define BUG_Q6K_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_matmul_q6_k.so"
+#define CRASH_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_rope_decode_crash.so"
+#define BAD_ABI_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bad_abi_major.so"
+
+/* `vt ARGS`: exit status, stdout and stderr (caller frees). */
+static int run_vt(const char *args, char **out, char **err) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s", VT_CLI_PATH, args);
+    return vt_test_run_cmd(cmd, out, err);
+}
+
+/* `vt backends --test ARGS --json`: its document in doc and its exit status. */
+static int run_test_json(const char *args, json_value *doc) {
+    char cmdargs[2048], *out = NULL, *err = NULL, msg[256] = "";
+    snprintf(cmdargs, sizeof cmdargs, "backends --test %s --json", args);
+    const int rc = run_vt(cmdargs, &out, &err);
+    memset(doc, 0, sizeof *doc);
+    const bool parsed = out && json_parse(out, strlen(out), doc, msg, sizeof msg);
+    if (!parsed) fprintf(stderr, "vt %s: exit %d, no JSON (%s)\nstdout: %s\nstderr: %s\n", cmdargs, rc, msg,
+                         out ? out : "", err ? err : "");
+    CU_ASSERT_FATAL(parsed);
+    free(out);
+    free(err);
+    return rc;
+}
+
+static const char *str(const json_value *obj, const char *key) {
+    const json_value *v = json_get(obj, key);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL_FATAL(v->type, JSON_STRING);
+    return v->str;
+}
+
+static double num(const json_value *obj, const char *key) {
+    const json_value *v = json_get(obj, key);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    return v->type == JSON_NUMBER ? v->number : NAN;
+}
+
+static bool is_true(const json_value *obj, const char *key) {
+    const json_value *v = json_get(obj, key);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    return v->type == JSON_BOOL && v->boolean;
+}
+
+static const json_value *array(const json_value *obj, const char *key) {
+    const json_value *v = json_get(obj, key);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    CU_ASSERT_EQUAL_FATAL(v->type, JSON_ARRAY);
+    return v;
+}
+
+/* A document's cases agree with its counts, and every OK case is under its
+ * threshold with a finite error. Returns the number of cases. */
+static size_t check_consistent(const json_value *doc) {
+    const json_value *cases = array(doc, "cases");
+    size_t ok = 0, failed = 0;
+    for (size_t i = 0; i < cases->n; i++) {
+        const json_value *c = &cases->items[i];
+        if (is_true(c, "ok")) {
+            ok++;
+            CU_ASSERT(isfinite(num(c, "error")));
+            CU_ASSERT(num(c, "error") <= num(c, "threshold"));
+        } else {
+            failed++;
+        }
+        const char *phase = str(c, "phase");
+        CU_ASSERT(strcmp(phase, "prefill") == 0 || strcmp(phase, "decode") == 0);
+        CU_ASSERT(str(c, "shape")[0] != '\0');
+    }
+    CU_ASSERT_EQUAL(num(doc, "n_ok"), (double)ok);
+    CU_ASSERT_EQUAL(num(doc, "n_failed"), (double)failed);
+    return cases->n;
+}
+
+/* The whole default battery on simd, in the build this runs in. */
+static void test_simd_passes(void) {
+    if (!vt_test_simd_expected()) return;
+    json_value doc;
+    CU_ASSERT_EQUAL(run_test_json("simd", &doc), 0);
+    CU_ASSERT_STRING_EQUAL(str(&doc, "backend"), "simd");
+    const size_t n = check_consistent(&doc);
+    CU_ASSERT_EQUAL(num(&doc, "n_failed"), 0);
+    /* simd implements every op for every dtype: nothing declined, and every
+     * op family has cases */
+    CU_ASSERT_EQUAL(array(&doc, "declined")->n, 0);
+    bool seen[VT_OP_COUNT] = {0};
+    const json_value *cases = array(&doc, "cases");
+    for (size_t i = 0; i < cases->n; i++) {
+        const int op = vt_op_from_name(str(&cases->items[i], "op"));
+        CU_ASSERT_FATAL(op >= 0);
+        seen[op] = true;
+    }
+    for (int op = 0; op < VT_OP_COUNT; op++) CU_ASSERT(seen[op]);
+    printf("\n  simd: %zu cases, all OK", n);
+    json_free(&doc);
+}
+
+/* onednn runs prefill matmul to f32 and declines the rest: its cases are
+ * exactly those, all OK, and the rest is listed as declined. */
+static void test_onednn_passes(void) {
+    if (!vt_test_onednn_expected()) return;
+    json_value doc;
+    CU_ASSERT_EQUAL(run_test_json("onednn", &doc), 0);
+    CU_ASSERT_STRING_EQUAL(str(&doc, "backend"), "onednn");
+    const size_t n = check_consistent(&doc);
+    CU_ASSERT(n > 0);
+    CU_ASSERT_EQUAL(num(&doc, "n_failed"), 0);
+    const json_value *cases = array(&doc, "cases");
+    for (size_t i = 0; i < cases->n; i++) {
+        CU_ASSERT_STRING_EQUAL(str(&cases->items[i], "op"), "matmul");
+        CU_ASSERT_STRING_EQUAL(str(&cases->items[i], "phase"), "prefill");
+    }
+    const json_value *declined = array(&doc, "declined");
+    bool attention = false, decode_matmul = false;
+    for (size_t i = 0; i < declined->n; i++) {
+        attention |= strcmp(str(&declined->items[i], "op"), "attention") == 0;
+        decode_matmul |= strcmp(str(&declined->items[i], "op"), "matmul") == 0 &&
+                         strcmp(str(&declined->items[i], "phase"), "decode") == 0;
+    }
+    CU_ASSERT(attention);
+    CU_ASSERT(decode_matmul);
+    json_free(&doc);
+}
+
+/* The plugin that drops the last block of each Q6_K row: every matmul q6_k
+ * case fails (whatever the output dtype and phase), everything else passes. */
+static void test_faulty_plugin_named(void) {
+    json_value doc;
+    CU_ASSERT_EQUAL(run_test_json("'" BUG_Q6K_PLUGIN "'", &doc), 1);
+    CU_ASSERT_STRING_EQUAL(str(&doc, "backend"), "bug_matmul_q6_k");
+    check_consistent(&doc);
+    const json_value *cases = array(&doc, "cases");
+    int q6k = 0, failed = 0;
+    for (size_t i = 0; i < cases->n; i++) {
+        const json_value *c = &cases->items[i];
+        const bool is_q6k = strcmp(str(c, "op"), "matmul") == 0 && strncmp(str(c, "dtypes"), "q6_k->", 6) == 0;
+        q6k += is_q6k;
+        if (!is_true(c, "ok")) {
+            failed++;
+            CU_ASSERT(is_q6k);
+            CU_ASSERT(num(c, "error") > 100 * num(c, "threshold")); /* far out, not marginal */
+        } else {
+            CU_ASSERT(!is_q6k);
+        }
+    }
+    CU_ASSERT(q6k > 0);
+    CU_ASSERT_EQUAL(failed, q6k);
+    CU_ASSERT_EQUAL(array(&doc, "declined")->n, 0);
+    json_free(&doc);
+
+    /* the text report names the op and dtype on the FAIL lines and in the summary */
+    char *out = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test '" BUG_Q6K_PLUGIN "' --ops matmul --dtypes q6_k,q4_k", &out, NULL), 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nmatmul: 9 OK, 9 FAIL\n"));
+    int fail_lines = 0;
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "  ", 2) != 0 || !strstr(line, " FAIL")) continue; /* case lines are indented */
+        CU_ASSERT(strncmp(line, "  matmul            q6_k->", 26) == 0);
+        fail_lines++;
+    }
+    CU_ASSERT_EQUAL(fail_lines, 9);
+    free(out);
+}
+
+/* A rope that crashes in decode: each decode rope case is a FAIL naming
+ * SIGSEGV, and the prefill rope cases and the next op family still run. */
+static void test_crash_is_a_case_fail(void) {
+    json_value doc;
+    CU_ASSERT_EQUAL(run_test_json("'" CRASH_PLUGIN "' --ops rope,add", &doc), 1);
+    check_consistent(&doc);
+    const json_value *cases = array(&doc, "cases");
+    int crashed = 0, add_ok = 0, rope_prefill_ok = 0;
+    for (size_t i = 0; i < cases->n; i++) {
+        const json_value *c = &cases->items[i];
+        const bool rope = strcmp(str(c, "op"), "rope") == 0, decode = strcmp(str(c, "phase"), "decode") == 0;
+        if (rope && decode) {
+            CU_ASSERT(!is_true(c, "ok"));
+            const json_value *note = json_get(c, "note");
+            CU_ASSERT(note && note->type == JSON_STRING && strstr(note->str, "signal 11"));
+            crashed++;
+        } else {
+            CU_ASSERT(is_true(c, "ok"));
+            add_ok += !rope;
+            rope_prefill_ok += rope;
+        }
+    }
+    CU_ASSERT_EQUAL(crashed, vt_op_case_count(VT_OP_ROPE, VT_F32, VT_PHASE_DECODE) * 3);
+    CU_ASSERT_EQUAL(rope_prefill_ok, vt_op_case_count(VT_OP_ROPE, VT_F32, VT_PHASE_PREFILL) * 3);
+    CU_ASSERT(add_ok > 0);
+    json_free(&doc);
+}
+
+/* Unknown names are refused before anything runs, with the valid ones listed. */
+static void test_unknown_op_or_dtype(void) {
+    char *out = NULL, *err = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test reference --ops matmul,softmax", &out, &err), 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "'softmax'"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err, "matmul, attention, reshape_and_cache, rms_norm, rope, swiglu, add, get_rows, convert"));
+    CU_ASSERT(!out || strstr(out, "OK") == NULL);
+    free(out);
+    free(err);
+    CU_ASSERT_EQUAL(run_vt("backends --test reference --dtypes q4_k,q3_k", &out, &err), 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "'q3_k'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k"));
+    free(out);
+    free(err);
+}
+
+/* A plugin file that does not load: exit 2 with the reason --check gives. */
+static void test_refused_plugin(void) {
+    char *out = NULL, *check = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test '" BAD_ABI_PLUGIN "'", &out, NULL), 2);
+    CU_ASSERT_EQUAL(run_vt("backends --check '" BAD_ABI_PLUGIN "'", &check, NULL), 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(check);
+    const char *reason = "ABI major 2, runtime speaks 1";
+    CU_ASSERT_PTR_NOT_NULL(strstr(check, reason));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, reason));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "refused"));
+    free(out);
+    free(check);
+    CU_ASSERT_EQUAL(run_vt("backends --test no_such_backend", &out, NULL), 2);
+    CU_ASSERT_PTR_NOT_NULL(out && strstr(out, "no backend named 'no_such_backend'"));
+    free(out);
+}
+
+/* The generator: the same seed gives the same bytes, another seed others;
+ * every case follows the conventions (the reference accepts it) except the
+ * combinations the convention does not have, which are exactly swiglu with
+ * a narrow output. */
+static void test_generator(void) {
+    vt_harness *h = vt_harness_open(1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    const vt_backend_entry *ref = vt_harness_backend(h, "reference");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    int total = 0;
+    for (int op = 0; op < VT_OP_COUNT; op++) {
+        int32_t axis[8];
+        const int n_axis = vt_op_case_axis(op, axis, 8);
+        CU_ASSERT(n_axis == 3 || n_axis == 8);
+        for (int a = 0; a < n_axis; a++)
+            for (int phase = 0; phase <= 1; phase++)
+                for (int i = 0; i < vt_op_case_count(op, axis[a], (vt_phase)phase); i++, total++) {
+                    vt_op_case c1, c2, c3;
+                    vt_error err = {0};
+                    CU_ASSERT_EQUAL_FATAL(vt_op_case_build(op, axis[a], (vt_phase)phase, i, 5, &c1, &err), VT_OK);
+                    CU_ASSERT_EQUAL_FATAL(vt_op_case_build(op, axis[a], (vt_phase)phase, i, 5, &c2, &err), VT_OK);
+                    CU_ASSERT_EQUAL_FATAL(vt_op_case_build(op, axis[a], (vt_phase)phase, i, 6, &c3, &err), VT_OK);
+                    const bool narrow_swiglu = op == VT_OP_SWIGLU && axis[a] != VT_F32;
+                    CU_ASSERT_EQUAL(vt_op_case_accepted(ref, &c1), !narrow_swiglu);
+                    const size_t bytes = vt_harness_nbytes(&c1.node.src[0]);
+                    CU_ASSERT(memcmp(c1.node.src[0].data, c2.node.src[0].data, bytes) == 0);
+                    CU_ASSERT(memcmp(c1.node.src[0].data, c3.node.src[0].data, bytes) != 0);
+                    CU_ASSERT_STRING_EQUAL(c1.shape, c2.shape);
+                    vt_op_case_free(&c1);
+                    vt_op_case_free(&c2);
+                    vt_op_case_free(&c3);
+                }
+    }
+    CU_ASSERT(total > 100);
+    vt_harness_close(h);
+}
+
+/* NMSE itself: scale-free, zero for equal, infinite for a lone non-finite. */
+static void test_nmse(void) {
+    const float ref[4] = {1, -2, 3, 0}, same[4] = {1, -2, 3, 0}, off[4] = {1, -2, 3, 1};
+    const float scaled_ref[4] = {10, -20, 30, 0}, scaled_off[4] = {10, -20, 30, 10};
+    const float nan_out[4] = {1, -2, NAN, 0};
+    CU_ASSERT_EQUAL(vt_nmse(same, ref, 4), 0.0);
+    VT_ASSERT_NEAR(vt_nmse(off, ref, 4), 1.0 / 14.0, 1e-12);
+    VT_ASSERT_NEAR(vt_nmse(scaled_off, scaled_ref, 4), 1.0 / 14.0, 1e-12);
+    CU_ASSERT(isinf(vt_nmse(nan_out, ref, 4)));
+}
+
+int main(void) {
+    CU_TestInfo tests[] = {
+        {"simd passes its whole default battery", test_simd_passes},
+        {"onednn passes, declining what it does not run", test_onednn_passes},
+        {"a plugin wrong for matmul q6_k fails exactly there", test_faulty_plugin_named},
+        {"a crashing op is that case's FAIL, the run goes on", test_crash_is_a_case_fail},
+        {"unknown op or dtype lists the valid ones", test_unknown_op_or_dtype},
+        {"a plugin that does not load: exit 2 with the reason", test_refused_plugin},
+        {"the case generator is deterministic and follows the conventions", test_generator},
+        {"nmse", test_nmse},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("backends --test", NULL, NULL, tests);
+    return vt_test_run();
+}
