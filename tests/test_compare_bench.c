@@ -105,7 +105,7 @@ static int dry_run_counts(const char *backend, plan_counts *pc) {
 
 /* Logits of every prompt position through an engine preferring `backend`
  * ([N_PROMPT][V], malloc'ed), plus the spread (stdev) of all of them. */
-static float *engine_logits(const char *backend, int32_t *n_vocab, double *spread) {
+static float *engine_logits_kv(const char *backend, int32_t kv_dtype, int32_t *n_vocab, double *spread) {
     vt_error err = {0};
     vt_model *m = NULL;
     vt_engine *e = NULL;
@@ -114,6 +114,7 @@ static float *engine_logits(const char *backend, int32_t *n_vocab, double *sprea
     vt_options_defaults(&opt);
     opt.threads = 2;
     opt.ctx_size = 64;
+    opt.kv_cache_dtype = kv_dtype;
     snprintf(opt.backend, sizeof opt.backend, "%s", backend);
     CU_ASSERT_EQUAL_FATAL(vt_engine_create(&opt, m, true, &e, &err), VT_OK);
     int32_t ids[N_PROMPT];
@@ -136,6 +137,11 @@ static float *engine_logits(const char *backend, int32_t *n_vocab, double *sprea
     vt_engine_free(e);
     vt_model_free(m);
     return out;
+}
+
+/* The same with the default KV cache (f16), as compare runs without the flag. */
+static float *engine_logits(const char *backend, int32_t *n_vocab, double *spread) {
+    return engine_logits_kv(backend, VT_F16, n_vocab, spread);
 }
 
 static void test_compare_json(void) {
@@ -479,6 +485,77 @@ static void test_bench_csv(void) {
     free(out);
 }
 
+/* --kv-cache-dtype f32,f16,bf16: every backend, reference included, at
+ * every cache dtype, each row against reference@f32 (the top-level
+ * kv_cache_dtype); reference@f16 vs reference@f32 is the cache's own term,
+ * recomputed here from two engines in this process. */
+static void test_compare_kv_dtype_list(void) {
+    const bool simd = vt_test_simd_expected();
+    char args[2048];
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends %s -t 2 --tokens " PROMPT_IDS " -n %d "
+             "--kv-cache-dtype f32,f16,bf16", model_path, simd ? "reference,simd" : "reference", N_GREEDY);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *kv = json_get(&doc, "kv_cache_dtype");
+    CU_ASSERT(kv && kv->type == JSON_STRING && strcmp(kv->str, "f32") == 0);
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY);
+    CU_ASSERT_EQUAL_FATAL(backends->n, simd ? 6 : 3);
+    static const char *const names[] = {"reference", "reference", "reference", "simd", "simd", "simd"};
+    static const char *const dtypes[] = {"f32", "f16", "bf16", "f32", "f16", "bf16"};
+    for (size_t i = 0; i < backends->n; i++) {
+        const json_value *name = json_get(&backends->items[i], "name");
+        const json_value *d = json_get(&backends->items[i], "kv_cache_dtype");
+        CU_ASSERT_FATAL(name && d && name->type == JSON_STRING && d->type == JSON_STRING);
+        CU_ASSERT_STRING_EQUAL(name->str, names[i]);
+        CU_ASSERT_STRING_EQUAL(d->str, dtypes[i]);
+        CU_ASSERT(num(&backends->items[i], "max_abs_dlogit") >= num(&backends->items[i], "mean_abs_dlogit"));
+    }
+    /* the baseline against itself is exact; a narrower cache moves the
+     * logits, bf16 (8 bits of mantissa) more than f16 (11) */
+    const double ref_f32 = num(&backends->items[0], "max_abs_dlogit"), ref_f16 = num(&backends->items[1], "max_abs_dlogit"),
+                 ref_bf16 = num(&backends->items[2], "max_abs_dlogit");
+    CU_ASSERT_EQUAL(ref_f32, 0.0);
+    CU_ASSERT(ref_f16 > 0.0);
+    CU_ASSERT(ref_bf16 > ref_f16);
+
+    /* the KV term, recomputed: reference with an f16 cache against reference with an f32 cache */
+    int32_t V = 0, V2 = 0;
+    double spread = 0, spread2 = 0;
+    float *base = engine_logits_kv("reference", VT_F32, &V, &spread);
+    float *at_f16 = engine_logits_kv("reference", VT_F16, &V2, &spread2);
+    double mx = 0;
+    for (int64_t i = 0; i < (int64_t)N_PROMPT * V; i++) mx = fmax(mx, fabs((double)at_f16[i] - base[i]));
+    VT_ASSERT_NEAR(ref_f16, mx, 1e-9 * fmax(1.0, mx) + 1e-6 * mx);
+    free(base);
+    free(at_f16);
+    json_free(&doc);
+
+    /* one dtype: the old shape, each entry at that dtype, the baseline too */
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends reference -t 2 --tokens 1,2,3 -n 2 "
+             "--kv-cache-dtype bf16", model_path);
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    kv = json_get(&doc, "kv_cache_dtype");
+    CU_ASSERT(kv && kv->type == JSON_STRING && strcmp(kv->str, "bf16") == 0);
+    backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 1);
+    kv = json_get(&backends->items[0], "kv_cache_dtype");
+    CU_ASSERT(kv && kv->type == JSON_STRING && strcmp(kv->str, "bf16") == 0);
+    json_free(&doc);
+
+    /* the text table: one row per backend x dtype, the dtype in column kv */
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' compare -m '%s' --backends reference -t 2 --tokens 1,2,3 -n 2 "
+             "--kv-cache-dtype f16,bf16", VT_CLI_PATH, model_path);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, NULL), 0);
+    CU_ASSERT_FATAL(out != NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nbackend    kv "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nreference  f32             0 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nreference  f16 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nreference  bf16 "));
+    free(out);
+}
+
 static void test_bad_flags_are_errors(void) {
     char cmd[2048];
     const char *bad[] = {
@@ -489,6 +566,8 @@ static void test_bad_flags_are_errors(void) {
         "compare -m '%s' --backends nosuch",  /* not loaded */
         "compare -m '%s' --backend simd",     /* singular flag on a multi-backend command */
         "compare -m '%s' -n 8 -c 4 --tokens 1,2", /* KV cache too small for the run */
+        "compare -m '%s' --kv-cache-dtype f32,q8_0", /* not a cache dtype */
+        "compare -m '%s' --kv-cache-dtype f32,", /* an empty name in the list */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char args[1024];
@@ -625,6 +704,8 @@ int main(void) {
         {"compare --profile counts every op call of both plans", test_compare_profile_counts_every_op_call},
         {"compare and bench report a backend whose plan fails and measure the rest", test_compare_reports_a_failing_backend},
         {"compare without -m synthesizes a cached default model", test_compare_default_model_is_cached},
+        {"compare --kv-cache-dtype f32,f16,bf16: every backend at every cache dtype vs reference@f32",
+         test_compare_kv_dtype_list},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
         {"bench --parallel --json: n_seqs, aggregate and per-sequence rates", test_bench_parallel_json},
         {"bench --csv: header and one row per test", test_bench_csv},

@@ -6,7 +6,13 @@
  * process's current one while it exists). The reference runs first and its
  * logits of every prompt position and its greedy continuation are kept as
  * the baseline; every backend, reference included, is then scored against
- * them. */
+ * them.
+ *
+ * With a list of KV-cache dtypes (--kv-cache-dtype f32,f16,bf16) every
+ * backend, reference included, runs once per dtype, and the baseline is the
+ * reference with an f32 cache: reference@f16 against it is the cache's own
+ * share of the difference, and each backend's row at a dtype shows how much
+ * it adds. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +39,7 @@ static const char default_prompt[] =
 
 static void help(void) {
     printf("usage: vt compare [-m MODEL] [--backends LIST|all] [-p PROMPT | --tokens IDS] [-n N] [--ppl FILE]\n"
-           "                  [--kv-cache-dtype D] [-t N] [--json] [--profile] [options]\n\n"
+           "                  [--kv-cache-dtype D|LIST] [-t N] [--json] [--profile] [options]\n\n"
            "Run the same tokens through each backend and compare it with `reference`: max and mean |dlogit|,\n"
            "top-1 agreement and KL divergence over every prompt position, greedy continuation agreement (tokens\n"
            "until the first divergence), perplexity over --ppl FILE, prefill and decode tokens/s, and where each\n"
@@ -47,6 +53,8 @@ static void help(void) {
            "      --ppl FILE           also compute perplexity over the text of FILE\n"
            "      --ppl-ctx N          perplexity chunk size in tokens (default %d, capped at the text's length);\n"
            "                           like llama-perplexity, each chunk scores its second half\n"
+           "      --kv-cache-dtype LIST  f32, f16, bf16, or a list (f32,f16,bf16): each backend, reference\n"
+           "                           included, runs at each cache dtype, every row against reference at f32\n"
            "      --json               one JSON document instead of the table\n"
            "      --profile            per-op time, calls and share per backend, on stderr\n"
            "Prefill tokens/s here includes the logits of every position (the metrics need them);\n"
@@ -59,6 +67,7 @@ static void help(void) {
 /* What one backend scored. */
 typedef struct backend_result {
     char name[64];
+    int32_t kv_cache_dtype;
     vt_logit_stats stats;
     int64_t greedy_agree;
     double ppl;                 /* NAN: not asked */
@@ -85,6 +94,8 @@ typedef struct compare_job {
     int32_t *chunk;            /* [ppl_ctx] scratch */
     vt_profiler *profiler;     /* NULL = off */
     vt_progress *bar;
+    bool kv_list;              /* several cache dtypes: rows per backend x dtype, baseline reference@f32 */
+    int32_t baseline_kv;       /* the baseline's cache dtype */
 } compare_job;
 
 /* Count the nodes of both plans by the backend that runs them. */
@@ -163,23 +174,30 @@ static vt_status measure(compare_job *job, vt_engine *e, bool is_reference, back
     return VT_OK;
 }
 
-static vt_status run_backend(compare_job *job, const char *name, bool is_reference, backend_result *r,
-                             vt_error *err) {
+/* One run: backend `name` with a KV cache of kv_dtype. */
+static vt_status run_backend(compare_job *job, const char *name, int32_t kv_dtype, bool is_reference,
+                             backend_result *r, vt_error *err) {
     memset(r, 0, sizeof *r);
     snprintf(r->name, sizeof r->name, "%.63s", name);
+    r->kv_cache_dtype = kv_dtype;
+    vt_cli_common c = *job->c;
+    c.opt.kv_cache_dtype = kv_dtype;
+    char label[80];
+    if (job->kv_list) snprintf(label, sizeof label, "%s@%s", name, vt_dtype_name(kv_dtype));
+    else snprintf(label, sizeof label, "%s", name);
     vt_engine *e = NULL;
     const vt_engine_shape shape = {true, 1};
-    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, &shape, &e, err);
+    vt_status st = vt_cli_engine_for_backend(&c, job->model, name, &shape, &e, err);
     if (st != VT_OK) return st;
     st = count_nodes(e, r, err);
     if (st == VT_OK && job->profiler) {
         st = vt_profiler_attach(job->profiler, e->registry, err);
-        if (st == VT_OK) st = vt_profiler_section(job->profiler, name, err);
+        if (st == VT_OK) st = vt_profiler_section(job->profiler, label, err);
     }
     if (st == VT_OK && !job->c->dry_run) {
-        vt_progress_label(job->bar, name);
+        vt_progress_label(job->bar, label);
         st = measure(job, e, is_reference, r, err);
-        if (st != VT_OK) vt_error_prefix(err, "backend %s: ", name);
+        if (st != VT_OK) vt_error_prefix(err, "backend %s: ", label);
     }
     vt_engine_free(e);
     return st;
@@ -192,7 +210,7 @@ static void print_json(const compare_job *job, const char *model_path, const bac
     printf("{\"model\": ");
     vt_json_string(stdout, model_path);
     printf(", \"n_tokens\": %lld, \"kv_cache_dtype\": ", (long long)job->n_prompt);
-    vt_json_string(stdout, vt_dtype_name(job->c->opt.kv_cache_dtype));
+    vt_json_string(stdout, vt_dtype_name(job->baseline_kv));
     printf(", \"threads\": %d, \"greedy_tokens\": %lld, \"ppl_file\": ", job->c->opt.threads,
            (long long)job->n_greedy);
     if (ppl_file) vt_json_string(stdout, ppl_file);
@@ -205,6 +223,8 @@ static void print_json(const compare_job *job, const char *model_path, const bac
         const backend_result *r = &res[i];
         printf("%s{\"name\": ", i ? ", " : "");
         vt_json_string(stdout, r->name);
+        printf(", \"kv_cache_dtype\": ");
+        vt_json_string(stdout, vt_dtype_name(r->kv_cache_dtype));
         if (r->error[0]) {
             printf(", \"error\": ");
             vt_json_string(stdout, r->error);
@@ -256,19 +276,26 @@ static void print_table(const compare_job *job, const char *model_path, const ba
     printf("model: %s (%s, %d layers, %d wide, vocab %d, %.2f M params, %.2f MiB)\n", model_path, hp->arch_name,
            hp->n_layer, hp->n_embd, hp->n_vocab, (double)job->model->n_params * 1e-6,
            (double)job->model->weight_bytes / (1024.0 * 1024.0));
-    printf("prompt: %lld tokens; greedy continuation: %lld tokens; kv cache %s; %d threads\n",
-           (long long)job->n_prompt, (long long)job->n_greedy, vt_dtype_name(job->c->opt.kv_cache_dtype),
-           job->c->opt.threads);
+    if (job->kv_list)
+        printf("prompt: %lld tokens; greedy continuation: %lld tokens; each backend at each kv cache dtype "
+               "(column kv); %d threads\n",
+               (long long)job->n_prompt, (long long)job->n_greedy, job->c->opt.threads);
+    else
+        printf("prompt: %lld tokens; greedy continuation: %lld tokens; kv cache %s; %d threads\n",
+               (long long)job->n_prompt, (long long)job->n_greedy, vt_dtype_name(job->baseline_kv),
+               job->c->opt.threads);
     if (ppl_file)
         printf("perplexity: %s, %lld chunks of %lld tokens (second half of each scored)\n", ppl_file,
                (long long)job->ppl_chunks, (long long)job->ppl_ctx);
-    printf("metrics vs reference over every prompt position\n\n");
-    printf("%-10s %10s %10s %7s %10s %10s %8s %9s %10s %10s  %s\n", "backend", "max|dlog|", "mean|dlog|", "top-1",
+    printf("metrics vs reference%s over every prompt position\n\n", job->kv_list ? " with an f32 kv cache" : "");
+    printf("%-10s %s%10s %10s %7s %10s %10s %8s %9s %10s %10s  %s\n", "backend", job->kv_list ? "kv     " : "", "max|dlog|", "mean|dlog|", "top-1",
            "KL mean", "KL max", "greedy", "ppl", "pp tok/s", "tg tok/s", "nodes ran on");
     for (int i = 0; i < n; i++) {
         const backend_result *r = &res[i];
+        char kv[16] = "";
+        if (job->kv_list) snprintf(kv, sizeof kv, "%-6s ", vt_dtype_name(r->kv_cache_dtype));
         if (r->error[0]) {
-            printf("%-10s error: %s\n", r->name, r->error);
+            printf("%-10s %serror: %s\n", r->name, kv, r->error);
             continue;
         }
         char mx[32], mean[32], klm[32], klx[32], ppl[32], pp[32], tg[32], greedy[32], where[512];
@@ -289,7 +316,7 @@ static void print_table(const compare_job *job, const char *model_path, const ba
             if (w < 0) break;
             used += (size_t)w;
         }
-        printf("%-10s %10s %10s %6.1f%% %10s %10s %8s %9s %10s %10s  %s\n", r->name, mx, mean,
+        printf("%-10s %s%10s %10s %6.1f%% %10s %10s %8s %9s %10s %10s  %s\n", r->name, kv, mx, mean,
                100.0 * vt_logit_stats_top1(&r->stats), klm, klx, greedy, ppl, pp, tg, where);
     }
 }
@@ -364,10 +391,13 @@ static vt_status open_model(vt_cli_common *c, char *path_buf, size_t size, vt_mo
 typedef struct compare_opts {
     vt_cli_common c;
     const char *prompt, *ids, *backends, *ppl_file;
+    const char *kv_dtypes; /* --kv-cache-dtype as given: one dtype, or a list */
     int64_t n_greedy, ppl_ctx;
     bool json, profile;
     bool help;
     vt_backend_set set; /* settled by validate: --backends checked against what loads, reference first */
+    int32_t kv_list[3]; /* settled by validate: the cache dtypes of a list (n_kv >= 2), each once */
+    int n_kv;
 } compare_opts;
 
 static vt_arg_result compare_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
@@ -375,6 +405,7 @@ static vt_arg_result compare_arg(void *opts, int argc, char **argv, int *i, vt_e
     const char *a = argv[*i];
     if (strcmp(a, "--backends") == 0) return vt_cli_text_arg(argc, argv, i, &o->backends, err);
     if (strcmp(a, "--ppl") == 0) return vt_cli_text_arg(argc, argv, i, &o->ppl_file, err);
+    if (strcmp(a, "--kv-cache-dtype") == 0) return vt_cli_text_arg(argc, argv, i, &o->kv_dtypes, err);
     if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)
         return vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 20, &o->n_greedy, err);
     if (strcmp(a, "--ppl-ctx") == 0) return vt_cli_int_arg(argc, argv, i, "--ppl-ctx", 4, 1 << 20, &o->ppl_ctx, err);
@@ -391,16 +422,67 @@ static vt_status parse_compare(int argc, char **argv, compare_opts *o, vt_error 
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 
+/* --kv-cache-dtype: one dtype sets the cache as for every command; a list
+ * (each name validated as the single value is, duplicates dropped) runs every
+ * backend at each. */
+static vt_status settle_kv_dtypes(compare_opts *o, vt_error *err) {
+    o->n_kv = 0;
+    if (!o->kv_dtypes) return VT_OK;
+    if (!strchr(o->kv_dtypes, ',')) return vt_options_set(&o->c.opt, "kv_cache.dtype", o->kv_dtypes, "cli", err);
+    char name[16];
+    for (const char *p = o->kv_dtypes;;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
+        vt_options probe = o->c.opt;
+        vt_status st = vt_options_set(&probe, "kv_cache.dtype", name, "cli", err);
+        if (st != VT_OK) return st;
+        bool seen = false;
+        for (int k = 0; k < o->n_kv; k++) seen |= o->kv_list[k] == probe.kv_cache_dtype;
+        if (!seen) o->kv_list[o->n_kv++] = probe.kv_cache_dtype;
+        if (!end) break;
+        p = end + 1;
+    }
+    if (o->n_kv == 1) { /* "f16,f16": one dtype after all */
+        o->c.opt.kv_cache_dtype = o->kv_list[0];
+        o->n_kv = 0;
+    }
+    return VT_OK;
+}
+
 static vt_status validate_compare(compare_opts *o, vt_error *err) {
     if (o->prompt && o->ids) return vt_fail(err, VT_ERR_INVALID, "compare: give -p TEXT or --tokens IDS, not both");
+    vt_status st = settle_kv_dtypes(o, err);
+    if (st != VT_OK) return st;
     return vt_cli_backend_set(&o->c.opt, o->backends, false, true, &o->set, err);
 }
 
+/* One measurement of run_compare: a backend at a cache dtype. */
+typedef struct compare_run {
+    const char *name;
+    int32_t kv_dtype;
+} compare_run;
+
+/* The runs in order, the baseline first: each backend at the one cache
+ * dtype; or with a list, reference@f32 then every backend (reference first)
+ * at each listed dtype, the baseline not twice. Returns how many. */
+static int plan_runs(const compare_opts *o, compare_run *runs) {
+    int n = 0;
+    if (o->n_kv == 0) {
+        for (int b = 0; b < o->set.n; b++) runs[n++] = (compare_run){o->set.names[b], o->c.opt.kv_cache_dtype};
+        return n;
+    }
+    runs[n++] = (compare_run){o->set.names[0], VT_F32};
+    for (int b = 0; b < o->set.n; b++)
+        for (int k = 0; k < o->n_kv; k++)
+            if (b > 0 || o->kv_list[k] != VT_F32) runs[n++] = (compare_run){o->set.names[b], o->kv_list[k]};
+    return n;
+}
+
 /* Load (or synthesize) the model, tokenize, size the KV cache, measure every
- * backend in turn, then print. */
+ * backend (at every cache dtype) in turn, then print. */
 static vt_status run_compare(const compare_opts *o, vt_error *err) {
     vt_cli_common c = o->c; /* the KV cache size and, without -m, the model path are settled here */
-    const vt_backend_set *set = &o->set;
     char default_path[4200];
     vt_model *model = NULL;
     int32_t *tokens = NULL, *ppl_tokens = NULL;
@@ -445,16 +527,20 @@ static vt_status run_compare(const compare_opts *o, vt_error *err) {
     job.ref_greedy = malloc((size_t)(o->n_greedy + 1) * sizeof(int32_t));
     job.greedy = malloc((size_t)(o->n_greedy + 1) * sizeof(int32_t));
     job.chunk = malloc((size_t)(job.ppl_ctx + 1) * sizeof(int32_t));
-    results = calloc((size_t)set->n, sizeof *results);
+    compare_run runs[VT_CLI_MAX_BACKENDS * 3 + 1] = {{"reference", VT_F32}};
+    const int n_runs = plan_runs(o, runs);
+    job.kv_list = o->n_kv > 0;
+    job.baseline_kv = runs[0].kv_dtype;
+    results = calloc((size_t)n_runs, sizeof *results);
     if (!job.ref_logits || !job.ref_greedy || !job.greedy || !job.chunk || !results) {
         st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
         goto done;
     }
 
     double per_backend = (double)n_tokens + (double)o->n_greedy + (double)(job.ppl_chunks * job.ppl_ctx);
-    vt_progress_begin(&bar, "compare", per_backend * set->n);
-    for (int b = 0; b < set->n && st == VT_OK; b++) {
-        st = run_backend(&job, set->names[b], b == 0, &results[b], err);
+    vt_progress_begin(&bar, "compare", per_backend * n_runs);
+    for (int b = 0; b < n_runs && st == VT_OK; b++) {
+        st = run_backend(&job, runs[b].name, runs[b].kv_dtype, b == 0, &results[b], err);
         vt_progress_set(&bar, per_backend * (b + 1));
         /* Without the reference there is nothing to compare with; any other
          * backend that fails is reported in its row and the rest still run
@@ -468,8 +554,8 @@ static vt_status run_compare(const compare_opts *o, vt_error *err) {
     vt_progress_end(&bar);
     if (st != VT_OK || c.dry_run) goto done;
 
-    if (o->json) print_json(&job, c.model_path, results, set->n, o->ppl_file);
-    else print_table(&job, c.model_path, results, set->n, o->ppl_file);
+    if (o->json) print_json(&job, c.model_path, results, n_runs, o->ppl_file);
+    else print_table(&job, c.model_path, results, n_runs, o->ppl_file);
     fflush(stdout); /* the table first, then the profile, also when both go to one pipe */
     if (profiler) vt_profiler_print(profiler, stderr);
 
