@@ -427,6 +427,11 @@ static vt_status run_family(const vt_backends_test_request *req, int op, collect
             return vt_fail(err, VT_ERR_IO, "backends --test: fork: %s", strerror(errno));
         }
         if (pid == 0) {
+            /* A crash must end the child by its signal, so the parent can
+             * name it: the default action, not a handler inherited or
+             * installed by a sanitizer's runtime (which would exit(1)). */
+            static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+            for (size_t k = 0; k < sizeof fatal / sizeof *fatal; k++) signal(fatal[k], SIG_DFL);
             close(fds[0]);
             child_main(req, op, start, fds[1]);
         }
