@@ -72,7 +72,12 @@ static bool same_options(const vt_options *a, const vt_options *b) {
                 strcmp(a->kv_cache_dtype_source, b->kv_cache_dtype_source) == 0 && a->ctx_size == b->ctx_size &&
                 a->block_size == b->block_size && strcmp(a->backend_path, b->backend_path) == 0 &&
                 a->temp == b->temp && a->top_k == b->top_k && a->top_p == b->top_p && a->min_p == b->min_p &&
-                a->seed == b->seed && strcmp(a->config_path, b->config_path) == 0;
+                a->seed == b->seed && strcmp(a->config_path, b->config_path) == 0 &&
+                strcmp(a->server_host, b->server_host) == 0 && a->server_port == b->server_port &&
+                strcmp(a->server_chat_template, b->server_chat_template) == 0 &&
+                strcmp(a->server_model_alias, b->server_model_alias) == 0 &&
+                a->server_body_limit == b->server_body_limit && a->server_timeout == b->server_timeout &&
+                a->server_shutdown_grace == b->server_shutdown_grace;
     for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) same = same && strcmp(a->source[i], b->source[i]) == 0;
     return same;
 }
@@ -246,7 +251,9 @@ static void test_ini_sets_every_key(void) {
                             "max_seqs = 8\ntoken_budget = 64\nmax_waiting = 9\n"
                             "[kv_cache]\ndtype = bf16\nctx_size = 8192\nblock_size = 32\n"
                             "[backends]\npath = /opt/a:/opt/b ; inline comment\n"
-                            "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 18446744073709551615\n",
+                            "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 18446744073709551615\n"
+                            "[server]\nhost = ::1\nport = 0\nchat_template = llama3\nmodel_alias = my model\n"
+                            "body_limit = 1024\ntimeout = 0.5\nshutdown_grace = 0\n",
                             &err);
     if (s != VT_OK) printf("\n  %s\n", err.msg);
     CU_ASSERT_EQUAL_FATAL(s, VT_OK);
@@ -266,6 +273,13 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_EQUAL(o.top_p, 0.5f);
     CU_ASSERT_EQUAL(o.min_p, 1.0f);
     CU_ASSERT_EQUAL(o.seed, UINT64_MAX);
+    CU_ASSERT_STRING_EQUAL(o.server_host, "::1");
+    CU_ASSERT_EQUAL(o.server_port, 0);
+    CU_ASSERT_STRING_EQUAL(o.server_chat_template, "llama3");
+    CU_ASSERT_STRING_EQUAL(o.server_model_alias, "my model");
+    CU_ASSERT_EQUAL(o.server_body_limit, 1024);
+    CU_ASSERT_EQUAL(o.server_timeout, 0.5);
+    CU_ASSERT_EQUAL(o.server_shutdown_grace, 0);
     for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++)
         CU_ASSERT_NSTRING_EQUAL(vt_options_source(&o, vt_options_key(i)), "ini ", 4);
 }
@@ -350,6 +364,14 @@ static const bad_value bad_values[] = {
     {"runtime.token_budget", "65537", "0 (the batch size) or integers 1..65536"},
     {"runtime.max_waiting", "0", "integers 1..1048576"},
     {"runtime.max_waiting", "1048577", "integers 1..1048576"},
+    {"server.host", "", "addresses or host names"},
+    {"server.host", "a b", "addresses or host names"},
+    {"server.port", "65536", "integers 0..65535"},
+    {"server.chat_template", "jinja", "chatml, llama2, llama3, mistral"},
+    {"server.model_alias", "tab\there", "printable characters"},
+    {"server.body_limit", "1023", "integers 1024..1073741824"},
+    {"server.timeout", "-1", "seconds 0..10000000"},
+    {"server.shutdown_grace", "nan", "seconds 0..10000000"},
     {"kv_cache.dtype", "fp7", "f32, f16, bf16"},
     {"kv_cache.dtype", "F16", "f32, f16, bf16"},
     {"kv_cache.dtype", "q8_0", "f32, f16, bf16"},

@@ -63,6 +63,13 @@ typedef enum option_id {
     OPT_TOP_P,
     OPT_MIN_P,
     OPT_SEED,
+    OPT_SERVER_HOST,
+    OPT_SERVER_PORT,
+    OPT_SERVER_CHAT_TEMPLATE,
+    OPT_SERVER_MODEL_ALIAS,
+    OPT_SERVER_BODY_LIMIT,
+    OPT_SERVER_TIMEOUT,
+    OPT_SERVER_SHUTDOWN_GRACE,
     OPT_COUNT
 } option_id;
 
@@ -97,9 +104,19 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_TOP_P] = {"sampling.top_p", "sampling", "top_p", "numbers in (0, 1] (1 = off)"},
     [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", "numbers in [0, 1] (0 = off)"},
     [OPT_SEED] = {"sampling.seed", "sampling", "seed", "integers 0..18446744073709551615"},
+    [OPT_SERVER_HOST] = {"server.host", "server", "host",
+                         "addresses or host names of 1 to 255 characters from A-Z, a-z, 0-9, '.', ':', '-', '_' and '%'"},
+    [OPT_SERVER_PORT] = {"server.port", "server", "port", "integers 0..65535 (0 = any free port)"},
+    [OPT_SERVER_CHAT_TEMPLATE] = {"server.chat_template", "server", "chat_template",
+                                  "chatml, llama2, llama3, mistral, or empty for the model's own"},
+    [OPT_SERVER_MODEL_ALIAS] = {"server.model_alias", "server", "model_alias",
+                                "names of up to 255 printable characters, or empty for the model file's name"},
+    [OPT_SERVER_BODY_LIMIT] = {"server.body_limit", "server", "body_limit", "integers 1024..1073741824 (bytes)"},
+    [OPT_SERVER_TIMEOUT] = {"server.timeout", "server", "timeout", "seconds 0..10000000 (0 = no limit)"},
+    [OPT_SERVER_SHUTDOWN_GRACE] = {"server.shutdown_grace", "server", "shutdown_grace", "seconds 0..10000000"},
 };
 
-static const char *const known_sections = "[runtime], [kv_cache], [backends], [sampling], [backend.NAME]";
+static const char *const known_sections = "[runtime], [kv_cache], [backends], [sampling], [server], [backend.NAME]";
 
 static int find_option(const char *key) {
     for (int i = 0; i < OPT_COUNT; i++)
@@ -217,6 +234,20 @@ static const char *dtype_name(int32_t dtype) {
     }
 }
 
+/* Every character of s is in `allowed` (or printable ASCII when NULL); length lo..hi. */
+static bool is_text_of(const char *s, size_t lo, size_t hi, const char *allowed) {
+    size_t n = strlen(s);
+    if (n < lo || n > hi) return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool ok = allowed ? ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                             (c && strchr(allowed, c)))
+                          : (c >= 0x20 && c < 0x7F);
+        if (!ok) return false;
+    }
+    return true;
+}
+
 /* Validate `value` for knob `id` and store it in o; false leaves o untouched. */
 static bool store_value(vt_options *o, int id, const char *value) {
     int64_t i64;
@@ -284,6 +315,33 @@ static bool store_value(vt_options *o, int id, const char *value) {
         if (!parse_u64(value, &u64)) return false;
         o->seed = u64;
         return true;
+    case OPT_SERVER_HOST:
+        if (!is_text_of(value, 1, 255, ".:-_%")) return false;
+        snprintf(o->server_host, sizeof o->server_host, "%s", value);
+        return true;
+    case OPT_SERVER_PORT:
+        if (!parse_int_range(value, 0, 65535, &i64)) return false;
+        o->server_port = (int32_t)i64;
+        return true;
+    case OPT_SERVER_CHAT_TEMPLATE:
+        if (value[0] && strcmp(value, "chatml") != 0 && strcmp(value, "llama2") != 0 && strcmp(value, "llama3") != 0 &&
+            strcmp(value, "mistral") != 0)
+            return false;
+        snprintf(o->server_chat_template, sizeof o->server_chat_template, "%s", value);
+        return true;
+    case OPT_SERVER_MODEL_ALIAS:
+        if (!is_text_of(value, 0, 255, NULL)) return false;
+        snprintf(o->server_model_alias, sizeof o->server_model_alias, "%s", value);
+        return true;
+    case OPT_SERVER_BODY_LIMIT:
+        if (!parse_int_range(value, 1024, INT64_C(1) << 30, &i64)) return false;
+        o->server_body_limit = i64;
+        return true;
+    case OPT_SERVER_TIMEOUT:
+    case OPT_SERVER_SHUTDOWN_GRACE:
+        if (!parse_finite(value, &d) || d < 0 || d > 1e7) return false;
+        *(id == OPT_SERVER_TIMEOUT ? &o->server_timeout : &o->server_shutdown_grace) = d;
+        return true;
     case OPT_COUNT: break;
     }
     return false;
@@ -345,6 +403,11 @@ void vt_options_defaults(vt_options *o) {
     o->top_p = 0.95f;
     o->min_p = 0.05f;
     o->seed = 42;
+    snprintf(o->server_host, sizeof o->server_host, "127.0.0.1");
+    o->server_port = 8080;
+    o->server_body_limit = INT64_C(4) << 20;
+    o->server_timeout = 600;
+    o->server_shutdown_grace = 30;
     o->config_path[0] = '\0';
 #ifdef NDEBUG
     o->check_plan = false; /* Release: the switch costs nothing when off */
@@ -435,6 +498,14 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_TOP_P: snprintf(buf, size, "%.9g", (double)o->top_p); break;
     case OPT_MIN_P: snprintf(buf, size, "%.9g", (double)o->min_p); break;
     case OPT_SEED: snprintf(buf, size, "%" PRIu64, o->seed); break;
+    case OPT_SERVER_HOST: snprintf(buf, size, "%s", o->server_host); break;
+    case OPT_SERVER_PORT: snprintf(buf, size, "%" PRId32, o->server_port); break;
+    case OPT_SERVER_CHAT_TEMPLATE: snprintf(buf, size, "%s", o->server_chat_template); break;
+    case OPT_SERVER_MODEL_ALIAS: snprintf(buf, size, "%s", o->server_model_alias); break;
+    case OPT_SERVER_BODY_LIMIT: snprintf(buf, size, "%" PRId64, o->server_body_limit); break;
+    /* %.17g round-trips a double exactly. */
+    case OPT_SERVER_TIMEOUT: snprintf(buf, size, "%.17g", o->server_timeout); break;
+    case OPT_SERVER_SHUTDOWN_GRACE: snprintf(buf, size, "%.17g", o->server_shutdown_grace); break;
     case OPT_COUNT: break;
     }
     return VT_OK;

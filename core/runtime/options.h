@@ -21,7 +21,7 @@
 #define VT_SOURCE_SIZE 64
 
 /* Number of knobs; vt_options_key(i) names them in the order below. */
-#define VT_OPTIONS_KEY_COUNT 16
+#define VT_OPTIONS_KEY_COUNT 23
 
 typedef struct vt_options {
     /* [runtime] */
@@ -45,6 +45,14 @@ typedef struct vt_options {
     float top_p;             /* 1 = off; default 0.95 */
     float min_p;             /* 0 = off; default 0.05 */
     uint64_t seed;           /* default 42 */
+    /* [server] (vt serve) */
+    char server_host[256];          /* address or name to listen on; default "127.0.0.1" */
+    int32_t server_port;            /* 0..65535 (0 = any free port); default 8080 */
+    char server_chat_template[16];  /* "" = the model's own; chatml, llama2, llama3, mistral */
+    char server_model_alias[256];   /* "" = the model file's name */
+    int64_t server_body_limit;      /* bytes, 1024..1 GiB; default 4 MiB */
+    double server_timeout;          /* seconds a request may run, 0..1e7 (0 = none); default 600 */
+    double server_shutdown_grace;   /* seconds running requests get on SIGTERM, 0..1e7; default 30 */
     /* [backend.NAME] key = value sections and --backend-option NAME.key=value:
      * "NAME.key=value\n" lines, handed to backend NAME's init as
      * config->options "key=value,key=value" (the registry splits them). */

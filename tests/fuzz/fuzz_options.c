@@ -94,6 +94,10 @@ static void check_ranges(const vt_options *o) {
     CHECK(o->temp >= 0 && o->temp == o->temp);
     CHECK(o->top_k >= 0);
     CHECK(o->top_p > 0 && o->top_p <= 1);
+    CHECK(o->server_port >= 0 && o->server_port <= 65535);
+    CHECK(o->server_body_limit >= 1024 && o->server_body_limit <= (INT64_C(1) << 30));
+    CHECK(o->server_timeout >= 0 && o->server_timeout <= 1e7);
+    CHECK(o->server_shutdown_grace >= 0 && o->server_shutdown_grace <= 1e7);
     CHECK(o->min_p >= 0 && o->min_p <= 1);
     CHECK(memchr(o->backend, 0, sizeof o->backend) && memchr(o->fallback, 0, sizeof o->fallback));
     CHECK(memchr(o->backend_path, 0, sizeof o->backend_path) && memchr(o->config_path, 0, sizeof o->config_path));
