@@ -4,6 +4,16 @@
 
 #include "cli.h"
 
+#ifndef VT_HAVE_SERVE
+/* Configured without libmicrohttpd or jansson (CMake said so). */
+int vt_cmd_serve(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "vt: serve was not built: configure with libmicrohttpd-dev and libjansson-dev installed\n");
+    return 4;
+}
+#endif
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -19,6 +29,7 @@ static const struct {
     {"compare", vt_cmd_compare, "run every backend on the same tokens and compare them with reference"},
     {"bench", vt_cmd_bench, "prefill and decode tokens/s per backend against the memory bandwidth limit"},
     {"synth", vt_cmd_synth, "write a random-weight model of a named or given shape"},
+    {"serve", vt_cmd_serve, "serve the model over HTTP with OpenAI's API (chat, completions, streaming)"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,257 @@
+/* cmd_serve.c — `vt serve`: the OpenAI-compatible HTTP server.
+ *
+ * The flags resolve through the same option machinery as every command (so
+ * --backend, --kv-cache-dtype, --config and the environment levers apply),
+ * and the resolved knobs are handed to vt_batch_open as settings: the server
+ * is an embedder of libvt's public API (core/server/). The listener comes up
+ * first so /health can answer 503 while the model loads; SIGTERM or SIGINT
+ * then stops accepting, lets running requests finish for the grace period,
+ * ends the rest as length and exits 0. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat_template.h"
+#include "cli.h"
+#include "serve_engine.h"
+#include "serve_http.h"
+#include "vt/vt.h"
+
+static void help(void) {
+    printf("usage: vt serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [options]\n\n"
+           "Serve the model over HTTP with OpenAI's API: POST /v1/chat/completions, /v1/completions,\n"
+           "/tokenize, /detokenize; GET /v1/models, /health, /metrics. One log line per request on stderr.\n\n"
+           "      --host ADDR          address to listen on (default 127.0.0.1)\n"
+           "      --port N             TCP port, 0 = any free one (default 8080)\n"
+           "      --parallel N, -np N  sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
+           "      --api-key KEY        require \"Authorization: Bearer KEY\" (default: env VT_API_KEY, else none)\n"
+           "      --chat-template NAME chatml, llama2, llama3 or mistral instead of the model's own template\n"
+           "      --model-alias NAME   the model's name in /v1/models and answers (default: the file name)\n"
+           "      --body-limit BYTES   largest request body (default 4194304); larger ones get 413\n"
+           "      --timeout SECONDS    a request running longer ends with finish_reason length (default 600; 0 = none)\n"
+           "      --shutdown-grace SECONDS   on SIGTERM/SIGINT, time running requests get to finish (default 30)\n"
+           "      --max-waiting N      requests queued before 503 + Retry-After (default 256)\n"
+           "Each of these but --api-key is also a [server] key of the ini file (vt config lists them).\n"
+           "Requests without temperature/top_p/top_k/min_p use --temp/--top-p/--top-k/--min-p; without a seed,\n"
+           "--seed, --seed + 1, ... in arrival order.\n");
+    vt_cli_common_help(stdout);
+}
+
+typedef struct serve_opts {
+    vt_cli_common c;
+    const char *api_key;
+    bool help;
+} serve_opts;
+
+/* vt serve's flags are [server] knobs (ini, `vt config`), set as the command line's. */
+static const struct {
+    const char *flag, *key;
+} server_flags[] = {
+    {"--host", "server.host"},
+    {"--port", "server.port"},
+    {"--chat-template", "server.chat_template"},
+    {"--model-alias", "server.model_alias"},
+    {"--body-limit", "server.body_limit"},
+    {"--timeout", "server.timeout"},
+    {"--shutdown-grace", "server.shutdown_grace"},
+    {"--parallel", "runtime.max_seqs"},
+    {"-np", "runtime.max_seqs"},
+};
+
+static vt_arg_result serve_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    serve_opts *o = opts;
+    const char *a = argv[*i];
+    if (strcmp(a, "--api-key") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key, err);
+    for (size_t k = 0; k < sizeof server_flags / sizeof *server_flags; k++) {
+        if (strcmp(a, server_flags[k].flag) != 0) continue;
+        const char *v = vt_cli_value(argc, argv, i, err);
+        if (!v) return VT_ARG_ERROR;
+        if (vt_options_set(&o->c.opt, server_flags[k].key, v, "cli", err) != VT_OK) {
+            vt_error_prefix(err, "%s: ", a);
+            return VT_ARG_ERROR;
+        }
+        return VT_ARG_TAKEN;
+    }
+    return VT_ARG_NOT_MINE;
+}
+
+static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err) {
+    static const vt_cli_parser parser = {.name = "serve", .see_help = true, .own = serve_arg};
+    *o = (serve_opts){0};
+    vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+    if (st != VT_OK || o->help) return st;
+    if (!o->api_key) o->api_key = getenv("VT_API_KEY");
+    /* A server decodes 4 sequences together unless told (--parallel, --max-seqs, ini). */
+    if (strcmp(vt_options_source(&o->c.opt, "runtime.max_seqs"), "default") == 0)
+        st = vt_options_set(&o->c.opt, "runtime.max_seqs", "4", "default", err);
+    return st;
+}
+
+/* ---- chat rendering (the HTTP side calls it; no vt_batch involved) ---- */
+
+static char *render_chat(void *user, const vt_serve_message *messages, size_t n, char *err, size_t err_size) {
+    const vt_chat_family *family = user;
+    vt_chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
+    if (!msgs) {
+        snprintf(err, err_size, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *r = messages[i].role;
+        msgs[i].role = strcmp(r, "system") == 0 ? VT_CHAT_SYSTEM : strcmp(r, "user") == 0 ? VT_CHAT_USER : VT_CHAT_ASSISTANT;
+        msgs[i].content = messages[i].content;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (!vt_chat_render(*family, msgs, n, true, &text, &len, err, err_size)) text = NULL;
+    free(msgs);
+    return text;
+}
+
+/* The chat family: forced by name, or detected from the model's template;
+ * *have false when the model has none (chat then answers 400). */
+static vt_status chat_family(const serve_opts *o, vt_batch *b, vt_chat_family *f, bool *have, vt_error *err) {
+    char msg[256];
+    *have = false;
+    if (o->c.opt.server_chat_template[0]) {
+        if (!vt_chat_family_by_name(o->c.opt.server_chat_template, f, msg, sizeof msg))
+            return vt_fail(err, VT_ERR_INVALID, "--chat-template: %s", msg);
+        *have = true;
+        return VT_OK;
+    }
+    const char *jinja = vt_batch_meta_string(b, "tokenizer.chat_template");
+    if (!jinja) return VT_OK;
+    if (!vt_chat_detect(jinja, f, msg, sizeof msg))
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "the model's chat template (tokenizer.chat_template) is of no family vt knows: %s; start with "
+                       "--chat-template chatml|llama2|llama3|mistral",
+                       msg);
+    *have = true;
+    return VT_OK;
+}
+
+/* The resolved knobs as "key=value" settings for vt_batch_open. */
+static vt_status batch_settings(const vt_options *opt, char (*buf)[1100], const char **settings, vt_error *err) {
+    int n = 0;
+    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
+        const char *key = vt_options_key(i);
+        char value[1050];
+        vt_status st = vt_options_value(opt, key, value, sizeof value, err);
+        if (st != VT_OK) return st;
+        snprintf(buf[n], sizeof buf[n], "%s=%s", key, value);
+        settings[n] = buf[n];
+        n++;
+    }
+    settings[n] = NULL;
+    return VT_OK;
+}
+
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* Wait for SIGTERM/SIGINT (blocked in every thread), then drain. */
+static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double grace) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "vt serve: %s: no new requests; %d running get %g s to finish\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", vt_serve_engine_in_flight(engine), grace);
+    vt_server_quiesce(server);
+    vt_serve_engine_refuse_new(engine);
+    double end = vt_serve_now() + grace;
+    struct timespec tick = {0, 20 * 1000000L};
+    while (vt_serve_engine_in_flight(engine) > 0 && vt_serve_now() < end) nanosleep(&tick, NULL);
+    if (vt_serve_engine_in_flight(engine) > 0) {
+        fprintf(stderr, "vt serve: grace period over: ending %d requests as length\n",
+                vt_serve_engine_in_flight(engine));
+        vt_serve_engine_cancel_all(engine);
+        while (vt_serve_engine_in_flight(engine) > 0) nanosleep(&tick, NULL);
+    }
+    /* Every job has ended; let the answers reach their clients (a few
+     * seconds at most: a client that stopped reading is then cut). */
+    double sent = vt_serve_now() + 5;
+    while (vt_server_active_requests(server) > 0 && vt_serve_now() < sent) nanosleep(&tick, NULL);
+}
+
+static vt_status run_serve(serve_opts *o, vt_error *err) {
+    static char setting_buf[VT_OPTIONS_KEY_COUNT][1100];
+    const char *settings[VT_OPTIONS_KEY_COUNT + 1];
+    vt_status st = batch_settings(&o->c.opt, setting_buf, settings, err);
+    if (st != VT_OK) return st;
+
+    /* Signals are taken by sigwait on this thread only; the peer's hang-up
+     * is seen by polling, never by SIGPIPE. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    static vt_chat_family family;
+    vt_serve_metrics metrics;
+    vt_serve_metrics_init(&metrics);
+    vt_server_config cfg = {
+        .host = o->c.opt.server_host,
+        .port = o->c.opt.server_port,
+        .api_key = o->api_key,
+        .model_alias = o->c.opt.server_model_alias[0] ? o->c.opt.server_model_alias : base_name(o->c.model_path),
+        .body_limit = (size_t)o->c.opt.server_body_limit,
+        .defaults = {o->c.opt.temp, o->c.opt.top_p, o->c.opt.min_p, o->c.opt.top_k},
+    };
+    char msg[512] = "";
+    vt_server *server = vt_server_start(&cfg, &metrics, msg, sizeof msg);
+    if (!server) {
+        vt_serve_metrics_destroy(&metrics);
+        return vt_fail(err, VT_ERR_INVALID, "%s", msg);
+    }
+    fprintf(stderr, "vt serve: listening on http://%s:%d (loading %s)\n", o->c.opt.server_host, vt_server_port(server),
+            o->c.model_path);
+
+    vt_batch *batch = NULL;
+    vt_session_options so = {sizeof so, o->c.opt.config_path[0] ? o->c.opt.config_path : NULL, settings, false};
+    st = vt_batch_open(o->c.model_path, &so, &batch, msg, sizeof msg);
+    if (st != VT_OK) vt_fail(err, st, "%s", msg);
+    bool have_template = false;
+    if (st == VT_OK) st = chat_family(o, batch, &family, &have_template, err);
+    vt_serve_engine *engine = NULL;
+    if (st == VT_OK) {
+        vt_serve_engine_config ec = {o->c.opt.max_waiting, o->c.opt.server_timeout, o->c.opt.seed};
+        engine = vt_serve_engine_start(batch, &ec, &metrics);
+        if (!engine) st = vt_fail(err, VT_ERR_NOMEM, "cannot start the engine thread");
+    }
+    if (st == VT_OK) {
+        if (have_template) vt_server_set_render(server, render_chat, &family);
+        vt_server_set_engine(server, engine);
+        fprintf(stderr, "vt serve: ready: %s as \"%s\", %d sequences, context %lld tokens, chat template %s\n",
+                o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
+                have_template ? vt_chat_family_name(family) : "none (only /v1/completions)");
+        wait_and_drain(server, engine, o->c.opt.server_shutdown_grace);
+    }
+    vt_server_stop(server);
+    vt_serve_engine_stop(engine);
+    vt_batch_close(batch);
+    vt_serve_metrics_destroy(&metrics);
+    if (st == VT_OK) fprintf(stderr, "vt serve: stopped\n");
+    return st;
+}
+
+int vt_cmd_serve(int argc, char **argv) {
+    vt_error err = {0};
+    serve_opts o;
+    vt_status st = parse_serve(argc, argv, &o, &err);
+    if (st == VT_OK && o.help) {
+        help();
+        return 0;
+    }
+    if (st == VT_OK) st = vt_cli_require_model(o.c.model_path, &err);
+    if (st == VT_OK) st = run_serve(&o, &err);
+    return vt_cli_exit(st, &err);
+}

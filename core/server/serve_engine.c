@@ -1,0 +1,455 @@
+/* serve_engine.c — see serve_engine.h. */
+#include "serve_engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct vt_serve_engine {
+    vt_batch *batch;
+    vt_serve_engine_config cfg;
+    vt_serve_metrics *metrics;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* the engine thread waits on it when idle */
+    /* Under lock. */
+    vt_serve_job *queue_head, *queue_tail;
+    int32_t n_queued_generate; /* generate jobs in the queue */
+    int32_t n_batch_waiting;   /* the batch's waiting requests after the last step */
+    int32_t n_in_flight;       /* generate jobs queued or running */
+    bool refuse_new, stopping, cancel_all;
+    /* The engine thread's own. */
+    vt_serve_job *active; /* generate jobs added to the batch */
+    uint64_t next_seed;
+    int64_t n_ctx;
+};
+
+double vt_serve_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+vt_serve_job *vt_serve_job_new(vt_serve_request *r) {
+    vt_serve_job *job = calloc(1, sizeof *job);
+    if (!job) return NULL;
+    job->req = *r;
+    memset(r, 0, sizeof *r);
+    job->refs = 1;
+    job->t_submit = vt_serve_now();
+    pthread_cond_init(&job->changed, NULL);
+    return job;
+}
+
+static void job_free(vt_serve_job *job) {
+    vt_serve_request_free(&job->req);
+    free(job->prompt_text);
+    free(job->text);
+    free(job->ids);
+    pthread_cond_destroy(&job->changed);
+    free(job);
+}
+
+/* With the lock held. */
+static void release_locked(vt_serve_job *job) {
+    if (--job->refs == 0) job_free(job);
+}
+
+void vt_serve_job_release(vt_serve_engine *e, vt_serve_job *job) {
+    if (!job) return;
+    pthread_mutex_lock(&e->lock);
+    release_locked(job);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void vt_serve_engine_lock(vt_serve_engine *e) { pthread_mutex_lock(&e->lock); }
+void vt_serve_engine_unlock(vt_serve_engine *e) { pthread_mutex_unlock(&e->lock); }
+
+void vt_serve_job_wait_locked(vt_serve_engine *e, vt_serve_job *job, int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&job->changed, &e->lock, &ts);
+}
+
+void vt_serve_job_abandon(vt_serve_engine *e, vt_serve_job *job) {
+    pthread_mutex_lock(&e->lock);
+    job->abandoned = true;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+}
+
+bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_error *err) {
+    bool generate = job->req.kind == VT_SERVE_CHAT || job->req.kind == VT_SERVE_COMPLETION;
+    pthread_mutex_lock(&e->lock);
+    if (generate && (e->refuse_new || e->stopping)) {
+        pthread_mutex_unlock(&e->lock);
+        return vt_serve_fail(err, 503, "server_error", NULL, "the server is shutting down");
+    }
+    if (generate && e->n_queued_generate + e->n_batch_waiting >= e->cfg.max_waiting) {
+        pthread_mutex_unlock(&e->lock);
+        return vt_serve_fail(err, 503, "server_error", NULL,
+                             "the waiting queue is full (%d requests); retry later", (int)e->cfg.max_waiting);
+    }
+    job->refs++;
+    job->next = NULL;
+    if (e->queue_tail) e->queue_tail->next = job;
+    else e->queue_head = job;
+    e->queue_tail = job;
+    if (generate) {
+        e->n_queued_generate++;
+        e->n_in_flight++;
+    }
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+    return true;
+}
+
+/* ---- the engine thread -------------------------------------------------- */
+
+/* Append to job->text (lock held). */
+static bool append_text(vt_serve_job *job, const char *s, size_t n) {
+    if (n == 0) return true;
+    if (job->n_text + n + 1 > job->text_cap) {
+        size_t cap = job->text_cap ? job->text_cap : 256;
+        while (cap < job->n_text + n + 1) cap *= 2;
+        char *t = realloc(job->text, cap);
+        if (!t) return false;
+        job->text = t;
+        job->text_cap = cap;
+    }
+    memcpy(job->text + job->n_text, s, n);
+    job->n_text += n;
+    job->text[job->n_text] = '\0';
+    return true;
+}
+
+/* End a job that never reached the batch (lock not held). */
+static void finish_failed(vt_serve_engine *e, vt_serve_job *job, const vt_serve_error *err, bool generate) {
+    pthread_mutex_lock(&e->lock);
+    job->error = *err;
+    job->state = VT_JOB_FAILED;
+    if (generate) e->n_in_flight--;
+    pthread_cond_broadcast(&job->changed);
+    release_locked(job);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void finish_done(vt_serve_engine *e, vt_serve_job *job) {
+    pthread_mutex_lock(&e->lock);
+    job->state = VT_JOB_DONE;
+    pthread_cond_broadcast(&job->changed);
+    release_locked(job);
+    pthread_mutex_unlock(&e->lock);
+}
+
+static void run_tokenize(vt_serve_engine *e, vt_serve_job *job) {
+    vt_serve_error err;
+    char msg[256];
+    int32_t *ids = NULL;
+    size_t n = 0;
+    vt_status st = vt_batch_tokenize(e->batch, job->req.prompt, strlen(job->req.prompt), job->req.add_special,
+                                     job->req.parse_special, &ids, &n, msg, sizeof msg);
+    if (st != VT_OK) {
+        vt_serve_fail(&err, 400, "invalid_request_error", "content", "content: %s", msg);
+        finish_failed(e, job, &err, false);
+        return;
+    }
+    pthread_mutex_lock(&e->lock);
+    job->ids = ids;
+    job->n_ids = n;
+    pthread_mutex_unlock(&e->lock);
+    finish_done(e, job);
+}
+
+static void run_detokenize(vt_serve_engine *e, vt_serve_job *job) {
+    vt_serve_error err;
+    int32_t n_vocab = vt_batch_n_vocab(e->batch);
+    for (size_t i = 0; i < job->req.n_ids; i++) {
+        char buf[512];
+        int32_t len = job->req.ids[i] < n_vocab ? vt_batch_token_bytes(e->batch, job->req.ids[i], buf, sizeof buf) : -1;
+        if (len < 0) {
+            char param[48];
+            snprintf(param, sizeof param, "tokens[%zu]", i);
+            vt_serve_fail(&err, 400, "invalid_request_error", param, "%s: %d is not a token of the model (%d tokens)",
+                          param, job->req.ids[i], n_vocab);
+            finish_failed(e, job, &err, false);
+            return;
+        }
+        if (len > (int32_t)sizeof buf) len = (int32_t)sizeof buf;
+        pthread_mutex_lock(&e->lock);
+        bool ok = append_text(job, buf, (size_t)len);
+        pthread_mutex_unlock(&e->lock);
+        if (!ok) {
+            vt_serve_fail(&err, 500, "server_error", NULL, "out of memory");
+            finish_failed(e, job, &err, false);
+            return;
+        }
+    }
+    finish_done(e, job);
+}
+
+/* Tokenize a generate job's prompt and add it to the batch. */
+static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
+    vt_serve_error err;
+    char msg[256] = "";
+    const char *param = job->req.kind == VT_SERVE_CHAT ? "messages" : "prompt";
+    int32_t *owned = NULL;
+    const int32_t *ids = job->req.ids;
+    size_t n = job->req.n_ids;
+    if (!ids) {
+        const char *text = job->prompt_text ? job->prompt_text : job->req.prompt;
+        if (vt_batch_tokenize(e->batch, text, strlen(text), true, job->parse_special, &owned, &n, msg, sizeof msg) !=
+            VT_OK) {
+            vt_serve_fail(&err, 400, "invalid_request_error", param, "%s: %s", param, msg);
+            finish_failed(e, job, &err, true);
+            return;
+        }
+        ids = owned;
+    }
+    if ((int64_t)n > e->n_ctx) {
+        vt_serve_fail(&err, 400, "invalid_request_error", param,
+                      "%s: the prompt has %zu tokens but the context holds %lld (start vt serve with a larger -c)",
+                      param, n, (long long)e->n_ctx);
+        free(owned);
+        finish_failed(e, job, &err, true);
+        return;
+    }
+    int64_t room = e->n_ctx - (int64_t)n;
+    int64_t max_new = job->req.max_tokens > 0 && job->req.max_tokens < room ? job->req.max_tokens : room;
+    vt_batch_request r;
+    vt_batch_request_init(&r);
+    r.ids = ids;
+    r.n_ids = n;
+    r.max_new_tokens = max_new > 0 ? max_new : 1; /* a full context ends the request as length at once */
+    r.temperature = job->req.temperature;
+    r.top_k = job->req.top_k;
+    r.top_p = job->req.top_p;
+    r.min_p = job->req.min_p;
+    r.seed = job->req.has_seed ? job->req.seed : e->next_seed++;
+    r.presence_penalty = job->req.presence_penalty;
+    r.frequency_penalty = job->req.frequency_penalty;
+    r.stop_strings = (const char *const *)job->req.stop;
+    r.n_stop_strings = job->req.n_stop;
+    uint64_t id = 0;
+    vt_status st = vt_batch_add(e->batch, &r, &id, msg, sizeof msg);
+    free(owned);
+    if (st != VT_OK) {
+        if (st == VT_ERR_UNSUPPORTED)
+            vt_serve_fail(&err, 503, "server_error", NULL, "the waiting queue is full; retry later");
+        else if (st == VT_ERR_NOMEM)
+            vt_serve_fail(&err, 500, "server_error", NULL, "%s", msg);
+        else
+            vt_serve_fail(&err, 400, "invalid_request_error", param, "%s: %s", param, msg);
+        finish_failed(e, job, &err, true);
+        return;
+    }
+    job->batch_id = id;
+    job->deadline = e->cfg.request_timeout > 0 ? job->t_submit + e->cfg.request_timeout : 0;
+    job->t_last = job->t_submit;
+    job->next = e->active;
+    e->active = job;
+    vt_serve_metrics_tokens(e->metrics, (int64_t)n, 0);
+    pthread_mutex_lock(&e->lock);
+    job->n_prompt = (int64_t)n;
+    job->state = VT_JOB_RUNNING;
+    pthread_cond_broadcast(&job->changed);
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Read a running job's new tokens and text; true when it has finished (it
+ * is then removed from the batch and released). */
+static bool collect(vt_serve_engine *e, vt_serve_job *job, vt_finish forced) {
+    vt_batch_output out;
+    char msg[256];
+    if (vt_batch_read(e->batch, job->batch_id, &out, msg, sizeof msg) != VT_OK) {
+        out = (vt_batch_output){0};
+        out.finish = VT_FINISH_CANCELLED;
+        out.n_generated = job->n_generated;
+    }
+    double now = vt_serve_now();
+    if (out.n_tokens > 0) {
+        if (!job->got_first) {
+            vt_serve_metrics_ttft(e->metrics, now - job->t_submit);
+            if (out.n_tokens > 1) vt_serve_metrics_itl(e->metrics, 0, (int64_t)out.n_tokens - 1);
+        } else {
+            vt_serve_metrics_itl(e->metrics, now - job->t_last, (int64_t)out.n_tokens);
+        }
+        job->got_first = true;
+        job->t_last = now;
+        vt_serve_metrics_tokens(e->metrics, 0, (int64_t)out.n_tokens);
+    }
+    vt_finish finish = out.finish != VT_FINISH_NONE ? out.finish : forced;
+    pthread_mutex_lock(&e->lock);
+    bool ok = append_text(job, out.text, out.n_text);
+    job->n_generated = out.n_generated;
+    if (!ok) {
+        vt_serve_fail(&job->error, 500, "server_error", NULL, "out of memory");
+        finish = VT_FINISH_CANCELLED;
+    }
+    if (finish != VT_FINISH_NONE) {
+        job->finish = finish;
+        job->state = VT_JOB_DONE;
+        e->n_in_flight--;
+    }
+    pthread_cond_broadcast(&job->changed);
+    pthread_mutex_unlock(&e->lock);
+    if (finish == VT_FINISH_NONE) return false;
+    vt_batch_remove(e->batch, job->batch_id, msg, sizeof msg);
+    vt_serve_job_release(e, job);
+    return true;
+}
+
+/* Cancel what the clients left, what ran past its time, or everything. */
+static void cancel_pass(vt_serve_engine *e) {
+    double now = vt_serve_now();
+    pthread_mutex_lock(&e->lock);
+    bool all = e->cancel_all;
+    pthread_mutex_unlock(&e->lock);
+    for (vt_serve_job **p = &e->active; *p;) {
+        vt_serve_job *job = *p;
+        pthread_mutex_lock(&e->lock);
+        bool abandoned = job->abandoned;
+        bool late = all || (job->deadline > 0 && now > job->deadline);
+        if (late && !abandoned) job->timed_out = true;
+        pthread_mutex_unlock(&e->lock);
+        char msg[256];
+        if (abandoned || late) {
+            vt_batch_cancel(e->batch, job->batch_id, msg, sizeof msg);
+            if (late && !abandoned && !all)
+                fprintf(stderr, "vt serve: request exceeded the time limit of %g s after %lld tokens: ended as length\n",
+                        e->cfg.request_timeout, (long long)job->n_generated);
+        }
+        if ((abandoned || late) && collect(e, job, VT_FINISH_CANCELLED)) *p = job->next;
+        else p = &job->next;
+    }
+}
+
+static void publish_gauges(vt_serve_engine *e) {
+    vt_batch_stats s;
+    vt_batch_get_stats(e->batch, &s);
+    pthread_mutex_lock(&e->lock);
+    e->n_batch_waiting = s.n_waiting;
+    int64_t queued = e->n_queued_generate;
+    pthread_mutex_unlock(&e->lock);
+    vt_serve_metrics_gauges(e->metrics, s.n_running, s.n_waiting + queued, s.total_kv_blocks - s.free_kv_blocks,
+                            s.total_kv_blocks);
+}
+
+static void *engine_main(void *arg) {
+    vt_serve_engine *e = arg;
+    publish_gauges(e);
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        while (e->queue_head) {
+            vt_serve_job *job = e->queue_head;
+            e->queue_head = job->next;
+            if (!e->queue_head) e->queue_tail = NULL;
+            bool generate = job->req.kind == VT_SERVE_CHAT || job->req.kind == VT_SERVE_COMPLETION;
+            if (generate) e->n_queued_generate--;
+            bool abandoned = job->abandoned;
+            pthread_mutex_unlock(&e->lock);
+            if (abandoned && generate) {
+                vt_serve_error err;
+                vt_serve_fail(&err, 499, "server_error", NULL, "the client left");
+                finish_failed(e, job, &err, true);
+            } else if (job->req.kind == VT_SERVE_TOKENIZE) {
+                run_tokenize(e, job);
+            } else if (job->req.kind == VT_SERVE_DETOKENIZE) {
+                run_detokenize(e, job);
+            } else {
+                start_generate(e, job);
+            }
+            pthread_mutex_lock(&e->lock);
+        }
+        if (!e->active) {
+            pthread_mutex_unlock(&e->lock);
+            publish_gauges(e);
+            pthread_mutex_lock(&e->lock);
+            if (e->stopping && !e->queue_head) break;
+            if (!e->queue_head) pthread_cond_wait(&e->wake, &e->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&e->lock);
+        cancel_pass(e);
+        if (e->active) {
+            char msg[256];
+            int32_t n_seqs = 0;
+            vt_status st = vt_batch_step(e->batch, &n_seqs, msg, sizeof msg);
+            if (st != VT_OK) {
+                /* A failed step advanced nothing; end every request rather than spin on it. */
+                fprintf(stderr, "vt serve: step failed: %s; ending the running requests\n", msg);
+                for (vt_serve_job *job = e->active; job; job = job->next) {
+                    pthread_mutex_lock(&e->lock);
+                    vt_serve_fail(&job->error, 500, "server_error", NULL, "the engine failed: %s", msg);
+                    pthread_mutex_unlock(&e->lock);
+                    vt_batch_cancel(e->batch, job->batch_id, msg, sizeof msg);
+                }
+            }
+            for (vt_serve_job **p = &e->active; *p;) {
+                vt_serve_job *job = *p;
+                if (collect(e, job, VT_FINISH_NONE)) *p = job->next;
+                else p = &job->next;
+            }
+        }
+        publish_gauges(e);
+        pthread_mutex_lock(&e->lock);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+vt_serve_engine *vt_serve_engine_start(vt_batch *b, const vt_serve_engine_config *cfg, vt_serve_metrics *metrics) {
+    vt_serve_engine *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->batch = b;
+    e->cfg = *cfg;
+    e->metrics = metrics;
+    e->next_seed = cfg->seed;
+    e->n_ctx = vt_batch_n_ctx(b);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
+        pthread_cond_destroy(&e->wake);
+        pthread_mutex_destroy(&e->lock);
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void vt_serve_engine_refuse_new(vt_serve_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    e->refuse_new = true;
+    pthread_mutex_unlock(&e->lock);
+}
+
+int vt_serve_engine_in_flight(vt_serve_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    int n = e->n_in_flight;
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
+void vt_serve_engine_cancel_all(vt_serve_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    e->cancel_all = true;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+}
+
+void vt_serve_engine_stop(vt_serve_engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->lock);
+    e->stopping = e->refuse_new = e->cancel_all = true;
+    pthread_cond_signal(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+    pthread_join(e->thread, NULL);
+    pthread_cond_destroy(&e->wake);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}

@@ -1,0 +1,499 @@
+/* serve_http.c — see serve_http.h. */
+#include "serve_http.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "serve_response.h"
+
+/* How often a waiting handler looks at its socket for a hang-up. */
+#define POLL_MS 50
+
+struct vt_server {
+    struct MHD_Daemon *daemon;
+    vt_server_config cfg;
+    char *host, *api_key, *alias;
+    vt_serve_metrics *metrics;
+    _Atomic(vt_serve_engine *) engine;
+    atomic_uint_fast64_t next_id;
+    atomic_int active; /* requests between their first byte and their log line */
+    int64_t started; /* unix seconds, /v1/models' "created" */
+};
+
+/* One HTTP request, from its first byte to the log line. */
+typedef struct request_ctx {
+    vt_server *server;
+    double t0;
+    char *body;
+    size_t n_body, body_cap;
+    bool too_large;
+    int status;
+    int64_t prompt_tokens, completion_tokens;
+    bool client_left;
+    char method[8], path[96];
+} request_ctx;
+
+/* ---- plumbing ------------------------------------------------------------ */
+
+/* Did the peer hang up? (Data waiting to be read is not a hang-up.) */
+static bool peer_left(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info) return false;
+    struct pollfd p = {.fd = info->connect_fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int status, char *body,
+                                 const char *content_type) {
+    if (!body) {
+        status = 500;
+        body = strdup("{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 405)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, strncmp(rq->path, "/v1/models", 10) == 0 ||
+                                                                  strcmp(rq->path, "/health") == 0 ||
+                                                                  strcmp(rq->path, "/metrics") == 0
+                                                              ? "GET"
+                                                              : "POST");
+    rq->status = status;
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, request_ctx *rq, int status, char *body) {
+    return send_body(c, rq, status, body, "application/json");
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, request_ctx *rq, const vt_serve_error *err) {
+    return send_json(c, rq, err->status, vt_serve_error_json(err));
+}
+
+/* An error answer whose message is fmt with one string argument (and param, or NULL). */
+static enum MHD_Result fail(struct MHD_Connection *c, request_ctx *rq, int status, const char *type, const char *param,
+                            const char *fmt, const char *arg) {
+    vt_serve_error err;
+    vt_serve_fail(&err, status, type, param, fmt, arg);
+    return send_error(c, rq, &err);
+}
+
+static const char *finish_reason(const vt_serve_job *job) {
+    return job->finish == VT_FINISH_STOP || job->finish == VT_FINISH_STOP_STRING ? "stop" : "length";
+}
+
+/* ---- streaming ----------------------------------------------------------- */
+
+/* One streamed answer: what has been sent of the job's text, and the SSE
+ * bytes built but not yet handed to microhttpd. */
+typedef struct stream_ctx {
+    vt_server *server;
+    vt_serve_engine *engine;
+    vt_serve_job *job;
+    request_ctx *rq;
+    struct MHD_Connection *conn;
+    char id[40];
+    vt_serve_ids ids;
+    bool first, ended, finished;
+    size_t sent_text;
+    char *pending;
+    size_t n_pending, pending_pos;
+} stream_ctx;
+
+/* Append an event (taking it) to the pending bytes. */
+static bool push_event(stream_ctx *st, char *event) {
+    if (!event) return false;
+    size_t n = strlen(event);
+    char *p = realloc(st->pending, st->n_pending + n + 1);
+    if (!p) {
+        free(event);
+        return false;
+    }
+    memcpy(p + st->n_pending, event, n + 1);
+    st->pending = p;
+    st->n_pending += n;
+    free(event);
+    return true;
+}
+
+/* Build the next events: wait for new text or the end. False when the
+ * client left (or memory ran out). */
+static bool next_events(stream_ctx *st) {
+    vt_serve_job *job = st->job;
+    vt_serve_engine *e = st->engine;
+    vt_serve_engine_lock(e);
+    while (job->n_text == st->sent_text && job->state == VT_JOB_RUNNING) {
+        vt_serve_job_wait_locked(e, job, POLL_MS);
+        if (job->n_text == st->sent_text && job->state == VT_JOB_RUNNING && peer_left(st->conn)) {
+            vt_serve_engine_unlock(e);
+            return false;
+        }
+    }
+    size_t n = job->n_text - st->sent_text;
+    char *text = n ? malloc(n) : NULL;
+    if (text) memcpy(text, job->text + st->sent_text, n);
+    bool done = job->state != VT_JOB_RUNNING;
+    vt_serve_error error = job->error;
+    vt_serve_usage usage = {job->n_prompt, job->n_generated};
+    const char *reason = finish_reason(job);
+    vt_serve_engine_unlock(e);
+    if (n && !text) return false;
+    st->sent_text += n;
+    st->rq->prompt_tokens = usage.prompt_tokens;
+    st->rq->completion_tokens = usage.completion_tokens;
+    bool ok = true;
+    if (n || st->first) ok = push_event(st, vt_serve_chunk_sse(&st->ids, st->first, text, n, NULL, NULL));
+    st->first = false;
+    free(text);
+    if (ok && done) {
+        st->finished = true;
+        if (error.status) ok = push_event(st, vt_serve_error_json(&error)) &&
+                               push_event(st, strdup("\n\n"));
+        else ok = push_event(st, vt_serve_chunk_sse(&st->ids, false, NULL, 0, reason, NULL));
+        if (ok && job->req.include_usage) ok = push_event(st, vt_serve_chunk_sse(&st->ids, false, NULL, 0, NULL, &usage));
+        if (ok) ok = push_event(st, strdup("data: [DONE]\n\n"));
+    }
+    return ok;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *st = cls;
+    while (st->pending_pos == st->n_pending) {
+        free(st->pending);
+        st->pending = NULL;
+        st->n_pending = st->pending_pos = 0;
+        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (!next_events(st)) {
+            st->rq->client_left = true;
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    size_t n = st->n_pending - st->pending_pos;
+    if (n > max) n = max;
+    memcpy(buf, st->pending + st->pending_pos, n);
+    st->pending_pos += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *st = cls;
+    if (!st->finished) vt_serve_job_abandon(st->engine, st->job);
+    vt_serve_job_release(st->engine, st->job);
+    free(st->pending);
+    free(st);
+}
+
+/* ---- endpoints ----------------------------------------------------------- */
+
+/* Wait until the job leaves `state` (lock not held); false if the client left. */
+static bool wait_while(struct MHD_Connection *c, vt_serve_engine *e, vt_serve_job *job, bool running_too) {
+    vt_serve_engine_lock(e);
+    while (job->state == VT_JOB_QUEUED || (running_too && job->state == VT_JOB_RUNNING)) {
+        vt_serve_job_wait_locked(e, job, POLL_MS);
+        if ((job->state == VT_JOB_QUEUED || (running_too && job->state == VT_JOB_RUNNING)) && peer_left(c)) {
+            vt_serve_engine_unlock(e);
+            return false;
+        }
+    }
+    vt_serve_engine_unlock(e);
+    return true;
+}
+
+static enum MHD_Result client_left(vt_serve_engine *e, vt_serve_job *job, request_ctx *rq) {
+    vt_serve_job_abandon(e, job);
+    vt_serve_job_release(e, job);
+    rq->client_left = true;
+    rq->status = 499; /* nginx's "client closed request", for the log line */
+    return MHD_NO;
+}
+
+static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_serve_engine *e, vt_serve_kind kind) {
+    vt_server *s = rq->server;
+    vt_serve_request req;
+    vt_serve_error err;
+    if (!vt_serve_parse_request(kind, rq->body ? rq->body : "", rq->n_body, &s->cfg.defaults, &req, &err))
+        return send_error(c, rq, &err);
+    char *prompt_text = NULL;
+    if (kind == VT_SERVE_CHAT) {
+        char msg[256] = "";
+        if (!s->cfg.render) {
+            vt_serve_request_free(&req);
+            return fail(c, rq, 400, "invalid_request_error", "messages",
+                        "%s: the model has no chat template; start vt serve with --chat-template NAME, or use "
+                        "/v1/completions",
+                        "messages");
+        }
+        prompt_text = s->cfg.render(s->cfg.render_user, req.messages, req.n_messages, msg, sizeof msg);
+        if (!prompt_text) {
+            vt_serve_request_free(&req);
+            return fail(c, rq, 400, "invalid_request_error", "messages", "messages: %s", msg);
+        }
+    }
+    vt_serve_job *job = vt_serve_job_new(&req);
+    if (!job) {
+        free(prompt_text);
+        vt_serve_request_free(&req);
+        return send_json(c, rq, 500, NULL);
+    }
+    job->prompt_text = prompt_text;
+    job->parse_special = kind == VT_SERVE_CHAT;
+    if (!vt_serve_engine_submit(e, job, &err)) {
+        vt_serve_job_release(e, job);
+        return send_error(c, rq, &err);
+    }
+    bool stream = job->req.stream;
+    if (!wait_while(c, e, job, !stream)) return client_left(e, job, rq);
+    vt_serve_engine_lock(e);
+    bool failed = job->state == VT_JOB_FAILED || (job->state == VT_JOB_DONE && job->error.status);
+    err = job->error;
+    rq->prompt_tokens = job->n_prompt;
+    rq->completion_tokens = job->n_generated;
+    vt_serve_engine_unlock(e);
+    if (failed) {
+        vt_serve_job_release(e, job);
+        return send_error(c, rq, &err);
+    }
+    uint64_t n = atomic_fetch_add(&s->next_id, 1);
+    char id[40];
+    snprintf(id, sizeof id, "%s-%016llx", kind == VT_SERVE_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)n);
+    vt_serve_ids ids = {kind, id, (int64_t)time(NULL), s->alias};
+    if (!stream) {
+        vt_serve_usage usage = {job->n_prompt, job->n_generated};
+        char *body = vt_serve_completion_json(&ids, job->text, job->n_text, finish_reason(job), &usage);
+        vt_serve_job_release(e, job);
+        return send_json(c, rq, 200, body);
+    }
+    stream_ctx *st = calloc(1, sizeof *st);
+    if (!st) {
+        vt_serve_job_abandon(e, job);
+        vt_serve_job_release(e, job);
+        return send_json(c, rq, 500, NULL);
+    }
+    *st = (stream_ctx){.server = s, .engine = e, .job = job, .rq = rq, .conn = c, .ids = ids, .first = true};
+    memcpy(st->id, id, sizeof id);
+    st->ids.id = st->id;
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!r) {
+        stream_free(st);
+        return send_json(c, rq, 500, NULL);
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    rq->status = 200;
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result tokens(struct MHD_Connection *c, request_ctx *rq, vt_serve_engine *e, vt_serve_kind kind) {
+    vt_serve_request req;
+    vt_serve_error err;
+    if (!vt_serve_parse_request(kind, rq->body ? rq->body : "", rq->n_body, NULL, &req, &err))
+        return send_error(c, rq, &err);
+    vt_serve_job *job = vt_serve_job_new(&req);
+    if (!job) {
+        vt_serve_request_free(&req);
+        return send_json(c, rq, 500, NULL);
+    }
+    if (!vt_serve_engine_submit(e, job, &err)) {
+        vt_serve_job_release(e, job);
+        return send_error(c, rq, &err);
+    }
+    if (!wait_while(c, e, job, true)) return client_left(e, job, rq);
+    enum MHD_Result ret;
+    if (job->state == VT_JOB_FAILED) ret = send_error(c, rq, &job->error);
+    else if (kind == VT_SERVE_TOKENIZE) ret = send_json(c, rq, 200, vt_serve_tokens_json(job->ids, job->n_ids));
+    else ret = send_json(c, rq, 200, vt_serve_content_json(job->text, job->n_text));
+    vt_serve_job_release(e, job);
+    return ret;
+}
+
+/* "Authorization: Bearer KEY" when a key is set. */
+static bool authorized(struct MHD_Connection *c, const vt_server *s) {
+    if (!s->api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    return h && strncmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0;
+}
+
+static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method) {
+    vt_server *s = rq->server;
+    static const struct {
+        const char *path, *method;
+    } routes[] = {{"/health", "GET"},           {"/metrics", "GET"},       {"/v1/models", "GET"},
+                  {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
+                  {"/detokenize", "POST"}};
+    int found = -1;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+        if (strcmp(url, routes[i].path) == 0) found = (int)i;
+    if (found < 0) return fail(c, rq, 404, "not_found_error", NULL, "no such endpoint: %s", url);
+    if (strcmp(method, routes[found].method) != 0)
+        return fail(c, rq, 405, "invalid_request_error", NULL, "%s: method not allowed", url);
+    vt_serve_engine *e = atomic_load(&s->engine);
+    if (found == 0)
+        return e ? send_json(c, rq, 200, strdup("{\"status\":\"ok\"}"))
+                 : fail(c, rq, 503, "server_error", NULL, "%s", "the model is loading");
+    if (found == 1) return send_body(c, rq, 200, vt_serve_metrics_text(s->metrics), "text/plain; version=0.0.4");
+    if (!authorized(c, s)) return fail(c, rq, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
+    if (!e) return fail(c, rq, 503, "server_error", NULL, "%s", "the model is loading");
+    if (found == 2) return send_json(c, rq, 200, vt_serve_models_json(s->alias, s->started));
+    if (found == 3) return generate(c, rq, e, VT_SERVE_CHAT);
+    if (found == 4) return generate(c, rq, e, VT_SERVE_COMPLETION);
+    return tokens(c, rq, e, found == 5 ? VT_SERVE_TOKENIZE : VT_SERVE_DETOKENIZE);
+}
+
+static enum MHD_Result too_large(struct MHD_Connection *c, request_ctx *rq) {
+    vt_serve_error err;
+    vt_serve_fail(&err, 413, "invalid_request_error", NULL, "the body is larger than the limit of %zu bytes",
+                  rq->server->cfg.body_limit);
+    return send_error(c, rq, &err);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    vt_server *s = cls;
+    request_ctx *rq = *con_cls;
+    if (!rq) {
+        rq = calloc(1, sizeof *rq);
+        if (!rq) return MHD_NO;
+        rq->server = s;
+        rq->t0 = vt_serve_now();
+        atomic_fetch_add(&s->active, 1);
+        snprintf(rq->method, sizeof rq->method, "%s", method);
+        snprintf(rq->path, sizeof rq->path, "%s", url);
+        *con_cls = rq;
+        /* A declared length over the limit is refused before reading the body. */
+        const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (len && strtoull(len, NULL, 10) > s->cfg.body_limit) {
+            rq->too_large = true;
+            return too_large(c, rq);
+        }
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!rq->too_large && rq->n_body + *upload_size <= s->cfg.body_limit) {
+            if (rq->n_body + *upload_size + 1 > rq->body_cap) {
+                size_t cap = rq->body_cap ? rq->body_cap : 4096;
+                while (cap < rq->n_body + *upload_size + 1) cap *= 2;
+                char *b = realloc(rq->body, cap);
+                if (!b) return MHD_NO;
+                rq->body = b;
+                rq->body_cap = cap;
+            }
+            memcpy(rq->body + rq->n_body, upload, *upload_size);
+            rq->n_body += *upload_size;
+            rq->body[rq->n_body] = '\0';
+        } else {
+            rq->too_large = true;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->status) return MHD_YES; /* answered already (413 on the first call) */
+    if (rq->too_large) return too_large(c, rq);
+    return route(c, rq, url, method);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    (void)c;
+    vt_server *s = cls;
+    request_ctx *rq = *con_cls;
+    if (!rq) return;
+    *con_cls = NULL;
+    int status = rq->status ? rq->status : 500;
+    vt_serve_metrics_request(s->metrics, status);
+    bool left = rq->client_left || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    fprintf(stderr, "vt serve: %s %s %d prompt=%lld completion=%lld %.3fs%s\n", rq->method, rq->path, status,
+            (long long)rq->prompt_tokens, (long long)rq->completion_tokens, vt_serve_now() - rq->t0,
+            left ? " (client left)" : "");
+    free(rq->body);
+    free(rq);
+    atomic_fetch_sub(&s->active, 1);
+}
+
+int vt_server_active_requests(vt_server *s) { return atomic_load(&s->active); }
+
+vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metrics, char *err, size_t err_size) {
+    vt_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, err_size, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->metrics = metrics;
+    s->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
+    s->alias = strdup(cfg->model_alias ? cfg->model_alias : "model");
+    s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
+    s->started = (int64_t)time(NULL);
+    atomic_init(&s->engine, NULL);
+    atomic_init(&s->active, 0);
+    /* Ids differ from one run to the next. */
+    atomic_init(&s->next_id, ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)s);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int rc = s->host && s->alias ? getaddrinfo(s->host, port, &hints, &ai) : EAI_MEMORY;
+    if (rc != 0) {
+        snprintf(err, err_size, "--host %s: %s", cfg->host ? cfg->host : "?", gai_strerror(rc));
+        vt_server_stop(s);
+        return NULL;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                                 ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_CONNECTION_LIMIT, 1024u,
+                                 MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon) {
+        snprintf(err, err_size, "cannot listen on %s:%d (in use, or not an address of this machine)", s->host,
+                 cfg->port);
+        vt_server_stop(s);
+        return NULL;
+    }
+    return s;
+}
+
+int vt_server_port(const vt_server *s) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info ? info->port : s->cfg.port;
+}
+
+void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user) {
+    s->cfg.render = fn;
+    s->cfg.render_user = user;
+}
+
+void vt_server_set_engine(vt_server *s, vt_serve_engine *e) { atomic_store(&s->engine, e); }
+
+void vt_server_quiesce(vt_server *s) {
+    MHD_socket fd = MHD_quiesce_daemon(s->daemon);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void vt_server_stop(vt_server *s) {
+    if (!s) return;
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    free(s->host);
+    free(s->alias);
+    free(s->api_key);
+    free(s);
+}

@@ -1,0 +1,150 @@
+/* serve_metrics.c — see serve_metrics.h. Metric names carry the vt_ prefix
+ * and the unit in the name, as Prometheus' conventions ask. */
+#include "serve_metrics.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int counted_statuses[VT_SERVE_STATUS_SLOTS] = {200, 400, 401, 404, 405, 413, 500, 503, 0, 0, 0, 0};
+static const double ttft_bounds[VT_SERVE_HIST_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+static const double itl_bounds[VT_SERVE_HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                         0.1,   0.25,   0.5,   1,    2.5,   5};
+
+void vt_serve_metrics_init(vt_serve_metrics *m) {
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->lock, NULL);
+    m->ttft.bounds = ttft_bounds;
+    m->itl.bounds = itl_bounds;
+}
+
+void vt_serve_metrics_destroy(vt_serve_metrics *m) { pthread_mutex_destroy(&m->lock); }
+
+void vt_serve_metrics_request(vt_serve_metrics *m, int status) {
+    int slot = VT_SERVE_STATUS_SLOTS;
+    for (int i = 0; i < VT_SERVE_STATUS_SLOTS; i++)
+        if (counted_statuses[i] == status) slot = i;
+    pthread_mutex_lock(&m->lock);
+    m->requests[slot]++;
+    pthread_mutex_unlock(&m->lock);
+}
+
+void vt_serve_metrics_tokens(vt_serve_metrics *m, int64_t prompt, int64_t generated) {
+    pthread_mutex_lock(&m->lock);
+    m->prompt_tokens += (uint64_t)prompt;
+    m->generated_tokens += (uint64_t)generated;
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void observe(vt_serve_histogram *h, double v, uint64_t n) {
+    int b = 0;
+    while (b < VT_SERVE_HIST_BUCKETS && v > h->bounds[b]) b++;
+    h->counts[b] += n;
+    h->count += n;
+    h->sum += v * (double)n;
+}
+
+void vt_serve_metrics_ttft(vt_serve_metrics *m, double seconds) {
+    pthread_mutex_lock(&m->lock);
+    observe(&m->ttft, seconds, 1);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void vt_serve_metrics_itl(vt_serve_metrics *m, double seconds, int64_t n) {
+    if (n <= 0) return;
+    pthread_mutex_lock(&m->lock);
+    observe(&m->itl, seconds / (double)n, (uint64_t)n);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void vt_serve_metrics_gauges(vt_serve_metrics *m, int64_t running, int64_t waiting, int64_t kv_used, int64_t kv_total) {
+    pthread_mutex_lock(&m->lock);
+    m->running = running;
+    m->waiting = waiting;
+    m->kv_used = kv_used;
+    m->kv_total = kv_total;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* A growing text buffer; a failed allocation makes the whole text NULL. */
+typedef struct text {
+    char *s;
+    size_t len, cap;
+    bool failed;
+} text;
+
+__attribute__((format(printf, 2, 3))) static void add(text *t, const char *fmt, ...) {
+    if (t->failed) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = true;
+            return;
+        }
+        if (t->s && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
+        char *s = realloc(t->s, cap);
+        if (!s) {
+            t->failed = true;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+}
+
+static void add_histogram(text *t, const char *name, const char *help, const vt_serve_histogram *h) {
+    add(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cumulative = 0;
+    for (int b = 0; b < VT_SERVE_HIST_BUCKETS; b++) {
+        cumulative += h->counts[b];
+        add(t, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[b], (unsigned long long)cumulative);
+    }
+    add(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, (unsigned long long)h->count, name,
+        h->sum, name, (unsigned long long)h->count);
+}
+
+char *vt_serve_metrics_text(vt_serve_metrics *m) {
+    text t = {0};
+    pthread_mutex_lock(&m->lock);
+    add(&t, "# HELP vt_requests_total HTTP requests answered, by status.\n# TYPE vt_requests_total counter\n");
+    for (int i = 0; i < VT_SERVE_STATUS_SLOTS; i++)
+        if (counted_statuses[i])
+            add(&t, "vt_requests_total{status=\"%d\"} %llu\n", counted_statuses[i],
+                (unsigned long long)m->requests[i]);
+    add(&t, "vt_requests_total{status=\"other\"} %llu\n", (unsigned long long)m->requests[VT_SERVE_STATUS_SLOTS]);
+    add(&t, "# HELP vt_prompt_tokens_total Prompt tokens of the requests that started.\n"
+            "# TYPE vt_prompt_tokens_total counter\nvt_prompt_tokens_total %llu\n",
+        (unsigned long long)m->prompt_tokens);
+    add(&t, "# HELP vt_generation_tokens_total Tokens generated.\n"
+            "# TYPE vt_generation_tokens_total counter\nvt_generation_tokens_total %llu\n",
+        (unsigned long long)m->generated_tokens);
+    add(&t, "# HELP vt_requests_running Requests holding a sequence.\n# TYPE vt_requests_running gauge\n"
+            "vt_requests_running %lld\n",
+        (long long)m->running);
+    add(&t, "# HELP vt_requests_waiting Requests queued, not started.\n# TYPE vt_requests_waiting gauge\n"
+            "vt_requests_waiting %lld\n",
+        (long long)m->waiting);
+    add(&t, "# HELP vt_kv_blocks_used KV-cache blocks held by sequences.\n# TYPE vt_kv_blocks_used gauge\n"
+            "vt_kv_blocks_used %lld\n",
+        (long long)m->kv_used);
+    add(&t, "# HELP vt_kv_blocks_total KV-cache blocks in the pool.\n# TYPE vt_kv_blocks_total gauge\n"
+            "vt_kv_blocks_total %lld\n",
+        (long long)m->kv_total);
+    add_histogram(&t, "vt_time_to_first_token_seconds", "Time from a request's arrival to its first token.", &m->ttft);
+    add_histogram(&t, "vt_inter_token_latency_seconds", "Time between two tokens of one request.", &m->itl);
+    pthread_mutex_unlock(&m->lock);
+    if (t.failed) {
+        free(t.s);
+        return NULL;
+    }
+    return t.s;
+}

@@ -1,0 +1,351 @@
+/* serve_request.c — see serve_request.h. Field names and shapes follow
+ * OpenAI's chat/completions and completions APIs and llama-server's
+ * /tokenize and /detokenize; `null` is read as "not given" everywhere. */
+#include "serve_request.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INVALID "invalid_request_error"
+
+bool vt_serve_fail(vt_serve_error *err, int status, const char *type, const char *param, const char *fmt, ...) {
+    if (!err) return false;
+    err->status = status;
+    err->type = type;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+void vt_serve_request_free(vt_serve_request *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    free(r->messages);
+    free(r->model);
+    free(r->prompt);
+    free(r->ids);
+    for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* The member, or NULL when absent or null. */
+static json_t *field(const json_t *obj, const char *name) {
+    json_t *v = json_object_get(obj, name);
+    return v && !json_is_null(v) ? v : NULL;
+}
+
+static char *dup_string(const json_t *s) {
+    size_t n = json_string_length(s);
+    char *out = malloc(n + 1);
+    if (out) {
+        memcpy(out, json_string_value(s), n);
+        out[n] = '\0';
+    }
+    return out;
+}
+
+static bool out_of_memory(vt_serve_error *err) {
+    return vt_serve_fail(err, 500, "server_error", NULL, "out of memory reading the request");
+}
+
+/* A number field in [lo, hi] (lo_open: lo excluded) into *out, if given. */
+static bool number_field(const json_t *obj, const char *name, double lo, bool lo_open, double hi, float *out,
+                         vt_serve_error *err) {
+    json_t *v = field(obj, name);
+    if (!v) return true;
+    if (!json_is_number(v)) return vt_serve_fail(err, 400, INVALID, name, "%s: expected a number", name);
+    double d = json_number_value(v);
+    if (!isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi)
+        return vt_serve_fail(err, 400, INVALID, name, "%s: %g is out of range: expected %s%g, %g]", name, d,
+                             lo_open ? "(" : "[", lo, hi);
+    *out = (float)d;
+    return true;
+}
+
+static bool bool_field(const json_t *obj, const char *name, bool *out, vt_serve_error *err) {
+    json_t *v = field(obj, name);
+    if (!v) return true;
+    if (!json_is_boolean(v)) return vt_serve_fail(err, 400, INVALID, name, "%s: expected true or false", name);
+    *out = json_is_true(v);
+    return true;
+}
+
+/* A field that would change the output and that vt does not implement:
+ * refused unless absent, null, or the value that means "off". */
+static bool refuse_if_used(const char *name, bool used, vt_serve_error *err) {
+    if (!used) return true;
+    return vt_serve_fail(err, 400, INVALID, name, "%s is not supported by vt serve; remove it from the request",
+                         name);
+}
+
+static bool is_off(const json_t *v) {
+    return !v || json_is_null(v) || json_is_false(v) || (json_is_integer(v) && json_integer_value(v) == 0) ||
+           (json_is_object(v) && json_object_size(v) == 0) || (json_is_array(v) && json_array_size(v) == 0);
+}
+
+static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_error *err) {
+    static const char *const both[] = {"logprobs", "top_logprobs", "logit_bias", "tools", "functions",
+                                       "function_call", "audio", "prediction", "reasoning_effort",
+                                       "web_search_options", "suffix", "grammar", "json_schema"};
+    for (size_t i = 0; i < sizeof both / sizeof *both; i++)
+        if (!refuse_if_used(both[i], !is_off(json_object_get(root, both[i])), err)) return false;
+    /* Without tools, "none" and "auto" both mean plain text. */
+    json_t *tc = field(root, "tool_choice");
+    if (tc && !(json_is_string(tc) && (strcmp(json_string_value(tc), "none") == 0 ||
+                                       strcmp(json_string_value(tc), "auto") == 0)))
+        return refuse_if_used("tool_choice", true, err);
+    json_t *rf = field(root, "response_format");
+    if (rf) {
+        json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0)
+            return refuse_if_used("response_format", true, err);
+    }
+    json_t *mod = field(root, "modalities");
+    if (mod) {
+        bool text_only = json_is_array(mod) && json_array_size(mod) == 1 &&
+                         json_is_string(json_array_get(mod, 0)) &&
+                         strcmp(json_string_value(json_array_get(mod, 0)), "text") == 0;
+        if (!text_only) return refuse_if_used("modalities", true, err);
+    }
+    json_t *n = field(root, "n");
+    if (n && !(json_is_integer(n) && json_integer_value(n) == 1))
+        return vt_serve_fail(err, 400, INVALID, "n", "n: only 1 choice per request is supported (got %s)",
+                             json_is_integer(n) ? "another number" : "a non-integer");
+    json_t *best_of = field(root, "best_of");
+    if (best_of && !(json_is_integer(best_of) && json_integer_value(best_of) == 1))
+        return refuse_if_used("best_of", true, err);
+    json_t *echo = field(root, "echo");
+    if (kind == VT_SERVE_COMPLETION && echo && !json_is_false(echo))
+        return vt_serve_fail(err, 400, INVALID, "echo", "echo: only false is supported");
+    return true;
+}
+
+/* Text of a message's content: a string, or an array of {"type":"text","text"} parts. */
+static bool message_content(const json_t *content, size_t i, char **out, vt_serve_error *err) {
+    char param[96];
+    snprintf(param, sizeof param, "messages[%zu].content", i);
+    if (!content) {
+        *out = calloc(1, 1);
+        return *out ? true : out_of_memory(err);
+    }
+    if (json_is_string(content)) {
+        *out = dup_string(content);
+        return *out ? true : out_of_memory(err);
+    }
+    if (!json_is_array(content))
+        return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string or an array of text parts", param);
+    size_t total = 0, n = json_array_size(content);
+    for (size_t j = 0; j < n; j++) {
+        json_t *part = json_array_get(content, j);
+        json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
+        json_t *text = json_is_object(part) ? json_object_get(part, "text") : NULL;
+        if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0) {
+            snprintf(param, sizeof param, "messages[%zu].content[%zu].type", i, j);
+            return vt_serve_fail(err, 400, INVALID, param, "%s: only \"text\" parts are supported", param);
+        }
+        if (!json_is_string(text)) {
+            snprintf(param, sizeof param, "messages[%zu].content[%zu].text", i, j);
+            return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string", param);
+        }
+        total += json_string_length(text);
+    }
+    char *s = malloc(total + 1);
+    if (!s) return out_of_memory(err);
+    size_t used = 0;
+    for (size_t j = 0; j < n; j++) {
+        json_t *text = json_object_get(json_array_get(content, j), "text");
+        memcpy(s + used, json_string_value(text), json_string_length(text));
+        used += json_string_length(text);
+    }
+    s[used] = '\0';
+    *out = s;
+    return true;
+}
+
+static bool parse_messages(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
+    json_t *msgs = field(root, "messages");
+    if (!msgs) return vt_serve_fail(err, 400, INVALID, "messages", "messages: required");
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return vt_serve_fail(err, 400, INVALID, "messages", "messages: expected a non-empty array");
+    size_t n = json_array_size(msgs);
+    r->messages = calloc(n, sizeof *r->messages);
+    if (!r->messages) return out_of_memory(err);
+    for (size_t i = 0; i < n; i++) {
+        json_t *m = json_array_get(msgs, i);
+        char param[96];
+        snprintf(param, sizeof param, "messages[%zu]", i);
+        if (!json_is_object(m)) return vt_serve_fail(err, 400, INVALID, param, "%s: expected an object", param);
+        json_t *role = json_object_get(m, "role");
+        snprintf(param, sizeof param, "messages[%zu].role", i);
+        if (!json_is_string(role))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
+        const char *rs = json_string_value(role);
+        if (strcmp(rs, "developer") == 0) rs = "system";
+        if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 && strcmp(rs, "assistant") != 0)
+            return vt_serve_fail(err, 400, INVALID, param,
+                                 "%s: '%.40s' is not supported; roles are system, user and assistant", param, rs);
+        r->messages[i].role = strdup(rs);
+        r->n_messages = i + 1;
+        if (!r->messages[i].role) return out_of_memory(err);
+        if (!message_content(field(m, "content"), i, &r->messages[i].content, err)) return false;
+    }
+    return true;
+}
+
+/* An array of token ids (integers 0..INT32_MAX) into r->ids. */
+static bool parse_ids(const json_t *arr, const char *name, vt_serve_request *r, vt_serve_error *err) {
+    size_t n = json_array_size(arr);
+    r->ids = malloc((n ? n : 1) * sizeof *r->ids);
+    if (!r->ids) return out_of_memory(err);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(arr, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+            char param[96];
+            snprintf(param, sizeof param, "%s[%zu]", name, i);
+            return vt_serve_fail(err, 400, INVALID, param, "%s: expected a token id (an integer >= 0)", param);
+        }
+        r->ids[i] = (int32_t)json_integer_value(v);
+    }
+    r->n_ids = n;
+    return true;
+}
+
+static bool parse_prompt(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
+    json_t *p = field(root, "prompt");
+    if (!p) return vt_serve_fail(err, 400, INVALID, "prompt", "prompt: required");
+    /* One prompt per request: ["text"] and [[ids]] are that one prompt. */
+    if (json_is_array(p) && json_array_size(p) == 1 &&
+        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
+        p = json_array_get(p, 0);
+    else if (json_is_array(p) && json_array_size(p) > 1 && !json_is_integer(json_array_get(p, 0)))
+        return vt_serve_fail(err, 400, INVALID, "prompt", "prompt: one prompt per request (got %zu)",
+                             json_array_size(p));
+    if (json_is_string(p)) {
+        r->prompt = dup_string(p);
+        return r->prompt ? true : out_of_memory(err);
+    }
+    if (json_is_array(p) && json_array_size(p) > 0) return parse_ids(p, "prompt", r, err);
+    return vt_serve_fail(err, 400, INVALID, "prompt", "prompt: expected a string or a non-empty array of token ids");
+}
+
+static bool parse_stop(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
+    json_t *stop = field(root, "stop");
+    if (!stop) return true;
+    bool single = json_is_string(stop);
+    if (!single && !json_is_array(stop))
+        return vt_serve_fail(err, 400, INVALID, "stop", "stop: expected a string or an array of strings");
+    size_t n = single ? 1 : json_array_size(stop);
+    if (n > VT_SERVE_MAX_STOP)
+        return vt_serve_fail(err, 400, INVALID, "stop", "stop: at most %d strings (got %zu)", VT_SERVE_MAX_STOP, n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = single ? stop : json_array_get(stop, i);
+        char param[32];
+        snprintf(param, sizeof param, single ? "stop" : "stop[%zu]", i);
+        if (!json_is_string(s)) return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string", param);
+        size_t len = json_string_length(s);
+        if (len == 0) continue; /* an empty stop string matches nothing */
+        if (len > VT_SERVE_MAX_STOP_BYTES || memchr(json_string_value(s), '\0', len))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: at most %d bytes, no NUL", param,
+                                 VT_SERVE_MAX_STOP_BYTES);
+        if (!(r->stop[r->n_stop] = dup_string(s))) return out_of_memory(err);
+        r->n_stop++;
+    }
+    return true;
+}
+
+static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
+    const char *max_name = field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    json_t *max = field(root, max_name);
+    if (max) {
+        if (!json_is_integer(max) || json_integer_value(max) < 1)
+            return vt_serve_fail(err, 400, INVALID, max_name, "%s: expected an integer >= 1", max_name);
+        r->max_tokens = json_integer_value(max);
+    }
+    if (!number_field(root, "temperature", 0, false, 1e6, &r->temperature, err) ||
+        !number_field(root, "top_p", 0, true, 1, &r->top_p, err) ||
+        !number_field(root, "min_p", 0, false, 1, &r->min_p, err) ||
+        !number_field(root, "presence_penalty", -2, false, 2, &r->presence_penalty, err) ||
+        !number_field(root, "frequency_penalty", -2, false, 2, &r->frequency_penalty, err))
+        return false;
+    json_t *top_k = field(root, "top_k");
+    if (top_k) {
+        if (!json_is_integer(top_k) || json_integer_value(top_k) < 0 || json_integer_value(top_k) > INT32_MAX)
+            return vt_serve_fail(err, 400, INVALID, "top_k", "top_k: expected an integer >= 0 (0 = off)");
+        r->top_k = (int32_t)json_integer_value(top_k);
+    }
+    json_t *seed = field(root, "seed");
+    if (seed) {
+        if (!json_is_integer(seed)) return vt_serve_fail(err, 400, INVALID, "seed", "seed: expected an integer");
+        r->has_seed = true;
+        r->seed = (uint64_t)json_integer_value(seed);
+    }
+    if (!bool_field(root, "stream", &r->stream, err)) return false;
+    json_t *so = field(root, "stream_options");
+    if (so) {
+        if (!json_is_object(so))
+            return vt_serve_fail(err, 400, INVALID, "stream_options", "stream_options: expected an object");
+        json_t *iu = field(so, "include_usage");
+        if (iu && !json_is_boolean(iu))
+            return vt_serve_fail(err, 400, INVALID, "stream_options.include_usage",
+                                 "stream_options.include_usage: expected true or false");
+        r->include_usage = iu && json_is_true(iu);
+    }
+    return parse_stop(root, r, err);
+}
+
+static bool parse_root(vt_serve_kind kind, const json_t *root, vt_serve_request *r, vt_serve_error *err) {
+    if (kind == VT_SERVE_TOKENIZE) {
+        json_t *c = field(root, "content");
+        if (!json_is_string(c)) return vt_serve_fail(err, 400, INVALID, "content", "content: required, a string");
+        r->add_special = false;
+        r->parse_special = true;
+        if (!(r->prompt = dup_string(c))) return out_of_memory(err);
+        return bool_field(root, "add_special", &r->add_special, err) &&
+               bool_field(root, "parse_special", &r->parse_special, err);
+    }
+    if (kind == VT_SERVE_DETOKENIZE) {
+        json_t *t = field(root, "tokens");
+        if (!json_is_array(t))
+            return vt_serve_fail(err, 400, INVALID, "tokens", "tokens: required, an array of token ids");
+        return parse_ids(t, "tokens", r, err);
+    }
+    json_t *model = field(root, "model");
+    if (model && !json_is_string(model)) return vt_serve_fail(err, 400, INVALID, "model", "model: expected a string");
+    if (model && !(r->model = dup_string(model))) return out_of_memory(err);
+    if (!check_unsupported(root, kind, err)) return false;
+    if (!(kind == VT_SERVE_CHAT ? parse_messages(root, r, err) : parse_prompt(root, r, err))) return false;
+    return parse_sampling(root, r, err);
+}
+
+bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, const vt_serve_defaults *defaults,
+                            vt_serve_request *out, vt_serve_error *err) {
+    memset(out, 0, sizeof *out);
+    out->kind = kind;
+    out->temperature = defaults ? defaults->temperature : 1.0f;
+    out->top_p = defaults ? defaults->top_p : 1.0f;
+    out->min_p = defaults ? defaults->min_p : 0.0f;
+    out->top_k = defaults ? defaults->top_k : 0;
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return vt_serve_fail(err, 400, INVALID, NULL, "the body is not valid JSON: %s at line %d, column %d",
+                             jerr.text, jerr.line, jerr.column);
+    bool ok = json_is_object(root) ? parse_root(kind, root, out, err)
+                                   : vt_serve_fail(err, 400, INVALID, NULL, "the body must be a JSON object");
+    json_decref(root);
+    if (!ok) {
+        vt_serve_request_free(out);
+        out->kind = kind;
+    }
+    return ok;
+}

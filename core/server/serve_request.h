@@ -1,0 +1,82 @@
+/* serve_request.h — an OpenAI request body (JSON) -> what the engine runs.
+ *
+ * A pure function over bytes, so the fuzz target (tests/fuzz/fuzz_serve_request.c)
+ * and the HTTP handlers share it: every refusal is an HTTP status with a
+ * message and the field it is about (OpenAI's {"error": {"message", "type",
+ * "param"}}), never a crash or a silent default for a field that would
+ * change the output. Fields the API does not define are ignored. */
+#ifndef VT_SERVE_REQUEST_H
+#define VT_SERVE_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The bodies this parser reads. */
+typedef enum vt_serve_kind {
+    VT_SERVE_CHAT = 0,       /* POST /v1/chat/completions */
+    VT_SERVE_COMPLETION = 1, /* POST /v1/completions */
+    VT_SERVE_TOKENIZE = 2,   /* POST /tokenize: {"content", "add_special", "parse_special"} */
+    VT_SERVE_DETOKENIZE = 3, /* POST /detokenize: {"tokens"} */
+} vt_serve_kind;
+
+/* Stop strings a request may give (vt_batch_request's limits). */
+#define VT_SERVE_MAX_STOP 16
+#define VT_SERVE_MAX_STOP_BYTES 256
+
+/* A refusal: HTTP status, message, OpenAI error type, the field ("" = none). */
+typedef struct vt_serve_error {
+    int status;
+    const char *type; /* "invalid_request_error", "authentication_error", ... */
+    char message[512];
+    char param[96];
+} vt_serve_error;
+
+typedef struct vt_serve_message {
+    char *role;    /* "system", "user" or "assistant" ("developer" is read as "system") */
+    char *content; /* text parts joined */
+} vt_serve_message;
+
+/* Defaults for the sampling fields a request leaves out (the engine's
+ * [sampling] options). */
+typedef struct vt_serve_defaults {
+    float temperature, top_p, min_p;
+    int32_t top_k;
+} vt_serve_defaults;
+
+typedef struct vt_serve_request {
+    vt_serve_kind kind;
+    char *model; /* as given, or NULL */
+    /* chat */
+    vt_serve_message *messages;
+    size_t n_messages;
+    /* completion and tokenize: text (or NULL), or token ids (completion, detokenize) */
+    char *prompt;
+    int32_t *ids;
+    size_t n_ids;
+    bool add_special;   /* tokenize: add BOS as the vocabulary says (default true) */
+    bool parse_special; /* tokenize: control-token text becomes its token (default false) */
+    /* sampling */
+    int64_t max_tokens; /* 0: not given (up to the context) */
+    float temperature, top_p, min_p;
+    int32_t top_k;
+    float presence_penalty, frequency_penalty;
+    bool has_seed;
+    uint64_t seed;
+    char *stop[VT_SERVE_MAX_STOP];
+    size_t n_stop;
+    bool stream, include_usage;
+} vt_serve_request;
+
+/* Parse body (len bytes, need not be NUL-terminated) as a `kind` request.
+ * On success *out owns its strings (vt_serve_request_free); on failure *out
+ * is empty and err says why (status 400). */
+bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, const vt_serve_defaults *defaults,
+                            vt_serve_request *out, vt_serve_error *err);
+void vt_serve_request_free(vt_serve_request *r);
+
+/* Fill err (status, type, param may be NULL, printf message); returns false. */
+bool vt_serve_fail(vt_serve_error *err, int status, const char *type, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#endif

@@ -1,0 +1,153 @@
+/* serve_response.c — see serve_response.h. Built with jansson, dumped compact. */
+#include "serve_response.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, min = 0x10000;
+    else return 0;
+    if (n < len) return 0;
+    unsigned cp = c & (0x3F >> (len - 1));
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return len;
+}
+
+/* A JSON string of text, bad bytes (and NUL) replaced by U+FFFD. */
+static json_t *text_string(const char *text, size_t n) {
+    if (!text) return json_string("");
+    const unsigned char *s = (const unsigned char *)text;
+    size_t clean = 0;
+    while (clean < n && s[clean] && utf8_seq(s + clean, n - clean)) clean += utf8_seq(s + clean, n - clean);
+    if (clean == n) return json_stringn(text, n);
+    char *buf = malloc(n * 3 + 1);
+    if (!buf) return NULL;
+    size_t used = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = s[i] ? utf8_seq(s + i, n - i) : 0;
+        if (len) {
+            memcpy(buf + used, s + i, len);
+            used += len;
+            i += len;
+        } else {
+            memcpy(buf + used, "\xEF\xBF\xBD", 3);
+            used += 3;
+            i++;
+        }
+    }
+    json_t *j = json_stringn(buf, used);
+    free(buf);
+    return j;
+}
+
+/* Dump and free root (NULL stays NULL). */
+static char *dump(json_t *root) {
+    if (!root) return NULL;
+    char *s = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    return s;
+}
+
+char *vt_serve_error_json(const vt_serve_error *err) {
+    json_t *e = json_pack("{s:s, s:s, s:o, s:o}", "message", err->message, "type",
+                          err->type ? err->type : "server_error", "param",
+                          err->param[0] ? json_string(err->param) : json_null(), "code", json_null());
+    return dump(e ? json_pack("{s:o}", "error", e) : NULL);
+}
+
+static json_t *usage_object(const vt_serve_usage *u) {
+    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens, "completion_tokens",
+                     (json_int_t)u->completion_tokens, "total_tokens",
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens));
+}
+
+static json_t *envelope(const vt_serve_ids *ids, const char *object, json_t *choices) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:o, s:n}", "id", ids->id, "object", object, "created",
+                     (json_int_t)ids->created, "model", ids->model, "choices", choices, "system_fingerprint");
+}
+
+char *vt_serve_completion_json(const vt_serve_ids *ids, const char *text, size_t n_text, const char *finish_reason,
+                               const vt_serve_usage *usage) {
+    json_t *content = text_string(text, n_text);
+    json_t *choice;
+    if (ids->kind == VT_SERVE_CHAT)
+        choice = json_pack("{s:i, s:{s:s, s:o}, s:n, s:s}", "index", 0, "message", "role", "assistant", "content",
+                           content, "logprobs", "finish_reason", finish_reason);
+    else
+        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", content, "logprobs", "finish_reason",
+                           finish_reason);
+    json_t *root = choice ? envelope(ids, ids->kind == VT_SERVE_CHAT ? "chat.completion" : "text_completion",
+                                     json_pack("[o]", choice))
+                          : NULL;
+    if (root) json_object_set_new(root, "usage", usage_object(usage));
+    return dump(root);
+}
+
+char *vt_serve_chunk_sse(const vt_serve_ids *ids, bool first, const char *text, size_t n_text,
+                         const char *finish_reason, const vt_serve_usage *usage) {
+    json_t *choices;
+    if (usage) {
+        choices = json_array();
+    } else {
+        json_t *choice;
+        json_t *finish = finish_reason ? json_string(finish_reason) : json_null();
+        if (ids->kind == VT_SERVE_CHAT) {
+            json_t *delta = json_object();
+            if (first) json_object_set_new(delta, "role", json_string("assistant"));
+            if (n_text || first) json_object_set_new(delta, "content", text_string(text, n_text));
+            choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason",
+                               finish);
+        } else {
+            choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", text_string(text, n_text), "logprobs",
+                               "finish_reason", finish);
+        }
+        choices = choice ? json_pack("[o]", choice) : NULL;
+    }
+    json_t *root =
+        choices ? envelope(ids, ids->kind == VT_SERVE_CHAT ? "chat.completion.chunk" : "text_completion", choices)
+                : NULL;
+    if (root && usage) json_object_set_new(root, "usage", usage_object(usage));
+    char *body = dump(root);
+    if (!body) return NULL;
+    size_t n = strlen(body);
+    char *event = malloc(n + 9);
+    if (event) {
+        memcpy(event, "data: ", 6);
+        memcpy(event + 6, body, n);
+        memcpy(event + 6 + n, "\n\n", 3);
+    }
+    free(body);
+    return event;
+}
+
+char *vt_serve_models_json(const char *alias, int64_t created) {
+    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", alias, "object", "model",
+                          "created", (json_int_t)created, "owned_by", "vt"));
+}
+
+char *vt_serve_tokens_json(const int32_t *ids, size_t n) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++)
+        if (json_array_append_new(arr, json_integer(ids[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    return dump(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
+}
+
+char *vt_serve_content_json(const char *text, size_t n_text) {
+    return dump(json_pack("{s:o}", "content", text_string(text, n_text)));
+}

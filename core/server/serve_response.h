@@ -1,0 +1,44 @@
+/* serve_response.h — the JSON bodies vt serve answers with, in OpenAI's
+ * shapes (chat.completion, chat.completion.chunk, text_completion, list,
+ * error) and llama-server's (/tokenize, /detokenize). Each returns a
+ * malloc'ed NUL-terminated string, or NULL when out of memory. Text that is
+ * not valid UTF-8 (a /detokenize of half a character) has each bad byte
+ * replaced by U+FFFD, since JSON strings are Unicode. */
+#ifndef VT_SERVE_RESPONSE_H
+#define VT_SERVE_RESPONSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "serve_request.h"
+
+/* What every completion body and chunk names. */
+typedef struct vt_serve_ids {
+    vt_serve_kind kind; /* chat or completion */
+    const char *id;     /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created;    /* unix seconds */
+    const char *model;
+} vt_serve_ids;
+
+typedef struct vt_serve_usage {
+    int64_t prompt_tokens, completion_tokens;
+} vt_serve_usage;
+
+/* {"error": {"message", "type", "param", "code"}} */
+char *vt_serve_error_json(const vt_serve_error *err);
+/* The whole answer of a non-streamed request; finish_reason "stop" or "length". */
+char *vt_serve_completion_json(const vt_serve_ids *ids, const char *text, size_t n_text, const char *finish_reason,
+                               const vt_serve_usage *usage);
+/* One SSE event "data: {chunk}\n\n": the text delta (chat: with the role on
+ * the first chunk), the finish reason on the last (else NULL), and with usage
+ * the usage-only chunk of stream_options.include_usage (choices empty). */
+char *vt_serve_chunk_sse(const vt_serve_ids *ids, bool first, const char *text, size_t n_text,
+                         const char *finish_reason, const vt_serve_usage *usage);
+/* GET /v1/models. */
+char *vt_serve_models_json(const char *alias, int64_t created);
+/* POST /tokenize and /detokenize answers. */
+char *vt_serve_tokens_json(const int32_t *ids, size_t n);
+char *vt_serve_content_json(const char *text, size_t n_text);
+
+#endif

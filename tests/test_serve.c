@@ -1,0 +1,789 @@
+/* test_serve.c — `vt serve` end to end over real HTTP (libcurl).
+ *
+ * Two servers on free ports with the qwen3-tiny test model: the main one
+ * (API key, chat template forced to chatml, 4 sequences, a 512-token context,
+ * a 64 KiB body limit) for every endpoint, streaming, greedy identity with
+ * `vt run --temp 0`, concurrency and the bad-input answers; a small one (one
+ * sequence, one waiting request, a 2 s time limit, no chat template) for the
+ * full queue, the time limit and the SIGTERM drain. Skipped only when vt
+ * serve was not built (no libmicrohttpd/jansson at configure time). */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json_mini.h"
+#include "util.h"
+
+#define MODEL "qwen3-tiny-q8_0.gguf"
+#define KEY "test-key"
+#define CTX 512
+
+typedef struct server {
+    pid_t pid;
+    int port;
+    char log[512];
+} server;
+
+static server main_srv, small_srv;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- HTTP ----------------------------------------------------------------- */
+
+typedef struct buf {
+    char *s;
+    size_t n;
+} buf;
+
+typedef struct reply {
+    long status;
+    buf body, headers;
+    CURLcode rc;
+} reply;
+
+static size_t collect(char *p, size_t size, size_t n, void *user) {
+    buf *b = user;
+    char *s = realloc(b->s, b->n + size * n + 1);
+    if (!s) return 0;
+    memcpy(s + b->n, p, size * n);
+    b->s = s;
+    b->n += size * n;
+    s[b->n] = '\0';
+    return size * n;
+}
+
+static void reply_free(reply *r) {
+    free(r->body.s);
+    free(r->headers.s);
+    memset(r, 0, sizeof *r);
+}
+
+/* One request; body NULL = GET (unless method says otherwise); key NULL = no Authorization. */
+static reply http(const server *s, const char *method, const char *path, const char *body, const char *key) {
+    reply r = {0};
+    CURL *c = curl_easy_init();
+    char url[256], auth[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+    h = curl_slist_append(h, "Expect:");
+    if (key) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    r.rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return r;
+}
+
+static reply post(const server *s, const char *path, const char *body) { return http(s, NULL, path, body, KEY); }
+
+/* A metric's value from /metrics (-1 if absent). */
+static double metric(const server *s, const char *name) {
+    reply r = http(s, NULL, "/metrics", NULL, NULL);
+    double v = -1;
+    size_t n = strlen(name);
+    for (const char *p = r.body.s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && p[n] == ' ') v = atof(p + n + 1);
+    reply_free(&r);
+    return v;
+}
+
+/* Wait up to seconds for metric name to equal v. */
+static bool metric_reaches(const server *s, const char *name, double v, double seconds) {
+    double end = now_s() + seconds;
+    while (now_s() < end) {
+        if (metric(s, name) == v) return true;
+        sleep_ms(20);
+    }
+    return metric(s, name) == v;
+}
+
+/* ---- JSON answers ---------------------------------------------------------- */
+
+static bool parse(const reply *r, json_value *v) {
+    char err[128];
+    return r->body.s && json_parse(r->body.s, r->body.n, v, err, sizeof err);
+}
+
+static const json_value *path_get(const json_value *v, const char *a, const char *b) {
+    const json_value *x = json_get(v, a);
+    return x && b ? json_get(x, b) : x;
+}
+
+static const json_value *choice0(const json_value *v) {
+    const json_value *c = json_get(v, "choices");
+    return c && c->type == JSON_ARRAY && c->n > 0 ? &c->items[0] : NULL;
+}
+
+/* The error answer: status, and error.message/type present, error.param as expected (NULL = null). */
+static void assert_error(const reply *r, long status, const char *param) {
+    CU_ASSERT_EQUAL(r->status, status);
+    json_value v;
+    CU_ASSERT_FATAL(parse(r, &v));
+    const json_value *msg = path_get(&v, "error", "message"), *type = path_get(&v, "error", "type"),
+                     *p = path_get(&v, "error", "param");
+    CU_ASSERT(msg && msg->type == JSON_STRING && msg->len > 0);
+    CU_ASSERT(type && type->type == JSON_STRING);
+    CU_ASSERT_FATAL(p != NULL);
+    if (param) {
+        CU_ASSERT(p->type == JSON_STRING && strcmp(p->str, param) == 0);
+        if (p->type != JSON_STRING || strcmp(p->str, param) != 0)
+            fprintf(stderr, "expected param %s in %s\n", param, r->body.s);
+    } else {
+        CU_ASSERT(p->type == JSON_NULL);
+    }
+    json_free(&v);
+}
+
+/* A greedy /v1/completions: its text (malloc'ed), finish reason and usage. */
+typedef struct completion {
+    char *text;
+    char finish[16];
+    long prompt_tokens, completion_tokens;
+} completion;
+
+static completion complete(const server *s, const char *extra_json) {
+    char body[4096];
+    snprintf(body, sizeof body, "{\"model\":\"x\",%s}", extra_json);
+    reply r = post(s, "/v1/completions", body);
+    completion c = {0};
+    json_value v;
+    CU_ASSERT_EQUAL(r.status, 200);
+    if (r.status == 200 && parse(&r, &v)) {
+        const json_value *ch = choice0(&v), *t = ch ? json_get(ch, "text") : NULL,
+                         *f = ch ? json_get(ch, "finish_reason") : NULL;
+        CU_ASSERT(t && t->type == JSON_STRING);
+        if (t && t->type == JSON_STRING) c.text = strdup(t->str);
+        if (f && f->type == JSON_STRING) snprintf(c.finish, sizeof c.finish, "%s", f->str);
+        const json_value *pt = path_get(&v, "usage", "prompt_tokens"), *ct = path_get(&v, "usage", "completion_tokens"),
+                         *tt = path_get(&v, "usage", "total_tokens");
+        CU_ASSERT(pt && ct && tt && tt->number == pt->number + ct->number);
+        if (pt && ct) c.prompt_tokens = (long)pt->number, c.completion_tokens = (long)ct->number;
+        const json_value *obj = json_get(&v, "object");
+        CU_ASSERT(obj && obj->type == JSON_STRING && strcmp(obj->str, "text_completion") == 0);
+        json_free(&v);
+    }
+    reply_free(&r);
+    return c;
+}
+
+/* ---- SSE ------------------------------------------------------------------- */
+
+/* The streamed answer: the concatenated text, the finish reason, the usage
+ * chunk's completion tokens, whether [DONE] ended it, and the chunk count. */
+typedef struct streamed {
+    char *text;
+    size_t n_text;
+    char finish[16];
+    long usage_completion;
+    bool done, first_has_role, bad_event;
+    int chunks;
+} streamed;
+
+static void read_events(const char *body, bool chat, streamed *out) {
+    memset(out, 0, sizeof *out);
+    out->usage_completion = -1;
+    out->text = calloc(1, 1);
+    for (const char *p = body; p && *p;) {
+        const char *end = strstr(p, "\n\n");
+        if (!end) {
+            out->bad_event = true;
+            break;
+        }
+        if (strncmp(p, "data: ", 6) != 0) out->bad_event = true;
+        else if (strncmp(p + 6, "[DONE]", 6) == 0) out->done = true;
+        else {
+            json_value v;
+            char err[128];
+            if (out->done || !json_parse(p + 6, (size_t)(end - p - 6), &v, err, sizeof err)) {
+                out->bad_event = true;
+                break;
+            }
+            const json_value *obj = json_get(&v, "object");
+            if (!obj || strcmp(obj->str, chat ? "chat.completion.chunk" : "text_completion") != 0) out->bad_event = true;
+            const json_value *ch = choice0(&v);
+            const json_value *usage = path_get(&v, "usage", "completion_tokens");
+            if (usage) out->usage_completion = (long)usage->number;
+            if (ch) {
+                const json_value *t = chat ? path_get(ch, "delta", "content") : json_get(ch, "text");
+                if (out->chunks == 0 && chat) out->first_has_role = path_get(ch, "delta", "role") != NULL;
+                if (t && t->type == JSON_STRING) {
+                    out->text = realloc(out->text, out->n_text + t->len + 1);
+                    memcpy(out->text + out->n_text, t->str, t->len + 1);
+                    out->n_text += t->len;
+                }
+                const json_value *f = json_get(ch, "finish_reason");
+                if (f && f->type == JSON_STRING) snprintf(out->finish, sizeof out->finish, "%s", f->str);
+            }
+            out->chunks++;
+            json_free(&v);
+        }
+        p = end + 2;
+    }
+}
+
+/* ---- servers --------------------------------------------------------------- */
+
+static bool start_server(server *s, const char *name, const char *const *extra) {
+    const char *dir = vt_test_data_dir("test models");
+    if (!dir) return false;
+    char model[512];
+    snprintf(model, sizeof model, "%s/models/%s", dir, MODEL);
+    vt_test_tmpfile(s->log, sizeof s->log, name);
+    const char *argv[40] = {VT_CLI_PATH, "serve", "-m", model, "--port", "0", "--threads", "1"};
+    int n = 8;
+    for (; *extra && n < 38; extra++) argv[n++] = *extra;
+    argv[n] = NULL;
+    s->pid = fork();
+    if (s->pid == 0) {
+        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        close(fd);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    double end = now_s() + 60;
+    s->port = 0;
+    while (now_s() < end && !s->port) {
+        char *log = vt_test_read_file(s->log, NULL);
+        const char *at = log ? strstr(log, "listening on http://127.0.0.1:") : NULL;
+        if (at) s->port = atoi(at + strlen("listening on http://127.0.0.1:"));
+        free(log);
+        if (!s->port) sleep_ms(20);
+    }
+    while (s->port && now_s() < end) {
+        reply r = http(s, NULL, "/health", NULL, NULL);
+        long st = r.status;
+        reply_free(&r);
+        if (st == 200) return true;
+        if (st != 503 && st != 0) { /* 503 while loading, 0 before the listener answers */
+            fprintf(stderr, "test_serve: /health answered %ld while starting\n", st);
+            return false;
+        }
+        sleep_ms(20);
+    }
+    return false;
+}
+
+static int stop_server(server *s) {
+    if (s->pid <= 0) return -1;
+    kill(s->pid, SIGTERM);
+    int status = 0;
+    waitpid(s->pid, &status, 0);
+    s->pid = 0;
+    return status;
+}
+
+static int suite_init(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    static const char *const main_args[] = {"--api-key", KEY, "--chat-template", "chatml", "-c", "512", "--parallel",
+                                            "4", "--body-limit", "65536", "--model-alias", "tiny", NULL};
+    static const char *const small_args[] = {"--parallel", "1", "--max-waiting", "1", "--timeout", "2", "-c", "4096",
+                                             NULL};
+    return start_server(&main_srv, "main.log", main_args) && start_server(&small_srv, "small.log", small_args) ? 0 : 1;
+}
+
+static int suite_cleanup(void) {
+    if (main_srv.pid > 0) stop_server(&main_srv);
+    if (small_srv.pid > 0) stop_server(&small_srv);
+    curl_global_cleanup();
+    return 0;
+}
+
+/* ---- tests ----------------------------------------------------------------- */
+
+static void test_health_models_metrics(void) {
+    reply r = http(&main_srv, NULL, "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    reply_free(&r);
+    r = http(&main_srv, NULL, "/v1/models", NULL, KEY);
+    json_value v;
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_FATAL(parse(&r, &v));
+    const json_value *data = json_get(&v, "data");
+    CU_ASSERT(data && data->type == JSON_ARRAY && data->n == 1);
+    if (data && data->n == 1) {
+        const json_value *id = json_get(&data->items[0], "id");
+        CU_ASSERT(id && strcmp(id->str, "tiny") == 0);
+    }
+    json_free(&v);
+    reply_free(&r);
+    r = http(&main_srv, NULL, "/metrics", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "text/plain"));
+    static const char *const names[] = {"vt_requests_total{status=\"200\"}", "vt_prompt_tokens_total",
+                                        "vt_generation_tokens_total", "vt_requests_running", "vt_requests_waiting",
+                                        "vt_kv_blocks_used", "vt_kv_blocks_total",
+                                        "vt_time_to_first_token_seconds_bucket", "vt_inter_token_latency_seconds_sum"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) CU_ASSERT(r.body.s && strstr(r.body.s, names[i]));
+    reply_free(&r);
+    CU_ASSERT(metric(&main_srv, "vt_kv_blocks_total") == CTX / 16);
+}
+
+/* `vt run --temp 0` on the same prompt: its stdout without the final newline. */
+static char *vt_run_text(const char *prompt, int n) {
+    const char *dir = vt_test_data_dir("test models");
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s run -m %s/models/%s -p '%s' -n %d --temp 0 -t 1 -c %d", VT_CLI_PATH, dir, MODEL,
+             prompt, n, CTX);
+    char *out = NULL;
+    int rc = vt_test_run_cmd(cmd, &out, NULL);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (out && *out && out[strlen(out) - 1] == '\n') out[strlen(out) - 1] = '\0';
+    return out;
+}
+
+static const char *const prompts[] = {"Hello world", "Once upon a time", "The quick brown fox", "1, 2, 3, 4,",
+                                      "Paris is the capital of", "int main(void) {", "Dear diary,", "Q: why? A:"};
+#define N_PROMPTS (sizeof prompts / sizeof *prompts)
+
+static void test_completion_equals_vt_run(void) {
+    for (size_t i = 0; i < 3; i++) {
+        char *expected = vt_run_text(prompts[i], 24);
+        char fields[256];
+        snprintf(fields, sizeof fields, "\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":0", prompts[i]);
+        completion c = complete(&main_srv, fields);
+        CU_ASSERT_PTR_NOT_NULL(c.text);
+        if (c.text && expected) CU_ASSERT_STRING_EQUAL(c.text, expected);
+        CU_ASSERT(strcmp(c.finish, "stop") == 0 || strcmp(c.finish, "length") == 0);
+        CU_ASSERT(c.completion_tokens >= 1 && c.completion_tokens <= 24);
+        CU_ASSERT(c.prompt_tokens >= 2);
+        free(c.text);
+        free(expected);
+    }
+}
+
+static void test_streaming_equals_whole(void) {
+    /* completions */
+    completion whole = complete(&main_srv, "\"prompt\":\"Hello\",\"max_tokens\":40,\"seed\":7");
+    reply r = post(&main_srv, "/v1/completions",
+                   "{\"prompt\":\"Hello\",\"max_tokens\":40,\"seed\":7,\"stream\":true,"
+                   "\"stream_options\":{\"include_usage\":true}}");
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "text/event-stream"));
+    streamed s;
+    read_events(r.body.s, false, &s);
+    CU_ASSERT(!s.bad_event);
+    CU_ASSERT(s.done);
+    CU_ASSERT(whole.text && strcmp(s.text, whole.text) == 0);
+    CU_ASSERT_STRING_EQUAL(s.finish, whole.finish);
+    CU_ASSERT_EQUAL(s.usage_completion, whole.completion_tokens);
+    free(s.text);
+    free(whole.text);
+    reply_free(&r);
+    /* chat, whole then streamed */
+    const char *chat = "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                       "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"},{\"type\":\"text\","
+                       "\"text\":\" there\"}]}],\"max_completion_tokens\":30,\"seed\":3,\"user\":\"u1\",\"metadata\":{}%s}";
+    char body[1024];
+    snprintf(body, sizeof body, chat, "");
+    r = post(&main_srv, "/v1/chat/completions", body);
+    json_value v;
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_FATAL(parse(&r, &v));
+    const json_value *msg = choice0(&v) ? json_get(choice0(&v), "message") : NULL;
+    const json_value *content = msg ? json_get(msg, "content") : NULL, *role = msg ? json_get(msg, "role") : NULL;
+    CU_ASSERT(role && strcmp(role->str, "assistant") == 0);
+    CU_ASSERT_FATAL(content && content->type == JSON_STRING);
+    const json_value *obj = json_get(&v, "object"), *id = json_get(&v, "id");
+    CU_ASSERT(obj && strcmp(obj->str, "chat.completion") == 0);
+    CU_ASSERT(id && strncmp(id->str, "chatcmpl-", 9) == 0);
+    snprintf(body, sizeof body, chat, ",\"stream\":true");
+    reply rs = post(&main_srv, "/v1/chat/completions", body);
+    read_events(rs.body.s, true, &s);
+    CU_ASSERT(!s.bad_event && s.done && s.first_has_role);
+    CU_ASSERT_EQUAL(s.usage_completion, -1); /* no include_usage: no usage chunk */
+    CU_ASSERT(strcmp(s.text, content->str) == 0);
+    const json_value *finish = json_get(choice0(&v), "finish_reason");
+    CU_ASSERT(finish && strcmp(s.finish, finish->str) == 0);
+    free(s.text);
+    json_free(&v);
+    reply_free(&r);
+    reply_free(&rs);
+}
+
+typedef struct concurrent_job {
+    size_t prompt;
+    char *text;
+} concurrent_job;
+
+static void *concurrent_main(void *arg) {
+    concurrent_job *j = arg;
+    char fields[256];
+    snprintf(fields, sizeof fields, "\"prompt\":\"%s\",\"max_tokens\":32,\"temperature\":0", prompts[j->prompt]);
+    completion c = complete(&main_srv, fields);
+    j->text = c.text;
+    return NULL;
+}
+
+static void test_concurrent_same_as_alone(void) {
+    char *alone[N_PROMPTS];
+    for (size_t i = 0; i < N_PROMPTS; i++) {
+        char fields[256];
+        snprintf(fields, sizeof fields, "\"prompt\":\"%s\",\"max_tokens\":32,\"temperature\":0", prompts[i]);
+        alone[i] = complete(&main_srv, fields).text;
+    }
+    concurrent_job jobs[2 * N_PROMPTS];
+    pthread_t threads[2 * N_PROMPTS];
+    for (size_t i = 0; i < 2 * N_PROMPTS; i++) {
+        jobs[i] = (concurrent_job){i % N_PROMPTS, NULL};
+        pthread_create(&threads[i], NULL, concurrent_main, &jobs[i]);
+    }
+    for (size_t i = 0; i < 2 * N_PROMPTS; i++) {
+        pthread_join(threads[i], NULL);
+        CU_ASSERT(jobs[i].text && alone[jobs[i].prompt] && strcmp(jobs[i].text, alone[jobs[i].prompt]) == 0);
+        free(jobs[i].text);
+    }
+    for (size_t i = 0; i < N_PROMPTS; i++) free(alone[i]);
+    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
+}
+
+static void test_tokenize_detokenize(void) {
+    reply r = post(&main_srv, "/tokenize", "{\"content\":\"Hello world\"}");
+    json_value v;
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_FATAL(parse(&r, &v));
+    const json_value *t = json_get(&v, "tokens");
+    CU_ASSERT_FATAL(t && t->type == JSON_ARRAY && t->n >= 2);
+    char body[512] = "{\"tokens\":[";
+    for (size_t i = 0; i < t->n; i++)
+        snprintf(body + strlen(body), sizeof body - strlen(body), "%s%d", i ? "," : "", (int)t->items[i].number);
+    strcat(body, "]}");
+    json_free(&v);
+    reply_free(&r);
+    r = post(&main_srv, "/detokenize", body);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_FATAL(parse(&r, &v));
+    const json_value *content = json_get(&v, "content");
+    CU_ASSERT(content && content->type == JSON_STRING && strstr(content->str, "Hello world"));
+    json_free(&v);
+    reply_free(&r);
+    r = post(&main_srv, "/detokenize", "{\"tokens\":[1, 99999999]}");
+    assert_error(&r, 400, "tokens[1]");
+    reply_free(&r);
+}
+
+/* Every refusal names its field. */
+static void test_bad_input(void) {
+    static const struct {
+        const char *path, *body;
+        long status;
+        const char *param;
+    } cases[] = {
+        {"/v1/chat/completions", "{\"messages\": [", 400, NULL},
+        {"/v1/chat/completions", "[1,2]", 400, NULL},
+        {"/v1/chat/completions", "{}", 400, "messages"},
+        {"/v1/chat/completions", "{\"messages\":\"hi\"}", 400, "messages"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "messages[0].role"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400,
+         "messages[0].content[0].type"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400, "n"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400,
+         "temperature"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", 400,
+         "logprobs"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"5\":1}}",
+         400, "logit_bias"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\"}]}", 400, "tools"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":\"json_object\"}}", 400,
+         "response_format"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400,
+         "max_tokens"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":0}", 400, "top_p"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", 400,
+         "stop[0]"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "stream"},
+        {"/v1/completions", "{}", 400, "prompt"},
+        {"/v1/completions", "{\"prompt\":12}", 400, "prompt"},
+        {"/v1/completions", "{\"prompt\":[1,-2]}", 400, "prompt[1]"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, "presence_penalty"},
+        {"/v1/completions", "{\"prompt\":[5, 99999999]}", 400, "prompt"},
+        {"/tokenize", "{\"content\":5}", 400, "content"},
+        {"/detokenize", "{}", 400, "tokens"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        reply r = post(&main_srv, cases[i].path, cases[i].body);
+        if (r.status != cases[i].status) fprintf(stderr, "case %zu: %ld %s\n", i, r.status, r.body.s);
+        assert_error(&r, cases[i].status, cases[i].param);
+        reply_free(&r);
+    }
+    /* Fields the API does not define are ignored. */
+    completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":2,\"no_such_field\":[1,{}],\"user\":\"u\"");
+    CU_ASSERT_PTR_NOT_NULL(c.text);
+    free(c.text);
+}
+
+static void test_auth_and_routes(void) {
+    reply r = http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", NULL);
+    assert_error(&r, 401, NULL);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "WWW-Authenticate"));
+    reply_free(&r);
+    r = http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", "wrong");
+    assert_error(&r, 401, NULL);
+    reply_free(&r);
+    r = http(&main_srv, NULL, "/v1/nothing", NULL, KEY);
+    assert_error(&r, 404, NULL);
+    reply_free(&r);
+    r = http(&main_srv, NULL, "/v1/completions", NULL, KEY); /* GET */
+    assert_error(&r, 405, NULL);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "Allow: POST"));
+    reply_free(&r);
+    r = http(&main_srv, "DELETE", "/health", NULL, NULL);
+    assert_error(&r, 405, NULL);
+    reply_free(&r);
+}
+
+static void test_body_limit_and_context(void) {
+    /* 100 KiB over the 64 KiB limit. */
+    size_t n = 100 * 1024;
+    char *big = malloc(n + 64);
+    strcpy(big, "{\"prompt\":\"");
+    memset(big + strlen(big), 'a', n);
+    strcpy(big + 11 + n, "\"}");
+    reply r = post(&main_srv, "/v1/completions", big);
+    assert_error(&r, 413, NULL);
+    reply_free(&r);
+    /* ~1,000 tokens in a 512-token context: both numbers in the message. */
+    size_t words = 1000;
+    char *longp = malloc(words * 6 + 64);
+    strcpy(longp, "{\"prompt\":\"");
+    for (size_t i = 0; i < words; i++) strcat(longp, " cat 7");
+    strcat(longp, "\"}");
+    r = post(&main_srv, "/v1/completions", longp);
+    assert_error(&r, 400, "prompt");
+    CU_ASSERT(r.body.s && strstr(r.body.s, "512") && strstr(r.body.s, "tokens"));
+    reply_free(&r);
+    free(longp);
+    free(big);
+    /* max_tokens past the context: generation stops at the context, as length. */
+    completion c = complete(&main_srv, "\"prompt\":\"Hello\",\"max_tokens\":100000,\"temperature\":0");
+    CU_ASSERT_STRING_EQUAL(c.finish, "length");
+    CU_ASSERT_EQUAL(c.prompt_tokens + c.completion_tokens, CTX);
+    free(c.text);
+}
+
+static void test_stop_string(void) {
+    completion base = complete(&main_srv, "\"prompt\":\"Hello\",\"max_tokens\":40,\"seed\":7");
+    CU_ASSERT_FATAL(base.text && strlen(base.text) > 12);
+    /* Stop at a piece from the middle of the text. */
+    char stop[8], fields[256];
+    memcpy(stop, base.text + 8, 4);
+    stop[4] = '\0';
+    char *json_stop = stop;
+    bool plain = true;
+    for (const char *p = stop; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20 || (unsigned char)*p >= 0x80) plain = false;
+    if (!plain) json_stop = "Hello"; /* keep the test's JSON simple; "Hello" then never matches mid-word */
+    snprintf(fields, sizeof fields, "\"prompt\":\"Hello\",\"max_tokens\":40,\"seed\":7,\"stop\":[\"%s\"]", json_stop);
+    completion c = complete(&main_srv, fields);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c.text);
+    const char *at = strstr(base.text, json_stop);
+    if (at) {
+        CU_ASSERT_EQUAL(strlen(c.text), (size_t)(at - base.text));
+        CU_ASSERT(strncmp(c.text, base.text, strlen(c.text)) == 0);
+        CU_ASSERT_STRING_EQUAL(c.finish, "stop");
+    }
+    free(c.text);
+    free(base.text);
+}
+
+/* A streaming client that leaves after its first chunk: the request is
+ * cancelled and its blocks return (visible in /metrics). */
+typedef struct leave_ctx {
+    int chunks;
+    double kv_used_while_running;
+} leave_ctx;
+
+static size_t leave_after_first(char *p, size_t size, size_t n, void *user) {
+    (void)p;
+    leave_ctx *l = user;
+    if (l->chunks++ == 0) l->kv_used_while_running = metric(&main_srv, "vt_kv_blocks_used");
+    return l->chunks >= 2 ? 0 : size * n; /* 0 aborts the transfer */
+}
+
+static void test_disconnect_frees_blocks(void) {
+    /* Greedy "Hello" runs to the full context on this model (checked), so it
+     * is still running when the client leaves. */
+    completion c = complete(&main_srv, "\"prompt\":\"Hello\",\"max_tokens\":400,\"temperature\":0");
+    CU_ASSERT_STRING_EQUAL(c.finish, "length");
+    free(c.text);
+    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
+    double gen_before = metric(&main_srv, "vt_generation_tokens_total");
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", main_srv.port);
+    struct curl_slist *hd = curl_slist_append(NULL, "Authorization: Bearer " KEY);
+    leave_ctx l = {0, -1};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"prompt\":\"Hello\",\"max_tokens\":400,\"temperature\":0,\"stream\":true}");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, leave_after_first);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &l);
+    CU_ASSERT_EQUAL(curl_easy_perform(h), CURLE_WRITE_ERROR);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    CU_ASSERT(l.kv_used_while_running > 0);
+    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 2));
+    CU_ASSERT(metric_reaches(&main_srv, "vt_requests_running", 0, 2));
+    /* It was cancelled, not run to its 400 tokens. */
+    CU_ASSERT(metric(&main_srv, "vt_generation_tokens_total") - gen_before < 400);
+}
+
+/* A client that never reads its stream does not hold up another. */
+static void test_slow_reader(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)main_srv.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int small = 1024;
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    CU_ASSERT_FATAL(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    const char *body = "{\"prompt\":\"Hello\",\"max_tokens\":400,\"temperature\":0,\"stream\":true}";
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " KEY
+             "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    CU_ASSERT(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
+    double t0 = now_s();
+    completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":8,\"temperature\":0");
+    CU_ASSERT_PTR_NOT_NULL(c.text);
+    CU_ASSERT(now_s() - t0 < 10);
+    free(c.text);
+    /* The unread request ran to its end meanwhile (the engine buffers for it). */
+    CU_ASSERT(metric_reaches(&main_srv, "vt_requests_running", 0, 20));
+    close(fd);
+    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
+}
+
+/* ---- the small server: full queue, time limit, no template, drain ---------- */
+
+typedef struct stream_thread {
+    const server *s;
+    const char *body;
+    reply r;
+} stream_thread;
+
+static void *stream_main(void *arg) {
+    stream_thread *t = arg;
+    t->r = http(t->s, NULL, "/v1/completions", t->body, NULL);
+    return NULL;
+}
+
+static void test_queue_full_and_time_limit(void) {
+    /* A runs until the 2 s limit (max_tokens past what 2 s can generate);
+     * B waits behind it; C finds the queue (1) full. */
+    stream_thread a = {&small_srv, "{\"prompt\":\"Hello\",\"max_tokens\":4000,\"temperature\":0,\"stream\":true}", {0}};
+    stream_thread b = {&small_srv, "{\"prompt\":\"Hi\",\"max_tokens\":4000,\"seed\":7}", {0}};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, stream_main, &a);
+    CU_ASSERT(metric_reaches(&small_srv, "vt_requests_running", 1, 5));
+    pthread_create(&tb, NULL, stream_main, &b);
+    CU_ASSERT(metric_reaches(&small_srv, "vt_requests_waiting", 1, 5));
+    reply c = http(&small_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL);
+    assert_error(&c, 503, NULL);
+    CU_ASSERT(c.headers.s && strstr(c.headers.s, "Retry-After:"));
+    reply_free(&c);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    streamed s;
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    read_events(a.r.body.s, false, &s);
+    CU_ASSERT(s.done && !s.bad_event);
+    CU_ASSERT_STRING_EQUAL(s.finish, "length");
+    free(s.text);
+    CU_ASSERT_EQUAL(b.r.status, 200);
+    CU_ASSERT(b.r.body.s && strstr(b.r.body.s, "\"finish_reason\":\"length\""));
+    reply_free(&a.r);
+    reply_free(&b.r);
+    char *log = vt_test_read_file(small_srv.log, NULL);
+    CU_ASSERT(log && strstr(log, "exceeded the time limit"));
+    CU_ASSERT(log && strstr(log, "POST /v1/completions 503"));
+    free(log);
+    CU_ASSERT(metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 5));
+}
+
+static void test_no_template_and_drain(void) {
+    reply r = http(&small_srv, NULL, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+                   NULL);
+    assert_error(&r, 400, "messages");
+    CU_ASSERT(r.body.s && strstr(r.body.s, "--chat-template"));
+    reply_free(&r);
+    /* SIGTERM while a request streams: it still ends with [DONE], then the server exits 0. */
+    stream_thread a = {&small_srv, "{\"prompt\":\"Hello\",\"max_tokens\":300,\"temperature\":0,\"stream\":true}", {0}};
+    pthread_t ta;
+    pthread_create(&ta, NULL, stream_main, &a);
+    CU_ASSERT(metric_reaches(&small_srv, "vt_requests_running", 1, 5));
+    kill(small_srv.pid, SIGTERM);
+    pthread_join(ta, NULL);
+    streamed s;
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    read_events(a.r.body.s, false, &s);
+    CU_ASSERT(s.done && !s.bad_event && s.finish[0]);
+    free(s.text);
+    reply_free(&a.r);
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(small_srv.pid, &status, 0), small_srv.pid);
+    small_srv.pid = 0;
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *log = vt_test_read_file(small_srv.log, NULL);
+    CU_ASSERT(log && strstr(log, "SIGTERM") && strstr(log, "vt serve: stopped"));
+    free(log);
+}
+
+int main(void) {
+    if (!VT_TEST_HAVE_SERVE) {
+        printf("SKIP: vt serve was not built (libmicrohttpd or jansson missing at configure time)\n");
+        return 77;
+    }
+    static CU_TestInfo tests[] = {
+        {"health, models, metrics", test_health_models_metrics},
+        {"greedy completion equals vt run --temp 0", test_completion_equals_vt_run},
+        {"streamed text equals the whole answer (completion, chat)", test_streaming_equals_whole},
+        {"concurrent greedy requests get their text alone", test_concurrent_same_as_alone},
+        {"tokenize and detokenize", test_tokenize_detokenize},
+        {"bad input: 400 naming the field", test_bad_input},
+        {"API key, unknown path, wrong method", test_auth_and_routes},
+        {"body limit, prompt past the context, max_tokens past it", test_body_limit_and_context},
+        {"stop string", test_stop_string},
+        {"a client leaving mid-stream frees its blocks", test_disconnect_frees_blocks},
+        {"a client that does not read does not stall others", test_slow_reader},
+        {"full queue 503, time limit ends as length", test_queue_full_and_time_limit},
+        {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("serve", suite_init, suite_cleanup, tests);
+    return vt_test_run();
+}
