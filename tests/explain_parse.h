@@ -3,7 +3,7 @@
  *
  * The lines it reads (core/engine/plan_exec.c, core/engine/engine.c):
  *   "  prefill   12 blk.0.rope_k   op=rope   backend=simd   in=f32,i32 out=f16"
- *   "backend: simd (fallback: reference)"
+ *   "backend: simd (fallback: reference); backend from cli; fallback from ..."
  *   "kv-cache dtype: f16 (from env VT_KV_CACHE_F32); 4096 tokens in ..." */
 #ifndef VT_TEST_EXPLAIN_PARSE_H
 #define VT_TEST_EXPLAIN_PARSE_H

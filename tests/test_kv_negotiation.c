@@ -152,11 +152,12 @@ static int count_of(const char *haystack, const char *needle) {
     return n;
 }
 
-/* vt run on kv_bf16_only with a cache dtype (and no fallback when asked):
- * the forward must complete (4 tokens) and --explain parse into x. */
+/* vt run on kv_bf16_only with a cache dtype and the reference as fallback
+ * (named: the ranking would pick simd where it loads), or no fallback when
+ * asked: the forward must complete (4 tokens) and --explain parse into x. */
 static void run_bf16_only(const char *cache, bool no_fallback, char **out, char **err, vt_explain *x) {
     int rc = run_vt(out, err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only %s"
-                    "--kv-cache-dtype %s --explain", qwen3_path, prompt, no_fallback ? "--fallback none " : "", cache);
+                    "--kv-cache-dtype %s --explain", qwen3_path, prompt, no_fallback ? "--fallback none " : "--fallback reference ", cache);
     if (rc != 0)
         printf("\nkv_bf16_only%s, %s cache: exit %d\n%s", no_fallback ? ", no fallback" : "", cache, rc,
                *err ? *err : "");

@@ -94,7 +94,7 @@ static void test_defaults_have_documented_values_and_source_default(void) {
     vt_options o;
     vt_options_defaults(&o);
     CU_ASSERT_STRING_EQUAL(o.backend, "");
-    CU_ASSERT_STRING_EQUAL(o.fallback, "reference");
+    CU_ASSERT_STRING_EQUAL(o.fallback, ""); /* automatic: the next backend in the probe-score ranking */
     CU_ASSERT(o.threads >= 1 && o.threads <= 1024);
     CU_ASSERT_EQUAL(o.batch_size, 512);
     CU_ASSERT_EQUAL(o.max_seqs, 1);
@@ -345,8 +345,8 @@ static const bad_value bad_values[] = {
     {"runtime.backend", "Simd", "backend names of 1 to 63"},
     {"runtime.backend", "a b", "backend names of 1 to 63"},
     {"runtime.backend", "a123456789b123456789c123456789d123456789e123456789f123456789g123", "backend names of 1 to 63"},
-    {"runtime.fallback", "", "or none"},
-    {"runtime.fallback", "x/y", "or none"},
+    {"runtime.fallback", "Reference", "none, or empty for automatic"},
+    {"runtime.fallback", "x/y", "none, or empty for automatic"},
     {"runtime.threads", "0", "integers 1..1024"},
     {"runtime.threads", "1025", "integers 1..1024"},
     {"runtime.threads", "4x", "integers 1..1024"},

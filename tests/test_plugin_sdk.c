@@ -412,7 +412,7 @@ static placement read_explain(const char *text) {
 static void test_explain_shows_rms_norm_on_example(void) {
     CU_ASSERT_FATAL(sdk_ready());
     char args[2048], *out = NULL, *err = NULL;
-    fmt(args, sizeof args, "run -m '%s' --tokens %s -n 4 --temp 0 --backend example --explain -t 2",
+    fmt(args, sizeof args, "run -m '%s' --tokens %s -n 4 --temp 0 --backend example --fallback reference --explain -t 2",
              s.model, PROMPT_TOKENS);
     CU_ASSERT_EQUAL_FATAL(run_vt(args, &out, &err), 0);
     placement p = read_explain(err);
@@ -427,7 +427,7 @@ static void test_explain_shows_rms_norm_on_example(void) {
 /* Last-position logits of `vt eval` on backend, prefill or decode path. */
 static bool eval_logits(const char *backend, bool decode, json_value *doc, const json_value **logits) {
     char args[2048], *out = NULL;
-    fmt(args, sizeof args, "eval -m '%s' --tokens %s --backend %s --kv-cache-dtype f32 -t 2 --full-last --json%s",
+    fmt(args, sizeof args, "eval -m '%s' --tokens %s --backend %s --fallback reference --kv-cache-dtype f32 -t 2 --full-last --json%s",
              s.model, PROMPT_TOKENS, backend, decode ? " --decode" : "");
     if (run_vt(args, &out, NULL) != 0) return false;
     char why[200];
@@ -501,7 +501,7 @@ static void test_compare_against_reference(void) {
     CU_ASSERT_FATAL(sdk_ready());
     char args[2048], *out = NULL;
     fmt(args, sizeof args,
-             "compare -m '%s' --tokens %s -n 8 --backends reference,example --kv-cache-dtype f32 -t 2 --json", s.model,
+             "compare -m '%s' --tokens %s -n 8 --backends reference,example --fallback reference --kv-cache-dtype f32 -t 2 --json", s.model,
              PROMPT_TOKENS);
     CU_ASSERT_EQUAL_FATAL(run_vt(args, &out, NULL), 0);
     json_value doc;

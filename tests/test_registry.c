@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "host.h"
+#include "explain_parse.h"
 #include "registry.h"
 #include "util.h"
 
@@ -320,6 +321,89 @@ static void test_probe_scores_rank_the_default_backend(void) {
     }
 }
 
+/* The ranking also picks the fallback: without --fallback it is the
+ * highest-scoring loaded backend other than the preferred one, so onednn
+ * (which declines everything but prefill matmul) hands the rest to simd when
+ * simd is loaded and to reference when it is not; --fallback still names one.
+ * --explain says which it is and where it came from. */
+typedef struct placed {
+    char fallback[64];
+    int matmul_on_onednn, others_on_fallback, others_elsewhere;
+    bool automatic; /* the explain line says the ranking chose it */
+} placed;
+
+static bool explain_onednn(const char *env, const char *flags, const char *model, placed *p) {
+    char cmd[2048], *explain = NULL;
+    snprintf(cmd, sizeof cmd, "%s '%s' run -m '%s' -p hi -n 1 --dry-run --explain --backend onednn %s", env,
+             VT_CLI_PATH, model, flags);
+    const int rc = vt_test_run_cmd(cmd, NULL, &explain);
+    vt_explain x;
+    const bool parsed = rc == 0 && explain && vt_explain_parse(explain, &x);
+    if (!parsed) {
+        printf("\n  %s: exit %d\n%s", cmd, rc, explain ? explain : "");
+        free(explain);
+        return false;
+    }
+    memset(p, 0, sizeof *p);
+    snprintf(p->fallback, sizeof p->fallback, "%s", x.fallback);
+    for (int i = 0; i < x.n; i++) {
+        const vt_explain_node *n = &x.nodes[i];
+        if (strcmp(n->op, "matmul") == 0 && strcmp(n->phase, "prefill") == 0)
+            p->matmul_on_onednn += strcmp(n->backend, "onednn") == 0;
+        else if (strcmp(n->backend, x.fallback) == 0)
+            p->others_on_fallback++;
+        else
+            p->others_elsewhere++;
+    }
+    p->automatic = strstr(explain, "fallback from the highest probe score after the preferred backend") != NULL;
+    vt_explain_free(&x);
+    free(explain);
+    return true;
+}
+
+static void test_probe_scores_rank_the_fallback(void) {
+    if (!vt_test_onednn_expected()) return;
+    const bool simd = vt_test_simd_expected();
+    char model[512], cmd[2048];
+    vt_test_tmpfile(model, sizeof model, "rank-fallback.gguf");
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape tiny --type q8_0 -o '%s'", VT_CLI_PATH, model);
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, NULL, NULL), 0);
+
+    /* Everything built is loaded: simd if this CPU runs it, else reference. */
+    placed p;
+    CU_ASSERT_FATAL(explain_onednn("env -u VT_BACKEND_PATH -u VT_CONFIG", "", model, &p));
+    CU_ASSERT_STRING_EQUAL(p.fallback, simd ? "simd" : "reference");
+    CU_ASSERT(p.automatic);
+    CU_ASSERT(p.matmul_on_onednn > 0);
+    CU_ASSERT(p.others_on_fallback > 0);
+    CU_ASSERT_EQUAL(p.others_elsewhere, 0);
+
+    /* Only reference and onednn loaded: a file named for simd in a folder
+     * searched first, which is refused, shadows the built simd. */
+    char dir[512], fake[600];
+    vt_test_tmpfile(dir, sizeof dir, "no-simd");
+    CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0700), 0);
+    snprintf(fake, sizeof fake, "%s/libvt-backend-simd.so", dir);
+    FILE *f = fopen(fake, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("not a shared object\n", f);
+    fclose(f);
+    char env[700];
+    snprintf(env, sizeof env, "env -u VT_CONFIG VT_BACKEND_PATH='%s'", dir);
+    CU_ASSERT_FATAL(explain_onednn(env, "", model, &p));
+    CU_ASSERT_STRING_EQUAL(p.fallback, "reference");
+    CU_ASSERT(p.automatic);
+    CU_ASSERT(p.others_on_fallback > 0);
+    CU_ASSERT_EQUAL(p.others_elsewhere, 0);
+
+    /* --fallback names it whatever the ranking says, and --explain says so. */
+    CU_ASSERT_FATAL(explain_onednn("env -u VT_BACKEND_PATH -u VT_CONFIG", "--fallback reference", model, &p));
+    CU_ASSERT_STRING_EQUAL(p.fallback, "reference");
+    CU_ASSERT_FALSE(p.automatic);
+    CU_ASSERT(p.others_on_fallback > 0);
+    CU_ASSERT_EQUAL(p.others_elsewhere, 0);
+}
+
 static void test_old_minor_loads(void) {
     vt_registry *r = plugin_registry();
     if (!r) return;
@@ -479,6 +563,7 @@ int main(void) {
         {"check_file gives the same verdicts", test_check_file_matches_registry},
         {"good plugins load and run beside bad ones", test_good_plugins_load_beside_bad_ones},
         {"probe scores rank the default backend", test_probe_scores_rank_the_default_backend},
+        {"the same ranking picks the default fallback; --fallback overrides it", test_probe_scores_rank_the_fallback},
         {"a plugin built against ABI 1.0 loads", test_old_minor_loads},
         {"out of memory in init is a refusal", test_init_out_of_memory_is_a_refusal},
         {"a later folder's same-named backend is shadowed", test_later_folder_is_shadowed},

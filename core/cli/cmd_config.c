@@ -1,6 +1,8 @@
 /* cmd_config.c — `vt config`: every knob's resolved value and where it came
  * from (cli, env VAR, ini LINE, default), after the same resolution the
  * engine commands do. */
+#include <string.h>
+
 #include "cli.h"
 
 static void help(void) {
@@ -31,7 +33,16 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
         const char *key = vt_options_key(i);
         char value[1100];
         if (vt_options_value(opt, key, value, sizeof value, err) != VT_OK) return err->code;
-        printf("%-20s = %-12s (%s)\n", key, value, vt_options_source(opt, key));
+        /* An empty backend or fallback is chosen when the engine opens, from
+         * the backends' probe scores: say so rather than print a bare blank. */
+        const char *automatic = NULL;
+        if (!value[0] && strcmp(key, "runtime.backend") == 0) automatic = "the highest-scoring loaded backend";
+        if (!value[0] && strcmp(key, "runtime.fallback") == 0)
+            automatic = "the highest-scoring loaded backend other than runtime.backend";
+        if (automatic)
+            printf("%-20s = %-12s (%s: %s)\n", key, value, vt_options_source(opt, key), automatic);
+        else
+            printf("%-20s = %-12s (%s)\n", key, value, vt_options_source(opt, key));
     }
     printf("%-20s = %-12s (%s)\n", "VT_CHECK_PLAN", opt->check_plan ? "1" : "0", opt->check_plan_source);
     return VT_OK;

@@ -31,6 +31,19 @@ static void describe_missing(const vt_registry *r, const char *name, char *buf, 
     }
 }
 
+/* The loaded backend with the highest probe score other than `except` (-1:
+ * none excluded), or -1 if there is none. Ties keep discovery order. The
+ * one ranking picks the default backend and, after it, the default fallback. */
+static int32_t best_loaded(const vt_registry *r, int32_t except) {
+    int32_t best = -1;
+    for (int i = 0; i < vt_registry_count(r); i++) {
+        const vt_backend_entry *b = vt_registry_at(r, i);
+        if (i == except || b->state != VT_BACKEND_LOADED) continue;
+        if (best < 0 || b->score > vt_registry_at(r, best)->score) best = i;
+    }
+    return best;
+}
+
 static vt_status choose_backends(vt_engine *e, vt_error *err) {
     const vt_registry *r = e->registry;
     char why[512];
@@ -41,13 +54,7 @@ static vt_status choose_backends(vt_engine *e, vt_error *err) {
             return vt_fail(err, VT_ERR_BACKEND, "--backend %s: %s", e->opt.backend, why);
         }
     } else {
-        /* The highest probe score wins; ties keep discovery order. */
-        e->preferred = -1;
-        for (int i = 0; i < vt_registry_count(r); i++) {
-            const vt_backend_entry *b = vt_registry_at(r, i);
-            if (b->state != VT_BACKEND_LOADED) continue;
-            if (e->preferred < 0 || b->score > vt_registry_at(r, e->preferred)->score) e->preferred = i;
-        }
+        e->preferred = best_loaded(r, -1);
         if (e->preferred < 0) {
             /* say why the ones that exist were refused (e.g. out of memory in their init) */
             int n = snprintf(why, sizeof why, "no backend loaded (see `vt backends`)");
@@ -60,7 +67,10 @@ static vt_status choose_backends(vt_engine *e, vt_error *err) {
         }
     }
     e->fallback = -1;
-    if (strcmp(e->opt.fallback, "none") != 0) {
+    if (e->opt.fallback[0] == '\0') {
+        /* automatic: the next in the ranking (none when only one is loaded) */
+        e->fallback = best_loaded(r, e->preferred);
+    } else if (strcmp(e->opt.fallback, "none") != 0) {
         e->fallback = find_loaded(r, e->opt.fallback);
         if (e->fallback < 0) {
             describe_missing(r, e->opt.fallback, why, sizeof why);
@@ -356,7 +366,12 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
     vt_plan_explain(e->decode, f);
     const vt_backend_entry *pb = vt_registry_at(e->registry, e->preferred);
     const vt_backend_entry *fb = e->fallback >= 0 ? vt_registry_at(e->registry, e->fallback) : NULL;
-    fprintf(f, "backend: %s (fallback: %s)\n", pb->name, fb ? fb->name : "none");
+    /* where each came from: an explicit choice names its source, the
+     * automatic ones the ranking that picked them */
+    fprintf(f, "backend: %s (fallback: %s); backend from %s; fallback from %s\n", pb->name, fb ? fb->name : "none",
+            e->opt.backend[0] ? vt_options_source(&e->opt, "runtime.backend") : "the highest probe score",
+            e->opt.fallback[0] ? vt_options_source(&e->opt, "runtime.fallback")
+                               : "the highest probe score after the preferred backend");
     fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB\n",
             vt_dtype_name(e->kv->dtype), e->opt.kv_cache_dtype_source, (long long)vt_kv_cache_capacity(e->kv),
             e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0));

@@ -86,7 +86,7 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_BACKEND] = {"runtime.backend", "runtime", "backend",
                      "backend names of 1 to 63 characters from a-z, 0-9, _ and -, or empty for automatic"},
     [OPT_FALLBACK] = {"runtime.fallback", "runtime", "fallback",
-                      "backend names of 1 to 63 characters from a-z, 0-9, _ and -, or none"},
+                      "backend names of 1 to 63 characters from a-z, 0-9, _ and -, none, or empty for automatic"},
     [OPT_THREADS] = {"runtime.threads", "runtime", "threads", "integers 1..1024"},
     [OPT_BATCH_SIZE] = {"runtime.batch_size", "runtime", "batch_size", "integers 1..65536"},
     [OPT_MAX_SEQS] = {"runtime.max_seqs", "runtime", "max_seqs", "integers 1..256"},
@@ -259,7 +259,7 @@ static bool store_value(vt_options *o, int id, const char *value) {
         snprintf(o->backend, sizeof o->backend, "%s", value);
         return true;
     case OPT_FALLBACK:
-        if (!is_backend_name(value)) return false; /* "none" is a valid name too */
+        if (value[0] != '\0' && !is_backend_name(value)) return false; /* "none" is a valid name too */
         snprintf(o->fallback, sizeof o->fallback, "%s", value);
         return true;
     case OPT_THREADS:
@@ -388,7 +388,7 @@ static int32_t online_cpus(void) {
 void vt_options_defaults(vt_options *o) {
     memset(o, 0, sizeof *o);
     o->backend[0] = '\0';
-    snprintf(o->fallback, sizeof o->fallback, "reference");
+    o->fallback[0] = '\0';
     o->threads = online_cpus();
     o->batch_size = 512;
     o->max_seqs = 1;
