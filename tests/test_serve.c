@@ -630,7 +630,12 @@ typedef struct leave_ctx {
 static size_t leave_after_first(char *p, size_t size, size_t n, void *user) {
     (void)p;
     leave_ctx *l = user;
-    if (l->chunks++ == 0) l->kv_used_while_running = metric(&main_srv, "vt_kv_blocks_used");
+    /* The gauges follow each step a moment after its text: wait for them. */
+    for (int i = 0; l->chunks == 0 && i < 100 && l->kv_used_while_running <= 0; i++) {
+        l->kv_used_while_running = metric(&main_srv, "vt_kv_blocks_used");
+        if (l->kv_used_while_running <= 0) sleep_ms(10);
+    }
+    l->chunks++;
     return l->chunks >= 2 ? 0 : size * n; /* 0 aborts the transfer */
 }
 

@@ -324,7 +324,8 @@ static void cancel_pass(vt_serve_engine *e) {
                 fprintf(stderr, "vt serve: request exceeded the time limit of %g s after %lld tokens: ended as length\n",
                         e->cfg.request_timeout, (long long)job->n_generated);
         }
-        if ((abandoned || late) && collect(e, job, VT_FINISH_CANCELLED)) *p = job->next;
+        vt_serve_job *next = job->next; /* collect may free a finished job */
+        if ((abandoned || late) && collect(e, job, VT_FINISH_CANCELLED)) *p = next;
         else p = &job->next;
     }
 }
@@ -391,8 +392,8 @@ static void *engine_main(void *arg) {
                 }
             }
             for (vt_serve_job **p = &e->active; *p;) {
-                vt_serve_job *job = *p;
-                if (collect(e, job, VT_FINISH_NONE)) *p = job->next;
+                vt_serve_job *job = *p, *next = job->next; /* collect may free a finished job */
+                if (collect(e, job, VT_FINISH_NONE)) *p = next;
                 else p = &job->next;
             }
         }
