@@ -96,14 +96,44 @@ static void test_absurd_sizes_fail_cleanly(void) {
     CU_ASSERT_PTR_NULL(c);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "out of memory allocating the KV cache"));
     vt_host_fail_alloc_after(0);
-    /* Not a float dtype. */
+    /* Not a KV-cache dtype (a weight type other than q8_0). */
     CU_ASSERT_EQUAL(vt_kv_cache_create(host, VT_Q4_K, 1, 1, 256, 16, 16, &c, &err), VT_ERR_INVALID);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "f32, f16, bf16"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "f32, f16, bf16, q8_0"));
+    /* q8_0 blocks run along the head dimension: head_dim 48 is refused with the numbers. */
+    CU_ASSERT_EQUAL(vt_kv_cache_create(host, VT_Q8_0, 2, 2, 48, 16, 64, &c, &err), VT_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "head_dim is 48 (not a multiple of 32)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "q8_0"));
+}
+
+/* A q8_0 cache: each head's row of 64 values is 2 blocks of 34 bytes, the
+ * tensors describe that, and a token costs 2 x layers x heads x 68 bytes
+ * against f16's 2 x layers x heads x 128. */
+static void test_q8_0_geometry(void) {
+    vt_kv_cache *c = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_Q8_0, 3, 2, 64, 16, 64, &c, &err), VT_OK);
+    CU_ASSERT_EQUAL(c->block_bytes, (size_t)16 * 2 * 2 * 34);
+    vt_tensor t = vt_kv_cache_tensor(c, 2, 1);
+    CU_ASSERT_EQUAL(t.dtype, VT_Q8_0);
+    CU_ASSERT_EQUAL(t.nb[0], 34u);
+    CU_ASSERT_EQUAL(t.nb[1], 68u);
+    CU_ASSERT_EQUAL(t.nb[2], 136u);
+    CU_ASSERT_EQUAL(t.nb[3], (size_t)136 * 16);
+    CU_ASSERT_EQUAL(vt_kv_cache_bytes(c), (size_t)2 * 3 * 4 * c->block_bytes);
+    vt_kv_cache_free(c);
+    CU_ASSERT_EQUAL(vt_kv_cache_bytes_per_token(VT_Q8_0, 3, 2, 64), (size_t)2 * 3 * 2 * 68);
+    CU_ASSERT_EQUAL(vt_kv_cache_bytes_per_token(VT_F16, 3, 2, 64), (size_t)2 * 3 * 2 * 128);
+    CU_ASSERT_EQUAL(vt_kv_cache_bytes_per_token(VT_F32, 3, 2, 64), (size_t)2 * 3 * 2 * 256);
+    /* qwen3-27B's shape (the example): 216 KiB per token at f16, 114.75 KiB at q8_0 */
+    CU_ASSERT_EQUAL(vt_kv_cache_bytes_per_token(VT_F16, 54, 8, 128), (size_t)216 * 1024);
+    CU_ASSERT_EQUAL(vt_kv_cache_bytes_per_token(VT_Q8_0, 54, 8, 128), (size_t)117504);
 }
 
 int main(void) {
     CU_TestInfo tests[] = {
         {"geometry and the cache tensor's layout", test_geometry_and_tensor_layout},
+        {"q8_0: blocks along head_dim, layout, bytes per token of every dtype", test_q8_0_geometry},
         {"slots follow non-contiguous block tables; release refills the free list",
          test_slots_follow_the_block_table},
         {"a full cache is VT_ERR_CONTEXT_FULL and leaves the sequence unchanged", test_full_cache_is_a_clear_error},

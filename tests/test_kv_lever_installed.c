@@ -8,9 +8,10 @@
  * from the lever under test (no VT_BACKEND_PATH, no LD_LIBRARY_PATH: the
  * binary finds libvt and its backends as an installed copy would), on a
  * synthesized qwen3 Q4_K_M model:
- *   - VT_KV_CACHE_F32=1 on every installed backend: a forward completes,
- *     the plan shows an f32 cache from "env VT_KV_CACHE_F32", every store
- *     writes f32;
+ *   - VT_KV_CACHE_F32=1 and VT_KV_CACHE_DTYPE=q8_0 on every installed
+ *     backend: a forward completes, the plan shows the cache dtype and its
+ *     source, every store writes it, and the cache's ops a backend declines
+ *     (onednn: all of them) run on the fallback;
  *   - the precedence chain: --kv-cache-dtype > VT_KV_CACHE_DTYPE >
  *     VT_KV_CACHE_F32=1 > [kv_cache] dtype (--config or VT_CONFIG, "ini N")
  *     > default f16, and VT_KV_CACHE_F32=0 has no effect;
@@ -158,11 +159,16 @@ static void assert_stores(const vt_explain *x, const char *cache) {
     CU_ASSERT_EQUAL(matching, stores);
 }
 
-static void test_kv_cache_f32_on_every_installed_backend(void) {
+/* Under `env` (one lever) a forward completes on every installed backend,
+ * the plan's cache is `dtype` from `source`, and every store writes it. The
+ * chosen backend runs part of the plan; the cache's ops it declines (onednn
+ * takes no attention or store; nothing of a 1.0 plugin meets a q8_0 cache)
+ * run on the fallback, and that is visible in the plan. */
+static void lever_on_every_installed_backend(const char *env, const char *dtype, const char *source) {
     CU_ASSERT_FATAL(n_installed > 0);
     for (int b = 0; b < n_installed; b++) {
         char *out = NULL, *err = NULL;
-        int rc = run_installed(&out, &err, "VT_KV_CACHE_F32=1",
+        int rc = run_installed(&out, &err, env,
                                "run -m '%s' -p 'Once upon a time' -n 4 --ids --ignore-eos --temp 0 --backend %s --explain",
                                model, installed[b]);
         if (rc != 0) printf("\n%s: exit %d\n%s", installed[b], rc, err ? err : "");
@@ -171,17 +177,31 @@ static void test_kv_cache_f32_on_every_installed_backend(void) {
         CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "generated 4 tokens"));
         vt_explain x;
         CU_ASSERT_FATAL(vt_explain_parse(err, &x));
-        CU_ASSERT_PTR_NOT_NULL(strstr(err, "kv-cache dtype: f32 (from env VT_KV_CACHE_F32)"));
+        char want[128];
+        snprintf(want, sizeof want, "kv-cache dtype: %s (from %s)", dtype, source);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, want));
         CU_ASSERT_STRING_EQUAL(x.backend, installed[b]);
-        assert_stores(&x, "f32");
+        assert_stores(&x, dtype);
         /* The chosen backend runs part of the plan itself. */
         CU_ASSERT(vt_explain_count(&x, NULL, NULL, installed[b], NULL, NULL) > 0);
-        printf("\n  %-10s %d of %d nodes on it, stores f32", installed[b],
-               vt_explain_count(&x, NULL, NULL, installed[b], NULL, NULL), x.n);
+        const int attn_on = vt_explain_count(&x, NULL, "attention", installed[b], NULL, NULL);
+        const int store_on = vt_explain_count(&x, NULL, "reshape_and_cache", installed[b], NULL, NULL);
+        printf("\n  %-10s %d of %d nodes on it (attention %d, store %d of %d), stores %s", installed[b],
+               vt_explain_count(&x, NULL, NULL, installed[b], NULL, NULL), x.n, attn_on, store_on, 2 * N_LAYER, dtype);
+        /* simd and the reference run the cache's ops themselves at every dtype; onednn none. */
+        if (strcmp(installed[b], "simd") == 0 || strcmp(installed[b], "reference") == 0) {
+            CU_ASSERT_EQUAL(attn_on, 2 * N_LAYER);
+            CU_ASSERT_EQUAL(store_on, 2 * N_LAYER);
+        }
+        if (strcmp(installed[b], "onednn") == 0) CU_ASSERT_EQUAL(attn_on + store_on, 0);
         vt_explain_free(&x);
         free(out);
         free(err);
     }
+}
+
+static void test_kv_cache_f32_on_every_installed_backend(void) {
+    lever_on_every_installed_backend("VT_KV_CACHE_F32=1", "f32", "env VT_KV_CACHE_F32");
     /* And the installed binary uses the installed backends, not the build tree's. */
     char *out = NULL;
     CU_ASSERT_EQUAL(run_installed(&out, NULL, NULL, "backends"), 0);
@@ -190,6 +210,10 @@ static void test_kv_cache_f32_on_every_installed_backend(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out ? out : "", want));
     CU_ASSERT_PTR_NULL(strstr(out ? out : "", VT_BUILD_DIR));
     free(out);
+}
+
+static void test_kv_cache_q8_0_on_every_installed_backend(void) {
+    lever_on_every_installed_backend("VT_KV_CACHE_DTYPE=q8_0", "q8_0", "env VT_KV_CACHE_DTYPE");
 }
 
 /* ------------------------------------------------------- precedence */
@@ -240,6 +264,9 @@ typedef struct kv_case {
 static void test_precedence_chain(void) {
     const char *ini = write_ini("kv.ini", "; kv cache from a config file\n[kv_cache]\ndtype = bf16\n");
     const char *ini_f32 = write_ini("kv32.ini", "[kv_cache]\n\n\ndtype = f32\n");
+    const char *ini_q8 = write_ini("kvq8.ini", "[kv_cache]\ndtype = q8_0\n");
+    char arg_config_q8[1200];
+    snprintf(arg_config_q8, sizeof arg_config_q8, "--config '%s'", ini_q8);
     char env_config[1200], arg_config[1200], arg_config_f32[1200], cli_and_config[1300];
     snprintf(env_config, sizeof env_config, "VT_CONFIG='%s'", ini);
     snprintf(arg_config, sizeof arg_config, "--config '%s'", ini);
@@ -259,6 +286,9 @@ static void test_precedence_chain(void) {
         {"VT_KV_CACHE_F32=0 leaves the ini", "VT_KV_CACHE_F32=0", arg_config, "bf16", "ini 3"},
         {"--kv-cache-dtype beats the ini", NULL, cli_and_config, "f32", "cli"},
         {"ini line numbers count blank lines", NULL, arg_config_f32, "f32", "ini 4"},
+        {"VT_KV_CACHE_DTYPE=q8_0", "VT_KV_CACHE_DTYPE=q8_0", NULL, "q8_0", "env VT_KV_CACHE_DTYPE"},
+        {"ini dtype = q8_0", NULL, arg_config_q8, "q8_0", "ini 2"},
+        {"--kv-cache-dtype q8_0 beats the env", "VT_KV_CACHE_DTYPE=bf16", "--kv-cache-dtype q8_0", "q8_0", "cli"},
     };
     int rc = 0;
     char *baseline = dry_run(&rc, NULL, NULL);
@@ -302,12 +332,12 @@ static void test_invalid_values_are_errors(void) {
     char arg_config[1200];
     snprintf(arg_config, sizeof arg_config, "--config '%s'", ini);
     const bad_case cases[] = {
-        {"VT_KV_CACHE_DTYPE=fp7", "VT_KV_CACHE_DTYPE=fp7", "", {"VT_KV_CACHE_DTYPE", "fp7", "f32, f16, bf16"}},
+        {"VT_KV_CACHE_DTYPE=fp7", "VT_KV_CACHE_DTYPE=fp7", "", {"VT_KV_CACHE_DTYPE", "fp7", "f32, f16, bf16, q8_0"}},
         {"VT_KV_CACHE_F32=yes", "VT_KV_CACHE_F32=yes", "", {"VT_KV_CACHE_F32", "yes", "1 or 0"}},
         {"VT_KV_CACHE_F32=yes even with VT_KV_CACHE_DTYPE set", "VT_KV_CACHE_F32=yes VT_KV_CACHE_DTYPE=f16", "",
          {"VT_KV_CACHE_F32", "yes", "1 or 0"}},
-        {"ini dtype = f8", NULL, arg_config, {"bad.ini:3", "f8", "f32, f16, bf16"}},
-        {"--kv-cache-dtype fp8", NULL, "--kv-cache-dtype fp8", {"--kv-cache-dtype", "fp8", "f32, f16, bf16"}},
+        {"ini dtype = f8", NULL, arg_config, {"bad.ini:3", "f8", "f32, f16, bf16, q8_0"}},
+        {"--kv-cache-dtype fp8", NULL, "--kv-cache-dtype fp8", {"--kv-cache-dtype", "fp8", "f32, f16, bf16, q8_0"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         const bad_case *c = &cases[i];
@@ -421,6 +451,9 @@ int main(void) {
     CU_TestInfo tests[] = {
         {"installed vt, VT_KV_CACHE_F32=1, every backend: forward completes, plan stores f32",
          test_kv_cache_f32_on_every_installed_backend},
+        {"installed vt, VT_KV_CACHE_DTYPE=q8_0, every backend: forward completes, plan stores q8_0, what a backend "
+         "declines runs on the fallback",
+         test_kv_cache_q8_0_on_every_installed_backend},
         {"installed vt: cli > VT_KV_CACHE_DTYPE > VT_KV_CACHE_F32 > ini > default", test_precedence_chain},
         {"installed vt: invalid lever values exit 2 naming the variable/line and the accepted values",
          test_invalid_values_are_errors},

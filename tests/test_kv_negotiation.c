@@ -23,7 +23,8 @@
  * last resort: reshape_and_cache moving to the fallback backend. A fourth,
  * kv_rank3_store, takes k/v at its store only as rank-3 tensors: the store
  * node that runs, in prefill and in single-token decode, must be the one it
- * accepted. */
+ * accepted. Two more meet the Q8_0 cache (ABI 1.1): kv_no_q8_0 declines it,
+ * kv_abi_1_0 is built at ABI 1.0 and must never be offered it. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -494,6 +495,74 @@ static void test_rank3_store_runs_prefill_and_decode(void) {
     }
 }
 
+/* q8_0 cache on `backend` (a test plugin), reference fallback: the forward
+ * completes, the store and attention run on the reference in both phases
+ * (the store taking the f32 k/v as produced: no convert node), everything
+ * else on the plugin, and the tokens are the reference's at q8_0. */
+static void assert_q8_0_cache_ops_on_fallback(const char *backend) {
+    char *out = NULL, *err = NULL, *ref_out = NULL;
+    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend %s --kv-cache-dtype q8_0 "
+                    "--explain", qwen3_path, prompt, backend);
+    if (rc != 0) printf("\n%s, q8_0 cache: exit %d\n%s", backend, rc, err ? err : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(count_ids(out), 6);
+    vt_explain x;
+    CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+    CU_ASSERT_STRING_EQUAL(x.kv_dtype, "q8_0");
+    for (int ph = 0; ph < 2; ph++) {
+        const char *phase = ph ? "decode" : "prefill";
+        const int all = vt_explain_count(&x, phase, NULL, NULL, NULL, NULL);
+        CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "reshape_and_cache", "reference", "f32,f32,q8_0,q8_0,i64", NULL),
+                        N_LAYER);
+        CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "attention", "reference", NULL, NULL), N_LAYER);
+        CU_ASSERT_EQUAL(vt_explain_count(&x, phase, "convert", NULL, NULL, NULL), 0);
+        CU_ASSERT_EQUAL(vt_explain_count(&x, phase, NULL, backend, NULL, NULL), all - 2 * N_LAYER);
+    }
+    CU_ASSERT_PTR_NULL(strstr(err, "handed a q8_0 cache"));
+    vt_explain_free(&x);
+    CU_ASSERT_EQUAL(run_vt(&ref_out, NULL, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend reference "
+                           "--kv-cache-dtype q8_0", qwen3_path, prompt), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref_out);
+    CU_ASSERT_STRING_EQUAL(out, ref_out);
+    free(out);
+    free(err);
+    free(ref_out);
+}
+
+/* A backend whose supports() declines a q8_0 cache: its store and attention
+ * go to the fallback at build; without a fallback the build is refused
+ * (exit 4) naming the op, the backend and the dtypes, before any forward. */
+static void test_no_q8_0_backend_sends_cache_ops_to_fallback(void) {
+    assert_q8_0_cache_ops_on_fallback("kv_no_q8_0");
+    char *out = NULL, *err = NULL;
+    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_q8_0 --fallback none "
+                    "--kv-cache-dtype q8_0", qwen3_path, prompt);
+    CU_ASSERT_EQUAL(rc, 4);
+    CU_ASSERT_EQUAL(count_ids(out), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "plan build refused"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "reshape_and_cache(k f32, v f32 -> q8_0 cache) declined by 'kv_no_q8_0'"));
+    free(out);
+    free(err);
+}
+
+/* A plugin built at ABI 1.0 accepts any cache its supports() sees, but the
+ * runtime never offers it a q8_0 cache (a convention added at 1.1): those
+ * nodes run on the fallback, and at an f16 cache the plugin runs all. */
+static void test_abi_1_0_plugin_is_never_offered_a_q8_0_cache(void) {
+    assert_q8_0_cache_ops_on_fallback("kv_abi_1_0");
+    char *out = NULL, *err = NULL;
+    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_abi_1_0 --fallback none "
+                    "--kv-cache-dtype f16 --explain", qwen3_path, prompt);
+    CU_ASSERT_EQUAL(rc, 0);
+    vt_explain x;
+    CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+    CU_ASSERT_EQUAL(vt_explain_count(&x, NULL, NULL, "kv_abi_1_0", NULL, NULL), x.n);
+    vt_explain_free(&x);
+    free(out);
+    free(err);
+}
+
 int main(void) {
     if (synth_models() != 0) return 1;
     CU_TestInfo tests[] = {
@@ -512,6 +581,10 @@ int main(void) {
         {"no producer and no convert: the store moves to a widening fallback", test_store_moves_to_a_widening_backend},
         {"kv_rank3_store, no fallback: rank-3 stores run through prefill and decode, tokens as the reference",
          test_rank3_store_runs_prefill_and_decode},
+        {"kv_no_q8_0, q8_0 cache: store and attention on the fallback, tokens as the reference; refused without one",
+         test_no_q8_0_backend_sends_cache_ops_to_fallback},
+        {"kv_abi_1_0 (an ABI 1.0 plugin): never offered a q8_0 cache, its nodes run on the fallback",
+         test_abi_1_0_plugin_is_never_offered_a_q8_0_cache},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("kv_negotiation", NULL, NULL, tests);

@@ -134,11 +134,13 @@ typedef struct dtype_levels {
     int32_t ini_v, env_dtype_v, cli_v;
 } dtype_levels;
 
-/* Two rotations so that in one of them every level's value differs from the
- * level just below it (VT_KV_CACHE_F32=1 always means f32, default f16). */
+/* Rotations so that in one of them every level's value differs from the
+ * level just below it (VT_KV_CACHE_F32=1 always means f32, default f16);
+ * the third puts q8_0 on the ini and env levels. */
 static const dtype_levels rotations[] = {
     {"bf16", "f16", "bf16", VT_BF16, VT_F16, VT_BF16},
     {"f32", "bf16", "f16", VT_F32, VT_BF16, VT_F16},
+    {"q8_0", "q8_0", "bf16", VT_Q8_0, VT_Q8_0, VT_BF16},
 };
 
 static void test_kv_cache_dtype_precedence_matrix(void) {
@@ -181,7 +183,7 @@ static void test_kv_cache_dtype_precedence_matrix(void) {
                         cases++;
                     }
     }
-    CU_ASSERT_EQUAL(cases, 2 * 2 * 2 * 3 * 2);
+    CU_ASSERT_EQUAL(cases, 3 * 2 * 2 * 3 * 2);
     clear_env();
 }
 
@@ -372,9 +374,9 @@ static const bad_value bad_values[] = {
     {"server.body_limit", "1023", "integers 1024..1073741824"},
     {"server.timeout", "-1", "seconds 0..10000000"},
     {"server.shutdown_grace", "nan", "seconds 0..10000000"},
-    {"kv_cache.dtype", "fp7", "f32, f16, bf16"},
-    {"kv_cache.dtype", "F16", "f32, f16, bf16"},
-    {"kv_cache.dtype", "q8_0", "f32, f16, bf16"},
+    {"kv_cache.dtype", "fp7", "f32, f16, bf16, q8_0"},
+    {"kv_cache.dtype", "F16", "f32, f16, bf16, q8_0"},
+    {"kv_cache.dtype", "q4_0", "f32, f16, bf16, q8_0"},
     {"kv_cache.ctx_size", "-1", "integers 1..16777216"},
     {"kv_cache.ctx_size", "16777217", "integers 1..16777216"},
     {"kv_cache.block_size", "0", "powers of two 1..256"},
@@ -445,7 +447,7 @@ static void test_ini_error_message_exact(void) {
     vt_test_tmpfile(path, sizeof path, "config.ini");
     CU_ASSERT_EQUAL(load_text(&o, "[runtime]\nthreads = 2\n[kv_cache]\ndtype = f8\n", &err), VT_ERR_INVALID);
     char want[700];
-    snprintf(want, sizeof want, "%s:4: [kv_cache] dtype = f8: accepted values are f32, f16, bf16", path);
+    snprintf(want, sizeof want, "%s:4: [kv_cache] dtype = f8: accepted values are f32, f16, bf16, q8_0", path);
     CU_ASSERT_STRING_EQUAL(err.msg, want);
 }
 
@@ -453,8 +455,8 @@ static void test_invalid_env_values_name_the_variable(void) {
     static const struct {
         const char *var, *value, *want;
     } cases[] = {
-        {"VT_KV_CACHE_DTYPE", "fp7", "VT_KV_CACHE_DTYPE=fp7: accepted values are f32, f16, bf16"},
-        {"VT_KV_CACHE_DTYPE", "", "VT_KV_CACHE_DTYPE=: accepted values are f32, f16, bf16"},
+        {"VT_KV_CACHE_DTYPE", "fp7", "VT_KV_CACHE_DTYPE=fp7: accepted values are f32, f16, bf16, q8_0"},
+        {"VT_KV_CACHE_DTYPE", "", "VT_KV_CACHE_DTYPE=: accepted values are f32, f16, bf16, q8_0"},
         {"VT_KV_CACHE_F32", "yes", "VT_KV_CACHE_F32=yes: accepted values are 1 or 0"},
         {"VT_KV_CACHE_F32", "true", "VT_KV_CACHE_F32=true: accepted values are 1 or 0"},
         {"VT_KV_CACHE_F32", "2", "VT_KV_CACHE_F32=2: accepted values are 1 or 0"},

@@ -90,14 +90,19 @@ typedef struct refusal_case {
     const char *reason; /* must appear in entry.reason */
 } refusal_case;
 
+/* The runtime's ABI minor as text, for the messages that name it. */
+#define MINOR_TEXT_(m) #m
+#define MINOR_TEXT(m) MINOR_TEXT_(m)
+
 static const refusal_case refusals[] = {
     {"garbage", "not a loadable shared object: "},
     {"bad_noentry", "no vt_backend_entry symbol"},
     {"bad_probe_zero", "probe says this machine cannot run it: needs the imaginary XYZ-512 instructions"},
     {"bad_null_table", "vt_backend_entry returned NULL"},
     {"bad_abi_major", "ABI major 2, runtime speaks 1"},
-    {"bad_future_minor", "ABI minor 7 is newer than the runtime's 0"},
-    {"bad_small_struct", "struct_size 40 is smaller than the 1.0 table ("},
+    {"bad_future_minor", "ABI minor 7 is newer than the runtime's " MINOR_TEXT(VT_ABI_MINOR)},
+    /* built at the runtime's own minor, so measured against that minor's table */
+    {"bad_small_struct", "struct_size 40 is smaller than the 1." MINOR_TEXT(VT_ABI_MINOR) " table ("},
     {"bad_no_name", "table has no name"},
     {"bad_no_init", "table has no init"},
     {"bad_no_supports", "table has no supports"},

@@ -1,5 +1,6 @@
 /* attention.c — causal GQA attention of query tokens against one layer's
- * paged KV cache (F32, F16 or BF16), with an online softmax in f32.
+ * paged KV cache (F32, F16, BF16, or Q8_0 widened by kv_q8_0.c), with an
+ * online softmax in f32.
  *
  * One work item is (up to QUERY_TOKENS tokens, kv head): the G = H / KVH
  * query heads of each token that share the kv head are processed together,
@@ -40,6 +41,7 @@ static const float *cache_row(const void *cache, int32_t dtype, int64_t slot, in
                               float *buf) {
     const int64_t index = (slot * KVH + kvh) * D;
     if (dtype == VT_F32) return (const float *)cache + index;
+    if (dtype == VT_Q8_0) return simd_q8_0_cache_row(cache, slot * KVH + kvh, D, buf);
     simd_load_row(dtype, (const uint8_t *)cache + (size_t)index * 2, buf, D);
     return buf;
 }

@@ -1,7 +1,7 @@
 /* reshape_and_cache.c — write new tokens' k and v rows into their cache
  * slots, converting to the cache dtype on the way (through f32, exact for
- * widening, round to nearest even for narrowing). A negative slot is padding
- * and is skipped. */
+ * widening, round to nearest even for narrowing; a Q8_0 cache quantizes, in
+ * kv_q8_0.c). A negative slot is padding and is skipped. */
 #include <string.h>
 
 #include "simd.h"
@@ -40,7 +40,10 @@ vt_status simd_reshape_and_cache(void *opaque, const vt_node *node) {
     if (v->ne[2] != T) return VT_ERR_INVALID;
     float *buf = simd_scratch(ctx, (size_t)width * sizeof(float));
     if (!buf) return VT_ERR_NOMEM;
-    vt_status st = store_rows(k, kc, slots, T, buf);
-    if (st == VT_OK) st = store_rows(v, vc, slots, T, buf);
+    vt_status st = kc->dtype == VT_Q8_0 ? simd_store_rows_q8_0(ctx->host, k, kc, slots, T, buf)
+                                        : store_rows(k, kc, slots, T, buf);
+    if (st == VT_OK)
+        st = vc->dtype == VT_Q8_0 ? simd_store_rows_q8_0(ctx->host, v, vc, slots, T, buf)
+                                  : store_rows(v, vc, slots, T, buf);
     return st;
 }

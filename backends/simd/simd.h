@@ -107,6 +107,14 @@ void simd_store_row(int32_t dtype, const float *src, void *dst, int64_t n);
 /* Load n values of dtype F32, F16 or BF16 as f32. */
 void simd_load_row(int32_t dtype, const void *src, float *dst, int64_t n);
 
+/* The Q8_0 KV cache (kv_q8_0.c). Row `row` (slot * KVH + kv head) of D
+ * values widened to f32 into buf; returns buf. */
+const float *simd_q8_0_cache_row(const void *cache, int64_t row, int64_t D, float *buf);
+/* Quantize T rows of src (F32/F16/BF16 {D, KVH, T}) into their slots of a
+ * Q8_0 cache; buf holds one row of f32. Negative slots are skipped. */
+vt_status simd_store_rows_q8_0(const vt_host *host, const vt_tensor *src, const vt_tensor *cache,
+                               const int64_t *slots, int64_t T, float *buf);
+
 /* Bytes of one element of F32/F16/BF16 (0 for any other dtype). */
 static inline size_t simd_float_size(int32_t dtype) {
     return dtype == VT_F32 ? 4 : (dtype == VT_F16 || dtype == VT_BF16) ? 2 : 0;

@@ -227,7 +227,7 @@ void vt_cli_common_help(FILE *f) {
           "      --backend NAME       preferred backend (default: the loaded one whose probe scores highest)\n"
           "      --fallback NAME|none backend for nodes the preferred one declines (default: the\n"
           "                           highest-scoring loaded backend other than the preferred one)\n"
-          "      --kv-cache-dtype D   f32, f16 or bf16 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"
+          "      --kv-cache-dtype D   f32, f16, bf16 or q8_0 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"
           "  -c, --ctx-size N         KV cache size in tokens (default min(model context, 4096))\n"
           "      --block-size N       tokens per KV block (default 16)\n"
           "  -b, --batch-size N       max tokens per prefill call (default 512)\n"

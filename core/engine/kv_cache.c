@@ -9,17 +9,24 @@
 vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer, int32_t n_kv_heads, int32_t head_dim,
                              int32_t block_size, int64_t ctx_tokens, vt_kv_cache **out, vt_error *err) {
     *out = NULL;
-    if (!vt_dtype_is_float(dtype))
-        return vt_fail(err, VT_ERR_INVALID, "KV cache dtype %s: accepted values are f32, f16, bf16",
+    if (!vt_dtype_is_kv_cache(dtype))
+        return vt_fail(err, VT_ERR_INVALID, "KV cache dtype %s: accepted values are f32, f16, bf16, q8_0",
                        vt_dtype_name(dtype));
     if (block_size < 1 || ctx_tokens < 1 || n_layer < 1 || n_kv_heads < 1 || head_dim < 1)
         return vt_fail(err, VT_ERR_INVALID, "KV cache: bad geometry (ctx %lld, block size %d)", (long long)ctx_tokens,
                        block_size);
+    /* A quantized cache's blocks run along one head's values: a block across
+     * two heads would mix their scales. */
+    if (head_dim % vt_dtype_block_length(dtype) != 0)
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "KV cache dtype %s stores blocks of %lld values along the head dimension, but the model's "
+                       "head_dim is %d (not a multiple of %lld); use --kv-cache-dtype f16",
+                       vt_dtype_name(dtype), (long long)vt_dtype_block_length(dtype), head_dim,
+                       (long long)vt_dtype_block_length(dtype));
     int64_t num_blocks = (ctx_tokens + block_size - 1) / block_size;
     if (num_blocks > INT32_MAX / 2)
         return vt_fail(err, VT_ERR_NOMEM, "KV cache of %lld tokens is too large", (long long)ctx_tokens);
-    size_t elem = vt_dtype_block_bytes(dtype);
-    size_t row = (size_t)n_kv_heads * (size_t)head_dim * elem;
+    size_t row = (size_t)n_kv_heads * vt_row_size(dtype, head_dim);
     size_t block_bytes = row * (size_t)block_size;
     if (block_bytes / (size_t)block_size != row || (size_t)num_blocks > SIZE_MAX / 4 / block_bytes)
         return vt_fail(err, VT_ERR_NOMEM, "KV cache of %lld tokens overflows the address space",
@@ -73,6 +80,10 @@ void vt_kv_cache_free(vt_kv_cache *c) {
 int64_t vt_kv_cache_capacity(const vt_kv_cache *c) { return (int64_t)c->num_blocks * c->block_size; }
 
 size_t vt_kv_cache_bytes(const vt_kv_cache *c) { return 2 * c->block_bytes * (size_t)c->num_blocks * (size_t)c->n_layer; }
+
+size_t vt_kv_cache_bytes_per_token(int32_t dtype, int32_t n_layer, int32_t n_kv_heads, int32_t head_dim) {
+    return 2 * (size_t)n_layer * (size_t)n_kv_heads * vt_row_size(dtype, head_dim);
+}
 
 vt_status vt_kv_seq_reserve(vt_kv_cache *c, vt_kv_seq *seq, int64_t n_new, vt_error *err) {
     int64_t need_tokens = seq->n_tokens + n_new;
@@ -141,9 +152,9 @@ vt_tensor vt_kv_cache_tensor(const vt_kv_cache *c, int layer, int is_v) {
     t.ne[1] = c->n_kv_heads;
     t.ne[2] = c->block_size;
     t.ne[3] = c->num_blocks;
-    size_t elem = vt_dtype_block_bytes(c->dtype);
-    t.nb[0] = elem;
-    t.nb[1] = elem * (size_t)c->head_dim;
+    /* Quantized rows as everywhere in vt: nb[0] the block's bytes, nb[1] the row's. */
+    t.nb[0] = vt_dtype_block_bytes(c->dtype);
+    t.nb[1] = vt_row_size(c->dtype, c->head_dim);
     t.nb[2] = t.nb[1] * (size_t)c->n_kv_heads;
     t.nb[3] = t.nb[2] * (size_t)c->block_size;
     return t;

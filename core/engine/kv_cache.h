@@ -1,7 +1,7 @@
 /* kv_cache.h — paged KV cache (vLLM's model).
  *
  * Per layer, K and V stores of [num_blocks][block_size][n_kv_heads][head_dim]
- * in the cache dtype. A sequence owns a block table (logical -> physical
+ * in the cache dtype (Q8_0: each head's row as head_dim / 32 blocks). A sequence owns a block table (logical -> physical
  * block) filled from a free list; token t of a sequence lives at slot
  * table[t / block_size] * block_size + t % block_size. Running out of blocks
  * is VT_ERR_CONTEXT_FULL with the numbers in the message, never a crash. */
@@ -14,7 +14,7 @@
 #include "vt/vt_backend.h"
 
 typedef struct vt_kv_cache {
-    int32_t dtype;      /* VT_F32, VT_F16 or VT_BF16 */
+    int32_t dtype;      /* VT_F32, VT_F16, VT_BF16 or VT_Q8_0 (blocks along head_dim) */
     int32_t n_layer;
     int32_t n_kv_heads;
     int32_t head_dim;
@@ -41,6 +41,9 @@ vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer
 void vt_kv_cache_free(vt_kv_cache *c);
 int64_t vt_kv_cache_capacity(const vt_kv_cache *c); /* tokens */
 size_t vt_kv_cache_bytes(const vt_kv_cache *c);
+/* Bytes one token takes in a cache of `dtype` over all layers, K and V
+ * (0 if head_dim is not whole blocks of the dtype). */
+size_t vt_kv_cache_bytes_per_token(int32_t dtype, int32_t n_layer, int32_t n_kv_heads, int32_t head_dim);
 
 /* Make room for n_new more tokens of seq (allocating blocks). On failure the
  * sequence is unchanged. */

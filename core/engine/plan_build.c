@@ -11,7 +11,8 @@
  * producers (k: rope, v: the v projection or its bias add) and
  * reshape_and_cache must agree on one dtype before the first forward:
  *   1. reshape_and_cache is offered k/v in a dtype that keeps the cache's
- *      precision (the cache dtype, then f32) on the preferred backend, then on
+ *      precision (the cache dtype, then f32; for a Q8_0 cache f32 alone,
+ *      quantized by the store) on the preferred backend, then on
  *      the fallback; only if neither works, k/v in a narrower dtype (a store
  *      widens/narrows to the cache), which the plan then reports;
  *   2. for the k/v dtype it accepts, each producer emits that dtype if the
@@ -315,7 +316,9 @@ static vt_status negotiate_kv_store(builder *b, int layer, int32_t k_prod, int32
     const int32_t C = b->cfg->kv->dtype;
     const int32_t floats[3] = {VT_F32, VT_F16, VT_BF16};
     int32_t order[3], n_order = 0;
-    order[n_order++] = C;
+    /* k/v are float activations: a quantized (Q8_0) cache is reached from
+     * f32 k/v, which the store quantizes once, or failing that from f16/bf16. */
+    if (vt_dtype_is_float(C)) order[n_order++] = C;
     for (int j = 0; j < 3; j++)
         if (floats[j] != C && vt_plan_kv_exact(floats[j], C)) order[n_order++] = floats[j];
     const int n_exact = n_order;

@@ -93,7 +93,7 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_TOKEN_BUDGET] = {"runtime.token_budget", "runtime", "token_budget",
                           "0 (the batch size) or integers 1..65536"},
     [OPT_MAX_WAITING] = {"runtime.max_waiting", "runtime", "max_waiting", "integers 1..1048576"},
-    [OPT_KV_CACHE_DTYPE] = {"kv_cache.dtype", "kv_cache", "dtype", "f32, f16, bf16"},
+    [OPT_KV_CACHE_DTYPE] = {"kv_cache.dtype", "kv_cache", "dtype", "f32, f16, bf16, q8_0"},
     [OPT_CTX_SIZE] = {"kv_cache.ctx_size", "kv_cache", "ctx_size",
                       "0 (automatic: the smaller of the model's context length and 4096) or integers 1..16777216"},
     [OPT_BLOCK_SIZE] = {"kv_cache.block_size", "kv_cache", "block_size", "powers of two 1..256"},
@@ -221,6 +221,7 @@ static bool parse_dtype(const char *s, int32_t *out) {
     if (strcmp(s, "f32") == 0) *out = VT_F32;
     else if (strcmp(s, "f16") == 0) *out = VT_F16;
     else if (strcmp(s, "bf16") == 0) *out = VT_BF16;
+    else if (strcmp(s, "q8_0") == 0) *out = VT_Q8_0;
     else return false;
     return true;
 }
@@ -230,6 +231,7 @@ static const char *dtype_name(int32_t dtype) {
     case VT_F32: return "f32";
     case VT_F16: return "f16";
     case VT_BF16: return "bf16";
+    case VT_Q8_0: return "q8_0";
     default: return "?";
     }
 }

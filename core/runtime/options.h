@@ -2,7 +2,7 @@
  *
  * Precedence, highest first: command line > environment > ini file named by
  * --config / VT_CONFIG > built-in default. The KV-cache dtype has two
- * environment levers: VT_KV_CACHE_DTYPE=f32|f16|bf16, and VT_KV_CACHE_F32=1
+ * environment levers: VT_KV_CACHE_DTYPE=f32|f16|bf16|q8_0, and VT_KV_CACHE_F32=1
  * (alias for f32; "0" or unset = no effect) which ranks below it.
  * An invalid value anywhere is an error naming the variable or the ini line
  * and the accepted values — never a silent default. */

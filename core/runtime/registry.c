@@ -98,7 +98,7 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
 /* Checks                                                                     */
 
 /* Minimum struct_size per ABI minor: the table as it was at 1.<minor>. */
-static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0};
+static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1};
 _Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_ABI_MINOR + 1,
                "add the table size of every ABI minor");
 
@@ -555,9 +555,21 @@ vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *u
     return VT_OK;
 }
 
+/* Does the node use a dtype its op's convention gained after ABI 1.<minor>?
+ * A plugin built before then never agreed to read it, whatever its
+ * supports() would say (it may check shapes only), so it is not asked. */
+static bool uses_dtype_after_minor(const vt_node *node, uint32_t minor) {
+    if (minor >= 1) return false;
+    /* 1.1: the Q8_0 KV cache */
+    int first = node->op == VT_OP_ATTENTION ? 1 : node->op == VT_OP_RESHAPE_AND_CACHE ? 2 : -1;
+    if (first < 0 || node->n_src < first + 2) return false;
+    return node->src[first].dtype == VT_Q8_0 || node->src[first + 1].dtype == VT_Q8_0;
+}
+
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node) {
     if (!b || !node || b->state != VT_BACKEND_LOADED || !b->table) return false;
     if (!vt_backend_op(b->table, node->op)) return false;
+    if (uses_dtype_after_minor(node, b->abi_minor)) return false;
     return b->table->supports(b->ctx, node) != 0;
 }
 

@@ -45,7 +45,7 @@ int vt_cap_node(int op, int32_t d, vt_phase phase, vt_node *n) {
         n->dst = tensor(VT_F32, 2, K, M, 1, 1);
         return 1;
     case VT_OP_ATTENTION:
-        if (!is_float) return 0;
+        if (!vt_dtype_is_kv_cache(d)) return 0;
         n->n_src = 6;
         n->src[0] = tensor(VT_F32, 3, D, H, M, 1);
         n->src[1] = n->src[2] = tensor(d, 4, D, KVH, BS, B);
@@ -58,9 +58,10 @@ int vt_cap_node(int op, int32_t d, vt_phase phase, vt_node *n) {
         n->params.attention.max_blocks_per_seq = (int32_t)B;
         return 1;
     case VT_OP_RESHAPE_AND_CACHE:
-        if (!is_float) return 0;
+        if (!vt_dtype_is_kv_cache(d)) return 0;
         n->n_src = 5;
-        n->src[0] = n->src[1] = tensor(d, 3, D, KVH, M, 1);
+        /* k/v in the cache dtype; f32 k/v into a quantized cache (the store quantizes) */
+        n->src[0] = n->src[1] = tensor(is_float ? d : VT_F32, 3, D, KVH, M, 1);
         n->src[2] = n->src[3] = tensor(d, 4, D, KVH, BS, B);
         n->src[4] = tensor(VT_I64, 1, M, 1, 1, 1);
         return 1;

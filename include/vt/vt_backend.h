@@ -37,9 +37,15 @@
  *
  * Compatibility policy (also in docs/PLUGINS.md):
  *   - a minor bump may append fields to vt_backend, vt_host, vt_node and
- *     vt_backend_config, append op kinds and dtypes, and add operand
- *     conventions for new ops. Old plugins keep working: the runtime reads only
- *     the fields their struct_size covers and treats missing op pointers as NULL.
+ *     vt_backend_config, append op kinds and dtypes, add operand conventions
+ *     for new ops, and widen an existing op's convention to a dtype it did not
+ *     allow. Old plugins keep working: the runtime reads only the fields their
+ *     struct_size covers, treats missing op pointers as NULL, and never offers
+ *     a plugin a node using a dtype added to a convention after the minor the
+ *     plugin was built at (it runs on another backend).
+ *
+ * Minors: 1.0 the first release; 1.1 adds the Q8_0 KV cache to ATTENTION
+ * and RESHAPE_AND_CACHE (below). A 1.0 plugin is never offered a Q8_0 cache.
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -58,7 +64,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 0
+#define VT_ABI_MINOR 1
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -99,7 +105,8 @@ typedef struct vt_attention_params {
  *                   src1 X {K, M} F32
  *                   dst  Y {N, M} F32|F16|BF16     Y[m][n] = sum_k X[m][k] W[n][k]
  * ATTENTION         src0 Q {D, H, T} F32
- *                   src1 K cache {D, KVH, BS, B}, src2 V cache, same, F32|F16|BF16
+ *                   src1 K cache {D, KVH, BS, B}, src2 V cache, same,
+ *                   F32|F16|BF16, or (1.1) Q8_0
  *                   src3 block tables I32 {max_blocks_per_seq, n_seqs}
  *                   src4 positions I32 {T}: position of each query token
  *                   src5 sequence index I32 {T}: its row in the block table
@@ -110,11 +117,16 @@ typedef struct vt_attention_params {
  *                   table[p / BS] * BS + p % BS. Scores are scaled by
  *                   params.attention.scale; softmax in f32 or better.
  * RESHAPE_AND_CACHE src0 K {D, KVH, T}, src1 V {D, KVH, T}: F32|F16|BF16
- *                   src2 K cache, src3 V cache {D, KVH, BS, B} (written)
+ *                   src2 K cache, src3 V cache {D, KVH, BS, B} (written):
+ *                   F32|F16|BF16, or (1.1) Q8_0 laid out as for ATTENTION
  *                   src4 slot mapping I64 {T}; a negative slot is skipped
  *                   dst  unused (ndim 0, data NULL)
  *                   When K/V and the cache differ in dtype the op converts
- *                   on store (a backend may decline that in supports()).
+ *                   on store (a backend may decline that in supports()); a
+ *                   Q8_0 cache is quantized on store, each block of 32 as
+ *                   host->from_f32 does it (d = amax / 127 stored as f16,
+ *                   q = round(x / d) half away from zero; from f16/bf16 k/v
+ *                   through f32), so every backend writes the same bytes.
  * RMS_NORM          src0 X {D, R} F32, src1 weight {D} F32
  *                   dst  {D, R} F32|F16|BF16
  * ROPE              src0 X {D, heads, T} F32, src1 positions I32 {T}
@@ -230,6 +242,8 @@ typedef struct vt_backend {
 
 /* Size of the table at ABI 1.0: what the runtime requires at minimum. */
 #define VT_BACKEND_SIZE_1_0 (offsetof(vt_backend, convert) + sizeof(vt_op_fn))
+/* 1.1 added a convention (the Q8_0 KV cache), no field: the same table. */
+#define VT_BACKEND_SIZE_1_1 VT_BACKEND_SIZE_1_0
 
 /* Exported symbols' types, for dlsym. */
 typedef const vt_backend *(*vt_backend_entry_fn)(void);

@@ -129,8 +129,8 @@ static inline bool vt_check_attention(const vt_node *node, char *why, size_t why
     const vt_attention_params *p = &node->params.attention;
     if (!vt_check_n_src(node, 6, why, why_size)) return false;
     if (!vt_check_tensor_of(q, "src0 (Q)", 3, VT_F32, why, why_size)) return false;
-    if (!vt_check_tensor(kc, "src1 (K cache)", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!vt_check_tensor(vc, "src2 (V cache)", 4, vt_dtype_is_float, why, why_size)) return false;
+    if (!vt_check_tensor(kc, "src1 (K cache)", 4, vt_dtype_is_kv_cache, why, why_size)) return false;
+    if (!vt_check_tensor(vc, "src2 (V cache)", 4, vt_dtype_is_kv_cache, why, why_size)) return false;
     if (!vt_check_tensor_of(tables, "src3 (block tables)", 2, VT_I32, why, why_size)) return false;
     if (!vt_check_tensor_of(positions, "src4 (positions)", 1, VT_I32, why, why_size)) return false;
     if (!vt_check_tensor_of(seqs, "src5 (sequence index)", 1, VT_I32, why, why_size)) return false;
@@ -161,8 +161,8 @@ static inline bool vt_check_reshape_and_cache(const vt_node *node, char *why, si
     if (!vt_check_n_src(node, 5, why, why_size)) return false;
     if (!vt_check_tensor(k, "src0 (K)", 3, vt_dtype_is_float, why, why_size)) return false;
     if (!vt_check_tensor(v, "src1 (V)", 3, vt_dtype_is_float, why, why_size)) return false;
-    if (!vt_check_tensor(kc, "src2 (K cache)", 4, vt_dtype_is_float, why, why_size)) return false;
-    if (!vt_check_tensor(vc, "src3 (V cache)", 4, vt_dtype_is_float, why, why_size)) return false;
+    if (!vt_check_tensor(kc, "src2 (K cache)", 4, vt_dtype_is_kv_cache, why, why_size)) return false;
+    if (!vt_check_tensor(vc, "src3 (V cache)", 4, vt_dtype_is_kv_cache, why, why_size)) return false;
     if (!vt_check_tensor_of(slots, "src4 (slot mapping)", 1, VT_I64, why, why_size)) return false;
     if (node->dst.ndim != 0) return vt_check_reject(why, why_size, "dst is unused and must have ndim 0, has %d", (int)node->dst.ndim);
     if (!vt_tensor_same_shape(k, v)) return vt_check_reject(why, why_size, "K and V differ in shape");

@@ -50,6 +50,10 @@ static inline bool vt_dtype_is_valid(int32_t dtype) { return vt_dtype_info_of(dt
 static inline bool vt_dtype_is_weight(int32_t dtype) { return vt_dtype_info_of(dtype).is_weight; }
 /* True for F32, F16, BF16 (activation / KV-cache types). */
 static inline bool vt_dtype_is_float(int32_t dtype) { return vt_dtype_info_of(dtype).is_float; }
+/* True for the dtypes a KV cache may have (ABI 1.1): the floats, and Q8_0
+ * blocks of 32 along the head dimension. k/v themselves stay float; a Q8_0
+ * cache is filled by reshape_and_cache quantizing on store. */
+static inline bool vt_dtype_is_kv_cache(int32_t dtype) { return vt_dtype_is_float(dtype) || dtype == VT_Q8_0; }
 /* The dtype's name; "?" if invalid. */
 static inline const char *vt_dtype_name(int32_t dtype) {
     const char *n = vt_dtype_info_of(dtype).name;

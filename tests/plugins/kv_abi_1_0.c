@@ -1,0 +1,50 @@
+/* kv_abi_1_0.c — test backend built as ABI 1.0 (abi_minor 0, the 1.0 table
+ * size), before the Q8_0 KV cache existed, whose supports() checks no cache
+ * dtype: it says yes to whatever the reference runs, as a 1.0 plugin that
+ * only checked shapes would. Its attention and store fail, logging why, if
+ * they are ever handed a Q8_0 cache (what such a plugin would misread).
+ *
+ * The runtime must never offer it a node with a Q8_0 cache: with
+ * --kv-cache-dtype q8_0 its attention and store nodes go to the fallback and
+ * the forward completes; at any float cache it runs everything itself. */
+#define PLUGIN_NAME "kv_abi_1_0"
+#include "kv_forward.h"
+
+static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+
+/* The op, unless it was handed a cache dtype a 1.0 plugin never agreed to. */
+static vt_status cache_op(void *ctx, const vt_node *node, int first_cache, vt_op_fn run, const char *op) {
+    const fwd_ctx *c = ctx;
+    if (node->src[first_cache].dtype == VT_Q8_0 || node->src[first_cache + 1].dtype == VT_Q8_0) {
+        c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s: handed a q8_0 cache, which ABI 1.0 does not have", op);
+        return VT_ERR_INVALID;
+    }
+    return run(ctx, node);
+}
+static vt_status abi10_attention(void *ctx, const vt_node *node) {
+    return cache_op(ctx, node, 1, fwd_attention, "attention");
+}
+static vt_status abi10_store(void *ctx, const vt_node *node) {
+    return cache_op(ctx, node, 2, fwd_reshape_and_cache, "reshape_and_cache");
+}
+
+static const vt_backend table = {
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = 0,
+    .struct_size = (uint32_t)VT_BACKEND_SIZE_1_0,
+    .name = PLUGIN_NAME,
+    .description = "test plugin: built as ABI 1.0, accepts any cache dtype the reference does",
+    .init = fwd_init,
+    .shutdown = fwd_shutdown,
+    .supports = plugin_supports,
+    .matmul = fwd_matmul,
+    .attention = abi10_attention,
+    .reshape_and_cache = abi10_store,
+    .rms_norm = fwd_rms_norm,
+    .rope = fwd_rope,
+    .swiglu = fwd_swiglu,
+    .add = fwd_add,
+    .get_rows = fwd_get_rows,
+    .convert = fwd_convert,
+};
+VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
