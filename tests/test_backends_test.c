@@ -262,7 +262,10 @@ static void test_generator(void) {
     for (int op = 0; op < VT_OP_COUNT; op++) {
         int32_t axis[8];
         const int n_axis = vt_op_case_axis(op, axis, 8);
-        CU_ASSERT(n_axis == 3 || n_axis == 8);
+        /* floats; the cache's dtypes (floats and q8_0); the weights' */
+        CU_ASSERT(n_axis == (op == VT_OP_MATMUL || op == VT_OP_GET_ROWS                 ? 8
+                             : op == VT_OP_ATTENTION || op == VT_OP_RESHAPE_AND_CACHE ? 4
+                                                                                      : 3));
         for (int a = 0; a < n_axis; a++)
             for (int phase = 0; phase <= 1; phase++)
                 for (int i = 0; i < vt_op_case_count(op, axis[a], (vt_phase)phase); i++, total++) {

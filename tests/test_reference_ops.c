@@ -997,7 +997,12 @@ static void test_supports_rejects_bad_attention(void) {
     CU_ASSERT_FALSE(accepts(&n));
     n = q_attention(), n.params.attention.max_blocks_per_seq = 5;
     CU_ASSERT_FALSE(accepts(&n));
-    n = q_attention(), n.src[1].dtype = VT_Q8_0; /* caches are float */
+    n = q_attention(), n.src[1].dtype = VT_Q4_0; /* caches are float or (ABI 1.1) q8_0 */
+    CU_ASSERT_FALSE(accepts(&n));
+    n = q_attention(), n.src[1].dtype = VT_Q8_0, n.src[2].dtype = VT_Q8_0; /* a q8_0 cache, head dim 64 */
+    CU_ASSERT_TRUE(accepts(&n));
+    n = q_attention(), n.src[0].ne[0] = n.dst.ne[0] = 48; /* head dim 48: not whole q8_0 blocks */
+    n.src[1].ne[0] = n.src[2].ne[0] = 48, n.src[1].dtype = n.src[2].dtype = VT_Q8_0;
     CU_ASSERT_FALSE(accepts(&n));
     n = q_attention(), n.src[2].ne[3] = 9; /* K and V caches differ */
     CU_ASSERT_FALSE(accepts(&n));

@@ -13,6 +13,8 @@
 
 static const int32_t weight_axis[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0, VT_Q4_0, VT_Q4_K, VT_Q5_K, VT_Q6_K};
 static const int32_t float_axis[] = {VT_F32, VT_F16, VT_BF16};
+/* attention and the store: the cache's dtype, Q8_0 since ABI 1.1 */
+static const int32_t kv_cache_axis[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
 
 int vt_op_from_name(const char *name) {
     for (int op = 0; op < VT_OP_COUNT; op++)
@@ -24,6 +26,7 @@ int vt_op_case_axis(int op, int32_t *dtypes, int max) {
     const int32_t *axis = float_axis;
     int n = 3;
     if (op == VT_OP_MATMUL || op == VT_OP_GET_ROWS) axis = weight_axis, n = 8;
+    else if (op == VT_OP_ATTENTION || op == VT_OP_RESHAPE_AND_CACHE) axis = kv_cache_axis, n = 4;
     else if (op < 0 || op >= VT_OP_COUNT) n = 0;
     if (n > max) n = max;
     memcpy(dtypes, axis, (size_t)n * sizeof *dtypes);
@@ -142,11 +145,12 @@ static const int64_t elementwise_n = 1001;
 static const int64_t elementwise_m_prefill = 5;
 
 /* Sources of convert (every float dtype into each output dtype) and of the
- * store (f32 k/v, or k/v already in the cache's dtype). */
+ * store (f32 k/v, or k/v already in the cache's dtype; into a quantized
+ * cache f32 or f16 k/v, which the store quantizes). */
 static int store_sources(int32_t cache, int32_t *src) {
     src[0] = VT_F32;
     if (cache == VT_F32) return 1;
-    src[1] = cache;
+    src[1] = vt_dtype_is_float(cache) ? cache : VT_F16;
     return 2;
 }
 
