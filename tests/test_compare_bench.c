@@ -394,6 +394,16 @@ static void test_bench_json(void) {
     CU_ASSERT_EQUAL(num(&doc, "params"), (double)m->n_params);
     double bpt = num(&doc, "bytes_per_token");
     CU_ASSERT_EQUAL(bpt, (double)vt_model_bytes_per_token(m));
+    /* KV-cache bytes per token: 2 (K, V) x layers x kv heads x one head's row in the dtype; the run's own (f16) too */
+    const vt_hparams *hp = &m->hp;
+    const double heads = 2.0 * hp->n_layer * hp->n_head_kv;
+    const json_value *kv = json_get(&doc, "kv_cache_bytes_per_token_by_dtype");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(kv);
+    CU_ASSERT_EQUAL(num(kv, "f32"), heads * hp->head_dim * 4);
+    CU_ASSERT_EQUAL(num(kv, "f16"), heads * hp->head_dim * 2);
+    CU_ASSERT_EQUAL(num(kv, "bf16"), heads * hp->head_dim * 2);
+    CU_ASSERT_EQUAL(num(kv, "q8_0"), heads * hp->head_dim / 32 * 34);
+    CU_ASSERT_EQUAL(num(&doc, "kv_cache_bytes_per_token"), num(kv, "f16"));
     vt_model_free(m);
     double bw = num(&doc, "bandwidth_gb_s");
     CU_ASSERT(bw > 0.05 && bw < 10000); /* GB/s: any real machine, loaded or not */
@@ -546,13 +556,14 @@ static void test_compare_kv_dtype_list(void) {
     /* the text table: one row per backend x dtype, the dtype in column kv */
     char cmd[2048], *out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' compare -m '%s' --backends reference -t 2 --tokens 1,2,3 -n 2 "
-             "--kv-cache-dtype f16,bf16", VT_CLI_PATH, model_path);
+             "--kv-cache-dtype f32,f16,bf16,q8_0", VT_CLI_PATH, model_path); /* all four: the longest list */
     CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, NULL), 0);
     CU_ASSERT_FATAL(out != NULL);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nbackend    kv "));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nreference  f32             0 "));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nreference  f16 "));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nreference  bf16 "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\nreference  q8_0 "));
     free(out);
 }
 
@@ -566,7 +577,7 @@ static void test_bad_flags_are_errors(void) {
         "compare -m '%s' --backends nosuch",  /* not loaded */
         "compare -m '%s' --backend simd",     /* singular flag on a multi-backend command */
         "compare -m '%s' -n 8 -c 4 --tokens 1,2", /* KV cache too small for the run */
-        "compare -m '%s' --kv-cache-dtype f32,q8_0", /* not a cache dtype */
+        "compare -m '%s' --kv-cache-dtype f32,q4_0", /* not a cache dtype */
         "compare -m '%s' --kv-cache-dtype f32,", /* an empty name in the list */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

@@ -19,6 +19,7 @@
 #include "backend_set.h"
 #include "cli.h"
 #include "json_out.h"
+#include "kv_cache.h"
 #include "membw.h"
 #include "metrics.h"
 #include "profiler.h"
@@ -188,6 +189,19 @@ static double implied_gb_s(const bench_result *r, int64_t bytes_per_token) {
     return r->is_tg ? steps_per_s(r) * (double)bytes_per_token * 1e-9 : NAN;
 }
 
+/* The KV-cache dtypes whose bytes per token bench reports, every one the
+ * --kv-cache-dtype lever takes. */
+static const int32_t kv_dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
+#define N_KV_DTYPES ((int)(sizeof kv_dtypes / sizeof kv_dtypes[0]))
+
+/* Bytes a token takes in a cache of dtype d for this model, all layers, K
+ * and V (0: the dtype cannot hold this model's heads, e.g. q8_0 with a
+ * head_dim that is not whole blocks). */
+static size_t kv_bytes_per_token(const bench_job *job, int32_t d) {
+    const vt_hparams *hp = &job->model->hp;
+    return vt_kv_cache_bytes_per_token(d, hp->n_layer, hp->n_head_kv, hp->head_dim);
+}
+
 static void print_json(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
                        double bw) {
     printf("{\"model\": ");
@@ -198,7 +212,15 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
            "\"bandwidth_gb_s\": ",
            (long long)job->reps, (long long)job->model->weight_bytes, (long long)job->model->n_params, (long long)bpt);
     vt_json_number(stdout, bw);
-    printf(", \"results\": [");
+    printf(", \"kv_cache_bytes_per_token\": %lld, \"kv_cache_bytes_per_token_by_dtype\": {",
+           (long long)kv_bytes_per_token(job, job->c->opt.kv_cache_dtype));
+    for (int i = 0; i < N_KV_DTYPES; i++) {
+        const size_t b = kv_bytes_per_token(job, kv_dtypes[i]);
+        printf("%s\"%s\": ", i ? ", " : "", vt_dtype_name(kv_dtypes[i]));
+        if (b) printf("%lld", (long long)b);
+        else printf("null");
+    }
+    printf("}, \"results\": [");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         printf("%s{\"backend\": ", i ? ", " : "");
@@ -285,6 +307,14 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     printf("size %.2f MiB, %.2f M params, %.2f MiB read per decoded token; %d threads, kv cache %s\n",
            (double)job->model->weight_bytes / (1024.0 * 1024.0), (double)job->model->n_params * 1e-6,
            (double)bpt / (1024.0 * 1024.0), job->c->opt.threads, vt_dtype_name(job->c->opt.kv_cache_dtype));
+    printf("kv cache per token (all layers, K and V):");
+    for (int i = 0; i < N_KV_DTYPES; i++) {
+        const size_t b = kv_bytes_per_token(job, kv_dtypes[i]);
+        if (b) printf("%s %s %.2f KiB", i ? "," : "", vt_dtype_name(kv_dtypes[i]), (double)b / 1024.0);
+        else printf("%s %s - (head_dim %d)", i ? "," : "", vt_dtype_name(kv_dtypes[i]), hp->head_dim);
+        if (kv_dtypes[i] == job->c->opt.kv_cache_dtype) printf(" (this run)");
+    }
+    printf("\n");
     if (bw > 0)
         printf("memory read bandwidth (measured now): %.1f GB/s -> decode limit %.1f tok/s\n", bw,
                bw * 1e9 / (double)bpt);

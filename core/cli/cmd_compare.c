@@ -53,7 +53,7 @@ static void help(void) {
            "      --ppl FILE           also compute perplexity over the text of FILE\n"
            "      --ppl-ctx N          perplexity chunk size in tokens (default %d, capped at the text's length);\n"
            "                           like llama-perplexity, each chunk scores its second half\n"
-           "      --kv-cache-dtype LIST  f32, f16, bf16, or a list (f32,f16,bf16): each backend, reference\n"
+           "      --kv-cache-dtype LIST  f32, f16, bf16, q8_0, or a list (f32,f16,q8_0): each backend, reference\n"
            "                           included, runs at each cache dtype, every row against reference at f32\n"
            "      --json               one JSON document instead of the table\n"
            "      --profile            per-op time, calls and share per backend, on stderr\n"
@@ -387,6 +387,9 @@ static vt_status open_model(vt_cli_common *c, char *path_buf, size_t size, vt_mo
     return st;
 }
 
+/* Distinct KV-cache dtypes a list can name: f32, f16, bf16, q8_0. */
+#define KV_DTYPES_MAX 4
+
 /* What `vt compare` was asked. */
 typedef struct compare_opts {
     vt_cli_common c;
@@ -396,7 +399,7 @@ typedef struct compare_opts {
     bool json, profile;
     bool help;
     vt_backend_set set; /* settled by validate: --backends checked against what loads, reference first */
-    int32_t kv_list[3]; /* settled by validate: the cache dtypes of a list (n_kv >= 2), each once */
+    int32_t kv_list[KV_DTYPES_MAX]; /* settled by validate: the cache dtypes of a list (n_kv >= 2), each once */
     int n_kv;
 } compare_opts;
 
@@ -527,7 +530,7 @@ static vt_status run_compare(const compare_opts *o, vt_error *err) {
     job.ref_greedy = malloc((size_t)(o->n_greedy + 1) * sizeof(int32_t));
     job.greedy = malloc((size_t)(o->n_greedy + 1) * sizeof(int32_t));
     job.chunk = malloc((size_t)(job.ppl_ctx + 1) * sizeof(int32_t));
-    compare_run runs[VT_CLI_MAX_BACKENDS * 3 + 1] = {{"reference", VT_F32}};
+    compare_run runs[VT_CLI_MAX_BACKENDS * KV_DTYPES_MAX + 1] = {{"reference", VT_F32}};
     const int n_runs = plan_runs(o, runs);
     job.kv_list = o->n_kv > 0;
     job.baseline_kv = runs[0].kv_dtype;
