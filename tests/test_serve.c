@@ -22,115 +22,24 @@
 #include <unistd.h>
 
 #include "json_mini.h"
+#include "serve_client.h"
 #include "util.h"
 
 #define MODEL "qwen3-tiny-q8_0.gguf"
 #define KEY "test-key"
 #define CTX 512
 
-typedef struct server {
-    pid_t pid;
-    int port;
-    char log[512];
-} server;
-
-static server main_srv, small_srv;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
+static serve_server main_srv, small_srv;
 
 /* ---- HTTP ----------------------------------------------------------------- */
 
-typedef struct buf {
-    char *s;
-    size_t n;
-} buf;
-
-typedef struct reply {
-    long status;
-    buf body, headers;
-    CURLcode rc;
-} reply;
-
-static size_t collect(char *p, size_t size, size_t n, void *user) {
-    buf *b = user;
-    char *s = realloc(b->s, b->n + size * n + 1);
-    if (!s) return 0;
-    memcpy(s + b->n, p, size * n);
-    b->s = s;
-    b->n += size * n;
-    s[b->n] = '\0';
-    return size * n;
-}
-
-static void reply_free(reply *r) {
-    free(r->body.s);
-    free(r->headers.s);
-    memset(r, 0, sizeof *r);
-}
-
-/* One request; body NULL = GET (unless method says otherwise); key NULL = no Authorization. */
-static reply http(const server *s, const char *method, const char *path, const char *body, const char *key) {
-    reply r = {0};
-    CURL *c = curl_easy_init();
-    char url[256], auth[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, "Expect:");
-    if (key) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
-        h = curl_slist_append(h, auth);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
-    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-    r.rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return r;
-}
-
-static reply post(const server *s, const char *path, const char *body) { return http(s, NULL, path, body, KEY); }
-
-/* A metric's value from /metrics (-1 if absent). */
-static double metric(const server *s, const char *name) {
-    reply r = http(s, NULL, "/metrics", NULL, NULL);
-    double v = -1;
-    size_t n = strlen(name);
-    for (const char *p = r.body.s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-        if (strncmp(p, name, n) == 0 && p[n] == ' ') v = atof(p + n + 1);
-    reply_free(&r);
-    return v;
-}
-
-/* Wait up to seconds for metric name to equal v. */
-static bool metric_reaches(const server *s, const char *name, double v, double seconds) {
-    double end = now_s() + seconds;
-    while (now_s() < end) {
-        if (metric(s, name) == v) return true;
-        sleep_ms(20);
-    }
-    return metric(s, name) == v;
+static serve_reply post(const serve_server *s, const char *path, const char *body) {
+    return serve_http(s, NULL, path, body, KEY);
 }
 
 /* ---- JSON answers ---------------------------------------------------------- */
 
-static bool parse(const reply *r, json_value *v) {
+static bool parse(const serve_reply *r, json_value *v) {
     char err[128];
     return r->body.s && json_parse(r->body.s, r->body.n, v, err, sizeof err);
 }
@@ -146,7 +55,7 @@ static const json_value *choice0(const json_value *v) {
 }
 
 /* The error answer: status, and error.message/type present, error.param as expected (NULL = null). */
-static void assert_error(const reply *r, long status, const char *param) {
+static void assert_error(const serve_reply *r, long status, const char *param) {
     CU_ASSERT_EQUAL(r->status, status);
     json_value v;
     CU_ASSERT_FATAL(parse(r, &v));
@@ -172,10 +81,10 @@ typedef struct completion {
     long prompt_tokens, completion_tokens;
 } completion;
 
-static completion complete(const server *s, const char *extra_json) {
+static completion complete(const serve_server *s, const char *extra_json) {
     char body[4096];
     snprintf(body, sizeof body, "{\"model\":\"x\",%s}", extra_json);
-    reply r = post(s, "/v1/completions", body);
+    serve_reply r = post(s, "/v1/completions", body);
     completion c = {0};
     json_value v;
     CU_ASSERT_EQUAL(r.status, 200);
@@ -193,116 +102,13 @@ static completion complete(const server *s, const char *extra_json) {
         CU_ASSERT(obj && obj->type == JSON_STRING && strcmp(obj->str, "text_completion") == 0);
         json_free(&v);
     }
-    reply_free(&r);
+    serve_reply_free(&r);
     return c;
 }
 
 /* ---- SSE ------------------------------------------------------------------- */
 
-/* The streamed answer: the concatenated text, the finish reason, the usage
- * chunk's completion tokens, whether [DONE] ended it, and the chunk count. */
-typedef struct streamed {
-    char *text;
-    size_t n_text;
-    char finish[16];
-    long usage_completion;
-    bool done, first_has_role, bad_event;
-    int chunks;
-} streamed;
-
-static void read_events(const char *body, bool chat, streamed *out) {
-    memset(out, 0, sizeof *out);
-    out->usage_completion = -1;
-    out->text = calloc(1, 1);
-    for (const char *p = body; p && *p;) {
-        const char *end = strstr(p, "\n\n");
-        if (!end) {
-            out->bad_event = true;
-            break;
-        }
-        if (strncmp(p, "data: ", 6) != 0) out->bad_event = true;
-        else if (strncmp(p + 6, "[DONE]", 6) == 0) out->done = true;
-        else {
-            json_value v;
-            char err[128];
-            if (out->done || !json_parse(p + 6, (size_t)(end - p - 6), &v, err, sizeof err)) {
-                out->bad_event = true;
-                break;
-            }
-            const json_value *obj = json_get(&v, "object");
-            if (!obj || strcmp(obj->str, chat ? "chat.completion.chunk" : "text_completion") != 0) out->bad_event = true;
-            const json_value *ch = choice0(&v);
-            const json_value *usage = path_get(&v, "usage", "completion_tokens");
-            if (usage) out->usage_completion = (long)usage->number;
-            if (ch) {
-                const json_value *t = chat ? path_get(ch, "delta", "content") : json_get(ch, "text");
-                if (out->chunks == 0 && chat) out->first_has_role = path_get(ch, "delta", "role") != NULL;
-                if (t && t->type == JSON_STRING) {
-                    out->text = realloc(out->text, out->n_text + t->len + 1);
-                    memcpy(out->text + out->n_text, t->str, t->len + 1);
-                    out->n_text += t->len;
-                }
-                const json_value *f = json_get(ch, "finish_reason");
-                if (f && f->type == JSON_STRING) snprintf(out->finish, sizeof out->finish, "%s", f->str);
-            }
-            out->chunks++;
-            json_free(&v);
-        }
-        p = end + 2;
-    }
-}
-
 /* ---- servers --------------------------------------------------------------- */
-
-static bool start_server(server *s, const char *name, const char *const *extra) {
-    const char *dir = vt_test_data_dir("test models");
-    if (!dir) return false;
-    char model[512];
-    snprintf(model, sizeof model, "%s/models/%s", dir, MODEL);
-    vt_test_tmpfile(s->log, sizeof s->log, name);
-    const char *argv[40] = {VT_CLI_PATH, "serve", "-m", model, "--port", "0", "--threads", "1"};
-    int n = 8;
-    for (; *extra && n < 38; extra++) argv[n++] = *extra;
-    argv[n] = NULL;
-    s->pid = fork();
-    if (s->pid == 0) {
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 2);
-        close(fd);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    double end = now_s() + 60;
-    s->port = 0;
-    while (now_s() < end && !s->port) {
-        char *log = vt_test_read_file(s->log, NULL);
-        const char *at = log ? strstr(log, "listening on http://127.0.0.1:") : NULL;
-        if (at) s->port = atoi(at + strlen("listening on http://127.0.0.1:"));
-        free(log);
-        if (!s->port) sleep_ms(20);
-    }
-    while (s->port && now_s() < end) {
-        reply r = http(s, NULL, "/health", NULL, NULL);
-        long st = r.status;
-        reply_free(&r);
-        if (st == 200) return true;
-        if (st != 503 && st != 0) { /* 503 while loading, 0 before the listener answers */
-            fprintf(stderr, "test_serve: /health answered %ld while starting\n", st);
-            return false;
-        }
-        sleep_ms(20);
-    }
-    return false;
-}
-
-static int stop_server(server *s) {
-    if (s->pid <= 0) return -1;
-    kill(s->pid, SIGTERM);
-    int status = 0;
-    waitpid(s->pid, &status, 0);
-    s->pid = 0;
-    return status;
-}
 
 static int suite_init(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -310,12 +116,12 @@ static int suite_init(void) {
                                             "4", "--body-limit", "65536", "--model-alias", "tiny", NULL};
     static const char *const small_args[] = {"--parallel", "1", "--max-waiting", "1", "--timeout", "2", "-c", "4096",
                                              NULL};
-    return start_server(&main_srv, "main.log", main_args) && start_server(&small_srv, "small.log", small_args) ? 0 : 1;
+    return serve_start(&main_srv, MODEL, "main.log", main_args) && serve_start(&small_srv, MODEL, "small.log", small_args) ? 0 : 1;
 }
 
 static int suite_cleanup(void) {
-    if (main_srv.pid > 0) stop_server(&main_srv);
-    if (small_srv.pid > 0) stop_server(&small_srv);
+    if (main_srv.pid > 0) serve_stop(&main_srv);
+    if (small_srv.pid > 0) serve_stop(&small_srv);
     curl_global_cleanup();
     return 0;
 }
@@ -323,10 +129,10 @@ static int suite_cleanup(void) {
 /* ---- tests ----------------------------------------------------------------- */
 
 static void test_health_models_metrics(void) {
-    reply r = http(&main_srv, NULL, "/health", NULL, NULL);
+    serve_reply r = serve_http(&main_srv, NULL, "/health", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
-    reply_free(&r);
-    r = http(&main_srv, NULL, "/v1/models", NULL, KEY);
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/v1/models", NULL, KEY);
     json_value v;
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT_FATAL(parse(&r, &v));
@@ -337,8 +143,8 @@ static void test_health_models_metrics(void) {
         CU_ASSERT(id && strcmp(id->str, "tiny") == 0);
     }
     json_free(&v);
-    reply_free(&r);
-    r = http(&main_srv, NULL, "/metrics", NULL, NULL);
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/metrics", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "text/plain"));
     static const char *const names[] = {"vt_requests_total{status=\"200\"}", "vt_prompt_tokens_total",
@@ -346,8 +152,8 @@ static void test_health_models_metrics(void) {
                                         "vt_kv_blocks_used", "vt_kv_blocks_total",
                                         "vt_time_to_first_token_seconds_bucket", "vt_inter_token_latency_seconds_sum"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) CU_ASSERT(r.body.s && strstr(r.body.s, names[i]));
-    reply_free(&r);
-    CU_ASSERT(metric(&main_srv, "vt_kv_blocks_total") == CTX / 16);
+    serve_reply_free(&r);
+    CU_ASSERT(serve_metric(&main_srv, "vt_kv_blocks_total") == CTX / 16);
 }
 
 /* `vt run --temp 0` on the same prompt: its stdout without the final newline. */
@@ -386,13 +192,13 @@ static void test_completion_equals_vt_run(void) {
 static void test_streaming_equals_whole(void) {
     /* completions */
     completion whole = complete(&main_srv, "\"prompt\":\"Hello\",\"max_tokens\":40,\"seed\":7");
-    reply r = post(&main_srv, "/v1/completions",
+    serve_reply r = post(&main_srv, "/v1/completions",
                    "{\"prompt\":\"Hello\",\"max_tokens\":40,\"seed\":7,\"stream\":true,"
                    "\"stream_options\":{\"include_usage\":true}}");
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "text/event-stream"));
-    streamed s;
-    read_events(r.body.s, false, &s);
+    serve_streamed s;
+    serve_read_events(r.body.s, false, &s);
     CU_ASSERT(!s.bad_event);
     CU_ASSERT(s.done);
     CU_ASSERT(whole.text && strcmp(s.text, whole.text) == 0);
@@ -400,8 +206,8 @@ static void test_streaming_equals_whole(void) {
     CU_ASSERT_EQUAL(s.usage_completion, whole.completion_tokens);
     free(s.text);
     free(whole.text);
-    reply_free(&r);
-    /* chat, whole then streamed */
+    serve_reply_free(&r);
+    /* chat, whole then serve_streamed */
     const char *chat = "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"},{\"type\":\"text\","
                        "\"text\":\" there\"}]}],\"max_completion_tokens\":30,\"seed\":3,\"user\":\"u1\",\"metadata\":{}%s}";
@@ -419,8 +225,8 @@ static void test_streaming_equals_whole(void) {
     CU_ASSERT(obj && strcmp(obj->str, "chat.completion") == 0);
     CU_ASSERT(id && strncmp(id->str, "chatcmpl-", 9) == 0);
     snprintf(body, sizeof body, chat, ",\"stream\":true");
-    reply rs = post(&main_srv, "/v1/chat/completions", body);
-    read_events(rs.body.s, true, &s);
+    serve_reply rs = post(&main_srv, "/v1/chat/completions", body);
+    serve_read_events(rs.body.s, true, &s);
     CU_ASSERT(!s.bad_event && s.done && s.first_has_role);
     CU_ASSERT_EQUAL(s.usage_completion, -1); /* no include_usage: no usage chunk */
     CU_ASSERT(strcmp(s.text, content->str) == 0);
@@ -428,8 +234,8 @@ static void test_streaming_equals_whole(void) {
     CU_ASSERT(finish && strcmp(s.finish, finish->str) == 0);
     free(s.text);
     json_free(&v);
-    reply_free(&r);
-    reply_free(&rs);
+    serve_reply_free(&r);
+    serve_reply_free(&rs);
 }
 
 typedef struct concurrent_job {
@@ -465,11 +271,11 @@ static void test_concurrent_same_as_alone(void) {
         free(jobs[i].text);
     }
     for (size_t i = 0; i < N_PROMPTS; i++) free(alone[i]);
-    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
+    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
 }
 
 static void test_tokenize_detokenize(void) {
-    reply r = post(&main_srv, "/tokenize", "{\"content\":\"Hello world\"}");
+    serve_reply r = post(&main_srv, "/tokenize", "{\"content\":\"Hello world\"}");
     json_value v;
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT_FATAL(parse(&r, &v));
@@ -480,17 +286,17 @@ static void test_tokenize_detokenize(void) {
         snprintf(body + strlen(body), sizeof body - strlen(body), "%s%d", i ? "," : "", (int)t->items[i].number);
     strcat(body, "]}");
     json_free(&v);
-    reply_free(&r);
+    serve_reply_free(&r);
     r = post(&main_srv, "/detokenize", body);
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT_FATAL(parse(&r, &v));
     const json_value *content = json_get(&v, "content");
     CU_ASSERT(content && content->type == JSON_STRING && strstr(content->str, "Hello world"));
     json_free(&v);
-    reply_free(&r);
+    serve_reply_free(&r);
     r = post(&main_srv, "/detokenize", "{\"tokens\":[1, 99999999]}");
     assert_error(&r, 400, "tokens[1]");
-    reply_free(&r);
+    serve_reply_free(&r);
 }
 
 /* Every refusal names its field. */
@@ -535,10 +341,10 @@ static void test_bad_input(void) {
         {"/detokenize", "{}", 400, "tokens"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        reply r = post(&main_srv, cases[i].path, cases[i].body);
+        serve_reply r = post(&main_srv, cases[i].path, cases[i].body);
         if (r.status != cases[i].status) fprintf(stderr, "case %zu: %ld %s\n", i, r.status, r.body.s);
         assert_error(&r, cases[i].status, cases[i].param);
-        reply_free(&r);
+        serve_reply_free(&r);
     }
     /* Fields the API does not define are ignored. */
     completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":2,\"no_such_field\":[1,{}],\"user\":\"u\"");
@@ -547,23 +353,23 @@ static void test_bad_input(void) {
 }
 
 static void test_auth_and_routes(void) {
-    reply r = http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", NULL);
+    serve_reply r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", NULL);
     assert_error(&r, 401, NULL);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "WWW-Authenticate"));
-    reply_free(&r);
-    r = http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", "wrong");
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", "wrong");
     assert_error(&r, 401, NULL);
-    reply_free(&r);
-    r = http(&main_srv, NULL, "/v1/nothing", NULL, KEY);
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/v1/nothing", NULL, KEY);
     assert_error(&r, 404, NULL);
-    reply_free(&r);
-    r = http(&main_srv, NULL, "/v1/completions", NULL, KEY); /* GET */
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/v1/completions", NULL, KEY); /* GET */
     assert_error(&r, 405, NULL);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "Allow: POST"));
-    reply_free(&r);
-    r = http(&main_srv, "DELETE", "/health", NULL, NULL);
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, "DELETE", "/health", NULL, NULL);
     assert_error(&r, 405, NULL);
-    reply_free(&r);
+    serve_reply_free(&r);
 }
 
 static void test_body_limit_and_context(void) {
@@ -573,9 +379,9 @@ static void test_body_limit_and_context(void) {
     strcpy(big, "{\"prompt\":\"");
     memset(big + strlen(big), 'a', n);
     strcpy(big + 11 + n, "\"}");
-    reply r = post(&main_srv, "/v1/completions", big);
+    serve_reply r = post(&main_srv, "/v1/completions", big);
     assert_error(&r, 413, NULL);
-    reply_free(&r);
+    serve_reply_free(&r);
     /* ~1,000 tokens in a 512-token context: both numbers in the message. */
     size_t words = 1000;
     char *longp = malloc(words * 6 + 64);
@@ -585,7 +391,7 @@ static void test_body_limit_and_context(void) {
     r = post(&main_srv, "/v1/completions", longp);
     assert_error(&r, 400, "prompt");
     CU_ASSERT(r.body.s && strstr(r.body.s, "512") && strstr(r.body.s, "tokens"));
-    reply_free(&r);
+    serve_reply_free(&r);
     free(longp);
     free(big);
     /* max_tokens past the context: generation stops at the context, as length. */
@@ -632,8 +438,8 @@ static size_t leave_after_first(char *p, size_t size, size_t n, void *user) {
     leave_ctx *l = user;
     /* The gauges follow each step a moment after its text: wait for them. */
     for (int i = 0; l->chunks == 0 && i < 100 && l->kv_used_while_running <= 0; i++) {
-        l->kv_used_while_running = metric(&main_srv, "vt_kv_blocks_used");
-        if (l->kv_used_while_running <= 0) sleep_ms(10);
+        l->kv_used_while_running = serve_metric(&main_srv, "vt_kv_blocks_used");
+        if (l->kv_used_while_running <= 0) serve_sleep_ms(10);
     }
     l->chunks++;
     return l->chunks >= 2 ? 0 : size * n; /* 0 aborts the transfer */
@@ -645,8 +451,8 @@ static void test_disconnect_frees_blocks(void) {
     completion c = complete(&main_srv, "\"prompt\":\"Hello\",\"max_tokens\":400,\"temperature\":0");
     CU_ASSERT_STRING_EQUAL(c.finish, "length");
     free(c.text);
-    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
-    double gen_before = metric(&main_srv, "vt_generation_tokens_total");
+    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
+    double gen_before = serve_metric(&main_srv, "vt_generation_tokens_total");
     CURL *h = curl_easy_init();
     char url[128];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", main_srv.port);
@@ -661,10 +467,10 @@ static void test_disconnect_frees_blocks(void) {
     curl_slist_free_all(hd);
     curl_easy_cleanup(h);
     CU_ASSERT(l.kv_used_while_running > 0);
-    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 2));
-    CU_ASSERT(metric_reaches(&main_srv, "vt_requests_running", 0, 2));
+    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 2));
+    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_requests_running", 0, 2));
     /* It was cancelled, not run to its 400 tokens. */
-    CU_ASSERT(metric(&main_srv, "vt_generation_tokens_total") - gen_before < 400);
+    CU_ASSERT(serve_metric(&main_srv, "vt_generation_tokens_total") - gen_before < 400);
 }
 
 /* A client that never reads its stream does not hold up another. */
@@ -682,28 +488,28 @@ static void test_slow_reader(void) {
              "\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
              strlen(body), body);
     CU_ASSERT(write(fd, req, strlen(req)) == (ssize_t)strlen(req));
-    double t0 = now_s();
+    double t0 = serve_now();
     completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":8,\"temperature\":0");
     CU_ASSERT_PTR_NOT_NULL(c.text);
-    CU_ASSERT(now_s() - t0 < 10);
+    CU_ASSERT(serve_now() - t0 < 10);
     free(c.text);
     /* The unread request ran to its end meanwhile (the engine buffers for it). */
-    CU_ASSERT(metric_reaches(&main_srv, "vt_requests_running", 0, 20));
+    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_requests_running", 0, 20));
     close(fd);
-    CU_ASSERT(metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
+    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
 }
 
 /* ---- the small server: full queue, time limit, no template, drain ---------- */
 
 typedef struct stream_thread {
-    const server *s;
+    const serve_server *s;
     const char *body;
-    reply r;
+    serve_reply r;
 } stream_thread;
 
 static void *stream_main(void *arg) {
     stream_thread *t = arg;
-    t->r = http(t->s, NULL, "/v1/completions", t->body, NULL);
+    t->r = serve_http(t->s, NULL, "/v1/completions", t->body, NULL);
     return NULL;
 }
 
@@ -714,51 +520,51 @@ static void test_queue_full_and_time_limit(void) {
     stream_thread b = {&small_srv, "{\"prompt\":\"Hi\",\"max_tokens\":4000,\"seed\":7}", {0}};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, stream_main, &a);
-    CU_ASSERT(metric_reaches(&small_srv, "vt_requests_running", 1, 5));
+    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 1, 5));
     pthread_create(&tb, NULL, stream_main, &b);
-    CU_ASSERT(metric_reaches(&small_srv, "vt_requests_waiting", 1, 5));
-    reply c = http(&small_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL);
+    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_waiting", 1, 5));
+    serve_reply c = serve_http(&small_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL);
     assert_error(&c, 503, NULL);
     CU_ASSERT(c.headers.s && strstr(c.headers.s, "Retry-After:"));
-    reply_free(&c);
+    serve_reply_free(&c);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
-    streamed s;
+    serve_streamed s;
     CU_ASSERT_EQUAL(a.r.status, 200);
-    read_events(a.r.body.s, false, &s);
+    serve_read_events(a.r.body.s, false, &s);
     CU_ASSERT(s.done && !s.bad_event);
     CU_ASSERT_STRING_EQUAL(s.finish, "length");
     free(s.text);
     CU_ASSERT_EQUAL(b.r.status, 200);
     CU_ASSERT(b.r.body.s && strstr(b.r.body.s, "\"finish_reason\":\"length\""));
-    reply_free(&a.r);
-    reply_free(&b.r);
+    serve_reply_free(&a.r);
+    serve_reply_free(&b.r);
     char *log = vt_test_read_file(small_srv.log, NULL);
     CU_ASSERT(log && strstr(log, "exceeded the time limit"));
     CU_ASSERT(log && strstr(log, "POST /v1/completions 503"));
     free(log);
-    CU_ASSERT(metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 5));
+    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 5));
 }
 
 static void test_no_template_and_drain(void) {
-    reply r = http(&small_srv, NULL, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+    serve_reply r = serve_http(&small_srv, NULL, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
                    NULL);
     assert_error(&r, 400, "messages");
     CU_ASSERT(r.body.s && strstr(r.body.s, "--chat-template"));
-    reply_free(&r);
+    serve_reply_free(&r);
     /* SIGTERM while a request streams: it still ends with [DONE], then the server exits 0. */
     stream_thread a = {&small_srv, "{\"prompt\":\"Hello\",\"max_tokens\":300,\"temperature\":0,\"stream\":true}", {0}};
     pthread_t ta;
     pthread_create(&ta, NULL, stream_main, &a);
-    CU_ASSERT(metric_reaches(&small_srv, "vt_requests_running", 1, 5));
+    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 1, 5));
     kill(small_srv.pid, SIGTERM);
     pthread_join(ta, NULL);
-    streamed s;
+    serve_streamed s;
     CU_ASSERT_EQUAL(a.r.status, 200);
-    read_events(a.r.body.s, false, &s);
+    serve_read_events(a.r.body.s, false, &s);
     CU_ASSERT(s.done && !s.bad_event && s.finish[0]);
     free(s.text);
-    reply_free(&a.r);
+    serve_reply_free(&a.r);
     int status = 0;
     CU_ASSERT_EQUAL(waitpid(small_srv.pid, &status, 0), small_srv.pid);
     small_srv.pid = 0;
@@ -776,7 +582,7 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"health, models, metrics", test_health_models_metrics},
         {"greedy completion equals vt run --temp 0", test_completion_equals_vt_run},
-        {"streamed text equals the whole answer (completion, chat)", test_streaming_equals_whole},
+        {"serve_streamed text equals the whole answer (completion, chat)", test_streaming_equals_whole},
         {"concurrent greedy requests get their text alone", test_concurrent_same_as_alone},
         {"tokenize and detokenize", test_tokenize_detokenize},
         {"bad input: 400 naming the field", test_bad_input},
