@@ -12,7 +12,11 @@
  * backend, reference included, runs once per dtype, and the baseline is the
  * reference with an f32 cache: reference@f16 against it is the cache's own
  * share of the difference, and each backend's row at a dtype shows how much
- * it adds. */
+ * it adds.
+ *
+ * --trace asks where instead of how much: compare_trace.c runs each
+ * backend's plan nodes on the reference's inputs and names the first node
+ * whose own error is above its op's threshold. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +24,7 @@
 
 #include "backend_set.h"
 #include "cli.h"
+#include "compare_trace.h"
 #include "default_model.h"
 #include "json_out.h"
 #include "metrics.h"
@@ -39,7 +44,9 @@ static const char default_prompt[] =
 
 static void help(void) {
     printf("usage: vt compare [-m MODEL] [--backends LIST|all] [-p PROMPT | --tokens IDS] [-n N] [--ppl FILE]\n"
-           "                  [--kv-cache-dtype D|LIST] [-t N] [--json] [--profile] [options]\n\n"
+           "                  [--kv-cache-dtype D|LIST] [-t N] [--json] [--profile] [options]\n"
+           "       vt compare --trace [--trace-all] [-m MODEL] [--backends LIST] [-p PROMPT | --tokens IDS] [-n N]\n"
+           "                  [--json] [options]\n\n"
            "Run the same tokens through each backend and compare it with `reference`: max and mean |dlogit|,\n"
            "top-1 agreement and KL divergence over every prompt position, greedy continuation agreement (tokens\n"
            "until the first divergence), perplexity over --ppl FILE, prefill and decode tokens/s, and where each\n"
@@ -57,6 +64,11 @@ static void help(void) {
            "                           included, runs at each cache dtype, every row against reference at f32\n"
            "      --json               one JSON document instead of the table\n"
            "      --profile            per-op time, calls and share per backend, on stderr\n"
+           "      --trace              where each backend first diverges: every node of its plans run on the\n"
+           "                           reference's inputs (prompt in prefill, then -n - 1 decode steps), its NMSE\n"
+           "                           against its op's threshold (as vt backends --test); one line per backend,\n"
+           "                           exit 1 when one diverges\n"
+           "      --trace-all          --trace with every node's error, threshold and verdict\n"
            "Prefill tokens/s here includes the logits of every position (the metrics need them);\n"
            "vt bench measures the usual last-position prefill.\n\n"
            "Engine options (--backend does not apply here: see --backends):\n",
@@ -397,6 +409,7 @@ typedef struct compare_opts {
     const char *kv_dtypes; /* --kv-cache-dtype as given: one dtype, or a list */
     int64_t n_greedy, ppl_ctx;
     bool json, profile;
+    bool trace, trace_all;
     bool help;
     vt_backend_set set; /* settled by validate: --backends checked against what loads, reference first */
     int32_t kv_list[KV_DTYPES_MAX]; /* settled by validate: the cache dtypes of a list (n_kv >= 2), each once */
@@ -414,6 +427,8 @@ static vt_arg_result compare_arg(void *opts, int argc, char **argv, int *i, vt_e
     if (strcmp(a, "--ppl-ctx") == 0) return vt_cli_int_arg(argc, argv, i, "--ppl-ctx", 4, 1 << 20, &o->ppl_ctx, err);
     if (strcmp(a, "--json") == 0) o->json = true;
     else if (strcmp(a, "--profile") == 0) o->profile = true;
+    else if (strcmp(a, "--trace") == 0) o->trace = true;
+    else if (strcmp(a, "--trace-all") == 0) o->trace = o->trace_all = true;
     else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, &o->ids, err);
     return VT_ARG_TAKEN;
 }
@@ -457,6 +472,11 @@ static vt_status validate_compare(compare_opts *o, vt_error *err) {
     if (o->prompt && o->ids) return vt_fail(err, VT_ERR_INVALID, "compare: give -p TEXT or --tokens IDS, not both");
     vt_status st = settle_kv_dtypes(o, err);
     if (st != VT_OK) return st;
+    /* A trace runs the reference once per backend at one cache dtype and
+     * measures no speed: the other measurements are separate runs. */
+    if (o->trace && (o->n_kv > 0 || o->ppl_file || o->profile))
+        return vt_fail(err, VT_ERR_INVALID, "compare --trace: %s is a separate run (leave it out of the trace)",
+                       o->n_kv > 0 ? "a --kv-cache-dtype list" : o->ppl_file ? "--ppl" : "--profile");
     return vt_cli_backend_set(&o->c.opt, o->backends, false, true, &o->set, err);
 }
 
@@ -484,7 +504,7 @@ static int plan_runs(const compare_opts *o, compare_run *runs) {
 
 /* Load (or synthesize) the model, tokenize, size the KV cache, measure every
  * backend (at every cache dtype) in turn, then print. */
-static vt_status run_compare(const compare_opts *o, vt_error *err) {
+static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *err) {
     vt_cli_common c = o->c; /* the KV cache size and, without -m, the model path are settled here */
     char default_path[4200];
     vt_model *model = NULL;
@@ -514,6 +534,14 @@ static vt_status run_compare(const compare_opts *o, vt_error *err) {
         st = vt_fail(err, VT_ERR_CONTEXT_FULL,
                      "the run needs %lld tokens of KV cache (prompt + -n%s) but -c/--ctx-size is %lld",
                      (long long)need, ppl_tokens ? ", or the perplexity chunk" : "", (long long)c.opt.ctx_size);
+        goto done;
+    }
+
+    if (o->trace) {
+        /* -n greedy tokens are the prompt's argmax and n - 1 decode steps, as without --trace */
+        const vt_compare_trace_job tj = {&c, model, c.model_path, tokens, (int64_t)n_tokens,
+                                         o->n_greedy > 1 ? o->n_greedy - 1 : 0, &o->set, o->trace_all, o->json};
+        st = vt_compare_trace(&tj, diverged, err);
         goto done;
     }
 
@@ -584,6 +612,8 @@ int vt_cmd_compare(int argc, char **argv) {
         return 0;
     }
     if (st == VT_OK) st = validate_compare(&o, &err);
-    if (st == VT_OK) st = run_compare(&o, &err);
+    bool diverged = false;
+    if (st == VT_OK) st = run_compare(&o, &diverged, &err);
+    if (st == VT_OK && diverged) return 1; /* the trace named a first divergence */
     return vt_cli_exit(st, &err);
 }

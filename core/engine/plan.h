@@ -74,6 +74,9 @@ typedef struct vt_plan {
      * to that backend's supports() on the next run (VT_CHECK_PLAN); cleared
      * once a run has passed. */
     bool check_pending;
+    /* The size of the call being run (or last run): what a node hook needs
+     * to see the node's operands as the executor hands them out. */
+    int64_t run_tokens, run_outputs;
 } vt_plan;
 
 typedef struct vt_plan_config {
@@ -142,7 +145,9 @@ typedef struct vt_plan_call {
  * VT_ERR_INTERNAL naming it, before any node runs. */
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *call, vt_error *err);
 
-/* Profiling hook: called around every node when set (NULL = off). */
+/* Node hook: called around every node when set (NULL = off); is_end after
+ * the node ran, when its inputs and its output are all still in place (the
+ * profiler times nodes with it, the tracer compares them). */
 typedef void (*vt_node_hook)(void *user, const vt_plan *p, int node, int is_end);
 void vt_plan_set_hook(vt_node_hook hook, void *user);
 

@@ -161,7 +161,8 @@ void vt_plan_set_hook(vt_node_hook hook, void *user) {
 /* Node n as the executor hands it to its backend for a call of T tokens
  * (n_out output rows): the negotiated proto with every operand at this
  * call's size and data. The run and the plan check both build it here. */
-static void exec_node(const vt_plan *p, const vt_plan_node *n, int64_t T, int64_t n_out, vt_node *node) {
+void vt_plan_node_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_node *node) {
+    const vt_plan_node *n = &p->nodes[i];
     *node = n->proto;
     for (int s = 0; s < n->n_src; s++) {
         node->src[s] = vt_plan_value_tensor(p, n->src[s], T, n_out, true);
@@ -184,7 +185,7 @@ static vt_status check_plan(const vt_plan *p, int64_t T, int64_t n_out, vt_error
     for (int32_t i = 0; i < p->n_nodes; i++) {
         const vt_plan_node *n = &p->nodes[i];
         vt_node q;
-        exec_node(p, n, T, n_out, &q);
+        vt_plan_node_at(p, i, T, n_out, &q);
         for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
         q.dst.data = NULL;
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
@@ -228,6 +229,8 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
             if (c->out_rows[r] < 0 || c->out_rows[r] >= T)
                 return vt_fail(err, VT_ERR_INVALID, "plan run: output row %d of a call of %lld tokens",
                                c->out_rows[r], (long long)T);
+    p->run_tokens = T;
+    p->run_outputs = n_out;
     if (p->check_pending) {
         vt_status st = check_plan(p, T, n_out, err);
         if (st != VT_OK) return st;
@@ -253,7 +256,7 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     for (int32_t i = 0; i < p->n_nodes; i++) {
         const vt_plan_node *n = &p->nodes[i];
         vt_node node;
-        exec_node(p, n, T, n_out, &node);
+        vt_plan_node_at(p, i, T, n_out, &node);
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
         if (g_hook) g_hook(g_hook_user, p, i, 0);
         vt_status st = vt_backend_run(e, &node);

@@ -11,6 +11,11 @@ vt_tensor vt_plan_value_tensor(const vt_plan *p, int32_t v, int64_t n_tokens, in
 /* "matmul(q4_k[256,768], f32[256,512] -> f32[768,512])" */
 void vt_plan_describe_node(const vt_node *n, char *buf, size_t size);
 
+/* Node i exactly as the executor hands it to its backend in a call of T
+ * tokens and n_out output rows: the negotiated proto with every operand at
+ * that size and its data set. */
+void vt_plan_node_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_node *node);
+
 /* Lay out the activations in one arena, reusing memory of dead values. */
 vt_status vt_plan_allocate(vt_plan *p, vt_error *err);
 

@@ -32,6 +32,31 @@ typedef struct vt_op_result {
 
 /* The largest NMSE a correct backend may show on case c. */
 double vt_op_threshold(const vt_op_case *c);
+/* The same by op and dtypes: axis_dtype is the dtype on the op's axis (the
+ * weight's for matmul and get_rows, the cache's for attention and
+ * reshape_and_cache, the output's for the rest), out_dtype what it writes.
+ * vt compare --trace judges a model's nodes by it. */
+double vt_op_threshold_for(int op, int32_t axis_dtype, int32_t out_dtype);
+/* A quantized matmul's threshold given the NMSE its activations take from
+ * being rounded to 8 bits per block (vt_activation_rounding): the fixed one
+ * above is this at inputs uniform in [-1, 1). */
+double vt_matmul_threshold_for_input(int32_t out_dtype, double activation_rounding);
+/* Round x (n floats) to 8 bits per block of `block` (scale amax/127, as
+ * GGML's q8_0/q8_K and simd do) and add the squared error and the squared
+ * values to *diff2 and *ref2; returns *diff2 / *ref2 so far. */
+double vt_activation_rounding(const float *x, int64_t n, int64_t block, double *diff2, double *ref2);
+
+/* NMSE over several outputs (or calls): sums of squared differences and of
+ * squared reference values, and the largest |got - ref| on the way. */
+typedef struct vt_nmse_acc {
+    double diff2, ref2;
+    double max_abs;
+    bool nonfinite; /* a non-finite value on one side only */
+} vt_nmse_acc;
+void vt_nmse_add(vt_nmse_acc *a, const float *got, const float *ref, int64_t n);
+/* INFINITY with a one-sided non-finite value, or a difference against an
+ * all-zero reference; 0 when both are all zero. */
+double vt_nmse_value(const vt_nmse_acc *a);
 
 /* NMSE of got against ref, n elements. 0 when both are all zero; INFINITY
  * when any element is non-finite on one side and not the other. */
