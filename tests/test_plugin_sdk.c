@@ -538,6 +538,36 @@ static void test_compare_against_reference(void) {
     json_free(&doc);
 }
 
+/* vt compare --trace with the plugin (PLUGINS.md step 8): every node
+ * compared, the example's rms_norms among them, none diverging. */
+static void test_trace_against_reference(void) {
+    CU_ASSERT_FATAL(sdk_ready());
+    char args[2048], *out = NULL;
+    fmt(args, sizeof args, "compare -m '%s' --tokens %s -n 4 --backends example --trace --json -t 2", s.model,
+        PROMPT_TOKENS);
+    CU_ASSERT_EQUAL(run_vt(args, &out, NULL), 0);
+    json_value doc;
+    char why[200];
+    bool parsed = out && json_parse(out, strlen(out), &doc, why, sizeof why);
+    if (!parsed) printf("\ntrace output is not JSON: %.300s\n", out ? out : "");
+    free(out);
+    CU_ASSERT_FATAL(parsed);
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 1);
+    const json_value *first = json_get(&backends->items[0], "first_divergence");
+    CU_ASSERT(first && first->type == JSON_NULL);
+    const json_value *nodes = json_get(&backends->items[0], "nodes");
+    CU_ASSERT_FATAL(nodes && nodes->type == JSON_ARRAY);
+    int on_example = 0;
+    for (size_t i = 0; i < nodes->n; i++) {
+        const json_value *b = json_get(&nodes->items[i], "backend"), *ok = json_get(&nodes->items[i], "ok");
+        CU_ASSERT(ok && ok->type == JSON_BOOL && ok->boolean);
+        if (b && b->type == JSON_STRING && strcmp(b->str, "example") == 0) on_example++;
+    }
+    CU_ASSERT_EQUAL(on_example, 2 * RMS_NORMS_PER_PLAN);
+    json_free(&doc);
+}
+
 /* ------------------------------------------------------------------------ */
 /* ABI minor compatibility                                                    */
 
@@ -692,6 +722,7 @@ int main(void) {
         {"--explain: rms_norm on example, the rest falls back to reference", test_explain_shows_rms_norm_on_example},
         {"logits agree with reference (prefill and decode)", test_logits_agree_with_reference},
         {"vt compare runs the plugin against reference", test_compare_against_reference},
+        {"vt compare --trace: every node of the plugin's plans within its threshold", test_trace_against_reference},
         {"the binary records its ABI; a shorter table reads as NULL ops", test_binary_records_its_abi_and_size},
         {"the plugin runs under a later minor's longer host and node", test_plugin_runs_under_a_later_minor_host},
         {"cmake --install of the plugin: found with no environment", test_installed_plugin_needs_no_environment},
