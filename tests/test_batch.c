@@ -44,9 +44,12 @@ static int suite_cleanup(void) {
     return 0;
 }
 
+/* The KV-cache dtype engines are opened with (f16 unless a test says). */
+static int32_t cache_dtype = VT_F16;
+
 static vt_engine *open_engine_threads(const char *backend, int32_t max_seqs, int32_t threads) {
     vt_options o;
-    vt_fixture_options(&o, backend, VT_F16);
+    vt_fixture_options(&o, backend, cache_dtype);
     o.ctx_size = 256;
     if (threads > 0) o.threads = threads;
     const vt_engine_shape shape = {false, max_seqs};
@@ -170,6 +173,17 @@ static void test_reference_batched_equals_alone(void) { together("reference", 0.
 static void test_simd_batched_matches_alone(void) {
     if (!vt_test_simd_expected()) return;
     together("simd", 1e-4);
+}
+
+/* With a q8_0 cache (quantized on store, one block per 32 values of a head):
+ * batched = alone bit for bit on the reference, and on simd within the same
+ * bound, with the same greedy tokens. The store quantizes each token's rows
+ * alone, so neighbours in a step cannot change a sequence's cache bytes. */
+static void test_q8_0_cache_batched_equals_alone(void) {
+    cache_dtype = VT_Q8_0;
+    together("reference", 0.0);
+    if (vt_test_simd_expected()) together("simd", 1e-4);
+    cache_dtype = VT_F16;
 }
 
 /* A step that does not fit the pool changes nothing: every sequence keeps its
@@ -331,6 +345,8 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"reference: batched steps give each sequence its own logits bit for bit", test_reference_batched_equals_alone},
         {"simd: batched steps match each sequence alone, same greedy tokens", test_simd_batched_matches_alone},
+        {"q8_0 cache: batched = alone bit for bit on the reference, within 1e-4 on simd",
+         test_q8_0_cache_batched_equals_alone},
         {"a step that does not fit the KV pool changes nothing", test_context_full_changes_nothing},
         {"bad steps are refused naming the entry", test_bad_steps_are_refused},
         {"a forked sequence continues like a fresh one, the original untouched", test_fork_continues_like_a_fresh_sequence},

@@ -495,14 +495,14 @@ static void test_rank3_store_runs_prefill_and_decode(void) {
     }
 }
 
-/* q8_0 cache on `backend` (a test plugin), reference fallback: the forward
+/* q8_0 cache on `backend` (a test plugin), the reference as fallback: the forward
  * completes, the store and attention run on the reference in both phases
  * (the store taking the f32 k/v as produced: no convert node), everything
  * else on the plugin, and the tokens are the reference's at q8_0. */
 static void assert_q8_0_cache_ops_on_fallback(const char *backend) {
     char *out = NULL, *err = NULL, *ref_out = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend %s --kv-cache-dtype q8_0 "
-                    "--explain", qwen3_path, prompt, backend);
+    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend %s --fallback reference "
+                    "--kv-cache-dtype q8_0 --explain", qwen3_path, prompt, backend);
     if (rc != 0) printf("\n%s, q8_0 cache: exit %d\n%s", backend, rc, err ? err : "");
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(count_ids(out), 6);
