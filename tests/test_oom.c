@@ -219,8 +219,12 @@ static void test_kv_cache_absurd_sizes(void) {
     /* nonsense geometry is refused before any arithmetic */
     st = vt_kv_cache_create(host, VT_F16, 1, 1, 64, 16, 0, &c, &err);
     CU_ASSERT_EQUAL(st, VT_ERR_INVALID);
-    st = vt_kv_cache_create(host, VT_Q8_0, 1, 1, 64, 16, 64, &c, &err);
-    CU_ASSERT_EQUAL(st, VT_ERR_INVALID);
+    /* a q8_0 cache needs whole blocks of 32 along the head dimension */
+    st = vt_kv_cache_create(host, VT_Q8_0, 1, 1, 48, 16, 64, &c, &err);
+    CU_ASSERT_EQUAL(st, VT_ERR_UNSUPPORTED);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "head_dim is 48"));
+    vt_kv_cache_free(c);
 }
 
 static void test_engine_absurd_context(void) {
