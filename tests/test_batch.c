@@ -52,7 +52,7 @@ static vt_engine *open_engine_threads(const char *backend, int32_t max_seqs, int
     vt_fixture_options(&o, backend, cache_dtype);
     o.ctx_size = 256;
     if (threads > 0) o.threads = threads;
-    const vt_engine_shape shape = {false, max_seqs};
+    const vt_engine_shape shape = {false, max_seqs, false};
     vt_engine *e = NULL;
     vt_error err = {0};
     if (vt_engine_create_shaped(&o, model, &shape, &e, &err) != VT_OK) printf("\n  engine: %s\n", err.msg);

@@ -54,7 +54,7 @@ static vt_engine *open_engine_on(vt_model *m, const char *backend, int32_t max_s
     vt_fixture_options(&o, backend, VT_F16);
     o.ctx_size = ctx_size;
     o.block_size = block_size;
-    const vt_engine_shape shape = {false, max_seqs};
+    const vt_engine_shape shape = {false, max_seqs, false};
     vt_engine *e = NULL;
     vt_error err = {0};
     if (vt_engine_create_shaped(&o, m, &shape, &e, &err) != VT_OK) printf("\n  engine: %s\n", err.msg);

@@ -66,7 +66,8 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, bool skip_
                 return vt_fail(err, VT_ERR_INVALID, "--backends '%s': expected NAME[,NAME...] or all", spec);
             memcpy(name, p, len);
             name[len] = '\0';
-            if (index_of(&loaded, name) < 0) {
+            /* auto is the placement by measured cost over the loaded ones */
+            if (strcmp(name, "auto") != 0 && index_of(&loaded, name) < 0) {
                 char names[512];
                 list_names(&loaded, names, sizeof names);
                 return vt_fail(err, VT_ERR_BACKEND, "--backends: '%s' is not loaded (loaded: %s; see `vt backends`)",

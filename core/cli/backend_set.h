@@ -19,7 +19,8 @@ typedef struct vt_backend_set {
  * opt->backend_path, the install folder), in the registry's order. */
 vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_error *err);
 
-/* spec: "a,b,c" (each must be loaded; duplicates dropped), "all" (every
+/* spec: "a,b,c" (each must be loaded, or be auto: --backend auto;
+ * duplicates dropped), "all" (every
  * loaded backend), or NULL: every loaded one, minus "reference" when
  * skip_reference_by_default (it is the slow oracle) unless it is the only one.
  * With put_reference_first, reference is moved (or added, if loaded) to the

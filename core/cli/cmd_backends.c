@@ -9,6 +9,7 @@
 #include "backends_test.h"
 #include "capabilities.h"
 #include "cli.h"
+#include "engine.h"
 #include "host.h"
 #include "quant.h"
 #include "registry.h"
@@ -42,7 +43,8 @@ static void print_entry(const vt_backend_entry *b, bool matrix) {
 
 static void help(void) {
     printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n"
-           "       vt backends --test NAME|FILE [--ops LIST] [--dtypes LIST] [--seed S] [--perf] [--json] [-t N]\n\n"
+           "       vt backends --test NAME|FILE [--ops LIST] [--dtypes LIST] [--seed S] [--perf] [--json] [-t N]\n"
+           "       vt backends --calibrate -m MODEL [-t N] [-b N]\n\n"
            "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
            "loaded (with its probe score: the highest is the default backend), refused (with the reason) or\n"
            "shadowed, and each loaded backend's op x dtype matrix.\n"
@@ -59,7 +61,9 @@ static void help(void) {
            "                  q5_k, q6_k (default all)\n"
            "  --seed S        seed of the generated inputs (default 1)\n"
            "  --perf          also time each case on the backend: median time, GFLOP/s or GB/s\n"
-           "  --json          one JSON document: backend, cases, n_ok, n_failed, declined\n");
+           "  --json          one JSON document: backend, cases, n_ok, n_failed, declined\n"
+           "--calibrate -m MODEL times every shape class of MODEL's plans on every candidate backend again (what\n"
+           "--backend auto places by), replaces the calibration cache and prints each class's times and winner.\n");
 }
 
 /* What `vt backends` was asked. */
@@ -70,6 +74,7 @@ typedef struct backends_opts {
     const char *ops, *dtypes;
     int64_t seed;
     bool perf, json;
+    bool calibrate;
     bool matrix;
     bool help;
 } backends_opts;
@@ -84,6 +89,7 @@ static vt_arg_result backends_arg(void *opts, int argc, char **argv, int *i, vt_
     if (strcmp(a, "--seed") == 0) return vt_cli_int_arg(argc, argv, i, "--seed", 0, INT64_MAX, &o->seed, err);
     if (strcmp(a, "--perf") == 0) o->perf = true;
     else if (strcmp(a, "--json") == 0) o->json = true;
+    else if (strcmp(a, "--calibrate") == 0) o->calibrate = true;
     else if (strcmp(a, "--brief") == 0) o->matrix = false;
     else return VT_ARG_NOT_MINE;
     return VT_ARG_TAKEN;
@@ -99,6 +105,8 @@ static vt_status parse_backends(int argc, char **argv, backends_opts *o, vt_erro
  * against the valid names before anything loads. */
 static vt_status validate_backends(const backends_opts *o, vt_backends_test_request *req, vt_error *err) {
     if (o->test && o->check) return vt_fail(err, VT_ERR_INVALID, "backends: give --check FILE or --test NAME|FILE, not both");
+    if (o->calibrate && (o->test || o->check))
+        return vt_fail(err, VT_ERR_INVALID, "backends: --calibrate goes without --check and --test");
     if (!o->test) {
         if (o->ops || o->dtypes || o->perf || o->json)
             return vt_fail(err, VT_ERR_INVALID, "backends: --ops, --dtypes, --perf and --json go with --test");
@@ -151,6 +159,44 @@ static vt_status run_backends(const backends_opts *o, bool *refused, vt_error *e
     return st;
 }
 
+/* --calibrate: an auto engine for the model, every class timed anew; then
+ * the table it placed by. */
+static vt_status run_calibrate(const backends_opts *o, vt_error *err) {
+    vt_status st = vt_cli_require_model(o->c.model_path, err);
+    vt_model *model = NULL;
+    vt_engine *e = NULL;
+    if (st == VT_OK) st = vt_model_load(o->c.model_path, &model, err);
+    vt_options opt = o->c.opt;
+    snprintf(opt.backend, sizeof opt.backend, "auto");
+    const vt_engine_shape shape = {false, 1, true};
+    if (st == VT_OK) st = vt_engine_create_shaped(&opt, model, &shape, &e, err);
+    if (st == VT_OK) {
+        const vt_auto_costs *c = e->costs;
+        printf("calibrated %d shape classes (%d times) in %.2f s on %d threads; cache: %s\n", c->n, c->measured,
+               c->calibration_seconds, e->host->n_threads, c->cache_path[0] ? c->cache_path : "none");
+        for (int k = 0; k < c->n; k++) {
+            int best = -1;
+            for (int b = 0; b < c->n_backends && b < VT_AUTO_MAX_BACKENDS; b++)
+                if (c->candidate[b] && !c->failed[b] && c->classes[k].seconds[b] >= 0 &&
+                    (best < 0 || c->classes[k].seconds[b] < c->classes[k].seconds[best]))
+                    best = b;
+            printf("  %-52s", c->classes[k].key);
+            for (int b = 0; b < c->n_backends && b < VT_AUTO_MAX_BACKENDS; b++) {
+                if (!c->candidate[b]) continue;
+                const double s = c->classes[k].seconds[b];
+                const char *name = vt_registry_at(e->registry, b)->name;
+                if (c->failed[b]) printf("  %s=failed", name);
+                else if (s >= 0) printf("  %s%s=%.3fms", name, b == best ? "*" : "", s * 1e3);
+                else printf("  %s=%s", name, s == VT_COST_DECLINED ? "declined" : "-");
+            }
+            printf("\n");
+        }
+    }
+    vt_engine_free(e);
+    vt_model_free(model);
+    return st;
+}
+
 /* --check's file is judged by loading it; --test runs the op battery. */
 int vt_cmd_backends(int argc, char **argv) {
     vt_error err = {0};
@@ -168,7 +214,8 @@ int vt_cmd_backends(int argc, char **argv) {
         st = vt_backends_test_run(&req, &code, &err);
         return st == VT_OK ? code : vt_cli_error(&err);
     }
-    if (st == VT_OK) st = run_backends(&o, &refused, &err);
+    if (st == VT_OK && o.calibrate) st = run_calibrate(&o, &err);
+    else if (st == VT_OK) st = run_backends(&o, &refused, &err);
     if (st != VT_OK) return vt_cli_error(&err);
     return refused ? 1 : 0;
 }

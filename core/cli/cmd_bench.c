@@ -62,6 +62,12 @@ typedef struct bench_result {
     double *runs;      /* [reps] tokens/s */
     double median, stdev;
     char error[VT_ERROR_MSG_SIZE]; /* non-empty: the backend failed; no figures */
+    /* --backends auto: what placing by measured cost took at engine
+     * creation (not part of the timed runs) */
+    bool is_auto;
+    double calibration_seconds;
+    int calibration_measured; /* (class, backend) times measured now */
+    bool calibration_cache_hit;
 } bench_result;
 
 typedef struct bench_job {
@@ -134,9 +140,16 @@ static vt_status run_parallel(bench_job *job, vt_engine *e, int32_t S, int64_t n
 static vt_status bench_backend(bench_job *job, const char *name, int32_t S, bench_result *pp, bench_result *tg,
                                vt_error *err) {
     vt_engine *e = NULL;
-    const vt_engine_shape shape = {false, S};
+    const vt_engine_shape shape = {false, S, false};
     vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, &shape, &e, err);
     if (st != VT_OK) return st;
+    if (e->costs)
+        for (bench_result *r = pp; r <= tg; r++) {
+            r->is_auto = true;
+            r->calibration_seconds = e->costs->calibration_seconds;
+            r->calibration_measured = e->costs->measured;
+            r->calibration_cache_hit = e->costs->cache_hit;
+        }
     if (job->c->dry_run) goto done;
     vt_progress_label(job->bar, name);
     double ignored, ignored_too;
@@ -246,6 +259,9 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
             vt_json_number(stdout, r->runs[k]);
         }
         printf("]");
+        if (r->is_auto)
+            printf(", \"calibration_seconds\": %.3f, \"calibration_measured\": %d, \"calibration_cache_hit\": %s",
+                   r->calibration_seconds, r->calibration_measured, r->calibration_cache_hit ? "true" : "false");
         if (r->is_tg) {
             printf(", \"gb_s\": ");
             vt_json_number(stdout, implied_gb_s(r, bpt));
@@ -338,6 +354,14 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
         }
         putchar('\n');
     }
+    for (int i = 0; i < n; i++)
+        if (res[i].is_auto && !res[i].error[0]) {
+            printf("auto: calibration %.2f s at engine creation (%s)\n", res[i].calibration_seconds,
+                   res[i].calibration_cache_hit ? "cache hit"
+                   : res[i].calibration_measured ? "measured now"
+                                                 : "nothing to measure");
+            break;
+        }
 }
 
 /* ---- set-up ---- */

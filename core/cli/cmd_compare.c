@@ -198,7 +198,7 @@ static vt_status run_backend(compare_job *job, const char *name, int32_t kv_dtyp
     if (job->kv_list) snprintf(label, sizeof label, "%s@%s", name, vt_dtype_name(kv_dtype));
     else snprintf(label, sizeof label, "%s", name);
     vt_engine *e = NULL;
-    const vt_engine_shape shape = {true, 1};
+    const vt_engine_shape shape = {true, 1, false};
     vt_status st = vt_cli_engine_for_backend(&c, job->model, name, &shape, &e, err);
     if (st != VT_OK) return st;
     st = count_nodes(e, r, err);

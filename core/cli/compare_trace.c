@@ -121,7 +121,7 @@ static void print_json_backend(const char *name, const vt_trace *t, const char *
 
 vt_status vt_compare_trace(const vt_compare_trace_job *job, bool *diverged, vt_error *err) {
     *diverged = false;
-    const vt_engine_shape shape = {true, 1};
+    const vt_engine_shape shape = {true, 1, false};
     vt_engine *ref = NULL;
     vt_status st = vt_cli_engine_for_backend(job->c, job->model, "reference", &shape, &ref, err);
     if (st != VT_OK) return st;

@@ -78,7 +78,7 @@ vt_status vt_batch_open(const char *model_path, const vt_session_options *option
     if (st == VT_OK) take_eog(b);
     if (st == VT_OK) st = copy_meta_strings(b, &e);
     if (st == VT_OK) {
-        const vt_engine_shape shape = {false, opt.max_seqs};
+        const vt_engine_shape shape = {false, opt.max_seqs, false};
         st = vt_engine_create_shaped(&opt, b->model, &shape, &b->engine, &e);
     }
     if (st == VT_OK && opt.token_budget > b->engine->prefill->max_tokens)

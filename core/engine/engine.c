@@ -4,8 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calibrate.h"
+#include "calibration_cache.h"
 #include "plan_internal.h"
 #include "quant.h"
+
+/* `--backend auto`: not a backend's name but the placement by measured cost. */
+static bool is_auto(const vt_options *o) { return strcmp(o->backend, "auto") == 0; }
 
 static int32_t find_loaded(const vt_registry *r, const char *name) {
     for (int i = 0; i < vt_registry_count(r); i++) {
@@ -47,7 +52,7 @@ static int32_t best_loaded(const vt_registry *r, int32_t except) {
 static vt_status choose_backends(vt_engine *e, vt_error *err) {
     const vt_registry *r = e->registry;
     char why[512];
-    if (e->opt.backend[0]) {
+    if (e->opt.backend[0] && !is_auto(&e->opt)) {
         e->preferred = find_loaded(r, e->opt.backend);
         if (e->preferred < 0) {
             describe_missing(r, e->opt.backend, why, sizeof why);
@@ -102,8 +107,78 @@ static void warn_inexact_kv(const vt_engine *e) {
                            : "choose another --backend or --fallback");
 }
 
+static vt_status build_plans(vt_engine *e, vt_error *err) {
+    vt_plan_config pc = {e->model, e->kv, e->registry, e->host, e->preferred, e->fallback, e->opt.check_plan, e->costs};
+    const int64_t batch = e->opt.batch_size < e->ctx_size ? e->opt.batch_size : e->ctx_size;
+    const vt_plan_shape prefill = {VT_PHASE_PREFILL, batch, e->max_seqs, e->all_logits};
+    const vt_plan_shape decode = {VT_PHASE_DECODE, 0, e->max_seqs, e->all_logits};
+    vt_status st = vt_plan_build(&pc, &prefill, &e->prefill, err);
+    if (st == VT_OK) st = vt_plan_build(&pc, &decode, &e->decode, err);
+    return st;
+}
+
+/* --backend auto: the plans were built with the times the calibration cache
+ * had (classes without one placed as plain negotiation would); time what is
+ * missing on the nodes of those plans, keep it in the cache, and build the
+ * plans again by the full table. */
+static vt_status place_by_cost(vt_engine *e, vt_error *err) {
+    vt_auto_costs *c = e->costs;
+    vt_host_use(e->pool);
+    vt_plan *plans[2] = {e->prefill, e->decode};
+    if (c->recalibrate) /* the plans' classes anew; other models' classes stay in the cache */
+        for (int pi = 0; pi < 2; pi++)
+            for (int32_t i = 0; i < plans[pi]->n_nodes; i++) {
+                const int k = plans[pi]->nodes[i].cost_class;
+                for (int b = 0; k >= 0 && b < VT_AUTO_MAX_BACKENDS; b++) c->classes[k].seconds[b] = VT_COST_UNMEASURED;
+            }
+    vt_status st = vt_auto_calibrate(plans, 2, e->kv, c, err);
+    if (st != VT_OK || c->measured == 0) {
+        c->cache_hit = st == VT_OK && c->from_cache > 0;
+        return st;
+    }
+    char key[8192];
+    vt_error save_err;
+    vt_calibration_key(e->registry, c, e->host->n_threads, key, sizeof key);
+    if (c->cache_path[0] && vt_calibration_save(c->cache_path, key, e->registry, c, &save_err) != VT_OK)
+        vt_log(VT_LOG_WARN, "core", "--backend auto: %s (calibration is redone next time)", save_err.msg);
+    vt_plan_free(e->prefill);
+    vt_plan_free(e->decode);
+    e->prefill = e->decode = NULL;
+    return build_plans(e, err);
+}
+
+/* --backend auto: the candidates (every loaded backend but the reference,
+ * the slow oracle that takes only what nobody else accepts) and the times
+ * the calibration cache holds for them. */
+static vt_status start_auto(vt_engine *e, bool recalibrate, vt_error *err) {
+    vt_auto_costs *c = calloc(1, sizeof *c);
+    if (!c) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    vt_auto_costs_init(c);
+    e->costs = c;
+    const int n = vt_registry_count(e->registry);
+    for (int i = 0; i < n && i < VT_AUTO_MAX_BACKENDS; i++) {
+        const vt_backend_entry *b = vt_registry_at(e->registry, i);
+        c->candidate[i] = b->state == VT_BACKEND_LOADED && strcmp(b->name, "reference") != 0;
+    }
+    c->n_backends = n;
+    char key[8192], why[256];
+    vt_error path_err;
+    vt_calibration_key(e->registry, c, e->host->n_threads, key, sizeof key);
+    if (vt_calibration_path(key, c->cache_path, sizeof c->cache_path, &path_err) != VT_OK) {
+        vt_log(VT_LOG_WARN, "core", "--backend auto: %s: calibration is not kept", path_err.msg);
+        c->cache_path[0] = '\0';
+        return VT_OK;
+    }
+    c->recalibrate = recalibrate;
+    const vt_calibration_read got = vt_calibration_load(c->cache_path, key, e->registry, c, why, sizeof why);
+    if (got == VT_CALIBRATION_CORRUPT || got == VT_CALIBRATION_STALE)
+        vt_log(VT_LOG_WARN, "core", "--backend auto: calibration cache %s is %s (%s): measuring again", c->cache_path,
+               got == VT_CALIBRATION_CORRUPT ? "corrupt" : "stale", why);
+    return VT_OK;
+}
+
 vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logits, vt_engine **out, vt_error *err) {
-    const vt_engine_shape shape = {all_logits, 1};
+    const vt_engine_shape shape = {all_logits, 1, false};
     return vt_engine_create_shaped(opt, model, &shape, out, err);
 }
 
@@ -133,20 +208,15 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
                                 &e->registry, err);
     }
     if (st == VT_OK) st = choose_backends(e, err);
+    if (st == VT_OK && is_auto(opt)) st = start_auto(e, shape->recalibrate, err);
     if (st == VT_OK) {
         const vt_hparams *hp = &model->hp;
         e->ctx_size = opt->ctx_size > 0 ? opt->ctx_size : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
         st = vt_kv_cache_create(e->host, opt->kv_cache_dtype, hp->n_layer, hp->n_head_kv, hp->head_dim,
                                 opt->block_size, e->ctx_size, &e->kv, err);
     }
-    if (st == VT_OK) {
-        vt_plan_config pc = {model, e->kv, e->registry, e->host, e->preferred, e->fallback, opt->check_plan};
-        int64_t batch = opt->batch_size < e->ctx_size ? opt->batch_size : e->ctx_size;
-        const vt_plan_shape prefill = {VT_PHASE_PREFILL, batch, e->max_seqs, all_logits};
-        const vt_plan_shape decode = {VT_PHASE_DECODE, 0, e->max_seqs, all_logits};
-        st = vt_plan_build(&pc, &prefill, &e->prefill, err);
-        if (st == VT_OK) st = vt_plan_build(&pc, &decode, &e->decode, err);
-    }
+    if (st == VT_OK) st = build_plans(e, err);
+    if (st == VT_OK && e->costs) st = place_by_cost(e, err);
     if (st == VT_OK) warn_inexact_kv(e);
     if (st == VT_OK) {
         e->logits_cap = e->prefill->max_outputs > e->decode->max_outputs ? e->prefill->max_outputs
@@ -166,6 +236,8 @@ void vt_engine_free(vt_engine *e) {
     if (!e) return;
     vt_plan_free(e->prefill);
     vt_plan_free(e->decode);
+    if (e->costs) vt_auto_costs_free(e->costs);
+    free(e->costs);
     if (e->kv && e->seqs)
         for (int32_t s = 0; s < e->max_seqs; s++) vt_kv_seq_release(e->kv, &e->seqs[s]);
     vt_kv_cache_free(e->kv);
@@ -368,10 +440,20 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
     const vt_backend_entry *fb = e->fallback >= 0 ? vt_registry_at(e->registry, e->fallback) : NULL;
     /* where each came from: an explicit choice names its source, the
      * automatic ones the ranking that picked them */
-    fprintf(f, "backend: %s (fallback: %s); backend from %s; fallback from %s\n", pb->name, fb ? fb->name : "none",
-            e->opt.backend[0] ? vt_options_source(&e->opt, "runtime.backend") : "the highest probe score",
-            e->opt.fallback[0] ? vt_options_source(&e->opt, "runtime.fallback")
-                               : "the highest probe score after the preferred backend");
+    if (e->costs) {
+        const vt_auto_costs *c = e->costs;
+        fprintf(f, "backend: auto (from %s): each node on the candidate with the lowest measured time of its shape "
+                   "class; unmeasured: %s, then %s\n",
+                vt_options_source(&e->opt, "runtime.backend"), pb->name, fb ? fb->name : "none");
+        fprintf(f, "auto: %d shape classes, %d times measured now in %.2f s, %d from the cache%s%s\n", c->n,
+                c->measured, c->calibration_seconds, c->from_cache, c->cache_path[0] ? " " : "", c->cache_path);
+    } else {
+        fprintf(f, "backend: %s (fallback: %s); backend from %s; fallback from %s\n", pb->name,
+                fb ? fb->name : "none",
+                e->opt.backend[0] ? vt_options_source(&e->opt, "runtime.backend") : "the highest probe score",
+                e->opt.fallback[0] ? vt_options_source(&e->opt, "runtime.fallback")
+                                   : "the highest probe score after the preferred backend");
+    }
     fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB\n",
             vt_dtype_name(e->kv->dtype), e->opt.kv_cache_dtype_source, (long long)vt_kv_cache_capacity(e->kv),
             e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0));

@@ -15,6 +15,7 @@
 #include "kv_cache.h"
 #include "model.h"
 #include "options.h"
+#include "auto_costs.h"
 #include "plan.h"
 #include "registry.h"
 #include "threadpool.h"
@@ -33,6 +34,7 @@ typedef struct vt_engine {
     int32_t max_seqs;
     vt_plan *prefill;
     vt_plan *decode;
+    vt_auto_costs *costs;     /* --backend auto: the measured times the plans were placed by; else NULL */
     bool all_logits;
     float *logits;            /* [n rows][n_vocab] of the last eval or step */
     int64_t logits_rows;
@@ -47,6 +49,9 @@ typedef struct vt_engine {
 typedef struct vt_engine_shape {
     bool all_logits;
     int32_t max_seqs; /* >= 1 */
+    /* --backend auto: time every shape class again, whatever the
+     * calibration cache holds (vt backends --calibrate) */
+    bool recalibrate;
 } vt_engine_shape;
 
 /* Resolve backends and build plans for `model` (borrowed: it must outlive

@@ -15,6 +15,7 @@
 #include "error.h"
 #include "kv_cache.h"
 #include "model.h"
+#include "auto_costs.h"
 #include "registry.h"
 
 typedef enum vt_value_kind {
@@ -51,6 +52,7 @@ typedef struct vt_plan_node {
     int32_t backend;          /* registry index of the backend that runs it */
     char label[40];           /* "blk.3.attn_q", "output", ... */
     vt_node proto;            /* params and phase; tensors filled per call */
+    int32_t cost_class;       /* --backend auto: its shape class in the plan's costs, else -1 */
 } vt_plan_node;
 
 typedef struct vt_plan {
@@ -77,6 +79,9 @@ typedef struct vt_plan {
     /* The size of the call being run (or last run): what a node hook needs
      * to see the node's operands as the executor hands them out. */
     int64_t run_tokens, run_outputs;
+    /* --backend auto: the measured times it was placed by (NULL otherwise);
+     * owned by the engine. */
+    const vt_auto_costs *costs;
 } vt_plan;
 
 typedef struct vt_plan_config {
@@ -87,6 +92,10 @@ typedef struct vt_plan_config {
     int32_t preferred;        /* registry index of the preferred backend */
     int32_t fallback;         /* registry index, or -1 = none */
     bool check_plan;          /* the first run re-offers every node as executed (vt_plan_run) */
+    /* --backend auto: place each node on the candidate with the lowest
+     * measured time of its shape class (classes not yet known are added,
+     * and placed as without costs); NULL = preferred, then fallback. */
+    vt_auto_costs *costs;
 } vt_plan_config;
 
 /* The batch shapes a plan is built for. Decode: one token per sequence, so
@@ -144,6 +153,12 @@ typedef struct vt_plan_call {
  * token dimension at this call's size); a declined node fails the run with
  * VT_ERR_INTERNAL naming it, before any node runs. */
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *call, vt_error *err);
+
+/* vt_plan_run's first half: check the call and load its inputs (tokens,
+ * positions, slots, tables, rows) into the plan, running nothing; then
+ * p->run_tokens and p->run_outputs give its size. Calibration times single
+ * nodes on inputs loaded this way. */
+vt_status vt_plan_load_call(vt_plan *p, const vt_plan_call *c, vt_error *err);
 
 /* Node hook: called around every node when set (NULL = off); is_end after
  * the node ran, when its inputs and its output are all still in place (the

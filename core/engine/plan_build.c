@@ -133,6 +133,7 @@ static int32_t new_node(builder *b, int32_t op, const char *label, const int32_t
     for (int i = 0; i < n_src; i++) n->src[i] = src[i];
     n->dst = dst;
     n->backend = -1;
+    n->cost_class = -1;
     snprintf(n->label, sizeof n->label, "%s", label);
     n->proto.struct_size = sizeof(vt_node);
     n->proto.op = op;
@@ -141,18 +142,76 @@ static int32_t new_node(builder *b, int32_t op, const char *label, const int32_t
     return p->n_nodes++;
 }
 
-/* Place node i on the preferred backend, else the fallback; or fail. */
+/* The shape class of node n as it stands (its proto refreshed), registered
+ * in the costs; -1 without costs. */
+static int node_class(builder *b, vt_plan_node *n) {
+    if (!b->cfg->costs) return -1;
+    refresh_proto(b, n);
+    char key[VT_AUTO_KEY_SIZE];
+    vt_shape_class_key(&n->proto, key, sizeof key);
+    return vt_auto_costs_class(b->cfg->costs, key);
+}
+
+/* Seconds of class k on backend i, or a large number when not measured (so
+ * the order among unmeasured backends decides). */
+static double cost_or_unknown(builder *b, int k, int32_t i) {
+    const double s = vt_auto_costs_get(b->cfg->costs, k, i);
+    return s >= 0 ? s : 1e30;
+}
+
+/* Backends to offer a node of class k, in order. Without costs: preferred,
+ * fallback. With costs (auto): the candidates by their measured time of the
+ * class, cheapest first; ties and unmeasured ones keep the plain order
+ * (preferred, fallback, the others by registry index); a backend that failed
+ * calibration never. Returns how many. */
+static int backend_order(builder *b, int k, int32_t *order, int max) {
+    const vt_plan_config *cfg = b->cfg;
+    int n = 0;
+    if (!cfg->costs) {
+        order[n++] = cfg->preferred;
+        if (cfg->fallback >= 0 && cfg->fallback != cfg->preferred) order[n++] = cfg->fallback;
+        return n;
+    }
+    const vt_auto_costs *c = cfg->costs;
+    const int count = vt_registry_count(cfg->registry);
+    int32_t plain[VT_AUTO_MAX_BACKENDS];
+    int n_plain = 0;
+    plain[n_plain++] = cfg->preferred;
+    if (cfg->fallback >= 0 && cfg->fallback != cfg->preferred) plain[n_plain++] = cfg->fallback;
+    for (int32_t i = 0; i < count && i < VT_AUTO_MAX_BACKENDS; i++)
+        if (i != cfg->preferred && i != cfg->fallback) plain[n_plain++] = i;
+    for (int j = 0; j < n_plain && n < max; j++) {
+        const int32_t i = plain[j];
+        const vt_backend_entry *e = entry_at(b, i);
+        if (!e || e->state != VT_BACKEND_LOADED || c->failed[i]) continue;
+        order[n++] = i;
+    }
+    /* stable insertion sort by cost: equal costs keep the plain order */
+    for (int j = 1; j < n; j++) {
+        const int32_t x = order[j];
+        const double cx = cost_or_unknown(b, k, x);
+        int m = j;
+        while (m > 0 && cost_or_unknown(b, k, order[m - 1]) > cx) {
+            order[m] = order[m - 1];
+            m--;
+        }
+        order[m] = x;
+    }
+    return n;
+}
+
+/* Place node i on the first backend of backend_order that accepts it; or fail. */
 static vt_status place(builder *b, int32_t i) {
     if (i < 0) return fail_build(b, VT_ERR_NOMEM, "out of memory building the plan");
     vt_plan_node *n = &b->p->nodes[i];
-    if (accepts(b, b->cfg->preferred, n)) {
-        n->backend = b->cfg->preferred;
-        return VT_OK;
-    }
-    if (b->cfg->fallback >= 0 && accepts(b, b->cfg->fallback, n)) {
-        n->backend = b->cfg->fallback;
-        return VT_OK;
-    }
+    n->cost_class = node_class(b, n);
+    int32_t order[VT_AUTO_MAX_BACKENDS];
+    const int n_order = backend_order(b, n->cost_class, order, VT_AUTO_MAX_BACKENDS);
+    for (int j = 0; j < n_order; j++)
+        if (accepts(b, order[j], n)) {
+            n->backend = order[j];
+            return VT_OK;
+        }
     char desc[256];
     vt_plan_describe_node(&n->proto, desc, sizeof desc);
     const vt_backend_entry *pe = entry_at(b, b->cfg->preferred), *fe = entry_at(b, b->cfg->fallback);
@@ -181,6 +240,8 @@ static int32_t op_f32(builder *b, int32_t op, const char *label, const int32_t *
 typedef struct kv_delivery {
     bool direct;         /* the producer emits the dtype itself */
     int32_t convert_on;  /* else: backend of the convert node */
+    int convert_class;   /* auto: the convert's shape class, else -1 */
+    double convert_cost; /* auto: its measured seconds on convert_on, < 0 unknown */
 } kv_delivery;
 
 /* Can producer node `prod` deliver its output in dtype d? Appends to `why`. */
@@ -190,6 +251,8 @@ static bool can_deliver(builder *b, int32_t prod, int32_t d, kv_delivery *how, c
     const vt_value out = b->p->values[node.dst];
     how->direct = false;
     how->convert_on = -1;
+    how->convert_class = -1;
+    how->convert_cost = 0;
     if (d == out.dtype) {
         how->direct = true;
         return true;
@@ -208,10 +271,13 @@ static bool can_deliver(builder *b, int32_t prod, int32_t d, kv_delivery *how, c
     int32_t ci = tmp_dst >= 0 ? new_node(b, VT_OP_CONVERT, "trial", src, 1, tmp_dst) : -1;
     bool placed = false;
     if (ci >= 0) {
-        int32_t order[2] = {b->cfg->preferred, b->cfg->fallback};
-        for (int k = 0; k < 2 && !placed; k++)
-            if (order[k] >= 0 && accepts(b, order[k], &b->p->nodes[ci])) {
+        how->convert_class = node_class(b, &b->p->nodes[ci]);
+        int32_t order[VT_AUTO_MAX_BACKENDS];
+        const int n_order = backend_order(b, how->convert_class, order, VT_AUTO_MAX_BACKENDS);
+        for (int k = 0; k < n_order && !placed; k++)
+            if (accepts(b, order[k], &b->p->nodes[ci])) {
                 how->convert_on = order[k];
+                how->convert_cost = vt_auto_costs_get(b->cfg->costs, how->convert_class, order[k]);
                 placed = true;
             }
         b->p->n_nodes--;
@@ -248,6 +314,7 @@ static int32_t deliver(builder *b, int32_t prod, int32_t d, const kv_delivery *h
         return -1;
     }
     b->p->nodes[ci].backend = how->convert_on;
+    b->p->nodes[ci].cost_class = how->convert_class;
     refresh_proto(b, &b->p->nodes[ci]);
     return cv;
 }
@@ -264,9 +331,13 @@ static int32_t store_node(builder *b, const char *label, int32_t k3, int32_t v3,
 
 /* Try to store one layer's k/v on backend `store` with k/v in dtype d:
  * the store must accept exactly that node and both producers must deliver d.
- * On success the plan gets the deliveries and the placed store node. */
+ * On success with apply the plan gets the deliveries and the placed store
+ * node; without, nothing changes and *cost gets what the option costs by the
+ * measured times (auto): the store plus any convert it forces, an unmeasured
+ * convert charged like the store (it moves the same k/v). */
 static bool try_kv_store(builder *b, const char *label, int32_t store, int32_t d, int32_t k_prod, int32_t v_prod,
-                         int32_t kc, int32_t vc, int32_t slots, char *why, size_t why_size, vt_status *st) {
+                         int32_t kc, int32_t vc, int32_t slots, bool apply, double *cost, char *why, size_t why_size,
+                         vt_status *st) {
     const vt_hparams *hp = &b->cfg->model->hp;
     const int64_t ne[3] = {hp->head_dim, hp->n_head_kv, b->p->max_tokens};
     /* k/v in dtype d, shaped as the views made below will be. */
@@ -278,6 +349,7 @@ static bool try_kv_store(builder *b, const char *label, int32_t store, int32_t d
         return false;
     }
     bool store_ok = accepts(b, store, &b->p->nodes[ri]);
+    const int store_class = node_class(b, &b->p->nodes[ri]);
     b->p->n_nodes--;
     b->p->n_values -= 2;
     if (!store_ok) {
@@ -290,6 +362,12 @@ static bool try_kv_store(builder *b, const char *label, int32_t store, int32_t d
     }
     kv_delivery kh, vh;
     if (!can_deliver(b, k_prod, d, &kh, why, why_size) || !can_deliver(b, v_prod, d, &vh, why, why_size)) return false;
+    if (!apply) {
+        const double s = cost_or_unknown(b, store_class, store);
+        *cost = s + (kh.direct ? 0 : kh.convert_cost >= 0 ? kh.convert_cost : s) +
+                (vh.direct ? 0 : vh.convert_cost >= 0 ? vh.convert_cost : s);
+        return true;
+    }
     int32_t kval = deliver(b, k_prod, d, &kh, st);
     int32_t vval = *st == VT_OK ? deliver(b, v_prod, d, &vh, st) : -1;
     if (*st != VT_OK) return false;
@@ -301,6 +379,7 @@ static bool try_kv_store(builder *b, const char *label, int32_t store, int32_t d
         return false;
     }
     b->p->nodes[ri].backend = store;
+    b->p->nodes[ri].cost_class = store_class;
     refresh_proto(b, &b->p->nodes[ri]);
     return true;
 }
@@ -324,19 +403,37 @@ static vt_status negotiate_kv_store(builder *b, int layer, int32_t k_prod, int32
     const int n_exact = n_order;
     for (int j = 0; j < 3; j++)
         if (!vt_plan_kv_exact(floats[j], C)) order[n_order++] = floats[j];
-    const int32_t stores[2] = {b->cfg->preferred, b->cfg->fallback};
+    /* the stores' order: preferred, fallback (auto: every candidate) */
+    int32_t stores[VT_AUTO_MAX_BACKENDS];
+    const int n_stores = backend_order(b, -1, stores, VT_AUTO_MAX_BACKENDS);
     char why[1024] = "";
     char label[40];
     snprintf(label, sizeof label, "blk.%d.store_kv", layer);
     for (int round = 0; round < 2; round++) {
-        for (int s = 0; s < 2; s++) {
-            if (stores[s] < 0 || (s == 1 && stores[1] == stores[0])) continue;
+        /* auto: the cheapest option of the round by measured time, converts
+         * charged; without costs the first option that works */
+        int32_t best_store = -1, best_dtype = -1;
+        double best_cost = 0;
+        for (int s = 0; s < n_stores; s++) {
             for (int j = round ? n_exact : 0; j < (round ? n_order : n_exact); j++) {
                 vt_status st = VT_OK;
-                if (try_kv_store(b, label, stores[s], order[j], k_prod, v_prod, kc, vc, slots, why, sizeof why, &st))
-                    return VT_OK;
+                double cost = 0;
+                const bool ok = try_kv_store(b, label, stores[s], order[j], k_prod, v_prod, kc, vc, slots,
+                                             !b->cfg->costs, &cost, why, sizeof why, &st);
                 if (st != VT_OK) return st;
+                if (ok && !b->cfg->costs) return VT_OK;
+                if (ok && (best_store < 0 || cost < best_cost)) {
+                    best_store = stores[s], best_dtype = order[j], best_cost = cost;
+                }
             }
+        }
+        if (best_store >= 0) {
+            vt_status st = VT_OK;
+            double ignored;
+            if (try_kv_store(b, label, best_store, best_dtype, k_prod, v_prod, kc, vc, slots, true, &ignored, why,
+                             sizeof why, &st))
+                return VT_OK;
+            return st != VT_OK ? st : fail_build(b, VT_ERR_INTERNAL, "plan build: layer %d's chosen k/v store no longer applies", layer);
         }
     }
     return fail_build(b, VT_ERR_UNSUPPORTED,
@@ -571,6 +668,7 @@ vt_status vt_plan_build(const vt_plan_config *cfg, const vt_plan_shape *shape, v
     p->registry = cfg->registry;
     p->v_logits = -1;
     p->check_pending = cfg->check_plan;
+    p->costs = cfg->costs;
     builder b = {cfg, p, err};
     vt_status st = build_forward(&b);
     if (st == VT_OK) st = verify_placement(&b);

@@ -201,7 +201,7 @@ static vt_status check_plan(const vt_plan *p, int64_t T, int64_t n_out, vt_error
     return VT_OK;
 }
 
-vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
+vt_status vt_plan_load_call(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     const int64_t T = c->n_tokens;
     if (T < 1 || T > p->max_tokens)
         return vt_fail(err, VT_ERR_INVALID, "plan run: %lld tokens, plan takes 1..%lld", (long long)T,
@@ -252,7 +252,13 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
             bt[(size_t)s * (size_t)row + (size_t)i] = s < c->n_seqs && i < c->table_len[s] ? c->tables[s][i] : -1;
     if (p->v_out_rows >= 0)
         memcpy(p->values[p->v_out_rows].data, c->out_rows, (size_t)n_out * sizeof *c->out_rows);
+    return VT_OK;
+}
 
+vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
+    vt_status st = vt_plan_load_call(p, c, err);
+    if (st != VT_OK) return st;
+    const int64_t T = p->run_tokens, n_out = p->run_outputs;
     for (int32_t i = 0; i < p->n_nodes; i++) {
         const vt_plan_node *n = &p->nodes[i];
         vt_node node;
@@ -277,6 +283,21 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
 
 /* ------------------------------------------------------------- explain */
 
+/* --backend auto: every candidate's measured time of the node's shape class,
+ * the chosen backend's marked with '*'. */
+static void explain_costs(const vt_plan *p, const vt_plan_node *n, FILE *f) {
+    const vt_auto_costs *c = p->costs;
+    fprintf(f, "  cost:");
+    for (int b = 0; b < vt_registry_count(p->registry) && b < VT_AUTO_MAX_BACKENDS; b++) {
+        if (!c->candidate[b] && b != n->backend) continue;
+        const double s = vt_auto_costs_get(c, n->cost_class, b);
+        const char *name = vt_registry_at(p->registry, b)->name, *mark = b == n->backend ? "*" : "";
+        if (c->failed[b]) fprintf(f, " %s%s=failed", name, mark);
+        else if (s >= 0) fprintf(f, " %s%s=%.3fms", name, mark, s * 1e3);
+        else fprintf(f, " %s%s=%s", name, mark, s == VT_COST_DECLINED ? "declined" : "-");
+    }
+}
+
 void vt_plan_explain(const vt_plan *p, FILE *f) {
     const char *phase = p->phase == VT_PHASE_DECODE ? "decode" : "prefill";
     fprintf(f, "plan %s: %d nodes, up to %lld tokens per call, %.1f MiB of activations\n", phase, p->n_nodes,
@@ -297,6 +318,7 @@ void vt_plan_explain(const vt_plan *p, FILE *f) {
         if (n->op == VT_OP_RESHAPE_AND_CACHE && !vt_plan_kv_exact(node.src[0].dtype, p->kv_dtype))
             fprintf(f, "  [inexact: k/v rounded to %s before the %s cache]", vt_dtype_name(node.src[0].dtype),
                     vt_dtype_name(p->kv_dtype));
+        if (p->costs && n->cost_class >= 0) explain_costs(p, n, f);
         fputc('\n', f);
     }
 }

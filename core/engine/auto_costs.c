@@ -1,0 +1,83 @@
+/* auto_costs.c — shape-class keys and the table of measured times that
+ * `--backend auto` places by (see auto_costs.h). */
+#include "auto_costs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vt/vt_dtype.h"
+
+void vt_auto_costs_init(vt_auto_costs *c) { memset(c, 0, sizeof *c); }
+
+void vt_auto_costs_free(vt_auto_costs *c) {
+    free(c->classes);
+    c->classes = NULL;
+    c->n = c->cap = 0;
+}
+
+/* Token counts are bucketed: a class timed at 128 tokens stands for every
+ * larger prefill chunk, smaller ones round up to a power of two. */
+static long long m_bucket(int64_t m) {
+    if (m > VT_AUTO_CALIBRATION_TOKENS) m = VT_AUTO_CALIBRATION_TOKENS;
+    long long b = 1;
+    while (b < m) b *= 2;
+    return b;
+}
+
+void vt_shape_class_key(const vt_node *n, char *key, size_t size) {
+    const char *phase = n->phase == VT_PHASE_DECODE ? "decode" : "prefill";
+    const char *op = vt_op_name(n->op);
+    switch (n->op) {
+    case VT_OP_MATMUL:
+        snprintf(key, size, "matmul %s w=%s N=%lld K=%lld y=%s M=%lld", phase, vt_dtype_name(n->src[0].dtype),
+                 (long long)n->src[0].ne[1], (long long)n->src[0].ne[0], vt_dtype_name(n->dst.dtype),
+                 m_bucket(n->src[1].ne[1]));
+        break;
+    case VT_OP_ATTENTION:
+        snprintf(key, size, "attention %s kv=%s D=%lld H=%lld KVH=%lld", phase, vt_dtype_name(n->src[1].dtype),
+                 (long long)n->src[0].ne[0], (long long)n->src[0].ne[1], (long long)n->src[1].ne[1]);
+        break;
+    case VT_OP_RESHAPE_AND_CACHE:
+        /* by the cache's dtype, not k/v's: negotiation picks k/v's dtype after
+         * the store's backend, and every option must find a time here */
+        snprintf(key, size, "reshape_and_cache %s cache=%s D=%lld KVH=%lld", phase, vt_dtype_name(n->src[2].dtype),
+                 (long long)n->src[0].ne[0], (long long)n->src[0].ne[1]);
+        break;
+    case VT_OP_GET_ROWS:
+        snprintf(key, size, "get_rows %s table=%s D=%lld", phase, vt_dtype_name(n->src[0].dtype),
+                 (long long)n->src[0].ne[0]);
+        break;
+    default:
+        snprintf(key, size, "%s %s %s->%s n0=%lld", op, phase, vt_dtype_name(n->src[0].dtype),
+                 vt_dtype_name(n->dst.dtype), (long long)n->src[0].ne[0]);
+        break;
+    }
+}
+
+int vt_auto_costs_find(const vt_auto_costs *c, const char *key) {
+    for (int k = 0; k < c->n; k++)
+        if (strcmp(c->classes[k].key, key) == 0) return k;
+    return -1;
+}
+
+int vt_auto_costs_class(vt_auto_costs *c, const char *key) {
+    int k = vt_auto_costs_find(c, key);
+    if (k >= 0) return k;
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 32;
+        vt_cost_class *grown = realloc(c->classes, (size_t)cap * sizeof *grown);
+        if (!grown) return -1;
+        c->classes = grown;
+        c->cap = cap;
+    }
+    vt_cost_class *cl = &c->classes[c->n];
+    snprintf(cl->key, sizeof cl->key, "%s", key);
+    for (int b = 0; b < VT_AUTO_MAX_BACKENDS; b++) cl->seconds[b] = VT_COST_UNMEASURED;
+    return c->n++;
+}
+
+double vt_auto_costs_get(const vt_auto_costs *c, int k, int b) {
+    if (!c || k < 0 || k >= c->n || b < 0 || b >= VT_AUTO_MAX_BACKENDS) return VT_COST_UNMEASURED;
+    return c->classes[k].seconds[b];
+}

@@ -1,0 +1,71 @@
+/* auto_costs.h — what `--backend auto` places by: the measured time of one
+ * node of each shape class on each candidate backend.
+ *
+ * A shape class groups the nodes that cost the same: a matmul by weight
+ * dtype, N x K, output dtype, phase and M bucket (the token count it was
+ * timed at, rounded up to a power of two, capped at the calibration size);
+ * attention by phase, KV dtype and head geometry; the store by phase and
+ * cache dtype; the small ops by phase, dtypes and row length. Its key is a
+ * short text ("matmul decode w=q4_k N=3072 K=1024 y=f32 M=1"), so it can be
+ * written to the calibration cache and read back by a later engine.
+ *
+ * Times are indexed by registry index while an engine uses them and by
+ * backend name in the cache file. */
+#ifndef VT_CORE_AUTO_COSTS_H
+#define VT_CORE_AUTO_COSTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "error.h"
+#include "vt/vt_backend.h"
+
+#define VT_AUTO_MAX_BACKENDS 32
+#define VT_AUTO_KEY_SIZE 112
+
+/* A time entry: seconds >= 0, or one of these. */
+#define VT_COST_UNMEASURED (-1.0) /* not timed (yet) */
+#define VT_COST_DECLINED (-2.0)   /* the backend's supports() declines the class's node */
+
+/* Prefill classes are timed at this many tokens at most (the M bucket cap). */
+#define VT_AUTO_CALIBRATION_TOKENS 128
+
+typedef struct vt_cost_class {
+    char key[VT_AUTO_KEY_SIZE];
+    double seconds[VT_AUTO_MAX_BACKENDS]; /* by registry index */
+} vt_cost_class;
+
+typedef struct vt_auto_costs {
+    vt_cost_class *classes;
+    int n, cap;
+    /* Backends that may take nodes: loaded, not the reference (the slow
+     * oracle, never timed; it still takes what nobody else accepts) and
+     * not failed during calibration. */
+    bool candidate[VT_AUTO_MAX_BACKENDS];
+    bool failed[VT_AUTO_MAX_BACKENDS]; /* failed during calibration: takes no node */
+    int n_backends; /* registry entries covered */
+    /* What the last calibration did, for --explain and vt bench. */
+    double calibration_seconds;
+    int measured;    /* (class, backend) pairs timed now */
+    int from_cache;  /* pairs read from the cache */
+    bool cache_hit;  /* nothing needed timing */
+    bool recalibrate; /* time the plans' classes again, whatever the cache holds */
+    char cache_path[1024];
+} vt_auto_costs;
+
+void vt_auto_costs_init(vt_auto_costs *c);
+void vt_auto_costs_free(vt_auto_costs *c);
+
+/* The class key of a node as built (data NULL, maximum shapes). */
+void vt_shape_class_key(const vt_node *node, char *key, size_t size);
+
+/* Index of the class with this key, added (every time unmeasured) when
+ * missing; -1 when memory runs out. */
+int vt_auto_costs_class(vt_auto_costs *c, const char *key);
+/* Index of the class with this key, or -1. */
+int vt_auto_costs_find(const vt_auto_costs *c, const char *key);
+
+/* Seconds of class k on backend b, or a VT_COST_* marker. */
+double vt_auto_costs_get(const vt_auto_costs *c, int k, int b);
+
+#endif

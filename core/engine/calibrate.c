@@ -1,0 +1,245 @@
+/* calibrate.c — measuring the shape classes `--backend auto` places by
+ * (see calibrate.h for what is timed and how). */
+#include "calibrate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "host.h"
+#include "plan_internal.h"
+
+/* Decode is timed with this many tokens already in the cache. */
+#define DECODE_POSITION 255
+/* Repetitions after the warm-up: at least MIN_RUNS, more (up to MAX_RUNS)
+ * while they add up to less than MIN_SECONDS, so µs-long ops get a stable
+ * median too; a node whose first timed run takes LONG_RUN or more gets LONG_RUNS
+ * (the faster kept): at that length one run varies little, and the output
+ * matrix of a large vocabulary would otherwise take most of the budget. */
+#define MIN_RUNS 3
+#define LONG_RUN 0.030
+#define LONG_RUNS 2
+#define MAX_RUNS 15
+#define MIN_SECONDS 0.004
+/* A first timed run this many times the best time of the class so far
+ * ends that backend's timing: it cannot win, and a slow backend must not
+ * make calibration slow. */
+#define HOPELESS 4.0
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* 0x3C00 in every 16-bit half: 1.0 as f16, 0.0078 as bf16, 0.0078 as f32
+ * (0x3C003C00), a unit scale for q8_0 blocks: finite and normal whichever
+ * dtype reads it, so no backend is timed on NaNs or denormals. */
+static void fill_pattern(void *data, size_t bytes) {
+    uint16_t *h = data;
+    for (size_t i = 0; i < bytes / 2; i++) h[i] = 0x3C00;
+}
+
+/* The calibration call of plan p, loaded into it. */
+typedef struct calib_call {
+    int32_t *tokens, *positions, *seq_idx, *table, *table_len, *out_rows;
+    int64_t *slots;
+    const int32_t **tables;
+} calib_call;
+
+static void free_call(calib_call *k) {
+    free(k->tokens), free(k->positions), free(k->seq_idx), free(k->table), free(k->table_len), free(k->out_rows);
+    free(k->slots), free(k->tables);
+}
+
+static vt_status load_call(vt_plan *p, vt_kv_cache *kv, int32_t V, calib_call *k, vt_error *err) {
+    const bool decode = p->phase == VT_PHASE_DECODE;
+    const int64_t cap = vt_kv_cache_capacity(kv);
+    int64_t T = decode ? p->max_tokens : (p->max_tokens < VT_AUTO_CALIBRATION_TOKENS ? p->max_tokens
+                                                                                    : VT_AUTO_CALIBRATION_TOKENS);
+    if (T > cap) T = cap;
+    const int32_t n_seqs = decode ? (int32_t)T : 1;
+    const int64_t pos0 = decode ? (DECODE_POSITION < cap ? DECODE_POSITION : cap - 1) : 0;
+    const int64_t last = decode ? pos0 : T - 1; /* the highest position any token has */
+    const int32_t n_blocks = (int32_t)(last / kv->block_size + 1);
+    memset(k, 0, sizeof *k);
+    k->tokens = malloc((size_t)T * sizeof *k->tokens);
+    k->positions = malloc((size_t)T * sizeof *k->positions);
+    k->seq_idx = malloc((size_t)T * sizeof *k->seq_idx);
+    k->out_rows = malloc((size_t)T * sizeof *k->out_rows);
+    k->slots = malloc((size_t)T * sizeof *k->slots);
+    k->table = malloc((size_t)n_blocks * sizeof *k->table);
+    k->table_len = malloc((size_t)n_seqs * sizeof *k->table_len);
+    k->tables = malloc((size_t)n_seqs * sizeof *k->tables);
+    if (!k->tokens || !k->positions || !k->seq_idx || !k->out_rows || !k->slots || !k->table || !k->table_len ||
+        !k->tables)
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory for calibration");
+    /* Every sequence reads the same blocks 0..n_blocks-1: nothing is stored
+     * for real yet, and the blocks are overwritten when sequences use them. */
+    for (int32_t b = 0; b < n_blocks; b++) k->table[b] = b;
+    for (int32_t s = 0; s < n_seqs; s++) k->tables[s] = k->table, k->table_len[s] = n_blocks;
+    for (int64_t i = 0; i < T; i++) {
+        k->tokens[i] = (int32_t)((i * 7919 + 1) % V);
+        k->positions[i] = (int32_t)(decode ? pos0 : i);
+        k->seq_idx[i] = decode ? (int32_t)i : 0;
+        k->slots[i] = k->positions[i];
+    }
+    int64_t n_out = T;
+    if (p->v_out_rows >= 0) {
+        n_out = p->max_outputs < T ? p->max_outputs : T;
+        for (int64_t r = 0; r < n_out; r++) k->out_rows[r] = (int32_t)(T - n_out + r);
+    }
+    for (int l = 0; l < kv->n_layer; l++) {
+        fill_pattern(kv->k[l], (size_t)n_blocks * kv->block_bytes);
+        fill_pattern(kv->v[l], (size_t)n_blocks * kv->block_bytes);
+    }
+    fill_pattern(p->arena, p->arena_bytes);
+    const vt_plan_call call = {k->tokens, T, k->positions, k->seq_idx, k->slots, k->tables, k->table_len, n_seqs,
+                               p->v_out_rows >= 0 ? k->out_rows : NULL, n_out, NULL};
+    return vt_plan_load_call(p, &call, err);
+}
+
+/* Time node i of p on backend b: *seconds, or the op's failure. The
+ * warm-up is never judged (a first call may build kernels or prepare
+ * weights); the first timed run is, against the best time of the class. */
+static vt_status time_node(const vt_plan *p, int32_t i, const vt_backend_entry *b, double best, double *seconds) {
+    vt_node node;
+    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &node);
+    vt_status st = vt_backend_run(b, &node);
+    if (st != VT_OK) return st;
+    double runs[MAX_RUNS], total = 0;
+    int n = 0, min_runs = MIN_RUNS;
+    while (n < min_runs || (n < MAX_RUNS && total < MIN_SECONDS)) {
+        const double t0 = now();
+        st = vt_backend_run(b, &node);
+        runs[n] = now() - t0;
+        if (st != VT_OK) return st;
+        total += runs[n++];
+        if (n == 1 && best >= 0 && runs[0] > HOPELESS * best) break;
+        if (n == 1 && runs[0] >= LONG_RUN) min_runs = LONG_RUNS;
+    }
+    qsort(runs, (size_t)n, sizeof *runs, by_value);
+    *seconds = n == 2 ? runs[0] : runs[n / 2];
+    return VT_OK;
+}
+
+/* Would b run node i as the executor hands it over (data pointers cleared)? */
+static bool accepts_at(const vt_plan *p, int32_t i, const vt_backend_entry *b) {
+    vt_node q;
+    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &q);
+    for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
+    q.dst.data = NULL;
+    return vt_backend_accepts(b, &q);
+}
+
+/* Candidates by probe score, highest first: the likely winner is timed
+ * first, so the others can be cut short against its time. */
+static int timing_order(const vt_registry *r, const vt_auto_costs *c, int *order) {
+    int n = 0;
+    for (int i = 0; i < vt_registry_count(r) && i < VT_AUTO_MAX_BACKENDS; i++)
+        if (c->candidate[i]) order[n++] = i;
+    for (int j = 1; j < n; j++)
+        for (int m = j; m > 0 && vt_registry_at(r, order[m - 1])->score < vt_registry_at(r, order[m])->score; m--) {
+            const int t = order[m];
+            order[m] = order[m - 1];
+            order[m - 1] = t;
+        }
+    return n;
+}
+
+static bool needs_timing(const vt_auto_costs *c, int k, const int *order, int n_order) {
+    for (int j = 0; j < n_order; j++)
+        if (!c->failed[order[j]] && c->classes[k].seconds[order[j]] == VT_COST_UNMEASURED) return true;
+    return false;
+}
+
+/* The progress line, on a terminal only. */
+static void progress(bool on, int done, int total) {
+    if (!on) return;
+    if (done < total)
+        fprintf(stderr, "\rcalibrating --backend auto: %d/%d shape classes", done, total);
+    else
+        fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv, vt_auto_costs *c, vt_error *err) {
+    const double t_start = now();
+    c->measured = 0;
+    if (n_plans < 1) return VT_OK;
+    const vt_registry *r = plans[0]->registry;
+    int order[VT_AUTO_MAX_BACKENDS];
+    const int n_order = timing_order(r, c, order);
+    /* what needs timing (a class is timed on its first node) */
+    int total = 0;
+    for (int k = 0; k < c->n; k++) total += needs_timing(c, k, order, n_order);
+    const bool show = total > 0 && isatty(2);
+    int done = 0;
+    vt_status st = VT_OK;
+    for (int pi = 0; pi < n_plans && st == VT_OK; pi++) {
+        vt_plan *p = plans[pi];
+        bool loaded = false;
+        calib_call call;
+        memset(&call, 0, sizeof call);
+        for (int32_t i = 0; i < p->n_nodes && st == VT_OK; i++) {
+            const int k = p->nodes[i].cost_class;
+            bool first = k >= 0;
+            for (int32_t j = 0; j < i && first; j++) first = p->nodes[j].cost_class != k;
+            if (!first || !needs_timing(c, k, order, n_order)) continue;
+            if (!loaded) {
+                /* the model's vocabulary bounds the token ids: the embedding
+                 * table's second dimension */
+                const vt_value *emb = &p->values[p->nodes[0].src[0]];
+                st = load_call(p, kv, (int32_t)emb->ne[1], &call, err);
+                if (st != VT_OK) break;
+                loaded = true;
+            }
+            double best = -1;
+            for (int j = 0; j < n_order; j++) {
+                const int b = order[j];
+                const double have = c->classes[k].seconds[b];
+                if (have >= 0 && (best < 0 || have < best)) best = have;
+            }
+            for (int j = 0; j < n_order; j++) {
+                const int b = order[j];
+                if (c->failed[b] || c->classes[k].seconds[b] != VT_COST_UNMEASURED) continue;
+                const vt_backend_entry *e = vt_registry_at(r, b);
+                if (!accepts_at(p, i, e)) {
+                    c->classes[k].seconds[b] = VT_COST_DECLINED;
+                    continue;
+                }
+                double s = 0;
+                vt_status run = time_node(p, i, e, best, &s);
+                if (run != VT_OK) {
+                    char desc[256];
+                    vt_node q;
+                    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &q);
+                    vt_plan_describe_node(&q, desc, sizeof desc);
+                    if (show) progress(true, total, total);
+                    vt_log(VT_LOG_WARN, "core",
+                           "--backend auto: backend '%s' failed during calibration on %s %s (%s): it is left out of "
+                           "auto placement",
+                           e->name, p->nodes[i].label, desc, vt_status_name(run));
+                    c->failed[b] = true;
+                    for (int m = 0; m < c->n; m++) c->classes[m].seconds[b] = VT_COST_UNMEASURED;
+                    continue;
+                }
+                c->classes[k].seconds[b] = s;
+                c->measured++;
+                if (best < 0 || s < best) best = s;
+            }
+            progress(show, ++done, total);
+        }
+        free_call(&call);
+    }
+    if (show) progress(true, total, total);
+    c->calibration_seconds = now() - t_start;
+    return st;
+}

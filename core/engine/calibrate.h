@@ -1,0 +1,27 @@
+/* calibrate.h — timing one node of each shape class on each candidate
+ * backend, for `--backend auto`.
+ *
+ * A class is timed on a node of a plan built for this model, run through the
+ * backend's op exactly as the executor runs it (vt_plan_node_at): the
+ * model's real weights (so their memory behaviour is real, and whatever
+ * layout a backend prepares for them is what gets timed), the plan's arena
+ * and the engine's KV cache, at a calibration call of
+ * min(batch, VT_AUTO_CALIBRATION_TOKENS) tokens for prefill and one token per
+ * sequence at position 255 for decode. One warm-up run, then the median of at
+ * least three (two, the faster kept, for nodes of 30 ms or more); a backend whose first timed run is already four times the best time
+ * of the class is recorded at that time and not repeated (it cannot win). */
+#ifndef VT_CORE_CALIBRATE_H
+#define VT_CORE_CALIBRATE_H
+
+#include "auto_costs.h"
+#include "error.h"
+#include "kv_cache.h"
+#include "plan.h"
+
+/* Time every (class, candidate) pair of the plans' nodes that c does not
+ * hold yet. A backend whose op fails is marked failed in c (its times
+ * dropped) with a warning naming it; that is no error. Errors: bad plan
+ * inputs (an internal bug) or out of memory. */
+vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv, vt_auto_costs *c, vt_error *err);
+
+#endif
