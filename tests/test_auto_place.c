@@ -1,0 +1,319 @@
+/* test_auto_place.c — `--backend auto`: nodes placed by measured cost.
+ *
+ * The placement rule is checked on recorded costs, not on timing: a
+ * calibration cache is written with chosen times (through the cache's own
+ * API, so the file is valid) and the engine must put every node on the
+ * backend those times make cheapest, and a third-party plugin recorded as
+ * fastest on one shape class must get exactly that class's nodes. Real
+ * timing is checked only for what does not depend on the machine's speed:
+ * the plugin is timed like any backend, the plan is valid and runs, the
+ * second engine reads the cache and times nothing. Then the cache's
+ * invalidation (corrupt file, another key, a changed backend file) and a
+ * backend failing during calibration. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <utime.h>
+
+#include "calibration_cache.h"
+#include "engine.h"
+#include "engine_fixture.h"
+#include "util.h"
+#include "vt/vt.h"
+
+static char model_path[1024];
+static char root[1024];      /* this runner's folder */
+static char fast_dir[1100];  /* holds a copy of auto_fast */
+static char fail_dir[1100];  /* holds a copy of auto_failing */
+static char log_text[16384]; /* warnings seen since the last clear */
+
+static void on_log(void *user, int level, const char *who, const char *message) {
+    (void)user, (void)level, (void)who;
+    size_t n = strlen(log_text);
+    snprintf(log_text + n, sizeof log_text - n, "%s\n", message);
+}
+
+static int copy_file(const char *from, const char *to) {
+    size_t n = 0;
+    char *data = vt_test_read_file(from, &n);
+    FILE *f = data ? fopen(to, "wb") : NULL;
+    int ok = f && fwrite(data, 1, n, f) == n;
+    if (f) ok = fclose(f) == 0 && ok;
+    free(data);
+    return ok ? 0 : -1;
+}
+
+static int suite_init(void) {
+    snprintf(model_path, sizeof model_path, "%s/models/qwen3-tiny-q4_k_m.gguf", vt_test_data_dir("models"));
+    snprintf(root, sizeof root, "%s/auto_place", vt_test_tmpdir());
+    snprintf(fast_dir, sizeof fast_dir, "%s/fast", root);
+    snprintf(fail_dir, sizeof fail_dir, "%s/failing", root);
+    mkdir(root, 0755);
+    mkdir(fast_dir, 0755);
+    mkdir(fail_dir, 0755);
+    char from[1200], to[1200];
+    snprintf(from, sizeof from, "%s/libvt-backend-auto_fast.so", VT_TEST_PLUGIN_DIR);
+    snprintf(to, sizeof to, "%s/libvt-backend-auto_fast.so", fast_dir);
+    if (copy_file(from, to) != 0) return -1;
+    snprintf(from, sizeof from, "%s/libvt-backend-auto_failing.so", VT_TEST_PLUGIN_DIR);
+    snprintf(to, sizeof to, "%s/libvt-backend-auto_failing.so", fail_dir);
+    if (copy_file(from, to) != 0) return -1;
+    /* the copies find the reference they forward to here, not next to themselves */
+    char ref[1200];
+    snprintf(ref, sizeof ref, "%s/libvt-backend-reference.so", VT_BACKEND_DIR);
+    setenv("VT_TEST_REFERENCE_SO", ref, 1);
+    char cache[1200];
+    snprintf(cache, sizeof cache, "%s/cache", root);
+    setenv("XDG_CACHE_HOME", cache, 1);
+    vt_set_log_callback(on_log, NULL);
+    return 0;
+}
+
+static vt_model *model;
+
+static vt_engine *auto_engine(const char *plugin_dir) {
+    vt_options o;
+    vt_fixture_options(&o, "auto", VT_F16);
+    snprintf(o.backend_path, sizeof o.backend_path, "%s", plugin_dir);
+    vt_error err = {0};
+    if (!model && vt_model_load(model_path, &model, &err) != VT_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    vt_engine *e = NULL;
+    if (vt_engine_create(&o, model, false, &e, &err) != VT_OK) fprintf(stderr, "auto engine: %s\n", err.msg);
+    return e;
+}
+
+static int backend_index(const vt_engine *e, const char *name) {
+    for (int i = 0; i < vt_registry_count(e->registry); i++)
+        if (strcmp(vt_registry_at(e->registry, i)->name, name) == 0 &&
+            vt_registry_at(e->registry, i)->state == VT_BACKEND_LOADED)
+            return i;
+    return -1;
+}
+
+static int run_tokens(vt_engine *e) {
+    const int32_t tokens[5] = {1, 2, 3, 4, 5};
+    vt_error err = {0};
+    vt_engine_reset(e);
+    if (vt_engine_eval(e, tokens, 5, false, &err) != VT_OK) return -1;
+    return vt_engine_eval(e, tokens, 1, true, &err) == VT_OK ? 0 : -1;
+}
+
+/* Real timing: the plugin is a candidate and gets measured; the plan is
+ * valid and runs; a second engine reads every time from the cache. */
+static void test_plugin_is_timed_and_cache_reused(void) {
+    vt_engine *e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_FATAL(e->costs != NULL);
+    const int fast = backend_index(e, "auto_fast");
+    CU_ASSERT_FATAL(fast >= 0);
+    CU_ASSERT(e->costs->candidate[fast]);
+    CU_ASSERT(e->costs->measured > 0);
+    CU_ASSERT(!e->costs->cache_hit);
+    int timed = 0;
+    for (int k = 0; k < e->costs->n; k++) timed += e->costs->classes[k].seconds[fast] >= 0;
+    CU_ASSERT(timed > 0);
+    CU_ASSERT(run_tokens(e) == 0);
+    struct stat st;
+    CU_ASSERT(stat(e->costs->cache_path, &st) == 0);
+    int32_t *first = malloc((size_t)(e->prefill->n_nodes + e->decode->n_nodes) * sizeof *first);
+    int n = 0;
+    for (int32_t i = 0; i < e->prefill->n_nodes; i++) first[n++] = e->prefill->nodes[i].backend;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++) first[n++] = e->decode->nodes[i].backend;
+    vt_engine_free(e);
+
+    e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(e->costs->measured, 0);
+    CU_ASSERT(e->costs->cache_hit);
+    CU_ASSERT_EQUAL(e->prefill->n_nodes + e->decode->n_nodes, n);
+    int same = 1;
+    n = 0;
+    for (int32_t i = 0; i < e->prefill->n_nodes; i++) same &= first[n++] == e->prefill->nodes[i].backend;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++) same &= first[n++] == e->decode->nodes[i].backend;
+    CU_ASSERT(same);
+    free(first);
+    vt_engine_free(e);
+}
+
+/* Every node of p that is placed by its own class (not a store or convert,
+ * which negotiation places with the k/v path) is on the backend with the
+ * lowest recorded time of the class, ties to the lower registry index
+ * (the recorded times below are all distinct). */
+static void check_cheapest(const vt_plan *p, const vt_auto_costs *c, int fast, int target, int *on_fast) {
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        const vt_plan_node *n = &p->nodes[i];
+        if (n->op == VT_OP_RESHAPE_AND_CACHE || n->op == VT_OP_CONVERT) continue;
+        CU_ASSERT_FATAL(n->cost_class >= 0);
+        int best = -1;
+        for (int b = 0; b < VT_AUTO_MAX_BACKENDS; b++) {
+            const double s = vt_auto_costs_get(c, n->cost_class, b);
+            if (c->candidate[b] && s >= 0 && (best < 0 || s < vt_auto_costs_get(c, n->cost_class, best))) best = b;
+        }
+        if (n->backend != best)
+            fprintf(stderr, "node %s: on %d, cheapest %d (%s)\n", n->label, n->backend, best,
+                    c->classes[n->cost_class].key);
+        CU_ASSERT(n->backend == best);
+        CU_ASSERT((n->backend == fast) == (n->cost_class == target));
+        *on_fast += n->backend == fast;
+    }
+}
+
+/* Recorded costs decide: every class costs 1 ms + 0.1 ms x registry index
+ * on each backend that ran it, the plugin 5 ms, except on one class (the
+ * decode ffn_down matmul) where the plugin is recorded at 0.01 ms. */
+static void test_plan_is_cheapest_by_recorded_costs(void) {
+    vt_engine *e = auto_engine(fast_dir); /* from the cache the test above wrote, or measured now */
+    CU_ASSERT_FATAL(e != NULL);
+    const int fast = backend_index(e, "auto_fast");
+    CU_ASSERT_FATAL(fast >= 0);
+    char key[8192], path[1024];
+    vt_calibration_key(e->registry, e->costs, e->host->n_threads, key, sizeof key);
+    snprintf(path, sizeof path, "%s", e->costs->cache_path);
+    vt_auto_costs c = *e->costs;
+    c.classes = NULL, c.n = c.cap = 0;
+    char why[256];
+    CU_ASSERT_FATAL(vt_calibration_load(path, key, e->registry, &c, why, sizeof why) == VT_CALIBRATION_READ);
+    int target_node = -1;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++)
+        if (strcmp(e->decode->nodes[i].label, "blk.0.ffn_down") == 0) target_node = i;
+    CU_ASSERT_FATAL(target_node >= 0);
+    const int target = vt_auto_costs_find(&c, e->costs->classes[e->decode->nodes[target_node].cost_class].key);
+    CU_ASSERT_FATAL(target >= 0);
+    for (int k = 0; k < c.n; k++)
+        for (int b = 0; b < VT_AUTO_MAX_BACKENDS; b++) {
+            if (c.classes[k].seconds[b] < 0) continue;
+            c.classes[k].seconds[b] = b == fast ? (k == target ? 1e-5 : 5e-3) : 1e-3 + 1e-4 * b;
+        }
+    vt_error err = {0};
+    CU_ASSERT_FATAL(vt_calibration_save(path, key, e->registry, &c, &err) == VT_OK);
+    vt_engine_free(e);
+
+    e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(e->costs->measured, 0); /* nothing timed: the recorded costs alone decide */
+    const int engine_target = vt_auto_costs_find(e->costs, c.classes[target].key);
+    int on_fast = 0;
+    check_cheapest(e->prefill, e->costs, fast, engine_target, &on_fast);
+    check_cheapest(e->decode, e->costs, fast, engine_target, &on_fast);
+    /* ffn_down of every layer whose weight has the class's dtype: one at least */
+    CU_ASSERT(on_fast >= 1);
+    CU_ASSERT(e->decode->nodes[target_node].backend == fast);
+    CU_ASSERT(run_tokens(e) == 0);
+    vt_auto_costs_free(&c);
+    vt_engine_free(e);
+}
+
+/* A flipped byte: reported as corrupt, measured again, the file rewritten valid. */
+static void test_corrupt_cache_is_redone(void) {
+    vt_engine *e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", e->costs->cache_path);
+    vt_engine_free(e);
+    size_t n = 0;
+    char *data = vt_test_read_file(path, &n);
+    CU_ASSERT_FATAL(data && n > 200);
+    data[n / 2] ^= 0x01;
+    FILE *f = fopen(path, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    fwrite(data, 1, n, f);
+    fclose(f);
+    free(data);
+    log_text[0] = '\0';
+    e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT(strstr(log_text, "is corrupt (checksum mismatch): measuring again") != NULL);
+    CU_ASSERT(e->costs->measured > 0);
+    CU_ASSERT(run_tokens(e) == 0);
+    vt_engine_free(e);
+    e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT(e->costs->cache_hit);
+    vt_engine_free(e);
+}
+
+/* A file under the right name but recorded with another key (here another
+ * thread count, checksum valid): stale, measured again. */
+static void test_other_key_is_stale(void) {
+    vt_engine *e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    char key[8192], other[8192];
+    vt_calibration_key(e->registry, e->costs, e->host->n_threads, key, sizeof key);
+    vt_calibration_key(e->registry, e->costs, e->host->n_threads + 1, other, sizeof other);
+    vt_error err = {0};
+    CU_ASSERT_FATAL(vt_calibration_save(e->costs->cache_path, other, e->registry, e->costs, &err) == VT_OK);
+    vt_engine_free(e);
+    log_text[0] = '\0';
+    e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT(strstr(log_text, "is stale (recorded for another machine or setup ('threads") != NULL);
+    CU_ASSERT(e->costs->measured > 0);
+    vt_engine_free(e);
+}
+
+/* A backend file that changed (its mtime here): another key, so another
+ * file; nothing recorded for the old one is used. */
+static void test_changed_backend_file_is_measured_again(void) {
+    vt_engine *e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    char before[1024];
+    snprintf(before, sizeof before, "%s", e->costs->cache_path);
+    CU_ASSERT(e->costs->cache_hit);
+    vt_engine_free(e);
+    char so[1200];
+    snprintf(so, sizeof so, "%s/libvt-backend-auto_fast.so", fast_dir);
+    struct utimbuf t = {1000000000, 1000000000};
+    CU_ASSERT_FATAL(utime(so, &t) == 0);
+    e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT(strcmp(before, e->costs->cache_path) != 0);
+    CU_ASSERT(e->costs->measured > 0);
+    CU_ASSERT(!e->costs->cache_hit);
+    vt_engine_free(e);
+}
+
+/* A backend whose matmul fails: left out with a warning naming it; the
+ * engine starts, no node runs on it, and the plan runs. */
+static void test_failing_backend_is_left_out(void) {
+    log_text[0] = '\0';
+    vt_engine *e = auto_engine(fail_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    const int bad = backend_index(e, "auto_failing");
+    CU_ASSERT_FATAL(bad >= 0);
+    CU_ASSERT(strstr(log_text, "backend 'auto_failing' failed during calibration") != NULL);
+    CU_ASSERT(e->costs->failed[bad]);
+    int on_bad = 0;
+    for (int32_t i = 0; i < e->prefill->n_nodes; i++) on_bad += e->prefill->nodes[i].backend == bad;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++) on_bad += e->decode->nodes[i].backend == bad;
+    CU_ASSERT_EQUAL(on_bad, 0);
+    CU_ASSERT(run_tokens(e) == 0);
+    vt_engine_free(e);
+}
+
+static int suite_clean(void) {
+    vt_model_free(model);
+    model = NULL;
+    vt_set_log_callback(NULL, NULL);
+    return 0;
+}
+
+int main(void) {
+    CU_TestInfo tests[] = {
+        {"a third-party plugin is timed like any backend; the second engine reads the cache",
+         test_plugin_is_timed_and_cache_reused},
+        {"the plan is the cheapest by the recorded costs; the plugin fastest on one class gets exactly its nodes",
+         test_plan_is_cheapest_by_recorded_costs},
+        {"a corrupt calibration cache is reported and measured again", test_corrupt_cache_is_redone},
+        {"a cache recorded under another key is stale and measured again", test_other_key_is_stale},
+        {"a changed backend file means another key: measured again", test_changed_backend_file_is_measured_again},
+        {"a backend failing during calibration is left out with a warning; the engine starts",
+         test_failing_backend_is_left_out},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("auto_place", suite_init, suite_clean, tests);
+    return vt_test_run();
+}
