@@ -224,7 +224,8 @@ double vt_cli_now(void) {
 
 void vt_cli_common_help(FILE *f) {
     fputs("  -m, --model FILE         GGUF model\n"
-          "      --backend NAME       preferred backend (default: the loaded one whose probe scores highest)\n"
+          "      --backend NAME|auto  preferred backend (default: the loaded one whose probe scores highest);\n"
+          "                           auto: each node on the backend measured fastest for its shape class\n"
           "      --fallback NAME|none backend for nodes the preferred one declines (default: the\n"
           "                           highest-scoring loaded backend other than the preferred one)\n"
           "      --kv-cache-dtype D   f32, f16, bf16 or q8_0 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"

@@ -84,7 +84,8 @@ typedef struct option_spec {
 
 static const option_spec option_specs[OPT_COUNT] = {
     [OPT_BACKEND] = {"runtime.backend", "runtime", "backend",
-                     "backend names of 1 to 63 characters from a-z, 0-9, _ and -, or empty for automatic"},
+                     "backend names of 1 to 63 characters from a-z, 0-9, _ and -, auto (placement by measured cost), or empty "
+                     "for automatic"},
     [OPT_FALLBACK] = {"runtime.fallback", "runtime", "fallback",
                       "backend names of 1 to 63 characters from a-z, 0-9, _ and -, none, or empty for automatic"},
     [OPT_THREADS] = {"runtime.threads", "runtime", "threads", "integers 1..1024"},
