@@ -239,12 +239,13 @@ static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N,
  * two kernels sum the f32 products in different orders: measured here, those
  * rows differ in the last bits (bounded like any f32 summation, the same
  * (steps + 8) ulp-of-sum bound as check_matmul), so float-weight models are
- * not batch-invariant on simd yet. Every weight dtype, several M, an odd N
+ * not batch-invariant on simd yet. Every weight dtype, several M (the
+ * few-sequence pair tiles up to SIMD_SMALL_M = 16, prefill tiles at 17), an odd N
  * (a row left over from the pairs), two blocks per row. */
 static void test_matmul_rows_independent_of_m(void) {
     if (!simd_available()) return;
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
-    static const int64_t Ms[] = {2, 3, 5, 8, 13};
+    static const int64_t Ms[] = {2, 3, 4, 5, 8, 13, 16, 17};
     const int64_t K = 512, N = 37;
     uint64_t seed = 9000;
     int checked = 0, differing = 0;

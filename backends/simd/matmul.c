@@ -79,6 +79,7 @@ typedef struct matmul_task {
     int64_t N, M;
     int64_t tile_rows; /* weight rows per L2 tile */
     int wrows, rows;   /* prefill kernel tile: weight rows x activation rows */
+    int small_m;       /* 2 <= M <= SIMD_SMALL_M, quantized weights: streamed in pairs */
     void *y;           /* [M][N] of y_dtype */
     int32_t y_dtype;
 } matmul_task;
@@ -114,6 +115,34 @@ static void matmul_rows(void *arg, int64_t begin, int64_t end, int thread) {
         if ((end - begin) % 2) { /* the odd row out */
             t->dot(t->w + (size_t)(end - 1) * t->row_bytes, t->row_bytes, 1, &t->act, 0, 1, out);
             store_value(t->y_dtype, t->y, end - 1, out[0]);
+        }
+        return;
+    }
+    if (t->small_m) {
+        /* a few sequences decoding together: streamed as decode streams
+         * (weight rows in pairs from the two halves of the range, each
+         * pair read from memory once), every pair against all M activation
+         * rows in groups of SIMD_MAX_ROWS (the pair stays in L1 between
+         * groups). The kernels' per-row arithmetic is the same in every
+         * tile, so a row's result does not depend on M. */
+        const int64_t half = (end - begin) / 2;
+        const size_t stride = (size_t)half * t->row_bytes;
+        for (int64_t n = begin; n < begin + half; n++) {
+            for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
+                const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
+                t->dot(t->w + (size_t)n * t->row_bytes, stride, 2, &t->act, m0, R, out);
+                for (int r = 0; r < R; r++) {
+                    store_value(t->y_dtype, t->y, (m0 + r) * t->N + n, out[r]);
+                    store_value(t->y_dtype, t->y, (m0 + r) * t->N + n + half, out[R + r]);
+                }
+            }
+        }
+        if ((end - begin) % 2) { /* the odd row out */
+            for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
+                const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
+                t->dot(t->w + (size_t)(end - 1) * t->row_bytes, t->row_bytes, 1, &t->act, m0, R, out);
+                for (int r = 0; r < R; r++) store_value(t->y_dtype, t->y, (m0 + r) * t->N + end - 1, out[r]);
+            }
         }
         return;
     }
@@ -192,7 +221,8 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
      * falls behind (or a costlier range) does not leave the other waiting
      * for up to half the op. */
     int64_t chunk = t.tile_rows;
-    if (M == 1) {
+    t.small_m = M > 1 && M <= SIMD_SMALL_M && f.act_kind != ACT_F32;
+    if (M == 1 || t.small_m) {
         chunk = N / (4 * (int64_t)ctx->n_threads);
         chunk = chunk < 32 ? 32 : (chunk + 1) & ~(int64_t)1;
     }

@@ -221,4 +221,95 @@ SIMD_INLINE void prefill_tile(const void *w, const simd_act *x, int64_t m0, int 
     for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(_mm256_load_ps(acc[r]));
 }
 
-SIMD_DEFINE_DOT_PREFILL(simd_dot_q4_k, decode_tile, prefill_tile)
+static SIMD_DEFINE_DOT_PREFILL(dot_single_rows, decode_tile, prefill_tile)
+
+/* out[j * R + r] = weight row j . activation row m0 + r, for j < 2 and r < R
+ * (2..4): a few sequences decoding together. As decode_pair, the two rows'
+ * scales, minimums and f16s are unpacked in one pass; each decoded 32-value
+ * sub-block of each row is used for all R activation rows, and each
+ * activation load for both weight rows. The 2 x R integer accumulators, the
+ * two decoded sub-blocks and their scales fill 14 of the 16 registers; the
+ * f32 accumulators, touched once per block, live in memory (as in
+ * prefill_tile). Per row the float operations are those of dot_tile, in its
+ * order, so each row's result is the one it gets alone. */
+SIMD_INLINE void pair_tile(const void *w, size_t w_stride, const simd_act *x, int64_t m0, int R, float *out) {
+    const int64_t K = x->K, nb = K / 256;
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const vt_block_q4_k *w0 = (const vt_block_q4_k *)w;
+    const vt_block_q4_k *w1 = (const vt_block_q4_k *)((const uint8_t *)w + w_stride);
+    SIMD_ALIGNED float acc[2][4][8];
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) {
+        _mm256_store_ps(acc[0][r], _mm256_setzero_ps());
+        _mm256_store_ps(acc[1][r], _mm256_setzero_ps());
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        simd_prefetch_ahead(w0 + b, (int)sizeof(vt_block_q4_k));
+        simd_prefetch_ahead(w1 + b, (int)sizeof(vt_block_q4_k));
+        const __m256i sm = simd_unpack_k4_scales_pair(w0[b].scales, w1[b].scales);
+        const __m256i sc0 = _mm256_permute4x64_epi64(sm, 0x44), sc1 = _mm256_permute4x64_epi64(sm, 0xEE);
+        __m256i sumi0[4], sumi1[4];
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) sumi0[r] = sumi1[r] = _mm256_setzero_si256();
+        const int8_t *xb = x->qs + m0 * K + b * 256;
+        SIMD_UNROLL
+        for (int k = 0; k < 8; k++) { /* sub-block k: low (k even) or high nibbles of qs[32 (k/2)..] */
+            const __m256i q0 = _mm256_loadu_si256((const __m256i *)(w0[b].qs + 32 * (k / 2)));
+            const __m256i q1 = _mm256_loadu_si256((const __m256i *)(w1[b].qs + 32 * (k / 2)));
+            const __m256i v0 = _mm256_and_si256(k % 2 ? _mm256_srli_epi16(q0, 4) : q0, low4);
+            const __m256i v1 = _mm256_and_si256(k % 2 ? _mm256_srli_epi16(q1, 4) : q1, low4);
+            const __m256i s0 = _mm256_shuffle_epi8(sc0, byte_scale_mask(k));
+            const __m256i s1 = _mm256_shuffle_epi8(sc1, byte_scale_mask(k));
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + r * K + 32 * k));
+                sumi0[r] = _mm256_add_epi32(sumi0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v0, xv), s0));
+                sumi1[r] = _mm256_add_epi32(sumi1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v1, xv), s1));
+                SIMD_KEEP(sumi0[r]);
+                SIMD_KEEP(sumi1[r]);
+            }
+        }
+        uint32_t dm0, dm1; /* d0, dmin0, d1, dmin1 in one conversion */
+        memcpy(&dm0, &w0[b].d, sizeof dm0);
+        memcpy(&dm1, &w1[b].d, sizeof dm1);
+        SIMD_ALIGNED float dm[4];
+        _mm_store_ps(dm, _mm_cvtph_ps(_mm_insert_epi32(_mm_cvtsi32_si128((int)dm0), (int)dm1, 1)));
+        /* dmin m_j as 8 floats per weight row, against msums = dx sum(x_j) */
+        const __m256 mins0 = _mm256_mul_ps(
+            _mm256_set1_ps(dm[1]), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(_mm256_castsi256_si128(sm), 8))));
+        const __m256 mins1 = _mm256_mul_ps(
+            _mm256_set1_ps(dm[3]),
+            _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(_mm256_extracti128_si256(sm, 1), 8))));
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const float dx = x->d[(m0 + r) * nb + b];
+            const __m256 ms = _mm256_loadu_ps(x->msums + (m0 + r) * (K / 32) + b * 8);
+            __m256 a0 = _mm256_load_ps(acc[0][r]), a1 = _mm256_load_ps(acc[1][r]);
+            a0 = _mm256_fnmadd_ps(mins0, ms, a0); /* minimums first, as dot_tile (identical results) */
+            a1 = _mm256_fnmadd_ps(mins1, ms, a1);
+            a0 = _mm256_fmadd_ps(_mm256_set1_ps(dm[0] * dx), _mm256_cvtepi32_ps(sumi0[r]), a0);
+            a1 = _mm256_fmadd_ps(_mm256_set1_ps(dm[2] * dx), _mm256_cvtepi32_ps(sumi1[r]), a1);
+            _mm256_store_ps(acc[0][r], a0);
+            _mm256_store_ps(acc[1][r], a1);
+        }
+        /* keep acc in memory: no promotion of all 2 R of them to registers */
+        __asm__ volatile("" ::: "memory");
+    }
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) {
+        out[r] = simd_hsum_ps(_mm256_load_ps(acc[0][r]));
+        out[R + r] = simd_hsum_ps(_mm256_load_ps(acc[1][r]));
+    }
+}
+
+void simd_dot_q4_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
+    if (NW != 2 || R < 2 || R > 4) { /* beyond 4 rows, prefill_tile's 8 accumulators per row measured faster */
+        dot_single_rows(w, w_stride, NW, x, m0, R, out);
+        return;
+    }
+    switch (R) {
+    case 2: pair_tile(w, w_stride, x, m0, 2, out); break;
+    case 3: pair_tile(w, w_stride, x, m0, 3, out); break;
+    default: pair_tile(w, w_stride, x, m0, 4, out); break;
+    }
+}

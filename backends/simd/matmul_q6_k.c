@@ -160,4 +160,104 @@ SIMD_INLINE void prefill_tile(const void *w, const simd_act *x, int64_t m0, int 
     for (int r = 0; r < R; r++) out[r] = simd_hsum_ps(_mm256_load_ps(acc[r]));
 }
 
-SIMD_DEFINE_DOT_PREFILL(simd_dot_q6_k, dot_tile, prefill_tile)
+static SIMD_DEFINE_DOT_PREFILL(dot_single_rows, dot_tile, prefill_tile)
+
+/* Run k (0..3) of half n of a block: the values unpack_half puts in v[k]. */
+SIMD_INLINE __m256i unpack_run(const vt_block_q6_k *wb, int n, int k) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(wb->ql + 64 * n + 32 * (k % 2)));
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb->qh + 32 * n));
+    switch (k) {
+    case 0: return _mm256_or_si256(_mm256_and_si256(ql, low4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x03)), 4));
+    case 1: return _mm256_or_si256(_mm256_and_si256(ql, low4), _mm256_slli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8(0x0C)), 2));
+    case 2: return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), low4), _mm256_and_si256(qh, _mm256_set1_epi8(0x30)));
+    default:
+        return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), low4),
+                               _mm256_srli_epi16(_mm256_and_si256(qh, _mm256_set1_epi8((char)0xC0)), 2));
+    }
+}
+
+/* out[j * R + r] = weight row j . activation row m0 + r, for j < 2 and r < R
+ * (2..4): a few sequences decoding together. Each run of 32 values of each
+ * weight row is unpacked once and used for all R activation rows, and each
+ * activation load for both weight rows: the 2 x R integer accumulators, the
+ * two runs and their scales fill 13 of the 16 registers; the f32
+ * accumulators live in memory (as in prefill_tile). Per row the integer sums
+ * are exact and the float operations those of dot_tile, in its order, so
+ * each row's result is the one it gets alone. */
+SIMD_INLINE void pair_tile(const void *w, size_t w_stride, const simd_act *x, int64_t m0, int R, float *out) {
+    const int64_t K = x->K, nb = K / 256;
+    const vt_block_q6_k *w0 = (const vt_block_q6_k *)w;
+    const vt_block_q6_k *w1 = (const vt_block_q6_k *)((const uint8_t *)w + w_stride);
+    SIMD_ALIGNED float acc[2][4][8];
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) {
+        _mm256_store_ps(acc[0][r], _mm256_setzero_ps());
+        _mm256_store_ps(acc[1][r], _mm256_setzero_ps());
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const vt_block_q6_k *b0 = w0 + b, *b1 = w1 + b;
+        simd_prefetch_ahead(b0, (int)sizeof(vt_block_q6_k));
+        simd_prefetch_ahead(b1, (int)sizeof(vt_block_q6_k));
+        const __m128i sc80 = _mm_loadu_si128((const __m128i *)b0->scales);
+        const __m128i sc81 = _mm_loadu_si128((const __m128i *)b1->scales);
+        __m256i sumi0[4], sumi1[4];
+        {
+            const __m256i all0 = _mm256_cvtepi8_epi16(sc80), all1 = _mm256_cvtepi8_epi16(sc81);
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) { /* start from -32 sum_s sc_s bsum_s */
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)(x->bsums + (m0 + r) * (K / 16) + b * 16));
+                sumi0[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(all0, bs), 5));
+                sumi1[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(all1, bs), 5));
+            }
+        }
+        const int8_t *xb = x->qs + m0 * K + b * 256;
+        SIMD_UNROLL
+        for (int n = 0; n < 2; n++) {
+            const __m256i sc0 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(n ? _mm_srli_si128(sc80, 8) : sc80));
+            const __m256i sc1 = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(n ? _mm_srli_si128(sc81, 8) : sc81));
+            SIMD_UNROLL
+            for (int k = 0; k < 4; k++) {
+                const __m256i v0 = unpack_run(b0, n, k), v1 = unpack_run(b1, n, k);
+                const __m256i s0 = _mm256_shuffle_epi8(sc0, scale_pair_mask(2 * k));
+                const __m256i s1 = _mm256_shuffle_epi8(sc1, scale_pair_mask(2 * k));
+                SIMD_UNROLL
+                for (int r = 0; r < R; r++) {
+                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(xb + r * K + 128 * n + 32 * k));
+                    sumi0[r] = _mm256_add_epi32(sumi0[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v0, xv), s0));
+                    sumi1[r] = _mm256_add_epi32(sumi1[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v1, xv), s1));
+                    SIMD_KEEP(sumi0[r]);
+                    SIMD_KEEP(sumi1[r]);
+                }
+            }
+        }
+        const float d0 = _cvtsh_ss(b0->d), d1 = _cvtsh_ss(b1->d);
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const float dx = x->d[(m0 + r) * nb + b];
+            _mm256_store_ps(acc[0][r], _mm256_fmadd_ps(_mm256_set1_ps(d0 * dx), _mm256_cvtepi32_ps(sumi0[r]),
+                                                       _mm256_load_ps(acc[0][r])));
+            _mm256_store_ps(acc[1][r], _mm256_fmadd_ps(_mm256_set1_ps(d1 * dx), _mm256_cvtepi32_ps(sumi1[r]),
+                                                       _mm256_load_ps(acc[1][r])));
+        }
+        /* keep acc in memory: no promotion of all 2 R of them to registers */
+        __asm__ volatile("" ::: "memory");
+    }
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) {
+        out[r] = simd_hsum_ps(_mm256_load_ps(acc[0][r]));
+        out[R + r] = simd_hsum_ps(_mm256_load_ps(acc[1][r]));
+    }
+}
+
+void simd_dot_q6_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
+    if (NW != 2 || R < 2 || R > 4) { /* beyond 4 rows, prefill_tile's 8 accumulators per row */
+        dot_single_rows(w, w_stride, NW, x, m0, R, out);
+        return;
+    }
+    switch (R) {
+    case 2: pair_tile(w, w_stride, x, m0, 2, out); break;
+    case 3: pair_tile(w, w_stride, x, m0, 3, out); break;
+    default: pair_tile(w, w_stride, x, m0, 4, out); break;
+    }
+}

@@ -72,6 +72,11 @@ typedef struct simd_act {
 /* The most activation rows one kernel call handles: every weight block the
  * kernel decodes is reused for this many rows (prefill). */
 #define SIMD_MAX_ROWS 8
+/* Up to this many activation rows (sequences decoding together), quantized
+ * weights are streamed as in decode, in pairs of rows each read once, every
+ * pair against all the rows; more rows (prefill) take L2 tiles of weight
+ * rows, each reused for every group of SIMD_MAX_ROWS activation rows. */
+#define SIMD_SMALL_M 16
 /* The most weight rows one kernel call handles: decode (one activation row)
  * takes weight rows in pairs, so each activation load feeds two rows and the
  * two rows' dependency chains overlap. */
@@ -79,8 +84,10 @@ typedef struct simd_act {
 
 /* out[j * R + r] = dot(weight row j, activation row m0 + r), for j < NW and
  * r < R, for 1 <= NW <= SIMD_MAX_WROWS and 1 <= R <= SIMD_MAX_ROWS. The
- * fast tiles are NW = 1 with any R (prefill) and NW = 2 with R = 1 (decode);
- * others are computed as several of those.
+ * fast tiles are NW = 1 with any R (prefill), NW = 2 with R = 1 (decode) and,
+ * for Q4_K, NW = 2 with R = 2..8 (a few sequences); others are computed as
+ * several of those. Every tile gives each (j, r) the same float operations in
+ * the same order, so a row's result does not depend on NW, R or m0.
  *   w:        NW weight rows, K values each in the weight dtype, w_stride bytes apart
  *   x:        prepared activations, rows m0 .. m0+R-1 are read
  *   out:      [NW][R] */
