@@ -240,7 +240,7 @@ static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N,
  * rows differ in the last bits (bounded like any f32 summation, the same
  * (steps + 8) ulp-of-sum bound as check_matmul), so float-weight models are
  * not batch-invariant on simd yet. Every weight dtype, several M (the
- * few-sequence pair tiles up to SIMD_SMALL_M = 16, prefill tiles at 17), an odd N
+ * few-sequence pair tiles up to SIMD_SMALL_M = 4, prefill tiles beyond), an odd N
  * (a row left over from the pairs), two blocks per row. */
 static void test_matmul_rows_independent_of_m(void) {
     if (!simd_available()) return;

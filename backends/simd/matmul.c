@@ -9,7 +9,9 @@
  * and use it for up to SIMD_MAX_ROWS activation rows. Each thread walks its
  * output rows in tiles that stay in L2 and, for each tile, every activation
  * row group in turn: the group is read once per weight row, so it is the
- * part that must stay in L1. */
+ * part that must stay in L1.
+ * A few rows (2 <= M <= SIMD_SMALL_M: sequences decoding together) are split
+ * and streamed as decode is, each weight pair against all M rows. */
 #include <string.h>
 
 #include "simd.h"
@@ -122,9 +124,8 @@ static void matmul_rows(void *arg, int64_t begin, int64_t end, int thread) {
         /* a few sequences decoding together: streamed as decode streams
          * (weight rows in pairs from the two halves of the range, each
          * pair read from memory once), every pair against all M activation
-         * rows in groups of SIMD_MAX_ROWS (the pair stays in L1 between
-         * groups). The kernels' per-row arithmetic is the same in every
-         * tile, so a row's result does not depend on M. */
+         * rows. The kernels' per-row arithmetic is the same in every tile,
+         * so a row's result does not depend on M. */
         const int64_t half = (end - begin) / 2;
         const size_t stride = (size_t)half * t->row_bytes;
         for (int64_t n = begin; n < begin + half; n++) {
