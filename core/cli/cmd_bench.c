@@ -68,6 +68,9 @@ typedef struct bench_result {
     double calibration_seconds;
     int calibration_measured; /* (class, backend) times measured now */
     bool calibration_cache_hit;
+    double create_seconds;         /* the engine's creation, weight preparation included */
+    size_t prepared_bytes;         /* weights its backends prepared (ABI 1.2), all backends */
+    char prepared[256];            /* the same per backend: "simd 12.0 MiB (196 tensors)" or "none" */
 } bench_result;
 
 typedef struct bench_job {
@@ -150,6 +153,11 @@ static vt_status bench_backend(bench_job *job, const char *name, int32_t S, benc
             r->calibration_measured = e->costs->measured;
             r->calibration_cache_hit = e->costs->cache_hit;
         }
+    for (bench_result *r = pp; r <= tg; r++) {
+        r->create_seconds = e->create_seconds;
+        r->prepared_bytes = vt_weight_prep_total(e->prepared);
+        vt_weight_prep_describe(e->prepared, r->prepared, sizeof r->prepared);
+    }
     if (job->c->dry_run) goto done;
     vt_progress_label(job->bar, name);
     double ignored, ignored_too;
@@ -253,6 +261,9 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         }
         printf(", \"tok_s_stdev\": ");
         vt_json_number(stdout, r->stdev);
+        printf(", \"create_seconds\": ");
+        vt_json_number(stdout, r->create_seconds);
+        printf(", \"prepared_weight_bytes\": %zu", r->prepared_bytes);
         printf(", \"runs\": [");
         for (int64_t k = 0; k < job->reps; k++) {
             printf("%s", k ? ", " : "");
@@ -362,6 +373,13 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
                                                  : "nothing to measure");
             break;
         }
+    printf("\n%-10s %5s %10s  %s\n", "backend", "seqs", "create s", "prepared weights");
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        if (r->error[0] || (i > 0 && strcmp(r->backend, res[i - 1].backend) == 0 && r->n_seqs == res[i - 1].n_seqs))
+            continue; /* one engine per backend and sequence count */
+        printf("%-10s %5d %10.3f  %s\n", r->backend, r->n_seqs, r->create_seconds, r->prepared);
+    }
 }
 
 /* ---- set-up ---- */

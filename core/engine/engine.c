@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "calibrate.h"
 #include "calibration_cache.h"
@@ -185,6 +186,8 @@ vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logi
 vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const vt_engine_shape *shape,
                                   vt_engine **out, vt_error *err) {
     *out = NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (shape->max_seqs < 1 || shape->max_seqs > 4096)
         return vt_fail(err, VT_ERR_INVALID, "engine: %d sequences per step (accepted: 1..4096)", shape->max_seqs);
     const bool all_logits = shape->all_logits;
@@ -217,6 +220,12 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
     }
     if (st == VT_OK) st = build_plans(e, err);
     if (st == VT_OK && e->costs) st = place_by_cost(e, err);
+    if (st == VT_OK) {
+        /* Backends prepare on this thread and may use the engine's pool. */
+        vt_host_use(e->pool);
+        vt_plan *const plans[2] = {e->prefill, e->decode};
+        st = vt_weight_prep_run(e->registry, plans, 2, &e->prepared, err);
+    }
     if (st == VT_OK) warn_inexact_kv(e);
     if (st == VT_OK) {
         e->logits_cap = e->prefill->max_outputs > e->decode->max_outputs ? e->prefill->max_outputs
@@ -228,6 +237,8 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         vt_engine_free(e);
         return st;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    e->create_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     *out = e;
     return VT_OK;
 }
@@ -238,6 +249,7 @@ void vt_engine_free(vt_engine *e) {
     vt_plan_free(e->decode);
     if (e->costs) vt_auto_costs_free(e->costs);
     free(e->costs);
+    vt_weight_prep_free(e->prepared); /* before the backends' shutdown */
     if (e->kv && e->seqs)
         for (int32_t s = 0; s < e->max_seqs; s++) vt_kv_seq_release(e->kv, &e->seqs[s]);
     vt_kv_cache_free(e->kv);
@@ -457,4 +469,5 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
     fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB\n",
             vt_dtype_name(e->kv->dtype), e->opt.kv_cache_dtype_source, (long long)vt_kv_cache_capacity(e->kv),
             e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0));
+    vt_weight_prep_print(e->prepared, f);
 }

@@ -19,6 +19,7 @@
 #include "plan.h"
 #include "registry.h"
 #include "threadpool.h"
+#include "weight_prep.h"
 
 typedef struct vt_engine {
     vt_options opt;
@@ -35,6 +36,8 @@ typedef struct vt_engine {
     vt_plan *prefill;
     vt_plan *decode;
     vt_auto_costs *costs;     /* --backend auto: the measured times the plans were placed by; else NULL */
+    vt_weight_prep *prepared; /* the backends' prepared weight copies (ABI 1.2), read by both plans */
+    double create_seconds;    /* wall time of vt_engine_create, preparation included */
     bool all_logits;
     float *logits;            /* [n rows][n_vocab] of the last eval or step */
     int64_t logits_rows;
@@ -104,7 +107,8 @@ vt_status vt_engine_seq_fork(vt_engine *e, int32_t src, int32_t dst, vt_error *e
 /* KV blocks not held by any sequence. */
 int32_t vt_engine_free_blocks(const vt_engine *e);
 
-/* Both plans, then the KV-cache dtype and where it came from. */
+/* Both plans, then the KV-cache dtype and where it came from, then the
+ * prepared weights per backend. */
 void vt_engine_explain(const vt_engine *e, FILE *f);
 
 #endif

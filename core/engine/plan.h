@@ -51,6 +51,7 @@ typedef struct vt_plan_node {
     int32_t dst;              /* value id, -1 for none (reshape_and_cache) */
     int32_t backend;          /* registry index of the backend that runs it */
     char label[40];           /* "blk.3.attn_q", "output", ... */
+    void *prepared[VT_MAX_SRC]; /* the backend's prepared copy of weight operand s, or NULL (weight_prep.c) */
     vt_node proto;            /* params and phase; tensors filled per call */
     int32_t cost_class;       /* --backend auto: its shape class in the plan's costs, else -1 */
 } vt_plan_node;

@@ -164,10 +164,15 @@ void vt_plan_set_hook(vt_node_hook hook, void *user) {
 void vt_plan_node_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_node *node) {
     const vt_plan_node *n = &p->nodes[i];
     *node = n->proto;
+    node->prepared = 0;
     for (int s = 0; s < n->n_src; s++) {
         node->src[s] = vt_plan_value_tensor(p, n->src[s], T, n_out, true);
         /* The executor never converts: what a backend gets is what negotiation fixed. */
         assert(node->src[s].dtype == n->proto.src[s].dtype);
+        if (n->prepared[s]) { /* the same tensor, in the layout its backend prepared */
+            node->src[s].data = n->prepared[s];
+            node->prepared |= 1u << s;
+        }
     }
     if (n->dst >= 0) {
         node->dst = vt_plan_value_tensor(p, n->dst, T, n_out, true);
@@ -188,6 +193,7 @@ static vt_status check_plan(const vt_plan *p, int64_t T, int64_t n_out, vt_error
         vt_plan_node_at(p, i, T, n_out, &q);
         for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
         q.dst.data = NULL;
+        q.prepared = 0; /* as supports() always sees nodes */
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
         if (vt_backend_accepts(e, &q)) continue;
         char desc[256];

@@ -87,6 +87,9 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
         c->original = original;
         size_t n = original->struct_size < sizeof(vt_backend) ? original->struct_size : sizeof(vt_backend);
         memcpy(&c->copy, original, n);
+        /* Fields of later minors mean nothing in an older plugin's table,
+         * whatever bytes a larger struct_size happens to cover. */
+        if (original->abi_minor < 2) c->copy.prepare_weight = NULL, c->copy.release_weight = NULL;
         c->next = table_copies;
         table_copies = c;
     }
@@ -98,7 +101,7 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
 /* Checks                                                                     */
 
 /* Minimum struct_size per ABI minor: the table as it was at 1.<minor>. */
-static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1};
+static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1, VT_BACKEND_SIZE_1_2};
 _Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_ABI_MINOR + 1,
                "add the table size of every ABI minor");
 
@@ -235,6 +238,11 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
                                                   : NULL;
     if (missing) {
         refuse(e, "table has no %s", missing);
+        return;
+    }
+    if (!t->prepare_weight != !t->release_weight) {
+        refuse(e, "table has %s but no %s (they come as a pair)", t->prepare_weight ? "prepare_weight" : "release_weight",
+               t->prepare_weight ? "release_weight" : "prepare_weight");
         return;
     }
     if (strcmp(t->name, name) != 0) {
@@ -578,4 +586,30 @@ vt_status vt_backend_run(const vt_backend_entry *b, const vt_node *node) {
     assert(op && "vt_backend_run on a backend that does not implement the op");
     if (!op) return VT_ERR_INTERNAL;
     return op(b->ctx, node);
+}
+
+vt_status vt_backend_prepare_weight(const vt_backend_entry *b, const vt_weight_offer *offer, vt_prepared_weight *out,
+                                    char *why, size_t why_size) {
+    memset(out, 0, sizeof *out);
+    if (why_size) why[0] = '\0';
+    if (!b || b->state != VT_BACKEND_LOADED || !b->table || !b->table->prepare_weight) return VT_OK;
+    vt_status st = b->table->prepare_weight(b->ctx, offer, out, why, why_size);
+    if (why_size) why[why_size - 1] = '\0';
+    for (char *c = why; why_size && *c; c++) /* one line, whatever the plugin wrote */
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    if (st != VT_OK) {
+        if (out->data) { /* a failing hook keeps nothing: hand back what it returned anyway */
+            b->table->release_weight(b->ctx, out->data);
+            out->data = NULL;
+        }
+        if (why_size && !why[0]) snprintf(why, why_size, "%s (no reason given)", vt_status_name(st));
+        out->bytes = 0;
+        return st;
+    }
+    if (!out->data) out->bytes = 0;
+    return VT_OK;
+}
+
+void vt_backend_release_weight(const vt_backend_entry *b, void *data) {
+    if (b && data && b->table && b->table->release_weight) b->table->release_weight(b->ctx, data);
 }

@@ -66,6 +66,12 @@ vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *u
 /* Ask a loaded backend whether it runs node (its op pointer non-NULL and
  * supports() says yes). */
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node);
+/* Offer one weight to b's prepare_weight (1.2): VT_OK with out->data NULL
+ * when b declines or has no hook; an error with b's one-line reason in why.
+ * A copy goes back through vt_backend_release_weight, before b's shutdown. */
+vt_status vt_backend_prepare_weight(const vt_backend_entry *b, const vt_weight_offer *offer, vt_prepared_weight *out,
+                                    char *why, size_t why_size);
+void vt_backend_release_weight(const vt_backend_entry *b, void *data);
 /* Run node on b (asserts the op pointer is non-NULL). */
 vt_status vt_backend_run(const vt_backend_entry *b, const vt_node *node);
 

@@ -181,6 +181,41 @@ static void fail(vt_op_result *r, const char *fmt, const char *what) {
     snprintf(r->note, sizeof r->note, fmt, what);
 }
 
+/* The case's node as an engine would hand it to the backend: each weight
+ * operand offered to its prepare hook (ABI 1.2) and, where it returns a
+ * copy, read from that copy with the node's prepared bit set. copies[s]
+ * gets what must be released afterwards. False with r failed when the hook
+ * fails. */
+static bool prepare_weights(const vt_backend_entry *b, const vt_op_case *c, vt_node *node, void *copies[VT_MAX_SRC],
+                            vt_op_result *r) {
+    *node = c->node;
+    node->prepared = 0;
+    for (int s = 0; s < VT_MAX_SRC; s++) copies[s] = NULL;
+    for (int s = 0; s < node->n_src && s < VT_MAX_SRC; s++) {
+        if (!vt_is_weight_operand(node->op, s)) continue;
+        char name[32];
+        snprintf(name, sizeof name, "case.%s.src%d", vt_op_name(node->op), s);
+        const vt_weight_offer offer = {sizeof offer, name, node->src[s], 1u << node->op, 1u << node->phase};
+        vt_prepared_weight got;
+        char why[200];
+        if (vt_backend_prepare_weight(b, &offer, &got, why, sizeof why) != VT_OK) {
+            r->verdict = VT_OP_CASE_FAIL;
+            r->error = INFINITY;
+            snprintf(r->note, sizeof r->note, "prepare_weight failed on src%d: %.100s", s, why);
+            return false;
+        }
+        if (!got.data) continue;
+        copies[s] = got.data;
+        node->src[s].data = got.data;
+        node->prepared |= 1u << s;
+    }
+    return true;
+}
+
+static void release_weights(const vt_backend_entry *b, void *copies[VT_MAX_SRC]) {
+    for (int s = 0; s < VT_MAX_SRC; s++) vt_backend_release_weight(b, copies[s]);
+}
+
 vt_status vt_op_case_judge(const vt_backend_entry *backend, const vt_backend_entry *reference, vt_op_case *c,
                            bool perf, vt_op_result *r, vt_error *err) {
     memset(r, 0, sizeof *r);
@@ -195,8 +230,12 @@ vt_status vt_op_case_judge(const vt_backend_entry *backend, const vt_backend_ent
         fail(r, "the reference failed on this case (%s)", vt_status_name(st));
         return VT_OK;
     }
-    st = vt_backend_run(backend, &c->node);
+    vt_node node;
+    void *copies[VT_MAX_SRC];
+    if (!prepare_weights(backend, c, &node, copies, r)) return VT_OK;
+    st = vt_backend_run(backend, &node);
     if (st != VT_OK) {
+        release_weights(backend, copies);
         fail(r, "the op returned %s for a node its supports() accepted", vt_status_name(st));
         return VT_OK;
     }
@@ -210,6 +249,7 @@ vt_status vt_op_case_judge(const vt_backend_entry *backend, const vt_backend_ent
         if (!got || !ref) {
             free(got);
             free(ref);
+            release_weights(backend, copies);
             return vt_fail(err, VT_ERR_NOMEM, "op case %s: out of memory", vt_op_name(c->op));
         }
         vt_to_f32(outs[i]->dtype, outs[i]->data, got, n);
@@ -222,8 +262,9 @@ vt_status vt_op_case_judge(const vt_backend_entry *backend, const vt_backend_ent
     r->verdict = r->error <= r->threshold ? VT_OP_CASE_OK : VT_OP_CASE_FAIL;
     if (acc.nonfinite) snprintf(r->note, sizeof r->note, "non-finite output where the reference is finite");
     if (perf) {
-        st = time_runs(backend, &c->node, &r->seconds);
+        st = time_runs(backend, &node, &r->seconds);
         if (st != VT_OK) fail(r, "the op returned %s when run again", vt_status_name(st));
     }
+    release_weights(backend, copies);
     return VT_OK;
 }

@@ -46,6 +46,10 @@
  *
  * Minors: 1.0 the first release; 1.1 adds the Q8_0 KV cache to ATTENTION
  * and RESHAPE_AND_CACHE (below). A 1.0 plugin is never offered a Q8_0 cache.
+ * 1.2 adds the weight-prepare hook (prepare_weight / release_weight at the
+ * end of vt_backend, vt_node.prepared; see "Prepared weights" below). The
+ * runtime never reads those fields of a 1.0 or 1.1 table: such a plugin
+ * prepares nothing and runs on the file's weights, as before.
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -64,7 +68,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 1
+#define VT_ABI_MINOR 2
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -153,6 +157,11 @@ typedef struct vt_node {
         vt_attention_params attention;
         uint8_t reserved[64]; /* fixes the union's size for the ABI */
     } params;
+    /* 1.2: bit s set = src[s].data is the prepared copy this backend's
+     * prepare_weight returned for that weight (dtype, ne and nb still
+     * describe the file's tensor); clear = the file's own bytes. Always 0
+     * in supports() queries: acceptance must not depend on preparation. */
+    uint32_t prepared;
 } vt_node;
 
 /* An op implementation. Returns VT_OK or an error; on error it may describe
@@ -207,6 +216,59 @@ typedef struct vt_backend_config {
 } vt_backend_config;
 
 /* ------------------------------------------------------------------------ */
+/* Prepared weights (1.2)
+ *
+ * A backend may keep its own copy of a weight in a layout of its choice
+ * (rows interleaved for its GEMM, scales unpacked, ...) instead of reading
+ * the file's layout on every call. At engine creation, after both plans
+ * (prefill, decode) are negotiated, the runtime offers each backend that
+ * exports prepare_weight every weight tensor its nodes will read through a
+ * weight operand: MATMUL src0, GET_ROWS src0, RMS_NORM src1 (biases, reached
+ * through reshaping views, are never offered). One offer per tensor and
+ * backend, whatever number of nodes and phases read it; `ops` and `phases`
+ * say which. The backend answers VT_OK with out->data NULL (declined: its
+ * ops get the file's bytes, as before), VT_OK with a copy, or an error with
+ * a one-line reason in err: the engine is then not created (every copy
+ * already made is released first) and the error names the backend, the
+ * tensor and the reason.
+ *
+ * Every node of that backend reading the tensor then gets src[s].data =
+ * out->data and bit s of node->prepared set; dtype, ne and nb still describe
+ * the file's tensor. Nodes of other backends, and any node the runtime runs
+ * outside an engine (tools, conformance cases that do not go through the
+ * hook), have the bit clear: an op must check the bit, never assume.
+ *
+ * Calls: from the thread creating the engine, one offer at a time (never
+ * concurrently with each other or with an op on the same ctx); the backend
+ * may spread one preparation over the runtime's threads with
+ * host->parallel_for. The copy is the backend's memory (host->alloc or its
+ * own), read-only and unchanged from then on; release_weight(ctx, data) is
+ * called exactly once per copy when the engine is freed, before shutdown.
+ * out->bytes is what the copy keeps resident; the runtime reports the sum
+ * per backend ("prepared weights: X MiB" in --explain and vt bench). The
+ * original stays mapped and valid while the engine lives (other backends
+ * and unprepared nodes may read it). */
+
+/* Is operand `src` of op `op` a weight operand, one the runtime may offer
+ * to prepare_weight and mark in vt_node.prepared? */
+static inline int vt_is_weight_operand(int op, int src) {
+    return (op == VT_OP_MATMUL && src == 0) || (op == VT_OP_GET_ROWS && src == 0) || (op == VT_OP_RMS_NORM && src == 1);
+}
+
+typedef struct vt_weight_offer {
+    uint32_t struct_size; /* sizeof(vt_weight_offer) of the runtime */
+    const char *name;     /* the file's tensor name, "blk.0.attn_q.weight" */
+    vt_tensor tensor;     /* dtype, shape and data of the file's tensor (read-only) */
+    uint32_t ops;         /* bit (1u << vt_op) of every op that reads it on this backend */
+    uint32_t phases;      /* bit (1u << vt_phase) of every phase whose plan reads it here */
+} vt_weight_offer;
+
+typedef struct vt_prepared_weight {
+    void *data;   /* NULL = declined; else what the ops receive as the operand's data */
+    size_t bytes; /* bytes the copy keeps resident, for accounting */
+} vt_prepared_weight;
+
+/* ------------------------------------------------------------------------ */
 /* The table a backend exports. Fields are only appended.                    */
 
 typedef struct vt_backend {
@@ -238,12 +300,21 @@ typedef struct vt_backend {
     vt_op_fn add;
     vt_op_fn get_rows;
     vt_op_fn convert;
+
+    /* 1.2, optional as a pair (NULL, NULL = prepares nothing; one without
+     * the other is refused at load). See "Prepared weights" above. `out`
+     * arrives zeroed. */
+    vt_status (*prepare_weight)(void *ctx, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
+                                size_t err_size);
+    void (*release_weight)(void *ctx, void *data);
 } vt_backend;
 
 /* Size of the table at ABI 1.0: what the runtime requires at minimum. */
 #define VT_BACKEND_SIZE_1_0 (offsetof(vt_backend, convert) + sizeof(vt_op_fn))
 /* 1.1 added a convention (the Q8_0 KV cache), no field: the same table. */
 #define VT_BACKEND_SIZE_1_1 VT_BACKEND_SIZE_1_0
+/* 1.2 appended prepare_weight and release_weight. */
+#define VT_BACKEND_SIZE_1_2 (offsetof(vt_backend, release_weight) + sizeof(void (*)(void *, void *)))
 
 /* Exported symbols' types, for dlsym. */
 typedef const vt_backend *(*vt_backend_entry_fn)(void);

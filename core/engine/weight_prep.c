@@ -1,0 +1,182 @@
+/* weight_prep.c — offering weights to backends' prepare hooks (ABI 1.2) and
+ * keeping what they return for the engine's life. See weight_prep.h and the
+ * "Prepared weights" rules in vt_backend.h. */
+#include "weight_prep.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+#include "quant.h"
+
+/* One tensor offered to one backend, and what it made of it. */
+typedef struct prepared_copy {
+    int32_t backend;      /* registry index */
+    const void *original; /* the file's bytes: the key, with backend */
+    char name[48];
+    vt_tensor tensor;
+    uint32_t ops, phases;
+    void *data; /* the copy, NULL = declined */
+    size_t bytes;
+} prepared_copy;
+
+struct vt_weight_prep {
+    const vt_registry *registry;
+    prepared_copy *copies;
+    int32_t n, cap;
+};
+
+static bool has_hook(const vt_registry *r, int32_t backend) {
+    const vt_backend_entry *e = vt_registry_at(r, backend);
+    return e && e->state == VT_BACKEND_LOADED && e->table && e->table->prepare_weight;
+}
+
+static prepared_copy *find_copy(vt_weight_prep *w, int32_t backend, const void *original) {
+    for (int32_t i = 0; i < w->n; i++)
+        if (w->copies[i].backend == backend && w->copies[i].original == original) return &w->copies[i];
+    return NULL;
+}
+
+/* The weight value a node's operand s reads directly, or -1 (an activation,
+ * or a weight reached through a reshaping view, which is never offered). */
+static int32_t weight_operand(const vt_plan *p, const vt_plan_node *n, int s) {
+    if (!vt_is_weight_operand(n->op, s) || s >= n->n_src || n->src[s] < 0) return -1;
+    return p->values[n->src[s]].kind == VT_VAL_WEIGHT ? n->src[s] : -1;
+}
+
+/* The offers: one per (backend with the hook, tensor), with the union of the
+ * ops and phases that read it there. */
+static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, vt_error *err) {
+    for (int k = 0; k < n_plans; k++) {
+        const vt_plan *p = plans[k];
+        for (int32_t i = 0; i < p->n_nodes; i++) {
+            const vt_plan_node *n = &p->nodes[i];
+            if (!has_hook(w->registry, n->backend)) continue;
+            for (int s = 0; s < n->n_src; s++) {
+                const int32_t v = weight_operand(p, n, s);
+                if (v < 0) continue;
+                prepared_copy *c = find_copy(w, n->backend, p->values[v].data);
+                if (!c) {
+                    if (w->n == w->cap) {
+                        int32_t cap = w->cap ? w->cap * 2 : 64;
+                        prepared_copy *grown = realloc(w->copies, (size_t)cap * sizeof *grown);
+                        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing weights to prepare");
+                        w->copies = grown;
+                        w->cap = cap;
+                    }
+                    c = &w->copies[w->n++];
+                    memset(c, 0, sizeof *c);
+                    c->backend = n->backend;
+                    c->original = p->values[v].data;
+                    snprintf(c->name, sizeof c->name, "%s", p->values[v].name);
+                    c->tensor = vt_plan_value_tensor(p, v, -1, -1, true);
+                }
+                c->ops |= 1u << n->op;
+                c->phases |= 1u << p->phase;
+            }
+        }
+    }
+    return VT_OK;
+}
+
+static void release_all(vt_weight_prep *w) {
+    /* Reverse order of preparation, like any teardown of things set up in sequence. */
+    for (int32_t i = w->n - 1; i >= 0; i--) {
+        prepared_copy *c = &w->copies[i];
+        if (c->data) vt_backend_release_weight(vt_registry_at(w->registry, c->backend), c->data);
+        c->data = NULL;
+        c->bytes = 0;
+    }
+}
+
+vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, vt_weight_prep **out,
+                             vt_error *err) {
+    *out = NULL;
+    vt_weight_prep *w = calloc(1, sizeof *w);
+    if (!w) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    w->registry = r;
+    vt_status st = collect(w, plans, n_plans, err);
+    for (int32_t i = 0; i < w->n && st == VT_OK; i++) {
+        prepared_copy *c = &w->copies[i];
+        const vt_backend_entry *e = vt_registry_at(r, c->backend);
+        const vt_weight_offer offer = {sizeof offer, c->name, c->tensor, c->ops, c->phases};
+        vt_prepared_weight got;
+        char why[256];
+        st = vt_backend_prepare_weight(e, &offer, &got, why, sizeof why);
+        if (st != VT_OK) {
+            char shape[64];
+            snprintf(shape, sizeof shape, "%s[%lld,%lld]", vt_dtype_name(c->tensor.dtype), (long long)c->tensor.ne[0],
+                     (long long)c->tensor.ne[1]);
+            st = vt_fail(err, VT_ERR_BACKEND, "backend '%s' failed to prepare weight %s %s: %s", e->name, c->name,
+                         shape, why);
+            break;
+        }
+        c->data = got.data;
+        c->bytes = got.bytes;
+    }
+    if (st != VT_OK) {
+        vt_weight_prep_free(w); /* the engine does not start half-prepared */
+        return st;
+    }
+    /* Every node of the backend reading a prepared tensor reads the copy. */
+    for (int k = 0; k < n_plans; k++) {
+        vt_plan *p = plans[k];
+        for (int32_t i = 0; i < p->n_nodes; i++) {
+            vt_plan_node *n = &p->nodes[i];
+            for (int s = 0; s < n->n_src; s++) {
+                const int32_t v = weight_operand(p, n, s);
+                const prepared_copy *c = v >= 0 ? find_copy(w, n->backend, p->values[v].data) : NULL;
+                n->prepared[s] = c ? c->data : NULL;
+            }
+        }
+    }
+    *out = w;
+    return VT_OK;
+}
+
+void vt_weight_prep_free(vt_weight_prep *w) {
+    if (!w) return;
+    release_all(w);
+    free(w->copies);
+    free(w);
+}
+
+size_t vt_weight_prep_bytes(const vt_weight_prep *w, int32_t backend, int *n_tensors) {
+    size_t bytes = 0;
+    int n = 0;
+    for (int32_t i = 0; w && i < w->n; i++) {
+        if (w->copies[i].backend != backend || !w->copies[i].data) continue;
+        bytes += w->copies[i].bytes;
+        n++;
+    }
+    if (n_tensors) *n_tensors = n;
+    return bytes;
+}
+
+size_t vt_weight_prep_total(const vt_weight_prep *w) {
+    size_t bytes = 0;
+    for (int32_t i = 0; w && i < w->n; i++) bytes += w->copies[i].data ? w->copies[i].bytes : 0;
+    return bytes;
+}
+
+void vt_weight_prep_describe(const vt_weight_prep *w, char *buf, size_t size) {
+    int len = 0, shown = 0;
+    buf[0] = '\0';
+    for (int32_t b = 0; w && b < vt_registry_count(w->registry) && len >= 0 && (size_t)len < size; b++) {
+        if (!has_hook(w->registry, b)) continue;
+        bool offered = false;
+        for (int32_t i = 0; i < w->n && !offered; i++) offered = w->copies[i].backend == b;
+        if (!offered) continue; /* loaded, but runs none of this engine's weights */
+        int n;
+        const size_t bytes = vt_weight_prep_bytes(w, b, &n);
+        len += snprintf(buf + len, size - (size_t)len, "%s%s %.1f MiB (%d tensors)", shown++ ? ", " : "",
+                        vt_registry_at(w->registry, b)->name, (double)bytes / (1024.0 * 1024.0), n);
+    }
+    if (!shown) snprintf(buf, size, "none");
+}
+
+void vt_weight_prep_print(const vt_weight_prep *w, FILE *f) {
+    char line[1024];
+    vt_weight_prep_describe(w, line, sizeof line);
+    fprintf(f, "prepared weights: %s\n", line);
+}

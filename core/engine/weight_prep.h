@@ -1,0 +1,39 @@
+/* weight_prep.h — the prepare hook of ABI 1.2 run over an engine's plans:
+ * each backend is offered the weights its nodes read, the copies it returns
+ * are wired into those nodes, counted, and released when the engine goes.
+ *
+ * Separate from plan building because it runs once over both plans (one
+ * copy per tensor and backend, whichever phases read it) and owns memory
+ * that outlives neither the plans nor the backends. */
+#ifndef VT_CORE_WEIGHT_PREP_H
+#define VT_CORE_WEIGHT_PREP_H
+
+#include <stdio.h>
+
+#include "error.h"
+#include "plan.h"
+#include "registry.h"
+
+typedef struct vt_weight_prep vt_weight_prep;
+
+/* Offer every weight operand of the plans' nodes to the backend the node
+ * runs on (backends without the hook are skipped), then point each node's
+ * operand at the copy its backend prepared. On failure nothing stays
+ * prepared and err names the backend, the tensor and the backend's reason.
+ * *out is NULL on failure; free with vt_weight_prep_free before the
+ * registry is destroyed. */
+vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, vt_weight_prep **out,
+                             vt_error *err);
+void vt_weight_prep_free(vt_weight_prep *w);
+
+/* Bytes and count of the copies backend (a registry index) keeps. */
+size_t vt_weight_prep_bytes(const vt_weight_prep *w, int32_t backend, int *n_tensors);
+/* Bytes of every copy, all backends. */
+size_t vt_weight_prep_total(const vt_weight_prep *w);
+/* "NAME X MiB (N tensors)[, ...]" per backend with the hook that was
+ * offered weights, or "none". */
+void vt_weight_prep_describe(const vt_weight_prep *w, char *buf, size_t size);
+/* "prepared weights: " and the above, one line. */
+void vt_weight_prep_print(const vt_weight_prep *w, FILE *f);
+
+#endif

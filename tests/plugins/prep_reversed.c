@@ -1,0 +1,125 @@
+/* prep_reversed.c — test backend for the weight-prepare hook (ABI 1.2).
+ *
+ * Every op runs on the real reference backend (kv_forward.h). What it adds:
+ * prepare_weight keeps every weight a matmul reads as a byte-reversed copy,
+ * and its matmul refuses to run unless its weight operand is marked prepared
+ * (vt_node.prepared). So a runtime that forgets the hook, hands the file's
+ * bytes with the bit set, or the copy without it, fails loudly or computes
+ * garbage — while a correct one computes exactly what the reference does
+ * (reversal is lossless and un-reversed before the reference's kernel).
+ * Weights read only by rms_norm are declined: they must arrive as the
+ * file's bytes with the bit clear.
+ *
+ * VT_TEST_PREP_FAIL=NAME makes the offer of tensor NAME fail with a reason
+ * ("*" = the first offer), to check that the engine is refused naming it
+ * and that the copies made before are released (leak check under ASan). */
+#define PLUGIN_NAME "prep_reversed"
+#include "kv_forward.h"
+
+static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+
+/* Bytes of a contiguous tensor. */
+static size_t tensor_bytes(const fwd_ctx *c, const vt_tensor *t) {
+    return c->host->row_size(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
+static void reverse_bytes(unsigned char *dst, const unsigned char *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = src[n - 1 - i];
+}
+
+static vt_status prep_prepare(void *ctx, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
+                              size_t err_size) {
+    const fwd_ctx *c = ctx;
+    const char *fail = getenv("VT_TEST_PREP_FAIL");
+    if (fail && (strcmp(fail, "*") == 0 || strcmp(fail, offer->name) == 0)) {
+        snprintf(err, err_size, "injected failure for %s (VT_TEST_PREP_FAIL)", offer->name);
+        return VT_ERR_BACKEND;
+    }
+    if (!(offer->ops & (1u << VT_OP_MATMUL))) return VT_OK; /* declined: read as the file's bytes */
+    const size_t n = tensor_bytes(c, &offer->tensor);
+    unsigned char *copy = c->host->alloc(n ? n : 1, 64);
+    if (!copy) {
+        snprintf(err, err_size, "out of memory for %zu bytes", n);
+        return VT_ERR_NOMEM;
+    }
+    reverse_bytes(copy, offer->tensor.data, n);
+    out->data = copy;
+    out->bytes = n;
+    return VT_OK;
+}
+
+static void prep_release(void *ctx, void *data) {
+    const fwd_ctx *c = ctx;
+    c->host->free(data);
+}
+
+/* Run `op` of the reference on node with every prepared operand turned
+ * back into the file's layout (a temporary copy). `need_weight`: the
+ * weight operand src0 must be prepared, or the op fails saying so. */
+static vt_status run_unprepared(void *ctx, const vt_node *node, const char *op, bool need_weight) {
+    const fwd_ctx *c = ctx;
+    vt_status st = fwd_enforce(ctx, node, op);
+    if (st != VT_OK) return st;
+    if (need_weight && !(node->prepared & 1u)) {
+        c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s: weight operand src0 was not prepared (the hook was missed)", op);
+        return VT_ERR_INVALID;
+    }
+    vt_node plain = *node;
+    plain.prepared = 0;
+    void *temps[VT_MAX_SRC] = {0};
+    for (int s = 0; s < node->n_src && st == VT_OK; s++) {
+        if (!(node->prepared & (1u << s))) continue;
+        if (!vt_is_weight_operand(node->op, s)) {
+            c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s: src%d marked prepared but is no weight operand", op, s);
+            st = VT_ERR_INVALID;
+            break;
+        }
+        const size_t n = tensor_bytes(c, &node->src[s]);
+        temps[s] = c->host->alloc(n ? n : 1, 64);
+        if (!temps[s]) {
+            st = VT_ERR_NOMEM;
+            break;
+        }
+        reverse_bytes(temps[s], node->src[s].data, n);
+        plain.src[s].data = temps[s];
+    }
+    if (st == VT_OK) st = vt_backend_op(c->ref, node->op)(c->ref_ctx, &plain);
+    for (int s = 0; s < VT_MAX_SRC; s++) c->host->free(temps[s]);
+    return st;
+}
+
+static vt_status prep_matmul(void *ctx, const vt_node *node) { return run_unprepared(ctx, node, "matmul", true); }
+static vt_status prep_get_rows(void *ctx, const vt_node *node) {
+    return run_unprepared(ctx, node, "get_rows", false);
+}
+static vt_status prep_rms_norm(void *ctx, const vt_node *node) {
+    const fwd_ctx *c = ctx;
+    if (node->prepared) { /* declined at prepare time: must never arrive marked */
+        c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "rms_norm: handed a weight marked prepared, which it declined");
+        return VT_ERR_INVALID;
+    }
+    return fwd_rms_norm(ctx, node);
+}
+
+static const vt_backend table = {
+    .abi_major = VT_ABI_MAJOR,
+    .abi_minor = VT_ABI_MINOR,
+    .struct_size = sizeof(vt_backend),
+    .name = PLUGIN_NAME,
+    .description = "test plugin: keeps matmul weights byte-reversed through the prepare hook",
+    .init = fwd_init,
+    .shutdown = fwd_shutdown,
+    .supports = plugin_supports,
+    .matmul = prep_matmul,
+    .attention = fwd_attention,
+    .reshape_and_cache = fwd_reshape_and_cache,
+    .rms_norm = prep_rms_norm,
+    .rope = fwd_rope,
+    .swiglu = fwd_swiglu,
+    .add = fwd_add,
+    .get_rows = prep_get_rows,
+    .convert = fwd_convert,
+    .prepare_weight = prep_prepare,
+    .release_weight = prep_release,
+};
+VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }

@@ -1,0 +1,250 @@
+/* test_weight_prep.c — the weight-prepare hook of ABI 1.2, end to end.
+ *
+ * The test plugin prep_reversed (tests/plugins/prep_reversed.c) keeps every
+ * matmul weight byte-reversed and its matmul refuses a weight not marked
+ * prepared, so each claim below fails loudly when the runtime gets it wrong:
+ *   - in process: its matmul fails on the file's bytes (a missed hook is
+ *     caught), runs on the copy the hook returned, and rms_norm weights are
+ *     declined;
+ *   - a forward through it (prefill and decode, plan check on) gives the
+ *     reference's tokens, so every node read the prepared copy;
+ *   - --explain and vt bench --json account the copies: exactly the model's
+ *     matmul weights, their bytes to the byte;
+ *   - a failing hook refuses the engine naming backend, tensor and reason
+ *     (under ASan the copies made before it must be freed: a leak fails);
+ *   - vt backends --test runs its cases through the hook;
+ *   - an ABI 1.0 plugin keeps loading and running, preparing nothing. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host.h"
+#include "json_mini.h"
+#include "model.h"
+#include "registry.h"
+#include "threadpool.h"
+#include "util.h"
+#include "vt/vt_dtype.h"
+
+#define PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-prep_reversed.so"
+static const char *model_path;
+
+static int run_vt(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run_vt(char **out, char **err, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd,
+             "env -u VT_KV_CACHE_DTYPE -u VT_KV_CACHE_F32 -u VT_CONFIG -u VT_BACKEND -u VT_CTX_SIZE "
+             "VT_CHECK_PLAN=1 VT_BACKEND_PATH='%s' '%s' %s",
+             VT_TEST_PLUGIN_DIR, VT_CLI_PATH, args);
+    return vt_test_run_cmd(cmd, out, err);
+}
+
+/* The model's distinct matmul weights: how many and their bytes. */
+static void matmul_weights(int *count, size_t *bytes) {
+    vt_model *m = NULL;
+    vt_error err = {0};
+    *count = 0;
+    *bytes = 0;
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
+    const vt_gguf_tensor *seen[512];
+    int n = 0;
+    for (int il = 0; il <= m->hp.n_layer; il++) {
+        const vt_layer_weights *w = il < m->hp.n_layer ? &m->layers[il] : NULL;
+        const vt_gguf_tensor *ts[7] = {m->output};
+        if (w) {
+            const vt_gguf_tensor *layer[7] = {w->wq, w->wk, w->wv, w->wo, w->ffn_gate, w->ffn_up, w->ffn_down};
+            memcpy(ts, layer, sizeof ts);
+        }
+        for (int k = 0; k < (w ? 7 : 1); k++) {
+            bool dup = false;
+            for (int j = 0; j < n; j++) dup = dup || seen[j]->data == ts[k]->data;
+            if (dup || n == 512) continue;
+            seen[n++] = ts[k];
+            *bytes += vt_row_size(ts[k]->dtype, ts[k]->ne[0]) * (size_t)(ts[k]->ne[1] * ts[k]->ne[2] * ts[k]->ne[3]);
+        }
+    }
+    *count = n;
+    vt_model_free(m);
+}
+
+/* ---- in process ---- */
+
+static void test_matmul_reads_only_the_prepared_copy(void) {
+    vt_threadpool *pool = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_threadpool_create(1, &pool, &err), VT_OK);
+    const vt_host *host = vt_host_get(pool);
+    vt_backend_entry e;
+    if (vt_registry_check_file(host, PLUGIN, &e, &err) != VT_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        CU_FAIL_FATAL("prep_reversed does not load");
+    }
+    enum { K = 64, N = 5, M = 3 };
+    float w[N * K], x[M * K], y[M * N], want[M * N];
+    for (int i = 0; i < N * K; i++) w[i] = (float)((i * 37) % 17 - 8) / 8.0f;
+    for (int i = 0; i < M * K; i++) x[i] = (float)((i * 11) % 13 - 6) / 4.0f;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)x[m * K + k] * w[n * K + k];
+            want[m * N + n] = (float)s;
+        }
+    const vt_tensor wt = {w, VT_F32, 2, {K, N, 1, 1}, {4, 4 * K, 4 * K * N, 4 * K * N}};
+    vt_node node = {.struct_size = sizeof(vt_node), .op = VT_OP_MATMUL, .phase = VT_PHASE_PREFILL, .n_src = 2};
+    node.src[0] = wt;
+    node.src[1] = (vt_tensor){x, VT_F32, 2, {K, M, 1, 1}, {4, 4 * K, 4 * K * M, 4 * K * M}};
+    node.dst = (vt_tensor){y, VT_F32, 2, {N, M, 1, 1}, {4, 4 * N, 4 * N * M, 4 * N * M}};
+
+    /* the file's bytes, not marked: the plugin must refuse (a missed hook shows) */
+    CU_ASSERT_EQUAL(vt_backend_run(&e, &node), VT_ERR_INVALID);
+
+    const vt_weight_offer offer = {sizeof offer, "w", wt, 1u << VT_OP_MATMUL, 1u << VT_PHASE_PREFILL};
+    vt_prepared_weight got;
+    char why[200];
+    CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(&e, &offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
+    CU_ASSERT_EQUAL(got.bytes, sizeof w);
+    CU_ASSERT_EQUAL(memcmp(got.data, w, sizeof w) != 0, 1); /* its own layout, not a plain copy */
+    node.src[0].data = got.data;
+    node.prepared = 1u;
+    CU_ASSERT_EQUAL(vt_backend_run(&e, &node), VT_OK);
+    float max_diff = 0;
+    for (int i = 0; i < M * N; i++) max_diff = fmaxf(max_diff, fabsf(y[i] - want[i]));
+    CU_ASSERT(max_diff < 1e-4f);
+    vt_backend_release_weight(&e, got.data);
+
+    /* an rms_norm-only weight is declined: no copy, no bytes */
+    const vt_tensor norm = {w, VT_F32, 1, {K, 1, 1, 1}, {4, 4 * K, 4 * K, 4 * K}};
+    const vt_weight_offer norm_offer = {sizeof norm_offer, "norm", norm, 1u << VT_OP_RMS_NORM, 1u << VT_PHASE_DECODE};
+    CU_ASSERT_EQUAL(vt_backend_prepare_weight(&e, &norm_offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NULL(got.data);
+    CU_ASSERT_EQUAL(got.bytes, 0);
+    vt_registry_release_checked(&e);
+    vt_threadpool_destroy(pool);
+}
+
+/* ---- through the CLI ---- */
+
+static const char *const prompt = "1,17,42,99,5,250,3,77,128,64,8,200";
+
+static void test_forward_reads_prepared_copies_and_equals_reference(void) {
+    char *ref = NULL, *got = NULL, *err = NULL;
+    CU_ASSERT_EQUAL_FATAL(run_vt(&ref, NULL, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend reference "
+                                 "--fallback none", model_path, prompt), 0);
+    int rc = run_vt(&got, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend prep_reversed "
+                    "--fallback none --explain", model_path, prompt);
+    if (rc != 0) fprintf(stderr, "%s\n", err ? err : "");
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_STRING_EQUAL(got, ref); /* prefill and decode both read the copies, lossless */
+    int count;
+    size_t bytes;
+    matmul_weights(&count, &bytes);
+    char want[128];
+    snprintf(want, sizeof want, "prepared weights: prep_reversed %.1f MiB (%d tensors)\n",
+             (double)bytes / (1024.0 * 1024.0), count);
+    if (!err || !strstr(err, want)) fprintf(stderr, "wanted \"%s\" in:\n%s\n", want, err ? err : "");
+    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, want) : NULL);
+    free(ref), free(got), free(err);
+}
+
+static void test_bench_accounts_prepared_bytes(void) {
+    char *out = NULL, *err = NULL, msg[200] = "";
+    int rc = run_vt(&out, &err, "bench -m '%s' --backends prep_reversed --fallback none -p 4 -n 2 -r 1 --json "
+                    "--membw-mib 0", model_path);
+    if (rc != 0) fprintf(stderr, "%s\n", err ? err : "");
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    json_value doc;
+    CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n >= 1);
+    int count;
+    size_t bytes;
+    matmul_weights(&count, &bytes);
+    for (size_t i = 0; i < results->n; i++) {
+        const json_value *pb = json_get(&results->items[i], "prepared_weight_bytes");
+        const json_value *cs = json_get(&results->items[i], "create_seconds");
+        CU_ASSERT_FATAL(pb && pb->type == JSON_NUMBER && cs && cs->type == JSON_NUMBER);
+        CU_ASSERT_EQUAL((size_t)pb->number, bytes);
+        CU_ASSERT(cs->number > 0.0);
+    }
+    json_free(&doc);
+    free(out), free(err);
+}
+
+static void test_failing_hook_refuses_the_engine(void) {
+    static const char *const setups[] = {"--fallback none", "--fallback reference"};
+    for (size_t i = 0; i < sizeof setups / sizeof *setups; i++) {
+        char *out = NULL, *err = NULL;
+        /* the hook fails on the second layer's ffn_up, after earlier copies were made */
+        setenv("VT_TEST_PREP_FAIL", "blk.1.ffn_up.weight", 1);
+        int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 2 --temp 0 --ids --backend prep_reversed %s", model_path,
+                    prompt, setups[i]);
+        unsetenv("VT_TEST_PREP_FAIL");
+        CU_ASSERT_NOT_EQUAL(rc, 0);
+        CU_ASSERT(!out || !out[0]); /* no token: the engine never started */
+        const char *want[] = {"backend 'prep_reversed' failed to prepare weight blk.1.ffn_up.weight",
+                              "injected failure for blk.1.ffn_up.weight"};
+        for (int k = 0; k < 2; k++) {
+            if (!err || !strstr(err, want[k])) fprintf(stderr, "wanted \"%s\" in:\n%s\n", want[k], err ? err : "");
+            CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, want[k]) : NULL);
+        }
+        free(out), free(err);
+    }
+}
+
+static void test_backends_test_goes_through_the_hook(void) {
+    char *out = NULL, *err = NULL, msg[200] = "";
+    int rc = run_vt(&out, &err, "backends --test '%s' --ops matmul,get_rows,rms_norm --json", PLUGIN);
+    CU_ASSERT_EQUAL(rc, 0);
+    json_value doc;
+    CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+    const json_value *cases = json_get(&doc, "cases");
+    CU_ASSERT_FATAL(cases && cases->type == JSON_ARRAY && cases->n > 10);
+    size_t matmuls = 0;
+    for (size_t i = 0; i < cases->n; i++) {
+        const json_value *ok = json_get(&cases->items[i], "ok"), *op = json_get(&cases->items[i], "op");
+        CU_ASSERT(ok && ok->type == JSON_BOOL && ok->boolean);
+        if (op && op->type == JSON_STRING && strcmp(op->str, "matmul") == 0) matmuls++;
+    }
+    CU_ASSERT(matmuls > 0); /* its matmul runs only on prepared weights: these passed through the hook */
+    json_free(&doc);
+    free(out), free(err);
+}
+
+static void test_abi_1_0_plugin_prepares_nothing_and_runs(void) {
+    char *ref = NULL, *got = NULL, *err = NULL;
+    CU_ASSERT_EQUAL_FATAL(run_vt(&ref, NULL, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend reference "
+                                 "--fallback none", model_path, prompt), 0);
+    CU_ASSERT_EQUAL_FATAL(run_vt(&got, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_abi_1_0 "
+                                 "--fallback none --explain", model_path, prompt), 0);
+    CU_ASSERT_STRING_EQUAL(got, ref);
+    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "prepared weights: none\n") : NULL);
+    free(ref), free(got), free(err);
+}
+
+int main(void) {
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/models/qwen3-tiny-q4_k_m.gguf", VT_TEST_DATA_DIR);
+    model_path = path;
+    CU_TestInfo tests[] = {
+        {"prep_reversed in process: refuses the file's bytes, runs on its copy, declines norm weights",
+         test_matmul_reads_only_the_prepared_copy},
+        {"a forward reads the prepared copies (prefill and decode): tokens equal the reference's",
+         test_forward_reads_prepared_copies_and_equals_reference},
+        {"vt bench --json: prepared bytes are the model's matmul weights exactly, creation timed",
+         test_bench_accounts_prepared_bytes},
+        {"a failing prepare hook refuses the engine naming backend, tensor and reason",
+         test_failing_hook_refuses_the_engine},
+        {"vt backends --test runs the plugin's cases through its hook", test_backends_test_goes_through_the_hook},
+        {"an ABI 1.0 plugin loads, prepares nothing, runs as before", test_abi_1_0_plugin_prepares_nothing_and_runs},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("weight_prep", NULL, NULL, tests);
+    return vt_test_run();
+}
