@@ -234,24 +234,23 @@ static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N,
  * tiles M > 1 takes, a sequence alone runs M = 1 through decode's paired-row
  * kernel. For the quantized dtypes each row's activation is quantized on its
  * own and both kernels sum a row's blocks (exact integer dot products) in the
- * same order, so the results are equal bit for bit — what makes a sequence's
- * tokens independent of what shares its step. For F32/F16/BF16 weights the
- * two kernels sum the f32 products in different orders: measured here, those
- * rows differ in the last bits (bounded like any f32 summation, the same
- * (steps + 8) ulp-of-sum bound as check_matmul), so float-weight models are
- * not batch-invariant on simd yet. Every weight dtype, several M (the
- * few-sequence pair tiles up to SIMD_SMALL_M = 4, prefill tiles beyond), an odd N
- * (a row left over from the pairs), two blocks per row. */
+ * same order; for F32/F16/BF16 weights every tile sums each output's f32
+ * products in one order (matmul_float.c). So the results are equal bit for
+ * bit — what makes a sequence's tokens independent of what shares its step.
+ * Every weight dtype, several M (the few-sequence pair tiles up to
+ * SIMD_SMALL_M = 4, prefill tiles beyond, every remainder of their row
+ * groups), an odd N (a row left over from the pairs), K with a tail past the
+ * 8-lane steps for the float dtypes. */
 static void test_matmul_rows_independent_of_m(void) {
     if (!simd_available()) return;
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
     static const int64_t Ms[] = {2, 3, 4, 5, 8, 13, 16, 17};
-    const int64_t K = 512, N = 37;
+    const int64_t N = 37;
     uint64_t seed = 9000;
     int checked = 0, differing = 0;
-    double float_worst = 0;
     for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
         const int32_t wt = weight_dtypes[d];
+        const int64_t K = vt_dtype_is_float(wt) ? 515 : 512;
         for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
             const int64_t M = Ms[mi];
             vt_node all = vt_harness_node(VT_OP_MATMUL, VT_PHASE_DECODE);
@@ -267,30 +266,19 @@ static void test_matmul_rows_independent_of_m(void) {
                 one.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){N, 1});
                 CU_ASSERT_EQUAL_FATAL(simd->table->matmul(simd->ctx, &one), VT_OK);
                 const float *alone = one.dst.data, *batched = (const float *)all.dst.data + m * N;
-                const bool same = memcmp(alone, batched, (size_t)N * sizeof(float)) == 0;
-                if (!vt_dtype_is_float(wt)) {
-                    if (!same)
-                        printf("\n  %s M=%lld: row %lld differs from the same row alone", vt_dtype_name(wt),
-                               (long long)M, (long long)m);
-                    differing += !same;
-                    checked++;
-                } else {
-                    /* |x| < 1, |w| < 1: each sum's magnitude is at most K */
-                    for (int64_t n = 0; n < N; n++) {
-                        const double diff = fabs((double)alone[n] - batched[n]);
-                        float_worst = fmax(float_worst, diff);
-                        CU_ASSERT(diff <= (K / 8.0 + 8.0) * FLT_EPSILON * K);
-                    }
+                if (memcmp(alone, batched, (size_t)N * sizeof(float)) != 0) {
+                    printf("\n  %s M=%lld: row %lld differs from the same row alone", vt_dtype_name(wt), (long long)M,
+                           (long long)m);
+                    differing++;
                 }
+                checked++;
                 one.src[0] = (vt_tensor){0}; /* owned by `all` */
                 vt_harness_node_free(&one);
             }
             vt_harness_node_free(&all);
         }
     }
-    printf("\n  quantized weights: %d rows of batched matmuls compared with each row alone, %d differ; float "
-           "weights: worst |difference| %.3g",
-           checked, differing, float_worst);
+    printf("\n  %d rows of batched matmuls compared with each row alone, %d differ", checked, differing);
     CU_ASSERT(checked > 0);
     CU_ASSERT_EQUAL(differing, 0);
 }
@@ -695,7 +683,7 @@ int main(void) {
         {"matmul, every weight dtype, small and odd shapes", test_matmul_small_shapes},
         {"matmul, several blocks per row, L1 tiles", test_matmul_multi_block},
         {"matmul emits f16 and bf16", test_matmul_narrow_dst},
-        {"matmul rows bit-identical whatever M for quantized weights (batch invariance)",
+        {"matmul rows bit-identical whatever M for every weight dtype (batch invariance)",
          test_matmul_rows_independent_of_m},
         {"attention decode over paged caches, GQA 1/2/4/8", test_attention_decode},
         {"attention prefill, block crossings, odd head dim", test_attention_prefill},
