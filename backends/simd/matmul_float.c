@@ -9,10 +9,13 @@
  * whether it is computed alone (M = 1) or among other rows, and a sequence's
  * logits do not depend on what shares its step. Decode does not need a
  * second accumulator set to hide FMA latency: it streams every weight byte
- * from DRAM once and stays bandwidth-bound with one chain per weight row.
- * The other way round (two sets for every tile) does not fit a 2 x 4 tile's
- * 16 accumulators in the 16 registers, and 2 x 3 tiles measured 8-24% slower
- * in prefill and batched decode. */
+ * from DRAM once and stays bandwidth-bound with one chain per weight row
+ * (only with the weights already in cache is it compute-bound, and then
+ * up to ~40% slower). The other orders that keep two chains in decode cost more
+ * where compute binds: two sets for every tile do not fit a 2 x 4 tile's 16
+ * accumulators in the 16 registers (2 x 3 tiles: 8-24% slower in prefill
+ * and batched decode), and even blocks then odd blocks from cache doubles
+ * the L2 traffic at K = 3072 (20-50% slower). bench/RESULTS.md has the runs. */
 #include "simd.h"
 #include "simd_vec.h"
 
