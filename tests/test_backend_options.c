@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_options.h"
 #include "engine_fixture.h"
 #include "synth.h"
 #include "util.h"
@@ -35,6 +36,21 @@ static void test_ini_and_cli_collect_per_backend_lines(void) {
     CU_ASSERT_STRING_EQUAL(o.backend_options, "onednn.decode=1\nonednn.tile_kib=256\nmy-plugin.mode=fast\n");
     CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "onednn.threading", "omp", &err), VT_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(o.backend_options, "onednn.threading=omp\n"));
+    /* A later value of the same NAME.key replaces the earlier one: the
+     * command line over the ini, and the backend never sees a key twice. */
+    CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "onednn.decode", "0", &err), VT_OK);
+    CU_ASSERT_STRING_EQUAL(o.backend_options,
+                           "onednn.tile_kib=256\nmy-plugin.mode=fast\nonednn.threading=omp\nonednn.decode=0\n");
+    /* The public settings take backend options as backend.NAME.key=value. */
+    const char *settings[] = {"backend.my-plugin.mode=slow", "backend.other.k=v", NULL};
+    vt_session_options so = {sizeof so, ini, settings, false};
+    vt_options api;
+    CU_ASSERT_EQUAL(vt_api_options(&so, &api, NULL, &err), VT_OK);
+    CU_ASSERT_STRING_EQUAL(api.backend_options, "onednn.decode=1\nonednn.tile_kib=256\nmy-plugin.mode=slow\nother.k=v\n");
+    const char *bad[] = {"backend.Other.k=v", NULL};
+    so.settings = bad;
+    CU_ASSERT_EQUAL(vt_api_options(&so, &api, NULL, &err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "backend.Other.k=v"));
     /* Values that would break the "key=value,..." string are refused. */
     CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "onednn.x", "a,b", &err), VT_ERR_INVALID);
     CU_ASSERT_EQUAL(vt_options_set_backend_option(&o, "onednn", "1", &err), VT_ERR_INVALID);

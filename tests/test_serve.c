@@ -113,7 +113,7 @@ static completion complete(const serve_server *s, const char *extra_json) {
 static int suite_init(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     static const char *const main_args[] = {"--api-key", KEY, "--chat-template", "chatml", "-c", "512", "--parallel",
-                                            "4", "--body-limit", "65536", "--model-alias", "tiny", NULL};
+                                            "4", "--body-limit", "65536", "--model-alias", "tiny", "--explain", NULL};
     static const char *const small_args[] = {"--parallel", "1", "--max-waiting", "1", "--timeout", "2", "-c", "4096",
                                              NULL};
     return serve_start(&main_srv, MODEL, "main.log", main_args) && serve_start(&small_srv, MODEL, "small.log", small_args) ? 0 : 1;
@@ -170,7 +170,7 @@ static char *vt_run_text(const char *prompt, int n) {
 }
 
 static const char *const prompts[] = {"Hello world", "Once upon a time", "The quick brown fox", "1, 2, 3, 4,",
-                                      "Paris is the capital of", "int main(void) {", "Dear diary,", "Q: why? A:"};
+                                      "Paris is the capital of", "", "Dear diary,", "Q: why? A:"};
 #define N_PROMPTS (sizeof prompts / sizeof *prompts)
 
 static void test_completion_equals_vt_run(void) {
@@ -574,6 +574,94 @@ static void test_no_template_and_drain(void) {
     free(log);
 }
 
+/* `vt serve --dry-run ARGS` on the test model: exit status, stderr in *err. */
+static int serve_dry_run(const char *args, char **err) {
+    const char *dir = vt_test_data_dir("test models");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s serve -m %s/models/%s --dry-run -t 1 %s", VT_CLI_PATH, dir, MODEL, args);
+    *err = NULL;
+    return vt_test_run_cmd(cmd, NULL, err);
+}
+
+/* Every engine lever of `vt run` reaches the batch vt serve opens; --dry-run
+ * prints the plans and exits without listening. */
+static void test_engine_levers_dry_run(void) {
+    char *err = NULL;
+    int rc = serve_dry_run("--kv-cache-dtype f32 -c 256 --block-size 32 --parallel 3 -b 64 --backend reference "
+                           "--fallback none --chat-template chatml",
+                           &err);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    CU_ASSERT(strstr(err, "kv-cache dtype: f32") != NULL);
+    CU_ASSERT(strstr(err, "256 tokens in 8 blocks of 32") != NULL);
+    CU_ASSERT(strstr(err, "up to 64 tokens per call") != NULL); /* -b: the prefill plan */
+    CU_ASSERT(strstr(err, "up to 3 tokens per call") != NULL);  /* --parallel: the decode plan */
+    CU_ASSERT(strstr(err, "backend: reference (fallback: none)") != NULL);
+    CU_ASSERT(strstr(err, "dry run: would serve") && strstr(err, "3 sequences") && strstr(err, "chatml"));
+    CU_ASSERT(strstr(err, "listening on") == NULL);
+    free(err);
+
+    /* --backend-option reaches the backend's init: a test plugin refuses to
+     * start when told to, and says what it got. */
+    char args[1024];
+    snprintf(args, sizeof args,
+             "--backend-path %s --backend options_probe --fallback reference --backend-option options_probe.refuse=1",
+             VT_TEST_PLUGIN_DIR);
+    rc = serve_dry_run(args, &err);
+    CU_ASSERT_EQUAL(rc, 5);
+    CU_ASSERT(err && strstr(err, "refusing as asked by its options 'refuse=1'"));
+    free(err);
+
+    /* The ini's [backend.NAME] reaches it too, --config's knobs as well, and
+     * the command line's --backend-option replaces the ini's value. */
+    char ini[512];
+    vt_test_tmpfile(ini, sizeof ini, "serve_levers.ini");
+    FILE *f = fopen(ini, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("[kv_cache]\ndtype = bf16\n[backend.options_probe]\nrefuse = 1\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--config %s --backend-path %s --backend options_probe --fallback reference", ini,
+             VT_TEST_PLUGIN_DIR);
+    rc = serve_dry_run(args, &err);
+    CU_ASSERT_EQUAL(rc, 5);
+    CU_ASSERT(err && strstr(err, "refuse=1"));
+    free(err);
+    snprintf(args + strlen(args), sizeof args - strlen(args), " --backend-option options_probe.refuse=0");
+    rc = serve_dry_run(args, &err);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(err && strstr(err, "backend: options_probe (fallback: reference)"));
+    CU_ASSERT(err && strstr(err, "kv-cache dtype: bf16 (from ini 2)"));
+    free(err);
+
+    /* --explain without --dry-run: the main server printed its plans, then served. */
+    char *log = vt_test_read_file(main_srv.log, NULL);
+    CU_ASSERT(log && strstr(log, "plan decode:") && strstr(log, "kv-cache dtype:") && strstr(log, "vt serve: ready"));
+    free(log);
+}
+
+/* Each flag is described once in vt serve --help. */
+static void test_help_says_each_flag_once(void) {
+    char cmd[512], *out = NULL;
+    snprintf(cmd, sizeof cmd, "%s serve --help", VT_CLI_PATH);
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, &out, NULL), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    static const char *const flags[] = {"--max-waiting", "--max-seqs", "--parallel", "--explain", "--dry-run",
+                                        "--special", "--backend-option", "--kv-cache-dtype", "--host"};
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        int n = 0;
+        size_t len = strlen(flags[i]);
+        /* Described: on an option line (indented), in its flag column. */
+        for (const char *p = strstr(out, flags[i]); p; p = strstr(p + 1, flags[i])) {
+            const char *line = p;
+            while (line > out && line[-1] != '\n') line--;
+            n += line[0] == ' ' && p - line < 28 && (p[len] == ' ' || p[len] == ',' || p[len] == '\n');
+        }
+        if (n != 1) fprintf(stderr, "vt serve --help describes %s %d times\n", flags[i], n);
+        CU_ASSERT_EQUAL(n, 1);
+    }
+    free(out);
+}
+
 int main(void) {
     if (!VT_TEST_HAVE_SERVE) {
         printf("SKIP: vt serve was not built (libmicrohttpd or jansson missing at configure time)\n");
@@ -592,6 +680,8 @@ int main(void) {
         {"a client leaving mid-stream frees its blocks", test_disconnect_frees_blocks},
         {"a client that does not read does not stall others", test_slow_reader},
         {"full queue 503, time limit ends as length", test_queue_full_and_time_limit},
+        {"every engine lever reaches vt serve; --dry-run", test_engine_levers_dry_run},
+        {"--help describes each flag once", test_help_says_each_flag_once},
         {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},
         CU_TEST_INFO_NULL,
     };

@@ -222,27 +222,42 @@ double vt_cli_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void vt_cli_common_help(FILE *f) {
-    fputs("  -m, --model FILE         GGUF model\n"
-          "      --backend NAME|auto  preferred backend (default: the loaded one whose probe scores highest);\n"
-          "                           auto: each node on the backend measured fastest for its shape class\n"
-          "      --fallback NAME|none backend for nodes the preferred one declines (default: the\n"
-          "                           highest-scoring loaded backend other than the preferred one)\n"
-          "      --kv-cache-dtype D   f32, f16, bf16 or q8_0 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"
-          "  -c, --ctx-size N         KV cache size in tokens (default min(model context, 4096))\n"
-          "      --block-size N       tokens per KV block (default 16)\n"
-          "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
-          "      --max-seqs N         sequences per step of a batch, 1..256 (default 1)\n"
-          "      --token-budget N     tokens per scheduler step (default 0: the batch size)\n"
-          "      --max-waiting N      requests queued before a batch refuses more (default 256)\n"
-          "  -t, --threads N          threads (default: online CPUs)\n"
-          "      --backend-path DIRS  extra backend folders, colon-separated\n"
-          "      --backend-option NAME.key=value   an option of backend NAME (repeatable; ini [backend.NAME])\n"
-          "      --config FILE        ini file (default: VT_CONFIG; none)\n"
-          "      --explain            print the negotiated plans to stderr, then run\n"
-          "      --dry-run            build and print the plans, do not run\n"
-          "      --special            match control tokens' text in the prompt (off by default)\n",
-          f);
+void vt_cli_common_help(FILE *f) { vt_cli_common_help_except(f, NULL); }
+
+void vt_cli_common_help_except(FILE *f, const char *const *skip) {
+    static const char text[] =
+        "  -m, --model FILE         GGUF model\n"
+        "      --backend NAME|auto  preferred backend (default: the loaded one whose probe scores highest);\n"
+        "                           auto: each node on the backend measured fastest for its shape class\n"
+        "      --fallback NAME|none backend for nodes the preferred one declines (default: the\n"
+        "                           highest-scoring loaded backend other than the preferred one)\n"
+        "      --kv-cache-dtype D   f32, f16, bf16 or q8_0 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"
+        "  -c, --ctx-size N         KV cache size in tokens (default min(model context, 4096))\n"
+        "      --block-size N       tokens per KV block (default 16)\n"
+        "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
+        "      --max-seqs N         sequences per step of a batch, 1..256 (default 1)\n"
+        "      --token-budget N     tokens per scheduler step (default 0: the batch size)\n"
+        "      --max-waiting N      requests queued before a batch refuses more (default 256)\n"
+        "  -t, --threads N          threads (default: online CPUs)\n"
+        "      --backend-path DIRS  extra backend folders, colon-separated\n"
+        "      --backend-option NAME.key=value   an option of backend NAME (repeatable; ini [backend.NAME])\n"
+        "      --config FILE        ini file (default: VT_CONFIG; none)\n"
+        "      --explain            print the negotiated plans to stderr, then run\n"
+        "      --dry-run            build and print the plans, do not run\n"
+        "      --special            match control tokens' text in the prompt (off by default)\n";
+    /* One flag per line: a line whose flag is in skip is left out. */
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        bool skipped = false;
+        for (const char *const *k = skip; k && *k && !skipped; k++) {
+            const char *at = strstr(line, *k);
+            size_t n = strlen(*k);
+            skipped = at && at < line + len && (at[n] == ' ' || at[n] == ',') && (at == line || at[-1] == ' ');
+        }
+        if (!skipped) fwrite(line, 1, len, f);
+        line += len;
+    }
 }
 
 int vt_cli_error(const vt_error *err) {

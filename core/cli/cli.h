@@ -91,6 +91,9 @@ double vt_cli_now(void);
 
 /* Help text of the common flags. */
 void vt_cli_common_help(FILE *f);
+/* The same without the lines of the flags in skip (NULL-terminated), which
+ * a command has described in its own terms. */
+void vt_cli_common_help_except(FILE *f, const char *const *skip);
 
 /* Print "vt: <msg>" to stderr, return the exit code for this status. */
 int vt_cli_error(const vt_error *err);

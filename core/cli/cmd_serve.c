@@ -25,18 +25,24 @@ static void help(void) {
            "/tokenize, /detokenize; GET /v1/models, /health, /metrics. One log line per request on stderr.\n\n"
            "      --host ADDR          address to listen on (default 127.0.0.1)\n"
            "      --port N             TCP port, 0 = any free one (default 8080)\n"
-           "      --parallel N, -np N  sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
+           "      --parallel N, -np N, --max-seqs N\n"
+           "                           sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
+           "      --max-waiting N      requests queued before 503 + Retry-After ([runtime] max_waiting; default 256)\n"
            "      --api-key KEY        require \"Authorization: Bearer KEY\" (default: env VT_API_KEY, else none)\n"
            "      --chat-template NAME chatml, llama2, llama3 or mistral instead of the model's own template\n"
            "      --model-alias NAME   the model's name in /v1/models and answers (default: the file name)\n"
            "      --body-limit BYTES   largest request body (default 4194304); larger ones get 413\n"
            "      --timeout SECONDS    a request running longer ends with finish_reason length (default 600; 0 = none)\n"
            "      --shutdown-grace SECONDS   on SIGTERM/SIGINT, time running requests get to finish (default 30)\n"
-           "      --max-waiting N      requests queued before 503 + Retry-After (default 256)\n"
-           "Each of these but --api-key is also a [server] key of the ini file (vt config lists them).\n"
-           "Requests without temperature/top_p/top_k/min_p use --temp/--top-p/--top-k/--min-p; without a seed,\n"
-           "--seed, --seed + 1, ... in arrival order.\n");
-    vt_cli_common_help(stdout);
+           "      --special            /v1/completions prompts: control-token text becomes its token (chat always)\n"
+           "      --explain            print the negotiated plans to stderr once loaded, then serve\n"
+           "      --dry-run            load, print the plans and the chat template, exit without serving\n"
+           "Each of these but --api-key, --special, --explain and --dry-run is also an ini key ([server], [runtime];\n"
+           "vt config lists them). Requests without temperature/top_p/top_k/min_p use --temp/--top-p/--top-k/--min-p;\n"
+           "without a seed, --seed, --seed + 1, ... in arrival order. The engine options:\n");
+    static const char *const said_above[] = {"--max-seqs", "--max-waiting", "--special", "--explain", "--dry-run",
+                                             NULL};
+    vt_cli_common_help_except(stdout, said_above);
 }
 
 typedef struct serve_opts {
@@ -44,6 +50,14 @@ typedef struct serve_opts {
     const char *api_key;
     bool help;
 } serve_opts;
+
+/* The source recorded for serve's own defaults (runtime.max_seqs 4). */
+#define SERVE_DEFAULT "vt serve's default"
+
+static void free_settings(char **settings) {
+    for (char **p = settings; p && *p; p++) free(*p);
+    free(settings);
+}
 
 /* vt serve's flags are [server] knobs (ini, `vt config`), set as the command line's. */
 static const struct {
@@ -85,7 +99,7 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
     if (!o->api_key) o->api_key = getenv("VT_API_KEY");
     /* A server decodes 4 sequences together unless told (--parallel, --max-seqs, ini). */
     if (strcmp(vt_options_source(&o->c.opt, "runtime.max_seqs"), "default") == 0)
-        st = vt_options_set(&o->c.opt, "runtime.max_seqs", "4", "default", err);
+        st = vt_options_set(&o->c.opt, "runtime.max_seqs", "4", SERVE_DEFAULT, err);
     return st;
 }
 
@@ -132,20 +146,45 @@ static vt_status chat_family(const serve_opts *o, vt_batch *b, vt_chat_family *f
     return VT_OK;
 }
 
-/* The resolved knobs as "key=value" settings for vt_batch_open. */
-static vt_status batch_settings(const vt_options *opt, char (*buf)[1100], const char **settings, vt_error *err) {
-    int n = 0;
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
-        const char *key = vt_options_key(i);
-        char value[1050];
-        vt_status st = vt_options_value(opt, key, value, sizeof value, err);
-        if (st != VT_OK) return st;
-        snprintf(buf[n], sizeof buf[n], "%s=%s", key, value);
-        settings[n] = buf[n];
-        n++;
+/* What the batch does not resolve by itself from the same defaults, ini and
+ * environment: the knobs set on the command line (and serve's own default
+ * of runtime.max_seqs), and every backend option as backend.NAME.key=value
+ * (the ini's are set again, unchanged). A knob from the ini or the
+ * environment is left to the batch so that --explain names its source.
+ * Returns a NULL-terminated array of malloc'ed strings, or NULL. */
+static char **batch_settings(const vt_options *opt, vt_error *err) {
+    size_t n_lines = 0;
+    for (const char *p = opt->backend_options; *p; p++) n_lines += *p == '\n';
+    char **settings = calloc((size_t)VT_OPTIONS_KEY_COUNT + n_lines + 1, sizeof *settings);
+    if (!settings) {
+        vt_fail(err, VT_ERR_NOMEM, "out of memory");
+        return NULL;
     }
-    settings[n] = NULL;
-    return VT_OK;
+    size_t n = 0;
+    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
+        const char *key = vt_options_key(i), *source = vt_options_source(opt, key);
+        if (strcmp(source, "cli") != 0 && strcmp(source, SERVE_DEFAULT) != 0) continue;
+        char value[1050];
+        if (vt_options_value(opt, key, value, sizeof value, err) != VT_OK ||
+            !(settings[n] = malloc(strlen(key) + strlen(value) + 2))) {
+            if (err->code == VT_OK) vt_fail(err, VT_ERR_NOMEM, "out of memory");
+            free_settings(settings);
+            return NULL;
+        }
+        sprintf(settings[n++], "%s=%s", key, value);
+    }
+    for (const char *line = opt->backend_options; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (!(settings[n] = malloc(len + sizeof "backend."))) {
+            vt_fail(err, VT_ERR_NOMEM, "out of memory");
+            free_settings(settings);
+            return NULL;
+        }
+        sprintf(settings[n++], "backend.%.*s", (int)len, line);
+        line += len + (end ? 1 : 0);
+    }
+    return settings;
 }
 
 static const char *base_name(const char *path) {
@@ -180,11 +219,40 @@ static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double gr
     while (vt_server_active_requests(server) > 0 && vt_serve_now() < sent) nanosleep(&tick, NULL);
 }
 
+/* --dry-run: load as serving would, print the plans and what would be
+ * served, and stop there (no listener). */
+static vt_status dry_run(const serve_opts *o, const vt_session_options *so, vt_error *err) {
+    vt_batch *batch = NULL;
+    char msg[512] = "";
+    vt_status st = vt_batch_open(o->c.model_path, so, &batch, msg, sizeof msg);
+    if (st != VT_OK) return vt_fail(err, st, "%s", msg);
+    vt_batch_explain(batch, stderr);
+    vt_chat_family family;
+    bool have_template = false;
+    st = chat_family(o, batch, &family, &have_template, err);
+    if (st == VT_OK)
+        fprintf(stderr, "vt serve: dry run: would serve %s with %d sequences, context %lld tokens, chat template %s; "
+                "not listening\n",
+                o->c.model_path, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
+                have_template ? vt_chat_family_name(family) : "none (only /v1/completions)");
+    vt_batch_close(batch);
+    return st;
+}
+
+static vt_status serve(serve_opts *o, const vt_session_options *so, vt_error *err);
+
 static vt_status run_serve(serve_opts *o, vt_error *err) {
-    static char setting_buf[VT_OPTIONS_KEY_COUNT][1100];
-    const char *settings[VT_OPTIONS_KEY_COUNT + 1];
-    vt_status st = batch_settings(&o->c.opt, setting_buf, settings, err);
-    if (st != VT_OK) return st;
+    char **settings = batch_settings(&o->c.opt, err);
+    if (!settings) return err->code;
+    vt_session_options so = {sizeof so, o->c.opt.config_path[0] ? o->c.opt.config_path : NULL,
+                             (const char *const *)settings, false};
+    vt_status st = o->c.dry_run ? dry_run(o, &so, err) : serve(o, &so, err);
+    free_settings(settings);
+    return st;
+}
+
+static vt_status serve(serve_opts *o, const vt_session_options *so, vt_error *err) {
+    vt_status st = VT_OK;
 
     /* Signals are taken by sigwait on this thread only; the peer's hang-up
      * is seen by polling, never by SIGPIPE. */
@@ -205,6 +273,7 @@ static vt_status run_serve(serve_opts *o, vt_error *err) {
         .model_alias = o->c.opt.server_model_alias[0] ? o->c.opt.server_model_alias : base_name(o->c.model_path),
         .body_limit = (size_t)o->c.opt.server_body_limit,
         .defaults = {o->c.opt.temp, o->c.opt.top_p, o->c.opt.min_p, o->c.opt.top_k},
+        .completion_special = o->c.special,
     };
     char msg[512] = "";
     vt_server *server = vt_server_start(&cfg, &metrics, msg, sizeof msg);
@@ -216,9 +285,9 @@ static vt_status run_serve(serve_opts *o, vt_error *err) {
             o->c.model_path);
 
     vt_batch *batch = NULL;
-    vt_session_options so = {sizeof so, o->c.opt.config_path[0] ? o->c.opt.config_path : NULL, settings, false};
-    st = vt_batch_open(o->c.model_path, &so, &batch, msg, sizeof msg);
+    st = vt_batch_open(o->c.model_path, so, &batch, msg, sizeof msg);
     if (st != VT_OK) vt_fail(err, st, "%s", msg);
+    if (st == VT_OK && o->c.explain) vt_batch_explain(batch, stderr);
     bool have_template = false;
     if (st == VT_OK) st = chat_family(o, batch, &family, &have_template, err);
     vt_serve_engine *engine = NULL;

@@ -9,15 +9,22 @@ vt_status vt_api_report(const vt_error *e, char *err, size_t err_size) {
     return e->code;
 }
 
-/* "key=value" -> vt_options_set(key, value, "api"). */
+/* "key=value" -> vt_options_set(key, value, "api"); "backend.NAME.key=value"
+ * (the ini's [backend.NAME] key = value) -> a backend's own option. */
 static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
+    static const char backend_prefix[] = "backend.";
     const char *eq = strchr(kv, '=');
     if (!eq || eq == kv) return vt_fail(e, VT_ERR_INVALID, "setting '%s': expected key=value with an ini key", kv);
-    char key[64];
+    char key[160];
     size_t len = (size_t)(eq - kv);
     if (len >= sizeof key) return vt_fail(e, VT_ERR_INVALID, "setting '%.40s...': key too long", kv);
     memcpy(key, kv, len);
     key[len] = '\0';
+    if (strncmp(key, backend_prefix, sizeof backend_prefix - 1) == 0) {
+        vt_status st = vt_options_set_backend_option(o, key + sizeof backend_prefix - 1, eq + 1, e);
+        if (st != VT_OK) vt_error_prefix(e, "setting '%s': ", kv);
+        return st;
+    }
     return vt_options_set(o, key, eq + 1, "api", e);
 }
 

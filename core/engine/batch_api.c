@@ -114,6 +114,8 @@ void vt_batch_close(vt_batch *b) {
 
 int32_t vt_batch_n_vocab(const vt_batch *b) { return b->model->hp.n_vocab; }
 
+void vt_batch_explain(const vt_batch *b, FILE *f) { vt_engine_explain(b->engine, f); }
+
 int32_t vt_batch_token_bytes(const vt_batch *b, int32_t id, char *buf, size_t cap) {
     if (!b->model->tokenizer) return -1;
     return vt_token_to_bytes(b->model->tokenizer, id, false, buf, cap);

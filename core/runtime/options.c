@@ -459,6 +459,18 @@ vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key,
         return vt_fail(err, VT_ERR_INVALID,
                        "backend option %s = %s: names and keys are [a-z0-9_-], values have no spaces, ',' or '='",
                        name_dot_key, value);
+    /* A later setting of the same NAME.key replaces the earlier one (the
+     * command line over the ini, as for every knob), so the backend never
+     * sees one key twice. */
+    size_t key_len = strlen(name_dot_key);
+    for (char *line = o->backend_options; *line;) {
+        char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, name_dot_key, key_len) == 0 && line[key_len] == '=')
+            memmove(line, line + line_len, strlen(line + line_len) + 1);
+        else
+            line += line_len;
+    }
     size_t used = strlen(o->backend_options);
     int n = snprintf(o->backend_options + used, sizeof o->backend_options - used, "%s=%s\n", name_dot_key, value);
     if (n < 0 || (size_t)n >= sizeof o->backend_options - used) {

@@ -253,7 +253,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         return send_json(c, rq, 500, NULL);
     }
     job->prompt_text = prompt_text;
-    job->parse_special = kind == VT_SERVE_CHAT;
+    job->parse_special = kind == VT_SERVE_CHAT || s->cfg.completion_special;
     if (!vt_serve_engine_submit(e, job, &err)) {
         vt_serve_job_release(e, job);
         return send_error(c, rq, &err);

@@ -30,6 +30,7 @@ typedef struct vt_server_config {
     const char *model_alias;   /* the name /v1/models lists and answers carry */
     size_t body_limit;         /* bytes; larger bodies get 413 */
     vt_serve_defaults defaults;/* sampling fields a request leaves out */
+    bool completion_special;   /* /v1/completions text prompts: control-token text becomes its token (--special) */
     vt_serve_render_fn render; /* NULL: the model has no chat template (chat answers 400) */
     void *render_user;
 } vt_server_config;

@@ -54,7 +54,9 @@ typedef struct vt_session vt_session;
 typedef struct vt_session_options {
     uint32_t struct_size;          /* sizeof(vt_session_options) */
     const char *config_path;       /* ini file, or NULL (then VT_CONFIG, if set) */
-    const char *const *settings;   /* "key=value" with ini keys, NULL-terminated; may be NULL */
+    const char *const *settings;   /* "key=value" with ini keys ("runtime.threads=2"), or "backend.NAME.key=value"
+                                    * for a backend's own option (the ini's [backend.NAME]; a later one replaces
+                                    * the ini's); NULL-terminated; may be NULL */
     bool all_logits;               /* every evaluated token gets a row of logits, not only the last */
 } vt_session_options;
 
@@ -234,6 +236,9 @@ VT_API vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t l
 VT_API const char *vt_batch_meta_string(const vt_batch *b, const char *key);
 /* The context (kv_cache.ctx_size) the batch's sequences share, in tokens. */
 VT_API int64_t vt_batch_n_ctx(const vt_batch *b);
+/* The negotiated plans, as vt_session_explain (what `vt serve --explain`
+ * prints). */
+VT_API void vt_batch_explain(const vt_batch *b, FILE *f);
 
 #ifdef __cplusplus
 }
