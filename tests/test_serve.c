@@ -574,6 +574,40 @@ static void test_no_template_and_drain(void) {
     free(log);
 }
 
+/* A chat request ends at the template's end of turn: the trained
+ * aidreams260k, asked for a story in Llama 2's format, closes it with "</s>"
+ * well before max_tokens (checked with vt run); the answer stops there, as
+ * stop, without the marker's text. The start-up line names the ids. */
+static void test_chat_stops_at_end_of_turn(void) {
+    serve_server s = {0};
+    static const char *const args[] = {"--chat-template", "llama2", NULL};
+    CU_ASSERT_FATAL(serve_start(&s, "aidreams260k-f32.gguf", "eot.log", args));
+    serve_reply r = serve_http(&s, NULL, "/v1/chat/completions",
+                               "{\"messages\":[{\"role\":\"user\",\"content\":\"Tell me a story.\"}],"
+                               "\"max_tokens\":100,\"temperature\":0}",
+                               NULL);
+    json_value v;
+    CU_ASSERT_EQUAL(r.status, 200);
+    if (r.status == 200 && parse(&r, &v)) {
+        const json_value *ch = choice0(&v), *f = ch ? json_get(ch, "finish_reason") : NULL;
+        const json_value *content = ch ? path_get(ch, "message", "content") : NULL;
+        const json_value *ct = path_get(&v, "usage", "completion_tokens");
+        CU_ASSERT(f && f->type == JSON_STRING && strcmp(f->str, "stop") == 0);
+        CU_ASSERT(ct && ct->number > 10 && ct->number < 100);
+        CU_ASSERT(content && content->type == JSON_STRING && content->len > 0 && !strstr(content->str, "</s>"));
+        json_free(&v);
+    }
+    serve_reply_free(&r);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+    char *log = vt_test_read_file(s.log, NULL);
+    CU_ASSERT(log && strstr(log, "chat requests stop on token ids 2\n")); /* "</s>": EOS and the end of turn */
+    free(log);
+    /* The main server's chatml "<|im_end|>" is not a token of the test vocabulary: said at start. */
+    log = vt_test_read_file(main_srv.log, NULL);
+    CU_ASSERT(log && strstr(log, "end of turn <|im_end|> is not a control token of this vocabulary"));
+    free(log);
+}
+
 /* `vt serve --dry-run ARGS` on the test model: exit status, stderr in *err. */
 static int serve_dry_run(const char *args, char **err) {
     const char *dir = vt_test_data_dir("test models");
@@ -680,6 +714,7 @@ int main(void) {
         {"a client leaving mid-stream frees its blocks", test_disconnect_frees_blocks},
         {"a client that does not read does not stall others", test_slow_reader},
         {"full queue 503, time limit ends as length", test_queue_full_and_time_limit},
+        {"a chat request stops at the template's end of turn", test_chat_stops_at_end_of_turn},
         {"every engine lever reaches vt serve; --dry-run", test_engine_levers_dry_run},
         {"--help describes each flag once", test_help_says_each_flag_once},
         {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},

@@ -146,6 +146,44 @@ static vt_status chat_family(const serve_opts *o, vt_batch *b, vt_chat_family *f
     return VT_OK;
 }
 
+/* The ids a chat request stops on: the model's end-of-generation ids, and
+ * each end-of-turn text of the family that is one control token of this
+ * vocabulary (one id when control-token text is matched, something else
+ * when it is not). The tokenizer makes the usual ones end-of-generation ids
+ * already; a vocabulary that lacks the family's marker adds nothing. One
+ * line on stderr says which ids, so a wrong template shows at start. */
+#define MAX_CHAT_STOP_IDS 64
+static size_t chat_stop_ids(vt_batch *b, vt_chat_family family, int32_t *ids) {
+    size_t n = vt_batch_default_stop_ids(b, ids, MAX_CHAT_STOP_IDS - 4);
+    if (n > MAX_CHAT_STOP_IDS - 4) n = MAX_CHAT_STOP_IDS - 4;
+    char line[512];
+    int used = snprintf(line, sizeof line, "vt serve: chat requests stop on token ids");
+    for (const char *const *eot = vt_chat_end_of_turn(family); *eot; eot++) {
+        int32_t *special = NULL, *plain = NULL;
+        size_t n_special = 0, n_plain = 0;
+        char msg[256];
+        bool control =
+            vt_batch_tokenize(b, *eot, strlen(*eot), false, true, &special, &n_special, msg, sizeof msg) == VT_OK &&
+            vt_batch_tokenize(b, *eot, strlen(*eot), false, false, &plain, &n_plain, msg, sizeof msg) == VT_OK &&
+            n_special == 1 && !(n_plain == 1 && plain[0] == special[0]);
+        if (control) {
+            bool known = false;
+            for (size_t i = 0; i < n; i++) known |= ids[i] == special[0];
+            if (!known && n < MAX_CHAT_STOP_IDS) ids[n++] = special[0];
+        } else {
+            fprintf(stderr, "vt serve: the %s end of turn %s is not a control token of this vocabulary\n",
+                    vt_chat_family_name(family), *eot);
+        }
+        free(special);
+        free(plain);
+    }
+    for (size_t i = 0; i < n && used < (int)sizeof line - 16; i++)
+        used += snprintf(line + used, sizeof line - (size_t)used, "%s%d", i ? ", " : " ", ids[i]);
+    if (n == 0) used += snprintf(line + used, sizeof line - (size_t)used, ": none (only max_tokens and stop strings)");
+    fprintf(stderr, "%s\n", line);
+    return n;
+}
+
 /* What the batch does not resolve by itself from the same defaults, ini and
  * environment: the knobs set on the command line (and serve's own default
  * of runtime.max_seqs), and every backend option as backend.NAME.key=value
@@ -291,8 +329,11 @@ static vt_status serve(serve_opts *o, const vt_session_options *so, vt_error *er
     bool have_template = false;
     if (st == VT_OK) st = chat_family(o, batch, &family, &have_template, err);
     vt_serve_engine *engine = NULL;
+    int32_t stop_ids[MAX_CHAT_STOP_IDS];
+    size_t n_stop_ids = st == VT_OK && have_template ? chat_stop_ids(batch, family, stop_ids) : 0;
     if (st == VT_OK) {
-        vt_serve_engine_config ec = {o->c.opt.max_waiting, o->c.opt.server_timeout, o->c.opt.seed};
+        vt_serve_engine_config ec = {o->c.opt.max_waiting, o->c.opt.server_timeout, o->c.opt.seed, stop_ids,
+                                     n_stop_ids};
         engine = vt_serve_engine_start(batch, &ec, &metrics);
         if (!engine) st = vt_fail(err, VT_ERR_NOMEM, "cannot start the engine thread");
     }

@@ -24,6 +24,7 @@ struct vt_serve_engine {
     vt_serve_job *active; /* generate jobs added to the batch */
     uint64_t next_seed;
     int64_t n_ctx;
+    int32_t *chat_stop_ids; /* the config's, copied */
 };
 
 double vt_serve_now(void) {
@@ -233,6 +234,10 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     r.seed = job->req.has_seed ? job->req.seed : e->next_seed++;
     r.presence_penalty = job->req.presence_penalty;
     r.frequency_penalty = job->req.frequency_penalty;
+    if (job->req.kind == VT_SERVE_CHAT && e->cfg.n_chat_stop_ids > 0) {
+        r.stop_ids = e->chat_stop_ids;
+        r.n_stop_ids = e->cfg.n_chat_stop_ids;
+    }
     r.stop_strings = (const char *const *)job->req.stop;
     r.n_stop_strings = job->req.n_stop;
     uint64_t id = 0;
@@ -412,11 +417,21 @@ vt_serve_engine *vt_serve_engine_start(vt_batch *b, const vt_serve_engine_config
     e->metrics = metrics;
     e->next_seed = cfg->seed;
     e->n_ctx = vt_batch_n_ctx(b);
+    e->cfg.chat_stop_ids = NULL;
+    if (cfg->n_chat_stop_ids > 0) {
+        e->chat_stop_ids = malloc(cfg->n_chat_stop_ids * sizeof *e->chat_stop_ids);
+        if (!e->chat_stop_ids) {
+            free(e);
+            return NULL;
+        }
+        memcpy(e->chat_stop_ids, cfg->chat_stop_ids, cfg->n_chat_stop_ids * sizeof *e->chat_stop_ids);
+    }
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     if (pthread_create(&e->thread, NULL, engine_main, e) != 0) {
         pthread_cond_destroy(&e->wake);
         pthread_mutex_destroy(&e->lock);
+        free(e->chat_stop_ids);
         free(e);
         return NULL;
     }
@@ -452,5 +467,6 @@ void vt_serve_engine_stop(vt_serve_engine *e) {
     pthread_join(e->thread, NULL);
     pthread_cond_destroy(&e->wake);
     pthread_mutex_destroy(&e->lock);
+    free(e->chat_stop_ids);
     free(e);
 }
