@@ -332,6 +332,8 @@ static void test_bad_input(void) {
          "stop[0]"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "stream"},
         {"/v1/completions", "{}", 400, "prompt"},
+        /* jansson quotes the bad bytes in its message: still a 400 with JSON, not a 500 */
+        {"/v1/completions", "{\"prompt\":\"a\\u1\xcb\x9c\x9a\"}", 400, NULL},
         {"/v1/completions", "{\"prompt\":12}", 400, "prompt"},
         {"/v1/completions", "{\"prompt\":[1,-2]}", 400, "prompt[1]"},
         {"/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},

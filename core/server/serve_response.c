@@ -62,9 +62,13 @@ static char *dump(json_t *root) {
 }
 
 char *vt_serve_error_json(const vt_serve_error *err) {
-    json_t *e = json_pack("{s:s, s:s, s:o, s:o}", "message", err->message, "type",
+    /* The message may quote the request (jansson's "near '...'" of a
+     * malformed body, a truncated field value): bytes that are not UTF-8
+     * would make jansson refuse the whole answer, so they become U+FFFD. */
+    json_t *e = json_pack("{s:o, s:s, s:o, s:o}", "message", text_string(err->message, strlen(err->message)), "type",
                           err->type ? err->type : "server_error", "param",
-                          err->param[0] ? json_string(err->param) : json_null(), "code", json_null());
+                          err->param[0] ? text_string(err->param, strlen(err->param)) : json_null(), "code",
+                          json_null());
     return dump(e ? json_pack("{s:o}", "error", e) : NULL);
 }
 

@@ -14,13 +14,23 @@
  *    and content; a completion has a prompt text or >= 1 id; ids >= 0;
  *    temperature >= 0, top_p in (0, 1], min_p in [0, 1], penalties in
  *    [-2, 2], max_tokens 0 (not given) or >= 1; at most 16 stop strings of
- *    1..256 bytes without NUL. */
+ *    1..256 bytes without NUL;
+ *  - what the server then builds from it is well-formed: a refusal's JSON
+ *    answer is produced (never NULL: that would turn a 400 into a 500) and
+ *    parses back with error.message; an accepted chat renders in every
+ *    template family or is refused with a message; an answer carrying the
+ *    request's own text (a completion's prompt, a chat's last message) as
+ *    its generated text is produced, bad bytes and all. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "chat_template.h"
 #include "serve_request.h"
+#include "serve_response.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -60,6 +70,56 @@ static void check_accepted(const vt_serve_request *r) {
     }
 }
 
+/* The refusal as the client would get it. */
+static void check_error_answer(const vt_serve_error *err) {
+    char *body = vt_serve_error_json(err);
+    CHECK(body != NULL);
+    json_error_t jerr;
+    json_t *root = json_loads(body, 0, &jerr);
+    CHECK(root != NULL);
+    json_t *msg = json_object_get(json_object_get(root, "error"), "message");
+    CHECK(json_is_string(msg) && json_string_length(msg) > 0);
+    json_decref(root);
+    free(body);
+}
+
+/* What the engine and the answer would make of an accepted request. */
+static void check_downstream(const vt_serve_request *r) {
+    const char *text = r->prompt;
+    if (r->kind == VT_SERVE_CHAT) {
+        vt_chat_message msgs[8];
+        size_t n = r->n_messages < 8 ? r->n_messages : 8;
+        for (size_t i = 0; i < n; i++) {
+            const char *role = r->messages[i].role;
+            msgs[i].role = strcmp(role, "system") == 0 ? VT_CHAT_SYSTEM
+                           : strcmp(role, "user") == 0 ? VT_CHAT_USER
+                                                       : VT_CHAT_ASSISTANT;
+            msgs[i].content = r->messages[i].content;
+        }
+        for (int f = 0; f < VT_CHAT_N_FAMILIES; f++) {
+            char *out = NULL, err[256] = "";
+            size_t len = 0;
+            if (vt_chat_render((vt_chat_family)f, msgs, n, true, &out, &len, err, sizeof err)) {
+                CHECK(out != NULL && strlen(out) == len);
+                free(out);
+            } else {
+                CHECK(err[0] != '\0');
+            }
+        }
+        text = r->messages[n - 1].content;
+    }
+    if (text) {
+        vt_serve_ids ids = {r->kind, "cmpl-fuzz", 0, "model"};
+        vt_serve_usage usage = {1, 1};
+        char *body = vt_serve_completion_json(&ids, text, strlen(text), "stop", &usage);
+        CHECK(body != NULL);
+        free(body);
+        char *event = vt_serve_chunk_sse(&ids, true, text, strlen(text), NULL, NULL);
+        CHECK(event != NULL);
+        free(event);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     vt_serve_kind kind = (vt_serve_kind)(data[0] % 4);
@@ -70,11 +130,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (vt_serve_parse_request(kind, (const char *)data + 1, size - 1, &d, &r, &err)) {
         CHECK(r.kind == kind);
         check_accepted(&r);
+        if (kind == VT_SERVE_CHAT || kind == VT_SERVE_COMPLETION) check_downstream(&r);
         vt_serve_request_free(&r);
     } else {
         CHECK(err.status == 400 || err.status == 500);
         CHECK(err.type != NULL && err.message[0] != '\0');
         CHECK(r.messages == NULL && r.prompt == NULL && r.ids == NULL && r.n_stop == 0);
+        check_error_answer(&err);
     }
     return 0;
 }
