@@ -103,6 +103,7 @@ typedef struct result {
     outcome how;
     bool text_matches;
     long completion_tokens;
+    bool reached; /* the whole request was sent */
     char detail[160];
 } result;
 
@@ -136,16 +137,20 @@ static result run_request(size_t i) {
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     if (leave && stream) l.chunks_left = (int)((r >> 24) % 4); /* 0: before the first byte of the answer */
-    if (leave && !stream) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(1 + (r >> 24) % 400)); /* queued or running */
+    if (leave && !stream) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(20 + (r >> 24) % 400)); /* queued or running */
     CURLcode rc = curl_easy_perform(c);
     long status = 0;
+    curl_off_t uploaded = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(c, CURLINFO_SIZE_UPLOAD_T, &uploaded);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
 
-    result out = {BROKEN, false, -1, ""};
+    result out = {BROKEN, false, -1, true, ""};
     if (leave && (rc == CURLE_WRITE_ERROR || rc == CURLE_OPERATION_TIMEDOUT)) {
         out.how = LEFT;
+        /* A client that gave up before its body was out never made a request the server could count. */
+        out.reached = uploaded >= (curl_off_t)strlen(body);
     } else if (rc != CURLE_OK || status != 200) {
         snprintf(out.detail, sizeof out.detail, "request %zu: curl %d, HTTP %ld: %.100s", i, (int)rc, status,
                  l.body.s ? l.body.s : "");
@@ -252,7 +257,7 @@ static void test_stress(void) {
     for (int t = 0; t < N_CLIENTS; t++) pthread_join(threads[t], NULL);
     double seconds = serve_now() - t0;
 
-    int completed = 0, left = 0, broken = 0, mismatched = 0;
+    int completed = 0, left = 0, broken = 0, mismatched = 0, not_reached = 0;
     long completion_tokens = 0;
     for (size_t i = 0; i < N_REQUESTS; i++) {
         const result *r = &results[i];
@@ -263,6 +268,7 @@ static void test_stress(void) {
             if (!r->text_matches) mismatched++;
         } else if (r->how == LEFT) {
             left++;
+            not_reached += !r->reached;
         } else {
             broken++;
         }
@@ -282,17 +288,28 @@ static void test_stress(void) {
     int reads = 0; /* reads since `before`, which counts too */
     snapshot after;
     double end = serve_now() + 15;
+    double settled_since = 0;
     do {
         after = read_metrics();
         reads++;
         bool idle = after.running == 0 && after.waiting == 0 && after.kv_used == 0;
-        if (idle && after.all == before.all + N_REQUESTS + reads) break;
+        double expected = before.all + N_REQUESTS + reads;
+        if (idle && after.all == expected) break;
+        /* Requests whose client left before sending all of it may never count: give the rest a second. */
+        if (idle && after.all >= expected - not_reached) {
+            if (settled_since == 0) settled_since = serve_now();
+            else if (serve_now() - settled_since > 1) break;
+        }
         serve_sleep_ms(50);
     } while (serve_now() < end);
     CU_ASSERT_EQUAL(after.running, 0);
     CU_ASSERT_EQUAL(after.waiting, 0);
     CU_ASSERT_EQUAL(after.kv_used, 0);
-    CU_ASSERT_EQUAL(after.all, before.all + N_REQUESTS + reads);
+    CU_ASSERT(after.all <= before.all + N_REQUESTS + reads);
+    CU_ASSERT(after.all >= before.all + N_REQUESTS + reads - not_reached);
+    if (after.all != before.all + N_REQUESTS + reads)
+        fprintf(stderr, "test_serve_stress: %.0f of the %d clients that left before sending their whole request were "
+                "never counted\n", before.all + N_REQUESTS + reads - after.all, not_reached);
     CU_ASSERT_EQUAL(after.all - before.all, (after.ok - before.ok) + (after.left - before.left)); /* no other status */
     CU_ASSERT(after.ok - before.ok >= completed + reads);
     CU_ASSERT(after.left - before.left <= left);
