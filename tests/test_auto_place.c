@@ -9,7 +9,10 @@
  * the plugin is timed like any backend, the plan is valid and runs, the
  * second engine reads the cache and times nothing. Then the cache's
  * invalidation (corrupt file, another key, a changed backend file) and a
- * backend failing during calibration. */
+ * backend failing during calibration. Last, a backend that prepares its
+ * weights (prep_reversed, whose matmul refuses the file's bytes): it is
+ * timed through the prepare hook like the engine runs it, and a plan placing
+ * its nodes computes the reference's greedy tokens. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +22,16 @@
 #include "calibration_cache.h"
 #include "engine.h"
 #include "engine_fixture.h"
+#include "sampler.h"
 #include "util.h"
 #include "vt/vt.h"
+#include "weight_prep.h"
 
 static char model_path[1024];
 static char root[1024];      /* this runner's folder */
 static char fast_dir[1100];  /* holds a copy of auto_fast */
 static char fail_dir[1100];  /* holds a copy of auto_failing */
+static char prep_dir[1100];  /* holds a copy of prep_reversed */
 static char log_text[16384]; /* warnings seen since the last clear */
 
 static void on_log(void *user, int level, const char *who, const char *message) {
@@ -49,15 +55,20 @@ static int suite_init(void) {
     snprintf(root, sizeof root, "%s/auto_place", vt_test_tmpdir());
     snprintf(fast_dir, sizeof fast_dir, "%s/fast", root);
     snprintf(fail_dir, sizeof fail_dir, "%s/failing", root);
+    snprintf(prep_dir, sizeof prep_dir, "%s/prep", root);
     mkdir(root, 0755);
     mkdir(fast_dir, 0755);
     mkdir(fail_dir, 0755);
+    mkdir(prep_dir, 0755);
     char from[1200], to[1200];
     snprintf(from, sizeof from, "%s/libvt-backend-auto_fast.so", VT_TEST_PLUGIN_DIR);
     snprintf(to, sizeof to, "%s/libvt-backend-auto_fast.so", fast_dir);
     if (copy_file(from, to) != 0) return -1;
     snprintf(from, sizeof from, "%s/libvt-backend-auto_failing.so", VT_TEST_PLUGIN_DIR);
     snprintf(to, sizeof to, "%s/libvt-backend-auto_failing.so", fail_dir);
+    if (copy_file(from, to) != 0) return -1;
+    snprintf(from, sizeof from, "%s/libvt-backend-prep_reversed.so", VT_TEST_PLUGIN_DIR);
+    snprintf(to, sizeof to, "%s/libvt-backend-prep_reversed.so", prep_dir);
     if (copy_file(from, to) != 0) return -1;
     /* the copies find the reference they forward to here, not next to themselves */
     char ref[1200];
@@ -294,6 +305,116 @@ static void test_failing_backend_is_left_out(void) {
     vt_engine_free(e);
 }
 
+/* Greedy tokens of e after a fixed prompt (prefill, then decode). */
+static int greedy(vt_engine *e, int32_t *out, int n) {
+    const int32_t prompt[6] = {1, 7, 42, 3, 99, 5};
+    const int32_t V = e->model->hp.n_vocab;
+    vt_error err = {0};
+    vt_engine_reset(e);
+    if (vt_engine_eval(e, prompt, 6, false, &err) != VT_OK) return -1;
+    for (int i = 0; i < n; i++) {
+        out[i] = vt_argmax(vt_engine_logits(e, 0), V);
+        if (vt_engine_eval(e, &out[i], 1, true, &err) != VT_OK) return -1;
+    }
+    return 0;
+}
+
+/* prep_reversed's matmul fails on weights it did not prepare, so it takes
+ * part in auto only if calibration hands it nodes through the prepare hook
+ * as the engine does: timed (matmul classes included), never left out. Then
+ * with recorded costs making it the cheapest everywhere, the plan places its
+ * nodes, the engine prepares their weights, and the greedy tokens equal the
+ * reference's (prep_reversed computes with the reference's kernels). */
+static void test_preparing_backend_is_timed_through_the_hook(void) {
+    log_text[0] = '\0';
+    vt_engine *e = auto_engine(prep_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    const int prep = backend_index(e, "prep_reversed");
+    CU_ASSERT_FATAL(prep >= 0);
+    CU_ASSERT(strstr(log_text, "left out") == NULL);
+    if (strstr(log_text, "left out")) fprintf(stderr, "%s", log_text);
+    CU_ASSERT(e->costs->candidate[prep]);
+    CU_ASSERT(!e->costs->failed[prep]);
+    CU_ASSERT(e->costs->measured > 0);
+    int matmuls_timed = 0;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++) {
+        const vt_plan_node *n = &e->decode->nodes[i];
+        if (n->op == VT_OP_MATMUL && n->cost_class >= 0)
+            matmuls_timed += vt_auto_costs_get(e->costs, n->cost_class, prep) >= 0;
+    }
+    CU_ASSERT(matmuls_timed > 0);
+
+    /* every class prep_reversed ran recorded as cheapest on it */
+    char key[8192], path[1024];
+    vt_calibration_key(e->registry, e->costs, e->host->n_threads, key, sizeof key);
+    /* the key says which backend's times were taken on prepared weights */
+    const char *line = strstr(key, "backend prep_reversed ");
+    CU_ASSERT_FATAL(line != NULL);
+    CU_ASSERT(strstr(line, " abi 1.2 prepares yes\n") == strchr(line, '\n') - strlen(" abi 1.2 prepares yes"));
+    snprintf(path, sizeof path, "%s", e->costs->cache_path);
+    vt_auto_costs c = *e->costs;
+    c.classes = NULL, c.n = c.cap = 0;
+    char why[256];
+    CU_ASSERT_FATAL(vt_calibration_load(path, key, e->registry, &c, why, sizeof why) == VT_CALIBRATION_READ);
+    for (int k = 0; k < c.n; k++)
+        for (int b = 0; b < VT_AUTO_MAX_BACKENDS; b++)
+            if (c.classes[k].seconds[b] >= 0) c.classes[k].seconds[b] = b == prep ? 1e-5 : 1e-3;
+    vt_error err = {0};
+    CU_ASSERT_FATAL(vt_calibration_save(path, key, e->registry, &c, &err) == VT_OK);
+    vt_auto_costs_free(&c);
+    vt_engine_free(e);
+
+    e = auto_engine(prep_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(e->costs->measured, 0);
+    int matmuls_on_prep = 0;
+    for (int32_t i = 0; i < e->prefill->n_nodes; i++)
+        matmuls_on_prep += e->prefill->nodes[i].op == VT_OP_MATMUL && e->prefill->nodes[i].backend == prep;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++)
+        matmuls_on_prep += e->decode->nodes[i].op == VT_OP_MATMUL && e->decode->nodes[i].backend == prep;
+    CU_ASSERT(matmuls_on_prep > 0);
+    int n_prepared = 0;
+    CU_ASSERT(vt_weight_prep_bytes(e->prepared, prep, &n_prepared) > 0);
+    CU_ASSERT(n_prepared > 0);
+
+    enum { N_GEN = 8 };
+    int32_t got[N_GEN], want[N_GEN];
+    CU_ASSERT_FATAL(greedy(e, got, N_GEN) == 0);
+    vt_engine_free(e);
+    vt_fixture ref;
+    CU_ASSERT_EQUAL_FATAL(vt_fixture_open(&ref, model_path, "reference", VT_F16, false), VT_OK);
+    CU_ASSERT_FATAL(greedy(ref.engine, want, N_GEN) == 0);
+    vt_fixture_close(&ref);
+    for (int i = 0; i < N_GEN; i++) CU_ASSERT_EQUAL(got[i], want[i]);
+}
+
+/* A prepare hook failing during calibration is that backend's failure: left
+ * out with a warning quoting its reason, the engine starts without it. (The
+ * backend file's mtime changes first: another key, so nothing recorded
+ * above is used and calibration runs.) */
+static void test_failing_prepare_hook_is_left_out(void) {
+    char so[1200];
+    snprintf(so, sizeof so, "%s/libvt-backend-prep_reversed.so", prep_dir);
+    struct utimbuf t = {1000000000, 1000000000};
+    CU_ASSERT_FATAL(utime(so, &t) == 0);
+    setenv("VT_TEST_PREP_FAIL", "*", 1);
+    log_text[0] = '\0';
+    vt_engine *e = auto_engine(prep_dir);
+    unsetenv("VT_TEST_PREP_FAIL");
+    CU_ASSERT_FATAL(e != NULL);
+    const int prep = backend_index(e, "prep_reversed");
+    CU_ASSERT_FATAL(prep >= 0);
+    CU_ASSERT(e->costs->failed[prep]);
+    CU_ASSERT(strstr(log_text, "backend 'prep_reversed' failed during calibration") != NULL);
+    CU_ASSERT(strstr(log_text, "injected failure for ") != NULL);
+    int on_prep = 0;
+    for (int32_t i = 0; i < e->prefill->n_nodes; i++) on_prep += e->prefill->nodes[i].backend == prep;
+    for (int32_t i = 0; i < e->decode->n_nodes; i++) on_prep += e->decode->nodes[i].backend == prep;
+    CU_ASSERT_EQUAL(on_prep, 0);
+    CU_ASSERT(run_tokens(e) == 0);
+    vt_engine_free(e);
+}
+
 static int suite_clean(void) {
     vt_model_free(model);
     model = NULL;
@@ -312,6 +433,11 @@ int main(void) {
         {"a changed backend file means another key: measured again", test_changed_backend_file_is_measured_again},
         {"a backend failing during calibration is left out with a warning; the engine starts",
          test_failing_backend_is_left_out},
+        {"a backend that prepares its weights is timed through the prepare hook; a plan on it gives the reference's "
+         "tokens",
+         test_preparing_backend_is_timed_through_the_hook},
+        {"a prepare hook failing during calibration leaves its backend out with its reason",
+         test_failing_prepare_hook_is_left_out},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("auto_place", suite_init, suite_clean, tests);

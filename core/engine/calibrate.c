@@ -10,6 +10,7 @@
 
 #include "host.h"
 #include "plan_internal.h"
+#include "weight_prep.h"
 
 /* Decode is timed with this many tokens already in the cache. */
 #define DECODE_POSITION 255
@@ -106,37 +107,41 @@ static vt_status load_call(vt_plan *p, vt_kv_cache *kv, int32_t V, calib_call *k
     return vt_plan_load_call(p, &call, err);
 }
 
-/* Time node i of p on backend b: *seconds, or the op's failure. The
- * warm-up is never judged (a first call may build kernels or prepare
- * weights); the first timed run is, against the best time of the class. */
-static vt_status time_node(const vt_plan *p, int32_t i, const vt_backend_entry *b, double best, double *seconds) {
+/* Time node i of p on backend b: *seconds, or the op's failure. The node
+ * is handed over as the engine will run it: its weights first offered to
+ * b's prepare hook (the engine's own code, weight_prep.h), the copies
+ * released after the runs. The warm-up is never judged (a first call may
+ * build kernels); the first timed run is, against the best time of the
+ * class. A failed preparation is b's failure: why says which, else names
+ * the op's status. */
+static vt_status time_node(vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i, int32_t b, double best,
+                           double *seconds, vt_error *why) {
+    const vt_backend_entry *e = vt_registry_at(p->registry, b);
     vt_node node;
     vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &node);
-    vt_status st = vt_backend_run(b, &node);
+    void *copies[VT_MAX_SRC];
+    vt_status st = vt_weight_prep_for_timing(plans, n_plans, p, i, b, &node, copies, why);
     if (st != VT_OK) return st;
+    st = vt_backend_run(e, &node);
     double runs[MAX_RUNS], total = 0;
     int n = 0, min_runs = MIN_RUNS;
-    while (n < min_runs || (n < MAX_RUNS && total < MIN_SECONDS)) {
+    while (st == VT_OK && (n < min_runs || (n < MAX_RUNS && total < MIN_SECONDS))) {
         const double t0 = now();
-        st = vt_backend_run(b, &node);
+        st = vt_backend_run(e, &node);
         runs[n] = now() - t0;
-        if (st != VT_OK) return st;
+        if (st != VT_OK) break;
         total += runs[n++];
         if (n == 1 && best >= 0 && runs[0] > HOPELESS * best) break;
         if (n == 1 && runs[0] >= LONG_RUN) min_runs = LONG_RUNS;
     }
+    vt_weight_prep_release_timing(p->registry, b, copies);
+    if (st != VT_OK) {
+        snprintf(why->msg, sizeof why->msg, "%s", vt_status_name(st));
+        return st;
+    }
     qsort(runs, (size_t)n, sizeof *runs, by_value);
     *seconds = n == 2 ? runs[0] : runs[n / 2];
     return VT_OK;
-}
-
-/* Would b run node i as the executor hands it over (data pointers cleared)? */
-static bool accepts_at(const vt_plan *p, int32_t i, const vt_backend_entry *b) {
-    vt_node q;
-    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &q);
-    for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
-    q.dst.data = NULL;
-    return vt_backend_accepts(b, &q);
 }
 
 /* Candidates by probe score, highest first: the likely winner is timed
@@ -211,12 +216,13 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 const int b = order[j];
                 if (c->failed[b] || c->classes[k].seconds[b] != VT_COST_UNMEASURED) continue;
                 const vt_backend_entry *e = vt_registry_at(r, b);
-                if (!accepts_at(p, i, e)) {
+                if (!vt_plan_node_accepted(p, i, p->run_tokens, p->run_outputs, e)) {
                     c->classes[k].seconds[b] = VT_COST_DECLINED;
                     continue;
                 }
                 double s = 0;
-                vt_status run = time_node(p, i, e, best, &s);
+                vt_error why = {0};
+                vt_status run = time_node(plans, n_plans, p, i, b, best, &s, &why);
                 if (run != VT_OK) {
                     char desc[256];
                     vt_node q;
@@ -226,7 +232,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                     vt_log(VT_LOG_WARN, "core",
                            "--backend auto: backend '%s' failed during calibration on %s %s (%s): it is left out of "
                            "auto placement",
-                           e->name, p->nodes[i].label, desc, vt_status_name(run));
+                           e->name, p->nodes[i].label, desc, why.msg);
                     c->failed[b] = true;
                     for (int m = 0; m < c->n; m++) c->classes[m].seconds[b] = VT_COST_UNMEASURED;
                     continue;

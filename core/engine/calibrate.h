@@ -3,8 +3,9 @@
  *
  * A class is timed on a node of a plan built for this model, run through the
  * backend's op exactly as the executor runs it (vt_plan_node_at): the
- * model's real weights (so their memory behaviour is real, and whatever
- * layout a backend prepares for them is what gets timed), the plan's arena
+ * model's real weights (so their memory behaviour is real), first offered
+ * to the backend's prepare hook by the engine's own code (weight_prep.h) so
+ * a backend that prepares is timed on its own copy, the plan's arena
  * and the engine's KV cache, at a calibration call of
  * min(batch, VT_AUTO_CALIBRATION_TOKENS) tokens for prefill and one token per
  * sequence at position 255 for decode. One warm-up run, then the median of at

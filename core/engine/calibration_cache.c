@@ -52,7 +52,13 @@ void vt_calibration_key(const vt_registry *r, const vt_auto_costs *c, int thread
         struct stat st;
         long long bytes = -1, mtime = -1;
         if (stat(b->path, &st) == 0) bytes = (long long)st.st_size, mtime = (long long)st.st_mtime;
-        n += snprintf(key + n, size - (size_t)n, "backend %s %s %lld %lld\n", b->name, b->path, bytes, mtime);
+        /* abi and prepares: whether its times were taken on weights it
+         * prepared (calibration offers them through the hook as the engine
+         * does); the layout it picks is a function of its code, which the
+         * file's identity already pins, since ABI 1.2 names no layout. */
+        const bool prepares = b->table && b->table->prepare_weight;
+        n += snprintf(key + n, size - (size_t)n, "backend %s %s %lld %lld abi %u.%u prepares %s\n", b->name, b->path,
+                      bytes, mtime, b->abi_major, b->abi_minor, prepares ? "yes" : "no");
     }
 }
 

@@ -4,7 +4,10 @@
  * It lives in the cache folder ($XDG_CACHE_HOME/vt, else ~/.cache/vt) as
  * calibration-<hash of the key>.txt. The key is what makes a time valid: the
  * CPU model, the thread count, the vt version and every timed backend's file
- * (path, size, modification time). The file repeats its key and ends with a
+ * (path, size, modification time), ABI version and whether it exports the
+ * weight-prepare hook (ABI 1.2): a preparing backend is timed on its own
+ * copies of the weights, and ABI 1.2 has no layout tag to key by, so the
+ * layout is pinned by the file (its code) and the hook's presence. The file repeats its key and ends with a
  * checksum of everything above it; a file whose checksum or key does not
  * match is reported and measured again, never trusted. The shape class of
  * each time is the class key itself (auto_costs.h). */

@@ -180,6 +180,15 @@ void vt_plan_node_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_n
     }
 }
 
+bool vt_plan_node_accepted(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, const vt_backend_entry *b) {
+    vt_node q;
+    vt_plan_node_at(p, i, T, n_out, &q);
+    for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
+    q.dst.data = NULL;
+    q.prepared = 0;
+    return vt_backend_accepts(b, &q);
+}
+
 /* The plan check: every node exactly as it is about to run, its data
  * pointers cleared as supports() always gets them, offered to its backend.
  * Rank, shapes at this call's token count, dtypes, params and phase are the

@@ -16,6 +16,10 @@ void vt_plan_describe_node(const vt_node *n, char *buf, size_t size);
  * that size and its data set. */
 void vt_plan_node_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_node *node);
 
+/* Would backend b run node i as the executor hands it over in such a call
+ * (data pointers cleared and prepared == 0, as supports() always sees it)? */
+bool vt_plan_node_accepted(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, const vt_backend_entry *b);
+
 /* Lay out the activations in one arena, reusing memory of dead values. */
 vt_status vt_plan_allocate(vt_plan *p, vt_error *err);
 

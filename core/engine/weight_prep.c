@@ -79,6 +79,20 @@ static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, 
     return VT_OK;
 }
 
+/* One offer to e's hook; a failure becomes the engine's error naming the
+ * backend, the tensor and the backend's reason. */
+static vt_status offer_weight(const vt_backend_entry *e, const char *name, vt_tensor tensor, uint32_t ops,
+                              uint32_t phases, vt_prepared_weight *got, vt_error *err) {
+    const vt_weight_offer offer = {sizeof offer, name, tensor, ops, phases};
+    char why[256];
+    const vt_status st = vt_backend_prepare_weight(e, &offer, got, why, sizeof why);
+    if (st == VT_OK) return VT_OK;
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s[%lld,%lld]", vt_dtype_name(tensor.dtype), (long long)tensor.ne[0],
+             (long long)tensor.ne[1]);
+    return vt_fail(err, VT_ERR_BACKEND, "backend '%s' failed to prepare weight %s %s: %s", e->name, name, shape, why);
+}
+
 static void release_all(vt_weight_prep *w) {
     /* Reverse order of preparation, like any teardown of things set up in sequence. */
     for (int32_t i = w->n - 1; i >= 0; i--) {
@@ -98,19 +112,9 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
     vt_status st = collect(w, plans, n_plans, err);
     for (int32_t i = 0; i < w->n && st == VT_OK; i++) {
         prepared_copy *c = &w->copies[i];
-        const vt_backend_entry *e = vt_registry_at(r, c->backend);
-        const vt_weight_offer offer = {sizeof offer, c->name, c->tensor, c->ops, c->phases};
         vt_prepared_weight got;
-        char why[256];
-        st = vt_backend_prepare_weight(e, &offer, &got, why, sizeof why);
-        if (st != VT_OK) {
-            char shape[64];
-            snprintf(shape, sizeof shape, "%s[%lld,%lld]", vt_dtype_name(c->tensor.dtype), (long long)c->tensor.ne[0],
-                     (long long)c->tensor.ne[1]);
-            st = vt_fail(err, VT_ERR_BACKEND, "backend '%s' failed to prepare weight %s %s: %s", e->name, c->name,
-                         shape, why);
-            break;
-        }
+        st = offer_weight(vt_registry_at(r, c->backend), c->name, c->tensor, c->ops, c->phases, &got, err);
+        if (st != VT_OK) break;
         c->data = got.data;
         c->bytes = got.bytes;
     }
@@ -132,6 +136,51 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
     }
     *out = w;
     return VT_OK;
+}
+
+vt_status vt_weight_prep_for_timing(vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i, int32_t backend,
+                                    vt_node *node, void *copies[VT_MAX_SRC], vt_error *err) {
+    for (int s = 0; s < VT_MAX_SRC; s++) copies[s] = NULL;
+    if (!has_hook(p->registry, backend)) return VT_OK;
+    const vt_backend_entry *e = vt_registry_at(p->registry, backend);
+    const vt_plan_node *n = &p->nodes[i];
+    vt_status st = VT_OK;
+    for (int s = 0; s < n->n_src && st == VT_OK; s++) {
+        const int32_t v = weight_operand(p, n, s);
+        if (v < 0) continue;
+        /* The offer the engine makes when backend runs every reader of the
+         * tensor it accepts (the readers of both phases, as when it wins
+         * them): the same ops and phases, so the same layout. */
+        uint32_t ops = 1u << n->op, phases = 1u << p->phase;
+        for (int k = 0; k < n_plans; k++)
+            for (int32_t j = 0; j < plans[k]->n_nodes; j++) {
+                const vt_plan_node *m = &plans[k]->nodes[j];
+                for (int t = 0; t < m->n_src; t++) {
+                    const int32_t u = weight_operand(plans[k], m, t);
+                    if (u < 0 || plans[k]->values[u].data != p->values[v].data) continue;
+                    if ((ops & (1u << m->op)) && (phases & (1u << plans[k]->phase))) continue;
+                    if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) continue;
+                    ops |= 1u << m->op;
+                    phases |= 1u << plans[k]->phase;
+                }
+            }
+        vt_prepared_weight got;
+        st = offer_weight(e, p->values[v].name, vt_plan_value_tensor(p, v, -1, -1, true), ops, phases, &got, err);
+        if (st == VT_OK && got.data) {
+            copies[s] = got.data;
+            node->src[s].data = got.data;
+            node->prepared |= 1u << s;
+        }
+    }
+    if (st != VT_OK) vt_weight_prep_release_timing(p->registry, backend, copies);
+    return st;
+}
+
+void vt_weight_prep_release_timing(const vt_registry *r, int32_t backend, void *copies[VT_MAX_SRC]) {
+    for (int s = VT_MAX_SRC - 1; s >= 0; s--) {
+        if (copies[s]) vt_backend_release_weight(vt_registry_at(r, backend), copies[s]);
+        copies[s] = NULL;
+    }
 }
 
 void vt_weight_prep_free(vt_weight_prep *w) {

@@ -26,6 +26,20 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
                              vt_error *err);
 void vt_weight_prep_free(vt_weight_prep *w);
 
+/* --backend auto's calibration times node i of p (one of plans) on backend
+ * (a registry index) through this same hook, so a backend that prepares is
+ * timed on its own layout: each weight operand of node (built by
+ * vt_plan_node_at, unprepared) is offered to backend with the ops and
+ * phases of every reader of that tensor in plans that backend accepts (what
+ * vt_weight_prep_run offers when auto places all of them there), and node
+ * is pointed at the copies (bits set in node->prepared). copies[s] holds
+ * each copy (NULL where declined or not a weight) for
+ * vt_weight_prep_release_timing. On failure nothing stays prepared and err
+ * reads as vt_weight_prep_run's. Backends without the hook: node unchanged. */
+vt_status vt_weight_prep_for_timing(vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i, int32_t backend,
+                                    vt_node *node, void *copies[VT_MAX_SRC], vt_error *err);
+void vt_weight_prep_release_timing(const vt_registry *r, int32_t backend, void *copies[VT_MAX_SRC]);
+
 /* Bytes and count of the copies backend (a registry index) keeps. */
 size_t vt_weight_prep_bytes(const vt_weight_prep *w, int32_t backend, int *n_tensors);
 /* Bytes of every copy, all backends. */

@@ -244,6 +244,11 @@ typedef struct vt_backend_config {
  * host->parallel_for. The copy is the backend's memory (host->alloc or its
  * own), read-only and unchanged from then on; release_weight(ctx, data) is
  * called exactly once per copy when the engine is freed, before shutdown.
+ * `--backend auto` calibration (before the engine's offers) also offers the
+ * weights of each node it times, with the same name, tensor, ops and phases
+ * (every reader of the tensor the backend accepts), and releases each such
+ * copy right after timing: a tensor may be offered more than once per
+ * engine, one copy live at a time per timed node.
  * out->bytes is what the copy keeps resident; the runtime reports the sum
  * per backend ("prepared weights: X MiB" in --explain and vt bench). The
  * original stays mapped and valid while the engine lives (other backends
