@@ -10,7 +10,7 @@
  *   - The check runs on a plan's first successful run only, and not at all
  *     when off.
  *   - Without the check, the test plugins still refuse such a node themselves
- *     (kv_forward.h), so it cannot run on the reference they forward to.
+ *     (forward_to_reference.h), so it cannot run on the reference they forward to.
  *   - The switch: VT_CHECK_PLAN=1|0 overrides the build's default (on with
  *     assertions, off in Release), anything else is an error naming it, and
  *     `vt config` shows the value and its source.

@@ -1,14 +1,14 @@
 /* bug_matmul_q6_k.c — test backend that is right everywhere but one place:
  * matmul with Q6_K weights leaves out the last block of every weight row (the
  * off-by-one of a loop over blocks, `b < n_blocks - 1`). Every op runs on
- * the reference (kv_forward.h), with the reference's supports().
+ * the reference (forward_to_reference.h), with the reference's supports().
  *
  * `vt backends --test` must fail exactly the matmul q6_k cases and pass every
  * other case of every op (tests/test_backends_test.c). */
 #define PLUGIN_NAME "bug_matmul_q6_k"
-#include "kv_forward.h"
-
-static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+#define FWD_SUPPORTS_AS_REFERENCE
+#define FWD_MATMUL buggy_matmul
+#include "forward_to_reference.h"
 
 static vt_status buggy_matmul(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
@@ -31,24 +31,4 @@ static vt_status buggy_matmul(void *ctx, const vt_node *node) {
     return st;
 }
 
-static const vt_backend table = {
-    .abi_major = VT_ABI_MAJOR,
-    .abi_minor = VT_ABI_MINOR,
-    .struct_size = sizeof(vt_backend),
-    .name = PLUGIN_NAME,
-    .description = "test plugin: reference ops, but matmul q6_k drops the last block of every weight row",
-    .init = fwd_init,
-    .shutdown = fwd_shutdown,
-    .supports = plugin_supports,
-    .matmul = buggy_matmul,
-    .attention = fwd_attention,
-    .reshape_and_cache = fwd_reshape_and_cache,
-    .rms_norm = fwd_rms_norm,
-    .rope = fwd_rope,
-    .swiglu = fwd_swiglu,
-    .add = fwd_add,
-    .get_rows = fwd_get_rows,
-    .convert = fwd_convert,
-};
-
-VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
+FWD_BACKEND("test plugin: reference ops, but matmul q6_k drops the last block of every weight row")

@@ -1,6 +1,6 @@
 /* bug_rope_decode_crash.c — test backend whose rope crashes (SIGSEGV) on
  * every decode node and is right everywhere else: every op runs on the
- * reference (kv_forward.h), with the reference's supports().
+ * reference (forward_to_reference.h), with the reference's supports().
  *
  * A crash cannot be caught in the process that crashed; `vt backends --test`
  * runs each op family in a child process, so it must report each decode rope
@@ -9,9 +9,9 @@
 #include <signal.h>
 
 #define PLUGIN_NAME "bug_rope_decode_crash"
-#include "kv_forward.h"
-
-static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+#define FWD_SUPPORTS_AS_REFERENCE
+#define FWD_ROPE crashing_rope
+#include "forward_to_reference.h"
 
 static vt_status crashing_rope(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
@@ -21,24 +21,4 @@ static vt_status crashing_rope(void *ctx, const vt_node *node) {
     return c->ref->rope(c->ref_ctx, node);
 }
 
-static const vt_backend table = {
-    .abi_major = VT_ABI_MAJOR,
-    .abi_minor = VT_ABI_MINOR,
-    .struct_size = sizeof(vt_backend),
-    .name = PLUGIN_NAME,
-    .description = "test plugin: reference ops, but rope crashes with SIGSEGV in decode",
-    .init = fwd_init,
-    .shutdown = fwd_shutdown,
-    .supports = plugin_supports,
-    .matmul = fwd_matmul,
-    .attention = fwd_attention,
-    .reshape_and_cache = fwd_reshape_and_cache,
-    .rms_norm = fwd_rms_norm,
-    .rope = crashing_rope,
-    .swiglu = fwd_swiglu,
-    .add = fwd_add,
-    .get_rows = fwd_get_rows,
-    .convert = fwd_convert,
-};
-
-VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
+FWD_BACKEND("test plugin: reference ops, but rope crashes with SIGSEGV in decode")

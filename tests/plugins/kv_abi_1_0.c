@@ -8,9 +8,12 @@
  * --kv-cache-dtype q8_0 its attention and store nodes go to the fallback and
  * the forward completes; at any float cache it runs everything itself. */
 #define PLUGIN_NAME "kv_abi_1_0"
-#include "kv_forward.h"
-
-static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+#define FWD_SUPPORTS_AS_REFERENCE
+#define FWD_ABI_MINOR 0
+#define FWD_STRUCT_SIZE VT_BACKEND_SIZE_1_0
+#define FWD_ATTENTION abi10_attention
+#define FWD_RESHAPE_AND_CACHE abi10_store
+#include "forward_to_reference.h"
 
 /* The op, unless it was handed a cache dtype a 1.0 plugin never agreed to. */
 static vt_status cache_op(void *ctx, const vt_node *node, int first_cache, vt_op_fn run, const char *op) {
@@ -28,23 +31,4 @@ static vt_status abi10_store(void *ctx, const vt_node *node) {
     return cache_op(ctx, node, 2, fwd_reshape_and_cache, "reshape_and_cache");
 }
 
-static const vt_backend table = {
-    .abi_major = VT_ABI_MAJOR,
-    .abi_minor = 0,
-    .struct_size = (uint32_t)VT_BACKEND_SIZE_1_0,
-    .name = PLUGIN_NAME,
-    .description = "test plugin: built as ABI 1.0, accepts any cache dtype the reference does",
-    .init = fwd_init,
-    .shutdown = fwd_shutdown,
-    .supports = plugin_supports,
-    .matmul = fwd_matmul,
-    .attention = abi10_attention,
-    .reshape_and_cache = abi10_store,
-    .rms_norm = fwd_rms_norm,
-    .rope = fwd_rope,
-    .swiglu = fwd_swiglu,
-    .add = fwd_add,
-    .get_rows = fwd_get_rows,
-    .convert = fwd_convert,
-};
-VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
+FWD_BACKEND("test plugin: built as ABI 1.0, accepts any cache dtype the reference does")

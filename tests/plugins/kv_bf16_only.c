@@ -8,9 +8,9 @@
  *   - convert: accepted (as the reference).
  * With an f32 KV cache, negotiation must therefore insert convert nodes
  * (f32 -> bf16) between the producers and every store, and a forward through
- * this backend completes. Every op runs on the reference (kv_forward.h). */
+ * this backend completes. Every op runs on the reference (forward_to_reference.h). */
 #define PLUGIN_NAME "kv_bf16_only"
-#include "kv_forward.h"
+#include "forward_to_reference.h"
 
 static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
@@ -28,4 +28,4 @@ static int plugin_supports(void *ctx, const vt_node *node) {
     return fwd_reference_supports(c, node);
 }
 
-FWD_BACKEND("test plugin: reference ops; cache store takes bf16 k/v only, rope/matmul emit f32 only", fwd_reshape_and_cache)
+FWD_BACKEND("test plugin: reference ops; cache store takes bf16 k/v only, rope/matmul emit f32 only")

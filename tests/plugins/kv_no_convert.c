@@ -9,9 +9,9 @@
  * k/v to the cache dtype and the plan build must refuse, naming
  * reshape_and_cache, this backend and the dtypes. With an f32 cache, or with
  * a fallback that converts, it works. Every op runs on the reference
- * (kv_forward.h). */
+ * (forward_to_reference.h). */
 #define PLUGIN_NAME "kv_no_convert"
-#include "kv_forward.h"
+#include "forward_to_reference.h"
 
 static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
@@ -33,4 +33,4 @@ static int plugin_supports(void *ctx, const vt_node *node) {
     return fwd_reference_supports(c, node);
 }
 
-FWD_BACKEND("test plugin: reference ops; no convert, store only k/v of the cache dtype, f32 producers", fwd_reshape_and_cache)
+FWD_BACKEND("test plugin: reference ops; no convert, store only k/v of the cache dtype, f32 producers")

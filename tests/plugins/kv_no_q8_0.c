@@ -5,10 +5,10 @@
  * With --kv-cache-dtype q8_0 those nodes must go to the fallback at build
  * (never fail mid-forward) and everything else stay on the plugin; with
  * --fallback none the build is refused, naming the op, the backend and the
- * dtypes. Every op runs on the reference (kv_forward.h), which also refuses
+ * dtypes. Every op runs on the reference (forward_to_reference.h), which also refuses
  * to run any node this supports() declines. */
 #define PLUGIN_NAME "kv_no_q8_0"
-#include "kv_forward.h"
+#include "forward_to_reference.h"
 
 static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
@@ -19,4 +19,4 @@ static int plugin_supports(void *ctx, const vt_node *node) {
     return fwd_reference_supports(c, node);
 }
 
-FWD_BACKEND("test plugin: reference ops; declines a q8_0 KV cache in attention and the store", fwd_reshape_and_cache)
+FWD_BACKEND("test plugin: reference ops; declines a q8_0 KV cache in attention and the store")

@@ -4,12 +4,12 @@
  *
  * Everything else is the reference's answer. With --fallback none a plan can
  * only run if every store node it executes is rank 3 in prefill and decode,
- * and since the plugin enforces its supports() on every call (kv_forward.h),
+ * and since the plugin enforces its supports() on every call (forward_to_reference.h),
  * a store that was offered at one rank and run at another fails the forward
  * instead of being run by the more tolerant reference. Every op runs on the
- * reference (kv_forward.h). */
+ * reference (forward_to_reference.h). */
 #define PLUGIN_NAME "kv_rank3_store"
-#include "kv_forward.h"
+#include "forward_to_reference.h"
 
 static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
@@ -18,4 +18,4 @@ static int plugin_supports(void *ctx, const vt_node *node) {
     return fwd_reference_supports(c, node);
 }
 
-FWD_BACKEND("test plugin: reference ops; the cache store takes rank-3 k/v only", fwd_reshape_and_cache)
+FWD_BACKEND("test plugin: reference ops; the cache store takes rank-3 k/v only")

@@ -6,9 +6,9 @@
  * builder's last resort before refusing: the producers cannot emit f16, no
  * allowed backend converts, kv_no_convert cannot store f32 k/v into an f16
  * cache, so reshape_and_cache must move to this backend, which takes the f32
- * k/v as they are. Every op runs on the reference (kv_forward.h). */
+ * k/v as they are. Every op runs on the reference (forward_to_reference.h). */
 #define PLUGIN_NAME "kv_widen_store"
-#include "kv_forward.h"
+#include "forward_to_reference.h"
 
 static int plugin_supports(void *ctx, const vt_node *node) {
     const fwd_ctx *c = ctx;
@@ -16,4 +16,4 @@ static int plugin_supports(void *ctx, const vt_node *node) {
     return fwd_reference_supports(c, node);
 }
 
-FWD_BACKEND("test plugin: reference ops; no convert, the store widens/narrows any float k/v", fwd_reshape_and_cache)
+FWD_BACKEND("test plugin: reference ops; no convert, the store widens/narrows any float k/v")

@@ -8,11 +8,11 @@
  *
  * It exists so test_kv_matrix can show that its logits bound catches a store
  * of the wrong dtype: a plan-level check cannot see this, only the numbers
- * can. Every other op runs on the reference (kv_forward.h). */
+ * can. Every other op runs on the reference (forward_to_reference.h). */
 #define PLUGIN_NAME "kv_wrong_store"
-#include "kv_forward.h"
-
-static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+#define FWD_SUPPORTS_AS_REFERENCE
+#define FWD_RESHAPE_AND_CACHE wrong_reshape_and_cache
+#include "forward_to_reference.h"
 
 /* t's elements rounded through `wrong` into a new buffer of that dtype; t
  * is changed to describe it (contiguous). */
@@ -54,4 +54,4 @@ static vt_status wrong_reshape_and_cache(void *ctx, const vt_node *node) {
     return st;
 }
 
-FWD_BACKEND("test plugin: reference ops, but the cache store rounds k/v through the wrong 16-bit dtype", wrong_reshape_and_cache)
+FWD_BACKEND("test plugin: reference ops, but the cache store rounds k/v through the wrong 16-bit dtype")

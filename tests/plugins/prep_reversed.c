@@ -1,9 +1,9 @@
 /* prep_reversed.c — test backend for the weight-prepare hook (ABI 1.2).
  *
- * Every op runs on the real reference backend (kv_forward.h). What it adds:
- * prepare_weight keeps every weight a matmul reads as a byte-reversed copy,
- * and its matmul refuses to run unless its weight operand is marked prepared
- * (vt_node.prepared). So a runtime that forgets the hook, hands the file's
+ * Every op runs on the real reference backend (forward_to_reference.h).
+ * What it adds: prepare_weight keeps every weight a matmul reads as a
+ * byte-reversed copy, and its matmul refuses to run unless its weight operand
+ * is marked prepared (vt_node.prepared). So a runtime that forgets the hook, hands the file's
  * bytes with the bit set, or the copy without it, fails loudly or computes
  * garbage — while a correct one computes exactly what the reference does
  * (reversal is lossless and un-reversed before the reference's kernel).
@@ -14,9 +14,13 @@
  * ("*" = the first offer), to check that the engine is refused naming it
  * and that the copies made before are released (leak check under ASan). */
 #define PLUGIN_NAME "prep_reversed"
-#include "kv_forward.h"
-
-static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+#define FWD_SUPPORTS_AS_REFERENCE
+#define FWD_MATMUL prep_matmul
+#define FWD_RMS_NORM prep_rms_norm
+#define FWD_GET_ROWS prep_get_rows
+#define FWD_PREPARE_WEIGHT prep_prepare
+#define FWD_RELEASE_WEIGHT prep_release
+#include "forward_to_reference.h"
 
 /* Bytes of a contiguous tensor. */
 static size_t tensor_bytes(const fwd_ctx *c, const vt_tensor *t) {
@@ -101,25 +105,4 @@ static vt_status prep_rms_norm(void *ctx, const vt_node *node) {
     return fwd_rms_norm(ctx, node);
 }
 
-static const vt_backend table = {
-    .abi_major = VT_ABI_MAJOR,
-    .abi_minor = VT_ABI_MINOR,
-    .struct_size = sizeof(vt_backend),
-    .name = PLUGIN_NAME,
-    .description = "test plugin: keeps matmul weights byte-reversed through the prepare hook",
-    .init = fwd_init,
-    .shutdown = fwd_shutdown,
-    .supports = plugin_supports,
-    .matmul = prep_matmul,
-    .attention = fwd_attention,
-    .reshape_and_cache = fwd_reshape_and_cache,
-    .rms_norm = prep_rms_norm,
-    .rope = fwd_rope,
-    .swiglu = fwd_swiglu,
-    .add = fwd_add,
-    .get_rows = prep_get_rows,
-    .convert = fwd_convert,
-    .prepare_weight = prep_prepare,
-    .release_weight = prep_release,
-};
-VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
+FWD_BACKEND("test plugin: keeps matmul weights byte-reversed through the prepare hook")

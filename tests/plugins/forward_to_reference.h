@@ -1,11 +1,13 @@
-/* kv_forward.h — the shared half of the KV-negotiation test backends
- * (tests/plugins/kv_*.c): a backend that runs every op on the real reference
- * backend and differs from it only in what its supports() accepts.
+/* forward_to_reference.h — the shared half of the test backends that wrap
+ * the real reference backend (tests/plugins/kv_*.c, auto_*.c, bug_*.c,
+ * prep_reversed.c): a backend that runs every op on the reference and differs
+ * from it only in what its supports() accepts, or in the one op it replaces.
  *
  * Forwarding to the reference (rather than writing kernels) keeps the plugins
  * honest: whatever they accept is computed by the oracle, so a forward through
  * them must agree with --backend reference, and the only thing under test is
- * the negotiation their narrower supports() forces on the plan builder.
+ * what the plugin changes (the negotiation a narrower supports() forces on
+ * the plan builder, or the defect it plants in one op).
  *
  * Every op first asks the plugin's own supports() about the node it was
  * handed (data pointers cleared, as supports() sees nodes) and fails with
@@ -14,14 +16,19 @@
  * rank, dtype or param) would run anyway and the mismatch go unseen.
  *
  * A plugin defines PLUGIN_NAME before including this header and then
- * `static int plugin_supports(void *ctx, const vt_node *node)`.
+ * `static int plugin_supports(void *ctx, const vt_node *node)`, or defines
+ * FWD_SUPPORTS_AS_REFERENCE to accept exactly what the reference does. It
+ * ends with FWD_BACKEND("description"): the table and entry point. To replace
+ * an op or a table field it defines, before including this header, the
+ * matching FWD_* name below (FWD_MATMUL my_matmul, FWD_ABI_MINOR 0, ...);
+ * the macro is only expanded in FWD_BACKEND, after its function is defined.
  *
  * The reference library is found through VT_TEST_REFERENCE_SO when set, else
  * next to this plugin in the build tree: <build>/tests/plugins/this.so ->
  * <build>/lib/vt/libvt-backend-reference.so. It is dlopen'ed once and never
  * closed (the registry's rule for backend libraries). */
-#ifndef VT_TEST_KV_FORWARD_H
-#define VT_TEST_KV_FORWARD_H
+#ifndef VT_TEST_FORWARD_TO_REFERENCE_H
+#define VT_TEST_FORWARD_TO_REFERENCE_H
 
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -32,7 +39,39 @@
 #include "vt/vt_backend.h"
 
 #ifndef PLUGIN_NAME
-#error "define PLUGIN_NAME before including kv_forward.h"
+#error "define PLUGIN_NAME before including forward_to_reference.h"
+#endif
+
+/* What FWD_BACKEND puts in the table unless the plugin said otherwise. */
+#ifndef FWD_ABI_MINOR
+#define FWD_ABI_MINOR VT_ABI_MINOR
+#endif
+#ifndef FWD_STRUCT_SIZE
+#define FWD_STRUCT_SIZE sizeof(vt_backend)
+#endif
+#ifndef FWD_MATMUL
+#define FWD_MATMUL fwd_matmul
+#endif
+#ifndef FWD_ATTENTION
+#define FWD_ATTENTION fwd_attention
+#endif
+#ifndef FWD_RESHAPE_AND_CACHE
+#define FWD_RESHAPE_AND_CACHE fwd_reshape_and_cache
+#endif
+#ifndef FWD_RMS_NORM
+#define FWD_RMS_NORM fwd_rms_norm
+#endif
+#ifndef FWD_ROPE
+#define FWD_ROPE fwd_rope
+#endif
+#ifndef FWD_GET_ROWS
+#define FWD_GET_ROWS fwd_get_rows
+#endif
+#ifndef FWD_PREPARE_WEIGHT
+#define FWD_PREPARE_WEIGHT NULL
+#endif
+#ifndef FWD_RELEASE_WEIGHT
+#define FWD_RELEASE_WEIGHT NULL
 #endif
 
 typedef struct fwd_ctx {
@@ -103,7 +142,11 @@ static int fwd_reference_supports(const fwd_ctx *c, const vt_node *node) {
     return fn && c->ref->supports(c->ref_ctx, node);
 }
 
+#ifdef FWD_SUPPORTS_AS_REFERENCE
+static int plugin_supports(void *ctx, const vt_node *node) { return fwd_reference_supports(ctx, node); }
+#else
 static int plugin_supports(void *ctx, const vt_node *node);
+#endif
 
 /* "f32[64,2,1]" for a log line. */
 static void fwd_describe(const fwd_ctx *c, const vt_tensor *t, char *buf, size_t size) {
@@ -149,28 +192,29 @@ FWD_OP(get_rows)
 FWD_OP(convert)
 #undef FWD_OP
 
-/* The plugin's table and entry point: every op forwarded (the store through
- * store_fn, fwd_reshape_and_cache unless the plugin has its own), with the
- * plugin's supports(). */
-#define FWD_BACKEND(description_, store_fn)                                          \
+/* The plugin's table and entry point: every op forwarded but those the
+ * plugin replaced through FWD_*, with the plugin's supports(). */
+#define FWD_BACKEND(description_)                                                     \
     static const vt_backend table = {                                                 \
         .abi_major = VT_ABI_MAJOR,                                                    \
-        .abi_minor = VT_ABI_MINOR,                                                    \
-        .struct_size = sizeof(vt_backend),                                            \
+        .abi_minor = FWD_ABI_MINOR,                                                   \
+        .struct_size = (uint32_t)(FWD_STRUCT_SIZE),                                   \
         .name = PLUGIN_NAME,                                                          \
         .description = description_,                                                  \
         .init = fwd_init,                                                             \
         .shutdown = fwd_shutdown,                                                     \
         .supports = plugin_supports,                                                  \
-        .matmul = fwd_matmul,                                                         \
-        .attention = fwd_attention,                                                   \
-        .reshape_and_cache = store_fn,                                                \
-        .rms_norm = fwd_rms_norm,                                                     \
-        .rope = fwd_rope,                                                             \
+        .matmul = FWD_MATMUL,                                                         \
+        .attention = FWD_ATTENTION,                                                   \
+        .reshape_and_cache = FWD_RESHAPE_AND_CACHE,                                   \
+        .rms_norm = FWD_RMS_NORM,                                                     \
+        .rope = FWD_ROPE,                                                             \
         .swiglu = fwd_swiglu,                                                         \
         .add = fwd_add,                                                               \
-        .get_rows = fwd_get_rows,                                                     \
+        .get_rows = FWD_GET_ROWS,                                                     \
         .convert = fwd_convert,                                                       \
+        .prepare_weight = FWD_PREPARE_WEIGHT,                                         \
+        .release_weight = FWD_RELEASE_WEIGHT,                                         \
     };                                                                                \
     VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
 
