@@ -1,0 +1,113 @@
+// openai_client.mjs — talk to a running `vt serve` with OpenAI's official
+// Node.js client (the `openai` npm package), and check that every answer has
+// the shape the client expects: chat completions whole and streamed (with
+// stream_options.include_usage), completions whole and streamed, and the
+// model list. It is the check that vt serve works with a real client library,
+// not only with curl; it needs Node.js and `npm install openai`, so it is not
+// part of the CUnit suite.
+//
+//   vt serve -m MODEL --api-key KEY --port 8080 &
+//   mkdir -p /tmp/oa && cd /tmp/oa && npm init -y && npm install openai
+//   cp PATH/TO/vt/docs/examples/openai_client.mjs . && node openai_client.mjs http://127.0.0.1:8080/v1 KEY
+//
+// (Node resolves `openai` next to the script, hence the copy into the npm
+// project.)
+//
+// Exit status 0 when every check holds; otherwise the first broken one is
+// printed and the status is 1.
+import OpenAI from "openai";
+
+const baseURL = process.argv[2] ?? "http://127.0.0.1:8080/v1";
+const apiKey = process.argv[3] ?? process.env.VT_API_KEY ?? "none";
+const client = new OpenAI({ baseURL, apiKey });
+
+function check(cond, what, value) {
+  if (!cond) {
+    console.error(`openai_client: ${what}: ${JSON.stringify(value)}`);
+    process.exit(1);
+  }
+}
+
+function checkUsage(u, what) {
+  check(u && Number.isInteger(u.prompt_tokens) && Number.isInteger(u.completion_tokens) &&
+        u.total_tokens === u.prompt_tokens + u.completion_tokens, `${what}: usage`, u);
+}
+
+// The model list: the one model, under its alias.
+const models = [];
+for await (const m of client.models.list()) models.push(m);
+check(models.length === 1 && typeof models[0].id === "string" && models[0].object === "model",
+      "models.list", models);
+const model = models[0].id;
+console.log(`models.list: ${model}`);
+
+const messages = [
+  { role: "system", content: "Be brief." },
+  { role: "user", content: "Say hello." },
+];
+
+// Chat, whole.
+const chat = await client.chat.completions.create({ model, messages, max_tokens: 16, temperature: 0 });
+check(chat.object === "chat.completion" && chat.id.startsWith("chatcmpl-"), "chat: object/id", chat);
+check(chat.choices.length === 1 && chat.choices[0].message.role === "assistant" &&
+      typeof chat.choices[0].message.content === "string", "chat: choices[0].message", chat.choices);
+check(["stop", "length"].includes(chat.choices[0].finish_reason), "chat: finish_reason", chat.choices[0]);
+checkUsage(chat.usage, "chat");
+console.log(`chat.completions.create: ${JSON.stringify(chat.choices[0].message.content)} ` +
+            `(${chat.choices[0].finish_reason}, ${chat.usage.completion_tokens} tokens)`);
+
+// Chat, streamed, with the usage chunk: the same text as the whole answer (greedy).
+const stream = await client.chat.completions.create({
+  model, messages, max_tokens: 16, temperature: 0, stream: true, stream_options: { include_usage: true },
+});
+let text = "", finish = null, usage = null, chunks = 0;
+for await (const chunk of stream) {
+  chunks++;
+  check(chunk.object === "chat.completion.chunk", "chat stream: object", chunk);
+  if (chunk.usage) usage = chunk.usage;
+  for (const c of chunk.choices) {
+    text += c.delta?.content ?? "";
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+}
+check(text === chat.choices[0].message.content, "chat stream: text differs from the whole answer", text);
+check(finish === chat.choices[0].finish_reason, "chat stream: finish_reason", finish);
+checkUsage(usage, "chat stream");
+console.log(`chat.completions.create (stream): ${chunks} chunks, same text, usage ${usage.completion_tokens} tokens`);
+
+// Completions, whole and streamed.
+const done = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 16, temperature: 0 });
+check(done.object === "text_completion" && done.choices.length === 1 && typeof done.choices[0].text === "string",
+      "completions", done);
+checkUsage(done.usage, "completions");
+console.log(`completions.create: ${JSON.stringify(done.choices[0].text)} (${done.choices[0].finish_reason})`);
+const cstream = await client.completions.create({
+  model, prompt: "Once upon a time", max_tokens: 16, temperature: 0, stream: true,
+  stream_options: { include_usage: true },
+});
+let ctext = "", cusage = null;
+for await (const chunk of cstream) {
+  if (chunk.usage) cusage = chunk.usage;
+  for (const c of chunk.choices) ctext += c.text ?? "";
+}
+check(ctext === done.choices[0].text, "completions stream: text differs from the whole answer", ctext);
+checkUsage(cusage, "completions stream");
+console.log("completions.create (stream): same text");
+
+// A refusal arrives as the client's own error type, with the field named.
+try {
+  await client.chat.completions.create({ model, messages, n: 2 });
+  check(false, "n: 2 was accepted", null);
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "n", "n: 2: the error", e.error);
+  console.log(`n: 2 -> ${e.status} ${e.constructor.name}, param ${e.param}`);
+}
+// A wrong key is the client's authentication error.
+try {
+  await new OpenAI({ baseURL, apiKey: apiKey + "-wrong" }).models.list();
+  check(apiKey === "none", "a wrong API key was accepted", null);
+} catch (e) {
+  check(e instanceof OpenAI.AuthenticationError && e.status === 401, "wrong key: the error", e.error);
+  console.log(`wrong API key -> ${e.status} ${e.constructor.name}`);
+}
+console.log("openai_client: every check passed");
