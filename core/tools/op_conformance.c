@@ -193,7 +193,7 @@ static bool prepare_weights(const vt_backend_entry *b, const vt_op_case *c, vt_n
     for (int s = 0; s < VT_MAX_SRC; s++) copies[s] = NULL;
     for (int s = 0; s < node->n_src && s < VT_MAX_SRC; s++) {
         if (!vt_is_weight_operand(node->op, s)) continue;
-        char name[32];
+        char name[48]; /* "case." + the longest op name + ".src" + an int */
         snprintf(name, sizeof name, "case.%s.src%d", vt_op_name(node->op), s);
         const vt_weight_offer offer = {sizeof offer, name, node->src[s], 1u << node->op, 1u << node->phase};
         vt_prepared_weight got;
