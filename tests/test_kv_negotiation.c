@@ -26,7 +26,6 @@
  * accepted. Two more meet the Q8_0 cache (ABI 1.1): kv_no_q8_0 declines it,
  * kv_abi_1_0 is built at ABI 1.0 and must never be offered it. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,23 +65,6 @@ static int synth_models(void) {
         return 1;
     }
     return 0;
-}
-
-/* Run `vt ARGS` with the test plugins on the search path, the plan check on
- * (every forward re-offers its nodes as executed, in Release too) and no
- * other environment lever that could change the plan. */
-static int run_vt(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run_vt(char **out, char **err, const char *fmt, ...) {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd,
-             "env -u VT_KV_CACHE_DTYPE -u VT_KV_CACHE_F32 -u VT_CONFIG -u VT_BACKEND -u VT_CTX_SIZE "
-             "VT_CHECK_PLAN=1 VT_BACKEND_PATH='%s' '%s' %s",
-             VT_TEST_PLUGIN_DIR, VT_CLI_PATH, args);
-    return vt_test_run_cmd(cmd, out, err);
 }
 
 static const char *const prompt = "1,17,42,99,5,250,3,77,128,64,8,200";
@@ -157,7 +139,7 @@ static int count_of(const char *haystack, const char *needle) {
  * (named: the ranking would pick simd where it loads), or no fallback when
  * asked: the forward must complete (4 tokens) and --explain parse into x. */
 static void run_bf16_only(const char *cache, bool no_fallback, char **out, char **err, vt_explain *x) {
-    int rc = run_vt(out, err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only %s"
+    int rc = vt_test_run_vt_checked(out, err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only %s"
                     "--kv-cache-dtype %s --explain", qwen3_path, prompt, no_fallback ? "--fallback none " : "--fallback reference ", cache);
     if (rc != 0)
         printf("\nkv_bf16_only%s, %s cache: exit %d\n%s", no_fallback ? ", no fallback" : "", cache, rc,
@@ -246,7 +228,7 @@ static void test_bf16_only_without_fallback_narrows_visibly(void) {
 /* Last-position logits of `vt eval ... --full-last` (malloc'ed), or NULL. */
 static double *eval_logits(const char *args, int *n) {
     char *out = NULL, *err = NULL;
-    int rc = run_vt(&out, &err, "eval -m '%s' --tokens %s --full-last %s", qwen3_path, prompt, args);
+    int rc = vt_test_run_vt_checked(&out, &err, "eval -m '%s' --tokens %s --full-last %s", qwen3_path, prompt, args);
     double *logits = NULL;
     json_value j;
     char msg[128];
@@ -307,7 +289,7 @@ static void test_bf16_only_f32_cache_exact_or_visibly_bf16(void) {
  * itself, so with a bf16 cache only k needs a convert node. */
 static void test_bf16_only_qwen2_bias_add_emits_bf16(void) {
     char *out = NULL, *err = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only "
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_bf16_only "
                     "--kv-cache-dtype bf16 --explain", qwen2_path, prompt);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(count_ids(out), 4);
@@ -342,7 +324,7 @@ static void test_no_convert_refused_at_build(void) {
     for (int c = 0; c < 2; c++) {
         for (int m = 0; m < 3; m++) {
             char *out = NULL, *err = NULL;
-            int rc = run_vt(&out, &err, "%s -m '%s' --backend kv_no_convert --fallback none --kv-cache-dtype %s",
+            int rc = vt_test_run_vt_checked(&out, &err, "%s -m '%s' --backend kv_no_convert --fallback none --kv-cache-dtype %s",
                             modes[m], qwen3_path, caches[c]);
             /* 4 is the CLI's exit code for VT_ERR_UNSUPPORTED (core/cli/cli.c):
              * refused by negotiation, not crashed (>= 128) or a usage error (2). */
@@ -373,7 +355,7 @@ static void test_no_convert_refused_at_build(void) {
  * forward equals the reference's bit for bit (same ops, same dtypes). */
 static void test_no_convert_f32_cache_needs_nothing(void) {
     char *out = NULL, *err = NULL, *ref_out = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend kv_no_convert --fallback none "
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend kv_no_convert --fallback none "
                     "--kv-cache-dtype f32 --explain", qwen3_path, prompt);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(count_ids(out), 8);
@@ -385,7 +367,7 @@ static void test_no_convert_f32_cache_needs_nothing(void) {
                     2 * N_LAYER);
     CU_ASSERT_EQUAL(vt_explain_count(&x, NULL, NULL, "kv_no_convert", NULL, NULL), x.n);
     vt_explain_free(&x);
-    CU_ASSERT_EQUAL(run_vt(&ref_out, NULL, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend reference "
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(&ref_out, NULL, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend reference "
                            "--kv-cache-dtype f32", qwen3_path, prompt), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref_out);
@@ -399,7 +381,7 @@ static void test_no_convert_f32_cache_needs_nothing(void) {
  * runs there and the store stays on kv_no_convert, now with f16 k/v. */
 static void test_no_convert_with_fallback_converts_on_reference(void) {
     char *out = NULL, *err = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_convert "
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_convert "
                     "--fallback reference --kv-cache-dtype f16 --explain", qwen3_path, prompt);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(count_ids(out), 4);
@@ -423,7 +405,7 @@ static void test_no_convert_with_fallback_converts_on_reference(void) {
  * kv_widen_store, which narrows the f32 k/v to the f16 cache on store. */
 static void test_store_moves_to_a_widening_backend(void) {
     char *out = NULL, *err = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_convert "
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_convert "
                     "--fallback kv_widen_store --kv-cache-dtype f16 --explain", qwen3_path, prompt);
     if (rc != 0) printf("\nexit %d\n%s", rc, err ? err : "");
     CU_ASSERT_EQUAL(rc, 0);
@@ -470,7 +452,7 @@ static void test_rank3_store_runs_prefill_and_decode(void) {
     static const char *const models[] = {qwen3_path, qwen2_path};
     for (int m = 0; m < 2; m++) {
         char *out = NULL, *err = NULL, *ref_out = NULL;
-        int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend kv_rank3_store "
+        int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend kv_rank3_store "
                         "--fallback none --explain", models[m], prompt);
         if (rc != 0) printf("\n%s: exit %d\n%s", models[m], rc, err ? err : "");
         CU_ASSERT_EQUAL(rc, 0);
@@ -484,7 +466,7 @@ static void test_rank3_store_runs_prefill_and_decode(void) {
                             vt_explain_count(&x, phase, NULL, NULL, NULL, NULL));
         }
         vt_explain_free(&x);
-        CU_ASSERT_EQUAL(run_vt(&ref_out, NULL, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend reference",
+        CU_ASSERT_EQUAL(vt_test_run_vt_checked(&ref_out, NULL, "run -m '%s' --tokens %s -n 8 --temp 0 --ids --backend reference",
                                models[m], prompt), 0);
         CU_ASSERT_PTR_NOT_NULL_FATAL(out);
         CU_ASSERT_PTR_NOT_NULL_FATAL(ref_out);
@@ -501,7 +483,7 @@ static void test_rank3_store_runs_prefill_and_decode(void) {
  * else on the plugin, and the tokens are the reference's at q8_0. */
 static void assert_q8_0_cache_ops_on_fallback(const char *backend) {
     char *out = NULL, *err = NULL, *ref_out = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend %s --fallback reference "
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend %s --fallback reference "
                     "--kv-cache-dtype q8_0 --explain", qwen3_path, prompt, backend);
     if (rc != 0) printf("\n%s, q8_0 cache: exit %d\n%s", backend, rc, err ? err : "");
     CU_ASSERT_EQUAL(rc, 0);
@@ -520,7 +502,7 @@ static void assert_q8_0_cache_ops_on_fallback(const char *backend) {
     }
     CU_ASSERT_PTR_NULL(strstr(err, "handed a q8_0 cache"));
     vt_explain_free(&x);
-    CU_ASSERT_EQUAL(run_vt(&ref_out, NULL, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend reference "
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(&ref_out, NULL, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend reference "
                            "--kv-cache-dtype q8_0", qwen3_path, prompt), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ref_out);
@@ -536,7 +518,7 @@ static void assert_q8_0_cache_ops_on_fallback(const char *backend) {
 static void test_no_q8_0_backend_sends_cache_ops_to_fallback(void) {
     assert_q8_0_cache_ops_on_fallback("kv_no_q8_0");
     char *out = NULL, *err = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_q8_0 --fallback none "
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_q8_0 --fallback none "
                     "--kv-cache-dtype q8_0", qwen3_path, prompt);
     CU_ASSERT_EQUAL(rc, 4);
     CU_ASSERT_EQUAL(count_ids(out), 0);
@@ -552,7 +534,7 @@ static void test_no_q8_0_backend_sends_cache_ops_to_fallback(void) {
 static void test_abi_1_0_plugin_is_never_offered_a_q8_0_cache(void) {
     assert_q8_0_cache_ops_on_fallback("kv_abi_1_0");
     char *out = NULL, *err = NULL;
-    int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_abi_1_0 --fallback none "
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_abi_1_0 --fallback none "
                     "--kv-cache-dtype f16 --explain", qwen3_path, prompt);
     CU_ASSERT_EQUAL(rc, 0);
     vt_explain x;

@@ -15,7 +15,6 @@
  *   - vt backends --test runs its cases through the hook;
  *   - an ABI 1.0 plugin keeps loading and running, preparing nothing. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,20 +29,6 @@
 
 #define PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-prep_reversed.so"
 static const char *model_path;
-
-static int run_vt(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run_vt(char **out, char **err, const char *fmt, ...) {
-    char args[2048], cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd,
-             "env -u VT_KV_CACHE_DTYPE -u VT_KV_CACHE_F32 -u VT_CONFIG -u VT_BACKEND -u VT_CTX_SIZE "
-             "VT_CHECK_PLAN=1 VT_BACKEND_PATH='%s' '%s' %s",
-             VT_TEST_PLUGIN_DIR, VT_CLI_PATH, args);
-    return vt_test_run_cmd(cmd, out, err);
-}
 
 /* The model's distinct matmul weights: how many and their bytes. */
 static void matmul_weights(int *count, size_t *bytes) {
@@ -135,9 +120,9 @@ static const char *const prompt = "1,17,42,99,5,250,3,77,128,64,8,200";
 
 static void test_forward_reads_prepared_copies_and_equals_reference(void) {
     char *ref = NULL, *got = NULL, *err = NULL;
-    CU_ASSERT_EQUAL_FATAL(run_vt(&ref, NULL, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend reference "
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_vt_checked(&ref, NULL, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend reference "
                                  "--fallback none", model_path, prompt), 0);
-    int rc = run_vt(&got, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend prep_reversed "
+    int rc = vt_test_run_vt_checked(&got, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend prep_reversed "
                     "--fallback none --explain", model_path, prompt);
     if (rc != 0) fprintf(stderr, "%s\n", err ? err : "");
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -155,7 +140,7 @@ static void test_forward_reads_prepared_copies_and_equals_reference(void) {
 
 static void test_bench_accounts_prepared_bytes(void) {
     char *out = NULL, *err = NULL, msg[200] = "";
-    int rc = run_vt(&out, &err, "bench -m '%s' --backends prep_reversed --fallback none -p 4 -n 2 -r 1 --json "
+    int rc = vt_test_run_vt_checked(&out, &err, "bench -m '%s' --backends prep_reversed --fallback none -p 4 -n 2 -r 1 --json "
                     "--membw-mib 0", model_path);
     if (rc != 0) fprintf(stderr, "%s\n", err ? err : "");
     CU_ASSERT_EQUAL_FATAL(rc, 0);
@@ -183,7 +168,7 @@ static void test_failing_hook_refuses_the_engine(void) {
         char *out = NULL, *err = NULL;
         /* the hook fails on the second layer's ffn_up, after earlier copies were made */
         setenv("VT_TEST_PREP_FAIL", "blk.1.ffn_up.weight", 1);
-        int rc = run_vt(&out, &err, "run -m '%s' --tokens %s -n 2 --temp 0 --ids --backend prep_reversed %s", model_path,
+        int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 2 --temp 0 --ids --backend prep_reversed %s", model_path,
                     prompt, setups[i]);
         unsetenv("VT_TEST_PREP_FAIL");
         CU_ASSERT_NOT_EQUAL(rc, 0);
@@ -202,7 +187,7 @@ static void test_failing_hook_refuses_the_engine(void) {
 
 static void test_backends_test_goes_through_the_hook(void) {
     char *out = NULL, *err = NULL, msg[200] = "";
-    int rc = run_vt(&out, &err, "backends --test '%s' --ops matmul,get_rows,rms_norm --json", PLUGIN);
+    int rc = vt_test_run_vt_checked(&out, &err, "backends --test '%s' --ops matmul,get_rows,rms_norm --json", PLUGIN);
     CU_ASSERT_EQUAL(rc, 0);
     json_value doc;
     CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
@@ -221,9 +206,9 @@ static void test_backends_test_goes_through_the_hook(void) {
 
 static void test_abi_1_0_plugin_prepares_nothing_and_runs(void) {
     char *ref = NULL, *got = NULL, *err = NULL;
-    CU_ASSERT_EQUAL_FATAL(run_vt(&ref, NULL, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend reference "
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_vt_checked(&ref, NULL, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend reference "
                                  "--fallback none", model_path, prompt), 0);
-    CU_ASSERT_EQUAL_FATAL(run_vt(&got, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_abi_1_0 "
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_vt_checked(&got, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_abi_1_0 "
                                  "--fallback none --explain", model_path, prompt), 0);
     CU_ASSERT_STRING_EQUAL(got, ref);
     CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "prepared weights: none\n") : NULL);

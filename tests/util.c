@@ -4,6 +4,7 @@
 #include "vt/vt_cpu.h"
 
 #include <ftw.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,4 +168,17 @@ int vt_test_run_cmd(const char *cmd, char **out, char **err) {
     if (err) *err = vt_test_read_file(err_path, NULL);
     if (rc == -1) return -1;
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + WTERMSIG(rc);
+}
+
+int vt_test_run_vt_checked(char **out, char **err, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd,
+             "env -u VT_KV_CACHE_DTYPE -u VT_KV_CACHE_F32 -u VT_CONFIG -u VT_BACKEND -u VT_CTX_SIZE "
+             "VT_CHECK_PLAN=1 VT_BACKEND_PATH='%s' '%s' %s",
+             VT_TEST_PLUGIN_DIR, VT_CLI_PATH, args);
+    return vt_test_run_cmd(cmd, out, err);
 }

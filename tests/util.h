@@ -45,6 +45,12 @@ char *vt_test_read_file(const char *path, size_t *size);
  * pointers if not wanted). Returns the exit status (or -1). */
 int vt_test_run_cmd(const char *cmd, char **out, char **err);
 
+/* Run `vt ARGS` (printf-formatted) with the test plugins on the backend search
+ * path, the plan check on (every forward re-offers its nodes as executed, in
+ * Release too) and no other environment lever that could change the plan.
+ * Output and status as vt_test_run_cmd. */
+int vt_test_run_vt_checked(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Assert |a - b| <= tol with a readable failure. */
 #define VT_ASSERT_NEAR(a, b, tol) CU_ASSERT_DOUBLE_EQUAL((a), (b), (tol))
 
