@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "host.h"
+#include "op_cases.h"
 #include "quant.h"
 #include "threadpool.h"
 
@@ -283,16 +284,6 @@ vt_harness_diff vt_harness_tensor_diff(const vt_tensor *a, const vt_tensor *b) {
     return d;
 }
 
-int vt_harness_outputs(vt_node *node, vt_tensor **outs) {
-    if (node->op == VT_OP_RESHAPE_AND_CACHE) {
-        outs[0] = &node->src[2];
-        outs[1] = &node->src[3];
-        return 2;
-    }
-    outs[0] = &node->dst;
-    return 1;
-}
-
 static void merge_diff(vt_harness_diff *into, const vt_harness_diff *d) {
     if (d->max_abs > into->max_abs) {
         into->max_abs = d->max_abs;
@@ -317,8 +308,8 @@ vt_status vt_harness_compare(const vt_harness *h, const char *name, const char *
     }
     if (st == VT_OK) {
         vt_tensor *outs_a[2], *outs_b[2];
-        int n = vt_harness_outputs(&a, outs_a);
-        vt_harness_outputs(&b, outs_b);
+        int n = vt_op_case_outputs(&a, outs_a);
+        vt_op_case_outputs(&b, outs_b);
         for (int i = 0; i < n; i++) {
             vt_harness_diff d = vt_harness_tensor_diff(outs_a[i], outs_b[i]);
             merge_diff(diff, &d);

@@ -104,9 +104,6 @@ typedef struct vt_harness_diff {
 /* Compare two tensors of the same shape elementwise as f32 (any dtypes). */
 vt_harness_diff vt_harness_tensor_diff(const vt_tensor *a, const vt_tensor *b);
 
-/* The tensors an op writes: dst, or for RESHAPE_AND_CACHE the two caches
- * (src2, src3). Returns how many (1 or 2) and fills outs. */
-int vt_harness_outputs(vt_node *node, vt_tensor **outs);
 
 /* Run a deep copy of node on backend `name` and another on `ref_name`, then
  * diff every output (a is name's, b is ref_name's; for two outputs the

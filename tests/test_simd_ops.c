@@ -19,6 +19,7 @@
 
 #include "backend_harness.h"
 #include "host.h"
+#include "op_cases.h"
 #include "quant.h"
 #include "util.h"
 
@@ -82,8 +83,8 @@ static outputs run_both(const vt_node *node) {
     CU_ASSERT_EQUAL(o.simd_status, VT_OK);
     CU_ASSERT_EQUAL(o.ref_status, VT_OK);
     vt_tensor *oa[2], *ob[2];
-    int n_out = vt_harness_outputs(&a, oa);
-    vt_harness_outputs(&b, ob);
+    int n_out = vt_op_case_outputs(&a, oa);
+    vt_op_case_outputs(&b, ob);
     for (int i = 0; i < n_out; i++) o.n += vt_harness_nelements(oa[i]);
     o.simd = malloc((size_t)o.n * sizeof(float));
     o.ref = malloc((size_t)o.n * sizeof(float));
