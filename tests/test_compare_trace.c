@@ -59,6 +59,24 @@ static double num(const json_value *obj, const char *key) {
     return v && v->type == JSON_NUMBER ? v->number : NAN;
 }
 
+/* A --json trace of one backend (`vt ARGS`, parsed into doc, which the
+ * caller frees) that must exit expected_rc: that backend's entry. */
+static const json_value *trace_one_backend(const char *args, int expected_rc, json_value *doc) {
+    int rc = -1;
+    CU_ASSERT_FATAL(run_json(args, &rc, doc));
+    CU_ASSERT_EQUAL(rc, expected_rc);
+    const json_value *backends = json_get(doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 1);
+    return &backends->items[0];
+}
+
+/* The first divergence of a backend that must have one. */
+static const json_value *first_divergence(const json_value *backend) {
+    const json_value *first = json_get(backend, "first_divergence");
+    CU_ASSERT_FATAL(first && first->type == JSON_OBJECT);
+    return first;
+}
+
 /* The reference traced against a second reference engine: 20 prompt tokens
  * in chunks of 8 (three prefill calls, the later ones attending to KV blocks
  * earlier calls wrote), then 3 decode steps. Every node's error is exactly 0:
@@ -119,14 +137,9 @@ static void test_simd_has_no_divergence(void) {
 
     snprintf(args, sizeof args, "compare --trace --json -m '%s' --backends simd -n 4 -t 2", model_q4_k_m);
     json_value doc;
-    int rc = -1;
-    CU_ASSERT_FATAL(run_json(args, &rc, &doc));
-    CU_ASSERT_EQUAL(rc, 0);
+    const json_value *b = trace_one_backend(args, 0, &doc);
     CU_ASSERT_STRING_EQUAL(str(&doc, "kv_cache_dtype"), "f16");
     CU_ASSERT_EQUAL(num(&doc, "decode_steps"), 3);
-    const json_value *backends = json_get(&doc, "backends");
-    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 1);
-    const json_value *b = &backends->items[0];
     CU_ASSERT_STRING_EQUAL(str(b, "name"), "simd");
     const json_value *first = json_get(b, "first_divergence");
     CU_ASSERT(first && first->type == JSON_NULL);
@@ -172,18 +185,13 @@ static void test_bug_plugin_diverges_at_matmul_q6_k(void) {
              "compare --trace --json -m '%s' --backend-path '%s' --backends " BUG_PLUGIN " -n 3 -t 2", model_q6_k,
              VT_TEST_PLUGIN_DIR);
     json_value doc;
-    int rc = -1;
-    CU_ASSERT_FATAL(run_json(args, &rc, &doc));
-    CU_ASSERT_EQUAL(rc, 1);
-    const json_value *backends = json_get(&doc, "backends");
-    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 1);
-    const json_value *first = json_get(&backends->items[0], "first_divergence");
-    CU_ASSERT_FATAL(first && first->type == JSON_OBJECT);
+    const json_value *b = trace_one_backend(args, 1, &doc);
+    const json_value *first = first_divergence(b);
     CU_ASSERT_STRING_EQUAL(str(first, "op"), "matmul");
     CU_ASSERT_EQUAL(strncmp(str(first, "dtypes"), "q6_k->", 6), 0);
     CU_ASSERT_STRING_EQUAL(str(first, "phase"), "prefill");
     CU_ASSERT(num(first, "error") > 100 * num(first, "threshold"));
-    const json_value *nodes = json_get(&backends->items[0], "nodes");
+    const json_value *nodes = json_get(b, "nodes");
     CU_ASSERT_FATAL(nodes && nodes->type == JSON_ARRAY);
     int wrong = 0;
     for (size_t i = 0; i < nodes->n; i++) {
@@ -208,17 +216,12 @@ static void test_wrong_store_is_blamed_not_attention(void) {
              "-t 2",
              model_q4_k_m, VT_TEST_PLUGIN_DIR);
     json_value doc;
-    int rc = -1;
-    CU_ASSERT_FATAL(run_json(args, &rc, &doc));
-    CU_ASSERT_EQUAL(rc, 1);
-    const json_value *backends = json_get(&doc, "backends");
-    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 1);
-    const json_value *first = json_get(&backends->items[0], "first_divergence");
-    CU_ASSERT_FATAL(first && first->type == JSON_OBJECT);
+    const json_value *b = trace_one_backend(args, 1, &doc);
+    const json_value *first = first_divergence(b);
     CU_ASSERT_STRING_EQUAL(str(first, "label"), "blk.0.store_kv");
     CU_ASSERT_STRING_EQUAL(str(first, "op"), "reshape_and_cache");
     CU_ASSERT_STRING_EQUAL(str(first, "phase"), "prefill");
-    const json_value *nodes = json_get(&backends->items[0], "nodes");
+    const json_value *nodes = json_get(b, "nodes");
     CU_ASSERT_FATAL(nodes && nodes->type == JSON_ARRAY);
     int attentions = 0;
     for (size_t i = 0; i < nodes->n; i++) {
