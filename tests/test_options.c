@@ -394,6 +394,7 @@ static const bad_value bad_values[] = {
     {"sampling.top_p", "0", "(0, 1]"},
     {"sampling.top_p", "1.01", "(0, 1]"},
     {"sampling.top_p", "-0.5", "(0, 1]"},
+    {"sampling.top_p", "1e-300", "(0, 1]"}, /* > 0 as a double, 0 as the float it is stored as */
     {"sampling.min_p", "-0.01", "[0, 1]"},
     {"sampling.min_p", "1.5", "[0, 1]"},
     {"sampling.seed", "-1", "integers 0..18446744073709551615"},

@@ -307,7 +307,8 @@ static bool store_value(vt_options *o, int id, const char *value) {
         o->top_k = (int32_t)i64;
         return true;
     case OPT_TOP_P:
-        if (!parse_finite(value, &d) || !(d > 0 && d <= 1)) return false;
+        /* Judged as the float it is stored as: 1e-300 is > 0 as a double but 0 as a float. */
+        if (!parse_finite(value, &d) || !((float)d > 0 && (float)d <= 1)) return false;
         o->top_p = (float)d;
         return true;
     case OPT_MIN_P:
