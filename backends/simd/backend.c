@@ -77,6 +77,8 @@ static const vt_backend simd_backend = {
     .add = simd_add,
     .get_rows = simd_get_rows,
     .convert = simd_convert,
+    .prepare_weight = simd_prepare_weight,
+    .release_weight = simd_release_weight,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &simd_backend; }

@@ -26,9 +26,7 @@ typedef struct weight_format {
     int prefill_rows;     /* activation rows per kernel call in prefill */
 } weight_format;
 
-/* Activation forms: f32 as given; 8-bit blocks of 32; 8-bit blocks of 256
- * with sums of 16 (Q6_K's sub-blocks) or of 32 (Q4_K's and Q5_K's). */
-enum { ACT_F32 = 0, ACT_Q8_0 = 1, ACT_Q8_K16 = 2, ACT_Q8_K32 = 3 };
+enum { ACT_F32 = SIMD_ACT_F32, ACT_Q8_0 = SIMD_ACT_Q8_0, ACT_Q8_K16 = SIMD_ACT_Q8_K16, ACT_Q8_K32 = SIMD_ACT_Q8_K32 };
 
 static int weight_format_of(int32_t dtype, weight_format *f) {
     switch (dtype) {
@@ -52,6 +50,7 @@ typedef struct quantize_task {
     float *d;       /* [M][K / block] */
     int16_t *bsums; /* [M][K / 16] or NULL */
     float *msums;   /* [M][K / 32] or NULL */
+    int16_t *isums; /* [M][K / 32] or NULL */
     int64_t K;
     int kind;
 } quantize_task;
@@ -63,6 +62,8 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
     for (int64_t m = begin; m < end; m++) {
         if (t->kind == ACT_Q8_0)
             simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
+        else if (t->kind == SIMD_ACT_Q8_K32I)
+            simd_quantize_row_q8_k_isums(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->isums + m * (K / 32), K);
         else {
             simd_quantize_row_q8_k(t->x + m * K, t->qs + m * K, t->d + m * (K / 256),
                                    t->bsums ? t->bsums + m * (K / 16) : NULL, t->msums ? t->msums + m * (K / 32) : NULL,
@@ -161,11 +162,51 @@ static void matmul_rows(void *arg, int64_t begin, int64_t end, int thread) {
     }
 }
 
+vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind, simd_act *act) {
+    const int64_t K = X->ne[0], M = X->ne[1];
+    act->K = K;
+    if (kind == ACT_F32) {
+        act->f = X->data;
+        return VT_OK;
+    }
+    const int64_t block = kind == ACT_Q8_0 ? 32 : 256;
+    const size_t qs_bytes = simd_align_up((size_t)(M * K));
+    const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
+    const size_t bsum_bytes = kind == ACT_Q8_K16 ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t)) : 0;
+    const size_t msum_bytes = kind == ACT_Q8_K32 ? simd_align_up((size_t)(M * (K / 32)) * sizeof(float)) : 0;
+    const size_t isum_bytes = kind == SIMD_ACT_Q8_K32I ? simd_align_up((size_t)(M * (K / 32)) * sizeof(int16_t)) : 0;
+    uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes + msum_bytes + isum_bytes);
+    if (!buf) return VT_ERR_NOMEM;
+    quantize_task q = {X->data,
+                       (int8_t *)buf,
+                       (float *)(buf + qs_bytes),
+                       bsum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes) : NULL,
+                       msum_bytes ? (float *)(buf + qs_bytes + d_bytes + bsum_bytes) : NULL,
+                       isum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes + bsum_bytes + msum_bytes) : NULL,
+                       K,
+                       kind};
+    if (M == 1)
+        quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
+    else
+        ctx->host->parallel_for(M, 1, quantize_rows, &q);
+    act->qs = q.qs;
+    act->d = q.d;
+    act->bsums = q.bsums;
+    act->msums = q.msums;
+    act->isums = q.isums;
+    return VT_OK;
+}
+
 vt_status simd_matmul(void *opaque, const vt_node *node) {
     simd_ctx *ctx = opaque;
-    const vt_host *host = ctx->host;
     const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
     const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
+    if (node->prepared & 1u) { /* src[0] is the copy prepare.c made: its layout's own driver */
+        const simd_prepared_format *pf = simd_prepared_format_of(W->dtype);
+        if (!pf) return VT_ERR_INVALID;
+        if (M <= 0 || N <= 0) return VT_OK;
+        return pf->matmul(ctx, node);
+    }
     weight_format f;
     if (!weight_format_of(W->dtype, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
     if (M <= 0 || N <= 0) return VT_OK;
@@ -183,33 +224,8 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
     t.y = Y->data;
     t.y_dtype = Y->dtype;
 
-    if (f.act_kind == ACT_F32) {
-        t.act.f = X->data;
-    } else {
-        const int64_t block = f.act_kind == ACT_Q8_0 ? 32 : 256;
-        const size_t qs_bytes = simd_align_up((size_t)(M * K));
-        const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
-        const size_t bsum_bytes =
-            f.act_kind == ACT_Q8_K16 ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t)) : 0;
-        const size_t msum_bytes = f.act_kind == ACT_Q8_K32 ? simd_align_up((size_t)(M * (K / 32)) * sizeof(float)) : 0;
-        uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes + msum_bytes);
-        if (!buf) return VT_ERR_NOMEM;
-        quantize_task q = {X->data,
-                           (int8_t *)buf,
-                           (float *)(buf + qs_bytes),
-                           bsum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes) : NULL,
-                           msum_bytes ? (float *)(buf + qs_bytes + d_bytes + bsum_bytes) : NULL,
-                           K,
-                           f.act_kind};
-        if (M == 1)
-            quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
-        else
-            host->parallel_for(M, 1, quantize_rows, &q);
-        t.act.qs = q.qs;
-        t.act.d = q.d;
-        t.act.bsums = q.bsums;
-        t.act.msums = q.msums;
-    }
+    vt_status st = simd_quantize_activations(ctx, X, f.act_kind, &t.act);
+    if (st != VT_OK) return st;
 
     /* ~64 KiB of weight rows per tile, kept in L2 while every group of
      * SIMD_MAX_ROWS activation rows passes over them; each group (8 x K

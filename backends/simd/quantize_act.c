@@ -42,7 +42,8 @@ void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K) {
     }
 }
 
-void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K) {
+SIMD_INLINE void quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int16_t *isums,
+                                   int64_t K) {
     for (int64_t b = 0; b < K / 256; b++) {
         const float *xb = x + b * 256;
         __m256 m = amax32(xb);
@@ -74,6 +75,18 @@ void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums
                 float *ms = msums + b * 8 + j / 32;
                 ms[0] = scale * (float)(r0 + r1), ms[1] = scale * (float)(r2 + r3);
             }
+            if (isums) { /* |sum of 32| <= 32 * 127 fits int16 */
+                int16_t *is = isums + b * 8 + j / 32;
+                is[0] = (int16_t)(r0 + r1), is[1] = (int16_t)(r2 + r3);
+            }
         }
     }
+}
+
+void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K) {
+    quantize_row_q8_k(x, qs, d, bsums, msums, NULL, K);
+}
+
+void simd_quantize_row_q8_k_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K) {
+    quantize_row_q8_k(x, qs, d, NULL, NULL, isums, K);
 }

@@ -66,8 +66,18 @@ typedef struct simd_act {
     const float *d;       /* [M][K / block] per-block scales */
     const int16_t *bsums; /* [M][K / 16] (Q6_K weights only) */
     const float *msums;   /* [M][K / 32] (Q4_K, Q5_K weights only) */
+    const int16_t *isums; /* [M][K / 32] sums of each 32 quantized values (prepared Q4_K) */
     const float *f;       /* [M][K] f32 rows (float weights only) */
 } simd_act;
+
+/* Activation forms (simd_act): f32 as given; 8-bit blocks of 32; 8-bit
+ * blocks of 256 with int16 sums of 16 (Q6_K's sub-blocks), with f32 sums
+ * of 32 (Q4_K's and Q5_K's), or with int16 sums of 32 (prepared Q4_K). */
+enum { SIMD_ACT_F32 = 0, SIMD_ACT_Q8_0 = 1, SIMD_ACT_Q8_K16 = 2, SIMD_ACT_Q8_K32 = 3, SIMD_ACT_Q8_K32I = 4 };
+
+/* Prepare the M rows of X {K, M} f32 in form `kind` into ctx's scratch
+ * (parallel over rows): once per matmul. VT_ERR_NOMEM when scratch cannot grow. */
+vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind, simd_act *act);
 
 /* The most activation rows one kernel call handles: every weight block the
  * kernel decodes is reused for this many rows (prefill). */
@@ -111,6 +121,32 @@ void simd_dot_q6_k(const void *w, size_t w_stride, int NW, const simd_act *x, in
  *   bsums: [K/16] or NULL; msums: [K/32] or NULL (see simd_act) */
 void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K);
 void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K);
+/* As simd_quantize_row_q8_k, recording int16 sums of each 32 values: isums [K/32]. */
+void simd_quantize_row_q8_k_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K);
+
+/* ------------------------------------------------------------------------ */
+/* Prepared weights (ABI 1.2, prepare.c). A dtype with an entry in
+ * prepare.c's table is copied at engine creation into a layout of its own
+ * kernels; matmul.c hands a node whose src[0] carries the prepared bit to
+ * that entry's driver. Dtypes without an entry are declined and run on the
+ * file's bytes. */
+typedef struct simd_prepared_format {
+    int32_t dtype;
+    /* bytes of the prepared copy of a {K, N} weight (K whole blocks) */
+    size_t (*size)(int64_t K, int64_t N);
+    /* the preparation's units of work (row groups), split over threads */
+    int64_t (*units)(int64_t N);
+    /* write units [u0, u1) of the copy of the {K, N} weight src into dst */
+    void (*prepare)(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
+    /* MATMUL with src[0] in this layout */
+    vt_status (*matmul)(simd_ctx *ctx, const vt_node *node);
+} simd_prepared_format;
+
+/* The entry for a weight dtype, or NULL (not prepared). */
+const simd_prepared_format *simd_prepared_format_of(int32_t dtype);
+vt_status simd_prepare_weight(void *ctx, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
+                              size_t err_size);
+void simd_release_weight(void *ctx, void *data);
 
 /* Store n f32 values into a row of dtype F32, F16 or BF16 (round to nearest even). */
 void simd_store_row(int32_t dtype, const float *src, void *dst, int64_t n);

@@ -1,0 +1,67 @@
+/* prepare.c — simd's weight-prepare hook (ABI 1.2): which weight dtypes it
+ * copies into a layout of its own kernels at engine creation, and the copy's
+ * life. The table maps a dtype to its layout's size, its preparation (split
+ * over the runtime's threads: repacking must not slow engine creation) and
+ * the matmul driver that reads it; each layout lives in its own file
+ * (matmul_<dtype>_prepared.c). A dtype without an entry, and a weight read by
+ * anything but MATMUL (a tied embedding's GET_ROWS wants the file's rows),
+ * is declined: its nodes run on the file's bytes exactly as before. */
+#include <stdio.h>
+#include <string.h>
+
+#include "simd.h"
+
+/* Layouts, one per file. */
+size_t simd_q4_k_prepared_size(int64_t K, int64_t N);
+int64_t simd_q4_k_prepared_units(int64_t N);
+void simd_q4_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
+vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node);
+
+static const simd_prepared_format formats[] = {
+    {VT_Q4_K, simd_q4_k_prepared_size, simd_q4_k_prepared_units, simd_q4_k_prepare, simd_q4_k_prepared_matmul},
+};
+
+const simd_prepared_format *simd_prepared_format_of(int32_t dtype) {
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+        if (formats[i].dtype == dtype) return &formats[i];
+    return NULL;
+}
+
+typedef struct prepare_task {
+    const simd_prepared_format *f;
+    const void *src;
+    int64_t K, N;
+    void *dst;
+} prepare_task;
+
+static void prepare_units(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const prepare_task *t = arg;
+    t->f->prepare(t->src, t->K, t->N, t->dst, begin, end);
+}
+
+vt_status simd_prepare_weight(void *opaque, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
+                              size_t err_size) {
+    simd_ctx *ctx = opaque;
+    const vt_tensor *w = &offer->tensor;
+    const simd_prepared_format *f = simd_prepared_format_of(w->dtype);
+    if (!f || offer->ops != (1u << VT_OP_MATMUL) || w->ne[2] != 1 || w->ne[3] != 1) return VT_OK; /* declined */
+    const int64_t K = w->ne[0], N = w->ne[1];
+    if (K <= 0 || N <= 0 || K % ctx->host->block_length(w->dtype) != 0) return VT_OK;
+    const size_t bytes = f->size(K, N);
+    void *copy = ctx->host->alloc(bytes, SIMD_ALIGN);
+    if (!copy) {
+        snprintf(err, err_size, "out of memory allocating %zu bytes for the prepared copy", bytes);
+        return VT_ERR_NOMEM;
+    }
+    prepare_task t = {f, w->data, K, N, copy};
+    ctx->host->parallel_for(f->units(N), 1, prepare_units, &t);
+    out->data = copy;
+    out->bytes = bytes;
+    return VT_OK;
+}
+
+void simd_release_weight(void *opaque, void *data) {
+    simd_ctx *ctx = opaque;
+    ctx->host->free(data);
+}
