@@ -3,7 +3,7 @@
  * repetitions, reported as GB/s of weights streamed (what bounds decode) and
  * GFLOP/s = 2 M N K / time (what bounds prefill).
  *
- *   simd_matmul_bench [-t threads] [-d dtype] [-r reps] [-m M] [-k K -n N] [-H] [LIB.so]
+ *   simd_matmul_bench [-t threads] [-d dtype] [-r reps] [-m M] [-k K -n N] [-H] [-P] [LIB.so]
  *
  * Shapes: the qwen3-0.6B FFN matmuls, K=1024 N=3072 and K=3072 N=1024, at
  * M = 1 and M = 128. Also printed: the median process CPU time and
@@ -11,6 +11,8 @@
  * that every decode call reads them from DRAM, as a real decode step does
  * (a single 1.7 MiB matrix would sit in L3 and overstate the bandwidth);
  * -H uses one copy instead: the kernels' speed with weights in cache.
+ * -P offers every copy to the backend's prepare hook (ABI 1.2) first and
+ * runs on what it returns, as an engine does (a declined dtype runs as is).
  *
  * Build (links libvt for the thread pool, host table and quantizers):
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_matmul_bench.c \
@@ -61,7 +63,7 @@ static vt_tensor tensor2(void *data, int32_t dtype, int64_t ne0, int64_t ne1) {
 }
 
 int main(int argc, char **argv) {
-    int n_threads = 2, reps = 30, hot = 0;
+    int n_threads = 2, reps = 30, hot = 0, prep = 0;
     int64_t only_m = 0, only_k = 0, only_n = 0;
     int32_t dtype = VT_Q4_K;
     const char *lib = "build/lib/vt/libvt-backend-simd.so";
@@ -69,6 +71,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-H")) hot = 1;
+        else if (!strcmp(argv[i], "-P")) prep = 1;
         else if (!strcmp(argv[i], "-m") && i + 1 < argc) only_m = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-k") && i + 1 < argc) only_k = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) only_n = atoll(argv[++i]);
@@ -113,6 +116,25 @@ int main(int argc, char **argv) {
             vt_from_f32(dtype, row, w + (size_t)n * vt_row_size(dtype, K), K);
         }
         for (int c = 1; c < copies; c++) memcpy(w + (size_t)c * w_bytes, w, w_bytes);
+        /* -P: each copy's prepared form (NULL where the backend declines) */
+        void **prepared = calloc((size_t)copies, sizeof *prepared);
+        if (prep && b->struct_size >= VT_BACKEND_SIZE_1_2 && b->prepare_weight) {
+            const double t0 = now_s();
+            for (int c = 0; c < copies; c++) {
+                vt_weight_offer offer = {.struct_size = sizeof offer, .name = "bench.weight",
+                                         .tensor = tensor2(w + (size_t)c * w_bytes, dtype, K, N),
+                                         .ops = 1u << VT_OP_MATMUL,
+                                         .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
+                vt_prepared_weight out = {0};
+                if (b->prepare_weight(ctx, &offer, &out, msg, sizeof msg) != VT_OK) {
+                    fprintf(stderr, "prepare_weight failed: %s\n", msg);
+                    return 1;
+                }
+                prepared[c] = out.data;
+            }
+            printf("  K=%-5lld N=%-5lld prepared %d copies in %.3f s (%s)\n", (long long)K, (long long)N, copies,
+                   now_s() - t0, prepared[0] ? "own layout" : "declined");
+        }
         for (int mi = 0; mi < 2; mi++) {
             const int64_t M = only_m ? only_m : Ms[mi];
             if (only_m && mi) break;
@@ -130,7 +152,9 @@ int main(int argc, char **argv) {
             const int n_reps = M == 1 ? reps * 10 : reps;
             double *t = malloc((size_t)n_reps * sizeof(double)), *c = malloc((size_t)n_reps * sizeof(double));
             for (int r = -2; r < n_reps; r++) {
-                node.src[0].data = w + (size_t)((r + 2) % copies) * w_bytes;
+                const int wc = (r + 2) % copies;
+                node.src[0].data = prepared[wc] ? prepared[wc] : w + (size_t)wc * w_bytes;
+                node.prepared = prepared[wc] ? 1u : 0u;
                 const double t0 = now_s(), c0 = cpu_s();
                 if (b->matmul(ctx, &node) != VT_OK) {
                     fprintf(stderr, "matmul failed\n");
@@ -149,6 +173,9 @@ int main(int argc, char **argv) {
             free(x);
             free(y);
         }
+        for (int c = 0; c < copies; c++)
+            if (prepared[c]) b->release_weight(ctx, prepared[c]);
+        free(prepared);
         free(w);
         free(row);
     }

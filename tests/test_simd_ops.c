@@ -73,12 +73,50 @@ typedef struct outputs {
     vt_status simd_status, ref_status;
 } outputs;
 
+/* When set, run_both gives simd its matmul weight as an engine does: offered
+ * to simd's prepare hook first, run on the copy with the prepared bit set,
+ * released after (a dtype simd declines runs on the file's bytes). */
+static int via_hook;
+
+/* Offer node->src[0] to simd's prepare hook as the engine offers a matmul
+ * weight; on a copy, point the node at it and set the bit. Returns the copy
+ * (NULL: declined) and keeps the file's pointer in *file_data. */
+static void *prepare_src0(vt_node *node, void **file_data) {
+    const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
+    vt_weight_offer offer = {.struct_size = sizeof offer, .name = "test.matmul.src0", .tensor = node->src[0],
+                             .ops = 1u << VT_OP_MATMUL,
+                             .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
+    vt_prepared_weight out = {0};
+    char why[256] = "";
+    CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &out, why, sizeof why), VT_OK);
+    *file_data = node->src[0].data;
+    if (out.data) {
+        CU_ASSERT(out.bytes >= vt_harness_nbytes(&node->src[0]));
+        node->src[0].data = out.data;
+        node->prepared = 1u;
+    }
+    return out.data;
+}
+
+static void release_src0(vt_node *node, void *copy, void *file_data) {
+    if (copy) vt_backend_release_weight(vt_harness_backend(harness, "simd"), copy);
+    node->src[0].data = file_data;
+    node->prepared = 0;
+}
+
 /* Run copies of node on simd and reference; fetch every output as f32. */
 static outputs run_both(const vt_node *node) {
     outputs o = {0};
     CU_ASSERT(vt_harness_accepts(harness, "simd", node));
     vt_node a = vt_harness_node_copy(node), b = vt_harness_node_copy(node);
+    void *file_data = NULL, *copy = NULL;
+    if (via_hook && a.op == VT_OP_MATMUL) {
+        copy = prepare_src0(&a, &file_data);
+        /* Q4_K is the dtype simd lays out for itself: a decline is a regression */
+        if (a.src[0].dtype == VT_Q4_K) CU_ASSERT_PTR_NOT_NULL(copy);
+    }
     o.simd_status = vt_harness_run(harness, "simd", &a);
+    if (via_hook && a.op == VT_OP_MATMUL) release_src0(&a, copy, file_data);
     o.ref_status = vt_harness_run(harness, "reference", &b);
     CU_ASSERT_EQUAL(o.simd_status, VT_OK);
     CU_ASSERT_EQUAL(o.ref_status, VT_OK);
@@ -339,6 +377,91 @@ static void test_matmul_narrow_dst(void) {
             check_matmul(weight_dtypes[d], float_dtypes[y], 512, 19, 1, VT_PHASE_DECODE, 1, seed++);
             check_matmul(weight_dtypes[d], float_dtypes[y], 512, 19, 6, VT_PHASE_PREFILL, 1, seed++);
         }
+}
+
+/* The prepared path (ABI 1.2 hook): every weight dtype through the hook as
+ * the engine runs it (those simd declines run as before), against the
+ * reference with the same derived tolerance: N below, across and not a
+ * multiple of the 8-row groups, every M from 1 to 17 and 128 (decode's
+ * paired groups, the few-row tiles, prefill tiles with every remainder),
+ * K of 1 to 12 blocks, f32/f16/bf16 outputs. */
+static void test_matmul_prepared(void) {
+    if (!simd_available()) return;
+    via_hook = 1;
+    uint64_t seed = 7000;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
+        const int32_t wt = weight_dtypes[d];
+        for (int64_t M = 1; M <= 17; M++) {
+            const int phase = M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL;
+            check_matmul(wt, VT_F32, min_k(wt), M % 2 ? 37 : 7, M, phase, 1, seed++);
+            check_matmul(wt, VT_F32, 256 * (1 + M % 3), 19, M, phase, 0, seed++);
+        }
+        if (act_block(wt) != 256) continue; /* the K-quants at the model's shapes */
+        check_matmul(wt, VT_F32, 3072, 67, 128, VT_PHASE_PREFILL, 0, seed++);
+        check_matmul(wt, VT_F32, 1024, 300, 128, VT_PHASE_PREFILL, 1, seed++);
+        check_matmul(wt, VT_F32, 3072, 131, 1, VT_PHASE_DECODE, 0, seed++);
+        check_matmul(wt, VT_F32, 256, 1001, 1, VT_PHASE_DECODE, 0, seed++);
+        check_matmul(wt, VT_F32, 512, 1001, 8, VT_PHASE_DECODE, 0, seed++);
+        for (int y = 1; y < 3; y++) {
+            check_matmul(wt, float_dtypes[y], 512, 19, 1, VT_PHASE_DECODE, 1, seed++);
+            check_matmul(wt, float_dtypes[y], 512, 21, 6, VT_PHASE_PREFILL, 1, seed++);
+            check_matmul(wt, float_dtypes[y], 768, 45, 128, VT_PHASE_PREFILL, 1, seed++);
+        }
+    }
+    via_hook = 0;
+}
+
+/* Batch invariance on the prepared path: a row's product is bit-identical
+ * whether it runs alone (decode's paired groups), with a few rows (the
+ * streamed few-row tiles) or in a prefill of 128 (L2 tiles of 4 rows). One
+ * prepared copy serves every call, as in an engine. */
+static void test_matmul_prepared_rows_independent_of_m(void) {
+    if (!simd_available()) return;
+    const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
+    static const int64_t Ms[] = {2, 3, 4, 5, 8, 9, 13, 17, 128};
+    const int64_t N = 45, K = 768;
+    uint64_t seed = 8000;
+    int checked = 0, differing = 0, prepared = 0;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
+        const int32_t wt = weight_dtypes[d];
+        if (act_block(wt) != 256) continue;
+        vt_node all = vt_harness_node(VT_OP_MATMUL, VT_PHASE_DECODE);
+        vt_harness_set_src(&all, 0, vt_harness_weight(wt, K, N, seed++));
+        void *file_data = NULL, *copy = prepare_src0(&all, &file_data);
+        prepared += copy != NULL;
+        for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
+            const int64_t M = Ms[mi];
+            vt_tensor x = vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed++, -1.0f, 1.0f);
+            all.phase = M > 8 ? VT_PHASE_PREFILL : VT_PHASE_DECODE;
+            all.src[1] = x;
+            all.n_src = 2;
+            all.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){N, M});
+            CU_ASSERT_EQUAL_FATAL(simd->table->matmul(simd->ctx, &all), VT_OK);
+            for (int64_t m = 0; m < M; m++) {
+                vt_node one = all;
+                one.phase = VT_PHASE_DECODE;
+                one.src[1] = vt_harness_from_f32(VT_F32, 2, (const int64_t[]){K, 1}, (const float *)x.data + m * K);
+                one.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){N, 1});
+                CU_ASSERT_EQUAL_FATAL(simd->table->matmul(simd->ctx, &one), VT_OK);
+                if (memcmp(one.dst.data, (const float *)all.dst.data + m * N, (size_t)N * sizeof(float)) != 0) {
+                    printf("\n  prepared %s M=%lld: row %lld differs from the same row alone", vt_dtype_name(wt),
+                           (long long)M, (long long)m);
+                    differing++;
+                }
+                checked++;
+                vt_harness_tensor_free(&one.src[1]);
+                vt_harness_tensor_free(&one.dst);
+            }
+            vt_harness_tensor_free(&all.src[1]);
+            vt_harness_tensor_free(&all.dst);
+        }
+        release_src0(&all, copy, file_data);
+        vt_harness_node_free(&all);
+    }
+    printf("\n  %d rows of prepared batched matmuls compared with each row alone, %d differ", checked, differing);
+    CU_ASSERT(prepared >= 1); /* Q4_K at least */
+    CU_ASSERT(checked > 0);
+    CU_ASSERT_EQUAL(differing, 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -686,6 +809,9 @@ int main(void) {
         {"matmul emits f16 and bf16", test_matmul_narrow_dst},
         {"matmul rows bit-identical whatever M for every weight dtype (batch invariance)",
          test_matmul_rows_independent_of_m},
+        {"matmul through the prepare hook, every weight dtype, M 1..17 and 128, odd N, every output dtype",
+         test_matmul_prepared},
+        {"prepared matmul rows bit-identical whatever M (batch invariance)", test_matmul_prepared_rows_independent_of_m},
         {"attention decode over paged caches, GQA 1/2/4/8", test_attention_decode},
         {"attention prefill, block crossings, odd head dim", test_attention_prefill},
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},
