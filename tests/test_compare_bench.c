@@ -426,6 +426,9 @@ static void test_bench_json(void) {
         /* two runs: the median is their mean, the sample stdev |a - b| / sqrt 2 */
         VT_ASSERT_NEAR(num(r, "tok_s_median"), (a + b) / 2, 1e-6 * (a + b));
         VT_ASSERT_NEAR(num(r, "tok_s_stdev"), fabs(a - b) / sqrt(2.0), 1e-6 * (a + b));
+        /* the ratio to the first backend's median of the same test */
+        const double first = num(&results->items[tg ? 1 : 0], "tok_s_median");
+        VT_ASSERT_NEAR(num(r, "tok_s_ratio_to_first"), num(r, "tok_s_median") / first, 1e-6);
         if (tg) {
             double want = num(r, "tok_s_median") * bpt / (bw * 1e9);
             VT_ASSERT_NEAR(num(r, "fraction_of_limit"), want, 1e-6 * want);
@@ -469,6 +472,48 @@ static void test_bench_parallel_json(void) {
             CU_ASSERT_PTR_NULL(json_get(r, "tok_s_per_seq_median"));
         }
     }
+    json_free(&doc);
+}
+
+/* The repetitions are interleaved: with --parallel 1,2,3 there are three
+ * configurations; round r runs each once, starting with configuration
+ * r mod 3, so configuration c runs at position (c - r) mod 3 of round r. Each
+ * configuration's median is of its own runs. */
+static void test_bench_interleaves_runs(void) {
+    char args[2048];
+    snprintf(args, sizeof args,
+             "bench -m '%s' --json --backends reference --parallel 1,2,3 -p 4 -n 2 -r 4 -t 2 --membw-mib 0",
+             model_path);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *schedule = json_get(&doc, "schedule");
+    CU_ASSERT(schedule && schedule->type == JSON_STRING && strcmp(schedule->str, "round-robin") == 0);
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 6);
+    enum { N_CFG = 3, REPS = 4 };
+    int seen[REPS][N_CFG] = {{0}};
+    for (size_t i = 0; i < results->n; i++) {
+        const json_value *r = &results->items[i];
+        const int c = (int)i / 2;
+        CU_ASSERT_EQUAL(num(r, "n_seqs"), c + 1);
+        const json_value *pos = json_get(r, "round_positions"), *runs = json_get(r, "runs");
+        CU_ASSERT_FATAL(pos && pos->type == JSON_ARRAY && pos->n == REPS);
+        CU_ASSERT_FATAL(runs && runs->type == JSON_ARRAY && runs->n == REPS);
+        double v[REPS];
+        for (int k = 0; k < REPS; k++) {
+            const int p = (int)pos->items[k].number;
+            CU_ASSERT_EQUAL(p, ((c - k) % N_CFG + N_CFG) % N_CFG);
+            if (p >= 0 && p < N_CFG && i % 2 == 0) seen[k][p]++;
+            v[k] = runs->items[k].number;
+            CU_ASSERT(v[k] > 0);
+        }
+        VT_ASSERT_NEAR(num(r, "tok_s_median"), vt_median(v, REPS), 1e-6 * vt_median(v, REPS));
+        /* every configuration is reference: each one is its own "first" */
+        VT_ASSERT_NEAR(num(r, "tok_s_ratio_to_first"), 1.0, 1e-12);
+    }
+    /* each round ran every configuration exactly once */
+    for (int k = 0; k < REPS; k++)
+        for (int p = 0; p < N_CFG; p++) CU_ASSERT_EQUAL(seen[k][p], 1);
     json_free(&doc);
 }
 
@@ -719,6 +764,7 @@ int main(void) {
          test_compare_kv_dtype_list},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
         {"bench --parallel --json: n_seqs, aggregate and per-sequence rates", test_bench_parallel_json},
+        {"bench interleaves configurations round-robin, medians per configuration", test_bench_interleaves_runs},
         {"bench --csv: header and one row per test", test_bench_csv},
         {"bad flags are errors with a message", test_bad_flags_are_errors},
         {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},

@@ -35,7 +35,9 @@ static void help(void) {
     printf("usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-r N] [-t N] [--kv-cache-dtype D]\n"
            "                [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
            "Prefill (pp: one call of -p tokens on a fresh sequence) and decode (tg: -n single-token steps from\n"
-           "an empty sequence) tokens/s per backend: a warm-up, then -r repetitions; median and stdev. Also the\n"
+           "an empty sequence) tokens/s per backend: a warm-up, then -r repetitions; median and stdev. The\n"
+           "repetitions are interleaved: each round runs every backend (and --parallel entry) once, round r\n"
+           "starting with the r-th, so a drift of the machine's speed hits all alike. Also the\n"
            "model size, parameters, bytes of weights read per decoded token, the machine's read bandwidth\n"
            "measured in the same run, and tg as a fraction of that bandwidth limit.\n\n"
            "      --backends LIST      comma-separated backends, or all (default: every loaded backend but\n"
@@ -46,7 +48,8 @@ static void help(void) {
            "      --parallel LIST      numbers of sequences, e.g. 1,2,4,8: S prompts of -p tokens prefilled\n"
            "                           together, then -n decode steps of S tokens (aggregate and per-sequence\n"
            "                           tokens/s); without it one sequence, tg from an empty one\n"
-           "      --json, --csv        machine-readable output (default: a table)\n"
+           "      --json, --csv        machine-readable output (default: a table; both add each median's ratio\n"
+           "                           to the first backend's, JSON where each run fell in its round)\n"
            "      --profile            per-op time, calls and share per backend over the timed runs, on stderr\n"
            "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n\n"
            "Engine options (--backend does not apply here: see --backends):\n");
@@ -60,7 +63,9 @@ typedef struct bench_result {
     int32_t n_seqs;    /* sequences per step (--parallel), 1 without */
     int64_t n_tokens;
     double *runs;      /* [reps] tokens/s */
+    int *order;        /* [reps] position of this configuration's run in each round (0: ran first) */
     double median, stdev;
+    double ratio;      /* median / the first backend's at the same test and n_seqs; NAN: none */
     char error[VT_ERROR_MSG_SIZE]; /* non-empty: the backend failed; no figures */
     /* --backends auto: what placing by measured cost took at engine
      * creation (not part of the timed runs) */
@@ -140,59 +145,114 @@ static vt_status run_parallel(bench_job *job, vt_engine *e, int32_t S, int64_t n
     return st;
 }
 
-static vt_status bench_backend(bench_job *job, const char *name, int32_t S, bench_result *pp, bench_result *tg,
-                               vt_error *err) {
-    vt_engine *e = NULL;
-    const vt_engine_shape shape = {false, S, false};
-    vt_status st = vt_cli_engine_for_backend(job->c, job->model, name, &shape, &e, err);
+/* One configuration measured: a backend at a number of sequences, its
+ * engine, and the pp/tg results it fills. */
+typedef struct bench_config {
+    const char *backend;
+    int32_t S;
+    vt_engine *e;        /* NULL once it failed (the error is in pp->error) */
+    bench_result *pp, *tg;
+} bench_config;
+
+/* Record a failure in the configuration's first slot (reported in its own
+ * entry; the others still run, and the exit status says something failed). */
+static void config_failed(bench_config *cfg, const vt_error *err, vt_error *first_failure) {
+    snprintf(cfg->pp->error, sizeof cfg->pp->error, "%s", err->msg);
+    if (first_failure->code == VT_OK) *first_failure = *err;
+    vt_engine_free(cfg->e);
+    cfg->e = NULL;
+}
+
+static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err) {
+    const vt_engine_shape shape = {false, cfg->S, false};
+    vt_status st = vt_cli_engine_for_backend(job->c, job->model, cfg->backend, &shape, &cfg->e, err);
     if (st != VT_OK) return st;
-    if (e->costs)
-        for (bench_result *r = pp; r <= tg; r++) {
+    const vt_engine *e = cfg->e;
+    for (bench_result *r = cfg->pp; r <= cfg->tg; r++) {
+        if (e->costs) {
             r->is_auto = true;
             r->calibration_seconds = e->costs->calibration_seconds;
             r->calibration_measured = e->costs->measured;
             r->calibration_cache_hit = e->costs->cache_hit;
         }
-    for (bench_result *r = pp; r <= tg; r++) {
         r->create_seconds = e->create_seconds;
         r->prepared_bytes = vt_weight_prep_total(e->prepared);
         vt_weight_prep_describe(e->prepared, r->prepared, sizeof r->prepared);
     }
-    if (job->c->dry_run) goto done;
-    vt_progress_label(job->bar, name);
+    return VT_OK;
+}
+
+/* Warm-up: the prefill shape once and a couple of decode steps (first-touch
+ * of weights and arenas, oneDNN primitive creation). */
+static vt_status config_warm_up(bench_job *job, bench_config *cfg, vt_error *err) {
     double ignored, ignored_too;
-    /* warm-up: the prefill shape once and a couple of decode steps (first-
-     * touch of weights and arenas, oneDNN primitive creation) */
     const int64_t warm = job->n_gen < 2 ? job->n_gen : 2;
-    if (job->parallel) {
-        st = run_parallel(job, e, S, warm, &ignored, &ignored_too, err);
-    } else {
-        if (job->n_prompt > 0) st = run_pp(job, e, &ignored, err);
-        if (st == VT_OK && job->n_gen > 0) st = run_tg(job, e, warm, &ignored, err);
-    }
-    if (st == VT_OK && job->profiler) { /* profile only the timed runs */
-        st = vt_profiler_attach(job->profiler, e->registry, err);
-        if (st == VT_OK) st = vt_profiler_section(job->profiler, name, err);
-    }
-    for (int64_t r = 0; r < job->reps && st == VT_OK; r++) {
-        if (job->parallel) {
-            st = run_parallel(job, e, S, job->n_gen, &pp->runs[r], &tg->runs[r], err);
-            vt_progress_add(job->bar, (double)S * (double)(job->n_prompt + job->n_gen));
-            continue;
-        }
-        if (job->n_prompt > 0) {
-            st = run_pp(job, e, &pp->runs[r], err);
-            vt_progress_add(job->bar, (double)job->n_prompt);
-        }
-        if (st == VT_OK && job->n_gen > 0) {
-            st = run_tg(job, e, job->n_gen, &tg->runs[r], err);
-            vt_progress_add(job->bar, (double)job->n_gen);
-        }
-    }
-    if (st != VT_OK) vt_error_prefix(err, "backend %s: ", name);
-done:
-    vt_engine_free(e);
+    vt_status st = VT_OK;
+    if (job->parallel) return run_parallel(job, cfg->e, cfg->S, warm, &ignored, &ignored_too, err);
+    if (job->n_prompt > 0) st = run_pp(job, cfg->e, &ignored, err);
+    if (st == VT_OK && job->n_gen > 0) st = run_tg(job, cfg->e, warm, &ignored, err);
     return st;
+}
+
+/* Repetition r of one configuration: its pp then its tg. */
+static vt_status config_run(bench_job *job, bench_config *cfg, int64_t r, vt_error *err) {
+    vt_status st = VT_OK;
+    if (job->parallel) {
+        st = run_parallel(job, cfg->e, cfg->S, job->n_gen, &cfg->pp->runs[r], &cfg->tg->runs[r], err);
+        vt_progress_add(job->bar, (double)cfg->S * (double)(job->n_prompt + job->n_gen));
+        return st;
+    }
+    if (job->n_prompt > 0) {
+        st = run_pp(job, cfg->e, &cfg->pp->runs[r], err);
+        vt_progress_add(job->bar, (double)job->n_prompt);
+    }
+    if (st == VT_OK && job->n_gen > 0) {
+        st = run_tg(job, cfg->e, job->n_gen, &cfg->tg->runs[r], err);
+        vt_progress_add(job->bar, (double)job->n_gen);
+    }
+    return st;
+}
+
+/* Every configuration's engine exists before the first timed run; then
+ * the repetitions go round-robin, one run of each configuration per round,
+ * round r starting with configuration r mod n. The speed of a shared or
+ * thermally limited machine drifts over tens of seconds: measured one after
+ * the other, the order of the backends would decide their ratio; interleaved,
+ * the drift reaches every configuration alike. */
+static void bench_interleaved(bench_job *job, bench_config *cfgs, int n, vt_error *first_failure) {
+    vt_error err = {0};
+    for (int c = 0; c < n; c++)
+        if (config_create(job, &cfgs[c], &err) != VT_OK) config_failed(&cfgs[c], &err, first_failure);
+    for (int c = 0; c < n && !job->c->dry_run; c++) {
+        if (!cfgs[c].e) continue;
+        vt_progress_label(job->bar, cfgs[c].backend);
+        if (config_warm_up(job, &cfgs[c], &err) != VT_OK) {
+            vt_error_prefix(&err, "backend %s: ", cfgs[c].backend);
+            config_failed(&cfgs[c], &err, first_failure);
+        }
+    }
+    /* profile only the timed runs: attached once every warm-up is done (a
+     * wrapped table is shared by every registry of the process) */
+    for (int c = 0; c < n && job->profiler; c++)
+        if (cfgs[c].e && vt_profiler_attach(job->profiler, cfgs[c].e->registry, &err) != VT_OK)
+            config_failed(&cfgs[c], &err, first_failure);
+    for (int64_t r = 0; r < job->reps && !job->c->dry_run; r++)
+        for (int i = 0; i < n; i++) {
+            bench_config *cfg = &cfgs[(r + i) % n];
+            if (!cfg->e) continue;
+            cfg->pp->order[r] = cfg->tg->order[r] = i;
+            vt_progress_label(job->bar, cfg->backend);
+            vt_status st = job->profiler ? vt_profiler_section(job->profiler, cfg->backend, &err) : VT_OK;
+            if (st == VT_OK) st = config_run(job, cfg, r, &err);
+            if (st != VT_OK) {
+                vt_error_prefix(&err, "backend %s: ", cfg->backend);
+                config_failed(cfg, &err, first_failure);
+            }
+        }
+    for (int c = 0; c < n; c++) {
+        vt_engine_free(cfgs[c].e);
+        cfgs[c].e = NULL;
+    }
 }
 
 /* ---- output ---- */
@@ -241,7 +301,9 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         if (b) printf("%lld", (long long)b);
         else printf("null");
     }
-    printf("}, \"results\": [");
+    /* every configuration's runs interleaved, round r starting with
+     * configuration r mod n (round_positions: where each run fell) */
+    printf("}, \"schedule\": \"round-robin\", \"results\": [");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         printf("%s{\"backend\": ", i ? ", " : "");
@@ -269,7 +331,10 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
             printf("%s", k ? ", " : "");
             vt_json_number(stdout, r->runs[k]);
         }
-        printf("]");
+        printf("], \"round_positions\": [");
+        for (int64_t k = 0; k < job->reps; k++) printf("%s%d", k ? ", " : "", r->order[k]);
+        printf("], \"tok_s_ratio_to_first\": ");
+        vt_json_number(stdout, r->ratio);
         if (r->is_auto)
             printf(", \"calibration_seconds\": %.3f, \"calibration_measured\": %d, \"calibration_cache_hit\": %s",
                    r->calibration_seconds, r->calibration_measured, r->calibration_cache_hit ? "true" : "false");
@@ -291,7 +356,7 @@ static void csv_number(double x) {
 static void print_csv(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
                       double bw) {
     printf("model,backend,test,n_tokens,threads,kv_cache_dtype,tok_s_median,tok_s_stdev,gb_s,fraction_of_limit,"
-           "model_bytes,params,bytes_per_token,bandwidth_gb_s,error,n_seqs,tok_s_per_seq_median\n");
+           "model_bytes,params,bytes_per_token,bandwidth_gb_s,error,n_seqs,tok_s_per_seq_median,tok_s_ratio_to_first\n");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         /* the path is quoted with doubled quotes, as CSV escapes them */
@@ -323,6 +388,8 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
         }
         printf(",%d,", r->n_seqs);
         if (r->is_tg) csv_number(steps_per_s(r));
+        putchar(',');
+        csv_number(r->ratio);
         putchar('\n');
     }
 }
@@ -348,16 +415,18 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     if (job->parallel)
         printf("tok/s: all sequences together; per seq: each sequence's rate; GB/s and the limit are per decode\n"
                "step, which reads the weights once for all its sequences\n");
-    printf("\n%-10s %5s %-8s %14s %10s %10s %9s %9s\n", "backend", "seqs", "test", "tok/s", "per seq", "stdev",
-           "GB/s", "of limit");
+    printf("runs interleaved: each round runs every configuration once, round r starting with the r-th;\n"
+           "x first: median over the first backend's at the same test and seqs\n");
+    printf("\n%-10s %5s %-8s %14s %10s %10s %8s %9s %9s\n", "backend", "seqs", "test", "tok/s", "per seq", "stdev",
+           "x first", "GB/s", "of limit");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (r->error[0]) {
             printf("%-10s error: %s\n", r->backend, r->error);
             continue;
         }
-        printf("%-10s %5d %-8s %14.2f %10.2f %10.2f", r->backend, r->n_seqs, r->test, r->median,
-               r->median / (double)r->n_seqs, r->stdev);
+        printf("%-10s %5d %-8s %14.2f %10.2f %10.2f %8.3f", r->backend, r->n_seqs, r->test, r->median,
+               r->median / (double)r->n_seqs, r->stdev, r->ratio);
         if (r->is_tg) {
             printf(" %9.2f", implied_gb_s(r, bpt));
             double f = fraction_of_limit(r, bpt, bw);
@@ -487,16 +556,18 @@ static vt_status validate_bench(bench_opts *o, vt_error *err) {
     return vt_cli_backend_set(opt, o->backends, true, false, &o->set, err);
 }
 
-/* Measure the bandwidth, then every backend in turn, then print. */
+/* Measure the bandwidth, then every configuration interleaved, then print. */
 static vt_status run_bench(const bench_opts *o, vt_error *err) {
     const vt_backend_set *set = &o->set;
     const int64_t n_prompt = o->n_prompt, n_gen = o->n_gen, reps = o->reps, need = longest_run(o);
     vt_model *model = NULL;
     vt_profiler *profiler = NULL;
-    bench_result *results = NULL;
+    bench_result *results = NULL, *slots = NULL;
+    bench_config *cfgs = NULL;
     double *runs = NULL;
+    int *order = NULL;
     bench_job job = {&o->c, NULL, n_prompt, n_gen, reps, o->parallel_given, NULL, NULL, NULL};
-    const int n_par = o->n_parallel;
+    const int n_par = o->n_parallel, n_cfg = set->n * n_par;
     vt_progress bar;
     double bw = NAN;
     int n_results = 0;
@@ -509,9 +580,12 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     job.profiler = profiler;
     job.bar = &bar;
     job.tokens = malloc((size_t)(need + 1) * sizeof *job.tokens);
-    results = calloc((size_t)set->n * (size_t)n_par * 2, sizeof *results);
-    runs = calloc((size_t)set->n * (size_t)n_par * 2 * (size_t)reps, sizeof *runs);
-    if (!job.tokens || !results || !runs) {
+    results = calloc((size_t)n_cfg * 2, sizeof *results);
+    slots = calloc((size_t)n_cfg * 2, sizeof *slots);
+    cfgs = calloc((size_t)n_cfg, sizeof *cfgs);
+    runs = calloc((size_t)n_cfg * 2 * (size_t)reps, sizeof *runs);
+    order = calloc((size_t)n_cfg * 2 * (size_t)reps, sizeof *order);
+    if (!job.tokens || !results || !slots || !cfgs || !runs || !order) {
         st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -535,45 +609,58 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
 
     double all_seqs = 0;
     for (int k = 0; k < n_par; k++) all_seqs += o->parallel[k];
+    for (int c = 0; c < n_cfg; c++) {
+        bench_config *cfg = &cfgs[c];
+        cfg->backend = set->names[c / n_par];
+        cfg->S = o->parallel[c % n_par];
+        cfg->pp = &slots[2 * c];
+        cfg->tg = &slots[2 * c + 1];
+        for (int t = 0; t < 2; t++) {
+            bench_result *r = t ? cfg->tg : cfg->pp;
+            snprintf(r->backend, sizeof r->backend, "%s", cfg->backend);
+            if (t) snprintf(r->test, sizeof r->test, "tg%lld", (long long)n_gen);
+            else snprintf(r->test, sizeof r->test, "pp%lld", (long long)n_prompt);
+            r->is_tg = t;
+            r->n_seqs = cfg->S;
+            r->n_tokens = cfg->S * (t ? n_gen : n_prompt);
+            r->runs = runs + (size_t)(2 * c + t) * (size_t)reps;
+            r->order = order + (size_t)(2 * c + t) * (size_t)reps;
+        }
+    }
     vt_progress_begin(&bar, "bench", (double)set->n * all_seqs * (double)reps * (double)(n_prompt + n_gen));
-    for (int bk = 0; bk < set->n * n_par && st == VT_OK; bk++) {
-        const int b = bk / n_par;
-        const int32_t S = o->parallel[bk % n_par];
-        bench_result *pp = &results[n_results], *tg = &results[n_results + 1];
-        memset(pp, 0, 2 * sizeof *pp); /* a failed backend before may have used these slots */
-        snprintf(pp->backend, sizeof pp->backend, "%s", set->names[b]);
-        snprintf(tg->backend, sizeof tg->backend, "%s", set->names[b]);
-        snprintf(pp->test, sizeof pp->test, "pp%lld", (long long)n_prompt);
-        snprintf(tg->test, sizeof tg->test, "tg%lld", (long long)n_gen);
-        pp->n_seqs = tg->n_seqs = S;
-        pp->n_tokens = S * n_prompt;
-        tg->n_tokens = S * n_gen;
-        tg->is_tg = true;
-        pp->runs = runs + (size_t)(2 * bk) * (size_t)reps;
-        tg->runs = runs + (size_t)(2 * bk + 1) * (size_t)reps;
-        st = bench_backend(&job, set->names[b], S, pp, tg, err);
-        if (st != VT_OK) {
-            /* reported in its own entry; the other backends still run, and
-             * the exit status says something failed */
-            snprintf(pp->error, sizeof pp->error, "%s", err->msg);
+    bench_interleaved(&job, cfgs, n_cfg, &first_failure);
+    vt_progress_end(&bar);
+    if (o->c.dry_run) goto done;
+
+    /* In --backends order, pp before tg; a failed configuration is one entry
+     * carrying its error; only the tests asked for (-p 0 or -n 0 skip one). */
+    for (int c = 0; c < n_cfg; c++) {
+        bench_result *pp = cfgs[c].pp, *tg = cfgs[c].tg;
+        if (pp->error[0]) {
             pp->test[0] = '\0';
             pp->is_tg = false;
-            pp->median = pp->stdev = NAN;
-            if (first_failure.code == VT_OK) first_failure = *err;
-            st = VT_OK;
-            n_results++;
+            pp->median = pp->stdev = pp->ratio = NAN;
+            results[n_results++] = *pp;
             continue;
         }
         for (bench_result *r = pp; r <= tg; r++) {
             r->median = vt_median(r->runs, (size_t)reps);
             r->stdev = vt_stdev(r->runs, (size_t)reps);
         }
-        /* keep only the tests that were asked for */
-        if (n_prompt == 0) *pp = *tg;
-        n_results += (n_prompt > 0) + (n_gen > 0);
+        if (n_prompt > 0) results[n_results++] = *pp;
+        if (n_gen > 0) results[n_results++] = *tg;
     }
-    vt_progress_end(&bar);
-    if (st != VT_OK || o->c.dry_run) goto done;
+    /* ratios to the first backend that has a figure for the same test and
+     * number of sequences */
+    for (int i = 0; i < n_results; i++) {
+        bench_result *r = &results[i];
+        r->ratio = NAN;
+        for (int j = 0; j <= i && !r->error[0]; j++)
+            if (!results[j].error[0] && results[j].n_seqs == r->n_seqs && !strcmp(results[j].test, r->test)) {
+                r->ratio = results[j].median > 0 ? r->median / results[j].median : NAN;
+                break;
+            }
+    }
 
     int64_t bpt = vt_model_bytes_per_token(model);
     if (o->json) print_json(&job, o->c.model_path, results, n_results, bpt, bw);
@@ -583,7 +670,10 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     if (profiler) vt_profiler_print(profiler, stderr);
 
 done:
+    free(order);
     free(runs);
+    free(cfgs);
+    free(slots);
     free(results);
     free(job.tokens);
     vt_model_free(model);
