@@ -635,6 +635,22 @@ static void test_engine_levers_dry_run(void) {
     CU_ASSERT(strstr(err, "backend: reference (fallback: none)") != NULL);
     CU_ASSERT(strstr(err, "dry run: would serve") && strstr(err, "3 sequences") && strstr(err, "chatml"));
     CU_ASSERT(strstr(err, "listening on") == NULL);
+    /* --explain names where each knob came from, as vt run's does: these
+     * were given on the command line, never "api" (the batch is opened with
+     * the options as the command line resolved them) */
+    CU_ASSERT(strstr(err, "kv-cache dtype: f32 (from cli)") != NULL);
+    CU_ASSERT(strstr(err, "backend from cli; fallback from cli") != NULL);
+    CU_ASSERT(strstr(err, "from api") == NULL);
+    free(err);
+    /* the environment's value, named as such; the default as the default */
+    const char *dir = vt_test_data_dir("test models");
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "VT_KV_CACHE_DTYPE=bf16 %s serve -m %s/models/%s --dry-run -t 1", VT_CLI_PATH, dir,
+             MODEL);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT(err && strstr(err, "kv-cache dtype: bf16 (from env VT_KV_CACHE_DTYPE)"));
+    CU_ASSERT(err && strstr(err, "backend from the highest probe score"));
+    CU_ASSERT(err && !strstr(err, "from api"));
     free(err);
 
     /* --backend-option reaches the backend's init: a test plugin refuses to

@@ -2,8 +2,10 @@
  *
  * The flags resolve through the same option machinery as every command (so
  * --backend, --kv-cache-dtype, --config and the environment levers apply),
- * and the resolved knobs are handed to vt_batch_open as settings: the server
- * is an embedder of libvt's public API (core/server/). The listener comes up
+ * and the batch is opened with those options as resolved, each knob with its
+ * source, so --explain says "from cli", "from ini N", "from env X" as vt run
+ * does (batch_open.h); past that the server is an embedder of libvt's public
+ * API (core/server/). The listener comes up
  * first so /health can answer 503 while the model loads; SIGTERM or SIGINT
  * then stops accepting, lets running requests finish for the grace period,
  * ends the rest as length and exits 0. */
@@ -13,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "batch_open.h"
 #include "chat_template.h"
 #include "cli.h"
 #include "serve_engine.h"
@@ -53,11 +56,6 @@ typedef struct serve_opts {
 
 /* The source recorded for serve's own defaults (runtime.max_seqs 4). */
 #define SERVE_DEFAULT "vt serve's default"
-
-static void free_settings(char **settings) {
-    for (char **p = settings; p && *p; p++) free(*p);
-    free(settings);
-}
 
 /* vt serve's flags are [server] knobs (ini, `vt config`), set as the command line's. */
 static const struct {
@@ -184,47 +182,6 @@ static size_t chat_stop_ids(vt_batch *b, vt_chat_family family, int32_t *ids) {
     return n;
 }
 
-/* What the batch does not resolve by itself from the same defaults, ini and
- * environment: the knobs set on the command line (and serve's own default
- * of runtime.max_seqs), and every backend option as backend.NAME.key=value
- * (the ini's are set again, unchanged). A knob from the ini or the
- * environment is left to the batch so that --explain names its source.
- * Returns a NULL-terminated array of malloc'ed strings, or NULL. */
-static char **batch_settings(const vt_options *opt, vt_error *err) {
-    size_t n_lines = 0;
-    for (const char *p = opt->backend_options; *p; p++) n_lines += *p == '\n';
-    char **settings = calloc((size_t)VT_OPTIONS_KEY_COUNT + n_lines + 1, sizeof *settings);
-    if (!settings) {
-        vt_fail(err, VT_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    size_t n = 0;
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
-        const char *key = vt_options_key(i), *source = vt_options_source(opt, key);
-        if (strcmp(source, "cli") != 0 && strcmp(source, SERVE_DEFAULT) != 0) continue;
-        char value[1050];
-        if (vt_options_value(opt, key, value, sizeof value, err) != VT_OK ||
-            !(settings[n] = malloc(strlen(key) + strlen(value) + 2))) {
-            if (err->code == VT_OK) vt_fail(err, VT_ERR_NOMEM, "out of memory");
-            free_settings(settings);
-            return NULL;
-        }
-        sprintf(settings[n++], "%s=%s", key, value);
-    }
-    for (const char *line = opt->backend_options; *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        if (!(settings[n] = malloc(len + sizeof "backend."))) {
-            vt_fail(err, VT_ERR_NOMEM, "out of memory");
-            free_settings(settings);
-            return NULL;
-        }
-        sprintf(settings[n++], "backend.%.*s", (int)len, line);
-        line += len + (end ? 1 : 0);
-    }
-    return settings;
-}
-
 static const char *base_name(const char *path) {
     const char *slash = strrchr(path, '/');
     return slash ? slash + 1 : path;
@@ -259,10 +216,10 @@ static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double gr
 
 /* --dry-run: load as serving would, print the plans and what would be
  * served, and stop there (no listener). */
-static vt_status dry_run(const serve_opts *o, const vt_session_options *so, vt_error *err) {
+static vt_status dry_run(const serve_opts *o, vt_error *err) {
     vt_batch *batch = NULL;
     char msg[512] = "";
-    vt_status st = vt_batch_open(o->c.model_path, so, &batch, msg, sizeof msg);
+    vt_status st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
     if (st != VT_OK) return vt_fail(err, st, "%s", msg);
     vt_batch_explain(batch, stderr);
     vt_chat_family family;
@@ -277,19 +234,7 @@ static vt_status dry_run(const serve_opts *o, const vt_session_options *so, vt_e
     return st;
 }
 
-static vt_status serve(serve_opts *o, const vt_session_options *so, vt_error *err);
-
-static vt_status run_serve(serve_opts *o, vt_error *err) {
-    char **settings = batch_settings(&o->c.opt, err);
-    if (!settings) return err->code;
-    vt_session_options so = {sizeof so, o->c.opt.config_path[0] ? o->c.opt.config_path : NULL,
-                             (const char *const *)settings, false};
-    vt_status st = o->c.dry_run ? dry_run(o, &so, err) : serve(o, &so, err);
-    free_settings(settings);
-    return st;
-}
-
-static vt_status serve(serve_opts *o, const vt_session_options *so, vt_error *err) {
+static vt_status serve(serve_opts *o, vt_error *err) {
     vt_status st = VT_OK;
 
     /* Signals are taken by sigwait on this thread only; the peer's hang-up
@@ -323,7 +268,7 @@ static vt_status serve(serve_opts *o, const vt_session_options *so, vt_error *er
             o->c.model_path);
 
     vt_batch *batch = NULL;
-    st = vt_batch_open(o->c.model_path, so, &batch, msg, sizeof msg);
+    st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
     if (st != VT_OK) vt_fail(err, st, "%s", msg);
     if (st == VT_OK && o->c.explain) vt_batch_explain(batch, stderr);
     bool have_template = false;
@@ -362,6 +307,6 @@ int vt_cmd_serve(int argc, char **argv) {
         return 0;
     }
     if (st == VT_OK) st = vt_cli_require_model(o.c.model_path, &err);
-    if (st == VT_OK) st = run_serve(&o, &err);
+    if (st == VT_OK) st = o.c.dry_run ? dry_run(&o, &err) : serve(&o, &err);
     return vt_cli_exit(st, &err);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api_options.h"
+#include "batch_open.h"
 #include "engine.h"
 #include "scheduler.h"
 #include "text_stream.h"
@@ -71,24 +72,35 @@ vt_status vt_batch_open(const char *model_path, const vt_session_options *option
     *out = NULL;
     if (!model_path) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_open: no model path"}, err, err_size);
     vt_options opt;
-    vt_status st = vt_api_options(options, &opt, NULL, &e); /* a batch returns tokens, never logits */
-    vt_batch *b = st == VT_OK ? calloc(1, sizeof *b) : NULL;
-    if (st == VT_OK && !b) st = vt_fail(&e, VT_ERR_NOMEM, "out of memory");
+    if (vt_api_options(options, &opt, NULL, &e) != VT_OK) /* a batch returns tokens, never logits */
+        return vt_api_report(&e, err, err_size);
+    return vt_batch_open_resolved(model_path, &opt, out, err, err_size);
+}
+
+vt_status vt_batch_open_resolved(const char *model_path, const vt_options *options, vt_batch **out, char *err,
+                                 size_t err_size) {
+    vt_error e = {0};
+    *out = NULL;
+    if (!model_path) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_open: no model path"}, err, err_size);
+    const vt_options *opt = options;
+    vt_status st = VT_OK;
+    vt_batch *b = calloc(1, sizeof *b);
+    if (!b) st = vt_fail(&e, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) st = vt_model_load(model_path, &b->model, &e);
     if (st == VT_OK) take_eog(b);
     if (st == VT_OK) st = copy_meta_strings(b, &e);
     if (st == VT_OK) {
-        const vt_engine_shape shape = {false, opt.max_seqs, false};
-        st = vt_engine_create_shaped(&opt, b->model, &shape, &b->engine, &e);
+        const vt_engine_shape shape = {false, opt->max_seqs, false};
+        st = vt_engine_create_shaped(opt, b->model, &shape, &b->engine, &e);
     }
-    if (st == VT_OK && opt.token_budget > b->engine->prefill->max_tokens)
+    if (st == VT_OK && opt->token_budget > b->engine->prefill->max_tokens)
         st = vt_fail(&e, VT_ERR_INVALID,
                      "runtime.token_budget = %d: one forward takes at most %lld tokens (runtime.batch_size, capped "
                      "by kv_cache.ctx_size); accepted values are 0 or 1..%lld",
-                     opt.token_budget, (long long)b->engine->prefill->max_tokens,
+                     opt->token_budget, (long long)b->engine->prefill->max_tokens,
                      (long long)b->engine->prefill->max_tokens);
     if (st == VT_OK) {
-        const vt_sched_options so = {opt.max_waiting, opt.token_budget};
+        const vt_sched_options so = {opt->max_waiting, opt->token_budget};
         st = vt_sched_create(b->engine, &so, &b->sched, &e);
     }
     if (st != VT_OK) {
