@@ -1,0 +1,286 @@
+/* matmul_q6_k_x8.c — MATMUL on Q6_K weights prepared in the 8-row
+ * interleaved layout (q6_k_x8.h): the kernels and their work split.
+ *
+ * Activations are 8-bit blocks of 256 with int16 sums of 16 (as for the
+ * file's Q6_K kernels), quantized once per matmul. Per record (8 weight
+ * rows, 256 values) and activation row the integer sum
+ *   sum_s sc_s (q_s . x_s) - 32 sum_s sc_s bsum_s
+ * is exact in the 8 int32 lanes (lane = weight row): 4 values of every row
+ * per register against 4 broadcast activation bytes (vpmaddubsw: q is 0..63,
+ * so two of its int16 results add without overflow, 2 x 2 x 63 x 127), the
+ * sub-block scale applied by the vpmaddwd that widens to int32. Then once
+ * per record, in f32, acc = fma(float(isum), d * dx, acc) lane by lane, and
+ * the 8 lanes are the 8 rows' results: no horizontal sums.
+ *
+ * Batch invariance: that float sequence (one fma per record, records in
+ * order, from 0) is the same in every kernel below, whatever the number of
+ * activation rows or the pairing of groups, so a (weight row, activation
+ * row) result does not depend on M, the tile or the thread split.
+ *
+ * Work split, in groups of 8 weight rows handed out in chunks
+ * (simd_dynamic_for):
+ *   - M = 1 (decode, bound by memory bandwidth): a thread's chunk is read as
+ *     two sequential streams, group g of its first half with group g of its
+ *     second, so the hardware prefetchers keep more lines in flight;
+ *   - M = 2..8 (sequences decoding together): the same two streams, each
+ *     group against all M rows at once (one read of the weights per step);
+ *   - M > 8 (prefill): L2 tiles of groups, each reused for every block of 8
+ *     activation rows (8 x K bytes, 24 KiB at K = 3072, what stays in L1). */
+#include <string.h>
+
+#include "q6_k_x8.h"
+#include "simd_vec.h"
+
+/* 4 activation bytes in every 32-bit lane. */
+SIMD_INLINE __m256i broadcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* The 4 runs of sub-block s (8 rows x 4 values each, unsigned 6-bit). */
+SIMD_INLINE void unpack_sub(const q6_k_x8 *o, int s, __m256i w[4]) {
+    const __m256i low6 = _mm256_set1_epi8(0x3F);
+    const __m256i p0 = _mm256_load_si256((const __m256i *)o->qs[s][0]);
+    const __m256i p1 = _mm256_load_si256((const __m256i *)o->qs[s][1]);
+    const __m256i p2 = _mm256_load_si256((const __m256i *)o->qs[s][2]);
+    w[0] = _mm256_and_si256(p0, low6);
+    w[1] = _mm256_and_si256(p1, low6);
+    w[2] = _mm256_and_si256(p2, low6);
+    /* bits 6-7 of the three bytes are bits 0-1, 2-3, 4-5 of the fourth value
+     * (16-bit shifts: what crosses from the next byte is masked off) */
+    w[3] = _mm256_or_si256(
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p0, 6), _mm256_set1_epi8(0x03)),
+                        _mm256_and_si256(_mm256_srli_epi16(p1, 4), _mm256_set1_epi8(0x0C))),
+        _mm256_and_si256(_mm256_srli_epi16(p2, 2), _mm256_set1_epi8(0x30)));
+}
+
+/* Sub-block s's scales as int16 pairs (sc_r, sc_r) in lane r, the operand
+ * of the vpmaddwd that sums a row's two vpmaddubsw results. */
+SIMD_INLINE __m256i sub_scales(const q6_k_x8 *o, int s) {
+    const __m128i sc = _mm_loadl_epi64((const __m128i *)o->scales[s]);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(sc, sc));
+}
+
+/* Sub-blocks 2p and 2p+1's scales as int16 pairs (sc_2p,r, sc_2p+1,r) in
+ * lane r, against a broadcast pair of bsums. */
+SIMD_INLINE __m256i pair_scales(const q6_k_x8 *o, int p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)o->scales[2 * p]);
+    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, _mm_srli_si128(v, 8)));
+}
+
+/* Prefetch the record SIMD_PREFETCH_BYTES ahead, two lines per sub-block. */
+SIMD_INLINE void prefetch_sub(const q6_k_x8 *o, int s) {
+    const char *a = (const char *)o + SIMD_PREFETCH_BYTES + 128 * s;
+    _mm_prefetch(a, SIMD_PREFETCH_HINT);
+    _mm_prefetch(a + 64, SIMD_PREFETCH_HINT);
+}
+
+/* acc[r] (8 rows) += record o . activation rows m0 + r, block b, r < R. */
+SIMD_INLINE void record_rows(const q6_k_x8 *o, const simd_act *x, int64_t m0, int R, int64_t b, __m256i *isum) {
+    const int64_t K = x->K;
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) isum[r] = _mm256_setzero_si256();
+    /* -32 sum_s sc_s bsum_s, from pairs of sub-blocks */
+    SIMD_UNROLL
+    for (int p = 0; p < 8; p++) {
+        const __m256i sc = pair_scales(o, p);
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const int16_t *bs = x->bsums + (m0 + r) * (K / 16) + b * 16 + 2 * p;
+            int32_t pair;
+            memcpy(&pair, bs, sizeof pair);
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
+        }
+    }
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[r], 5));
+    const int8_t *xb = x->qs + m0 * K + b * 256;
+    for (int s = 0; s < 16; s++) {
+        prefetch_sub(o, s);
+        __m256i w[4];
+        unpack_sub(o, s, w);
+        const __m256i sc = sub_scales(o, s);
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const int8_t *xs = xb + r * K + 16 * s;
+            const __m256i t01 = _mm256_add_epi16(_mm256_maddubs_epi16(w[0], broadcast4(xs)),
+                                                 _mm256_maddubs_epi16(w[1], broadcast4(xs + 4)));
+            const __m256i t23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], broadcast4(xs + 8)),
+                                                 _mm256_maddubs_epi16(w[3], broadcast4(xs + 12)));
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(_mm256_madd_epi16(t01, sc), _mm256_madd_epi16(t23, sc)));
+            SIMD_KEEP(isum[r]);
+        }
+    }
+}
+
+/* The one float step per record: acc += float(isum) * (d * dx). */
+SIMD_INLINE __m256 record_fma(const q6_k_x8 *o, float dx, __m256i isum, __m256 acc) {
+    const __m256 dd = _mm256_mul_ps(_mm256_load_ps(o->d), _mm256_set1_ps(dx));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc);
+}
+
+/* out[8 r + j] = row j of group g . activation row m0 + r, r < R (1..8). */
+SIMD_INLINE void group_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int R, float *out) {
+    const int64_t nb = x->K / 256;
+    SIMD_ALIGNED float acc[SIMD_MAX_ROWS][8];
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) _mm256_store_ps(acc[r], _mm256_setzero_ps());
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i isum[SIMD_MAX_ROWS];
+        record_rows(g + b, x, m0, R, b, isum);
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++)
+            _mm256_store_ps(acc[r], record_fma(g + b, x->d[(m0 + r) * nb + b], isum[r], _mm256_load_ps(acc[r])));
+        /* keep acc in memory: the integer sums need the registers */
+        __asm__ volatile("" ::: "memory");
+    }
+    SIMD_UNROLL
+    for (int r = 0; r < R; r++) _mm256_storeu_ps(out + 8 * r, _mm256_load_ps(acc[r]));
+}
+
+/* Decode: groups g0 and g1 (two streams) against activation row 0. */
+SIMD_INLINE void group_pair_decode(const q6_k_x8 *g0, const q6_k_x8 *g1, const simd_act *x, float *out0, float *out1) {
+    const int64_t nb = x->K / 256;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i i0, i1;
+        record_rows(g0 + b, x, 0, 1, b, &i0);
+        record_rows(g1 + b, x, 0, 1, b, &i1);
+        acc0 = record_fma(g0 + b, x->d[b], i0, acc0);
+        acc1 = record_fma(g1 + b, x->d[b], i1, acc1);
+    }
+    _mm256_storeu_ps(out0, acc0);
+    _mm256_storeu_ps(out1, acc1);
+}
+
+static void run_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int R, float *out) {
+    switch (R) {
+    case 1: group_tile(g, x, m0, 1, out); break;
+    case 2: group_tile(g, x, m0, 2, out); break;
+    case 3: group_tile(g, x, m0, 3, out); break;
+    case 4: group_tile(g, x, m0, 4, out); break;
+    case 5: group_tile(g, x, m0, 5, out); break;
+    case 6: group_tile(g, x, m0, 6, out); break;
+    case 7: group_tile(g, x, m0, 7, out); break;
+    default: group_tile(g, x, m0, 8, out); break;
+    }
+}
+
+typedef struct x8_task {
+    const q6_k_x8 *w; /* G groups of nb records */
+    int64_t nb, N, M;
+    int64_t tile_groups; /* groups per L2 tile (prefill) */
+    simd_act act;
+    void *y; /* [M][N] of y_dtype */
+    int32_t y_dtype;
+} x8_task;
+
+/* Store out[8 r + j] as y[m0 + r][8 g + j] for the group's valid rows. */
+static void store_group(const x8_task *t, int64_t g, int64_t m0, int R, const float *out) {
+    const int64_t n0 = g * Q6K_X8_ROWS;
+    const int valid = t->N - n0 < Q6K_X8_ROWS ? (int)(t->N - n0) : Q6K_X8_ROWS;
+    for (int r = 0; r < R; r++) {
+        const int64_t at = (m0 + r) * t->N + n0;
+        if (valid == Q6K_X8_ROWS)
+            simd_store8(t->y_dtype, t->y, at, _mm256_loadu_ps(out + 8 * r));
+        else
+            for (int j = 0; j < valid; j++) simd_store1(t->y_dtype, t->y, at + j, out[8 * r + j]);
+    }
+}
+
+/* Groups [begin, end), all M activation rows. */
+static void x8_groups(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const x8_task *t = arg;
+    const int64_t nb = t->nb;
+    float out[SIMD_MAX_ROWS * 8], out1[8];
+    if (t->M <= SIMD_MAX_ROWS) {
+        const int64_t half = (end - begin) / 2;
+        for (int64_t g = begin; g < begin + half; g++) {
+            if (t->M == 1) {
+                group_pair_decode(t->w + g * nb, t->w + (g + half) * nb, &t->act, out, out1);
+                store_group(t, g, 0, 1, out);
+                store_group(t, g + half, 0, 1, out1);
+            } else {
+                run_tile(t->w + g * nb, &t->act, 0, (int)t->M, out);
+                store_group(t, g, 0, (int)t->M, out);
+                run_tile(t->w + (g + half) * nb, &t->act, 0, (int)t->M, out);
+                store_group(t, g + half, 0, (int)t->M, out);
+            }
+        }
+        if ((end - begin) % 2) { /* the odd group out */
+            run_tile(t->w + (end - 1) * nb, &t->act, 0, (int)t->M, out);
+            store_group(t, end - 1, 0, (int)t->M, out);
+        }
+        return;
+    }
+    for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
+        const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
+        for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
+            const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
+            for (int64_t g = g0; g < g1; g++) {
+                run_tile(t->w + g * nb, &t->act, m0, R, out);
+                store_group(t, g, m0, R, out);
+            }
+        }
+    }
+}
+
+typedef struct quantize_task {
+    const float *x;
+    int8_t *qs;
+    float *d;
+    int16_t *bsums;
+    int64_t K;
+} quantize_task;
+
+static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const quantize_task *q = arg;
+    const int64_t K = q->K;
+    for (int64_t m = begin; m < end; m++)
+        simd_quantize_row_q8_k(q->x + m * K, q->qs + m * K, q->d + m * (K / 256), q->bsums + m * (K / 16), NULL, K);
+}
+
+vt_status q6_k_x8_matmul(simd_ctx *ctx, const vt_node *node) {
+    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
+    const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
+    if (W->dtype != VT_Q6_K || K % 256 != 0 || X->dtype != VT_F32) return VT_ERR_INVALID;
+    if (M <= 0 || N <= 0) return VT_OK;
+
+    const size_t qs_bytes = simd_align_up((size_t)(M * K));
+    const size_t d_bytes = simd_align_up((size_t)(M * (K / 256)) * sizeof(float));
+    const size_t bsum_bytes = simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t));
+    uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes);
+    if (!buf) return VT_ERR_NOMEM;
+    quantize_task q = {X->data, (int8_t *)buf, (float *)(buf + qs_bytes), (int16_t *)(buf + qs_bytes + d_bytes), K};
+    if (M == 1)
+        quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
+    else
+        ctx->host->parallel_for(M, 1, quantize_rows, &q);
+
+    x8_task t;
+    memset(&t, 0, sizeof t);
+    t.w = W->data;
+    t.nb = K / 256;
+    t.N = N;
+    t.M = M;
+    t.act = (simd_act){.K = K, .qs = q.qs, .d = q.d, .bsums = q.bsums};
+    t.y = Y->data;
+    t.y_dtype = Y->dtype;
+    const int64_t groups = (N + Q6K_X8_ROWS - 1) / Q6K_X8_ROWS;
+    /* ~64 KiB of weights per L2 tile in prefill; in decode about 4 chunks
+     * per thread, whole pairs of groups, so a thread that falls behind does
+     * not leave the other waiting for up to half the op */
+    const int64_t group_bytes = t.nb * (int64_t)sizeof(q6_k_x8);
+    const int64_t tile = 65536 / group_bytes;
+    t.tile_groups = tile < 1 ? 1 : tile;
+    int64_t chunk = t.tile_groups;
+    if (M <= SIMD_MAX_ROWS) {
+        chunk = groups / (4 * (int64_t)ctx->n_threads);
+        chunk = chunk < 8 ? 8 : (chunk + 1) & ~(int64_t)1;
+    }
+    simd_dynamic_for(ctx, groups, chunk, x8_groups, &t);
+    return VT_OK;
+}
