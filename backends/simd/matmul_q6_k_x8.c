@@ -227,38 +227,15 @@ static void x8_groups(void *arg, int64_t begin, int64_t end, int thread) {
     }
 }
 
-typedef struct quantize_task {
-    const float *x;
-    int8_t *qs;
-    float *d;
-    int16_t *bsums;
-    int64_t K;
-} quantize_task;
-
-static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
-    (void)thread;
-    const quantize_task *q = arg;
-    const int64_t K = q->K;
-    for (int64_t m = begin; m < end; m++)
-        simd_quantize_row_q8_k(q->x + m * K, q->qs + m * K, q->d + m * (K / 256), q->bsums + m * (K / 16), NULL, K);
-}
-
-vt_status q6_k_x8_matmul(simd_ctx *ctx, const vt_node *node) {
+vt_status simd_q6_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
     const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
     if (W->dtype != VT_Q6_K || K % 256 != 0 || X->dtype != VT_F32) return VT_ERR_INVALID;
     if (M <= 0 || N <= 0) return VT_OK;
-
-    const size_t qs_bytes = simd_align_up((size_t)(M * K));
-    const size_t d_bytes = simd_align_up((size_t)(M * (K / 256)) * sizeof(float));
-    const size_t bsum_bytes = simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t));
-    uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes);
-    if (!buf) return VT_ERR_NOMEM;
-    quantize_task q = {X->data, (int8_t *)buf, (float *)(buf + qs_bytes), (int16_t *)(buf + qs_bytes + d_bytes), K};
-    if (M == 1)
-        quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
-    else
-        ctx->host->parallel_for(M, 1, quantize_rows, &q);
+    simd_act act;
+    memset(&act, 0, sizeof act);
+    vt_status st = simd_quantize_activations(ctx, X, SIMD_ACT_Q8_K16, &act);
+    if (st != VT_OK) return st;
 
     x8_task t;
     memset(&t, 0, sizeof t);
@@ -266,7 +243,7 @@ vt_status q6_k_x8_matmul(simd_ctx *ctx, const vt_node *node) {
     t.nb = K / 256;
     t.N = N;
     t.M = M;
-    t.act = (simd_act){.K = K, .qs = q.qs, .d = q.d, .bsums = q.bsums};
+    t.act = act;
     t.y = Y->data;
     t.y_dtype = Y->dtype;
     const int64_t groups = (N + Q6K_X8_ROWS - 1) / Q6K_X8_ROWS;

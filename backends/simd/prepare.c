@@ -4,8 +4,10 @@
  * over the runtime's threads: repacking must not slow engine creation) and
  * the matmul driver that reads it; each layout lives in its own file
  * (matmul_<dtype>_prepared.c). A dtype without an entry, and a weight read by
- * anything but MATMUL (a tied embedding's GET_ROWS wants the file's rows),
- * is declined: its nodes run on the file's bytes exactly as before. */
+ * anything but MATMUL, is declined: its nodes run on the file's bytes exactly
+ * as before. GET_ROWS too is served from the copy where the layout decodes
+ * single rows (row_to_f32): a tied embedding, the output matmul's weight
+ * and the token table at once, then needs no second resident copy. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,9 +18,16 @@ size_t simd_q4_k_prepared_size(int64_t K, int64_t N);
 int64_t simd_q4_k_prepared_units(int64_t N);
 void simd_q4_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
 vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node);
+size_t simd_q6_k_prepared_size(int64_t K, int64_t N);
+int64_t simd_q6_k_prepared_units(int64_t N);
+void simd_q6_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
+vt_status simd_q6_k_prepared_matmul(simd_ctx *ctx, const vt_node *node);
+void simd_q6_k_prepared_row(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
 
 static const simd_prepared_format formats[] = {
-    {VT_Q4_K, simd_q4_k_prepared_size, simd_q4_k_prepared_units, simd_q4_k_prepare, simd_q4_k_prepared_matmul},
+    {VT_Q4_K, simd_q4_k_prepared_size, simd_q4_k_prepared_units, simd_q4_k_prepare, simd_q4_k_prepared_matmul, NULL},
+    {VT_Q6_K, simd_q6_k_prepared_size, simd_q6_k_prepared_units, simd_q6_k_prepare, simd_q6_k_prepared_matmul,
+     simd_q6_k_prepared_row},
 };
 
 const simd_prepared_format *simd_prepared_format_of(int32_t dtype) {
@@ -45,7 +54,9 @@ vt_status simd_prepare_weight(void *opaque, const vt_weight_offer *offer, vt_pre
     simd_ctx *ctx = opaque;
     const vt_tensor *w = &offer->tensor;
     const simd_prepared_format *f = simd_prepared_format_of(w->dtype);
-    if (!f || offer->ops != (1u << VT_OP_MATMUL) || w->ne[2] != 1 || w->ne[3] != 1) return VT_OK; /* declined */
+    const uint32_t readers = (1u << VT_OP_MATMUL) | (f && f->row_to_f32 ? 1u << VT_OP_GET_ROWS : 0u);
+    if (!f || !(offer->ops & (1u << VT_OP_MATMUL)) || (offer->ops & ~readers) || w->ne[2] != 1 || w->ne[3] != 1)
+        return VT_OK; /* declined */
     const int64_t K = w->ne[0], N = w->ne[1];
     if (K <= 0 || N <= 0 || K % ctx->host->block_length(w->dtype) != 0) return VT_OK;
     const size_t bytes = f->size(K, N);

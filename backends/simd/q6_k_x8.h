@@ -37,22 +37,20 @@ typedef struct q6_k_x8 {
 
 _Static_assert(sizeof(q6_k_x8) == 1696, "q6_k_x8 record is 1696 bytes");
 
-/* Bytes of the prepared copy of an N x K Q6_K tensor (K a multiple of 256). */
-static inline size_t q6_k_x8_bytes(int64_t N, int64_t K) {
-    return (size_t)((N + Q6K_X8_ROWS - 1) / Q6K_X8_ROWS) * (size_t)(K / 256) * sizeof(q6_k_x8);
-}
+/* The entry of prepare.c's table for Q6_K. Bytes of the copy of a {K, N}
+ * weight (K a multiple of 256); its units of preparation (groups of 8 rows);
+ * writing groups [u0, u1) of the copy of the file's contiguous rows src. */
+size_t simd_q6_k_prepared_size(int64_t K, int64_t N);
+int64_t simd_q6_k_prepared_units(int64_t N);
+void simd_q6_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
 
-/* Repack the file's N x K Q6_K rows (row stride row_bytes) into dst
- * (q6_k_x8_bytes(N, K), 32-byte aligned), spread over the host's threads. */
-void q6_k_x8_pack(const vt_host *host, const void *src, size_t row_bytes, int64_t N, int64_t K, q6_k_x8 *dst);
+/* Row n of the copy as K floats, equal bit for bit to the host's
+ * dequantization of the file's row (GET_ROWS on a tied embedding). */
+void simd_q6_k_prepared_row(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
 
-/* Row n of a prepared N x K tensor as K floats, equal bit for bit to the
- * host's dequantization of the file's row. */
-void q6_k_x8_row_to_f32(const q6_k_x8 *w, int64_t K, int64_t n, float *dst);
-
-/* Y = X W^T with W the prepared copy (node->src[0].data, bit 0 of
- * node->prepared set). Every (weight row, activation row) result gets the
- * same arithmetic whatever M and tile, so batched rows equal single ones. */
-vt_status q6_k_x8_matmul(simd_ctx *ctx, const vt_node *node);
+/* Y = X W^T with W the copy (node->src[0].data, bit 0 of node->prepared
+ * set). Every (weight row, activation row) result gets the same arithmetic
+ * whatever M and tile, so batched rows equal single ones. */
+vt_status simd_q6_k_prepared_matmul(simd_ctx *ctx, const vt_node *node);
 
 #endif

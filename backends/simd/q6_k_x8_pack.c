@@ -1,7 +1,7 @@
 /* q6_k_x8_pack.c — the file's Q6_K rows to and from the 8-row interleaved
  * layout of q6_k_x8.h: the repacking run once per tensor at engine creation
- * (parallel over groups of rows) and the single-row decoding get_rows uses
- * on a prepared embedding table. */
+ * (prepare.c spreads the groups of rows over the threads) and the single-row
+ * decoding get_rows uses on a prepared embedding table. */
 #include <string.h>
 
 #include "q6_k_x8.h"
@@ -24,25 +24,23 @@ static void unpack_block(const vt_block_q6_k *b, uint8_t q[256]) {
     }
 }
 
-typedef struct pack_task {
-    const uint8_t *src;
-    size_t row_bytes;
-    int64_t N, nb;
-    q6_k_x8 *dst;
-} pack_task;
+size_t simd_q6_k_prepared_size(int64_t K, int64_t N) {
+    return (size_t)simd_q6_k_prepared_units(N) * (size_t)(K / 256) * sizeof(q6_k_x8);
+}
 
-static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
-    (void)thread;
-    const pack_task *t = arg;
+int64_t simd_q6_k_prepared_units(int64_t N) { return (N + Q6K_X8_ROWS - 1) / Q6K_X8_ROWS; }
+
+void simd_q6_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1) {
+    const int64_t nb = K / 256;
     uint8_t q[256];
-    for (int64_t g = begin; g < end; g++) {
-        q6_k_x8 *out = t->dst + g * t->nb;
-        memset(out, 0, (size_t)t->nb * sizeof *out);
+    for (int64_t g = u0; g < u1; g++) {
+        q6_k_x8 *out = (q6_k_x8 *)dst + g * nb;
+        memset(out, 0, (size_t)nb * sizeof *out);
         for (int r = 0; r < Q6K_X8_ROWS; r++) {
             const int64_t n = g * Q6K_X8_ROWS + r;
-            if (n >= t->N) break; /* padding rows stay zero */
-            const vt_block_q6_k *row = (const vt_block_q6_k *)(t->src + (size_t)n * t->row_bytes);
-            for (int64_t b = 0; b < t->nb; b++) {
+            if (n >= N) break; /* padding rows stay zero */
+            const vt_block_q6_k *row = (const vt_block_q6_k *)src + n * nb;
+            for (int64_t b = 0; b < nb; b++) {
                 unpack_block(row + b, q);
                 q6_k_x8 *o = out + b;
                 o->d[r] = vt_fp16_to_f32(row[b].d);
@@ -60,13 +58,9 @@ static void pack_groups(void *arg, int64_t begin, int64_t end, int thread) {
     }
 }
 
-void q6_k_x8_pack(const vt_host *host, const void *src, size_t row_bytes, int64_t N, int64_t K, q6_k_x8 *dst) {
-    pack_task t = {src, row_bytes, N, K / 256, dst};
-    const int64_t groups = (N + Q6K_X8_ROWS - 1) / Q6K_X8_ROWS;
-    host->parallel_for(groups, 16, pack_groups, &t);
-}
-
-void q6_k_x8_row_to_f32(const q6_k_x8 *w, int64_t K, int64_t n, float *dst) {
+void simd_q6_k_prepared_row(const void *copy, int64_t K, int64_t N, int64_t n, float *dst) {
+    (void)N;
+    const q6_k_x8 *w = copy;
     const int64_t nb = K / 256;
     const int r = (int)(n % Q6K_X8_ROWS);
     const q6_k_x8 *g = w + (n / Q6K_X8_ROWS) * nb;

@@ -140,6 +140,10 @@ typedef struct simd_prepared_format {
     void (*prepare)(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
     /* MATMUL with src[0] in this layout */
     vt_status (*matmul)(simd_ctx *ctx, const vt_node *node);
+    /* Row n of the copy as K f32, equal bit for bit to the host's
+     * dequantization of the file's row: GET_ROWS on a prepared table (a tied
+     * embedding). NULL: weights read by GET_ROWS are declined. */
+    void (*row_to_f32)(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
 } simd_prepared_format;
 
 /* The entry for a weight dtype, or NULL (not prepared). */
