@@ -73,6 +73,12 @@ typedef struct outputs {
     vt_status simd_status, ref_status;
 } outputs;
 
+/* The weight dtypes simd's prepare hook must take (a MATMUL-only 2-D weight
+ * of whole blocks). */
+static int simd_prepares(int32_t dtype) {
+    return dtype == VT_Q4_K || dtype == VT_Q4_0 || dtype == VT_Q8_0;
+}
+
 /* When set, run_both gives simd its matmul weight as an engine does: offered
  * to simd's prepare hook first, run on the copy with the prepared bit set,
  * released after (a dtype simd declines runs on the file's bytes). */
@@ -112,8 +118,8 @@ static outputs run_both(const vt_node *node) {
     void *file_data = NULL, *copy = NULL;
     if (via_hook && a.op == VT_OP_MATMUL) {
         copy = prepare_src0(&a, &file_data);
-        /* Q4_K is the dtype simd lays out for itself: a decline is a regression */
-        if (a.src[0].dtype == VT_Q4_K) CU_ASSERT_PTR_NOT_NULL(copy);
+        /* the dtypes simd lays out for itself: a decline is a regression */
+        if (simd_prepares(a.src[0].dtype)) CU_ASSERT_PTR_NOT_NULL(copy);
     }
     o.simd_status = vt_harness_run(harness, "simd", &a);
     if (via_hook && a.op == VT_OP_MATMUL) release_src0(&a, copy, file_data);
@@ -396,6 +402,19 @@ static void test_matmul_prepared(void) {
             check_matmul(wt, VT_F32, min_k(wt), M % 2 ? 37 : 7, M, phase, 1, seed++);
             check_matmul(wt, VT_F32, 256 * (1 + M % 3), 19, M, phase, 0, seed++);
         }
+        if (act_block(wt) == 32) {
+            /* K a multiple of 32 but not of 256, odd N across the 8-row
+             * groups: decode, a few rows, prefill */
+            check_matmul(wt, VT_F32, 96, 67, 1, VT_PHASE_DECODE, 0, seed++);
+            check_matmul(wt, VT_F32, 800, 1001, 1, VT_PHASE_DECODE, 0, seed++);
+            check_matmul(wt, VT_F32, 800, 61, 8, VT_PHASE_DECODE, 0, seed++);
+            check_matmul(wt, VT_F32, 1056, 131, 128, VT_PHASE_PREFILL, 0, seed++);
+            check_matmul(wt, VT_F32, 3072, 67, 128, VT_PHASE_PREFILL, 1, seed++);
+            for (int y = 1; y < 3; y++) {
+                check_matmul(wt, float_dtypes[y], 160, 19, 1, VT_PHASE_DECODE, 1, seed++);
+                check_matmul(wt, float_dtypes[y], 160, 45, 128, VT_PHASE_PREFILL, 1, seed++);
+            }
+        }
         if (act_block(wt) != 256) continue; /* the K-quants at the model's shapes */
         check_matmul(wt, VT_F32, 3072, 67, 128, VT_PHASE_PREFILL, 0, seed++);
         check_matmul(wt, VT_F32, 1024, 300, 128, VT_PHASE_PREFILL, 1, seed++);
@@ -419,12 +438,13 @@ static void test_matmul_prepared_rows_independent_of_m(void) {
     if (!simd_available()) return;
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
     static const int64_t Ms[] = {2, 3, 4, 5, 8, 9, 13, 17, 128};
-    const int64_t N = 45, K = 768;
+    const int64_t N = 45;
     uint64_t seed = 8000;
     int checked = 0, differing = 0, prepared = 0;
     for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
         const int32_t wt = weight_dtypes[d];
-        if (act_block(wt) != 256) continue;
+        if (!act_block(wt)) continue;
+        const int64_t K = act_block(wt) == 32 ? 800 : 768; /* blocks of 32: K not a multiple of 256 */
         vt_node all = vt_harness_node(VT_OP_MATMUL, VT_PHASE_DECODE);
         vt_harness_set_src(&all, 0, vt_harness_weight(wt, K, N, seed++));
         void *file_data = NULL, *copy = prepare_src0(&all, &file_data);
@@ -459,7 +479,7 @@ static void test_matmul_prepared_rows_independent_of_m(void) {
         vt_harness_node_free(&all);
     }
     printf("\n  %d rows of prepared batched matmuls compared with each row alone, %d differ", checked, differing);
-    CU_ASSERT(prepared >= 1); /* Q4_K at least */
+    CU_ASSERT(prepared >= 3); /* Q4_K, Q4_0, Q8_0 at least */
     CU_ASSERT(checked > 0);
     CU_ASSERT_EQUAL(differing, 0);
 }

@@ -62,6 +62,8 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
     for (int64_t m = begin; m < end; m++) {
         if (t->kind == ACT_Q8_0)
             simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
+        else if (t->kind == SIMD_ACT_Q8_0I)
+            simd_quantize_row_q8_0_isums(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), t->isums + m * (K / 32), K);
         else if (t->kind == SIMD_ACT_Q8_K32I)
             simd_quantize_row_q8_k_isums(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->isums + m * (K / 32), K);
         else {
@@ -169,12 +171,12 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
         act->f = X->data;
         return VT_OK;
     }
-    const int64_t block = kind == ACT_Q8_0 ? 32 : 256;
+    const int64_t block = kind == ACT_Q8_0 || kind == SIMD_ACT_Q8_0I ? 32 : 256;
     const size_t qs_bytes = simd_align_up((size_t)(M * K));
     const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
     const size_t bsum_bytes = kind == ACT_Q8_K16 ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t)) : 0;
     const size_t msum_bytes = kind == ACT_Q8_K32 ? simd_align_up((size_t)(M * (K / 32)) * sizeof(float)) : 0;
-    const size_t isum_bytes = kind == SIMD_ACT_Q8_K32I ? simd_align_up((size_t)(M * (K / 32)) * sizeof(int16_t)) : 0;
+    const size_t isum_bytes = kind == SIMD_ACT_Q8_K32I || kind == SIMD_ACT_Q8_0I ? simd_align_up((size_t)(M * (K / 32)) * sizeof(int16_t)) : 0;
     uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes + msum_bytes + isum_bytes);
     if (!buf) return VT_ERR_NOMEM;
     quantize_task q = {X->data,

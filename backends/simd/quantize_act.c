@@ -29,7 +29,7 @@ SIMD_INLINE __m256 amax32(const float *x) {
     return _mm256_max_ps(a, b);
 }
 
-void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K) {
+SIMD_INLINE void quantize_row_q8_0(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K) {
     for (int64_t b = 0; b < K / 32; b++) {
         const float *xb = x + b * 32;
         const float amax = simd_hmax_ps(amax32(xb));
@@ -39,7 +39,21 @@ void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K) {
          * against the f32 scale, the dot products use the f16 one. */
         d[b] = _cvtsh_ss(_cvtss_sh(scale, _MM_FROUND_TO_NEAREST_INT));
         quantize32(xb, _mm256_set1_ps(scale > 0.0f ? 127.0f / amax : 0.0f), qs + b * 32);
+        if (isums) { /* |sum of 32| <= 32 * 127 fits int16 */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + b * 32));
+            const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1));
+            __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+            h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+            isums[b] = (int16_t)_mm_cvtsi128_si32(h);
+        }
     }
+}
+
+void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K) { quantize_row_q8_0(x, qs, d, NULL, K); }
+
+void simd_quantize_row_q8_0_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K) {
+    quantize_row_q8_0(x, qs, d, isums, K);
 }
 
 SIMD_INLINE void quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int16_t *isums,

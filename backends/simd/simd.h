@@ -66,14 +66,21 @@ typedef struct simd_act {
     const float *d;       /* [M][K / block] per-block scales */
     const int16_t *bsums; /* [M][K / 16] (Q6_K weights only) */
     const float *msums;   /* [M][K / 32] (Q4_K, Q5_K weights only) */
-    const int16_t *isums; /* [M][K / 32] sums of each 32 quantized values (prepared Q4_K) */
+    const int16_t *isums; /* [M][K / 32] sums of each 32 quantized values (prepared Q4_K, Q5_K, Q4_0) */
     const float *f;       /* [M][K] f32 rows (float weights only) */
 } simd_act;
 
 /* Activation forms (simd_act): f32 as given; 8-bit blocks of 32; 8-bit
  * blocks of 256 with int16 sums of 16 (Q6_K's sub-blocks), with f32 sums
  * of 32 (Q4_K's and Q5_K's), or with int16 sums of 32 (prepared Q4_K). */
-enum { SIMD_ACT_F32 = 0, SIMD_ACT_Q8_0 = 1, SIMD_ACT_Q8_K16 = 2, SIMD_ACT_Q8_K32 = 3, SIMD_ACT_Q8_K32I = 4 };
+enum {
+    SIMD_ACT_F32 = 0,
+    SIMD_ACT_Q8_0 = 1,
+    SIMD_ACT_Q8_K16 = 2,
+    SIMD_ACT_Q8_K32 = 3,
+    SIMD_ACT_Q8_K32I = 4,
+    SIMD_ACT_Q8_0I = 5 /* blocks of 32 with int16 sums of each block (prepared Q4_0) */
+};
 
 /* Prepare the M rows of X {K, M} f32 in form `kind` into ctx's scratch
  * (parallel over rows): once per matmul. VT_ERR_NOMEM when scratch cannot grow. */
@@ -123,6 +130,8 @@ void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K);
 void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K);
 /* As simd_quantize_row_q8_k, recording int16 sums of each 32 values: isums [K/32]. */
 void simd_quantize_row_q8_k_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K);
+/* As simd_quantize_row_q8_0, recording the int16 sum of each block: isums [K/32]. */
+void simd_quantize_row_q8_0_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K);
 
 /* ------------------------------------------------------------------------ */
 /* Prepared weights (ABI 1.2, prepare.c). A dtype with an entry in

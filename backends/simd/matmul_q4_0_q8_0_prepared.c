@@ -1,0 +1,316 @@
+/* matmul_q4_0_q8_0_prepared.c — Q4_0 and Q8_0 weights (blocks of 32, one
+ * f16 scale each) in simd's own layout, made once at engine creation (see
+ * prepare.c), and the matmul that reads it. The two share the layout's
+ * shape, the tiles and the drivers; only the inner product of a 4-value
+ * column differs, so they live in one file.
+ *
+ * Why a layout: in the file's layout one 32-byte activation load feeds one
+ * weight row, every block ends in its own int -> float conversion and FMA
+ * per row, and a decode row ends in a horizontal sum. Here the rows are
+ * interleaved in groups of 8 per block: a 4-byte activation broadcast feeds
+ * 8 weight rows in one vpmaddubsw, the 8 32-bit lanes of the result are the
+ * 8 rows, and one conversion + FMA per block serves the 8 rows. The 8 rows'
+ * scales are stored together (one f16 -> f32 conversion for 8). The bytes per
+ * row are the file's: Q4_0 144 bytes per 8 rows and block (18 per row, as the
+ * file), Q8_0 272 (34 per row, as the file), so decode, which streams the
+ * weights once, reads no more than before.
+ *
+ * The products, per block of 32 and 8 rows:
+ *   Q4_0 (w = d (q - 8), q in 0..15): vpmaddubsw of the unsigned nibbles
+ *        against the signed activations, 8 of them summed in int16
+ *        (8 * 2 * 15 * 127 = 30480 < 2^15), then sumi = sum q x - 8 sum x,
+ *        the activation block's sum coming with the activations (isums).
+ *   Q8_0 (signed w): vpmaddubsw wants one unsigned operand, so the weights'
+ *        signs move onto the activations, |w| * sign(w) x (|w| <= 128,
+ *        |x| <= 127: a pair sum 2 * 128 * 127 = 32512 fits int16, two do
+ *        not, so each is widened to int32 at once).
+ * Then, per (weight row, activation row), in every tile (decode, a few rows,
+ * prefill) the same operations in the same order, so a row's result never
+ * depends on M or on which tile ran it (batch invariance):
+ *   per block b: acc = acc + (dw * dx) * float(sumi)     (one FMA)
+ *   result = acc after the last block. */
+#include <string.h>
+
+#include "simd.h"
+#include "simd_vec.h"
+
+#define GROUP 8 /* weight rows interleaved per group */
+
+/* One block of 32 values of GROUP rows. */
+typedef struct q4_0_gblock {
+    vt_fp16_t d[GROUP];
+    uint8_t qs[4][GROUP * 4]; /* [h][row * 4 + t]: low nibble value 4h + t, high nibble value 16 + 4h + t */
+} q4_0_gblock;
+
+typedef struct q8_0_gblock {
+    vt_fp16_t d[GROUP];
+    int8_t qs[8][GROUP * 4]; /* [h][row * 4 + t]: value 4h + t */
+} q8_0_gblock;
+
+_Static_assert(sizeof(q4_0_gblock) == GROUP * sizeof(vt_block_q4_0), "prepared q4_0 keeps the file's bytes per row");
+_Static_assert(sizeof(q8_0_gblock) == GROUP * sizeof(vt_block_q8_0), "prepared q8_0 keeps the file's bytes per row");
+
+static int64_t n_groups(int64_t N) { return (N + GROUP - 1) / GROUP; }
+
+size_t simd_q4_0_prepared_size(int64_t K, int64_t N) { return (size_t)(n_groups(N) * (K / 32)) * sizeof(q4_0_gblock); }
+size_t simd_q8_0_prepared_size(int64_t K, int64_t N) { return (size_t)(n_groups(N) * (K / 32)) * sizeof(q8_0_gblock); }
+
+int64_t simd_q4_0_prepared_units(int64_t N) { return n_groups(N); }
+int64_t simd_q8_0_prepared_units(int64_t N) { return n_groups(N); }
+
+void simd_q4_0_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1) {
+    const int64_t nb = K / 32;
+    const vt_block_q4_0 *rows = src;
+    q4_0_gblock *out = dst;
+    for (int64_t g = u0; g < u1; g++)
+        for (int64_t b = 0; b < nb; b++) {
+            q4_0_gblock *o = &out[g * nb + b];
+            memset(o, 0, sizeof *o); /* rows past N: d = 0, so their products are 0 */
+            for (int r = 0; r < GROUP; r++) {
+                const int64_t n = g * GROUP + r;
+                if (n >= N) break;
+                const vt_block_q4_0 *blk = &rows[n * nb + b];
+                o->d[r] = blk->d;
+                /* the file's byte l holds value l (low nibble) and 16 + l
+                 * (high): the same pairing, 4 bytes per h */
+                for (int h = 0; h < 4; h++) memcpy(&o->qs[h][r * 4], blk->qs + 4 * h, 4);
+            }
+        }
+}
+
+void simd_q8_0_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1) {
+    const int64_t nb = K / 32;
+    const vt_block_q8_0 *rows = src;
+    q8_0_gblock *out = dst;
+    for (int64_t g = u0; g < u1; g++)
+        for (int64_t b = 0; b < nb; b++) {
+            q8_0_gblock *o = &out[g * nb + b];
+            memset(o, 0, sizeof *o); /* rows past N: zero weights, d = 0 */
+            for (int r = 0; r < GROUP; r++) {
+                const int64_t n = g * GROUP + r;
+                if (n >= N) break;
+                const vt_block_q8_0 *blk = &rows[n * nb + b];
+                o->d[r] = blk->d;
+                for (int h = 0; h < 8; h++) memcpy(&o->qs[h][r * 4], blk->qs + 4 * h, 4);
+            }
+        }
+}
+
+/* The 4 activation bytes at p, in every 32-bit lane. */
+SIMD_INLINE __m256i broadcast4(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* res[g * R + r] lane i = weight row i of group wg[g] . activation row m0 + r,
+ * for g < NG, r < R (NG, R and q8 constants at each call site). `stream`:
+ * the groups come from memory once (decode), so prefetch ahead. */
+SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t m0, int R, int q8, int stream,
+                      __m256 *res) {
+    const int64_t K = x->K, nb = K / 32;
+    const size_t gbytes = q8 ? sizeof(q8_0_gblock) : sizeof(q4_0_gblock);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][4];
+    SIMD_UNROLL
+    for (int g = 0; g < NG; g++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) acc[g][r] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *w[2];
+        SIMD_UNROLL
+        for (int g = 0; g < NG; g++) {
+            w[g] = (const uint8_t *)wg[g] + (size_t)b * gbytes;
+            if (stream) simd_prefetch_ahead(w[g], (int)gbytes);
+        }
+        __m256i sumi[2][4];
+        if (q8) {
+            SIMD_UNROLL
+            for (int g = 0; g < NG; g++)
+                SIMD_UNROLL
+                for (int r = 0; r < R; r++) sumi[g][r] = _mm256_setzero_si256();
+            SIMD_UNROLL
+            for (int h = 0; h < 8; h++) {
+                __m256i p[2], a[2];
+                SIMD_UNROLL
+                for (int g = 0; g < NG; g++) {
+                    p[g] = _mm256_loadu_si256((const __m256i *)((const q8_0_gblock *)w[g])->qs[h]);
+                    a[g] = _mm256_sign_epi8(p[g], p[g]);
+                }
+                SIMD_UNROLL
+                for (int r = 0; r < R; r++) {
+                    const __m256i xb = broadcast4(x->qs + (m0 + r) * K + b * 32 + 4 * h);
+                    SIMD_UNROLL
+                    for (int g = 0; g < NG; g++) {
+                        const __m256i pr = _mm256_maddubs_epi16(a[g], _mm256_sign_epi8(xb, p[g]));
+                        sumi[g][r] = _mm256_add_epi32(sumi[g][r], _mm256_madd_epi16(pr, ones));
+                        SIMD_KEEP(sumi[g][r]);
+                    }
+                }
+            }
+        } else {
+            __m256i s16[2][4];
+            SIMD_UNROLL
+            for (int g = 0; g < NG; g++)
+                SIMD_UNROLL
+                for (int r = 0; r < R; r++) s16[g][r] = _mm256_setzero_si256();
+            SIMD_UNROLL
+            for (int h = 0; h < 4; h++) {
+                __m256i lo[2], hi[2];
+                SIMD_UNROLL
+                for (int g = 0; g < NG; g++) {
+                    const __m256i p = _mm256_loadu_si256((const __m256i *)((const q4_0_gblock *)w[g])->qs[h]);
+                    lo[g] = _mm256_and_si256(p, low4);
+                    hi[g] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+                }
+                SIMD_UNROLL
+                for (int r = 0; r < R; r++) {
+                    const int8_t *xq = x->qs + (m0 + r) * K + b * 32 + 4 * h;
+                    const __m256i xl = broadcast4(xq), xh = broadcast4(xq + 16);
+                    SIMD_UNROLL
+                    for (int g = 0; g < NG; g++) {
+                        s16[g][r] = _mm256_add_epi16(
+                            s16[g][r], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl), _mm256_maddubs_epi16(hi[g], xh)));
+                        SIMD_KEEP(s16[g][r]);
+                    }
+                }
+            }
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                /* 8 sum x of the activation block: the weights' offset of 8 */
+                const __m256i off = _mm256_set1_epi32(8 * (int32_t)x->isums[(m0 + r) * nb + b]);
+                SIMD_UNROLL
+                for (int g = 0; g < NG; g++) sumi[g][r] = _mm256_sub_epi32(_mm256_madd_epi16(s16[g][r], ones), off);
+            }
+        }
+        SIMD_UNROLL
+        for (int g = 0; g < NG; g++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[g])); /* d[] leads both blocks */
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(x->d[(m0 + r) * nb + b]));
+                acc[g][r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(sumi[g][r]), acc[g][r]);
+                SIMD_KEEP(acc[g][r]);
+            }
+        }
+    }
+    SIMD_UNROLL
+    for (int g = 0; g < NG; g++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) res[g * R + r] = acc[g][r];
+}
+
+typedef struct prepared_task {
+    const uint8_t *w;  /* groups of nb blocks each */
+    size_t group_bytes; /* nb blocks of one group */
+    int64_t N, M;
+    simd_act act;
+    int64_t tile_groups; /* groups per L2 tile (prefill) */
+    void *y;             /* [M][N] of y_dtype */
+    int32_t y_dtype;
+} prepared_task;
+
+/* Store the 8 rows of group g for activation row m (fewer at the tail). */
+SIMD_INLINE void store_group(const prepared_task *t, int64_t g, int64_t m, __m256 v) {
+    const int64_t n0 = g * GROUP;
+    if (n0 + GROUP <= t->N) {
+        simd_store8(t->y_dtype, t->y, m * t->N + n0, v);
+        return;
+    }
+    SIMD_ALIGNED float lanes[8];
+    _mm256_store_ps(lanes, v);
+    for (int64_t i = 0; n0 + i < t->N; i++) simd_store1(t->y_dtype, t->y, m * t->N + n0 + i, lanes[i]);
+}
+
+/* Rows of the prefill tile: each group block decoded once for this many
+ * activation rows. */
+#define PREFILL_R 4
+
+/* Group g against activation rows m0 .. m0+R-1 (R <= 4). */
+SIMD_INLINE void group_rows(const prepared_task *t, int q8, int64_t g, int64_t m0, int R, int stream) {
+    const void *wg[1] = {t->w + (size_t)g * t->group_bytes};
+    __m256 res[4];
+#define TILE_R(n) (stream ? tile(wg, 1, &t->act, m0, n, q8, 1, res) : tile(wg, 1, &t->act, m0, n, q8, 0, res))
+    switch (R) {
+    case 1: TILE_R(1); break;
+    case 2: TILE_R(2); break;
+    case 3: TILE_R(3); break;
+    default: TILE_R(4); break;
+    }
+#undef TILE_R
+    for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
+}
+
+/* Groups [begin, end) against every activation row. */
+SIMD_INLINE void matmul_groups(const prepared_task *t, int q8, int64_t begin, int64_t end) {
+    if (t->M == 1) {
+        /* decode: two groups at once, from the two halves of the range, so
+         * the thread reads two sequential streams (see matmul.c) */
+        const int64_t half = (end - begin) / 2;
+        for (int64_t g = begin; g < begin + half; g++) {
+            const void *wg[2] = {t->w + (size_t)g * t->group_bytes, t->w + (size_t)(g + half) * t->group_bytes};
+            __m256 res[2];
+            tile(wg, 2, &t->act, 0, 1, q8, 1, res);
+            store_group(t, g, 0, res[0]);
+            store_group(t, g + half, 0, res[1]);
+        }
+        if ((end - begin) % 2) group_rows(t, q8, end - 1, 0, 1, 1);
+        return;
+    }
+    if (t->M <= SIMD_MAX_ROWS) {
+        /* a few sequences decoding together: each group streamed from
+         * memory once, against all rows 4 at a time */
+        for (int64_t g = begin; g < end; g++)
+            for (int64_t m0 = 0; m0 < t->M; m0 += 4) group_rows(t, q8, g, m0, t->M - m0 < 4 ? (int)(t->M - m0) : 4, 1);
+        return;
+    }
+    /* prefill: a tile of groups stays in L2 while every 4 activation rows
+     * pass over it */
+    for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
+        const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
+        for (int64_t m0 = 0; m0 < t->M; m0 += PREFILL_R) {
+            const int R = t->M - m0 < PREFILL_R ? (int)(t->M - m0) : PREFILL_R;
+            for (int64_t g = g0; g < g1; g++) group_rows(t, q8, g, m0, R, 0);
+        }
+    }
+}
+
+static void matmul_groups_q4_0(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    matmul_groups(arg, 0, begin, end);
+}
+
+static void matmul_groups_q8_0(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    matmul_groups(arg, 1, begin, end);
+}
+
+static vt_status prepared_matmul(simd_ctx *ctx, const vt_node *node, int q8) {
+    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
+    const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
+    if (K % 32 != 0) return VT_ERR_INVALID;
+    prepared_task t;
+    memset(&t, 0, sizeof t);
+    /* Q4_0 needs each activation block's sum for its offset of 8 */
+    vt_status st = simd_quantize_activations(ctx, X, q8 ? SIMD_ACT_Q8_0 : SIMD_ACT_Q8_0I, &t.act);
+    if (st != VT_OK) return st;
+    t.w = W->data;
+    t.group_bytes = (size_t)(K / 32) * (q8 ? sizeof(q8_0_gblock) : sizeof(q4_0_gblock));
+    t.N = N;
+    t.M = M;
+    t.y = Y->data;
+    t.y_dtype = Y->dtype;
+    const int64_t groups = n_groups(N);
+    const int64_t tile = (int64_t)(65536 / t.group_bytes);
+    t.tile_groups = tile < 1 ? 1 : tile;
+    int64_t chunk = t.tile_groups;
+    if (M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
+        chunk = groups / (4 * (int64_t)ctx->n_threads);
+        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
+    }
+    simd_dynamic_for(ctx, groups, chunk, q8 ? matmul_groups_q8_0 : matmul_groups_q4_0, &t);
+    return VT_OK;
+}
+
+vt_status simd_q4_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) { return prepared_matmul(ctx, node, 0); }
+vt_status simd_q8_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) { return prepared_matmul(ctx, node, 1); }
