@@ -1,0 +1,316 @@
+/* matmul_q5_k_prepared.c — Q5_K weights in simd's own layout (made once at
+ * engine creation, see prepare.c) and the matmul that reads it: the layout
+ * of matmul_q4_k_prepared.c (8 rows interleaved per block of 256, a 4-byte
+ * activation broadcast feeding 8 rows in one vpmaddubsw, scales and
+ * minimums unpacked to bytes, d and dmin f16) plus the fifth bits, arranged
+ * so that one 32-byte load per sub-block serves its 4 columns of 4 values:
+ * a block of 8 rows is 1440 bytes, 180 per row against the file's 176, so
+ * decode, which streams the weights once, reads 2.3% more.
+ *
+ * Arithmetic per (weight row, activation row), in lane = row order, the same
+ * in every tile (decode, a few rows, prefill), so a row's result never
+ * depends on M or on which tile ran it (batch invariance):
+ *   per block b: sumi = sum_j sc_j (q_j . x_j)        exact int32
+ *                summ = sum_j m_j sum(x_j)            exact int32
+ *                t = d * float(sumi); t = t - dmin * float(summ) (one FMA)
+ *                acc = acc + t * dx                     (one FMA)
+ *   result = acc after the last block.
+ * The integer sums cannot overflow: a vpmaddubsw lane is at most
+ * 2 * 31 * 127 = 7874, so only 4 of them (two columns, low and high
+ * values) are summed in int16 (31496 < 2^15) before vpmaddwd widens them
+ * with the scales. */
+#include <string.h>
+
+#include "simd.h"
+#include "simd_vec.h"
+
+#define GROUP 8 /* weight rows interleaved per group */
+
+/* One block of 256 values of GROUP rows. */
+typedef struct q5k_gblock {
+    vt_fp16_t d[GROUP];
+    vt_fp16_t dmin[GROUP];
+    uint8_t scales[8][GROUP];   /* [sub-block j][row] */
+    uint8_t mins[4][GROUP][2];  /* [pair i][row][sub-block 2i, 2i+1] */
+    uint8_t qh[8][GROUP * 4];   /* [sub-block j][row * 4 + t]: bit 2h = fifth bit of value 4h + t of
+                                   sub-block j, bit 2h + 1 that of value 16 + 4h + t */
+    uint8_t qs[8][4][GROUP * 4]; /* [sub-block j][h][row * 4 + t]: low nibble value 4h + t of sub-block j,
+                                    high nibble value 16 + 4h + t */
+} q5k_gblock;
+
+_Static_assert(sizeof(q5k_gblock) == 1440, "prepared q5_k group block is 1440 bytes");
+
+static int64_t n_groups(int64_t N) { return (N + GROUP - 1) / GROUP; }
+
+size_t simd_q5_k_prepared_size(int64_t K, int64_t N) { return (size_t)(n_groups(N) * (K / 256)) * sizeof(q5k_gblock); }
+
+int64_t simd_q5_k_prepared_units(int64_t N) { return n_groups(N); }
+
+void simd_q5_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1) {
+    const int64_t nb = K / 256;
+    const vt_block_q5_k *rows = src;
+    q5k_gblock *out = dst;
+    const __m128i low4 = _mm_set1_epi8(0x0F), high4 = _mm_set1_epi8((char)0xF0);
+    for (int64_t g = u0; g < u1; g++)
+        for (int64_t b = 0; b < nb; b++) {
+            q5k_gblock *o = &out[g * nb + b];
+            memset(o, 0, sizeof *o); /* rows past N: zero weights, d = dmin = 0 */
+            for (int r = 0; r < GROUP; r++) {
+                const int64_t n = g * GROUP + r;
+                if (n >= N) break;
+                const vt_block_q5_k *blk = &rows[n * nb + b];
+                o->d[r] = blk->d;
+                o->dmin[r] = blk->dmin;
+                for (int j = 0; j < 8; j++) {
+                    uint8_t sc, m;
+                    vt_get_scale_min_k4(j, blk->scales, &sc, &m);
+                    o->scales[j][r] = sc;
+                    o->mins[j / 2][r][j % 2] = m;
+                    /* file: bit j of qh[l] is the fifth bit of value l of sub-block j */
+                    for (int h = 0; h < 4; h++)
+                        for (int t = 0; t < 4; t++) {
+                            const int lo = (blk->qh[4 * h + t] >> j) & 1, hi = (blk->qh[16 + 4 * h + t] >> j) & 1;
+                            o->qh[j][r * 4 + t] |= (uint8_t)((lo << (2 * h)) | (hi << (2 * h + 1)));
+                        }
+                }
+                for (int i = 0; i < 4; i++) {
+                    /* file bytes 32i..32i+31: sub-block 2i in the low nibbles, 2i+1 in the high;
+                     * value l of a sub-block pairs with value 16 + l in one byte here */
+                    const __m128i a = _mm_loadu_si128((const __m128i *)(blk->qs + 32 * i));
+                    const __m128i c = _mm_loadu_si128((const __m128i *)(blk->qs + 32 * i + 16));
+                    const __m128i even = _mm_or_si128(_mm_and_si128(a, low4), _mm_slli_epi16(_mm_and_si128(c, low4), 4));
+                    const __m128i odd = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4), _mm_and_si128(c, high4));
+                    uint8_t e[16], od[16];
+                    _mm_storeu_si128((__m128i *)e, even);
+                    _mm_storeu_si128((__m128i *)od, odd);
+                    for (int h = 0; h < 4; h++) {
+                        memcpy(&o->qs[2 * i][h][r * 4], e + 4 * h, 4);
+                        memcpy(&o->qs[2 * i + 1][h][r * 4], od + 4 * h, 4);
+                    }
+                }
+            }
+        }
+}
+
+/* res[g * R + r] lane i = weight row i of group wg[g] . activation row m0 + r,
+ * for g < NG, r < R (NG and R constants at each call site). `stream`: the
+ * groups come from memory once (decode), so prefetch ahead. */
+SIMD_INLINE void tile(const q5k_gblock *const *wg, int NG, const simd_act *x, int64_t m0, int R, int stream,
+                      __m256 *res) {
+    const int64_t K = x->K, nb = K / 256;
+    const __m256i low4 = _mm256_set1_epi8(0x0F), bit0 = _mm256_set1_epi8(0x01), bit1 = _mm256_set1_epi8(0x02);
+    SIMD_ALIGNED float acc[8][8]; /* NG * R <= 8; in memory: touched once per block */
+    SIMD_UNROLL
+    for (int i = 0; i < NG * R; i++) _mm256_store_ps(acc[i], _mm256_setzero_ps());
+    for (int64_t b = 0; b < nb; b++) {
+        const q5k_gblock *w[2];
+        SIMD_UNROLL
+        for (int g = 0; g < NG; g++) {
+            w[g] = wg[g] + b;
+            if (stream) simd_prefetch_ahead(w[g], (int)sizeof(q5k_gblock));
+        }
+        /* more than 4 (group, row) pairs: their 16-bit sums take the
+         * registers, so the 32-bit sums live in memory (touched once per
+         * sub-block) */
+        const int sumi_in_memory = NG * R > 4;
+        __m256i sumi[2][4];
+        SIMD_ALIGNED int32_t sumi_mem[2][4][8];
+        SIMD_UNROLL
+        for (int g = 0; g < NG; g++)
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                if (sumi_in_memory)
+                    _mm256_store_si256((__m256i *)sumi_mem[g][r], _mm256_setzero_si256());
+                else
+                    sumi[g][r] = _mm256_setzero_si256();
+            }
+        const int8_t *xb = x->qs + m0 * K + b * 256;
+        for (int j = 0; j < 8; j++) {
+            __m256i sc[2], hb[2];
+            SIMD_UNROLL
+            for (int g = 0; g < NG; g++) {
+                /* the 8 rows' scales of sub-block j, each in both int16 halves of its lane */
+                sc[g] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[g]->scales[j]));
+                sc[g] = _mm256_or_si256(sc[g], _mm256_slli_epi32(sc[g], 16));
+                /* fifth bits, 2 per column h in bits 2h, 2h + 1: shifted right
+                 * by 2 per column; a 16-bit shift pulls the upper byte's bits
+                 * into bits 6-7 of the lower, and 3 shifts move them no lower
+                 * than bit 2, so bits 0-1 are always the byte's own */
+                hb[g] = _mm256_loadu_si256((const __m256i *)w[g]->qh[j]);
+            }
+            SIMD_UNROLL
+            for (int hp = 0; hp < 2; hp++) { /* two columns per int16 sum */
+                __m256i s16[2][4];
+                SIMD_UNROLL
+                for (int g = 0; g < NG; g++)
+                    SIMD_UNROLL
+                    for (int r = 0; r < R; r++) s16[g][r] = _mm256_setzero_si256();
+                SIMD_UNROLL
+                for (int h = 2 * hp; h < 2 * hp + 2; h++) {
+                    __m256i lo[2], hi[2];
+                    SIMD_UNROLL
+                    for (int g = 0; g < NG; g++) {
+                        const __m256i p = _mm256_loadu_si256((const __m256i *)w[g]->qs[j][h]);
+                        lo[g] = _mm256_or_si256(_mm256_and_si256(p, low4), _mm256_slli_epi16(_mm256_and_si256(hb[g], bit0), 4));
+                        hi[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p, 4), low4),
+                                                _mm256_slli_epi16(_mm256_and_si256(hb[g], bit1), 3));
+                        hb[g] = _mm256_srli_epi16(hb[g], 2);
+                    }
+                    SIMD_UNROLL
+                    for (int r = 0; r < R; r++) {
+                        const int8_t *xq = xb + r * K + 32 * j + 4 * h;
+                        int32_t xl4, xh4;
+                        memcpy(&xl4, xq, 4);
+                        memcpy(&xh4, xq + 16, 4);
+                        const __m256i xl = _mm256_set1_epi32(xl4), xh = _mm256_set1_epi32(xh4);
+                        SIMD_UNROLL
+                        for (int g = 0; g < NG; g++) {
+                            s16[g][r] = _mm256_add_epi16(s16[g][r], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl),
+                                                                                     _mm256_maddubs_epi16(hi[g], xh)));
+                            SIMD_KEEP(s16[g][r]);
+                        }
+                    }
+                }
+                SIMD_UNROLL
+                for (int g = 0; g < NG; g++)
+                    SIMD_UNROLL
+                    for (int r = 0; r < R; r++) {
+                        if (sumi_in_memory) {
+                            __m256i *sm = (__m256i *)sumi_mem[g][r];
+                            _mm256_store_si256(sm, _mm256_add_epi32(_mm256_load_si256(sm), _mm256_madd_epi16(s16[g][r], sc[g])));
+                        } else {
+                            sumi[g][r] = _mm256_add_epi32(sumi[g][r], _mm256_madd_epi16(s16[g][r], sc[g]));
+                            SIMD_KEEP(sumi[g][r]);
+                        }
+                    }
+            }
+        }
+        SIMD_UNROLL
+        for (int g = 0; g < NG; g++) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[g]->d));
+            const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[g]->dmin));
+            SIMD_UNROLL
+            for (int r = 0; r < R; r++) {
+                const int16_t *is = x->isums + (m0 + r) * (K / 32) + b * 8;
+                __m256i summ = _mm256_setzero_si256();
+                SIMD_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    int32_t pair;
+                    memcpy(&pair, is + 2 * i, 4);
+                    const __m256i m = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)w[g]->mins[i]));
+                    summ = _mm256_add_epi32(summ, _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
+                }
+                const __m256i si = sumi_in_memory ? _mm256_load_si256((const __m256i *)sumi_mem[g][r]) : sumi[g][r];
+                __m256 t = _mm256_mul_ps(d, _mm256_cvtepi32_ps(si));
+                t = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(summ), t);
+                const __m256 a = _mm256_fmadd_ps(t, _mm256_set1_ps(x->d[(m0 + r) * nb + b]), _mm256_load_ps(acc[g * R + r]));
+                _mm256_store_ps(acc[g * R + r], a);
+            }
+        }
+        /* keep acc in memory: no promotion of all of them to registers */
+        __asm__ volatile("" ::: "memory");
+    }
+    SIMD_UNROLL
+    for (int i = 0; i < NG * R; i++) res[i] = _mm256_load_ps(acc[i]);
+}
+
+typedef struct prepared_task {
+    const q5k_gblock *w; /* groups of nb blocks each */
+    int64_t nb, N, M;
+    simd_act act;
+    int64_t tile_groups; /* groups per L2 tile (prefill) */
+    void *y;             /* [M][N] of y_dtype */
+    int32_t y_dtype;
+} prepared_task;
+
+/* Store the 8 rows of group g for activation row m (fewer at the tail). */
+SIMD_INLINE void store_group(const prepared_task *t, int64_t g, int64_t m, __m256 v) {
+    const int64_t n0 = g * GROUP;
+    if (n0 + GROUP <= t->N) {
+        simd_store8(t->y_dtype, t->y, m * t->N + n0, v);
+        return;
+    }
+    SIMD_ALIGNED float lanes[8];
+    _mm256_store_ps(lanes, v);
+    for (int64_t i = 0; n0 + i < t->N; i++) simd_store1(t->y_dtype, t->y, m * t->N + n0 + i, lanes[i]);
+}
+
+/* Group g against activation rows m0 .. m0+R-1 (R <= 4). */
+static void group_rows(const prepared_task *t, int64_t g, int64_t m0, int R, int stream) {
+    const q5k_gblock *wg[1] = {t->w + g * t->nb};
+    __m256 res[4];
+    switch (R) {
+    case 1: stream ? tile(wg, 1, &t->act, m0, 1, 1, res) : tile(wg, 1, &t->act, m0, 1, 0, res); break;
+    case 2: stream ? tile(wg, 1, &t->act, m0, 2, 1, res) : tile(wg, 1, &t->act, m0, 2, 0, res); break;
+    case 3: stream ? tile(wg, 1, &t->act, m0, 3, 1, res) : tile(wg, 1, &t->act, m0, 3, 0, res); break;
+    default: stream ? tile(wg, 1, &t->act, m0, 4, 1, res) : tile(wg, 1, &t->act, m0, 4, 0, res); break;
+    }
+    for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
+}
+
+/* Activation rows of the prefill tile (one group per kernel call, as Q4_K). */
+#define PREFILL_R 4
+
+/* Groups [begin, end) against every activation row. */
+static void matmul_groups(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const prepared_task *t = arg;
+    if (t->M == 1) {
+        /* decode: two groups at once, from the two halves of the range, so
+         * the thread reads two sequential streams (one left DRAM bandwidth
+         * unused: the prefetchers keep more lines in flight for two) */
+        const int64_t half = (end - begin) / 2;
+        for (int64_t g = begin; g < begin + half; g++) {
+            const q5k_gblock *wg[2] = {t->w + g * t->nb, t->w + (g + half) * t->nb};
+            __m256 res[2];
+            tile(wg, 2, &t->act, 0, 1, 1, res);
+            store_group(t, g, 0, res[0]);
+            store_group(t, g + half, 0, res[1]);
+        }
+        if ((end - begin) % 2) group_rows(t, end - 1, 0, 1, 1);
+        return;
+    }
+    if (t->M <= SIMD_MAX_ROWS) {
+        /* a few sequences decoding together: each group streamed from
+         * memory once, against all rows 4 at a time */
+        for (int64_t g = begin; g < end; g++)
+            for (int64_t m0 = 0; m0 < t->M; m0 += 4) group_rows(t, g, m0, t->M - m0 < 4 ? (int)(t->M - m0) : 4, 1);
+        return;
+    }
+    /* prefill: a tile of groups stays in L2 while every 4 activation rows
+     * pass over it */
+    for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
+        const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
+        for (int64_t m0 = 0; m0 < t->M; m0 += PREFILL_R) {
+            const int R = t->M - m0 < PREFILL_R ? (int)(t->M - m0) : PREFILL_R;
+            for (int64_t g = g0; g < g1; g++) group_rows(t, g, m0, R, 0);
+        }
+    }
+}
+
+vt_status simd_q5_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
+    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
+    const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
+    if (K % 256 != 0) return VT_ERR_INVALID;
+    prepared_task t;
+    memset(&t, 0, sizeof t);
+    vt_status st = simd_quantize_activations(ctx, X, SIMD_ACT_Q8_K32I, &t.act);
+    if (st != VT_OK) return st;
+    t.w = W->data;
+    t.nb = K / 256;
+    t.N = N;
+    t.M = M;
+    t.y = Y->data;
+    t.y_dtype = Y->dtype;
+    const int64_t groups = n_groups(N);
+    const size_t group_bytes = (size_t)t.nb * sizeof(q5k_gblock);
+    int64_t tile = (int64_t)(65536 / group_bytes);
+    t.tile_groups = tile < 1 ? 1 : tile;
+    int64_t chunk = t.tile_groups;
+    if (M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
+        chunk = groups / (4 * (int64_t)ctx->n_threads);
+        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
+    }
+    simd_dynamic_for(ctx, groups, chunk, matmul_groups, &t);
+    return VT_OK;
+}
