@@ -76,7 +76,7 @@ typedef struct outputs {
 /* The weight dtypes simd's prepare hook must take (a MATMUL-only 2-D weight
  * of whole blocks). */
 static int simd_prepares(int32_t dtype) {
-    return dtype == VT_Q4_K || dtype == VT_Q5_K || dtype == VT_Q4_0 || dtype == VT_Q8_0;
+    return dtype == VT_Q4_K || dtype == VT_Q5_K || dtype == VT_Q6_K || dtype == VT_Q4_0 || dtype == VT_Q8_0;
 }
 
 /* When set, run_both gives simd its matmul weight as an engine does: offered
@@ -479,7 +479,7 @@ static void test_matmul_prepared_rows_independent_of_m(void) {
         vt_harness_node_free(&all);
     }
     printf("\n  %d rows of prepared batched matmuls compared with each row alone, %d differ", checked, differing);
-    CU_ASSERT(prepared >= 4); /* Q4_K, Q5_K, Q4_0, Q8_0 at least */
+    CU_ASSERT(prepared >= 5); /* Q4_K, Q5_K, Q6_K, Q4_0, Q8_0 */
     CU_ASSERT(checked > 0);
     CU_ASSERT_EQUAL(differing, 0);
 }
