@@ -738,6 +738,54 @@ static void test_get_rows(void) {
         }
 }
 
+/* GET_ROWS on a prepared table (a tied embedding: the output matmul's weight
+ * and the token table are one tensor, offered for both ops): where simd
+ * takes the table, its rows equal the reference's dequantization bit for
+ * bit; the 32-blocks with D a multiple of 32 but not of 256, every row of a
+ * tail group included. */
+static void test_get_rows_prepared(void) {
+    if (!simd_available()) return;
+    const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
+    const int32_t ids[] = {0, 7, 8, 44, 3, 40, 21};
+    const int64_t V = 45, M = sizeof ids / sizeof *ids;
+    int taken = 0;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
+        const int32_t wt = weight_dtypes[d];
+        if (!act_block(wt)) continue;
+        const int64_t D = act_block(wt) == 32 ? 800 : 768;
+        vt_node node = vt_harness_node(VT_OP_GET_ROWS, VT_PHASE_PREFILL);
+        vt_harness_set_src(&node, 0, vt_harness_weight(wt, D, V, 9500 + d));
+        vt_harness_set_src(&node, 1, vt_harness_i32(M, ids));
+        node.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){D, M});
+        vt_node ref = vt_harness_node_copy(&node);
+        CU_ASSERT_EQUAL(vt_harness_run(harness, "reference", &ref), VT_OK);
+        vt_weight_offer offer = {.struct_size = sizeof offer, .name = "test.token_embd", .tensor = node.src[0],
+                                 .ops = (1u << VT_OP_MATMUL) | (1u << VT_OP_GET_ROWS),
+                                 .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
+        vt_prepared_weight out = {0};
+        char why[256] = "";
+        CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &out, why, sizeof why), VT_OK);
+        if (wt == VT_Q4_0 || wt == VT_Q8_0 || wt == VT_Q6_K) CU_ASSERT_PTR_NOT_NULL(out.data);
+        if (out.data) {
+            taken++;
+            void *file = node.src[0].data;
+            node.src[0].data = out.data;
+            node.prepared = 1u;
+            CU_ASSERT_EQUAL(simd->table->get_rows(simd->ctx, &node), VT_OK);
+            vt_backend_release_weight(simd, out.data);
+            node.src[0].data = file;
+            node.prepared = 0;
+            if (memcmp(node.dst.data, ref.dst.data, (size_t)(D * M) * sizeof(float)) != 0) {
+                printf("\n  prepared %s table: rows differ from the reference", vt_dtype_name(wt));
+                CU_FAIL("prepared get_rows differs");
+            }
+        }
+        vt_harness_node_free(&ref);
+        vt_harness_node_free(&node);
+    }
+    CU_ASSERT(taken >= 3);
+}
+
 /* Widening is exact and narrowing rounds to nearest even in both: identical.
  * Values span many binades, down into f16's subnormals. */
 static void test_convert(void) {
@@ -840,6 +888,7 @@ int main(void) {
         {"swiglu", test_swiglu},
         {"add, same shape and broadcast row", test_add},
         {"get_rows, every table dtype", test_get_rows},
+        {"get_rows on prepared tables equals the reference bit for bit", test_get_rows_prepared},
         {"convert, every dtype pair", test_convert},
         {"supports() accepts the model's nodes in both phases", test_supports_model_shapes},
         {"matmul fails with NOMEM when scratch cannot grow", test_matmul_nomem},

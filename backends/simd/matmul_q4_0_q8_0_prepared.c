@@ -96,6 +96,37 @@ void simd_q8_0_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t
         }
 }
 
+/* Row n of a prepared copy as K f32, equal bit for bit to the host's
+ * dequantization of the file's row (q * d, (q - 8) * d): GET_ROWS on a
+ * prepared table, a tied embedding read by the output matmul too. */
+void simd_q4_0_prepared_row(const void *w, int64_t K, int64_t N, int64_t n, float *dst) {
+    (void)N;
+    const int64_t nb = K / 32;
+    const q4_0_gblock *g = (const q4_0_gblock *)w + (n / GROUP) * nb;
+    const int r = (int)(n % GROUP);
+    for (int64_t b = 0; b < nb; b++) {
+        const float d = vt_fp16_to_f32(g[b].d[r]);
+        for (int h = 0; h < 4; h++)
+            for (int t = 0; t < 4; t++) {
+                const uint8_t q = g[b].qs[h][r * 4 + t];
+                dst[b * 32 + 4 * h + t] = (float)((q & 0x0F) - 8) * d;
+                dst[b * 32 + 16 + 4 * h + t] = (float)((q >> 4) - 8) * d;
+            }
+    }
+}
+
+void simd_q8_0_prepared_row(const void *w, int64_t K, int64_t N, int64_t n, float *dst) {
+    (void)N;
+    const int64_t nb = K / 32;
+    const q8_0_gblock *g = (const q8_0_gblock *)w + (n / GROUP) * nb;
+    const int r = (int)(n % GROUP);
+    for (int64_t b = 0; b < nb; b++) {
+        const float d = vt_fp16_to_f32(g[b].d[r]);
+        for (int h = 0; h < 8; h++)
+            for (int t = 0; t < 4; t++) dst[b * 32 + 4 * h + t] = (float)g[b].qs[h][r * 4 + t] * d;
+    }
+}
+
 /* The 4 activation bytes at p, in every 32-bit lane. */
 SIMD_INLINE __m256i broadcast4(const int8_t *p) {
     int32_t v;
