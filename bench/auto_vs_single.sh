@@ -1,0 +1,97 @@
+#!/bin/sh
+# auto_vs_single.sh — `--backend auto` against the single backends, the
+# measurement issue 19 asks for, in one command (not CI: it writes ~5 GB of
+# models and runs for 10-30 minutes).
+#
+# For each weight type (F32, F16, BF16, Q4_K_M) of the qwen3-0.6B shape, in
+# one run: the calibration (`vt backends --calibrate`, its time), whether
+# auto's decode plan is node for node simd's (`--dry-run --explain`: backend,
+# op and dtypes of every decode node), then `vt bench --backends
+# auto,simd,onednn` with its repetitions interleaved round-robin (so a drift of
+# the machine's speed reaches every backend alike), and a summary line per
+# test: auto's median over the best single backend's. `onednn` is onednn with
+# its default fallback (simd), the hand-made combination for F16/BF16.
+# The load average is recorded before and after each file: on a shared
+# machine the figures are not an idle machine's.
+#
+# usage: bench/auto_vs_single.sh [VT_BINARY] [SCRATCH_DIR]
+#   VT_BINARY    default: build/bin/vt
+#   SCRATCH_DIR  default: /tmp/vt-auto-vs-single (the models are kept there
+#                for reruns; ~5 GB, delete it when done)
+# Environment: AVS_TYPES (default "f32 f16 bf16 q4_k_m"), AVS_REPS (default
+# 5), AVS_THREADS (default 2), AVS_RESULTS_DIR (default bench/results),
+# AVS_SHAPE (default qwen3-0.6b; tiny checks the script in seconds).
+# Output: AVS_RESULTS_DIR/auto-vs-single-<date>.txt (everything printed) and
+# auto-vs-single-<date>-<type>.json (vt bench --json per file).
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+vt=${1:-$here/../build/bin/vt}
+scratch=${2:-/tmp/vt-auto-vs-single}
+types=${AVS_TYPES:-f32 f16 bf16 q4_k_m}
+reps=${AVS_REPS:-5}
+threads=${AVS_THREADS:-2}
+shape=${AVS_SHAPE:-qwen3-0.6b}
+results=${AVS_RESULTS_DIR:-$here/results}
+stamp=$(date +%Y-%m-%d)
+log=$results/auto-vs-single-$stamp.txt
+mkdir -p "$results" "$scratch"
+[ -x "$vt" ] || { echo "auto_vs_single.sh: no vt binary at $vt (build first)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "auto_vs_single.sh: python3 is needed for the summary" >&2; exit 2; }
+
+# Decode nodes of --backend NAME as "phase index label op backend dtypes".
+decode_plan() {
+    "$vt" run -m "$1" -t "$threads" --backend "$2" --dry-run --explain -n 1 2>&1 |
+        grep -E '^ *decode ' | sed 's/  cost:.*//'
+}
+
+# auto's median over the best of the others, per test, from vt bench --json.
+summary() {
+    python3 - "$1" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+by_test = {}
+for r in doc["results"]:
+    if "error" in r:
+        print("  %s: error: %s" % (r["backend"], r["error"]))
+        continue
+    by_test.setdefault(r["test"], {})[r["backend"]] = r["tok_s_median"]
+for test, m in by_test.items():
+    if "auto" not in m:
+        continue
+    others = {b: v for b, v in m.items() if b != "auto"}
+    best = max(others, key=others.get) if others else None
+    line = "  %-6s " % test + "  ".join("%s %.2f" % (b, v) for b, v in m.items())
+    if best:
+        line += "  ->  auto / best single (%s) = %.3f" % (best, m["auto"] / others[best])
+    print(line)
+EOF
+}
+
+{
+    echo "== auto_vs_single.sh $stamp: vt $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?') on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
+    echo "   threads $threads, repetitions $reps (interleaved round-robin), pp128 tg32"
+    for t in $types; do
+        model=$scratch/$shape-$t.gguf
+        [ -f "$model" ] || "$vt" synth --shape "$shape" --type "$t" -o "$model" 2>&1 | tail -1
+        echo
+        echo "== $t: $model"
+        echo "load before: $(cat /proc/loadavg)"
+        echo "-- $vt backends --calibrate -m MODEL -t $threads (the bench's engines then hit the cache)"
+        "$vt" backends --calibrate -m "$model" -t "$threads" 2>&1
+        decode_plan "$model" auto >"$scratch/decode-auto-$t.txt"
+        decode_plan "$model" simd >"$scratch/decode-simd-$t.txt"
+        if cmp -s "$scratch/decode-auto-$t.txt" "$scratch/decode-simd-$t.txt"; then
+            echo "decode plan: auto's is simd's, node for node ($(wc -l <"$scratch/decode-auto-$t.txt") nodes)"
+        else
+            echo "decode plan: auto's differs from simd's:"
+            diff "$scratch/decode-auto-$t.txt" "$scratch/decode-simd-$t.txt" | head -20 || true
+        fi
+        json=$results/auto-vs-single-$stamp-$t.json
+        echo "-- $vt bench -m MODEL --backends auto,simd,onednn -t $threads -p 128 -n 32 -r $reps --json"
+        "$vt" bench -m "$model" --backends auto,simd,onednn -t "$threads" -p 128 -n 32 -r "$reps" --json >"$json"
+        summary "$json"
+        echo "load after: $(cat /proc/loadavg)"
+    done
+} 2>&1 | tee "$log"
+echo "recorded: $log" >&2
