@@ -9,7 +9,8 @@
 # op and dtypes of every decode node), then `vt bench --backends
 # auto,simd,onednn` with its repetitions interleaved round-robin (so a drift of
 # the machine's speed reaches every backend alike), and a summary line per
-# test: auto's median over the best single backend's. `onednn` is onednn with
+# test: auto over the best single backend (ratio of the medians, and the
+# median of the per-round ratios). `onednn` is onednn with
 # its default fallback (simd), the hand-made combination for F16/BF16.
 # The load average is recorded before and after each file: on a shared
 # machine the figures are not an idle machine's.
@@ -45,25 +46,30 @@ decode_plan() {
         grep -E '^ *decode ' | sed 's/  cost:.*//'
 }
 
-# auto's median over the best of the others, per test, from vt bench --json.
+# Per test: every backend's median, and auto over the best single backend
+# (by median) two ways: the ratio of the medians, and the median over the
+# rounds of auto's run over that backend's run in the same round (paired:
+# the runs of one round are seconds apart, so a drift of the machine's speed
+# cancels in each ratio).
 summary() {
     python3 - "$1" <<'EOF'
-import json, sys
+import json, statistics, sys
 doc = json.load(open(sys.argv[1]))
 by_test = {}
 for r in doc["results"]:
     if "error" in r:
         print("  %s: error: %s" % (r["backend"], r["error"]))
         continue
-    by_test.setdefault(r["test"], {})[r["backend"]] = r["tok_s_median"]
+    by_test.setdefault(r["test"], {})[r["backend"]] = r
 for test, m in by_test.items():
-    if "auto" not in m:
-        continue
-    others = {b: v for b, v in m.items() if b != "auto"}
-    best = max(others, key=others.get) if others else None
-    line = "  %-6s " % test + "  ".join("%s %.2f" % (b, v) for b, v in m.items())
-    if best:
-        line += "  ->  auto / best single (%s) = %.3f" % (best, m["auto"] / others[best])
+    line = "  %-6s " % test + "  ".join("%s %.2f (sd %.2f)" % (b, r["tok_s_median"], r["tok_s_stdev"]) for b, r in m.items())
+    others = {b: r for b, r in m.items() if b != "auto"}
+    if "auto" in m and others:
+        best = max(others, key=lambda b: others[b]["tok_s_median"])
+        a, o = m["auto"], others[best]
+        paired = statistics.median(x / y for x, y in zip(a["runs"], o["runs"]))
+        line += "\n         auto / best single (%s): medians %.3f, paired by round %.3f" % (
+            best, a["tok_s_median"] / o["tok_s_median"], paired)
     print(line)
 EOF
 }
