@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <utime.h>
 
+#include "calibrate.h"
 #include "calibration_cache.h"
 #include "engine.h"
 #include "engine_fixture.h"
@@ -422,6 +423,68 @@ static int suite_clean(void) {
     return 0;
 }
 
+/* A scripted timer: the times each candidate returns in turn, and the
+ * order in which the candidates were asked. */
+typedef struct scripted_timer {
+    double times[2][8];
+    int next[2];
+    int order[16];
+    int n_calls;
+    int fail_on_call; /* -1: never */
+} scripted_timer;
+
+static vt_status scripted(void *user, int which, double *seconds) {
+    scripted_timer *t = user;
+    if (t->n_calls == t->fail_on_call) return VT_ERR_BACKEND;
+    t->order[t->n_calls++] = which;
+    *seconds = t->times[which][t->next[which]++];
+    return VT_OK;
+}
+
+/* Close calls are timed again alternately and keep each candidate's fastest
+ * timing; a clear winner is not timed again; a failing timing names its
+ * candidate. */
+static void test_close_calls_are_timed_again(void) {
+    /* 32 ms vs 31.9 ms: close. Two rounds, the first starting with
+     * candidate 0, the second with 1; their fastest: 20 ms and 30 ms, so
+     * the decision flips to the candidate that was truly faster. */
+    scripted_timer t = {{{21e-3, 20e-3}, {33e-3, 30e-3}}, {0, 0}, {0}, 0, -1};
+    double s[2] = {32e-3, 31.9e-3};
+    int retimed = -1, failed = 7;
+    CU_ASSERT_EQUAL(vt_auto_settle_close(s, scripted, &t, &retimed, &failed), VT_OK);
+    CU_ASSERT_EQUAL(retimed, 2 * VT_AUTO_RETIME_ROUNDS);
+    CU_ASSERT_EQUAL(failed, -1);
+    CU_ASSERT_EQUAL(t.n_calls, 4);
+    static const int want_order[4] = {0, 1, 1, 0};
+    for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(t.order[k], want_order[k]);
+    CU_ASSERT_DOUBLE_EQUAL(s[0], 20e-3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(s[1], 30e-3, 1e-12);
+
+    /* a first timing faster than every retiming is kept */
+    scripted_timer keep = {{{50e-3, 50e-3}, {50e-3, 50e-3}}, {0, 0}, {0}, 0, -1};
+    double k2[2] = {10e-3, 11e-3};
+    CU_ASSERT_EQUAL(vt_auto_settle_close(k2, scripted, &keep, &retimed, &failed), VT_OK);
+    CU_ASSERT_DOUBLE_EQUAL(k2[0], 10e-3, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(k2[1], 11e-3, 1e-12);
+
+    /* just past the margin either way: not close, nothing timed */
+    scripted_timer none = {{{0}}, {0, 0}, {0}, 0, -1};
+    double far[2] = {10e-3, 10e-3 * VT_AUTO_CLOSE * 1.001};
+    CU_ASSERT_EQUAL(vt_auto_settle_close(far, scripted, &none, &retimed, &failed), VT_OK);
+    double far_rev[2] = {far[1], far[0]};
+    CU_ASSERT_EQUAL(vt_auto_settle_close(far_rev, scripted, &none, &retimed, &failed), VT_OK);
+    CU_ASSERT_EQUAL(none.n_calls, 0);
+    CU_ASSERT_EQUAL(retimed, 0);
+    CU_ASSERT_DOUBLE_EQUAL(far[1], 10e-3 * VT_AUTO_CLOSE * 1.001, 1e-12);
+
+    /* a failure on the third timing (round 1's first: candidate 1) */
+    scripted_timer bad = {{{20e-3, 20e-3}, {20e-3, 20e-3}}, {0, 0}, {0}, 0, 2};
+    double b2[2] = {20e-3, 21e-3};
+    CU_ASSERT_EQUAL(vt_auto_settle_close(b2, scripted, &bad, &retimed, &failed), VT_ERR_BACKEND);
+    CU_ASSERT_EQUAL(failed, 1);
+    CU_ASSERT_EQUAL(retimed, 2);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"a third-party plugin is timed like any backend; the second engine reads the cache",
@@ -438,6 +501,7 @@ int main(void) {
          test_preparing_backend_is_timed_through_the_hook},
         {"a prepare hook failing during calibration leaves its backend out with its reason",
          test_failing_prepare_hook_is_left_out},
+        {"close calls are timed again alternately, each candidate keeping its fastest", test_close_calls_are_timed_again},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("auto_place", suite_init, suite_clean, tests);

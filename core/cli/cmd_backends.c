@@ -172,7 +172,8 @@ static vt_status run_calibrate(const backends_opts *o, vt_error *err) {
     if (st == VT_OK) st = vt_engine_create_shaped(&opt, model, &shape, &e, err);
     if (st == VT_OK) {
         const vt_auto_costs *c = e->costs;
-        printf("calibrated %d shape classes (%d times) in %.2f s on %d threads; cache: %s\n", c->n, c->measured,
+        printf("calibrated %d shape classes (%d times, %d more for close calls) in %.2f s on %d threads; cache: %s\n",
+               c->n, c->measured, c->retimed,
                c->calibration_seconds, e->host->n_threads, c->cache_path[0] ? c->cache_path : "none");
         for (int k = 0; k < c->n; k++) {
             int best = -1;

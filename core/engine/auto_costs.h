@@ -47,6 +47,7 @@ typedef struct vt_auto_costs {
     /* What the last calibration did, for --explain and vt bench. */
     double calibration_seconds;
     int measured;    /* (class, backend) pairs timed now */
+    int retimed;     /* timings made again for close calls (calibrate.h) */
     int from_cache;  /* pairs read from the cache */
     bool cache_hit;  /* nothing needed timing */
     bool recalibrate; /* time the plans' classes again, whatever the cache holds */

@@ -144,6 +144,42 @@ static vt_status time_node(vt_plan *const *plans, int n_plans, const vt_plan *p,
     return VT_OK;
 }
 
+vt_status vt_auto_settle_close(double seconds[2], vt_auto_timer time_again, void *user, int *retimed, int *failed) {
+    *retimed = 0;
+    *failed = -1;
+    const double lo = seconds[0] < seconds[1] ? seconds[0] : seconds[1];
+    const double hi = seconds[0] < seconds[1] ? seconds[1] : seconds[0];
+    if (!(lo >= 0) || hi > VT_AUTO_CLOSE * lo) return VT_OK;
+    for (int r = 0; r < VT_AUTO_RETIME_ROUNDS; r++)
+        for (int k = 0; k < 2; k++) {
+            const int which = (r + k) % 2;
+            double s = 0;
+            vt_status st = time_again(user, which, &s);
+            if (st != VT_OK) {
+                *failed = which;
+                return st;
+            }
+            ++*retimed;
+            if (s < seconds[which]) seconds[which] = s;
+        }
+    return VT_OK;
+}
+
+/* A close call's candidate timed again, through time_node like the first time. */
+typedef struct retime_ctx {
+    vt_plan *const *plans;
+    int n_plans;
+    const vt_plan *p;
+    int32_t node;
+    int backend[2];
+    vt_error why;
+} retime_ctx;
+
+static vt_status retime(void *user, int which, double *seconds) {
+    retime_ctx *x = user;
+    return time_node(x->plans, x->n_plans, x->p, x->node, x->backend[which], -1, seconds, &x->why);
+}
+
 /* Candidates by probe score, highest first: the likely winner is timed
  * first, so the others can be cut short against its time. */
 static int timing_order(const vt_registry *r, const vt_auto_costs *c, int *order) {
@@ -175,9 +211,23 @@ static void progress(bool on, int done, int total) {
     fflush(stderr);
 }
 
+/* Backend b failed on node i of p: warned, its times dropped, left out. */
+static void left_out(vt_auto_costs *c, const vt_plan *p, int32_t i, int b, const char *why) {
+    char desc[256];
+    vt_node q;
+    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &q);
+    vt_plan_describe_node(&q, desc, sizeof desc);
+    vt_log(VT_LOG_WARN, "core",
+           "--backend auto: backend '%s' failed during calibration on %s %s (%s): it is left out of auto placement",
+           vt_registry_at(p->registry, b)->name, p->nodes[i].label, desc, why);
+    c->failed[b] = true;
+    for (int m = 0; m < c->n; m++) c->classes[m].seconds[b] = VT_COST_UNMEASURED;
+}
+
 vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv, vt_auto_costs *c, vt_error *err) {
     const double t_start = now();
     c->measured = 0;
+    c->retimed = 0;
     if (n_plans < 1) return VT_OK;
     const vt_registry *r = plans[0]->registry;
     int order[VT_AUTO_MAX_BACKENDS];
@@ -212,6 +262,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 const double have = c->classes[k].seconds[b];
                 if (have >= 0 && (best < 0 || have < best)) best = have;
             }
+            bool timed_now[VT_AUTO_MAX_BACKENDS] = {false};
             for (int j = 0; j < n_order; j++) {
                 const int b = order[j];
                 if (c->failed[b] || c->classes[k].seconds[b] != VT_COST_UNMEASURED) continue;
@@ -224,22 +275,39 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 vt_error why = {0};
                 vt_status run = time_node(plans, n_plans, p, i, b, best, &s, &why);
                 if (run != VT_OK) {
-                    char desc[256];
-                    vt_node q;
-                    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &q);
-                    vt_plan_describe_node(&q, desc, sizeof desc);
                     if (show) progress(true, total, total);
-                    vt_log(VT_LOG_WARN, "core",
-                           "--backend auto: backend '%s' failed during calibration on %s %s (%s): it is left out of "
-                           "auto placement",
-                           e->name, p->nodes[i].label, desc, why.msg);
-                    c->failed[b] = true;
-                    for (int m = 0; m < c->n; m++) c->classes[m].seconds[b] = VT_COST_UNMEASURED;
+                    left_out(c, p, i, b, why.msg);
                     continue;
                 }
                 c->classes[k].seconds[b] = s;
                 c->measured++;
                 if (best < 0 || s < best) best = s;
+                timed_now[b] = true;
+            }
+            /* the two fastest of those timed now: a close call is timed again */
+            retime_ctx x = {plans, n_plans, p, i, {-1, -1}, {0}};
+            for (int j = 0; j < n_order; j++) {
+                const int b = order[j];
+                const double s = c->classes[k].seconds[b];
+                if (!timed_now[b] || c->failed[b] || s < 0) continue;
+                if (x.backend[0] < 0 || s < c->classes[k].seconds[x.backend[0]]) {
+                    x.backend[1] = x.backend[0];
+                    x.backend[0] = b;
+                } else if (x.backend[1] < 0 || s < c->classes[k].seconds[x.backend[1]]) {
+                    x.backend[1] = b;
+                }
+            }
+            if (x.backend[1] >= 0) {
+                double t[2] = {c->classes[k].seconds[x.backend[0]], c->classes[k].seconds[x.backend[1]]};
+                int retimed = 0, failed = -1;
+                if (vt_auto_settle_close(t, retime, &x, &retimed, &failed) == VT_OK) {
+                    c->classes[k].seconds[x.backend[0]] = t[0];
+                    c->classes[k].seconds[x.backend[1]] = t[1];
+                } else {
+                    if (show) progress(true, total, total);
+                    left_out(c, p, i, x.backend[failed], x.why.msg);
+                }
+                c->retimed += retimed;
             }
             progress(show, ++done, total);
         }

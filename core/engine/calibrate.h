@@ -10,7 +10,14 @@
  * min(batch, VT_AUTO_CALIBRATION_TOKENS) tokens for prefill and one token per
  * sequence at position 255 for decode. One warm-up run, then the median of at
  * least three (two, the faster kept, for nodes of 30 ms or more); a backend whose first timed run is already four times the best time
- * of the class is recorded at that time and not repeated (it cannot win). */
+ * of the class is recorded at that time and not repeated (it cannot win).
+ *
+ * Close calls are timed again: when the two fastest candidates of a class
+ * measured now are within VT_AUTO_CLOSE of each other, each is timed
+ * VT_AUTO_RETIME_ROUNDS more times, alternately (round r starts with the
+ * r-th), and keeps its fastest timing. On a loaded machine one timing can be
+ * 1.5x off; a decision that close would otherwise be taken by whichever
+ * candidate ran during a quieter moment, and the cache would keep it. */
 #ifndef VT_CORE_CALIBRATE_H
 #define VT_CORE_CALIBRATE_H
 
@@ -18,6 +25,19 @@
 #include "error.h"
 #include "kv_cache.h"
 #include "plan.h"
+
+#define VT_AUTO_CLOSE 1.25
+#define VT_AUTO_RETIME_ROUNDS 2
+
+/* Times candidate `which` (0 or 1) once more: *seconds, or its failure. */
+typedef vt_status (*vt_auto_timer)(void *user, int which, double *seconds);
+
+/* The close-call rule on two candidates' times: if the slower is within
+ * VT_AUTO_CLOSE of the faster, VT_AUTO_RETIME_ROUNDS rounds of one timing
+ * each (round r: candidate r % 2 first), each candidate keeping its fastest;
+ * *retimed counts the timings made. A failing timing stops there: its
+ * status is returned and *failed (0 or 1) names the candidate. */
+vt_status vt_auto_settle_close(double seconds[2], vt_auto_timer time_again, void *user, int *retimed, int *failed);
 
 /* Time every (class, candidate) pair of the plans' nodes that c does not
  * hold yet. A backend whose op fails is marked failed in c (its times

@@ -457,8 +457,10 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
         fprintf(f, "backend: auto (from %s): each node on the candidate with the lowest measured time of its shape "
                    "class; unmeasured: %s, then %s\n",
                 vt_options_source(&e->opt, "runtime.backend"), pb->name, fb ? fb->name : "none");
-        fprintf(f, "auto: %d shape classes, %d times measured now in %.2f s, %d from the cache%s%s\n", c->n,
-                c->measured, c->calibration_seconds, c->from_cache, c->cache_path[0] ? " " : "", c->cache_path);
+        fprintf(f, "auto: %d shape classes, %d times measured now (%d more for close calls) in %.2f s, %d from the "
+                   "cache%s%s\n",
+                c->n, c->measured, c->retimed, c->calibration_seconds, c->from_cache, c->cache_path[0] ? " " : "",
+                c->cache_path);
     } else {
         fprintf(f, "backend: %s (fallback: %s); backend from %s; fallback from %s\n", pb->name,
                 fb ? fb->name : "none",
