@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "calibrate.h"
 #include "vt/vt.h"
 
 #define MAGIC "vt-calibration 1\n"
@@ -45,7 +46,10 @@ static void cpu_model(char *buf, size_t size) {
 void vt_calibration_key(const vt_registry *r, const vt_auto_costs *c, int threads, char *key, size_t size) {
     char cpu[256];
     cpu_model(cpu, sizeof cpu);
-    int n = snprintf(key, size, "cpu %s\nthreads %d\nvt %s\n", cpu, threads, vt_version());
+    /* the timing rule is part of the key: times taken by an older rule
+     * (close calls decided by one timing) are measured again */
+    int n = snprintf(key, size, "cpu %s\nthreads %d\nvt %s\ntiming close calls within %.2fx: %d more rounds\n", cpu,
+                     threads, vt_version(), VT_AUTO_CLOSE, VT_AUTO_RETIME_ROUNDS);
     for (int i = 0; i < vt_registry_count(r) && i < VT_AUTO_MAX_BACKENDS && n > 0 && (size_t)n < size; i++) {
         if (!c->candidate[i]) continue;
         const vt_backend_entry *b = vt_registry_at(r, i);
