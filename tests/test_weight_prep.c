@@ -13,12 +13,20 @@
  *   - a failing hook refuses the engine naming backend, tensor and reason
  *     (under ASan the copies made before it must be freed: a leak fails);
  *   - vt backends --test runs its cases through the hook;
- *   - an ABI 1.0 plugin keeps loading and running, preparing nothing. */
+ *   - an ABI 1.0 plugin keeps loading and running, preparing nothing;
+ *   - the memory rule: the file's pages of a tensor only prepared copies
+ *     read leave this process's resident set at engine creation (measured
+ *     in /proc/self/pagemap), those of a tensor an unprepared node also
+ *     reads stay, and the forward still equals the reference's. */
+#include <fcntl.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "engine_fixture.h"
 #include "host.h"
 #include "json_mini.h"
 #include "model.h"
@@ -215,6 +223,185 @@ static void test_abi_1_0_plugin_prepares_nothing_and_runs(void) {
     free(ref), free(got), free(err);
 }
 
+/* ---- the memory rule: released originals ---- */
+
+static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
+
+/* The whole pages inside [data, data + size): what release may drop. */
+static void interior_pages(const void *data, size_t size, uintptr_t *first, uintptr_t *end) {
+    const uintptr_t p = page_size(), a = (uintptr_t)data;
+    *first = (a + p - 1) / p * p;
+    *end = (a + size) / p * p;
+    if (*end < *first) *end = *first;
+}
+
+/* Pages of [first, end) (page-aligned) mapped in this process's page table:
+ * its resident set there, whatever the page cache holds. -1 if pagemap
+ * cannot be read. */
+static long present_pages(uintptr_t first, uintptr_t end) {
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) return -1;
+    long present = 0;
+    for (uintptr_t a = first; a < end; a += page_size()) {
+        uint64_t entry = 0;
+        if (pread(fd, &entry, sizeof entry, (off_t)(a / page_size() * sizeof entry)) != (ssize_t)sizeof entry) {
+            present = -1;
+            break;
+        }
+        present += (long)(entry >> 63); /* bit 63: page present */
+    }
+    close(fd);
+    return present;
+}
+
+static size_t tensor_bytes(const vt_gguf_tensor *t) {
+    return vt_row_size(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
+/* Read one byte of every page of the mapping: all of it resident, as after
+ * a forward on a backend that reads the file's bytes. */
+static void touch_mapping(const vt_gguf *g) {
+    size_t size;
+    const volatile unsigned char *base = vt_gguf_mapping(g, &size);
+    unsigned sum = 0;
+    for (size_t off = 0; off < size; off += page_size()) sum += base[off];
+    (void)sum;
+}
+
+/* Prefill of the prompt's ids on e: the last position's logits (malloc'ed). */
+static float *prefill_logits(vt_engine *e) {
+    static const int32_t ids[] = {1, 17, 42, 99, 5, 250, 3, 77};
+    vt_error err = {0};
+    if (vt_engine_eval(e, ids, 8, false, &err) != VT_OK) {
+        fprintf(stderr, "eval: %s\n", err.msg);
+        return NULL;
+    }
+    const size_t n = (size_t)e->model->hp.n_vocab;
+    float *out = malloc(n * sizeof *out);
+    if (out) memcpy(out, vt_engine_logits(e, 0), n * sizeof *out);
+    return out;
+}
+
+/* Build a prep_reversed engine on a fully resident mapping (fallback
+ * reference; with decline_get_rows the embedding lookup runs there, on the
+ * file's bytes) and check, tensor by tensor, which pages left the resident
+ * set; then that the forward equals the reference's on the same mapping. */
+static void check_release(bool decline_get_rows) {
+    vt_model *m = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
+    CU_ASSERT_PTR_EQUAL_FATAL(m->output, m->tok_embd); /* the test needs a tied embedding */
+    size_t map_size;
+    const void *map = vt_gguf_mapping(m->gguf, &map_size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(map);
+    uintptr_t map_first, map_end;
+    interior_pages(map, map_size, &map_first, &map_end);
+    touch_mapping(m->gguf);
+    const long before = present_pages(map_first, map_end);
+    if (before < 0) {
+        vt_model_free(m);
+        CU_FAIL_FATAL("/proc/self/pagemap is not readable");
+    }
+    CU_ASSERT_EQUAL(before, (long)((map_end - map_first) / page_size()));
+
+    vt_options o;
+    vt_fixture_options(&o, "prep_reversed", VT_F32);
+    snprintf(o.backend_path, sizeof o.backend_path, "%s", VT_TEST_PLUGIN_DIR);
+    if (decline_get_rows) setenv("VT_TEST_PREP_DECLINE_GET_ROWS", "1", 1);
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_create(&o, m, false, &e, &err);
+    if (st != VT_OK) fprintf(stderr, "engine: %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, VT_OK);
+    const long after = present_pages(map_first, map_end);
+
+    /* Every matmul weight: its interior pages gone, unless it is the
+     * embedding and get_rows reads it unprepared on the fallback. */
+    size_t want_released = 0;
+    int checked = 0;
+    for (int il = 0; il <= m->hp.n_layer; il++) {
+        const vt_layer_weights *w = il < m->hp.n_layer ? &m->layers[il] : NULL;
+        const vt_gguf_tensor *ts[7] = {m->output};
+        if (w) {
+            const vt_gguf_tensor *layer[7] = {w->wq, w->wk, w->wv, w->wo, w->ffn_gate, w->ffn_up, w->ffn_down};
+            memcpy(ts, layer, sizeof ts);
+        }
+        for (int k = 0; k < (w ? 7 : 1); k++) {
+            uintptr_t first, end;
+            interior_pages(ts[k]->data, tensor_bytes(ts[k]), &first, &end);
+            const long pages = (long)((end - first) / page_size()), resident = present_pages(first, end);
+            const bool kept = decline_get_rows && ts[k] == m->tok_embd;
+            if (resident != (kept ? pages : 0))
+                fprintf(stderr, "%s: %ld of %ld interior pages resident, wanted %s\n", ts[k]->name, resident, pages,
+                        kept ? "all" : "none");
+            CU_ASSERT_EQUAL(resident, kept ? pages : 0);
+            if (!kept) want_released += (size_t)(end - first);
+            checked++;
+        }
+    }
+    CU_ASSERT(checked > 10);
+    CU_ASSERT(want_released > 0);
+    /* The accounting is what left the resident set, to the page. */
+    int n_released;
+    CU_ASSERT_EQUAL(vt_weight_prep_released(e->prepared, &n_released), want_released);
+    CU_ASSERT_EQUAL(before - after, (long)(want_released / page_size()));
+    if (decline_get_rows) { /* the embedding lookup did move to the fallback */
+        bool on_reference = false;
+        for (int32_t i = 0; i < e->prefill->n_nodes; i++)
+            if (e->prefill->nodes[i].op == VT_OP_GET_ROWS)
+                on_reference = strcmp(vt_registry_at(e->registry, e->prefill->nodes[i].backend)->name, "reference") == 0;
+        CU_ASSERT(on_reference);
+    }
+
+    /* Outputs stay right: the same logits as the reference on the same
+     * mapping (a second engine in the process: whatever it reads of the
+     * released pages faults back in from the file). */
+    float *got = prefill_logits(e);
+    vt_engine_free(e);
+    unsetenv("VT_TEST_PREP_DECLINE_GET_ROWS");
+    vt_engine *ref = NULL;
+    vt_fixture_options(&o, "reference", VT_F32);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_create(&o, m, false, &ref, &err), VT_OK);
+    float *want = prefill_logits(ref);
+    CU_ASSERT_FATAL(got && want);
+    int differ = 0;
+    for (int32_t i = 0; i < m->hp.n_vocab; i++) differ += got[i] != want[i];
+    CU_ASSERT_EQUAL(differ, 0); /* lossless copies, the reference's own kernels */
+    free(got), free(want);
+    vt_engine_free(ref);
+    vt_model_free(m);
+}
+
+static void test_release_when_every_reader_is_prepared(void) { check_release(false); }
+static void test_keep_when_an_unprepared_node_reads(void) { check_release(true); }
+
+static void test_explain_and_bench_report_released_bytes(void) {
+    char *out = NULL, *err = NULL;
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 2 --temp 0 --ids --backend prep_reversed "
+                                                "--fallback none --explain", model_path, prompt);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "originals released: ") : NULL);
+    free(out), free(err);
+    char msg[200] = "";
+    rc = vt_test_run_vt_checked(&out, &err, "bench -m '%s' --backends prep_reversed --fallback none -p 4 -n 2 -r 1 "
+                                            "--json --membw-mib 0", model_path);
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    json_value doc;
+    CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n >= 1);
+    const json_value *rel = json_get(&results->items[0], "released_original_bytes");
+    const json_value *rss = json_get(&doc, "peak_rss_bytes");
+    CU_ASSERT_FATAL(rel && rel->type == JSON_NUMBER && rss && rss->type == JSON_NUMBER);
+    int count;
+    size_t bytes;
+    matmul_weights(&count, &bytes);
+    /* whole pages of the matmul weights: at most their bytes, most of them */
+    CU_ASSERT(rel->number > 0.5 * (double)bytes && rel->number <= (double)bytes);
+    CU_ASSERT(rss->number > (double)bytes); /* the process holds at least the copies */
+    json_free(&doc);
+    free(out), free(err);
+}
+
 int main(void) {
     static char path[1024];
     snprintf(path, sizeof path, "%s/models/qwen3-tiny-q4_k_m.gguf", VT_TEST_DATA_DIR);
@@ -230,6 +417,12 @@ int main(void) {
          test_failing_hook_refuses_the_engine},
         {"vt backends --test runs the plugin's cases through its hook", test_backends_test_goes_through_the_hook},
         {"an ABI 1.0 plugin loads, prepares nothing, runs as before", test_abi_1_0_plugin_prepares_nothing_and_runs},
+        {"every reader prepared: the tensor's file pages leave the resident set, logits equal the reference's",
+         test_release_when_every_reader_is_prepared},
+        {"a tensor an unprepared node also reads keeps its file pages resident",
+         test_keep_when_an_unprepared_node_reads},
+        {"--explain and vt bench --json report the released bytes and the peak RSS",
+         test_explain_and_bench_report_released_bytes},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("weight_prep", NULL, NULL, tests);

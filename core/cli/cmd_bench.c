@@ -14,6 +14,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "backend_set.h"
@@ -76,7 +77,15 @@ typedef struct bench_result {
     double create_seconds;         /* the engine's creation, weight preparation included */
     size_t prepared_bytes;         /* weights its backends prepared (ABI 1.2), all backends */
     char prepared[256];            /* the same per backend: "simd 12.0 MiB (196 tensors)" or "none" */
+    size_t released_bytes;         /* of the file's mapping, tensors only prepared copies read */
 } bench_result;
+
+/* The process's peak resident set so far (getrusage; Linux reports KiB). */
+static size_t peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0 || ru.ru_maxrss < 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024u;
+}
 
 typedef struct bench_job {
     const vt_cli_common *c;
@@ -86,6 +95,7 @@ typedef struct bench_job {
     int32_t *tokens;   /* [max(n_prompt, n_gen)] random ids */
     vt_profiler *profiler;
     vt_progress *bar;
+    size_t peak_rss_bytes; /* the process's resident high-water mark once every run is done */
 } bench_job;
 
 /* One prefill of n_prompt tokens on a fresh sequence: tokens/s. */
@@ -178,6 +188,7 @@ static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err)
         r->create_seconds = e->create_seconds;
         r->prepared_bytes = vt_weight_prep_total(e->prepared);
         vt_weight_prep_describe(e->prepared, r->prepared, sizeof r->prepared);
+        r->released_bytes = vt_weight_prep_released(e->prepared, NULL);
     }
     return VT_OK;
 }
@@ -293,6 +304,7 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
            "\"bandwidth_gb_s\": ",
            (long long)job->reps, (long long)job->model->weight_bytes, (long long)job->model->n_params, (long long)bpt);
     vt_json_number(stdout, bw);
+    printf(", \"peak_rss_bytes\": %zu", job->peak_rss_bytes);
     printf(", \"kv_cache_bytes_per_token\": %lld, \"kv_cache_bytes_per_token_by_dtype\": {",
            (long long)kv_bytes_per_token(job, job->c->opt.kv_cache_dtype));
     for (int i = 0; i < N_KV_DTYPES; i++) {
@@ -325,7 +337,8 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         vt_json_number(stdout, r->stdev);
         printf(", \"create_seconds\": ");
         vt_json_number(stdout, r->create_seconds);
-        printf(", \"prepared_weight_bytes\": %zu", r->prepared_bytes);
+        printf(", \"prepared_weight_bytes\": %zu, \"released_original_bytes\": %zu", r->prepared_bytes,
+               r->released_bytes);
         printf(", \"runs\": [");
         for (int64_t k = 0; k < job->reps; k++) {
             printf("%s", k ? ", " : "");
@@ -442,13 +455,19 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
                                                  : "nothing to measure");
             break;
         }
-    printf("\n%-10s %5s %10s  %s\n", "backend", "seqs", "create s", "prepared weights");
+    /* released: the file's pages of tensors only prepared copies read (they
+     * left the resident set) */
+    printf("\n%-10s %5s %10s %13s  %s\n", "backend", "seqs", "create s", "released MiB", "prepared weights");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (r->error[0] || (i > 0 && strcmp(r->backend, res[i - 1].backend) == 0 && r->n_seqs == res[i - 1].n_seqs))
             continue; /* one engine per backend and sequence count */
-        printf("%-10s %5d %10.3f  %s\n", r->backend, r->n_seqs, r->create_seconds, r->prepared);
+        printf("%-10s %5d %10.3f %13.1f  %s\n", r->backend, r->n_seqs, r->create_seconds,
+               (double)r->released_bytes / (1024.0 * 1024.0), r->prepared);
     }
+    printf("peak RSS: %.1f MiB (the process's high-water mark: every engine of this run at once, the bandwidth "
+           "buffers when measured)\n",
+           (double)job->peak_rss_bytes / (1024.0 * 1024.0));
 }
 
 /* ---- set-up ---- */
@@ -566,7 +585,7 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     bench_config *cfgs = NULL;
     double *runs = NULL;
     int *order = NULL;
-    bench_job job = {&o->c, NULL, n_prompt, n_gen, reps, o->parallel_given, NULL, NULL, NULL};
+    bench_job job = {&o->c, NULL, n_prompt, n_gen, reps, o->parallel_given, NULL, NULL, NULL, 0};
     const int n_par = o->n_parallel, n_cfg = set->n * n_par;
     vt_progress bar;
     double bw = NAN;
@@ -629,6 +648,7 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     }
     vt_progress_begin(&bar, "bench", (double)set->n * all_seqs * (double)reps * (double)(n_prompt + n_gen));
     bench_interleaved(&job, cfgs, n_cfg, &first_failure);
+    job.peak_rss_bytes = peak_rss_bytes();
     vt_progress_end(&bar);
     if (o->c.dry_run) goto done;
 

@@ -24,6 +24,8 @@ struct vt_weight_prep {
     const vt_registry *registry;
     prepared_copy *copies;
     int32_t n, cap;
+    size_t released_bytes; /* of the file's mapping, vt_weight_prep_release_originals */
+    int released_tensors;
 };
 
 static bool has_hook(const vt_registry *r, int32_t backend) {
@@ -190,6 +192,56 @@ void vt_weight_prep_free(vt_weight_prep *w) {
     free(w);
 }
 
+/* The value whose memory v is: v itself, or the value a chain of views shows. */
+static int32_t root_value(const vt_plan *p, int32_t v) {
+    for (int hops = 0; v >= 0 && p->values[v].kind == VT_VAL_VIEW && hops < p->n_values; hops++) v = p->values[v].base;
+    return v;
+}
+
+/* Does any node of plans read the tensor at original other than through a
+ * prepared copy (another backend, an op its backend did not prepare, a view)? */
+static bool read_unprepared(vt_plan *const *plans, int n_plans, const void *original) {
+    for (int k = 0; k < n_plans; k++) {
+        const vt_plan *p = plans[k];
+        for (int32_t i = 0; i < p->n_nodes; i++) {
+            const vt_plan_node *n = &p->nodes[i];
+            for (int s = 0; s < n->n_src; s++) {
+                const int32_t v = root_value(p, n->src[s]);
+                if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT || p->values[v].data != original) continue;
+                if (!n->prepared[s]) return true;
+            }
+        }
+    }
+    return false;
+}
+
+void vt_weight_prep_release_originals(vt_weight_prep *w, vt_plan *const *plans, int n_plans, const vt_gguf *g) {
+    if (!w) return;
+    for (int32_t i = 0; i < w->n; i++) {
+        const prepared_copy *c = &w->copies[i];
+        /* A tensor prepared by two backends is one range: judge it once. */
+        bool seen = false;
+        for (int32_t j = 0; j < i && !seen; j++) seen = w->copies[j].original == c->original;
+        if (seen) continue;
+        bool every_copy_made = true; /* a backend that declined reads the file's bytes */
+        for (int32_t j = i; j < w->n; j++)
+            if (w->copies[j].original == c->original && (!w->copies[j].data || w->copies[j].data == c->original))
+                every_copy_made = false;
+        if (!every_copy_made || read_unprepared(plans, n_plans, c->original)) continue;
+        const vt_tensor *t = &c->tensor;
+        const size_t bytes = vt_row_size(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+        const size_t released = vt_gguf_release_pages(g, c->original, bytes);
+        if (released == 0) continue;
+        w->released_bytes += released;
+        w->released_tensors++;
+    }
+}
+
+size_t vt_weight_prep_released(const vt_weight_prep *w, int *n_tensors) {
+    if (n_tensors) *n_tensors = w ? w->released_tensors : 0;
+    return w ? w->released_bytes : 0;
+}
+
 size_t vt_weight_prep_bytes(const vt_weight_prep *w, int32_t backend, int *n_tensors) {
     size_t bytes = 0;
     int n = 0;
@@ -228,4 +280,9 @@ void vt_weight_prep_print(const vt_weight_prep *w, FILE *f) {
     char line[1024];
     vt_weight_prep_describe(w, line, sizeof line);
     fprintf(f, "prepared weights: %s\n", line);
+    int n;
+    const size_t released = vt_weight_prep_released(w, &n);
+    if (released)
+        fprintf(f, "originals released: %.1f MiB of the file's mapping (%d tensors)\n",
+                (double)released / (1024.0 * 1024.0), n);
 }

@@ -26,6 +26,16 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
                              vt_error *err);
 void vt_weight_prep_free(vt_weight_prep *w);
 
+/* The memory rule, one resident copy of each weight: a tensor every reader
+ * of which (every node of plans, every phase and backend, through views
+ * too) reads a prepared copy has its pages of the file's mapping released
+ * (vt_gguf_release_pages: they leave the resident set and would fault back
+ * in from the file if read). A tensor any node reads unprepared keeps them.
+ * Call once, after vt_weight_prep_run, before the first forward. */
+void vt_weight_prep_release_originals(vt_weight_prep *w, vt_plan *const *plans, int n_plans, const vt_gguf *g);
+/* Bytes of the file's mapping released that way, and of how many tensors. */
+size_t vt_weight_prep_released(const vt_weight_prep *w, int *n_tensors);
+
 /* --backend auto's calibration times node i of p (one of plans) on backend
  * (a registry index) through this same hook, so a backend that prepares is
  * timed on its own layout: each weight operand of node (built by
@@ -47,7 +57,8 @@ size_t vt_weight_prep_total(const vt_weight_prep *w);
 /* "NAME X MiB (N tensors)[, ...]" per backend with the hook that was
  * offered weights, or "none". */
 void vt_weight_prep_describe(const vt_weight_prep *w, char *buf, size_t size);
-/* "prepared weights: " and the above, one line. */
+/* "prepared weights: " and the above, one line; then, if any, a line
+ * "originals released: X MiB of the file's mapping (N tensors)". */
 void vt_weight_prep_print(const vt_weight_prep *w, FILE *f);
 
 #endif

@@ -87,6 +87,16 @@ uint32_t vt_gguf_version(const vt_gguf *g);
 size_t vt_gguf_alignment(const vt_gguf *g);
 const char *vt_gguf_path(const vt_gguf *g); /* "<memory>" for open_memory */
 size_t vt_gguf_file_size(const vt_gguf *g);
+/* Tell the kernel this process no longer needs the whole pages inside
+ * [data, data + size) of the file's mapping (madvise MADV_DONTNEED on the
+ * page-aligned interior): they leave the process's resident set, stay
+ * valid, and fault back in from the file if anything reads them again. The
+ * mapping is read-only, so no content is lost. Returns the bytes advised: 0
+ * for a buffer from open_memory, a range outside the mapping, a range
+ * holding no whole page, or a refused advice. */
+size_t vt_gguf_release_pages(const vt_gguf *g, const void *data, size_t size);
+/* The file's mapping (NULL, 0 for open_memory): where its residency is measured. */
+const void *vt_gguf_mapping(const vt_gguf *g, size_t *size);
 
 int64_t vt_gguf_n_kv(const vt_gguf *g);
 const vt_gguf_kv *vt_gguf_kv_at(const vt_gguf *g, int64_t i);

@@ -627,6 +627,26 @@ uint32_t vt_gguf_version(const vt_gguf *g) { return g->version; }
 size_t vt_gguf_alignment(const vt_gguf *g) { return g->alignment; }
 const char *vt_gguf_path(const vt_gguf *g) { return g->path ? g->path : "<memory>"; }
 size_t vt_gguf_file_size(const vt_gguf *g) { return g->size; }
+
+const void *vt_gguf_mapping(const vt_gguf *g, size_t *size) {
+    if (size) *size = g->mapped ? g->size : 0;
+    return g->mapped ? g->base : NULL;
+}
+
+size_t vt_gguf_release_pages(const vt_gguf *g, const void *data, size_t size) {
+    if (!g || !g->mapped || !data || size == 0) return 0;
+    const uintptr_t base = (uintptr_t)g->base, start = (uintptr_t)data;
+    if (start < base || start - base > g->size || size > g->size - (start - base)) return 0;
+    const long page_size = sysconf(_SC_PAGESIZE);
+    if (page_size <= 0) return 0;
+    const uintptr_t page = (uintptr_t)page_size;
+    /* Only whole pages: the neighbours' bytes sharing a boundary page stay. */
+    const uintptr_t first = (start + page - 1) / page * page, end = (start + size) / page * page;
+    if (end <= first) return 0;
+    /* Advice, not a requirement: on refusal the pages simply stay resident. */
+    if (madvise((void *)first, end - first, MADV_DONTNEED) != 0) return 0;
+    return end - first;
+}
 int64_t vt_gguf_n_kv(const vt_gguf *g) { return g->n_kv; }
 
 const vt_gguf_kv *vt_gguf_kv_at(const vt_gguf *g, int64_t i) {

@@ -12,15 +12,25 @@
  *
  * VT_TEST_PREP_FAIL=NAME makes the offer of tensor NAME fail with a reason
  * ("*" = the first offer), to check that the engine is refused naming it
- * and that the copies made before are released (leak check under ASan). */
+ * and that the copies made before are released (leak check under ASan).
+ *
+ * VT_TEST_PREP_DECLINE_GET_ROWS=1 makes supports() decline get_rows, so on a
+ * model with tied embeddings the fallback reads token_embd as the file's
+ * bytes while this backend's output matmul reads its prepared copy: a tensor
+ * with one unprepared reader, whose file pages must stay resident. */
 #define PLUGIN_NAME "prep_reversed"
-#define FWD_SUPPORTS_AS_REFERENCE
 #define FWD_MATMUL prep_matmul
 #define FWD_RMS_NORM prep_rms_norm
 #define FWD_GET_ROWS prep_get_rows
 #define FWD_PREPARE_WEIGHT prep_prepare
 #define FWD_RELEASE_WEIGHT prep_release
 #include "forward_to_reference.h"
+
+static int plugin_supports(void *ctx, const vt_node *node) {
+    const char *decline = getenv("VT_TEST_PREP_DECLINE_GET_ROWS");
+    if (node->op == VT_OP_GET_ROWS && decline && strcmp(decline, "1") == 0) return 0;
+    return fwd_reference_supports(ctx, node);
+}
 
 /* Bytes of a contiguous tensor. */
 static size_t tensor_bytes(const fwd_ctx *c, const vt_tensor *t) {
