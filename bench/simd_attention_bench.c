@@ -1,0 +1,162 @@
+/* simd_attention_bench.c — a quick speed check of a backend's ATTENTION at a
+ * long context (not a test): the qwen3-0.6B shape (head dim 128, 16 query
+ * heads, 8 kv heads, blocks of 16 positions), T query tokens at the last
+ * positions of an N-position context, per KV-cache dtype, median of the
+ * repetitions. Reports wall and process CPU time per call and the cache
+ * bytes read per call / wall time.
+ *
+ *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-r reps] [LIB.so]
+ *
+ * One cache per layer of the model (28), cycled through call by call, so
+ * every call reads its cache from DRAM as a decode step's 28 attention calls
+ * do (one layer's 8 MiB would sit in L3 and overstate the speed).
+ *
+ * Build: cmake target simd_attention_bench (bench/CMakeLists.txt), or
+ *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_attention_bench.c \
+ *      -Lbuild/lib -lvt -ldl -lm -Wl,-rpath,$PWD/build/lib -o build/simd_attention_bench
+ *   build/bin/simd_attention_bench -d q8_0 build/lib/vt/libvt-backend-simd.so */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "host.h"
+#include "quant.h"
+#include "threadpool.h"
+#include "vt/vt_backend.h"
+
+#define LAYERS 28
+#define HEAD_DIM 128
+#define HEADS 16
+#define KV_HEADS 8
+#define BLOCK 16
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process: on a shared machine, what the kernel
+ * costs when it does run (wall time includes waiting for a core). */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Uniform in [-1, 1) from a fixed-seed LCG: same data every run. */
+static float next_uniform(uint64_t *state) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((*state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
+}
+
+static vt_tensor tensor(void *data, int32_t dtype, int ndim, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
+    vt_tensor t = {.data = data, .dtype = dtype, .ndim = ndim, .ne = {ne0, ne1, ne2, ne3}};
+    t.nb[0] = vt_dtype_block_bytes(dtype) / (size_t)vt_dtype_block_length(dtype);
+    t.nb[1] = vt_row_size(dtype, ne0);
+    t.nb[2] = t.nb[1] * (size_t)ne1;
+    t.nb[3] = t.nb[2] * (size_t)ne2;
+    return t;
+}
+
+int main(int argc, char **argv) {
+    int n_threads = 2, reps = 10;
+    int64_t n_ctx = 2048, T = 1;
+    int32_t dtype = VT_F16;
+    const char *lib = "build/lib/vt/libvt-backend-simd.so";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) n_ctx = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-T") && i + 1 < argc) T = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
+        else lib = argv[i];
+    }
+    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || reps < 1) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    vt_threadpool *pool;
+    vt_error err;
+    if (vt_threadpool_create(n_threads, &pool, &err) != VT_OK) return 1;
+    const vt_host *host = vt_host_get(pool);
+    void *so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    if (!so) {
+        fprintf(stderr, "%s\n", dlerror());
+        return 1;
+    }
+    vt_backend_entry_fn entry = (vt_backend_entry_fn)dlsym(so, VT_BACKEND_ENTRY_SYMBOL);
+    const vt_backend *b = entry ? entry() : NULL;
+    void *ctx = NULL;
+    char msg[256] = "";
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = n_threads, .options = ""};
+    if (!b || b->init(host, &config, &ctx, msg, sizeof msg) != VT_OK) {
+        fprintf(stderr, "cannot load %s: %s\n", lib, msg);
+        return 1;
+    }
+
+    const int64_t n_blocks = (n_ctx + BLOCK - 1) / BLOCK;
+    const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);
+    uint8_t *caches = malloc(cache_bytes * 2 * LAYERS); /* K and V of every layer */
+    float *values = malloc((size_t)(HEAD_DIM * KV_HEADS) * sizeof(float));
+    float *q = malloc((size_t)(HEAD_DIM * HEADS * T) * sizeof(float)), *out = malloc((size_t)(HEAD_DIM * HEADS * T) * sizeof(float));
+    int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t)), *pos = malloc((size_t)T * sizeof(int32_t));
+    int32_t *seq = calloc((size_t)T, sizeof(int32_t));
+    if (!caches || !values || !q || !out || !table || !pos || !seq) return 1;
+    uint64_t state = 42;
+    for (size_t r = 0; r < (size_t)(n_blocks * BLOCK) * 2 * LAYERS; r++) {
+        for (int i = 0; i < HEAD_DIM * KV_HEADS; i++) values[i] = next_uniform(&state);
+        if (vt_from_f32(dtype, values, caches + r * row, HEAD_DIM * KV_HEADS) != VT_OK) {
+            fprintf(stderr, "cannot store a %s cache\n", vt_dtype_name(dtype));
+            return 2;
+        }
+    }
+    for (int64_t i = 0; i < HEAD_DIM * HEADS * T; i++) q[i] = next_uniform(&state);
+    for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)i;
+    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(n_ctx - T + t);
+
+    vt_node node = {.struct_size = sizeof node, .op = VT_OP_ATTENTION,
+                    .phase = T == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL, .n_src = 6};
+    node.params.attention = (vt_attention_params){1.0f / sqrtf((float)HEAD_DIM), BLOCK, 1, (int32_t)n_blocks};
+    node.src[0] = tensor(q, VT_F32, 3, HEAD_DIM, HEADS, T, 1);
+    node.src[1] = tensor(caches, dtype, 4, HEAD_DIM, KV_HEADS, BLOCK, n_blocks);
+    node.src[2] = tensor(caches + cache_bytes, dtype, 4, HEAD_DIM, KV_HEADS, BLOCK, n_blocks);
+    node.src[3] = tensor(table, VT_I32, 2, n_blocks, 1, 1, 1);
+    node.src[4] = tensor(pos, VT_I32, 1, T, 1, 1, 1);
+    node.src[5] = tensor(seq, VT_I32, 1, T, 1, 1, 1);
+    node.dst = tensor(out, VT_F32, 3, HEAD_DIM, HEADS, T, 1);
+    if (!b->supports(ctx, &node)) {
+        printf("%s: attention at a %s cache declined\n", lib, vt_dtype_name(dtype));
+        return 0;
+    }
+    const int n_calls = reps * LAYERS;
+    double *tw = malloc((size_t)n_calls * sizeof(double)), *tc = malloc((size_t)n_calls * sizeof(double));
+    for (int r = -LAYERS; r < n_calls; r++) {
+        const int layer = (r + LAYERS) % LAYERS;
+        node.src[1].data = caches + (size_t)(2 * layer) * cache_bytes;
+        node.src[2].data = caches + (size_t)(2 * layer + 1) * cache_bytes;
+        const double t0 = now_s(), c0 = cpu_s();
+        if (b->attention(ctx, &node) != VT_OK) {
+            fprintf(stderr, "attention failed\n");
+            return 1;
+        }
+        if (r >= 0) tw[r] = now_s() - t0, tc[r] = cpu_s() - c0;
+    }
+    qsort(tw, (size_t)n_calls, sizeof *tw, cmp_double);
+    qsort(tc, (size_t)n_calls, sizeof *tc, cmp_double);
+    const double med = tw[n_calls / 2], cmed = tc[n_calls / 2];
+    printf("%s %-5s ctx %lld T %lld, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d layers = %.2f ms\n",
+           lib, vt_dtype_name(dtype), (long long)n_ctx, (long long)T, n_threads, med * 1e6, cmed * 1e6,
+           2.0 * (double)row * (double)n_ctx / med * 1e-9, LAYERS, med * LAYERS * 1e3);
+    b->shutdown(ctx);
+    vt_threadpool_destroy(pool);
+    return 0;
+}
