@@ -214,7 +214,8 @@ vt_tensor vt_harness_i64(int64_t n, const int64_t *values) {
 }
 
 vt_tensor vt_harness_cache(int32_t dtype, int64_t D, int64_t KVH, int64_t BS, int64_t B, uint64_t seed) {
-    if (!vt_dtype_is_float(dtype)) die("cache dtype %s is not f32/f16/bf16", vt_dtype_name(dtype));
+    if (!vt_dtype_is_float(dtype) && !(dtype == VT_Q8_0 && D % 32 == 0))
+        die("cache dtype %s is not f32/f16/bf16, or q8_0 with D a multiple of 32", vt_dtype_name(dtype));
     return vt_harness_random(dtype, 4, (const int64_t[]){D, KVH, BS, B}, seed, -1.0f, 1.0f);
 }
 

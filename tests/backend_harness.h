@@ -72,8 +72,9 @@ vt_tensor vt_harness_weight(int32_t dtype, int64_t K, int64_t N, uint64_t seed);
 vt_tensor vt_harness_from_f32(int32_t dtype, int ndim, const int64_t *ne, const float *values);
 vt_tensor vt_harness_i32(int64_t n, const int32_t *values);
 vt_tensor vt_harness_i64(int64_t n, const int64_t *values);
-/* A paged cache {D, KVH, BS, B} of a float dtype filled with random values in
- * [-1, 1) from seed (so unwritten slots are not silently zero). */
+/* A paged cache {D, KVH, BS, B} of a float dtype, or Q8_0 (D a multiple of
+ * 32), filled with random values in [-1, 1) from seed (so unwritten slots
+ * are not silently zero). */
 vt_tensor vt_harness_cache(int32_t dtype, int64_t D, int64_t KVH, int64_t BS, int64_t B, uint64_t seed);
 /* Block tables I32 {max_blocks, n_seqs} from a row-major [n_seqs][max_blocks] array. */
 vt_tensor vt_harness_block_tables(int32_t n_seqs, int32_t max_blocks, const int32_t *blocks);

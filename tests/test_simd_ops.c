@@ -493,29 +493,20 @@ typedef struct attn_case {
     int64_t T;
 } attn_case;
 
-/* Build and check one attention call. Each sequence's block table is a
- * scattered permutation of the physical blocks (never contiguous), and
- * tokens' positions are given per case.
- *
- * Tolerance: q, k, v are in [-1, 1). simd scores are f32 dot products of D
- * terms (error <= D eps |q||k| <= D eps, times scale) against the reference's
- * double; softmax weights then move by at most 2 * that relative error plus
- * the vector exp's 2e-7; the output, a convex combination of v rows
- * (|v| <= 1), moves by at most that relative amount, plus f32 rounding of the
- * running sums over n positions (n eps). */
-static void check_attention(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
-                            int phase, uint64_t seed) {
-    char what[160];
-    snprintf(what, sizeof what, "attention %s D=%lld H=%lld KVH=%lld BS=%lld T=%lld", vt_dtype_name(kv_dtype),
-             (long long)c->D, (long long)c->H, (long long)c->KVH, (long long)c->BS, (long long)c->T);
+/* Every dtype attention reads a cache in. */
+static const int32_t cache_dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
+
+/* The tables of a case: sequence s, logical block b -> physical
+ * (7 + 5 (s max_blocks + b)) mod n_blocks; n_blocks is chosen coprime with
+ * 5, so the map is a scattered bijection (never contiguous). */
+static vt_node attention_node(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
+                              int phase, uint64_t seed) {
     vt_node node = vt_harness_node(VT_OP_ATTENTION, phase);
     node.params.attention.scale = 1.0f / sqrtf((float)c->D);
     node.params.attention.block_size = (int32_t)c->BS;
     node.params.attention.n_seqs = c->n_seqs;
     node.params.attention.max_blocks_per_seq = c->max_blocks;
     int32_t *tables = malloc((size_t)(c->n_seqs * c->max_blocks) * sizeof(int32_t));
-    /* sequence s, logical block b -> physical (7 + 5 (s max_blocks + b)) mod n_blocks:
-     * n_blocks is chosen coprime with 5, so the map is a scattered bijection */
     for (int32_t s = 0; s < c->n_seqs; s++)
         for (int32_t b = 0; b < c->max_blocks; b++)
             tables[s * c->max_blocks + b] = (int32_t)((7 + 5 * (s * c->max_blocks + b)) % c->n_blocks);
@@ -526,33 +517,95 @@ static void check_attention(const attn_case *c, int32_t kv_dtype, const int32_t 
     vt_harness_set_src(&node, 4, vt_harness_i32(c->T, pos));
     vt_harness_set_src(&node, 5, vt_harness_i32(c->T, seq));
     node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){c->D, c->H, c->T});
-    int32_t max_pos = 0;
-    for (int64_t t = 0; t < c->T; t++) max_pos = pos[t] > max_pos ? pos[t] : max_pos;
-    const double score_err = (double)c->D * FLT_EPSILON * node.params.attention.scale;
-    const double tol = 2.0 * score_err + 2e-7 + (double)(max_pos + 1 + c->D) * FLT_EPSILON;
-    outputs o = run_both(&node);
-    if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, NULL, tol);
-    outputs_free(&o);
     free(tables);
-    vt_harness_node_free(&node);
+    return node;
+}
+
+/* Build and check one attention call, tokens' positions given per case.
+ *
+ * Tolerance: q, k, v are in [-1, 1) (Q8_0 cache values up to 1 + 2^-11, its
+ * f16 scale's rounding). simd scores are f32 dot products of D terms (error
+ * <= D eps |q||k| <= D eps, times scale) against the reference's double;
+ * softmax weights then move by at most 2 * that relative error plus the
+ * vector exp's 2e-7; the output, a convex combination of v rows (|v| <= 1),
+ * moves by at most that relative amount, plus f32 rounding of the running
+ * sums over n positions (n eps).
+ *
+ * A Q8_0 cache: simd quantizes each query to 16-bit blocks of 32 (scale
+ * d = amax / 32767 in f32) for integer dot products with the cached int8
+ * blocks; every other operation is as above. So each case runs twice:
+ *  - q moved onto that grid first (snap_query): simd quantizing it again
+ *    gets the same integers and the same d to an ulp, so simd and reference
+ *    multiply the same numbers and the float tolerance above holds; this is
+ *    the check that catches a wrong block, scale or row;
+ *  - q raw: each q value moves by at most half a step, amax_b / 65534 for
+ *    its block b, so a score moves by at most
+ *    E = scale * sum_b (amax_b / 65534) * sum_{i in b} |k_i| <= scale * sum_b amax_b * 32 / 65534 * (1 + 2^-11),
+ *    its softmax weights relatively by at most e^{2E} - 1, and the output
+ *    (|v| <= 1 + 2^-11) by at most that much more: a rigorous bound, with E
+ *    taken per case from the largest over its queries (D = 128: E <= 1.8e-4,
+ *    tolerance ~3.6e-4; the typical error is ~sqrt(D) smaller). */
+static void snap_query(float *q, int64_t n_values) {
+    for (int64_t b = 0; b < n_values; b += 32) {
+        float amax = 0.0f;
+        for (int64_t i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(q[b + i]));
+        const float d = amax / 32767.0f;
+        for (int64_t i = 0; i < 32; i++) q[b + i] = d > 0 ? d * nearbyintf(q[b + i] / d) : 0.0f;
+    }
+}
+
+static void check_attention(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
+                            int phase, uint64_t seed) {
+    for (int snapped = kv_dtype == VT_Q8_0 ? 0 : 1; snapped < 2; snapped++) {
+        char what[160];
+        snprintf(what, sizeof what, "attention %s%s D=%lld H=%lld KVH=%lld BS=%lld T=%lld", vt_dtype_name(kv_dtype),
+                 kv_dtype == VT_Q8_0 ? (snapped ? " (q on the 16-bit grid)" : " (q raw)") : "", (long long)c->D,
+                 (long long)c->H, (long long)c->KVH, (long long)c->BS, (long long)c->T);
+        vt_node node = attention_node(c, kv_dtype, pos, seq, phase, seed);
+        const float scale = node.params.attention.scale;
+        float *q = node.src[0].data;
+        double quant_err = 0.0; /* E above, the largest over the queries */
+        if (kv_dtype == VT_Q8_0 && snapped) {
+            snap_query(q, c->D * c->H * c->T);
+        } else if (kv_dtype == VT_Q8_0) {
+            for (int64_t r = 0; r < c->H * c->T; r++) {
+                double e = 0.0;
+                for (int64_t b = 0; b < c->D; b += 32) {
+                    float amax = 0.0f;
+                    for (int64_t i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(q[r * c->D + b + i]));
+                    e += (double)amax / 65534.0 * 32.0 * (1.0 + 0x1p-11);
+                }
+                quant_err = fmax(quant_err, e * scale);
+            }
+        }
+        int32_t max_pos = 0;
+        for (int64_t t = 0; t < c->T; t++) max_pos = pos[t] > max_pos ? pos[t] : max_pos;
+        const double score_err = (double)c->D * FLT_EPSILON * scale;
+        const double tol = 2.0 * score_err + 2e-7 + (double)(max_pos + 1 + c->D) * FLT_EPSILON +
+                           expm1(2.0 * quant_err) * (1.0 + 0x1p-11);
+        outputs o = run_both(&node);
+        if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, NULL, tol);
+        outputs_free(&o);
+        vt_harness_node_free(&node);
+    }
 }
 
 static void test_attention_decode(void) {
     if (!simd_available()) return;
     static const int64_t ratios[] = {1, 2, 4, 8};
     uint64_t seed = 2000;
-    for (size_t k = 0; k < 3; k++)
+    for (size_t k = 0; k < 4; k++)
         for (size_t r = 0; r < 4; r++) {
             /* one sequence at positions crossing several blocks */
             attn_case c = {.D = 128, .H = 8, .KVH = 8 / ratios[r], .BS = 16, .n_blocks = 13, .n_seqs = 1,
                            .max_blocks = 8, .T = 1};
             const int32_t pos[] = {100}, seq[] = {0};
-            check_attention(&c, float_dtypes[k], pos, seq, VT_PHASE_DECODE, seed++);
+            check_attention(&c, cache_dtypes[k], pos, seq, VT_PHASE_DECODE, seed++);
             /* batched decode: three sequences at different lengths, one inside its first block */
             attn_case b = {.D = 64, .H = 16, .KVH = 16 / ratios[r], .BS = 16, .n_blocks = 17, .n_seqs = 3,
                            .max_blocks = 5, .T = 3};
             const int32_t bpos[] = {3, 47, 79}, bseq[] = {2, 0, 1};
-            check_attention(&b, float_dtypes[k], bpos, bseq, VT_PHASE_DECODE, seed++);
+            check_attention(&b, cache_dtypes[k], bpos, bseq, VT_PHASE_DECODE, seed++);
         }
 }
 
@@ -561,25 +614,69 @@ static void test_attention_prefill(void) {
     static const int64_t ratios[] = {1, 2, 4, 8};
     uint64_t seed = 3000;
     int32_t pos[40], seq[40];
-    for (size_t k = 0; k < 3; k++)
+    for (size_t k = 0; k < 4; k++)
         for (size_t r = 0; r < 4; r++) {
             /* 37 tokens of one sequence from position 0 (causal inside the call) */
             attn_case c = {.D = 128, .H = 8, .KVH = 8 / ratios[r], .BS = 16, .n_blocks = 11, .n_seqs = 1,
                            .max_blocks = 3, .T = 37};
             for (int t = 0; t < 37; t++) pos[t] = t, seq[t] = 0;
-            check_attention(&c, float_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            check_attention(&c, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
             /* a continuation chunk at positions 20..39 with block size 5 and an
-             * odd head dim (vector loop plus scalar tail) */
-            attn_case d = {.D = 40, .H = 8, .KVH = 8 / ratios[r], .BS = 5, .n_blocks = 12, .n_seqs = 2,
-                           .max_blocks = 8, .T = 20};
+             * odd head dim (vector loop plus scalar tail; for Q8_0, whose head
+             * dim is whole blocks of 32, an odd number of blocks) */
+            attn_case d = {.D = cache_dtypes[k] == VT_Q8_0 ? 96 : 40, .H = 8, .KVH = 8 / ratios[r], .BS = 5,
+                           .n_blocks = 12, .n_seqs = 2, .max_blocks = 8, .T = 20};
             for (int t = 0; t < 20; t++) pos[t] = 20 + t, seq[t] = 1;
-            check_attention(&d, float_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            check_attention(&d, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
             /* two sequences in one call, switching inside a group of 4 query
              * tokens, positions not in order */
             attn_case e = {.D = 64, .H = 8, .KVH = 8 / ratios[r], .BS = 16, .n_blocks = 7, .n_seqs = 2,
                            .max_blocks = 3, .T = 7};
             const int32_t epos[] = {0, 1, 2, 40, 33, 34, 35}, eseq[] = {0, 0, 0, 1, 1, 1, 1};
-            check_attention(&e, float_dtypes[k], epos, eseq, VT_PHASE_PREFILL, seed++);
+            check_attention(&e, cache_dtypes[k], epos, eseq, VT_PHASE_PREFILL, seed++);
+        }
+}
+
+/* Batch invariance: a token's attention output does not depend on the other
+ * tokens of the call (which sequences, how many, where its group of query
+ * tokens starts). Each token of a mixed call (two sequences, a prefill run
+ * and decode-like singles, positions at block edges) is run again alone, in
+ * decode, and its output must be bit-identical. */
+static void test_attention_rows_independent(void) {
+    if (!simd_available()) return;
+    static const int64_t ratios[] = {1, 2, 3, 8};
+    uint64_t seed = 3500;
+    for (size_t k = 0; k < 4; k++)
+        for (size_t r = 0; r < 4; r++) {
+            /* 24 query heads: G = 3 leaves one query of each token's heads unpaired */
+            attn_case c = {.D = 64, .H = 24, .KVH = 24 / ratios[r], .BS = 16, .n_blocks = 11, .n_seqs = 3,
+                           .max_blocks = 3, .T = 9};
+            const int32_t pos[] = {15, 16, 17, 31, 32, 0, 47, 1, 33}, seq[] = {0, 0, 0, 1, 1, 2, 1, 2, 0};
+            vt_node all = attention_node(&c, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", &all), VT_OK);
+            const size_t row = (size_t)(c.D * c.H) * sizeof(float);
+            for (int64_t t = 0; t < c.T; t++) {
+                vt_node one = vt_harness_node_copy(&all);
+                one.phase = VT_PHASE_DECODE;
+                /* q, positions, sequences and output of token t only; caches and tables as in the batch */
+                vt_harness_tensor_free(&one.src[0]);
+                vt_harness_tensor_free(&one.src[4]);
+                vt_harness_tensor_free(&one.src[5]);
+                vt_harness_tensor_free(&one.dst);
+                vt_harness_set_src(&one, 0, vt_harness_from_f32(VT_F32, 3, (const int64_t[]){c.D, c.H, 1},
+                                                                (const float *)all.src[0].data + t * c.D * c.H));
+                vt_harness_set_src(&one, 4, vt_harness_i32(1, &pos[t]));
+                vt_harness_set_src(&one, 5, vt_harness_i32(1, &seq[t]));
+                one.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){c.D, c.H, 1});
+                CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", &one), VT_OK);
+                if (memcmp(one.dst.data, (const char *)all.dst.data + (size_t)t * row, row) != 0) {
+                    printf("\n  attention %s KVH=%lld: token %lld alone differs from the batched call\n",
+                           vt_dtype_name(cache_dtypes[k]), (long long)c.KVH, (long long)t);
+                    CU_FAIL("attention output depends on the batch");
+                }
+                vt_harness_node_free(&one);
+            }
+            vt_harness_node_free(&all);
         }
 }
 
@@ -882,6 +979,8 @@ int main(void) {
         {"prepared matmul rows bit-identical whatever M (batch invariance)", test_matmul_prepared_rows_independent_of_m},
         {"attention decode over paged caches, GQA 1/2/4/8", test_attention_decode},
         {"attention prefill, block crossings, odd head dim", test_attention_prefill},
+        {"attention of a token bit-identical alone and in any batch (batch invariance)",
+         test_attention_rows_independent},
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},
         {"rms_norm", test_rms_norm},
         {"rope norm and neox, partial rotation", test_rope},

@@ -1,22 +1,27 @@
 /* attention.c — causal GQA attention of query tokens against one layer's
- * paged KV cache (F32, F16, BF16, or Q8_0 widened by kv_q8_0.c), with an
- * online softmax in f32.
+ * paged KV cache (F32, F16, BF16, or Q8_0 through kv_q8_0.c's kernels),
+ * with an online softmax in f32.
  *
  * One work item is (up to QUERY_TOKENS tokens, kv head): the G = H / KVH
  * query heads of each token that share the kv head are processed together,
- * so each cached k and v row is loaded and widened to f32 once and used by
- * every query of the item (each masked to its own causal limit). Positions
- * are taken in chunks of CHUNK: the chunk's k and v rows are widened once,
- * each query's scores are computed 4 positions per pass over the query,
- * the running max / sum / accumulator are rescaled once per chunk (not once
- * per position), the exponentials computed 8 at a time, and the weighted v
- * rows summed into the accumulator in register slices (loaded and stored
- * once per chunk, not once per row). */
+ * so each cached k and v row is read (and widened, for 16-bit caches) once
+ * per item and used by every query of the item (each masked to its own
+ * causal limit). Positions are taken in chunks of CHUNK: the chunk's 16-bit
+ * k and v rows are widened once, each query's scores are computed 4
+ * positions per pass over the query, the running max / sum / accumulator
+ * are rescaled once per chunk (not once per position), the exponentials
+ * computed 8 at a time, and the weighted v rows summed into the accumulator
+ * in register slices (loaded and stored once per chunk, not once per row).
+ * A Q8_0 cache is not widened to rows: the queries are quantized once per
+ * item to 16-bit blocks for integer dot products with the k blocks, and the
+ * v blocks are widened in registers, two queries at a time (kv_q8_0.c). Rows
+ * are prefetched a chunk ahead (see prefetch_row). */
 #include <math.h>
 #include <string.h>
 
 #include "simd.h"
 #include "simd_vec.h"
+#include "vt/vt_dtype.h"
 
 #define CHUNK 16
 
@@ -36,14 +41,32 @@ typedef struct attention_task {
 } attention_task;
 
 /* Pointer to cached row (slot, kv head) widened to f32: the cache itself when
- * it is F32, else converted into buf [D]. */
+ * it is F32, else converted into buf [D]. Not for Q8_0. */
 static const float *cache_row(const void *cache, int32_t dtype, int64_t slot, int64_t kvh, int64_t KVH, int64_t D,
                               float *buf) {
     const int64_t index = (slot * KVH + kvh) * D;
     if (dtype == VT_F32) return (const float *)cache + index;
-    if (dtype == VT_Q8_0) return simd_q8_0_cache_row(cache, slot * KVH + kvh, D, buf);
     simd_load_row(dtype, (const uint8_t *)cache + (size_t)index * 2, buf, D);
     return buf;
+}
+
+/* Start loading cached row (slot, kv head) of `bytes` bytes into L1. A work
+ * item reads one kv head's rows, KVH rows apart, so each 4 KiB page holds
+ * only a few of them and the hardware prefetchers, which stop at page
+ * edges, leave most rows to be waited for. */
+static void prefetch_row(const void *cache, size_t bytes, int64_t slot, int64_t kvh, int64_t KVH) {
+    const char *row = (const char *)cache + (size_t)(slot * KVH + kvh) * bytes;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+    _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
+}
+
+/* Cached Q8_0 row (slot, kv head): its blocks, and their scales as f32 into
+ * d [D / 32]. */
+static const vt_block_q8_0 *cache_row_q8_0(const void *cache, int64_t slot, int64_t kvh, int64_t KVH, int64_t nb,
+                                           float *d) {
+    const vt_block_q8_0 *row = (const vt_block_q8_0 *)cache + (slot * KVH + kvh) * nb;
+    for (int64_t b = 0; b < nb; b++) d[b] = _cvtsh_ss(row[b].d);
+    return row;
 }
 
 /* out[i] = q . k_i for the 4 rows k[0..3], n values each: one load of each
@@ -114,27 +137,45 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
  * v row read (and widened) once serves up to QUERY_TOKENS * G queries. */
 #define QUERY_TOKENS 4
 
-/* Floats of per-thread scratch attend_run needs. */
-static size_t attend_scratch_floats(int64_t G, int64_t D) {
-    const int64_t nq = QUERY_TOKENS * G;
-    return simd_align_up((size_t)(nq * D + 2 * CHUNK * D + nq * CHUNK + 2 * nq) * sizeof(float)) / sizeof(float);
+/* Per-thread scratch of attend_run, in floats from its start: every array
+ * at a SIMD_ALIGN boundary. */
+typedef struct attend_layout {
+    size_t acc, kbuf, vbuf, scores, run_max, run_sum, count, kd, vd, qd, qs, total;
+} attend_layout;
+
+static attend_layout attend_scratch_layout(int64_t G, int64_t D) {
+    const size_t nq = (size_t)(QUERY_TOKENS * G), nb = (size_t)(D / VT_QK8_0), f = sizeof(float);
+    const size_t sizes[] = {nq * (size_t)D, CHUNK * (size_t)D, CHUNK * (size_t)D, nq * CHUNK, nq, nq,
+                            nq /* int64 counts: 2 floats each */ * 2, CHUNK * nb, CHUNK * nb, nq * nb,
+                            nq * (size_t)D / 2 /* int16 */};
+    size_t at[11], off = 0;
+    for (int i = 0; i < 11; i++) at[i] = off, off += simd_align_up(sizes[i] * f) / f;
+    return (attend_layout){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8], at[9], at[10], off};
 }
 
 /* Queries [t0, t1) (one sequence) x the G heads of kv head kvh. Per chunk of
  * CHUNK positions the k and v rows are widened once (into kbuf / vbuf; F32
- * caches are read in place), then every query's scores are computed 4
- * positions at a time and its accumulator updated with all the chunk's
- * rows in one pass. */
+ * caches are read in place; Q8_0 caches only their block scales), then
+ * every query's scores are computed 4 positions at a time and its
+ * accumulator updated with all the chunk's rows in one pass. */
 static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t kvh, float *s) {
-    const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH;
+    const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH, nb = D / VT_QK8_0;
     const int64_t nq = (t1 - t0) * G; /* query vectors, token-major */
-    float *acc = s;                                     /* [nq][D] */
-    float *kbuf = acc + QUERY_TOKENS * G * D;           /* [CHUNK][D] */
-    float *vbuf = kbuf + CHUNK * D;                     /* [CHUNK][D] */
-    float *scores = vbuf + CHUNK * D;                   /* [nq][CHUNK] */
-    float *run_max = scores + QUERY_TOKENS * G * CHUNK; /* [nq] */
-    float *run_sum = run_max + QUERY_TOKENS * G;        /* [nq] */
+    const attend_layout L = attend_scratch_layout(G, D);
+    const int k_q8 = t->k_dtype == VT_Q8_0, v_q8 = t->v_dtype == VT_Q8_0;
+    const size_t k_row_bytes = vt_row_size(t->k_dtype, D), v_row_bytes = vt_row_size(t->v_dtype, D);
+    float *acc = s + L.acc;         /* [nq][D] */
+    float *kbuf = s + L.kbuf;       /* [CHUNK][D] */
+    float *vbuf = s + L.vbuf;       /* [CHUNK][D] */
+    float *scores = s + L.scores;   /* [nq][CHUNK] */
+    float *run_max = s + L.run_max; /* [nq] */
+    float *run_sum = s + L.run_sum; /* [nq] */
+    int64_t *count = (int64_t *)(void *)(s + L.count); /* [nq] positions of the chunk each query sees */
+    float *kd = s + L.kd, *vd = s + L.vd;               /* [CHUNK][nb] Q8_0 block scales */
+    float *qd = s + L.qd;                               /* [nq][nb] quantized queries' scales */
+    int16_t *qs = (int16_t *)(void *)(s + L.qs);        /* [nq][D] quantized queries */
     const float *krow[CHUNK], *vrow[CHUNK];
+    const vt_block_q8_0 *kblk[CHUNK], *vblk[CHUNK];
     int64_t limit[QUERY_TOKENS]; /* positions each token sees */
     int64_t n_pos = 0;
     for (int64_t tok = t0; tok < t1; tok++) {
@@ -144,25 +185,45 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
     const int32_t *table = t->tables + (int64_t)t->seq[t0] * t->max_blocks;
     memset(acc, 0, (size_t)(nq * D) * sizeof(float));
     for (int64_t j = 0; j < nq; j++) run_max[j] = -INFINITY, run_sum[j] = 0.0f;
+    if (k_q8) /* each query once per item, whatever the context length */
+        for (int64_t j = 0; j < nq; j++)
+            simd_q8_0_quantize_query(t->q + ((t0 + j / G) * H + kvh * G + j % G) * D, qs + j * D, qd + j * nb, D);
 
     for (int64_t p0 = 0; p0 < n_pos; p0 += CHUNK) {
         const int64_t len = n_pos - p0 < CHUNK ? n_pos - p0 : CHUNK;
+        for (int64_t p = p0 + CHUNK; p < p0 + CHUNK + len && p < n_pos; p++) { /* the next chunk's rows */
+            const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+            prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
+            prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
+        }
         for (int64_t i = 0; i < len; i++) {
             const int64_t p = p0 + i;
             const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
-            krow[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + i * D);
-            vrow[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + i * D);
+            if (k_q8)
+                kblk[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + i * nb);
+            else
+                krow[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + i * D);
+            if (v_q8)
+                vblk[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + i * nb);
+            else
+                vrow[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + i * D);
         }
         for (int64_t j = 0; j < nq; j++) {
             const int64_t lim = limit[j / G] - p0; /* positions of the chunk this query sees */
-            if (lim <= 0) continue;                /* its context ended before the chunk */
+            count[j] = 0;
+            if (lim <= 0) continue; /* its context ended before the chunk */
             const int64_t n = lim < len ? lim : len;
-            const int64_t tok = t0 + j / G;
-            const float *q = t->q + (tok * H + kvh * G + j % G) * D;
+            count[j] = n;
             float *sj = scores + j * CHUNK;
             int64_t i = 0;
-            for (; i + 4 <= n; i += 4) dot4_f32(q, krow + i, D, sj + i);
-            for (; i < n; i++) sj[i] = dot_f32(q, krow[i], D);
+            if (k_q8) {
+                simd_q8_0_scores(qs + j * D, qd + j * nb, kblk, kd, nb, n, sj);
+            } else {
+                const int64_t tok = t0 + j / G;
+                const float *q = t->q + (tok * H + kvh * G + j % G) * D;
+                for (; i + 4 <= n; i += 4) dot4_f32(q, krow + i, D, sj + i);
+                for (; i < n; i++) sj[i] = dot_f32(q, krow[i], D);
+            }
             for (i = 0; i < n; i++) sj[i] *= t->scale;
             for (; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
             float cmax = sj[0];
@@ -180,8 +241,27 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
             _mm256_storeu_ps(sj, e0);
             _mm256_storeu_ps(sj + 8, e1);
             run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
-            accumulate_rows(acc + j * D, sj, vrow, n, D);
+            if (!v_q8) accumulate_rows(acc + j * D, sj, vrow, n, D);
         }
+        if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
+            for (int64_t j = 0; j < nq;) {
+                while (j < nq && count[j] == 0) j++;
+                if (j == nq) break;
+                int64_t k = j + 1;
+                while (k < nq && count[k] == 0) k++;
+                if (k == nq) {
+                    simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, NULL, NULL, vblk, vd, nb, count[j]);
+                    break;
+                }
+                const int64_t both = count[j] < count[k] ? count[j] : count[k];
+                simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, acc + k * D, scores + k * CHUNK, vblk, vd, nb,
+                                     both);
+                const int64_t longer = count[j] > both ? j : k;
+                if (count[longer] > both)
+                    simd_q8_0_accumulate(acc + longer * D, scores + longer * CHUNK + both, NULL, NULL, vblk + both,
+                                         vd + both * nb, nb, count[longer] - both);
+                j = k + 1;
+            }
     }
     for (int64_t j = 0; j < nq; j++) {
         const int64_t tok = t0 + j / G;
@@ -246,7 +326,8 @@ vt_status simd_attention(void *opaque, const vt_node *node) {
             if (table[b] < 0 || table[b] >= n_blocks) return VT_ERR_INVALID;
     }
 
-    t.scratch_floats = attend_scratch_floats(t.H / t.KVH, t.D);
+    if ((t.k_dtype == VT_Q8_0 || t.v_dtype == VT_Q8_0) && t.D % VT_QK8_0 != 0) return VT_ERR_INVALID;
+    t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.D).total;
     t.scratch = simd_scratch(ctx, t.scratch_floats * sizeof(float) * (size_t)ctx->n_threads);
     if (!t.scratch) return VT_ERR_NOMEM;
     const int64_t items = (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH;
