@@ -517,9 +517,11 @@ static void *stream_main(void *arg) {
 
 static void test_queue_full_and_time_limit(void) {
     /* A runs until the 2 s limit (max_tokens past what 2 s can generate);
-     * B waits behind it; C finds the queue (1) full. */
+     * B waits behind it; C finds the queue (1) full. Both are greedy on
+     * "Hello", which never samples an end token on this model (a sampled
+     * request could, and would then end as stop, not length). */
     stream_thread a = {&small_srv, "{\"prompt\":\"Hello\",\"max_tokens\":4000,\"temperature\":0,\"stream\":true}", {0}};
-    stream_thread b = {&small_srv, "{\"prompt\":\"Hi\",\"max_tokens\":4000,\"seed\":7}", {0}};
+    stream_thread b = {&small_srv, "{\"prompt\":\"Hello\",\"max_tokens\":4000,\"temperature\":0}", {0}};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, stream_main, &a);
     CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 1, 5));
