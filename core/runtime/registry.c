@@ -364,7 +364,7 @@ static vt_status scan_folder(vt_registry *r, const char *folder, vt_error *err) 
         n++;
     }
     closedir(dir);
-    if (st == VT_OK) qsort(files, n, sizeof *files, compare_strings);
+    if (st == VT_OK && n > 1) qsort(files, n, sizeof *files, compare_strings); /* files is NULL when n == 0 */
 
     for (size_t i = 0; i < n && st == VT_OK; i++) {
         char path[sizeof r->entries[0].path];
