@@ -224,8 +224,7 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         /* Backends prepare on this thread and may use the engine's pool. */
         vt_host_use(e->pool);
         vt_plan *const plans[2] = {e->prefill, e->decode};
-        st = vt_weight_prep_run(e->registry, plans, 2, &e->prepared, err);
-        if (st == VT_OK) vt_weight_prep_release_originals(e->prepared, plans, 2, model->gguf);
+        st = vt_weight_prep_run(e->registry, plans, 2, model->gguf, &e->prepared, err);
     }
     if (st == VT_OK) warn_inexact_kv(e);
     if (st == VT_OK) {

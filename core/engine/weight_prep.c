@@ -24,7 +24,7 @@ struct vt_weight_prep {
     const vt_registry *registry;
     prepared_copy *copies;
     int32_t n, cap;
-    size_t released_bytes; /* of the file's mapping, vt_weight_prep_release_originals */
+    size_t released_bytes; /* of the file's mapping: tensors only prepared copies read */
     int released_tensors;
 };
 
@@ -95,6 +95,49 @@ static vt_status offer_weight(const vt_backend_entry *e, const char *name, vt_te
     return vt_fail(err, VT_ERR_BACKEND, "backend '%s' failed to prepare weight %s %s: %s", e->name, name, shape, why);
 }
 
+/* The value whose memory v is: v itself, or the value a chain of views shows. */
+static int32_t root_value(const vt_plan *p, int32_t v) {
+    for (int hops = 0; v >= 0 && p->values[v].kind == VT_VAL_VIEW && hops < p->n_values; hops++) v = p->values[v].base;
+    return v;
+}
+
+/* Does any node of plans read the tensor at original other than through a
+ * prepared copy: on a backend that made none (declined, or has no hook),
+ * or through a view (never offered)? Judged once every offer of the tensor
+ * was answered. */
+static bool read_unprepared(vt_weight_prep *w, vt_plan *const *plans, int n_plans, const void *original) {
+    for (int k = 0; k < n_plans; k++) {
+        const vt_plan *p = plans[k];
+        for (int32_t i = 0; i < p->n_nodes; i++) {
+            const vt_plan_node *n = &p->nodes[i];
+            for (int s = 0; s < n->n_src; s++) {
+                const int32_t v = root_value(p, n->src[s]);
+                if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT || p->values[v].data != original) continue;
+                const prepared_copy *c = weight_operand(p, n, s) >= 0 ? find_copy(w, n->backend, original) : NULL;
+                if (!c || !c->data || c->data == original) return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* The memory rule, right after the last offer of copy i's tensor (so the
+ * file's pages of one tensor at a time are resident beside the copies, not
+ * the whole file): release them if only prepared copies read it. */
+static void release_original_if_unread(vt_weight_prep *w, vt_plan *const *plans, int n_plans, const vt_gguf *g,
+                                       int32_t i) {
+    const prepared_copy *c = &w->copies[i];
+    for (int32_t j = i + 1; j < w->n; j++)
+        if (w->copies[j].original == c->original) return; /* another backend's offer is still to come */
+    if (!g || read_unprepared(w, plans, n_plans, c->original)) return;
+    const vt_tensor *t = &c->tensor;
+    const size_t bytes = vt_row_size(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+    const size_t released = vt_gguf_release_pages(g, c->original, bytes);
+    if (released == 0) return;
+    w->released_bytes += released;
+    w->released_tensors++;
+}
+
 static void release_all(vt_weight_prep *w) {
     /* Reverse order of preparation, like any teardown of things set up in sequence. */
     for (int32_t i = w->n - 1; i >= 0; i--) {
@@ -105,8 +148,8 @@ static void release_all(vt_weight_prep *w) {
     }
 }
 
-vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, vt_weight_prep **out,
-                             vt_error *err) {
+vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, const vt_gguf *g,
+                             vt_weight_prep **out, vt_error *err) {
     *out = NULL;
     vt_weight_prep *w = calloc(1, sizeof *w);
     if (!w) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
@@ -119,6 +162,7 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
         if (st != VT_OK) break;
         c->data = got.data;
         c->bytes = got.bytes;
+        release_original_if_unread(w, plans, n_plans, g, i);
     }
     if (st != VT_OK) {
         vt_weight_prep_free(w); /* the engine does not start half-prepared */
@@ -190,51 +234,6 @@ void vt_weight_prep_free(vt_weight_prep *w) {
     release_all(w);
     free(w->copies);
     free(w);
-}
-
-/* The value whose memory v is: v itself, or the value a chain of views shows. */
-static int32_t root_value(const vt_plan *p, int32_t v) {
-    for (int hops = 0; v >= 0 && p->values[v].kind == VT_VAL_VIEW && hops < p->n_values; hops++) v = p->values[v].base;
-    return v;
-}
-
-/* Does any node of plans read the tensor at original other than through a
- * prepared copy (another backend, an op its backend did not prepare, a view)? */
-static bool read_unprepared(vt_plan *const *plans, int n_plans, const void *original) {
-    for (int k = 0; k < n_plans; k++) {
-        const vt_plan *p = plans[k];
-        for (int32_t i = 0; i < p->n_nodes; i++) {
-            const vt_plan_node *n = &p->nodes[i];
-            for (int s = 0; s < n->n_src; s++) {
-                const int32_t v = root_value(p, n->src[s]);
-                if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT || p->values[v].data != original) continue;
-                if (!n->prepared[s]) return true;
-            }
-        }
-    }
-    return false;
-}
-
-void vt_weight_prep_release_originals(vt_weight_prep *w, vt_plan *const *plans, int n_plans, const vt_gguf *g) {
-    if (!w) return;
-    for (int32_t i = 0; i < w->n; i++) {
-        const prepared_copy *c = &w->copies[i];
-        /* A tensor prepared by two backends is one range: judge it once. */
-        bool seen = false;
-        for (int32_t j = 0; j < i && !seen; j++) seen = w->copies[j].original == c->original;
-        if (seen) continue;
-        bool every_copy_made = true; /* a backend that declined reads the file's bytes */
-        for (int32_t j = i; j < w->n; j++)
-            if (w->copies[j].original == c->original && (!w->copies[j].data || w->copies[j].data == c->original))
-                every_copy_made = false;
-        if (!every_copy_made || read_unprepared(plans, n_plans, c->original)) continue;
-        const vt_tensor *t = &c->tensor;
-        const size_t bytes = vt_row_size(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-        const size_t released = vt_gguf_release_pages(g, c->original, bytes);
-        if (released == 0) continue;
-        w->released_bytes += released;
-        w->released_tensors++;
-    }
 }
 
 size_t vt_weight_prep_released(const vt_weight_prep *w, int *n_tensors) {

@@ -21,19 +21,20 @@ typedef struct vt_weight_prep vt_weight_prep;
  * operand at the copy its backend prepared. On failure nothing stays
  * prepared and err names the backend, the tensor and the backend's reason.
  * *out is NULL on failure; free with vt_weight_prep_free before the
- * registry is destroyed. */
-vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, vt_weight_prep **out,
-                             vt_error *err);
+ * registry is destroyed.
+ *
+ * The memory rule, one resident copy of each weight: as soon as a tensor's
+ * offers are answered, if every reader of it (every node of plans, both
+ * phases, every backend, views included) reads a prepared copy, its pages
+ * of g's file mapping are released (vt_gguf_release_pages: they leave the
+ * resident set and fault back in from the file if read). Tensor by tensor,
+ * so the file is never resident whole beside the copies. A tensor any node
+ * reads unprepared keeps them. g NULL: nothing released. */
+vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, const vt_gguf *g,
+                             vt_weight_prep **out, vt_error *err);
 void vt_weight_prep_free(vt_weight_prep *w);
 
-/* The memory rule, one resident copy of each weight: a tensor every reader
- * of which (every node of plans, every phase and backend, through views
- * too) reads a prepared copy has its pages of the file's mapping released
- * (vt_gguf_release_pages: they leave the resident set and would fault back
- * in from the file if read). A tensor any node reads unprepared keeps them.
- * Call once, after vt_weight_prep_run, before the first forward. */
-void vt_weight_prep_release_originals(vt_weight_prep *w, vt_plan *const *plans, int n_plans, const vt_gguf *g);
-/* Bytes of the file's mapping released that way, and of how many tensors. */
+/* Bytes of the file's mapping released by the memory rule, and of how many tensors. */
 size_t vt_weight_prep_released(const vt_weight_prep *w, int *n_tensors);
 
 /* --backend auto's calibration times node i of p (one of plans) on backend
