@@ -8,8 +8,11 @@
 # a prefill of 8 tokens and 2 decode steps with VT_KV_CACHE_F32=1 under
 # /usr/bin/time -v, and records into bench/results/kv27b-<date>.txt:
 #   - exit status, the KV-cache line of --explain and where each plan's nodes run;
+#   - the prepared weights and the file pages released for them (--explain);
 #   - peak RSS (the rule: under 20 GB; the weights are mmapped, so their
-#     touched pages count, but no whole-model f32 copy may exist beside them);
+#     touched pages count, but no whole-model f32 copy may exist beside them,
+#     and a tensor a backend prepared must not stay resident twice: its file
+#     pages are released once only prepared copies read it);
 #   - wall time, and vt's own prompt / decode timing (time per token).
 #
 # usage: bench/kv27b.sh [VT_BINARY] [SCRATCH_DIR]
@@ -93,6 +96,8 @@ for b in $backends; do
         log "$phase nodes per backend: $(awk -v p="  $phase" 'index($0, p) == 1 { for (i = 1; i <= NF; i++) if ($i ~ /^backend=/) n[substr($i, 9)]++ }
             END { for (k in n) printf "%s %d  ", k, n[k] }' "$err")"
     done
+    log "$(grep -E '^prepared weights:' "$err" || echo 'prepared weights: (not printed)')"
+    log "$(grep -E '^originals released:' "$err" || echo 'originals released: none (no tensor read only through prepared copies)')"
     log "stores: $(grep -c 'op=reshape_and_cache.*in=f32,f32,f32,f32,i64' "$err") of $(grep -c 'op=reshape_and_cache' "$err") write f32 k/v into the f32 cache"
     log "generated ids: $(cat "$scratch/run-$b.out" | tr -d '\n')"
     log "$(grep -E '^vt: prompt' "$err" || grep -E '^vt: ' "$err" | tail -1)"
