@@ -24,7 +24,8 @@
 # and note `git -C /tmp/ik_llama rev-parse HEAD` (or the COMMIT file left
 # there) with the results.
 #
-# Each round runs, in this order: vt simd (pp128 + tg32, then pp512), llama.cpp
+# Each round runs, in this order: vt simd (pp128 + tg32, then pp512), vt onednn
+# with its default fallback (the same tests), llama.cpp
 # (f16 KV, flash attention on: its faster setting here), ik_llama.cpp
 # (-rtr 1 -fa 1: run-time repacking, flash attention, f16 KV). Each
 # invocation warms up, then times one run per test; the table gives the
@@ -65,13 +66,18 @@ json() { python3 -c "import json,sys; d=json.loads(sys.stdin.read().strip().spli
 r=1
 while [ "$r" -le "$ROUNDS" ]; do
     echo "== round $r: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "-- vt: $VT bench -m MODEL --backends simd -p 128 -n 32 -r 1 -t $THREADS --json --membw-mib 0 (then -p 512 -n 0)"
-    out=$("$VT" bench -m "$MODEL" --backends simd -p 128 -n 32 -r 1 -t "$THREADS" --json --membw-mib 0)
-    record vt pp128 "$(echo "$out" | json "[x['tok_s_median'] for x in d['results'] if x['test']=='pp128'][0]")"
-    record vt tg32 "$(echo "$out" | json "[x['tok_s_median'] for x in d['results'] if x['test']=='tg32'][0]")"
-    record vt create_s "$(echo "$out" | json "d['results'][0]['create_seconds']")"
-    out=$("$VT" bench -m "$MODEL" --backends simd -p 512 -n 0 -r 1 -t "$THREADS" --json --membw-mib 0)
-    record vt pp512 "$(echo "$out" | json "d['results'][0]['tok_s_median']")"
+    # vt simd, then vt onednn with its default fallback (the best other
+    # loaded backend by probe score: simd), as a user would run them.
+    for be in simd onednn; do
+        tool=vt; [ "$be" = simd ] || tool=vt-$be
+        echo "-- vt: $VT bench -m MODEL --backends $be -p 128 -n 32 -r 1 -t $THREADS --json --membw-mib 0 (then -p 512 -n 0)"
+        out=$("$VT" bench -m "$MODEL" --backends "$be" -p 128 -n 32 -r 1 -t "$THREADS" --json --membw-mib 0)
+        record "$tool" pp128 "$(echo "$out" | json "[x['tok_s_median'] for x in d['results'] if x['test']=='pp128'][0]")"
+        record "$tool" tg32 "$(echo "$out" | json "[x['tok_s_median'] for x in d['results'] if x['test']=='tg32'][0]")"
+        record "$tool" create_s "$(echo "$out" | json "d['results'][0]['create_seconds']")"
+        out=$("$VT" bench -m "$MODEL" --backends "$be" -p 512 -n 0 -r 1 -t "$THREADS" --json --membw-mib 0)
+        record "$tool" pp512 "$(echo "$out" | json "d['results'][0]['tok_s_median']")"
+    done
 
     echo "-- llama.cpp: $ORACLE MODEL bench -t $THREADS --kv f16 --fa on --pp 128 --tg 32 --reps 1 (then --pp 512 --tg 0)"
     out=$("$ORACLE" "$MODEL" bench -t "$THREADS" --kv f16 --fa on --pp 128 --tg 32 --reps 1 2> /dev/null)
@@ -104,13 +110,13 @@ for line in open(sys.argv[1]):
     tool, test, v = line.split()
     vals.setdefault((tool, test), []).append(float(v))
 med = {k: statistics.median(v) for k, v in vals.items()}
-tools = ["vt", "llama.cpp", "ik_llama.cpp"]
+tools = ["vt", "vt-onednn", "llama.cpp", "ik_llama.cpp"]
 print("medians over %d rounds, tokens/s" % len(vals[("vt", "pp128")]))
-print("| test | vt simd | llama.cpp | ik_llama.cpp | vt / llama.cpp | vt / ik_llama.cpp |")
-print("|---|---|---|---|---|---|")
+print("| test | vt simd | vt onednn (+simd) | llama.cpp | ik_llama.cpp | vt simd / llama.cpp | vt simd / ik_llama.cpp |")
+print("|---|---|---|---|---|---|---|")
 for t in ["pp128", "pp512", "tg32"]:
     m = [med.get((x, t), float("nan")) for x in tools]
-    print("| %s | %.1f | %.1f | %.1f | %.2f | %.2f |" % (t, m[0], m[1], m[2], m[0] / m[1], m[0] / m[2]))
+    print("| %s | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |" % (t, m[0], m[1], m[2], m[3], m[0] / m[2], m[0] / m[3]))
 print("vt engine creation (weight preparation included): median %.2f s" % med[("vt", "create_s")])
 if ("ik_llama.cpp", "pp128") in med:
     target = med[("vt", "pp128")] / med[("ik_llama.cpp", "pp128")]
