@@ -104,21 +104,11 @@ SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, in
             w[g] = wg[g] + b;
             if (stream) simd_prefetch_ahead(w[g], (int)sizeof(q4k_gblock));
         }
-        /* more than 4 (group, row) pairs: their 16-bit sums take the
-         * registers, so the 32-bit sums live in memory (touched once per
-         * sub-block) */
-        const int sumi_in_memory = NG * R > 4;
         __m256i sumi[2][4];
-        SIMD_ALIGNED int32_t sumi_mem[2][4][8];
         SIMD_UNROLL
         for (int g = 0; g < NG; g++)
             SIMD_UNROLL
-            for (int r = 0; r < R; r++) {
-                if (sumi_in_memory)
-                    _mm256_store_si256((__m256i *)sumi_mem[g][r], _mm256_setzero_si256());
-                else
-                    sumi[g][r] = _mm256_setzero_si256();
-            }
+            for (int r = 0; r < R; r++) sumi[g][r] = _mm256_setzero_si256();
         const int8_t *xb = x->qs + m0 * K + b * 256;
         for (int j = 0; j < 8; j++) {
             __m256i s16[2][4];
@@ -157,13 +147,8 @@ SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, in
                 sc = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
                 SIMD_UNROLL
                 for (int r = 0; r < R; r++) {
-                    if (sumi_in_memory) {
-                        __m256i *sm = (__m256i *)sumi_mem[g][r];
-                        _mm256_store_si256(sm, _mm256_add_epi32(_mm256_load_si256(sm), _mm256_madd_epi16(s16[g][r], sc)));
-                    } else {
-                        sumi[g][r] = _mm256_add_epi32(sumi[g][r], _mm256_madd_epi16(s16[g][r], sc));
-                        SIMD_KEEP(sumi[g][r]);
-                    }
+                    sumi[g][r] = _mm256_add_epi32(sumi[g][r], _mm256_madd_epi16(s16[g][r], sc));
+                    SIMD_KEEP(sumi[g][r]);
                 }
             }
         }
@@ -182,8 +167,7 @@ SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, in
                     const __m256i m = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)w[g]->mins[i]));
                     summ = _mm256_add_epi32(summ, _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
                 }
-                const __m256i si = sumi_in_memory ? _mm256_load_si256((const __m256i *)sumi_mem[g][r]) : sumi[g][r];
-                __m256 t = _mm256_mul_ps(d, _mm256_cvtepi32_ps(si));
+                __m256 t = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[g][r]));
                 t = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(summ), t);
                 const __m256 a = _mm256_fmadd_ps(t, _mm256_set1_ps(x->d[(m0 + r) * nb + b]), _mm256_load_ps(acc[g * R + r]));
                 _mm256_store_ps(acc[g * R + r], a);
@@ -230,33 +214,6 @@ static void group_rows(const prepared_task *t, int64_t g, int64_t m0, int R, int
     for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
 }
 
-/* Prefill tile: groups x activation rows per kernel call. Two groups per
- * call (each broadcast feeding two vpmaddubsw, the 32-bit sums in memory at
- * 2 x 4) measured no faster than one group against 4 rows (K=1024 N=3072
- * M=128: 119-130 against 131-173 GFLOP per CPU-second, shared machine). */
-#ifndef Q4K_PREFILL_NG /* overridable for A/B measurements */
-#define Q4K_PREFILL_NG 1
-#endif
-#ifndef Q4K_PREFILL_R
-#define Q4K_PREFILL_R 4
-#endif
-
-/* Groups g and g+1 against activation rows m0 .. m0+R-1 (prefill). */
-static void group_pair_rows(const prepared_task *t, int64_t g, int64_t m0, int R) {
-    const q4k_gblock *wg[2] = {t->w + g * t->nb, t->w + (g + 1) * t->nb};
-    __m256 res[8];
-    switch (R) {
-    case 1: tile(wg, 2, &t->act, m0, 1, 0, res); break;
-    case 2: tile(wg, 2, &t->act, m0, 2, 0, res); break;
-    case 3: tile(wg, 2, &t->act, m0, 3, 0, res); break;
-    default: tile(wg, 2, &t->act, m0, 4, 0, res); break;
-    }
-    for (int r = 0; r < R; r++) {
-        store_group(t, g, m0 + r, res[r]);
-        store_group(t, g + 1, m0 + r, res[R + r]);
-    }
-}
-
 /* Groups [begin, end) against every activation row. */
 static void matmul_groups(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
@@ -287,12 +244,9 @@ static void matmul_groups(void *arg, int64_t begin, int64_t end, int thread) {
      * pass over it */
     for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
         const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
-        for (int64_t m0 = 0; m0 < t->M; m0 += Q4K_PREFILL_R) {
-            const int R = t->M - m0 < Q4K_PREFILL_R ? (int)(t->M - m0) : Q4K_PREFILL_R;
-            int64_t g = g0;
-            if (Q4K_PREFILL_NG == 2)
-                for (; g + 1 < g1; g += 2) group_pair_rows(t, g, m0, R);
-            for (; g < g1; g++) group_rows(t, g, m0, R, 0);
+        for (int64_t m0 = 0; m0 < t->M; m0 += 4) {
+            const int R = t->M - m0 < 4 ? (int)(t->M - m0) : 4;
+            for (int64_t g = g0; g < g1; g++) group_rows(t, g, m0, R, 0);
         }
     }
 }
