@@ -31,6 +31,7 @@
  *   result = acc after the last block. */
 #include <string.h>
 
+#include "prepared_groups.h"
 #include "simd.h"
 #include "simd_vec.h"
 
@@ -231,37 +232,11 @@ SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t 
         for (int r = 0; r < R; r++) res[g * R + r] = acc[g][r];
 }
 
-typedef struct prepared_task {
-    const uint8_t *w;  /* groups of nb blocks each */
-    size_t group_bytes; /* nb blocks of one group */
-    int64_t N, M;
-    simd_act act;
-    int64_t tile_groups; /* groups per L2 tile (prefill) */
-    void *y;             /* [M][N] of y_dtype */
-    int32_t y_dtype;
-} prepared_task;
-
-/* Store the 8 rows of group g for activation row m (fewer at the tail). */
-SIMD_INLINE void store_group(const prepared_task *t, int64_t g, int64_t m, __m256 v) {
-    const int64_t n0 = g * GROUP;
-    if (n0 + GROUP <= t->N) {
-        simd_store8(t->y_dtype, t->y, m * t->N + n0, v);
-        return;
-    }
-    SIMD_ALIGNED float lanes[8];
-    _mm256_store_ps(lanes, v);
-    for (int64_t i = 0; n0 + i < t->N; i++) simd_store1(t->y_dtype, t->y, m * t->N + n0 + i, lanes[i]);
-}
-
-/* Rows of the prefill tile: each group block decoded once for this many
- * activation rows. */
-#define PREFILL_R 4
-
-/* Group g against activation rows m0 .. m0+R-1 (R <= 4). */
-SIMD_INLINE void group_rows(const prepared_task *t, int q8, int64_t g, int64_t m0, int R, int stream) {
-    const void *wg[1] = {t->w + (size_t)g * t->group_bytes};
-    __m256 res[4];
-#define TILE_R(n) (stream ? tile(wg, 1, &t->act, m0, n, q8, 1, res) : tile(wg, 1, &t->act, m0, n, q8, 0, res))
+/* The layouts' tiles for the shared walk (prepared_groups.c); the switch
+ * gives the inlined tile constant R and stream, q8 picks the layout. */
+SIMD_INLINE void rows_of(const simd_group_job *j, int q8, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
+    const void *g[1] = {wg};
+#define TILE_R(n) (stream ? tile(g, 1, &j->act, m0, n, q8, 1, res) : tile(g, 1, &j->act, m0, n, q8, 0, res))
     switch (R) {
     case 1: TILE_R(1); break;
     case 2: TILE_R(2); break;
@@ -269,77 +244,44 @@ SIMD_INLINE void group_rows(const prepared_task *t, int q8, int64_t g, int64_t m
     default: TILE_R(4); break;
     }
 #undef TILE_R
-    for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
 }
 
-/* Groups [begin, end) against every activation row. */
-SIMD_INLINE void matmul_groups(const prepared_task *t, int q8, int64_t begin, int64_t end) {
-    if (t->M == 1) {
-        /* decode: two groups at once, from the two halves of the range, so
-         * the thread reads two sequential streams (see matmul.c) */
-        const int64_t half = (end - begin) / 2;
-        for (int64_t g = begin; g < begin + half; g++) {
-            const void *wg[2] = {t->w + (size_t)g * t->group_bytes, t->w + (size_t)(g + half) * t->group_bytes};
-            __m256 res[2];
-            tile(wg, 2, &t->act, 0, 1, q8, 1, res);
-            store_group(t, g, 0, res[0]);
-            store_group(t, g + half, 0, res[1]);
-        }
-        if ((end - begin) % 2) group_rows(t, q8, end - 1, 0, 1, 1);
-        return;
-    }
-    if (t->M <= SIMD_MAX_ROWS) {
-        /* a few sequences decoding together: each group streamed from
-         * memory once, against all rows 4 at a time */
-        for (int64_t g = begin; g < end; g++)
-            for (int64_t m0 = 0; m0 < t->M; m0 += 4) group_rows(t, q8, g, m0, t->M - m0 < 4 ? (int)(t->M - m0) : 4, 1);
-        return;
-    }
-    /* prefill: a tile of groups stays in L2 while every 4 activation rows
-     * pass over it */
-    for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
-        const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
-        for (int64_t m0 = 0; m0 < t->M; m0 += PREFILL_R) {
-            const int R = t->M - m0 < PREFILL_R ? (int)(t->M - m0) : PREFILL_R;
-            for (int64_t g = g0; g < g1; g++) group_rows(t, q8, g, m0, R, 0);
-        }
-    }
+static void rows_q4_0(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
+    rows_of(j, 0, wg, m0, R, stream, res);
 }
 
-static void matmul_groups_q4_0(void *arg, int64_t begin, int64_t end, int thread) {
-    (void)thread;
-    matmul_groups(arg, 0, begin, end);
+static void rows_q8_0(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
+    rows_of(j, 1, wg, m0, R, stream, res);
 }
 
-static void matmul_groups_q8_0(void *arg, int64_t begin, int64_t end, int thread) {
-    (void)thread;
-    matmul_groups(arg, 1, begin, end);
+static void pair_q4_0(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res) {
+    const void *g[2] = {wg0, wg1};
+    tile(g, 2, &j->act, 0, 1, 0, 1, res);
+}
+
+static void pair_q8_0(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res) {
+    const void *g[2] = {wg0, wg1};
+    tile(g, 2, &j->act, 0, 1, 1, 1, res);
 }
 
 static vt_status prepared_matmul(simd_ctx *ctx, const vt_node *node, int q8) {
     const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
-    const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
+    const int64_t K = W->ne[0];
     if (K % 32 != 0) return VT_ERR_INVALID;
-    prepared_task t;
-    memset(&t, 0, sizeof t);
+    simd_group_job j;
+    memset(&j, 0, sizeof j);
     /* Q4_0 needs each activation block's sum for its offset of 8 */
-    vt_status st = simd_quantize_activations(ctx, X, q8 ? SIMD_ACT_Q8_0 : SIMD_ACT_Q8_0I, &t.act);
+    vt_status st = simd_quantize_activations(ctx, X, q8 ? SIMD_ACT_Q8_0 : SIMD_ACT_Q8_0I, &j.act);
     if (st != VT_OK) return st;
-    t.w = W->data;
-    t.group_bytes = (size_t)(K / 32) * (q8 ? sizeof(q8_0_gblock) : sizeof(q4_0_gblock));
-    t.N = N;
-    t.M = M;
-    t.y = Y->data;
-    t.y_dtype = Y->dtype;
-    const int64_t groups = n_groups(N);
-    const int64_t tile = (int64_t)(65536 / t.group_bytes);
-    t.tile_groups = tile < 1 ? 1 : tile;
-    int64_t chunk = t.tile_groups;
-    if (M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
-        chunk = groups / (4 * (int64_t)ctx->n_threads);
-        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
-    }
-    simd_dynamic_for(ctx, groups, chunk, q8 ? matmul_groups_q8_0 : matmul_groups_q4_0, &t);
+    j.w = W->data;
+    j.group_bytes = (size_t)(K / 32) * (q8 ? sizeof(q8_0_gblock) : sizeof(q4_0_gblock));
+    j.N = W->ne[1];
+    j.M = X->ne[1];
+    j.y = Y->data;
+    j.y_dtype = Y->dtype;
+    j.rows = q8 ? rows_q8_0 : rows_q4_0;
+    j.pair = q8 ? pair_q8_0 : pair_q4_0;
+    simd_run_groups(ctx, &j);
     return VT_OK;
 }
 

@@ -24,6 +24,7 @@
  * 2 * 15 * 127 = 3810, 8 of them 30480 < 2^15. */
 #include <string.h>
 
+#include "prepared_groups.h"
 #include "simd.h"
 #include "simd_vec.h"
 
@@ -180,100 +181,41 @@ SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, in
     for (int i = 0; i < NG * R; i++) res[i] = _mm256_load_ps(acc[i]);
 }
 
-typedef struct prepared_task {
-    const q4k_gblock *w; /* groups of nb blocks each */
-    int64_t nb, N, M;
-    simd_act act;
-    int64_t tile_groups; /* groups per L2 tile (prefill) */
-    void *y;             /* [M][N] of y_dtype */
-    int32_t y_dtype;
-} prepared_task;
-
-/* Store the 8 rows of group g for activation row m (fewer at the tail). */
-SIMD_INLINE void store_group(const prepared_task *t, int64_t g, int64_t m, __m256 v) {
-    const int64_t n0 = g * GROUP;
-    if (n0 + GROUP <= t->N) {
-        simd_store8(t->y_dtype, t->y, m * t->N + n0, v);
-        return;
-    }
-    SIMD_ALIGNED float lanes[8];
-    _mm256_store_ps(lanes, v);
-    for (int64_t i = 0; n0 + i < t->N; i++) simd_store1(t->y_dtype, t->y, m * t->N + n0 + i, lanes[i]);
-}
-
-/* Group g against activation rows m0 .. m0+R-1 (R <= 4). */
-static void group_rows(const prepared_task *t, int64_t g, int64_t m0, int R, int stream) {
-    const q4k_gblock *wg[1] = {t->w + g * t->nb};
-    __m256 res[4];
+/* The layout's tile for the shared walk (prepared_groups.c); the switch
+ * gives the inlined tile constant R and stream. */
+static void group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
+    const q4k_gblock *g[1] = {(const q4k_gblock *)wg};
+#define TILE_R(n) (stream ? tile(g, 1, &j->act, m0, n, 1, res) : tile(g, 1, &j->act, m0, n, 0, res))
     switch (R) {
-    case 1: stream ? tile(wg, 1, &t->act, m0, 1, 1, res) : tile(wg, 1, &t->act, m0, 1, 0, res); break;
-    case 2: stream ? tile(wg, 1, &t->act, m0, 2, 1, res) : tile(wg, 1, &t->act, m0, 2, 0, res); break;
-    case 3: stream ? tile(wg, 1, &t->act, m0, 3, 1, res) : tile(wg, 1, &t->act, m0, 3, 0, res); break;
-    default: stream ? tile(wg, 1, &t->act, m0, 4, 1, res) : tile(wg, 1, &t->act, m0, 4, 0, res); break;
+    case 1: TILE_R(1); break;
+    case 2: TILE_R(2); break;
+    case 3: TILE_R(3); break;
+    default: TILE_R(4); break;
     }
-    for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
+#undef TILE_R
 }
 
-/* Groups [begin, end) against every activation row. */
-static void matmul_groups(void *arg, int64_t begin, int64_t end, int thread) {
-    (void)thread;
-    const prepared_task *t = arg;
-    if (t->M == 1) {
-        /* decode: two groups at once, from the two halves of the range, so
-         * the thread reads two sequential streams (one left DRAM bandwidth
-         * unused: the prefetchers keep more lines in flight for two) */
-        const int64_t half = (end - begin) / 2;
-        for (int64_t g = begin; g < begin + half; g++) {
-            const q4k_gblock *wg[2] = {t->w + g * t->nb, t->w + (g + half) * t->nb};
-            __m256 res[2];
-            tile(wg, 2, &t->act, 0, 1, 1, res);
-            store_group(t, g, 0, res[0]);
-            store_group(t, g + half, 0, res[1]);
-        }
-        if ((end - begin) % 2) group_rows(t, end - 1, 0, 1, 1);
-        return;
-    }
-    if (t->M <= SIMD_MAX_ROWS) {
-        /* a few sequences decoding together: each group streamed from
-         * memory once, against all rows 4 at a time */
-        for (int64_t g = begin; g < end; g++)
-            for (int64_t m0 = 0; m0 < t->M; m0 += 4) group_rows(t, g, m0, t->M - m0 < 4 ? (int)(t->M - m0) : 4, 1);
-        return;
-    }
-    /* prefill: a tile of groups stays in L2 while every 4 activation rows
-     * pass over it */
-    for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
-        const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
-        for (int64_t m0 = 0; m0 < t->M; m0 += 4) {
-            const int R = t->M - m0 < 4 ? (int)(t->M - m0) : 4;
-            for (int64_t g = g0; g < g1; g++) group_rows(t, g, m0, R, 0);
-        }
-    }
+static void group_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res) {
+    const q4k_gblock *g[2] = {(const q4k_gblock *)wg0, (const q4k_gblock *)wg1};
+    tile(g, 2, &j->act, 0, 1, 1, res);
 }
 
 vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
-    const int64_t K = W->ne[0], N = W->ne[1], M = X->ne[1];
+    const int64_t K = W->ne[0];
     if (K % 256 != 0) return VT_ERR_INVALID;
-    prepared_task t;
-    memset(&t, 0, sizeof t);
-    vt_status st = simd_quantize_activations(ctx, X, SIMD_ACT_Q8_K32I, &t.act);
+    simd_group_job j;
+    memset(&j, 0, sizeof j);
+    vt_status st = simd_quantize_activations(ctx, X, SIMD_ACT_Q8_K32I, &j.act);
     if (st != VT_OK) return st;
-    t.w = W->data;
-    t.nb = K / 256;
-    t.N = N;
-    t.M = M;
-    t.y = Y->data;
-    t.y_dtype = Y->dtype;
-    const int64_t groups = n_groups(N);
-    const size_t group_bytes = (size_t)t.nb * sizeof(q4k_gblock);
-    int64_t tile = (int64_t)(65536 / group_bytes);
-    t.tile_groups = tile < 1 ? 1 : tile;
-    int64_t chunk = t.tile_groups;
-    if (M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
-        chunk = groups / (4 * (int64_t)ctx->n_threads);
-        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
-    }
-    simd_dynamic_for(ctx, groups, chunk, matmul_groups, &t);
+    j.w = W->data;
+    j.group_bytes = (size_t)(K / 256) * sizeof(q4k_gblock);
+    j.N = W->ne[1];
+    j.M = X->ne[1];
+    j.y = Y->data;
+    j.y_dtype = Y->dtype;
+    j.rows = group_rows;
+    j.pair = group_pair;
+    simd_run_groups(ctx, &j);
     return VT_OK;
 }

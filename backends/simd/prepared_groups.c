@@ -1,0 +1,75 @@
+/* prepared_groups.c — the walk over a prepared 8-row interleaved layout that
+ * Q4_K, Q5_K, Q4_0 and Q8_0 share (see prepared_groups.h); their tiles are in
+ * matmul_<dtype>_prepared.c. */
+#include "prepared_groups.h"
+
+/* Store the 8 rows of group g for activation row m (fewer at the tail). */
+static inline void store_group(const simd_group_job *t, int64_t g, int64_t m, __m256 v) {
+    const int64_t n0 = g * SIMD_GROUP_ROWS;
+    if (n0 + SIMD_GROUP_ROWS <= t->N) {
+        simd_store8(t->y_dtype, t->y, m * t->N + n0, v);
+        return;
+    }
+    SIMD_ALIGNED float lanes[8];
+    _mm256_store_ps(lanes, v);
+    for (int64_t i = 0; n0 + i < t->N; i++) simd_store1(t->y_dtype, t->y, m * t->N + n0 + i, lanes[i]);
+}
+
+static inline const uint8_t *group_at(const simd_group_job *t, int64_t g) { return t->w + (size_t)g * t->group_bytes; }
+
+/* Group g against activation rows m0 .. m0+R-1. */
+static void group_rows(const simd_group_job *t, int64_t g, int64_t m0, int R, int stream) {
+    __m256 res[SIMD_GROUP_TILE_R];
+    t->rows(t, group_at(t, g), m0, R, stream, res);
+    for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
+}
+
+/* Groups [begin, end) against every activation row. */
+static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const simd_group_job *t = arg;
+    const int tr = SIMD_GROUP_TILE_R;
+    if (t->M == 1) {
+        /* decode: two groups at once, from the two halves of the range, so
+         * the thread reads two sequential streams (one left DRAM bandwidth
+         * unused: the prefetchers keep more lines in flight for two) */
+        const int64_t half = (end - begin) / 2;
+        for (int64_t g = begin; g < begin + half; g++) {
+            __m256 res[2];
+            t->pair(t, group_at(t, g), group_at(t, g + half), res);
+            store_group(t, g, 0, res[0]);
+            store_group(t, g + half, 0, res[1]);
+        }
+        if ((end - begin) % 2) group_rows(t, end - 1, 0, 1, 1);
+        return;
+    }
+    if (t->M <= SIMD_MAX_ROWS) {
+        /* a few sequences decoding together: each group streamed from
+         * memory once, against all rows 4 at a time */
+        for (int64_t g = begin; g < end; g++)
+            for (int64_t m0 = 0; m0 < t->M; m0 += tr) group_rows(t, g, m0, t->M - m0 < tr ? (int)(t->M - m0) : tr, 1);
+        return;
+    }
+    /* prefill: a tile of groups stays in L2 while every 4 activation rows
+     * pass over it */
+    for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
+        const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
+        for (int64_t m0 = 0; m0 < t->M; m0 += tr) {
+            const int R = t->M - m0 < tr ? (int)(t->M - m0) : tr;
+            for (int64_t g = g0; g < g1; g++) group_rows(t, g, m0, R, 0);
+        }
+    }
+}
+
+void simd_run_groups(simd_ctx *ctx, simd_group_job *job) {
+    const int64_t groups = (job->N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS;
+    /* ~64 KiB of weights per L2 tile in prefill */
+    const int64_t tile = (int64_t)(65536 / job->group_bytes);
+    job->tile_groups = tile < 1 ? 1 : tile;
+    int64_t chunk = job->tile_groups;
+    if (job->M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
+        chunk = groups / (4 * (int64_t)ctx->n_threads);
+        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
+    }
+    simd_dynamic_for(ctx, groups, chunk, run_range, job);
+}

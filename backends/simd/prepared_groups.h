@@ -1,0 +1,46 @@
+/* prepared_groups.h — the schedule shared by simd's 8-row interleaved
+ * layouts (Q4_K, Q5_K, Q4_0, Q8_0): which groups of 8 weight rows meet which
+ * activation rows, in what order, on which thread. A layout supplies only its
+ * tile (one group block against a few activation rows); the walk over the
+ * weights — two streams in decode, each group streamed once for a few rows,
+ * L2 tiles in prefill — and the stores are the same for all of them, so a
+ * row's result depends on neither M nor the tile (batch invariance holds as
+ * long as each layout's tile does the same arithmetic for every R).
+ * Included by the AVX2 translation units only. */
+#ifndef VT_SIMD_PREPARED_GROUPS_H
+#define VT_SIMD_PREPARED_GROUPS_H
+
+#include <immintrin.h>
+
+#include "simd.h"
+#include "simd_vec.h"
+
+#define SIMD_GROUP_ROWS 8   /* weight rows interleaved per group */
+#define SIMD_GROUP_TILE_R 4 /* activation rows per tile call */
+
+typedef struct simd_group_job simd_group_job;
+
+/* Group wg against activation rows m0 .. m0+R-1 (1 <= R <= 4): res[r] holds
+ * the group's 8 rows for activation row m0+r. stream = the weights come from
+ * memory once (decode, a few rows: prefetch ahead) rather than from L2. */
+typedef void (*simd_group_rows_fn)(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream,
+                                   __m256 *res);
+/* Decode: groups wg0 and wg1 (two streams) against activation row 0. */
+typedef void (*simd_group_pair_fn)(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res);
+
+struct simd_group_job {
+    const uint8_t *w;   /* the prepared copy: groups of group_bytes */
+    size_t group_bytes; /* one group's blocks along K */
+    int64_t N, M;
+    simd_act act; /* activations, quantized once for the op */
+    void *y;      /* [M][N] of y_dtype */
+    int32_t y_dtype;
+    simd_group_rows_fn rows;
+    simd_group_pair_fn pair;
+    int64_t tile_groups; /* set by simd_run_groups */
+};
+
+/* Runs job over all ceil(N / 8) groups on ctx's threads. */
+void simd_run_groups(simd_ctx *ctx, simd_group_job *job);
+
+#endif
