@@ -26,36 +26,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "host.h"
 #include "quant.h"
 #include "threadpool.h"
 #include "vt/vt_backend.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU time of all threads: on a shared, oversubscribed machine wall time
- * measures the other tenants; CPU seconds per call still compare kernels
- * (spin-waiting threads count too, so it slightly favours no one). */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Uniform in [-1, 1) from a fixed-seed LCG: same data every run. */
-static float next_uniform(uint64_t *state) {
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((*state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
 
 typedef struct loaded {
     const char *label;

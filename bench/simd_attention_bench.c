@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "host.h"
 #include "quant.h"
 #include "threadpool.h"
@@ -32,31 +33,6 @@
 #define HEADS 16
 #define KV_HEADS 8
 #define BLOCK 16
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU seconds of the whole process: on a shared machine, what the kernel
- * costs when it does run (wall time includes waiting for a core). */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Uniform in [-1, 1) from a fixed-seed LCG: same data every run. */
-static float next_uniform(uint64_t *state) {
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((*state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
 
 static vt_tensor tensor(void *data, int32_t dtype, int ndim, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     vt_tensor t = {.data = data, .dtype = dtype, .ndim = ndim, .ne = {ne0, ne1, ne2, ne3}};

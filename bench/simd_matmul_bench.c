@@ -24,35 +24,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "host.h"
 #include "quant.h"
 #include "threadpool.h"
 #include "vt/vt_backend.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* CPU seconds of the whole process: on a machine shared with other jobs it
- * shows what the kernels cost when they do run (wall time includes waiting). */
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Uniform in [-1, 1) from a fixed-seed LCG: same data every run. */
-static float next_uniform(uint64_t *state) {
-    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((*state >> 40) & 0xFFFFFF) / (float)0x800000 - 1.0f;
-}
 
 static vt_tensor tensor2(void *data, int32_t dtype, int64_t ne0, int64_t ne1) {
     vt_tensor t = {.data = data, .dtype = dtype, .ndim = 2, .ne = {ne0, ne1, 1, 1}};
