@@ -51,7 +51,8 @@ static void help(void) {
            "                           tokens/s); without it one sequence, tg from an empty one\n"
            "      --json, --csv        machine-readable output (default: a table; both add each median's ratio\n"
            "                           to the first backend's, JSON where each run fell in its round)\n"
-           "      --profile            per-op time, calls and share per backend over the timed runs, on stderr\n"
+           "      --profile            per-op time, calls and share per backend and test (pp, tg) over the\n"
+           "                           timed runs, on stderr\n"
            "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n\n"
            "Engine options (--backend does not apply here: see --backends):\n");
     vt_cli_common_help(stdout);
@@ -98,6 +99,17 @@ typedef struct bench_job {
     size_t peak_rss_bytes; /* the process's resident high-water mark once every run is done */
 } bench_job;
 
+/* With --profile, the op calls from now on count under "BACKEND [xS] TEST":
+ * prefill and decode apart, so a decode step's cost is read directly, not
+ * as the difference of two runs. */
+static vt_status profile_phase(bench_job *job, const char *backend, int32_t S, const char *test, vt_error *err) {
+    if (!job->profiler) return VT_OK;
+    char name[64];
+    if (job->parallel) snprintf(name, sizeof name, "%s x%d %s", backend, (int)S, test);
+    else snprintf(name, sizeof name, "%s %s", backend, test);
+    return vt_profiler_section(job->profiler, name, err);
+}
+
 /* One prefill of n_prompt tokens on a fresh sequence: tokens/s. */
 static vt_status run_pp(bench_job *job, vt_engine *e, double *tok_s, vt_error *err) {
     vt_engine_reset(e);
@@ -123,11 +135,11 @@ static vt_status run_tg(bench_job *job, vt_engine *e, int64_t n, double *tok_s, 
  * the prefill plan's size (whole prompts side by side, the last one split if
  * it does not fit), then n_gen decode steps of S tokens. Aggregate tokens/s
  * of each phase. */
-static vt_status run_parallel(bench_job *job, vt_engine *e, int32_t S, int64_t n_gen, double *pp_tok_s,
-                              double *tg_tok_s, vt_error *err) {
+static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e, int32_t S, int64_t n_gen,
+                              double *pp_tok_s, double *tg_tok_s, vt_error *err) {
     for (int32_t s = 0; s < S; s++) vt_engine_seq_release(e, s);
     vt_step_entry entries[VT_BENCH_MAX_SEQS];
-    vt_status st = VT_OK;
+    vt_status st = profile_phase(job, backend, S, "pp", err);
     const int64_t budget = e->prefill->max_tokens;
     int64_t done[VT_BENCH_MAX_SEQS] = {0};
     double t0 = vt_cli_now();
@@ -145,6 +157,7 @@ static vt_status run_parallel(bench_job *job, vt_engine *e, int32_t S, int64_t n
     }
     double t = vt_cli_now() - t0;
     *pp_tok_s = t > 0 ? (double)(S * job->n_prompt) / t : NAN;
+    if (st == VT_OK) st = profile_phase(job, backend, S, "tg", err);
     t0 = vt_cli_now();
     for (int64_t k = 0; k < n_gen && st == VT_OK; k++) {
         for (int32_t s = 0; s < S; s++) entries[s] = (vt_step_entry){s, &job->tokens[k], 1, true};
@@ -199,7 +212,7 @@ static vt_status config_warm_up(bench_job *job, bench_config *cfg, vt_error *err
     double ignored, ignored_too;
     const int64_t warm = job->n_gen < 2 ? job->n_gen : 2;
     vt_status st = VT_OK;
-    if (job->parallel) return run_parallel(job, cfg->e, cfg->S, warm, &ignored, &ignored_too, err);
+    if (job->parallel) return run_parallel(job, cfg->backend, cfg->e, cfg->S, warm, &ignored, &ignored_too, err);
     if (job->n_prompt > 0) st = run_pp(job, cfg->e, &ignored, err);
     if (st == VT_OK && job->n_gen > 0) st = run_tg(job, cfg->e, warm, &ignored, err);
     return st;
@@ -209,16 +222,18 @@ static vt_status config_warm_up(bench_job *job, bench_config *cfg, vt_error *err
 static vt_status config_run(bench_job *job, bench_config *cfg, int64_t r, vt_error *err) {
     vt_status st = VT_OK;
     if (job->parallel) {
-        st = run_parallel(job, cfg->e, cfg->S, job->n_gen, &cfg->pp->runs[r], &cfg->tg->runs[r], err);
+        st = run_parallel(job, cfg->backend, cfg->e, cfg->S, job->n_gen, &cfg->pp->runs[r], &cfg->tg->runs[r], err);
         vt_progress_add(job->bar, (double)cfg->S * (double)(job->n_prompt + job->n_gen));
         return st;
     }
     if (job->n_prompt > 0) {
-        st = run_pp(job, cfg->e, &cfg->pp->runs[r], err);
+        st = profile_phase(job, cfg->backend, 1, "pp", err);
+        if (st == VT_OK) st = run_pp(job, cfg->e, &cfg->pp->runs[r], err);
         vt_progress_add(job->bar, (double)job->n_prompt);
     }
     if (st == VT_OK && job->n_gen > 0) {
-        st = run_tg(job, cfg->e, job->n_gen, &cfg->tg->runs[r], err);
+        st = profile_phase(job, cfg->backend, 1, "tg", err);
+        if (st == VT_OK) st = run_tg(job, cfg->e, job->n_gen, &cfg->tg->runs[r], err);
         vt_progress_add(job->bar, (double)job->n_gen);
     }
     return st;
@@ -253,8 +268,7 @@ static void bench_interleaved(bench_job *job, bench_config *cfgs, int n, vt_erro
             if (!cfg->e) continue;
             cfg->pp->order[r] = cfg->tg->order[r] = i;
             vt_progress_label(job->bar, cfg->backend);
-            vt_status st = job->profiler ? vt_profiler_section(job->profiler, cfg->backend, &err) : VT_OK;
-            if (st == VT_OK) st = config_run(job, cfg, r, &err);
+            vt_status st = config_run(job, cfg, r, &err);
             if (st != VT_OK) {
                 vt_error_prefix(&err, "backend %s: ", cfg->backend);
                 config_failed(cfg, &err, first_failure);

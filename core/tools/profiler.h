@@ -24,7 +24,7 @@
 #include "error.h"
 #include "registry.h"
 
-#define VT_PROFILER_MAX_SECTIONS 16
+#define VT_PROFILER_MAX_SECTIONS 64
 
 typedef struct vt_profiler vt_profiler;
 
