@@ -123,6 +123,21 @@ static uint8_t klass(uint32_t c) {
 
 static uint32_t ascii_lower(uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 
+/* The whitespace alternatives both pre-tokenizers end with, at a K_SPACE
+ * codepoint p: \s*[\r\n]+ ends after the run's last \r or \n; else
+ * \s+(?!\S) leaves the run's last space to the next word, and \s+ takes a
+ * lone space or a run that ends the text. */
+static size_t whitespace_match(const uint32_t *cp, const uint8_t *k, size_t p, size_t end) {
+    size_t run_end = p, last_newline = 0;
+    while (run_end < end && k[run_end] == K_SPACE) {
+        if (cp[run_end] == '\r' || cp[run_end] == '\n') last_newline = run_end + 1;
+        run_end++;
+    }
+    if (last_newline) return last_newline - p;
+    if (run_end < end && run_end - p >= 2) return run_end - 1 - p;
+    return run_end - p;
+}
+
 /* Length (in codepoints) of the pre-token starting at p; cp/k hold [0, end). */
 static size_t qwen2_match(const uint32_t *cp, const uint8_t *k, size_t p, size_t end) {
     uint32_t c = cp[p];
@@ -152,16 +167,8 @@ static size_t qwen2_match(const uint32_t *cp, const uint8_t *k, size_t p, size_t
         while (q < end && (cp[q] == '\r' || cp[q] == '\n')) q++;
         return q - p;
     }
-    /* k[p] is K_SPACE here: \s*[\r\n]+ ends after the run's last \r or \n ... */
-    size_t run_end = p, last_newline = 0;
-    while (run_end < end && k[run_end] == K_SPACE) {
-        if (cp[run_end] == '\r' || cp[run_end] == '\n') last_newline = run_end + 1;
-        run_end++;
-    }
-    if (last_newline) return last_newline - p;
-    /* ... \s+(?!\S) leaves the last space to the next word; \s+ takes a lone one */
-    if (run_end < end && run_end - p >= 2) return run_end - 1 - p;
-    return run_end - p;
+    /* k[p] is K_SPACE here */
+    return whitespace_match(cp, k, p, end);
 }
 
 /* llama.cpp runs the llama3 regex
@@ -202,15 +209,7 @@ static size_t llama3_match(const uint32_t *cp, const uint8_t *k, size_t p, size_
         while (q < end && (cp[q] == '\r' || cp[q] == '\n')) q++;
         return q - p;
     }
-    /* \s*[\r\n]+ | \s+(?!\S) | \s+ */
-    size_t run_end = p, last_newline = 0;
-    while (run_end < end && k[run_end] == K_SPACE) {
-        if (cp[run_end] == '\r' || cp[run_end] == '\n') last_newline = run_end + 1;
-        run_end++;
-    }
-    if (last_newline) return last_newline - p;
-    if (run_end < end && run_end - p >= 2) return run_end - 1 - p;
-    return run_end - p;
+    return whitespace_match(cp, k, p, end);
 }
 
 /* ---- merges -------------------------------------------------------------- */
