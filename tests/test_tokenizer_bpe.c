@@ -214,34 +214,8 @@ static void test_qwen2_round_trip_random_text(void) {
                                          "e\xcc\x81", "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x99\x82", "'s", "'LL",
                                          "123", "!", "...", "<|im_end|>", "<|endoftext|>", "[PAD151650]", "</s>",
                                          "\r\n", "\xe2\x80\x83", "\xd9\xa3", "\x01"};
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    int failures = 0;
-    for (int trial = 0; trial < 400; trial++) {
-        char text[512];
-        size_t len = 0;
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        int n_pieces = 1 + (int)(x % 30);
-        bool special = (x >> 40) & 1;
-        for (int i = 0; i < n_pieces; i++) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            const char *p = pieces[x % (sizeof pieces / sizeof pieces[0])];
-            memcpy(text + len, p, strlen(p));
-            len += strlen(p);
-        }
-        int32_t *ids = NULL;
-        size_t n = 0;
-        char *back = NULL;
-        size_t back_len = 0;
-        vt_error err = {0};
-        CU_ASSERT_EQUAL_FATAL(vt_tokenize(qwen2.t, text, len, false, special, &ids, &n, &err), VT_OK);
-        CU_ASSERT_EQUAL_FATAL(vt_detokenize(qwen2.t, ids, n, special, &back, &back_len, &err), VT_OK);
-        if (back_len != len || memcmp(back, text, len) != 0) {
-            if (failures++ < 3) printf("\n  round trip of '%.*s' gave '%s'\n", (int)len, text, back);
-        }
-        free(ids);
-        free(back);
-    }
-    CU_ASSERT_EQUAL(failures, 0);
+    const size_t n_pieces = sizeof pieces / sizeof pieces[0];
+    CU_ASSERT_EQUAL(golden_round_trips(qwen2.t, pieces, n_pieces, 400, 0x9E3779B97F4A7C15ull, true), 0);
 }
 
 static void expect_detok(const vt_tokenizer *t, const int32_t *ids, size_t n, const char *want) {

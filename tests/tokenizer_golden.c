@@ -130,3 +130,36 @@ bool golden_run_jsonl(const vt_tokenizer *t, const char *path, golden_counts *c)
     free(data);
     return ok;
 }
+
+int golden_round_trips(const vt_tokenizer *t, const char *const *pieces, size_t n_pieces, int trials, uint64_t seed,
+                       bool vary_special) {
+    uint64_t x = seed;
+    int failures = 0;
+    for (int trial = 0; trial < trials; trial++) {
+        char text[512];
+        size_t len = 0;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int n = 1 + (int)(x % 30);
+        bool special = vary_special && ((x >> 40) & 1);
+        for (int i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const char *p = pieces[x % n_pieces];
+            memcpy(text + len, p, strlen(p));
+            len += strlen(p);
+        }
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        char *back = NULL;
+        size_t back_len = 0;
+        vt_error err = {0};
+        if (vt_tokenize(t, text, len, false, special, &ids, &n_ids, &err) != VT_OK ||
+            vt_detokenize(t, ids, n_ids, special, &back, &back_len, &err) != VT_OK) {
+            if (failures++ < 3) printf("\n  '%.*s': %s\n", (int)len, text, err.msg);
+        } else if (back_len != len || memcmp(back, text, len) != 0) {
+            if (failures++ < 3) printf("\n  round trip of '%.*s' gave '%s'\n", (int)len, text, back);
+        }
+        free(ids);
+        free(back);
+    }
+    return failures;
+}

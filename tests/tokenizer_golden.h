@@ -33,4 +33,11 @@ typedef struct golden_counts {
  * cannot be read or parsed. */
 bool golden_run_jsonl(const vt_tokenizer *t, const char *path, golden_counts *c);
 
+/* detokenize(tokenize(text)) == text for `trials` texts of 1..30 random
+ * pieces (xorshift from seed); special tokens parsed and rendered in a random
+ * half of the trials when vary_special, never otherwise. Prints the first
+ * three failures; returns how many trials failed. */
+int golden_round_trips(const vt_tokenizer *t, const char *const *pieces, size_t n_pieces, int trials, uint64_t seed,
+                       bool vary_special);
+
 #endif
