@@ -127,5 +127,7 @@ const vt_gguf_tensor *vt_gguf_tensor_at(const vt_gguf *g, int64_t i);
 const vt_gguf_tensor *vt_gguf_find_tensor(const vt_gguf *g, const char *name);
 
 const char *vt_gguf_type_name(vt_gguf_type t);
+/* Bytes of one scalar element as stored in the file; 0 for STRING, ARRAY and unknown types. */
+size_t vt_gguf_scalar_size(vt_gguf_type t);
 
 #endif

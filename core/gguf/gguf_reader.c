@@ -145,8 +145,7 @@ const char *vt_gguf_type_name(vt_gguf_type t) {
     return type_names[t];
 }
 
-/* Bytes of one scalar element; 0 for STRING and ARRAY. */
-static size_t scalar_size(vt_gguf_type t) {
+size_t vt_gguf_scalar_size(vt_gguf_type t) {
     switch (t) {
     case VT_GGUF_UINT8:
     case VT_GGUF_INT8:
@@ -173,7 +172,7 @@ static bool type_is_unsigned(vt_gguf_type t) {
 
 /* Decode one little-endian scalar of type t at p into a value. */
 static void decode_scalar(vt_gguf_type t, const uint8_t *p, vt_gguf_value *v) {
-    size_t n = scalar_size(t);
+    size_t n = vt_gguf_scalar_size(t);
     uint64_t raw = load_le(p, n);
     v->type = t;
     if (type_is_unsigned(t)) {
@@ -226,7 +225,7 @@ static vt_status read_array(cursor *c, int depth, vt_gguf_array *arr) {
     arr->items = NULL;
 
     /* Smallest encoding of one element bounds n by the bytes left. */
-    size_t elem_min = scalar_size(arr->type);
+    size_t elem_min = vt_gguf_scalar_size(arr->type);
     if (arr->type == VT_GGUF_STRING) elem_min = 8;
     if (arr->type == VT_GGUF_ARRAY) elem_min = 12;
     if (n > cursor_left(c) / elem_min)
@@ -235,7 +234,7 @@ static vt_status read_array(cursor *c, int depth, vt_gguf_array *arr) {
                        "(truncated, or a lying length)",
                        (unsigned long long)n, vt_gguf_type_name(arr->type), at, c->ctx, cursor_left(c));
 
-    if (elem_min == scalar_size(arr->type)) { /* packed scalars: stay in the mapping */
+    if (elem_min == vt_gguf_scalar_size(arr->type)) { /* packed scalars: stay in the mapping */
         if (arr->type == VT_GGUF_BOOL)
             for (uint64_t i = 0; i < n; i++)
                 if (c->base[c->off + i] > 1)
@@ -270,7 +269,7 @@ static vt_status read_value(cursor *c, vt_gguf_type type, int depth, vt_gguf_val
         out->v.arr.items = NULL;
         return read_array(c, depth, &out->v.arr);
     }
-    size_t n = scalar_size(type);
+    size_t n = vt_gguf_scalar_size(type);
     size_t at = c->off;
     vt_status st = need(c, n);
     if (st) return st;
@@ -771,7 +770,7 @@ vt_status vt_gguf_get_arr(const vt_gguf *g, const char *key, int elem_type, cons
 
 static vt_gguf_value arr_elem(const vt_gguf_array *a, uint64_t i) {
     vt_gguf_value v = {0};
-    size_t n = scalar_size(a->type);
+    size_t n = vt_gguf_scalar_size(a->type);
     if (n == 0 || i >= a->n) return v; /* not a scalar array: 0 */
     decode_scalar(a->type, (const uint8_t *)a->data + i * n, &v);
     return v;

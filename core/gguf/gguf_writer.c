@@ -109,23 +109,6 @@ static bool put_bytes(byte_buf *b, const void *data, size_t n) {
 
 static bool put_str(byte_buf *b, const char *s, size_t n) { return put_u64(b, n) && put_bytes(b, s, n); }
 
-static size_t scalar_bytes(vt_gguf_type t) {
-    switch (t) {
-    case VT_GGUF_UINT8:
-    case VT_GGUF_INT8:
-    case VT_GGUF_BOOL: return 1;
-    case VT_GGUF_UINT16:
-    case VT_GGUF_INT16: return 2;
-    case VT_GGUF_UINT32:
-    case VT_GGUF_INT32:
-    case VT_GGUF_FLOAT32: return 4;
-    case VT_GGUF_UINT64:
-    case VT_GGUF_INT64:
-    case VT_GGUF_FLOAT64: return 8;
-    default: return 0;
-    }
-}
-
 /* Whether the writer can start a new key: not after data, not a duplicate. */
 static vt_status begin_key(vt_gguf_writer *w, const char *key) {
     if (w->status) return w->status;
@@ -152,7 +135,7 @@ static vt_status set_scalar(vt_gguf_writer *w, const char *key, vt_gguf_type typ
     if (st) return st;
     if (!put_u32(&w->meta, type) || !buf_reserve(&w->meta, 8))
         return fail(w, VT_ERR_NOMEM, "gguf writer: out of memory");
-    buf_put_le(&w->meta, bits, scalar_bytes(type));
+    buf_put_le(&w->meta, bits, vt_gguf_scalar_size(type));
     return VT_OK;
 }
 
@@ -189,7 +172,7 @@ vt_status vt_gguf_writer_set_str(vt_gguf_writer *w, const char *key, const char 
 
 vt_status vt_gguf_writer_set_arr(vt_gguf_writer *w, const char *key, vt_gguf_type type, const void *data,
                                  uint64_t n) {
-    size_t esize = scalar_bytes(type);
+    size_t esize = vt_gguf_scalar_size(type);
     if (esize == 0)
         return fail(w, VT_ERR_INVALID, "gguf writer: key '%s': set_arr takes scalar elements, not %s",
                     key ? key : "?", vt_gguf_type_name(type));
@@ -237,7 +220,7 @@ static bool put_value_body(vt_gguf_writer *w, const vt_gguf_value *v, int depth)
         const vt_gguf_array *a = &v->v.arr;
         if (depth > 64) return false;
         if (!put_u32(b, a->type) || !put_u64(b, a->n)) return false;
-        size_t esize = scalar_bytes(a->type);
+        size_t esize = vt_gguf_scalar_size(a->type);
         if (esize) return a->n <= SIZE_MAX / esize && put_bytes(b, a->data, (size_t)a->n * esize);
         for (uint64_t i = 0; i < a->n; i++) {
             if (a->items[i].type != a->type) return false;
@@ -246,7 +229,7 @@ static bool put_value_body(vt_gguf_writer *w, const vt_gguf_value *v, int depth)
         return true;
     }
     default: {
-        size_t n = scalar_bytes(v->type);
+        size_t n = vt_gguf_scalar_size(v->type);
         if (!n) return false;
         /* integers: the low n bytes of the (zero- or sign-extended) 64-bit value */
         return buf_reserve(b, n) && (buf_put_le(b, v->v.u64, n), true);
