@@ -5,11 +5,16 @@
  * repetitions. Reports wall and process CPU time per call and the cache
  * bytes read per call / wall time.
  *
- *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-r reps] [LIB.so]
+ *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-r reps] [LIB.so]
+ *
+ * -S: S sequences in one call, each with its own blocks and T tokens at the
+ * end of its N positions (-S 8 -T 1 is a decode step of 8 sequences, the
+ * batched-decode case; the bytes read are S times one sequence's).
  *
  * One cache per layer of the model (28), cycled through call by call, so
  * every call reads its cache from DRAM as a decode step's 28 attention calls
- * do (one layer's 8 MiB would sit in L3 and overstate the speed).
+ * do (one layer's 8 MiB would sit in L3 and overstate the speed); fewer
+ * layers (at least 4) when 28 would exceed 512 MiB, still far above L3.
  *
  * Build: cmake target simd_attention_bench (bench/CMakeLists.txt), or
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_attention_bench.c \
@@ -28,7 +33,8 @@
 #include "threadpool.h"
 #include "vt/vt_backend.h"
 
-#define LAYERS 28
+#define MAX_LAYERS 28
+#define MAX_CACHE_BYTES ((size_t)512 << 20)
 #define HEAD_DIM 128
 #define HEADS 16
 #define KV_HEADS 8
@@ -45,7 +51,7 @@ static vt_tensor tensor(void *data, int32_t dtype, int ndim, int64_t ne0, int64_
 
 int main(int argc, char **argv) {
     int n_threads = 2, reps = 10;
-    int64_t n_ctx = 2048, T = 1;
+    int64_t n_ctx = 2048, T = 1, S = 1;
     int32_t dtype = VT_F16;
     const char *lib = "build/lib/vt/libvt-backend-simd.so";
     for (int i = 1; i < argc; i++) {
@@ -53,10 +59,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n_ctx = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) T = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-S") && i + 1 < argc) S = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
         else lib = argv[i];
     }
-    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || reps < 1) {
+    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || S < 1 || S > 1024 || reps < 1) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
@@ -79,44 +86,50 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    const int64_t n_blocks = (n_ctx + BLOCK - 1) / BLOCK;
+    const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = T * S;
     const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);
-    uint8_t *caches = malloc(cache_bytes * 2 * LAYERS); /* K and V of every layer */
+    int layers = (int)(MAX_CACHE_BYTES / (2 * cache_bytes));
+    layers = layers > MAX_LAYERS ? MAX_LAYERS : layers < 4 ? 4 : layers;
+    uint8_t *caches = malloc(cache_bytes * 2 * (size_t)layers); /* K and V of every layer */
     float *values = malloc((size_t)(HEAD_DIM * KV_HEADS) * sizeof(float));
-    float *q = malloc((size_t)(HEAD_DIM * HEADS * T) * sizeof(float)), *out = malloc((size_t)(HEAD_DIM * HEADS * T) * sizeof(float));
-    int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t)), *pos = malloc((size_t)T * sizeof(int32_t));
-    int32_t *seq = calloc((size_t)T, sizeof(int32_t));
+    float *q = malloc((size_t)(HEAD_DIM * HEADS * TS) * sizeof(float)), *out = malloc((size_t)(HEAD_DIM * HEADS * TS) * sizeof(float));
+    int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t)), *pos = malloc((size_t)TS * sizeof(int32_t));
+    int32_t *seq = calloc((size_t)TS, sizeof(int32_t));
     if (!caches || !values || !q || !out || !table || !pos || !seq) return 1;
     uint64_t state = 42;
-    for (size_t r = 0; r < (size_t)(n_blocks * BLOCK) * 2 * LAYERS; r++) {
+    for (size_t r = 0; r < (size_t)(n_blocks * BLOCK) * 2 * (size_t)layers; r++) {
         for (int i = 0; i < HEAD_DIM * KV_HEADS; i++) values[i] = next_uniform(&state);
         if (vt_from_f32(dtype, values, caches + r * row, HEAD_DIM * KV_HEADS) != VT_OK) {
             fprintf(stderr, "cannot store a %s cache\n", vt_dtype_name(dtype));
             return 2;
         }
     }
-    for (int64_t i = 0; i < HEAD_DIM * HEADS * T; i++) q[i] = next_uniform(&state);
-    for (int64_t i = 0; i < n_blocks; i++) table[i] = (int32_t)i;
-    for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(n_ctx - T + t);
+    for (int64_t i = 0; i < HEAD_DIM * HEADS * TS; i++) q[i] = next_uniform(&state);
+    /* sequence s owns blocks s, s + S, s + 2S, ...: interleaved as an engine's pool fills */
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t i = 0; i < seq_blocks; i++) table[s * seq_blocks + i] = (int32_t)(i * S + s);
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t t = 0; t < T; t++) pos[s * T + t] = (int32_t)(n_ctx - T + t), seq[s * T + t] = (int32_t)s;
 
     vt_node node = {.struct_size = sizeof node, .op = VT_OP_ATTENTION,
                     .phase = T == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL, .n_src = 6};
-    node.params.attention = (vt_attention_params){1.0f / sqrtf((float)HEAD_DIM), BLOCK, 1, (int32_t)n_blocks};
-    node.src[0] = tensor(q, VT_F32, 3, HEAD_DIM, HEADS, T, 1);
+    node.params.attention =
+        (vt_attention_params){1.0f / sqrtf((float)HEAD_DIM), BLOCK, (int32_t)S, (int32_t)seq_blocks};
+    node.src[0] = tensor(q, VT_F32, 3, HEAD_DIM, HEADS, TS, 1);
     node.src[1] = tensor(caches, dtype, 4, HEAD_DIM, KV_HEADS, BLOCK, n_blocks);
     node.src[2] = tensor(caches + cache_bytes, dtype, 4, HEAD_DIM, KV_HEADS, BLOCK, n_blocks);
-    node.src[3] = tensor(table, VT_I32, 2, n_blocks, 1, 1, 1);
-    node.src[4] = tensor(pos, VT_I32, 1, T, 1, 1, 1);
-    node.src[5] = tensor(seq, VT_I32, 1, T, 1, 1, 1);
-    node.dst = tensor(out, VT_F32, 3, HEAD_DIM, HEADS, T, 1);
+    node.src[3] = tensor(table, VT_I32, 2, seq_blocks, S, 1, 1);
+    node.src[4] = tensor(pos, VT_I32, 1, TS, 1, 1, 1);
+    node.src[5] = tensor(seq, VT_I32, 1, TS, 1, 1, 1);
+    node.dst = tensor(out, VT_F32, 3, HEAD_DIM, HEADS, TS, 1);
     if (!b->supports(ctx, &node)) {
         printf("%s: attention at a %s cache declined\n", lib, vt_dtype_name(dtype));
         return 0;
     }
-    const int n_calls = reps * LAYERS;
+    const int n_calls = reps * layers;
     double *tw = malloc((size_t)n_calls * sizeof(double)), *tc = malloc((size_t)n_calls * sizeof(double));
-    for (int r = -LAYERS; r < n_calls; r++) {
-        const int layer = (r + LAYERS) % LAYERS;
+    for (int r = -layers; r < n_calls; r++) {
+        const int layer = (r + layers) % layers;
         node.src[1].data = caches + (size_t)(2 * layer) * cache_bytes;
         node.src[2].data = caches + (size_t)(2 * layer + 1) * cache_bytes;
         const double t0 = now_s(), c0 = cpu_s();
@@ -129,9 +142,10 @@ int main(int argc, char **argv) {
     qsort(tw, (size_t)n_calls, sizeof *tw, cmp_double);
     qsort(tc, (size_t)n_calls, sizeof *tc, cmp_double);
     const double med = tw[n_calls / 2], cmed = tc[n_calls / 2];
-    printf("%s %-5s ctx %lld T %lld, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d layers = %.2f ms\n",
-           lib, vt_dtype_name(dtype), (long long)n_ctx, (long long)T, n_threads, med * 1e6, cmed * 1e6,
-           2.0 * (double)row * (double)n_ctx / med * 1e-9, LAYERS, med * LAYERS * 1e3);
+    printf("%s %-5s ctx %lld T %lld S %lld, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d layers "
+           "= %.2f ms\n",
+           lib, vt_dtype_name(dtype), (long long)n_ctx, (long long)T, (long long)S, n_threads, med * 1e6, cmed * 1e6,
+           2.0 * (double)row * (double)(n_ctx * S) / med * 1e-9, MAX_LAYERS, med * MAX_LAYERS * 1e3);
     b->shutdown(ctx);
     vt_threadpool_destroy(pool);
     return 0;
