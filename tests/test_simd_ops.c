@@ -637,11 +637,69 @@ static void test_attention_prefill(void) {
         }
 }
 
+/* Long contexts: simd cuts each query's positions into fixed spans (64
+ * positions) with a softmax state each, merged afterwards, and computes a
+ * token alone of its sequence span by span on several threads. Contexts
+ * shorter than a span, exactly one, one more, and many; one sequence, and
+ * eight sequences of different lengths decoding in one call. */
+static void test_attention_spans(void) {
+    if (!simd_available()) return;
+    uint64_t seed = 3200;
+    static const int32_t lengths[] = {1, 10, 63, 64, 65, 128, 129, 300};
+    for (size_t k = 0; k < 4; k++) {
+        for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++) {
+            attn_case c = {.D = 128, .H = 16, .KVH = 8, .BS = 16, .n_blocks = 23, .n_seqs = 1, .max_blocks = 19,
+                           .T = 1};
+            const int32_t pos[] = {lengths[l] - 1}, seq[] = {0};
+            check_attention(&c, cache_dtypes[k], pos, seq, VT_PHASE_DECODE, seed++);
+        }
+        attn_case b = {.D = 64, .H = 8, .KVH = 2, .BS = 16, .n_blocks = 163, .n_seqs = 8, .max_blocks = 20, .T = 8};
+        const int32_t bpos[] = {299, 4, 63, 64, 127, 200, 128, 31}, bseq[] = {0, 1, 2, 3, 4, 5, 6, 7};
+        check_attention(&b, cache_dtypes[k], bpos, bseq, VT_PHASE_DECODE, seed++);
+        /* a prompt chunk crossing span edges beside decode tokens */
+        attn_case m = {.D = 64, .H = 8, .KVH = 4, .BS = 16, .n_blocks = 41, .n_seqs = 3, .max_blocks = 13, .T = 12};
+        const int32_t mpos[] = {150, 60, 61, 62, 63, 64, 65, 66, 127, 128, 129, 9},
+                      mseq[] = {0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2};
+        check_attention(&m, cache_dtypes[k], mpos, mseq, VT_PHASE_PREFILL, seed++);
+    }
+}
+
+/* Runs every token of `all` (a call of c.T tokens) again alone, in decode,
+ * and counts the tokens whose output is not bit-identical. */
+static int tokens_differing_alone(const attn_case *c, vt_node *all, const int32_t *pos, const int32_t *seq) {
+    CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", all), VT_OK);
+    const size_t row = (size_t)(c->D * c->H) * sizeof(float);
+    int differing = 0;
+    for (int64_t t = 0; t < c->T; t++) {
+        vt_node one = vt_harness_node_copy(all);
+        one.phase = VT_PHASE_DECODE;
+        /* q, positions, sequences and output of token t only; caches and tables as in the batch */
+        vt_harness_tensor_free(&one.src[0]);
+        vt_harness_tensor_free(&one.src[4]);
+        vt_harness_tensor_free(&one.src[5]);
+        vt_harness_tensor_free(&one.dst);
+        vt_harness_set_src(&one, 0, vt_harness_from_f32(VT_F32, 3, (const int64_t[]){c->D, c->H, 1},
+                                                        (const float *)all->src[0].data + t * c->D * c->H));
+        vt_harness_set_src(&one, 4, vt_harness_i32(1, &pos[t]));
+        vt_harness_set_src(&one, 5, vt_harness_i32(1, &seq[t]));
+        one.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){c->D, c->H, 1});
+        CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", &one), VT_OK);
+        if (memcmp(one.dst.data, (const char *)all->dst.data + (size_t)t * row, row) != 0) {
+            printf("\n  attention %s KVH=%lld: token %lld (position %d) alone differs from the batched call\n",
+                   vt_dtype_name(all->src[1].dtype), (long long)c->KVH, (long long)t, (int)pos[t]);
+            differing++;
+        }
+        vt_harness_node_free(&one);
+    }
+    return differing;
+}
+
 /* Batch invariance: a token's attention output does not depend on the other
  * tokens of the call (which sequences, how many, where its group of query
- * tokens starts). Each token of a mixed call (two sequences, a prefill run
- * and decode-like singles, positions at block edges) is run again alone, in
- * decode, and its output must be bit-identical. */
+ * tokens starts, whether it is computed as part of a prompt run or alone of
+ * its sequence). Each token of a mixed call (several sequences, prefill runs
+ * and decode-like singles, positions at block and span edges) is run again
+ * alone, in decode, and its output must be bit-identical. */
 static void test_attention_rows_independent(void) {
     if (!simd_available()) return;
     static const int64_t ratios[] = {1, 2, 3, 8};
@@ -653,30 +711,17 @@ static void test_attention_rows_independent(void) {
                            .max_blocks = 3, .T = 9};
             const int32_t pos[] = {15, 16, 17, 31, 32, 0, 47, 1, 33}, seq[] = {0, 0, 0, 1, 1, 2, 1, 2, 0};
             vt_node all = attention_node(&c, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
-            CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", &all), VT_OK);
-            const size_t row = (size_t)(c.D * c.H) * sizeof(float);
-            for (int64_t t = 0; t < c.T; t++) {
-                vt_node one = vt_harness_node_copy(&all);
-                one.phase = VT_PHASE_DECODE;
-                /* q, positions, sequences and output of token t only; caches and tables as in the batch */
-                vt_harness_tensor_free(&one.src[0]);
-                vt_harness_tensor_free(&one.src[4]);
-                vt_harness_tensor_free(&one.src[5]);
-                vt_harness_tensor_free(&one.dst);
-                vt_harness_set_src(&one, 0, vt_harness_from_f32(VT_F32, 3, (const int64_t[]){c.D, c.H, 1},
-                                                                (const float *)all.src[0].data + t * c.D * c.H));
-                vt_harness_set_src(&one, 4, vt_harness_i32(1, &pos[t]));
-                vt_harness_set_src(&one, 5, vt_harness_i32(1, &seq[t]));
-                one.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){c.D, c.H, 1});
-                CU_ASSERT_EQUAL(vt_harness_run(harness, "simd", &one), VT_OK);
-                if (memcmp(one.dst.data, (const char *)all.dst.data + (size_t)t * row, row) != 0) {
-                    printf("\n  attention %s KVH=%lld: token %lld alone differs from the batched call\n",
-                           vt_dtype_name(cache_dtypes[k]), (long long)c.KVH, (long long)t);
-                    CU_FAIL("attention output depends on the batch");
-                }
-                vt_harness_node_free(&one);
-            }
+            if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention output depends on the batch");
             vt_harness_node_free(&all);
+            /* contexts of several spans: prompt runs crossing span edges
+             * (64, 128, 192) and single tokens of other sequences */
+            attn_case l = {.D = 64, .H = 24, .KVH = 24 / ratios[r], .BS = 16, .n_blocks = 101, .n_seqs = 5,
+                           .max_blocks = 20, .T = 16};
+            const int32_t lpos[] = {62, 63, 64, 65, 66, 200, 126, 127, 128, 129, 64, 63, 191, 192, 193, 310},
+                          lseq[] = {0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 3, 4, 0, 0, 0, 1};
+            vt_node many = attention_node(&l, cache_dtypes[k], lpos, lseq, VT_PHASE_PREFILL, seed++);
+            if (tokens_differing_alone(&l, &many, lpos, lseq)) CU_FAIL("attention output depends on the batch");
+            vt_harness_node_free(&many);
         }
 }
 
@@ -979,6 +1024,7 @@ int main(void) {
         {"prepared matmul rows bit-identical whatever M (batch invariance)", test_matmul_prepared_rows_independent_of_m},
         {"attention decode over paged caches, GQA 1/2/4/8", test_attention_decode},
         {"attention prefill, block crossings, odd head dim", test_attention_prefill},
+        {"attention at contexts of one and many spans, 1 and 8 sequences", test_attention_spans},
         {"attention of a token bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent},
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},

@@ -2,21 +2,40 @@
  * paged KV cache (F32, F16, BF16, or Q8_0 through kv_q8_0.c's kernels),
  * with an online softmax in f32.
  *
- * One work item is (up to QUERY_TOKENS tokens, kv head): the G = H / KVH
- * query heads of each token that share the kv head are processed together,
- * so each cached k and v row is read (and widened, for 16-bit caches) once
- * per item and used by every query of the item (each masked to its own
- * causal limit). Positions are taken in chunks of CHUNK: the chunk's 16-bit
- * k and v rows are widened once, each query's scores are computed 4
- * positions per pass over the query, the running max / sum / accumulator
- * are rescaled once per chunk (not once per position), the exponentials
- * computed 8 at a time, and the weighted v rows summed into the accumulator
- * in register slices (loaded and stored once per chunk, not once per row).
- * A Q8_0 cache is not widened to rows: the queries are quantized once per
- * item to 16-bit blocks for integer dot products with the k blocks, and the
- * v blocks are widened in registers, two queries at a time (kv_q8_0.c). Rows
- * are prefetched a chunk ahead (see prefetch_row). */
+ * Every query's positions are cut into spans of SPAN positions at fixed
+ * offsets (0, SPAN, 2 SPAN, ...): each span gets its own softmax state
+ * (max, sum, accumulator), and the spans' states are merged in span order.
+ * The cut depends on positions only, so a query computes the same numbers
+ * whichever path and whatever batch it is in (batch invariance, tested bit
+ * for bit), while a decode token's spans can run on different threads.
+ *
+ * Two kinds of work item share the per-chunk kernel (attend_chunk) and the
+ * merge (merge_state):
+ *   - prefill (a run of several tokens of one sequence): (up to
+ *     QUERY_TOKENS tokens, kv head); the G = H / KVH query heads of each
+ *     token that share the kv head are processed together, so each cached k
+ *     and v row is read (and widened, for 16-bit caches) once per item and
+ *     used by every query of the item; the item walks its spans in order,
+ *     merging as it goes;
+ *   - decode (a token alone of its sequence in the call): (token, span, kv
+ *     heads group, usually all kv heads): the cache holds a position's kv
+ *     heads side by side, so reading every head of each position walks the
+ *     span's rows contiguously, which DRAM and the prefetchers serve at full
+ *     speed (one kv head's rows are a strided walk that a decode of many
+ *     sequences is bound by). Each item leaves its span's state in a shared
+ *     buffer; the last item of a token to finish merges them.
+ * Positions are taken in chunks of CHUNK: the chunk's 16-bit k and v rows
+ * are widened once, each query's scores are computed 4 positions per pass
+ * over the query, the running max / sum / accumulator are rescaled once per
+ * chunk (not once per position), the exponentials computed 8 at a time, and
+ * the weighted v rows summed into the accumulator in register slices
+ * (loaded and stored once per chunk, not once per row). A Q8_0 cache is not
+ * widened to rows: the queries are quantized once per item to 16-bit blocks
+ * for integer dot products with the k blocks, and the v blocks are widened
+ * in registers, two queries at a time (kv_q8_0.c). Rows are prefetched a
+ * chunk ahead (see prefetch_row). */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "simd.h"
@@ -24,6 +43,13 @@
 #include "vt/vt_dtype.h"
 
 #define CHUNK 16
+
+/* Positions per span (a multiple of CHUNK). Fixed: the spans decide how a
+ * query's softmax is summed, so they must not depend on the call. Long
+ * enough that merging (D values per query per span) stays small against a
+ * span's work, short enough that one sequence of a hundred or so positions
+ * still gives every thread spans to work on. */
+#define SPAN 64
 
 typedef struct attention_task {
     const float *q;        /* [T][H][D] */
@@ -38,6 +64,15 @@ typedef struct attention_task {
     float scale;
     float *scratch;        /* per thread: scratch_floats */
     size_t scratch_floats;
+    /* tokens computed by decode items: is_decode[T]; decode token i is
+     * dec_tok[i], its spans' states start at part dec_part[i] */
+    const uint8_t *is_decode;
+    const int32_t *dec_tok;
+    const int64_t *dec_part;
+    const int32_t *item_dec, *item_span, *item_group; /* per decode item */
+    int64_t prefill_items, groups;
+    float *part_acc, *part_max, *part_sum; /* [part][H][D], [part][H], [part][H] */
+    _Atomic int32_t *pending; /* [decode token][group] items not yet done */
 } attention_task;
 
 /* Pointer to cached row (slot, kv head) widened to f32: the cache itself when
@@ -58,6 +93,15 @@ static void prefetch_row(const void *cache, size_t bytes, int64_t slot, int64_t 
     const char *row = (const char *)cache + (size_t)(slot * KVH + kvh) * bytes;
     for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
     _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
+}
+
+/* Start loading the rows of kv heads [kv0, kv1) at cache slot `slot`,
+ * `bytes` each: one contiguous range. */
+static void prefetch_range(const void *cache, size_t bytes, int64_t slot, int64_t kv0, int64_t kv1, int64_t KVH) {
+    const char *first = (const char *)cache + (size_t)(slot * KVH + kv0) * bytes;
+    const size_t n = (size_t)(kv1 - kv0) * bytes;
+    for (size_t off = 0; off < n; off += 64) _mm_prefetch(first + off, _MM_HINT_T0);
+    _mm_prefetch(first + n - 1, _MM_HINT_T0);
 }
 
 /* Cached Q8_0 row (slot, kv head): its blocks, and their scales as f32 into
@@ -137,45 +181,182 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
  * v row read (and widened) once serves up to QUERY_TOKENS * G queries. */
 #define QUERY_TOKENS 4
 
-/* Per-thread scratch of attend_run, in floats from its start: every array
- * at a SIMD_ALIGN boundary. */
+/* The cached rows of one chunk (positions p0 .. p0 + len - 1) of one kv
+ * head: f32 rows (the cache itself or widened into scratch), or Q8_0 blocks
+ * with their scales. */
+typedef struct chunk_rows {
+    int64_t p0, len;
+    const float *k[CHUNK], *v[CHUNK];
+    const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
+    const float *kd, *vd; /* [CHUNK][nb] */
+} chunk_rows;
+
+/* The queries of one kv head an item attends with, and their softmax state
+ * for the current span. Query j belongs to token j / G (of the item's
+ * tokens) and is head kvh * G + j % G of it. */
+typedef struct query_set {
+    int64_t n;
+    const float *q;          /* query j at q + (j / G) * q_token_stride + (j % G) * D */
+    int64_t q_token_stride;
+    const int16_t *qs;       /* Q8_0 k: quantized queries [n][D] */
+    const float *qd;         /* and their block scales [n][nb] */
+    const int64_t *limit;    /* [n / G] positions each token sees */
+    float *acc, *run_max, *run_sum; /* [n][D], [n], [n] */
+} query_set;
+
+/* Per-thread scratch, in floats from its start: every array at a
+ * SIMD_ALIGN boundary. nq is the most queries an item holds at once. */
 typedef struct attend_layout {
-    size_t acc, kbuf, vbuf, scores, run_max, run_sum, count, kd, vd, qd, qs, total;
+    size_t acc, span_acc, kbuf, vbuf, scores, run_max, run_sum, span_max, span_sum, count, kd, vd, qd, qs, rows, total;
 } attend_layout;
 
-static attend_layout attend_scratch_layout(int64_t G, int64_t D) {
-    const size_t nq = (size_t)(QUERY_TOKENS * G), nb = (size_t)(D / VT_QK8_0), f = sizeof(float);
-    const size_t sizes[] = {nq * (size_t)D, CHUNK * (size_t)D, CHUNK * (size_t)D, nq * CHUNK, nq, nq,
-                            nq /* int64 counts: 2 floats each */ * 2, CHUNK * nb, CHUNK * nb, nq * nb,
-                            nq * (size_t)D / 2 /* int16 */};
-    size_t at[11], off = 0;
-    for (int i = 0; i < 11; i++) at[i] = off, off += simd_align_up(sizes[i] * f) / f;
-    return (attend_layout){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8], at[9], at[10], off};
+static int64_t most_queries(int64_t G, int64_t H) { return QUERY_TOKENS * G > H ? QUERY_TOKENS * G : H; }
+
+static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
+    const size_t nq = (size_t)most_queries(G, H), nb = (size_t)(D / VT_QK8_0), f = sizeof(float);
+    const size_t heads = (size_t)(H / G); /* a decode chunk's rows: every kv head */
+    const size_t sizes[] = {nq * (size_t)D, nq * (size_t)D, heads * CHUNK * (size_t)D, heads * CHUNK * (size_t)D,
+                            nq * CHUNK, nq, nq, nq, nq, nq /* int64 counts: 2 floats each */ * 2,
+                            heads * CHUNK * nb, heads * CHUNK * nb, nq * nb, nq * (size_t)D / 2 /* int16 */,
+                            heads * sizeof(chunk_rows) / f + 1};
+    enum { N = sizeof sizes / sizeof *sizes };
+    size_t at[N], off = 0;
+    for (int i = 0; i < N; i++) at[i] = off, off += simd_align_up(sizes[i] * f) / f;
+    return (attend_layout){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8], at[9], at[10], at[11],
+                           at[12], at[13], at[14], off};
 }
 
-/* Queries [t0, t1) (one sequence) x the G heads of kv head kvh. Per chunk of
- * CHUNK positions the k and v rows are widened once (into kbuf / vbuf; F32
- * caches are read in place; Q8_0 caches only their block scales), then
- * every query's scores are computed 4 positions at a time and its
- * accumulator updated with all the chunk's rows in one pass. */
+/* Widen (or point at) the rows of positions [p0, p0 + len) of kv heads
+ * [kv0, kv1) into r[kvh - kv0], kv head kvh's rows at (kvh - kv0) CHUNK D
+ * in kbuf / vbuf (CHUNK nb in kd / vd). Position by position, each one's kv
+ * heads in turn: the order of the cache, so the rows of several heads are
+ * read as one sequential stream. */
+static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
+                       int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
+    const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
+    for (int64_t h = 0; h < kv1 - kv0; h++)
+        r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
+    for (int64_t i = 0; i < len; i++) {
+        const int64_t p = p0 + i;
+        const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+        for (int64_t h = 0; h < kv1 - kv0; h++) {
+            const int64_t kvh = kv0 + h;
+            if (t->k_dtype == VT_Q8_0)
+                r[h].kb[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + (h * CHUNK + i) * nb);
+            else
+                r[h].k[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + (h * CHUNK + i) * D);
+        }
+        for (int64_t h = 0; h < kv1 - kv0; h++) {
+            const int64_t kvh = kv0 + h;
+            if (t->v_dtype == VT_Q8_0)
+                r[h].vb[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + (h * CHUNK + i) * nb);
+            else
+                r[h].v[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + (h * CHUNK + i) * D);
+        }
+    }
+}
+
+/* One chunk for every query of qs: each query's scores against the rows it
+ * sees (up to its limit), then its running state rescaled once and the
+ * weighted v rows added. A query's numbers depend only on the query, the
+ * rows and the chunk's position: both item kinds call this for every chunk. */
+static void attend_chunk(const attention_task *t, const query_set *qs, const chunk_rows *r, float *scores,
+                         int64_t *count) {
+    const int64_t D = t->D, G = t->H / t->KVH, nb = D / VT_QK8_0, nq = qs->n, len = r->len;
+    const int k_q8 = t->k_dtype == VT_Q8_0, v_q8 = t->v_dtype == VT_Q8_0;
+    float *acc = qs->acc, *run_max = qs->run_max, *run_sum = qs->run_sum;
+    for (int64_t j = 0; j < nq; j++) {
+        const int64_t lim = qs->limit[j / G] - r->p0; /* positions of the chunk this query sees */
+        count[j] = 0;
+        if (lim <= 0) continue; /* its context ended before the chunk */
+        const int64_t n = lim < len ? lim : len;
+        count[j] = n;
+        float *sj = scores + j * CHUNK;
+        int64_t i = 0;
+        if (k_q8) {
+            simd_q8_0_scores(qs->qs + j * D, qs->qd + j * nb, r->kb, r->kd, nb, n, sj);
+        } else {
+            const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
+            for (; i + 4 <= n; i += 4) dot4_f32(q, r->k + i, D, sj + i);
+            for (; i < n; i++) sj[i] = dot_f32(q, r->k[i], D);
+        }
+        for (i = 0; i < n; i++) sj[i] *= t->scale;
+        for (; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
+        float cmax = sj[0];
+        for (i = 1; i < n; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
+        const float new_max = cmax > run_max[j] ? cmax : run_max[j];
+        if (new_max > run_max[j] && run_max[j] != -INFINITY) {
+            const float c = expf(run_max[j] - new_max);
+            run_sum[j] *= c;
+            scale_row(acc + j * D, c, D);
+        }
+        run_max[j] = new_max;
+        const __m256 m = _mm256_set1_ps(new_max);
+        const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
+        const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
+        _mm256_storeu_ps(sj, e0);
+        _mm256_storeu_ps(sj + 8, e1);
+        run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
+        if (!v_q8) accumulate_rows(acc + j * D, sj, r->v, n, D);
+    }
+    if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
+        for (int64_t j = 0; j < nq;) {
+            while (j < nq && count[j] == 0) j++;
+            if (j == nq) break;
+            int64_t k = j + 1;
+            while (k < nq && count[k] == 0) k++;
+            if (k == nq) {
+                simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, NULL, NULL, r->vb, r->vd, nb, count[j]);
+                break;
+            }
+            const int64_t both = count[j] < count[k] ? count[j] : count[k];
+            simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, acc + k * D, scores + k * CHUNK, r->vb, r->vd, nb,
+                                 both);
+            const int64_t longer = count[j] > both ? j : k;
+            if (count[longer] > both)
+                simd_q8_0_accumulate(acc + longer * D, scores + longer * CHUNK + both, NULL, NULL, r->vb + both,
+                                     r->vd + both * nb, nb, count[longer] - both);
+            j = k + 1;
+        }
+}
+
+/* A fresh span state for n queries. */
+static void reset_state(float *acc, float *run_max, float *run_sum, int64_t n, int64_t D) {
+    memset(acc, 0, (size_t)(n * D) * sizeof(float));
+    for (int64_t j = 0; j < n; j++) run_max[j] = -INFINITY, run_sum[j] = 0.0f;
+}
+
+/* State (M, S, A) <- itself merged with a later span's (m, s, a): both
+ * rescaled to the larger max. Spans are merged one at a time in span order,
+ * by both item kinds, through this one function. */
+static void merge_state(float *M, float *S, float *A, float m, float s, const float *a, int64_t D) {
+    const float top = m > *M ? m : *M;
+    const float c_old = expf(*M - top), c_new = expf(m - top);
+    *S = *S * c_old + s * c_new;
+    *M = top;
+    const __m256 vo = _mm256_set1_ps(c_old), vn = _mm256_set1_ps(c_new);
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8)
+        _mm256_storeu_ps(A + d, _mm256_fmadd_ps(_mm256_loadu_ps(a + d), vn, _mm256_mul_ps(_mm256_loadu_ps(A + d), vo)));
+    for (; d < D; d++) A[d] = fmaf(a[d], c_new, A[d] * c_old);
+}
+
+/* out = A / S (out may be A). */
+static void finish_query(float *out, const float *A, float S, int64_t D) {
+    const float inv = 1.0f / S;
+    for (int64_t d = 0; d < D; d++) out[d] = A[d] * inv;
+}
+
+/* Prefill item part: queries of tokens [t0, t1) (one sequence) x the G
+ * heads of kv head kvh, all spans in order. */
 static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t kvh, float *s) {
     const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH, nb = D / VT_QK8_0;
     const int64_t nq = (t1 - t0) * G; /* query vectors, token-major */
-    const attend_layout L = attend_scratch_layout(G, D);
-    const int k_q8 = t->k_dtype == VT_Q8_0, v_q8 = t->v_dtype == VT_Q8_0;
+    const attend_layout L = attend_scratch_layout(G, H, D);
     const size_t k_row_bytes = vt_row_size(t->k_dtype, D), v_row_bytes = vt_row_size(t->v_dtype, D);
-    float *acc = s + L.acc;         /* [nq][D] */
-    float *kbuf = s + L.kbuf;       /* [CHUNK][D] */
-    float *vbuf = s + L.vbuf;       /* [CHUNK][D] */
-    float *scores = s + L.scores;   /* [nq][CHUNK] */
-    float *run_max = s + L.run_max; /* [nq] */
-    float *run_sum = s + L.run_sum; /* [nq] */
-    int64_t *count = (int64_t *)(void *)(s + L.count); /* [nq] positions of the chunk each query sees */
-    float *kd = s + L.kd, *vd = s + L.vd;               /* [CHUNK][nb] Q8_0 block scales */
-    float *qd = s + L.qd;                               /* [nq][nb] quantized queries' scales */
-    int16_t *qs = (int16_t *)(void *)(s + L.qs);        /* [nq][D] quantized queries */
-    const float *krow[CHUNK], *vrow[CHUNK];
-    const vt_block_q8_0 *kblk[CHUNK], *vblk[CHUNK];
+    float *acc = s + L.acc, *span_acc = s + L.span_acc; /* [nq][D]: merged spans, current span */
+    float *run_max = s + L.run_max, *run_sum = s + L.run_sum, *span_max = s + L.span_max, *span_sum = s + L.span_sum;
+    int16_t *qsq = (int16_t *)(void *)(s + L.qs);
     int64_t limit[QUERY_TOKENS]; /* positions each token sees */
     int64_t n_pos = 0;
     for (int64_t tok = t0; tok < t1; tok++) {
@@ -183,109 +364,121 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
         n_pos = limit[tok - t0] > n_pos ? limit[tok - t0] : n_pos;
     }
     const int32_t *table = t->tables + (int64_t)t->seq[t0] * t->max_blocks;
-    memset(acc, 0, (size_t)(nq * D) * sizeof(float));
-    for (int64_t j = 0; j < nq; j++) run_max[j] = -INFINITY, run_sum[j] = 0.0f;
-    if (k_q8) /* each query once per item, whatever the context length */
+    query_set qs = {.n = nq, .q = t->q + (t0 * H + kvh * G) * D, .q_token_stride = H * D, .qs = qsq,
+                    .qd = s + L.qd, .limit = limit};
+    if (t->k_dtype == VT_Q8_0) /* each query once per item, whatever the context length */
         for (int64_t j = 0; j < nq; j++)
-            simd_q8_0_quantize_query(t->q + ((t0 + j / G) * H + kvh * G + j % G) * D, qs + j * D, qd + j * nb, D);
-
-    for (int64_t p0 = 0; p0 < n_pos; p0 += CHUNK) {
-        const int64_t len = n_pos - p0 < CHUNK ? n_pos - p0 : CHUNK;
-        for (int64_t p = p0 + CHUNK; p < p0 + CHUNK + len && p < n_pos; p++) { /* the next chunk's rows */
-            const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
-            prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
-            prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
-        }
-        for (int64_t i = 0; i < len; i++) {
-            const int64_t p = p0 + i;
-            const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
-            if (k_q8)
-                kblk[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + i * nb);
-            else
-                krow[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + i * D);
-            if (v_q8)
-                vblk[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + i * nb);
-            else
-                vrow[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + i * D);
-        }
-        for (int64_t j = 0; j < nq; j++) {
-            const int64_t lim = limit[j / G] - p0; /* positions of the chunk this query sees */
-            count[j] = 0;
-            if (lim <= 0) continue; /* its context ended before the chunk */
-            const int64_t n = lim < len ? lim : len;
-            count[j] = n;
-            float *sj = scores + j * CHUNK;
-            int64_t i = 0;
-            if (k_q8) {
-                simd_q8_0_scores(qs + j * D, qd + j * nb, kblk, kd, nb, n, sj);
-            } else {
-                const int64_t tok = t0 + j / G;
-                const float *q = t->q + (tok * H + kvh * G + j % G) * D;
-                for (; i + 4 <= n; i += 4) dot4_f32(q, krow + i, D, sj + i);
-                for (; i < n; i++) sj[i] = dot_f32(q, krow[i], D);
+            simd_q8_0_quantize_query(qs.q + (j / G) * qs.q_token_stride + (j % G) * D, qsq + j * D,
+                                     s + L.qd + j * nb, D);
+    chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
+    for (int64_t sp0 = 0; sp0 < n_pos; sp0 += SPAN) {
+        /* the first span's state is the merged state; later ones merge into it */
+        qs.acc = sp0 == 0 ? acc : span_acc;
+        qs.run_max = sp0 == 0 ? run_max : span_max;
+        qs.run_sum = sp0 == 0 ? run_sum : span_sum;
+        reset_state(qs.acc, qs.run_max, qs.run_sum, nq, D);
+        const int64_t sp1 = sp0 + SPAN < n_pos ? sp0 + SPAN : n_pos;
+        for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
+            const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
+            for (int64_t p = p0 + CHUNK; p < p0 + 2 * CHUNK && p < n_pos; p++) { /* the next chunk's rows */
+                const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+                prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
+                prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
             }
-            for (i = 0; i < n; i++) sj[i] *= t->scale;
-            for (; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
-            float cmax = sj[0];
-            for (i = 1; i < n; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
-            const float new_max = cmax > run_max[j] ? cmax : run_max[j];
-            if (new_max > run_max[j] && run_max[j] != -INFINITY) {
-                const float c = expf(run_max[j] - new_max);
-                run_sum[j] *= c;
-                scale_row(acc + j * D, c, D);
-            }
-            run_max[j] = new_max;
-            const __m256 m = _mm256_set1_ps(new_max);
-            const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
-            const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
-            _mm256_storeu_ps(sj, e0);
-            _mm256_storeu_ps(sj + 8, e1);
-            run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
-            if (!v_q8) accumulate_rows(acc + j * D, sj, vrow, n, D);
+            load_chunk(t, table, kvh, kvh + 1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+            attend_chunk(t, &qs, rows, s + L.scores, (int64_t *)(void *)(s + L.count));
         }
-        if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
-            for (int64_t j = 0; j < nq;) {
-                while (j < nq && count[j] == 0) j++;
-                if (j == nq) break;
-                int64_t k = j + 1;
-                while (k < nq && count[k] == 0) k++;
-                if (k == nq) {
-                    simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, NULL, NULL, vblk, vd, nb, count[j]);
-                    break;
-                }
-                const int64_t both = count[j] < count[k] ? count[j] : count[k];
-                simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, acc + k * D, scores + k * CHUNK, vblk, vd, nb,
-                                     both);
-                const int64_t longer = count[j] > both ? j : k;
-                if (count[longer] > both)
-                    simd_q8_0_accumulate(acc + longer * D, scores + longer * CHUNK + both, NULL, NULL, vblk + both,
-                                         vd + both * nb, nb, count[longer] - both);
-                j = k + 1;
-            }
+        if (sp0 > 0)
+            for (int64_t j = 0; j < nq; j++)
+                if (limit[j / G] > sp0) /* a query whose context ended before the span has nothing to merge */
+                    merge_state(run_max + j, run_sum + j, acc + j * D, span_max[j], span_sum[j], span_acc + j * D, D);
     }
-    for (int64_t j = 0; j < nq; j++) {
-        const int64_t tok = t0 + j / G;
-        float *o = t->out + (tok * H + kvh * G + j % G) * D;
-        const float inv = 1.0f / run_sum[j];
-        for (int64_t d = 0; d < D; d++) o[d] = acc[j * D + d] * inv;
-    }
+    for (int64_t j = 0; j < nq; j++)
+        finish_query(t->out + ((t0 + j / G) * H + kvh * G + j % G) * D, acc + j * D, run_sum[j], D);
 }
 
 /* Items: (tile of QUERY_TOKENS tokens, kv head); a tile's tokens are taken
- * in runs of one sequence (they share a block table). */
+ * in runs of one sequence (they share a block table); decode tokens are
+ * left to decode items. */
+static void prefill_item(const attention_task *t, int64_t item, float *s) {
+    const int64_t tile = item / t->KVH, kvh = item % t->KVH;
+    const int64_t first = tile * QUERY_TOKENS, last = first + QUERY_TOKENS < t->T ? first + QUERY_TOKENS : t->T;
+    for (int64_t t0 = first; t0 < last;) {
+        int64_t t1 = t0 + 1;
+        while (t1 < last && t->seq[t1] == t->seq[t0]) t1++;
+        if (!t->is_decode[t0]) attend_run(t, t0, t1, kvh, s);
+        t0 = t1;
+    }
+}
+
+/* The merged spans of the query heads of kv heads [kv0, kv1) of decode
+ * token i, into the output. */
+static void merge_decode(const attention_task *t, int64_t i, int64_t kv0, int64_t kv1) {
+    const int64_t D = t->D, H = t->H, G = H / t->KVH, tok = t->dec_tok[i];
+    const int64_t n_spans = ((int64_t)t->pos[tok] + SPAN) / SPAN, part = t->dec_part[i];
+    for (int64_t h = kv0 * G; h < kv1 * G; h++) {
+        float *o = t->out + (tok * H + h) * D;
+        float M = t->part_max[part * H + h], S = t->part_sum[part * H + h];
+        memcpy(o, t->part_acc + (part * H + h) * D, (size_t)D * sizeof(float));
+        for (int64_t sp = 1; sp < n_spans; sp++) {
+            const int64_t at = (part + sp) * H + h;
+            merge_state(&M, &S, o, t->part_max[at], t->part_sum[at], t->part_acc + at * D, D);
+        }
+        finish_query(o, o, S, D);
+    }
+}
+
+/* Decode item: one span of one decode token over a group of kv heads, chunk
+ * by chunk, each chunk's kv heads in turn (consecutive rows of the cache). */
+static void decode_item(const attention_task *t, int64_t item, float *s) {
+    const int64_t D = t->D, H = t->H, KVH = t->KVH, G = H / KVH, nb = D / VT_QK8_0;
+    const int64_t i = t->item_dec[item], sp = t->item_span[item], g = t->item_group[item];
+    const int64_t tok = t->dec_tok[i], kv0 = g * KVH / t->groups, kv1 = (g + 1) * KVH / t->groups;
+    const attend_layout L = attend_scratch_layout(G, H, D);
+    const int64_t limit = (int64_t)t->pos[tok] + 1, sp0 = sp * SPAN, sp1 = sp0 + SPAN < limit ? sp0 + SPAN : limit;
+    const int64_t part = t->dec_part[i] + sp;
+    const int32_t *table = t->tables + (int64_t)t->seq[tok] * t->max_blocks;
+    int16_t *qsq = (int16_t *)(void *)(s + L.qs);
+    float *qd = s + L.qd;
+    if (t->k_dtype == VT_Q8_0)
+        for (int64_t h = kv0 * G; h < kv1 * G; h++)
+            simd_q8_0_quantize_query(t->q + (tok * H + h) * D, qsq + h * D, qd + h * nb, D);
+    float *acc = t->part_acc + part * H * D, *run_max = t->part_max + part * H, *run_sum = t->part_sum + part * H;
+    reset_state(acc + kv0 * G * D, run_max + kv0 * G, run_sum + kv0 * G, (kv1 - kv0) * G, D);
+    /* The next chunk's rows are prefetched while this one is worked on: its
+     * positions' heads [kv0, kv1), one contiguous range each. */
+    const size_t k_bytes = vt_row_size(t->k_dtype, D), v_bytes = vt_row_size(t->v_dtype, D);
+    chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
+    for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
+        const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
+        for (int64_t p = p0 + CHUNK; p < p0 + 2 * CHUNK && p < sp1; p++) {
+            const int64_t slot = (int64_t)table[p / t->BS] * t->BS + p % t->BS;
+            prefetch_range(t->k_cache, k_bytes, slot, kv0, kv1, KVH);
+            prefetch_range(t->v_cache, v_bytes, slot, kv0, kv1, KVH);
+        }
+        load_chunk(t, table, kv0, kv1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+        for (int64_t kvh = kv0; kvh < kv1; kvh++) {
+            const query_set qs = {.n = G, .q = t->q + (tok * H + kvh * G) * D, .q_token_stride = H * D,
+                                  .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb, .limit = &limit,
+                                  .acc = acc + kvh * G * D, .run_max = run_max + kvh * G,
+                                  .run_sum = run_sum + kvh * G};
+            attend_chunk(t, &qs, rows + (kvh - kv0), s + L.scores, (int64_t *)(void *)(s + L.count));
+        }
+    }
+    /* the last of the token's items for these heads merges their spans: the
+     * acquire-release count makes the other items' states visible to it */
+    if (atomic_fetch_sub_explicit(&t->pending[i * t->groups + g], 1, memory_order_acq_rel) == 1)
+        merge_decode(t, i, kv0, kv1);
+}
+
 static void attention_items(void *arg, int64_t begin, int64_t end, int thread) {
     const attention_task *t = arg;
-    const int64_t T = t->T;
     float *s = t->scratch + (size_t)thread * t->scratch_floats;
     for (int64_t item = begin; item < end; item++) {
-        const int64_t tile = item / t->KVH, kvh = item % t->KVH;
-        const int64_t first = tile * QUERY_TOKENS, last = first + QUERY_TOKENS < T ? first + QUERY_TOKENS : T;
-        for (int64_t t0 = first; t0 < last;) {
-            int64_t t1 = t0 + 1;
-            while (t1 < last && t->seq[t1] == t->seq[t0]) t1++;
-            attend_run(t, t0, t1, kvh, s);
-            t0 = t1;
-        }
+        if (item < t->prefill_items)
+            prefill_item(t, item, s);
+        else
+            decode_item(t, item - t->prefill_items, s);
     }
 }
 
@@ -325,12 +518,63 @@ vt_status simd_attention(void *opaque, const vt_node *node) {
         for (int64_t b = 0; b <= pos / t.BS; b++)
             if (table[b] < 0 || table[b] >= n_blocks) return VT_ERR_INVALID;
     }
-
     if ((t.k_dtype == VT_Q8_0 || t.v_dtype == VT_Q8_0) && t.D % VT_QK8_0 != 0) return VT_ERR_INVALID;
-    t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.D).total;
-    t.scratch = simd_scratch(ctx, t.scratch_floats * sizeof(float) * (size_t)ctx->n_threads);
-    if (!t.scratch) return VT_ERR_NOMEM;
-    const int64_t items = (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH;
+
+    /* decode tokens (runs of one token) and their spans */
+    int64_t n_dec = 0, n_parts = 0;
+    for (int64_t tok = 0; tok < T; tok++) {
+        const int alone = (tok == 0 || t.seq[tok - 1] != t.seq[tok]) && (tok == T - 1 || t.seq[tok + 1] != t.seq[tok]);
+        if (alone) n_dec++, n_parts += ((int64_t)t.pos[tok] + SPAN) / SPAN;
+    }
+    /* few spans (one short sequence): split the kv heads too, so every
+     * thread gets work */
+    t.groups = 1;
+    while (n_parts * t.groups < 3 * (int64_t)ctx->n_threads && t.KVH % (t.groups * 2) == 0) t.groups *= 2;
+    const int64_t dec_items = n_parts * t.groups;
+
+    t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.H, t.D).total;
+    const size_t f = sizeof(float), per_threads = t.scratch_floats * f * (size_t)ctx->n_threads;
+    const size_t sizes[] = {per_threads, (size_t)T, (size_t)n_dec * sizeof(int32_t), (size_t)n_dec * sizeof(int64_t),
+                            (size_t)dec_items * 3 * sizeof(int32_t), (size_t)(n_parts * t.H * t.D) * f,
+                            (size_t)(n_parts * t.H) * f, (size_t)(n_parts * t.H) * f,
+                            (size_t)(n_dec * t.groups) * sizeof(_Atomic int32_t)};
+    enum { N = sizeof sizes / sizeof *sizes };
+    size_t at[N], total = 0;
+    for (int i = 0; i < N; i++) at[i] = total, total += simd_align_up(sizes[i]);
+    char *base = simd_scratch(ctx, total);
+    if (!base) return VT_ERR_NOMEM;
+    t.scratch = (float *)(void *)base;
+    uint8_t *is_decode = (uint8_t *)(base + at[1]);
+    int32_t *dec_tok = (int32_t *)(void *)(base + at[2]);
+    int64_t *dec_part = (int64_t *)(void *)(base + at[3]);
+    int32_t *item_dec = (int32_t *)(void *)(base + at[4]);
+    t.part_acc = (float *)(void *)(base + at[5]);
+    t.part_max = (float *)(void *)(base + at[6]);
+    t.part_sum = (float *)(void *)(base + at[7]);
+    t.pending = (_Atomic int32_t *)(void *)(base + at[8]);
+    int64_t any_prefill = 0;
+    for (int64_t tok = 0, i = 0, part = 0, item = 0; tok < T; tok++) {
+        const int alone = (tok == 0 || t.seq[tok - 1] != t.seq[tok]) && (tok == T - 1 || t.seq[tok + 1] != t.seq[tok]);
+        is_decode[tok] = (uint8_t)alone;
+        any_prefill |= !alone;
+        if (!alone) continue;
+        const int64_t spans = ((int64_t)t.pos[tok] + SPAN) / SPAN;
+        dec_tok[i] = (int32_t)tok, dec_part[i] = part;
+        for (int64_t g = 0; g < t.groups; g++) atomic_init(&t.pending[i * t.groups + g], (int32_t)spans);
+        for (int64_t sp = 0; sp < spans; sp++) /* items token by token, span by span: memory walked forwards */
+            for (int64_t g = 0; g < t.groups; g++, item++) {
+                item_dec[item] = (int32_t)i;
+                item_dec[dec_items + item] = (int32_t)sp;
+                item_dec[2 * dec_items + item] = (int32_t)g;
+            }
+        part += spans, i++;
+    }
+    t.is_decode = is_decode;
+    t.dec_tok = dec_tok;
+    t.dec_part = dec_part;
+    t.item_dec = item_dec, t.item_span = item_dec + dec_items, t.item_group = item_dec + 2 * dec_items;
+    t.prefill_items = any_prefill ? (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH : 0;
+    const int64_t items = t.prefill_items + dec_items;
     if (items == 1)
         attention_items(&t, 0, 1, 0);
     else
