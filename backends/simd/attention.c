@@ -170,6 +170,73 @@ SIMD_INLINE void accumulate_rows(float *y, const float *p, const float *const *v
         for (int64_t i = 0; i < len; i++) y[d] += p[i] * v[i][d];
 }
 
+/* The same three kernels on rows left in their 16-bit cache form (F16 or
+ * BF16), each 8 values widened in registers as they are used. Widening is
+ * exact and the operations and their order are those above, so the results
+ * are bit-identical to widening the rows first: decode, whose rows serve
+ * only the G queries of a kv head, reads them in place, and prefill, whose
+ * rows serve up to QUERY_TOKENS * G, widens them once. */
+SIMD_INLINE __m256 load8_16(int32_t dtype, const uint16_t *p) {
+    return dtype == VT_F16 ? simd_load8_f16(p) : simd_load8_bf16(p);
+}
+
+SIMD_INLINE float widen1_16(int32_t dtype, uint16_t h) {
+    return dtype == VT_F16 ? vt_fp16_to_f32(h) : vt_bf16_to_f32(h);
+}
+
+SIMD_INLINE void dot4_16(int32_t dtype, const float *q, const uint16_t *const k[4], int64_t n, float out[4]) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        s0 = _mm256_fmadd_ps(qv, load8_16(dtype, k[0] + i), s0);
+        s1 = _mm256_fmadd_ps(qv, load8_16(dtype, k[1] + i), s1);
+        s2 = _mm256_fmadd_ps(qv, load8_16(dtype, k[2] + i), s2);
+        s3 = _mm256_fmadd_ps(qv, load8_16(dtype, k[3] + i), s3);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (; i < n; i++)
+        for (int r = 0; r < 4; r++) out[r] += q[i] * widen1_16(dtype, k[r][i]);
+}
+
+SIMD_INLINE float dot_16(int32_t dtype, const float *a, const uint16_t *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8_16(dtype, b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8_16(dtype, b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8_16(dtype, b + i), s0);
+    float s = simd_hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * widen1_16(dtype, b[i]);
+    return s;
+}
+
+SIMD_INLINE void accumulate_rows_16(int32_t dtype, float *y, const float *p, const uint16_t *const *v, int64_t len,
+                                    int64_t n) {
+    int64_t d = 0;
+    for (; d + 64 <= n; d += 64) {
+        __m256 a[8];
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) a[u] = _mm256_loadu_ps(y + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 pv = _mm256_set1_ps(p[i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, load8_16(dtype, v[i] + d + 8 * u), a[u]);
+        }
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(y + d + 8 * u, a[u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y + d);
+        for (int64_t i = 0; i < len; i++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), load8_16(dtype, v[i] + d), a);
+        _mm256_storeu_ps(y + d, a);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++) y[d] += p[i] * widen1_16(dtype, v[i][d]);
+}
+
 SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
     const __m256 cv = _mm256_set1_ps(c);
     int64_t i = 0;
@@ -186,7 +253,9 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
  * with their scales. */
 typedef struct chunk_rows {
     int64_t p0, len;
+    int k_narrow, v_narrow; /* rows in k16 / v16, not widened */
     const float *k[CHUNK], *v[CHUNK];
+    const uint16_t *k16[CHUNK], *v16[CHUNK];
     const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
     const float *kd, *vd; /* [CHUNK][nb] */
 } chunk_rows;
@@ -232,10 +301,14 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
  * heads in turn: the order of the cache, so the rows of several heads are
  * read as one sequential stream. */
 static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
-                       int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
+                       int64_t len, int narrow, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
     const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
-    for (int64_t h = 0; h < kv1 - kv0; h++)
+    const int k_narrow = narrow && (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16);
+    const int v_narrow = narrow && (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
+    for (int64_t h = 0; h < kv1 - kv0; h++) {
         r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
+        r[h].k_narrow = k_narrow, r[h].v_narrow = v_narrow;
+    }
     for (int64_t i = 0; i < len; i++) {
         const int64_t p = p0 + i;
         const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
@@ -243,6 +316,8 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
             const int64_t kvh = kv0 + h;
             if (t->k_dtype == VT_Q8_0)
                 r[h].kb[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + (h * CHUNK + i) * nb);
+            else if (k_narrow)
+                r[h].k16[i] = (const uint16_t *)t->k_cache + (slot * KVH + kvh) * D;
             else
                 r[h].k[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + (h * CHUNK + i) * D);
         }
@@ -250,6 +325,8 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
             const int64_t kvh = kv0 + h;
             if (t->v_dtype == VT_Q8_0)
                 r[h].vb[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + (h * CHUNK + i) * nb);
+            else if (v_narrow)
+                r[h].v16[i] = (const uint16_t *)t->v_cache + (slot * KVH + kvh) * D;
             else
                 r[h].v[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + (h * CHUNK + i) * D);
         }
@@ -275,6 +352,10 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         int64_t i = 0;
         if (k_q8) {
             simd_q8_0_scores(qs->qs + j * D, qs->qd + j * nb, r->kb, r->kd, nb, n, sj);
+        } else if (r->k_narrow) {
+            const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
+            for (; i + 4 <= n; i += 4) dot4_16(t->k_dtype, q, r->k16 + i, D, sj + i);
+            for (; i < n; i++) sj[i] = dot_16(t->k_dtype, q, r->k16[i], D);
         } else {
             const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
             for (; i + 4 <= n; i += 4) dot4_f32(q, r->k + i, D, sj + i);
@@ -297,7 +378,10 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         _mm256_storeu_ps(sj, e0);
         _mm256_storeu_ps(sj + 8, e1);
         run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
-        if (!v_q8) accumulate_rows(acc + j * D, sj, r->v, n, D);
+        if (r->v_narrow)
+            accumulate_rows_16(t->v_dtype, acc + j * D, sj, r->v16, n, D);
+        else if (!v_q8)
+            accumulate_rows(acc + j * D, sj, r->v, n, D);
     }
     if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
         for (int64_t j = 0; j < nq;) {
@@ -385,7 +469,7 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
                 prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
                 prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
             }
-            load_chunk(t, table, kvh, kvh + 1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+            load_chunk(t, table, kvh, kvh + 1, p0, len, 0, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
             attend_chunk(t, &qs, rows, s + L.scores, (int64_t *)(void *)(s + L.count));
         }
         if (sp0 > 0)
@@ -456,7 +540,7 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
             prefetch_range(t->k_cache, k_bytes, slot, kv0, kv1, KVH);
             prefetch_range(t->v_cache, v_bytes, slot, kv0, kv1, KVH);
         }
-        load_chunk(t, table, kv0, kv1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+        load_chunk(t, table, kv0, kv1, p0, len, 1, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
         for (int64_t kvh = kv0; kvh < kv1; kvh++) {
             const query_set qs = {.n = G, .q = t->q + (tok * H + kvh * G) * D, .q_token_stride = H * D,
                                   .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb, .limit = &limit,
