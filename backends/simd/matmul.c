@@ -48,7 +48,7 @@ typedef struct quantize_task {
     const float *x; /* [M][K] */
     int8_t *qs;     /* [M][K] */
     float *d;       /* [M][K / block] */
-    int16_t *bsums; /* [M][K / 16] or NULL */
+    int16_t *bsums; /* [M][K / 16] or NULL; hsums [M][K / 8] for SIMD_ACT_Q8_K16H */
     float *msums;   /* [M][K / 32] or NULL */
     int16_t *isums; /* [M][K / 32] or NULL */
     int64_t K;
@@ -64,6 +64,8 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
             simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
         else if (t->kind == SIMD_ACT_Q8_0I)
             simd_quantize_row_q8_0_isums(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), t->isums + m * (K / 32), K);
+        else if (t->kind == SIMD_ACT_Q8_K16H)
+            simd_quantize_row_q8_k_hsums(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->bsums + m * (K / 8), K);
         else if (t->kind == SIMD_ACT_Q8_K32I)
             simd_quantize_row_q8_k_isums(t->x + m * K, t->qs + m * K, t->d + m * (K / 256), t->isums + m * (K / 32), K);
         else {
@@ -174,7 +176,9 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
     const int64_t block = kind == ACT_Q8_0 || kind == SIMD_ACT_Q8_0I ? 32 : 256;
     const size_t qs_bytes = simd_align_up((size_t)(M * K));
     const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
-    const size_t bsum_bytes = kind == ACT_Q8_K16 ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t)) : 0;
+    const size_t bsum_bytes = kind == ACT_Q8_K16    ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t))
+                              : kind == SIMD_ACT_Q8_K16H ? simd_align_up((size_t)(M * (K / 8)) * sizeof(int16_t))
+                                                         : 0;
     const size_t msum_bytes = kind == ACT_Q8_K32 ? simd_align_up((size_t)(M * (K / 32)) * sizeof(float)) : 0;
     const size_t isum_bytes = kind == SIMD_ACT_Q8_K32I || kind == SIMD_ACT_Q8_0I ? simd_align_up((size_t)(M * (K / 32)) * sizeof(int16_t)) : 0;
     uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes + msum_bytes + isum_bytes);
@@ -193,7 +197,8 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
         ctx->host->parallel_for(M, 1, quantize_rows, &q);
     act->qs = q.qs;
     act->d = q.d;
-    act->bsums = q.bsums;
+    act->bsums = kind == SIMD_ACT_Q8_K16H ? NULL : q.bsums;
+    act->hsums = kind == SIMD_ACT_Q8_K16H ? q.bsums : NULL;
     act->msums = q.msums;
     act->isums = q.isums;
     return VT_OK;

@@ -1,14 +1,15 @@
 /* matmul_q6_k_x8.c — MATMUL on Q6_K weights prepared in the 8-row
  * interleaved layout (q6_k_x8.h): the kernels and their work split.
  *
- * Activations are 8-bit blocks of 256 with int16 sums of 16 (as for the
- * file's Q6_K kernels), quantized once per matmul. Per record (8 weight
- * rows, 256 values) and activation row the integer sum
- *   sum_s sc_s (q_s . x_s) - 32 sum_s sc_s bsum_s
+ * Activations are 8-bit blocks of 256 with hsums (simd_act), quantized once
+ * per matmul. Per record (8 weight rows, 256 values) and activation row the
+ * integer sum
+ *   sum_s sc_s ((q_s - 32) . x_s)
  * is exact in the 8 int32 lanes (lane = weight row): 4 values of every row
- * per register against 4 broadcast activation bytes (vpmaddubsw: q is 0..63,
- * so two of its int16 results add without overflow, 2 x 2 x 63 x 127), the
- * sub-block scale applied by the vpmaddwd that widens to int32. Then once
+ * per register against 4 broadcast activation bytes (vpmaddubsw, q is 0..63
+ * unsigned), the -32 offset added in int16 before the vpmaddwd that applies
+ * the sub-block scale and widens to int32 (see record_rows): one vpmaddwd
+ * per sub-block and row, no separate offset sums. Then once
  * per record, in f32, acc = fma(float(isum), d * dx, acc) lane by lane, and
  * the 8 lanes are the 8 rows' results: no horizontal sums.
  *
@@ -62,13 +63,6 @@ SIMD_INLINE __m256i sub_scales(const q6_k_x8 *o, int s) {
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(sc, sc));
 }
 
-/* Sub-blocks 2p and 2p+1's scales as int16 pairs (sc_2p,r, sc_2p+1,r) in
- * lane r, against a broadcast pair of bsums. */
-SIMD_INLINE __m256i pair_scales(const q6_k_x8 *o, int p) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)o->scales[2 * p]);
-    return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(v, _mm_srli_si128(v, 8)));
-}
-
 /* Prefetch the record SIMD_PREFETCH_BYTES ahead, two lines per sub-block. */
 SIMD_INLINE void prefetch_sub(const q6_k_x8 *o, int s) {
     const char *a = (const char *)o + SIMD_PREFETCH_BYTES + 128 * s;
@@ -76,26 +70,20 @@ SIMD_INLINE void prefetch_sub(const q6_k_x8 *o, int s) {
     _mm_prefetch(a + 64, SIMD_PREFETCH_HINT);
 }
 
-/* acc[r] (8 rows) += record o . activation rows m0 + r, block b, r < R. */
+/* isum[r] = the integer sum of record o (block b) against activation row
+ * m0 + r, r < R. Per sub-block s and row, the 4 vpmaddubsw results (each
+ * int16 half of a row's lane: 2 products q x) and the activation's hsums
+ * (-32 times the sum of the half's 8 activation values) add in int16 to
+ * (q - 32) . x over the half's 8 values: |.| <= 8 x 32 x 127 = 32512, so
+ * although q . x alone may pass 2^15, the wrapping adds end on the exact
+ * value (vpmaddubsw itself cannot saturate: 2 x 63 x 127). The sub-block
+ * scale is applied by the vpmaddwd that sums the two halves into int32. */
 SIMD_INLINE void record_rows(const q6_k_x8 *o, const simd_act *x, int64_t m0, int R, int64_t b, __m256i *isum) {
     const int64_t K = x->K;
     SIMD_UNROLL
     for (int r = 0; r < R; r++) isum[r] = _mm256_setzero_si256();
-    /* -32 sum_s sc_s bsum_s, from pairs of sub-blocks */
-    SIMD_UNROLL
-    for (int p = 0; p < 8; p++) {
-        const __m256i sc = pair_scales(o, p);
-        SIMD_UNROLL
-        for (int r = 0; r < R; r++) {
-            const int16_t *bs = x->bsums + (m0 + r) * (K / 16) + b * 16 + 2 * p;
-            int32_t pair;
-            memcpy(&pair, bs, sizeof pair);
-            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
-        }
-    }
-    SIMD_UNROLL
-    for (int r = 0; r < R; r++) isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(isum[r], 5));
     const int8_t *xb = x->qs + m0 * K + b * 256;
+    const int16_t *hb = x->hsums + m0 * (K / 8) + b * 32;
     for (int s = 0; s < 16; s++) {
         prefetch_sub(o, s);
         __m256i w[4];
@@ -108,7 +96,9 @@ SIMD_INLINE void record_rows(const q6_k_x8 *o, const simd_act *x, int64_t m0, in
                                                  _mm256_maddubs_epi16(w[1], broadcast4(xs + 4)));
             const __m256i t23 = _mm256_add_epi16(_mm256_maddubs_epi16(w[2], broadcast4(xs + 8)),
                                                  _mm256_maddubs_epi16(w[3], broadcast4(xs + 12)));
-            isum[r] = _mm256_add_epi32(isum[r], _mm256_add_epi32(_mm256_madd_epi16(t01, sc), _mm256_madd_epi16(t23, sc)));
+            const __m256i off = broadcast4((const int8_t *)(hb + r * (K / 8) + 2 * s));
+            const __m256i t = _mm256_add_epi16(_mm256_add_epi16(t01, t23), off);
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(t, sc));
             SIMD_KEEP(isum[r]);
         }
     }
@@ -234,7 +224,7 @@ vt_status simd_q6_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     if (M <= 0 || N <= 0) return VT_OK;
     simd_act act;
     memset(&act, 0, sizeof act);
-    vt_status st = simd_quantize_activations(ctx, X, SIMD_ACT_Q8_K16, &act);
+    vt_status st = simd_quantize_activations(ctx, X, SIMD_ACT_Q8_K16H, &act);
     if (st != VT_OK) return st;
 
     x8_task t;

@@ -1,6 +1,8 @@
 /* quantize_act.c — f32 activation rows to 8-bit blocks for the integer
  * matmul kernels: symmetric, d = max|x| / 127, q = round(x / d) in [-127, 127],
  * so the relative error of each value is at most 1/254 of its block's max. */
+#include <string.h>
+
 #include "simd.h"
 #include "simd_vec.h"
 
@@ -56,8 +58,21 @@ void simd_quantize_row_q8_0_isums(const float *x, int8_t *qs, float *d, int16_t 
     quantize_row_q8_0(x, qs, d, isums, K);
 }
 
+/* hsums of the two runs of 16 in 32 quantized values: 4 int16 (see simd_act). */
+SIMD_INLINE void half_sums32(const int8_t *q32, int16_t *hs) {
+    /* pairwise sums: int32 lane i of each 128-bit half holds (q[4i] + q[4i+1], q[4i+2] + q[4i+3]) of its run */
+    __m256i p = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_loadu_si256((const __m256i *)q32));
+    p = _mm256_add_epi16(p, _mm256_srli_si256(p, 8));
+    p = _mm256_add_epi16(p, _mm256_srli_si256(p, 4));
+    /* |sum of 8| <= 8 * 127, times 32 fits int16 */
+    p = _mm256_mullo_epi16(p, _mm256_set1_epi16(-32));
+    const int32_t a = _mm256_extract_epi32(p, 0), c = _mm256_extract_epi32(p, 4);
+    memcpy(hs, &a, sizeof a);
+    memcpy(hs + 2, &c, sizeof c);
+}
+
 SIMD_INLINE void quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int16_t *isums,
-                                   int64_t K) {
+                                   int16_t *hsums, int64_t K) {
     for (int64_t b = 0; b < K / 256; b++) {
         const float *xb = x + b * 256;
         __m256 m = amax32(xb);
@@ -68,6 +83,9 @@ SIMD_INLINE void quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t
         const __m256 inv_d = _mm256_set1_ps(scale > 0.0f ? 127.0f / amax : 0.0f);
         int8_t *qb = qs + b * 256;
         for (int j = 0; j < 256; j += 32) quantize32(xb + j, inv_d, qb + j);
+        if (hsums)
+            for (int j = 0; j < 256; j += 32) half_sums32(qb + j, hsums + b * 32 + j / 8);
+        if (!bsums && !msums && !isums) continue;
         /* sums of each run of 16 quantized values: pairwise byte sums, then
          * sums of 4 pairs give 8 int32 = two runs of 16 per 32 bytes */
         const __m256i ones8 = _mm256_set1_epi8(1);
@@ -98,9 +116,13 @@ SIMD_INLINE void quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t
 }
 
 void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K) {
-    quantize_row_q8_k(x, qs, d, bsums, msums, NULL, K);
+    quantize_row_q8_k(x, qs, d, bsums, msums, NULL, NULL, K);
 }
 
 void simd_quantize_row_q8_k_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K) {
-    quantize_row_q8_k(x, qs, d, NULL, NULL, isums, K);
+    quantize_row_q8_k(x, qs, d, NULL, NULL, isums, NULL, K);
+}
+
+void simd_quantize_row_q8_k_hsums(const float *x, int8_t *qs, float *d, int16_t *hsums, int64_t K) {
+    quantize_row_q8_k(x, qs, d, NULL, NULL, NULL, hsums, K);
 }

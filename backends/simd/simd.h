@@ -68,6 +68,8 @@ typedef struct simd_act {
     const int16_t *bsums; /* [M][K / 16] (Q6_K weights only) */
     const float *msums;   /* [M][K / 32] (Q4_K, Q5_K weights only) */
     const int16_t *isums; /* [M][K / 32] sums of each 32 quantized values (prepared Q4_K, Q5_K, Q4_0) */
+    const int16_t *hsums; /* [M][K / 8] per run of 16 values, -32 times the sum of those at 4i and 4i + 1, then at
+                             4i + 2 and 4i + 3 (prepared Q6_K: the int16 halves of its vpmaddubsw lanes) */
     const float *f;       /* [M][K] f32 rows (float weights only) */
 } simd_act;
 
@@ -80,7 +82,8 @@ enum {
     SIMD_ACT_Q8_K16 = 2,
     SIMD_ACT_Q8_K32 = 3,
     SIMD_ACT_Q8_K32I = 4,
-    SIMD_ACT_Q8_0I = 5 /* blocks of 32 with int16 sums of each block (prepared Q4_0) */
+    SIMD_ACT_Q8_0I = 5, /* blocks of 32 with int16 sums of each block (prepared Q4_0) */
+    SIMD_ACT_Q8_K16H = 6 /* blocks of 256 with hsums (prepared Q6_K) */
 };
 
 /* Prepare the M rows of X {K, M} f32 in form `kind` into ctx's scratch
@@ -131,6 +134,8 @@ void simd_quantize_row_q8_0(const float *x, int8_t *qs, float *d, int64_t K);
 void simd_quantize_row_q8_k(const float *x, int8_t *qs, float *d, int16_t *bsums, float *msums, int64_t K);
 /* As simd_quantize_row_q8_k, recording int16 sums of each 32 values: isums [K/32]. */
 void simd_quantize_row_q8_k_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K);
+/* As simd_quantize_row_q8_k, recording hsums [K/8] (see simd_act). */
+void simd_quantize_row_q8_k_hsums(const float *x, int8_t *qs, float *d, int16_t *hsums, int64_t K);
 /* As simd_quantize_row_q8_0, recording the int16 sum of each block: isums [K/32]. */
 void simd_quantize_row_q8_0_isums(const float *x, int8_t *qs, float *d, int16_t *isums, int64_t K);
 
