@@ -89,7 +89,7 @@ void simd_q4_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t
 }
 
 /* res[g * R + r] lane i = weight row i of group wg[g] . activation row m0 + r,
- * for g < NG, r < R (NG and R constants at each call site). `stream`: the
+ * for g < NG, r < R, NG * R <= 8 (NG and R constants at each call site). `stream`: the
  * groups come from memory once (decode), so prefetch ahead. */
 SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, int64_t m0, int R, int stream,
                       __m256 *res) {
@@ -105,14 +105,14 @@ SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, in
             w[g] = wg[g] + b;
             if (stream) simd_prefetch_ahead(w[g], (int)sizeof(q4k_gblock));
         }
-        __m256i sumi[2][4];
+        __m256i sumi[2][8];
         SIMD_UNROLL
         for (int g = 0; g < NG; g++)
             SIMD_UNROLL
             for (int r = 0; r < R; r++) sumi[g][r] = _mm256_setzero_si256();
         const int8_t *xb = x->qs + m0 * K + b * 256;
         for (int j = 0; j < 8; j++) {
-            __m256i s16[2][4];
+            __m256i s16[2][8];
             SIMD_UNROLL
             for (int g = 0; g < NG; g++)
                 SIMD_UNROLL
@@ -190,7 +190,11 @@ static void group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, i
     case 1: TILE_R(1); break;
     case 2: TILE_R(2); break;
     case 3: TILE_R(3); break;
-    default: TILE_R(4); break;
+    case 4: TILE_R(4); break;
+    case 5: TILE_R(5); break;
+    case 6: TILE_R(6); break;
+    case 7: TILE_R(7); break;
+    default: TILE_R(8); break;
     }
 #undef TILE_R
 }
@@ -216,6 +220,7 @@ vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     j.y_dtype = Y->dtype;
     j.rows = group_rows;
     j.pair = group_pair;
+    j.few_rows = SIMD_MAX_ROWS;
     simd_run_groups(ctx, &j);
     return VT_OK;
 }

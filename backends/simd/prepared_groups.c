@@ -19,7 +19,7 @@ static inline const uint8_t *group_at(const simd_group_job *t, int64_t g) { retu
 
 /* Group g against activation rows m0 .. m0+R-1. */
 static void group_rows(const simd_group_job *t, int64_t g, int64_t m0, int R, int stream) {
-    __m256 res[SIMD_GROUP_TILE_R];
+    __m256 res[SIMD_MAX_ROWS];
     t->rows(t, group_at(t, g), m0, R, stream, res);
     for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
 }
@@ -45,9 +45,10 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
     }
     if (t->M <= SIMD_MAX_ROWS) {
         /* a few sequences decoding together: each group streamed from
-         * memory once, against all rows 4 at a time */
+         * memory once, against all rows few_rows at a time */
+        const int fr = t->few_rows ? t->few_rows : tr;
         for (int64_t g = begin; g < end; g++)
-            for (int64_t m0 = 0; m0 < t->M; m0 += tr) group_rows(t, g, m0, t->M - m0 < tr ? (int)(t->M - m0) : tr, 1);
+            for (int64_t m0 = 0; m0 < t->M; m0 += fr) group_rows(t, g, m0, t->M - m0 < fr ? (int)(t->M - m0) : fr, 1);
         return;
     }
     /* prefill: a tile of groups stays in L2 while every 4 activation rows

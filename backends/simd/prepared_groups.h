@@ -20,7 +20,8 @@
 
 typedef struct simd_group_job simd_group_job;
 
-/* Group wg against activation rows m0 .. m0+R-1 (1 <= R <= 4): res[r] holds
+/* Group wg against activation rows m0 .. m0+R-1 (1 <= R <= 4, or up to
+ * the job's few_rows in the few-rows walk): res[r] holds
  * the group's 8 rows for activation row m0+r. stream = the weights come from
  * memory once (decode, a few rows: prefetch ahead) rather than from L2. */
 typedef void (*simd_group_rows_fn)(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream,
@@ -37,6 +38,11 @@ struct simd_group_job {
     int32_t y_dtype;
     simd_group_rows_fn rows;
     simd_group_pair_fn pair;
+    /* rows per tile call when 2 <= M <= SIMD_MAX_ROWS (each group streamed
+     * once against all of them): up to SIMD_MAX_ROWS if the layout's rows
+     * takes that many (one pass over the group: its weights unpacked once
+     * for all rows), 0 for SIMD_GROUP_TILE_R */
+    int few_rows;
     int64_t tile_groups; /* set by simd_run_groups */
 };
 
