@@ -237,6 +237,73 @@ SIMD_INLINE void accumulate_rows_16(int32_t dtype, float *y, const float *p, con
         for (int64_t i = 0; i < len; i++) y[d] += p[i] * widen1_16(dtype, v[i][d]);
 }
 
+/* dot4_16 for two queries at once, each k value widened once for both;
+ * per query the same operations in the same order as dot4_16. */
+SIMD_INLINE void dot4x2_16(int32_t dtype, const float *q0, const float *q1, const uint16_t *const k[4], int64_t n,
+                           float out0[4], float out1[4]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(q0 + i), y = _mm256_loadu_ps(q1 + i);
+        __m256 kv = load8_16(dtype, k[0] + i);
+        a0 = _mm256_fmadd_ps(x, kv, a0), b0 = _mm256_fmadd_ps(y, kv, b0);
+        kv = load8_16(dtype, k[1] + i);
+        a1 = _mm256_fmadd_ps(x, kv, a1), b1 = _mm256_fmadd_ps(y, kv, b1);
+        kv = load8_16(dtype, k[2] + i);
+        a2 = _mm256_fmadd_ps(x, kv, a2), b2 = _mm256_fmadd_ps(y, kv, b2);
+        kv = load8_16(dtype, k[3] + i);
+        a3 = _mm256_fmadd_ps(x, kv, a3), b3 = _mm256_fmadd_ps(y, kv, b3);
+    }
+    const __m256 ha = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m256 hb = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+    _mm_storeu_ps(out0, _mm_add_ps(_mm256_castps256_ps128(ha), _mm256_extractf128_ps(ha, 1)));
+    _mm_storeu_ps(out1, _mm_add_ps(_mm256_castps256_ps128(hb), _mm256_extractf128_ps(hb, 1)));
+    for (; i < n; i++)
+        for (int r = 0; r < 4; r++) {
+            const float w = widen1_16(dtype, k[r][i]);
+            out0[r] += q0[i] * w;
+            out1[r] += q1[i] * w;
+        }
+}
+
+/* accumulate_rows_16 for two outputs at once, each v value widened once for
+ * both; per output value the same operations in the same order. */
+SIMD_INLINE void accumulate_rows2_16(int32_t dtype, float *y0, const float *p0, float *y1, const float *p1,
+                                     const uint16_t *const *v, int64_t len, int64_t n) {
+    int64_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+        __m256 a[4], b[4];
+        SIMD_UNROLL
+        for (int u = 0; u < 4; u++) a[u] = _mm256_loadu_ps(y0 + d + 8 * u), b[u] = _mm256_loadu_ps(y1 + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 pa = _mm256_set1_ps(p0[i]), pb = _mm256_set1_ps(p1[i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 4; u++) {
+                const __m256 x = load8_16(dtype, v[i] + d + 8 * u);
+                a[u] = _mm256_fmadd_ps(pa, x, a[u]);
+                b[u] = _mm256_fmadd_ps(pb, x, b[u]);
+            }
+        }
+        SIMD_UNROLL
+        for (int u = 0; u < 4; u++) _mm256_storeu_ps(y0 + d + 8 * u, a[u]), _mm256_storeu_ps(y1 + d + 8 * u, b[u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y0 + d), b = _mm256_loadu_ps(y1 + d);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 x = load8_16(dtype, v[i] + d);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p0[i]), x, a);
+            b = _mm256_fmadd_ps(_mm256_set1_ps(p1[i]), x, b);
+        }
+        _mm256_storeu_ps(y0 + d, a), _mm256_storeu_ps(y1 + d, b);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++) {
+            const float w = widen1_16(dtype, v[i][d]);
+            y0[d] += p0[i] * w;
+            y1[d] += p1[i] * w;
+        }
+}
+
 SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
     const __m256 cv = _mm256_set1_ps(c);
     int64_t i = 0;
@@ -342,21 +409,36 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
     const int64_t D = t->D, G = t->H / t->KVH, nb = D / VT_QK8_0, nq = qs->n, len = r->len;
     const int k_q8 = t->k_dtype == VT_Q8_0, v_q8 = t->v_dtype == VT_Q8_0;
     float *acc = qs->acc, *run_max = qs->run_max, *run_sum = qs->run_sum;
+    for (int64_t j = 0; j < nq; j++) { /* positions of the chunk each query sees (0: its context ended before) */
+        const int64_t lim = qs->limit[j / G] - r->p0;
+        count[j] = lim <= 0 ? 0 : lim < len ? lim : len;
+    }
+    if (r->k_narrow) /* 16-bit k rows: two queries that see the same rows at a time, each row widened once */
+        for (int64_t j = 0; j < nq;) {
+            const int64_t n = count[j];
+            const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
+            float *sj = scores + j * CHUNK;
+            int64_t i = 0;
+            if (j + 1 < nq && count[j + 1] == n) {
+                const float *q1 = qs->q + ((j + 1) / G) * qs->q_token_stride + ((j + 1) % G) * D;
+                float *s1 = sj + CHUNK;
+                for (; i + 4 <= n; i += 4) dot4x2_16(t->k_dtype, q, q1, r->k16 + i, D, sj + i, s1 + i);
+                for (; i < n; i++) sj[i] = dot_16(t->k_dtype, q, r->k16[i], D), s1[i] = dot_16(t->k_dtype, q1, r->k16[i], D);
+                j += 2;
+            } else {
+                for (; i + 4 <= n; i += 4) dot4_16(t->k_dtype, q, r->k16 + i, D, sj + i);
+                for (; i < n; i++) sj[i] = dot_16(t->k_dtype, q, r->k16[i], D);
+                j += 1;
+            }
+        }
     for (int64_t j = 0; j < nq; j++) {
-        const int64_t lim = qs->limit[j / G] - r->p0; /* positions of the chunk this query sees */
-        count[j] = 0;
-        if (lim <= 0) continue; /* its context ended before the chunk */
-        const int64_t n = lim < len ? lim : len;
-        count[j] = n;
+        const int64_t n = count[j];
+        if (n == 0) continue;
         float *sj = scores + j * CHUNK;
         int64_t i = 0;
         if (k_q8) {
             simd_q8_0_scores(qs->qs + j * D, qs->qd + j * nb, r->kb, r->kd, nb, n, sj);
-        } else if (r->k_narrow) {
-            const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
-            for (; i + 4 <= n; i += 4) dot4_16(t->k_dtype, q, r->k16 + i, D, sj + i);
-            for (; i < n; i++) sj[i] = dot_16(t->k_dtype, q, r->k16[i], D);
-        } else {
+        } else if (!r->k_narrow) {
             const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
             for (; i + 4 <= n; i += 4) dot4_f32(q, r->k + i, D, sj + i);
             for (; i < n; i++) sj[i] = dot_f32(q, r->k[i], D);
@@ -378,11 +460,20 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         _mm256_storeu_ps(sj, e0);
         _mm256_storeu_ps(sj + 8, e1);
         run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
-        if (r->v_narrow)
-            accumulate_rows_16(t->v_dtype, acc + j * D, sj, r->v16, n, D);
-        else if (!v_q8)
-            accumulate_rows(acc + j * D, sj, r->v, n, D);
+        if (!v_q8 && !r->v_narrow) accumulate_rows(acc + j * D, sj, r->v, n, D);
     }
+    if (r->v_narrow) /* 16-bit v rows: two queries that see the same rows at a time, as for k */
+        for (int64_t j = 0; j < nq;) {
+            const int64_t n = count[j];
+            if (n > 0 && j + 1 < nq && count[j + 1] == n) {
+                accumulate_rows2_16(t->v_dtype, acc + j * D, scores + j * CHUNK, acc + (j + 1) * D,
+                                    scores + (j + 1) * CHUNK, r->v16, n, D);
+                j += 2;
+            } else {
+                if (n > 0) accumulate_rows_16(t->v_dtype, acc + j * D, scores + j * CHUNK, r->v16, n, D);
+                j += 1;
+            }
+        }
     if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
         for (int64_t j = 0; j < nq;) {
             while (j < nq && count[j] == 0) j++;
