@@ -626,7 +626,7 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
     chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
     for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
         const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
-        for (int64_t p = p0 + CHUNK; p < p0 + 2 * CHUNK && p < sp1; p++) {
+        for (int64_t p = p0 == sp0 ? sp0 : p0 + CHUNK; p < p0 + 2 * CHUNK && p < sp1; p++) {
             const int64_t slot = (int64_t)table[p / t->BS] * t->BS + p % t->BS;
             prefetch_range(t->k_cache, k_bytes, slot, kv0, kv1, KVH);
             prefetch_range(t->v_cache, v_bytes, slot, kv0, kv1, KVH);
