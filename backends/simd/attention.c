@@ -19,14 +19,16 @@
  *     merging as it goes;
  *   - decode (a token alone of its sequence in the call): (token, span, kv
  *     heads group, usually all kv heads): the cache holds a position's kv
- *     heads side by side, so reading every head of each position walks the
- *     span's rows contiguously, which DRAM and the prefetchers serve at full
- *     speed (one kv head's rows are a strided walk that a decode of many
- *     sequences is bound by). Each item leaves its span's state in a shared
- *     buffer; the last item of a token to finish merges them.
- * Positions are taken in chunks of CHUNK: the chunk's 16-bit k and v rows
- * are widened once, each query's scores are computed 4 positions per pass
- * over the query, the running max / sum / accumulator are rescaled once per
+ *     heads side by side, so an item's rows are whole contiguous ranges,
+ *     prefetched and read in address order (one kv head's rows alone are a
+ *     walk with a KVH-row stride, which bound a decode of many sequences).
+ *     Each item leaves its span's state in a shared buffer; the last item
+ *     of a token to finish merges them.
+ * Positions are taken in chunks of CHUNK: in prefill the chunk's 16-bit k
+ * and v rows are widened once (decode reads them in place, widening in
+ * registers for two queries at a time: the same numbers, see dot4_16), each
+ * query's scores are computed 4 positions per pass over the query, the
+ * running max / sum / accumulator are rescaled once per
  * chunk (not once per position), the exponentials computed 8 at a time, and
  * the weighted v rows summed into the accumulator in register slices
  * (loaded and stored once per chunk, not once per row). A Q8_0 cache is not
