@@ -16,11 +16,11 @@
 #define DECODE_POSITION 255
 /* Repetitions after the warm-up: at least MIN_RUNS, more (up to MAX_RUNS)
  * while they add up to less than MIN_SECONDS, so µs-long ops get a stable
- * median too; a node whose first timed run takes LONG_RUN or more gets LONG_RUNS
- * (the faster kept): at that length one run varies little, and the output
- * matrix of a large vocabulary would otherwise take most of the budget. */
+ * median too; a node whose first timed run takes VT_AUTO_LONG_RUN or more
+ * gets LONG_RUNS (the faster kept): at that length one run varies little, and
+ * the output matrix of a large vocabulary would otherwise take most of the
+ * budget. */
 #define MIN_RUNS 3
-#define LONG_RUN 0.030
 #define LONG_RUNS 2
 #define MAX_RUNS 15
 #define MIN_SECONDS 0.004
@@ -109,22 +109,26 @@ static vt_status load_call(vt_plan *p, vt_kv_cache *kv, int32_t V, calib_call *k
 
 /* Time node i of p on backend b: *seconds, or the op's failure. The node
  * is handed over as the engine will run it: its weights first offered to
- * b's prepare hook (the engine's own code, weight_prep.h), the copies
- * released after the runs. The warm-up is never judged (a first call may
- * build kernels); the first timed run is, against the best time of the
- * class. A failed preparation is b's failure: why says which, else names
- * the op's status. */
-static vt_status time_node(vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i, int32_t b, double best,
-                           double *seconds, vt_error *why) {
+ * b's prepare hook (the engine's own code, weight_prep.h; the copies are
+ * kept for the whole calibration). The warm-up is never judged (a first
+ * call may build kernels); the first timed run is, against the best time of
+ * the class. `again` (a close call's re-timing of a node b ran moments ago,
+ * `earlier` its time then): a node of VT_AUTO_LONG_RUN or more gets no
+ * warm-up and one run -- its kernels are built, its weights prepared and
+ * touched, and at that length a run is its own warm-up; the faster of all
+ * its timings is kept anyway. A failed preparation is b's failure: why says which, else
+ * names the op's status. */
+static vt_status time_node(vt_timing_copies *kept, vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i,
+                           int32_t b, double best, bool again, double earlier, double *seconds, vt_error *why) {
     const vt_backend_entry *e = vt_registry_at(p->registry, b);
     vt_node node;
     vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &node);
-    void *copies[VT_MAX_SRC];
-    vt_status st = vt_weight_prep_for_timing(plans, n_plans, p, i, b, &node, copies, why);
+    vt_status st = vt_weight_prep_for_timing(kept, plans, n_plans, p, i, b, &node, why);
     if (st != VT_OK) return st;
-    st = vt_backend_run(e, &node);
+    const bool long_again = again && earlier >= VT_AUTO_LONG_RUN;
+    if (!long_again) st = vt_backend_run(e, &node);
     double runs[MAX_RUNS], total = 0;
-    int n = 0, min_runs = MIN_RUNS;
+    int n = 0, min_runs = long_again ? 1 : MIN_RUNS;
     while (st == VT_OK && (n < min_runs || (n < MAX_RUNS && total < MIN_SECONDS))) {
         const double t0 = now();
         st = vt_backend_run(e, &node);
@@ -132,9 +136,8 @@ static vt_status time_node(vt_plan *const *plans, int n_plans, const vt_plan *p,
         if (st != VT_OK) break;
         total += runs[n++];
         if (n == 1 && best >= 0 && runs[0] > HOPELESS * best) break;
-        if (n == 1 && runs[0] >= LONG_RUN) min_runs = LONG_RUNS;
+        if (n == 1 && runs[0] >= VT_AUTO_LONG_RUN && !long_again) min_runs = LONG_RUNS;
     }
-    vt_weight_prep_release_timing(p->registry, b, copies);
     if (st != VT_OK) {
         snprintf(why->msg, sizeof why->msg, "%s", vt_status_name(st));
         return st;
@@ -167,17 +170,20 @@ vt_status vt_auto_settle_close(double seconds[2], vt_auto_timer time_again, void
 
 /* A close call's candidate timed again, through time_node like the first time. */
 typedef struct retime_ctx {
+    vt_timing_copies *kept;
     vt_plan *const *plans;
     int n_plans;
     const vt_plan *p;
     int32_t node;
     int backend[2];
+    double earlier[2]; /* each one's time before the re-timings */
     vt_error why;
 } retime_ctx;
 
 static vt_status retime(void *user, int which, double *seconds) {
     retime_ctx *x = user;
-    return time_node(x->plans, x->n_plans, x->p, x->node, x->backend[which], -1, seconds, &x->why);
+    return time_node(x->kept, x->plans, x->n_plans, x->p, x->node, x->backend[which], -1, true, x->earlier[which], seconds,
+                     &x->why);
 }
 
 /* Candidates by probe score, highest first: the likely winner is timed
@@ -237,7 +243,8 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
     for (int k = 0; k < c->n; k++) total += needs_timing(c, k, order, n_order);
     const bool show = total > 0 && isatty(2);
     int done = 0;
-    vt_status st = VT_OK;
+    vt_timing_copies *kept = NULL;
+    vt_status st = total > 0 ? vt_timing_copies_create(&kept, err) : VT_OK;
     for (int pi = 0; pi < n_plans && st == VT_OK; pi++) {
         vt_plan *p = plans[pi];
         bool loaded = false;
@@ -273,7 +280,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 }
                 double s = 0;
                 vt_error why = {0};
-                vt_status run = time_node(plans, n_plans, p, i, b, best, &s, &why);
+                vt_status run = time_node(kept, plans, n_plans, p, i, b, best, false, -1, &s, &why);
                 if (run != VT_OK) {
                     if (show) progress(true, total, total);
                     left_out(c, p, i, b, why.msg);
@@ -285,7 +292,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 timed_now[b] = true;
             }
             /* the two fastest of those timed now: a close call is timed again */
-            retime_ctx x = {plans, n_plans, p, i, {-1, -1}, {0}};
+            retime_ctx x = {kept, plans, n_plans, p, i, {-1, -1}, {-1, -1}, {0}};
             for (int j = 0; j < n_order; j++) {
                 const int b = order[j];
                 const double s = c->classes[k].seconds[b];
@@ -299,6 +306,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
             }
             if (x.backend[1] >= 0) {
                 double t[2] = {c->classes[k].seconds[x.backend[0]], c->classes[k].seconds[x.backend[1]]};
+                x.earlier[0] = t[0], x.earlier[1] = t[1];
                 int retimed = 0, failed = -1;
                 if (vt_auto_settle_close(t, retime, &x, &retimed, &failed) == VT_OK) {
                     c->classes[k].seconds[x.backend[0]] = t[0];
@@ -314,6 +322,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
         free_call(&call);
     }
     if (show) progress(true, total, total);
+    vt_timing_copies_free(kept, r);
     c->calibration_seconds = now() - t_start;
     return st;
 }

@@ -15,7 +15,9 @@
  * Close calls are timed again: when the two fastest candidates of a class
  * measured now are within VT_AUTO_CLOSE of each other, each is timed
  * VT_AUTO_RETIME_ROUNDS more times, alternately (round r starts with the
- * r-th), and keeps its fastest timing. On a loaded machine one timing can be
+ * r-th), and keeps its fastest timing (a node of VT_AUTO_LONG_RUN or more:
+ * one run per re-timing, no warm-up; the output matrix of a large
+ * vocabulary is most of calibration's time otherwise). On a loaded machine one timing can be
  * 1.5x off; a decision that close would otherwise be taken by whichever
  * candidate ran during a quieter moment, and the cache would keep it. */
 #ifndef VT_CORE_CALIBRATE_H
@@ -28,6 +30,9 @@
 
 #define VT_AUTO_CLOSE 1.25
 #define VT_AUTO_RETIME_ROUNDS 2
+/* A node whose run takes this long (seconds) is timed by the faster of two
+ * runs, and re-timed (close calls) by one run without a warm-up. */
+#define VT_AUTO_LONG_RUN 0.030
 
 /* Times candidate `which` (0 or 1) once more: *seconds, or its failure. */
 typedef vt_status (*vt_auto_timer)(void *user, int which, double *seconds);

@@ -48,8 +48,9 @@ void vt_calibration_key(const vt_registry *r, const vt_auto_costs *c, int thread
     cpu_model(cpu, sizeof cpu);
     /* the timing rule is part of the key: times taken by an older rule
      * (close calls decided by one timing) are measured again */
-    int n = snprintf(key, size, "cpu %s\nthreads %d\nvt %s\ntiming close calls within %.2fx: %d more rounds\n", cpu,
-                     threads, vt_version(), VT_AUTO_CLOSE, VT_AUTO_RETIME_ROUNDS);
+    int n = snprintf(key, size,
+                     "cpu %s\nthreads %d\nvt %s\ntiming close calls within %.2fx: %d more rounds, one run each from %.0f ms\n",
+                     cpu, threads, vt_version(), VT_AUTO_CLOSE, VT_AUTO_RETIME_ROUNDS, VT_AUTO_LONG_RUN * 1e3);
     for (int i = 0; i < vt_registry_count(r) && i < VT_AUTO_MAX_BACKENDS && n > 0 && (size_t)n < size; i++) {
         if (!c->candidate[i]) continue;
         const vt_backend_entry *b = vt_registry_at(r, i);

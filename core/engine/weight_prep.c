@@ -184,49 +184,90 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
     return VT_OK;
 }
 
-vt_status vt_weight_prep_for_timing(vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i, int32_t backend,
-                                    vt_node *node, void *copies[VT_MAX_SRC], vt_error *err) {
-    for (int s = 0; s < VT_MAX_SRC; s++) copies[s] = NULL;
+/* A copy made for calibration: backend's answer to the offer of the tensor
+ * at original (data NULL: declined). */
+typedef struct timing_copy {
+    int32_t backend;
+    const void *original;
+    void *data;
+} timing_copy;
+
+struct vt_timing_copies {
+    timing_copy *copies;
+    int32_t n, cap;
+};
+
+vt_status vt_timing_copies_create(vt_timing_copies **out, vt_error *err) {
+    *out = calloc(1, sizeof **out);
+    return *out ? VT_OK : vt_fail(err, VT_ERR_NOMEM, "out of memory for calibration's weight copies");
+}
+
+void vt_timing_copies_free(vt_timing_copies *kept, const vt_registry *r) {
+    if (!kept) return;
+    for (int32_t k = kept->n - 1; k >= 0; k--)
+        if (kept->copies[k].data) vt_backend_release_weight(vt_registry_at(r, kept->copies[k].backend), kept->copies[k].data);
+    free(kept->copies);
+    free(kept);
+}
+
+static const timing_copy *find_timing_copy(const vt_timing_copies *kept, int32_t backend, const void *original) {
+    for (int32_t k = 0; k < kept->n; k++)
+        if (kept->copies[k].backend == backend && kept->copies[k].original == original) return &kept->copies[k];
+    return NULL;
+}
+
+/* The offer vt_weight_prep_run makes backend for weight value v of p when
+ * backend runs every reader of it that it accepts: its answer in *got. */
+static vt_status offer_for_timing(vt_plan *const *plans, int n_plans, const vt_plan *p, const vt_plan_node *n,
+                                  int32_t v, const vt_backend_entry *e, vt_prepared_weight *got, vt_error *err) {
+    /* The offer the engine makes when backend runs every reader of the
+     * tensor it accepts (the readers of both phases, as when it wins
+     * them): the same ops and phases, so the same layout. */
+    uint32_t ops = 1u << n->op, phases = 1u << p->phase;
+    for (int k = 0; k < n_plans; k++)
+        for (int32_t j = 0; j < plans[k]->n_nodes; j++) {
+            const vt_plan_node *m = &plans[k]->nodes[j];
+            for (int t = 0; t < m->n_src; t++) {
+                const int32_t u = weight_operand(plans[k], m, t);
+                if (u < 0 || plans[k]->values[u].data != p->values[v].data) continue;
+                if ((ops & (1u << m->op)) && (phases & (1u << plans[k]->phase))) continue;
+                if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) continue;
+                ops |= 1u << m->op;
+                phases |= 1u << plans[k]->phase;
+            }
+        }
+    return offer_weight(e, p->values[v].name, vt_plan_value_tensor(p, v, -1, -1, true), ops, phases, got, err);
+}
+
+vt_status vt_weight_prep_for_timing(vt_timing_copies *kept, vt_plan *const *plans, int n_plans, const vt_plan *p,
+                                    int32_t i, int32_t backend, vt_node *node, vt_error *err) {
     if (!has_hook(p->registry, backend)) return VT_OK;
     const vt_backend_entry *e = vt_registry_at(p->registry, backend);
     const vt_plan_node *n = &p->nodes[i];
-    vt_status st = VT_OK;
-    for (int s = 0; s < n->n_src && st == VT_OK; s++) {
+    for (int s = 0; s < n->n_src; s++) {
         const int32_t v = weight_operand(p, n, s);
         if (v < 0) continue;
-        /* The offer the engine makes when backend runs every reader of the
-         * tensor it accepts (the readers of both phases, as when it wins
-         * them): the same ops and phases, so the same layout. */
-        uint32_t ops = 1u << n->op, phases = 1u << p->phase;
-        for (int k = 0; k < n_plans; k++)
-            for (int32_t j = 0; j < plans[k]->n_nodes; j++) {
-                const vt_plan_node *m = &plans[k]->nodes[j];
-                for (int t = 0; t < m->n_src; t++) {
-                    const int32_t u = weight_operand(plans[k], m, t);
-                    if (u < 0 || plans[k]->values[u].data != p->values[v].data) continue;
-                    if ((ops & (1u << m->op)) && (phases & (1u << plans[k]->phase))) continue;
-                    if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) continue;
-                    ops |= 1u << m->op;
-                    phases |= 1u << plans[k]->phase;
-                }
+        const timing_copy *c = find_timing_copy(kept, backend, p->values[v].data);
+        if (!c) {
+            if (kept->n == kept->cap) {
+                const int32_t cap = kept->cap ? kept->cap * 2 : 32;
+                timing_copy *grown = realloc(kept->copies, (size_t)cap * sizeof *grown);
+                if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for calibration's weight copies");
+                kept->copies = grown;
+                kept->cap = cap;
             }
-        vt_prepared_weight got;
-        st = offer_weight(e, p->values[v].name, vt_plan_value_tensor(p, v, -1, -1, true), ops, phases, &got, err);
-        if (st == VT_OK && got.data) {
-            copies[s] = got.data;
-            node->src[s].data = got.data;
+            vt_prepared_weight got = {0};
+            vt_status st = offer_for_timing(plans, n_plans, p, n, v, e, &got, err);
+            if (st != VT_OK) return st;
+            kept->copies[kept->n] = (timing_copy){backend, p->values[v].data, got.data};
+            c = &kept->copies[kept->n++];
+        }
+        if (c->data) {
+            node->src[s].data = c->data;
             node->prepared |= 1u << s;
         }
     }
-    if (st != VT_OK) vt_weight_prep_release_timing(p->registry, backend, copies);
-    return st;
-}
-
-void vt_weight_prep_release_timing(const vt_registry *r, int32_t backend, void *copies[VT_MAX_SRC]) {
-    for (int s = VT_MAX_SRC - 1; s >= 0; s--) {
-        if (copies[s]) vt_backend_release_weight(vt_registry_at(r, backend), copies[s]);
-        copies[s] = NULL;
-    }
+    return VT_OK;
 }
 
 void vt_weight_prep_free(vt_weight_prep *w) {

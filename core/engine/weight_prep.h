@@ -43,13 +43,20 @@ size_t vt_weight_prep_released(const vt_weight_prep *w, int *n_tensors);
  * vt_plan_node_at, unprepared) is offered to backend with the ops and
  * phases of every reader of that tensor in plans that backend accepts (what
  * vt_weight_prep_run offers when auto places all of them there), and node
- * is pointed at the copies (bits set in node->prepared). copies[s] holds
- * each copy (NULL where declined or not a weight) for
- * vt_weight_prep_release_timing. On failure nothing stays prepared and err
- * reads as vt_weight_prep_run's. Backends without the hook: node unchanged. */
-vt_status vt_weight_prep_for_timing(vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i, int32_t backend,
-                                    vt_node *node, void *copies[VT_MAX_SRC], vt_error *err);
-void vt_weight_prep_release_timing(const vt_registry *r, int32_t backend, void *copies[VT_MAX_SRC]);
+ * is pointed at the copies (bits set in node->prepared). The copies are
+ * kept in `kept` and reused for every later timing of the same tensor on
+ * the same backend (the offer is the same, so the layout is): a node timed
+ * again, or a tensor two classes read (tied embeddings: get_rows and the
+ * output matmul), is prepared once per calibration, not once per timing --
+ * the output matrix of a large vocabulary takes longer to prepare than to
+ * run. On failure err reads as vt_weight_prep_run's. Backends without the
+ * hook: node unchanged. */
+typedef struct vt_timing_copies vt_timing_copies;
+vt_status vt_timing_copies_create(vt_timing_copies **out, vt_error *err);
+/* Every kept copy back to its backend (before the backends' shutdown); NULL is a no-op. */
+void vt_timing_copies_free(vt_timing_copies *kept, const vt_registry *r);
+vt_status vt_weight_prep_for_timing(vt_timing_copies *kept, vt_plan *const *plans, int n_plans, const vt_plan *p,
+                                    int32_t i, int32_t backend, vt_node *node, vt_error *err);
 
 /* Bytes and count of the copies backend (a registry index) keeps. */
 size_t vt_weight_prep_bytes(const vt_weight_prep *w, int32_t backend, int *n_tensors);
