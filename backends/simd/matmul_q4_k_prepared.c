@@ -103,7 +103,10 @@ SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, in
         SIMD_UNROLL
         for (int g = 0; g < NG; g++) {
             w[g] = wg[g] + b;
-            if (stream) simd_prefetch_ahead(w[g], (int)sizeof(q4k_gblock));
+            if (stream && R > 1) /* a few rows: their activations own L1 */
+                simd_prefetch_ahead_l2(w[g], (int)sizeof(q4k_gblock));
+            else if (stream)
+                simd_prefetch_ahead(w[g], (int)sizeof(q4k_gblock));
         }
         __m256i sumi[2][8];
         SIMD_UNROLL

@@ -63,29 +63,37 @@ SIMD_INLINE __m256i sub_scales(const q6_k_x8 *o, int s) {
     return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(sc, sc));
 }
 
-/* Prefetch the record SIMD_PREFETCH_BYTES ahead, two lines per sub-block. */
-SIMD_INLINE void prefetch_sub(const q6_k_x8 *o, int s) {
+/* Prefetch the record SIMD_PREFETCH_BYTES ahead, two lines per sub-block:
+ * into L1, or into L2 (l2) when a few activation rows decode together
+ * (their activations own L1, see simd_prefetch_ahead_l2). */
+SIMD_INLINE void prefetch_sub(const q6_k_x8 *o, int s, int l2) {
     const char *a = (const char *)o + SIMD_PREFETCH_BYTES + 128 * s;
-    _mm_prefetch(a, SIMD_PREFETCH_HINT);
-    _mm_prefetch(a + 64, SIMD_PREFETCH_HINT);
+    if (l2) {
+        _mm_prefetch(a, _MM_HINT_T1);
+        _mm_prefetch(a + 64, _MM_HINT_T1);
+    } else {
+        _mm_prefetch(a, SIMD_PREFETCH_HINT);
+        _mm_prefetch(a + 64, SIMD_PREFETCH_HINT);
+    }
 }
 
 /* isum[r] = the integer sum of record o (block b) against activation row
- * m0 + r, r < R. Per sub-block s and row, the 4 vpmaddubsw results (each
+ * m0 + r, r < R; l2: prefetch into L2 (see prefetch_sub). Per sub-block s and row, the 4 vpmaddubsw results (each
  * int16 half of a row's lane: 2 products q x) and the activation's hsums
  * (-32 times the sum of the half's 8 activation values) add in int16 to
  * (q - 32) . x over the half's 8 values: |.| <= 8 x 32 x 127 = 32512, so
  * although q . x alone may pass 2^15, the wrapping adds end on the exact
  * value (vpmaddubsw itself cannot saturate: 2 x 63 x 127). The sub-block
  * scale is applied by the vpmaddwd that sums the two halves into int32. */
-SIMD_INLINE void record_rows(const q6_k_x8 *o, const simd_act *x, int64_t m0, int R, int64_t b, __m256i *isum) {
+SIMD_INLINE void record_rows(const q6_k_x8 *o, const simd_act *x, int64_t m0, int R, int64_t b, int l2,
+                             __m256i *isum) {
     const int64_t K = x->K;
     SIMD_UNROLL
     for (int r = 0; r < R; r++) isum[r] = _mm256_setzero_si256();
     const int8_t *xb = x->qs + m0 * K + b * 256;
     const int16_t *hb = x->hsums + m0 * (K / 8) + b * 32;
     for (int s = 0; s < 16; s++) {
-        prefetch_sub(o, s);
+        prefetch_sub(o, s, l2);
         __m256i w[4];
         unpack_sub(o, s, w);
         const __m256i sc = sub_scales(o, s);
@@ -110,15 +118,16 @@ SIMD_INLINE __m256 record_fma(const q6_k_x8 *o, float dx, __m256i isum, __m256 a
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc);
 }
 
-/* out[8 r + j] = row j of group g . activation row m0 + r, r < R (1..8). */
-SIMD_INLINE void group_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int R, float *out) {
+/* out[8 r + j] = row j of group g . activation row m0 + r, r < R (1..8);
+ * few: a few rows decoding together (the group streamed once for all). */
+SIMD_INLINE void group_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int R, int few, float *out) {
     const int64_t nb = x->K / 256;
     SIMD_ALIGNED float acc[SIMD_MAX_ROWS][8];
     SIMD_UNROLL
     for (int r = 0; r < R; r++) _mm256_store_ps(acc[r], _mm256_setzero_ps());
     for (int64_t b = 0; b < nb; b++) {
         __m256i isum[SIMD_MAX_ROWS];
-        record_rows(g + b, x, m0, R, b, isum);
+        record_rows(g + b, x, m0, R, b, few && R > 1, isum);
         SIMD_UNROLL
         for (int r = 0; r < R; r++)
             _mm256_store_ps(acc[r], record_fma(g + b, x->d[(m0 + r) * nb + b], isum[r], _mm256_load_ps(acc[r])));
@@ -135,8 +144,8 @@ SIMD_INLINE void group_pair_decode(const q6_k_x8 *g0, const q6_k_x8 *g1, const s
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i i0, i1;
-        record_rows(g0 + b, x, 0, 1, b, &i0);
-        record_rows(g1 + b, x, 0, 1, b, &i1);
+        record_rows(g0 + b, x, 0, 1, b, 0, &i0);
+        record_rows(g1 + b, x, 0, 1, b, 0, &i1);
         acc0 = record_fma(g0 + b, x->d[b], i0, acc0);
         acc1 = record_fma(g1 + b, x->d[b], i1, acc1);
     }
@@ -144,16 +153,16 @@ SIMD_INLINE void group_pair_decode(const q6_k_x8 *g0, const q6_k_x8 *g1, const s
     _mm256_storeu_ps(out1, acc1);
 }
 
-static void run_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int R, float *out) {
+static void run_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int R, int few, float *out) {
     switch (R) {
-    case 1: group_tile(g, x, m0, 1, out); break;
-    case 2: group_tile(g, x, m0, 2, out); break;
-    case 3: group_tile(g, x, m0, 3, out); break;
-    case 4: group_tile(g, x, m0, 4, out); break;
-    case 5: group_tile(g, x, m0, 5, out); break;
-    case 6: group_tile(g, x, m0, 6, out); break;
-    case 7: group_tile(g, x, m0, 7, out); break;
-    default: group_tile(g, x, m0, 8, out); break;
+    case 1: group_tile(g, x, m0, 1, few, out); break;
+    case 2: group_tile(g, x, m0, 2, few, out); break;
+    case 3: group_tile(g, x, m0, 3, few, out); break;
+    case 4: group_tile(g, x, m0, 4, few, out); break;
+    case 5: group_tile(g, x, m0, 5, few, out); break;
+    case 6: group_tile(g, x, m0, 6, few, out); break;
+    case 7: group_tile(g, x, m0, 7, few, out); break;
+    default: group_tile(g, x, m0, 8, few, out); break;
     }
 }
 
@@ -193,14 +202,14 @@ static void x8_groups(void *arg, int64_t begin, int64_t end, int thread) {
                 store_group(t, g, 0, 1, out);
                 store_group(t, g + half, 0, 1, out1);
             } else {
-                run_tile(t->w + g * nb, &t->act, 0, (int)t->M, out);
+                run_tile(t->w + g * nb, &t->act, 0, (int)t->M, 1, out);
                 store_group(t, g, 0, (int)t->M, out);
-                run_tile(t->w + (g + half) * nb, &t->act, 0, (int)t->M, out);
+                run_tile(t->w + (g + half) * nb, &t->act, 0, (int)t->M, 1, out);
                 store_group(t, g + half, 0, (int)t->M, out);
             }
         }
         if ((end - begin) % 2) { /* the odd group out */
-            run_tile(t->w + (end - 1) * nb, &t->act, 0, (int)t->M, out);
+            run_tile(t->w + (end - 1) * nb, &t->act, 0, (int)t->M, 1, out);
             store_group(t, end - 1, 0, (int)t->M, out);
         }
         return;
@@ -210,7 +219,7 @@ static void x8_groups(void *arg, int64_t begin, int64_t end, int thread) {
         for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
             const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
             for (int64_t g = g0; g < g1; g++) {
-                run_tile(t->w + g * nb, &t->act, m0, R, out);
+                run_tile(t->w + g * nb, &t->act, m0, R, 0, out);
                 store_group(t, g, m0, R, out);
             }
         }
