@@ -21,7 +21,10 @@
 #                for reruns; ~5 GB, delete it when done)
 # Environment: AVS_TYPES (default "f32 f16 bf16 q4_k_m"), AVS_REPS (default
 # 5), AVS_THREADS (default 2), AVS_RESULTS_DIR (default bench/results),
-# AVS_SHAPE (default qwen3-0.6b; tiny checks the script in seconds).
+# AVS_SHAPE (default qwen3-0.6b; tiny checks the script in seconds),
+# AVS_BACKENDS (default auto,simd,onednn: the order the engines are created
+# in; the rounds rotate the run order but an engine keeps its creation slot,
+# so a second run with onednn,simd,auto balances that too).
 # Output: AVS_RESULTS_DIR/auto-vs-single-<date>.txt (everything printed) and
 # auto-vs-single-<date>-<type>.json (vt bench --json per file).
 set -eu
@@ -33,6 +36,7 @@ types=${AVS_TYPES:-f32 f16 bf16 q4_k_m}
 reps=${AVS_REPS:-5}
 threads=${AVS_THREADS:-2}
 shape=${AVS_SHAPE:-qwen3-0.6b}
+backends=${AVS_BACKENDS:-auto,simd,onednn}
 results=${AVS_RESULTS_DIR:-$here/results}
 stamp=$(date +%Y-%m-%d)
 log=$results/auto-vs-single-$stamp.txt
@@ -94,8 +98,8 @@ EOF
             diff "$scratch/decode-auto-$t.txt" "$scratch/decode-simd-$t.txt" | head -20 || true
         fi
         json=$results/auto-vs-single-$stamp-$t.json
-        echo "-- $vt bench -m MODEL --backends auto,simd,onednn -t $threads -p 128 -n 32 -r $reps --json"
-        "$vt" bench -m "$model" --backends auto,simd,onednn -t "$threads" -p 128 -n 32 -r "$reps" --json >"$json"
+        echo "-- $vt bench -m MODEL --backends $backends -t $threads -p 128 -n 32 -r $reps --json"
+        "$vt" bench -m "$model" --backends "$backends" -t "$threads" -p 128 -n 32 -r "$reps" --json >"$json"
         summary "$json"
         echo "load after: $(cat /proc/loadavg)"
     done
