@@ -20,13 +20,13 @@
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_attention_bench.c \
  *      -Lbuild/lib -lvt -ldl -lm -Wl,-rpath,$PWD/build/lib -o build/simd_attention_bench
  *   build/bin/simd_attention_bench -d q8_0 build/lib/vt/libvt-backend-simd.so */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "backend_open.h"
 #include "bench_util.h"
 #include "host.h"
 #include "quant.h"
@@ -68,23 +68,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     vt_threadpool *pool;
-    vt_error err;
-    if (vt_threadpool_create(n_threads, &pool, &err) != VT_OK) return 1;
-    const vt_host *host = vt_host_get(pool);
-    void *so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!so) {
-        fprintf(stderr, "%s\n", dlerror());
-        return 1;
-    }
-    vt_backend_entry_fn entry = (vt_backend_entry_fn)dlsym(so, VT_BACKEND_ENTRY_SYMBOL);
-    const vt_backend *b = entry ? entry() : NULL;
-    void *ctx = NULL;
-    char msg[256] = "";
-    vt_backend_config config = {.struct_size = sizeof config, .n_threads = n_threads, .options = ""};
-    if (!b || b->init(host, &config, &ctx, msg, sizeof msg) != VT_OK) {
-        fprintf(stderr, "cannot load %s: %s\n", lib, msg);
-        return 1;
-    }
+    const vt_host *host;
+    const vt_backend *b;
+    void *ctx;
+    if (!bench_open_backend(lib, n_threads, &pool, &host, &b, &ctx)) return 1;
 
     const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = T * S;
     const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);

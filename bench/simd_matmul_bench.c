@@ -18,12 +18,12 @@
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_matmul_bench.c \
  *      -Lbuild/lib -lvt -ldl -lm -Wl,-rpath,$PWD/build/lib -o build/simd_matmul_bench
  *   build/simd_matmul_bench build/lib/vt/libvt-backend-simd.so */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "backend_open.h"
 #include "bench_util.h"
 #include "host.h"
 #include "quant.h"
@@ -59,23 +59,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     vt_threadpool *pool;
-    vt_error err;
-    if (vt_threadpool_create(n_threads, &pool, &err) != VT_OK) return 1;
-    const vt_host *host = vt_host_get(pool);
-    void *so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-    if (!so) {
-        fprintf(stderr, "%s\n", dlerror());
-        return 1;
-    }
-    vt_backend_entry_fn entry = (vt_backend_entry_fn)dlsym(so, VT_BACKEND_ENTRY_SYMBOL);
-    const vt_backend *b = entry ? entry() : NULL;
-    void *ctx = NULL;
-    char msg[256] = "";
-    vt_backend_config config = {.struct_size = sizeof config, .n_threads = n_threads, .options = ""};
-    if (!b || b->init(host, &config, &ctx, msg, sizeof msg) != VT_OK) {
-        fprintf(stderr, "cannot load %s: %s\n", lib, msg);
-        return 1;
-    }
+    const vt_host *host;
+    const vt_backend *b;
+    void *ctx;
+    if (!bench_open_backend(lib, n_threads, &pool, &host, &b, &ctx)) return 1;
     static const int64_t shapes[][2] = {{1024, 3072}, {3072, 1024}};
     static const int64_t Ms[] = {1, 128};
     printf("%s, %s weights, %d threads, median of %d\n", lib, vt_dtype_name(dtype), n_threads, reps);
@@ -102,6 +89,7 @@ int main(int argc, char **argv) {
                                          .ops = 1u << VT_OP_MATMUL,
                                          .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
                 vt_prepared_weight out = {0};
+                char msg[256] = "";
                 if (b->prepare_weight(ctx, &offer, &out, msg, sizeof msg) != VT_OK) {
                     fprintf(stderr, "prepare_weight failed: %s\n", msg);
                     return 1;
