@@ -38,6 +38,23 @@
 #define PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-prep_reversed.so"
 static const char *model_path;
 
+static size_t tensor_bytes(const vt_gguf_tensor *t) {
+    return vt_row_size(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
+}
+
+/* The model's matmul weights in plan order: each layer's seven, then the
+ * output matrix (which may be the token embedding itself). At most cap. */
+static int matmul_tensors(const vt_model *m, const vt_gguf_tensor **out, int cap) {
+    int n = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const vt_layer_weights *w = &m->layers[il];
+        const vt_gguf_tensor *layer[7] = {w->wq, w->wk, w->wv, w->wo, w->ffn_gate, w->ffn_up, w->ffn_down};
+        for (int k = 0; k < 7 && n < cap; k++) out[n++] = layer[k];
+    }
+    if (n < cap) out[n++] = m->output;
+    return n;
+}
+
 /* The model's distinct matmul weights: how many and their bytes. */
 static void matmul_weights(int *count, size_t *bytes) {
     vt_model *m = NULL;
@@ -45,22 +62,15 @@ static void matmul_weights(int *count, size_t *bytes) {
     *count = 0;
     *bytes = 0;
     CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
-    const vt_gguf_tensor *seen[512];
+    const vt_gguf_tensor *all[512], *seen[512];
+    const int n_all = matmul_tensors(m, all, 512);
     int n = 0;
-    for (int il = 0; il <= m->hp.n_layer; il++) {
-        const vt_layer_weights *w = il < m->hp.n_layer ? &m->layers[il] : NULL;
-        const vt_gguf_tensor *ts[7] = {m->output};
-        if (w) {
-            const vt_gguf_tensor *layer[7] = {w->wq, w->wk, w->wv, w->wo, w->ffn_gate, w->ffn_up, w->ffn_down};
-            memcpy(ts, layer, sizeof ts);
-        }
-        for (int k = 0; k < (w ? 7 : 1); k++) {
-            bool dup = false;
-            for (int j = 0; j < n; j++) dup = dup || seen[j]->data == ts[k]->data;
-            if (dup || n == 512) continue;
-            seen[n++] = ts[k];
-            *bytes += vt_row_size(ts[k]->dtype, ts[k]->ne[0]) * (size_t)(ts[k]->ne[1] * ts[k]->ne[2] * ts[k]->ne[3]);
-        }
+    for (int i = 0; i < n_all; i++) {
+        bool dup = false;
+        for (int j = 0; j < n; j++) dup = dup || seen[j]->data == all[i]->data;
+        if (dup) continue;
+        seen[n++] = all[i];
+        *bytes += tensor_bytes(all[i]);
     }
     *count = n;
     vt_model_free(m);
@@ -254,10 +264,6 @@ static long present_pages(uintptr_t first, uintptr_t end) {
     return present;
 }
 
-static size_t tensor_bytes(const vt_gguf_tensor *t) {
-    return vt_row_size(t->dtype, t->ne[0]) * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]);
-}
-
 /* Read one byte of every page of the mapping: all of it resident, as after
  * a forward on a backend that reads the file's bytes. */
 static void touch_mapping(const vt_gguf *g) {
@@ -318,25 +324,20 @@ static void check_release(bool decline_get_rows) {
      * embedding and get_rows reads it unprepared on the fallback. */
     size_t want_released = 0;
     int checked = 0;
-    for (int il = 0; il <= m->hp.n_layer; il++) {
-        const vt_layer_weights *w = il < m->hp.n_layer ? &m->layers[il] : NULL;
-        const vt_gguf_tensor *ts[7] = {m->output};
-        if (w) {
-            const vt_gguf_tensor *layer[7] = {w->wq, w->wk, w->wv, w->wo, w->ffn_gate, w->ffn_up, w->ffn_down};
-            memcpy(ts, layer, sizeof ts);
-        }
-        for (int k = 0; k < (w ? 7 : 1); k++) {
-            uintptr_t first, end;
-            interior_pages(ts[k]->data, tensor_bytes(ts[k]), &first, &end);
-            const long pages = (long)((end - first) / page_size()), resident = present_pages(first, end);
-            const bool kept = decline_get_rows && ts[k] == m->tok_embd;
-            if (resident != (kept ? pages : 0))
-                fprintf(stderr, "%s: %ld of %ld interior pages resident, wanted %s\n", ts[k]->name, resident, pages,
-                        kept ? "all" : "none");
-            CU_ASSERT_EQUAL(resident, kept ? pages : 0);
-            if (!kept) want_released += (size_t)(end - first);
-            checked++;
-        }
+    const vt_gguf_tensor *all[512];
+    const int n_all = matmul_tensors(m, all, 512);
+    for (int i = 0; i < n_all; i++) {
+        const vt_gguf_tensor *t = all[i];
+        uintptr_t first, end;
+        interior_pages(t->data, tensor_bytes(t), &first, &end);
+        const long pages = (long)((end - first) / page_size()), resident = present_pages(first, end);
+        const bool kept = decline_get_rows && t == m->tok_embd;
+        if (resident != (kept ? pages : 0))
+            fprintf(stderr, "%s: %ld of %ld interior pages resident, wanted %s\n", t->name, resident, pages,
+                    kept ? "all" : "none");
+        CU_ASSERT_EQUAL(resident, kept ? pages : 0);
+        if (!kept) want_released += (size_t)(end - first);
+        checked++;
     }
     CU_ASSERT(checked > 10);
     CU_ASSERT(want_released > 0);
