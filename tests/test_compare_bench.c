@@ -517,6 +517,36 @@ static void test_bench_interleaves_runs(void) {
     json_free(&doc);
 }
 
+/* A backend named twice in --backends runs on two engines of the same plan,
+ * the second labelled NAME#2, each with its own runs (the in-run spread of
+ * one plan); compare keeps one of each. */
+static void test_bench_repeated_backend(void) {
+    char args[2048];
+    snprintf(args, sizeof args, "bench -m '%s' --json --backends reference,reference -p 4 -n 2 -r 2 -t 2 --membw-mib 0",
+             model_path);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 4);
+    static const char *const labels[] = {"reference", "reference", "reference#2", "reference#2"};
+    for (size_t i = 0; i < results->n; i++) {
+        const json_value *r = &results->items[i], *b = json_get(r, "backend");
+        CU_ASSERT_FATAL(b && b->type == JSON_STRING);
+        CU_ASSERT_STRING_EQUAL(b->str, labels[i]);
+        CU_ASSERT(num(r, "tok_s_median") > 0);
+        /* the second engine's ratio is to the first's, not to itself */
+        const double want = num(r, "tok_s_median") / num(&results->items[i % 2], "tok_s_median");
+        VT_ASSERT_NEAR(num(r, "tok_s_ratio_to_first"), want, 1e-9 * want);
+    }
+    json_free(&doc);
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends reference,reference -t 2 --tokens 1,2,3 -n 2",
+             model_path);
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT(backends && backends->type == JSON_ARRAY && backends->n == 1);
+    json_free(&doc);
+}
+
 static void test_bench_csv(void) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' bench -m '%s' --csv -p 8 -n 2 -r 1 --membw-mib 0 --backends reference", VT_CLI_PATH,
@@ -765,6 +795,8 @@ int main(void) {
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
         {"bench --parallel --json: n_seqs, aggregate and per-sequence rates", test_bench_parallel_json},
         {"bench interleaves configurations round-robin, medians per configuration", test_bench_interleaves_runs},
+        {"bench --backends NAME,NAME: two engines of one plan, the second labelled NAME#2",
+         test_bench_repeated_backend},
         {"bench --csv: header and one row per test", test_bench_csv},
         {"bad flags are errors with a message", test_bad_flags_are_errors},
         {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},

@@ -45,8 +45,18 @@ static void list_names(const vt_backend_set *s, char *buf, size_t size) {
     }
 }
 
-vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, bool skip_reference_by_default,
-                             bool put_reference_first, vt_backend_set *out, vt_error *err) {
+/* Occurrences of `name` among the first n entries of s. */
+static int occurrences(const vt_backend_set *s, int n, const char *name) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += strcmp(s->names[i], name) == 0;
+    return k;
+}
+
+vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned flags, vt_backend_set *out,
+                             vt_error *err) {
+    const bool skip_reference_by_default = flags & VT_BACKEND_SET_SKIP_REFERENCE;
+    const bool put_reference_first = flags & VT_BACKEND_SET_REFERENCE_FIRST;
+    const bool keep_repeats = flags & VT_BACKEND_SET_KEEP_REPEATS;
     vt_backend_set loaded;
     vt_status st = vt_cli_loaded_backends(opt, &loaded, err);
     if (st != VT_OK) return st;
@@ -73,8 +83,9 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, bool skip_
                 return vt_fail(err, VT_ERR_BACKEND, "--backends: '%s' is not loaded (loaded: %s; see `vt backends`)",
                                name, names);
             }
-            if (index_of(out, name) < 0 && out->n < VT_CLI_MAX_BACKENDS)
-                memcpy(out->names[out->n++], name, len + 1);
+            if (out->n == VT_CLI_MAX_BACKENDS)
+                return vt_fail(err, VT_ERR_INVALID, "--backends: at most %d entries", VT_CLI_MAX_BACKENDS);
+            if (keep_repeats || index_of(out, name) < 0) memcpy(out->names[out->n++], name, len + 1);
             p = comma ? comma + 1 : p + len;
         }
     }
@@ -94,5 +105,10 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, bool skip_
         memcpy(out->names[0], first, sizeof first);
     }
     if (out->n == 0) return vt_fail(err, VT_ERR_INVALID, "--backends: no backend selected");
+    for (int i = 0; i < out->n; i++) {
+        const int k = occurrences(out, i, out->names[i]) + 1;
+        if (k == 1) memcpy(out->labels[i], out->names[i], sizeof out->labels[0]);
+        else snprintf(out->labels[i], sizeof out->labels[0], "%.48s#%d", out->names[i], k);
+    }
     return VT_OK;
 }

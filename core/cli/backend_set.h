@@ -11,21 +11,33 @@
 #define VT_CLI_MAX_BACKENDS 32
 
 typedef struct vt_backend_set {
-    char names[VT_CLI_MAX_BACKENDS][64];
+    char names[VT_CLI_MAX_BACKENDS][64];  /* the backend each entry runs on */
+    char labels[VT_CLI_MAX_BACKENDS][64]; /* what its results are called: the name, or NAME#K for the K-th
+                                             occurrence of a repeated name */
     int n;
 } vt_backend_set;
+
+/* How vt_cli_backend_set reads a list. */
+enum {
+    /* no list given: every loaded backend but reference (the slow oracle),
+     * unless it is the only one */
+    VT_BACKEND_SET_SKIP_REFERENCE = 1 << 0,
+    /* reference moved (or added, if loaded) to the front: compare needs it as
+     * the baseline */
+    VT_BACKEND_SET_REFERENCE_FIRST = 1 << 1,
+    /* a name given twice is run twice (labelled NAME#2, ...): two engines of
+     * one plan measure the noise floor of a benchmark run; without this flag
+     * repeats are dropped */
+    VT_BACKEND_SET_KEEP_REPEATS = 1 << 2,
+};
 
 /* The loaded backends (same search as an engine: VT_BACKEND_PATH,
  * opt->backend_path, the install folder), in the registry's order. */
 vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_error *err);
 
-/* spec: "a,b,c" (each must be loaded, or be auto: --backend auto;
- * duplicates dropped), "all" (every
- * loaded backend), or NULL: every loaded one, minus "reference" when
- * skip_reference_by_default (it is the slow oracle) unless it is the only one.
- * With put_reference_first, reference is moved (or added, if loaded) to the
- * front: compare needs it as the baseline. */
-vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, bool skip_reference_by_default,
-                             bool put_reference_first, vt_backend_set *out, vt_error *err);
+/* spec: "a,b,c" (each must be loaded, or be auto: --backend auto), "all"
+ * (every loaded backend), or NULL: every loaded one; flags: VT_BACKEND_SET_*. */
+vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned flags, vt_backend_set *out,
+                             vt_error *err);
 
 #endif

@@ -42,7 +42,9 @@ static void help(void) {
            "model size, parameters, bytes of weights read per decoded token, the machine's read bandwidth\n"
            "measured in the same run, and tg as a fraction of that bandwidth limit.\n\n"
            "      --backends LIST      comma-separated backends, or all (default: every loaded backend but\n"
-           "                           reference, the slow oracle)\n"
+           "                           reference, the slow oracle); a backend named twice gets two engines\n"
+           "                           (the second's results labelled NAME#2): the spread of one plan,\n"
+           "                           measured in the same run\n"
            "  -p, --n-prompt N         prefill tokens (default 512; 0 = skip pp)\n"
            "  -n, --n-gen N            decode steps (default 128; 0 = skip tg)\n"
            "  -r, --repetitions N      timed repetitions (default 5)\n"
@@ -171,7 +173,8 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
 /* One configuration measured: a backend at a number of sequences, its
  * engine, and the pp/tg results it fills. */
 typedef struct bench_config {
-    const char *backend;
+    const char *backend; /* what the engine runs on */
+    const char *label;   /* what its results are called: the backend, or BACKEND#K when --backends repeats it */
     int32_t S;
     vt_engine *e;        /* NULL once it failed (the error is in pp->error) */
     bench_result *pp, *tg;
@@ -212,7 +215,7 @@ static vt_status config_warm_up(bench_job *job, bench_config *cfg, vt_error *err
     double ignored, ignored_too;
     const int64_t warm = job->n_gen < 2 ? job->n_gen : 2;
     vt_status st = VT_OK;
-    if (job->parallel) return run_parallel(job, cfg->backend, cfg->e, cfg->S, warm, &ignored, &ignored_too, err);
+    if (job->parallel) return run_parallel(job, cfg->label, cfg->e, cfg->S, warm, &ignored, &ignored_too, err);
     if (job->n_prompt > 0) st = run_pp(job, cfg->e, &ignored, err);
     if (st == VT_OK && job->n_gen > 0) st = run_tg(job, cfg->e, warm, &ignored, err);
     return st;
@@ -222,17 +225,17 @@ static vt_status config_warm_up(bench_job *job, bench_config *cfg, vt_error *err
 static vt_status config_run(bench_job *job, bench_config *cfg, int64_t r, vt_error *err) {
     vt_status st = VT_OK;
     if (job->parallel) {
-        st = run_parallel(job, cfg->backend, cfg->e, cfg->S, job->n_gen, &cfg->pp->runs[r], &cfg->tg->runs[r], err);
+        st = run_parallel(job, cfg->label, cfg->e, cfg->S, job->n_gen, &cfg->pp->runs[r], &cfg->tg->runs[r], err);
         vt_progress_add(job->bar, (double)cfg->S * (double)(job->n_prompt + job->n_gen));
         return st;
     }
     if (job->n_prompt > 0) {
-        st = profile_phase(job, cfg->backend, 1, "pp", err);
+        st = profile_phase(job, cfg->label, 1, "pp", err);
         if (st == VT_OK) st = run_pp(job, cfg->e, &cfg->pp->runs[r], err);
         vt_progress_add(job->bar, (double)job->n_prompt);
     }
     if (st == VT_OK && job->n_gen > 0) {
-        st = profile_phase(job, cfg->backend, 1, "tg", err);
+        st = profile_phase(job, cfg->label, 1, "tg", err);
         if (st == VT_OK) st = run_tg(job, cfg->e, job->n_gen, &cfg->tg->runs[r], err);
         vt_progress_add(job->bar, (double)job->n_gen);
     }
@@ -251,9 +254,9 @@ static void bench_interleaved(bench_job *job, bench_config *cfgs, int n, vt_erro
         if (config_create(job, &cfgs[c], &err) != VT_OK) config_failed(&cfgs[c], &err, first_failure);
     for (int c = 0; c < n && !job->c->dry_run; c++) {
         if (!cfgs[c].e) continue;
-        vt_progress_label(job->bar, cfgs[c].backend);
+        vt_progress_label(job->bar, cfgs[c].label);
         if (config_warm_up(job, &cfgs[c], &err) != VT_OK) {
-            vt_error_prefix(&err, "backend %s: ", cfgs[c].backend);
+            vt_error_prefix(&err, "backend %s: ", cfgs[c].label);
             config_failed(&cfgs[c], &err, first_failure);
         }
     }
@@ -267,10 +270,10 @@ static void bench_interleaved(bench_job *job, bench_config *cfgs, int n, vt_erro
             bench_config *cfg = &cfgs[(r + i) % n];
             if (!cfg->e) continue;
             cfg->pp->order[r] = cfg->tg->order[r] = i;
-            vt_progress_label(job->bar, cfg->backend);
+            vt_progress_label(job->bar, cfg->label);
             vt_status st = config_run(job, cfg, r, &err);
             if (st != VT_OK) {
-                vt_error_prefix(&err, "backend %s: ", cfg->backend);
+                vt_error_prefix(&err, "backend %s: ", cfg->label);
                 config_failed(cfg, &err, first_failure);
             }
         }
@@ -586,7 +589,7 @@ static vt_status validate_bench(bench_opts *o, vt_error *err) {
     else if (opt->ctx_size < need)
         return vt_fail(err, VT_ERR_CONTEXT_FULL, "bench needs %lld tokens of KV cache but -c/--ctx-size is %lld",
                        (long long)need, (long long)opt->ctx_size);
-    return vt_cli_backend_set(opt, o->backends, true, false, &o->set, err);
+    return vt_cli_backend_set(opt, o->backends, VT_BACKEND_SET_SKIP_REFERENCE | VT_BACKEND_SET_KEEP_REPEATS, &o->set, err);
 }
 
 /* Measure the bandwidth, then every configuration interleaved, then print. */
@@ -645,12 +648,13 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     for (int c = 0; c < n_cfg; c++) {
         bench_config *cfg = &cfgs[c];
         cfg->backend = set->names[c / n_par];
+        cfg->label = set->labels[c / n_par];
         cfg->S = o->parallel[c % n_par];
         cfg->pp = &slots[2 * c];
         cfg->tg = &slots[2 * c + 1];
         for (int t = 0; t < 2; t++) {
             bench_result *r = t ? cfg->tg : cfg->pp;
-            snprintf(r->backend, sizeof r->backend, "%s", cfg->backend);
+            snprintf(r->backend, sizeof r->backend, "%s", cfg->label);
             if (t) snprintf(r->test, sizeof r->test, "tg%lld", (long long)n_gen);
             else snprintf(r->test, sizeof r->test, "pp%lld", (long long)n_prompt);
             r->is_tg = t;

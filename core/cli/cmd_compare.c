@@ -477,7 +477,7 @@ static vt_status validate_compare(compare_opts *o, vt_error *err) {
     if (o->trace && (o->n_kv > 0 || o->ppl_file || o->profile))
         return vt_fail(err, VT_ERR_INVALID, "compare --trace: %s is a separate run (leave it out of the trace)",
                        o->n_kv > 0 ? "a --kv-cache-dtype list" : o->ppl_file ? "--ppl" : "--profile");
-    return vt_cli_backend_set(&o->c.opt, o->backends, false, true, &o->set, err);
+    return vt_cli_backend_set(&o->c.opt, o->backends, VT_BACKEND_SET_REFERENCE_FIRST, &o->set, err);
 }
 
 /* One measurement of run_compare: a backend at a cache dtype. */
