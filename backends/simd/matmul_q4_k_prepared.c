@@ -207,6 +207,15 @@ static void group_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_
     tile(g, 2, &j->act, 0, 1, 1, res);
 }
 
+static void group_pair_rows(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int R, __m256 *res) {
+    const q4k_gblock *g[2] = {(const q4k_gblock *)wg0, (const q4k_gblock *)wg1};
+    switch (R) {
+    case 2: tile(g, 2, &j->act, 0, 2, 1, res); break;
+    case 3: tile(g, 2, &j->act, 0, 3, 1, res); break;
+    default: tile(g, 2, &j->act, 0, 4, 1, res); break;
+    }
+}
+
 vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
     const int64_t K = W->ne[0];
@@ -223,6 +232,7 @@ vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     j.y_dtype = Y->dtype;
     j.rows = group_rows;
     j.pair = group_pair;
+    j.pair_rows = group_pair_rows;
     j.few_rows = SIMD_MAX_ROWS;
     simd_run_groups(ctx, &j);
     return VT_OK;

@@ -43,6 +43,21 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
         if ((end - begin) % 2) group_rows(t, end - 1, 0, 1, 1);
         return;
     }
+    if (t->pair_rows && t->M <= tr) {
+        /* a few sequences, decode's two streams read together */
+        const int64_t half = (end - begin) / 2;
+        const int R = (int)t->M;
+        for (int64_t g = begin; g < begin + half; g++) {
+            __m256 res[2 * SIMD_GROUP_TILE_R];
+            t->pair_rows(t, group_at(t, g), group_at(t, g + half), R, res);
+            for (int r = 0; r < R; r++) {
+                store_group(t, g, r, res[r]);
+                store_group(t, g + half, r, res[R + r]);
+            }
+        }
+        if ((end - begin) % 2) group_rows(t, end - 1, 0, R, 1);
+        return;
+    }
     if (t->M <= SIMD_MAX_ROWS) {
         /* a few sequences decoding together: each group streamed from
          * memory once, against all rows few_rows at a time */

@@ -2,7 +2,8 @@
  * layouts (Q4_K, Q5_K, Q4_0, Q8_0): which groups of 8 weight rows meet which
  * activation rows, in what order, on which thread. A layout supplies only its
  * tile (one group block against a few activation rows); the walk over the
- * weights — two streams in decode, each group streamed once for a few rows,
+ * weights — two streams in decode (and at 2..4 rows for a layout with a pair
+ * tile), each group streamed once for a few rows,
  * L2 tiles in prefill — and the stores are the same for all of them, so a
  * row's result depends on neither M nor the tile (batch invariance holds as
  * long as each layout's tile does the same arithmetic for every R).
@@ -28,6 +29,10 @@ typedef void (*simd_group_rows_fn)(const simd_group_job *j, const uint8_t *wg, i
                                    __m256 *res);
 /* Decode: groups wg0 and wg1 (two streams) against activation row 0. */
 typedef void (*simd_group_pair_fn)(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res);
+/* A few rows: groups wg0 and wg1 (two streams) against activation rows
+ * 0 .. R-1 (2 <= R <= SIMD_GROUP_TILE_R): res[r] for wg0, res[R + r] for wg1. */
+typedef void (*simd_group_pair_rows_fn)(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int R,
+                                        __m256 *res);
 
 struct simd_group_job {
     const uint8_t *w;   /* the prepared copy: groups of group_bytes */
@@ -38,6 +43,10 @@ struct simd_group_job {
     int32_t y_dtype;
     simd_group_rows_fn rows;
     simd_group_pair_fn pair;
+    /* optional: when 2 <= M <= SIMD_GROUP_TILE_R, the groups in decode's
+     * two streams, read together against all M rows (one stream at a time
+     * left memory idle at 2 rows); NULL: each group once against all rows */
+    simd_group_pair_rows_fn pair_rows;
     /* rows per tile call when 2 <= M <= SIMD_MAX_ROWS (each group streamed
      * once against all of them): up to SIMD_MAX_ROWS if the layout's rows
      * takes that many (one pass over the group: its weights unpacked once
