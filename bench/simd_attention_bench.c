@@ -5,11 +5,21 @@
  * repetitions. Reports wall and process CPU time per call and the cache
  * bytes read per call / wall time.
  *
- *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-r reps] [LIB.so]
+ *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-r reps] [LIB.so [LIB2.so]]
  *
  * -S: S sequences in one call, each with its own blocks and T tokens at the
  * end of its N positions (-S 8 -T 1 is a decode step of 8 sequences, the
  * batched-decode case; the bytes read are S times one sequence's).
+ *
+ * With two libraries (an old and a new build) the calls alternate between
+ * them, the same layers in the same minutes, and each gets its own median:
+ * on a shared machine whose speed drifts, runs taken one after the other
+ * differ by more than the change being measured.
+ *
+ * Beside it, the read floor measured in the same run: a layer's cache bytes
+ * (its K and V) summed by a plain AVX2 loop on the same threads, one such
+ * read after each attention call, so "attention at X% of the floor"
+ * compares like with like on a machine whose bandwidth varies by the minute.
  *
  * One cache per layer of the model (28), cycled through call by call, so
  * every call reads its cache from DRAM as a decode step's 28 attention calls
@@ -20,7 +30,9 @@
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_attention_bench.c \
  *      -Lbuild/lib -lvt -ldl -lm -Wl,-rpath,$PWD/build/lib -o build/simd_attention_bench
  *   build/bin/simd_attention_bench -d q8_0 build/lib/vt/libvt-backend-simd.so */
+#include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,11 +61,38 @@ static vt_tensor tensor(void *data, int32_t dtype, int ndim, int64_t ne0, int64_
     return t;
 }
 
+/* The read floor: a range of the caches split over the threads, each
+ * thread summing its share 128 bytes per step (four independent 64-bit
+ * lane sums, so the loop is bound by loads, not by an add chain). */
+typedef struct read_task {
+    const uint8_t *base;
+    size_t bytes_per_item;
+    uint64_t sums[64]; /* per thread, so the loop is not optimised away */
+} read_task;
+
+__attribute__((target("avx2"))) static void read_items(void *arg, int64_t begin, int64_t end, int thread) {
+    read_task *t = arg;
+    const __m256i *p = (const __m256i *)(const void *)(t->base + (size_t)begin * t->bytes_per_item);
+    const size_t n = (size_t)(end - begin) * t->bytes_per_item / sizeof(__m256i);
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a = _mm256_add_epi64(a, _mm256_load_si256(p + i));
+        b = _mm256_add_epi64(b, _mm256_load_si256(p + i + 1));
+        c = _mm256_add_epi64(c, _mm256_load_si256(p + i + 2));
+        d = _mm256_add_epi64(d, _mm256_load_si256(p + i + 3));
+    }
+    for (; i < n; i++) a = _mm256_add_epi64(a, _mm256_load_si256(p + i));
+    const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+    t->sums[thread & 63] += (uint64_t)_mm256_extract_epi64(s, 0) + (uint64_t)_mm256_extract_epi64(s, 3);
+}
+
 int main(int argc, char **argv) {
     int n_threads = 2, reps = 10;
     int64_t n_ctx = 2048, T = 1, S = 1;
     int32_t dtype = VT_F16;
-    const char *lib = "build/lib/vt/libvt-backend-simd.so";
+    const char *libs[2] = {"build/lib/vt/libvt-backend-simd.so", NULL};
+    int n_libs = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -61,7 +100,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) T = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-S") && i + 1 < argc) S = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
-        else lib = argv[i];
+        else if (n_libs < 2) libs[n_libs++] = argv[i];
+        else {
+            fprintf(stderr, "at most two libraries\n");
+            return 2;
+        }
     }
     if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || S < 1 || S > 1024 || reps < 1) {
         fprintf(stderr, "bad arguments\n");
@@ -69,15 +112,19 @@ int main(int argc, char **argv) {
     }
     vt_threadpool *pool;
     const vt_host *host;
-    const vt_backend *b;
-    void *ctx;
-    if (!bench_open_backend(lib, n_threads, &pool, &host, &b, &ctx)) return 1;
+    const vt_backend *backends[2];
+    void *ctxs[2];
+    if (n_libs == 0) n_libs = 1;
+    if (!bench_open_backend(libs[0], n_threads, &pool, &host, &backends[0], &ctxs[0])) return 1;
+    if (n_libs == 2 && !bench_load_backend(libs[1], host, n_threads, &backends[1], &ctxs[1])) return 1;
 
     const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = T * S;
     const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);
     int layers = (int)(MAX_CACHE_BYTES / (2 * cache_bytes));
     layers = layers > MAX_LAYERS ? MAX_LAYERS : layers < 4 ? 4 : layers;
-    uint8_t *caches = malloc(cache_bytes * 2 * (size_t)layers); /* K and V of every layer */
+    /* K and V of every layer; 64-byte aligned for the read floor's loads
+     * (row and block sizes keep every block aligned too) */
+    uint8_t *caches = aligned_alloc(64, (cache_bytes * 2 * (size_t)layers + 63) / 64 * 64);
     float *values = malloc((size_t)(HEAD_DIM * KV_HEADS) * sizeof(float));
     float *q = malloc((size_t)(HEAD_DIM * HEADS * TS) * sizeof(float)), *out = malloc((size_t)(HEAD_DIM * HEADS * TS) * sizeof(float));
     int32_t *table = malloc((size_t)n_blocks * sizeof(int32_t)), *pos = malloc((size_t)TS * sizeof(int32_t));
@@ -109,31 +156,53 @@ int main(int argc, char **argv) {
     node.src[4] = tensor(pos, VT_I32, 1, TS, 1, 1, 1);
     node.src[5] = tensor(seq, VT_I32, 1, TS, 1, 1, 1);
     node.dst = tensor(out, VT_F32, 3, HEAD_DIM, HEADS, TS, 1);
-    if (!b->supports(ctx, &node)) {
-        printf("%s: attention at a %s cache declined\n", lib, vt_dtype_name(dtype));
-        return 0;
-    }
-    const int n_calls = reps * layers;
-    double *tw = malloc((size_t)n_calls * sizeof(double)), *tc = malloc((size_t)n_calls * sizeof(double));
-    for (int r = -layers; r < n_calls; r++) {
-        const int layer = (r + layers) % layers;
+    for (int l = 0; l < n_libs; l++)
+        if (!backends[l]->supports(ctxs[l], &node)) {
+            printf("%s: attention at a %s cache declined\n", libs[l], vt_dtype_name(dtype));
+            return 0;
+        }
+    /* The read floor (see read_items) runs call by call with attention, on
+     * the layer half the cycle away (also out of cache), so both medians
+     * come from the same minutes of a shared machine. */
+    read_task rt = {.bytes_per_item = row * BLOCK};
+    const int64_t read_items_per_call = 2 * n_blocks; /* a layer's K and V, one block of one sequence per item */
+    const int n_calls = reps * layers; /* per library */
+    double *tw[2], *tc[2];
+    for (int l = 0; l < 2; l++) tw[l] = malloc((size_t)n_calls * sizeof(double)), tc[l] = malloc((size_t)n_calls * sizeof(double));
+    double *tf = malloc((size_t)(n_libs * n_calls) * sizeof(double));
+    if (!tw[0] || !tw[1] || !tc[0] || !tc[1] || !tf) return 1;
+    /* call c: library c % n_libs on layer c % layers, the next layer each
+     * call whichever library makes it, so no call finds the layer the call
+     * before it read still in L3 */
+    for (int c = -n_libs * layers; c < n_libs * n_calls; c++) {
+        const int l = (c + n_libs * layers) % n_libs, r = c < 0 ? -1 : c / n_libs;
+        const int layer = (c + n_libs * layers) % layers;
         node.src[1].data = caches + (size_t)(2 * layer) * cache_bytes;
         node.src[2].data = caches + (size_t)(2 * layer + 1) * cache_bytes;
         const double t0 = now_s(), c0 = cpu_s();
-        if (b->attention(ctx, &node) != VT_OK) {
-            fprintf(stderr, "attention failed\n");
+        if (backends[l]->attention(ctxs[l], &node) != VT_OK) {
+            fprintf(stderr, "%s: attention failed\n", libs[l]);
             return 1;
         }
-        if (r >= 0) tw[r] = now_s() - t0, tc[r] = cpu_s() - c0;
+        if (r >= 0) tw[l][r] = now_s() - t0, tc[l][r] = cpu_s() - c0;
+        rt.base = caches + (size_t)(2 * ((layer + layers / 2) % layers)) * cache_bytes;
+        const double f0 = now_s();
+        host->parallel_for(read_items_per_call, (read_items_per_call + n_threads - 1) / n_threads, read_items, &rt);
+        if (r >= 0) tf[r * n_libs + l] = now_s() - f0;
     }
-    qsort(tw, (size_t)n_calls, sizeof *tw, cmp_double);
-    qsort(tc, (size_t)n_calls, sizeof *tc, cmp_double);
-    const double med = tw[n_calls / 2], cmed = tc[n_calls / 2];
-    printf("%s %-5s ctx %lld T %lld S %lld, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d layers "
-           "= %.2f ms\n",
-           lib, vt_dtype_name(dtype), (long long)n_ctx, (long long)T, (long long)S, n_threads, med * 1e6, cmed * 1e6,
-           2.0 * (double)row * (double)(n_ctx * S) / med * 1e-9, MAX_LAYERS, med * MAX_LAYERS * 1e3);
-    b->shutdown(ctx);
+    qsort(tf, (size_t)(n_libs * n_calls), sizeof *tf, cmp_double);
+    const double fmed = tf[n_libs * n_calls / 2], floor_gbs = 2.0 * (double)cache_bytes / fmed * 1e-9;
+    for (int l = 0; l < n_libs; l++) {
+        qsort(tw[l], (size_t)n_calls, sizeof *tw[l], cmp_double);
+        qsort(tc[l], (size_t)n_calls, sizeof *tc[l], cmp_double);
+        const double med = tw[l][n_calls / 2], cmed = tc[l][n_calls / 2];
+        const double read_gbs = 2.0 * (double)row * (double)(n_ctx * S) / med * 1e-9;
+        printf("%s %-5s ctx %lld T %lld S %lld, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d "
+               "layers = %.2f ms; read floor %6.2f GB/s: %3.0f%% of it\n",
+               libs[l], vt_dtype_name(dtype), (long long)n_ctx, (long long)T, (long long)S, n_threads, med * 1e6,
+               cmed * 1e6, read_gbs, MAX_LAYERS, med * MAX_LAYERS * 1e3, floor_gbs, 100.0 * read_gbs / floor_gbs);
+    }
+    for (int l = 0; l < n_libs; l++) backends[l]->shutdown(ctxs[l]);
     vt_threadpool_destroy(pool);
     return 0;
 }
