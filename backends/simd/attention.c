@@ -9,8 +9,8 @@
  * whichever path and whatever batch it is in (batch invariance, tested bit
  * for bit), while a decode token's spans can run on different threads.
  *
- * Two kinds of work item share the per-chunk kernel (attend_chunk) and the
- * merge (merge_state):
+ * Two kinds of work item share the per-chunk kernels (the score kernels,
+ * chunk_softmax, the accumulation kernels) and the merge (merge_state):
  *   - prefill (a run of several tokens of one sequence): (up to
  *     QUERY_TOKENS tokens, kv head); the G = H / KVH query heads of each
  *     token that share the kv head are processed together, so each cached k
@@ -20,10 +20,11 @@
  *   - decode (a token alone of its sequence in the call): (token, span, kv
  *     heads group, usually all kv heads): the cache holds a position's kv
  *     heads side by side, so an item's rows are whole contiguous ranges,
- *     prefetched and read in address order (one kv head's rows alone are a
- *     walk with a KVH-row stride, which bound a decode of many sequences).
- *     Each item leaves its span's state in a shared buffer; the last item
- *     of a token to finish merges them.
+ *     prefetched, and for 16-bit caches read in address order too, a few
+ *     positions of every kv head at a time (attend_heads; one kv head's
+ *     rows down a chunk are a walk with a KVH-row stride, which bound a
+ *     decode of many sequences). Each item leaves its span's state in a
+ *     shared buffer; the last item of a token to finish merges them.
  * Positions are taken in chunks of CHUNK: in prefill the chunk's 16-bit k
  * and v rows are widened once (decode reads them in place, widening in
  * registers for two queries at a time: the same numbers, see dot4_16), each
@@ -319,12 +320,10 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
 
 /* The cached rows of one chunk (positions p0 .. p0 + len - 1) of one kv
  * head: f32 rows (the cache itself or widened into scratch), or Q8_0 blocks
- * with their scales. */
+ * with their scales. (Decode reads 16-bit rows in place: attend_heads.) */
 typedef struct chunk_rows {
     int64_t p0, len;
-    int k_narrow, v_narrow; /* rows in k16 / v16, not widened */
     const float *k[CHUNK], *v[CHUNK];
-    const uint16_t *k16[CHUNK], *v16[CHUNK];
     const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
     const float *kd, *vd; /* [CHUNK][nb] */
 } chunk_rows;
@@ -370,14 +369,10 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
  * heads in turn: the order of the cache, so the rows of several heads are
  * read as one sequential stream. */
 static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
-                       int64_t len, int narrow, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
+                       int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
     const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
-    const int k_narrow = narrow && (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16);
-    const int v_narrow = narrow && (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
-    for (int64_t h = 0; h < kv1 - kv0; h++) {
+    for (int64_t h = 0; h < kv1 - kv0; h++)
         r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
-        r[h].k_narrow = k_narrow, r[h].v_narrow = v_narrow;
-    }
     for (int64_t i = 0; i < len; i++) {
         const int64_t p = p0 + i;
         const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
@@ -385,8 +380,6 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
             const int64_t kvh = kv0 + h;
             if (t->k_dtype == VT_Q8_0)
                 r[h].kb[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + (h * CHUNK + i) * nb);
-            else if (k_narrow)
-                r[h].k16[i] = (const uint16_t *)t->k_cache + (slot * KVH + kvh) * D;
             else
                 r[h].k[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + (h * CHUNK + i) * D);
         }
@@ -394,12 +387,46 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
             const int64_t kvh = kv0 + h;
             if (t->v_dtype == VT_Q8_0)
                 r[h].vb[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + (h * CHUNK + i) * nb);
-            else if (v_narrow)
-                r[h].v16[i] = (const uint16_t *)t->v_cache + (slot * KVH + kvh) * D;
             else
                 r[h].v[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + (h * CHUNK + i) * D);
         }
     }
+}
+
+/* One query's n scores of a chunk (sj [CHUNK]) into softmax weights:
+ * scaled, the running max raised to the chunk's (the running sum and
+ * accumulator rescaled once if it rose), exponentials 8 at a time, added to
+ * the running sum. Both item kinds call this, so a query's weights do not
+ * depend on the path. A whole chunk is scaled and its max taken 8 at a time:
+ * the same products and the same max as one by one. */
+static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, float *run_sum, float *acc, int64_t D) {
+    float cmax;
+    if (n == CHUNK) {
+        const __m256 sv = _mm256_set1_ps(scale);
+        const __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(sj), sv), x1 = _mm256_mul_ps(_mm256_loadu_ps(sj + 8), sv);
+        _mm256_storeu_ps(sj, x0);
+        _mm256_storeu_ps(sj + 8, x1);
+        cmax = simd_hmax_ps(_mm256_max_ps(x0, x1));
+    } else {
+        int64_t i;
+        for (i = 0; i < n; i++) sj[i] *= scale;
+        for (; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
+        cmax = sj[0];
+        for (i = 1; i < n; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
+    }
+    const float new_max = cmax > *run_max ? cmax : *run_max;
+    if (new_max > *run_max && *run_max != -INFINITY) {
+        const float c = expf(*run_max - new_max);
+        *run_sum *= c;
+        scale_row(acc, c, D);
+    }
+    *run_max = new_max;
+    const __m256 m = _mm256_set1_ps(new_max);
+    const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
+    const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
+    _mm256_storeu_ps(sj, e0);
+    _mm256_storeu_ps(sj + 8, e1);
+    *run_sum += simd_hsum_ps(_mm256_add_ps(e0, e1));
 }
 
 /* One chunk for every query of qs: each query's scores against the rows it
@@ -415,24 +442,6 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         const int64_t lim = qs->limit[j / G] - r->p0;
         count[j] = lim <= 0 ? 0 : lim < len ? lim : len;
     }
-    if (r->k_narrow) /* 16-bit k rows: two queries that see the same rows at a time, each row widened once */
-        for (int64_t j = 0; j < nq;) {
-            const int64_t n = count[j];
-            const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
-            float *sj = scores + j * CHUNK;
-            int64_t i = 0;
-            if (j + 1 < nq && count[j + 1] == n) {
-                const float *q1 = qs->q + ((j + 1) / G) * qs->q_token_stride + ((j + 1) % G) * D;
-                float *s1 = sj + CHUNK;
-                for (; i + 4 <= n; i += 4) dot4x2_16(t->k_dtype, q, q1, r->k16 + i, D, sj + i, s1 + i);
-                for (; i < n; i++) sj[i] = dot_16(t->k_dtype, q, r->k16[i], D), s1[i] = dot_16(t->k_dtype, q1, r->k16[i], D);
-                j += 2;
-            } else {
-                for (; i + 4 <= n; i += 4) dot4_16(t->k_dtype, q, r->k16 + i, D, sj + i);
-                for (; i < n; i++) sj[i] = dot_16(t->k_dtype, q, r->k16[i], D);
-                j += 1;
-            }
-        }
     for (int64_t j = 0; j < nq; j++) {
         const int64_t n = count[j];
         if (n == 0) continue;
@@ -440,42 +449,14 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         int64_t i = 0;
         if (k_q8) {
             simd_q8_0_scores(qs->qs + j * D, qs->qd + j * nb, r->kb, r->kd, nb, n, sj);
-        } else if (!r->k_narrow) {
+        } else {
             const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
             for (; i + 4 <= n; i += 4) dot4_f32(q, r->k + i, D, sj + i);
             for (; i < n; i++) sj[i] = dot_f32(q, r->k[i], D);
         }
-        for (i = 0; i < n; i++) sj[i] *= t->scale;
-        for (; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
-        float cmax = sj[0];
-        for (i = 1; i < n; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
-        const float new_max = cmax > run_max[j] ? cmax : run_max[j];
-        if (new_max > run_max[j] && run_max[j] != -INFINITY) {
-            const float c = expf(run_max[j] - new_max);
-            run_sum[j] *= c;
-            scale_row(acc + j * D, c, D);
-        }
-        run_max[j] = new_max;
-        const __m256 m = _mm256_set1_ps(new_max);
-        const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
-        const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
-        _mm256_storeu_ps(sj, e0);
-        _mm256_storeu_ps(sj + 8, e1);
-        run_sum[j] += simd_hsum_ps(_mm256_add_ps(e0, e1));
-        if (!v_q8 && !r->v_narrow) accumulate_rows(acc + j * D, sj, r->v, n, D);
+        chunk_softmax(sj, n, t->scale, run_max + j, run_sum + j, acc + j * D, D);
+        if (!v_q8) accumulate_rows(acc + j * D, sj, r->v, n, D);
     }
-    if (r->v_narrow) /* 16-bit v rows: two queries that see the same rows at a time, as for k */
-        for (int64_t j = 0; j < nq;) {
-            const int64_t n = count[j];
-            if (n > 0 && j + 1 < nq && count[j + 1] == n) {
-                accumulate_rows2_16(t->v_dtype, acc + j * D, scores + j * CHUNK, acc + (j + 1) * D,
-                                    scores + (j + 1) * CHUNK, r->v16, n, D);
-                j += 2;
-            } else {
-                if (n > 0) accumulate_rows_16(t->v_dtype, acc + j * D, scores + j * CHUNK, r->v16, n, D);
-                j += 1;
-            }
-        }
     if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
         for (int64_t j = 0; j < nq;) {
             while (j < nq && count[j] == 0) j++;
@@ -495,6 +476,69 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
                                      r->vd + both * nb, nb, count[longer] - both);
             j = k + 1;
         }
+}
+
+/* Positions per step of attend_heads' walk: a step's rows of every kv head
+ * are WALK whole cache rows (WALK x 2 KiB at the qwen3-0.6B shape), read
+ * together, so the reads of a chunk go through its block forwards. */
+#define WALK 8
+
+/* A decode chunk of 16-bit k and v rows (both F16 or BF16), for the G
+ * queries of each kv head [kv0, kv1) of one token: every query sees all
+ * len positions. The numbers are attend_chunk's, query by query: the same
+ * kernels on the same rows in the same groups of 4 (scores) and the same
+ * order of rows (accumulation, whose stores and reloads between steps are
+ * exact). What differs is the walk: attend_chunk takes one kv head's rows,
+ * a row every KVH, down the whole chunk; here each step takes WALK
+ * positions of every kv head, a contiguous range, so the cache is read as
+ * one forward stream instead of KVH strided ones.
+ * k, v: position i's row of kv head kv0; kv head kvh's is D values further
+ * per head. acc, run_max, run_sum: the token's states, indexed by query
+ * head; scores: [(kv1 - kv0) G][CHUNK]. */
+static void attend_heads(const attention_task *t, int64_t tok, int64_t kv0, int64_t kv1, const uint16_t *const *k,
+                         const uint16_t *const *v, int64_t len, float *acc, float *run_max, float *run_sum,
+                         float *scores) {
+    const int64_t D = t->D, H = t->H, G = H / t->KVH;
+    const int32_t kt = t->k_dtype, vt = t->v_dtype;
+    const float *q = t->q + tok * H * D;
+    const uint16_t *rows[WALK > 4 ? WALK : 4];
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4) /* scores: 4 rows of every head per step */
+        for (int64_t kvh = kv0; kvh < kv1; kvh++) {
+            for (int u = 0; u < 4; u++) rows[u] = k[i + u] + (kvh - kv0) * D;
+            for (int64_t h = kvh * G; h < (kvh + 1) * G;) {
+                float *sh = scores + (h - kv0 * G) * CHUNK + i;
+                if (h + 1 < (kvh + 1) * G) {
+                    dot4x2_16(kt, q + h * D, q + (h + 1) * D, rows, D, sh, sh + CHUNK);
+                    h += 2;
+                } else {
+                    dot4_16(kt, q + h * D, rows, D, sh);
+                    h += 1;
+                }
+            }
+        }
+    for (; i < len; i++)
+        for (int64_t kvh = kv0; kvh < kv1; kvh++)
+            for (int64_t h = kvh * G; h < (kvh + 1) * G; h++)
+                scores[(h - kv0 * G) * CHUNK + i] = dot_16(kt, q + h * D, k[i] + (kvh - kv0) * D, D);
+    for (int64_t h = kv0 * G; h < kv1 * G; h++)
+        chunk_softmax(scores + (h - kv0 * G) * CHUNK, len, t->scale, run_max + h, run_sum + h, acc + h * D, D);
+    for (int64_t i0 = 0; i0 < len; i0 += WALK) { /* weighted v rows: WALK rows of every head per step */
+        const int64_t n = len - i0 < WALK ? len - i0 : WALK;
+        for (int64_t kvh = kv0; kvh < kv1; kvh++) {
+            for (int64_t u = 0; u < n; u++) rows[u] = v[i0 + u] + (kvh - kv0) * D;
+            for (int64_t h = kvh * G; h < (kvh + 1) * G;) {
+                const float *ph = scores + (h - kv0 * G) * CHUNK + i0;
+                if (h + 1 < (kvh + 1) * G) {
+                    accumulate_rows2_16(vt, acc + h * D, ph, acc + (h + 1) * D, ph + CHUNK, rows, n, D);
+                    h += 2;
+                } else {
+                    accumulate_rows_16(vt, acc + h * D, ph, rows, n, D);
+                    h += 1;
+                }
+            }
+        }
+    }
 }
 
 /* A fresh span state for n queries. */
@@ -562,7 +606,7 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
                 prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
                 prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
             }
-            load_chunk(t, table, kvh, kvh + 1, p0, len, 0, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+            load_chunk(t, table, kvh, kvh + 1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
             attend_chunk(t, &qs, rows, s + L.scores, (int64_t *)(void *)(s + L.count));
         }
         if (sp0 > 0)
@@ -626,6 +670,7 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
      * positions' heads [kv0, kv1), one contiguous range each. */
     const size_t k_bytes = vt_row_size(t->k_dtype, D), v_bytes = vt_row_size(t->v_dtype, D);
     chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
+    const int narrow = (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16) && (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
     for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
         const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
         for (int64_t p = p0 == sp0 ? sp0 : p0 + CHUNK; p < p0 + 2 * CHUNK && p < sp1; p++) {
@@ -633,7 +678,18 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
             prefetch_range(t->k_cache, k_bytes, slot, kv0, kv1, KVH);
             prefetch_range(t->v_cache, v_bytes, slot, kv0, kv1, KVH);
         }
-        load_chunk(t, table, kv0, kv1, p0, len, 1, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+        if (narrow) { /* 16-bit rows read in place: each position's row of kv head kv0 */
+            const uint16_t *k[CHUNK], *v[CHUNK];
+            int64_t b = p0 / t->BS, off = p0 % t->BS;
+            for (int64_t u = 0; u < len; u++) {
+                const int64_t row = ((int64_t)table[b] * t->BS + off) * KVH + kv0;
+                k[u] = (const uint16_t *)t->k_cache + row * D, v[u] = (const uint16_t *)t->v_cache + row * D;
+                if (++off == t->BS) b++, off = 0;
+            }
+            attend_heads(t, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, s + L.scores);
+            continue;
+        }
+        load_chunk(t, table, kv0, kv1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
         for (int64_t kvh = kv0; kvh < kv1; kvh++) {
             const query_set qs = {.n = G, .q = t->q + (tok * H + kvh * G) * D, .q_token_stride = H * D,
                                   .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb, .limit = &limit,
