@@ -86,6 +86,35 @@ static void test_greedy_picks_argmax_lowest_id_on_ties(void) {
     vt_sampler_free(s);
 }
 
+
+/* vt_argmax over more ids than its lanes: the first id of the largest
+ * non-NaN value, as one plain pass finds it, with NaN, ties, -0 / +0 and
+ * infinities placed around the lane boundaries. */
+static int32_t plain_argmax(const float *x, int n) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+    return best < 0 ? 0 : best;
+}
+
+static void test_argmax_long_rows(void) {
+    enum { N = 1003 };
+    static float x[N];
+    for (int trial = 0; trial < 400; trial++) {
+        for (int i = 0; i < N; i++) x[i] = test_random_logit();
+        switch (trial % 6) {
+        case 0: x[trial % N] = NAN; x[(trial * 7) % N] = 9.0f; break;
+        case 1: for (int i = 0; i < N; i++) x[i] = i % 3 ? NAN : -INFINITY; break;
+        case 2: for (int i = 0; i < N; i++) x[i] = NAN; break;
+        case 3: for (int i = 0; i < N; i++) x[i] = i % 2 ? 0.0f : -0.0f; x[N - 1] = NAN; break;
+        case 4: x[N - 1] = INFINITY; x[N - 2] = INFINITY; break;
+        default: x[(trial * 13) % N] = 5.0f; x[(trial * 5) % N] = 5.0f; break; /* a tie at the top */
+        }
+        CU_ASSERT_EQUAL(vt_argmax(x, N), plain_argmax(x, N));
+        CU_ASSERT_EQUAL(vt_argmax(x, 8 + trial % 17), plain_argmax(x, 8 + trial % 17));
+    }
+}
+
 static void test_top_k_1_equals_greedy(void) {
     vt_sampler *s = make(1.0f, 1, 1.0f, 0.0f, 42);
     vt_sampler *g = make(0.0f, 0, 1.0f, 0.0f, 42);
@@ -331,9 +360,66 @@ static void test_penalties_lower_repeated_tokens(void) {
     vt_sampler_free(s);
 }
 
+
+/* The draw over a vocabulary too large for qsort (a radix sort orders it):
+ * the same ids as the documented procedure, done plainly here — rank by
+ * logit, ties to the lower id; weights exp((l - max) / T) summed in that
+ * order; u = uniform * total from the seeded xorshift64* stream; the first
+ * id whose running sum passes u. Coarse logits give long runs of ties, and
+ * -0 / +0 and -inf are in the mix. */
+static uint64_t ref_state;
+static void ref_seed(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    ref_state = x ? x : 0x9E3779B97F4A7C15ull;
+}
+static double ref_uniform(void) {
+    ref_state ^= ref_state >> 12;
+    ref_state ^= ref_state << 25;
+    ref_state ^= ref_state >> 27;
+    return (double)((ref_state * 0x2545F4914F6CDD1Dull) >> 11) * 0x1.0p-53;
+}
+
+static void test_large_vocab_draws_match_plain_procedure(void) {
+    enum { N = 151936, DRAWS = 100 };
+    static float logits[N];
+    static ref_cand sorted[N];
+    static double w[N];
+    for (int i = 0; i < N; i++) logits[i] = test_random_logit() * 2.0f; /* 16 values: every rank a long tie */
+    logits[5] = -0.0f;
+    logits[6] = 0.0f;
+    logits[7] = -INFINITY;
+    logits[N - 1] = 7.5f; /* alone at the top */
+    for (int i = 0; i < N; i++) sorted[i] = (ref_cand){logits[i] == 0.0f ? 0.0f : logits[i], i};
+    qsort(sorted, N, sizeof *sorted, ref_compare);
+    static const float temps[] = {1.0f, 0.6f, 2.5f};
+    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
+        vt_sampler *s = make(temps[t], 0, 1.0f, 0.0f, 99 + t);
+        ref_seed(99 + t);
+        double total = 0.0;
+        for (int i = 0; i < N; i++) total += w[i] = exp(((double)sorted[i].logit - sorted[0].logit) / temps[t]);
+        int mismatches = 0;
+        for (int d = 0; d < DRAWS; d++) {
+            double u = ref_uniform() * total, cum = 0.0;
+            int32_t want = sorted[N - 1].id;
+            for (int i = 0; i < N; i++)
+                if (u < (cum += w[i])) {
+                    want = sorted[i].id;
+                    break;
+                }
+            mismatches += vt_sampler_sample(s, logits, N) != want;
+        }
+        CU_ASSERT_EQUAL(mismatches, 0);
+        vt_sampler_free(s);
+    }
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"greedy picks the argmax, lowest id on ties", test_greedy_picks_argmax_lowest_id_on_ties},
+        {"argmax over long rows: NaN, ties, signed zeros", test_argmax_long_rows},
         {"top-k 1 equals greedy", test_top_k_1_equals_greedy},
         {"a fixed seed reproduces the stream", test_fixed_seed_is_reproducible},
         {"temperature -> 0 tends to greedy; T scales logits", test_temperature_to_zero_tends_to_greedy},
@@ -344,6 +430,7 @@ int main(void) {
         {"NaN logits and bad parameters", test_nan_and_bad_params},
         {"penalties lower repeated tokens", test_penalties_lower_repeated_tokens},
         {"large vocab: filters agree with a plain reference chain", test_large_vocab_matches_reference_chain},
+        {"large vocab: temperature draws match the plain procedure", test_large_vocab_draws_match_plain_procedure},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("sampler", NULL, NULL, tests);

@@ -2,6 +2,7 @@
  * fixed-seed xorshift64* stream. See sampler.h for the contract. */
 #include "sampler.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ struct vt_sampler {
     vt_sampler_params params;
     uint64_t rng_state; /* xorshift64* state, never 0 */
     candidate *cands;   /* [cap] scratch: the surviving candidates */
+    candidate *spare;   /* [cap] scratch: the other buffer of the radix sort */
     double *weights;    /* [cap] scratch: their tempered, unnormalized weights */
     int32_t cap;
     float presence, frequency; /* penalties; both 0 = off */
@@ -76,6 +78,7 @@ vt_status vt_sampler_create(const vt_sampler_params *params, vt_sampler **out, v
 void vt_sampler_free(vt_sampler *s) {
     if (!s) return;
     free(s->cands);
+    free(s->spare);
     free(s->weights);
     free(s->penalized);
     free(s->counts);
@@ -87,6 +90,9 @@ static bool reserve(vt_sampler *s, int32_t n) {
     candidate *c = realloc(s->cands, (size_t)n * sizeof *c);
     if (!c) return false;
     s->cands = c;
+    candidate *spare = realloc(s->spare, (size_t)n * sizeof *spare);
+    if (!spare) return false;
+    s->spare = spare;
     double *w = realloc(s->weights, (size_t)n * sizeof *w);
     if (!w) return false;
     s->weights = w;
@@ -106,14 +112,26 @@ static int compare_rank(const void *pa, const void *pb) {
     return 0;
 }
 
+/* Greedy decoding runs this on the engine thread between steps, once per
+ * sequence, over the whole vocabulary (151,936 logits on qwen), so it avoids
+ * one long compare-and-branch chain: first the largest non-NaN value in
+ * eight independent lanes (x > m is false for NaN, so NaN never wins), then
+ * the first id holding it (== treats -0 and +0 as one value, so ties of
+ * either go to the lowest id). */
 int32_t vt_argmax(const float *logits, int32_t n) {
     if (!logits || n <= 0) return -1;
-    int32_t best = -1;
-    for (int32_t i = 0; i < n; i++) {
-        if (isnan(logits[i])) continue;
-        if (best < 0 || logits[i] > logits[best]) best = i; /* strict >: ties keep the lowest id */
-    }
-    return best < 0 ? 0 : best;
+    enum { LANES = 8 };
+    float lane_max[LANES];
+    for (int j = 0; j < LANES; j++) lane_max[j] = -INFINITY;
+    int32_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) lane_max[j] = logits[i + j] > lane_max[j] ? logits[i + j] : lane_max[j];
+    float best = lane_max[0];
+    for (int j = 1; j < LANES; j++) best = lane_max[j] > best ? lane_max[j] : best;
+    for (; i < n; i++) best = logits[i] > best ? logits[i] : best;
+    for (i = 0; i < n; i++)
+        if (logits[i] == best) return i;
+    return 0; /* every logit NaN */
 }
 
 /* Min-heap on rank (the root is the worst kept candidate): keeps the k best of c[0..m). */
@@ -141,6 +159,56 @@ static int32_t keep_top_k(candidate *c, int32_t m, int32_t k) {
     return k;
 }
 
+/* Candidates above this many are sorted by radix rather than by qsort. */
+#define RADIX_SORT_MIN 4096
+
+/* A key whose ascending unsigned order is the descending order of the logit
+ * (NaN excluded; -0 counts as +0, as == compares them). */
+static uint32_t descending_key(float logit) {
+    if (logit == 0.0f) logit = 0.0f;
+    uint32_t u;
+    memcpy(&u, &logit, sizeof u);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u); /* ascending order of the float */
+    return ~u;
+}
+
+/* Sort c[0..m), given in ascending id order, by rank: an LSD radix sort on
+ * the logit's key (four passes of 8 bits) is stable, so equal logits keep
+ * their ascending ids, the order compare_rank defines. A temperature-only
+ * draw sorts the whole vocabulary once per token: qsort took ~25 ms on
+ * 151,936 ids, longer than the decode step it follows. */
+static void radix_sort_by_rank(candidate *c, candidate *spare, int32_t m) {
+    enum { BITS = 8, BUCKETS = 1 << BITS, PASSES = 4 };
+    static_assert(BITS * PASSES >= 32, "the passes cover the key");
+    uint32_t count[PASSES][BUCKETS];
+    memset(count, 0, sizeof count);
+    for (int32_t i = 0; i < m; i++) {
+        const uint32_t k = descending_key(c[i].logit);
+        for (int p = 0; p < PASSES; p++) count[p][(k >> (p * BITS)) & (BUCKETS - 1)]++;
+    }
+    candidate *src = c, *dst = spare;
+    for (int p = 0; p < PASSES; p++) {
+        uint32_t *offset = count[p];
+        bool one_bucket = false; /* every key has the same digit: this pass would not move anything */
+        uint32_t sum = 0;
+        for (int b = 0; b < BUCKETS; b++) {
+            one_bucket |= offset[b] == (uint32_t)m;
+            const uint32_t n = offset[b];
+            offset[b] = sum;
+            sum += n;
+        }
+        if (one_bucket) continue;
+        for (int32_t i = 0; i < m; i++) {
+            const uint32_t k = descending_key(src[i].logit);
+            dst[offset[(k >> (p * BITS)) & (BUCKETS - 1)]++] = src[i];
+        }
+        candidate *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != c) memcpy(c, src, (size_t)m * sizeof *c);
+}
+
 /* Fill s->cands[0..m) (best first) and s->weights[0..m) for a non-greedy draw;
  * returns m (0 when out of memory) and the weights' sum in *total. */
 static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *total) {
@@ -166,11 +234,15 @@ static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *tot
     }
 
     const vt_sampler_params *p = &s->params;
-    if (p->top_k > 0 && p->top_k < m) m = keep_top_k(c, m, p->top_k);
+    /* c is in ascending id order until top-k reorders it as a heap. */
+    const bool top_k_cut = p->top_k > 0 && p->top_k < m;
+    if (top_k_cut) m = keep_top_k(c, m, p->top_k);
 
-    /* top-p normalizes over what top-k kept (as llama.cpp's chain does). */
+    /* top-p normalizes over what top-k kept (as llama.cpp's chain does);
+     * nothing else needs the sum. */
     double z = 0.0;
-    for (int32_t i = 0; i < m; i++) z += exp((double)c[i].logit - max);
+    if (p->top_p < 1.0f)
+        for (int32_t i = 0; i < m; i++) z += exp((double)c[i].logit - max);
 
     if (p->min_p > 0.0f) {
         /* p_i >= min_p * p_max  <=>  logit_i >= max + log(min_p) */
@@ -201,7 +273,8 @@ static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *tot
         }
     }
 
-    qsort(c, (size_t)m, sizeof *c, compare_rank);
+    if (!top_k_cut && m >= RADIX_SORT_MIN) radix_sort_by_rank(c, s->spare, m);
+    else qsort(c, (size_t)m, sizeof *c, compare_rank);
 
     /* min-p and top-p both keep a prefix of this order, so applying min-p first
      * gives the same set as llama.cpp's top-p-then-min-p. */
