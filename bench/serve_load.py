@@ -11,6 +11,15 @@ how many tokens it generated. Per level it reports:
   output tok/s     completion tokens (from usage) / wall time of the level
   TTFT p50/p99     request sent -> first chunk carrying text
   ITL p50/p99      gaps between consecutive text chunks of one request
+  decode tok/s     clients x (tokens after the first) / (time from first to
+                   last text chunk), summed over requests: the output tok/s
+                   if every client were always decoding. It is what compares
+                   with a decode-only benchmark (vt bench's tg): output tok/s
+                   also counts each request's prompt, first token and HTTP
+                   round trip, and the client's own time between requests.
+  in TTFT          share of the requests' time spent before their first token
+  between          share of the clients' time outside any request (connect,
+                   parse, the load generator's own work)
 
 Only the Python standard library is used, so it runs wherever the tests run.
 Usage:
@@ -48,6 +57,9 @@ class Client(threading.Thread):
         self.itl = []
         self.tokens = 0
         self.requests = 0
+        self.request_s = 0.0  # wall time inside finished requests
+        self.decode_s = 0.0   # first to last text chunk, summed
+        self.decode_tokens = 0  # tokens after the first, summed
         self.errors = []
 
     def one_request(self):
@@ -59,7 +71,7 @@ class Client(threading.Thread):
             self.errors.append("HTTP %d: %s" % (resp.status, resp.read()[:200]))
             conn.close()
             return
-        last = None
+        first = last = None
         usage = None
         while True:
             line = resp.readline()
@@ -78,6 +90,7 @@ class Client(threading.Thread):
             if choices and choices[0].get("text"):
                 now = time.perf_counter()
                 if last is None:
+                    first = now
                     self.ttft.append(now - t0)
                 else:
                     self.itl.append(now - last)
@@ -88,6 +101,10 @@ class Client(threading.Thread):
             return
         self.tokens += usage["completion_tokens"]
         self.requests += 1
+        self.request_s += time.perf_counter() - t0
+        if first is not None and last > first:
+            self.decode_s += last - first
+            self.decode_tokens += usage["completion_tokens"] - 1
 
     def run(self):
         try:
@@ -107,6 +124,8 @@ def run_level(url, body, headers, clients, duration):
     wall = time.perf_counter() - t0
     ttft = [x for w in workers for x in w.ttft]
     itl = [x for w in workers for x in w.itl]
+    decode_s = sum(w.decode_s for w in workers)
+    request_s = sum(w.request_s for w in workers)
     return {
         "clients": clients,
         "wall_s": wall,
@@ -118,6 +137,9 @@ def run_level(url, body, headers, clients, duration):
         "ttft_p99_ms": percentile(ttft, 99) * 1e3,
         "itl_p50_ms": percentile(itl, 50) * 1e3,
         "itl_p99_ms": percentile(itl, 99) * 1e3,
+        "decode_tok_s": clients * sum(w.decode_tokens for w in workers) / decode_s if decode_s > 0 else float("nan"),
+        "ttft_share": sum(ttft) / request_s if request_s > 0 else float("nan"),
+        "between_share": 1.0 - request_s / (clients * wall),
         "errors": [e for w in workers for e in w.errors],
     }
 
@@ -154,11 +176,13 @@ def main():
         results.append(r)
         if not args.json:
             if len(results) == 1:
-                print("%7s %8s %10s %12s %10s %10s %10s %10s" %
-                      ("clients", "requests", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99"))
-            print("%7d %8d %10.2f %12.1f %8.0fms %8.0fms %8.1fms %8.1fms" %
+                print("%7s %8s %10s %12s %10s %10s %10s %10s %12s %8s %8s" %
+                      ("clients", "requests", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99",
+                       "decode tok/s", "in TTFT", "between"))
+            print("%7d %8d %10.2f %12.1f %8.0fms %8.0fms %8.1fms %8.1fms %12.1f %7.1f%% %7.1f%%" %
                   (c, r["requests"], r["requests_per_s"], r["output_tok_s"], r["ttft_p50_ms"], r["ttft_p99_ms"],
-                   r["itl_p50_ms"], r["itl_p99_ms"]), flush=True)
+                   r["itl_p50_ms"], r["itl_p99_ms"], r["decode_tok_s"], 100 * r["ttft_share"],
+                   100 * r["between_share"]), flush=True)
         for e in r["errors"][:5]:
             print("  error: %s" % e, file=sys.stderr)
     if args.json:
