@@ -64,6 +64,7 @@ struct vt_sched {
     int32_t plan_blocks;  /* new blocks the planned entries will take */
     int64_t plan_budget;  /* tokens still unplanned */
     vt_step_entry *entries;
+    int32_t *sampled; /* [max_seqs] entry i's token, or NO_LOGITS */
 
     vt_sched_stats stats;
 };
@@ -174,9 +175,11 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     s->plan_req = malloc(seqs * sizeof *s->plan_req);
     s->plan_n = malloc(seqs * sizeof *s->plan_n);
     s->entries = malloc(seqs * sizeof *s->entries);
+    s->sampled = malloc(seqs * sizeof *s->sampled);
     s->cap_token_bytes = 64; /* grown when a token renders to more */
     s->token_bytes = malloc(s->cap_token_bytes);
-    if (!s->token_bytes || !s->waiting || !s->running || !s->slot_owner || !s->plan_req || !s->plan_n || !s->entries) {
+    if (!s->token_bytes || !s->waiting || !s->running || !s->slot_owner || !s->plan_req || !s->plan_n || !s->entries ||
+        !s->sampled) {
         vt_sched_free(s);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
@@ -197,6 +200,7 @@ void vt_sched_free(vt_sched *s) {
     free(s->plan_req);
     free(s->plan_n);
     free(s->entries);
+    free(s->sampled);
     free(s->token_bytes);
     free(s);
 }
@@ -451,6 +455,26 @@ static vt_sched_finish finish_after(const request *r, int32_t token) {
     return VT_SCHED_FINISH_NONE;
 }
 
+/* An entry that asked for logits and got none (the engine's bug). */
+#define NO_LOGITS INT32_MIN
+
+/* Sample entries [begin, end) of the step just run. Each request has its own
+ * sampler (its own random stream and scratch) and reads only its logits row
+ * and its own history, so entries sample in parallel and draw the same
+ * tokens as one after another. */
+static void sample_entries(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    vt_sched *s = arg;
+    for (int64_t i = begin; i < end; i++) {
+        if (!s->entries[i].logits) continue;
+        const request *r = s->plan_req[i];
+        const float *logits = vt_engine_step_logits(s->engine, (int32_t)i);
+        s->sampled[i] = logits ? vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt,
+                                                         r->n_generated)
+                               : NO_LOGITS;
+    }
+}
+
 vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     vt_sched_step_info local;
     if (!info) info = &local;
@@ -482,16 +506,18 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     if (st != VT_OK) return st;
     s->stats.n_steps++;
 
+    /* Sampling reads the whole vocabulary once per sequence (a sort of it
+     * for a temperature draw), so with several sequences it runs on the
+     * engine's threads rather than on this one alone between two steps. */
+    vt_threadpool_parallel_for(s->engine->pool, s->n_plan, 1, sample_entries, s);
     for (int32_t i = 0; i < s->n_plan; i++) {
         request *r = s->plan_req[i];
         r->n_computed += s->plan_n[i];
         if (!s->entries[i].logits) continue;
-        const float *logits = vt_engine_step_logits(s->engine, i);
-        if (!logits)
+        if (s->sampled[i] == NO_LOGITS)
             return vt_fail(err, VT_ERR_INTERNAL, "scheduler: step entry %d (request %llu) got no logits", i,
                            (unsigned long long)r->id);
-        const int32_t token =
-            vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt, r->n_generated);
+        const int32_t token = s->sampled[i];
         if (r->text && !is_stop_id(r, token)) {
             /* Out of memory for the text: the step has run, so this request
              * ends here rather than going on with text missing. */
