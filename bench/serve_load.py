@@ -150,6 +150,8 @@ def main():
     ap.add_argument("--clients", default="1,4,8,16", help="comma-separated concurrency levels")
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per level")
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--temperature", type=float, default=0.0,
+                    help="0 (the default) is greedy; OpenAI's default is 1, a draw over the whole vocabulary")
     ap.add_argument("--prompt", default="Once upon a time, in a land far away, there lived a")
     ap.add_argument("--prompt-repeat", type=int, default=1, help="repeat the prompt text to lengthen it")
     ap.add_argument("--api-key", default=None)
@@ -161,7 +163,7 @@ def main():
         "model": "vt",
         "prompt": " ".join([args.prompt] * args.prompt_repeat),
         "max_tokens": args.max_tokens,
-        "temperature": 0,
+        "temperature": args.temperature,
         "stream": True,
         "stream_options": {"include_usage": True},
     })
