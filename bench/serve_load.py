@@ -151,7 +151,8 @@ def main():
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per level")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--temperature", type=float, default=0.0,
-                    help="0 (the default) is greedy; OpenAI's default is 1, a draw over the whole vocabulary")
+                    help="0 (the default) is greedy; above 0 a seeded draw, filtered by the server's own "
+                         "top_k / top_p / min_p defaults (vt serve: 40 / 0.95 / 0.05) since the request sends none")
     ap.add_argument("--prompt", default="Once upon a time, in a land far away, there lived a")
     ap.add_argument("--prompt-repeat", type=int, default=1, help="repeat the prompt text to lengthen it")
     ap.add_argument("--api-key", default=None)
