@@ -361,10 +361,10 @@ static void test_penalties_lower_repeated_tokens(void) {
 }
 
 
-/* The draw over a vocabulary too large for qsort (a radix sort orders it):
- * the same ids as the documented procedure, done plainly here — rank by
- * logit, ties to the lower id; weights exp((l - max) / T) summed in that
- * order; u = uniform * total from the seeded xorshift64* stream; the first
+/* The draw over a vocabulary too large for qsort (a radix sort orders it),
+ * and a top-k cut of it (a heap fed from the logits): the same ids as the
+ * documented procedure, done plainly here — rank by logit, ties to the lower
+ * id; keep the first k; weights exp((l - max) / T) summed in that order; u = uniform * total from the seeded xorshift64* stream; the first
  * id whose running sum passes u. Coarse logits give long runs of ties, and
  * -0 / +0 and -inf are in the mix. */
 static uint64_t ref_state;
@@ -394,17 +394,23 @@ static void test_large_vocab_draws_match_plain_procedure(void) {
     logits[N - 1] = 7.5f; /* alone at the top */
     for (int i = 0; i < N; i++) sorted[i] = (ref_cand){logits[i] == 0.0f ? 0.0f : logits[i], i};
     qsort(sorted, N, sizeof *sorted, ref_compare);
-    static const float temps[] = {1.0f, 0.6f, 2.5f};
-    for (size_t t = 0; t < sizeof temps / sizeof temps[0]; t++) {
-        vt_sampler *s = make(temps[t], 0, 1.0f, 0.0f, 99 + t);
+    /* top-k 0 sorts every id; 40 and 5000 cut inside a run of ties (the lower ids stay) */
+    static const struct {
+        float temp;
+        int32_t top_k;
+    } cases[] = {{1.0f, 0}, {0.6f, 0}, {2.5f, 0}, {1.0f, 40}, {0.8f, 5000}};
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        vt_sampler *s = make(cases[t].temp, cases[t].top_k, 1.0f, 0.0f, 99 + t);
         ref_seed(99 + t);
+        const int kept = cases[t].top_k ? cases[t].top_k : N;
         double total = 0.0;
-        for (int i = 0; i < N; i++) total += w[i] = exp(((double)sorted[i].logit - sorted[0].logit) / temps[t]);
+        for (int i = 0; i < kept; i++)
+            total += w[i] = exp(((double)sorted[i].logit - sorted[0].logit) / cases[t].temp);
         int mismatches = 0;
         for (int d = 0; d < DRAWS; d++) {
             double u = ref_uniform() * total, cum = 0.0;
-            int32_t want = sorted[N - 1].id;
-            for (int i = 0; i < N; i++)
+            int32_t want = sorted[kept - 1].id;
+            for (int i = 0; i < kept; i++)
                 if (u < (cum += w[i])) {
                     want = sorted[i].id;
                     break;
@@ -430,7 +436,7 @@ int main(void) {
         {"NaN logits and bad parameters", test_nan_and_bad_params},
         {"penalties lower repeated tokens", test_penalties_lower_repeated_tokens},
         {"large vocab: filters agree with a plain reference chain", test_large_vocab_matches_reference_chain},
-        {"large vocab: temperature draws match the plain procedure", test_large_vocab_draws_match_plain_procedure},
+        {"large vocab: temperature and top-k draws match the plain procedure", test_large_vocab_draws_match_plain_procedure},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("sampler", NULL, NULL, tests);

@@ -211,32 +211,70 @@ static void radix_sort_by_rank(candidate *c, candidate *spare, int32_t m) {
 
 /* Fill s->cands[0..m) (best first) and s->weights[0..m) for a non-greedy draw;
  * returns m (0 when out of memory) and the weights' sum in *total. */
+/* keep_top_k over the logits themselves, without first copying every
+ * candidate: the first k non-NaN ids make the heap and the later ones pass
+ * through it in id order, the same sequence keep_top_k sees, so c[0..k)
+ * ends the same. False, with c's contents undefined, when the whole-list
+ * path must run instead: k or fewer non-NaN logits (nothing to cut) or an
+ * infinite maximum (the uniform draw over the tied maxima). Else *max is the
+ * largest logit (the heap's best: the maximum always survives the cut). */
+static bool top_k_from_logits(candidate *c, const float *logits, int32_t n, int32_t k, float *max) {
+    int32_t m = 0, i = 0;
+    for (; i < n && m < k; i++)
+        if (!isnan(logits[i])) c[m++] = (candidate){logits[i], i};
+    if (m < k) return false;
+    for (int32_t j = k / 2 - 1; j >= 0; j--) sift_down(c, k, j);
+    bool cut = false;
+    for (; i < n; i++) {
+        if (isnan(logits[i])) continue;
+        cut = true;
+        const candidate next = {logits[i], i};
+        if (ranks_before(next, c[0])) {
+            c[0] = next;
+            sift_down(c, k, 0);
+        }
+    }
+    if (!cut) return false;
+    candidate best = c[0];
+    for (int32_t j = 1; j < k; j++)
+        if (ranks_before(c[j], best)) best = c[j];
+    *max = best.logit;
+    return !isinf(best.logit);
+}
+
 static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *total) {
     if (!reserve(s, n)) return 0;
     candidate *c = s->cands;
+    const vt_sampler_params *p = &s->params;
     int32_t m = 0;
     float max = -INFINITY;
-    for (int32_t i = 0; i < n; i++) {
-        if (isnan(logits[i])) continue;
-        c[m++] = (candidate){logits[i], i};
-        if (logits[i] > max) max = logits[i];
-    }
-    if (m == 0) return 0;
+    /* c is in ascending id order until top-k reorders it as a heap. A top-k
+     * cut of a large vocabulary (the server's default 40) builds the heap
+     * straight from the logits. */
+    bool top_k_cut = p->top_k > 0 && p->top_k < n && top_k_from_logits(c, logits, n, p->top_k, &max);
+    if (top_k_cut) {
+        m = p->top_k;
+    } else {
+        for (int32_t i = 0; i < n; i++) {
+            if (isnan(logits[i])) continue;
+            c[m++] = (candidate){logits[i], i};
+            if (logits[i] > max) max = logits[i];
+        }
+        if (m == 0) return 0;
 
-    /* All -inf, or some +inf: only the tokens at the maximum can be drawn, uniformly. */
-    if (isinf(max)) {
-        int32_t kept = 0;
-        for (int32_t i = 0; i < m; i++)
-            if (c[i].logit == max) c[kept++] = c[i];
-        for (int32_t i = 0; i < kept; i++) s->weights[i] = 1.0;
-        *total = kept;
-        return kept;
-    }
+        /* All -inf, or some +inf: only the tokens at the maximum can be drawn, uniformly. */
+        if (isinf(max)) {
+            int32_t kept = 0;
+            for (int32_t i = 0; i < m; i++)
+                if (c[i].logit == max) c[kept++] = c[i];
+            for (int32_t i = 0; i < kept; i++) s->weights[i] = 1.0;
+            *total = kept;
+            return kept;
+        }
 
-    const vt_sampler_params *p = &s->params;
-    /* c is in ascending id order until top-k reorders it as a heap. */
-    const bool top_k_cut = p->top_k > 0 && p->top_k < m;
-    if (top_k_cut) m = keep_top_k(c, m, p->top_k);
+        top_k_cut = p->top_k > 0 && p->top_k < m;
+        if (top_k_cut) m = keep_top_k(c, m, p->top_k);
+    }
 
     /* top-p normalizes over what top-k kept (as llama.cpp's chain does);
      * nothing else needs the sum. */
