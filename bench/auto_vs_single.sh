@@ -28,8 +28,8 @@
 # second simd is a second engine of simd's very plan, labelled simd#2: how far
 # apart two identical plans measure in this run is the floor under which
 # auto's ratio to simd means nothing.
-# Output: AVS_RESULTS_DIR/auto-vs-single-<date>.txt (everything printed) and
-# auto-vs-single-<date>-<type>.json (vt bench --json per file).
+# Output: AVS_RESULTS_DIR/auto-vs-single-<date>-<HHMM>.txt (everything printed) and
+# auto-vs-single-<date>-<HHMM>-<type>.json (vt bench --json per file).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +41,7 @@ threads=${AVS_THREADS:-2}
 shape=${AVS_SHAPE:-qwen3-0.6b}
 backends=${AVS_BACKENDS:-auto,simd,onednn,simd}
 results=${AVS_RESULTS_DIR:-$here/results}
-stamp=$(date +%Y-%m-%d)
+stamp=$(date +%Y-%m-%d-%H%M) # to the minute: a second run the same day keeps the first one's files
 log=$results/auto-vs-single-$stamp.txt
 mkdir -p "$results" "$scratch"
 [ -x "$vt" ] || { echo "auto_vs_single.sh: no vt binary at $vt (build first)" >&2; exit 2; }
