@@ -107,8 +107,10 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
     if (out->n == 0) return vt_fail(err, VT_ERR_INVALID, "--backends: no backend selected");
     for (int i = 0; i < out->n; i++) {
         const int k = occurrences(out, i, out->names[i]) + 1;
-        if (k == 1) memcpy(out->labels[i], out->names[i], sizeof out->labels[0]);
-        else snprintf(out->labels[i], sizeof out->labels[0], "%.48s#%d", out->names[i], k);
+        char name[sizeof out->names[0]]; /* snprintf must not read the struct it writes */
+        memcpy(name, out->names[i], sizeof name);
+        if (k == 1) memcpy(out->labels[i], name, sizeof out->labels[0]);
+        else snprintf(out->labels[i], sizeof out->labels[0], "%.48s#%d", name, k);
     }
     return VT_OK;
 }
