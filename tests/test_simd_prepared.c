@@ -166,12 +166,17 @@ static void test_matmul_against_reference(void) {
 static void test_rows_independent_of_m(void) {
     if (!simd_available()) return;
     static const int64_t Ms[] = {2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 128};
-    const int64_t K = 1024, N = 45; /* 5 full groups of 8 and a tail of 5; odd groups for decode's pairs */
+    /* 5 full groups of 8 and a tail of 5 (6 groups: decode's two streams
+     * pair every group), then 6 and a tail (7 groups: one group is left
+     * without a partner and takes the single-group tile) */
+    static const int64_t Ns[] = {45, 53};
+    const int64_t K = 1024;
     uint64_t seed = 7000;
     int checked = 0, differing = 0;
+    for (size_t ni = 0; ni < sizeof Ns / sizeof *Ns; ni++)
     for (size_t d = 0; d < sizeof prepared_dtypes / sizeof *prepared_dtypes; d++)
         for (size_t mi = 0; mi < sizeof Ms / sizeof *Ms; mi++) {
-            const int64_t M = Ms[mi];
+            const int64_t M = Ms[mi], N = Ns[ni];
             vt_node all = vt_harness_node(VT_OP_MATMUL, VT_PHASE_DECODE);
             vt_harness_set_src(&all, 0, vt_harness_weight(prepared_dtypes[d], K, N, seed++));
             vt_harness_set_src(&all, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed++, -1.0f, 1.0f));
@@ -188,8 +193,8 @@ static void test_rows_independent_of_m(void) {
                 one.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){N, 1});
                 CU_ASSERT_EQUAL_FATAL(simd->table->matmul(simd->ctx, &one), VT_OK);
                 if (memcmp(one.dst.data, (const float *)all.dst.data + m * N, (size_t)N * sizeof(float)) != 0) {
-                    printf("\n  %s M=%lld: row %lld differs from the same row alone",
-                           vt_dtype_name(prepared_dtypes[d]), (long long)M, (long long)m);
+                    printf("\n  %s N=%lld M=%lld: row %lld differs from the same row alone",
+                           vt_dtype_name(prepared_dtypes[d]), (long long)N, (long long)M, (long long)m);
                     differing++;
                 }
                 checked++;

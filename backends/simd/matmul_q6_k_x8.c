@@ -26,9 +26,9 @@
  *   - M = 2..8 (sequences decoding together): the same two streams read
  *     together, the pair of groups against all M rows at once (one read of
  *     the weights per step): each block of the two is consumed in the same
- *     loop, so both streams are in flight at once (one group after the other
- *     left the memory idle: 15-25% slower streaming 1024 x 3072 at M = 8)
- *     and each activation broadcast feeds both groups;
+ *     loop, so both streams are in flight at once (reading one group after
+ *     the other leaves the memory idle half the time) and each activation
+ *     broadcast feeds both groups;
  *   - M > 8 (prefill): L2 tiles of groups, each reused for every block of 8
  *     activation rows (8 x K bytes, 24 KiB at K = 3072, what stays in L1). */
 #include <string.h>
@@ -241,7 +241,6 @@ SIMD_INLINE void group_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const sim
 
 static void run_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const simd_act *x, int R, float *out0, float *out1) {
     switch (R) {
-    case 1: group_pair_tile(g0, g1, x, 1, out0, out1); break;
     case 2: group_pair_tile(g0, g1, x, 2, out0, out1); break;
     case 3: group_pair_tile(g0, g1, x, 3, out0, out1); break;
     case 4: group_pair_tile(g0, g1, x, 4, out0, out1); break;

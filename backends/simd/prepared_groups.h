@@ -44,10 +44,12 @@ struct simd_group_job {
     simd_group_rows_fn rows;
     simd_group_pair_fn pair;
     /* optional: when 2 <= M <= SIMD_GROUP_TILE_R, the groups in decode's
-     * two streams, read together against all M rows (one stream at a time
-     * left memory idle at 2 rows); NULL: each group once against all rows */
+     * two streams, read together against all M rows (reading one stream at
+     * a time leaves memory idle at a few rows); NULL: each group once
+     * against all rows */
     simd_group_pair_rows_fn pair_rows;
-    /* rows per tile call when 2 <= M <= SIMD_MAX_ROWS (each group streamed
+    /* rows per tile call when 2 <= M <= SIMD_MAX_ROWS and pair_rows does not
+     * take M (each group streamed
      * once against all of them): up to SIMD_MAX_ROWS if the layout's rows
      * takes that many (one pass over the group: its weights unpacked once
      * for all rows), 0 for SIMD_GROUP_TILE_R */

@@ -83,9 +83,11 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
                 return vt_fail(err, VT_ERR_BACKEND, "--backends: '%s' is not loaded (loaded: %s; see `vt backends`)",
                                name, names);
             }
-            if (out->n == VT_CLI_MAX_BACKENDS)
-                return vt_fail(err, VT_ERR_INVALID, "--backends: at most %d entries", VT_CLI_MAX_BACKENDS);
-            if (keep_repeats || index_of(out, name) < 0) memcpy(out->names[out->n++], name, len + 1);
+            if (keep_repeats || index_of(out, name) < 0) {
+                if (out->n == VT_CLI_MAX_BACKENDS)
+                    return vt_fail(err, VT_ERR_INVALID, "--backends: at most %d entries", VT_CLI_MAX_BACKENDS);
+                memcpy(out->names[out->n++], name, len + 1);
+            }
             p = comma ? comma + 1 : p + len;
         }
     }
@@ -107,7 +109,7 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
     if (out->n == 0) return vt_fail(err, VT_ERR_INVALID, "--backends: no backend selected");
     for (int i = 0; i < out->n; i++) {
         const int k = occurrences(out, i, out->names[i]) + 1;
-        char name[sizeof out->names[0]]; /* snprintf must not read the struct it writes */
+        char name[sizeof out->names[0]]; /* names[i] and labels[i] do not overlap, but gcc's -Wrestrict cannot tell */
         memcpy(name, out->names[i], sizeof name);
         if (k == 1) memcpy(out->labels[i], name, sizeof out->labels[0]);
         else snprintf(out->labels[i], sizeof out->labels[0], "%.48s#%d", name, k);

@@ -112,8 +112,8 @@ static int compare_rank(const void *pa, const void *pb) {
     return 0;
 }
 
-/* Greedy decoding runs this on the engine thread between steps, once per
- * sequence, over the whole vocabulary (151,936 logits on qwen), so it avoids
+/* Greedy decoding runs this once per sequence and token, between two steps,
+ * over the whole vocabulary (151,936 logits on qwen), so it avoids
  * one long compare-and-branch chain: first the largest non-NaN value in
  * eight independent lanes (x > m is false for NaN, so NaN never wins), then
  * the first id holding it (== treats -0 and +0 as one value, so ties of
@@ -148,18 +148,7 @@ static void sift_down(candidate *h, int32_t k, int32_t i) {
     }
 }
 
-static int32_t keep_top_k(candidate *c, int32_t m, int32_t k) {
-    for (int32_t i = k / 2 - 1; i >= 0; i--) sift_down(c, k, i);
-    for (int32_t i = k; i < m; i++) {
-        if (ranks_before(c[i], c[0])) {
-            c[0] = c[i];
-            sift_down(c, k, 0);
-        }
-    }
-    return k;
-}
-
-/* Candidates above this many are sorted by radix rather than by qsort. */
+/* Candidates from this many on are sorted by radix rather than by qsort. */
 #define RADIX_SORT_MIN 4096
 
 /* A key whose ascending unsigned order is the descending order of the logit
@@ -209,12 +198,9 @@ static void radix_sort_by_rank(candidate *c, candidate *spare, int32_t m) {
     if (src != c) memcpy(c, src, (size_t)m * sizeof *c);
 }
 
-/* Fill s->cands[0..m) (best first) and s->weights[0..m) for a non-greedy draw;
- * returns m (0 when out of memory) and the weights' sum in *total. */
-/* keep_top_k over the logits themselves, without first copying every
- * candidate: the first k non-NaN ids make the heap and the later ones pass
- * through it in id order, the same sequence keep_top_k sees, so c[0..k)
- * ends the same. False, with c's contents undefined, when the whole-list
+/* The top-k cut as a heap built over the logits themselves, without first
+ * copying every candidate: the first k non-NaN ids make the heap (worst at
+ * the root) and the later ones pass through it in id order. False, with c's contents undefined, when the whole-list
  * path must run instead: k or fewer non-NaN logits (nothing to cut) or an
  * infinite maximum (the uniform draw over the tied maxima). Else *max is the
  * largest logit (the heap's best: the maximum always survives the cut). */
@@ -242,6 +228,8 @@ static bool top_k_from_logits(candidate *c, const float *logits, int32_t n, int3
     return !isinf(best.logit);
 }
 
+/* Fill s->cands[0..m) (best first) and s->weights[0..m) for a non-greedy draw;
+ * returns m (0 when out of memory) and the weights' sum in *total. */
 static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *total) {
     if (!reserve(s, n)) return 0;
     candidate *c = s->cands;
@@ -272,8 +260,9 @@ static int32_t filter(vt_sampler *s, const float *logits, int32_t n, double *tot
             return kept;
         }
 
-        top_k_cut = p->top_k > 0 && p->top_k < m;
-        if (top_k_cut) m = keep_top_k(c, m, p->top_k);
+        /* No cut left to make here: top_k_from_logits declined only when at
+         * most k logits are not NaN (nothing to cut) or the maximum is
+         * infinite (handled above). */
     }
 
     /* top-p normalizes over what top-k kept (as llama.cpp's chain does);

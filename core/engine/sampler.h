@@ -8,7 +8,12 @@
  * Every filter keeps a prefix of the candidates sorted by logit (descending,
  * ties by ascending id) and never keeps fewer than one token. The random stream
  * is a seeded xorshift64* generator: the same seed and the same logits give the
- * same tokens on every machine. */
+ * same tokens on every machine.
+ *
+ * Threads: a sampler owns its random stream and scratch and touches no
+ * shared state, so different samplers may draw at the same time on
+ * different threads (the scheduler samples a step's sequences in parallel);
+ * one sampler is used by one thread at a time. */
 #ifndef VT_CORE_SAMPLER_H
 #define VT_CORE_SAMPLER_H
 
