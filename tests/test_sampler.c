@@ -86,7 +86,6 @@ static void test_greedy_picks_argmax_lowest_id_on_ties(void) {
     vt_sampler_free(s);
 }
 
-
 /* vt_argmax over more ids than its lanes: the first id of the largest
  * non-NaN value, as one plain pass finds it, with NaN, ties, -0 / +0 and
  * infinities placed around the lane boundaries. */
@@ -360,12 +359,12 @@ static void test_penalties_lower_repeated_tokens(void) {
     vt_sampler_free(s);
 }
 
-
 /* The draw over a vocabulary too large for qsort (a radix sort orders it),
  * and a top-k cut of it (a heap fed from the logits): the same ids as the
  * documented procedure, done plainly here — rank by logit, ties to the lower
- * id; keep the first k; weights exp((l - max) / T) summed in that order; u = uniform * total from the seeded xorshift64* stream; the first
- * id whose running sum passes u. Coarse logits give long runs of ties, and
+ * id; keep the first k; weights exp((l - max) / T) summed in that order;
+ * u = uniform * total from the seeded xorshift64* stream; the first id
+ * whose running sum passes u. Coarse logits give long runs of ties, and
  * -0 / +0 and -inf are in the mix. */
 static uint64_t ref_state;
 static void ref_seed(uint64_t x) {

@@ -200,10 +200,11 @@ static void radix_sort_by_rank(candidate *c, candidate *spare, int32_t m) {
 
 /* The top-k cut as a heap built over the logits themselves, without first
  * copying every candidate: the first k non-NaN ids make the heap (worst at
- * the root) and the later ones pass through it in id order. False, with c's contents undefined, when the whole-list
- * path must run instead: k or fewer non-NaN logits (nothing to cut) or an
- * infinite maximum (the uniform draw over the tied maxima). Else *max is the
- * largest logit (the heap's best: the maximum always survives the cut). */
+ * the root) and the later ones pass through it in id order. False, with c's
+ * contents undefined, when the whole-list path must run instead: k or fewer
+ * non-NaN logits (nothing to cut) or an infinite maximum (the uniform draw
+ * over the tied maxima). Else *max is the largest logit (the heap's best:
+ * the maximum always survives the cut). */
 static bool top_k_from_logits(candidate *c, const float *logits, int32_t n, int32_t k, float *max) {
     int32_t m = 0, i = 0;
     for (; i < n && m < k; i++)
