@@ -264,26 +264,18 @@ static void pair_q8_0(const simd_group_job *j, const uint8_t *wg0, const uint8_t
     tile(g, 2, &j->act, 0, 1, 1, 1, res);
 }
 
-static vt_status prepared_matmul(simd_ctx *ctx, const vt_node *node, int q8) {
-    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
-    const int64_t K = W->ne[0];
-    if (K % 32 != 0) return VT_ERR_INVALID;
-    simd_group_job j;
-    memset(&j, 0, sizeof j);
-    /* Q4_0 needs each activation block's sum for its offset of 8 */
-    vt_status st = simd_quantize_activations(ctx, X, q8 ? SIMD_ACT_Q8_0 : SIMD_ACT_Q8_0I, &j.act);
-    if (st != VT_OK) return st;
-    j.w = W->data;
-    j.group_bytes = (size_t)(K / 32) * (q8 ? sizeof(q8_0_gblock) : sizeof(q4_0_gblock));
-    j.N = W->ne[1];
-    j.M = X->ne[1];
-    j.y = Y->data;
-    j.y_dtype = Y->dtype;
-    j.rows = q8 ? rows_q8_0 : rows_q4_0;
-    j.pair = q8 ? pair_q8_0 : pair_q4_0;
-    simd_run_groups(ctx, &j);
-    return VT_OK;
+/* Q4_0 needs each activation block's sum for its offset of 8 */
+static const simd_group_layout q4_0_layout = {
+    .act_kind = SIMD_ACT_Q8_0I, .block_len = 32, .block_bytes = sizeof(q4_0_gblock), .rows = rows_q4_0,
+    .pair = pair_q4_0};
+static const simd_group_layout q8_0_layout = {
+    .act_kind = SIMD_ACT_Q8_0, .block_len = 32, .block_bytes = sizeof(q8_0_gblock), .rows = rows_q8_0,
+    .pair = pair_q8_0};
+
+vt_status simd_q4_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
+    return simd_group_matmul(ctx, node, &q4_0_layout);
 }
 
-vt_status simd_q4_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) { return prepared_matmul(ctx, node, 0); }
-vt_status simd_q8_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) { return prepared_matmul(ctx, node, 1); }
+vt_status simd_q8_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
+    return simd_group_matmul(ctx, node, &q8_0_layout);
+}

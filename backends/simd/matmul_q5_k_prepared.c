@@ -21,74 +21,43 @@
  * with the scales. */
 #include <string.h>
 
+#include "k4_group.h"
 #include "prepared_groups.h"
 #include "simd.h"
 #include "simd_vec.h"
 
-#define GROUP 8 /* weight rows interleaved per group */
-
-/* One block of 256 values of GROUP rows. */
+/* One block of 256 values of SIMD_GROUP_ROWS rows: the 4-bit group block,
+ * then the fifth bits. */
 typedef struct q5k_gblock {
-    vt_fp16_t d[GROUP];
-    vt_fp16_t dmin[GROUP];
-    uint8_t scales[8][GROUP];   /* [sub-block j][row] */
-    uint8_t mins[4][GROUP][2];  /* [pair i][row][sub-block 2i, 2i+1] */
-    uint8_t qh[8][GROUP * 4];   /* [sub-block j][row * 4 + t]: bit 2h = fifth bit of value 4h + t of
-                                   sub-block j, bit 2h + 1 that of value 16 + 4h + t */
-    uint8_t qs[8][4][GROUP * 4]; /* [sub-block j][h][row * 4 + t]: low nibble value 4h + t of sub-block j,
-                                    high nibble value 16 + 4h + t */
+    k4_gblock k4;
+    uint8_t qh[8][SIMD_GROUP_ROWS * 4]; /* [sub-block j][row * 4 + t]: bit 2h = fifth bit of value 4h + t of
+                                           sub-block j, bit 2h + 1 that of value 16 + 4h + t */
 } q5k_gblock;
 
 _Static_assert(sizeof(q5k_gblock) == 1440, "prepared q5_k group block is 1440 bytes");
 
-static int64_t n_groups(int64_t N) { return (N + GROUP - 1) / GROUP; }
+size_t simd_q5_k_prepared_size(int64_t K, int64_t N) { return (size_t)(simd_k4_groups(N) * (K / 256)) * sizeof(q5k_gblock); }
 
-size_t simd_q5_k_prepared_size(int64_t K, int64_t N) { return (size_t)(n_groups(N) * (K / 256)) * sizeof(q5k_gblock); }
-
-int64_t simd_q5_k_prepared_units(int64_t N) { return n_groups(N); }
+int64_t simd_q5_k_prepared_units(int64_t N) { return simd_k4_groups(N); }
 
 void simd_q5_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1) {
     const int64_t nb = K / 256;
     const vt_block_q5_k *rows = src;
     q5k_gblock *out = dst;
-    const __m128i low4 = _mm_set1_epi8(0x0F), high4 = _mm_set1_epi8((char)0xF0);
     for (int64_t g = u0; g < u1; g++)
         for (int64_t b = 0; b < nb; b++) {
             q5k_gblock *o = &out[g * nb + b];
             memset(o, 0, sizeof *o); /* rows past N: zero weights, d = dmin = 0 */
-            for (int r = 0; r < GROUP; r++) {
-                const int64_t n = g * GROUP + r;
-                if (n >= N) break;
-                const vt_block_q5_k *blk = &rows[n * nb + b];
-                o->d[r] = blk->d;
-                o->dmin[r] = blk->dmin;
-                for (int j = 0; j < 8; j++) {
-                    uint8_t sc, m;
-                    vt_get_scale_min_k4(j, blk->scales, &sc, &m);
-                    o->scales[j][r] = sc;
-                    o->mins[j / 2][r][j % 2] = m;
-                    /* file: bit j of qh[l] is the fifth bit of value l of sub-block j */
+            for (int r = 0; r < SIMD_GROUP_ROWS && g * SIMD_GROUP_ROWS + r < N; r++) {
+                const vt_block_q5_k *blk = &rows[(g * SIMD_GROUP_ROWS + r) * nb + b];
+                simd_k4_group_row(&o->k4, r, blk->d, blk->dmin, blk->scales, blk->qs);
+                /* file: bit j of qh[l] is the fifth bit of value l of sub-block j */
+                for (int j = 0; j < 8; j++)
                     for (int h = 0; h < 4; h++)
                         for (int t = 0; t < 4; t++) {
                             const int lo = (blk->qh[4 * h + t] >> j) & 1, hi = (blk->qh[16 + 4 * h + t] >> j) & 1;
                             o->qh[j][r * 4 + t] |= (uint8_t)((lo << (2 * h)) | (hi << (2 * h + 1)));
                         }
-                }
-                for (int i = 0; i < 4; i++) {
-                    /* file bytes 32i..32i+31: sub-block 2i in the low nibbles, 2i+1 in the high;
-                     * value l of a sub-block pairs with value 16 + l in one byte here */
-                    const __m128i a = _mm_loadu_si128((const __m128i *)(blk->qs + 32 * i));
-                    const __m128i c = _mm_loadu_si128((const __m128i *)(blk->qs + 32 * i + 16));
-                    const __m128i even = _mm_or_si128(_mm_and_si128(a, low4), _mm_slli_epi16(_mm_and_si128(c, low4), 4));
-                    const __m128i odd = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(a, 4), low4), _mm_and_si128(c, high4));
-                    uint8_t e[16], od[16];
-                    _mm_storeu_si128((__m128i *)e, even);
-                    _mm_storeu_si128((__m128i *)od, odd);
-                    for (int h = 0; h < 4; h++) {
-                        memcpy(&o->qs[2 * i][h][r * 4], e + 4 * h, 4);
-                        memcpy(&o->qs[2 * i + 1][h][r * 4], od + 4 * h, 4);
-                    }
-                }
             }
         }
 }
@@ -130,9 +99,7 @@ SIMD_INLINE void tile(const q5k_gblock *const *wg, int NG, const simd_act *x, in
             __m256i sc[2], hb[2];
             SIMD_UNROLL
             for (int g = 0; g < NG; g++) {
-                /* the 8 rows' scales of sub-block j, each in both int16 halves of its lane */
-                sc[g] = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)w[g]->scales[j]));
-                sc[g] = _mm256_or_si256(sc[g], _mm256_slli_epi32(sc[g], 16));
+                sc[g] = k4_scales(&w[g]->k4, j);
                 /* fifth bits, 2 per column h in bits 2h, 2h + 1: shifted right
                  * by 2 per column; a 16-bit shift pulls the upper byte's bits
                  * into bits 6-7 of the lower, and 3 shifts move them no lower
@@ -151,7 +118,7 @@ SIMD_INLINE void tile(const q5k_gblock *const *wg, int NG, const simd_act *x, in
                     __m256i lo[2], hi[2];
                     SIMD_UNROLL
                     for (int g = 0; g < NG; g++) {
-                        const __m256i p = _mm256_loadu_si256((const __m256i *)w[g]->qs[j][h]);
+                        const __m256i p = _mm256_loadu_si256((const __m256i *)w[g]->k4.qs[j][h]);
                         lo[g] = _mm256_or_si256(_mm256_and_si256(p, low4), _mm256_slli_epi16(_mm256_and_si256(hb[g], bit0), 4));
                         hi[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(p, 4), low4),
                                                 _mm256_slli_epi16(_mm256_and_si256(hb[g], bit1), 3));
@@ -188,25 +155,11 @@ SIMD_INLINE void tile(const q5k_gblock *const *wg, int NG, const simd_act *x, in
         }
         SIMD_UNROLL
         for (int g = 0; g < NG; g++) {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[g]->d));
-            const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)w[g]->dmin));
+            __m256i si[4];
             SIMD_UNROLL
-            for (int r = 0; r < R; r++) {
-                const int16_t *is = x->isums + (m0 + r) * (K / 32) + b * 8;
-                __m256i summ = _mm256_setzero_si256();
-                SIMD_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    int32_t pair;
-                    memcpy(&pair, is + 2 * i, 4);
-                    const __m256i m = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)w[g]->mins[i]));
-                    summ = _mm256_add_epi32(summ, _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
-                }
-                const __m256i si = sumi_in_memory ? _mm256_load_si256((const __m256i *)sumi_mem[g][r]) : sumi[g][r];
-                __m256 t = _mm256_mul_ps(d, _mm256_cvtepi32_ps(si));
-                t = _mm256_fnmadd_ps(dmin, _mm256_cvtepi32_ps(summ), t);
-                const __m256 a = _mm256_fmadd_ps(t, _mm256_set1_ps(x->d[(m0 + r) * nb + b]), _mm256_load_ps(acc[g * R + r]));
-                _mm256_store_ps(acc[g * R + r], a);
-            }
+            for (int r = 0; r < R; r++)
+                si[r] = sumi_in_memory ? _mm256_load_si256((const __m256i *)sumi_mem[g][r]) : sumi[g][r];
+            k4_block_finish(&w[g]->k4, x, m0, R, b, si, acc + g * R);
         }
         /* keep acc in memory: no promotion of all of them to registers */
         __asm__ volatile("" ::: "memory");
@@ -234,22 +187,10 @@ static void group_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_
     tile(g, 2, &j->act, 0, 1, 1, res);
 }
 
+static const simd_group_layout q5k_layout = {
+    .act_kind = SIMD_ACT_Q8_K32I, .block_len = 256, .block_bytes = sizeof(q5k_gblock), .rows = group_rows,
+    .pair = group_pair};
+
 vt_status simd_q5_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
-    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
-    const int64_t K = W->ne[0];
-    if (K % 256 != 0) return VT_ERR_INVALID;
-    simd_group_job j;
-    memset(&j, 0, sizeof j);
-    vt_status st = simd_quantize_activations(ctx, X, SIMD_ACT_Q8_K32I, &j.act);
-    if (st != VT_OK) return st;
-    j.w = W->data;
-    j.group_bytes = (size_t)(K / 256) * sizeof(q5k_gblock);
-    j.N = W->ne[1];
-    j.M = X->ne[1];
-    j.y = Y->data;
-    j.y_dtype = Y->dtype;
-    j.rows = group_rows;
-    j.pair = group_pair;
-    simd_run_groups(ctx, &j);
-    return VT_OK;
+    return simd_group_matmul(ctx, node, &q5k_layout);
 }

@@ -3,6 +3,8 @@
  * matmul_<dtype>_prepared.c. */
 #include "prepared_groups.h"
 
+#include <string.h>
+
 /* Store the 8 rows of group g for activation row m (fewer at the tail). */
 static inline void store_group(const simd_group_job *t, int64_t g, int64_t m, __m256 v) {
     const int64_t n0 = g * SIMD_GROUP_ROWS;
@@ -88,4 +90,26 @@ void simd_run_groups(simd_ctx *ctx, simd_group_job *job) {
         chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
     }
     simd_dynamic_for(ctx, groups, chunk, run_range, job);
+}
+
+vt_status simd_group_matmul(simd_ctx *ctx, const vt_node *node, const simd_group_layout *L) {
+    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
+    const int64_t K = W->ne[0];
+    if (K % L->block_len != 0) return VT_ERR_INVALID;
+    simd_group_job j;
+    memset(&j, 0, sizeof j);
+    vt_status st = simd_quantize_activations(ctx, X, L->act_kind, &j.act);
+    if (st != VT_OK) return st;
+    j.w = W->data;
+    j.group_bytes = (size_t)(K / L->block_len) * L->block_bytes;
+    j.N = W->ne[1];
+    j.M = X->ne[1];
+    j.y = Y->data;
+    j.y_dtype = Y->dtype;
+    j.rows = L->rows;
+    j.pair = L->pair;
+    j.pair_rows = L->pair_rows;
+    j.few_rows = L->few_rows;
+    simd_run_groups(ctx, &j);
+    return VT_OK;
 }

@@ -60,4 +60,21 @@ struct simd_group_job {
 /* Runs job over all ceil(N / 8) groups on ctx's threads. */
 void simd_run_groups(simd_ctx *ctx, simd_group_job *job);
 
+/* What a layout gives the walk: its tiles (the job's fields of the same
+ * names), the activation quantization its integer dot products read
+ * (SIMD_ACT_*), and one group's block of block_len values along K. */
+typedef struct simd_group_layout {
+    int act_kind;
+    int64_t block_len;
+    size_t block_bytes;
+    simd_group_rows_fn rows;
+    simd_group_pair_fn pair;
+    simd_group_pair_rows_fn pair_rows;
+    int few_rows;
+} simd_group_layout;
+
+/* MATMUL node on a weight prepared in layout L: the activations quantized
+ * once, then every group walked (simd_run_groups). */
+vt_status simd_group_matmul(simd_ctx *ctx, const vt_node *node, const simd_group_layout *L);
+
 #endif
