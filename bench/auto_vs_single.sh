@@ -4,9 +4,9 @@
 # models and runs for 10-30 minutes).
 #
 # For each weight type (F32, F16, BF16, Q4_K_M) of the qwen3-0.6B shape, in
-# one run: the calibration (`vt backends --calibrate`, its time), whether
-# auto's decode plan is node for node simd's (`--dry-run --explain`: backend,
-# op and dtypes of every decode node), then `vt bench --backends
+# one run: the calibration (`vt backends --calibrate`, its time), where
+# auto's decode and prefill plans differ from simd's and from onednn's
+# (`--dry-run --explain`: backend, op and dtypes of every node), then `vt bench --backends
 # auto,simd,onednn` with its repetitions interleaved round-robin (so a drift of
 # the machine's speed reaches every backend alike), and a summary line per
 # test: auto over the best single backend (ratio of the medians, and the
@@ -47,10 +47,12 @@ mkdir -p "$results" "$scratch"
 [ -x "$vt" ] || { echo "auto_vs_single.sh: no vt binary at $vt (build first)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "auto_vs_single.sh: python3 is needed for the summary" >&2; exit 2; }
 
-# Decode nodes of --backend NAME as "phase index label op backend dtypes".
-decode_plan() {
+# Nodes of one phase (decode or prefill) of --backend NAME as "label op
+# backend dtypes", in plan order (no index: a node inserted by one plan, a
+# convert, must not make every later node differ).
+phase_plan() {
     "$vt" run -m "$1" -t "$threads" --backend "$2" --dry-run --explain -n 1 2>&1 |
-        grep -E '^ *decode ' | sed 's/  cost:.*//'
+        grep -E "^ *$3 " | sed 's/  cost:.*//' | awk '{$1 = ""; $2 = ""; print}' | sed 's/^ *//'
 }
 
 # Per test: every backend's median, and auto over the best single backend
@@ -96,14 +98,24 @@ EOF
         echo "load before: $(cat /proc/loadavg)"
         echo "-- $vt backends --calibrate -m MODEL -t $threads (the bench's engines then hit the cache)"
         "$vt" backends --calibrate -m "$model" -t "$threads" 2>&1
-        decode_plan "$model" auto >"$scratch/decode-auto-$t.txt"
-        decode_plan "$model" simd >"$scratch/decode-simd-$t.txt"
-        if cmp -s "$scratch/decode-auto-$t.txt" "$scratch/decode-simd-$t.txt"; then
-            echo "decode plan: auto's is simd's, node for node ($(wc -l <"$scratch/decode-auto-$t.txt") nodes)"
-        else
-            echo "decode plan: auto's differs from simd's:"
-            diff "$scratch/decode-auto-$t.txt" "$scratch/decode-simd-$t.txt" | head -20 || true
-        fi
+        # where auto's plans differ from simd's and from onednn's (the
+        # hand-made combination), per phase: the nodes by label and backend
+        for phase in decode prefill; do
+            phase_plan "$model" auto "$phase" >"$scratch/$phase-auto-$t.txt"
+            for other in simd onednn; do
+                phase_plan "$model" "$other" "$phase" >"$scratch/$phase-$other-$t.txt"
+                n=$(wc -l <"$scratch/$phase-auto-$t.txt")
+                if cmp -s "$scratch/$phase-auto-$t.txt" "$scratch/$phase-$other-$t.txt"; then
+                    echo "$phase plan: auto's is $other's, node for node ($n nodes)"
+                else
+                    d=$(diff "$scratch/$phase-auto-$t.txt" "$scratch/$phase-$other-$t.txt" | grep -c '^<' || true)
+                    echo "$phase plan: auto's differs from $other's at $d of $n nodes; auto's differing nodes" \
+                        "(label op backend dtypes), counted:"
+                    diff "$scratch/$phase-auto-$t.txt" "$scratch/$phase-$other-$t.txt" | grep '^<' |
+                        sed 's/^< blk\.[0-9]*\./< /; s/^< /    /' | sort | uniq -c || true
+                fi
+            done
+        done
         json=$results/auto-vs-single-$stamp-$t.json
         echo "-- $vt bench -m MODEL --backends $backends -t $threads -p 128 -n 32 -r $reps --json"
         "$vt" bench -m "$model" --backends "$backends" -t "$threads" -p 128 -n 32 -r "$reps" --json >"$json"
