@@ -5,7 +5,8 @@
  * repetitions. Reports wall and process CPU time per call and the cache
  * bytes read per call / wall time.
  *
- *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-r reps] [LIB.so [LIB2.so]]
+ *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-L layers] [-r reps]
+ *                        [LIB.so [LIB2.so]]
  *
  * -S: S sequences in one call, each with its own blocks and T tokens at the
  * end of its N positions (-S 8 -T 1 is a decode step of 8 sequences, the
@@ -25,6 +26,10 @@
  * every call reads its cache from DRAM as a decode step's 28 attention calls
  * do (one layer's 8 MiB would sit in L3 and overstate the speed); fewer
  * layers (at least 4) when 28 would exceed 512 MiB, still far above L3.
+ * -L N cycles through N layer caches instead (capped the same way): -L 2
+ * at -S 8 -n 160 keeps the ~10 MB of both in L3, which measures the kernel
+ * apart from DRAM (the read floor then reads the other layer, also in L3).
+ * The "x28 layers" figure stays the model's 28 calls whatever -L is.
  *
  * Build: cmake target simd_attention_bench (bench/CMakeLists.txt), or
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_attention_bench.c \
@@ -88,7 +93,7 @@ __attribute__((target("avx2"))) static void read_items(void *arg, int64_t begin,
 }
 
 int main(int argc, char **argv) {
-    int n_threads = 2, reps = 10;
+    int n_threads = 2, reps = 10, max_layers = MAX_LAYERS;
     int64_t n_ctx = 2048, T = 1, S = 1;
     int32_t dtype = VT_F16;
     const char *libs[2] = {"build/lib/vt/libvt-backend-simd.so", NULL};
@@ -99,6 +104,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n_ctx = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) T = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-S") && i + 1 < argc) S = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-L") && i + 1 < argc) max_layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
         else if (n_libs < 2) libs[n_libs++] = argv[i];
         else {
@@ -106,7 +112,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || S < 1 || S > 1024 || reps < 1) {
+    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || S < 1 || S > 1024 || reps < 1 || max_layers < 1) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
@@ -121,7 +127,8 @@ int main(int argc, char **argv) {
     const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = T * S;
     const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);
     int layers = (int)(MAX_CACHE_BYTES / (2 * cache_bytes));
-    layers = layers > MAX_LAYERS ? MAX_LAYERS : layers < 4 ? 4 : layers;
+    layers = layers < 4 ? 4 : layers;
+    layers = layers > max_layers ? max_layers : layers;
     /* K and V of every layer; 64-byte aligned for the read floor's loads
      * (row and block sizes keep every block aligned too) */
     uint8_t *caches = aligned_alloc(64, (cache_bytes * 2 * (size_t)layers + 63) / 64 * 64);
@@ -197,9 +204,9 @@ int main(int argc, char **argv) {
         qsort(tc[l], (size_t)n_calls, sizeof *tc[l], cmp_double);
         const double med = tw[l][n_calls / 2], cmed = tc[l][n_calls / 2];
         const double read_gbs = 2.0 * (double)row * (double)(n_ctx * S) / med * 1e-9;
-        printf("%s %-5s ctx %lld T %lld S %lld, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d "
+        printf("%s %-5s ctx %lld T %lld S %lld L %d, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d "
                "layers = %.2f ms; read floor %6.2f GB/s: %3.0f%% of it\n",
-               libs[l], vt_dtype_name(dtype), (long long)n_ctx, (long long)T, (long long)S, n_threads, med * 1e6,
+               libs[l], vt_dtype_name(dtype), (long long)n_ctx, (long long)T, (long long)S, layers, n_threads, med * 1e6,
                cmed * 1e6, read_gbs, MAX_LAYERS, med * MAX_LAYERS * 1e3, floor_gbs, 100.0 * read_gbs / floor_gbs);
     }
     for (int l = 0; l < n_libs; l++) backends[l]->shutdown(ctxs[l]);
