@@ -19,12 +19,13 @@
  *     merging as it goes;
  *   - decode (a token alone of its sequence in the call): (token, span, kv
  *     heads group, usually all kv heads): the cache holds a position's kv
- *     heads side by side, so an item's rows are whole contiguous ranges,
- *     prefetched, and for 16-bit caches read in address order too, a few
- *     positions of every kv head at a time (attend_heads; one kv head's
- *     rows down a chunk are a walk with a KVH-row stride, which bound a
- *     decode of many sequences). Each item leaves its span's state in a
- *     shared buffer; the last item of a token to finish merges them.
+ *     heads side by side, so an item's rows are whole contiguous ranges;
+ *     16-bit rows are read in address order, a few positions of every kv
+ *     head at a time (attend_heads; one kv head's rows down a chunk are a
+ *     walk with a KVH-row stride, which bound a decode of many sequences),
+ *     other rows prefetched a chunk ahead. Each item leaves its span's
+ *     state in a shared buffer; the last item of a token to finish merges
+ *     them.
  * Positions are taken in chunks of CHUNK: in prefill the chunk's 16-bit k
  * and v rows are widened once (decode reads them in place, widening in
  * registers for two queries at a time: the same numbers, see dot4_16), each
@@ -36,7 +37,7 @@
  * widened to rows: the queries are quantized once per item to 16-bit blocks
  * for integer dot products with the k blocks, and the v blocks are widened
  * in registers, two queries at a time (kv_q8_0.c). Rows are prefetched a
- * chunk ahead (see prefetch_row). */
+ * chunk ahead (see prefetch_row), except the 16-bit rows of decode. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -667,13 +668,17 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
     float *acc = t->part_acc + part * H * D, *run_max = t->part_max + part * H, *run_sum = t->part_sum + part * H;
     reset_state(acc + kv0 * G * D, run_max + kv0 * G, run_sum + kv0 * G, (kv1 - kv0) * G, D);
     /* The next chunk's rows are prefetched while this one is worked on: its
-     * positions' heads [kv0, kv1), one contiguous range each. */
+     * positions' heads [kv0, kv1), one contiguous range each. Not for
+     * 16-bit rows: attend_heads reads them in address order, a block's
+     * rows one forward stream the hardware prefetchers follow, and a
+     * prefetch per line (a 64-line range per position at the qwen3-0.6B
+     * shape) costs more instructions and cache traffic than it saves. */
     const size_t k_bytes = vt_row_size(t->k_dtype, D), v_bytes = vt_row_size(t->v_dtype, D);
     chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
     const int narrow = (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16) && (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
     for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
         const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
-        for (int64_t p = p0 == sp0 ? sp0 : p0 + CHUNK; p < p0 + 2 * CHUNK && p < sp1; p++) {
+        for (int64_t p = p0 == sp0 ? sp0 : p0 + CHUNK; !narrow && p < p0 + 2 * CHUNK && p < sp1; p++) {
             const int64_t slot = (int64_t)table[p / t->BS] * t->BS + p % t->BS;
             prefetch_range(t->k_cache, k_bytes, slot, kv0, kv1, KVH);
             prefetch_range(t->v_cache, v_bytes, slot, kv0, kv1, KVH);
