@@ -730,6 +730,26 @@ static void test_attention_rows_independent(void) {
         }
 }
 
+/* The same at head dim 128, which decode of 16-bit caches runs through a
+ * copy of its kernels with the head dim a constant (attention.c,
+ * attend_heads): those must compute a prompt run's numbers too. Query heads
+ * per kv head 1, 2 (the qwen3-0.6B shape) and 3 (one query unpaired). */
+static void test_attention_rows_independent_d128(void) {
+    if (!simd_available()) return;
+    static const int64_t kv_heads[] = {6, 3, 2};
+    uint64_t seed = 3600;
+    for (size_t k = 0; k < 4; k++)
+        for (size_t r = 0; r < 3; r++) {
+            attn_case c = {.D = 128, .H = 6, .KVH = kv_heads[r], .BS = 16, .n_blocks = 41, .n_seqs = 4,
+                           .max_blocks = 10, .T = 12};
+            const int32_t pos[] = {62, 63, 64, 65, 66, 150, 126, 127, 128, 129, 17, 30},
+                          seq[] = {0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 3, 0};
+            vt_node all = attention_node(&c, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention output depends on the batch at D 128");
+            vt_harness_node_free(&all);
+        }
+}
+
 /* ------------------------------------------------------------------------ */
 /* RESHAPE_AND_CACHE                                                          */
 
@@ -1032,6 +1052,8 @@ int main(void) {
         {"attention at contexts of one and many spans, 1 and 8 sequences", test_attention_spans},
         {"attention of a token bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent},
+        {"attention at head dim 128 bit-identical alone and in any batch (batch invariance)",
+         test_attention_rows_independent_d128},
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},
         {"rms_norm", test_rms_norm},
         {"rope norm and neox, partial rotation", test_rope},
