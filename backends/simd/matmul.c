@@ -30,9 +30,9 @@ enum { ACT_F32 = SIMD_ACT_F32, ACT_Q8_0 = SIMD_ACT_Q8_0, ACT_Q8_K16 = SIMD_ACT_Q
 
 static int weight_format_of(int32_t dtype, weight_format *f) {
     switch (dtype) {
-    case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, 2, 4}; return 1;
-    case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, 2, 4}; return 1;
-    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32, 2, 4}; return 1;
+    case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
+    case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
+    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
     case VT_Q8_0: *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
     case VT_Q4_0: *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
     case VT_Q4_K: *f = (weight_format){simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
@@ -104,7 +104,7 @@ static inline void store_value(int32_t dtype, void *y, int64_t i, float v) {
 static void matmul_rows(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     const matmul_task *t = arg;
-    float out[SIMD_MAX_WROWS * SIMD_MAX_ROWS];
+    float out[SIMD_FLOAT_WROWS * SIMD_MAX_ROWS]; /* the widest tile any kernel takes */
     if (t->M == 1) {
         /* decode: weight rows in pairs, one activation row. The pair is row n
          * of the first half of the range and row n + half of the second, so
@@ -240,6 +240,8 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
      * weight row. */
     int64_t tile = (int64_t)(65536 / t.row_bytes);
     t.tile_rows = tile < 1 ? 1 : tile > 256 ? 256 : tile;
+    /* whole kernel tiles, so only the op's last rows take a narrower one */
+    if (t.tile_rows > t.wrows) t.tile_rows -= t.tile_rows % t.wrows;
     /* Rows are handed out in chunks (simd_dynamic_for): one L2 tile each in
      * prefill; in decode about 4 per thread, whole pairs, so a thread that
      * falls behind (or a costlier range) does not leave the other waiting

@@ -105,6 +105,9 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
  * takes weight rows in pairs, so each activation load feeds two rows and the
  * two rows' dependency chains overlap. */
 #define SIMD_MAX_WROWS 2
+/* The float kernels (F32, F16, BF16 weights) also take NW = 3, with R <= 4
+ * per native tile: their prefill tile (see matmul_float.c). */
+#define SIMD_FLOAT_WROWS 3
 
 /* out[j * R + r] = dot(weight row j, activation row m0 + r), for j < NW and
  * r < R, for 1 <= NW <= SIMD_MAX_WROWS and 1 <= R <= SIMD_MAX_ROWS. The
