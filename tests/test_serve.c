@@ -134,6 +134,11 @@ static int suite_cleanup(void) {
 
 /* ---- tests ----------------------------------------------------------------- */
 
+static size_t discard_body(char *p, size_t size, size_t n, void *user) {
+    (void)p, (void)user;
+    return size * n;
+}
+
 static void test_health_models_metrics(void) {
     serve_reply r = serve_http(&main_srv, NULL, "/health", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
@@ -150,6 +155,36 @@ static void test_health_models_metrics(void) {
     }
     json_free(&v);
     serve_reply_free(&r);
+    /* one model by its alias, as the OpenAI clients' models.retrieve asks */
+    r = serve_http(&main_srv, NULL, "/v1/models/tiny", NULL, KEY);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT_FATAL(parse(&r, &v));
+    const json_value *one = json_get(&v, "id"), *object = json_get(&v, "object");
+    CU_ASSERT(one && one->type == JSON_STRING && strcmp(one->str, "tiny") == 0);
+    CU_ASSERT(object && object->type == JSON_STRING && strcmp(object->str, "model") == 0);
+    json_free(&v);
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/v1/models/other", NULL, KEY);
+    assert_error(&r, 404, "model");
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/v1/models/tiny", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 401);
+    serve_reply_free(&r);
+    /* the Authorization scheme's name is case-insensitive (RFC 7235) */
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/models/tiny", main_srv.port);
+    struct curl_slist *hd = curl_slist_append(NULL, "Authorization: bearer " KEY);
+    long code = 0;
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_NOBODY, 0L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard_body);
+    CU_ASSERT_EQUAL(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    CU_ASSERT_EQUAL(code, 200);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
     r = serve_http(&main_srv, NULL, "/metrics", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "text/plain"));
@@ -345,6 +380,7 @@ static void test_bad_input(void) {
         {"/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
         {"/v1/completions", "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, "presence_penalty"},
         {"/v1/completions", "{\"prompt\":[5, 99999999]}", 400, "prompt"},
+        {"/v1/completions", "{\"prompt\":[]}", 400, "prompt"},
         {"/tokenize", "{\"content\":5}", 400, "content"},
         {"/detokenize", "{}", 400, "tokens"},
     };
@@ -354,6 +390,13 @@ static void test_bad_input(void) {
         assert_error(&r, cases[i].status, cases[i].param);
         serve_reply_free(&r);
     }
+    /* messages say what was sent, in the request's terms */
+    serve_reply m = post(&main_srv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}");
+    CU_ASSERT(m.body.s && strstr(m.body.s, "got 3"));
+    serve_reply_free(&m);
+    m = post(&main_srv, "/v1/completions", "{\"prompt\":[5, 99999999]}");
+    CU_ASSERT(m.body.s && strstr(m.body.s, "prompt[1]: token id 99999999") && !strstr(m.body.s, "request."));
+    serve_reply_free(&m);
     /* Fields the API does not define are ignored. */
     completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":2,\"no_such_field\":[1,{}],\"user\":\"u\"");
     CU_ASSERT_PTR_NOT_NULL(c.text);
@@ -585,6 +628,38 @@ static void test_no_template_and_drain(void) {
     free(log);
 }
 
+/* SIGTERM with no grace: the running request ends as length with the
+ * tokens it has, while the waiting one, which has none, is a 503 with
+ * Retry-After (no answer rather than an empty one: its client or load
+ * balancer can send it to another replica); the server exits 0. */
+static void test_shutdown_before_first_token(void) {
+    serve_server s = {0};
+    static const char *const args[] = {"--parallel", "1", "--shutdown-grace", "0", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start(&s, MODEL, "drain503.log", args));
+    stream_thread a = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
+    stream_thread b = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, stream_main, &a);
+    double end = serve_now() + 5;
+    while (serve_metric(&s, "vt_generation_tokens_total") < 1 && serve_now() < end) serve_sleep_ms(10);
+    CU_ASSERT(serve_metric(&s, "vt_generation_tokens_total") >= 1);
+    pthread_create(&tb, NULL, stream_main, &b);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 5));
+    kill(s.pid, SIGTERM);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    CU_ASSERT(a.r.body.s && strstr(a.r.body.s, "\"finish_reason\":\"length\""));
+    assert_error(&b.r, 503, NULL);
+    CU_ASSERT(b.r.headers.s && strstr(b.r.headers.s, "Retry-After:"));
+    serve_reply_free(&a.r);
+    serve_reply_free(&b.r);
+    int status = 0;
+    CU_ASSERT_EQUAL(waitpid(s.pid, &status, 0), s.pid);
+    s.pid = 0;
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A chat request ends at the template's end of turn: the trained
  * aidreams260k, asked for a story in Llama 2's format, closes it with "</s>"
  * well before max_tokens (checked with vt run); the answer stops there, as
@@ -642,7 +717,7 @@ static void test_engine_levers_dry_run(void) {
     CU_ASSERT(strstr(err, "up to 64 tokens per call") != NULL); /* -b: the prefill plan */
     CU_ASSERT(strstr(err, "up to 3 tokens per call") != NULL);  /* --parallel: the decode plan */
     CU_ASSERT(strstr(err, "backend: reference (fallback: none)") != NULL);
-    CU_ASSERT(strstr(err, "dry run: would serve") && strstr(err, "3 sequences") && strstr(err, "chatml"));
+    CU_ASSERT(strstr(err, "dry run: would serve") && strstr(err, "sequences per step 3") && strstr(err, "chatml"));
     CU_ASSERT(strstr(err, "listening on") == NULL);
     /* --explain names where each knob came from, as vt run's does: these
      * were given on the command line, never "api" (the batch is opened with
@@ -745,6 +820,7 @@ int main(void) {
         {"every engine lever reaches vt serve; --dry-run", test_engine_levers_dry_run},
         {"--help describes each flag once", test_help_says_each_flag_once},
         {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},
+        {"SIGTERM: a request without a token yet is 503", test_shutdown_before_first_token},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve", suite_init, suite_cleanup, tests);

@@ -9,11 +9,14 @@
  * first so /health can answer 503 while the model loads; SIGTERM or SIGINT
  * then stops accepting, lets running requests finish for the grace period,
  * ends the rest as length and exits 0. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "batch_open.h"
 #include "chat_template.h"
@@ -195,7 +198,7 @@ static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double gr
     sigaddset(&set, SIGINT);
     int sig = 0;
     sigwait(&set, &sig);
-    fprintf(stderr, "vt serve: %s: no new requests; %d running get %g s to finish\n",
+    fprintf(stderr, "vt serve: %s: no new requests; %d running or waiting get %g s to finish\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT", vt_serve_engine_in_flight(engine), grace);
     vt_server_quiesce(server);
     vt_serve_engine_refuse_new(engine);
@@ -203,7 +206,7 @@ static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double gr
     struct timespec tick = {0, 20 * 1000000L};
     while (vt_serve_engine_in_flight(engine) > 0 && vt_serve_now() < end) nanosleep(&tick, NULL);
     if (vt_serve_engine_in_flight(engine) > 0) {
-        fprintf(stderr, "vt serve: grace period over: ending %d requests as length\n",
+        fprintf(stderr, "vt serve: grace period over: ending %d requests (as length, or 503 before their first token)\n",
                 vt_serve_engine_in_flight(engine));
         vt_serve_engine_cancel_all(engine);
         while (vt_serve_engine_in_flight(engine) > 0) nanosleep(&tick, NULL);
@@ -226,7 +229,7 @@ static vt_status dry_run(const serve_opts *o, vt_error *err) {
     bool have_template = false;
     st = chat_family(o, batch, &family, &have_template, err);
     if (st == VT_OK)
-        fprintf(stderr, "vt serve: dry run: would serve %s with %d sequences, context %lld tokens, chat template %s; "
+        fprintf(stderr, "vt serve: dry run: would serve %s, sequences per step %d, context %lld tokens, chat template %s; "
                 "not listening\n",
                 o->c.model_path, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
                 have_template ? vt_chat_family_name(family) : "none (only /v1/completions)");
@@ -259,6 +262,14 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         .completion_special = o->c.special,
     };
     char msg[512] = "";
+    /* A model that cannot even be opened is said before the port opens: a
+     * load balancer should never see this server listen. */
+    int fd = open(o->c.model_path, O_RDONLY);
+    if (fd < 0) {
+        vt_serve_metrics_destroy(&metrics);
+        return vt_fail(err, VT_ERR_IO, "%s: cannot open: %s", o->c.model_path, strerror(errno));
+    }
+    close(fd);
     vt_server *server = vt_server_start(&cfg, &metrics, msg, sizeof msg);
     if (!server) {
         vt_serve_metrics_destroy(&metrics);
@@ -285,7 +296,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     if (st == VT_OK) {
         if (have_template) vt_server_set_render(server, render_chat, &family);
         vt_server_set_engine(server, engine);
-        fprintf(stderr, "vt serve: ready: %s as \"%s\", %d sequences, context %lld tokens, chat template %s\n",
+        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
                 have_template ? vt_chat_family_name(family) : "none (only /v1/completions)");
         wait_and_drain(server, engine, o->c.opt.server_shutdown_grace);

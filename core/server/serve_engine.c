@@ -212,6 +212,24 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
         }
         ids = owned;
     }
+    /* the batch API would refuse these too, in its own terms (request.ids):
+     * here they are said in the request's */
+    if (n == 0) {
+        vt_serve_fail(&err, 400, "invalid_request_error", param, "%s: the prompt is empty (no tokens)", param);
+        free(owned);
+        finish_failed(e, job, &err, true);
+        return;
+    }
+    const int32_t n_vocab = vt_batch_n_vocab(e->batch);
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= n_vocab) {
+            vt_serve_fail(&err, 400, "invalid_request_error", param,
+                          "%s[%zu]: token id %d is not a token of the model (ids 0..%d)", param, i, ids[i],
+                          n_vocab - 1);
+            free(owned);
+            finish_failed(e, job, &err, true);
+            return;
+        }
     if ((int64_t)n > e->n_ctx) {
         vt_serve_fail(&err, 400, "invalid_request_error", param,
                       "%s: the prompt has %zu tokens but the context holds %lld (start vt serve with a larger -c)",
@@ -321,6 +339,12 @@ static void cancel_pass(vt_serve_engine *e) {
         bool abandoned = job->abandoned;
         bool late = all || (job->deadline > 0 && now > job->deadline);
         if (late && !abandoned) job->timed_out = true;
+        /* shut down before its first token: not a short answer but no
+         * answer, which the client (or its load balancer) can retry
+         * elsewhere */
+        if (all && !abandoned && job->n_generated == 0)
+            vt_serve_fail(&job->error, 503, "server_error", NULL,
+                          "the server shut down before this request produced a token; retry");
         pthread_mutex_unlock(&e->lock);
         char msg[256];
         if (abandoned || late) {

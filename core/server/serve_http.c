@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -325,11 +326,12 @@ static enum MHD_Result tokens(struct MHD_Connection *c, request_ctx *rq, vt_serv
     return ret;
 }
 
-/* "Authorization: Bearer KEY" when a key is set. */
+/* "Authorization: Bearer KEY" when a key is set; the scheme's name is
+ * case-insensitive (RFC 7235), the key is not. */
 static bool authorized(struct MHD_Connection *c, const vt_server *s) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    return h && strncmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0;
+    return h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0;
 }
 
 static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method) {
@@ -342,6 +344,20 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
     int found = -1;
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
         if (strcmp(url, routes[i].path) == 0) found = (int)i;
+    static const char model_prefix[] = "/v1/models/"; /* GET /v1/models/{id}: the served model by its alias */
+    const bool one_model = found < 0 && strncmp(url, model_prefix, sizeof model_prefix - 1) == 0;
+    if (one_model) {
+        if (strcmp(method, "GET") != 0) return fail(c, rq, 405, "invalid_request_error", NULL, "%s: method not allowed", url);
+        if (!authorized(c, s)) return fail(c, rq, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
+        const char *id = url + sizeof model_prefix - 1;
+        if (strcmp(id, s->alias) != 0) {
+            vt_serve_error err;
+            vt_serve_fail(&err, 404, "not_found_error", "model", "the model '%s' does not exist (this server serves '%s')",
+                          id, s->alias);
+            return send_error(c, rq, &err);
+        }
+        return send_json(c, rq, 200, vt_serve_model_json(s->alias, s->started));
+    }
     if (found < 0) return fail(c, rq, 404, "not_found_error", NULL, "no such endpoint: %s", url);
     if (strcmp(method, routes[found].method) != 0)
         return fail(c, rq, 405, "invalid_request_error", NULL, "%s: method not allowed", url);

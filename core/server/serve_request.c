@@ -118,9 +118,11 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
         if (!text_only) return refuse_if_used("modalities", true, err);
     }
     json_t *n = field(root, "n");
-    if (n && !(json_is_integer(n) && json_integer_value(n) == 1))
-        return vt_serve_fail(err, 400, INVALID, "n", "n: only 1 choice per request is supported (got %s)",
-                             json_is_integer(n) ? "another number" : "a non-integer");
+    if (n && json_is_integer(n) && json_integer_value(n) != 1)
+        return vt_serve_fail(err, 400, INVALID, "n", "n: only 1 choice per request is supported (got %lld)",
+                             (long long)json_integer_value(n));
+    if (n && !json_is_integer(n))
+        return vt_serve_fail(err, 400, INVALID, "n", "n: must be the integer 1 (only 1 choice per request is supported)");
     json_t *best_of = field(root, "best_of");
     if (best_of && !(json_is_integer(best_of) && json_integer_value(best_of) == 1))
         return refuse_if_used("best_of", true, err);

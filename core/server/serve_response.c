@@ -142,6 +142,11 @@ char *vt_serve_models_json(const char *alias, int64_t created) {
                           "created", (json_int_t)created, "owned_by", "vt"));
 }
 
+char *vt_serve_model_json(const char *alias, int64_t created) {
+    return dump(json_pack("{s:s, s:s, s:I, s:s}", "id", alias, "object", "model", "created", (json_int_t)created,
+                          "owned_by", "vt"));
+}
+
 char *vt_serve_tokens_json(const int32_t *ids, size_t n) {
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++)

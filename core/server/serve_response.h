@@ -37,6 +37,8 @@ char *vt_serve_chunk_sse(const vt_serve_ids *ids, bool first, const char *text, 
                          const char *finish_reason, const vt_serve_usage *usage);
 /* GET /v1/models. */
 char *vt_serve_models_json(const char *alias, int64_t created);
+/* GET /v1/models/{id}: the one model object. */
+char *vt_serve_model_json(const char *alias, int64_t created);
 /* POST /tokenize and /detokenize answers. */
 char *vt_serve_tokens_json(const int32_t *ids, size_t n);
 char *vt_serve_content_json(const char *text, size_t n_text);
