@@ -176,11 +176,7 @@ static vt_status run_calibrate(const backends_opts *o, vt_error *err) {
                c->n, c->measured, c->retimed,
                c->calibration_seconds, e->host->n_threads, c->cache_path[0] ? c->cache_path : "none");
         for (int k = 0; k < c->n; k++) {
-            int best = -1;
-            for (int b = 0; b < c->n_backends && b < VT_AUTO_MAX_BACKENDS; b++)
-                if (c->candidate[b] && !c->failed[b] && c->classes[k].seconds[b] >= 0 &&
-                    (best < 0 || c->classes[k].seconds[b] < c->classes[k].seconds[best]))
-                    best = b;
+            const int best = vt_auto_costs_best(c, k, e->preferred);
             printf("  %-52s", c->classes[k].key);
             for (int b = 0; b < c->n_backends && b < VT_AUTO_MAX_BACKENDS; b++) {
                 if (!c->candidate[b]) continue;

@@ -81,3 +81,20 @@ double vt_auto_costs_get(const vt_auto_costs *c, int k, int b) {
     if (!c || k < 0 || k >= c->n || b < 0 || b >= VT_AUTO_MAX_BACKENDS) return VT_COST_UNMEASURED;
     return c->classes[k].seconds[b];
 }
+
+double vt_auto_costs_weighed(const vt_auto_costs *c, int k, int b, int preferred) {
+    const double s = vt_auto_costs_get(c, k, b);
+    return s >= 0 && b == preferred ? s / VT_AUTO_MARGIN : s;
+}
+
+int vt_auto_costs_best(const vt_auto_costs *c, int k, int preferred) {
+    int best = -1;
+    double best_s = 0;
+    for (int j = -1; j < VT_AUTO_MAX_BACKENDS; j++) { /* the preferred backend first: it keeps ties */
+        const int b = j < 0 ? preferred : j;
+        if (b < 0 || (j >= 0 && b == preferred) || !c->candidate[b] || c->failed[b]) continue;
+        const double s = vt_auto_costs_weighed(c, k, b, preferred);
+        if (s >= 0 && (best < 0 || s < best_s)) best = b, best_s = s;
+    }
+    return best;
+}

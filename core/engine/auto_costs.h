@@ -30,6 +30,14 @@
 /* Prefill classes are timed at this many tokens at most (the M bucket cap). */
 #define VT_AUTO_CALIBRATION_TOKENS 128
 
+/* A class leaves the preferred backend (the highest probe score, what a
+ * plain run would use) only for a backend measured faster by more than this
+ * factor. Two timings of one backend differ by a few percent on a shared
+ * machine, and a move has costs no class timing shows (the cache state
+ * across backends, their threads taking turns): a near tie decided by noise
+ * would make auto's plan differ from the best single backend's for nothing. */
+#define VT_AUTO_MARGIN 1.05
+
 typedef struct vt_cost_class {
     char key[VT_AUTO_KEY_SIZE];
     double seconds[VT_AUTO_MAX_BACKENDS]; /* by registry index */
@@ -68,5 +76,14 @@ int vt_auto_costs_find(const vt_auto_costs *c, const char *key);
 
 /* Seconds of class k on backend b, or a VT_COST_* marker. */
 double vt_auto_costs_get(const vt_auto_costs *c, int k, int b);
+
+/* The seconds placement weighs: vt_auto_costs_get, divided by
+ * VT_AUTO_MARGIN for the preferred backend. */
+double vt_auto_costs_weighed(const vt_auto_costs *c, int k, int b, int preferred);
+
+/* The candidate that takes class k by the weighed times (the lowest; ties
+ * to the preferred backend, then the lower index), or -1 when none was
+ * measured. What the plan builder does for a node every backend accepts. */
+int vt_auto_costs_best(const vt_auto_costs *c, int k, int preferred);
 
 #endif

@@ -152,16 +152,19 @@ static int node_class(builder *b, vt_plan_node *n) {
     return vt_auto_costs_class(b->cfg->costs, key);
 }
 
-/* Seconds of class k on backend i, or a large number when not measured (so
- * the order among unmeasured backends decides). */
+/* Seconds of class k on backend i as placement weighs them: the preferred
+ * backend's divided by VT_AUTO_MARGIN (another backend must beat it by more
+ * than that), or a large number when not measured (so the order among
+ * unmeasured backends decides). */
 static double cost_or_unknown(builder *b, int k, int32_t i) {
-    const double s = vt_auto_costs_get(b->cfg->costs, k, i);
+    const double s = vt_auto_costs_weighed(b->cfg->costs, k, i, b->cfg->preferred);
     return s >= 0 ? s : 1e30;
 }
 
 /* Backends to offer a node of class k, in order. Without costs: preferred,
  * fallback. With costs (auto): the candidates by their measured time of the
- * class, cheapest first; ties and unmeasured ones keep the plain order
+ * class, cheapest first, the preferred backend ahead unless another beats it
+ * by more than VT_AUTO_MARGIN; ties and unmeasured ones keep the plain order
  * (preferred, fallback, the others by registry index); a backend that failed
  * calibration never. Returns how many. */
 static int backend_order(builder *b, int k, int32_t *order, int max) {
