@@ -492,6 +492,23 @@ const char *vt_options_key(int i) {
     return i >= 0 && i < OPT_COUNT ? option_specs[i].key : NULL;
 }
 
+/* The fewest digits that read back as the same value through
+ * vt_options_set (0.8, not 0.800000012): at most 9 for a float, 17 for a
+ * double, which always round-trip. */
+static void shortest_float(char *buf, size_t size, float v) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, size, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) return;
+    }
+}
+
+static void shortest_double(char *buf, size_t size, double v) {
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, size, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
 vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size_t size, vt_error *err) {
     int id = key ? find_option(key) : -1;
     if (!o || !buf || size == 0) return vt_fail(err, VT_ERR_INVALID, "vt_options_value: NULL argument");
@@ -508,20 +525,18 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_CTX_SIZE: snprintf(buf, size, "%" PRId64, o->ctx_size); break;
     case OPT_BLOCK_SIZE: snprintf(buf, size, "%" PRId32, o->block_size); break;
     case OPT_BACKEND_PATH: snprintf(buf, size, "%s", o->backend_path); break;
-    /* %.9g round-trips a float exactly through vt_options_set. */
-    case OPT_TEMP: snprintf(buf, size, "%.9g", (double)o->temp); break;
+    case OPT_TEMP: shortest_float(buf, size, o->temp); break;
     case OPT_TOP_K: snprintf(buf, size, "%" PRId32, o->top_k); break;
-    case OPT_TOP_P: snprintf(buf, size, "%.9g", (double)o->top_p); break;
-    case OPT_MIN_P: snprintf(buf, size, "%.9g", (double)o->min_p); break;
+    case OPT_TOP_P: shortest_float(buf, size, o->top_p); break;
+    case OPT_MIN_P: shortest_float(buf, size, o->min_p); break;
     case OPT_SEED: snprintf(buf, size, "%" PRIu64, o->seed); break;
     case OPT_SERVER_HOST: snprintf(buf, size, "%s", o->server_host); break;
     case OPT_SERVER_PORT: snprintf(buf, size, "%" PRId32, o->server_port); break;
     case OPT_SERVER_CHAT_TEMPLATE: snprintf(buf, size, "%s", o->server_chat_template); break;
     case OPT_SERVER_MODEL_ALIAS: snprintf(buf, size, "%s", o->server_model_alias); break;
     case OPT_SERVER_BODY_LIMIT: snprintf(buf, size, "%" PRId64, o->server_body_limit); break;
-    /* %.17g round-trips a double exactly. */
-    case OPT_SERVER_TIMEOUT: snprintf(buf, size, "%.17g", o->server_timeout); break;
-    case OPT_SERVER_SHUTDOWN_GRACE: snprintf(buf, size, "%.17g", o->server_shutdown_grace); break;
+    case OPT_SERVER_TIMEOUT: shortest_double(buf, size, o->server_timeout); break;
+    case OPT_SERVER_SHUTDOWN_GRACE: shortest_double(buf, size, o->server_shutdown_grace); break;
     case OPT_COUNT: break;
     }
     return VT_OK;

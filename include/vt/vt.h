@@ -135,7 +135,7 @@ typedef struct vt_batch_request {
     float min_p;              /* [0, 1]; 0 = off */
     uint64_t seed;
     /* Ids that end the request; n_stop_ids 0: the model's end-of-generation
-     * ids (EOS, EOT), vt_batch_n_default_stop_ids of them. */
+     * ids (EOS, EOT), vt_batch_default_stop_ids gives them. */
     const int32_t *stop_ids;
     size_t n_stop_ids;
     /* Fields below were appended after the first release: a caller whose
