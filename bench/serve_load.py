@@ -17,6 +17,10 @@ how many tokens it generated. Per level it reports:
                    with a decode-only benchmark (vt bench's tg): output tok/s
                    also counts each request's prompt, first token and HTTP
                    round trip, and the client's own time between requests.
+                   (JSON only: decode_tok_s_median_request, clients x the
+                   median over requests of each one's own decode rate: a
+                   median, like vt bench's, which a single stalled request on
+                   a shared machine does not pull down as it does the sum.)
   in TTFT          share of the requests' time spent before their first token
   between          share of the clients' time outside any request (connect,
                    parse, the load generator's own work)
@@ -60,6 +64,7 @@ class Client(threading.Thread):
         self.request_s = 0.0  # wall time inside finished requests
         self.decode_s = 0.0   # first to last text chunk, summed
         self.decode_tokens = 0  # tokens after the first, summed
+        self.decode_rates = []  # per request: tokens after the first / first to last text chunk
         self.errors = []
 
     def one_request(self):
@@ -105,6 +110,7 @@ class Client(threading.Thread):
         if first is not None and last > first:
             self.decode_s += last - first
             self.decode_tokens += usage["completion_tokens"] - 1
+            self.decode_rates.append((usage["completion_tokens"] - 1) / (last - first))
 
     def run(self):
         try:
@@ -138,6 +144,7 @@ def run_level(url, body, headers, clients, duration):
         "itl_p50_ms": percentile(itl, 50) * 1e3,
         "itl_p99_ms": percentile(itl, 99) * 1e3,
         "decode_tok_s": clients * sum(w.decode_tokens for w in workers) / decode_s if decode_s > 0 else float("nan"),
+        "decode_tok_s_median_request": clients * percentile([x for w in workers for x in w.decode_rates], 50),
         "ttft_share": sum(ttft) / request_s if request_s > 0 else float("nan"),
         "between_share": 1.0 - request_s / (clients * wall),
         "errors": [e for w in workers for e in w.errors],
