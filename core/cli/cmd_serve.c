@@ -8,7 +8,8 @@
  * API (core/server/). The listener comes up
  * first so /health can answer 503 while the model loads; SIGTERM or SIGINT
  * then stops accepting, lets running requests finish for the grace period,
- * ends the rest as length and exits 0. */
+ * ends the rest as length (or as an error, 503 when not streamed, for a
+ * request without a token yet) and exits 0. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>

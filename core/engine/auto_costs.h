@@ -81,9 +81,11 @@ double vt_auto_costs_get(const vt_auto_costs *c, int k, int b);
  * VT_AUTO_MARGIN for the preferred backend. */
 double vt_auto_costs_weighed(const vt_auto_costs *c, int k, int b, int preferred);
 
-/* The candidate that takes class k by the weighed times (the lowest; ties
- * to the preferred backend, then the lower index), or -1 when none was
- * measured. What the plan builder does for a node every backend accepts. */
+/* The candidate with the lowest weighed time of class k (ties to the
+ * preferred backend, then the lower index), or -1 when none was measured:
+ * where the plan builder puts a node that every candidate accepts, as `vt
+ * backends --calibrate` marks it (the builder's own order, backend_order in
+ * plan_build.c, also breaks ties by the fallback first). */
 int vt_auto_costs_best(const vt_auto_costs *c, int k, int preferred);
 
 #endif

@@ -498,7 +498,7 @@ const char *vt_options_key(int i) {
 static void shortest_float(char *buf, size_t size, float v) {
     for (int digits = 6; digits <= 9; digits++) {
         snprintf(buf, size, "%.*g", digits, (double)v);
-        if (strtof(buf, NULL) == v) return;
+        if ((float)strtod(buf, NULL) == v) return; /* as vt_options_set reads it */
     }
 }
 

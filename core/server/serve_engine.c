@@ -340,8 +340,9 @@ static void cancel_pass(vt_serve_engine *e) {
         bool late = all || (job->deadline > 0 && now > job->deadline);
         if (late && !abandoned) job->timed_out = true;
         /* shut down before its first token: not a short answer but no
-         * answer, which the client (or its load balancer) can retry
-         * elsewhere */
+         * answer. Not streamed, it is a 503 its client (or load balancer)
+         * can retry elsewhere; a stream has sent its 200 already and ends
+         * with this error as its last event. */
         if (all && !abandoned && job->n_generated == 0)
             vt_serve_fail(&job->error, 503, "server_error", NULL,
                           "the server shut down before this request produced a token; retry");

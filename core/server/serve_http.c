@@ -349,6 +349,7 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
     if (one_model) {
         if (strcmp(method, "GET") != 0) return fail(c, rq, 405, "invalid_request_error", NULL, "%s: method not allowed", url);
         if (!authorized(c, s)) return fail(c, rq, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
+        if (!atomic_load(&s->engine)) return fail(c, rq, 503, "server_error", NULL, "%s", "the model is loading");
         const char *id = url + sizeof model_prefix - 1;
         if (strcmp(id, s->alias) != 0) {
             vt_serve_error err;
