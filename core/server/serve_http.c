@@ -336,28 +336,17 @@ static bool authorized(struct MHD_Connection *c, const vt_server *s) {
 
 static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method) {
     vt_server *s = rq->server;
+    /* a path ending in '/' names every path below it: /v1/models/{id} */
     static const struct {
         const char *path, *method;
     } routes[] = {{"/health", "GET"},           {"/metrics", "GET"},       {"/v1/models", "GET"},
                   {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
-                  {"/detokenize", "POST"}};
+                  {"/detokenize", "POST"},          {"/v1/models/", "GET"}};
     int found = -1;
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-        if (strcmp(url, routes[i].path) == 0) found = (int)i;
-    static const char model_prefix[] = "/v1/models/"; /* GET /v1/models/{id}: the served model by its alias */
-    const bool one_model = found < 0 && strncmp(url, model_prefix, sizeof model_prefix - 1) == 0;
-    if (one_model) {
-        if (strcmp(method, "GET") != 0) return fail(c, rq, 405, "invalid_request_error", NULL, "%s: method not allowed", url);
-        if (!authorized(c, s)) return fail(c, rq, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
-        if (!atomic_load(&s->engine)) return fail(c, rq, 503, "server_error", NULL, "%s", "the model is loading");
-        const char *id = url + sizeof model_prefix - 1;
-        if (strcmp(id, s->alias) != 0) {
-            vt_serve_error err;
-            vt_serve_fail(&err, 404, "not_found_error", "model", "the model '%s' does not exist (this server serves '%s')",
-                          id, s->alias);
-            return send_error(c, rq, &err);
-        }
-        return send_json(c, rq, 200, vt_serve_model_json(s->alias, s->started));
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        const size_t n = strlen(routes[i].path);
+        if (routes[i].path[n - 1] == '/' ? strncmp(url, routes[i].path, n) == 0 : strcmp(url, routes[i].path) == 0)
+            found = (int)i;
     }
     if (found < 0) return fail(c, rq, 404, "not_found_error", NULL, "no such endpoint: %s", url);
     if (strcmp(method, routes[found].method) != 0)
@@ -370,6 +359,14 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
     if (!authorized(c, s)) return fail(c, rq, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
     if (!e) return fail(c, rq, 503, "server_error", NULL, "%s", "the model is loading");
     if (found == 2) return send_json(c, rq, 200, vt_serve_models_json(s->alias, s->started));
+    if (found == 7) {
+        const char *id = url + strlen(routes[7].path);
+        if (strcmp(id, s->alias) == 0) return send_json(c, rq, 200, vt_serve_model_json(s->alias, s->started));
+        vt_serve_error err;
+        vt_serve_fail(&err, 404, "not_found_error", "model", "the model '%s' does not exist (this server serves '%s')",
+                      id, s->alias);
+        return send_error(c, rq, &err);
+    }
     if (found == 3) return generate(c, rq, e, VT_SERVE_CHAT);
     if (found == 4) return generate(c, rq, e, VT_SERVE_COMPLETION);
     return tokens(c, rq, e, found == 5 ? VT_SERVE_TOKENIZE : VT_SERVE_DETOKENIZE);

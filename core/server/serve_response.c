@@ -137,15 +137,17 @@ char *vt_serve_chunk_sse(const vt_serve_ids *ids, bool first, const char *text, 
     return event;
 }
 
-char *vt_serve_models_json(const char *alias, int64_t created) {
-    return dump(json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", alias, "object", "model",
-                          "created", (json_int_t)created, "owned_by", "vt"));
+/* The one model, as /v1/models lists it and /v1/models/{id} answers it. */
+static json_t *model_object(const char *alias, int64_t created) {
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", alias, "object", "model", "created", (json_int_t)created,
+                     "owned_by", "vt");
 }
 
-char *vt_serve_model_json(const char *alias, int64_t created) {
-    return dump(json_pack("{s:s, s:s, s:I, s:s}", "id", alias, "object", "model", "created", (json_int_t)created,
-                          "owned_by", "vt"));
+char *vt_serve_models_json(const char *alias, int64_t created) {
+    return dump(json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(alias, created)));
 }
+
+char *vt_serve_model_json(const char *alias, int64_t created) { return dump(model_object(alias, created)); }
 
 char *vt_serve_tokens_json(const int32_t *ids, size_t n) {
     json_t *arr = json_array();
