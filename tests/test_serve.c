@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 
 #include "json_mini.h"
 #include "serve_client.h"
+#include "serve_gate.h"
 #include "util.h"
 
 #define MODEL "qwen3-tiny-q8_0.gguf"
@@ -36,6 +38,12 @@
  * before simd's attention changed its summation order, 471 after. */
 
 static serve_server main_srv, small_srv;
+/* The small server runs on the step_gate test backend (serve_gate.h): the
+ * tests that need a request still running or still waiting when something
+ * happens (a client leaving, a time limit, a full queue, SIGTERM) hold its
+ * engine before a forward, so that state is certain on a machine of any
+ * speed rather than likely on the one the test was written on. */
+static serve_gate small_gate;
 
 /* ---- HTTP ----------------------------------------------------------------- */
 
@@ -122,7 +130,10 @@ static int suite_init(void) {
                                             "4", "--body-limit", "65536", "--model-alias", "tiny", "--explain", NULL};
     static const char *const small_args[] = {"--parallel", "1", "--max-waiting", "1", "--timeout", "2", "-c", "4096",
                                              NULL};
-    return serve_start(&main_srv, MODEL, "main.log", main_args) && serve_start(&small_srv, MODEL, "small.log", small_args) ? 0 : 1;
+    return serve_start(&main_srv, MODEL, "main.log", main_args) && serve_gate_init(&small_gate, "small-gate") &&
+                   serve_start_gated(&small_srv, &small_gate, MODEL, "small.log", small_args)
+               ? 0
+               : 1;
 }
 
 static int suite_cleanup(void) {
@@ -477,51 +488,60 @@ static void test_stop_string(void) {
     free(base.text);
 }
 
-/* A streaming client that leaves after its first chunk: the request is
- * cancelled and its blocks return (visible in /metrics). */
-typedef struct leave_ctx {
-    int chunks;
-    double kv_used_while_running;
-} leave_ctx;
+/* How many times needle occurs in the server's log so far. */
+static int log_count(const serve_server *srv, const char *needle) {
+    char *log = vt_test_read_file(srv->log, NULL);
+    int n = 0;
+    for (const char *p = log; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
+    free(log);
+    return n;
+}
 
-static size_t leave_after_first(char *p, size_t size, size_t n, void *user) {
-    (void)p;
-    leave_ctx *l = user;
-    /* The gauges follow each step a moment after its text: wait for them. */
-    for (int i = 0; l->chunks == 0 && i < 100 && l->kv_used_while_running <= 0; i++) {
-        l->kv_used_while_running = serve_metric(&main_srv, "vt_kv_blocks_used");
-        if (l->kv_used_while_running <= 0) serve_sleep_ms(10);
-    }
-    l->chunks++;
-    return l->chunks >= 2 ? 0 : size * n; /* 0 aborts the transfer */
+/* Wait up to seconds until needle occurs more than `before` times in the log. */
+static bool log_grows(const serve_server *srv, const char *needle, int before, double seconds) {
+    double end = serve_now() + seconds;
+    while (log_count(srv, needle) <= before && serve_now() < end) serve_sleep_ms(10);
+    return log_count(srv, needle) > before;
+}
+
+/* A streaming client that hangs up at its first chunk. */
+static size_t hang_up(char *p, size_t size, size_t n, void *user) {
+    (void)p, (void)size, (void)n;
+    (*(int *)user)++;
+    return 0; /* aborts the transfer */
 }
 
 static void test_disconnect_frees_blocks(void) {
-    /* Greedy "Greetings" runs to the full context on this model (see
-     * LONG_RUN_PROMPT), so it is still running when the client leaves. */
-    completion c = complete(&main_srv, "\"prompt\":\"Greetings\",\"max_tokens\":400,\"temperature\":0");
-    CU_ASSERT_STRING_EQUAL(c.finish, "length");
-    free(c.text);
-    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
-    double gen_before = serve_metric(&main_srv, "vt_generation_tokens_total");
+    /* The engine is held after the request's first forward, so it is
+     * certainly running (one token, its blocks in use) when its client hangs
+     * up at the first chunk; the server sees the client leave while nothing
+     * moves ("(client left)" in the log), and the request is cancelled at
+     * the next step once the gate opens. Neither a faster nor a slower
+     * machine changes that order: no forward can start while held. */
+    long base = serve_gate_reached(&small_gate);
+    serve_gate_allow(&small_gate, base + 1);
+    double gen_before = serve_metric(&small_srv, "vt_generation_tokens_total");
+    int left_before = log_count(&small_srv, "(client left)");
     CURL *h = curl_easy_init();
     char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", main_srv.port);
-    struct curl_slist *hd = curl_slist_append(NULL, "Authorization: Bearer " KEY);
-    leave_ctx l = {0, -1};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", small_srv.port);
+    int chunks = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"prompt\":\"Greetings\",\"max_tokens\":400,\"temperature\":0,\"stream\":true}");
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, leave_after_first);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &l);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, hang_up);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &chunks);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 120L);
     CU_ASSERT_EQUAL(curl_easy_perform(h), CURLE_WRITE_ERROR);
-    curl_slist_free_all(hd);
     curl_easy_cleanup(h);
-    CU_ASSERT(l.kv_used_while_running > 0);
-    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 2));
-    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_requests_running", 0, 2));
-    /* It was cancelled, not run to its 400 tokens. */
-    CU_ASSERT(serve_metric(&main_srv, "vt_generation_tokens_total") - gen_before < 400);
+    CU_ASSERT_EQUAL(chunks, 1);
+    CU_ASSERT(serve_gate_wait_reached(&small_gate, base + 2, 60)); /* held before its second forward */
+    CU_ASSERT(log_grows(&small_srv, "(client left)", left_before, 60));
+    CU_ASSERT(serve_metric(&small_srv, "vt_kv_blocks_used") > 0); /* still holds its blocks while held */
+    serve_gate_open(&small_gate);
+    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 60));
+    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 0, 60));
+    /* Cancelled after its second forward, not run to its 400 tokens. */
+    CU_ASSERT(serve_metric(&small_srv, "vt_generation_tokens_total") - gen_before <= 2);
 }
 
 /* A client that never reads its stream does not hold up another. */
@@ -564,40 +584,66 @@ static void *stream_main(void *arg) {
     return NULL;
 }
 
+typedef struct request_thread {
+    stream_thread t;
+    atomic_bool done;
+} request_thread;
+
+static void *request_main(void *arg) {
+    request_thread *t = arg;
+    stream_main(&t->t);
+    atomic_store(&t->done, true);
+    return NULL;
+}
+
 static void test_queue_full_and_time_limit(void) {
-    /* A runs until the 2 s limit (max_tokens past what 2 s can generate);
-     * B waits behind it; C finds the queue (1) full. Both are greedy on
-     * "Greetings", which samples no end token in 4,000 tokens on this model
-     * (see LONG_RUN_PROMPT; a sampled request could, and would then end as
-     * stop, not length). */
+    /* A is held in its first forward (its prefill) past the 2 s limit. B
+     * and C arrive while it is held: the queue holds one, so exactly one of
+     * them waits and the other is refused 503 with Retry-After. The test
+     * then waits out the limit of all three on the wall clock and opens the
+     * gate: A's first forward ends and A is past its limit (length, after
+     * one token, logged); the waiting one is past its limit too and never
+     * ran. The engine cannot take a step while held, so how fast the
+     * machine generates changes none of this. */
+    serve_gate_hold(&small_gate);
+    long base = serve_gate_reached(&small_gate);
+    int limit_lines = log_count(&small_srv, "exceeded the time limit");
     stream_thread a = {&small_srv, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0,\"stream\":true}", {0}};
-    stream_thread b = {&small_srv, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
-    pthread_t ta, tb;
+    pthread_t ta, tb, tc;
     pthread_create(&ta, NULL, stream_main, &a);
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 1, 5));
-    pthread_create(&tb, NULL, stream_main, &b);
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_waiting", 1, 5));
-    serve_reply c = serve_http(&small_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2}", NULL);
-    assert_error(&c, 503, NULL);
-    CU_ASSERT(c.headers.s && strstr(c.headers.s, "Retry-After:"));
-    serve_reply_free(&c);
+    CU_ASSERT(serve_gate_wait_reached(&small_gate, base + 1, 60));
+    static const char body[] = "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}";
+    request_thread b = {{&small_srv, body, {0}}, false}, c = {{&small_srv, body, {0}}, false};
+    pthread_create(&tb, NULL, request_main, &b);
+    pthread_create(&tc, NULL, request_main, &c);
+    double end = serve_now() + 60;
+    while (!atomic_load(&b.done) && !atomic_load(&c.done) && serve_now() < end) serve_sleep_ms(5);
+    double refused_at = serve_now(); /* both were submitted before this: the refusal needed the other queued */
+    CU_ASSERT(atomic_load(&b.done) != atomic_load(&c.done));
+    request_thread *refused = atomic_load(&b.done) ? &b : &c, *waited = refused == &b ? &c : &b;
+    CU_ASSERT_EQUAL(serve_metric(&small_srv, "vt_requests_waiting"), 1);
+    while (serve_now() < refused_at + 2.5) serve_sleep_ms(20); /* every deadline is at most refused_at + 2 */
+    serve_gate_open(&small_gate);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    assert_error(&refused->t.r, 503, NULL);
+    CU_ASSERT(refused->t.r.headers.s && strstr(refused->t.r.headers.s, "Retry-After:"));
     serve_streamed s;
     CU_ASSERT_EQUAL(a.r.status, 200);
     serve_read_events(a.r.body.s, false, &s);
     CU_ASSERT(s.done && !s.bad_event);
     CU_ASSERT_STRING_EQUAL(s.finish, "length");
     free(s.text);
-    CU_ASSERT_EQUAL(b.r.status, 200);
-    CU_ASSERT(b.r.body.s && strstr(b.r.body.s, "\"finish_reason\":\"length\""));
+    CU_ASSERT_EQUAL(waited->t.r.status, 200);
+    CU_ASSERT(waited->t.r.body.s && strstr(waited->t.r.body.s, "\"finish_reason\":\"length\""));
+    CU_ASSERT(waited->t.r.body.s && strstr(waited->t.r.body.s, "\"completion_tokens\":0"));
     serve_reply_free(&a.r);
-    serve_reply_free(&b.r);
-    char *log = vt_test_read_file(small_srv.log, NULL);
-    CU_ASSERT(log && strstr(log, "exceeded the time limit"));
-    CU_ASSERT(log && strstr(log, "POST /v1/completions 503"));
-    free(log);
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 5));
+    serve_reply_free(&b.t.r);
+    serve_reply_free(&c.t.r);
+    CU_ASSERT(log_count(&small_srv, "exceeded the time limit of 2 s after 1 tokens") == limit_lines + 1);
+    CU_ASSERT(log_count(&small_srv, "POST /v1/completions 503") >= 1);
+    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 60));
 }
 
 static void test_no_template_and_drain(void) {
@@ -606,12 +652,20 @@ static void test_no_template_and_drain(void) {
     assert_error(&r, 400, "messages");
     CU_ASSERT(r.body.s && strstr(r.body.s, "--chat-template"));
     serve_reply_free(&r);
-    /* SIGTERM while a request streams: it still ends with [DONE], then the server exits 0. */
+    /* SIGTERM while a request streams: it still ends with [DONE], then the
+     * server exits 0. The request is held in its first forward when the
+     * signal arrives and is handled ("1 running or waiting" in the log), so
+     * it is certainly in flight then, however fast the machine; once the
+     * gate opens it runs to its end well within the 30 s grace. */
+    serve_gate_hold(&small_gate);
+    long base = serve_gate_reached(&small_gate);
     stream_thread a = {&small_srv, "{\"prompt\":\"Greetings\",\"max_tokens\":300,\"temperature\":0,\"stream\":true}", {0}};
     pthread_t ta;
     pthread_create(&ta, NULL, stream_main, &a);
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 1, 5));
+    CU_ASSERT(serve_gate_wait_reached(&small_gate, base + 1, 60));
     kill(small_srv.pid, SIGTERM);
+    CU_ASSERT(log_grows(&small_srv, "SIGTERM: no new requests; 1 running or waiting", 0, 60));
+    serve_gate_open(&small_gate);
     pthread_join(ta, NULL);
     serve_streamed s;
     CU_ASSERT_EQUAL(a.r.status, 200);
@@ -624,28 +678,37 @@ static void test_no_template_and_drain(void) {
     small_srv.pid = 0;
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     char *log = vt_test_read_file(small_srv.log, NULL);
-    CU_ASSERT(log && strstr(log, "SIGTERM") && strstr(log, "vt serve: stopped"));
+    CU_ASSERT(log && strstr(log, "vt serve: stopped"));
     free(log);
 }
 
 /* SIGTERM with no grace: the running request ends as length with the
  * tokens it has, while the waiting one, which has none, is a 503 with
  * Retry-After (no answer rather than an empty one: its client or load
- * balancer can send it to another replica); the server exits 0. */
+ * balancer can send it to another replica); the server exits 0.
+ * The engine is held before A's second forward: A has one token and
+ * certainly runs, B is certainly waiting (the gauge counts it from its
+ * submission), and both are in flight when the signal is handled ("2
+ * running or waiting"), on a machine of any speed. */
 static void test_shutdown_before_first_token(void) {
     serve_server s = {0};
+    serve_gate g;
+    CU_ASSERT_FATAL(serve_gate_init(&g, "drain503-gate"));
     static const char *const args[] = {"--parallel", "1", "--shutdown-grace", "0", "-c", "4096", NULL};
-    CU_ASSERT_FATAL(serve_start(&s, MODEL, "drain503.log", args));
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "drain503.log", args));
+    long base = serve_gate_reached(&g);
+    serve_gate_allow(&g, base + 1);
     stream_thread a = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
     stream_thread b = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, stream_main, &a);
-    double end = serve_now() + 5;
-    while (serve_metric(&s, "vt_generation_tokens_total") < 1 && serve_now() < end) serve_sleep_ms(10);
-    CU_ASSERT(serve_metric(&s, "vt_generation_tokens_total") >= 1);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 2, 60));
+    CU_ASSERT(serve_metric_reaches(&s, "vt_generation_tokens_total", 1, 60));
     pthread_create(&tb, NULL, stream_main, &b);
-    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 5));
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 60));
     kill(s.pid, SIGTERM);
+    CU_ASSERT(log_grows(&s, "SIGTERM: no new requests; 2 running or waiting", 0, 60));
+    serve_gate_open(&g);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
     CU_ASSERT_EQUAL(a.r.status, 200);

@@ -104,6 +104,9 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
     if (generate) {
         e->n_queued_generate++;
         e->n_in_flight++;
+        /* Waiting from the moment it is accepted, not from the engine's next
+         * step: a step (a long prefill) can take seconds. */
+        vt_serve_metrics_waiting(e->metrics, e->n_batch_waiting + e->n_queued_generate);
     }
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
@@ -363,12 +366,13 @@ static void cancel_pass(vt_serve_engine *e) {
 static void publish_gauges(vt_serve_engine *e) {
     vt_batch_stats s;
     vt_batch_get_stats(e->batch, &s);
+    /* Under the lock, so a submit's update of the waiting gauge is never
+     * overwritten by a count read before it. */
     pthread_mutex_lock(&e->lock);
     e->n_batch_waiting = s.n_waiting;
-    int64_t queued = e->n_queued_generate;
+    vt_serve_metrics_gauges(e->metrics, s.n_running, s.n_waiting + e->n_queued_generate,
+                            s.total_kv_blocks - s.free_kv_blocks, s.total_kv_blocks);
     pthread_mutex_unlock(&e->lock);
-    vt_serve_metrics_gauges(e->metrics, s.n_running, s.n_waiting + queued, s.total_kv_blocks - s.free_kv_blocks,
-                            s.total_kv_blocks);
 }
 
 static void *engine_main(void *arg) {

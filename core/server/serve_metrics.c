@@ -69,6 +69,12 @@ void vt_serve_metrics_gauges(vt_serve_metrics *m, int64_t running, int64_t waiti
     pthread_mutex_unlock(&m->lock);
 }
 
+void vt_serve_metrics_waiting(vt_serve_metrics *m, int64_t waiting) {
+    pthread_mutex_lock(&m->lock);
+    m->waiting = waiting;
+    pthread_mutex_unlock(&m->lock);
+}
+
 /* A growing text buffer; a failed allocation makes the whole text NULL. */
 typedef struct text {
     char *s;

@@ -1,0 +1,89 @@
+/* step_gate.c — test backend that lets a test hold the engine at the start
+ * of a forward step, so that "a request is still running" is a certainty the
+ * test creates, not a race it hopes to win on a machine of unknown speed.
+ *
+ * Every op runs on the reference (forward_to_reference.h), with the
+ * reference's supports(). The token-embedding lookup, the first node of
+ * every forward, is where the gate sits: it is recognized as a GET_ROWS
+ * reading the same table as the very first GET_ROWS this backend ran (the
+ * plan runs token_embd before anything else, and the table is a weight at a
+ * fixed address; the other GET_ROWS, output_rows, reads the arena).
+ *
+ * The gate is a folder named by VT_TEST_STEP_GATE (no variable: no gate):
+ *   reached  written by the plugin, the number of forwards that have begun
+ *            (it is written before the forward waits);
+ *   allow    written by the test: forward n may run only once allow >= n.
+ *            No file: every forward runs.
+ * So a test holds the engine before the next forward by writing the current
+ * `reached` into `allow`, lets k more forwards through by adding k, and
+ * opens the gate by removing the file. A forward held for more than 120 s
+ * fails (the engine reports a failed step) rather than hang a broken test. */
+#include <errno.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define PLUGIN_NAME "step_gate"
+#define FWD_SUPPORTS_AS_REFERENCE
+#define FWD_GET_ROWS gated_get_rows
+#include "forward_to_reference.h"
+
+#define GATE_LIMIT_SECONDS 120
+
+static const void *_Atomic embedding_table;
+static atomic_long forwards_begun;
+
+/* The number in dir/name, or -1 when there is no such file. */
+static long read_number(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long v = -1;
+    if (fscanf(f, "%ld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+/* Replace dir/name by v (a rename, so a reader never sees half a number). */
+static bool write_number(const char *dir, const char *name, long v) {
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return false;
+    bool ok = fprintf(f, "%ld\n", v) > 0;
+    ok = fclose(f) == 0 && ok;
+    return ok && rename(tmp, path) == 0;
+}
+
+/* Forward n waits here until dir/allow is gone or at least n. */
+static vt_status pass_gate(const fwd_ctx *c, const char *dir, long n) {
+    if (!write_number(dir, "reached", n)) {
+        c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "cannot write %s/reached: %s", dir, strerror(errno));
+        return VT_ERR_BACKEND;
+    }
+    struct timespec pause = {0, 1000000}; /* 1 ms */
+    for (long waited = 0; waited < GATE_LIMIT_SECONDS * 1000L; waited++) {
+        long allow = read_number(dir, "allow");
+        if (allow < 0 || allow >= n) return VT_OK;
+        nanosleep(&pause, NULL);
+    }
+    c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "forward %ld held for more than %d s: failing it", n, GATE_LIMIT_SECONDS);
+    return VT_ERR_BACKEND;
+}
+
+static vt_status gated_get_rows(void *ctx, const vt_node *node) {
+    const fwd_ctx *c = ctx;
+    vt_status st = fwd_enforce(ctx, node, "get_rows");
+    if (st != VT_OK) return st;
+    const void *expected = NULL;
+    atomic_compare_exchange_strong(&embedding_table, &expected, node->src[0].data);
+    const char *dir = getenv("VT_TEST_STEP_GATE");
+    if (dir && *dir && node->src[0].data == atomic_load(&embedding_table)) {
+        st = pass_gate(c, dir, atomic_fetch_add(&forwards_begun, 1) + 1);
+        if (st != VT_OK) return st;
+    }
+    return c->ref->get_rows(c->ref_ctx, node);
+}
+
+FWD_BACKEND("test plugin: reference ops, with a gate a test holds before each forward (VT_TEST_STEP_GATE)")

@@ -1,0 +1,71 @@
+/* serve_gate.c — see serve_gate.h. */
+#include "serve_gate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util.h"
+
+bool serve_gate_init(serve_gate *g, const char *name) {
+    vt_test_tmpfile(g->dir, sizeof g->dir, name);
+    return mkdir(g->dir, 0755) == 0;
+}
+
+static long read_number(const serve_gate *g, const char *name) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", g->dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    long v = -1;
+    if (fscanf(f, "%ld", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+long serve_gate_reached(const serve_gate *g) {
+    long n = read_number(g, "reached");
+    return n < 0 ? 0 : n;
+}
+
+void serve_gate_allow(const serve_gate *g, long n) {
+    char path[600], tmp[620];
+    snprintf(path, sizeof path, "%s/allow", g->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    fprintf(f, "%ld\n", n);
+    fclose(f);
+    rename(tmp, path); /* the plugin never sees half a number */
+}
+
+void serve_gate_hold(const serve_gate *g) { serve_gate_allow(g, serve_gate_reached(g)); }
+
+void serve_gate_open(const serve_gate *g) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/allow", g->dir);
+    unlink(path);
+}
+
+bool serve_gate_wait_reached(const serve_gate *g, long n, double seconds) {
+    double end = serve_now() + seconds;
+    while (serve_gate_reached(g) < n && serve_now() < end) serve_sleep_ms(5);
+    return serve_gate_reached(g) >= n;
+}
+
+bool serve_start_gated(serve_server *s, const serve_gate *g, const char *model, const char *log_name,
+                       const char *const *extra) {
+    const char *argv[40] = {"--backend", "step_gate"};
+    int n = 2;
+    for (; *extra && n < 38; extra++) argv[n++] = *extra;
+    argv[n] = NULL;
+    /* The child inherits them; nothing else in this runner loads backends. */
+    setenv("VT_BACKEND_PATH", VT_TEST_PLUGIN_DIR, 1);
+    setenv("VT_TEST_STEP_GATE", g->dir, 1);
+    bool ok = serve_start(s, model, log_name, argv);
+    unsetenv("VT_TEST_STEP_GATE");
+    unsetenv("VT_BACKEND_PATH");
+    return ok;
+}
