@@ -17,6 +17,7 @@
 #include "profiler.h"
 #include "synth.h"
 #include "util.h"
+#include "vt/vt_cpu.h"
 
 /* Prompt token ids (the built-in vocabulary has 512 ids: all valid). */
 #define PROMPT_IDS "1,72,101,108,108,111,32,119,111,114,108,100"
@@ -390,6 +391,12 @@ static void test_bench_json(void) {
     vt_error e = {0};
     CU_ASSERT_FATAL(vt_model_load(model_path, &m, &e) == VT_OK);
     CU_ASSERT_EQUAL(num(&doc, "threads"), 2);
+    /* the machine every figure was measured on */
+    const json_value *cpu = json_get(&doc, "cpu"), *cpu_isa = json_get(&doc, "cpu_isa");
+    CU_ASSERT(cpu && cpu->type == JSON_STRING && cpu->str[0]);
+    CU_ASSERT(cpu_isa && cpu_isa->type == JSON_STRING && cpu_isa->str[0]);
+    if (vt_cpu_has_avx2_fma_f16c()) CU_ASSERT(cpu_isa && cpu_isa->type == JSON_STRING && strstr(cpu_isa->str, "avx2"));
+    CU_ASSERT(num(&doc, "cores") >= 1);
     CU_ASSERT_EQUAL(num(&doc, "model_bytes"), (double)m->weight_bytes);
     CU_ASSERT_EQUAL(num(&doc, "params"), (double)m->n_params);
     double bpt = num(&doc, "bytes_per_token");
@@ -419,6 +426,13 @@ static void test_bench_json(void) {
         CU_ASSERT_EQUAL(num(r, "n_seqs"), 1);                  /* without --parallel: one sequence */
         CU_ASSERT_PTR_NULL(json_get(r, "tok_s_per_seq_median")); /* and nothing else new */
         CU_ASSERT(strcmp(backend->str, "reference") != 0); /* the default leaves the oracle out */
+        /* the backends its plans ran on, each with its instruction set: the
+         * run's own backend first ("simd avx2", "onednn ... + simd avx2") */
+        const json_value *isa = json_get(r, "isa");
+        CU_ASSERT_FATAL(isa && isa->type == JSON_STRING);
+        CU_ASSERT(strstr(isa->str, backend->str) != NULL);
+        if (strcmp(backend->str, "simd") == 0) CU_ASSERT_STRING_EQUAL(isa->str, "simd avx2");
+        CU_ASSERT_PTR_NULL(strstr(isa->str, "not reported"));
         const json_value *runs = json_get(r, "runs");
         CU_ASSERT_FATAL(runs && runs->type == JSON_ARRAY && runs->n == 2);
         double a = runs->items[0].number, b = runs->items[1].number;

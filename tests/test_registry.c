@@ -423,6 +423,27 @@ static void test_old_minor_loads(void) {
     vt_registry_destroy(r);
 }
 
+/* ABI 1.3's isa: read from a 1.3 table (as one printable line), never from
+ * an older one whatever its struct_size covers; the in-tree backends say. */
+static void test_isa_by_minor(void) {
+    vt_registry *r = plugin_registry();
+    if (!r) return;
+    char isa[128];
+    const vt_backend_entry *reports = vt_registry_find(r, "isa_reports"), *old = vt_registry_find(r, "isa_old_minor");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reports);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(old);
+    CU_ASSERT_STRING_EQUAL(vt_backend_isa(reports, isa, sizeof isa), "test-isa second line");
+    CU_ASSERT_EQUAL(old->abi_minor, 2);
+    CU_ASSERT_STRING_EQUAL(vt_backend_isa(old, isa, sizeof isa), "not reported");
+    CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_registry_find(r, "good_old_minor"), isa, sizeof isa), "not reported");
+    CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_registry_find(r, "reference"), isa, sizeof isa), "scalar");
+    const vt_backend_entry *simd = vt_registry_find(r, "simd");
+    if (simd) CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa), "avx2");
+    const vt_backend_entry *onednn = vt_registry_find(r, "onednn");
+    if (onednn) CU_ASSERT(strstr(vt_backend_isa(onednn, isa, sizeof isa), "f32 matmul") != NULL);
+    vt_registry_destroy(r);
+}
+
 /* An allocation failure inside a backend's init is a refusal, not a crash. */
 static void test_init_out_of_memory_is_a_refusal(void) {
     char path[1024];
@@ -571,6 +592,7 @@ int main(void) {
         {"probe scores rank the default backend", test_probe_scores_rank_the_default_backend},
         {"the same ranking picks the default fallback; --fallback overrides it", test_probe_scores_rank_the_fallback},
         {"a plugin built against ABI 1.0 loads", test_old_minor_loads},
+        {"isa: read from a 1.3 table only, one printable line", test_isa_by_minor},
         {"out of memory in init is a refusal", test_init_out_of_memory_is_a_refusal},
         {"a later folder's same-named backend is shadowed", test_later_folder_is_shadowed},
         {"VT_BACKEND_PATH comes before extra_path", test_env_path_comes_before_extra_path},

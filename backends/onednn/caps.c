@@ -32,9 +32,28 @@ static bool matmul_implemented(dnnl_engine_t engine, dnnl_data_type_t in_type, c
     return true;
 }
 
+/* oneDNN's name for the highest instruction set its JIT uses on this CPU. */
+static const char *isa_name(dnnl_cpu_isa_t isa) {
+    switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    default: return "unknown";
+    }
+}
+
 void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps) {
     memset(caps, 0, sizeof(*caps));
     caps->matmul_f32 = matmul_implemented(engine, dnnl_f32, caps->matmul_f32_impl, sizeof(caps->matmul_f32_impl));
+    snprintf(caps->isa, sizeof caps->isa, "%s (f32 matmul %s)", isa_name(dnnl_get_effective_cpu_isa()),
+             caps->matmul_f32 ? caps->matmul_f32_impl : "unavailable");
     caps->matmul_bf16 = matmul_implemented(engine, dnnl_bf16, NULL, 0);
     caps->matmul_f16 = matmul_implemented(engine, dnnl_f16, NULL, 0);
 }

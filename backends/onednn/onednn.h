@@ -34,6 +34,7 @@ typedef struct onednn_caps {
     bool matmul_bf16; /* bf16 x bf16 -> f32 (unimplemented on AVX2 in 2.6) */
     bool matmul_f16;  /* f16 x f16 -> f32 (unimplemented on AVX2 in 2.6) */
     char matmul_f32_impl[64]; /* oneDNN's implementation name, e.g. "gemm:jit" */
+    char isa[96];             /* oneDNN's instruction-set limit on this CPU and that name, for vt bench */
 } onednn_caps;
 
 /* One cached f32 matmul primitive: Y[M][ld] (columns 0..n_tile) = X[M][K] x Wt,

@@ -138,6 +138,11 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
     return VT_OK;
 }
 
+static const char *onednn_isa(void *opaque) {
+    const onednn_ctx *ctx = opaque;
+    return ctx->caps.isa;
+}
+
 static const vt_backend onednn_backend = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
@@ -148,6 +153,7 @@ static const vt_backend onednn_backend = {
     .shutdown = onednn_shutdown,
     .supports = onednn_supports,
     .matmul = onednn_matmul,
+    .isa = onednn_isa,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &onednn_backend; }

@@ -74,6 +74,12 @@ static int ref_supports(void *ctx, const vt_node *node) {
     return vt_check_convention(node, NULL, 0) ? 1 : 0; /* exactly the conventions of vt_backend.h */
 }
 
+/* Plain C, no intrinsics: whatever the compiler makes of it for baseline x86-64. */
+static const char *ref_isa(void *ctx) {
+    (void)ctx;
+    return "scalar";
+}
+
 static const vt_backend reference_backend = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
@@ -92,6 +98,7 @@ static const vt_backend reference_backend = {
     .add = ref_add,
     .get_rows = ref_get_rows,
     .convert = ref_convert,
+    .isa = ref_isa,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &reference_backend; }

@@ -59,6 +59,12 @@ static int simd_supports(void *ctx, const vt_node *node) {
     return vt_check_convention(node, NULL, 0) ? 1 : 0;
 }
 
+/* Every kernel of this backend is AVX2/FMA/F16C, whatever more the CPU has. */
+static const char *simd_isa(void *ctx) {
+    (void)ctx;
+    return "avx2";
+}
+
 static const vt_backend simd_backend = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
@@ -79,6 +85,7 @@ static const vt_backend simd_backend = {
     .convert = simd_convert,
     .prepare_weight = simd_prepare_weight,
     .release_weight = simd_release_weight,
+    .isa = simd_isa,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &simd_backend; }

@@ -38,6 +38,10 @@ static void print_entry(const vt_backend_entry *b, bool matrix) {
     printf("\n");
     if (b->state != VT_BACKEND_LOADED) printf("    reason: %s\n", b->reason);
     else if (b->table->description) printf("    %s\n", b->table->description);
+    if (b->state == VT_BACKEND_LOADED) {
+        char isa[128];
+        printf("    runs at: %s\n", vt_backend_isa(b, isa, sizeof isa));
+    }
     if (matrix && b->state == VT_BACKEND_LOADED) print_matrix(b);
 }
 

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "json_out.h"
 #include "kv_cache.h"
+#include "machine.h"
 #include "membw.h"
 #include "metrics.h"
 #include "profiler.h"
@@ -82,6 +83,7 @@ typedef struct bench_result {
     size_t prepared_bytes;         /* weights its backends prepared (ABI 1.2), all backends */
     char prepared[256];            /* the same per backend: "simd 12.0 MiB (196 tensors)" or "none" */
     size_t released_bytes;         /* of the file's mapping, tensors only prepared copies read */
+    char isa[256];                 /* each backend its plans run on, with the instruction set it runs at */
 } bench_result;
 
 /* The process's peak resident set so far (getrusage; Linux reports KiB). */
@@ -100,6 +102,7 @@ typedef struct bench_job {
     vt_profiler *profiler;
     vt_progress *bar;
     size_t peak_rss_bytes; /* the process's resident high-water mark once every run is done */
+    vt_machine machine;    /* what every figure was measured on */
 } bench_job;
 
 /* With --profile, the op calls from now on count under "BACKEND [xS] TEST":
@@ -190,6 +193,25 @@ static void config_failed(bench_config *cfg, const vt_error *err, vt_error *firs
     cfg->e = NULL;
 }
 
+/* "onednn avx512_core (...) + simd avx2": every backend that runs a node of
+ * e's plans, with the instruction set it reports (ABI 1.3). */
+static void engine_isa(const vt_engine *e, char *buf, size_t size) {
+    int32_t prefill[VT_CLI_MAX_BACKENDS] = {0}, decode[VT_CLI_MAX_BACKENDS] = {0};
+    const int n = vt_registry_count(e->registry) < VT_CLI_MAX_BACKENDS ? vt_registry_count(e->registry)
+                                                                       : VT_CLI_MAX_BACKENDS;
+    vt_plan_count_backends(e->prefill, prefill, n);
+    vt_plan_count_backends(e->decode, decode, n);
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && used < size; i++) {
+        if (!prefill[i] && !decode[i]) continue;
+        const vt_backend_entry *b = vt_registry_at(e->registry, i);
+        char isa[128];
+        int k = snprintf(buf + used, size - used, "%s%s %s", used ? " + " : "", b->name, vt_backend_isa(b, isa, sizeof isa));
+        if (k > 0) used += (size_t)k;
+    }
+}
+
 static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err) {
     const vt_engine_shape shape = {false, cfg->S, false};
     vt_status st = vt_cli_engine_for_backend(job->c, job->model, cfg->backend, &shape, &cfg->e, err);
@@ -206,6 +228,7 @@ static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err)
         r->prepared_bytes = vt_weight_prep_total(e->prepared);
         vt_weight_prep_describe(e->prepared, r->prepared, sizeof r->prepared);
         r->released_bytes = vt_weight_prep_released(e->prepared, NULL);
+        engine_isa(e, r->isa, sizeof r->isa);
     }
     return VT_OK;
 }
@@ -316,6 +339,10 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
                        double bw) {
     printf("{\"model\": ");
     vt_json_string(stdout, path);
+    printf(", \"cpu\": ");
+    vt_json_string(stdout, job->machine.cpu);
+    printf(", \"cores\": %d, \"cpu_isa\": ", job->machine.cores);
+    vt_json_string(stdout, job->machine.isa);
     printf(", \"threads\": %d, \"kv_cache_dtype\": ", job->c->opt.threads);
     vt_json_string(stdout, vt_dtype_name(job->c->opt.kv_cache_dtype));
     printf(", \"repetitions\": %lld, \"model_bytes\": %lld, \"params\": %lld, \"bytes_per_token\": %lld, "
@@ -344,6 +371,8 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
             printf("}");
             continue;
         }
+        printf(", \"isa\": ");
+        vt_json_string(stdout, r->isa);
         printf(", \"test\": \"%s\", \"n_seqs\": %d, \"n_tokens\": %lld, \"tok_s_median\": ", r->test, r->n_seqs,
                (long long)r->n_tokens);
         vt_json_number(stdout, r->median);
@@ -384,19 +413,25 @@ static void csv_number(double x) {
     if (isfinite(x)) printf("%.6g", x);
 }
 
+/* A CSV field, quoted, inner quotes doubled. */
+static void csv_string(const char *s) {
+    putchar('"');
+    for (const char *p = s; *p; p++) {
+        if (*p == '"') putchar('"');
+        putchar(*p);
+    }
+    putchar('"');
+}
+
 static void print_csv(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
                       double bw) {
     printf("model,backend,test,n_tokens,threads,kv_cache_dtype,tok_s_median,tok_s_stdev,gb_s,fraction_of_limit,"
-           "model_bytes,params,bytes_per_token,bandwidth_gb_s,error,n_seqs,tok_s_per_seq_median,tok_s_ratio_to_first\n");
+           "model_bytes,params,bytes_per_token,bandwidth_gb_s,error,n_seqs,tok_s_per_seq_median,tok_s_ratio_to_first,cpu,cores,"
+           "isa\n");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
-        /* the path is quoted with doubled quotes, as CSV escapes them */
-        putchar('"');
-        for (const char *p = path; *p; p++) {
-            if (*p == '"') putchar('"');
-            putchar(*p);
-        }
-        printf("\",%s,%s,%lld,%d,%s,", r->backend, r->test, (long long)r->n_tokens, job->c->opt.threads,
+        csv_string(path);
+        printf(",%s,%s,%lld,%d,%s,", r->backend, r->test, (long long)r->n_tokens, job->c->opt.threads,
                vt_dtype_name(job->c->opt.kv_cache_dtype));
         csv_number(r->median);
         putchar(',');
@@ -409,18 +444,15 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
                (long long)bpt);
         csv_number(bw);
         putchar(',');
-        if (r->error[0]) { /* quoted, inner quotes doubled */
-            putchar('"');
-            for (const char *p = r->error; *p; p++) {
-                if (*p == '"') putchar('"');
-                putchar(*p);
-            }
-            putchar('"');
-        }
+        if (r->error[0]) csv_string(r->error);
         printf(",%d,", r->n_seqs);
         if (r->is_tg) csv_number(steps_per_s(r));
         putchar(',');
         csv_number(r->ratio);
+        putchar(',');
+        csv_string(job->machine.cpu);
+        printf(",%d,", job->machine.cores);
+        csv_string(r->isa);
         putchar('\n');
     }
 }
@@ -428,6 +460,7 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
 static void print_table(const bench_job *job, const char *path, const bench_result *res, int n, int64_t bpt,
                         double bw) {
     const vt_hparams *hp = &job->model->hp;
+    printf("machine: %s, %d cores; vector extensions: %s\n", job->machine.cpu, job->machine.cores, job->machine.isa);
     printf("model: %s (%s, %d layers, %d wide)\n", path, hp->arch_name, hp->n_layer, hp->n_embd);
     printf("size %.2f MiB, %.2f M params, %.2f MiB read per decoded token; %d threads, kv cache %s\n",
            (double)job->model->weight_bytes / (1024.0 * 1024.0), (double)job->model->n_params * 1e-6,
@@ -482,6 +515,13 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
             continue; /* one engine per backend and sequence count */
         printf("%-10s %5d %10.3f %13.1f  %s\n", r->backend, r->n_seqs, r->create_seconds,
                (double)r->released_bytes / (1024.0 * 1024.0), r->prepared);
+    }
+    printf("\n%-10s  %s\n", "backend", "runs on (instruction set)");
+    for (int i = 0; i < n; i++) {
+        const bench_result *r = &res[i];
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = strcmp(res[j].backend, r->backend) == 0;
+        if (!r->error[0] && !seen) printf("%-10s  %s\n", r->backend, r->isa);
     }
     printf("peak RSS: %.1f MiB (the process's high-water mark: every engine of this run at once, the bandwidth "
            "buffers when measured)\n",
@@ -603,7 +643,8 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     bench_config *cfgs = NULL;
     double *runs = NULL;
     int *order = NULL;
-    bench_job job = {&o->c, NULL, n_prompt, n_gen, reps, o->parallel_given, NULL, NULL, NULL, 0};
+    bench_job job = {.c = &o->c, .n_prompt = n_prompt, .n_gen = n_gen, .reps = reps, .parallel = o->parallel_given};
+    vt_machine_describe(&job.machine);
     const int n_par = o->n_parallel, n_cfg = set->n * n_par;
     vt_progress bar;
     double bw = NAN;

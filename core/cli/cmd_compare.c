@@ -27,6 +27,7 @@
 #include "compare_trace.h"
 #include "default_model.h"
 #include "json_out.h"
+#include "machine.h"
 #include "metrics.h"
 #include "profiler.h"
 #include "progress.h"
@@ -220,8 +221,14 @@ static vt_status run_backend(compare_job *job, const char *name, int32_t kv_dtyp
 
 static void print_json(const compare_job *job, const char *model_path, const backend_result *res, int n,
                        const char *ppl_file) {
+    vt_machine m; /* what the tok/s columns were measured on */
+    vt_machine_describe(&m);
     printf("{\"model\": ");
     vt_json_string(stdout, model_path);
+    printf(", \"cpu\": ");
+    vt_json_string(stdout, m.cpu);
+    printf(", \"cores\": %d, \"cpu_isa\": ", m.cores);
+    vt_json_string(stdout, m.isa);
     printf(", \"n_tokens\": %lld, \"kv_cache_dtype\": ", (long long)job->n_prompt);
     vt_json_string(stdout, vt_dtype_name(job->baseline_kv));
     printf(", \"threads\": %d, \"greedy_tokens\": %lld, \"ppl_file\": ", job->c->opt.threads,
@@ -286,6 +293,9 @@ static void format_rate(char *buf, size_t size, double x) {
 static void print_table(const compare_job *job, const char *model_path, const backend_result *res, int n,
                         const char *ppl_file) {
     const vt_hparams *hp = &job->model->hp;
+    vt_machine m; /* what the tok/s columns were measured on */
+    vt_machine_describe(&m);
+    printf("machine: %s, %d cores; vector extensions: %s; %d threads\n", m.cpu, m.cores, m.isa, job->c->opt.threads);
     printf("model: %s (%s, %d layers, %d wide, vocab %d, %.2f M params, %.2f MiB)\n", model_path, hp->arch_name,
            hp->n_layer, hp->n_embd, hp->n_vocab, (double)job->model->n_params * 1e-6,
            (double)job->model->weight_bytes / (1024.0 * 1024.0));

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "calibrate.h"
+#include "machine.h"
 #include "vt/vt.h"
 
 #define MAGIC "vt-calibration 1\n"
@@ -24,28 +25,10 @@ uint64_t vt_calibration_checksum(const char *text, size_t n) {
     return h;
 }
 
-/* The CPU's model name from /proc/cpuinfo ("unknown" elsewhere). */
-static void cpu_model(char *buf, size_t size) {
-    snprintf(buf, size, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0) continue;
-        const char *colon = strchr(line, ':');
-        if (!colon) continue;
-        colon++;
-        while (*colon == ' ' || *colon == '\t') colon++;
-        snprintf(buf, size, "%s", colon);
-        buf[strcspn(buf, "\r\n")] = '\0';
-        break;
-    }
-    fclose(f);
-}
-
 void vt_calibration_key(const vt_registry *r, const vt_auto_costs *c, int threads, char *key, size_t size) {
-    char cpu[256];
-    cpu_model(cpu, sizeof cpu);
+    vt_machine m;
+    vt_machine_describe(&m);
+    const char *cpu = m.cpu;
     /* the timing rule is part of the key: times taken by an older rule
      * (close calls decided by one timing) are measured again */
     int n = snprintf(key, size,

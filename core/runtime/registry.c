@@ -90,6 +90,7 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
         /* Fields of later minors mean nothing in an older plugin's table,
          * whatever bytes a larger struct_size happens to cover. */
         if (original->abi_minor < 2) c->copy.prepare_weight = NULL, c->copy.release_weight = NULL;
+        if (original->abi_minor < 3) c->copy.isa = NULL;
         c->next = table_copies;
         table_copies = c;
     }
@@ -101,7 +102,10 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
 /* Checks                                                                     */
 
 /* Minimum struct_size per ABI minor: the table as it was at 1.<minor>. */
-static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1, VT_BACKEND_SIZE_1_2};
+static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1, VT_BACKEND_SIZE_1_2,
+                                             VT_BACKEND_SIZE_1_3};
+_Static_assert(sizeof table_size_at_minor / sizeof *table_size_at_minor == VT_ABI_MINOR + 1,
+               "one table size per ABI minor");
 _Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_ABI_MINOR + 1,
                "add the table size of every ABI minor");
 
@@ -612,4 +616,12 @@ vt_status vt_backend_prepare_weight(const vt_backend_entry *b, const vt_weight_o
 
 void vt_backend_release_weight(const vt_backend_entry *b, void *data) {
     if (b && data && b->table && b->table->release_weight) b->table->release_weight(b->ctx, data);
+}
+
+const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size) {
+    const char *isa = b && b->state == VT_BACKEND_LOADED && b->table && b->table->isa ? b->table->isa(b->ctx) : NULL;
+    snprintf(buf, size, "%s", isa && *isa ? isa : "not reported");
+    for (char *c = buf; *c; c++) /* one printable line, whatever the plugin returned */
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = ' ';
+    return buf;
 }

@@ -72,6 +72,9 @@ bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node);
 vt_status vt_backend_prepare_weight(const vt_backend_entry *b, const vt_weight_offer *offer, vt_prepared_weight *out,
                                     char *why, size_t why_size);
 void vt_backend_release_weight(const vt_backend_entry *b, void *data);
+/* The instruction set b's kernels run at (1.3's isa), as one printable
+ * line in buf; "not reported" when b does not say. Returns buf. */
+const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size);
 /* Run node on b (asserts the op pointer is non-NULL). */
 vt_status vt_backend_run(const vt_backend_entry *b, const vt_node *node);
 

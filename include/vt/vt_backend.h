@@ -49,7 +49,9 @@
  * 1.2 adds the weight-prepare hook (prepare_weight / release_weight at the
  * end of vt_backend, vt_node.prepared; see "Prepared weights" below). The
  * runtime never reads those fields of a 1.0 or 1.1 table: such a plugin
- * prepares nothing and runs on the file's weights, as before.
+ * prepares nothing and runs on the file's weights, as before. 1.3 adds
+ * isa, what instruction set the kernels run at (never read from an older
+ * table: such a backend does not say).
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -68,7 +70,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 2
+#define VT_ABI_MINOR 3
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -312,6 +314,14 @@ typedef struct vt_backend {
     vt_status (*prepare_weight)(void *ctx, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
                                 size_t err_size);
     void (*release_weight)(void *ctx, void *data);
+
+    /* 1.3, optional (NULL = does not say). The instruction set this
+     * backend's kernels run at in this process, with its configuration, as
+     * one short lowercase word or two ("avx2", "avx512_vnni", "amx_int8",
+     * "scalar"): what `vt backends` and `vt bench` print beside every figure,
+     * so a measurement names what it measured. Called after init; the string
+     * stays valid until shutdown. */
+    const char *(*isa)(void *ctx);
 } vt_backend;
 
 /* Size of the table at ABI 1.0: what the runtime requires at minimum. */
@@ -320,6 +330,8 @@ typedef struct vt_backend {
 #define VT_BACKEND_SIZE_1_1 VT_BACKEND_SIZE_1_0
 /* 1.2 appended prepare_weight and release_weight. */
 #define VT_BACKEND_SIZE_1_2 (offsetof(vt_backend, release_weight) + sizeof(void (*)(void *, void *)))
+/* 1.3 appended isa. */
+#define VT_BACKEND_SIZE_1_3 (offsetof(vt_backend, isa) + sizeof(const char *(*)(void *)))
 
 /* Exported symbols' types, for dlsym. */
 typedef const vt_backend *(*vt_backend_entry_fn)(void);

@@ -160,6 +160,14 @@ static vt_status example_rms_norm(void *ctx, const vt_node *node) {
     return VT_OK;
 }
 
+/* 1.3, optional: what the kernels run at, printed beside every figure
+ * measured on this backend. Plain C here; a backend that picks kernels by
+ * CPU at init returns what it picked. */
+static const char *example_isa(void *ctx) {
+    (void)ctx;
+    return "scalar";
+}
+
 /* ------------------------------------------------------------------------ */
 /* The exported table                                                         */
 
@@ -188,6 +196,9 @@ static const vt_backend example_table = {
     .add = NULL,
     .get_rows = NULL,
     .convert = NULL,
+    .prepare_weight = NULL, /* 1.2: this backend keeps no layout of its own */
+    .release_weight = NULL,
+    .isa = example_isa,
 };
 
 /* Required. The one symbol the runtime looks up (besides the probe). The
