@@ -90,6 +90,8 @@ EOF
 {
     echo "== auto_vs_single.sh $stamp: vt $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?') on $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs"
     echo "   threads $threads, repetitions $reps (interleaved round-robin), pp128 tg32"
+    . "$here/machine.sh"
+    machine_line
     for t in $types; do
         model=$scratch/$shape-$t.gguf
         [ -f "$model" ] || "$vt" synth --shape "$shape" --type "$t" -o "$model" 2>&1 | tail -1

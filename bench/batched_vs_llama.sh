@@ -32,6 +32,8 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 list=$(echo $SEQS | tr ' ' ',')
 echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+. "$(dirname "$0")/machine.sh"
+machine_line
 echo "model: $MODEL ($(stat -c %s "$MODEL") bytes); S = $SEQS; pp $PP, tg $TG; $ROUNDS rounds"
 r=1
 while [ "$r" -le "$ROUNDS" ]; do

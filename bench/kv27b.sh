@@ -50,6 +50,8 @@ log() { echo "$*" | tee -a "$out"; }
 
 : > "$out"
 log "# kv27b $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n): $(nproc) CPUs, $(free -g | awk '/^Mem:/{print $2}') GiB RAM, load $(cut -d' ' -f1-3 /proc/loadavg)"
+. "$here/machine.sh"
+log "# $(machine_line)"
 log "# vt: $vt  threads: $threads  ctx: $ctx  git: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 # ---- the model -------------------------------------------------------------

@@ -18,6 +18,8 @@ MODEL=${2:-/tmp/simd_models/qwen3-0.6b-q4_k_m.gguf}
 ORACLE=${3:-/tmp/oracle/llama_harness}
 REPS=${REPS:-3}
 echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+. "$(dirname "$0")/machine.sh"
+machine_line
 echo "uptime: $(uptime)"
 echo "model: $MODEL ($(stat -c %s "$MODEL") bytes)"
 echo

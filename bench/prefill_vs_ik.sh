@@ -52,6 +52,8 @@ command -v python3 > /dev/null || { echo "prefill_vs_ik: needs python3 to read t
 raw=$(mktemp)
 trap 'rm -f "$raw"' EXIT
 echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+. "$(dirname "$0")/machine.sh"
+machine_line
 echo "uptime: $(uptime)"
 echo "model: $MODEL ($(stat -c %s "$MODEL") bytes); threads: $THREADS; rounds: $ROUNDS"
 echo "vt: $VT (git $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo '?'))"

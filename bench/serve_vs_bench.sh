@@ -48,6 +48,8 @@ trap cleanup EXIT INT TERM
 P=$("$VT" tokenize -m "$MODEL" --ids "$PROMPT" | tr ',' '\n' | grep -c .)
 echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); model: $MODEL; prompt $P tokens, $TOKENS generated;" \
     "clients/sequences $CLIENTS; $ROUNDS rounds"
+. "$(dirname "$0")/machine.sh"
+machine_line
 "$VT" serve -m "$MODEL" -t 2 --parallel 8 -c 4096 --port "$PORT" 2>"$OUT/serve.log" &
 server=$!
 i=0
