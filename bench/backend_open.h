@@ -14,11 +14,12 @@
 #include "threadpool.h"
 #include "vt/vt_backend.h"
 
-/* Load the backend in `lib` and initialise it on `host` (n_threads of it);
- * on failure print why and return false. The library stays loaded for the
- * process's lifetime; the caller shuts the backend down. */
-static inline bool bench_load_backend(const char *lib, const vt_host *host, int n_threads, const vt_backend **backend,
-                                      void **ctx) {
+/* Load the backend in `lib` and initialise it on `host` (n_threads of it)
+ * with `options` ("key=value,...", as --backend-option gives a backend; ""
+ * for none); on failure print why and return false. The library stays
+ * loaded for the process's lifetime; the caller shuts the backend down. */
+static inline bool bench_load_backend(const char *lib, const char *options, const vt_host *host, int n_threads,
+                                      const vt_backend **backend, void **ctx) {
     void *so = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!so) {
         fprintf(stderr, "%s\n", dlerror());
@@ -28,7 +29,7 @@ static inline bool bench_load_backend(const char *lib, const vt_host *host, int 
     *backend = entry ? entry() : NULL;
     *ctx = NULL;
     char msg[256] = "";
-    vt_backend_config config = {.struct_size = sizeof config, .n_threads = n_threads, .options = ""};
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = n_threads, .options = options};
     if (!*backend || (*backend)->init(host, &config, ctx, msg, sizeof msg) != VT_OK) {
         fprintf(stderr, "cannot load %s: %s\n", lib, msg);
         return false;
@@ -39,15 +40,15 @@ static inline bool bench_load_backend(const char *lib, const vt_host *host, int 
 /* Create a pool of n_threads and initialise the backend in `lib` on it; on
  * failure print why and return false. The caller shuts the backend down and
  * destroys the pool. */
-static inline bool bench_open_backend(const char *lib, int n_threads, vt_threadpool **pool, const vt_host **host,
-                                      const vt_backend **backend, void **ctx) {
+static inline bool bench_open_backend(const char *lib, const char *options, int n_threads, vt_threadpool **pool,
+                                      const vt_host **host, const vt_backend **backend, void **ctx) {
     vt_error err;
     if (vt_threadpool_create(n_threads, pool, &err) != VT_OK) {
         fprintf(stderr, "thread pool: %s\n", err.msg);
         return false;
     }
     *host = vt_host_get(*pool);
-    return bench_load_backend(lib, *host, n_threads, backend, ctx);
+    return bench_load_backend(lib, options, *host, n_threads, backend, ctx);
 }
 
 #endif

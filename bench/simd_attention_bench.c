@@ -121,8 +121,8 @@ int main(int argc, char **argv) {
     const vt_backend *backends[2];
     void *ctxs[2];
     if (n_libs == 0) n_libs = 1;
-    if (!bench_open_backend(libs[0], n_threads, &pool, &host, &backends[0], &ctxs[0])) return 1;
-    if (n_libs == 2 && !bench_load_backend(libs[1], host, n_threads, &backends[1], &ctxs[1])) return 1;
+    if (!bench_open_backend(libs[0], "", n_threads, &pool, &host, &backends[0], &ctxs[0])) return 1;
+    if (n_libs == 2 && !bench_load_backend(libs[1], "", host, n_threads, &backends[1], &ctxs[1])) return 1;
 
     const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = T * S;
     const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);

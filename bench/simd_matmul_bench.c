@@ -3,7 +3,7 @@
  * repetitions, reported as GB/s of weights streamed (what bounds decode) and
  * GFLOP/s = 2 M N K / time (what bounds prefill).
  *
- *   simd_matmul_bench [-t threads] [-d dtype] [-r reps] [-m M] [-k K -n N] [-H] [-P] [LIB.so]
+ *   simd_matmul_bench [-t threads] [-d dtype] [-r reps] [-m M] [-k K -n N] [-H] [-P] [-o OPTIONS] [LIB.so]
  *
  * Shapes: the qwen3-0.6B FFN matmuls, K=1024 N=3072 and K=3072 N=1024, at
  * M = 1 and M = 128. Also printed: the median process CPU time and
@@ -13,6 +13,8 @@
  * -H uses one copy instead: the kernels' speed with weights in cache.
  * -P offers every copy to the backend's prepare hook (ABI 1.2) first and
  * runs on what it returns, as an engine does (a declined dtype runs as is).
+ * -o passes the backend its options (as --backend-option does), e.g.
+ * `-o isa=avx2` to time one instruction-set tier of simd against another.
  *
  * Build (links libvt for the thread pool, host table and quantizers):
  *   cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Icore bench/simd_matmul_bench.c \
@@ -43,11 +45,13 @@ int main(int argc, char **argv) {
     int64_t only_m = 0, only_k = 0, only_n = 0;
     int32_t dtype = VT_Q4_K;
     const char *lib = "build/lib/vt/libvt-backend-simd.so";
+    const char *options = ""; /* -o: the backend's options, e.g. isa=avx2 */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-H")) hot = 1;
         else if (!strcmp(argv[i], "-P")) prep = 1;
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc) options = argv[++i];
         else if (!strcmp(argv[i], "-m") && i + 1 < argc) only_m = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-k") && i + 1 < argc) only_k = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) only_n = atoll(argv[++i]);
@@ -62,7 +66,7 @@ int main(int argc, char **argv) {
     const vt_host *host;
     const vt_backend *b;
     void *ctx;
-    if (!bench_open_backend(lib, n_threads, &pool, &host, &b, &ctx)) return 1;
+    if (!bench_open_backend(lib, options, n_threads, &pool, &host, &b, &ctx)) return 1;
     static const int64_t shapes[][2] = {{1024, 3072}, {3072, 1024}};
     static const int64_t Ms[] = {1, 128};
     printf("%s, %s weights, %d threads, median of %d\n", lib, vt_dtype_name(dtype), n_threads, reps);

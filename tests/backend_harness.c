@@ -35,7 +35,9 @@ static void *xmalloc(size_t size) {
 /* ------------------------------------------------------------------------ */
 /* Backends                                                                   */
 
-vt_harness *vt_harness_open(int n_threads) {
+vt_harness *vt_harness_open(int n_threads) { return vt_harness_open_with(n_threads, NULL); }
+
+vt_harness *vt_harness_open_with(int n_threads, const char *backend_options) {
     vt_error err = {0};
     vt_harness *h = calloc(1, sizeof *h);
     if (!h) return NULL;
@@ -45,7 +47,7 @@ vt_harness *vt_harness_open(int n_threads) {
         return NULL;
     }
     h->host = vt_host_get(h->pool);
-    if (vt_registry_create(h->host, NULL, NULL, &h->registry, &err) != VT_OK) {
+    if (vt_registry_create(h->host, NULL, backend_options, &h->registry, &err) != VT_OK) {
         fprintf(stderr, "backend_harness: %s\n", err.msg);
         vt_host_get(NULL);
         vt_threadpool_destroy(h->pool);
@@ -71,8 +73,18 @@ void vt_harness_close(vt_harness *h) {
 
 const vt_host *vt_harness_host(const vt_harness *h) { return h->host; }
 
+void vt_harness_activate(const vt_harness *h) { vt_host_use(h->pool); }
+
 const vt_backend_entry *vt_harness_backend(const vt_harness *h, const char *name) {
     return vt_registry_find(h->registry, name);
+}
+
+const char *vt_harness_refusal(const vt_harness *h, const char *name) {
+    for (int i = 0; i < vt_registry_count(h->registry); i++) {
+        const vt_backend_entry *e = vt_registry_at(h->registry, i);
+        if (strcmp(e->name, name) == 0 && e->state == VT_BACKEND_REFUSED) return e->reason;
+    }
+    return NULL;
 }
 
 bool vt_harness_accepts(const vt_harness *h, const char *name, const vt_node *node) {
@@ -95,6 +107,7 @@ vt_status vt_harness_run(const vt_harness *h, const char *name, const vt_node *n
         fprintf(stderr, "backend_harness: backend %s declines the %s node\n", name, vt_op_name(node->op));
         return VT_ERR_UNSUPPORTED;
     }
+    vt_harness_activate(h); /* ops run on this harness's threads, whichever harness was opened last */
     return vt_backend_run(b, node);
 }
 

@@ -34,10 +34,20 @@ typedef struct vt_harness vt_harness;
  * found (VT_BACKEND_PATH, then the build tree's lib/vt). NULL with a message on
  * stderr if the registry cannot be created. */
 vt_harness *vt_harness_open(int n_threads);
+/* The same with backend options, "NAME.key=value\n" lines as the ini's
+ * [backend.NAME] sections give them (NULL: none). */
+vt_harness *vt_harness_open_with(int n_threads, const char *backend_options);
 void vt_harness_close(vt_harness *h);
 const vt_host *vt_harness_host(const vt_harness *h);
+/* Make h's thread pool the one ops called on this thread run on (the last
+ * harness opened or run has it; a test calling a backend's op directly
+ * after using another harness says which). */
+void vt_harness_activate(const vt_harness *h);
 /* The loaded backend NAME, or NULL (not built, refused, or absent). */
 const vt_backend_entry *vt_harness_backend(const vt_harness *h, const char *name);
+/* Why backend NAME was refused (its registry entry's reason), or NULL when
+ * it loaded or was not found. */
+const char *vt_harness_refusal(const vt_harness *h, const char *name);
 /* Whether backend NAME is loaded, implements node->op and its supports() says
  * yes. The node's data pointers are hidden from supports() as the ABI says. */
 bool vt_harness_accepts(const vt_harness *h, const char *name, const vt_node *node);

@@ -22,6 +22,7 @@
 #include "op_cases.h"
 #include "quant.h"
 #include "util.h"
+#include "vt/vt_cpu.h"
 
 static vt_harness *harness;
 
@@ -428,6 +429,45 @@ static void test_matmul_prepared(void) {
         }
     }
     via_hook = 0;
+}
+
+/* The isa option: avx2 runs on every machine simd loads on, avx512 where
+ * the CPU and OS have AVX-512 F/BW/VL and VNNI and is refused elsewhere
+ * with what is missing, anything else is refused with what it takes; a
+ * refused instance leaves the others loaded (each registry here is its own). */
+static void test_isa_option(void) {
+    if (!simd_available()) return;
+    const vt_cpu_features f = vt_cpu_detect();
+    const bool vnni = f.os_saves_zmm && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
+    static const struct {
+        const char *options;
+        int tier; /* 0: refused, 1: avx2, 2: avx512 where the CPU has it */
+        const char *why;
+    } cases[] = {
+        {"simd.isa=avx2\n", 1, NULL},
+        {"simd.isa=auto\n", 2, NULL},
+        {"simd.isa=avx512\n", 2, "cannot run here"},
+        {"simd.isa=sse4\n", 0, "isa=sse4: expected auto, avx2 or avx512"},
+        {"simd.frob=1\n", 0, "unknown option 'frob'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vt_harness *h = vt_harness_open_with(2, cases[i].options);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+        const vt_backend_entry *simd = vt_harness_backend(h, "simd");
+        const bool loads = cases[i].tier == 1 || (cases[i].tier == 2 && (vnni || !cases[i].why));
+        CU_ASSERT_EQUAL(simd != NULL, loads);
+        CU_ASSERT_PTR_NOT_NULL(vt_harness_backend(h, "reference"));
+        char isa[128];
+        if (simd)
+            CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa),
+                                   cases[i].tier == 2 && vnni ? "avx512_vnni (q4_k matmul; the rest avx2)" : "avx2");
+        if (!loads) {
+            const char *reason = vt_harness_refusal(h, "simd");
+            CU_ASSERT(reason && strstr(reason, cases[i].why));
+        }
+        vt_harness_close(h);
+    }
+    vt_harness_activate(harness); /* closing h left no pool for direct op calls */
 }
 
 /* Batch invariance on the prepared path: a row's product is bit-identical
@@ -1039,6 +1079,7 @@ static void test_matmul_nomem(void) {
 
 int main(void) {
     static CU_TestInfo tests[] = {
+        {"the isa option: avx2 anywhere, avx512 where the CPU has it, else refused with why", test_isa_option},
         {"matmul, every weight dtype, small and odd shapes", test_matmul_small_shapes},
         {"matmul, several blocks per row, L1 tiles", test_matmul_multi_block},
         {"matmul emits f16 and bf16", test_matmul_narrow_dst},

@@ -7,6 +7,7 @@
 
 #include "simd.h"
 #include "vt/vt_check.h"
+#include "vt/vt_cpu.h"
 
 void *simd_scratch(simd_ctx *ctx, size_t size) {
     if (size <= ctx->scratch_size) return ctx->scratch;
@@ -19,6 +20,54 @@ void *simd_scratch(simd_ctx *ctx, size_t size) {
     if (!ctx->scratch) return NULL;
     ctx->scratch_size = want;
     return ctx->scratch;
+}
+
+/* Why the AVX-512 VNNI tier cannot run here, or NULL when it can. */
+static const char *avx512_vnni_missing(void) {
+    const vt_cpu_features f = vt_cpu_detect();
+    if (!f.os_saves_zmm) return "the CPU or OS lacks AVX-512 state (XCR0 bits 5-7)";
+    if (!f.avx512f || !f.avx512bw || !f.avx512vl) return "the CPU lacks AVX-512 F/BW/VL";
+    if (!f.avx512_vnni) return "the CPU lacks AVX-512 VNNI";
+    return NULL;
+}
+
+/* config->options: "isa=auto|avx2|avx512" (auto: the best tier the CPU
+ * and OS run; a tier asked for that cannot run here is an error naming what
+ * is missing). Any other key is an error: a setting is never ignored. */
+static bool parse_options(simd_ctx *ctx, const char *options, char *err, size_t err_size) {
+    ctx->isa = avx512_vnni_missing() ? SIMD_ISA_AVX2 : SIMD_ISA_AVX512_VNNI;
+    if (!options || !*options) return true;
+    char buf[512];
+    if (strlen(options) >= sizeof buf) {
+        snprintf(err, err_size, "simd: options too long");
+        return false;
+    }
+    strcpy(buf, options);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ') item++;
+        char *eq = strchr(item, '=');
+        if (!eq || strncmp(item, "isa", (size_t)(eq - item)) != 0 || eq - item != 3) {
+            if (eq) *eq = '\0';
+            snprintf(err, err_size, "simd: unknown option '%.64s' (simd takes isa=auto|avx2|avx512)", item);
+            return false;
+        }
+        const char *value = eq + 1;
+        if (strcmp(value, "avx2") == 0) {
+            ctx->isa = SIMD_ISA_AVX2;
+        } else if (strcmp(value, "avx512") == 0) {
+            const char *missing = avx512_vnni_missing();
+            if (missing) {
+                snprintf(err, err_size, "simd: isa=avx512 cannot run here: %s", missing);
+                return false;
+            }
+            ctx->isa = SIMD_ISA_AVX512_VNNI;
+        } else if (strcmp(value, "auto") != 0) {
+            snprintf(err, err_size, "simd: isa=%.64s: expected auto, avx2 or avx512", value);
+            return false;
+        }
+    }
+    return true;
 }
 
 static vt_status simd_init(const vt_host *host, const vt_backend_config *config, void **out, char *err,
@@ -34,6 +83,10 @@ static vt_status simd_init(const vt_host *host, const vt_backend_config *config,
         return VT_ERR_NOMEM;
     }
     memset(ctx, 0, sizeof *ctx);
+    if (!parse_options(ctx, config ? config->options : NULL, err, err_size)) {
+        host->free(ctx);
+        return VT_ERR_INVALID;
+    }
     ctx->host = host;
     ctx->n_threads = host->n_threads > 0 ? host->n_threads : (config && config->n_threads > 0 ? config->n_threads : 1);
     *out = ctx;
@@ -59,10 +112,10 @@ static int simd_supports(void *ctx, const vt_node *node) {
     return vt_check_convention(node, NULL, 0) ? 1 : 0;
 }
 
-/* Every kernel of this backend is AVX2/FMA/F16C, whatever more the CPU has. */
-static const char *simd_isa(void *ctx) {
-    (void)ctx;
-    return "avx2";
+/* The tier init chose; a higher tier has only some kernels of its own. */
+static const char *simd_isa_name(void *opaque) {
+    const simd_ctx *ctx = opaque;
+    return ctx->isa == SIMD_ISA_AVX512_VNNI ? "avx512_vnni (q4_k matmul; the rest avx2)" : "avx2";
 }
 
 static const vt_backend simd_backend = {
@@ -70,7 +123,8 @@ static const vt_backend simd_backend = {
     .abi_minor = VT_ABI_MINOR,
     .struct_size = sizeof(vt_backend),
     .name = SIMD_BACKEND_NAME,
-    .description = "AVX2/FMA/F16C kernels: 8-bit integer dot products for quantized weights",
+    .description = "AVX2/FMA/F16C kernels (an AVX-512 VNNI tier where the CPU has one): 8-bit integer dot "
+                   "products for quantized weights",
     .init = simd_init,
     .shutdown = simd_shutdown,
     .supports = simd_supports,
@@ -85,7 +139,7 @@ static const vt_backend simd_backend = {
     .convert = simd_convert,
     .prepare_weight = simd_prepare_weight,
     .release_weight = simd_release_weight,
-    .isa = simd_isa,
+    .isa = simd_isa_name,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &simd_backend; }

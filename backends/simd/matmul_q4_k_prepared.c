@@ -25,13 +25,13 @@
 #include <string.h>
 
 #include "k4_group.h"
+#include "k4_tile.h"
 #include "prepared_groups.h"
 #include "simd.h"
 #include "simd_vec.h"
 
-typedef k4_gblock q4k_gblock; /* the 4-bit group block, nothing more */
 
-size_t simd_q4_k_prepared_size(int64_t K, int64_t N) { return (size_t)(simd_k4_groups(N) * (K / 256)) * sizeof(q4k_gblock); }
+size_t simd_q4_k_prepared_size(int64_t K, int64_t N) { return (size_t)(simd_k4_groups(N) * (K / 256)) * sizeof(k4_gblock); }
 
 int64_t simd_q4_k_prepared_units(int64_t N) { return simd_k4_groups(N); }
 
@@ -65,10 +65,10 @@ void simd_k4_group_row(k4_gblock *o, int r, vt_fp16_t d, vt_fp16_t dmin, const u
 void simd_q4_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1) {
     const int64_t nb = K / 256;
     const vt_block_q4_k *rows = src;
-    q4k_gblock *out = dst;
+    k4_gblock *out = dst;
     for (int64_t g = u0; g < u1; g++)
         for (int64_t b = 0; b < nb; b++) {
-            q4k_gblock *o = &out[g * nb + b];
+            k4_gblock *o = &out[g * nb + b];
             memset(o, 0, sizeof *o); /* rows past N: zero weights, d = dmin = 0 */
             for (int r = 0; r < SIMD_GROUP_ROWS && g * SIMD_GROUP_ROWS + r < N; r++) {
                 const vt_block_q4_k *blk = &rows[(g * SIMD_GROUP_ROWS + r) * nb + b];
@@ -77,117 +77,8 @@ void simd_q4_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t
         }
 }
 
-/* res[g * R + r] lane i = weight row i of group wg[g] . activation row m0 + r,
- * for g < NG, r < R, NG * R <= 8 (NG and R constants at each call site). `stream`: the
- * groups come from memory once (decode), so prefetch ahead. */
-SIMD_INLINE void tile(const q4k_gblock *const *wg, int NG, const simd_act *x, int64_t m0, int R, int stream,
-                      __m256 *res) {
-    const int64_t K = x->K, nb = K / 256;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
-    SIMD_ALIGNED float acc[8][8]; /* NG * R <= 8; in memory: touched once per block */
-    SIMD_UNROLL
-    for (int i = 0; i < NG * R; i++) _mm256_store_ps(acc[i], _mm256_setzero_ps());
-    for (int64_t b = 0; b < nb; b++) {
-        const q4k_gblock *w[2];
-        SIMD_UNROLL
-        for (int g = 0; g < NG; g++) {
-            w[g] = wg[g] + b;
-            if (stream && R > 1) /* a few rows: their activations own L1 */
-                simd_prefetch_ahead_l2(w[g], (int)sizeof(q4k_gblock));
-            else if (stream)
-                simd_prefetch_ahead(w[g], (int)sizeof(q4k_gblock));
-        }
-        __m256i sumi[2][8];
-        SIMD_UNROLL
-        for (int g = 0; g < NG; g++)
-            SIMD_UNROLL
-            for (int r = 0; r < R; r++) sumi[g][r] = _mm256_setzero_si256();
-        const int8_t *xb = x->qs + m0 * K + b * 256;
-        for (int j = 0; j < 8; j++) {
-            __m256i s16[2][8];
-            SIMD_UNROLL
-            for (int g = 0; g < NG; g++)
-                SIMD_UNROLL
-                for (int r = 0; r < R; r++) s16[g][r] = _mm256_setzero_si256();
-            SIMD_UNROLL
-            for (int h = 0; h < 4; h++) {
-                __m256i lo[2], hi[2];
-                SIMD_UNROLL
-                for (int g = 0; g < NG; g++) {
-                    const __m256i p = _mm256_loadu_si256((const __m256i *)w[g]->qs[j][h]);
-                    lo[g] = _mm256_and_si256(p, low4);
-                    hi[g] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
-                }
-                SIMD_UNROLL
-                for (int r = 0; r < R; r++) {
-                    const int8_t *xq = xb + r * K + 32 * j + 4 * h;
-                    int32_t xl4, xh4;
-                    memcpy(&xl4, xq, 4);
-                    memcpy(&xh4, xq + 16, 4);
-                    const __m256i xl = _mm256_set1_epi32(xl4), xh = _mm256_set1_epi32(xh4);
-                    SIMD_UNROLL
-                    for (int g = 0; g < NG; g++) {
-                        s16[g][r] = _mm256_add_epi16(
-                            s16[g][r], _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], xl), _mm256_maddubs_epi16(hi[g], xh)));
-                        SIMD_KEEP(s16[g][r]);
-                    }
-                }
-            }
-            SIMD_UNROLL
-            for (int g = 0; g < NG; g++) {
-                const __m256i sc = k4_scales(w[g], j);
-                SIMD_UNROLL
-                for (int r = 0; r < R; r++) {
-                    sumi[g][r] = _mm256_add_epi32(sumi[g][r], _mm256_madd_epi16(s16[g][r], sc));
-                    SIMD_KEEP(sumi[g][r]);
-                }
-            }
-        }
-        SIMD_UNROLL
-        for (int g = 0; g < NG; g++) k4_block_finish(w[g], x, m0, R, b, sumi[g], acc + g * R);
-        /* keep acc in memory: no promotion of all of them to registers */
-        __asm__ volatile("" ::: "memory");
-    }
-    SIMD_UNROLL
-    for (int i = 0; i < NG * R; i++) res[i] = _mm256_load_ps(acc[i]);
-}
-
-/* The layout's tile for the shared walk (prepared_groups.c); the switch
- * gives the inlined tile constant R and stream. */
-static void group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
-    const q4k_gblock *g[1] = {(const q4k_gblock *)wg};
-#define TILE_R(n) (stream ? tile(g, 1, &j->act, m0, n, 1, res) : tile(g, 1, &j->act, m0, n, 0, res))
-    switch (R) {
-    case 1: TILE_R(1); break;
-    case 2: TILE_R(2); break;
-    case 3: TILE_R(3); break;
-    case 4: TILE_R(4); break;
-    case 5: TILE_R(5); break;
-    case 6: TILE_R(6); break;
-    case 7: TILE_R(7); break;
-    default: TILE_R(8); break;
-    }
-#undef TILE_R
-}
-
-static void group_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res) {
-    const q4k_gblock *g[2] = {(const q4k_gblock *)wg0, (const q4k_gblock *)wg1};
-    tile(g, 2, &j->act, 0, 1, 1, res);
-}
-
-static void group_pair_rows(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int R, __m256 *res) {
-    const q4k_gblock *g[2] = {(const q4k_gblock *)wg0, (const q4k_gblock *)wg1};
-    switch (R) {
-    case 2: tile(g, 2, &j->act, 0, 2, 1, res); break;
-    case 3: tile(g, 2, &j->act, 0, 3, 1, res); break;
-    default: tile(g, 2, &j->act, 0, 4, 1, res); break;
-    }
-}
-
-static const simd_group_layout q4k_layout = {
-    .act_kind = SIMD_ACT_Q8_K32I, .block_len = 256, .block_bytes = sizeof(q4k_gblock), .rows = group_rows,
-    .pair = group_pair, .pair_rows = group_pair_rows, .few_rows = SIMD_MAX_ROWS};
+static const simd_group_layout q4k_layout = K4_TILE_LAYOUT;
 
 vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
-    return simd_group_matmul(ctx, node, &q4k_layout);
+    return simd_group_matmul(ctx, node, ctx->isa == SIMD_ISA_AVX512_VNNI ? &simd_q4k_layout_vnni : &q4k_layout);
 }

@@ -16,9 +16,18 @@
 /* Alignment of every scratch buffer: a cache line, so AVX loads never split. */
 #define SIMD_ALIGN 64
 
+/* The instruction-set tiers of simd's kernels. AVX2 (with FMA and F16C)
+ * is the floor every kernel has; a higher tier replaces the kernels it has
+ * its own of and leaves the others on AVX2. */
+typedef enum simd_isa {
+    SIMD_ISA_AVX2 = 0,
+    SIMD_ISA_AVX512_VNNI = 1, /* AVX-512 F/BW/VL with VNNI: the Q4_K matmul */
+} simd_isa;
+
 typedef struct simd_ctx {
     const vt_host *host;
     int n_threads;
+    simd_isa isa; /* chosen at init: the best the CPU and OS run, or the isa option */
     /* One growable scratch buffer reused by every op (ops never run
      * concurrently on one ctx): quantized activations, per-thread tiles. */
     void *scratch;

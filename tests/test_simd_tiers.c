@@ -1,0 +1,163 @@
+/* test_simd_tiers.c — simd's instruction-set tiers against each other.
+ *
+ * A tier above AVX2 replaces some kernels with its own (backends/simd/
+ * simd.h); each such kernel sums the same exact integers as the AVX2 one
+ * and shares its float finish (k4_tile.h), so the tiers must agree bit for
+ * bit: the tolerance is zero, and whatever test_simd_ops proves of one tier
+ * against the reference (it runs the best tier the CPU has) holds for the
+ * other. Checked here op by op through the prepare hook, as an engine runs
+ * it — N across and not a multiple of the 8-row groups, every M from 1 to
+ * 17 and 128 (decode's paired groups, the few-row tiles, prefill tiles),
+ * K of 1 to 12 blocks, f32/f16/bf16 outputs — and end to end: a greedy run
+ * of the real engine path gives the same tokens at --backend-option
+ * simd.isa=avx2 and at the best tier.
+ *
+ * Runs only where the CPU and OS have the AVX-512 VNNI tier; elsewhere the
+ * runner is skipped, naming what is missing (the isa option itself, and its
+ * refusal of a tier the CPU lacks, are tested in test_simd_ops on every
+ * AVX2 machine). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_harness.h"
+#include "util.h"
+#include "vt/vt_cpu.h"
+#include "vt/vt_dtype.h"
+
+static vt_harness *best, *avx2;
+
+static int suite_init(void) {
+    best = vt_harness_open(2);
+    avx2 = vt_harness_open_with(2, "simd.isa=avx2\n");
+    return best && avx2 ? 0 : 1;
+}
+
+static int suite_cleanup(void) {
+    vt_harness_close(avx2);
+    vt_harness_close(best);
+    return 0;
+}
+
+/* Both simd instances, or a skip naming what the CPU lacks. */
+static bool tiers_available(void) {
+    const vt_cpu_features f = vt_cpu_detect();
+    const char *missing = !vt_test_simd_expected() ? "AVX2/FMA/F16C"
+                          : !f.os_saves_zmm        ? "the OS's AVX-512 state (XCR0 bits 5-7)"
+                          : !f.avx512f || !f.avx512bw || !f.avx512vl ? "AVX-512 F/BW/VL"
+                          : !f.avx512_vnni                            ? "AVX-512 VNNI"
+                                                                      : NULL;
+    if (missing) {
+        char why[160];
+        snprintf(why, sizeof why, "simd's avx512 tier cannot run here: the CPU lacks %s", missing);
+        vt_test_skip(why);
+        return false;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_harness_backend(best, "simd"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_harness_backend(avx2, "simd"));
+    return true;
+}
+
+static void test_each_instance_runs_its_tier(void) {
+    if (!tiers_available()) return;
+    char isa[128];
+    CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(best, "simd"), isa, sizeof isa),
+                           "avx512_vnni (q4_k matmul; the rest avx2)");
+    CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(avx2, "simd"), isa, sizeof isa), "avx2");
+}
+
+/* node's matmul on h's simd, through its prepare hook as an engine runs it;
+ * the output as f32 (malloc'ed). */
+static float *matmul_on(vt_harness *h, const vt_node *node) {
+    const vt_backend_entry *simd = vt_harness_backend(h, "simd");
+    vt_node n = vt_harness_node_copy(node);
+    vt_weight_offer offer = {.struct_size = sizeof offer, .name = "test.tiers.src0", .tensor = n.src[0],
+                             .ops = 1u << VT_OP_MATMUL, .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
+    vt_prepared_weight out = {0};
+    char why[256] = "";
+    CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &out, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out.data); /* Q4_K is one of the layouts simd prepares */
+    void *file_data = n.src[0].data;
+    n.src[0].data = out.data;
+    n.prepared = 1u;
+    CU_ASSERT_EQUAL(vt_harness_run(h, "simd", &n), VT_OK);
+    vt_backend_release_weight(simd, out.data);
+    n.src[0].data = file_data;
+    n.prepared = 0;
+    float *y = vt_harness_to_f32(&n.dst);
+    vt_harness_node_free(&n);
+    return y;
+}
+
+/* One Q4_K matmul of K x N weights by M rows into y_dtype on both tiers:
+ * the outputs' bits must be equal. */
+static void check_same_bits(int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
+    vt_node node = vt_harness_node(VT_OP_MATMUL, M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
+    vt_harness_set_src(&node, 0, vt_harness_weight(VT_Q4_K, K, N, seed));
+    vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed + 1, -2.0f, 2.0f));
+    node.dst = vt_harness_zeros(y_dtype, 2, (const int64_t[]){N, M});
+    float *a = matmul_on(best, &node), *b = matmul_on(avx2, &node);
+    CU_ASSERT_FATAL(a && b);
+    int64_t differing = 0;
+    for (int64_t i = 0; i < N * M; i++) differing += memcmp(&a[i], &b[i], sizeof *a) != 0;
+    if (differing)
+        fprintf(stderr, "test_simd_tiers: K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n", (long long)K,
+                (long long)N, (long long)M, vt_dtype_name(y_dtype), (long long)differing, (long long)(N * M));
+    CU_ASSERT_EQUAL(differing, 0);
+    free(a);
+    free(b);
+    vt_harness_node_free(&node);
+}
+
+static void test_q4_k_matmul_same_bits(void) {
+    if (!tiers_available()) return;
+    uint64_t seed = 31000;
+    for (int64_t M = 1; M <= 17; M++) {
+        check_same_bits(256, M % 2 ? 37 : 7, M, VT_F32, seed += 2);
+        check_same_bits(256 * (1 + M % 3), 19, M, VT_F32, seed += 2);
+    }
+    check_same_bits(3072, 67, 128, VT_F32, seed += 2);
+    check_same_bits(1024, 300, 128, VT_F32, seed += 2);
+    check_same_bits(3072, 131, 1, VT_F32, seed += 2);
+    check_same_bits(256, 1001, 1, VT_F32, seed += 2);
+    check_same_bits(512, 1001, 8, VT_F32, seed += 2);
+    check_same_bits(256 * 12, 45, 5, VT_F32, seed += 2);
+    static const int32_t narrow[] = {VT_F16, VT_BF16};
+    for (int i = 0; i < 2; i++) {
+        check_same_bits(512, 19, 1, narrow[i], seed += 2);
+        check_same_bits(512, 21, 6, narrow[i], seed += 2);
+        check_same_bits(768, 45, 128, narrow[i], seed += 2);
+    }
+}
+
+/* The real engine path: greedy tokens of a Q4_K_M model at both tiers. */
+static void test_engine_same_tokens(void) {
+    if (!tiers_available()) return;
+    const char *dir = vt_test_data_dir("test models");
+    if (!dir) return;
+    char *out[2] = {NULL, NULL};
+    static const char *const tiers[2] = {"", "--backend-option simd.isa=avx2"};
+    for (int t = 0; t < 2; t++) {
+        int rc = vt_test_run_vt_checked(&out[t], NULL,
+                                        "run -m '%s/models/qwen3-tiny-q4_k_m.gguf' --backend simd --tokens 1,2,3,4,5 "
+                                        "-n 24 --temp 0 --ignore-eos -c 64 --ids %s",
+                                        dir, tiers[t]);
+        CU_ASSERT_EQUAL(rc, 0);
+    }
+    CU_ASSERT_FATAL(out[0] && out[1]);
+    CU_ASSERT(strlen(out[0]) > 0);
+    CU_ASSERT_STRING_EQUAL(out[0], out[1]);
+    free(out[0]);
+    free(out[1]);
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {
+        {"each simd instance reports the tier it runs", test_each_instance_runs_its_tier},
+        {"Q4_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_k_matmul_same_bits},
+        {"greedy tokens through the engine are the same at both tiers", test_engine_same_tokens},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("simd_tiers", suite_init, suite_cleanup, tests);
+    return vt_test_run();
+}
