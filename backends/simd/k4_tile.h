@@ -1,14 +1,14 @@
 /* k4_tile.h — the Q4_K tile of simd's 8-row group layout (k4_group.h) and
  * the walk's entry points around it, compiled once per instruction-set
  * tier: matmul_q4_k_prepared.c includes it with AVX2 flags,
- * matmul_q4_k_prepared_vnni.c with AVX-512 VNNI flags (VL: the same 256-bit
- * registers, so the same layout and walk).
+ * matmul_q4_k_prepared_vnni.c with AVX-512 VNNI flags (the same layout and
+ * walk; the results stay 8 rows per 256-bit register).
  *
  * The tiers differ only in how a sub-block's 32 products per lane are
  * summed: AVX2 multiplies byte pairs into int16 (vpmaddubsw, two of them
  * added in int16) and widens once with the scales (vpmaddwd); VNNI sums
- * byte quadruples straight into int32 (vpdpbusd) and multiplies by the
- * scales in int32. Both sums are exact (AVX2's int16 stays below 2^15,
+ * byte quadruples straight into int32 (vpdpbusd on 512-bit registers, two
+ * quarters of a sub-block at once) and multiplies by the scales in int32. Both sums are exact (AVX2's int16 stays below 2^15,
  * matmul_q4_k_prepared.c says why), so the integer result of every block is
  * the same and the float finish (k4_block_finish) is shared: the tiers agree
  * bit for bit, and batch invariance holds in each. */
@@ -46,13 +46,91 @@ SIMD_INLINE __m256i k4_tile_scales(const k4_gblock *w, int j) { return k4_scales
 SIMD_INLINE __m256i k4_scale(__m256i s, __m256i sc) { return _mm256_madd_epi16(s, sc); }
 #endif
 
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+/* The same in 512-bit registers: two of the sub-block's four 32-byte
+ * quarters per load (lanes 0-7 the even quarter's 8 rows, 8-15 the odd
+ * one's), each lane's activation quadruple placed by one permute, the
+ * halves added at the end. The same exact int32 sums. */
+SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *xb, int64_t K, int j, int R,
+                              __m256i (*s)[8]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i s32[2][8];
+    SIMD_UNROLL
+    for (int g = 0; g < NG; g++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) s32[g][r] = _mm512_setzero_si512();
+    SIMD_UNROLL
+    for (int p = 0; p < 2; p++) {
+        __m512i lo[2], hi[2];
+        SIMD_UNROLL
+        for (int g = 0; g < NG; g++) {
+            const __m512i q = _mm512_loadu_si512((const void *)w[g]->qs[j][2 * p]);
+            lo[g] = _mm512_and_si512(q, low4);
+            hi[g] = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+        }
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const int8_t *xq = xb + r * K + 32 * j + 8 * p;
+            const __m512i xl = _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)xq)));
+            const __m512i xh =
+                _mm512_permutexvar_epi32(halves, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(xq + 16))));
+            SIMD_UNROLL
+            for (int g = 0; g < NG; g++) {
+                s32[g][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(s32[g][r], lo[g], xl), hi[g], xh);
+                SIMD_KEEP(s32[g][r]);
+            }
+        }
+    }
+    SIMD_UNROLL
+    for (int g = 0; g < NG; g++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++)
+            s[g][r] = _mm256_add_epi32(_mm512_castsi512_si256(s32[g][r]), _mm512_extracti64x4_epi64(s32[g][r], 1));
+}
+#else
+/* Sub-block j of block w[g] (g < NG) against activation rows xb + r * K
+ * (r < R): s[g][r] lane i = row i's sum of q . x over the sub-block's 32
+ * values, before its scale. */
+SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *xb, int64_t K, int j, int R,
+                              __m256i (*s16)[8]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    SIMD_UNROLL
+    for (int g = 0; g < NG; g++)
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) s16[g][r] = _mm256_setzero_si256();
+    SIMD_UNROLL
+    for (int h = 0; h < 4; h++) {
+        __m256i lo[2], hi[2];
+        SIMD_UNROLL
+        for (int g = 0; g < NG; g++) {
+            const __m256i p = _mm256_loadu_si256((const __m256i *)w[g]->qs[j][h]);
+            lo[g] = _mm256_and_si256(p, low4);
+            hi[g] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
+        }
+        SIMD_UNROLL
+        for (int r = 0; r < R; r++) {
+            const int8_t *xq = xb + r * K + 32 * j + 4 * h;
+            int32_t xl4, xh4;
+            memcpy(&xl4, xq, 4);
+            memcpy(&xh4, xq + 16, 4);
+            const __m256i xl = _mm256_set1_epi32(xl4), xh = _mm256_set1_epi32(xh4);
+            SIMD_UNROLL
+            for (int g = 0; g < NG; g++) {
+                s16[g][r] = k4_dot(s16[g][r], lo[g], xl, hi[g], xh);
+                SIMD_KEEP(s16[g][r]);
+            }
+        }
+    }
+}
+#endif
+
 /* res[g * R + r] lane i = weight row i of group wg[g] . activation row m0 + r,
  * for g < NG, r < R, NG * R <= 8 (NG and R constants at each call site). `stream`: the
  * groups come from memory once (decode), so prefetch ahead. */
 SIMD_INLINE void k4_tile(const k4_gblock *const *wg, int NG, const simd_act *x, int64_t m0, int R, int stream,
                       __m256 *res) {
     const int64_t K = x->K, nb = K / 256;
-    const __m256i low4 = _mm256_set1_epi8(0x0F);
     SIMD_ALIGNED float acc[8][8]; /* NG * R <= 8; in memory: touched once per block */
     SIMD_UNROLL
     for (int i = 0; i < NG * R; i++) _mm256_store_ps(acc[i], _mm256_setzero_ps());
@@ -74,33 +152,7 @@ SIMD_INLINE void k4_tile(const k4_gblock *const *wg, int NG, const simd_act *x, 
         const int8_t *xb = x->qs + m0 * K + b * 256;
         for (int j = 0; j < 8; j++) {
             __m256i s16[2][8]; /* the sub-block's q . x per lane: int16 (AVX2) or int32 (VNNI) */
-            SIMD_UNROLL
-            for (int g = 0; g < NG; g++)
-                SIMD_UNROLL
-                for (int r = 0; r < R; r++) s16[g][r] = _mm256_setzero_si256();
-            SIMD_UNROLL
-            for (int h = 0; h < 4; h++) {
-                __m256i lo[2], hi[2];
-                SIMD_UNROLL
-                for (int g = 0; g < NG; g++) {
-                    const __m256i p = _mm256_loadu_si256((const __m256i *)w[g]->qs[j][h]);
-                    lo[g] = _mm256_and_si256(p, low4);
-                    hi[g] = _mm256_and_si256(_mm256_srli_epi16(p, 4), low4);
-                }
-                SIMD_UNROLL
-                for (int r = 0; r < R; r++) {
-                    const int8_t *xq = xb + r * K + 32 * j + 4 * h;
-                    int32_t xl4, xh4;
-                    memcpy(&xl4, xq, 4);
-                    memcpy(&xh4, xq + 16, 4);
-                    const __m256i xl = _mm256_set1_epi32(xl4), xh = _mm256_set1_epi32(xh4);
-                    SIMD_UNROLL
-                    for (int g = 0; g < NG; g++) {
-                        s16[g][r] = k4_dot(s16[g][r], lo[g], xl, hi[g], xh);
-                        SIMD_KEEP(s16[g][r]);
-                    }
-                }
-            }
+            k4_sub_block(w, NG, xb, K, j, R, s16);
             SIMD_UNROLL
             for (int g = 0; g < NG; g++) {
                 const __m256i sc = k4_tile_scales(w[g], j);
