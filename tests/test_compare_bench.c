@@ -663,6 +663,40 @@ static void test_compare_kv_dtype_list(void) {
     free(out);
 }
 
+/* --backends NAME:key=value: an entry with its own backend options, beside
+ * the same backend without them, in one run; an option the backend refuses
+ * fails that entry alone, with the backend's reason. */
+static void test_bench_entry_options(void) {
+    if (!vt_test_simd_expected()) return;
+    char args[2048];
+    snprintf(args, sizeof args,
+             "bench -m '%s' --json --backends simd,simd:isa=avx2,simd:frob=1 -p 4 -n 2 -r 1 -t 2 --membw-mib 0",
+             model_path);
+    char cmd[4096], *out = NULL, msg[256] = "";
+    snprintf(cmd, sizeof cmd, "'%s' %s", VT_CLI_PATH, args);
+    CU_ASSERT(vt_test_run_cmd(cmd, &out, NULL) != 0); /* one entry failed: the run says so */
+    json_value doc;
+    CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+    free(out);
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 5);
+    static const char *const labels[] = {"simd", "simd", "simd:isa=avx2", "simd:isa=avx2", "simd:frob=1"};
+    for (size_t i = 0; i < results->n; i++) {
+        const json_value *r = &results->items[i], *b = json_get(r, "backend"), *isa = json_get(r, "isa");
+        CU_ASSERT_FATAL(b && b->type == JSON_STRING);
+        CU_ASSERT_STRING_EQUAL(b->str, labels[i]);
+        if (i < 4) {
+            CU_ASSERT(num(r, "tok_s_median") > 0);
+            CU_ASSERT_FATAL(isa && isa->type == JSON_STRING);
+            if (i >= 2) CU_ASSERT_STRING_EQUAL(isa->str, "simd avx2"); /* the entry's option reached its engine */
+        } else {
+            const json_value *e = json_get(r, "error");
+            CU_ASSERT(e && e->type == JSON_STRING && strstr(e->str, "unknown option 'frob'"));
+        }
+    }
+    json_free(&doc);
+}
+
 static void test_bad_flags_are_errors(void) {
     char cmd[2048];
     const char *bad[] = {
@@ -675,6 +709,9 @@ static void test_bad_flags_are_errors(void) {
         "compare -m '%s' -n 8 -c 4 --tokens 1,2", /* KV cache too small for the run */
         "compare -m '%s' --kv-cache-dtype f32,q4_0", /* not a cache dtype */
         "compare -m '%s' --kv-cache-dtype f32,", /* an empty name in the list */
+        "bench -m '%s' --backends simd:isa",     /* an entry's option that is not key=value */
+        "bench -m '%s' --backends auto:isa=avx2", /* auto takes no options */
+        "compare -m '%s' --backends simd:isa=avx2", /* per-entry options are bench's */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char args[1024];
@@ -819,6 +856,7 @@ int main(void) {
         {"bench --backends NAME,NAME: two engines of one plan, the second labelled NAME#2",
          test_bench_repeated_backend},
         {"bench --csv: header and one row per test", test_bench_csv},
+        {"bench --backends NAME:key=value: an entry with its own backend options", test_bench_entry_options},
         {"bad flags are errors with a message", test_bad_flags_are_errors},
         {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},
         {"profiler forwards calls exactly and counts each node", test_profiler_forwards_and_counts},

@@ -35,6 +35,13 @@ static int index_of(const vt_backend_set *s, const char *name) {
     return -1;
 }
 
+/* The entry NAME with these options, or -1. */
+static int index_of_entry(const vt_backend_set *s, const char *name, const char *options) {
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0 && strcmp(s->options[i], options) == 0) return i;
+    return -1;
+}
+
 static void list_names(const vt_backend_set *s, char *buf, size_t size) {
     buf[0] = '\0';
     size_t used = 0;
@@ -45,10 +52,10 @@ static void list_names(const vt_backend_set *s, char *buf, size_t size) {
     }
 }
 
-/* Occurrences of `name` among the first n entries of s. */
-static int occurrences(const vt_backend_set *s, int n, const char *name) {
+/* Occurrences of entry i (name and options) among the first i entries of s. */
+static int occurrences(const vt_backend_set *s, int i) {
     int k = 0;
-    for (int i = 0; i < n; i++) k += strcmp(s->names[i], name) == 0;
+    for (int j = 0; j < i; j++) k += strcmp(s->names[j], s->names[i]) == 0 && strcmp(s->options[j], s->options[i]) == 0;
     return k;
 }
 
@@ -71,11 +78,35 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
         while (*p) {
             const char *comma = strchr(p, ',');
             size_t len = comma ? (size_t)(comma - p) : strlen(p);
-            char name[64];
-            if (len == 0 || len >= sizeof name)
-                return vt_fail(err, VT_ERR_INVALID, "--backends '%s': expected NAME[,NAME...] or all", spec);
-            memcpy(name, p, len);
-            name[len] = '\0';
+            char name[64], options[sizeof out->options[0]] = "";
+            const char *colon = memchr(p, ':', len);
+            size_t name_len = colon ? (size_t)(colon - p) : len;
+            if (name_len == 0 || name_len >= sizeof name)
+                return vt_fail(err, VT_ERR_INVALID, "--backends '%s': expected NAME[:key=value...][,NAME...] or all",
+                               spec);
+            memcpy(name, p, name_len);
+            name[name_len] = '\0';
+            if (colon) {
+                size_t opt_len = len - name_len - 1;
+                if (opt_len >= sizeof options)
+                    return vt_fail(err, VT_ERR_INVALID, "--backends: the options of '%s' are too long", name);
+                memcpy(options, colon + 1, opt_len);
+                options[opt_len] = '\0';
+                /* every item key=value: a typo is an error here, not a backend refusing later */
+                for (const char *item = options; *item;) {
+                    const char *end = strchr(item, ':');
+                    size_t n = end ? (size_t)(end - item) : strlen(item);
+                    const char *eq = memchr(item, '=', n);
+                    if (!eq || eq == item)
+                        return vt_fail(err, VT_ERR_INVALID,
+                                       "--backends: '%.*s' after %s: is not key=value (NAME:key=value[:key=value...])",
+                                       (int)n, item, name);
+                    item = end ? end + 1 : item + n;
+                }
+                if (strcmp(name, "auto") == 0)
+                    return vt_fail(err, VT_ERR_INVALID, "--backends: auto takes no options (give them to the backends: "
+                                                        "--backend-option NAME.key=value)");
+            }
             /* auto is the placement by measured cost over the loaded ones */
             if (strcmp(name, "auto") != 0 && index_of(&loaded, name) < 0) {
                 char names[512];
@@ -83,10 +114,11 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
                 return vt_fail(err, VT_ERR_BACKEND, "--backends: '%s' is not loaded (loaded: %s; see `vt backends`)",
                                name, names);
             }
-            if (keep_repeats || index_of(out, name) < 0) {
+            if (keep_repeats || index_of_entry(out, name, options) < 0) {
                 if (out->n == VT_CLI_MAX_BACKENDS)
                     return vt_fail(err, VT_ERR_INVALID, "--backends: at most %d entries", VT_CLI_MAX_BACKENDS);
-                memcpy(out->names[out->n++], name, len + 1);
+                memcpy(out->names[out->n], name, name_len + 1);
+                memcpy(out->options[out->n++], options, sizeof options);
             }
             p = comma ? comma + 1 : p + len;
         }
@@ -101,18 +133,21 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
             at = out->n++;
             snprintf(out->names[at], sizeof out->names[0], "reference");
         }
-        char first[64];
+        char first[64], first_options[sizeof out->options[0]];
         memcpy(first, out->names[at], sizeof first);
+        memcpy(first_options, out->options[at], sizeof first_options);
         memmove(out->names[1], out->names[0], (size_t)at * sizeof out->names[0]);
+        memmove(out->options[1], out->options[0], (size_t)at * sizeof out->options[0]);
         memcpy(out->names[0], first, sizeof first);
+        memcpy(out->options[0], first_options, sizeof first_options);
     }
     if (out->n == 0) return vt_fail(err, VT_ERR_INVALID, "--backends: no backend selected");
     for (int i = 0; i < out->n; i++) {
-        const int k = occurrences(out, i, out->names[i]) + 1;
-        char name[sizeof out->names[0]]; /* names[i] and labels[i] do not overlap, but gcc's -Wrestrict cannot tell */
-        memcpy(name, out->names[i], sizeof name);
-        if (k == 1) memcpy(out->labels[i], name, sizeof out->labels[0]);
-        else snprintf(out->labels[i], sizeof out->labels[0], "%.48s#%d", name, k);
+        const int k = occurrences(out, i) + 1;
+        char entry[sizeof out->labels[0]]; /* names[i] and labels[i] do not overlap, but gcc's -Wrestrict cannot tell */
+        snprintf(entry, sizeof entry, "%.63s%s%.31s", out->names[i], out->options[i][0] ? ":" : "", out->options[i]);
+        if (k == 1) memcpy(out->labels[i], entry, sizeof out->labels[0]);
+        else snprintf(out->labels[i], sizeof out->labels[0], "%.80s#%d", entry, k);
     }
     return VT_OK;
 }

@@ -12,8 +12,11 @@
 
 typedef struct vt_backend_set {
     char names[VT_CLI_MAX_BACKENDS][64];  /* the backend each entry runs on */
-    char labels[VT_CLI_MAX_BACKENDS][64]; /* what its results are called: the name, or NAME#K for the K-th
-                                             occurrence of a repeated name */
+    char labels[VT_CLI_MAX_BACKENDS][96]; /* what its results are called: the entry as given (NAME or
+                                             NAME:key=value...), NAME#K for the K-th occurrence of a repeat */
+    /* the entry's own backend options, "key=value:key=value" as given after
+     * NAME: ("" for none); its engine gets them beside the run's options */
+    char options[VT_CLI_MAX_BACKENDS][128];
     int n;
 } vt_backend_set;
 
@@ -36,7 +39,11 @@ enum {
 vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_error *err);
 
 /* spec: "a,b,c" (each must be loaded, or be auto: --backend auto), "all"
- * (every loaded backend), or NULL: every loaded one; flags: VT_BACKEND_SET_*. */
+ * (every loaded backend), or NULL: every loaded one; flags: VT_BACKEND_SET_*.
+ * An entry NAME:key=value[:key=value...] runs NAME with those backend
+ * options (as --backend-option NAME.key=value would give them), so one run
+ * can put two configurations of one backend side by side
+ * ("simd,simd:isa=avx2"). */
 vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned flags, vt_backend_set *out,
                              vt_error *err);
 

@@ -203,14 +203,28 @@ vt_status vt_cli_first_failure(vt_status st, const vt_error *first, vt_error *er
     return err->code;
 }
 
-vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name,
+vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, const char *options,
                                     const vt_engine_shape *shape, vt_engine **out, vt_error *err) {
     vt_options opt = c->opt;
     snprintf(opt.backend, sizeof opt.backend, "%.63s", name);
+    char label[256];
+    snprintf(label, sizeof label, "%s%s%s", name, options && *options ? ":" : "", options ? options : "");
+    for (const char *item = options ? options : ""; *item;) {
+        const char *end = strchr(item, ':'), *eq = strchr(item, '=');
+        size_t n = end ? (size_t)(end - item) : strlen(item);
+        char key[192], value[192];
+        if (!eq || eq > item + n || (size_t)(eq - item) + strlen(name) + 2 > sizeof key || n >= sizeof value)
+            return vt_fail(err, VT_ERR_INVALID, "backend %s: '%.*s' is not key=value", label, (int)n, item);
+        snprintf(key, sizeof key, "%s.%.*s", name, (int)(eq - item), item);
+        snprintf(value, sizeof value, "%.*s", (int)(n - (size_t)(eq - item) - 1), eq + 1);
+        vt_status st = vt_options_set_backend_option(&opt, key, value, err);
+        if (st != VT_OK) return vt_error_prefix(err, "backend %s: ", label);
+        item = end ? end + 1 : item + n;
+    }
     vt_status st = vt_engine_create_shaped(&opt, model, shape, out, err);
-    if (st != VT_OK) return vt_error_prefix(err, "backend %s: ", name);
+    if (st != VT_OK) return vt_error_prefix(err, "backend %s: ", label);
     if (c->explain) {
-        fprintf(stderr, "== %s ==\n", name);
+        fprintf(stderr, "== %s ==\n", label);
         vt_engine_explain(*out, stderr);
     }
     return VT_OK;

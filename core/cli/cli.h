@@ -81,9 +81,11 @@ vt_status vt_cli_require_model(const char *path, vt_error *err);
  * run's own status, is VT_OK). */
 vt_status vt_cli_first_failure(vt_status st, const vt_error *first, vt_error *err);
 
-/* An engine for `model` on backend `name` with c's options (compare, bench):
- * errors prefixed with the backend's name; the plans printed when --explain. */
-vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name,
+/* An engine for `model` on backend `name` with c's options (compare, bench)
+ * and, when options is neither NULL nor "", these of the backend's own
+ * ("key=value:key=value", a --backends entry's): errors prefixed with the
+ * backend's name; the plans printed when --explain. */
+vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, const char *name, const char *options,
                                     const vt_engine_shape *shape, vt_engine **out, vt_error *err);
 
 /* Monotonic clock in seconds, for the timings commands print. */

@@ -46,7 +46,8 @@ static void help(void) {
            "                           fastest), or all (default: every loaded backend but reference,\n"
            "                           the slow oracle); a backend named twice gets two engines\n"
            "                           (the second's results labelled NAME#2): the spread of one plan,\n"
-           "                           measured in the same run\n"
+           "                           measured in the same run; NAME:key=value[:key=value] runs NAME\n"
+           "                           with those backend options (simd,simd:isa=avx2: two tiers side by side)\n"
            "  -p, --n-prompt N         prefill tokens (default 512; 0 = skip pp)\n"
            "  -n, --n-gen N            decode steps (default 128; 0 = skip tg)\n"
            "  -r, --repetitions N      timed repetitions (default 5)\n"
@@ -63,7 +64,7 @@ static void help(void) {
 }
 
 typedef struct bench_result {
-    char backend[64];
+    char backend[96]; /* the --backends entry: NAME, NAME:key=value..., NAME#K */
     char test[32];     /* "pp512", "tg128" */
     bool is_tg;
     int32_t n_seqs;    /* sequences per step (--parallel), 1 without */
@@ -178,6 +179,7 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
  * engine, and the pp/tg results it fills. */
 typedef struct bench_config {
     const char *backend; /* what the engine runs on */
+    const char *options; /* its --backends entry's own backend options ("" for none) */
     const char *label;   /* what its results are called: the backend, or BACKEND#K when --backends repeats it */
     int32_t S;
     vt_engine *e;        /* NULL once it failed (the error is in pp->error) */
@@ -214,7 +216,7 @@ static void engine_isa(const vt_engine *e, char *buf, size_t size) {
 
 static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err) {
     const vt_engine_shape shape = {false, cfg->S, false};
-    vt_status st = vt_cli_engine_for_backend(job->c, job->model, cfg->backend, &shape, &cfg->e, err);
+    vt_status st = vt_cli_engine_for_backend(job->c, job->model, cfg->backend, cfg->options, &shape, &cfg->e, err);
     if (st != VT_OK) return st;
     const vt_engine *e = cfg->e;
     for (bench_result *r = cfg->pp; r <= cfg->tg; r++) {
@@ -481,15 +483,18 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
                "step, which reads the weights once for all its sequences\n");
     printf("runs interleaved: each round runs every configuration once, round r starting with the r-th;\n"
            "x first: median over the first backend's at the same test and seqs\n");
-    printf("\n%-10s %5s %-8s %14s %10s %10s %8s %9s %9s\n", "backend", "seqs", "test", "tok/s", "per seq", "stdev",
+    int w = 10; /* the backend column: as wide as the longest entry */
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(res[i].backend) > w) w = (int)strlen(res[i].backend);
+    printf("\n%-*s %5s %-8s %14s %10s %10s %8s %9s %9s\n", w, "backend", "seqs", "test", "tok/s", "per seq", "stdev",
            "x first", "GB/s", "of limit");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (r->error[0]) {
-            printf("%-10s error: %s\n", r->backend, r->error);
+            printf("%-*s error: %s\n", w, r->backend, r->error);
             continue;
         }
-        printf("%-10s %5d %-8s %14.2f %10.2f %10.2f %8.3f", r->backend, r->n_seqs, r->test, r->median,
+        printf("%-*s %5d %-8s %14.2f %10.2f %10.2f %8.3f", w, r->backend, r->n_seqs, r->test, r->median,
                r->median / (double)r->n_seqs, r->stdev, r->ratio);
         if (r->is_tg) {
             printf(" %9.2f", implied_gb_s(r, bpt));
@@ -508,20 +513,20 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
         }
     /* released: the file's pages of tensors only prepared copies read (they
      * left the resident set) */
-    printf("\n%-10s %5s %10s %13s  %s\n", "backend", "seqs", "create s", "released MiB", "prepared weights");
+    printf("\n%-*s %5s %10s %13s  %s\n", w, "backend", "seqs", "create s", "released MiB", "prepared weights");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (r->error[0] || (i > 0 && strcmp(r->backend, res[i - 1].backend) == 0 && r->n_seqs == res[i - 1].n_seqs))
             continue; /* one engine per backend and sequence count */
-        printf("%-10s %5d %10.3f %13.1f  %s\n", r->backend, r->n_seqs, r->create_seconds,
+        printf("%-*s %5d %10.3f %13.1f  %s\n", w, r->backend, r->n_seqs, r->create_seconds,
                (double)r->released_bytes / (1024.0 * 1024.0), r->prepared);
     }
-    printf("\n%-10s  %s\n", "backend", "runs on (instruction set)");
+    printf("\n%-*s  %s\n", w, "backend", "runs on (instruction set)");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         bool seen = false;
         for (int j = 0; j < i && !seen; j++) seen = strcmp(res[j].backend, r->backend) == 0;
-        if (!r->error[0] && !seen) printf("%-10s  %s\n", r->backend, r->isa);
+        if (!r->error[0] && !seen) printf("%-*s  %s\n", w, r->backend, r->isa);
     }
     printf("peak RSS: %.1f MiB (the process's high-water mark: every engine of this run at once, the bandwidth "
            "buffers when measured)\n",
@@ -690,6 +695,7 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     for (int c = 0; c < n_cfg; c++) {
         bench_config *cfg = &cfgs[c];
         cfg->backend = set->names[c / n_par];
+        cfg->options = set->options[c / n_par];
         cfg->label = set->labels[c / n_par];
         cfg->S = o->parallel[c % n_par];
         cfg->pp = &slots[2 * c];

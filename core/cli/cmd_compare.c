@@ -201,7 +201,7 @@ static vt_status run_backend(compare_job *job, const char *name, int32_t kv_dtyp
     else snprintf(label, sizeof label, "%s", name);
     vt_engine *e = NULL;
     const vt_engine_shape shape = {true, 1, false};
-    vt_status st = vt_cli_engine_for_backend(&c, job->model, name, &shape, &e, err);
+    vt_status st = vt_cli_engine_for_backend(&c, job->model, name, NULL, &shape, &e, err);
     if (st != VT_OK) return st;
     st = count_nodes(e, r, err);
     if (st == VT_OK && job->profiler) {
@@ -488,7 +488,14 @@ static vt_status validate_compare(compare_opts *o, vt_error *err) {
     if (o->trace && (o->n_kv > 0 || o->ppl_file || o->profile))
         return vt_fail(err, VT_ERR_INVALID, "compare --trace: %s is a separate run (leave it out of the trace)",
                        o->n_kv > 0 ? "a --kv-cache-dtype list" : o->ppl_file ? "--ppl" : "--profile");
-    return vt_cli_backend_set(&o->c.opt, o->backends, VT_BACKEND_SET_REFERENCE_FIRST, &o->set, err);
+    st = vt_cli_backend_set(&o->c.opt, o->backends, VT_BACKEND_SET_REFERENCE_FIRST, &o->set, err);
+    for (int i = 0; st == VT_OK && i < o->set.n; i++)
+        if (o->set.options[i][0]) /* never run an entry without the options it names */
+            st = vt_fail(err, VT_ERR_INVALID,
+                         "compare --backends %s: per-entry options are vt bench's for now; compare one configuration "
+                         "at a time with --backend-option %s.KEY=VALUE",
+                         o->set.labels[i], o->set.names[i]);
+    return st;
 }
 
 /* One measurement of run_compare: a backend at a cache dtype. */

@@ -123,7 +123,7 @@ vt_status vt_compare_trace(const vt_compare_trace_job *job, bool *diverged, vt_e
     *diverged = false;
     const vt_engine_shape shape = {true, 1, false};
     vt_engine *ref = NULL;
-    vt_status st = vt_cli_engine_for_backend(job->c, job->model, "reference", &shape, &ref, err);
+    vt_status st = vt_cli_engine_for_backend(job->c, job->model, "reference", NULL, &shape, &ref, err);
     if (st != VT_OK) return st;
     if (job->json) {
         printf("{\"model\": ");
@@ -148,7 +148,7 @@ vt_status vt_compare_trace(const vt_compare_trace_job *job, bool *diverged, vt_e
         vt_engine *be = NULL;
         vt_trace *t = NULL;
         vt_error berr = {0};
-        vt_status bst = vt_cli_engine_for_backend(job->c, job->model, name, &shape, &be, &berr);
+        vt_status bst = vt_cli_engine_for_backend(job->c, job->model, name, NULL, &shape, &be, &berr);
         if (bst == VT_OK) bst = vt_trace_create(ref, be, &t, &berr);
         if (bst == VT_OK && !job->c->dry_run) bst = vt_trace_run(t, job->prompt, job->n_prompt, job->n_decode, &berr);
         if (bst == VT_OK && job->c->dry_run) {
