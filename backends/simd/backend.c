@@ -28,6 +28,12 @@ static vt_status simd_init(const vt_host *host, const vt_backend_config *config,
         snprintf(err, err_size, "simd: host table lacks alloc/free/parallel_for");
         return VT_ERR_INVALID;
     }
+    /* simd has no options: one given is a typo or meant for another backend,
+     * and refusing says so instead of ignoring it. */
+    if (config && config->options && config->options[0]) {
+        snprintf(err, err_size, "unknown option '%s' (the simd backend has no options)", config->options);
+        return VT_ERR_INVALID;
+    }
     simd_ctx *ctx = host->alloc(sizeof *ctx, SIMD_ALIGN);
     if (!ctx) {
         snprintf(err, err_size, "simd: out of memory allocating the context");
