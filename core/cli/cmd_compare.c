@@ -406,7 +406,8 @@ static vt_status open_model(vt_cli_common *c, char *path_buf, size_t size, vt_mo
 /* What `vt compare` was asked. */
 typedef struct compare_opts {
     vt_cli_common c;
-    const char *prompt, *ids, *backends, *ppl_file;
+    vt_cli_prompt prompt;
+    const char *backends, *ppl_file;
     const char *kv_dtypes; /* --kv-cache-dtype as given: one dtype, or a list */
     int64_t n_greedy, ppl_ctx;
     bool json, profile;
@@ -430,7 +431,7 @@ static vt_arg_result compare_arg(void *opts, int argc, char **argv, int *i, vt_e
     else if (strcmp(a, "--profile") == 0) o->profile = true;
     else if (strcmp(a, "--trace") == 0) o->trace = true;
     else if (strcmp(a, "--trace-all") == 0) o->trace = o->trace_all = true;
-    else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, &o->ids, err);
+    else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, err);
     return VT_ARG_TAKEN;
 }
 
@@ -470,7 +471,7 @@ static vt_status settle_kv_dtypes(compare_opts *o, vt_error *err) {
 }
 
 static vt_status validate_compare(compare_opts *o, vt_error *err) {
-    if (o->prompt && o->ids) return vt_fail(err, VT_ERR_INVALID, "compare: give -p TEXT or --tokens IDS, not both");
+    if (vt_cli_prompt_check(&o->prompt, err) != VT_OK) return vt_error_prefix(err, "compare: ");
     vt_status st = settle_kv_dtypes(o, err);
     if (st != VT_OK) return st;
     /* A trace runs the reference once per backend at one cache dtype and
@@ -518,9 +519,11 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
     vt_error first_failure = {0};
 
     vt_status st = open_model(&c, default_path, sizeof default_path, &model, err);
-    if (st == VT_OK)
-        st = vt_cli_prompt_tokens(model, o->ids || o->prompt ? o->prompt : default_prompt, o->ids, &tokens, &n_tokens,
-                                  err);
+    if (st == VT_OK) {
+        vt_cli_prompt given = o->prompt;
+        if (!given.text && !given.file && !given.ids) given.text = default_prompt;
+        st = vt_cli_prompt_tokens(model, &given, &tokens, &n_tokens, err);
+    }
     if (st == VT_OK && n_tokens == 0) st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens");
     if (st == VT_OK && o->ppl_file)
         st = load_ppl_tokens(model, o->ppl_file, o->ppl_ctx, &ppl_tokens, &job.ppl_ctx, &job.ppl_chunks, err);

@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- ranges ------------------------------------------------------------ */
@@ -104,7 +106,8 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_TOP_K] = {"sampling.top_k", "sampling", "top_k", "integers 0..2147483647 (0 = off)"},
     [OPT_TOP_P] = {"sampling.top_p", "sampling", "top_p", "numbers in (0, 1] (1 = off)"},
     [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", "numbers in [0, 1] (0 = off)"},
-    [OPT_SEED] = {"sampling.seed", "sampling", "seed", "integers 0..18446744073709551615"},
+    [OPT_SEED] = {"sampling.seed", "sampling", "seed",
+                  "-1 (a fresh random seed for each run and request) or integers 0..18446744073709551615"},
     [OPT_SERVER_HOST] = {"server.host", "server", "host",
                          "addresses or host names of 1 to 255 characters from A-Z, a-z, 0-9, '.', ':', '-', '_' and '%'"},
     [OPT_SERVER_PORT] = {"server.port", "server", "port", "integers 0..65535 (0 = any free port)"},
@@ -316,8 +319,14 @@ static bool store_value(vt_options *o, int id, const char *value) {
         o->min_p = (float)d;
         return true;
     case OPT_SEED:
+        if (strcmp(value, "-1") == 0) {
+            o->seed_random = true;
+            o->seed = 0;
+            return true;
+        }
         if (!parse_u64(value, &u64)) return false;
         o->seed = u64;
+        o->seed_random = false;
         return true;
     case OPT_SERVER_HOST:
         if (!is_text_of(value, 1, 255, ".:-_%")) return false;
@@ -406,7 +415,8 @@ void vt_options_defaults(vt_options *o) {
     o->top_k = 40;
     o->top_p = 0.95f;
     o->min_p = 0.05f;
-    o->seed = 42;
+    o->seed = 0;
+    o->seed_random = true; /* sampled text differs run to run unless a seed is given */
     snprintf(o->server_host, sizeof o->server_host, "127.0.0.1");
     o->server_port = 8080;
     o->server_body_limit = INT64_C(4) << 20;
@@ -529,7 +539,10 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_TOP_K: snprintf(buf, size, "%" PRId32, o->top_k); break;
     case OPT_TOP_P: shortest_float(buf, size, o->top_p); break;
     case OPT_MIN_P: shortest_float(buf, size, o->min_p); break;
-    case OPT_SEED: snprintf(buf, size, "%" PRIu64, o->seed); break;
+    case OPT_SEED:
+        if (o->seed_random) snprintf(buf, size, "-1");
+        else snprintf(buf, size, "%" PRIu64, o->seed);
+        break;
     case OPT_SERVER_HOST: snprintf(buf, size, "%s", o->server_host); break;
     case OPT_SERVER_PORT: snprintf(buf, size, "%" PRId32, o->server_port); break;
     case OPT_SERVER_CHAT_TEMPLATE: snprintf(buf, size, "%s", o->server_chat_template); break;
@@ -818,3 +831,21 @@ vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err)
     *o = work;
     return VT_OK;
 }
+
+/* ---- seeds --------------------------------------------------------------- */
+
+uint64_t vt_seed_draw(void) {
+    uint32_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v) return v;
+    /* No entropy pool yet (early boot): the clock and the process id still
+     * differ from run to run, which is all a sampling seed needs. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    return x & UINT32_MAX;
+}
+
+uint64_t vt_options_run_seed(const vt_options *o) { return o->seed_random ? vt_seed_draw() : o->seed; }

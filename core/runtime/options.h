@@ -45,7 +45,8 @@ typedef struct vt_options {
     int32_t top_k;           /* 0 = off; default 40 */
     float top_p;             /* 1 = off; default 0.95 */
     float min_p;             /* 0 = off; default 0.05 */
-    uint64_t seed;           /* default 42 */
+    uint64_t seed;           /* the fixed seed when !seed_random */
+    bool seed_random;        /* default true ("-1"): each run or request draws a fresh seed (vt_seed_draw) */
     /* [server] (vt serve) */
     char server_host[256];          /* address or name to listen on; default "127.0.0.1" */
     int32_t server_port;            /* 0..65535 (0 = any free port); default 8080 */
@@ -106,5 +107,12 @@ const char *vt_options_key(int i);
 /* The knob's current value as vt_options_set would accept it ("f16", "512",
  * "0.8"), into buf. VT_ERR_INVALID for an unknown key. */
 vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size_t size, vt_error *err);
+
+/* A fresh seed from the system's entropy, in 0..2^32-1 so that it reads
+ * back everywhere a seed is taken (command line, ini, a JSON request). */
+uint64_t vt_seed_draw(void);
+
+/* The seed a run uses: o->seed, or a fresh one when o->seed_random. */
+uint64_t vt_options_run_seed(const vt_options *o);
 
 #endif
