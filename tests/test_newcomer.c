@@ -258,6 +258,36 @@ static void test_info_tokenize_backends(void) {
     result_free(&named);
 }
 
+/* vt compare ends its table with a verdict per backend and a legend: on the
+ * random-weight qwen3-tiny-q4_k_m simd and onednn agree with reference
+ * within their stated tolerance, and a greedy difference is explained by the
+ * reference's top-2 gap there; a plugin states no tolerance and is not judged. */
+static void test_compare_ends_with_verdicts(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char q4[1024];
+    snprintf(q4, sizeof q4, "%s/models/qwen3-tiny-q4_k_m.gguf", dir);
+    result r = run("", "compare -m '%s' -t 1", q4);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.out, "\nverdict: each backend against reference within its stated tolerance"));
+    CU_ASSERT(has(r.out, "  reference  baseline"));
+    if (vt_test_simd_expected()) CU_ASSERT(has(r.out, "  simd       agrees     max|dlog| "));
+    if (vt_test_onednn_expected()) CU_ASSERT(has(r.out, "  onednn     agrees     max|dlog| "));
+    CU_ASSERT(!strstr(r.out, "disagrees"));
+    /* a greedy difference, where there is one, comes with reference's gap there */
+    for (const char *d = strstr(r.out, "greedy differs at token"); d; d = strstr(d + 1, "greedy differs at token"))
+        CU_ASSERT(strstr(d, "where reference's top two are") != NULL);
+    CU_ASSERT(has(r.out, "\ncolumns: max|dlog|, mean|dlog| = "));
+    result plugin = run("", "compare -m '%s' -t 1 -n 4 --backend-path '%s' --backends kv_wrong_store", q4,
+                        VT_TEST_PLUGIN_DIR);
+    CU_ASSERT_EQUAL(plugin.rc, 0);
+    CU_ASSERT(has(plugin.out, "kv_wrong_store not judged no stated tolerance for kv_wrong_store"));
+    result json = run("", "compare -m '%s' -t 1 -n 4 --backends reference --json", q4);
+    CU_ASSERT(has(json.out, "\"verdict\": \"baseline\""));
+    result_free(&r);
+    result_free(&plugin);
+    result_free(&json);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"the default seed is random, printed, and replays", test_default_seed_is_random_and_replayable},
@@ -268,6 +298,7 @@ int main(void) {
         {"messages name the value's source", test_messages_name_the_source},
         {"-c past the trained context warns once", test_ctx_past_training_warns_once},
         {"info summary, token text, default backend marked", test_info_tokenize_backends},
+        {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("newcomer", find_model, NULL, tests);
