@@ -288,6 +288,20 @@ static void test_compare_ends_with_verdicts(void) {
     result_free(&json);
 }
 
+/* vt config names the backend and fallback a run would take here, not only
+ * the rule that picks them. */
+static void test_config_names_the_fallback(void) {
+    result plain = run("", "config");
+    CU_ASSERT_EQUAL(plain.rc, 0);
+    CU_ASSERT(has(plain.out, vt_test_simd_expected() ? "backend: simd here)" : "backend: "));
+    result named = run("", "config --backend reference");
+    CU_ASSERT(has(named.out, "runtime.backend      = reference    (cli)"));
+    if (vt_test_simd_expected())
+        CU_ASSERT(has(named.out, "other than runtime.backend: simd here)"));
+    result_free(&plain);
+    result_free(&named);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"the default seed is random, printed, and replays", test_default_seed_is_random_and_replayable},
@@ -299,6 +313,7 @@ int main(void) {
         {"-c past the trained context warns once", test_ctx_past_training_warns_once},
         {"info summary, token text, default backend marked", test_info_tokenize_backends},
         {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
+        {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("newcomer", find_model, NULL, tests);

@@ -104,6 +104,8 @@ static void setting_origin(const vt_options *o, const char *key, const char *fla
 
 int32_t vt_engine_default_backend(const vt_registry *r) { return best_loaded(r, -1); }
 
+int32_t vt_engine_default_fallback(const vt_registry *r, int32_t preferred) { return best_loaded(r, preferred); }
+
 static vt_status choose_backends(vt_engine *e, vt_error *err) {
     const vt_registry *r = e->registry;
     char why[512], origin[1200];
