@@ -8,15 +8,17 @@
 #include "sampler.h"
 
 static void help(void) {
-    printf("usage: vt eval -m MODEL (--tokens 1,2,3 | -p TEXT) [--top-k K] [--decode] --json [options]\n\n"
+    printf("usage: vt eval -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) [--top-k K] [--decode] [--json] [options]\n\n"
            "Evaluate the tokens in one prefill (or, with --decode, one token per decode step) and print\n"
            "{\"tokens\", \"argmax\" (per position), \"top\" (last position's K best [id, logit]), \"backend\",\n"
            "\"kv_cache_dtype\"} as one JSON object.\n\n"
            "      --tokens IDS         comma-separated token ids\n"
-           "  -p, --prompt TEXT        text, tokenized with the model's vocabulary (BOS as its metadata says)\n"
+           "  -p, --prompt TEXT        text, tokenized with the model's vocabulary (BOS as its metadata says);\n"
+           "                           - reads stdin\n"
+           "  -f, --file FILE          the file's text\n"
            "      --top-k K            pairs in \"top\" (default 20)\n"
            "      --decode             feed the tokens through the decode path\n"
-           "      --json               JSON output (the only format)\n"
+           "      --json               accepted, changes nothing: the output is always JSON\n"
            "      --full-last          also print \"last_logits\": every logit of the last position\n");
     vt_cli_common_help(stdout);
 }
@@ -60,7 +62,7 @@ static vt_status parse_eval(int argc, char **argv, eval_opts *o, vt_error *err) 
 
 static vt_status validate_eval(const eval_opts *o, vt_error *err) {
     if (!o->prompt.text && !o->prompt.file && !o->prompt.ids && !o->c.dry_run)
-        return vt_fail(err, VT_ERR_INVALID, "eval: give --tokens IDS or -p TEXT");
+        return vt_fail(err, VT_ERR_INVALID, "eval: give --tokens IDS, -p TEXT or -f FILE");
     return vt_cli_require_model(o->c.model_path, err);
 }
 
