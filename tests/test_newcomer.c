@@ -302,6 +302,18 @@ static void test_config_names_the_fallback(void) {
     result_free(&named);
 }
 
+/* vt bench without --backends runs the default backend first, so its
+ * "x first" column compares every other backend with the default. */
+static void test_bench_runs_the_default_first(void) {
+    if (!vt_test_simd_expected()) return;
+    const char *dir = vt_test_data_dir("test models");
+    result r = run("", "bench -m '%s/models/qwen3-tiny-q4_k_m.gguf' -p 8 -n 2 -r 1 -t 1 --json", dir);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    const char *first = strstr(r.out, "\"backend\": ");
+    CU_ASSERT(first && strncmp(first, "\"backend\": \"simd\"", 17) == 0);
+    result_free(&r);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"the default seed is random, printed, and replays", test_default_seed_is_random_and_replayable},
@@ -314,6 +326,7 @@ int main(void) {
         {"info summary, token text, default backend marked", test_info_tokenize_backends},
         {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
+        {"vt bench runs the default backend first", test_bench_runs_the_default_first},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("newcomer", find_model, NULL, tests);
