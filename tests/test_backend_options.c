@@ -48,6 +48,12 @@ static void test_ini_and_cli_collect_per_backend_lines(void) {
     vt_options api;
     CU_ASSERT_EQUAL(vt_api_options(&so, &api, NULL, &err), VT_OK);
     CU_ASSERT_STRING_EQUAL(api.backend_options, "onednn.decode=1\nonednn.tile_kib=256\nmy-plugin.mode=slow\nother.k=v\n");
+    /* each remembers where it was set, for the errors that name it */
+    char src[64];
+    CU_ASSERT_STRING_EQUAL(vt_options_backend_option_source(&api, "onednn.tile_kib", src, sizeof src), "ini 5");
+    CU_ASSERT_STRING_EQUAL(vt_options_backend_option_source(&api, "my-plugin.mode", src, sizeof src), "api");
+    CU_ASSERT_STRING_EQUAL(vt_options_backend_option_source(&o, "onednn.threading", src, sizeof src), "cli");
+    CU_ASSERT_PTR_NULL(vt_options_backend_option_source(&o, "onednn.nothing", src, sizeof src));
     const char *bad[] = {"backend.Other.k=v", NULL};
     so.settings = bad;
     CU_ASSERT_EQUAL(vt_api_options(&so, &api, NULL, &err), VT_ERR_INVALID);
@@ -120,7 +126,7 @@ static void test_a_bad_option_stops_the_engine(void) {
     CU_ASSERT_EQUAL(vt_engine_create(&o, f.model, false, &f.engine, &f.err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NULL(f.engine);
     CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "backend onednn refused its options"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "onednn.frob=1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "--backend-option onednn.frob=1"));
     vt_fixture_close(&f);
 }
 
@@ -143,7 +149,7 @@ static void test_options_no_backend_takes_are_refused(void) {
         CU_ASSERT_NOT_EQUAL(st, VT_OK);
         CU_ASSERT_PTR_NULL(e);
         char want[64];
-        snprintf(want, sizeof want, "backend option %s=1", keys[k]);
+        snprintf(want, sizeof want, "--backend-option %s=1", keys[k]);
         if (!strstr(err.msg, want)) printf("\n  %s: %s", keys[k], err.msg);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, k == 1 ? "no backend named 'nobackend'" : "refused its options"));

@@ -119,11 +119,25 @@ static void test_unknown_backend_options_are_refused(void) {
         CU_ASSERT_EQUAL(r.rc, cases[i].rc);
         CU_ASSERT(has(r.err, cases[i].says));
         char named[96];
-        snprintf(named, sizeof named, "backend option %s", cases[i].option);
+        snprintf(named, sizeof named, "vt: --backend-option %s: ", cases[i].option);
         CU_ASSERT(has(r.err, named));
         CU_ASSERT_STRING_EQUAL(r.out, ""); /* nothing was generated */
         result_free(&r);
     }
+    /* from an ini file: the message names the file and line */
+    char ini[512];
+    vt_test_tmpfile(ini, sizeof ini, "options.ini");
+    FILE *f = fopen(ini, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("[backend.nobackend]\nfoo = 1\n", f);
+    fclose(f);
+    result r = run("", "run -m '%s' -p hi -n 4 --config '%s'", model, ini);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    char want[700];
+    snprintf(want, sizeof want, "vt: %s:2: [backend.nobackend] foo = 1: no backend named 'nobackend'", ini);
+    CU_ASSERT(has(r.err, want));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
+    result_free(&r);
 }
 
 /* -p - reads the prompt from stdin and -f FILE from a file: both generate

@@ -51,6 +51,23 @@ static int32_t best_loaded(const vt_registry *r, int32_t except) {
     return best;
 }
 
+/* How a backend option was set, as the user wrote it: "--backend-option
+ * onednn.foo=1", "FILE:3: [backend.onednn] foo = 1", "setting
+ * backend.onednn.foo=1" (the embedding API). line: "NAME.key=value". */
+static void backend_option_origin(const vt_options *o, const char *line, int len, char *buf, size_t size) {
+    const char *eq = memchr(line, '=', (size_t)len), *dot = memchr(line, '.', (size_t)len);
+    char key[160], src[VT_SOURCE_SIZE];
+    const int key_len = eq ? (int)(eq - line) : len;
+    snprintf(key, sizeof key, "%.*s", key_len, line);
+    const char *source = vt_options_backend_option_source(o, key, src, sizeof src);
+    if (source && strncmp(source, "ini ", 4) == 0 && dot && eq)
+        snprintf(buf, size, "%s:%s: [backend.%.*s] %.*s = %.*s", o->config_path, source + 4, (int)(dot - line), line,
+                 (int)(eq - dot - 1), dot + 1, len - key_len - 1, eq + 1);
+    else if (source && strcmp(source, "cli") == 0) snprintf(buf, size, "--backend-option %.*s", len, line);
+    else if (source && strcmp(source, "api") == 0) snprintf(buf, size, "setting backend.%.*s", len, line);
+    else snprintf(buf, size, "backend option %.*s", len, line);
+}
+
 /* Every [backend.NAME] / --backend-option names a backend that was found,
  * and a backend whose init refused its options stops the run here: an option
  * that is silently dropped, or that silently drops its backend from the plan,
@@ -69,18 +86,19 @@ static vt_status check_backend_options(const vt_engine *e, vt_error *err) {
                 b->state != VT_BACKEND_SHADOWED)
                 found = b;
         }
+        char origin[1400];
+        if (!found || (found->state == VT_BACKEND_REFUSED && found->refused_by_init))
+            backend_option_origin(&e->opt, line, len, origin, sizeof origin);
         if (!found) {
             char names[256];
             int n = snprintf(names, sizeof names, "found:");
             for (int i = 0; i < vt_registry_count(e->registry) && n > 0 && (size_t)n < sizeof names; i++)
                 n += snprintf(names + n, sizeof names - (size_t)n, " %s", vt_registry_at(e->registry, i)->name);
-            return vt_fail(err, VT_ERR_INVALID,
-                           "backend option %.*s (--backend-option or [backend.%.*s]): no backend named '%.*s' (%s)",
-                           len, line, name_len, line, name_len, line, names);
+            return vt_fail(err, VT_ERR_INVALID, "%s: no backend named '%.*s' (%s)", origin, name_len, line, names);
         }
         if (found->state == VT_BACKEND_REFUSED && found->refused_by_init)
-            return vt_fail(err, VT_ERR_BACKEND, "backend option %.*s (--backend-option or [backend.%.*s]): backend %s "
-                           "refused its options: %s", len, line, name_len, line, found->name, found->reason);
+            return vt_fail(err, VT_ERR_BACKEND, "%s: backend %s refused its options: %s", origin, found->name,
+                           found->reason);
         line += len + (end ? 1 : 0);
     }
     return VT_OK;

@@ -457,8 +457,27 @@ static bool option_chars(const char *s, bool value) {
     return true;
 }
 
+/* Remove the lines of buf that start with "KEY" + sep. */
+static void drop_lines(char *buf, const char *key, char sep) {
+    size_t key_len = strlen(key);
+    for (char *line = buf; *line;) {
+        char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, key, key_len) == 0 && line[key_len] == sep)
+            memmove(line, line + line_len, strlen(line + line_len) + 1);
+        else
+            line += line_len;
+    }
+}
+
 vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key, const char *value, vt_error *err) {
-    if (!o || !name_dot_key || !value) return vt_fail(err, VT_ERR_INVALID, "backend option: NULL argument");
+    return vt_options_set_backend_option_from(o, name_dot_key, value, "cli", err);
+}
+
+vt_status vt_options_set_backend_option_from(vt_options *o, const char *name_dot_key, const char *value,
+                                             const char *source, vt_error *err) {
+    if (!o || !name_dot_key || !value || !source)
+        return vt_fail(err, VT_ERR_INVALID, "backend option: NULL argument");
     const char *dot = strchr(name_dot_key, '.');
     char name[64];
     size_t len = dot ? (size_t)(dot - name_dot_key) : 0;
@@ -473,23 +492,37 @@ vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key,
     /* A later setting of the same NAME.key replaces the earlier one (the
      * command line over the ini, as for every knob), so the backend never
      * sees one key twice. */
-    size_t key_len = strlen(name_dot_key);
-    for (char *line = o->backend_options; *line;) {
-        char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) + 1 : strlen(line);
-        if (strncmp(line, name_dot_key, key_len) == 0 && line[key_len] == '=')
-            memmove(line, line + line_len, strlen(line + line_len) + 1);
-        else
-            line += line_len;
-    }
-    size_t used = strlen(o->backend_options);
-    int n = snprintf(o->backend_options + used, sizeof o->backend_options - used, "%s=%s\n", name_dot_key, value);
-    if (n < 0 || (size_t)n >= sizeof o->backend_options - used) {
-        o->backend_options[used] = '\0';
+    char lines[sizeof o->backend_options];
+    memcpy(lines, o->backend_options, sizeof lines);
+    drop_lines(lines, name_dot_key, '=');
+    size_t used = strlen(lines);
+    int n = snprintf(lines + used, sizeof lines - used, "%s=%s\n", name_dot_key, value);
+    if (n < 0 || (size_t)n >= sizeof lines - used)
         return vt_fail(err, VT_ERR_INVALID, "backend options: more than %zu bytes in all",
                        sizeof o->backend_options - 1);
-    }
+    memcpy(o->backend_options, lines, sizeof lines);
+    /* Where it came from, for errors; a source that does not fit is only
+     * left unnamed (the option itself is kept). */
+    drop_lines(o->backend_option_sources, name_dot_key, '\t');
+    used = strlen(o->backend_option_sources);
+    n = snprintf(o->backend_option_sources + used, sizeof o->backend_option_sources - used, "%s\t%s\n",
+                 name_dot_key, source);
+    if (n < 0 || (size_t)n >= sizeof o->backend_option_sources - used) o->backend_option_sources[used] = '\0';
     return VT_OK;
+}
+
+const char *vt_options_backend_option_source(const vt_options *o, const char *name_dot_key, char *buf, size_t size) {
+    size_t key_len = strlen(name_dot_key);
+    for (const char *line = o->backend_option_sources; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) : strlen(line);
+        if (strncmp(line, name_dot_key, key_len) == 0 && line[key_len] == '\t') {
+            snprintf(buf, size, "%.*s", (int)(line_len - key_len - 1), line + key_len + 1);
+            return buf;
+        }
+        line += line_len + (end ? 1 : 0);
+    }
+    return NULL;
 }
 
 const char *vt_options_source(const vt_options *o, const char *key) {
@@ -705,7 +738,9 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
     if (is_backend_section(section, strlen(section))) {
         char key[160];
         snprintf(key, sizeof key, "%s.%s", section + 8, name);
-        st->code = vt_options_set_backend_option(st->work, key, value, st->err);
+        char source[VT_SOURCE_SIZE];
+        snprintf(source, sizeof source, "ini %d", st->lineno);
+        st->code = vt_options_set_backend_option_from(st->work, key, value, source, st->err);
         if (st->code != VT_OK) {
             vt_error_prefix(st->err, "%s:%d: ", st->work->config_path, st->lineno);
             st->failed = true;
