@@ -8,7 +8,9 @@ bash .ci/install-deps
 jobs=${VT_JOBS:-$(nproc)}
 
 echo "== Release build and tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Tests and -Werror on explicitly: a build folder configured by README's main
+# job (tests off, warnings not errors) must not make this a run of no tests.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVT_BUILD_TESTS=ON -DVT_BUILD_BENCH=ON -DVT_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
 # VT_CHECK_PLAN=1: the executor re-offers every node to its backend on a plan's
 # first run (on by default in the Debug/ASan build below).
@@ -16,7 +18,8 @@ VT_CHECK_PLAN=1 ctest --test-dir build --output-on-failure -j"$jobs" 2>&1 | tee 
 
 echo "== AddressSanitizer + UBSan build and tests"
 # -O1: sanitizers stay exact, tests run several times faster than at -O0; asserts stay on.
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DVT_SANITIZE=ON >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DVT_SANITIZE=ON -DVT_BUILD_TESTS=ON \
+  -DVT_WERROR=ON >/dev/null
 cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -26,7 +29,7 @@ ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${VT_ASAN_EXCLUDE:
 echo "== Build without oneDNN (the backend is optional at configure time)"
 # A configure without the onednn backend builds and its tests report skips,
 # not failures: the onednn runners exit 77 and everything else passes.
-cmake -S . -B build-no-onednn -DCMAKE_BUILD_TYPE=Release -DVT_BUILD_ONEDNN=OFF >/dev/null
+cmake -S . -B build-no-onednn -DCMAKE_BUILD_TYPE=Release -DVT_BUILD_ONEDNN=OFF -DVT_BUILD_TESTS=ON -DVT_WERROR=ON >/dev/null
 cmake --build build-no-onednn -j"$jobs"
 ctest --test-dir build-no-onednn --output-on-failure -j"$jobs" 2>&1 | tee build-no-onednn/ctest.log
 

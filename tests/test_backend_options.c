@@ -1,8 +1,9 @@
 /* test_backend_options.c — a backend's own options ([backend.NAME] in the
  * ini, --backend-option NAME.key=value) reach its init as config->options,
- * change what it accepts (the plan shows it), and a bad one refuses that
- * backend with its reason while the others keep working. Uses onednn's
- * documented options (decode=0|1), so it is skipped when onednn is not built. */
+ * change what it accepts (the plan shows it), and a bad one, or one for a
+ * backend that does not exist, stops engine creation with an error naming the
+ * backend and the option. Uses onednn's documented options (decode=0|1): those
+ * cases are skipped when onednn is not built. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,12 @@ static void test_ini_and_cli_collect_per_backend_lines(void) {
     vt_options api;
     CU_ASSERT_EQUAL(vt_api_options(&so, &api, NULL, &err), VT_OK);
     CU_ASSERT_STRING_EQUAL(api.backend_options, "onednn.decode=1\nonednn.tile_kib=256\nmy-plugin.mode=slow\nother.k=v\n");
+    /* each remembers where it was set, for the errors that name it */
+    char src[64];
+    CU_ASSERT_STRING_EQUAL(vt_options_backend_option_source(&api, "onednn.tile_kib", src, sizeof src), "ini 5");
+    CU_ASSERT_STRING_EQUAL(vt_options_backend_option_source(&api, "my-plugin.mode", src, sizeof src), "api");
+    CU_ASSERT_STRING_EQUAL(vt_options_backend_option_source(&o, "onednn.threading", src, sizeof src), "cli");
+    CU_ASSERT_PTR_NULL(vt_options_backend_option_source(&o, "onednn.nothing", src, sizeof src));
     const char *bad[] = {"backend.Other.k=v", NULL};
     so.settings = bad;
     CU_ASSERT_EQUAL(vt_api_options(&so, &api, NULL, &err), VT_ERR_INVALID);
@@ -105,22 +112,49 @@ static void test_an_option_changes_the_plan(void) {
     vt_fixture_close(&opted);
 }
 
-static void test_a_bad_option_refuses_only_that_backend(void) {
+/* An option a backend refuses stops engine creation whichever backend is
+ * preferred (left to the backend alone it would only drop that backend from
+ * the plan, silently), naming the backend, the option and its reason. */
+static void test_a_bad_option_stops_the_engine(void) {
     if (!onednn_loads()) return;
     vt_options o;
-    vt_fixture_options(&o, "onednn", VT_F16);
+    vt_fixture_options(&o, "reference", VT_F16);
     CU_ASSERT_EQUAL_FATAL(vt_options_set_backend_option(&o, "onednn.frob", "1", NULL), VT_OK);
     vt_fixture f;
     memset(&f, 0, sizeof f);
     CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &f.model, &f.err), VT_OK);
     CU_ASSERT_EQUAL(vt_engine_create(&o, f.model, false, &f.engine, &f.err), VT_ERR_BACKEND);
-    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "init failed"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "frob=1"));
-    /* The same options with another backend: onednn's refusal does not matter. */
-    snprintf(o.backend, sizeof o.backend, "reference");
-    CU_ASSERT_EQUAL(vt_engine_create(&o, f.model, false, &f.engine, &f.err), VT_OK);
-    int32_t ids[3] = {1, 2, 3};
-    CU_ASSERT_EQUAL(vt_engine_eval(f.engine, ids, 3, false, &f.err), VT_OK);
+    CU_ASSERT_PTR_NULL(f.engine);
+    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "backend onednn refused its options"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "--backend-option onednn.frob=1"));
+    vt_fixture_close(&f);
+}
+
+/* The reference, which has no options, refuses any; simd refuses a key it
+ * does not take (it takes isa); an option for a backend that does not exist
+ * is an error naming it: none of them is silently ignored. */
+static void test_options_no_backend_takes_are_refused(void) {
+    vt_fixture f;
+    memset(&f, 0, sizeof f);
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &f.model, &f.err), VT_OK);
+    const char *keys[] = {"reference.foo", "nobackend.foo", "simd.foo"};
+    const size_t n_keys = vt_test_simd_expected() ? 3 : 2;
+    for (size_t k = 0; k < n_keys; k++) {
+        vt_options o;
+        vt_fixture_options(&o, "reference", VT_F16);
+        CU_ASSERT_EQUAL_FATAL(vt_options_set_backend_option(&o, keys[k], "1", NULL), VT_OK);
+        vt_error err = {0};
+        vt_engine *e = NULL;
+        vt_status st = vt_engine_create(&o, f.model, false, &e, &err);
+        CU_ASSERT_NOT_EQUAL(st, VT_OK);
+        CU_ASSERT_PTR_NULL(e);
+        char want[64];
+        snprintf(want, sizeof want, "--backend-option %s=1", keys[k]);
+        if (!strstr(err.msg, want)) printf("\n  %s: %s", keys[k], err.msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, k == 1 ? "no backend named 'nobackend'" : "refused its options"));
+        vt_engine_free(e);
+    }
     vt_fixture_close(&f);
 }
 
@@ -128,7 +162,8 @@ int main(void) {
     CU_TestInfo tests[] = {
         {"[backend.NAME] and --backend-option collect per-backend lines", test_ini_and_cli_collect_per_backend_lines},
         {"onednn decode=1 moves decode matmuls onto onednn", test_an_option_changes_the_plan},
-        {"a bad option refuses only that backend, with its reason", test_a_bad_option_refuses_only_that_backend},
+        {"an option onednn refuses stops the engine, naming both", test_a_bad_option_stops_the_engine},
+        {"options reference or simd do not take, or for no backend, are refused", test_options_no_backend_takes_are_refused},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("backend options", write_model, NULL, tests);

@@ -108,7 +108,7 @@ static void test_defaults_have_documented_values_and_source_default(void) {
     CU_ASSERT_EQUAL(o.top_k, 40);
     CU_ASSERT_EQUAL(o.top_p, 0.95f);
     CU_ASSERT_EQUAL(o.min_p, 0.05f);
-    CU_ASSERT_EQUAL(o.seed, 42u);
+    CU_ASSERT(o.seed_random); /* a fresh seed per run unless one is given */
     CU_ASSERT_STRING_EQUAL(o.kv_cache_dtype_source, "default");
     int n = 0;
     for (const char *key; (key = vt_options_key(n)) != NULL; n++)
@@ -239,6 +239,8 @@ static void test_ini_sources_name_the_line(void) {
     CU_ASSERT_EQUAL(o.threads, 5);
     CU_ASSERT_EQUAL(o.top_k, 7);
     CU_ASSERT_EQUAL(o.seed, 9u);
+    CU_ASSERT(!o.seed_random);
+    CU_ASSERT_EQUAL(vt_options_run_seed(&o), 9u); /* a given seed is the run's seed */
     CU_ASSERT_STRING_EQUAL(vt_options_source(&o, "runtime.batch_size"), "default");
     CU_ASSERT(contains(o.config_path, "config.ini"));
 }
@@ -397,7 +399,7 @@ static const bad_value bad_values[] = {
     {"sampling.top_p", "1e-300", "(0, 1]"}, /* > 0 as a double, 0 as the float it is stored as */
     {"sampling.min_p", "-0.01", "[0, 1]"},
     {"sampling.min_p", "1.5", "[0, 1]"},
-    {"sampling.seed", "-1", "integers 0..18446744073709551615"},
+    {"sampling.seed", "-2", "-1 (a fresh random seed for each run and request) or integers 0..18446744073709551615"},
     {"sampling.seed", "18446744073709551616", "integers 0..18446744073709551615"},
     {"sampling.seed", "12a", "integers 0..18446744073709551615"},
 };
@@ -500,7 +502,7 @@ static void test_boundary_values_are_accepted(void) {
         {"kv_cache.block_size", "1"},    {"kv_cache.block_size", "256"},  {"kv_cache.block_size", "128"},
         {"sampling.temp", "0"},          {"sampling.temp", "2.5"},        {"sampling.top_k", "2147483647"},
         {"sampling.top_p", "1"},         {"sampling.top_p", "1e-6"},      {"sampling.min_p", "0"},
-        {"sampling.min_p", "1"},         {"sampling.seed", "0"},          {"runtime.backend", ""},
+        {"sampling.min_p", "1"},         {"sampling.seed", "0"},          {"sampling.seed", "-1"},          {"runtime.backend", ""},
         {"runtime.fallback", "none"},    {"runtime.backend", "onednn"},   {"backends.path", ""},
         {"runtime.backend", "a123456789b123456789c123456789d123456789e123456789f123456789g12"},
     };

@@ -40,8 +40,13 @@ void ref_parallel(const ref_ctx *c, int64_t n, int64_t grain, vt_range_fn fn, vo
 
 static vt_status ref_init(const vt_host *host, const vt_backend_config *config, void **ctx, char *err,
                           size_t err_size) {
-    (void)config; /* the reference has no options */
     *ctx = NULL;
+    /* The reference has no options: one given is a typo or meant for another
+     * backend, and refusing says so instead of ignoring it. */
+    if (config && config->options && config->options[0]) {
+        snprintf(err, err_size, "unknown option '%s' (the reference backend has no options)", config->options);
+        return VT_ERR_INVALID;
+    }
     if (!host || host->struct_size < REF_HOST_SIZE_NEEDED || !host->log || !host->alloc || !host->free ||
         !host->parallel_for || !host->to_f32 || !host->from_f32 || !host->row_size || !host->block_length ||
         !host->dtype_name) {

@@ -18,9 +18,19 @@ vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_
     if (st == VT_OK)
         st = vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL, opt->backend_options,
                                 &r, err);
+    /* Highest probe score first (ties in discovery order): the default
+     * backend leads, so a list of them all compares against it first. */
+    int scores[VT_CLI_MAX_BACKENDS];
     for (int i = 0; st == VT_OK && i < vt_registry_count(r) && out->n < VT_CLI_MAX_BACKENDS; i++) {
         const vt_backend_entry *b = vt_registry_at(r, i);
-        if (b->state == VT_BACKEND_LOADED) snprintf(out->names[out->n++], sizeof out->names[0], "%s", b->name);
+        if (b->state != VT_BACKEND_LOADED) continue;
+        int at = out->n++;
+        for (; at > 0 && scores[at - 1] < b->score; at--) {
+            scores[at] = scores[at - 1];
+            memcpy(out->names[at], out->names[at - 1], sizeof out->names[0]);
+        }
+        scores[at] = b->score;
+        snprintf(out->names[at], sizeof out->names[0], "%s", b->name);
     }
     vt_registry_destroy(r);
     vt_host_release_pool(pool);

@@ -35,7 +35,8 @@ enum {
 };
 
 /* The loaded backends (same search as an engine: VT_BACKEND_PATH,
- * opt->backend_path, the install folder), in the registry's order. */
+ * opt->backend_path, the install folder), highest probe score first (the
+ * default backend leads; ties keep the registry's order). */
 vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_error *err);
 
 /* spec: "a,b,c" (each must be loaded, or be auto: --backend auto), "all"

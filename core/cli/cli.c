@@ -131,7 +131,7 @@ vt_arg_result vt_cli_int_arg(int argc, char **argv, int *i, const char *flag, in
     return v && vt_cli_int(flag, v, lo, hi, out, err) == VT_OK ? VT_ARG_TAKEN : VT_ARG_ERROR;
 }
 
-vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err) {
+vt_status vt_cli_parse_ids(const char *what, const char *s, int32_t **ids, size_t *n, vt_error *err) {
     size_t cap = 16, count = 0;
     int32_t *v = malloc(cap * sizeof *v);
     if (!v) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
@@ -142,7 +142,7 @@ vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *er
         long long x = strtoll(p, &end, 10);
         if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',')) {
             free(v);
-            return vt_fail(err, VT_ERR_INVALID, "--tokens '%s': expected comma-separated non-negative ids", s);
+            return vt_fail(err, VT_ERR_INVALID, "%s '%s': expected comma-separated non-negative ids", what, s);
         }
         if (count == cap) {
             int32_t *nv = realloc(v, (cap *= 2) * sizeof *v);
@@ -160,10 +160,12 @@ vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *er
     return VT_OK;
 }
 
-vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prompt, const char **ids, vt_error *err) {
-    const char **slot = strcmp(argv[*i], "-p") == 0 || strcmp(argv[*i], "--prompt") == 0 ? prompt
-                        : strcmp(argv[*i], "--tokens") == 0                                 ? ids
-                                                                                             : NULL;
+vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, vt_cli_prompt *p, vt_error *err) {
+    const char *a = argv[*i];
+    const char **slot = strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0 ? &p->text
+                        : strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0 ? &p->file
+                        : strcmp(a, "--tokens") == 0                          ? &p->ids
+                                                                              : NULL;
     return slot ? vt_cli_text_arg(argc, argv, i, slot, err) : VT_ARG_NOT_MINE;
 }
 
@@ -308,22 +310,83 @@ vt_status vt_cli_open_engine(const vt_cli_common *c, bool all_logits, vt_model *
     return VT_OK;
 }
 
-static vt_status prompt_tokens(const vt_model *m, const char *prompt, const char *ids, bool special,
-                               int32_t **tokens, size_t *n, vt_error *err) {
-    if (ids) return vt_cli_parse_ids(ids, tokens, n, err);
+char *vt_cli_read_all(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+        if (n == cap) {
+            char *grown = realloc(buf, (cap *= 2) + 1);
+            if (!grown) {
+                free(buf);
+                return NULL;
+            }
+            buf = grown;
+        }
+    }
+    if (!buf || ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+vt_status vt_cli_prompt_check(const vt_cli_prompt *p, vt_error *err) {
+    int given = (p->text != NULL) + (p->file != NULL) + (p->ids != NULL);
+    if (given > 1)
+        return vt_fail(err, VT_ERR_INVALID, "give one prompt: -p TEXT, -f FILE or --tokens IDS, not %s%s%s%s%s",
+                       p->text ? "-p" : "", p->text && p->file ? " and " : "", p->file ? "-f" : "",
+                       p->ids && (p->text || p->file) ? " and " : "", p->ids ? "--tokens" : "");
+    return VT_OK;
+}
+
+/* The prompt's text: -p TEXT, -p - (stdin) or -f FILE, read whole. */
+static vt_status prompt_text(const vt_cli_prompt *p, char **owned, const char **text, size_t *len, vt_error *err) {
+    *owned = NULL;
+    if (p->file || (p->text && strcmp(p->text, "-") == 0)) {
+        FILE *f = p->file ? fopen(p->file, "rb") : stdin;
+        if (!f) return vt_fail(err, VT_ERR_IO, "-f %s: cannot open: %s", p->file, strerror(errno));
+        *owned = vt_cli_read_all(f, len);
+        int read_errno = errno;
+        if (f != stdin) fclose(f);
+        if (!*owned)
+            return vt_fail(err, VT_ERR_IO, "%s%s: cannot read the prompt: %s", p->file ? "-f " : "-p -",
+                           p->file ? p->file : " (stdin)", strerror(read_errno));
+        *text = *owned;
+        return VT_OK;
+    }
+    *text = p->text ? p->text : "";
+    *len = strlen(*text);
+    return VT_OK;
+}
+
+static vt_status prompt_tokens(const vt_model *m, const vt_cli_prompt *p, bool special, int32_t **tokens, size_t *n,
+                               vt_error *err) {
+    vt_status st = vt_cli_prompt_check(p, err);
+    if (st != VT_OK) return st;
+    if (p->ids) return vt_cli_parse_ids("--tokens", p->ids, tokens, n, err);
     if (!m->tokenizer)
         return vt_fail(err, VT_ERR_UNSUPPORTED, "this model's tokenizer cannot be used (%s); pass --tokens",
                        m->tokenizer_error);
-    const char *text = prompt ? prompt : "";
-    return vt_tokenize(m->tokenizer, text, strlen(text), vt_tokenizer_add_bos(m->tokenizer), special, tokens, n, err);
+    char *owned = NULL;
+    const char *text = "";
+    size_t len = 0;
+    st = prompt_text(p, &owned, &text, &len, err);
+    if (st == VT_OK)
+        st = vt_tokenize(m->tokenizer, text, len, vt_tokenizer_add_bos(m->tokenizer), special, tokens, n, err);
+    free(owned);
+    return st;
 }
 
-vt_status vt_cli_prompt_tokens(const vt_model *m, const char *prompt, const char *ids, int32_t **tokens, size_t *n,
-                               vt_error *err) {
-    return prompt_tokens(m, prompt, ids, false, tokens, n, err);
+vt_status vt_cli_prompt_tokens(const vt_model *m, const vt_cli_prompt *p, int32_t **tokens, size_t *n, vt_error *err) {
+    return prompt_tokens(m, p, false, tokens, n, err);
 }
 
-vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const char *prompt, const char *ids,
+vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const vt_cli_prompt *p,
                                    int32_t **tokens, size_t *n, vt_error *err) {
-    return prompt_tokens(m, prompt, ids, c->special, tokens, n, err);
+    return prompt_tokens(m, p, c->special, tokens, n, err);
 }

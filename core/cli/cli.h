@@ -38,8 +38,11 @@ const char *vt_cli_value(int argc, char **argv, int *i, vt_error *err);
 /* Strict integer/float parsing with the flag named in errors. */
 vt_status vt_cli_int(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out, vt_error *err);
 vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, double *out, vt_error *err);
-/* "1,2,3" -> ids (malloc'ed). */
-vt_status vt_cli_parse_ids(const char *s, int32_t **ids, size_t *n, vt_error *err);
+/* "1,2,3" -> ids (malloc'ed); errors name `what`, where the list came from
+ * ("--tokens", "IDS"). */
+vt_status vt_cli_parse_ids(const char *what, const char *s, int32_t **ids, size_t *n, vt_error *err);
+/* All of f (NUL-terminated, malloc'ed; *len without the NUL), or NULL. */
+char *vt_cli_read_all(FILE *f, size_t *len);
 
 /* Take the value of flag argv[*i] (advancing *i past it) into *out: as
  * text, or as an integer in lo..hi (errors name the flag `flag`). */
@@ -47,9 +50,17 @@ vt_arg_result vt_cli_text_arg(int argc, char **argv, int *i, const char **out, v
 vt_arg_result vt_cli_int_arg(int argc, char **argv, int *i, const char *flag, int64_t lo, int64_t hi, int64_t *out,
                              vt_error *err);
 
+/* Where a prompt comes from (at most one set): -p TEXT ("-" reads stdin, as
+ * `vt tokenize -` does), -f FILE, or --tokens IDS. */
+typedef struct vt_cli_prompt {
+    const char *text, *file, *ids;
+} vt_cli_prompt;
+
 /* Try argv[*i] as the prompt flags shared by run/eval/compare: -p/--prompt
- * TEXT or --tokens IDS (advancing *i past the value). */
-vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, const char **prompt, const char **ids, vt_error *err);
+ * TEXT, -f/--file FILE or --tokens IDS (advancing *i past the value). */
+vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, vt_cli_prompt *p, vt_error *err);
+/* More than one of them given is an error. */
+vt_status vt_cli_prompt_check(const vt_cli_prompt *p, vt_error *err);
 
 /* A command's own flags and operands: try argv[*i] (advancing *i past a
  * value) and store it in opts, the command's options struct. */
@@ -114,6 +125,7 @@ int vt_cmd_compare(int argc, char **argv);
 int vt_cmd_bench(int argc, char **argv);
 int vt_cmd_synth(int argc, char **argv);
 int vt_cmd_serve(int argc, char **argv); /* cmd_serve.c, or a stub in main.c when not built */
+int vt_cmd_version(int argc, char **argv);
 
 
 
@@ -122,11 +134,10 @@ int vt_cmd_serve(int argc, char **argv); /* cmd_serve.c, or a stub in main.c whe
 vt_status vt_cli_open_engine(const vt_cli_common *c, bool all_logits, vt_model **model, vt_engine **engine,
                              vt_error *err);
 
-/* Prompt -> tokens: --tokens ids as given, else the text through the model's
- * tokenizer (BOS as its metadata says). */
-vt_status vt_cli_prompt_tokens(const vt_model *m, const char *prompt, const char *ids, int32_t **tokens, size_t *n,
-                               vt_error *err);
+/* Prompt -> tokens: --tokens ids as given, else the text (or the file's, or
+ * stdin's) through the model's tokenizer (BOS as its metadata says). */
+vt_status vt_cli_prompt_tokens(const vt_model *m, const vt_cli_prompt *p, int32_t **tokens, size_t *n, vt_error *err);
 /* The same, with special-token parsing as c->special says. */
-vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const char *prompt, const char *ids,
+vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const vt_cli_prompt *p,
                                    int32_t **tokens, size_t *n, vt_error *err);
 #endif

@@ -30,11 +30,13 @@ static void print_matrix(const vt_backend_entry *b) {
     }
 }
 
-static void print_entry(const vt_backend_entry *b, bool matrix) {
+/* mark: "" or what the run would use this backend as ("default backend"). */
+static void print_entry(const vt_backend_entry *b, bool matrix, const char *mark) {
     static const char *const states[] = {"loaded", "refused", "shadowed"};
     printf("%-12s %-8s %s", b->name, states[b->state], b->path);
     /* The score ranks the loaded backends: the highest is the default backend. */
     if (b->state == VT_BACKEND_LOADED) printf("  (ABI %u.%u)  score %d", b->abi_major, b->abi_minor, b->score);
+    if (mark[0]) printf("  <- %s", mark);
     printf("\n");
     if (b->state != VT_BACKEND_LOADED) printf("    reason: %s\n", b->reason);
     else if (b->table->description) printf("    %s\n", b->table->description);
@@ -139,7 +141,7 @@ static void check_file(const backends_opts *o, const vt_host *host, bool *refuse
         return;
     }
     printf("%s: ok\n", o->check);
-    print_entry(&entry, o->matrix);
+    print_entry(&entry, o->matrix, "");
     vt_registry_release_checked(&entry);
 }
 
@@ -155,7 +157,20 @@ static vt_status run_backends(const backends_opts *o, bool *refused, vt_error *e
         vt_registry *r = NULL;
         st = vt_registry_create(host, o->c.opt.backend_path[0] ? o->c.opt.backend_path : NULL, o->c.opt.backend_options,
                                 &r, err);
-        for (int i = 0; st == VT_OK && i < vt_registry_count(r); i++) print_entry(vt_registry_at(r, i), o->matrix);
+        /* The backend a run would prefer: the one named (--backend, VT_BACKEND,
+         * the ini) when it loaded, else the highest probe score. */
+        const char *named = o->c.opt.backend;
+        int32_t preferred = st == VT_OK ? vt_engine_default_backend(r) : -1;
+        char mark[160];
+        snprintf(mark, sizeof mark, "default backend (highest score)");
+        for (int i = 0; st == VT_OK && named[0] && strcmp(named, "auto") != 0 && i < vt_registry_count(r); i++)
+            if (vt_registry_at(r, i)->state == VT_BACKEND_LOADED && strcmp(vt_registry_at(r, i)->name, named) == 0) {
+                preferred = i;
+                snprintf(mark, sizeof mark, "preferred backend (from %s)",
+                         vt_options_source(&o->c.opt, "runtime.backend"));
+            }
+        for (int i = 0; st == VT_OK && i < vt_registry_count(r); i++)
+            print_entry(vt_registry_at(r, i), o->matrix, i == preferred ? mark : "");
         if (st == VT_OK && vt_registry_count(r) == 0) printf("no backends found\n");
         vt_registry_destroy(r);
     }

@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "host.h"
+#include "registry.h"
+#include "threadpool.h"
 
 static void help(void) {
     printf("usage: vt config [--config FILE] [any engine flag]\n\n"
@@ -25,9 +28,40 @@ static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *e
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 
+/* The loaded backend named `name`, or -1. */
+static int32_t loaded_named(const vt_registry *r, const char *name) {
+    for (int i = 0; i < vt_registry_count(r); i++)
+        if (vt_registry_at(r, i)->state == VT_BACKEND_LOADED && strcmp(vt_registry_at(r, i)->name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Which backend and fallback a run with these options would take, from the
+ * backends found here (the same search and ranking an engine uses), into
+ * backend/fallback ("" when there is none to name). */
+static void resolve_backends(const vt_options *opt, char *backend, char *fallback, size_t size) {
+    backend[0] = fallback[0] = '\0';
+    vt_threadpool *pool = NULL;
+    vt_registry *r = NULL;
+    vt_error ignored;
+    if (vt_threadpool_create(1, &pool, &ignored) == VT_OK &&
+        vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL, NULL, &r,
+                           &ignored) == VT_OK) {
+        int32_t preferred = opt->backend[0] ? loaded_named(r, opt->backend) : vt_engine_default_backend(r);
+        int32_t fb = opt->fallback[0] ? -1 : vt_engine_default_fallback(r, preferred);
+        if (preferred >= 0) snprintf(backend, size, "%s", vt_registry_at(r, preferred)->name);
+        if (fb >= 0) snprintf(fallback, size, "%s", vt_registry_at(r, fb)->name);
+    }
+    vt_registry_destroy(r);
+    vt_host_release_pool(pool);
+    vt_threadpool_destroy(pool);
+}
+
 /* Print every knob, its value and where it came from. */
 static vt_status run_config(const config_opts *o, vt_error *err) {
     const vt_options *opt = &o->c.opt;
+    char backend[64], fallback[64];
+    resolve_backends(opt, backend, fallback, sizeof backend);
     if (opt->config_path[0]) printf("config file: %s\n", opt->config_path);
     for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
         const char *key = vt_options_key(i);
@@ -35,12 +69,18 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
         if (vt_options_value(opt, key, value, sizeof value, err) != VT_OK) return err->code;
         /* An empty backend or fallback is chosen when the engine opens, from
          * the backends' probe scores: say so rather than print a bare blank. */
-        const char *automatic = NULL;
-        if (!value[0] && strcmp(key, "runtime.backend") == 0) automatic = "the highest-scoring loaded backend";
-        if (!value[0] && strcmp(key, "runtime.fallback") == 0)
+        const char *automatic = NULL, *resolved = NULL;
+        if (!value[0] && strcmp(key, "runtime.backend") == 0) {
+            automatic = "the highest-scoring loaded backend";
+            resolved = backend;
+        }
+        if (!value[0] && strcmp(key, "runtime.fallback") == 0) {
             automatic = "the highest-scoring loaded backend other than runtime.backend";
+            resolved = fallback;
+        }
         if (automatic)
-            printf("%-20s = %-12s (%s: %s)\n", key, value, vt_options_source(opt, key), automatic);
+            printf("%-20s = %-12s (%s: %s: %s here)\n", key, value, vt_options_source(opt, key), automatic,
+                   resolved[0] ? resolved : "none");
         else
             printf("%-20s = %-12s (%s)\n", key, value, vt_options_source(opt, key));
     }

@@ -8,15 +8,17 @@
 #include "sampler.h"
 
 static void help(void) {
-    printf("usage: vt eval -m MODEL (--tokens 1,2,3 | -p TEXT) [--top-k K] [--decode] --json [options]\n\n"
+    printf("usage: vt eval -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) [--top-k K] [--decode] [--json] [options]\n\n"
            "Evaluate the tokens in one prefill (or, with --decode, one token per decode step) and print\n"
            "{\"tokens\", \"argmax\" (per position), \"top\" (last position's K best [id, logit]), \"backend\",\n"
            "\"kv_cache_dtype\"} as one JSON object.\n\n"
            "      --tokens IDS         comma-separated token ids\n"
-           "  -p, --prompt TEXT        text, tokenized with the model's vocabulary (BOS as its metadata says)\n"
+           "  -p, --prompt TEXT        text, tokenized with the model's vocabulary (BOS as its metadata says);\n"
+           "                           - reads stdin\n"
+           "  -f, --file FILE          the file's text\n"
            "      --top-k K            pairs in \"top\" (default 20)\n"
            "      --decode             feed the tokens through the decode path\n"
-           "      --json               JSON output (the only format)\n"
+           "      --json               accepted, changes nothing: the output is always JSON\n"
            "      --full-last          also print \"last_logits\": every logit of the last position\n");
     vt_cli_common_help(stdout);
 }
@@ -35,7 +37,7 @@ static int by_logit_desc(const void *a, const void *b) {
 /* What `vt eval` was asked. */
 typedef struct eval_opts {
     vt_cli_common c;
-    const char *prompt, *ids;
+    vt_cli_prompt prompt;
     int64_t top_k; /* pairs in "top": the report's size, not the sampling filter */
     bool decode, full_last;
     bool help;
@@ -48,7 +50,7 @@ static vt_arg_result eval_arg(void *opts, int argc, char **argv, int *i, vt_erro
     if (strcmp(a, "--decode") == 0) o->decode = true;
     else if (strcmp(a, "--full-last") == 0) o->full_last = true;
     else if (strcmp(a, "--json") == 0) { /* the only output format */ }
-    else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, &o->ids, err);
+    else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, err);
     return VT_ARG_TAKEN;
 }
 
@@ -59,8 +61,8 @@ static vt_status parse_eval(int argc, char **argv, eval_opts *o, vt_error *err) 
 }
 
 static vt_status validate_eval(const eval_opts *o, vt_error *err) {
-    if (!o->prompt && !o->ids && !o->c.dry_run)
-        return vt_fail(err, VT_ERR_INVALID, "eval: give --tokens IDS or -p TEXT");
+    if (!o->prompt.text && !o->prompt.file && !o->prompt.ids && !o->c.dry_run)
+        return vt_fail(err, VT_ERR_INVALID, "eval: give --tokens IDS, -p TEXT or -f FILE");
     return vt_cli_require_model(o->c.model_path, err);
 }
 
@@ -73,7 +75,7 @@ static vt_status run_eval(const eval_opts *o, vt_error *err) {
     scored *top = NULL;
     vt_status st = vt_cli_open_engine(&o->c, true, &model, &e, err);
     if (st == VT_OK && o->c.dry_run) goto done;
-    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, o->prompt, o->ids, &tokens, &n, err);
+    if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, &o->prompt, &tokens, &n, err);
     if (st == VT_OK && n == 0) st = vt_fail(err, VT_ERR_INVALID, "zero tokens to evaluate");
     if (st == VT_OK && (int64_t)n > e->ctx_size)
         st = vt_fail(err, VT_ERR_CONTEXT_FULL, "%zu tokens do not fit the KV cache of %lld tokens (-c)", n,

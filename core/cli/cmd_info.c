@@ -1,4 +1,5 @@
 /* cmd_info.c — `vt info MODEL`: metadata and tensor table of a GGUF file. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,6 +48,78 @@ static void print_value(const vt_gguf_value *v) {
     }
 }
 
+/* llama.cpp's general.file_type values (its llama_ftype enum, the names
+ * llama-quantize takes): what the file's weights mostly are. */
+static const char *file_type_name(int64_t t) {
+    static const char *const names[] = {
+        [0] = "F32",      [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",    [8] = "Q5_0",
+        [9] = "Q5_1",     [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L", [14] = "Q4_K_S",
+        [15] = "Q4_K_M",  [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K",   [19] = "IQ2_XXS", [20] = "IQ2_XS",
+        [21] = "Q2_K_S",  [22] = "IQ3_XS", [23] = "IQ3_XXS", [24] = "IQ1_S", [25] = "IQ4_NL", [26] = "IQ3_S",
+        [27] = "IQ3_M",   [28] = "IQ2_S",  [29] = "IQ2_M",  [30] = "IQ4_XS", [31] = "IQ1_M",  [32] = "BF16",
+    };
+    return t >= 0 && t < (int64_t)(sizeof names / sizeof *names) && names[t] ? names[t] : NULL;
+}
+
+/* An integer metadata value, or -1 when absent or not an integer. */
+static int64_t meta_int(const vt_gguf *g, const char *key) {
+    const vt_gguf_kv *kv = vt_gguf_find(g, key);
+    if (!kv) return -1;
+    switch (kv->value.type) {
+    case VT_GGUF_UINT8: case VT_GGUF_UINT16: case VT_GGUF_UINT32: case VT_GGUF_UINT64:
+        return kv->value.v.u64 > INT64_MAX ? -1 : (int64_t)kv->value.v.u64;
+    case VT_GGUF_INT8: case VT_GGUF_INT16: case VT_GGUF_INT32: case VT_GGUF_INT64: return kv->value.v.i64;
+    default: return -1;
+    }
+}
+
+/* A string metadata value (at most size-1 bytes, control bytes as '?'), or "". */
+static const char *meta_str(const vt_gguf *g, const char *key, char *buf, size_t size) {
+    const vt_gguf_kv *kv = vt_gguf_find(g, key);
+    buf[0] = '\0';
+    if (!kv || kv->value.type != VT_GGUF_STRING) return buf;
+    size_t n = kv->value.v.str.len < size - 1 ? kv->value.v.str.len : size - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)kv->value.v.str.data[i];
+        buf[i] = ch < 0x20 ? '?' : (char)ch;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* One paragraph before the tables: what a reader looks for first. */
+static void print_summary(const vt_gguf *g, int64_t params) {
+    char arch[64], name[128], tok_model[32], key[128];
+    meta_str(g, "general.architecture", arch, sizeof arch);
+    meta_str(g, "general.name", name, sizeof name);
+    meta_str(g, "tokenizer.ggml.model", tok_model, sizeof tok_model);
+    snprintf(key, sizeof key, "%s.block_count", arch);
+    const int64_t layers = meta_int(g, key);
+    snprintf(key, sizeof key, "%s.embedding_length", arch);
+    const int64_t width = meta_int(g, key);
+    snprintf(key, sizeof key, "%s.context_length", arch);
+    const int64_t ctx = meta_int(g, key);
+    const int64_t ftype = meta_int(g, "general.file_type");
+    const vt_gguf_kv *tokens = vt_gguf_find(g, "tokenizer.ggml.tokens");
+    const bool has_template = vt_gguf_find(g, "tokenizer.chat_template") != NULL;
+    printf("summary: %s model", arch[0] ? arch : "an unnamed architecture's");
+    if (name[0]) printf(" \"%s\"", name);
+    if (layers >= 0) printf(", %lld layers", (long long)layers);
+    if (width >= 0) printf(", %lld wide", (long long)width);
+    if (params >= 1000000) printf(", %.2f M parameters", (double)params / 1e6);
+    else printf(", %lld parameters", (long long)params);
+    if (ftype >= 0) {
+        const char *ft = file_type_name(ftype);
+        printf("; weights %s (file type %lld)", ft ? ft : "of an unknown file type", (long long)ftype);
+    }
+    if (ctx >= 0) printf("; trained context %lld tokens", (long long)ctx);
+    if (tokens && tokens->value.type == VT_GGUF_ARRAY)
+        printf("; vocabulary %llu tokens%s%s%s", (unsigned long long)tokens->value.v.arr.n, tok_model[0] ? " (" : "",
+               tok_model, tok_model[0] ? " tokenizer)" : "");
+    else printf("; no vocabulary (pass --tokens to run it)");
+    printf("; %s.\n", has_template ? "a chat template" : "no chat template (vt serve's chat needs --chat-template)");
+}
+
 /* What `vt info` was asked. */
 typedef struct info_opts {
     const char *path;
@@ -76,17 +149,27 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
     const char *path = o->path;
     vt_gguf *g = NULL;
     if (vt_gguf_open(path, &g, err) != VT_OK) return err->code;
-    printf("file: %s\nversion: %u, alignment %zu, %lld metadata keys, %lld tensors, %zu bytes\n\nmetadata:\n", path,
+    int64_t params = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+    printf("file: %s\n", path);
+    print_summary(g, params);
+    printf("version: %u, alignment %zu, %lld metadata keys, %lld tensors, %zu bytes\n\nmetadata:\n",
            vt_gguf_version(g), vt_gguf_alignment(g), (long long)vt_gguf_n_kv(g), (long long)vt_gguf_n_tensors(g),
            vt_gguf_file_size(g));
     for (int64_t i = 0; i < vt_gguf_n_kv(g); i++) {
         const vt_gguf_kv *kv = vt_gguf_kv_at(g, i);
         printf("  %.*s = ", (int)kv->key.len, kv->key.data);
         print_value(&kv->value);
+        if (vt_gguf_str_eq(kv->key, "general.file_type")) {
+            const char *ft = file_type_name(meta_int(g, "general.file_type"));
+            if (ft) printf(" (%s)", ft);
+        }
         printf("\n");
     }
     printf("\ntensors:\n");
-    int64_t params = 0;
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         char shape[96];
@@ -95,7 +178,6 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
         printf("  %-36s %-5s %-22s %12zu bytes at %llu\n", t->name, vt_dtype_name(t->dtype), shape, t->nbytes,
                (unsigned long long)t->offset);
-        params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     }
     printf("\n%lld parameters\n", (long long)params);
     vt_gguf_close(g);
@@ -109,7 +191,9 @@ int vt_cmd_info(int argc, char **argv) {
     vt_status st = parse_info(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
         printf("usage: vt info MODEL\n\n"
-               "Print a GGUF file's version, metadata (arrays abbreviated) and tensor table.\n");
+               "Print a one-paragraph summary of a GGUF file (architecture, size, weight type, trained\n"
+               "context, vocabulary, chat template), then its version, metadata (arrays abbreviated) and\n"
+               "tensor table.\n");
         return 0;
     }
     if (st == VT_OK) st = run_info(&o, &err);

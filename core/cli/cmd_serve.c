@@ -46,7 +46,8 @@ static void help(void) {
            "      --dry-run            load, print the plans and the chat template, exit without serving\n"
            "Each of these but --api-key, --special, --explain and --dry-run is also an ini key ([server], [runtime];\n"
            "vt config lists them). Requests without temperature/top_p/top_k/min_p use --temp/--top-p/--top-k/--min-p;\n"
-           "without a seed, --seed, --seed + 1, ... in arrival order. The engine options:\n");
+           "without a seed, each a fresh random one (the request's log line names it: seed=N replays it), or\n"
+           "with --seed N, N, N + 1, ... in arrival order. The engine options:\n");
     static const char *const said_above[] = {"--max-seqs", "--max-waiting", "--special", "--explain", "--dry-run",
                                              NULL};
     vt_cli_common_help_except(stdout, said_above);
@@ -289,8 +290,12 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     int32_t stop_ids[MAX_CHAT_STOP_IDS];
     size_t n_stop_ids = st == VT_OK && have_template ? chat_stop_ids(batch, family, stop_ids) : 0;
     if (st == VT_OK) {
-        vt_serve_engine_config ec = {o->c.opt.max_waiting, o->c.opt.server_timeout, o->c.opt.seed, stop_ids,
-                                     n_stop_ids};
+        vt_serve_engine_config ec = {.max_waiting = o->c.opt.max_waiting,
+                                     .request_timeout = o->c.opt.server_timeout,
+                                     .seed = o->c.opt.seed,
+                                     .draw_seed = o->c.opt.seed_random ? vt_seed_draw : NULL,
+                                     .chat_stop_ids = stop_ids,
+                                     .n_chat_stop_ids = n_stop_ids};
         engine = vt_serve_engine_start(batch, &ec, &metrics);
         if (!engine) st = vt_fail(err, VT_ERR_NOMEM, "cannot start the engine thread");
     }

@@ -54,6 +54,36 @@ static void json_string(const char *s, size_t len) {
     putchar('"');
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || len > n || (len == 2 && s[0] < 0xc2)) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80) return 0;
+    return len;
+}
+
+/* A token's text as a quoted string a person can read: whole UTF-8
+ * characters as themselves, quotes, backslashes and control bytes escaped,
+ * and a byte that is only part of a character (byte-fallback tokens) as \xNN. */
+static void print_token_text(const vt_tokenizer *t, int32_t id) {
+    char buf[512];
+    int32_t len = vt_token_to_bytes(t, id, true, buf, sizeof buf);
+    if (len > (int32_t)sizeof buf) len = (int32_t)sizeof buf;
+    putchar('"');
+    const unsigned char *b = (const unsigned char *)buf;
+    for (int32_t i = 0; i < len;) {
+        size_t n = utf8_char(b + i, (size_t)(len - i));
+        if (n == 1 && (b[i] == '"' || b[i] == '\\')) printf("\\%c", b[i]);
+        else if (n == 1 && b[i] == '\n') printf("\\n");
+        else if (n == 1 && b[i] == '\t') printf("\\t");
+        else if (n == 0 || b[i] < 0x20 || b[i] == 0x7f) printf("\\x%02x", b[i]);
+        else fwrite(b + i, 1, n, stdout);
+        i += n ? (int32_t)n : 1;
+    }
+    putchar('"');
+}
+
 /* The flags tokenize and detokenize share: the model and --special. */
 typedef struct tokenizer_flags {
     const char *model;
@@ -69,17 +99,19 @@ static vt_arg_result tokenizer_flag(tokenizer_flags *f, int argc, char **argv, i
 }
 
 static void tokenize_help(void) {
-    printf("usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json] [--] TEXT\n\n"
+    printf("usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json | --raw] [--] TEXT\n\n"
            "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary. BOS is added as the vocab's\n"
            "metadata says unless --no-bos. --special matches control tokens' text (off by default).\n"
-           "Output: a table of id and piece; --ids: ids comma-separated; --json: {\"ids\", \"pieces\"}.\n");
+           "Output: a table of each id and the text it stands for, quoted (\" world\"; a byte that is part\n"
+           "of a character as \\xNN); --raw: the vocabulary's pieces instead (\"Ġworld\", \"▁world\");\n"
+           "--ids: ids comma-separated; --json: {\"ids\", \"pieces\" (the vocabulary's)}.\n");
 }
 
 /* What `vt tokenize` was asked. */
 typedef struct tokenize_opts {
     tokenizer_flags f;
     const char *text; /* "-": stdin */
-    bool no_bos, ids_only, json;
+    bool no_bos, ids_only, json, raw;
     bool help;
 } tokenize_opts;
 
@@ -91,6 +123,7 @@ static vt_arg_result tokenize_arg(void *opts, int argc, char **argv, int *i, vt_
     if (strcmp(a, "--no-bos") == 0) o->no_bos = true;
     else if (strcmp(a, "--ids") == 0) o->ids_only = true;
     else if (strcmp(a, "--json") == 0) o->json = true;
+    else if (strcmp(a, "--raw") == 0) o->raw = true;
     else if (strcmp(a, "--") == 0 && *i + 1 < argc && !o->text) o->text = argv[++*i];
     else if ((a[0] != '-' || strcmp(a, "-") == 0) && !o->text) o->text = a;
     else return VT_ARG_NOT_MINE;
@@ -141,8 +174,14 @@ static vt_status run_tokenize(const tokenize_opts *o, vt_error *err) {
                 json_string(p, strlen(p));
             }
             printf("]}\n");
-        } else {
+        } else if (o->raw) {
             for (size_t i = 0; i < n; i++) printf("%8d  %s\n", ids[i], vt_tokenizer_piece(t, ids[i]));
+        } else {
+            for (size_t i = 0; i < n; i++) {
+                printf("%8d  ", ids[i]);
+                print_token_text(t, ids[i]);
+                printf("\n");
+            }
         }
     }
     free(ids);
@@ -198,7 +237,7 @@ static vt_status parse_detokenize(int argc, char **argv, detokenize_opts *o, vt_
     vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
     if (st != VT_OK || o->help) return st;
     if (!o->list) return vt_fail(err, VT_ERR_INVALID, "detokenize: give IDS, comma-separated");
-    return vt_cli_parse_ids(o->list, &o->ids, &o->n, err);
+    return vt_cli_parse_ids("IDS", o->list, &o->ids, &o->n, err);
 }
 
 /* Decode the ids and write the bytes. */

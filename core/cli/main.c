@@ -30,6 +30,7 @@ static const struct {
     {"bench", vt_cmd_bench, "prefill and decode tokens/s per backend against the memory bandwidth limit"},
     {"synth", vt_cmd_synth, "write a random-weight model of a named or given shape"},
     {"serve", vt_cmd_serve, "serve the model over HTTP with OpenAI's API (chat, completions, streaming)"},
+    {"version", vt_cmd_version, "vt's version, backend ABI, CPU features and backends (also: vt --version)"},
 };
 
 static void usage(FILE *f) {
@@ -43,6 +44,7 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) return vt_cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "vt: unknown command '%s'\n", argv[1]);

@@ -21,7 +21,7 @@ static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
     memcpy(key, kv, len);
     key[len] = '\0';
     if (strncmp(key, backend_prefix, sizeof backend_prefix - 1) == 0) {
-        vt_status st = vt_options_set_backend_option(o, key + sizeof backend_prefix - 1, eq + 1, e);
+        vt_status st = vt_options_set_backend_option_from(o, key + sizeof backend_prefix - 1, eq + 1, "api", e);
         if (st != VT_OK) vt_error_prefix(e, "setting '%s': ", kv);
         return st;
     }

@@ -1,6 +1,7 @@
 /* engine.c — wiring: options -> thread pool -> backends -> KV cache -> plans. */
 #include "engine.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -50,14 +51,88 @@ static int32_t best_loaded(const vt_registry *r, int32_t except) {
     return best;
 }
 
+/* How a backend option was set, as the user wrote it: "--backend-option
+ * onednn.foo=1", "FILE:3: [backend.onednn] foo = 1", "setting
+ * backend.onednn.foo=1" (the embedding API). line: "NAME.key=value". */
+static void backend_option_origin(const vt_options *o, const char *line, int len, char *buf, size_t size) {
+    const char *eq = memchr(line, '=', (size_t)len), *dot = memchr(line, '.', (size_t)len);
+    char key[160], src[VT_SOURCE_SIZE];
+    const int key_len = eq ? (int)(eq - line) : len;
+    snprintf(key, sizeof key, "%.*s", key_len, line);
+    const char *source = vt_options_backend_option_source(o, key, src, sizeof src);
+    if (source && strncmp(source, "ini ", 4) == 0 && dot && eq)
+        snprintf(buf, size, "%s:%s: [backend.%.*s] %.*s = %.*s", o->config_path, source + 4, (int)(dot - line), line,
+                 (int)(eq - dot - 1), dot + 1, len - key_len - 1, eq + 1);
+    else if (source && strcmp(source, "cli") == 0) snprintf(buf, size, "--backend-option %.*s", len, line);
+    else if (source && strcmp(source, "api") == 0) snprintf(buf, size, "setting backend.%.*s", len, line);
+    else snprintf(buf, size, "backend option %.*s", len, line);
+}
+
+/* Every [backend.NAME] / --backend-option names a backend that was found,
+ * and a backend whose init refused its options stops the run here: an option
+ * that is silently dropped, or that silently drops its backend from the plan,
+ * would leave the user believing it applies. */
+static vt_status check_backend_options(const vt_engine *e, vt_error *err) {
+    const char *lines = e->opt.backend_options;
+    for (const char *line = lines; *line;) {
+        const char *end = strchr(line, '\n');
+        const int len = (int)(end ? (size_t)(end - line) : strlen(line));
+        const char *dot = memchr(line, '.', (size_t)len);
+        const int name_len = dot ? (int)(dot - line) : len;
+        const vt_backend_entry *found = NULL;
+        for (int i = 0; i < vt_registry_count(e->registry) && !found; i++) {
+            const vt_backend_entry *b = vt_registry_at(e->registry, i);
+            if ((int)strlen(b->name) == name_len && strncmp(b->name, line, (size_t)name_len) == 0 &&
+                b->state != VT_BACKEND_SHADOWED)
+                found = b;
+        }
+        char origin[1400];
+        if (!found || (found->state == VT_BACKEND_REFUSED && found->refused_by_init))
+            backend_option_origin(&e->opt, line, len, origin, sizeof origin);
+        if (!found) {
+            char names[256];
+            int n = snprintf(names, sizeof names, "found:");
+            for (int i = 0; i < vt_registry_count(e->registry) && n > 0 && (size_t)n < sizeof names; i++)
+                n += snprintf(names + n, sizeof names - (size_t)n, " %s", vt_registry_at(e->registry, i)->name);
+            return vt_fail(err, VT_ERR_INVALID, "%s: no backend named '%.*s' (%s)", origin, name_len, line, names);
+        }
+        if (found->state == VT_BACKEND_REFUSED && found->refused_by_init)
+            return vt_fail(err, VT_ERR_BACKEND, "%s: backend %s refused its options: %s", origin, found->name,
+                           found->reason);
+        line += len + (end ? 1 : 0);
+    }
+    return VT_OK;
+}
+
+/* How the user set a knob, as they wrote it: "--backend simd",
+ * "VT_BACKEND=simd", "FILE:12: [runtime] backend = simd", "settings
+ * runtime.backend=simd" (the embedding API), so an error names its origin. */
+static void setting_origin(const vt_options *o, const char *key, const char *flag, const char *value, char *buf,
+                           size_t size) {
+    const char *src = vt_options_source(o, key);
+    const char *dot = strchr(key, '.');
+    if (src && strncmp(src, "env ", 4) == 0) snprintf(buf, size, "%s=%s", src + 4, value);
+    else if (src && strncmp(src, "ini ", 4) == 0)
+        snprintf(buf, size, "%s:%s: [%.*s] %s = %s", o->config_path, src + 4, dot ? (int)(dot - key) : 0, key,
+                 dot ? dot + 1 : key, value);
+    else if (src && strcmp(src, "cli") == 0) snprintf(buf, size, "%s %s", flag, value);
+    else if (!src || strcmp(src, "default") == 0) snprintf(buf, size, "%s %s", flag + 2, value); /* set by a command */
+    else snprintf(buf, size, "%s=%s (from %s)", key, value, src);
+}
+
+int32_t vt_engine_default_backend(const vt_registry *r) { return best_loaded(r, -1); }
+
+int32_t vt_engine_default_fallback(const vt_registry *r, int32_t preferred) { return best_loaded(r, preferred); }
+
 static vt_status choose_backends(vt_engine *e, vt_error *err) {
     const vt_registry *r = e->registry;
-    char why[512];
+    char why[512], origin[1200];
     if (e->opt.backend[0] && !is_auto(&e->opt)) {
         e->preferred = find_loaded(r, e->opt.backend);
         if (e->preferred < 0) {
             describe_missing(r, e->opt.backend, why, sizeof why);
-            return vt_fail(err, VT_ERR_BACKEND, "--backend %s: %s", e->opt.backend, why);
+            setting_origin(&e->opt, "runtime.backend", "--backend", e->opt.backend, origin, sizeof origin);
+            return vt_fail(err, VT_ERR_BACKEND, "%s: %s", origin, why);
         }
     } else {
         e->preferred = best_loaded(r, -1);
@@ -80,7 +155,8 @@ static vt_status choose_backends(vt_engine *e, vt_error *err) {
         e->fallback = find_loaded(r, e->opt.fallback);
         if (e->fallback < 0) {
             describe_missing(r, e->opt.fallback, why, sizeof why);
-            return vt_fail(err, VT_ERR_BACKEND, "fallback %s: %s", e->opt.fallback, why);
+            setting_origin(&e->opt, "runtime.fallback", "--fallback", e->opt.fallback, origin, sizeof origin);
+            return vt_fail(err, VT_ERR_BACKEND, "%s: %s", origin, why);
         }
         if (e->fallback == e->preferred) e->fallback = -1;
     }
@@ -106,6 +182,19 @@ static void warn_inexact_kv(const vt_engine *e) {
            cache, n->label, b ? b->name : "?", vt_dtype_name(kv), n_prefill + n_decode - 1, cache,
            e->fallback < 0 ? "allow a fallback backend (--fallback reference)"
                            : "choose another --backend or --fallback");
+}
+
+/* Positions past the trained context are allowed (RoPE computes them) but
+ * the model has never seen them, so its text degrades there: said once per
+ * process, however many engines a command creates. */
+static void warn_ctx_past_training(const vt_options *opt, const vt_hparams *hp) {
+    static atomic_bool warned;
+    if (opt->ctx_size <= 0 || hp->n_ctx_train <= 0 || opt->ctx_size <= hp->n_ctx_train) return;
+    if (atomic_exchange(&warned, true)) return;
+    vt_log(VT_LOG_WARN, "core",
+           "context size %lld (from %s) is larger than the model's trained context of %lld tokens: positions past "
+           "it may give poor text",
+           (long long)opt->ctx_size, vt_options_source(opt, "kv_cache.ctx_size"), (long long)hp->n_ctx_train);
 }
 
 static vt_status build_plans(vt_engine *e, vt_error *err) {
@@ -210,6 +299,7 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         st = vt_registry_create(e->host, opt->backend_path[0] ? opt->backend_path : NULL, opt->backend_options,
                                 &e->registry, err);
     }
+    if (st == VT_OK) st = check_backend_options(e, err);
     if (st == VT_OK) st = choose_backends(e, err);
     if (st == VT_OK && is_auto(opt)) st = start_auto(e, shape->recalibrate, err);
     if (st == VT_OK) {
@@ -237,6 +327,7 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         vt_engine_free(e);
         return st;
     }
+    warn_ctx_past_training(opt, &model->hp); /* only for an engine that will run: a refusal is its one line */
     clock_gettime(CLOCK_MONOTONIC, &t1);
     e->create_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     *out = e;

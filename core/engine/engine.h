@@ -62,6 +62,13 @@ typedef struct vt_engine_shape {
  * eval, compare), else only the last token of each eval. */
 vt_status vt_engine_create(const vt_options *opt, vt_model *model, bool all_logits, vt_engine **out, vt_error *err);
 /* The same with every shape parameter (vt_engine_create: one sequence). */
+/* The backend a plain run prefers when none is named: the loaded one with
+ * the highest probe score (ties: discovery order), or -1 if none loaded. */
+int32_t vt_engine_default_backend(const vt_registry *r);
+/* The fallback a run takes when none is named: the highest-scoring loaded
+ * backend other than `preferred`, or -1. */
+int32_t vt_engine_default_fallback(const vt_registry *r, int32_t preferred);
+
 vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const vt_engine_shape *shape,
                                   vt_engine **out, vt_error *err);
 void vt_engine_free(vt_engine *e);

@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- ranges ------------------------------------------------------------ */
@@ -104,7 +106,8 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_TOP_K] = {"sampling.top_k", "sampling", "top_k", "integers 0..2147483647 (0 = off)"},
     [OPT_TOP_P] = {"sampling.top_p", "sampling", "top_p", "numbers in (0, 1] (1 = off)"},
     [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", "numbers in [0, 1] (0 = off)"},
-    [OPT_SEED] = {"sampling.seed", "sampling", "seed", "integers 0..18446744073709551615"},
+    [OPT_SEED] = {"sampling.seed", "sampling", "seed",
+                  "-1 (a fresh random seed for each run and request) or integers 0..18446744073709551615"},
     [OPT_SERVER_HOST] = {"server.host", "server", "host",
                          "addresses or host names of 1 to 255 characters from A-Z, a-z, 0-9, '.', ':', '-', '_' and '%'"},
     [OPT_SERVER_PORT] = {"server.port", "server", "port", "integers 0..65535 (0 = any free port)"},
@@ -316,8 +319,14 @@ static bool store_value(vt_options *o, int id, const char *value) {
         o->min_p = (float)d;
         return true;
     case OPT_SEED:
+        if (strcmp(value, "-1") == 0) {
+            o->seed_random = true;
+            o->seed = 0;
+            return true;
+        }
         if (!parse_u64(value, &u64)) return false;
         o->seed = u64;
+        o->seed_random = false;
         return true;
     case OPT_SERVER_HOST:
         if (!is_text_of(value, 1, 255, ".:-_%")) return false;
@@ -406,7 +415,8 @@ void vt_options_defaults(vt_options *o) {
     o->top_k = 40;
     o->top_p = 0.95f;
     o->min_p = 0.05f;
-    o->seed = 42;
+    o->seed = 0;
+    o->seed_random = true; /* sampled text differs run to run unless a seed is given */
     snprintf(o->server_host, sizeof o->server_host, "127.0.0.1");
     o->server_port = 8080;
     o->server_body_limit = INT64_C(4) << 20;
@@ -447,8 +457,27 @@ static bool option_chars(const char *s, bool value) {
     return true;
 }
 
+/* Remove the lines of buf that start with "KEY" + sep. */
+static void drop_lines(char *buf, const char *key, char sep) {
+    size_t key_len = strlen(key);
+    for (char *line = buf; *line;) {
+        char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, key, key_len) == 0 && line[key_len] == sep)
+            memmove(line, line + line_len, strlen(line + line_len) + 1);
+        else
+            line += line_len;
+    }
+}
+
 vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key, const char *value, vt_error *err) {
-    if (!o || !name_dot_key || !value) return vt_fail(err, VT_ERR_INVALID, "backend option: NULL argument");
+    return vt_options_set_backend_option_from(o, name_dot_key, value, "cli", err);
+}
+
+vt_status vt_options_set_backend_option_from(vt_options *o, const char *name_dot_key, const char *value,
+                                             const char *source, vt_error *err) {
+    if (!o || !name_dot_key || !value || !source)
+        return vt_fail(err, VT_ERR_INVALID, "backend option: NULL argument");
     const char *dot = strchr(name_dot_key, '.');
     char name[64];
     size_t len = dot ? (size_t)(dot - name_dot_key) : 0;
@@ -463,23 +492,37 @@ vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key,
     /* A later setting of the same NAME.key replaces the earlier one (the
      * command line over the ini, as for every knob), so the backend never
      * sees one key twice. */
-    size_t key_len = strlen(name_dot_key);
-    for (char *line = o->backend_options; *line;) {
-        char *end = strchr(line, '\n');
-        size_t line_len = end ? (size_t)(end - line) + 1 : strlen(line);
-        if (strncmp(line, name_dot_key, key_len) == 0 && line[key_len] == '=')
-            memmove(line, line + line_len, strlen(line + line_len) + 1);
-        else
-            line += line_len;
-    }
-    size_t used = strlen(o->backend_options);
-    int n = snprintf(o->backend_options + used, sizeof o->backend_options - used, "%s=%s\n", name_dot_key, value);
-    if (n < 0 || (size_t)n >= sizeof o->backend_options - used) {
-        o->backend_options[used] = '\0';
+    char lines[sizeof o->backend_options];
+    memcpy(lines, o->backend_options, sizeof lines);
+    drop_lines(lines, name_dot_key, '=');
+    size_t used = strlen(lines);
+    int n = snprintf(lines + used, sizeof lines - used, "%s=%s\n", name_dot_key, value);
+    if (n < 0 || (size_t)n >= sizeof lines - used)
         return vt_fail(err, VT_ERR_INVALID, "backend options: more than %zu bytes in all",
                        sizeof o->backend_options - 1);
-    }
+    memcpy(o->backend_options, lines, sizeof lines);
+    /* Where it came from, for errors; a source that does not fit is only
+     * left unnamed (the option itself is kept). */
+    drop_lines(o->backend_option_sources, name_dot_key, '\t');
+    used = strlen(o->backend_option_sources);
+    n = snprintf(o->backend_option_sources + used, sizeof o->backend_option_sources - used, "%s\t%s\n",
+                 name_dot_key, source);
+    if (n < 0 || (size_t)n >= sizeof o->backend_option_sources - used) o->backend_option_sources[used] = '\0';
     return VT_OK;
+}
+
+const char *vt_options_backend_option_source(const vt_options *o, const char *name_dot_key, char *buf, size_t size) {
+    size_t key_len = strlen(name_dot_key);
+    for (const char *line = o->backend_option_sources; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t line_len = end ? (size_t)(end - line) : strlen(line);
+        if (strncmp(line, name_dot_key, key_len) == 0 && line[key_len] == '\t') {
+            snprintf(buf, size, "%.*s", (int)(line_len - key_len - 1), line + key_len + 1);
+            return buf;
+        }
+        line += line_len + (end ? 1 : 0);
+    }
+    return NULL;
 }
 
 const char *vt_options_source(const vt_options *o, const char *key) {
@@ -529,7 +572,10 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_TOP_K: snprintf(buf, size, "%" PRId32, o->top_k); break;
     case OPT_TOP_P: shortest_float(buf, size, o->top_p); break;
     case OPT_MIN_P: shortest_float(buf, size, o->min_p); break;
-    case OPT_SEED: snprintf(buf, size, "%" PRIu64, o->seed); break;
+    case OPT_SEED:
+        if (o->seed_random) snprintf(buf, size, "-1");
+        else snprintf(buf, size, "%" PRIu64, o->seed);
+        break;
     case OPT_SERVER_HOST: snprintf(buf, size, "%s", o->server_host); break;
     case OPT_SERVER_PORT: snprintf(buf, size, "%" PRId32, o->server_port); break;
     case OPT_SERVER_CHAT_TEMPLATE: snprintf(buf, size, "%s", o->server_chat_template); break;
@@ -692,7 +738,9 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
     if (is_backend_section(section, strlen(section))) {
         char key[160];
         snprintf(key, sizeof key, "%s.%s", section + 8, name);
-        st->code = vt_options_set_backend_option(st->work, key, value, st->err);
+        char source[VT_SOURCE_SIZE];
+        snprintf(source, sizeof source, "ini %d", st->lineno);
+        st->code = vt_options_set_backend_option_from(st->work, key, value, source, st->err);
         if (st->code != VT_OK) {
             vt_error_prefix(st->err, "%s:%d: ", st->work->config_path, st->lineno);
             st->failed = true;
@@ -818,3 +866,21 @@ vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err)
     *o = work;
     return VT_OK;
 }
+
+/* ---- seeds --------------------------------------------------------------- */
+
+uint64_t vt_seed_draw(void) {
+    uint32_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) == (ssize_t)sizeof v) return v;
+    /* No entropy pool yet (early boot): the clock and the process id still
+     * differ from run to run, which is all a sampling seed needs. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40);
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    return x & UINT32_MAX;
+}
+
+uint64_t vt_options_run_seed(const vt_options *o) { return o->seed_random ? vt_seed_draw() : o->seed; }

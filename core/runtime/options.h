@@ -45,7 +45,8 @@ typedef struct vt_options {
     int32_t top_k;           /* 0 = off; default 40 */
     float top_p;             /* 1 = off; default 0.95 */
     float min_p;             /* 0 = off; default 0.05 */
-    uint64_t seed;           /* default 42 */
+    uint64_t seed;           /* the fixed seed when !seed_random */
+    bool seed_random;        /* default true ("-1"): each run or request draws a fresh seed (vt_seed_draw) */
     /* [server] (vt serve) */
     char server_host[256];          /* address or name to listen on; default "127.0.0.1" */
     int32_t server_port;            /* 0..65535 (0 = any free port); default 8080 */
@@ -58,6 +59,9 @@ typedef struct vt_options {
      * "NAME.key=value\n" lines, handed to backend NAME's init as
      * config->options "key=value,key=value" (the registry splits them). */
     char backend_options[1024];
+    /* "NAME.key\tSOURCE\n" for each of them ("cli", "ini LINE", "api"), so
+     * an error about one names where it was set. */
+    char backend_option_sources[1024];
     /* the ini file read, if any */
     char config_path[1024];
     /* The plan check (core/plan.h, vt_plan_run): the first run of each plan
@@ -95,6 +99,12 @@ vt_status vt_options_set(vt_options *o, const char *key, const char *value, cons
  * values without ',', '=' or control characters. The backend validates it at
  * init (a bad one refuses the backend with its reason). */
 vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key, const char *value, vt_error *err);
+/* The same, recording where it was set ("cli", "ini LINE", "api"); the
+ * plain call records "cli". */
+vt_status vt_options_set_backend_option_from(vt_options *o, const char *name_dot_key, const char *value,
+                                             const char *source, vt_error *err);
+/* Where NAME.key was set, into buf; NULL when unknown. */
+const char *vt_options_backend_option_source(const vt_options *o, const char *name_dot_key, char *buf, size_t size);
 
 /* Source of a knob ("default" if never set); NULL for an unknown key. */
 const char *vt_options_source(const vt_options *o, const char *key);
@@ -106,5 +116,12 @@ const char *vt_options_key(int i);
 /* The knob's current value as vt_options_set would accept it ("f16", "512",
  * "0.8"), into buf. VT_ERR_INVALID for an unknown key. */
 vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size_t size, vt_error *err);
+
+/* A fresh seed from the system's entropy, in 0..2^32-1 so that it reads
+ * back everywhere a seed is taken (command line, ini, a JSON request). */
+uint64_t vt_seed_draw(void);
+
+/* The seed a run uses: o->seed, or a fresh one when o->seed_random. */
+uint64_t vt_options_run_seed(const vt_options *o);
 
 #endif

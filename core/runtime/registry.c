@@ -259,6 +259,7 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
     err[sizeof err - 1] = '\0';
     if (st != VT_OK) {
         refuse(e, "init failed: %s", err[0] ? err : vt_status_name(st));
+        e->refused_by_init = true;
         return;
     }
     char why[200];

@@ -30,6 +30,7 @@ typedef struct vt_backend_entry {
     void *ctx;                /* loaded: its init context */
     uint32_t abi_major, abi_minor;
     int score;                /* loaded: its probe's score (1 without a probe); ranks the default backend */
+    bool refused_by_init;     /* refused: its init failed (the one step that reads its options) */
 } vt_backend_entry;
 
 typedef struct vt_registry vt_registry;

@@ -96,6 +96,12 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
         return vt_serve_fail(err, 503, "server_error", NULL,
                              "the waiting queue is full (%d requests); retry later", (int)e->cfg.max_waiting);
     }
+    if (generate && !job->req.has_seed) {
+        /* Chosen here, before the handler logs the request, so the log line
+         * can name the seed that replays it. */
+        job->req.seed = e->cfg.draw_seed ? e->cfg.draw_seed() : e->next_seed++;
+        job->req.has_seed = true;
+    }
     job->refs++;
     job->next = NULL;
     if (e->queue_tail) e->queue_tail->next = job;
@@ -252,7 +258,7 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     r.top_k = job->req.top_k;
     r.top_p = job->req.top_p;
     r.min_p = job->req.min_p;
-    r.seed = job->req.has_seed ? job->req.seed : e->next_seed++;
+    r.seed = job->req.seed; /* given, or chosen at submission */
     r.presence_penalty = job->req.presence_penalty;
     r.frequency_penalty = job->req.frequency_penalty;
     if (job->req.kind == VT_SERVE_CHAT && e->cfg.n_chat_stop_ids > 0) {

@@ -62,6 +62,7 @@ typedef struct vt_serve_engine_config {
     int32_t max_waiting;    /* requests queued or waiting in the batch before 503 */
     double request_timeout; /* seconds from arrival; 0 = none */
     uint64_t seed;          /* requests without a seed get seed, seed + 1, ... */
+    uint64_t (*draw_seed)(void); /* ... or, when set, each a fresh seed from it (--seed -1, the default) */
     /* Chat requests stop on these ids (the model's end-of-generation ids and
      * the chat template's end-of-turn token); n 0: the model's own. Copied. */
     const int32_t *chat_stop_ids;

@@ -1,6 +1,8 @@
 /* serve_http.c — see serve_http.h. */
 #include "serve_http.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
@@ -38,6 +40,9 @@ typedef struct request_ctx {
     bool too_large;
     int status;
     int64_t prompt_tokens, completion_tokens;
+    char error[640]; /* an error answer's param and message, for the log line */
+    bool has_seed; /* a generate request: the seed it sampled with, for the log line */
+    uint64_t seed;
     bool client_left;
     char method[8], path[96];
 } request_ctx;
@@ -84,6 +89,12 @@ static enum MHD_Result send_json(struct MHD_Connection *c, request_ctx *rq, int 
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, request_ctx *rq, const vt_serve_error *err) {
+    /* The log line says why, not only the status; a message may quote the
+     * client's bytes, so control characters are replaced to keep it one line. */
+    if (err->param[0]) snprintf(rq->error, sizeof rq->error, " param=%s: %s", err->param, err->message);
+    else snprintf(rq->error, sizeof rq->error, " %s", err->message);
+    for (char *p = rq->error; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
     return send_json(c, rq, err->status, vt_serve_error_json(err));
 }
 
@@ -259,6 +270,8 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         vt_serve_job_release(e, job);
         return send_error(c, rq, &err);
     }
+    rq->has_seed = true;
+    rq->seed = job->req.seed; /* fixed by the submission */
     bool stream = job->req.stream;
     if (!wait_while(c, e, job, !stream)) return client_left(e, job, rq);
     vt_serve_engine_lock(e);
@@ -317,6 +330,8 @@ static enum MHD_Result tokens(struct MHD_Connection *c, request_ctx *rq, vt_serv
         vt_serve_job_release(e, job);
         return send_error(c, rq, &err);
     }
+    rq->has_seed = true;
+    rq->seed = job->req.seed; /* fixed by the submission */
     if (!wait_while(c, e, job, true)) return client_left(e, job, rq);
     enum MHD_Result ret;
     if (job->state == VT_JOB_FAILED) ret = send_error(c, rq, &job->error);
@@ -434,15 +449,30 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     int status = rq->status ? rq->status : 500;
     vt_serve_metrics_request(s->metrics, status);
     bool left = rq->client_left || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
-    fprintf(stderr, "vt serve: %s %s %d prompt=%lld completion=%lld %.3fs%s\n", rq->method, rq->path, status,
-            (long long)rq->prompt_tokens, (long long)rq->completion_tokens, vt_serve_now() - rq->t0,
-            left ? " (client left)" : "");
+    char seed[32] = "";
+    if (rq->has_seed) snprintf(seed, sizeof seed, " seed=%" PRIu64, rq->seed);
+    fprintf(stderr, "vt serve: %s %s %d prompt=%lld completion=%lld%s %.3fs%s%s\n", rq->method, rq->path, status,
+            (long long)rq->prompt_tokens, (long long)rq->completion_tokens, seed, vt_serve_now() - rq->t0,
+            left ? " (client left)" : "", rq->error);
     free(rq->body);
     free(rq);
     atomic_fetch_sub(&s->active, 1);
 }
 
 int vt_server_active_requests(vt_server *s) { return atomic_load(&s->active); }
+
+/* libmicrohttpd reports a failed start without its reason: bind a socket
+ * to the same address the way it does (SO_REUSEADDR on) to learn whether the
+ * port is taken or the address is not this machine's. 0: the bind works. */
+static int bind_errno(const struct addrinfo *ai) {
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd < 0) return errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    int why = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
+    close(fd);
+    return why;
+}
 
 vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metrics, char *err, size_t err_size) {
     vt_server *s = calloc(1, sizeof *s);
@@ -476,13 +506,20 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
                                  ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_CONNECTION_LIMIT, 1024u,
                                  MHD_OPTION_END);
-    freeaddrinfo(ai);
     if (!s->daemon) {
-        snprintf(err, err_size, "cannot listen on %s:%d (in use, or not an address of this machine)", s->host,
-                 cfg->port);
+        int why = bind_errno(ai);
+        snprintf(err, err_size, "cannot listen on %s:%d: %s%s", s->host, cfg->port,
+                 why == EADDRINUSE      ? "the port is in use (bind: EADDRINUSE); choose another with --port"
+                 : why == EADDRNOTAVAIL ? "not an address of this machine (bind: EADDRNOTAVAIL); check --host"
+                 : why == EACCES        ? "permission denied (bind: EACCES): ports below 1024 need privileges"
+                 : why                  ? "bind: "
+                                        : "the HTTP server did not start (a bind to the address succeeds)",
+                 why && why != EADDRINUSE && why != EADDRNOTAVAIL && why != EACCES ? strerror(why) : "");
+        freeaddrinfo(ai);
         vt_server_stop(s);
         return NULL;
     }
+    freeaddrinfo(ai);
     return s;
 }
 

@@ -129,6 +129,23 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
     json_t *echo = field(root, "echo");
     if (kind == VT_SERVE_COMPLETION && echo && !json_is_false(echo))
         return vt_serve_fail(err, 400, INVALID, "echo", "echo: only false is supported");
+    /* Three of OpenAI's fields clients send by habit, decided one by one:
+     * parallel_tool_calls only shapes tool calls, and tools are refused
+     * above, so it changes nothing (ignored, but must be a boolean); there is
+     * one service tier here, so "auto" and "default" are that tier and any
+     * other asks for what is not there; nothing is ever stored, so store
+     * false is what happens and true asks for what is not done. */
+    json_t *ptc = field(root, "parallel_tool_calls");
+    if (ptc && !json_is_boolean(ptc))
+        return vt_serve_fail(err, 400, INVALID, "parallel_tool_calls", "parallel_tool_calls: expected true or false");
+    json_t *tier = field(root, "service_tier");
+    if (tier && !(json_is_string(tier) && (strcmp(json_string_value(tier), "auto") == 0 ||
+                                           strcmp(json_string_value(tier), "default") == 0)))
+        return vt_serve_fail(err, 400, INVALID, "service_tier",
+                             "service_tier: only \"auto\" or \"default\" (this server has one tier)");
+    json_t *store = field(root, "store");
+    if (store && !json_is_false(store))
+        return vt_serve_fail(err, 400, INVALID, "store", "store: only false (this server keeps no completions)");
     return true;
 }
 
@@ -287,9 +304,11 @@ static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_err
     }
     json_t *seed = field(root, "seed");
     if (seed) {
-        if (!json_is_integer(seed)) return vt_serve_fail(err, 400, INVALID, "seed", "seed: expected an integer");
-        r->has_seed = true;
-        r->seed = (uint64_t)json_integer_value(seed);
+        if (!json_is_integer(seed) || json_integer_value(seed) < -1)
+            return vt_serve_fail(err, 400, INVALID, "seed", "seed: expected an integer >= 0, or -1 for a random one");
+        /* -1: a fresh random seed, as when the field is left out (llama-server's meaning) */
+        r->has_seed = json_integer_value(seed) >= 0;
+        r->seed = r->has_seed ? (uint64_t)json_integer_value(seed) : 0;
     }
     if (!bool_field(root, "stream", &r->stream, err)) return false;
     json_t *so = field(root, "stream_options");

@@ -1,0 +1,353 @@
+/* test_newcomer.c — what a new user meets first, through the built `vt`
+ * (VT_CLI_PATH) on the committed models: a sampled run is random by default
+ * and replayable with the seed it prints; options no backend takes are
+ * refused before anything runs; the prompt can come from stdin or a file;
+ * `vt --version`; messages that name where a value came from; the summary
+ * of `vt info`; token pieces as text; the default backend marked.
+ *
+ * Every run uses the reference backend on one thread where it generates, so
+ * what it prints depends on the arithmetic alone, never on the machine. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "vt/vt_backend.h"
+
+#define MODEL "aidreams260k-f32.gguf" /* trained, 128-token context, a SentencePiece vocabulary */
+
+static char model[1024];
+
+static int find_model(void) {
+    static const char *const levers[] = {"VT_CONFIG", "VT_BACKEND", "VT_THREADS", "VT_CTX_SIZE", "VT_KV_CACHE_DTYPE",
+                                         "VT_KV_CACHE_F32", "VT_BACKEND_PATH"};
+    for (size_t i = 0; i < sizeof levers / sizeof *levers; i++) unsetenv(levers[i]);
+    const char *dir = vt_test_data_dir("the aidreams260k model");
+    if (!dir) return 1;
+    snprintf(model, sizeof model, "%s/models/%s", dir, MODEL);
+    return 0;
+}
+
+typedef struct result {
+    int rc;
+    char *out, *err;
+} result;
+
+/* `SHELL_PREFIX vt ARGS`: prefix is put before the program (a pipe, env). */
+static result run(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static result run(const char *prefix, const char *fmt, ...) {
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s timeout 120 '%s' %s", prefix, VT_CLI_PATH, args);
+    result r = {0};
+    r.rc = vt_test_run_cmd(cmd, &r.out, &r.err);
+    if (!r.out) r.out = strdup("");
+    if (!r.err) r.err = strdup("");
+    return r;
+}
+
+static void result_free(result *r) {
+    free(r->out);
+    free(r->err);
+}
+
+static bool has(const char *haystack, const char *needle) {
+    bool ok = haystack && strstr(haystack, needle) != NULL;
+    if (!ok) printf("\n  expected \"%s\" in: %s", needle, haystack ? haystack : "(null)");
+    return ok;
+}
+
+/* The seed a sampled `vt run` printed on its timing line, or -1. */
+static int64_t printed_seed(const char *err) {
+    const char *at = strstr(err, "; seed ");
+    uint64_t seed;
+    if (!at || sscanf(at, "; seed %" SCNu64, &seed) != 1) return -1;
+    return (int64_t)seed;
+}
+
+/* The default temperature samples; without --seed each run draws its own
+ * seed and prints it, and --seed with that number prints the same text. */
+static void test_default_seed_is_random_and_replayable(void) {
+    static const char *const args = "run -m '%s' -p 'Once upon a time' -n 24 --backend reference -t 1 %s";
+    result a = run("", args, model, "");
+    result b = run("", args, model, "--seed -1");
+    CU_ASSERT_EQUAL(a.rc, 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    const int64_t seed_a = printed_seed(a.err), seed_b = printed_seed(b.err);
+    CU_ASSERT(seed_a >= 0 && seed_b >= 0);
+    CU_ASSERT(has(a.err, "(random: --seed with it replays this run)"));
+    /* Two draws from 2^32 seeds: equal once in four billion runs. */
+    CU_ASSERT_NOT_EQUAL(seed_a, seed_b);
+    char given[64];
+    snprintf(given, sizeof given, "--seed %" PRId64, seed_a);
+    result replay = run("", args, model, given);
+    CU_ASSERT_EQUAL(replay.rc, 0);
+    CU_ASSERT_STRING_EQUAL(replay.out, a.out);
+    CU_ASSERT_EQUAL(printed_seed(replay.err), seed_a);
+    CU_ASSERT(!strstr(replay.err, "random")); /* a given seed is not called random */
+    CU_ASSERT(strlen(a.out) > 1);
+    /* --explain names the seed and where it came from */
+    result explained = run("", args, model, "--seed 7 --explain");
+    CU_ASSERT(has(explained.err, "seed 7 (cli)"));
+    result_free(&a);
+    result_free(&b);
+    result_free(&replay);
+    result_free(&explained);
+}
+
+/* Options for a backend that does not exist, or that a backend refuses, stop
+ * the run before it loads anything, naming the backend and the option. */
+static void test_unknown_backend_options_are_refused(void) {
+    struct {
+        const char *option, *says;
+        int rc;
+        bool needs_simd, needs_onednn;
+    } cases[] = {
+        {"nobackend.foo=1", "no backend named 'nobackend'", 2, false, false},
+        {"reference.foo=1", "backend reference refused its options", 5, false, false},
+        {"simd.foo=1", "backend simd refused its options", 5, true, false},
+        {"onednn.foo=1", "backend onednn refused its options", 5, false, true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        if (cases[i].needs_simd && !vt_test_simd_expected()) continue;
+        if (cases[i].needs_onednn && !vt_test_onednn_expected()) continue;
+        result r = run("", "run -m '%s' -p hi -n 4 --backend-option %s", model, cases[i].option);
+        CU_ASSERT_EQUAL(r.rc, cases[i].rc);
+        CU_ASSERT(has(r.err, cases[i].says));
+        char named[96];
+        snprintf(named, sizeof named, "vt: --backend-option %s: ", cases[i].option);
+        CU_ASSERT(has(r.err, named));
+        CU_ASSERT_STRING_EQUAL(r.out, ""); /* nothing was generated */
+        result_free(&r);
+    }
+    /* from an ini file: the message names the file and line */
+    char ini[512];
+    vt_test_tmpfile(ini, sizeof ini, "options.ini");
+    FILE *f = fopen(ini, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("[backend.nobackend]\nfoo = 1\n", f);
+    fclose(f);
+    result r = run("", "run -m '%s' -p hi -n 4 --config '%s'", model, ini);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    char want[700];
+    snprintf(want, sizeof want, "vt: %s:2: [backend.nobackend] foo = 1: no backend named 'nobackend'", ini);
+    CU_ASSERT(has(r.err, want));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
+    result_free(&r);
+}
+
+/* -p - reads the prompt from stdin and -f FILE from a file: both generate
+ * exactly what -p TEXT does. */
+static void test_prompt_from_stdin_and_file(void) {
+    static const char *const text = "Once upon a time";
+    result direct = run("", "run -m '%s' -p '%s' -n 12 --temp 0 --ids --backend reference -t 1", model, text);
+    char pipe[256], file[512];
+    snprintf(pipe, sizeof pipe, "printf '%%s' '%s' |", text);
+    result piped = run(pipe, "run -m '%s' -p - -n 12 --temp 0 --ids --backend reference -t 1", model);
+    vt_test_tmpfile(file, sizeof file, "prompt.txt");
+    FILE *f = fopen(file, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+    result filed = run("", "run -m '%s' -f '%s' -n 12 --temp 0 --ids --backend reference -t 1", model, file);
+    CU_ASSERT_EQUAL(direct.rc, 0);
+    CU_ASSERT_EQUAL(piped.rc, 0);
+    CU_ASSERT_EQUAL(filed.rc, 0);
+    CU_ASSERT(strchr(direct.out, ',') != NULL); /* ids were generated */
+    CU_ASSERT_STRING_EQUAL(piped.out, direct.out);
+    CU_ASSERT_STRING_EQUAL(filed.out, direct.out);
+    result missing = run("", "run -m '%s' -f /nonexistent/prompt.txt -n 2", model);
+    CU_ASSERT_EQUAL(missing.rc, 1);
+    CU_ASSERT(has(missing.err, "-f /nonexistent/prompt.txt: cannot open"));
+    result both = run("", "run -m '%s' -p hi -f '%s' -n 2", model, file);
+    CU_ASSERT_EQUAL(both.rc, 2);
+    CU_ASSERT(has(both.err, "give one prompt"));
+    result_free(&direct);
+    result_free(&piped);
+    result_free(&filed);
+    result_free(&missing);
+    result_free(&both);
+}
+
+/* vt --version and vt version: the version, the backend ABI, the CPU line
+ * and the backends found, the default one marked. */
+static void test_version(void) {
+    result a = run("", "--version");
+    result b = run("", "version");
+    CU_ASSERT_EQUAL(a.rc, 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    CU_ASSERT_STRING_EQUAL(a.out, b.out);
+    CU_ASSERT(has(a.out, "vt " VT_TEST_PROJECT_VERSION "\n"));
+    CU_ASSERT(has(a.out, "backend ABI: 1."));
+    CU_ASSERT(has(a.out, "cpu:"));
+    CU_ASSERT(has(a.out, "  reference  ABI 1."));
+    CU_ASSERT(has(a.out, "(default)"));
+    char simd_line[64];
+    snprintf(simd_line, sizeof simd_line, "simd       ABI %d.%d, score 100 (default), runs at ", VT_ABI_MAJOR,
+             VT_ABI_MINOR);
+    if (vt_test_simd_expected()) CU_ASSERT(has(a.out, simd_line));
+    CU_ASSERT(has(a.out, "reference  ABI ") && has(a.out, "runs at scalar"));
+    result_free(&a);
+    result_free(&b);
+}
+
+/* The timing line counts one token as "1 token" and gives no rate for it. */
+static void test_one_token_timing_line(void) {
+    result r = run("", "run -m '%s' -p hi -n 1 --temp 0 --backend reference -t 1", model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.err, "generated 1 token in "));
+    CU_ASSERT(!strstr(r.err, "generated 1 tokens"));
+    const char *gen = strstr(r.err, "generated 1 token");
+    CU_ASSERT(gen && !strstr(gen, "tok/s"));
+    CU_ASSERT(!strstr(r.err, "seed")); /* greedy: no seed to replay */
+    result_free(&r);
+}
+
+/* Errors name the value's real origin: the environment variable, the
+ * detokenize argument. */
+static void test_messages_name_the_source(void) {
+    result env = run("VT_BACKEND=nope", "run -m '%s' -p hi -n 1", model);
+    CU_ASSERT_EQUAL(env.rc, 5);
+    CU_ASSERT(has(env.err, "vt: VT_BACKEND=nope: no backend named 'nope'"));
+    result cli = run("", "run -m '%s' -p hi -n 1 --backend nope", model);
+    CU_ASSERT(has(cli.err, "vt: --backend nope: no backend named 'nope'"));
+    result detok = run("", "detokenize -m '%s' '1 2 3'", model);
+    CU_ASSERT_EQUAL(detok.rc, 2);
+    CU_ASSERT(has(detok.err, "vt: IDS '1 2 3': expected comma-separated"));
+    CU_ASSERT(!strstr(detok.err, "--tokens"));
+    result_free(&env);
+    result_free(&cli);
+    result_free(&detok);
+}
+
+/* -c past the trained context (128 tokens here) warns once, even when a
+ * command makes several engines. */
+static void test_ctx_past_training_warns_once(void) {
+    result r = run("", "run -m '%s' -p hi -n 1 --temp 0 -c 512 --backend reference -t 1", model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.err, "context size 512 (from cli) is larger than the model's trained context of 128 tokens"));
+    result within = run("", "run -m '%s' -p hi -n 1 --temp 0 -c 128 --backend reference -t 1", model);
+    CU_ASSERT(!strstr(within.err, "trained context"));
+    /* two engines: reference at two KV-cache dtypes */
+    result several = run("", "compare -m '%s' --backends reference --kv-cache-dtype f32,f16 -n 2 -c 512 -t 1", model);
+    CU_ASSERT_EQUAL(several.rc, 0);
+    const char *first = strstr(several.err, "trained context");
+    CU_ASSERT(first && !strstr(first + 1, "trained context"));
+    result_free(&r);
+    result_free(&within);
+    result_free(&several);
+}
+
+/* vt info opens with a summary naming the file type; vt tokenize shows each
+ * token's text unless --raw; vt backends marks the default backend. */
+static void test_info_tokenize_backends(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char q4[1024], bpe[1024];
+    snprintf(q4, sizeof q4, "%s/models/qwen3-tiny-q4_k_m.gguf", dir);
+    snprintf(bpe, sizeof bpe, "%s/models/vocab/ggml-vocab-qwen2.gguf", dir);
+    result info = run("", "info '%s'", q4);
+    CU_ASSERT_EQUAL(info.rc, 0);
+    CU_ASSERT(has(info.out, "summary: qwen3 model \"qwen3-tiny\", 2 layers, 256 wide"));
+    CU_ASSERT(has(info.out, "weights Q4_K_M (file type 15); trained context 4096 tokens; vocabulary 512 tokens"));
+    CU_ASSERT(has(info.out, "no chat template"));
+    CU_ASSERT(has(info.out, "general.file_type = 15 (Q4_K_M)"));
+    /* the summary comes before the tables */
+    CU_ASSERT(strstr(info.out, "summary:") < strstr(info.out, "metadata:"));
+    result text = run("", "tokenize -m '%s' --no-bos 'Hello world'", bpe);
+    result raw = run("", "tokenize -m '%s' --no-bos --raw 'Hello world'", bpe);
+    CU_ASSERT_EQUAL(text.rc, 0);
+    CU_ASSERT_EQUAL(raw.rc, 0);
+    CU_ASSERT(has(text.out, "  \" world\"\n"));
+    CU_ASSERT(!strstr(text.out, "\xc4\xa0")); /* no 'Ġ' */
+    CU_ASSERT(has(raw.out, "  \xc4\xa0world\n"));
+    result backends = run("", "backends --brief");
+    CU_ASSERT_EQUAL(backends.rc, 0);
+    CU_ASSERT(has(backends.out, "<- default backend (highest score)"));
+    result named = run("VT_BACKEND=reference", "backends --brief");
+    CU_ASSERT(has(named.out, "score 10  <- preferred backend (from env VT_BACKEND)"));
+    result_free(&info);
+    result_free(&text);
+    result_free(&raw);
+    result_free(&backends);
+    result_free(&named);
+}
+
+/* vt compare ends its table with a verdict per backend and a legend: on the
+ * random-weight qwen3-tiny-q4_k_m simd and onednn agree with reference
+ * within their stated tolerance, and a greedy difference is explained by the
+ * reference's top-2 gap there; a plugin states no tolerance and is not judged. */
+static void test_compare_ends_with_verdicts(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char q4[1024];
+    snprintf(q4, sizeof q4, "%s/models/qwen3-tiny-q4_k_m.gguf", dir);
+    result r = run("", "compare -m '%s' -t 1", q4);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.out, "\nverdict: each backend against reference within its stated tolerance"));
+    CU_ASSERT(has(r.out, "  reference  baseline"));
+    if (vt_test_simd_expected()) CU_ASSERT(has(r.out, "  simd       agrees     max|dlog| "));
+    if (vt_test_onednn_expected()) CU_ASSERT(has(r.out, "  onednn     agrees     max|dlog| "));
+    CU_ASSERT(!strstr(r.out, "disagrees"));
+    /* a greedy difference, where there is one, comes with reference's gap there */
+    for (const char *d = strstr(r.out, "greedy differs at token"); d; d = strstr(d + 1, "greedy differs at token"))
+        CU_ASSERT(strstr(d, "where reference's top two are") != NULL);
+    CU_ASSERT(has(r.out, "\ncolumns: max|dlog|, mean|dlog| = "));
+    result plugin = run("", "compare -m '%s' -t 1 -n 4 --backend-path '%s' --backends kv_wrong_store", q4,
+                        VT_TEST_PLUGIN_DIR);
+    CU_ASSERT_EQUAL(plugin.rc, 0);
+    CU_ASSERT(has(plugin.out, "kv_wrong_store not judged no stated tolerance for kv_wrong_store"));
+    result json = run("", "compare -m '%s' -t 1 -n 4 --backends reference --json", q4);
+    CU_ASSERT(has(json.out, "\"verdict\": \"baseline\""));
+    result_free(&r);
+    result_free(&plugin);
+    result_free(&json);
+}
+
+/* vt config names the backend and fallback a run would take here, not only
+ * the rule that picks them. */
+static void test_config_names_the_fallback(void) {
+    result plain = run("", "config");
+    CU_ASSERT_EQUAL(plain.rc, 0);
+    CU_ASSERT(has(plain.out, vt_test_simd_expected() ? "backend: simd here)" : "backend: "));
+    result named = run("", "config --backend reference");
+    CU_ASSERT(has(named.out, "runtime.backend      = reference    (cli)"));
+    if (vt_test_simd_expected())
+        CU_ASSERT(has(named.out, "other than runtime.backend: simd here)"));
+    result_free(&plain);
+    result_free(&named);
+}
+
+/* vt bench without --backends runs the default backend first, so its
+ * "x first" column compares every other backend with the default. */
+static void test_bench_runs_the_default_first(void) {
+    if (!vt_test_simd_expected()) return;
+    const char *dir = vt_test_data_dir("test models");
+    result r = run("", "bench -m '%s/models/qwen3-tiny-q4_k_m.gguf' -p 8 -n 2 -r 1 -t 1 --json", dir);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    const char *first = strstr(r.out, "\"backend\": ");
+    CU_ASSERT(first && strncmp(first, "\"backend\": \"simd\"", 17) == 0);
+    result_free(&r);
+}
+
+int main(void) {
+    CU_TestInfo tests[] = {
+        {"the default seed is random, printed, and replays", test_default_seed_is_random_and_replayable},
+        {"options no backend takes are refused before running", test_unknown_backend_options_are_refused},
+        {"-p - reads stdin, -f FILE a file", test_prompt_from_stdin_and_file},
+        {"vt --version and vt version", test_version},
+        {"one token: '1 token', no rate", test_one_token_timing_line},
+        {"messages name the value's source", test_messages_name_the_source},
+        {"-c past the trained context warns once", test_ctx_past_training_warns_once},
+        {"info summary, token text, default backend marked", test_info_tokenize_backends},
+        {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
+        {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
+        {"vt bench runs the default backend first", test_bench_runs_the_default_first},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("newcomer", find_model, NULL, tests);
+    return vt_test_run();
+}

@@ -1,0 +1,197 @@
+/* test_serve_newcomer.c — what a new user of `vt serve` meets first, over
+ * real HTTP (serve_client.c): a request without a seed samples with a fresh
+ * random seed that its log line names, and that seed replays it; --seed N
+ * numbers them N, N + 1, ... instead; a 400's log line says which field and
+ * why; OpenAI's parallel_tool_calls, service_tier and store are decided per
+ * field, never silently; a taken port or a foreign address is reported with
+ * what bind said.
+ *
+ * The model is the trained aidreams260k (its sampled text varies with the
+ * seed); nothing here depends on how fast the machine is. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_mini.h"
+#include "serve_client.h"
+#include "util.h"
+
+#define MODEL "aidreams260k-f32.gguf"
+
+static serve_server random_srv, numbered_srv;
+
+static int suite_init(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    static const char *const random_args[] = {"-c", "128", "--backend", "reference", NULL};
+    static const char *const numbered_args[] = {"-c", "128", "--backend", "reference", "--seed", "100", NULL};
+    return serve_start(&random_srv, MODEL, "random.log", random_args) &&
+                   serve_start(&numbered_srv, MODEL, "numbered.log", numbered_args)
+               ? 0
+               : 1;
+}
+
+static int suite_cleanup(void) {
+    if (random_srv.pid > 0) serve_stop(&random_srv);
+    if (numbered_srv.pid > 0) serve_stop(&numbered_srv);
+    curl_global_cleanup();
+    return 0;
+}
+
+/* The completion's text (malloc'ed), or NULL when the answer is not a 200. */
+static char *completion_text(const serve_server *s, const char *fields) {
+    char body[1024];
+    snprintf(body, sizeof body, "{\"prompt\":\"Once upon a time\",\"max_tokens\":24,\"temperature\":1%s}", fields);
+    serve_reply r = serve_http(s, NULL, "/v1/completions", body, NULL);
+    char *text = NULL;
+    json_value v;
+    char err[128];
+    CU_ASSERT_EQUAL(r.status, 200);
+    if (r.status == 200 && r.body.s && json_parse(r.body.s, r.body.n, &v, err, sizeof err)) {
+        const json_value *choices = json_get(&v, "choices");
+        const json_value *t = choices && choices->type == JSON_ARRAY && choices->n == 1
+                                  ? json_get(&choices->items[0], "text")
+                                  : NULL;
+        if (t && t->type == JSON_STRING) text = strdup(t->str);
+        json_free(&v);
+    }
+    serve_reply_free(&r);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    return text;
+}
+
+/* The log line of the server's k-th (0-based) answer that contains `what`,
+ * waited for up to 10 s: the server writes it once the answer is sent, which
+ * may be just after the client has read it. Malloc'ed, or NULL. */
+static char *log_line(const serve_server *s, const char *what, int k) {
+    for (double t0 = serve_now(); serve_now() - t0 < 10; serve_sleep_ms(20)) {
+        char *log = vt_test_read_file(s->log, NULL);
+        int seen = 0;
+        for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+            if (!strstr(line, what) || seen++ != k) continue;
+            char *copy = strdup(line);
+            free(log);
+            return copy;
+        }
+        free(log);
+    }
+    printf("\n  no log line %d with \"%s\" in %s", k, what, s->log);
+    return NULL;
+}
+
+/* The seed=N a log line names, or -1. */
+static long long logged_seed(const char *line) {
+    const char *at = line ? strstr(line, " seed=") : NULL;
+    long long seed = -1;
+    if (at && sscanf(at, " seed=%lld", &seed) != 1) seed = -1;
+    return seed;
+}
+
+/* Without a seed each request draws one; the log names it; sent back as
+ * "seed" it gives the same text. "seed": -1 draws one too. */
+static void test_requests_without_seed_are_random_and_replayable(void) {
+    char *first = completion_text(&random_srv, "");
+    char *second = completion_text(&random_srv, ",\"seed\":-1");
+    char *line0 = log_line(&random_srv, "POST /v1/completions 200", 0);
+    char *line1 = log_line(&random_srv, "POST /v1/completions 200", 1);
+    const long long seed0 = logged_seed(line0), seed1 = logged_seed(line1);
+    CU_ASSERT(seed0 >= 0 && seed1 >= 0);
+    /* Two draws from 2^32 seeds: equal once in four billion runs. */
+    CU_ASSERT_NOT_EQUAL(seed0, seed1);
+    char given[64];
+    snprintf(given, sizeof given, ",\"seed\":%lld", seed0);
+    char *replayed = completion_text(&random_srv, given);
+    CU_ASSERT(first && replayed && strcmp(first, replayed) == 0);
+    char *line2 = log_line(&random_srv, "POST /v1/completions 200", 2);
+    CU_ASSERT_EQUAL(logged_seed(line2), seed0);
+    free(first), free(second), free(replayed);
+    free(line0), free(line1), free(line2);
+}
+
+/* --seed N: requests without a seed get N, N + 1, ... in arrival order. */
+static void test_given_seed_numbers_requests(void) {
+    for (int k = 0; k < 2; k++) {
+        char *text = completion_text(&numbered_srv, "");
+        char *line = log_line(&numbered_srv, "POST /v1/completions 200", k);
+        CU_ASSERT_EQUAL(logged_seed(line), 100 + k);
+        free(text);
+        free(line);
+    }
+}
+
+/* A 400's log line gives the field and the reason the client was told. */
+static void test_bad_request_log_names_field_and_reason(void) {
+    serve_reply r = serve_http(&random_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"temperature\":\"hot\"}", NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    serve_reply_free(&r);
+    char *line = log_line(&random_srv, "POST /v1/completions 400", 0);
+    CU_ASSERT(line && strstr(line, "param=temperature: temperature:"));
+    free(line);
+}
+
+/* parallel_tool_calls: changes nothing without tools, so a boolean is
+ * accepted; service_tier: "auto"/"default" only; store: false only. */
+static void test_openai_habit_fields_decided_per_field(void) {
+    static const struct {
+        const char *field;
+        long status;
+    } cases[] = {
+        {"\"parallel_tool_calls\":true", 200}, {"\"parallel_tool_calls\":false", 200},
+        {"\"parallel_tool_calls\":\"yes\"", 400}, {"\"service_tier\":\"auto\"", 200},
+        {"\"service_tier\":\"default\"", 200}, {"\"service_tier\":\"flex\"", 400},
+        {"\"store\":false", 200},  {"\"store\":true", 400},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char body[256];
+        /* on /v1/completions: this model has no chat template, and both
+         * endpoints read these fields with the same parser */
+        snprintf(body, sizeof body, "{\"prompt\":\"hi\",\"max_tokens\":2,%s}", cases[i].field);
+        serve_reply r = serve_http(&random_srv, NULL, "/v1/completions", body, NULL);
+        if (r.status != cases[i].status) printf("\n  %s: %ld %s", cases[i].field, r.status, r.body.s ? r.body.s : "");
+        CU_ASSERT_EQUAL(r.status, cases[i].status);
+        if (cases[i].status == 400) {
+            char param[64];
+            snprintf(param, sizeof param, "\"param\":\"%.*s\"", (int)(strchr(cases[i].field + 1, '"') - cases[i].field - 1),
+                     cases[i].field + 1);
+            CU_ASSERT(r.body.s && strstr(r.body.s, param));
+        }
+        serve_reply_free(&r);
+    }
+}
+
+/* A second server on the first one's port is told the port is taken; one
+ * on an address that is not this machine's is told so. */
+static void test_listen_errors_say_what_bind_said(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char cmd[2048], *err = NULL;
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s/models/%s' -t 1 --port %d", VT_CLI_PATH, dir, MODEL,
+             random_srv.port);
+    CU_ASSERT_NOT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT(err && strstr(err, "the port is in use (bind: EADDRINUSE)"));
+    if (err && !strstr(err, "EADDRINUSE")) printf("\n  %s", err);
+    free(err);
+    err = NULL;
+    /* 192.0.2.1 is TEST-NET-1 (RFC 5737): never an address of this machine */
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s/models/%s' -t 1 --host 192.0.2.1 --port 0", VT_CLI_PATH,
+             dir, MODEL);
+    CU_ASSERT_NOT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT(err && strstr(err, "not an address of this machine (bind: EADDRNOTAVAIL)"));
+    if (err && !strstr(err, "EADDRNOTAVAIL")) printf("\n  %s", err);
+    free(err);
+}
+
+int main(void) {
+    if (!VT_TEST_HAVE_SERVE) {
+        printf("SKIP: vt serve was not built (libmicrohttpd or jansson missing at configure time)\n");
+        return 77;
+    }
+    static CU_TestInfo tests[] = {
+        {"requests without a seed: random, logged, replayable", test_requests_without_seed_are_random_and_replayable},
+        {"--seed N numbers requests N, N + 1, ...", test_given_seed_numbers_requests},
+        {"a 400's log line names the field and the reason", test_bad_request_log_names_field_and_reason},
+        {"parallel_tool_calls, service_tier, store: decided per field", test_openai_habit_fields_decided_per_field},
+        {"listen errors say what bind said", test_listen_errors_say_what_bind_said},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("serve newcomer", suite_init, suite_cleanup, tests);
+    return vt_test_run();
+}
