@@ -51,8 +51,8 @@ SIMD_INLINE __m256i k4_scale(__m256i s, __m256i sc) { return _mm256_madd_epi16(s
  * quarters per load (lanes 0-7 the even quarter's 8 rows, 8-15 the odd
  * one's), each lane's activation quadruple placed by one permute, the
  * halves added at the end. The same exact int32 sums. */
-SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *xb, int64_t K, int j, int R,
-                              __m256i (*s)[8]) {
+SIMD_INLINE void k4_sub_block_zmm(const k4_gblock *const *w, int NG, const int8_t *xb, int64_t K, int j, int R,
+                                  __m256i (*s)[8]) {
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const __m512i halves = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512i s32[2][8];
@@ -88,12 +88,13 @@ SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *x
         for (int r = 0; r < R; r++)
             s[g][r] = _mm256_add_epi32(_mm512_castsi512_si256(s32[g][r]), _mm512_extracti64x4_epi64(s32[g][r], 1));
 }
-#else
+#endif
+
 /* Sub-block j of block w[g] (g < NG) against activation rows xb + r * K
  * (r < R): s[g][r] lane i = row i's sum of q . x over the sub-block's 32
  * values, before its scale. */
-SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *xb, int64_t K, int j, int R,
-                              __m256i (*s16)[8]) {
+SIMD_INLINE void k4_sub_block_ymm(const k4_gblock *const *w, int NG, const int8_t *xb, int64_t K, int j, int R,
+                                  __m256i (*s16)[8]) {
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     SIMD_UNROLL
     for (int g = 0; g < NG; g++)
@@ -123,7 +124,20 @@ SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *x
         }
     }
 }
+
+/* The sub-block in the registers that pay: with VNNI, 512-bit ones for two
+ * rows or more; one row (decode, bound by memory) stays in 256-bit ones,
+ * which measured faster there (simd_matmul_bench -P -t 2 q4_k M=1). */
+SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *xb, int64_t K, int j, int R,
+                              __m256i (*s)[8]) {
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+    if (R >= 2) {
+        k4_sub_block_zmm(w, NG, xb, K, j, R, s);
+        return;
+    }
 #endif
+    k4_sub_block_ymm(w, NG, xb, K, j, R, s);
+}
 
 /* res[g * R + r] lane i = weight row i of group wg[g] . activation row m0 + r,
  * for g < NG, r < R, NG * R <= 8 (NG and R constants at each call site). `stream`: the
