@@ -60,10 +60,10 @@ static char *completion_text(const serve_server *s, const char *fields) {
 }
 
 /* The log line of the server's k-th (0-based) answer that contains `what`,
- * waited for up to 10 s: the server writes it once the answer is sent, which
+ * waited for up to 60 s: the server writes it once the answer is sent, which
  * may be just after the client has read it. Malloc'ed, or NULL. */
 static char *log_line(const serve_server *s, const char *what, int k) {
-    for (double t0 = serve_now(); serve_now() - t0 < 10; serve_sleep_ms(20)) {
+    for (double t0 = serve_now(); serve_now() - t0 < 60; serve_sleep_ms(20)) {
         char *log = vt_test_read_file(s->log, NULL);
         int seen = 0;
         for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
