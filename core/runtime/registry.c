@@ -79,18 +79,24 @@ typedef struct table_copy {
 static table_copy *table_copies;
 static pthread_mutex_t table_copies_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The table as it was at each ABI minor 1.<minor>: the least struct_size a
+ * plugin of that minor may declare, and all of its table the runtime reads. */
+static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1, VT_BACKEND_SIZE_1_2,
+                                             VT_BACKEND_SIZE_1_3};
+_Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_ABI_MINOR + 1,
+               "add the table size of every ABI minor");
+
 static const vt_backend *full_size_copy(const vt_backend *original) {
     pthread_mutex_lock(&table_copies_lock);
     table_copy *c = table_copies;
     while (c && c->original != original) c = c->next;
     if (!c && (c = calloc(1, sizeof *c)) != NULL) {
         c->original = original;
-        size_t n = original->struct_size < sizeof(vt_backend) ? original->struct_size : sizeof(vt_backend);
+        /* Only the table as it was at the plugin's minor: fields of later
+         * minors mean nothing in an older plugin's table, whatever bytes a
+         * larger struct_size happens to cover (the rest stays zero: NULL). */
+        size_t n = table_size_at_minor[original->abi_minor];
         memcpy(&c->copy, original, n);
-        /* Fields of later minors mean nothing in an older plugin's table,
-         * whatever bytes a larger struct_size happens to cover. */
-        if (original->abi_minor < 2) c->copy.prepare_weight = NULL, c->copy.release_weight = NULL;
-        if (original->abi_minor < 3) c->copy.isa = NULL;
         c->next = table_copies;
         table_copies = c;
     }
@@ -100,14 +106,6 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
 
 /* ------------------------------------------------------------------------ */
 /* Checks                                                                     */
-
-/* Minimum struct_size per ABI minor: the table as it was at 1.<minor>. */
-static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1, VT_BACKEND_SIZE_1_2,
-                                             VT_BACKEND_SIZE_1_3};
-_Static_assert(sizeof table_size_at_minor / sizeof *table_size_at_minor == VT_ABI_MINOR + 1,
-               "one table size per ABI minor");
-_Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_ABI_MINOR + 1,
-               "add the table size of every ABI minor");
 
 /* Operand counts of each op (vt_backend.h conventions), for nonsense probes. */
 static const int op_n_src[VT_OP_COUNT] = {2, 6, 5, 2, 2, 2, 2, 2, 1};

@@ -330,7 +330,9 @@ typedef struct vt_backend {
 #define VT_BACKEND_SIZE_1_1 VT_BACKEND_SIZE_1_0
 /* 1.2 appended prepare_weight and release_weight. */
 #define VT_BACKEND_SIZE_1_2 (offsetof(vt_backend, release_weight) + sizeof(void (*)(void *, void *)))
-/* 1.3 appended isa. */
+/* 1.3 appended isa. A new minor appends its size here and to the runtime's
+ * table of sizes (core/runtime/registry.c), which is also all it reads of
+ * an older plugin's table. */
 #define VT_BACKEND_SIZE_1_3 (offsetof(vt_backend, isa) + sizeof(const char *(*)(void *)))
 
 /* Exported symbols' types, for dlsym. */
