@@ -697,6 +697,34 @@ static void test_bench_entry_options(void) {
     json_free(&doc);
 }
 
+/* vt compare takes the same entries: simd at its best tier and at avx2 are
+ * two rows of one comparison, and (the tiers being bit for bit equal) the
+ * same rows; --trace names each entry. */
+static void test_compare_entry_options(void) {
+    if (!vt_test_simd_expected()) return;
+    char args[2048];
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends simd,simd:isa=avx2 -t 2 --tokens 1,2,3,4 -n 4",
+             model_path);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 3);
+    const json_value *a = &backends->items[1], *b = &backends->items[2];
+    const json_value *na = json_get(a, "name"), *nb = json_get(b, "name");
+    CU_ASSERT_FATAL(na && nb && na->type == JSON_STRING && nb->type == JSON_STRING);
+    CU_ASSERT_STRING_EQUAL(na->str, "simd");
+    CU_ASSERT_STRING_EQUAL(nb->str, "simd:isa=avx2");
+    CU_ASSERT_EQUAL(num(a, "max_abs_dlogit"), num(b, "max_abs_dlogit"));
+    CU_ASSERT_EQUAL(num(a, "greedy_agree_tokens"), num(b, "greedy_agree_tokens"));
+    json_free(&doc);
+    char cmd[2048], *out = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' compare --trace -m '%s' --backends simd:isa=avx2 -t 2 --tokens 1,2,3 -n 2",
+             VT_CLI_PATH, model_path);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, NULL), 0);
+    CU_ASSERT(out && strstr(out, "no divergence: simd:isa=avx2 ("));
+    free(out);
+}
+
 static void test_bad_flags_are_errors(void) {
     char cmd[2048];
     const char *bad[] = {
@@ -711,7 +739,6 @@ static void test_bad_flags_are_errors(void) {
         "compare -m '%s' --kv-cache-dtype f32,", /* an empty name in the list */
         "bench -m '%s' --backends simd:isa",     /* an entry's option that is not key=value */
         "bench -m '%s' --backends auto:isa=avx2", /* auto takes no options */
-        "compare -m '%s' --backends simd:isa=avx2", /* per-entry options are bench's */
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char args[1024];
@@ -857,6 +884,7 @@ int main(void) {
          test_bench_repeated_backend},
         {"bench --csv: header and one row per test", test_bench_csv},
         {"bench --backends NAME:key=value: an entry with its own backend options", test_bench_entry_options},
+        {"compare --backends NAME:key=value: the entry's options reach its engine", test_compare_entry_options},
         {"bad flags are errors with a message", test_bad_flags_are_errors},
         {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},
         {"profiler forwards calls exactly and counts each node", test_profiler_forwards_and_counts},

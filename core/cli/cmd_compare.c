@@ -56,8 +56,9 @@ static void help(void) {
            "the columns. Without -m, a small random-weight model is synthesized into the cache\n"
            "($XDG_CACHE_HOME/vt or ~/.cache/vt) and reused.\n\n"
            "      --backends LIST      comma-separated backends (auto among them), or all (default: all\n"
-           "                           loaded); reference is\n"
-           "                           always run first as the baseline\n"
+           "                           loaded); reference is always run first as the baseline;\n"
+           "                           NAME:key=value[:key=value] runs NAME with those backend options\n"
+           "                           (simd,simd:isa=avx2: two instruction-set tiers side by side)\n"
            "  -p, --prompt TEXT        prompt (default: an English sentence); - reads stdin\n"
            "  -f, --file FILE          the prompt is the file's text\n"
            "      --tokens IDS         prompt as comma-separated token ids instead\n"
@@ -83,7 +84,7 @@ static void help(void) {
 
 /* What one backend scored. */
 typedef struct backend_result {
-    char name[64];
+    char name[96]; /* the --backends entry: NAME or NAME:key=value... */
     int32_t kv_cache_dtype;
     vt_logit_stats stats;
     int64_t greedy_agree;
@@ -210,20 +211,21 @@ static vt_status measure(compare_job *job, vt_engine *e, bool is_reference, back
     return VT_OK;
 }
 
-/* One run: backend `name` with a KV cache of kv_dtype. */
-static vt_status run_backend(compare_job *job, const char *name, int32_t kv_dtype, bool is_reference,
-                             backend_result *r, vt_error *err) {
+/* One run: backend `name` with its entry's options ("" for none) and a KV
+ * cache of kv_dtype; `entry` is what the run is called (NAME[:options]). */
+static vt_status run_backend(compare_job *job, const char *name, const char *options, const char *entry,
+                             int32_t kv_dtype, bool is_reference, backend_result *r, vt_error *err) {
     memset(r, 0, sizeof *r);
-    snprintf(r->name, sizeof r->name, "%.63s", name);
+    snprintf(r->name, sizeof r->name, "%s", entry);
     r->kv_cache_dtype = kv_dtype;
     vt_cli_common c = *job->c;
     c.opt.kv_cache_dtype = kv_dtype;
-    char label[80];
-    if (job->kv_list) snprintf(label, sizeof label, "%s@%s", name, vt_dtype_name(kv_dtype));
-    else snprintf(label, sizeof label, "%s", name);
+    char label[128];
+    if (job->kv_list) snprintf(label, sizeof label, "%s@%s", entry, vt_dtype_name(kv_dtype));
+    else snprintf(label, sizeof label, "%s", entry);
     vt_engine *e = NULL;
     const vt_engine_shape shape = {true, 1, false};
-    vt_status st = vt_cli_engine_for_backend(&c, job->model, name, NULL, &shape, &e, err);
+    vt_status st = vt_cli_engine_for_backend(&c, job->model, name, options, &shape, &e, err);
     if (st != VT_OK) return st;
     st = count_nodes(e, r, err);
     if (st == VT_OK && job->profiler) {
@@ -648,18 +650,14 @@ static vt_status validate_compare(compare_opts *o, vt_error *err) {
         return vt_fail(err, VT_ERR_INVALID, "compare --trace: %s is a separate run (leave it out of the trace)",
                        o->n_kv > 0 ? "a --kv-cache-dtype list" : o->ppl_file ? "--ppl" : "--profile");
     st = vt_cli_backend_set(&o->c.opt, o->backends, VT_BACKEND_SET_REFERENCE_FIRST, &o->set, err);
-    for (int i = 0; st == VT_OK && i < o->set.n; i++)
-        if (o->set.options[i][0]) /* never run an entry without the options it names */
-            st = vt_fail(err, VT_ERR_INVALID,
-                         "compare --backends %s: per-entry options are vt bench's for now; compare one configuration "
-                         "at a time with --backend-option %s.KEY=VALUE",
-                         o->set.labels[i], o->set.names[i]);
     return st;
 }
 
 /* One measurement of run_compare: a backend at a cache dtype. */
 typedef struct compare_run {
-    const char *name;
+    const char *name;    /* the backend */
+    const char *options; /* its --backends entry's options, "" for none */
+    const char *entry;   /* the entry as given: NAME[:options] */
     int32_t kv_dtype;
 } compare_run;
 
@@ -669,13 +667,15 @@ typedef struct compare_run {
 static int plan_runs(const compare_opts *o, compare_run *runs) {
     int n = 0;
     if (o->n_kv == 0) {
-        for (int b = 0; b < o->set.n; b++) runs[n++] = (compare_run){o->set.names[b], o->c.opt.kv_cache_dtype};
+        for (int b = 0; b < o->set.n; b++)
+            runs[n++] = (compare_run){o->set.names[b], o->set.options[b], o->set.labels[b], o->c.opt.kv_cache_dtype};
         return n;
     }
-    runs[n++] = (compare_run){o->set.names[0], VT_F32};
+    runs[n++] = (compare_run){o->set.names[0], o->set.options[0], o->set.labels[0], VT_F32};
     for (int b = 0; b < o->set.n; b++)
         for (int k = 0; k < o->n_kv; k++)
-            if (b > 0 || o->kv_list[k] != VT_F32) runs[n++] = (compare_run){o->set.names[b], o->kv_list[k]};
+            if (b > 0 || o->kv_list[k] != VT_F32)
+                runs[n++] = (compare_run){o->set.names[b], o->set.options[b], o->set.labels[b], o->kv_list[k]};
     return n;
 }
 
@@ -738,7 +738,7 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
     job.greedy = malloc((size_t)(o->n_greedy + 1) * sizeof(int32_t));
     job.ref_steps = malloc((size_t)(o->n_greedy + 1) * (size_t)V * sizeof(float));
     job.chunk = malloc((size_t)(job.ppl_ctx + 1) * sizeof(int32_t));
-    compare_run runs[VT_CLI_MAX_BACKENDS * KV_DTYPES_MAX + 1] = {{"reference", VT_F32}};
+    compare_run runs[VT_CLI_MAX_BACKENDS * KV_DTYPES_MAX + 1] = {{"reference", "", "reference", VT_F32}};
     const int n_runs = plan_runs(o, runs);
     job.kv_list = o->n_kv > 0;
     job.baseline_kv = runs[0].kv_dtype;
@@ -751,7 +751,7 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
     double per_backend = (double)n_tokens + (double)o->n_greedy + (double)(job.ppl_chunks * job.ppl_ctx);
     vt_progress_begin(&bar, "compare", per_backend * n_runs);
     for (int b = 0; b < n_runs && st == VT_OK; b++) {
-        st = run_backend(&job, runs[b].name, runs[b].kv_dtype, b == 0, &results[b], err);
+        st = run_backend(&job, runs[b].name, runs[b].options, runs[b].entry, runs[b].kv_dtype, b == 0, &results[b], err);
         vt_progress_set(&bar, per_backend * (b + 1));
         /* Without the reference there is nothing to compare with; any other
          * backend that fails is reported in its row and the rest still run

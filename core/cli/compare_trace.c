@@ -143,12 +143,12 @@ vt_status vt_compare_trace(const vt_compare_trace_job *job, bool *diverged, vt_e
     vt_error first_failure = {0};
     int entries = 0;
     for (int b = 0; b < job->set->n && st == VT_OK; b++) {
-        const char *name = job->set->names[b];
-        if (strcmp(name, "reference") == 0) continue;
+        const char *backend = job->set->names[b], *name = job->set->labels[b]; /* NAME[:options] as given */
+        if (strcmp(backend, "reference") == 0 && !job->set->options[b][0]) continue;
         vt_engine *be = NULL;
         vt_trace *t = NULL;
         vt_error berr = {0};
-        vt_status bst = vt_cli_engine_for_backend(job->c, job->model, name, NULL, &shape, &be, &berr);
+        vt_status bst = vt_cli_engine_for_backend(job->c, job->model, backend, job->set->options[b], &shape, &be, &berr);
         if (bst == VT_OK) bst = vt_trace_create(ref, be, &t, &berr);
         if (bst == VT_OK && !job->c->dry_run) bst = vt_trace_run(t, job->prompt, job->n_prompt, job->n_decode, &berr);
         if (bst == VT_OK && job->c->dry_run) {
