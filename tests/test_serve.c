@@ -42,7 +42,10 @@ static serve_server main_srv, small_srv;
  * tests that need a request still running or still waiting when something
  * happens (a client leaving, a time limit, a full queue, SIGTERM) hold its
  * engine before a forward, so that state is certain on a machine of any
- * speed rather than likely on the one the test was written on. */
+ * speed rather than likely on the one the test was written on. A 10x faster
+ * machine cannot step past a held gate; a 10x slower one only takes longer
+ * to reach each held state, and every wait for one is bounded at 60 s for
+ * what takes milliseconds here. */
 static serve_gate small_gate;
 
 /* ---- HTTP ----------------------------------------------------------------- */
@@ -544,7 +547,9 @@ static void test_disconnect_frees_blocks(void) {
     CU_ASSERT(serve_metric(&small_srv, "vt_generation_tokens_total") - gen_before <= 2);
 }
 
-/* A client that never reads its stream does not hold up another. */
+/* A client that never reads its stream does not hold up another. The bound
+ * is not a speed claim: a stalled engine would never answer the second
+ * request, and 10 s is 100x what its 8 tokens take here. */
 static void test_slow_reader(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)main_srv.port),
