@@ -589,12 +589,14 @@ static void test_queue_full_and_time_limit(void) {
     CU_ASSERT(s.done && !s.bad_event);
     CU_ASSERT_STRING_EQUAL(s.finish, "length");
     free(s.text);
-    CU_ASSERT_EQUAL(b.r.status, 200);
-    CU_ASSERT(b.r.body.s && strstr(b.r.body.s, "\"finish_reason\":\"length\""));
+    /* B's limit runs out moments after A's: with a token by then it ends
+     * as length, without one it is a 503 (test_serve_hostile pins that case) */
+    CU_ASSERT(b.r.status == 200 || b.r.status == 503);
+    if (b.r.status == 200) CU_ASSERT(b.r.body.s && strstr(b.r.body.s, "\"finish_reason\":\"length\""));
     serve_reply_free(&a.r);
     serve_reply_free(&b.r);
     char *log = vt_test_read_file(small_srv.log, NULL);
-    CU_ASSERT(log && strstr(log, "exceeded the time limit"));
+    CU_ASSERT(log && strstr(log, "the time limit of")); /* with tokens (length) or none yet (503) */
     CU_ASSERT(log && strstr(log, "POST /v1/completions 503"));
     free(log);
     CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 5));

@@ -2,8 +2,9 @@
  *
  * Counters and histograms are updated from the HTTP threads and the engine
  * thread alike, so every update takes the metrics' own lock; the gauges
- * (running, waiting, KV blocks) are a snapshot the engine thread writes
- * after each step. */
+ * (running, waiting, KV blocks) are written by the engine thread when it
+ * reads the batch and by a submitting handler when a request joins the
+ * queue, so admitted work shows even while a long step runs. */
 #ifndef VT_SERVE_METRICS_H
 #define VT_SERVE_METRICS_H
 
