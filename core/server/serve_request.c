@@ -397,23 +397,36 @@ bool vt_serve_check_framing(const vt_serve_header *headers, size_t n, vt_serve_e
     return true;
 }
 
-void vt_serve_log_escape(const char *in, char *out, size_t out_size) {
+/* The escape of byte c into esc (4 bytes): its length. */
+static size_t log_escape_byte(unsigned char c, char esc[4]) {
     static const char hex[] = "0123456789abcdef";
+    if (c == '\\') {
+        esc[0] = esc[1] = '\\';
+        return 2;
+    }
+    if (c >= 0x20 && c < 0x7f) {
+        esc[0] = (char)c;
+        return 1;
+    }
+    esc[0] = '\\', esc[1] = 'x', esc[2] = hex[c >> 4], esc[3] = hex[c & 15];
+    return 4;
+}
+
+void vt_serve_log_escape(const char *in, char *out, size_t out_size) {
     if (out_size == 0) return;
-    size_t used = 0;
-    for (const unsigned char *p = (const unsigned char *)(in ? in : ""); *p; p++) {
-        char esc[4];
-        size_t k = 0;
-        if (*p == '\\') esc[k++] = '\\', esc[k++] = '\\';
-        else if (*p >= 0x20 && *p < 0x7f) esc[k++] = (char)*p;
-        else esc[k++] = '\\', esc[k++] = 'x', esc[k++] = hex[*p >> 4], esc[k++] = hex[*p & 15];
-        /* room for this escape, and for "..." should more follow */
-        if (used + k + (p[1] ? 3 : 0) + 1 > out_size) {
-            if (used + 4 <= out_size) memcpy(out + used, "...", 3), used += 3;
-            break;
-        }
+    const unsigned char *text = (const unsigned char *)(in ? in : "");
+    char esc[4];
+    size_t total = 0;
+    for (const unsigned char *p = text; *p; p++) total += log_escape_byte(*p, esc);
+    /* all of it, or as many whole escapes as leave room for "..." */
+    bool cut = total + 1 > out_size;
+    size_t room = cut ? (out_size >= 4 ? out_size - 4 : 0) : total, used = 0;
+    for (const unsigned char *p = text; *p; p++) {
+        size_t k = log_escape_byte(*p, esc);
+        if (used + k > room) break;
         memcpy(out + used, esc, k);
         used += k;
     }
+    if (cut && out_size >= 4) memcpy(out + used, "...", 3), used += 3;
     out[used] = '\0';
 }
