@@ -431,6 +431,7 @@ static void test_gauges_during_prefill(void) {
         CU_ASSERT(running + waiting >= 1);
         if (running + waiting < 1) fprintf(stderr, "before the first token: running %g, waiting %g\n", running, waiting);
         counted++;
+        serve_sleep_ms(5); /* leaves the prefill the CPU; not a wait for anything */
     }
     printf("(%d reads during the prefill) ", counted);
     raw_reply rest = read_until_close(fd, 60);
@@ -496,7 +497,16 @@ static void test_timed_out_while_queued(void) {
     serve_reply_free(&b.r);
     CU_ASSERT(log_contains(&s, "before its first token: 503", 10));
     CU_ASSERT(serve_metric_reaches(&s, "vt_kv_blocks_used", 0, 30));
-    serve_stop(&s);
+    int status = serve_stop(&s);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* After all of the above the server still stops cleanly: exit 0 (under the
+ * sanitizers, also no leak and no error report, which change the status). */
+static void test_stops_cleanly(void) {
+    int status = serve_stop(&srv);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fprintf(stderr, "see %s\n", srv.log);
 }
 
 int main(void) {
@@ -515,6 +525,7 @@ int main(void) {
         {"an upload cut short is 499, not 500", test_upload_cut_short},
         {"gauges count a request during its prefill", test_gauges_during_prefill},
         {"out of time before the first token: 503", test_timed_out_while_queued},
+        {"the server stops cleanly after all this", test_stops_cleanly},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve_hostile", suite_init, suite_cleanup, tests);
