@@ -494,14 +494,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
     /* The next request on this connection starts with its head again. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, HEAD_TIMEOUT);
-    /* Ended before an answer was queued: the client stopped sending (its
-     * upload cut short, 499, or stalled past BODY_TIMEOUT, 408) — not a
-     * server error. Only a request that completed unanswered is a 500. */
+    /* Ended before an answer was queued because the client stopped sending
+     * (its upload cut short, 499, or stalled past BODY_TIMEOUT, 408): not a
+     * server error. Unanswered otherwise (out of memory, shutdown) is 500. */
     bool timed_out = !rq->status && toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED;
-    int status = rq->status                                  ? rq->status
-                 : timed_out                                 ? 408
-                 : toe != MHD_REQUEST_TERMINATED_COMPLETED_OK ? 499
-                                                             : 500;
+    bool cut_short = !rq->status && (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ||
+                                     toe == MHD_REQUEST_TERMINATED_READ_ERROR);
+    int status = rq->status ? rq->status : timed_out ? 408 : cut_short ? 499 : 500;
     vt_serve_metrics_request(s->metrics, status);
     bool left = rq->client_left || (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !timed_out);
     char method[4 * sizeof rq->method], path[4 * sizeof rq->path];
