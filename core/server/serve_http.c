@@ -1,9 +1,11 @@
 /* serve_http.c — see serve_http.h. */
 #include "serve_http.h"
 
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,6 +403,86 @@ static enum MHD_Result too_large(struct MHD_Connection *c, request_ctx *rq) {
     return send_error(c, rq, &err);
 }
 
+/* ---- heads libmicrohttpd refuses itself ---------------------------------- */
+
+/* libmicrohttpd answers some heads itself, before any handler of vt's runs
+ * (a Content-Length that is not a number, or past 64 bits), and 0.9.75
+ * writes that answer's status line and headers twice: two answers on one
+ * connection. It logs the refusal first ("Error processing request (HTTP
+ * response code is N ..."), in the connection's own thread and before any
+ * byte of its answer is out, so vt answers there — one JSON error, as every
+ * other refusal — and shuts the socket, which leaves the library's copy
+ * nowhere to go. Should a library version word that message differently,
+ * nothing happens here and the library's answer stands. The connection is
+ * the one whose request line came last in this thread (one thread per
+ * connection); vt's handler taking the request ends the window. */
+static _Thread_local struct {
+    struct MHD_Connection *conn;
+    char path[256];
+} head_being_read;
+
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)cls;
+    head_being_read.conn = c;
+    snprintf(head_being_read.path, sizeof head_being_read.path, "%s", uri ? uri : "");
+    return NULL;
+}
+
+/* Send all of p (a few hundred bytes to a socket that has sent nothing for
+ * this request yet: one send, or a few short waits at most). */
+static void send_briefly(int fd, const char *p, size_t n) {
+    for (int tries = 0; n > 0 && tries < 20; tries++) {
+        ssize_t sent = send(fd, p, n, MSG_NOSIGNAL);
+        if (sent > 0) {
+            p += sent;
+            n -= (size_t)sent;
+        } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd w = {.fd = fd, .events = POLLOUT};
+            poll(&w, 1, POLL_MS);
+        } else {
+            return;
+        }
+    }
+}
+
+static void on_library_message(void *cls, const char *fmt, va_list ap) {
+    static const char refusal[] = "Error processing request (HTTP response code is %u";
+    vt_server *s = cls;
+    struct MHD_Connection *c = head_being_read.conn;
+    if (!c || strncmp(fmt, refusal, sizeof refusal - 1) != 0) return;
+    head_being_read.conn = NULL;
+    va_list args;
+    va_copy(args, ap);
+    unsigned status = va_arg(args, unsigned);
+    va_end(args);
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const char *reason = MHD_get_reason_phrase_for(status);
+    if (!info || status < 400 || status > 599 || !reason || !*reason) return;
+    vt_serve_error err;
+    vt_serve_fail(&err, (int)status, "invalid_request_error", NULL,
+                  "the request's head was refused (%s): check Content-Length and the header lines", reason);
+    char *body = vt_serve_error_json(&err);
+    size_t n_body = body ? strlen(body) : 0;
+    char *answer = body ? malloc(n_body + 256) : NULL;
+    if (answer) {
+        int n = snprintf(answer, 256,
+                         "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                         "Connection: close\r\n\r\n",
+                         status, reason, n_body);
+        if (n > 0 && n < 256) {
+            memcpy(answer + n, body, n_body);
+            send_briefly(info->connect_fd, answer, (size_t)n + n_body);
+            shutdown(info->connect_fd, SHUT_RDWR);
+            vt_serve_metrics_request(s->metrics, (int)status);
+            char path[4 * sizeof head_being_read.path];
+            vt_serve_log_escape(head_being_read.path, path, sizeof path);
+            fprintf(stderr, "vt serve: %s %u (refused while reading the head)\n", path, status);
+        }
+    }
+    free(answer);
+    free(body);
+}
+
 /* The headers that say where the body ends, as the client sent them. */
 #define MAX_FRAMING_HEADERS 8
 typedef struct framing_headers {
@@ -444,6 +526,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!rq) return MHD_NO;
         rq->server = s;
         rq->t0 = vt_serve_now();
+        head_being_read.conn = NULL; /* the head was read: vt answers from here */
         atomic_fetch_add(&s->active, 1);
         snprintf(rq->method, sizeof rq->method, "%s", method);
         snprintf(rq->path, sizeof rq->path, "%s", url);
@@ -559,9 +642,13 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
         return NULL;
     }
     /* poll(), not select(): a connection's descriptor may be past FD_SETSIZE. */
+    /* ERROR_LOG: the library's messages reach on_library_message (which
+     * keeps only the refusals it answers; the rest stay unprinted). */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL |
-                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_library_message, s, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
+                                 MHD_OPTION_SOCK_ADDR,
                                  ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, HEAD_TIMEOUT, MHD_OPTION_CONNECTION_LIMIT,
                                  connection_budget(), MHD_OPTION_PER_IP_CONNECTION_LIMIT, PER_CLIENT_CONNECTIONS,
