@@ -291,6 +291,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     size_t n_stop_ids = st == VT_OK && have_template ? chat_stop_ids(batch, family, stop_ids) : 0;
     if (st == VT_OK) {
         vt_serve_engine_config ec = {.max_waiting = o->c.opt.max_waiting,
+                                     .max_seqs = o->c.opt.max_seqs,
                                      .request_timeout = o->c.opt.server_timeout,
                                      .seed = o->c.opt.seed,
                                      .draw_seed = o->c.opt.seed_random ? vt_seed_draw : NULL,

@@ -16,8 +16,10 @@ struct vt_serve_engine {
     pthread_cond_t wake; /* the engine thread waits on it when idle */
     /* Under lock. */
     vt_serve_job *queue_head, *queue_tail;
-    int32_t n_queued_generate; /* generate jobs in the queue */
-    int32_t n_batch_waiting;   /* the batch's waiting requests after the last step */
+    int32_t n_queued_generate; /* generate jobs in the queue or being added to the batch */
+    int32_t n_batch_waiting;   /* the batch's requests still waiting after the next step's admissions */
+    int32_t n_batch_running;   /* and running then */
+    vt_batch_stats batch_stats; /* as last read: the gauges' running and KV counts */
     int32_t n_in_flight;       /* generate jobs queued or running */
     bool refuse_new, stopping, cancel_all;
     /* The engine thread's own. */
@@ -84,6 +86,15 @@ void vt_serve_job_abandon(vt_serve_engine *e, vt_serve_job *job) {
     pthread_mutex_unlock(&e->lock);
 }
 
+/* The gauges from the batch as last read and the queue as it is now (lock
+ * held). Published at every change a client could see, not only between
+ * steps: a step (a long prefill) can take seconds. */
+static void publish_locked(vt_serve_engine *e) {
+    const vt_batch_stats *s = &e->batch_stats;
+    vt_serve_metrics_gauges(e->metrics, e->n_batch_running, (int64_t)e->n_batch_waiting + e->n_queued_generate,
+                            s->total_kv_blocks - s->free_kv_blocks, s->total_kv_blocks);
+}
+
 bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_error *err) {
     bool generate = job->req.kind == VT_SERVE_CHAT || job->req.kind == VT_SERVE_COMPLETION;
     pthread_mutex_lock(&e->lock);
@@ -110,9 +121,7 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
     if (generate) {
         e->n_queued_generate++;
         e->n_in_flight++;
-        /* Waiting from the moment it is accepted, not from the engine's next
-         * step: a step (a long prefill) can take seconds. */
-        vt_serve_metrics_waiting(e->metrics, e->n_batch_waiting + e->n_queued_generate);
+        publish_locked(e);
     }
     pthread_cond_signal(&e->wake);
     pthread_mutex_unlock(&e->lock);
@@ -355,11 +364,24 @@ static void cancel_pass(vt_serve_engine *e) {
         if (all && !abandoned && job->n_generated == 0)
             vt_serve_fail(&job->error, 503, "server_error", NULL,
                           "the server shut down before this request produced a token; retry");
+        /* Out of time before its first token (queued behind others, or a
+         * prefill longer than the limit): an empty "length" answer would
+         * pass for a success. It is 503, not 408: the request arrived in
+         * full and on time, it was the server too busy to start it, and 503
+         * with Retry-After is what clients and load balancers retry. */
+        bool never_started = late && !all && !abandoned && job->n_generated == 0;
+        if (never_started)
+            vt_serve_fail(&job->error, 503, "server_error", NULL,
+                          "the request produced no token within the time limit of %g s (the server is busy); retry",
+                          e->cfg.request_timeout);
         pthread_mutex_unlock(&e->lock);
         char msg[256];
         if (abandoned || late) {
             vt_batch_cancel(e->batch, job->batch_id, msg, sizeof msg);
-            if (late && !abandoned && !all)
+            if (never_started)
+                fprintf(stderr, "vt serve: request reached the time limit of %g s before its first token: 503\n",
+                        e->cfg.request_timeout);
+            else if (late && !abandoned && !all)
                 fprintf(stderr, "vt serve: request exceeded the time limit of %g s after %lld tokens: ended as length\n",
                         e->cfg.request_timeout, (long long)job->n_generated);
         }
@@ -369,21 +391,30 @@ static void cancel_pass(vt_serve_engine *e) {
     }
 }
 
-static void publish_gauges(vt_serve_engine *e) {
+/* Read the batch's counts and publish; dequeued: a generate job has just
+ * left the queue for the batch (or failed), so it moves from one count to
+ * the other in one update and is never missing from both. */
+static void publish_gauges(vt_serve_engine *e, bool dequeued) {
     vt_batch_stats s;
     vt_batch_get_stats(e->batch, &s);
-    /* Under the lock, so a submit's update of the waiting gauge is never
-     * overwritten by a count read before it. */
     pthread_mutex_lock(&e->lock);
-    e->n_batch_waiting = s.n_waiting;
-    vt_serve_metrics_gauges(e->metrics, s.n_running, s.n_waiting + e->n_queued_generate,
-                            s.total_kv_blocks - s.free_kv_blocks, s.total_kv_blocks);
+    if (dequeued) e->n_queued_generate--;
+    e->batch_stats = s;
+    /* Running and waiting as the next step will have them, once it has
+     * admitted what its free sequences take: read before a step, a request
+     * just added is about to run (its prefill may take seconds), not to
+     * wait, and must neither fill the queue nor show as waiting. */
+    const int32_t free_seqs = e->cfg.max_seqs > s.n_running ? e->cfg.max_seqs - s.n_running : 0;
+    const int32_t admitted = s.n_waiting < free_seqs ? s.n_waiting : free_seqs;
+    e->n_batch_running = s.n_running + admitted;
+    e->n_batch_waiting = s.n_waiting - admitted;
+    publish_locked(e);
     pthread_mutex_unlock(&e->lock);
 }
 
 static void *engine_main(void *arg) {
     vt_serve_engine *e = arg;
-    publish_gauges(e);
+    publish_gauges(e, false);
     pthread_mutex_lock(&e->lock);
     for (;;) {
         while (e->queue_head) {
@@ -391,7 +422,6 @@ static void *engine_main(void *arg) {
             e->queue_head = job->next;
             if (!e->queue_head) e->queue_tail = NULL;
             bool generate = job->req.kind == VT_SERVE_CHAT || job->req.kind == VT_SERVE_COMPLETION;
-            if (generate) e->n_queued_generate--;
             bool abandoned = job->abandoned;
             pthread_mutex_unlock(&e->lock);
             if (abandoned && generate) {
@@ -405,11 +435,12 @@ static void *engine_main(void *arg) {
             } else {
                 start_generate(e, job);
             }
+            if (generate) publish_gauges(e, true);
             pthread_mutex_lock(&e->lock);
         }
         if (!e->active) {
             pthread_mutex_unlock(&e->lock);
-            publish_gauges(e);
+            publish_gauges(e, false);
             pthread_mutex_lock(&e->lock);
             if (e->stopping && !e->queue_head) break;
             if (!e->queue_head) pthread_cond_wait(&e->wake, &e->lock);
@@ -437,7 +468,7 @@ static void *engine_main(void *arg) {
                 else p = &job->next;
             }
         }
-        publish_gauges(e);
+        publish_gauges(e, false);
         pthread_mutex_lock(&e->lock);
     }
     pthread_mutex_unlock(&e->lock);

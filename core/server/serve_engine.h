@@ -7,7 +7,8 @@
  * tokenizes and adds them, steps, and appends each request's new text to
  * the job's own buffer (it grows; a slow reader never blocks the loop). A
  * job the client abandoned (disconnect) is cancelled before the next step,
- * so its KV blocks return at once; one past its time limit ends as length.
+ * so its KV blocks return at once; one past its time limit ends as length,
+ * or as a 503 error when it has no token yet.
  *
  * Jobs are reference-counted: the submitting handler holds one reference
  * and the engine one while the job is queued or running. */
@@ -46,7 +47,7 @@ struct vt_serve_job {
     size_t n_ids;
     int64_t n_prompt, n_generated;
     vt_finish finish;
-    bool timed_out; /* ended by the time limit (reported as length) */
+    bool timed_out; /* ended by the time limit (length; a 503 error without a token) */
     bool abandoned; /* the client left: cancel it */
     int refs;
     pthread_cond_t changed;
@@ -60,6 +61,7 @@ struct vt_serve_job {
 
 typedef struct vt_serve_engine_config {
     int32_t max_waiting;    /* requests queued or waiting in the batch before 503 */
+    int32_t max_seqs;       /* sequences a step runs: what the next step admits of the batch's waiting */
     double request_timeout; /* seconds from arrival; 0 = none */
     uint64_t seed;          /* requests without a seed get seed, seed + 1, ... */
     uint64_t (*draw_seed)(void); /* ... or, when set, each a fresh seed from it (--seed -1, the default) */

@@ -6,11 +6,13 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +21,24 @@
 
 /* How often a waiting handler looks at its socket for a hang-up. */
 #define POLL_MS 50
+
+/* Connection limits. A connection costs a thread only once it is open, so
+ * these keep idle and slow clients from taking every thread and socket:
+ * - a request's head (request line and headers) must keep arriving: HEAD_TIMEOUT
+ *   seconds without a byte and the connection is closed (an idle keep-alive
+ *   connection too, which costs the client nothing to reopen);
+ * - once the head is in, the body and the answer may pause BODY_TIMEOUT
+ *   seconds (a slow upload, a stream whose reader stalls);
+ * - one client address holds at most PER_CLIENT_CONNECTIONS at once, more are
+ *   refused at accept;
+ * - at most MAX_CONNECTIONS in all (fewer when the process may not open that
+ *   many sockets). */
+#define HEAD_TIMEOUT 10u
+#define BODY_TIMEOUT 120u
+#define PER_CLIENT_CONNECTIONS 256u
+#define MAX_CONNECTIONS 4096u
+/* Descriptors kept for everything but connections (model files, backends, logs). */
+#define RESERVED_FDS 64u
 
 struct vt_server {
     struct MHD_Daemon *daemon;
@@ -44,7 +64,9 @@ typedef struct request_ctx {
     bool has_seed; /* a generate request: the seed it sampled with, for the log line */
     uint64_t seed;
     bool client_left;
-    char method[8], path[96];
+    bool framing_error; /* the body's length is unknowable: answer, then close */
+    /* as the client sent them (escaped only for the log) */
+    char method[16], path[256];
 } request_ctx;
 
 /* ---- plumbing ------------------------------------------------------------ */
@@ -71,6 +93,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int 
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (rq->framing_error) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, strncmp(rq->path, "/v1/models", 10) == 0 ||
@@ -394,6 +417,119 @@ static enum MHD_Result too_large(struct MHD_Connection *c, request_ctx *rq) {
     return send_error(c, rq, &err);
 }
 
+/* ---- heads libmicrohttpd refuses itself ---------------------------------- */
+
+/* libmicrohttpd answers some heads itself, before any handler of vt's runs
+ * (a Content-Length that is not a number, or past 64 bits), and 0.9.75
+ * writes that answer's status line and headers twice: two answers on one
+ * connection. It logs the refusal first ("Error processing request (HTTP
+ * response code is N ..."), in the connection's own thread and before any
+ * byte of its answer is out, so vt answers there — one JSON error, as every
+ * other refusal — and shuts the socket, which leaves the library's copy
+ * nowhere to go. Should a library version word that message differently,
+ * nothing happens here and the library's answer stands. The connection is
+ * the one whose request line came last in this thread (one thread per
+ * connection); vt's handler taking the request ends the window. */
+static _Thread_local struct {
+    struct MHD_Connection *conn;
+    char path[256];
+} head_being_read;
+
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
+    (void)cls;
+    head_being_read.conn = c;
+    snprintf(head_being_read.path, sizeof head_being_read.path, "%s", uri ? uri : "");
+    return NULL;
+}
+
+/* Send all of p (a few hundred bytes to a socket that has sent nothing for
+ * this request yet: one send, or a few short waits at most). */
+static void send_briefly(int fd, const char *p, size_t n) {
+    for (int tries = 0; n > 0 && tries < 20; tries++) {
+        ssize_t sent = send(fd, p, n, MSG_NOSIGNAL);
+        if (sent > 0) {
+            p += sent;
+            n -= (size_t)sent;
+        } else if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd w = {.fd = fd, .events = POLLOUT};
+            poll(&w, 1, POLL_MS);
+        } else {
+            return;
+        }
+    }
+}
+
+static void on_library_message(void *cls, const char *fmt, va_list ap) {
+    static const char refusal[] = "Error processing request (HTTP response code is %u";
+    vt_server *s = cls;
+    struct MHD_Connection *c = head_being_read.conn;
+    if (!c || strncmp(fmt, refusal, sizeof refusal - 1) != 0) return;
+    head_being_read.conn = NULL;
+    va_list args;
+    va_copy(args, ap);
+    unsigned status = va_arg(args, unsigned);
+    va_end(args);
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const char *reason = MHD_get_reason_phrase_for(status);
+    if (!info || status < 400 || status > 599 || !reason || !*reason) return;
+    vt_serve_error err;
+    vt_serve_fail(&err, (int)status, "invalid_request_error", NULL,
+                  "the request's head was refused (%s): check Content-Length and the header lines", reason);
+    char *body = vt_serve_error_json(&err);
+    size_t n_body = body ? strlen(body) : 0;
+    char *answer = body ? malloc(n_body + 256) : NULL;
+    if (answer) {
+        int n = snprintf(answer, 256,
+                         "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                         "Connection: close\r\n\r\n",
+                         status, reason, n_body);
+        if (n > 0 && n < 256) {
+            memcpy(answer + n, body, n_body);
+            send_briefly(info->connect_fd, answer, (size_t)n + n_body);
+            shutdown(info->connect_fd, SHUT_RDWR);
+            vt_serve_metrics_request(s->metrics, (int)status);
+            char path[4 * sizeof head_being_read.path];
+            vt_serve_log_escape(head_being_read.path, path, sizeof path);
+            fprintf(stderr, "vt serve: %s %u (refused while reading the head)\n", path, status);
+        }
+    }
+    free(answer);
+    free(body);
+}
+
+/* The headers that say where the body ends, as the client sent them. */
+#define MAX_FRAMING_HEADERS 8
+typedef struct framing_headers {
+    vt_serve_header h[MAX_FRAMING_HEADERS];
+    size_t n;
+    bool overflow;
+} framing_headers;
+
+static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    framing_headers *f = cls;
+    if (!key || (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 &&
+                 strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) != 0))
+        return MHD_YES;
+    if (f->n == MAX_FRAMING_HEADERS) {
+        f->overflow = true;
+        return MHD_NO;
+    }
+    f->h[f->n++] = (vt_serve_header){key, value};
+    return MHD_YES;
+}
+
+/* libmicrohttpd reads the first Content-Length and takes any
+ * Transfer-Encoding for "read to the end": every one is looked at here. */
+static bool framing_ok(struct MHD_Connection *c, vt_serve_error *err) {
+    framing_headers f = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, collect_framing, &f);
+    if (f.overflow)
+        return vt_serve_fail(err, 400, "invalid_request_error", NULL, "more than %d Content-Length and "
+                             "Transfer-Encoding headers", MAX_FRAMING_HEADERS);
+    return vt_serve_check_framing(f.h, f.n, err);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)version;
@@ -404,10 +540,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!rq) return MHD_NO;
         rq->server = s;
         rq->t0 = vt_serve_now();
+        head_being_read.conn = NULL; /* the head was read: vt answers from here */
         atomic_fetch_add(&s->active, 1);
         snprintf(rq->method, sizeof rq->method, "%s", method);
         snprintf(rq->path, sizeof rq->path, "%s", url);
         *con_cls = rq;
+        vt_serve_error err;
+        if (!framing_ok(c, &err)) {
+            rq->framing_error = true;
+            return send_error(c, rq, &err);
+        }
+        /* The head is in: from here the body and the answer get the longer pause. */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, BODY_TIMEOUT);
         /* A declared length over the limit is refused before reading the body. */
         const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (len && strtoull(len, NULL, 10) > s->cfg.body_limit) {
@@ -441,19 +585,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    (void)c;
     vt_server *s = cls;
     request_ctx *rq = *con_cls;
     if (!rq) return;
     *con_cls = NULL;
-    int status = rq->status ? rq->status : 500;
+    /* The next request on this connection starts with its head again. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, HEAD_TIMEOUT);
+    /* Ended before an answer was queued because the client stopped sending
+     * (its upload cut short, 499, or stalled past BODY_TIMEOUT, 408): not a
+     * server error. Unanswered otherwise (out of memory, shutdown) is 500. */
+    bool timed_out = !rq->status && toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED;
+    bool cut_short = !rq->status && (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ||
+                                     toe == MHD_REQUEST_TERMINATED_READ_ERROR);
+    int status = rq->status ? rq->status : timed_out ? 408 : cut_short ? 499 : 500;
     vt_serve_metrics_request(s->metrics, status);
-    bool left = rq->client_left || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    bool left = rq->client_left || (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !timed_out);
+    char method[4 * sizeof rq->method], path[4 * sizeof rq->path];
+    vt_serve_log_escape(rq->method, method, sizeof method);
+    vt_serve_log_escape(rq->path, path, sizeof path);
     char seed[32] = "";
     if (rq->has_seed) snprintf(seed, sizeof seed, " seed=%" PRIu64, rq->seed);
-    fprintf(stderr, "vt serve: %s %s %d prompt=%lld completion=%lld%s %.3fs%s%s\n", rq->method, rq->path, status,
+    fprintf(stderr, "vt serve: %s %s %d prompt=%lld completion=%lld%s %.3fs%s%s\n", method, path, status,
             (long long)rq->prompt_tokens, (long long)rq->completion_tokens, seed, vt_serve_now() - rq->t0,
-            left ? " (client left)" : "", rq->error);
+            left ? " (client left)" : timed_out ? " (client timed out)" : "", rq->error);
     free(rq->body);
     free(rq);
     atomic_fetch_sub(&s->active, 1);
@@ -472,6 +626,22 @@ static int bind_errno(const struct addrinfo *ai) {
     int why = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
     close(fd);
     return why;
+}
+
+/* MAX_CONNECTIONS, or as many as the descriptor limit allows once raised
+ * to its hard ceiling (a soft limit of 1024 is common and would otherwise
+ * make accept fail long before the budget is reached). */
+static unsigned connection_budget(void) {
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1024u - RESERVED_FDS;
+    rlim_t want = MAX_CONNECTIONS + RESERVED_FDS;
+    if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < want) {
+        struct rlimit raised = lim;
+        raised.rlim_cur = lim.rlim_max == RLIM_INFINITY || lim.rlim_max > want ? want : lim.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+    }
+    if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want) return MAX_CONNECTIONS;
+    return lim.rlim_cur > 2 * RESERVED_FDS ? (unsigned)(lim.rlim_cur - RESERVED_FDS) : RESERVED_FDS;
 }
 
 vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metrics, char *err, size_t err_size) {
@@ -500,11 +670,17 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
         vt_server_stop(s);
         return NULL;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                     (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+    /* poll(), not select(): a connection's descriptor may be past FD_SETSIZE. */
+    /* ERROR_LOG: the library's messages reach on_library_message (which
+     * keeps only the refusals it answers; the rest stay unprinted). */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    s->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_library_message, s, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, s,
+                                 MHD_OPTION_SOCK_ADDR,
                                  ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 120u, MHD_OPTION_CONNECTION_LIMIT, 1024u,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, HEAD_TIMEOUT, MHD_OPTION_CONNECTION_LIMIT,
+                                 connection_budget(), MHD_OPTION_PER_IP_CONNECTION_LIMIT, PER_CLIENT_CONNECTIONS,
                                  MHD_OPTION_END);
     if (!s->daemon) {
         int why = bind_errno(ai);

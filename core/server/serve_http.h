@@ -1,7 +1,8 @@
 /* serve_http.h — vt serve's HTTP side over libmicrohttpd: routes, API key,
  * body limit, JSON answers, Server-Sent Events, one log line per request.
  *
- * microhttpd runs one thread per connection, so a handler may wait for its
+ * microhttpd runs one thread per connection (how many, and for how long a
+ * silent one is kept: serve_http.c's limits), so a handler may wait for its
  * job (and a stream's reader callback for the next tokens) without holding
  * up anyone else; while waiting it polls its socket, so a client that hangs
  * up has its job cancelled within ~50 ms. Nothing here calls vt_batch_*: the

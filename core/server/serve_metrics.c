@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 499: the client left before its answer was complete (nginx's code; logged, never sent). */
-static const int counted_statuses[VT_SERVE_STATUS_SLOTS] = {200, 400, 401, 404, 405, 413, 499, 500, 503, 0, 0, 0};
+/* 499: the client left before its answer was complete (nginx's code; logged,
+ * never sent); 408: the client stopped sending its request. */
+static const int counted_statuses[VT_SERVE_STATUS_SLOTS] = {200, 400, 401, 404, 405, 408, 413, 499, 500, 501, 503, 0};
 static const double ttft_bounds[VT_SERVE_HIST_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 static const double itl_bounds[VT_SERVE_HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                          0.1,   0.25,   0.5,   1,    2.5,   5};
@@ -66,12 +67,6 @@ void vt_serve_metrics_gauges(vt_serve_metrics *m, int64_t running, int64_t waiti
     m->waiting = waiting;
     m->kv_used = kv_used;
     m->kv_total = kv_total;
-    pthread_mutex_unlock(&m->lock);
-}
-
-void vt_serve_metrics_waiting(vt_serve_metrics *m, int64_t waiting) {
-    pthread_mutex_lock(&m->lock);
-    m->waiting = waiting;
     pthread_mutex_unlock(&m->lock);
 }
 

@@ -2,9 +2,9 @@
  *
  * Counters and histograms are updated from the HTTP threads and the engine
  * thread alike, so every update takes the metrics' own lock; the gauges
- * (running, waiting, KV blocks) are a snapshot the engine thread writes
- * after each step, and the waiting gauge also counts a request as soon as
- * it is queued. */
+ * (running, waiting, KV blocks) are written by the engine thread when it
+ * reads the batch and by a submitting handler when a request joins the
+ * queue, so admitted work shows even while a long step runs. */
 #ifndef VT_SERVE_METRICS_H
 #define VT_SERVE_METRICS_H
 
@@ -39,8 +39,6 @@ void vt_serve_metrics_ttft(vt_serve_metrics *m, double seconds);
 /* n tokens arrived `seconds` after the previous ones: n samples of seconds/n. */
 void vt_serve_metrics_itl(vt_serve_metrics *m, double seconds, int64_t n);
 void vt_serve_metrics_gauges(vt_serve_metrics *m, int64_t running, int64_t waiting, int64_t kv_used, int64_t kv_total);
-/* The waiting gauge alone, when a request is queued between steps. */
-void vt_serve_metrics_waiting(vt_serve_metrics *m, int64_t waiting);
 /* The exposition text (malloc'ed, NUL-terminated), or NULL. */
 char *vt_serve_metrics_text(vt_serve_metrics *m);
 

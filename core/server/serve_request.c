@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define INVALID "invalid_request_error"
 
@@ -216,7 +217,15 @@ static bool parse_messages(const json_t *root, vt_serve_request *r, vt_serve_err
         r->messages[i].role = strdup(rs);
         r->n_messages = i + 1;
         if (!r->messages[i].role) return out_of_memory(err);
-        if (!message_content(field(m, "content"), i, &r->messages[i].content, err)) return false;
+        /* Only an assistant turn may come without content (OpenAI's shape for
+         * one that called tools); a system or user turn without it is a
+         * client's mistake, not an empty message. */
+        json_t *content = field(m, "content");
+        if (!content && strcmp(rs, "assistant") != 0) {
+            snprintf(param, sizeof param, "messages[%zu].content", i);
+            return vt_serve_fail(err, 400, INVALID, param, "%s: required for a %s message", param, rs);
+        }
+        if (!message_content(content, i, &r->messages[i].content, err)) return false;
     }
     return true;
 }
@@ -283,11 +292,15 @@ static bool parse_stop(const json_t *root, vt_serve_request *r, vt_serve_error *
 }
 
 static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
-    const char *max_name = field(root, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-    json_t *max = field(root, max_name);
-    if (max) {
+    /* Both names are checked, whichever wins: a wrong-typed field is a
+     * mistake worth hearing about even when the other one is valid.
+     * max_completion_tokens is OpenAI's current name and wins. */
+    static const char *const max_names[] = {"max_tokens", "max_completion_tokens"};
+    for (size_t i = 0; i < sizeof max_names / sizeof *max_names; i++) {
+        json_t *max = field(root, max_names[i]);
+        if (!max) continue;
         if (!json_is_integer(max) || json_integer_value(max) < 1)
-            return vt_serve_fail(err, 400, INVALID, max_name, "%s: expected an integer >= 1", max_name);
+            return vt_serve_fail(err, 400, INVALID, max_names[i], "%s: expected an integer >= 1", max_names[i]);
         r->max_tokens = json_integer_value(max);
     }
     if (!number_field(root, "temperature", 0, false, 1e6, &r->temperature, err) ||
@@ -369,4 +382,70 @@ bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, co
         out->kind = kind;
     }
     return ok;
+}
+
+static bool all_digits(const char *s) {
+    if (!*s) return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return false;
+    return true;
+}
+
+bool vt_serve_check_framing(const vt_serve_header *headers, size_t n, vt_serve_error *err) {
+    const char *length = NULL, *coding = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = headers[i].name, *value = headers[i].value ? headers[i].value : "";
+        if (!name) continue;
+        if (strcasecmp(name, "Content-Length") == 0) {
+            if (!all_digits(value))
+                return vt_serve_fail(err, 400, INVALID, NULL, "Content-Length: '%.40s' is not a length", value);
+            /* repeats of one value are harmless (RFC 9112 §6.3); differing ones are not */
+            if (length && strcmp(length, value) != 0)
+                return vt_serve_fail(err, 400, INVALID, NULL, "Content-Length: two different values (%.40s, %.40s)",
+                                     length, value);
+            length = value;
+        } else if (strcasecmp(name, "Transfer-Encoding") == 0) {
+            if (coding || strcasecmp(value, "chunked") != 0)
+                return vt_serve_fail(err, 501, INVALID, NULL,
+                                     "Transfer-Encoding: '%.40s' is not supported (only chunked, given once)", value);
+            coding = value;
+        }
+    }
+    if (length && coding)
+        return vt_serve_fail(err, 400, INVALID, NULL, "Content-Length and Transfer-Encoding: give one of them");
+    return true;
+}
+
+/* The escape of byte c into esc (4 bytes): its length. */
+static size_t log_escape_byte(unsigned char c, char esc[4]) {
+    static const char hex[] = "0123456789abcdef";
+    if (c == '\\') {
+        esc[0] = esc[1] = '\\';
+        return 2;
+    }
+    if (c >= 0x20 && c < 0x7f) {
+        esc[0] = (char)c;
+        return 1;
+    }
+    esc[0] = '\\', esc[1] = 'x', esc[2] = hex[c >> 4], esc[3] = hex[c & 15];
+    return 4;
+}
+
+void vt_serve_log_escape(const char *in, char *out, size_t out_size) {
+    if (out_size == 0) return;
+    const unsigned char *text = (const unsigned char *)(in ? in : "");
+    char esc[4];
+    size_t total = 0;
+    for (const unsigned char *p = text; *p; p++) total += log_escape_byte(*p, esc);
+    /* all of it, or as many whole escapes as leave room for "..." */
+    bool cut = total + 1 > out_size;
+    size_t room = cut ? (out_size >= 4 ? out_size - 4 : 0) : total, used = 0;
+    for (const unsigned char *p = text; *p; p++) {
+        size_t k = log_escape_byte(*p, esc);
+        if (used + k > room) break;
+        memcpy(out + used, esc, k);
+        used += k;
+    }
+    if (cut && out_size >= 4) memcpy(out + used, "...", 3), used += 3;
+    out[used] = '\0';
 }

@@ -75,6 +75,26 @@ bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, co
                             vt_serve_request *out, vt_serve_error *err);
 void vt_serve_request_free(vt_serve_request *r);
 
+/* One request header as received. */
+typedef struct vt_serve_header {
+    const char *name, *value;
+} vt_serve_header;
+
+/* Is the body's framing unambiguous (RFC 9112 §6)? Checked on the head,
+ * before a byte of the body is read, so that a request two parsers could
+ * split differently (request smuggling) is refused and its connection
+ * closed: false with err 400 for Content-Length values that differ or are
+ * not digits, or Content-Length beside Transfer-Encoding; 501 for a
+ * transfer coding other than chunked (which the server cannot decode, so
+ * it cannot know where the body ends). */
+bool vt_serve_check_framing(const vt_serve_header *headers, size_t n, vt_serve_error *err);
+
+/* Client-chosen text for the log, made unable to forge lines or terminal
+ * escapes: bytes outside printable ASCII become \xHH and a backslash \\.
+ * out is always NUL-terminated; text that does not fit is cut at a whole
+ * escape and ends with "...". */
+void vt_serve_log_escape(const char *in, char *out, size_t out_size);
+
 /* Fill err (status, type, param may be NULL, printf message); returns false. */
 bool vt_serve_fail(vt_serve_error *err, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

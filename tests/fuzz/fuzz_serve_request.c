@@ -3,7 +3,11 @@
  * becomes the engine's request or a 4xx naming the field.
  *
  * Input layout: byte 0 picks the endpoint (chat, completion, tokenize,
- * detokenize: its value mod 4); the rest is the body, verbatim.
+ * detokenize: its value mod 4); the rest is the body, verbatim. A byte 0 of
+ * 0xf0 or more asks instead for a request's head ("Name: value" lines): its
+ * framing headers are checked as the server checks them before reading a
+ * body, and the whole text is escaped as the log escapes a path, into a
+ * buffer of 1 + (byte 0 & 15) * 16 bytes.
  *
  * What must hold for every input, besides "no crash, no leak, no UB":
  *  - a refusal has status 400 (500 only for out of memory), a type and a
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -120,8 +125,78 @@ static void check_downstream(const vt_serve_request *r) {
     }
 }
 
+static bool only_digits(const char *s) {
+    if (!*s) return false;
+    for (; *s; s++)
+        if (*s < '0' || *s > '9') return false;
+    return true;
+}
+
+/* A head's framing: refused exactly when two parsers could disagree on
+ * where the body ends; the log's copy is printable ASCII, terminated, and
+ * the input's own when it fits. */
+static void check_head(const uint8_t *data, size_t size, size_t out_size) {
+    char *text = malloc(size + 1);
+    CHECK(text != NULL);
+    memcpy(text, data, size);
+    text[size] = '\0';
+    char *out = malloc(out_size);
+    CHECK(out != NULL);
+    vt_serve_log_escape(text, out, out_size);
+    size_t n_out = strlen(out);
+    CHECK(n_out < out_size);
+    for (size_t i = 0; i < n_out; i++) CHECK(out[i] >= 0x20 && out[i] < 0x7f);
+    bool plain = true;
+    for (size_t i = 0; text[i]; i++) plain = plain && text[i] >= 0x20 && text[i] < 0x7f && text[i] != '\\';
+    if (plain && strlen(text) < out_size) CHECK(strcmp(out, text) == 0);
+    free(out);
+
+    /* "Name: value" lines, values trimmed as an HTTP parser trims them */
+    enum { MAX_HEADERS = 32 };
+    vt_serve_header h[MAX_HEADERS];
+    size_t n = 0;
+    for (char *line = text, *next; line && n < MAX_HEADERS; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        *colon = '\0';
+        char *value = colon + 1;
+        while (*value == ' ' || *value == '\t') value++;
+        size_t len = strlen(value);
+        while (len && (value[len - 1] == ' ' || value[len - 1] == '\t' || value[len - 1] == '\r')) value[--len] = '\0';
+        h[n++] = (vt_serve_header){line, value};
+    }
+    const char *length = NULL;
+    size_t n_codings = 0;
+    bool ambiguous = false;
+    for (size_t i = 0; i < n; i++) {
+        if (strcasecmp(h[i].name, "Content-Length") == 0) {
+            ambiguous = ambiguous || !only_digits(h[i].value) || (length && strcmp(length, h[i].value) != 0);
+            length = h[i].value;
+        } else if (strcasecmp(h[i].name, "Transfer-Encoding") == 0) {
+            ambiguous = ambiguous || strcasecmp(h[i].value, "chunked") != 0 || n_codings > 0;
+            n_codings++;
+        }
+    }
+    ambiguous = ambiguous || (length && n_codings);
+    vt_serve_error err;
+    memset(&err, 0, sizeof err);
+    bool ok = vt_serve_check_framing(h, n, &err);
+    CHECK(ok == !ambiguous);
+    if (!ok) {
+        CHECK(err.status == 400 || err.status == 501);
+        check_error_answer(&err);
+    }
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    if (data[0] >= 0xf0) {
+        check_head(data + 1, size - 1, 1 + (size_t)(data[0] & 15) * 16);
+        return 0;
+    }
     vt_serve_kind kind = (vt_serve_kind)(data[0] % 4);
     vt_serve_defaults d = {0.8f, 0.95f, 0.05f, 40};
     vt_serve_request r;

@@ -1,0 +1,542 @@
+/* test_serve_hostile.c — `vt serve` against careless and hostile clients,
+ * over raw sockets where libcurl would not send what such a client sends:
+ * wrong-typed fields, ambiguous body framing, control bytes in the path,
+ * idle and half-open connections, uploads cut short, a request that runs out
+ * of time while queued, and /metrics' gauges during a long prefill.
+ *
+ * One server (qwen3-tiny, chatml, 2 sequences, a 4096-token context) for
+ * most cases; the time-limit case starts its own. Every wait is bounded, and
+ * no assertion rests on how fast this machine is: the comments say why. */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "serve_client.h"
+#include "serve_gate.h"
+#include "util.h"
+
+#define MODEL "qwen3-tiny-q8_0.gguf"
+/* vt serve's limits (core/server/serve_http.c), as README states them. */
+#define PER_CLIENT_CONNECTIONS 256
+#define HEAD_TIMEOUT 10
+
+static serve_server srv;
+
+/* ---- raw HTTP -------------------------------------------------------------- */
+
+/* A TCP connection to the server from the loopback address `from`
+ * (127.0.0.x: each is a different client address to the server); -1 when
+ * it cannot be made. */
+static int dial(const serve_server *s, const char *from) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, from, &a.sin_addr);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || connect(fd, (struct sockaddr *)&to, sizeof to) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static bool send_all(int fd, const char *p, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) return false;
+        p += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/* Read until the server closes (closed = true) or `seconds` pass. */
+typedef struct raw_reply {
+    char *s;
+    size_t n;
+    bool closed;
+} raw_reply;
+
+static raw_reply read_until_close(int fd, double seconds) {
+    raw_reply r = {calloc(1, 1), 0, false};
+    double end = serve_now() + seconds;
+    while (serve_now() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) continue;
+        char buf[4096];
+        ssize_t got = recv(fd, buf, sizeof buf, 0);
+        if (got <= 0) {
+            r.closed = true; /* EOF, or a reset: either way the server closed */
+            break;
+        }
+        char *grown = realloc(r.s, r.n + (size_t)got + 1);
+        if (!grown) break;
+        r.s = grown;
+        memcpy(r.s + r.n, buf, (size_t)got);
+        r.n += (size_t)got;
+        r.s[r.n] = '\0';
+    }
+    return r;
+}
+
+/* Send `request` on a new connection and read the answer to the close. */
+static raw_reply exchange(const char *request, double seconds) {
+    int fd = dial(&srv, "127.0.0.1");
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(send_all(fd, request, strlen(request)));
+    raw_reply r = read_until_close(fd, seconds);
+    close(fd);
+    return r;
+}
+
+/* How many status lines the bytes hold (one answer has one). */
+static int status_lines(const raw_reply *r) {
+    int n = 0;
+    for (const char *p = r->s; p && (p = strstr(p, "HTTP/1.1 ")) != NULL; p++) n++;
+    return n;
+}
+
+static int status_of(const raw_reply *r) {
+    return r->s && strncmp(r->s, "HTTP/1.1 ", 9) == 0 ? atoi(r->s + 9) : 0;
+}
+
+/* ---- /metrics ---------------------------------------------------------------- */
+
+/* Wait up to seconds for the metric to reach at least v. */
+static bool metric_at_least(const serve_server *s, const char *name, double v, double seconds) {
+    double end = serve_now() + seconds;
+    while (serve_now() < end) {
+        if (serve_metric(s, name) >= v) return true;
+        serve_sleep_ms(10);
+    }
+    return serve_metric(s, name) >= v;
+}
+
+static bool log_contains(const serve_server *s, const char *text, double seconds) {
+    double end = serve_now() + seconds;
+    for (;;) {
+        char *log = vt_test_read_file(s->log, NULL);
+        bool found = log && strstr(log, text);
+        free(log);
+        if (found || serve_now() >= end) return found;
+        serve_sleep_ms(20);
+    }
+}
+
+/* ---- server -------------------------------------------------------------------- */
+
+static int suite_init(void) {
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* This runner holds a few hundred sockets at once. */
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
+    static const char *const args[] = {"--chat-template", "chatml", "-c", "4096", "--parallel", "2", NULL};
+    return serve_start(&srv, MODEL, "hostile.log", args) ? 0 : 1;
+}
+
+static int suite_cleanup(void) {
+    if (srv.pid > 0) serve_stop(&srv);
+    curl_global_cleanup();
+    return 0;
+}
+
+/* ---- 1: wrong types --------------------------------------------------------------- */
+
+static void expect_400(const char *path, const char *body, const char *param) {
+    serve_reply r = serve_http(&srv, NULL, path, body, NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    char want[128];
+    snprintf(want, sizeof want, "\"param\":\"%s\"", param);
+    CU_ASSERT(r.body.s && strstr(r.body.s, want));
+    if (!r.body.s || !strstr(r.body.s, want)) fprintf(stderr, "expected %s in %s\n", want, r.body.s);
+    serve_reply_free(&r);
+}
+
+static void test_wrong_types(void) {
+    /* a valid max_completion_tokens does not excuse a wrong-typed max_tokens, nor the reverse */
+    expect_400("/v1/chat/completions",
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":\"ten\",\"max_completion_tokens\":2}",
+               "max_tokens");
+    expect_400("/v1/chat/completions",
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2,\"max_completion_tokens\":[]}",
+               "max_completion_tokens");
+    expect_400("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":\"ten\",\"max_completion_tokens\":2}", "max_tokens");
+    /* a user or system turn needs its content; null is not given */
+    expect_400("/v1/chat/completions", "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content");
+    expect_400("/v1/chat/completions",
+               "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":null}]}",
+               "messages[1].content");
+    /* an assistant turn may leave it out */
+    serve_reply r = serve_http(&srv, NULL, "/v1/chat/completions",
+                               "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\"},"
+                               "{\"role\":\"user\",\"content\":\"b\"}],\"max_tokens\":1}",
+                               NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
+}
+
+/* ---- 2-4: framing -------------------------------------------------------------------- */
+
+#define BODY "{\"prompt\":\"x\",\"max_tokens\":1}"
+
+/* One answer with status `status`, and the connection closed after it. */
+static void expect_refused_and_closed(const char *request, int status) {
+    /* 30 s only bounds a failure: the answer comes as soon as the head is read */
+    raw_reply r = exchange(request, 30);
+    CU_ASSERT_EQUAL(status_of(&r), status);
+    CU_ASSERT_EQUAL(status_lines(&r), 1);
+    CU_ASSERT(r.closed);
+    if (status_of(&r) != status || status_lines(&r) != 1 || !r.closed)
+        fprintf(stderr, "%.60s...\n  answered (%s): %s\n", request, r.closed ? "closed" : "open", r.s);
+    free(r.s);
+}
+
+static void test_bad_content_length(void) {
+    /* libmicrohttpd refuses these itself, before vt's handlers; the answer
+     * is still one JSON error, and the connection closes after it */
+    static const struct {
+        const char *length;
+        int status;
+    } cases[] = {{"-1", 400}, {"abc", 400}, {"99999999999999999999999", 413}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char req[256];
+        snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %s\r\n\r\n" BODY,
+                 cases[i].length);
+        expect_refused_and_closed(req, cases[i].status);
+        raw_reply r = exchange(req, 30);
+        CU_ASSERT(r.s && strstr(r.s, "\r\n\r\n{\"error\":{"));
+        free(r.s);
+    }
+    /* also as the second request on a kept-alive connection */
+    raw_reply r = exchange("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n",
+                           30);
+    CU_ASSERT_EQUAL(status_of(&r), 200);
+    CU_ASSERT_EQUAL(status_lines(&r), 2);
+    CU_ASSERT(r.closed && r.s && strstr(r.s, "HTTP/1.1 400 "));
+    free(r.s);
+    CU_ASSERT(log_contains(&srv, "/v1/completions 413 (refused while reading the head)", 10));
+    serve_reply h = serve_http(&srv, NULL, "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(h.status, 200);
+    serve_reply_free(&h);
+}
+
+static void test_two_content_lengths(void) {
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nContent-Length: 5\r\n\r\n" BODY,
+             strlen(BODY));
+    expect_refused_and_closed(req, 400);
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "%zx\r\n" BODY "\r\n0\r\n\r\n",
+             strlen(BODY), strlen(BODY));
+    expect_refused_and_closed(req, 400);
+    /* the same length twice says one thing: served */
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n"
+             "Content-Length: %zu\r\n\r\n" BODY,
+             strlen(BODY), strlen(BODY));
+    raw_reply r = exchange(req, 30);
+    CU_ASSERT_EQUAL(status_of(&r), 200);
+    free(r.s);
+}
+
+static void test_transfer_encodings(void) {
+    static const char *const codings[] = {"gzip, chunked", "identity", "chunked, chunked"};
+    for (size_t i = 0; i < 3; i++) {
+        char req[512];
+        snprintf(req, sizeof req,
+                 "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: %s\r\n\r\n%zx\r\n" BODY "\r\n0\r\n\r\n",
+                 codings[i], strlen(BODY));
+        expect_refused_and_closed(req, 501);
+    }
+    /* chunked alone is read */
+    char req[512];
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "%zx\r\n" BODY "\r\n0\r\n\r\n",
+             strlen(BODY));
+    raw_reply r = exchange(req, 30);
+    CU_ASSERT_EQUAL(status_of(&r), 200);
+    free(r.s);
+}
+
+/* ---- 5: log injection ------------------------------------------------------------------ */
+
+static void test_log_escapes_the_path(void) {
+    raw_reply r = exchange("GET /x%0Avt%20serve:%20FORGED%0D%1B[2J HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 30);
+    CU_ASSERT_EQUAL(status_of(&r), 404);
+    free(r.s);
+    CU_ASSERT(log_contains(&srv, "GET /x\\x0avt serve: FORGED\\x0d\\x1b[2J 404", 10));
+    char *log = vt_test_read_file(srv.log, NULL);
+    CU_ASSERT(log && !strstr(log, "\nvt serve: FORGED") && !strchr(log, '\r') && !strchr(log, 0x1b));
+    free(log);
+}
+
+/* ---- 6: idle and half-open connections ------------------------------------------------------- */
+
+/* How many of fds the server has not closed. */
+static int still_open(const int *fds, int n) {
+    int open = 0;
+    for (int i = 0; i < n; i++) {
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        char c;
+        if (poll(&p, 1, 0) == 0 || (recv(fds[i], &c, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN)) open++;
+    }
+    return open;
+}
+
+static void test_connection_limits(void) {
+    /* One address opens 300 connections, each a complete head promising a
+     * body it never sends (a slow upload: BODY_TIMEOUT, 120 s, applies).
+     * The server keeps PER_CLIENT_CONNECTIONS of them and closes the rest at
+     * accept, and a client from another address is still served. The
+     * server closes the held ones only after 120 s of silence, far beyond
+     * this test's few seconds of work on any machine. */
+    enum { N = PER_CLIENT_CONNECTIONS + 44 };
+    int fds[N];
+    int made = 0;
+    static const char head[] = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n";
+    for (; made < N; made++) {
+        fds[made] = dial(&srv, "127.0.0.3");
+        if (fds[made] < 0) break;
+        send_all(fds[made], head, sizeof head - 1); /* a refused one may be closed already */
+    }
+    CU_ASSERT_EQUAL_FATAL(made, N);
+    /* the refused ones are closed at once; 30 s bounds a failure */
+    double end = serve_now() + 30;
+    while (still_open(fds, N) > PER_CLIENT_CONNECTIONS && serve_now() < end) serve_sleep_ms(50);
+    CU_ASSERT_EQUAL(still_open(fds, N), PER_CLIENT_CONNECTIONS);
+    serve_reply h = serve_http(&srv, NULL, "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(h.status, 200);
+    serve_reply_free(&h);
+    for (int i = 0; i < N; i++) close(fds[i]);
+    /* closing mid-body is a client that left, not a server error (point 8 too) */
+    CU_ASSERT(metric_at_least(&srv, "vt_requests_total{status=\"499\"}", PER_CLIENT_CONNECTIONS, 30));
+}
+
+static void test_half_open_head_times_out(void) {
+    /* Half a request line, then silence: the server closes it after
+     * HEAD_TIMEOUT seconds without answering. The wait is bounded at six
+     * times the timeout; the server's clock decides, not this one's speed. */
+    int fd = dial(&srv, "127.0.0.2");
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(send_all(fd, "GET /hea", 8));
+    raw_reply r = read_until_close(fd, 6 * HEAD_TIMEOUT);
+    CU_ASSERT(r.closed);
+    CU_ASSERT_EQUAL(r.n, 0);
+    free(r.s);
+    close(fd);
+    /* meanwhile and after, others are served */
+    serve_reply h = serve_http(&srv, NULL, "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(h.status, 200);
+    serve_reply_free(&h);
+}
+
+/* ---- 8: an upload cut short ------------------------------------------------------------------- */
+
+static void test_upload_cut_short(void) {
+    double before_500 = serve_metric(&srv, "vt_requests_total{status=\"500\"}");
+    double before_499 = serve_metric(&srv, "vt_requests_total{status=\"499\"}");
+    /* "Expect: 100-continue" makes the server say when it has read the head
+     * (and so begun the request): only then does the client send part of
+     * the body and leave. */
+    int fd = dial(&srv, "127.0.0.1");
+    CU_ASSERT_FATAL(fd >= 0);
+    static const char head[] =
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000\r\n\r\n";
+    CU_ASSERT(send_all(fd, head, sizeof head - 1));
+    char got[256] = "";
+    size_t n = 0;
+    double end = serve_now() + 30;
+    while (!strstr(got, "\r\n\r\n") && n + 1 < sizeof got && serve_now() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) continue;
+        ssize_t k = recv(fd, got + n, 1, 0);
+        if (k <= 0) break;
+        got[++n] = '\0';
+    }
+    CU_ASSERT(strncmp(got, "HTTP/1.1 100", 12) == 0);
+    CU_ASSERT(send_all(fd, "{\"prompt\":", 10));
+    close(fd);
+    CU_ASSERT(metric_at_least(&srv, "vt_requests_total{status=\"499\"}", before_499 + 1, 30));
+    CU_ASSERT_EQUAL(serve_metric(&srv, "vt_requests_total{status=\"500\"}"), before_500);
+    CU_ASSERT(log_contains(&srv, "POST /v1/completions 499", 10));
+    char *log = vt_test_read_file(srv.log, NULL);
+    CU_ASSERT(log && !strstr(log, "POST /v1/completions 500"));
+    free(log);
+}
+
+/* ---- 9: gauges during a long prefill ---------------------------------------------------------- */
+
+/* running, waiting and the time-to-first-token count from one /metrics
+ * answer (one snapshot, read under the metrics' lock). */
+static bool gauges(const serve_server *on, double *running, double *waiting, double *ttft_count) {
+    serve_reply r = serve_http(on, NULL, "/metrics", NULL, NULL);
+    *running = *waiting = *ttft_count = -1;
+    for (const char *p = r.body.s; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, "vt_requests_running ", 20) == 0) *running = atof(p + 20);
+        if (strncmp(p, "vt_requests_waiting ", 20) == 0) *waiting = atof(p + 20);
+        if (strncmp(p, "vt_time_to_first_token_seconds_count ", 37) == 0) *ttft_count = atof(p + 37);
+    }
+    serve_reply_free(&r);
+    return *running >= 0 && *waiting >= 0 && *ttft_count >= 0;
+}
+
+static void test_gauges_during_prefill(void) {
+    /* A streamed request held in its prefill (the step_gate backend,
+     * serve_gate.h: its first forward waits for the test), then a second
+     * one queued behind it (--parallel 1): while the prefill is held the
+     * gauges must show the first as running and the second as waiting, read
+     * after read, although no step has ended since either arrived. The gate
+     * makes "during a long prefill" certain on a machine of any speed: a
+     * faster one cannot finish the held forward, a slower one only takes
+     * longer to reach it (waits bounded at 60 s). */
+    serve_gate g;
+    serve_server s = {0};
+    CU_ASSERT_FATAL(serve_gate_init(&g, "gauges-gate"));
+    static const char *const args[] = {"--parallel", "1", "-c", "512", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "gauges.log", args));
+    serve_gate_hold(&g);
+    const long base = serve_gate_reached(&g);
+    static const char body[] = "{\"prompt\":\"Greetings\",\"max_tokens\":2,\"stream\":true}";
+    char req[512];
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    int first = dial(&s, "127.0.0.1");
+    CU_ASSERT_FATAL(first >= 0);
+    CU_ASSERT(send_all(first, req, strlen(req)));
+    CU_ASSERT_FATAL(serve_gate_wait_reached(&g, base + 1, 60)); /* its prefill has begun, and waits */
+    double running, waiting, ttft;
+    for (int i = 0; i < 5; i++) {
+        CU_ASSERT_FATAL(gauges(&s, &running, &waiting, &ttft));
+        CU_ASSERT_EQUAL(running, 1);
+        CU_ASSERT_EQUAL(waiting, 0);
+        CU_ASSERT_EQUAL(ttft, 0);
+    }
+    int second = dial(&s, "127.0.0.1");
+    CU_ASSERT_FATAL(second >= 0);
+    CU_ASSERT(send_all(second, req, strlen(req)));
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 60));
+    CU_ASSERT_FATAL(gauges(&s, &running, &waiting, &ttft));
+    CU_ASSERT_EQUAL(running, 1);
+    CU_ASSERT_EQUAL(ttft, 0); /* still inside the held prefill */
+    serve_gate_open(&g);
+    raw_reply rest = read_until_close(first, 60), other = read_until_close(second, 60);
+    CU_ASSERT(rest.closed && rest.s && strstr(rest.s, "[DONE]"));
+    CU_ASSERT(other.closed && other.s && strstr(other.s, "[DONE]"));
+    free(rest.s);
+    free(other.s);
+    close(first);
+    close(second);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_running", 0, 60));
+    CU_ASSERT_EQUAL(serve_metric(&s, "vt_requests_waiting"), 0);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+}
+
+/* ---- 7: out of time while queued ---------------------------------------------------------------- */
+
+typedef struct request_thread {
+    const serve_server *s;
+    const char *body;
+    serve_reply r;
+} request_thread;
+
+static void *request_main(void *arg) {
+    request_thread *t = arg;
+    t->r = serve_http(t->s, NULL, "/v1/completions", t->body, NULL);
+    return NULL;
+}
+
+static void test_timed_out_while_queued(void) {
+    /* One sequence, a 3 s limit, on the step_gate backend (serve_gate.h). A
+     * gets two forwards (its prefill and one decode: two tokens) and is
+     * then held before its third; B queues behind it. The test waits out
+     * the limit on the wall clock and opens the gate: the engine finds both
+     * past their deadlines in one pass, and B never held the sequence — so B
+     * is a 503 with Retry-After, A a 200 ending as length. No forward can
+     * start while held, so a faster machine changes nothing; a slower one
+     * only takes longer to reach each held state (waits bounded at 60 s). */
+    serve_server s = {0};
+    serve_gate g;
+    CU_ASSERT_FATAL(serve_gate_init(&g, "queued-timeout-gate"));
+    static const char *const args[] = {"--parallel", "1", "--timeout", "3", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "queued-timeout.log", args));
+    const long base = serve_gate_reached(&g);
+    serve_gate_allow(&g, base + 2);
+    request_thread a = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"stream\":true}", {0}};
+    request_thread b = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"max_tokens\":4}", {0}};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, request_main, &a);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 3, 60));
+    pthread_create(&tb, NULL, request_main, &b);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 60));
+    const double queued_by = serve_now(); /* B's limit ends by queued_by + 3 */
+    while (serve_now() < queued_by + 3.5) serve_sleep_ms(20);
+    serve_gate_open(&g);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CU_ASSERT_EQUAL(b.r.status, 503);
+    CU_ASSERT(b.r.headers.s && strstr(b.r.headers.s, "Retry-After:"));
+    CU_ASSERT(b.r.body.s && strstr(b.r.body.s, "time limit") && !strstr(b.r.body.s, "\"choices\""));
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    serve_streamed st;
+    serve_read_events(a.r.body.s, false, &st);
+    CU_ASSERT(st.done && !st.bad_event);
+    CU_ASSERT_STRING_EQUAL(st.finish, "length");
+    free(st.text);
+    serve_reply_free(&a.r);
+    serve_reply_free(&b.r);
+    CU_ASSERT(log_contains(&s, "before its first token: 503", 10));
+    CU_ASSERT(log_contains(&s, "exceeded the time limit of 3 s after 3 tokens", 10));
+    CU_ASSERT(serve_metric_reaches(&s, "vt_kv_blocks_used", 0, 60));
+    int status = serve_stop(&s);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* After all of the above the server still stops cleanly: exit 0 (under the
+ * sanitizers, also no leak and no error report, which change the status). */
+static void test_stops_cleanly(void) {
+    int status = serve_stop(&srv);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fprintf(stderr, "see %s\n", srv.log);
+}
+
+int main(void) {
+    if (!VT_TEST_HAVE_SERVE) {
+        printf("SKIP: vt serve was not built (libmicrohttpd or jansson missing at configure time)\n");
+        return 77;
+    }
+    static CU_TestInfo tests[] = {
+        {"wrong-typed fields are 400 whatever else the request carries", test_wrong_types},
+        {"a malformed Content-Length is a 400 and a close", test_bad_content_length},
+        {"two Content-Lengths, or one beside Transfer-Encoding: 400 and close", test_two_content_lengths},
+        {"a transfer coding other than chunked: 501 and close", test_transfer_encodings},
+        {"the log escapes what the client chose", test_log_escapes_the_path},
+        {"one address is capped, another is served", test_connection_limits},
+        {"a half-open head is closed after the head timeout", test_half_open_head_times_out},
+        {"an upload cut short is 499, not 500", test_upload_cut_short},
+        {"gauges count a request during its prefill", test_gauges_during_prefill},
+        {"out of time before the first token: 503", test_timed_out_while_queued},
+        {"the server stops cleanly after all this", test_stops_cleanly},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("serve_hostile", suite_init, suite_cleanup, tests);
+    return vt_test_run();
+}
