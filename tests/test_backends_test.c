@@ -262,10 +262,11 @@ static void test_generator(void) {
     for (int op = 0; op < VT_OP_COUNT; op++) {
         int32_t axis[8];
         const int n_axis = vt_op_case_axis(op, axis, 8);
-        /* floats; the cache's dtypes (floats and q8_0); the weights' */
-        CU_ASSERT(n_axis == (op == VT_OP_MATMUL || op == VT_OP_GET_ROWS                 ? 8
-                             : op == VT_OP_ATTENTION || op == VT_OP_RESHAPE_AND_CACHE ? 4
-                                                                                      : 3));
+        /* floats; the cache's dtypes (floats and q8_0); the weights'; f32 alone for routing */
+        CU_ASSERT(n_axis == (op == VT_OP_MATMUL || op == VT_OP_GET_ROWS || op == VT_OP_MOE_MATMUL ? 8
+                             : op == VT_OP_ATTENTION || op == VT_OP_RESHAPE_AND_CACHE          ? 4
+                             : op == VT_OP_MOE_ROUTE || op == VT_OP_MOE_COMBINE                ? 1
+                                                                                                : 3));
         for (int a = 0; a < n_axis; a++)
             for (int phase = 0; phase <= 1; phase++)
                 for (int i = 0; i < vt_op_case_count(op, axis[a], (vt_phase)phase); i++, total++) {

@@ -94,15 +94,9 @@ static const vt_backend reference_backend = {
     .init = ref_init,
     .shutdown = ref_shutdown,
     .supports = ref_supports,
-    .matmul = ref_matmul,
-    .attention = ref_attention,
-    .reshape_and_cache = ref_reshape_and_cache,
-    .rms_norm = ref_rms_norm,
-    .rope = ref_rope,
-    .swiglu = ref_swiglu,
-    .add = ref_add,
-    .get_rows = ref_get_rows,
-    .convert = ref_convert,
+#define REF_OP_ENTRY_(ID, name, n_src, weight_src, since_minor, params) .name = ref_##name,
+    VT_OP_LIST(REF_OP_ENTRY_)
+#undef REF_OP_ENTRY_
     .isa = ref_isa,
 };
 

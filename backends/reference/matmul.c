@@ -17,23 +17,6 @@ typedef struct matmul_job {
     atomic_int failed;
 } matmul_job;
 
-/* sum_k a[k] * b[k] in double. Four partial sums over k mod 4 (added
- * pairwise at the end) rather than one: the same double-precision result to
- * within rounding of the last bits, without one long chain of dependent adds
- * that would make the oracle several times slower. */
-static double dot_f64(const float *a, const float *b, int64_t n) {
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    int64_t k = 0;
-    for (; k + 4 <= n; k += 4) {
-        s0 += (double)a[k] * (double)b[k];
-        s1 += (double)a[k + 1] * (double)b[k + 1];
-        s2 += (double)a[k + 2] * (double)b[k + 2];
-        s3 += (double)a[k + 3] * (double)b[k + 3];
-    }
-    for (; k < n; k++) s0 += (double)a[k] * (double)b[k];
-    return (s0 + s1) + (s2 + s3);
-}
-
 static void matmul_rows(void *arg, int64_t n_begin, int64_t n_end, int thread) {
     matmul_job *job = arg;
     const vt_host *h = job->c->host;
@@ -51,7 +34,7 @@ static void matmul_rows(void *arg, int64_t n_begin, int64_t n_end, int thread) {
         }
         for (int64_t m = 0; m < M; m++) {
             const float *x_row = x + (size_t)m * (size_t)K;
-            float value = (float)dot_f64(w_row, x_row, K);
+            float value = (float)ref_dot_f64(w_row, x_row, K);
             h->from_f32(job->y->dtype, &value, y + ((size_t)m * (size_t)N + (size_t)n) * y_elem_bytes, 1);
         }
     }

@@ -30,15 +30,9 @@ typedef struct ref_ctx {
 /* ---- ops (one file each). Each checks its node against the operand
  * convention of vt_backend.h first and fails with VT_ERR_INVALID (logged)
  * when it does not follow it, so a misbuilt node can never read out of bounds. */
-vt_status ref_matmul(void *ctx, const vt_node *node);
-vt_status ref_attention(void *ctx, const vt_node *node);
-vt_status ref_reshape_and_cache(void *ctx, const vt_node *node);
-vt_status ref_rms_norm(void *ctx, const vt_node *node);
-vt_status ref_rope(void *ctx, const vt_node *node);
-vt_status ref_swiglu(void *ctx, const vt_node *node);
-vt_status ref_add(void *ctx, const vt_node *node);
-vt_status ref_get_rows(void *ctx, const vt_node *node);
-vt_status ref_convert(void *ctx, const vt_node *node);
+#define REF_OP_DECLARE_(ID, name, n_src, weight_src, since_minor, params) vt_status ref_##name(void *ctx, const vt_node *node);
+VT_OP_LIST(REF_OP_DECLARE_)
+#undef REF_OP_DECLARE_
 
 /* ---- shared helpers (check.c) ----
  * The convention checks themselves (what supports() accepts, exactly) and the
@@ -46,6 +40,9 @@ vt_status ref_convert(void *ctx, const vt_node *node);
 
 /* Bytes of one row of t (ne[0] elements of its dtype). */
 size_t ref_row_bytes(const ref_ctx *c, const vt_tensor *t);
+
+/* sum_k a[k] * b[k] in double (every op that dots rows uses this one). */
+double ref_dot_f64(const float *a, const float *b, int64_t n);
 
 /* Check the node against the conventions before running it: logs the reason
  * as an error of `op` and returns false when the node breaks them. */

@@ -7,7 +7,9 @@
  * anything but MATMUL, is declined: its nodes run on the file's bytes exactly
  * as before. GET_ROWS too is served from the copy where the layout decodes
  * single rows (row_to_f32): a tied embedding, the output matmul's weight
- * and the token table at once, then needs no second resident copy. */
+ * and the token table at once, then needs no second resident copy. A stack
+ * of experts read by MOE_MATMUL is prepared expert by expert into slices of
+ * one copy (moe_matmul.c reads expert e's slice as a prepared matrix). */
 #include <stdio.h>
 #include <string.h>
 
@@ -68,24 +70,40 @@ static void prepare_units(void *arg, int64_t begin, int64_t end, int thread) {
     t->f->prepare(t->src, t->K, t->N, t->dst, begin, end);
 }
 
+/* A weight read by MATMUL (and, where the layout decodes rows, GET_ROWS) is
+ * one {K, N} matrix; a stack of experts {K, N, NE} read by MOE_MATMUL alone
+ * is NE of them, each prepared into its own slice. Anything else is
+ * declined. Returns the number of matrices, 0 to decline. */
+static int64_t matrices_to_prepare(const simd_prepared_format *f, const vt_weight_offer *offer) {
+    const vt_tensor *w = &offer->tensor;
+    if (!f || w->ne[3] != 1) return 0;
+    const uint32_t matrix_readers = (1u << VT_OP_MATMUL) | (f->row_to_f32 ? 1u << VT_OP_GET_ROWS : 0u);
+    if ((offer->ops & (1u << VT_OP_MATMUL)) && !(offer->ops & ~matrix_readers) && w->ne[2] == 1) return 1;
+    if (offer->ops == (1u << VT_OP_MOE_MATMUL)) return w->ne[2];
+    return 0;
+}
+
 vt_status simd_prepare_weight(void *opaque, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
                               size_t err_size) {
     simd_ctx *ctx = opaque;
     const vt_tensor *w = &offer->tensor;
     const simd_prepared_format *f = simd_prepared_format_of(w->dtype);
-    const uint32_t readers = (1u << VT_OP_MATMUL) | (f && f->row_to_f32 ? 1u << VT_OP_GET_ROWS : 0u);
-    if (!f || !(offer->ops & (1u << VT_OP_MATMUL)) || (offer->ops & ~readers) || w->ne[2] != 1 || w->ne[3] != 1)
-        return VT_OK; /* declined */
+    const int64_t n_matrices = matrices_to_prepare(f, offer);
+    if (n_matrices < 1) return VT_OK; /* declined */
     const int64_t K = w->ne[0], N = w->ne[1];
     if (K <= 0 || N <= 0 || K % ctx->host->block_length(w->dtype) != 0) return VT_OK;
-    const size_t bytes = f->size(K, N);
+    const size_t slice = n_matrices == 1 ? f->size(K, N) : simd_expert_slice_bytes(f, K, N);
+    const size_t bytes = slice * (size_t)n_matrices;
     void *copy = ctx->host->alloc(bytes, SIMD_ALIGN);
     if (!copy) {
         snprintf(err, err_size, "out of memory allocating %zu bytes for the prepared copy", bytes);
         return VT_ERR_NOMEM;
     }
-    prepare_task t = {f, w->data, K, N, copy};
-    ctx->host->parallel_for(f->units(N), 1, prepare_units, &t);
+    const size_t src_matrix_bytes = ctx->host->row_size(w->dtype, K) * (size_t)N;
+    for (int64_t e = 0; e < n_matrices; e++) {
+        prepare_task t = {f, (const char *)w->data + (size_t)e * src_matrix_bytes, K, N, (char *)copy + (size_t)e * slice};
+        ctx->host->parallel_for(f->units(N), 1, prepare_units, &t);
+    }
     out->data = copy;
     out->bytes = bytes;
     return VT_OK;

@@ -57,6 +57,9 @@ vt_status simd_swiglu(void *ctx, const vt_node *node);
 vt_status simd_add(void *ctx, const vt_node *node);
 vt_status simd_get_rows(void *ctx, const vt_node *node);
 vt_status simd_convert(void *ctx, const vt_node *node);
+vt_status simd_moe_route(void *ctx, const vt_node *node);
+vt_status simd_moe_matmul(void *ctx, const vt_node *node);
+vt_status simd_moe_combine(void *ctx, const vt_node *node);
 
 /* ------------------------------------------------------------------------ */
 /* Matmul kernels.
@@ -172,6 +175,10 @@ typedef struct simd_prepared_format {
      * embedding). NULL: weights read by GET_ROWS are declined. */
     void (*row_to_f32)(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
 } simd_prepared_format;
+
+/* Bytes of one expert's copy in a prepared stack of experts {K, N, NE}:
+ * expert e's copy starts e slices in (each SIMD_ALIGN-aligned). */
+size_t simd_expert_slice_bytes(const simd_prepared_format *f, int64_t K, int64_t N);
 
 /* The entry for a weight dtype, or NULL (not prepared). */
 const simd_prepared_format *simd_prepared_format_of(int32_t dtype);

@@ -36,9 +36,10 @@ static vt_status get_f32_key(const vt_gguf *g, const char *arch, const char *suf
     return VT_OK;
 }
 
-/* Look up a tensor and check its shape; ne1 = 0 means a 1-D tensor. */
-static vt_status bind(const vt_gguf *g, const char *name, int64_t ne0, int64_t ne1, bool required,
-                      const vt_gguf_tensor **out, vt_error *err) {
+/* Look up a tensor and check its shape; ne1 = 0 means a 1-D tensor, ne2 the
+ * experts of a stack of expert matrices (1 for a plain matrix). */
+static vt_status bind_stack(const vt_gguf *g, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
+                            const vt_gguf_tensor **out, vt_error *err) {
     const vt_gguf_tensor *t = vt_gguf_find_tensor(g, name);
     *out = t;
     if (!t) {
@@ -46,11 +47,11 @@ static vt_status bind(const vt_gguf *g, const char *name, int64_t ne0, int64_t n
         return VT_OK;
     }
     int64_t want1 = ne1 ? ne1 : 1;
-    if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1) {
+    if (t->ne[0] != ne0 || t->ne[1] != want1 || t->ne[2] != ne2 || t->ne[3] != 1) {
         return vt_fail(err, VT_ERR_FORMAT,
-                       "tensor '%s' has shape [%lld, %lld, %lld, %lld] but the hyperparameters say [%lld, %lld]",
+                       "tensor '%s' has shape [%lld, %lld, %lld, %lld] but the hyperparameters say [%lld, %lld, %lld]",
                        name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3],
-                       (long long)ne0, (long long)want1);
+                       (long long)ne0, (long long)want1, (long long)ne2);
     }
     bool matrix = ne1 != 0;
     if (matrix ? !vt_dtype_is_weight(t->dtype) : t->dtype != VT_F32) {
@@ -58,6 +59,11 @@ static vt_status bind(const vt_gguf *g, const char *name, int64_t ne0, int64_t n
                        vt_dtype_name(t->dtype), matrix ? "weight matrix" : "norm or bias (must be f32)");
     }
     return VT_OK;
+}
+
+static vt_status bind(const vt_gguf *g, const char *name, int64_t ne0, int64_t ne1, bool required,
+                      const vt_gguf_tensor **out, vt_error *err) {
+    return bind_stack(g, name, ne0, ne1, 1, required, out, err);
 }
 
 static vt_status load_hparams(const vt_gguf *g, vt_hparams *hp, vt_error *err) {
@@ -70,14 +76,26 @@ static vt_status load_hparams(const vt_gguf *g, vt_hparams *hp, vt_error *err) {
     if (strcmp(hp->arch_name, "llama") == 0) hp->arch = VT_ARCH_LLAMA;
     else if (strcmp(hp->arch_name, "qwen2") == 0) hp->arch = VT_ARCH_QWEN2;
     else if (strcmp(hp->arch_name, "qwen3") == 0) hp->arch = VT_ARCH_QWEN3;
+    else if (strcmp(hp->arch_name, "qwen3moe") == 0) hp->arch = VT_ARCH_QWEN3MOE;
     else
-        return vt_fail(err, VT_ERR_UNSUPPORTED, "architecture '%s' is not supported (llama, qwen2, qwen3 are)",
-                       hp->arch_name);
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "architecture '%s' is not supported (llama, qwen2, qwen3, qwen3moe are)", hp->arch_name);
     const char *a = hp->arch_name;
     vt_status st;
     if ((st = get_u32_key(g, a, "embedding_length", true, &hp->n_embd, err))) return st;
     if ((st = get_u32_key(g, a, "block_count", true, &hp->n_layer, err))) return st;
-    if ((st = get_u32_key(g, a, "feed_forward_length", true, &hp->n_ff, err))) return st;
+    const bool moe = hp->arch == VT_ARCH_QWEN3MOE;
+    /* a mixture of experts has no dense feed-forward: the key is informative */
+    if ((st = get_u32_key(g, a, "feed_forward_length", !moe, &hp->n_ff, err))) return st;
+    if (moe) {
+        if ((st = get_u32_key(g, a, "expert_count", true, &hp->n_expert, err))) return st;
+        if ((st = get_u32_key(g, a, "expert_used_count", true, &hp->n_expert_used, err))) return st;
+        if ((st = get_u32_key(g, a, "expert_feed_forward_length", true, &hp->n_ff_exp, err))) return st;
+        if (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
+            return vt_fail(err, VT_ERR_FORMAT, "expert_used_count %d must be in 1..expert_count (%d)",
+                           hp->n_expert_used, hp->n_expert);
+        hp->norm_top_k = true; /* qwen3moe renormalizes the chosen experts' probabilities */
+    }
     if ((st = get_u32_key(g, a, "attention.head_count", true, &hp->n_head, err))) return st;
     hp->n_head_kv = hp->n_head;
     if ((st = get_u32_key(g, a, "attention.head_count_kv", false, &hp->n_head_kv, err))) return st;
@@ -145,7 +163,10 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
     if (!m->output) m->output = m->tok_embd;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return vt_fail(err, VT_ERR_NOMEM, "out of memory for %d layers", hp->n_layer);
-    bool qwen2 = hp->arch == VT_ARCH_QWEN2, qwen3 = hp->arch == VT_ARCH_QWEN3;
+    const bool qwen2 = hp->arch == VT_ARCH_QWEN2;
+    const bool qwen3 = hp->arch == VT_ARCH_QWEN3 || hp->arch == VT_ARCH_QWEN3MOE;
+    const bool moe = hp->n_expert > 0, dense = !moe;
+    const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
     for (int i = 0; i < hp->n_layer; i++) {
         vt_layer_weights *l = &m->layers[i];
         char n[96];
@@ -158,15 +179,25 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
         BIND(wv, "attn_v.weight", E, KVH * D, true);
         BIND(wo, "attn_output.weight", H * D, E, true);
         BIND(ffn_norm, "ffn_norm.weight", E, 0, true);
-        BIND(ffn_gate, "ffn_gate.weight", E, F, true);
-        BIND(ffn_up, "ffn_up.weight", E, F, true);
-        BIND(ffn_down, "ffn_down.weight", F, E, true);
+        BIND(ffn_gate, "ffn_gate.weight", E, F, dense);
+        BIND(ffn_up, "ffn_up.weight", E, F, dense);
+        BIND(ffn_down, "ffn_down.weight", F, E, dense);
+        BIND(ffn_gate_inp, "ffn_gate_inp.weight", E, NE, moe);
         BIND(bq, "attn_q.bias", H * D, 0, qwen2);
         BIND(bk, "attn_k.bias", KVH * D, 0, qwen2);
         BIND(bv, "attn_v.bias", KVH * D, 0, qwen2);
         BIND(q_norm, "attn_q_norm.weight", D, 0, qwen3);
         BIND(k_norm, "attn_k_norm.weight", D, 0, qwen3);
 #undef BIND
+#define BIND_EXPERTS(field, suffix, ne0, ne1)                                \
+    snprintf(n, sizeof n, "blk.%d.%s", i, suffix);                           \
+    if ((st = bind_stack(g, n, ne0, ne1, NE, true, &l->field, err)) != VT_OK) return st
+        if (moe) {
+            BIND_EXPERTS(ffn_gate_exps, "ffn_gate_exps.weight", E, FE);
+            BIND_EXPERTS(ffn_up_exps, "ffn_up_exps.weight", E, FE);
+            BIND_EXPERTS(ffn_down_exps, "ffn_down_exps.weight", FE, E);
+        }
+#undef BIND_EXPERTS
     }
     return VT_OK;
 }

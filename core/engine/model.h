@@ -14,7 +14,7 @@
 #include "gguf.h"
 #include "tokenizer.h"
 
-typedef enum vt_arch { VT_ARCH_LLAMA = 0, VT_ARCH_QWEN2 = 1, VT_ARCH_QWEN3 = 2 } vt_arch;
+typedef enum vt_arch { VT_ARCH_LLAMA = 0, VT_ARCH_QWEN2 = 1, VT_ARCH_QWEN3 = 2, VT_ARCH_QWEN3MOE = 3 } vt_arch;
 
 typedef struct vt_hparams {
     vt_arch arch;
@@ -24,7 +24,11 @@ typedef struct vt_hparams {
     int32_t n_head;      /* H: query heads */
     int32_t n_head_kv;   /* KVH: key/value heads (GQA when < H) */
     int32_t head_dim;    /* D */
-    int32_t n_ff;        /* F: feed-forward width */
+    int32_t n_ff;        /* F: feed-forward width (dense models) */
+    int32_t n_expert;      /* NE: experts per layer; 0 = a dense model */
+    int32_t n_expert_used; /* U: experts each token is routed to */
+    int32_t n_ff_exp;      /* an expert's feed-forward width */
+    bool norm_top_k;       /* the chosen experts' weights renormalized to sum 1 */
     int32_t n_vocab;     /* V */
     int32_t n_ctx_train; /* context_length metadata */
     int32_t n_rot;       /* rotated dims per head (rope.dimension_count, default D) */
@@ -42,8 +46,11 @@ typedef struct vt_layer_weights {
     const vt_gguf_tensor *q_norm, *k_norm; /* qwen3: {D} */
     const vt_gguf_tensor *wo;             /* {H*D, E} */
     const vt_gguf_tensor *ffn_norm;       /* {E} */
-    const vt_gguf_tensor *ffn_gate, *ffn_up; /* {E, F} */
+    const vt_gguf_tensor *ffn_gate, *ffn_up; /* {E, F}; dense models */
     const vt_gguf_tensor *ffn_down;       /* {F, E} */
+    const vt_gguf_tensor *ffn_gate_inp;   /* mixture of experts: the router {E, NE} */
+    const vt_gguf_tensor *ffn_gate_exps, *ffn_up_exps; /* {E, FE, NE} */
+    const vt_gguf_tensor *ffn_down_exps;  /* {FE, E, NE} */
 } vt_layer_weights;
 
 typedef struct vt_model {

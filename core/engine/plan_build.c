@@ -225,17 +225,24 @@ static vt_status place(builder *b, int32_t i) {
                       fe ? " and by fallback '" : " and there is no fallback", fe ? fe->name : "", fe ? "'" : "");
 }
 
-/* A placed node with an f32 activation output of rank ndim. `params`
+/* A placed node with an activation output of rank ndim in `dtype`. `params`
  * (NULL = none) supplies the op's parameters: they are set before placement
  * because supports() judges them too. */
-static int32_t op_f32(builder *b, int32_t op, const char *label, const int32_t *src, int n_src, int ndim, int64_t ne0,
-                      int64_t ne1, int64_t ne2, vt_scale scale, const vt_node *params, vt_status *st) {
+static int32_t op_out(builder *b, int32_t op, const char *label, int32_t dtype, const int32_t *src, int n_src,
+                      int ndim, int64_t ne0, int64_t ne1, int64_t ne2, vt_scale scale, const vt_node *params,
+                      vt_status *st) {
     if (*st != VT_OK) return -1;
-    int32_t dst = act(b, label, VT_F32, ndim, ne0, ne1, ne2, scale);
+    int32_t dst = act(b, label, dtype, ndim, ne0, ne1, ne2, scale);
     int32_t i = dst >= 0 ? new_node(b, op, label, src, n_src, dst) : -1;
     if (i >= 0 && params) b->p->nodes[i].proto.params = params->params;
     *st = place(b, i);
     return *st == VT_OK ? dst : -1;
+}
+
+/* The same with an f32 output, what almost every node produces. */
+static int32_t op_f32(builder *b, int32_t op, const char *label, const int32_t *src, int n_src, int ndim, int64_t ne0,
+                      int64_t ne1, int64_t ne2, vt_scale scale, const vt_node *params, vt_status *st) {
+    return op_out(b, op, label, VT_F32, src, n_src, ndim, ne0, ne1, ne2, scale, params, st);
 }
 
 /* -------------------------------------------------------- KV negotiation */
@@ -455,7 +462,7 @@ typedef struct forward_ctx {
     builder *b;
     const vt_model *m;
     int64_t T, E, H, KVH, D, F, V;
-    vt_node norm, rope, attn; /* params only */
+    vt_node norm, rope, attn, moe; /* params only */
     char label[40];
 } forward_ctx;
 
@@ -589,6 +596,36 @@ static int32_t ffn_block(forward_ctx *f, int il, int32_t x, vt_status *st) {
                   VT_SCALE_TOKENS, NULL, st);
 }
 
+/* The mixture-of-experts feed-forward block of layer il: x + the
+ * routing-weighted sum, over each token's chosen experts, of
+ * down_e(silu(gate_e(h)) * up_e(h)). */
+static int32_t moe_ffn_block(forward_ctx *f, int il, int32_t x, vt_status *st) {
+    builder *b = f->b;
+    const vt_layer_weights *w = &f->m->layers[il];
+    const vt_hparams *hp = &f->m->hp;
+    const int64_t T = f->T, E = f->E, NE = hp->n_expert, U = hp->n_expert_used, FE = hp->n_ff_exp;
+    int32_t h = op_f32(b, VT_OP_RMS_NORM, layer_label(f, il, "ffn_norm"), (int32_t[]){x, weight(b, w->ffn_norm)}, 2,
+                       2, E, T, 1, VT_SCALE_TOKENS, &f->norm, st);
+    int32_t logits = op_f32(b, VT_OP_MATMUL, layer_label(f, il, "ffn_gate_inp"),
+                            (int32_t[]){weight(b, w->ffn_gate_inp), h}, 2, 2, NE, T, 1, VT_SCALE_TOKENS, NULL, st);
+    int32_t ids = op_out(b, VT_OP_MOE_ROUTE, layer_label(f, il, "ffn_moe_route"), VT_I32, (int32_t[]){logits}, 1, 2,
+                         U, T, 1, VT_SCALE_TOKENS, &f->moe, st);
+    int32_t g = op_f32(b, VT_OP_MOE_MATMUL, layer_label(f, il, "ffn_gate_exps"),
+                       (int32_t[]){weight(b, w->ffn_gate_exps), h, ids}, 3, 3, FE, U, T, VT_SCALE_TOKENS, NULL, st);
+    int32_t u = op_f32(b, VT_OP_MOE_MATMUL, layer_label(f, il, "ffn_up_exps"),
+                       (int32_t[]){weight(b, w->ffn_up_exps), h, ids}, 3, 3, FE, U, T, VT_SCALE_TOKENS, NULL, st);
+    int32_t s = op_f32(b, VT_OP_SWIGLU, layer_label(f, il, "ffn_moe_swiglu"),
+                       (int32_t[]){view(b, g, "gate_rows", 2, FE, U * T, 1), view(b, u, "up_rows", 2, FE, U * T, 1)},
+                       2, 2, FE, U * T, 1, VT_SCALE_TOKENS, NULL, st);
+    int32_t d = op_f32(b, VT_OP_MOE_MATMUL, layer_label(f, il, "ffn_down_exps"),
+                       (int32_t[]){weight(b, w->ffn_down_exps), view(b, s, "act3", 3, FE, U, T), ids}, 3, 3, E, U, T,
+                       VT_SCALE_TOKENS, NULL, st);
+    int32_t c = op_f32(b, VT_OP_MOE_COMBINE, layer_label(f, il, "ffn_moe_combine"), (int32_t[]){d, ids, logits}, 3,
+                       2, E, T, 1, VT_SCALE_TOKENS, &f->moe, st);
+    return op_f32(b, VT_OP_ADD, layer_label(f, il, "ffn_residual"), (int32_t[]){x, c}, 2, 2, E, T, 1,
+                  VT_SCALE_TOKENS, NULL, st);
+}
+
 /* Final norm and the output matrix; when the plan selects rows (a prefill
  * without all_logits) only those (out_rows) go through them. */
 static vt_status output_head(forward_ctx *f, int32_t x) {
@@ -617,6 +654,7 @@ static vt_status build_forward(builder *b) {
                      .KVH = hp->n_head_kv, .D = hp->head_dim, .F = hp->n_ff, .V = hp->n_vocab};
     f.norm.params.rms_norm.eps = hp->rms_eps;
     f.rope.params.rope = (vt_rope_params){hp->n_rot, hp->rope_mode, hp->rope_base, hp->rope_freq_scale};
+    f.moe.params.moe = (vt_moe_params){hp->n_expert_used, hp->norm_top_k ? 1 : 0};
     f.attn.params.attention =
         (vt_attention_params){1.0f / sqrtf((float)f.D), kv->block_size, b->p->max_seqs, kv->num_blocks};
 
@@ -626,7 +664,7 @@ static vt_status build_forward(builder *b) {
                        f.E, f.T, 1, VT_SCALE_TOKENS, NULL, &st);
     for (int il = 0; il < hp->n_layer && st == VT_OK; il++) {
         x = attention_block(&f, il, x, &st);
-        x = ffn_block(&f, il, x, &st);
+        x = hp->n_expert > 0 ? moe_ffn_block(&f, il, x, &st) : ffn_block(&f, il, x, &st);
     }
     if (st != VT_OK) return st;
     return output_head(&f, x);

@@ -79,12 +79,8 @@ typedef struct table_copy {
 static table_copy *table_copies;
 static pthread_mutex_t table_copies_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The table as it was at each ABI minor 1.<minor>: the least struct_size a
- * plugin of that minor may declare, and all of its table the runtime reads. */
-static const size_t table_size_at_minor[] = {VT_BACKEND_SIZE_1_0, VT_BACKEND_SIZE_1_1, VT_BACKEND_SIZE_1_2,
-                                             VT_BACKEND_SIZE_1_3};
-_Static_assert(sizeof table_size_at_minor / sizeof table_size_at_minor[0] == VT_ABI_MINOR + 1,
-               "add the table size of every ABI minor");
+/* The table as it was at each ABI minor 1.<minor> (vt_backend.h). */
+static size_t table_size_at_minor(uint32_t minor) { return VT_BACKEND_SIZE_AT_MINOR(minor); }
 
 static const vt_backend *full_size_copy(const vt_backend *original) {
     pthread_mutex_lock(&table_copies_lock);
@@ -95,7 +91,7 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
         /* Only the table as it was at the plugin's minor: fields of later
          * minors mean nothing in an older plugin's table, whatever bytes a
          * larger struct_size happens to cover (the rest stays zero: NULL). */
-        size_t n = table_size_at_minor[original->abi_minor];
+        size_t n = table_size_at_minor(original->abi_minor);
         memcpy(&c->copy, original, n);
         c->next = table_copies;
         table_copies = c;
@@ -106,9 +102,6 @@ static const vt_backend *full_size_copy(const vt_backend *original) {
 
 /* ------------------------------------------------------------------------ */
 /* Checks                                                                     */
-
-/* Operand counts of each op (vt_backend.h conventions), for nonsense probes. */
-static const int op_n_src[VT_OP_COUNT] = {2, 6, 5, 2, 2, 2, 2, 2, 1};
 
 #define NONSENSE_DTYPE 99
 
@@ -142,7 +135,7 @@ static vt_node nonsense_node(int op, int32_t dtype) {
     node.struct_size = sizeof node;
     node.op = op;
     node.phase = VT_PHASE_PREFILL;
-    node.n_src = op >= 0 && op < VT_OP_COUNT ? op_n_src[op] : 2;
+    node.n_src = op >= 0 && op < VT_OP_COUNT ? vt_op_n_src(op) : 2;
     for (int i = 0; i <= VT_MAX_SRC; i++) {
         vt_tensor *t = i < VT_MAX_SRC ? &node.src[i] : &node.dst;
         t->dtype = dtype;
@@ -222,7 +215,7 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
         refuse(e, "ABI minor %u is newer than the runtime's %d", original->abi_minor, VT_ABI_MINOR);
         return;
     }
-    size_t needed = table_size_at_minor[original->abi_minor];
+    size_t needed = table_size_at_minor(original->abi_minor);
     if (original->struct_size < needed) {
         refuse(e, "struct_size %u is smaller than the %d.%u table (%zu bytes)", original->struct_size, VT_ABI_MAJOR,
                original->abi_minor, needed);
@@ -580,6 +573,7 @@ static bool uses_dtype_after_minor(const vt_node *node, uint32_t minor) {
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node) {
     if (!b || !node || b->state != VT_BACKEND_LOADED || !b->table) return false;
     if (!vt_backend_op(b->table, node->op)) return false;
+    if (vt_op_since_minor(node->op) > (int)b->abi_minor) return false; /* the plugin never heard of it */
     if (uses_dtype_after_minor(node, b->abi_minor)) return false;
     return b->table->supports(b->ctx, node) != 0;
 }

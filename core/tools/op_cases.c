@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "quant.h"
+#include "vt/vt_check.h"
 
 static const int32_t weight_axis[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0, VT_Q4_0, VT_Q4_K, VT_Q5_K, VT_Q6_K};
 static const int32_t float_axis[] = {VT_F32, VT_F16, VT_BF16};
@@ -25,7 +26,8 @@ int vt_op_from_name(const char *name) {
 int vt_op_case_axis(int op, int32_t *dtypes, int max) {
     const int32_t *axis = float_axis;
     int n = 3;
-    if (op == VT_OP_MATMUL || op == VT_OP_GET_ROWS) axis = weight_axis, n = 8;
+    if (op == VT_OP_MATMUL || op == VT_OP_GET_ROWS || op == VT_OP_MOE_MATMUL) axis = weight_axis, n = 8;
+    else if (op == VT_OP_MOE_ROUTE || op == VT_OP_MOE_COMBINE) axis = float_axis, n = 1; /* f32 only */
     else if (op == VT_OP_ATTENTION || op == VT_OP_RESHAPE_AND_CACHE) axis = kv_cache_axis, n = 4;
     else if (op < 0 || op >= VT_OP_COUNT) n = 0;
     if (n > max) n = max;
@@ -139,6 +141,15 @@ static const rope_shape rope_decode[] = {
     {64, 2, 3, 64, VT_ROPE_NORM, 10000.0f, 1.0f, 17, 40}, /* batched decode: three sequences */
 };
 
+/* Mixture of experts: NE experts, U used per token, T tokens; N odd (the
+ * expert's rows) so kernels take a tail; expert 0 is chosen by every token,
+ * others by few or none. */
+typedef struct moe_shape {
+    int64_t NE, U, T, N;
+} moe_shape;
+static const moe_shape moe_prefill[] = {{8, 2, 7, 37}, {5, 3, 17, 67}};
+static const moe_shape moe_decode[] = {{8, 2, 1, 37}, {6, 4, 3, 19}};
+
 /* swiglu, add, convert: {N, M} with an N that is odd and not a multiple of
  * any vector width; add also with a broadcast row. */
 static const int64_t elementwise_n = 1001;
@@ -171,6 +182,9 @@ int vt_op_case_count(int op, int32_t dtype, vt_phase phase) {
     case VT_OP_SWIGLU: return 1;
     case VT_OP_ADD: return pre ? 2 : 1;
     case VT_OP_CONVERT: return 3;
+    case VT_OP_MOE_ROUTE: return pre ? COUNT(moe_prefill) : COUNT(moe_decode);
+    case VT_OP_MOE_MATMUL: return pre ? 2 * COUNT(moe_prefill) : 2 * COUNT(moe_decode); /* X shared, X per expert */
+    case VT_OP_MOE_COMBINE: return pre ? 2 * COUNT(moe_prefill) : 2 * COUNT(moe_decode); /* renormalized or not */
     default: return 0;
     }
 }
@@ -242,6 +256,90 @@ static bool index_fill(vt_op_case *c, vt_tensor *t, const void *values) {
 }
 
 /* ---- one case per op ----------------------------------------------------- */
+
+/* Each token's U distinct experts, drawn at random, the first always
+ * expert 0 (so one expert serves every token). */
+static bool expert_ids_fill(vt_op_case *c, vt_tensor *ids, int64_t NE, uint64_t *rng) {
+    ids->data = case_alloc(c, tensor_bytes(ids));
+    if (!ids->data) return false;
+    int32_t *id = ids->data;
+    const int64_t U = ids->ne[0], T = vt_tensor_dim(ids, 1);
+    for (int64_t t = 0; t < T; t++) {
+        id[t * U] = 0;
+        for (int64_t u = 1; u < U; u++) {
+            int32_t e;
+            bool taken;
+            do {
+                e = (int32_t)(next_u64(rng) % (uint64_t)NE);
+                taken = false;
+                for (int64_t j = 0; j < u; j++) taken = taken || id[t * U + j] == e;
+            } while (taken);
+            id[t * U + u] = e;
+        }
+    }
+    return true;
+}
+
+/* Router logits with ties: every fourth value repeats its neighbour, so the
+ * lower-index rule of MOE_ROUTE decides. */
+static bool router_logits_fill(vt_op_case *c, vt_tensor *logits, uint64_t *rng) {
+    if (!random_fill(c, logits, rng, -4.0f, 4.0f)) return false;
+    float *l = logits->data;
+    const int64_t n = vt_tensor_elements(logits);
+    for (int64_t i = 3; i < n; i += 4) l[i] = l[i - 1];
+    return true;
+}
+
+static bool build_moe_route(vt_op_case *c, const moe_shape *s, uint64_t *rng) {
+    vt_node *n = &c->node;
+    n->n_src = 1;
+    n->src[0] = describe(VT_F32, 2, s->NE, s->T, 1, 1);
+    n->dst = describe(VT_I32, 2, s->U, s->T, 1, 1);
+    n->params.moe.n_used = (int32_t)s->U;
+    c->out_dtype = VT_I32;
+    snprintf(c->dtypes, sizeof c->dtypes, "f32->i32");
+    snprintf(c->shape, sizeof c->shape, "NE=%lld U=%lld T=%lld", (long long)s->NE, (long long)s->U, (long long)s->T);
+    c->bytes = 4.0 * (double)(s->NE * s->T + s->U * s->T);
+    return router_logits_fill(c, &n->src[0], rng);
+}
+
+static bool build_moe_matmul(vt_op_case *c, int32_t w, const moe_shape *s, bool x_per_expert, uint64_t *rng) {
+    const int64_t K = matmul_k(w, 1), N = s->N, NE = s->NE, U = s->U, T = s->T;
+    vt_node *n = &c->node;
+    n->n_src = 3;
+    n->src[0] = describe(w, 3, K, N, NE, 1);
+    n->src[1] = x_per_expert ? describe(VT_F32, 3, K, U, T, 1) : describe(VT_F32, 2, K, T, 1, 1);
+    n->src[2] = describe(VT_I32, 2, U, T, 1, 1);
+    n->dst = describe(VT_F32, 3, N, U, T, 1);
+    c->in_dtype = VT_F32;
+    c->out_dtype = VT_F32;
+    snprintf(c->dtypes, sizeof c->dtypes, "%s->f32", vt_dtype_name(w));
+    snprintf(c->shape, sizeof c->shape, "K=%lld N=%lld NE=%lld U=%lld T=%lld X %s", (long long)K, (long long)N,
+             (long long)NE, (long long)U, (long long)T, x_per_expert ? "per expert" : "shared");
+    c->flops = 2.0 * (double)K * (double)N * (double)(U * T);
+    c->bytes = (double)vt_row_size(w, K) * (double)(N * NE) + 4.0 * (double)(K * U * T) + 4.0 * (double)(N * U * T);
+    return random_fill(c, &n->src[0], rng, -1.0f, 1.0f) && random_fill(c, &n->src[1], rng, -1.0f, 1.0f) &&
+           expert_ids_fill(c, &n->src[2], NE, rng);
+}
+
+static bool build_moe_combine(vt_op_case *c, const moe_shape *s, bool norm_top_k, uint64_t *rng) {
+    const int64_t N = s->N, NE = s->NE, U = s->U, T = s->T;
+    vt_node *n = &c->node;
+    n->n_src = 3;
+    n->src[0] = describe(VT_F32, 3, N, U, T, 1);
+    n->src[1] = describe(VT_I32, 2, U, T, 1, 1);
+    n->src[2] = describe(VT_F32, 2, NE, T, 1, 1);
+    n->dst = describe(VT_F32, 2, N, T, 1, 1);
+    n->params.moe.n_used = (int32_t)U;
+    n->params.moe.norm_top_k = norm_top_k ? 1 : 0;
+    c->out_dtype = VT_F32;
+    snprintf(c->dtypes, sizeof c->dtypes, "f32");
+    snprintf(c->shape, sizeof c->shape, "N=%lld NE=%lld U=%lld T=%lld %s", (long long)N, (long long)NE, (long long)U,
+             (long long)T, norm_top_k ? "renormalized" : "softmax");
+    c->bytes = 4.0 * (double)(N * U * T + NE * T + N * T) + 4.0 * (double)(U * T);
+    return random_fill(c, &n->src[0], rng, -1.0f, 1.0f) && expert_ids_fill(c, &n->src[1], NE, rng) &&
+           router_logits_fill(c, &n->src[2], rng);
+}
 
 static bool build_matmul(vt_op_case *c, int32_t w, const matmul_shape *s, uint64_t *rng) {
     const int64_t K = matmul_k(w, s->large_k), N = s->N, M = s->M;
@@ -464,6 +562,13 @@ vt_status vt_op_case_build(int op, int32_t dtype, vt_phase phase, int index, uin
     case VT_OP_ADD: ok = build_elementwise(c, op, dtype, VT_F32, pre ? elementwise_m_prefill : 1, index == 1, &rng); break;
     case VT_OP_CONVERT:
         ok = build_elementwise(c, op, dtype, float_axis[index], pre ? elementwise_m_prefill : 1, false, &rng);
+        break;
+    case VT_OP_MOE_ROUTE: ok = build_moe_route(c, pre ? &moe_prefill[index] : &moe_decode[index], &rng); break;
+    case VT_OP_MOE_MATMUL:
+        ok = build_moe_matmul(c, dtype, pre ? &moe_prefill[index / 2] : &moe_decode[index / 2], index % 2, &rng);
+        break;
+    case VT_OP_MOE_COMBINE:
+        ok = build_moe_combine(c, pre ? &moe_prefill[index / 2] : &moe_decode[index / 2], index % 2 == 0, &rng);
         break;
     default: break;
     }

@@ -73,6 +73,9 @@ double vt_op_threshold(const vt_op_case *c) { return vt_op_threshold_for(c->op, 
 
 double vt_op_threshold_for(int op, int32_t axis_dtype, int32_t out_dtype) {
     switch (op) {
+    case VT_OP_MOE_ROUTE: /* a choice among logits, no arithmetic: the same ids or a bug */
+        return 0.0;
+    case VT_OP_MOE_MATMUL: /* each row is a matmul row: the same rounding */
     case VT_OP_MATMUL:
         if (vt_dtype_is_float(axis_dtype)) return operand_rounding(axis_dtype) + output_rounding(out_dtype);
         /* Quantized weights: a backend may quantize each block of activations

@@ -51,7 +51,10 @@
  * runtime never reads those fields of a 1.0 or 1.1 table: such a plugin
  * prepares nothing and runs on the file's weights, as before. 1.3 adds
  * isa, what instruction set the kernels run at (never read from an older
- * table: such a backend does not say).
+ * table: such a backend does not say). 1.4 adds the mixture-of-experts ops
+ * MOE_ROUTE, MOE_MATMUL and MOE_COMBINE (their pointers appended to
+ * vt_backend, vt_moe_params in vt_node.params); a plugin of an earlier minor
+ * is never offered them and runs every other node as before.
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -70,7 +73,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 3
+#define VT_ABI_MINOR 4
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -95,6 +98,14 @@ typedef struct vt_attention_params {
     int32_t n_seqs;             /* rows of the block table */
     int32_t max_blocks_per_seq; /* columns of the block table */
 } vt_attention_params;
+
+/* 1.4 */
+typedef struct vt_moe_params {
+    int32_t n_used;     /* experts chosen per token (MOE_ROUTE: dst.ne[0]) */
+    int32_t norm_top_k; /* MOE_COMBINE: 1 = the chosen experts' probabilities
+                         * renormalized to sum 1 (qwen3moe, mixtral); 0 = their
+                         * softmax probabilities over all experts as they are */
+} vt_moe_params;
 
 /* ------------------------------------------------------------------------ */
 /* A node: one op call, fully typed. supports() receives it with every data
@@ -145,6 +156,31 @@ typedef struct vt_attention_params {
  *                   src1 ids I32 {M}
  *                   dst  {D, M} F32
  * CONVERT           src0 X F32|F16|BF16, dst same shape F32|F16|BF16
+ *
+ * Mixture of experts (1.4; NE = experts, U = experts used per token):
+ * MOE_ROUTE         src0 router logits {NE, T} F32
+ *                   dst  ids {U, T} I32: for each token the U experts with
+ *                   the largest logits, largest first, ties to the lower
+ *                   index (softmax is monotonic, so these are the U most
+ *                   probable). U = params.moe.n_used <= NE.
+ * MOE_MATMUL        src0 W {K, N, NE}, any dtype MATMUL accepts: expert e's
+ *                   matrix is rows [e*N, (e+1)*N) of a {K, N*NE} matrix
+ *                   src1 X {K, T} F32 (each token's row feeds all its
+ *                   experts) or {K, U, T} (row u feeds its u-th expert)
+ *                   src2 ids {U, T} I32, each in [0, NE)
+ *                   dst  Y {N, U, T} F32:
+ *                   Y[t][u][n] = sum_k X[t](u)[k] W[ids[t][u]][n][k]
+ *                   A token's rows must not depend on the other tokens of
+ *                   the call (group them by expert, but compute each row
+ *                   as MATMUL would).
+ * MOE_COMBINE       src0 Y {N, U, T} F32, src1 ids {U, T} I32,
+ *                   src2 router logits {NE, T} F32
+ *                   dst  {N, T} F32: sum over u in order of
+ *                   w[t][u] * Y[t][u], where p = softmax(logits[t]) and
+ *                   w[t][u] = p[ids[t][u]], divided by the sum of the U
+ *                   chosen p when params.moe.norm_top_k is 1. The U
+ *                   experts' weights come from their logits alone when
+ *                   norm_top_k is 1: exp(l_u - l_max) / sum exp(l_j - l_max).
  */
 typedef struct vt_node {
     uint32_t struct_size; /* sizeof(vt_node) of the runtime that built it */
@@ -157,6 +193,7 @@ typedef struct vt_node {
         vt_rms_norm_params rms_norm;
         vt_rope_params rope;
         vt_attention_params attention;
+        vt_moe_params moe; /* 1.4 */
         uint8_t reserved[64]; /* fixes the union's size for the ABI */
     } params;
     /* 1.2: bit s set = src[s].data is the prepared copy this backend's
@@ -256,11 +293,7 @@ typedef struct vt_backend_config {
  * original stays mapped and valid while the engine lives (other backends
  * and unprepared nodes may read it). */
 
-/* Is operand `src` of op `op` a weight operand, one the runtime may offer
- * to prepare_weight and mark in vt_node.prepared? */
-static inline int vt_is_weight_operand(int op, int src) {
-    return (op == VT_OP_MATMUL && src == 0) || (op == VT_OP_GET_ROWS && src == 0) || (op == VT_OP_RMS_NORM && src == 1);
-}
+/* Which operand of an op is a weight: vt_is_weight_operand (vt_types.h). */
 
 typedef struct vt_weight_offer {
     uint32_t struct_size; /* sizeof(vt_weight_offer) of the runtime */
@@ -322,6 +355,11 @@ typedef struct vt_backend {
      * so a measurement names what it measured. Called after init; the string
      * stays valid until shutdown. */
     const char *(*isa)(void *ctx);
+
+    /* 1.4, optional like every op: mixture of experts (conventions above). */
+    vt_op_fn moe_route;
+    vt_op_fn moe_matmul;
+    vt_op_fn moe_combine;
 } vt_backend;
 
 /* Size of the table at ABI 1.0: what the runtime requires at minimum. */
@@ -330,10 +368,22 @@ typedef struct vt_backend {
 #define VT_BACKEND_SIZE_1_1 VT_BACKEND_SIZE_1_0
 /* 1.2 appended prepare_weight and release_weight. */
 #define VT_BACKEND_SIZE_1_2 (offsetof(vt_backend, release_weight) + sizeof(void (*)(void *, void *)))
-/* 1.3 appended isa. A new minor appends its size here and to the runtime's
- * table of sizes (core/runtime/registry.c), which is also all it reads of
- * an older plugin's table. */
+/* 1.3 appended isa. */
 #define VT_BACKEND_SIZE_1_3 (offsetof(vt_backend, isa) + sizeof(const char *(*)(void *)))
+/* 1.4 appended the mixture-of-experts ops. */
+#define VT_BACKEND_SIZE_1_4 (offsetof(vt_backend, moe_combine) + sizeof(vt_op_fn))
+/* The table's size at minor 1.<m>: the least struct_size a plugin of that
+ * minor may declare, and all of its table the runtime reads (0 past
+ * VT_ABI_MINOR). A new minor appends its size here. */
+#define VT_BACKEND_SIZE_AT_MINOR(m)                                                                                    \
+    ((m) == 0   ? VT_BACKEND_SIZE_1_0                                                                                  \
+     : (m) == 1 ? VT_BACKEND_SIZE_1_1                                                                                  \
+     : (m) == 2 ? VT_BACKEND_SIZE_1_2                                                                                  \
+     : (m) == 3 ? VT_BACKEND_SIZE_1_3                                                                                  \
+     : (m) == 4 ? VT_BACKEND_SIZE_1_4                                                                                  \
+                : (size_t)0)
+_Static_assert(VT_BACKEND_SIZE_AT_MINOR(VT_ABI_MINOR) == sizeof(vt_backend),
+               "the table of the current minor is the whole vt_backend: add its size above");
 
 /* Exported symbols' types, for dlsym. */
 typedef const vt_backend *(*vt_backend_entry_fn)(void);
@@ -354,19 +404,21 @@ typedef int (*vt_backend_probe_fn)(char *reason, size_t reason_size);
  * members, and indexing across members is undefined behaviour in ISO C. */
 static inline size_t vt_backend_op_offset(int op) {
     switch (op) {
-    case VT_OP_MATMUL: return offsetof(vt_backend, matmul);
-    case VT_OP_ATTENTION: return offsetof(vt_backend, attention);
-    case VT_OP_RESHAPE_AND_CACHE: return offsetof(vt_backend, reshape_and_cache);
-    case VT_OP_RMS_NORM: return offsetof(vt_backend, rms_norm);
-    case VT_OP_ROPE: return offsetof(vt_backend, rope);
-    case VT_OP_SWIGLU: return offsetof(vt_backend, swiglu);
-    case VT_OP_ADD: return offsetof(vt_backend, add);
-    case VT_OP_GET_ROWS: return offsetof(vt_backend, get_rows);
-    case VT_OP_CONVERT: return offsetof(vt_backend, convert);
+#define VT_OP_OFFSET_(ID, name, n_src, weight_src, since_minor, params)                                               \
+    case VT_OP_##ID: return offsetof(vt_backend, name);
+        VT_OP_LIST(VT_OP_OFFSET_)
+#undef VT_OP_OFFSET_
     default: return 0;
     }
 }
 
+/* Every op's pointer lies within the table of the minor it arrived in. */
+#define VT_OP_IN_TABLE_(ID, name, n_src, weight_src, since_minor, params)                                             \
+    _Static_assert(offsetof(vt_backend, name) + sizeof(vt_op_fn) <=                                                    \
+                       VT_BACKEND_SIZE_AT_MINOR(since_minor),                                                          \
+                   "op " #name ": its pointer is past the table of ABI 1." #since_minor);
+VT_OP_LIST(VT_OP_IN_TABLE_)
+#undef VT_OP_IN_TABLE_
 /* Op `op` of a table (NULL for an unknown op or one past what struct_size
  * covers). The member is reached from the table's start through its
  * offsetof, which ISO C defines, and read as bytes. */

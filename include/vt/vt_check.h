@@ -255,6 +255,72 @@ static inline bool vt_check_convert(const vt_node *node, char *why, size_t why_s
     return true;
 }
 
+/* 1.4: the mixture-of-experts ops. */
+
+static inline bool vt_check_moe_route(const vt_node *node, char *why, size_t why_size) {
+    const vt_tensor *logits = &node->src[0], *ids = &node->dst;
+    if (!vt_check_n_src(node, 1, why, why_size)) return false;
+    if (!vt_check_tensor_of(logits, "src0 (router logits)", 2, VT_F32, why, why_size)) return false;
+    if (!vt_check_tensor_of(ids, "dst (expert ids)", 2, VT_I32, why, why_size)) return false;
+    const int64_t NE = logits->ne[0], U = ids->ne[0];
+    if (node->params.moe.n_used != U || U > NE)
+        return vt_check_reject(why, why_size, "dst picks %lld of %lld experts, params.moe.n_used is %d", (long long)U,
+                               (long long)NE, (int)node->params.moe.n_used);
+    if (vt_tensor_dim(ids, 1) != vt_tensor_dim(logits, 1))
+        return vt_check_reject(why, why_size, "dst has %lld tokens, the logits %lld", (long long)vt_tensor_dim(ids, 1),
+                               (long long)vt_tensor_dim(logits, 1));
+    return true;
+}
+
+static inline bool vt_check_moe_matmul(const vt_node *node, char *why, size_t why_size) {
+    const vt_tensor *w = &node->src[0], *x = &node->src[1], *ids = &node->src[2], *y = &node->dst;
+    if (!vt_check_n_src(node, 3, why, why_size)) return false;
+    if (!vt_check_tensor(w, "src0 (W)", 3, vt_dtype_is_weight, why, why_size)) return false;
+    if (!vt_check_tensor_of(x, "src1 (X)", 3, VT_F32, why, why_size)) return false;
+    if (!vt_check_tensor_of(ids, "src2 (expert ids)", 2, VT_I32, why, why_size)) return false;
+    if (!vt_check_tensor_of(y, "dst (Y)", 3, VT_F32, why, why_size)) return false;
+    const int64_t K = w->ne[0], N = vt_tensor_dim(w, 1), U = ids->ne[0], T = vt_tensor_dim(ids, 1);
+    if (x->ne[0] != K)
+        return vt_check_reject(why, why_size, "X has %lld columns, W has K = %lld", (long long)x->ne[0], (long long)K);
+    const bool shared = x->ndim <= 2 && vt_tensor_dim(x, 1) == T;
+    const bool per_expert = vt_tensor_dim(x, 1) == U && vt_tensor_dim(x, 2) == T;
+    if (!shared && !per_expert)
+        return vt_check_reject(why, why_size, "X is {%lld, %lld, %lld}, want {K, T=%lld} or {K, U=%lld, T}",
+                               (long long)x->ne[0], (long long)vt_tensor_dim(x, 1), (long long)vt_tensor_dim(x, 2),
+                               (long long)T, (long long)U);
+    if (y->ne[0] != N || vt_tensor_dim(y, 1) != U || vt_tensor_dim(y, 2) != T)
+        return vt_check_reject(why, why_size, "Y is {%lld, %lld, %lld}, want {N=%lld, U=%lld, T=%lld}",
+                               (long long)y->ne[0], (long long)vt_tensor_dim(y, 1), (long long)vt_tensor_dim(y, 2),
+                               (long long)N, (long long)U, (long long)T);
+    if (U > vt_tensor_dim(w, 2))
+        return vt_check_reject(why, why_size, "%lld experts used of %lld", (long long)U, (long long)vt_tensor_dim(w, 2));
+    return true;
+}
+
+static inline bool vt_check_moe_combine(const vt_node *node, char *why, size_t why_size) {
+    const vt_tensor *y = &node->src[0], *ids = &node->src[1], *logits = &node->src[2], *out = &node->dst;
+    if (!vt_check_n_src(node, 3, why, why_size)) return false;
+    if (!vt_check_tensor_of(y, "src0 (Y)", 3, VT_F32, why, why_size)) return false;
+    if (!vt_check_tensor_of(ids, "src1 (expert ids)", 2, VT_I32, why, why_size)) return false;
+    if (!vt_check_tensor_of(logits, "src2 (router logits)", 2, VT_F32, why, why_size)) return false;
+    if (!vt_check_tensor_of(out, "dst", 2, VT_F32, why, why_size)) return false;
+    const int64_t N = y->ne[0], U = ids->ne[0], T = vt_tensor_dim(ids, 1);
+    if (vt_tensor_dim(y, 1) != U || vt_tensor_dim(y, 2) != T)
+        return vt_check_reject(why, why_size, "Y is {%lld, %lld, %lld}, want {N, U=%lld, T=%lld}", (long long)N,
+                               (long long)vt_tensor_dim(y, 1), (long long)vt_tensor_dim(y, 2), (long long)U,
+                               (long long)T);
+    if (vt_tensor_dim(logits, 1) != T || U > logits->ne[0])
+        return vt_check_reject(why, why_size, "router logits {%lld, %lld} do not fit %lld experts of %lld tokens",
+                               (long long)logits->ne[0], (long long)vt_tensor_dim(logits, 1), (long long)U, (long long)T);
+    if (out->ne[0] != N || vt_tensor_dim(out, 1) != T)
+        return vt_check_reject(why, why_size, "dst is {%lld, %lld}, want {N=%lld, T=%lld}", (long long)out->ne[0],
+                               (long long)vt_tensor_dim(out, 1), (long long)N, (long long)T);
+    if (node->params.moe.n_used != U || (node->params.moe.norm_top_k != 0 && node->params.moe.norm_top_k != 1))
+        return vt_check_reject(why, why_size, "params.moe {n_used %d, norm_top_k %d} do not match %lld experts used",
+                               (int)node->params.moe.n_used, (int)node->params.moe.norm_top_k, (long long)U);
+    return true;
+}
+
 /* The node follows vt_backend.h's operand conventions for its op. It must
  * also be at least as long as the vt_node this header declares (a shorter
  * one, from an older runtime, lacks fields these checks read) and name a
@@ -269,15 +335,10 @@ static inline bool vt_check_convention(const vt_node *node, char *why, size_t wh
     if (node->n_src < 0 || node->n_src > VT_MAX_SRC)
         return vt_check_reject(why, why_size, "n_src %d outside 0..%d", (int)node->n_src, VT_MAX_SRC);
     switch (node->op) {
-    case VT_OP_MATMUL: return vt_check_matmul(node, why, why_size);
-    case VT_OP_ATTENTION: return vt_check_attention(node, why, why_size);
-    case VT_OP_RESHAPE_AND_CACHE: return vt_check_reshape_and_cache(node, why, why_size);
-    case VT_OP_RMS_NORM: return vt_check_rms_norm(node, why, why_size);
-    case VT_OP_ROPE: return vt_check_rope(node, why, why_size);
-    case VT_OP_SWIGLU: return vt_check_swiglu(node, why, why_size);
-    case VT_OP_ADD: return vt_check_add(node, why, why_size);
-    case VT_OP_GET_ROWS: return vt_check_get_rows(node, why, why_size);
-    case VT_OP_CONVERT: return vt_check_convert(node, why, why_size);
+#define VT_CHECK_OP_(ID, name, n_src, weight_src, since_minor, params)                                                \
+    case VT_OP_##ID: return vt_check_##name(node, why, why_size);
+        VT_OP_LIST(VT_CHECK_OP_)
+#undef VT_CHECK_OP_
     default: return vt_check_reject(why, why_size, "op %d is not an op of this ABI", (int)node->op);
     }
 }

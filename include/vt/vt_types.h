@@ -76,34 +76,88 @@ typedef struct vt_tensor {
     size_t nb[VT_MAX_DIMS];
 } vt_tensor;
 
-/* Op kinds. The order is ABI: new ops are appended before VT_OP_COUNT. */
+/* Every op's facts, one line each, in ABI order (the enum follows it):
+ *
+ *   X(ID, name, n_src, weight_src, since_minor, params)
+ *
+ *   ID          VT_OP_<ID>
+ *   name        its name in messages and tables, and the vt_backend field
+ *               holding its pointer
+ *   n_src       operand count (vt_backend.h gives each op's convention)
+ *   weight_src  the operand that is a weight tensor of the file, which the
+ *               runtime may offer to prepare_weight; -1 for none
+ *   since_minor the ABI minor 1.<since_minor> the op arrived in: a plugin
+ *               built at an earlier minor is never offered it
+ *   params      the member of vt_node.params it reads, or `none`
+ *
+ * Adding an op: append a line here, append its pointer to vt_backend (the
+ * table only grows), its convention and vt_check_<name> in vt_check.h, its
+ * kernels and its tests; everything else derives from this list. */
+#define VT_OP_LIST(X)                                                                                                  \
+    X(MATMUL, matmul, 2, 0, 0, none)                            /* dst[M][N] = src0(weights)[N][K] x src1[M][K]^T */   \
+    X(ATTENTION, attention, 6, -1, 0, attention)                /* paged causal GQA attention */                       \
+    X(RESHAPE_AND_CACHE, reshape_and_cache, 5, -1, 0, none)     /* write k/v rows into the paged cache */              \
+    X(RMS_NORM, rms_norm, 2, 1, 0, rms_norm)                    /* dst = src0 / rms(src0) * src1 */                    \
+    X(ROPE, rope, 2, -1, 0, rope)                               /* rotary position embedding, norm or neox pairing */  \
+    X(SWIGLU, swiglu, 2, -1, 0, none)                           /* dst = silu(src0) * src1 */                          \
+    X(ADD, add, 2, -1, 0, none)                                 /* dst = src0 + src1 (src1 may be one row) */          \
+    X(GET_ROWS, get_rows, 2, 0, 0, none)                        /* dst[i] = f32(src0[src1[i]]) */                      \
+    X(CONVERT, convert, 1, -1, 0, none)                         /* dst = src0 cast to dst's dtype */                   \
+    X(MOE_ROUTE, moe_route, 1, -1, 4, moe)                      /* each token's experts: the top router logits */      \
+    X(MOE_MATMUL, moe_matmul, 3, 0, 4, none)                    /* matmul with each token's chosen experts */          \
+    X(MOE_COMBINE, moe_combine, 3, -1, 4, moe)                  /* the routing-weighted sum of the experts' outputs */
+
+/* Op kinds. The order is ABI: new ops are appended to VT_OP_LIST. */
 typedef enum vt_op {
-    VT_OP_MATMUL = 0,            /* dst[M][N] = src0(weights)[N][K] x src1[M][K]^T */
-    VT_OP_ATTENTION = 1,         /* paged causal GQA attention */
-    VT_OP_RESHAPE_AND_CACHE = 2, /* write k/v rows into the paged cache */
-    VT_OP_RMS_NORM = 3,          /* dst = src0 / rms(src0) * src1 */
-    VT_OP_ROPE = 4,              /* rotary position embedding, norm or neox pairing */
-    VT_OP_SWIGLU = 5,            /* dst = silu(src0) * src1 */
-    VT_OP_ADD = 6,               /* dst = src0 + src1 (src1 may be one row, broadcast) */
-    VT_OP_GET_ROWS = 7,          /* dst[i] = f32(src0[src1[i]]) */
-    VT_OP_CONVERT = 8,           /* dst = src0 cast to dst's dtype */
-    VT_OP_COUNT = 9
+#define VT_OP_ENUM_(ID, name, n_src, weight_src, since_minor, params) VT_OP_##ID,
+    VT_OP_LIST(VT_OP_ENUM_)
+#undef VT_OP_ENUM_
+    VT_OP_COUNT
 } vt_op;
 
 /* "matmul", "attention", ...: the op's name in messages, --explain and tables;
  * "?" for an id that is not an op. */
 static inline const char *vt_op_name(int op) {
     switch (op) {
-    case VT_OP_MATMUL: return "matmul";
-    case VT_OP_ATTENTION: return "attention";
-    case VT_OP_RESHAPE_AND_CACHE: return "reshape_and_cache";
-    case VT_OP_RMS_NORM: return "rms_norm";
-    case VT_OP_ROPE: return "rope";
-    case VT_OP_SWIGLU: return "swiglu";
-    case VT_OP_ADD: return "add";
-    case VT_OP_GET_ROWS: return "get_rows";
-    case VT_OP_CONVERT: return "convert";
+#define VT_OP_NAME_(ID, name, n_src, weight_src, since_minor, params)                                                 \
+    case VT_OP_##ID: return #name;
+        VT_OP_LIST(VT_OP_NAME_)
+#undef VT_OP_NAME_
     default: return "?";
+    }
+}
+
+/* Operand count of op (0 for an id that is not an op). */
+static inline int vt_op_n_src(int op) {
+    switch (op) {
+#define VT_OP_N_SRC_(ID, name, n_src, weight_src, since_minor, params)                                                \
+    case VT_OP_##ID: return n_src;
+        VT_OP_LIST(VT_OP_N_SRC_)
+#undef VT_OP_N_SRC_
+    default: return 0;
+    }
+}
+
+/* The ABI minor 1.<minor> op arrived in (-1 for an id that is not an op). */
+static inline int vt_op_since_minor(int op) {
+    switch (op) {
+#define VT_OP_SINCE_(ID, name, n_src, weight_src, since_minor, params)                                                \
+    case VT_OP_##ID: return since_minor;
+        VT_OP_LIST(VT_OP_SINCE_)
+#undef VT_OP_SINCE_
+    default: return -1;
+    }
+}
+
+/* Is operand `src` of op `op` a weight operand, one the runtime may offer
+ * to prepare_weight and mark in vt_node.prepared? */
+static inline int vt_is_weight_operand(int op, int src) {
+    switch (op) {
+#define VT_OP_WEIGHT_(ID, name, n_src, weight_src, since_minor, params)                                               \
+    case VT_OP_##ID: return (weight_src) >= 0 && src == (weight_src);
+        VT_OP_LIST(VT_OP_WEIGHT_)
+#undef VT_OP_WEIGHT_
+    default: return 0;
     }
 }
 

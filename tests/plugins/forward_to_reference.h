@@ -190,6 +190,9 @@ FWD_OP(swiglu)
 FWD_OP(add)
 FWD_OP(get_rows)
 FWD_OP(convert)
+FWD_OP(moe_route)
+FWD_OP(moe_matmul)
+FWD_OP(moe_combine)
 #undef FWD_OP
 
 /* The plugin's table and entry point: every op forwarded but those the
@@ -215,6 +218,9 @@ FWD_OP(convert)
         .convert = fwd_convert,                                                       \
         .prepare_weight = FWD_PREPARE_WEIGHT,                                         \
         .release_weight = FWD_RELEASE_WEIGHT,                                         \
+        .moe_route = fwd_moe_route,                                                   \
+        .moe_matmul = fwd_moe_matmul,                                                 \
+        .moe_combine = fwd_moe_combine,                                               \
     };                                                                                \
     VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
 
