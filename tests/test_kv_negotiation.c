@@ -514,7 +514,8 @@ static void assert_q8_0_cache_ops_on_fallback(const char *backend) {
 
 /* A backend whose supports() declines a q8_0 cache: its store and attention
  * go to the fallback at build; without a fallback the build is refused
- * (exit 4) naming the op, the backend and the dtypes, before any forward. */
+ * (exit 4) naming the op, the backend and the dtypes, and the cache dtype as
+ * a way out, before any forward. */
 static void test_no_q8_0_backend_sends_cache_ops_to_fallback(void) {
     assert_q8_0_cache_ops_on_fallback("kv_no_q8_0");
     char *out = NULL, *err = NULL;
@@ -523,7 +524,11 @@ static void test_no_q8_0_backend_sends_cache_ops_to_fallback(void) {
     CU_ASSERT_EQUAL(rc, 4);
     CU_ASSERT_EQUAL(count_ids(out), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "plan build refused"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "reshape_and_cache(k f32, v f32 -> q8_0 cache) declined by 'kv_no_q8_0'"));
+    /* placement meets the first layer's attention over the q8_0 cache first */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "blk.0.attention attention("));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", ", q8_0["));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "declined by backend 'kv_no_q8_0' and there is no fallback"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "--kv-cache-dtype"));
     free(out);
     free(err);
 }
