@@ -34,6 +34,11 @@ void vt_shape_class_key(const vt_node *n, char *key, size_t size) {
                  (long long)n->src[0].ne[1], (long long)n->src[0].ne[0], vt_dtype_name(n->dst.dtype),
                  m_bucket(n->src[1].ne[1]));
         break;
+    case VT_OP_MOE_MATMUL: /* as matmul, per expert: the rows of the call spread over U experts each */
+        snprintf(key, size, "moe_matmul %s w=%s N=%lld K=%lld NE=%lld U=%lld M=%lld", phase,
+                 vt_dtype_name(n->src[0].dtype), (long long)n->src[0].ne[1], (long long)n->src[0].ne[0],
+                 (long long)n->src[0].ne[2], (long long)n->src[2].ne[0], m_bucket(n->src[2].ne[1]));
+        break;
     case VT_OP_ATTENTION:
         snprintf(key, size, "attention %s kv=%s D=%lld H=%lld KVH=%lld", phase, vt_dtype_name(n->src[1].dtype),
                  (long long)n->src[0].ne[0], (long long)n->src[0].ne[1], (long long)n->src[1].ne[1]);

@@ -94,6 +94,30 @@ int vt_cap_node(int op, int32_t d, vt_phase phase, vt_node *n) {
         n->src[0] = tensor(VT_F32, 2, K, M, 1, 1);
         n->dst = tensor(d, 2, K, M, 1, 1);
         return 1;
+    case VT_OP_MOE_ROUTE: /* 8 experts, 2 used; the axis is the logits' dtype, f32 alone */
+        if (d != VT_F32) return 0;
+        n->n_src = 1;
+        n->src[0] = tensor(VT_F32, 2, 8, M, 1, 1);
+        n->dst = tensor(VT_I32, 2, 2, M, 1, 1);
+        n->params.moe = (vt_moe_params){2, 1};
+        return 1;
+    case VT_OP_MOE_MATMUL:
+        if (!is_weight) return 0;
+        n->n_src = 3;
+        n->src[0] = tensor(d, 3, K, N, 8, 1);
+        n->src[1] = tensor(VT_F32, 2, K, M, 1, 1);
+        n->src[2] = tensor(VT_I32, 2, 2, M, 1, 1);
+        n->dst = tensor(VT_F32, 3, N, 2, M, 1);
+        return 1;
+    case VT_OP_MOE_COMBINE:
+        if (d != VT_F32) return 0;
+        n->n_src = 3;
+        n->src[0] = tensor(VT_F32, 3, N, 2, M, 1);
+        n->src[1] = tensor(VT_I32, 2, 2, M, 1, 1);
+        n->src[2] = tensor(VT_F32, 2, 8, M, 1, 1);
+        n->dst = tensor(VT_F32, 2, N, M, 1, 1);
+        n->params.moe = (vt_moe_params){2, 1};
+        return 1;
     default: return 0;
     }
 }

@@ -29,6 +29,7 @@ static const vt_plan *be_plan(const vt_trace *t, int ph) { return ph ? t->be->de
 static void node_dtypes(const vt_node *n, int32_t *axis, int32_t *out) {
     switch (n->op) {
     case VT_OP_MATMUL:
+    case VT_OP_MOE_MATMUL:
     case VT_OP_GET_ROWS: *axis = n->src[0].dtype, *out = n->dst.dtype; return;
     case VT_OP_ATTENTION: *axis = n->src[1].dtype, *out = n->dst.dtype; return;
     case VT_OP_RESHAPE_AND_CACHE: *axis = *out = n->src[2].dtype; return;
@@ -39,6 +40,7 @@ static void node_dtypes(const vt_node *n, int32_t *axis, int32_t *out) {
 static void describe_dtypes(const vt_node *n, char *buf, size_t size) {
     switch (n->op) {
     case VT_OP_MATMUL:
+    case VT_OP_MOE_MATMUL:
     case VT_OP_GET_ROWS:
     case VT_OP_CONVERT:
         snprintf(buf, size, "%s->%s", vt_dtype_name(n->src[0].dtype), vt_dtype_name(n->dst.dtype));

@@ -199,6 +199,11 @@ static const vt_backend example_table = {
     .prepare_weight = NULL, /* 1.2: this backend keeps no layout of its own */
     .release_weight = NULL,
     .isa = example_isa,
+    /* 1.4: mixture of experts (qwen3moe). Not here: a MoE model's routing
+     * and expert matmuls run on the fallback, like the ops above. */
+    .moe_route = NULL,
+    .moe_matmul = NULL,
+    .moe_combine = NULL,
 };
 
 /* Required. The one symbol the runtime looks up (besides the probe). The
