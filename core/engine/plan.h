@@ -56,7 +56,10 @@ typedef struct vt_plan_node {
     int32_t cost_class;       /* --backend auto: its shape class in the plan's costs, else -1 */
 } vt_plan_node;
 
-typedef struct vt_plan {
+typedef struct vt_plan vt_plan;
+typedef void (*vt_node_hook)(void *user, const vt_plan *p, int node, int is_end);
+
+struct vt_plan {
     vt_phase phase;
     int64_t max_tokens;       /* tokens per call, over all sequences */
     int32_t max_seqs;         /* sequences per call (rows of the block tables) */
@@ -83,7 +86,10 @@ typedef struct vt_plan {
     /* --backend auto: the measured times it was placed by (NULL otherwise);
      * owned by the engine. */
     const vt_auto_costs *costs;
-} vt_plan;
+    /* vt_plan_set_hook's hook and its argument (NULL = none) */
+    vt_node_hook hook;
+    void *hook_user;
+};
 
 typedef struct vt_plan_config {
     const vt_model *model;
@@ -161,10 +167,10 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *call, vt_error *err);
  * nodes on inputs loaded this way. */
 vt_status vt_plan_load_call(vt_plan *p, const vt_plan_call *c, vt_error *err);
 
-/* Node hook: called around every node when set (NULL = off); is_end after
- * the node ran, when its inputs and its output are all still in place (the
- * profiler times nodes with it, the tracer compares them). */
-typedef void (*vt_node_hook)(void *user, const vt_plan *p, int node, int is_end);
-void vt_plan_set_hook(vt_node_hook hook, void *user);
+/* Node hook of plan p: called around every node of its runs when set (NULL
+ * = off); is_end after the node ran, when its inputs and its output are all
+ * still in place (the tracer compares nodes with it). A field of the plan,
+ * so engines on other threads are never touched. */
+void vt_plan_set_hook(vt_plan *p, vt_node_hook hook, void *user);
 
 #endif

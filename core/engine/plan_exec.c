@@ -150,12 +150,9 @@ vt_status vt_plan_allocate(vt_plan *p, vt_error *err) {
 
 /* ------------------------------------------------------------- running */
 
-static vt_node_hook g_hook;
-static void *g_hook_user;
-
-void vt_plan_set_hook(vt_node_hook hook, void *user) {
-    g_hook = hook;
-    g_hook_user = user;
+void vt_plan_set_hook(vt_plan *p, vt_node_hook hook, void *user) {
+    p->hook = hook;
+    p->hook_user = user;
 }
 
 /* Node n as the executor hands it to its backend for a call of T tokens
@@ -279,9 +276,9 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
         vt_node node;
         vt_plan_node_at(p, i, T, n_out, &node);
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
-        if (g_hook) g_hook(g_hook_user, p, i, 0);
+        if (p->hook) p->hook(p->hook_user, p, i, 0);
         vt_status st = vt_backend_run(e, &node);
-        if (g_hook) g_hook(g_hook_user, p, i, 1);
+        if (p->hook) p->hook(p->hook_user, p, i, 1);
         if (st != VT_OK) {
             char desc[256];
             vt_plan_describe_node(&node, desc, sizeof desc);

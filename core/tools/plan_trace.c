@@ -319,14 +319,16 @@ vt_status vt_trace_run(vt_trace *t, const int32_t *prompt, int64_t n_prompt, int
     const int32_t V = t->ref->model->hp.n_vocab;
     vt_engine_reset(t->ref);
     t->failed = false;
-    vt_plan_set_hook(hook, t);
+    vt_plan_set_hook(t->ref->prefill, hook, t);
+    vt_plan_set_hook(t->ref->decode, hook, t);
     vt_status st = vt_engine_eval(t->ref, prompt, n_prompt, false, err);
     int32_t token = st == VT_OK ? vt_argmax(vt_engine_logits(t->ref, n_prompt - 1), V) : 0;
     for (int64_t k = 0; k < n_decode && st == VT_OK && !t->failed; k++) {
         st = vt_engine_eval(t->ref, &token, 1, true, err);
         if (st == VT_OK) token = vt_argmax(vt_engine_logits(t->ref, 0), V);
     }
-    vt_plan_set_hook(NULL, NULL);
+    vt_plan_set_hook(t->ref->prefill, NULL, NULL);
+    vt_plan_set_hook(t->ref->decode, NULL, NULL);
     if (st == VT_OK && t->failed) {
         *err = t->error;
         st = err->code;
