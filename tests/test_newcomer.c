@@ -302,9 +302,23 @@ static void test_compare_ends_with_verdicts(void) {
     CU_ASSERT(has(plugin.out, "kv_wrong_store not judged no stated tolerance for kv_wrong_store"));
     result json = run("", "compare -m '%s' -t 1 -n 4 --backends reference --json", q4);
     CU_ASSERT(has(json.out, "\"verdict\": \"baseline\""));
+    /* a mixture of experts whose logits move past the rounding bound is not
+     * judged on them, and says why and what judges it */
+    char moe[1024];
+    snprintf(moe, sizeof moe, "%s/models/qwen3moe-tiny-q4_k_m.gguf", dir);
+    result m = run("", "compare -m '%s' -t 1 --backends simd", moe);
+    CU_ASSERT_EQUAL(m.rc, 0);
+    if (vt_test_simd_expected()) {
+        CU_ASSERT(!strstr(m.out, "disagrees"));
+        const char *row = strstr(m.out, "  simd       ");
+        CU_ASSERT_PTR_NOT_NULL(row);
+        if (row && strncmp(row, "  simd       not judged", 23) == 0)
+            CU_ASSERT(strstr(row, "this is a mixture of experts") && strstr(row, "vt compare --trace --backends simd"));
+    }
     result_free(&r);
     result_free(&plugin);
     result_free(&json);
+    result_free(&m);
 }
 
 /* vt config names the backend and fallback a run would take here, not only

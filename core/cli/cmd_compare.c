@@ -343,6 +343,21 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
             ok = ok && near_tie;
         }
     }
+    /* A mixture of experts turns rounding into a discrete choice: where a
+     * token's top router logits are nearly tied, 8-bit activations can send
+     * it to another expert and move its logits far past any rounding bound,
+     * with every node still within its own. The logits cannot judge that;
+     * the node-by-node trace can. */
+    if (!ok && job->model->hp.n_expert > 0 && rel > 1e-5) {
+        n = (int)strlen(why);
+        if ((size_t)n < size)
+            snprintf(why + n, size - (size_t)n,
+                     "; this is a mixture of experts, where rounding can route a token to another expert at a "
+                     "near-tie of its router and move its logits past any rounding bound: vt compare --trace "
+                     "--backends %s judges it node by node",
+                     r->name);
+        return VERDICT_NOT_JUDGED;
+    }
     return ok ? VERDICT_AGREES : VERDICT_DISAGREES;
 }
 
