@@ -29,6 +29,17 @@ typedef struct arch_attention_style {
     bool qk_norm;  /* qwen3: an RMS norm of every head of q and k */
 } arch_attention_style;
 
+/* What a decoder-only architecture chooses per layer. */
+typedef struct arch_decoder_style {
+    arch_attention_style attention;
+    /* the feed-forward block: arch_ffn or arch_moe_ffn */
+    int32_t (*ffn)(vt_graph *g, int il, int32_t x);
+} arch_decoder_style;
+
+/* embeddings, n_layer x (attention, feed-forward) on the residual stream,
+ * the output head: the whole forward pass of the architectures vt runs. */
+void arch_decoder(vt_graph *g, arch_decoder_style style);
+
 /* The token embeddings: the residual stream's first value. */
 int32_t arch_embed(vt_graph *g);
 /* x + wo(attention(rope(q), cache)) of layer il, storing rope(k) and v. */

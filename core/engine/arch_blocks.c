@@ -93,3 +93,12 @@ void arch_output(vt_graph *g, int32_t x) {
     int32_t xn = graph_rms_norm(g, "output_norm", x, graph_weight(g, g->model->output_norm));
     p->v_logits = graph_matmul(g, "output", graph_weight(g, g->model->output), xn);
 }
+
+void arch_decoder(vt_graph *g, arch_decoder_style style) {
+    int32_t x = arch_embed(g);
+    for (int il = 0; il < g->model->hp.n_layer && g->status == VT_OK; il++) {
+        x = arch_attention(g, il, x, style.attention);
+        x = style.ffn(g, il, x);
+    }
+    arch_output(g, x);
+}

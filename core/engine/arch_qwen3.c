@@ -3,10 +3,5 @@
 #include "arch.h"
 
 void vt_arch_qwen3(vt_graph *g) {
-    int32_t x = arch_embed(g);
-    for (int il = 0; il < g->model->hp.n_layer && g->status == VT_OK; il++) {
-        x = arch_attention(g, il, x, (arch_attention_style){.qkv_bias = false, .qk_norm = true});
-        x = arch_ffn(g, il, x);
-    }
-    arch_output(g, x);
+    arch_decoder(g, (arch_decoder_style){.attention = {.qkv_bias = false, .qk_norm = true}, .ffn = arch_ffn});
 }

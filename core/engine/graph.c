@@ -3,6 +3,7 @@
 #include "graph.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,19 +22,24 @@ static int32_t out_of_memory(vt_graph *g) {
     return -1;
 }
 
+/* An array of n elements with room for one more (doubling its capacity). */
+static bool room_for_one(vt_graph *g, void **array, int32_t n, int32_t *cap, size_t elem) {
+    if (n < *cap) return true;
+    const int32_t grown = *cap ? *cap * 2 : 256;
+    void *a = realloc(*array, (size_t)grown * elem);
+    if (!a) return out_of_memory(g) >= 0;
+    *array = a;
+    *cap = grown;
+    return true;
+}
+
 /* ---------------------------------------------------------------- values */
 
 int32_t graph_value(vt_graph *g, vt_value_kind kind, const char *name, int32_t dtype, int ndim, const int64_t *ne,
                     vt_scale scale, int scale_dim) {
     if (g->status != VT_OK) return -1;
     vt_plan *p = g->p;
-    if (p->n_values == p->cap_values) {
-        int32_t cap = p->cap_values ? p->cap_values * 2 : 256;
-        vt_value *v = realloc(p->values, (size_t)cap * sizeof *v);
-        if (!v) return out_of_memory(g);
-        p->values = v;
-        p->cap_values = cap;
-    }
+    if (!room_for_one(g, (void **)&p->values, p->n_values, &p->cap_values, sizeof *p->values)) return -1;
     vt_value *v = &p->values[p->n_values];
     memset(v, 0, sizeof *v);
     snprintf(v->name, sizeof v->name, "%s", name);
@@ -93,13 +99,7 @@ int32_t graph_node(vt_graph *g, int32_t op, const char *label, const int32_t *sr
             return -1;
         }
     vt_plan *p = g->p;
-    if (p->n_nodes == p->cap_nodes) {
-        int32_t cap = p->cap_nodes ? p->cap_nodes * 2 : 256;
-        vt_plan_node *nn = realloc(p->nodes, (size_t)cap * sizeof *nn);
-        if (!nn) return out_of_memory(g);
-        p->nodes = nn;
-        p->cap_nodes = cap;
-    }
+    if (!room_for_one(g, (void **)&p->nodes, p->n_nodes, &p->cap_nodes, sizeof *p->nodes)) return -1;
     vt_plan_node *n = &p->nodes[p->n_nodes];
     memset(n, 0, sizeof *n);
     n->op = op;
