@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "sampler.h"
+#include "sampling_rules.h"
 #include "utf8_stream.h"
 
 static void help(void) {
@@ -15,12 +16,14 @@ static void help(void) {
            "  -f, --file FILE          the prompt is the file's text\n"
            "      --tokens IDS         prompt as comma-separated token ids instead\n"
            "  -n, --n-predict N        tokens to generate (default 32; 0 = only evaluate the prompt)\n"
-           "      --temp T             temperature, 0 = greedy (default 0.8)\n"
-           "      --top-k K, --top-p P, --min-p P   sampling filters (defaults 40, 0.95, 0.05)\n"
+           "      --temp T             temperature, 0 = greedy (default %g)\n"
+           "      --top-k K, --top-p P, --min-p P   sampling filters (defaults %g, %g, %g)\n"
            "      --seed S             sampling seed (default -1: a fresh random one, printed with the timing\n"
            "                           line; --seed S with the printed S replays the run)\n"
            "      --ids                print generated token ids, comma-separated, instead of text\n"
-           "      --ignore-eos         keep generating after an end-of-generation token\n");
+           "      --ignore-eos         keep generating after an end-of-generation token\n",
+           vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->preset, vt_sampling_rule_of(VT_KNOB_TOP_K)->preset,
+           vt_sampling_rule_of(VT_KNOB_TOP_P)->preset, vt_sampling_rule_of(VT_KNOB_MIN_P)->preset);
     vt_cli_common_help(stdout);
 }
 

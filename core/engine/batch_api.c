@@ -9,6 +9,7 @@
 #include "api_options.h"
 #include "batch_open.h"
 #include "engine.h"
+#include "sampling_rules.h"
 #include "scheduler.h"
 #include "text_stream.h"
 #include "vt/vt.h"
@@ -142,7 +143,11 @@ void vt_batch_request_init(vt_batch_request *r) {
     memset(r, 0, sizeof *r);
     r->struct_size = sizeof *r;
     r->max_new_tokens = 16;
-    r->top_p = 1.0f;
+    /* every filter off: an API request asks for what it wants */
+    r->temperature = (float)vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->off;
+    r->top_k = (int32_t)vt_sampling_rule_of(VT_KNOB_TOP_K)->off;
+    r->top_p = (float)vt_sampling_rule_of(VT_KNOB_TOP_P)->off;
+    r->min_p = (float)vt_sampling_rule_of(VT_KNOB_MIN_P)->off;
 }
 
 /* The size of a request before the fields appended after the first release
@@ -171,6 +176,22 @@ static vt_status read_request(const vt_batch_request *r, vt_batch_request *full,
     return VT_OK;
 }
 
+/* The request's sampling fields by the rules every entry point shares. */
+static vt_status check_sampling(const vt_batch_request *r, vt_error *e) {
+    const double values[VT_KNOB_COUNT] = {
+        [VT_KNOB_TEMPERATURE] = r->temperature,           [VT_KNOB_TOP_K] = r->top_k,
+        [VT_KNOB_TOP_P] = r->top_p,                       [VT_KNOB_MIN_P] = r->min_p,
+        [VT_KNOB_PRESENCE_PENALTY] = r->presence_penalty, [VT_KNOB_FREQUENCY_PENALTY] = r->frequency_penalty,
+    };
+    for (int k = 0; k < VT_KNOB_COUNT; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "request.%s", vt_sampling_rule_of(k)->api_name);
+        vt_status st = vt_sampling_check(k, values[k], name, e);
+        if (st != VT_OK) return st;
+    }
+    return VT_OK;
+}
+
 /* The public field names, checked before the scheduler sees the request
  * (its own messages name its internal fields). */
 static vt_status check_public_request(const vt_batch *b, const vt_batch_request *r, vt_error *e) {
@@ -187,14 +208,8 @@ static vt_status check_public_request(const vt_batch *b, const vt_batch_request 
     if (r->max_new_tokens < 1)
         return vt_fail(e, VT_ERR_INVALID, "request.max_new_tokens: %lld (accepted: >= 1)",
                        (long long)r->max_new_tokens);
-    if (!isfinite(r->temperature) || r->temperature < 0)
-        return vt_fail(e, VT_ERR_INVALID, "request.temperature: %g (accepted: finite numbers >= 0, 0 = greedy)",
-                       (double)r->temperature);
-    if (r->top_k < 0) return vt_fail(e, VT_ERR_INVALID, "request.top_k: %d (accepted: >= 0, 0 = off)", r->top_k);
-    if (!(r->top_p > 0 && r->top_p <= 1))
-        return vt_fail(e, VT_ERR_INVALID, "request.top_p: %g (accepted: (0, 1], 1 = off)", (double)r->top_p);
-    if (!(r->min_p >= 0 && r->min_p <= 1))
-        return vt_fail(e, VT_ERR_INVALID, "request.min_p: %g (accepted: [0, 1], 0 = off)", (double)r->min_p);
+    vt_status st = check_sampling(r, e);
+    if (st != VT_OK) return st;
     if (r->n_stop_ids > 0 && !r->stop_ids)
         return vt_fail(e, VT_ERR_INVALID, "request.stop_ids: NULL with n_stop_ids %zu", r->n_stop_ids);
     if (r->n_stop_ids > INT32_MAX)
@@ -204,12 +219,6 @@ static vt_status check_public_request(const vt_batch *b, const vt_batch_request 
         if (r->stop_ids[i] < 0 || r->stop_ids[i] >= V)
             return vt_fail(e, VT_ERR_INVALID, "request.stop_ids[%zu]: token id %d is outside the vocabulary (0..%d)",
                            i, r->stop_ids[i], V - 1);
-    if (!(r->presence_penalty >= -2 && r->presence_penalty <= 2))
-        return vt_fail(e, VT_ERR_INVALID, "request.presence_penalty: %g (accepted: [-2, 2], 0 = off)",
-                       (double)r->presence_penalty);
-    if (!(r->frequency_penalty >= -2 && r->frequency_penalty <= 2))
-        return vt_fail(e, VT_ERR_INVALID, "request.frequency_penalty: %g (accepted: [-2, 2], 0 = off)",
-                       (double)r->frequency_penalty);
     if (r->n_stop_strings > VT_TEXT_STREAM_MAX_STOPS)
         return vt_fail(e, VT_ERR_INVALID, "request.n_stop_strings: %zu (accepted: 0..%d)", r->n_stop_strings,
                        VT_TEXT_STREAM_MAX_STOPS);
@@ -351,3 +360,14 @@ const char *vt_batch_meta_string(const vt_batch *b, const char *key) {
 }
 
 int64_t vt_batch_n_ctx(const vt_batch *b) { return b->engine->ctx_size; }
+
+bool vt_sampling_field_ok(const char *field, double value, const char **accepted) {
+    if (accepted) *accepted = NULL;
+    for (int k = 0; field && k < VT_KNOB_COUNT; k++) {
+        const vt_sampling_rule *r = vt_sampling_rule_of(k);
+        if (strcmp(field, r->api_name) != 0) continue;
+        if (accepted) *accepted = r->accepted;
+        return vt_sampling_accepts(k, value);
+    }
+    return false;
+}

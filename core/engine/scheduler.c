@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sampling_rules.h"
 #include "text_stream.h"
 
 typedef struct request {
@@ -222,15 +223,16 @@ static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_
         return vt_fail(err, VT_ERR_INVALID, "request.max_new_tokens: %lld (accepted: >= 1)",
                        (long long)q->max_new_tokens);
     const vt_sampler_params *p = &q->sampler;
-    if (!isfinite(p->temp) || p->temp < 0)
-        return vt_fail(err, VT_ERR_INVALID, "request.sampler.temp: %g (accepted: finite numbers >= 0, 0 = greedy)",
-                       (double)p->temp);
-    if (p->top_k < 0)
-        return vt_fail(err, VT_ERR_INVALID, "request.sampler.top_k: %d (accepted: >= 0, 0 = off)", p->top_k);
-    if (!(p->top_p > 0 && p->top_p <= 1))
-        return vt_fail(err, VT_ERR_INVALID, "request.sampler.top_p: %g (accepted: (0, 1], 1 = off)", (double)p->top_p);
-    if (!(p->min_p >= 0 && p->min_p <= 1))
-        return vt_fail(err, VT_ERR_INVALID, "request.sampler.min_p: %g (accepted: [0, 1], 0 = off)", (double)p->min_p);
+    vt_status st;
+    if ((st = vt_sampling_check(VT_KNOB_TEMPERATURE, p->temp, "request.sampler.temp", err)) != VT_OK ||
+        (st = vt_sampling_check(VT_KNOB_TOP_K, p->top_k, "request.sampler.top_k", err)) != VT_OK ||
+        (st = vt_sampling_check(VT_KNOB_TOP_P, p->top_p, "request.sampler.top_p", err)) != VT_OK ||
+        (st = vt_sampling_check(VT_KNOB_MIN_P, p->min_p, "request.sampler.min_p", err)) != VT_OK ||
+        (st = vt_sampling_check(VT_KNOB_PRESENCE_PENALTY, q->presence_penalty, "request.presence_penalty", err)) !=
+            VT_OK ||
+        (st = vt_sampling_check(VT_KNOB_FREQUENCY_PENALTY, q->frequency_penalty, "request.frequency_penalty", err)) !=
+            VT_OK)
+        return st;
     if (q->n_stop_ids < 0 || (q->n_stop_ids > 0 && !q->stop_ids))
         return vt_fail(err, VT_ERR_INVALID, "request.stop_ids: %d ids%s", q->n_stop_ids,
                        q->n_stop_ids > 0 ? " but no array" : " (accepted: >= 0)");
@@ -238,10 +240,6 @@ static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_
         if (q->stop_ids[i] < 0 || q->stop_ids[i] >= s->n_vocab)
             return vt_fail(err, VT_ERR_INVALID, "request.stop_ids[%d]: token id %d is outside the vocabulary (0..%d)",
                            i, q->stop_ids[i], s->n_vocab - 1);
-    if (!isfinite(q->presence_penalty) || !isfinite(q->frequency_penalty))
-        return vt_fail(err, VT_ERR_INVALID, "request.%s_penalty: %g (accepted: finite numbers)",
-                       isfinite(q->presence_penalty) ? "frequency" : "presence",
-                       (double)(isfinite(q->presence_penalty) ? q->frequency_penalty : q->presence_penalty));
     if (q->n_stop_strings < 0)
         return vt_fail(err, VT_ERR_INVALID, "request.n_stop_strings: %d (accepted: >= 0)", q->n_stop_strings);
     if (q->n_stop_strings > 0 && !s->tokenizer)

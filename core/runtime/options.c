@@ -18,6 +18,7 @@
  * A variable that is set is validated even when empty: "VT_THREADS=" is an
  * error, not a silent default (VT_CONFIG excepted, as options.h says). */
 #include "options.h"
+#include "sampling_rules.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -102,10 +103,11 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_BLOCK_SIZE] = {"kv_cache.block_size", "kv_cache", "block_size", "powers of two 1..256"},
     [OPT_BACKEND_PATH] = {"backends.path", "backends", "path",
                           "colon-separated folders, at most 1023 characters in all"},
-    [OPT_TEMP] = {"sampling.temp", "sampling", "temp", "finite numbers >= 0 (0 = greedy)"},
-    [OPT_TOP_K] = {"sampling.top_k", "sampling", "top_k", "integers 0..2147483647 (0 = off)"},
-    [OPT_TOP_P] = {"sampling.top_p", "sampling", "top_p", "numbers in (0, 1] (1 = off)"},
-    [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", "numbers in [0, 1] (0 = off)"},
+    /* accepted: NULL = the sampling rule's (sampling_rules.c) */
+    [OPT_TEMP] = {"sampling.temp", "sampling", "temp", NULL},
+    [OPT_TOP_K] = {"sampling.top_k", "sampling", "top_k", NULL},
+    [OPT_TOP_P] = {"sampling.top_p", "sampling", "top_p", NULL},
+    [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", NULL},
     [OPT_SEED] = {"sampling.seed", "sampling", "seed",
                   "-1 (a fresh random seed for each run and request) or integers 0..18446744073709551615"},
     [OPT_SERVER_HOST] = {"server.host", "server", "host",
@@ -302,20 +304,20 @@ static bool store_value(vt_options *o, int id, const char *value) {
         snprintf(o->backend_path, sizeof o->backend_path, "%s", value);
         return true;
     case OPT_TEMP:
-        if (!parse_finite(value, &d) || d < 0 || d > 3.4e38) return false;
+        if (!parse_finite(value, &d) || !vt_sampling_accepts(VT_KNOB_TEMPERATURE, d)) return false;
         o->temp = (float)d;
         return true;
     case OPT_TOP_K:
-        if (!parse_int_range(value, 0, INT32_MAX, &i64)) return false;
+        if (!parse_int_range(value, 0, INT32_MAX, &i64) || !vt_sampling_accepts(VT_KNOB_TOP_K, (double)i64))
+            return false;
         o->top_k = (int32_t)i64;
         return true;
     case OPT_TOP_P:
-        /* Judged as the float it is stored as: 1e-300 is > 0 as a double but 0 as a float. */
-        if (!parse_finite(value, &d) || !((float)d > 0 && (float)d <= 1)) return false;
+        if (!parse_finite(value, &d) || !vt_sampling_accepts(VT_KNOB_TOP_P, d)) return false;
         o->top_p = (float)d;
         return true;
     case OPT_MIN_P:
-        if (!parse_finite(value, &d) || !(d >= 0 && d <= 1)) return false;
+        if (!parse_finite(value, &d) || !vt_sampling_accepts(VT_KNOB_MIN_P, d)) return false;
         o->min_p = (float)d;
         return true;
     case OPT_SEED:
@@ -372,6 +374,17 @@ static void shown_value(const char *value, char *buf, size_t size) {
     else snprintf(buf, size, "%s", value);
 }
 
+/* What option id accepts, in words: its spec's, or its sampling rule's. */
+static const char *option_accepted(int id) {
+    switch (id) {
+    case OPT_TEMP: return vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->accepted;
+    case OPT_TOP_K: return vt_sampling_rule_of(VT_KNOB_TOP_K)->accepted;
+    case OPT_TOP_P: return vt_sampling_rule_of(VT_KNOB_TOP_P)->accepted;
+    case OPT_MIN_P: return vt_sampling_rule_of(VT_KNOB_MIN_P)->accepted;
+    default: return option_specs[id].accepted;
+    }
+}
+
 /* Validate + store + record, with an error that says where the value came
  * from: "VT_X=v", "FILE:LINE: [section] name = v" or "section.name = v". */
 static vt_status set_option(vt_options *o, int id, const char *value, const char *source, vt_error *err) {
@@ -380,14 +393,15 @@ static vt_status set_option(vt_options *o, int id, const char *value, const char
         return VT_OK;
     }
     const option_spec *spec = &option_specs[id];
+    const char *accepted = option_accepted(id);
     char shown[SHOWN_VALUE_MAX + 4];
     shown_value(value, shown, sizeof shown);
     if (strncmp(source, "env ", 4) == 0)
-        return vt_fail(err, VT_ERR_INVALID, "%s=%s: accepted values are %s", source + 4, shown, spec->accepted);
+        return vt_fail(err, VT_ERR_INVALID, "%s=%s: accepted values are %s", source + 4, shown, accepted);
     if (strncmp(source, "ini ", 4) == 0)
         return vt_fail(err, VT_ERR_INVALID, "%s:%s: [%s] %s = %s: accepted values are %s", o->config_path,
-                       source + 4, spec->section, spec->name, shown, spec->accepted);
-    return vt_fail(err, VT_ERR_INVALID, "%s = %s: accepted values are %s", spec->key, shown, spec->accepted);
+                       source + 4, spec->section, spec->name, shown, accepted);
+    return vt_fail(err, VT_ERR_INVALID, "%s = %s: accepted values are %s", spec->key, shown, accepted);
 }
 
 /* ---- public: defaults, set, source, value ------------------------------- */
@@ -411,10 +425,10 @@ void vt_options_defaults(vt_options *o) {
     o->ctx_size = 0;
     o->block_size = 16;
     o->backend_path[0] = '\0';
-    o->temp = 0.8f;
-    o->top_k = 40;
-    o->top_p = 0.95f;
-    o->min_p = 0.05f;
+    o->temp = (float)vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->preset;
+    o->top_k = (int32_t)vt_sampling_rule_of(VT_KNOB_TOP_K)->preset;
+    o->top_p = (float)vt_sampling_rule_of(VT_KNOB_TOP_P)->preset;
+    o->min_p = (float)vt_sampling_rule_of(VT_KNOB_MIN_P)->preset;
     o->seed = 0;
     o->seed_random = true; /* sampled text differs run to run unless a seed is given */
     snprintf(o->server_host, sizeof o->server_host, "127.0.0.1");

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "vt/vt.h"
+
 #define INVALID "invalid_request_error"
 
 bool vt_serve_fail(vt_serve_error *err, int status, const char *type, const char *param, const char *fmt, ...) {
@@ -60,15 +62,16 @@ static bool out_of_memory(vt_serve_error *err) {
 }
 
 /* A number field in [lo, hi] (lo_open: lo excluded) into *out, if given. */
-static bool number_field(const json_t *obj, const char *name, double lo, bool lo_open, double hi, float *out,
-                         vt_serve_error *err) {
+/* A sampling field, judged by the rule vt_batch applies (vt.h). */
+static bool sampling_field(const json_t *obj, const char *name, float *out, vt_serve_error *err) {
     json_t *v = field(obj, name);
     if (!v) return true;
     if (!json_is_number(v)) return vt_serve_fail(err, 400, INVALID, name, "%s: expected a number", name);
-    double d = json_number_value(v);
-    if (!isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi)
-        return vt_serve_fail(err, 400, INVALID, name, "%s: %g is out of range: expected %s%g, %g]", name, d,
-                             lo_open ? "(" : "[", lo, hi);
+    const double d = json_number_value(v);
+    const char *accepted = NULL;
+    if (!vt_sampling_field_ok(name, d, &accepted))
+        return vt_serve_fail(err, 400, INVALID, name, "%s: %g is out of range: expected %s", name, d,
+                             accepted ? accepted : "nothing");
     *out = (float)d;
     return true;
 }
@@ -303,16 +306,16 @@ static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_err
             return vt_serve_fail(err, 400, INVALID, max_names[i], "%s: expected an integer >= 1", max_names[i]);
         r->max_tokens = json_integer_value(max);
     }
-    if (!number_field(root, "temperature", 0, false, 1e6, &r->temperature, err) ||
-        !number_field(root, "top_p", 0, true, 1, &r->top_p, err) ||
-        !number_field(root, "min_p", 0, false, 1, &r->min_p, err) ||
-        !number_field(root, "presence_penalty", -2, false, 2, &r->presence_penalty, err) ||
-        !number_field(root, "frequency_penalty", -2, false, 2, &r->frequency_penalty, err))
+    if (!sampling_field(root, "temperature", &r->temperature, err) || !sampling_field(root, "top_p", &r->top_p, err) ||
+        !sampling_field(root, "min_p", &r->min_p, err) ||
+        !sampling_field(root, "presence_penalty", &r->presence_penalty, err) ||
+        !sampling_field(root, "frequency_penalty", &r->frequency_penalty, err))
         return false;
     json_t *top_k = field(root, "top_k");
     if (top_k) {
-        if (!json_is_integer(top_k) || json_integer_value(top_k) < 0 || json_integer_value(top_k) > INT32_MAX)
-            return vt_serve_fail(err, 400, INVALID, "top_k", "top_k: expected an integer >= 0 (0 = off)");
+        const char *accepted = NULL;
+        if (!json_is_integer(top_k) || !vt_sampling_field_ok("top_k", (double)json_integer_value(top_k), &accepted))
+            return vt_serve_fail(err, 400, INVALID, "top_k", "top_k: expected %s", accepted ? accepted : "an integer");
         r->top_k = (int32_t)json_integer_value(top_k);
     }
     json_t *seed = field(root, "seed");

@@ -182,6 +182,15 @@ typedef struct vt_batch_stats {
 /* Greedy, filters off, seed 0, max_new_tokens 16, the model's stop ids, no prompt. */
 VT_API void vt_batch_request_init(vt_batch_request *r);
 
+/* The rule vt_batch_add applies to a sampling field of a request, by its
+ * name ("temperature", "top_k", "top_p", "min_p", "presence_penalty",
+ * "frequency_penalty"): true if value is accepted. Either way *accepted (when
+ * not NULL) gets what the field accepts, in words ("numbers in (0, 1] (1 =
+ * off)"), or NULL for a name that is not a sampling field. For callers
+ * that check input before building a request (vt serve names the JSON
+ * field). */
+VT_API bool vt_sampling_field_ok(const char *field, double value, const char **accepted);
+
 /* Open model_path with the given options (NULL = defaults). runtime.max_seqs
  * out of range, a token_budget above the batch size: VT_ERR_INVALID naming
  * the key. */
