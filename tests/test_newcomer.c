@@ -321,6 +321,40 @@ static void test_compare_ends_with_verdicts(void) {
     result_free(&m);
 }
 
+/* vt run generates through the server's loop (the scheduler): --stop ends
+ * the text before the stop text exactly as the server's `stop` does, the
+ * penalties change what is drawn, and values out of range are refused with
+ * what the rule accepts. */
+static void test_run_stop_and_penalties(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char m[1024];
+    snprintf(m, sizeof m, "%s/models/aidreams260k-f32.gguf", dir);
+    result plain = run("", "run -m '%s' -p 'Once upon a time' -n 40 --temp 0 --backend reference", m);
+    CU_ASSERT_EQUAL(plain.rc, 0);
+    const char *at = plain.out ? strstr(plain.out, "petals") : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at); /* the trained model's greedy text names it (tests/data/PROVENANCE.md) */
+    result stopped = run("", "run -m '%s' -p 'Once upon a time' -n 40 --temp 0 --backend reference --stop petals", m);
+    CU_ASSERT_EQUAL(stopped.rc, 0);
+    const size_t before = (size_t)(at - plain.out);
+    CU_ASSERT(stopped.out && strlen(stopped.out) == before + 1 && strncmp(stopped.out, plain.out, before) == 0 &&
+              stopped.out[before] == '\n');
+    result penalized = run("", "run -m '%s' -p 'Once upon a time' -n 40 --temp 0 --backend reference "
+                               "--frequency-penalty 2 --presence-penalty 2", m);
+    CU_ASSERT_EQUAL(penalized.rc, 0);
+    CU_ASSERT(penalized.out && plain.out && strcmp(penalized.out, plain.out) != 0);
+    result bad = run("", "run -m '%s' -p hi --presence-penalty 3", m);
+    CU_ASSERT_NOT_EQUAL(bad.rc, 0);
+    CU_ASSERT(has(bad.err, "--presence-penalty 3: accepted values are numbers in [-2, 2]"));
+    result both = run("", "run -m '%s' -p hi --stop x --ids", m);
+    CU_ASSERT_NOT_EQUAL(both.rc, 0);
+    CU_ASSERT(has(both.err, "--stop matches text, and --ids prints no text"));
+    result_free(&plain);
+    result_free(&stopped);
+    result_free(&penalized);
+    result_free(&bad);
+    result_free(&both);
+}
+
 /* vt config names the backend and fallback a run would take here, not only
  * the rule that picks them. */
 static void test_config_names_the_fallback(void) {
@@ -358,6 +392,7 @@ int main(void) {
         {"-c past the trained context warns once", test_ctx_past_training_warns_once},
         {"info summary, token text, default backend marked", test_info_tokenize_backends},
         {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
+        {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
         {"vt bench runs the default backend first", test_bench_runs_the_default_first},
         CU_TEST_INFO_NULL,

@@ -5,9 +5,13 @@
 #include <time.h>
 
 #include "cli.h"
-#include "sampler.h"
 #include "sampling_rules.h"
-#include "utf8_stream.h"
+#include "scheduler.h"
+#include "text_stream.h"
+
+/* --stop: as many texts as the scheduler matches, each as long (text_stream.h). */
+#define VT_RUN_MAX_STOP VT_TEXT_STREAM_MAX_STOPS
+#define VT_RUN_MAX_STOP_BYTES VT_TEXT_STREAM_MAX_STOP_LEN
 
 static void help(void) {
     printf("usage: vt run -m MODEL [-p PROMPT | -p - | -f FILE | --tokens 1,2,3] [-n N] [options]\n\n"
@@ -20,10 +24,13 @@ static void help(void) {
            "      --top-k K, --top-p P, --min-p P   sampling filters (defaults %g, %g, %g)\n"
            "      --seed S             sampling seed (default -1: a fresh random one, printed with the timing\n"
            "                           line; --seed S with the printed S replays the run)\n"
+           "      --presence-penalty P, --frequency-penalty P   OpenAI's repetition penalties, in [-2, 2]\n"
+           "                           (default 0 = off)\n"
+           "      --stop TEXT          end the text before TEXT when it appears (repeatable, up to %d)\n"
            "      --ids                print generated token ids, comma-separated, instead of text\n"
            "      --ignore-eos         keep generating after an end-of-generation token\n",
            vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->preset, vt_sampling_rule_of(VT_KNOB_TOP_K)->preset,
-           vt_sampling_rule_of(VT_KNOB_TOP_P)->preset, vt_sampling_rule_of(VT_KNOB_MIN_P)->preset);
+           vt_sampling_rule_of(VT_KNOB_TOP_P)->preset, vt_sampling_rule_of(VT_KNOB_MIN_P)->preset, VT_RUN_MAX_STOP);
     vt_cli_common_help(stdout);
 }
 
@@ -33,14 +40,52 @@ typedef struct run_opts {
     vt_cli_prompt prompt;
     int64_t n_predict;
     bool print_ids, ignore_eos;
+    const char *stop[VT_RUN_MAX_STOP]; /* --stop TEXT, in the order given */
+    int32_t n_stop;
+    double presence_penalty, frequency_penalty;
     bool help;
 } run_opts;
+
+/* A sampling value given on the command line, judged by the rule every
+ * entry point shares (sampling_rules.c). */
+static vt_arg_result penalty_arg(int argc, char **argv, int *i, vt_sampling_knob k, double *out, vt_error *err) {
+    const char *flag = argv[*i];
+    if (*i + 1 >= argc) {
+        vt_fail(err, VT_ERR_INVALID, "%s needs a value", flag);
+        return VT_ARG_ERROR;
+    }
+    const char *text = argv[++*i];
+    char *end = NULL;
+    const double v = strtod(text, &end);
+    if (end == text || *end || !vt_sampling_accepts(k, v)) {
+        vt_fail(err, VT_ERR_INVALID, "%s %s: accepted values are %s", flag, text, vt_sampling_rule_of(k)->accepted);
+        return VT_ARG_ERROR;
+    }
+    *out = v;
+    return VT_ARG_TAKEN;
+}
 
 static vt_arg_result run_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     run_opts *o = opts;
     const char *a = argv[*i];
     if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)
         return vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 24, &o->n_predict, err);
+    if (strcmp(a, "--presence-penalty") == 0)
+        return penalty_arg(argc, argv, i, VT_KNOB_PRESENCE_PENALTY, &o->presence_penalty, err);
+    if (strcmp(a, "--frequency-penalty") == 0)
+        return penalty_arg(argc, argv, i, VT_KNOB_FREQUENCY_PENALTY, &o->frequency_penalty, err);
+    if (strcmp(a, "--stop") == 0) {
+        if (*i + 1 >= argc || !argv[*i + 1][0] || strlen(argv[*i + 1]) > VT_RUN_MAX_STOP_BYTES) {
+            vt_fail(err, VT_ERR_INVALID, "--stop needs a text of 1..%d bytes", VT_RUN_MAX_STOP_BYTES);
+            return VT_ARG_ERROR;
+        }
+        if (o->n_stop == VT_RUN_MAX_STOP) {
+            vt_fail(err, VT_ERR_INVALID, "--stop: at most %d stop texts", VT_RUN_MAX_STOP);
+            return VT_ARG_ERROR;
+        }
+        o->stop[o->n_stop++] = argv[++*i];
+        return VT_ARG_TAKEN;
+    }
     if (strcmp(a, "--ids") == 0) o->print_ids = true;
     else if (strcmp(a, "--ignore-eos") == 0) o->ignore_eos = true;
     else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, err);
@@ -55,17 +100,71 @@ static vt_status parse_run(int argc, char **argv, run_opts *o, vt_error *err) {
 
 static vt_status validate_run(const run_opts *o, vt_error *err) {
     vt_status st = vt_cli_prompt_check(&o->prompt, err);
+    if (st == VT_OK && o->n_stop > 0 && o->print_ids)
+        st = vt_fail(err, VT_ERR_INVALID, "--stop matches text, and --ids prints no text: give one of them");
     return st == VT_OK ? vt_cli_require_model(o->c.model_path, err) : st;
 }
 
-/* Load, prefill the prompt, then sample and decode, streaming the text. */
+/* What a run printed and how long it took. */
+typedef struct run_result {
+    int64_t generated;
+    double t_prompt, t_gen; /* until the first token; after it */
+} run_result;
+
+/* The prompt through one request of the scheduler (the generation loop the
+ * server uses too: the same sampling, penalties and stop texts), printing
+ * each token's text (or id) as it becomes final. */
+static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model, const int32_t *tokens,
+                          int64_t n_tokens, int64_t n_predict, uint64_t seed, run_result *res, vt_error *err) {
+    vt_sched *sched = NULL;
+    vt_status st = vt_sched_create(e, NULL, &sched, err);
+    if (st != VT_OK) return st;
+    size_t n_eog = 0;
+    const int32_t *eog = model->tokenizer && !o->ignore_eos ? vt_tokenizer_eog_ids(model->tokenizer, &n_eog) : NULL;
+    const vt_sched_request req = {
+        .prompt = tokens,
+        .n_prompt = n_tokens,
+        .max_new_tokens = n_predict,
+        .sampler = {o->c.opt.temp, o->c.opt.top_k, o->c.opt.top_p, o->c.opt.min_p, seed},
+        .stop_ids = eog,
+        .n_stop_ids = (int32_t)n_eog,
+        .presence_penalty = (float)o->presence_penalty,
+        .frequency_penalty = (float)o->frequency_penalty,
+        .stop_strings = o->stop,
+        .n_stop_strings = o->n_stop,
+    };
+    uint64_t id = 0;
+    st = vt_sched_add(sched, &req, &id, err);
+    const double t0 = vt_cli_now();
+    double t_first = -1;
+    vt_sched_output out = {0};
+    while (st == VT_OK && out.state != VT_SCHED_FINISHED) {
+        vt_sched_step_info info;
+        st = vt_sched_step(sched, &info, err);
+        if (st == VT_OK) st = vt_sched_read(sched, id, &out, err);
+        if (st != VT_OK) break;
+        if (t_first < 0 && out.n_generated > 0) t_first = vt_cli_now();
+        if (o->print_ids)
+            for (int64_t k = 0; k < out.n_tokens; k++) printf("%s%d", res->generated + k ? "," : "", out.tokens[k]);
+        else
+            fwrite(out.text, 1, out.n_text, stdout);
+        res->generated += out.n_tokens;
+        fflush(stdout);
+    }
+    const double t_end = vt_cli_now();
+    res->t_prompt = (t_first >= 0 ? t_first : t_end) - t0;
+    res->t_gen = t_first >= 0 ? t_end - t_first : 0;
+    vt_sched_free(sched);
+    return st;
+}
+
+/* Load, then generate from the prompt (or only evaluate it with -n 0). */
 static vt_status run_run(const run_opts *o, vt_error *err) {
     int64_t n_predict = o->n_predict;
     vt_model *model = NULL;
     vt_engine *e = NULL;
     int32_t *tokens = NULL;
     size_t n_tokens = 0;
-    vt_sampler *sampler = NULL;
     vt_status st = vt_cli_open_engine(&o->c, false, &model, &e, err);
     if (st == VT_OK && o->c.dry_run) goto done;
     if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, &o->prompt, &tokens, &n_tokens, err);
@@ -80,60 +179,41 @@ static vt_status run_run(const run_opts *o, vt_error *err) {
                 (long long)(e->ctx_size - (int64_t)n_tokens), (long long)n_predict, (long long)e->ctx_size);
         n_predict = e->ctx_size - (int64_t)n_tokens;
     }
-    /* Drawn once for the run (the sampler keeps its own stream from it) and
-     * printed, so a random run can be repeated with --seed. */
+    /* Drawn once for the run and printed, so a random run can be repeated
+     * with --seed. */
     const uint64_t seed = vt_options_run_seed(&o->c.opt);
     const bool sampled = o->c.opt.temp > 0;
     if (st == VT_OK && o->c.explain && sampled)
         fprintf(stderr, "sampling: temp %g, top-k %d, top-p %g, min-p %g, seed %" PRIu64 " (%s)\n",
                 (double)o->c.opt.temp, o->c.opt.top_k, (double)o->c.opt.top_p, (double)o->c.opt.min_p, seed,
                 o->c.opt.seed_random ? "random" : vt_options_source(&o->c.opt, "sampling.seed"));
-    if (st == VT_OK) {
-        vt_sampler_params sp = {o->c.opt.temp, o->c.opt.top_k, o->c.opt.top_p, o->c.opt.min_p, seed};
-        st = vt_sampler_create(&sp, &sampler, err);
-    }
-    vt_utf8_stream text_stream = {{0}, 0};
-    double t0 = vt_cli_now(), t_prompt = 0;
-    int64_t generated = 0;
-    if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n_tokens, false, err);
-    t_prompt = vt_cli_now() - t0;
-    double t1 = vt_cli_now();
-    for (int64_t k = 0; st == VT_OK && k < n_predict; k++) {
-        int32_t next = vt_sampler_sample(sampler, vt_engine_logits(e, 0), model->hp.n_vocab);
-        generated++;
-        if (o->print_ids) {
-            printf("%s%d", k ? "," : "", next);
-        } else if (model->tokenizer) {
-            /* A character split over tokens is printed once its last byte arrives. */
-            char buf[256], out[VT_UTF8_STREAM_OUT_MAX(256)];
-            int32_t len = vt_token_to_bytes(model->tokenizer, next, false, buf, sizeof buf);
-            if (len > (int32_t)sizeof buf) len = (int32_t)sizeof buf;
-            if (len > 0) fwrite(out, 1, vt_utf8_stream_push(&text_stream, buf, (size_t)len, out), stdout);
-        }
-        fflush(stdout);
-        if (!o->ignore_eos && model->tokenizer && vt_tokenizer_is_eog(model->tokenizer, next)) break;
-        if (k + 1 < n_predict) st = vt_engine_eval(e, &next, 1, true, err);
+    run_result res = {0};
+    if (st == VT_OK && n_predict > 0) {
+        st = generate(o, e, model, tokens, (int64_t)n_tokens, n_predict, seed, &res, err);
+    } else if (st == VT_OK) { /* -n 0: the prompt alone */
+        const double t0 = vt_cli_now();
+        st = vt_engine_eval(e, tokens, (int64_t)n_tokens, false, err);
+        res.t_prompt = vt_cli_now() - t0;
     }
     if (st == VT_OK) {
-        char tail[4];
-        fwrite(tail, 1, vt_utf8_stream_flush(&text_stream, tail), stdout);
         printf("\n");
-        double t_gen = vt_cli_now() - t1;
+        fflush(stdout); /* the text before the timing line, wherever both go */
         /* The decode rate counts the tokens after the first (the first comes
          * from the prompt's logits): with one token there is no rate to give. */
         char rate[48] = "";
-        if (generated > 1)
-            snprintf(rate, sizeof rate, " (%.1f tok/s)", (double)(generated - 1) / (t_gen > 0 ? t_gen : 1e-9));
+        if (res.generated > 1)
+            snprintf(rate, sizeof rate, " (%.1f tok/s)",
+                     (double)(res.generated - 1) / (res.t_gen > 0 ? res.t_gen : 1e-9));
         char seed_note[96] = "";
-        if (sampled && generated > 0)
+        if (sampled && res.generated > 0)
             snprintf(seed_note, sizeof seed_note, "; seed %" PRIu64 "%s", seed,
                      o->c.opt.seed_random ? " (random: --seed with it replays this run)" : "");
         fprintf(stderr, "vt: prompt %zu token%s in %.3f s (%.1f tok/s); generated %lld token%s in %.3f s%s%s\n",
-                n_tokens, n_tokens == 1 ? "" : "s", t_prompt, (double)n_tokens / (t_prompt > 0 ? t_prompt : 1e-9),
-                (long long)generated, generated == 1 ? "" : "s", t_gen, rate, seed_note);
+                n_tokens, n_tokens == 1 ? "" : "s", res.t_prompt,
+                (double)n_tokens / (res.t_prompt > 0 ? res.t_prompt : 1e-9), (long long)res.generated,
+                res.generated == 1 ? "" : "s", res.t_gen, rate, seed_note);
     }
 done:
-    vt_sampler_free(sampler);
     free(tokens);
     vt_engine_free(e);
     vt_model_free(model);
