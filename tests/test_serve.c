@@ -96,6 +96,7 @@ typedef struct completion {
     char *text;
     char finish[16];
     long prompt_tokens, completion_tokens;
+    long cached_tokens; /* usage.prompt_tokens_details.cached_tokens */
 } completion;
 
 static completion complete(const serve_server *s, const char *extra_json) {
@@ -115,6 +116,10 @@ static completion complete(const serve_server *s, const char *extra_json) {
                          *tt = path_get(&v, "usage", "total_tokens");
         CU_ASSERT(pt && ct && tt && tt->number == pt->number + ct->number);
         if (pt && ct) c.prompt_tokens = (long)pt->number, c.completion_tokens = (long)ct->number;
+        const json_value *details = json_get(json_get(&v, "usage"), "prompt_tokens_details");
+        const json_value *cached = details ? json_get(details, "cached_tokens") : NULL;
+        CU_ASSERT(cached && cached->type == JSON_NUMBER);
+        if (cached) c.cached_tokens = (long)cached->number;
         const json_value *obj = json_get(&v, "object");
         CU_ASSERT(obj && obj->type == JSON_STRING && strcmp(obj->str, "text_completion") == 0);
         json_free(&v);
@@ -464,6 +469,24 @@ static void test_body_limit_and_context(void) {
     CU_ASSERT_STRING_EQUAL(c.finish, "length");
     CU_ASSERT_EQUAL(c.prompt_tokens + c.completion_tokens, CTX);
     free(c.text);
+}
+
+/* The same prompt twice: the second takes its whole blocks from the prefix
+ * cache (usage.prompt_tokens_details.cached_tokens, counted in /metrics)
+ * and answers the same text. */
+static void test_prefix_cache_in_usage(void) {
+    const char *body = "\"prompt\":\"The lighthouse keeper counted the ships that passed in the night, one by one, "
+                       "and wrote each name in a book that nobody else would ever read.\",\"max_tokens\":12,"
+                       "\"temperature\":0";
+    const double hits_before = serve_metric(&main_srv, "vt_prefix_cache_hit_tokens_total");
+    completion a = complete(&main_srv, body), b = complete(&main_srv, body);
+    CU_ASSERT(a.prompt_tokens > 16);
+    CU_ASSERT_EQUAL(a.cached_tokens, 0);
+    CU_ASSERT(b.cached_tokens >= 16 && b.cached_tokens % 16 == 0 && b.cached_tokens < b.prompt_tokens);
+    CU_ASSERT(a.text && b.text && strcmp(a.text, b.text) == 0);
+    CU_ASSERT(serve_metric(&main_srv, "vt_prefix_cache_hit_tokens_total") - hits_before >= (double)b.cached_tokens);
+    free(a.text);
+    free(b.text);
 }
 
 static void test_stop_string(void) {
@@ -881,6 +904,7 @@ int main(void) {
         {"API key, unknown path, wrong method", test_auth_and_routes},
         {"body limit, prompt past the context, max_tokens past it", test_body_limit_and_context},
         {"stop string", test_stop_string},
+        {"prefix cache: cached_tokens in usage, the same text", test_prefix_cache_in_usage},
         {"a client leaving mid-stream frees its blocks", test_disconnect_frees_blocks},
         {"a client that does not read does not stall others", test_slow_reader},
         {"full queue 503, time limit ends as length", test_queue_full_and_time_limit},

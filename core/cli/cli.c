@@ -47,7 +47,8 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
         {"--max-seqs", NULL, "runtime.max_seqs"},    {"--token-budget", NULL, "runtime.token_budget"},
         {"--max-waiting", NULL, "runtime.max_waiting"},
         {"--kv-cache-dtype", NULL, "kv_cache.dtype"}, {"--ctx-size", "-c", "kv_cache.ctx_size"},
-        {"--block-size", NULL, "kv_cache.block_size"}, {"--backend-path", NULL, "backends.path"},
+        {"--block-size", NULL, "kv_cache.block_size"}, {"--prefix-cache", NULL, "kv_cache.prefix_cache"},
+        {"--backend-path", NULL, "backends.path"},
         {"--temp", NULL, "sampling.temp"},           {"--top-k", NULL, "sampling.top_k"},
         {"--top-p", NULL, "sampling.top_p"},         {"--min-p", NULL, "sampling.min_p"},
         {"--seed", NULL, "sampling.seed"},
@@ -61,6 +62,10 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
             vt_error_prefix(err, "%s: ", knobs[k].flag);
             return VT_ARG_ERROR;
         }
+        return VT_ARG_TAKEN;
+    }
+    if (strcmp(a, "--no-prefix-cache") == 0) {
+        if (vt_options_set(&c->opt, "kv_cache.prefix_cache", "0", "cli", err) != VT_OK) return VT_ARG_ERROR;
         return VT_ARG_TAKEN;
     }
     if (is_flag(a, "--backend-option")) { /* NAME.key=value, repeatable */
@@ -250,6 +255,8 @@ void vt_cli_common_help_except(FILE *f, const char *const *skip) {
         "      --kv-cache-dtype D   f32, f16, bf16 or q8_0 (default f16; env VT_KV_CACHE_DTYPE, VT_KV_CACHE_F32=1)\n"
         "  -c, --ctx-size N         KV cache size in tokens (default min(model context, 4096))\n"
         "      --block-size N       tokens per KV block (default 16)\n"
+        "      --no-prefix-cache    compute every prompt whole (default: a prompt's beginning already in the\n"
+        "                           cache is taken from it; --prefix-cache 1|0, ini kv_cache.prefix_cache)\n"
         "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
         "      --max-seqs N         sequences per step of a batch, 1..256 (default 1)\n"
         "      --token-budget N     tokens per scheduler step (default 0: the batch size)\n"

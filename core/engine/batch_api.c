@@ -371,3 +371,19 @@ bool vt_sampling_field_ok(const char *field, double value, const char **accepted
     }
     return false;
 }
+
+void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *out) {
+    if (!out || out->struct_size == 0) return;
+    const vt_kv_cache *c = b->engine->kv;
+    vt_batch_cache_stats s = {
+        .struct_size = out->struct_size,
+        .enabled = c->prefix_cache,
+        .cached_blocks = c->n_filed,
+        .evictable_blocks = c->n_evictable,
+        .hit_tokens = c->hit_tokens,
+        .query_tokens = c->query_tokens,
+    };
+    memcpy(out, &s, out->struct_size < sizeof s ? out->struct_size : sizeof s);
+}
+
+int64_t vt_batch_cached_tokens(const vt_batch *b, uint64_t id) { return vt_sched_cached_tokens(b->sched, id); }

@@ -197,6 +197,29 @@ static void warn_ctx_past_training(const vt_options *opt, const vt_hparams *hp) 
            (long long)opt->ctx_size, vt_options_source(opt, "kv_cache.ctx_size"), (long long)hp->n_ctx_train);
 }
 
+/* Do both plans compute every node they share on the same backend with the
+ * same dtypes? Then a token's K/V are the same whichever plan computed them
+ * (the backends keep a row's result independent of the call's size), and a
+ * cached block is exactly what computing it again would give. Where they
+ * differ (onednn's prefill matmuls beside simd's decode, or --backend auto
+ * placing the phases apart), prefix caching stays off: a hit could change
+ * the output. */
+static bool plans_agree(const vt_engine *e) {
+    for (int32_t i = 0; i < e->prefill->n_nodes; i++) {
+        const vt_plan_node *a = &e->prefill->nodes[i];
+        for (int32_t j = 0; j < e->decode->n_nodes; j++) {
+            const vt_plan_node *b = &e->decode->nodes[j];
+            if (strcmp(a->label, b->label) != 0) continue;
+            if (a->backend != b->backend) return false;
+            for (int s = 0; s < a->n_src && s < b->n_src; s++)
+                if (a->proto.src[s].dtype != b->proto.src[s].dtype) return false;
+            if (a->proto.dst.dtype != b->proto.dst.dtype) return false;
+            break;
+        }
+    }
+    return true;
+}
+
 static vt_status build_plans(vt_engine *e, vt_error *err) {
     vt_plan_config pc = {e->model, e->kv, e->registry, e->host, e->preferred, e->fallback, e->opt.check_plan, e->costs};
     const int64_t batch = e->opt.batch_size < e->ctx_size ? e->opt.batch_size : e->ctx_size;
@@ -317,6 +340,7 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         st = vt_weight_prep_run(e->registry, plans, 2, model->gguf, &e->prepared, err);
     }
     if (st == VT_OK) warn_inexact_kv(e);
+    if (st == VT_OK) vt_kv_cache_set_prefix_cache(e->kv, opt->prefix_cache && plans_agree(e));
     if (st == VT_OK) {
         e->logits_cap = e->prefill->max_outputs > e->decode->max_outputs ? e->prefill->max_outputs
                                                                           : e->decode->max_outputs;
@@ -441,7 +465,7 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
         const vt_step_entry entry = {0, tokens + done, chunk, true};
         int64_t ignored;
         st = run_entries(e, plan, &entry, 1, chunk, e->all_logits ? e->logits + done * V : e->logits, &ignored, err);
-        if (st == VT_OK) seq->n_tokens += chunk; /* the next chunk's positions follow */
+        if (st == VT_OK) vt_kv_seq_commit(e->kv, seq, tokens + done, chunk); /* the next chunk's positions follow */
         done += chunk;
     }
     if (st != VT_OK) {
@@ -509,7 +533,8 @@ vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_e
         }
         return st;
     }
-    for (int32_t i = 0; i < n_entries; i++) e->seqs[entries[i].seq].n_tokens += entries[i].n_tokens;
+    for (int32_t i = 0; i < n_entries; i++)
+        vt_kv_seq_commit(e->kv, &e->seqs[entries[i].seq], entries[i].tokens, entries[i].n_tokens);
     e->logits_rows = rows;
     return VT_OK;
 }
@@ -534,7 +559,12 @@ vt_status vt_engine_seq_fork(vt_engine *e, int32_t src, int32_t dst, vt_error *e
     return vt_kv_seq_fork(e->kv, &e->seqs[src], &e->seqs[dst], err);
 }
 
-int32_t vt_engine_free_blocks(const vt_engine *e) { return e->kv->n_free; }
+int32_t vt_engine_free_blocks(const vt_engine *e) { return vt_kv_cache_available(e->kv); }
+
+int64_t vt_engine_seq_attach_prefix(vt_engine *e, int32_t seq, const int32_t *tokens, int64_t n) {
+    if (seq < 0 || seq >= e->max_seqs) return 0;
+    return vt_kv_seq_attach_prefix(e->kv, &e->seqs[seq], tokens, n);
+}
 
 void vt_engine_explain(const vt_engine *e, FILE *f) {
     vt_plan_explain(e->prefill, f);
@@ -562,5 +592,15 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
     fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB\n",
             vt_dtype_name(e->kv->dtype), e->opt.kv_cache_dtype_source, (long long)vt_kv_cache_capacity(e->kv),
             e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0));
+    if (e->kv->prefix_cache)
+        fprintf(f, "prefix cache: on (kv_cache.prefix_cache from %s): prompts share the cached blocks of a common "
+                   "beginning\n",
+                vt_options_source(&e->opt, "kv_cache.prefix_cache"));
+    else if (!e->opt.prefix_cache)
+        fprintf(f, "prefix cache: off (kv_cache.prefix_cache = 0 from %s)\n",
+                vt_options_source(&e->opt, "kv_cache.prefix_cache"));
+    else
+        fprintf(f, "prefix cache: off: the prefill and decode plans compute some node on different backends or "
+                   "dtypes, so a cached block could differ from computing it again\n");
     vt_weight_prep_print(e->prepared, f);
 }

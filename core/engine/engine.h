@@ -111,8 +111,13 @@ void vt_engine_seq_release(vt_engine *e, int32_t seq);
  * several ways). VT_ERR_CONTEXT_FULL, nothing changed, when the pool lacks
  * the blocks. */
 vt_status vt_engine_seq_fork(vt_engine *e, int32_t src, int32_t dst, vt_error *err);
-/* KV blocks not held by any sequence. */
+/* KV blocks a sequence can take: free ones, and cached ones no sequence holds
+ * (prefix caching evicts those, least recently used first). */
 int32_t vt_engine_free_blocks(const vt_engine *e);
+/* Sequence seq (empty) starts with the cached blocks matching the beginning
+ * of tokens[0..n), at least one token left to compute; returns the tokens
+ * it then holds (0 with prefix caching off; kv_cache.h). */
+int64_t vt_engine_seq_attach_prefix(vt_engine *e, int32_t seq, const int32_t *tokens, int64_t n);
 
 /* Both plans, then the KV-cache dtype and where it came from, then the
  * prepared weights per backend. */

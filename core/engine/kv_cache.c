@@ -1,10 +1,99 @@
-/* kv_cache.c — block pool, free list and block tables. */
+/* kv_cache.c — block pool, free list, block tables, and the filed blocks
+ * of prefix caching (kv_cache.h). */
 #include "kv_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_block_index.h"
 #include "quant.h"
+
+/* ---- chain keys ---- */
+
+/* The key of a block holding tokens[0..bs) after a block keyed parent_key
+ * (0x9e37... for the first block of a sequence): a 64-bit mix of both. Only
+ * a candidate: hits are confirmed against the tokens themselves. */
+#define FIRST_BLOCK_PARENT_KEY 0x9e3779b97f4a7c15ull
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+static uint64_t chain_key(uint64_t parent_key, const int32_t *tokens, int32_t bs) {
+    uint64_t h = mix64(parent_key);
+    for (int32_t i = 0; i < bs; i++) h = mix64(h ^ (uint64_t)(uint32_t)tokens[i]);
+    return h;
+}
+
+/* ---- the evictable list (filed blocks nobody holds), oldest first ---- */
+
+static void lru_append(vt_kv_cache *c, int32_t b) {
+    vt_kv_block *k = &c->blocks[b];
+    k->lru_prev = c->lru_tail;
+    k->lru_next = -1;
+    if (c->lru_tail >= 0) c->blocks[c->lru_tail].lru_next = b;
+    else c->lru_head = b;
+    c->lru_tail = b;
+    c->n_evictable++;
+}
+
+static void lru_unlink(vt_kv_cache *c, int32_t b) {
+    vt_kv_block *k = &c->blocks[b];
+    if (k->lru_prev >= 0) c->blocks[k->lru_prev].lru_next = k->lru_next;
+    else c->lru_head = k->lru_next;
+    if (k->lru_next >= 0) c->blocks[k->lru_next].lru_prev = k->lru_prev;
+    else c->lru_tail = k->lru_prev;
+    k->lru_prev = k->lru_next = -1;
+    c->n_evictable--;
+}
+
+static void unfile(vt_kv_cache *c, int32_t b) {
+    vt_kv_block *k = &c->blocks[b];
+    if (!k->filed) return;
+    vt_kv_block_index_remove(c->index, k->key, b);
+    k->filed = false;
+    c->n_filed--;
+}
+
+/* A block for new content: a free one, else the oldest evictable one. */
+static int32_t take_block(vt_kv_cache *c) {
+    int32_t b;
+    if (c->n_free > 0) {
+        b = c->free_list[--c->n_free];
+    } else {
+        b = c->lru_head; /* the caller checked vt_kv_cache_available */
+        lru_unlink(c, b);
+        unfile(c, b);
+    }
+    vt_kv_block *k = &c->blocks[b];
+    k->ref = 1;
+    k->gen++;
+    return b;
+}
+
+/* One holder fewer: at none, filed blocks wait on the evictable list, others are free. */
+static void give_back(vt_kv_cache *c, int32_t b) {
+    vt_kv_block *k = &c->blocks[b];
+    if (--k->ref > 0) return;
+    if (k->filed) lru_append(c, b);
+    else c->free_list[c->n_free++] = b;
+}
+
+int32_t vt_kv_cache_available(const vt_kv_cache *c) { return c->n_free + c->n_evictable; }
+
+void vt_kv_cache_set_prefix_cache(vt_kv_cache *c, bool on) {
+    c->prefix_cache = on;
+    if (on) return;
+    while (c->lru_head >= 0) { /* evictable filed blocks become free */
+        const int32_t b = c->lru_head;
+        lru_unlink(c, b);
+        unfile(c, b);
+        c->free_list[c->n_free++] = b;
+    }
+    for (int32_t b = 0; b < c->num_blocks; b++) unfile(c, b); /* held ones stay with their sequences */
+}
 
 vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer, int32_t n_kv_heads, int32_t head_dim,
                              int32_t block_size, int64_t ctx_tokens, vt_kv_cache **out, vt_error *err) {
@@ -46,7 +135,15 @@ vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer
     c->k = calloc((size_t)n_layer, sizeof *c->k);
     c->v = calloc((size_t)n_layer, sizeof *c->v);
     c->free_list = malloc((size_t)num_blocks * sizeof *c->free_list);
-    if (!c->k || !c->v || !c->free_list) goto nomem;
+    c->blocks = calloc((size_t)num_blocks, sizeof *c->blocks);
+    c->tokens = malloc((size_t)num_blocks * (size_t)block_size * sizeof *c->tokens);
+    c->index = calloc(1, sizeof *c->index);
+    if (!c->k || !c->v || !c->free_list || !c->blocks || !c->tokens || !c->index ||
+        !vt_kv_block_index_init(c->index, c->num_blocks))
+        goto nomem;
+    for (int32_t b = 0; b < c->num_blocks; b++) c->blocks[b].lru_prev = c->blocks[b].lru_next = -1;
+    c->lru_head = c->lru_tail = -1;
+    c->prefix_cache = true;
     for (int l = 0; l < n_layer; l++) {
         c->k[l] = host->alloc(layer_bytes, 64);
         c->v[l] = host->alloc(layer_bytes, 64);
@@ -74,6 +171,10 @@ void vt_kv_cache_free(vt_kv_cache *c) {
     free(c->k);
     free(c->v);
     free(c->free_list);
+    free(c->blocks);
+    free(c->tokens);
+    if (c->index) vt_kv_block_index_free(c->index);
+    free(c->index);
     free(c);
 }
 
@@ -85,27 +186,110 @@ size_t vt_kv_cache_bytes_per_token(int32_t dtype, int32_t n_layer, int32_t n_kv_
     return 2 * (size_t)n_layer * (size_t)n_kv_heads * vt_row_size(dtype, head_dim);
 }
 
+/* seq's table (and keys) with room for n_blocks. */
+static bool seq_room(vt_kv_seq *seq, int64_t n_blocks) {
+    if (n_blocks <= seq->cap) return true;
+    int32_t cap = seq->cap ? seq->cap : 8;
+    while (cap < n_blocks) cap *= 2;
+    int32_t *t = realloc(seq->block_table, (size_t)cap * sizeof *t);
+    if (!t) return false;
+    seq->block_table = t;
+    uint64_t *k = realloc(seq->keys, (size_t)cap * sizeof *k);
+    if (!k) return false;
+    seq->keys = k;
+    seq->cap = cap;
+    return true;
+}
+
 vt_status vt_kv_seq_reserve(vt_kv_cache *c, vt_kv_seq *seq, int64_t n_new, vt_error *err) {
     int64_t need_tokens = seq->n_tokens + n_new;
     int64_t need_blocks = (need_tokens + c->block_size - 1) / c->block_size;
     int64_t extra = need_blocks - seq->n_blocks;
     if (extra <= 0) return VT_OK;
-    if (extra > c->n_free)
+    if (extra > vt_kv_cache_available(c))
         return vt_fail(err, VT_ERR_CONTEXT_FULL,
                        "context full: %lld tokens need %lld KV blocks of %d but only %lld of %d are free "
                        "(KV cache holds %lld tokens; raise -c/--ctx-size)",
                        (long long)need_tokens, (long long)need_blocks, c->block_size,
-                       (long long)(seq->n_blocks + c->n_free), c->num_blocks, (long long)vt_kv_cache_capacity(c));
-    if (need_blocks > seq->cap) {
-        int32_t cap = seq->cap ? seq->cap : 8;
-        while (cap < need_blocks) cap *= 2;
-        int32_t *t = realloc(seq->block_table, (size_t)cap * sizeof *t);
-        if (!t) return vt_fail(err, VT_ERR_NOMEM, "out of memory for a block table");
-        seq->block_table = t;
-        seq->cap = cap;
-    }
-    for (int64_t i = 0; i < extra; i++) seq->block_table[seq->n_blocks++] = c->free_list[--c->n_free];
+                       (long long)(seq->n_blocks + vt_kv_cache_available(c)), c->num_blocks,
+                       (long long)vt_kv_cache_capacity(c));
+    if (!seq_room(seq, need_blocks)) return vt_fail(err, VT_ERR_NOMEM, "out of memory for a block table");
+    for (int64_t i = 0; i < extra; i++) seq->block_table[seq->n_blocks++] = take_block(c);
     return VT_OK;
+}
+
+void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n) {
+    const int32_t bs = c->block_size;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t pos = seq->n_tokens++;
+        const int64_t lb = pos / bs;
+        const int32_t b = seq->block_table[lb];
+        c->tokens[(size_t)b * (size_t)bs + (size_t)(pos % bs)] = tokens[i];
+        if ((pos + 1) % bs != 0) continue;
+        /* block lb is full: its key, and filed unless it is filed already (a
+         * shared block) or caching is off */
+        seq->keys[lb] = chain_key(lb ? seq->keys[lb - 1] : FIRST_BLOCK_PARENT_KEY, c->tokens + (size_t)b * (size_t)bs, bs);
+        vt_kv_block *k = &c->blocks[b];
+        if (!c->prefix_cache || k->filed) continue;
+        k->filed = true;
+        k->key = seq->keys[lb];
+        k->parent = lb ? seq->block_table[lb - 1] : -1;
+        k->parent_gen = lb ? c->blocks[k->parent].gen : 0;
+        vt_kv_block_index_insert(c->index, k->key, b);
+        c->n_filed++;
+    }
+}
+
+/* The filed block holding tokens[0..bs) after block `parent` (-1: first),
+ * filed under key; -1 if none. */
+static int32_t find_filed(const vt_kv_cache *c, uint64_t key, int32_t parent, const int32_t *tokens) {
+    int64_t cursor = -1;
+    for (int32_t b; (b = vt_kv_block_index_next(c->index, key, &cursor)) >= 0;) {
+        const vt_kv_block *k = &c->blocks[b];
+        if (k->parent != parent || (parent >= 0 && k->parent_gen != c->blocks[parent].gen)) continue;
+        if (memcmp(c->tokens + (size_t)b * (size_t)c->block_size, tokens, (size_t)c->block_size * sizeof *tokens) == 0)
+            return b;
+    }
+    return -1;
+}
+
+int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *evictable) {
+    *evictable = 0;
+    if (!c->prefix_cache || n < 2) return 0;
+    const int32_t bs = c->block_size;
+    uint64_t key = FIRST_BLOCK_PARENT_KEY;
+    int32_t parent = -1;
+    int64_t lb = 0;
+    for (; (lb + 1) * bs <= n - 1; lb++) {
+        key = chain_key(key, tokens + lb * bs, bs);
+        const int32_t b = find_filed(c, key, parent, tokens + lb * bs);
+        if (b < 0) break;
+        *evictable += c->blocks[b].ref == 0;
+        parent = b;
+    }
+    return lb * bs;
+}
+
+int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n) {
+    if (seq->n_tokens != 0 || seq->n_blocks != 0) return 0;
+    c->query_tokens += n;
+    if (!c->prefix_cache || n < 2) return 0;
+    const int32_t bs = c->block_size;
+    if (!seq_room(seq, (n - 1) / bs)) return 0; /* no memory for the table: compute it all */
+    uint64_t key = FIRST_BLOCK_PARENT_KEY;
+    int32_t parent = -1;
+    for (int64_t lb = 0; (lb + 1) * bs <= n - 1; lb++) {
+        key = chain_key(key, tokens + lb * bs, bs);
+        const int32_t b = find_filed(c, key, parent, tokens + lb * bs);
+        if (b < 0) break;
+        if (c->blocks[b].ref++ == 0) lru_unlink(c, b);
+        seq->block_table[seq->n_blocks] = b;
+        seq->keys[seq->n_blocks++] = key;
+        seq->n_tokens += bs;
+        parent = b;
+    }
+    c->hit_tokens += seq->n_tokens;
+    return seq->n_tokens;
 }
 
 void vt_kv_seq_slots(const vt_kv_cache *c, const vt_kv_seq *seq, int64_t start, int64_t n, int64_t *slots) {
@@ -118,27 +302,41 @@ void vt_kv_seq_slots(const vt_kv_cache *c, const vt_kv_seq *seq, int64_t start, 
 vt_status vt_kv_seq_fork(vt_kv_cache *c, const vt_kv_seq *src, vt_kv_seq *dst, vt_error *err) {
     if (dst->n_tokens != 0 || dst->n_blocks != 0)
         return vt_fail(err, VT_ERR_INVALID, "fork: the destination sequence is not empty");
-    vt_status st = vt_kv_seq_reserve(c, dst, src->n_tokens, err);
-    if (st != VT_OK) return st;
-    const int64_t used = (src->n_tokens + c->block_size - 1) / c->block_size;
-    for (int32_t l = 0; l < c->n_layer; l++)
-        for (int64_t b = 0; b < used; b++) {
-            const size_t from = (size_t)src->block_table[b] * c->block_bytes, to = (size_t)dst->block_table[b] * c->block_bytes;
-            memcpy((char *)c->k[l] + to, (const char *)c->k[l] + from, c->block_bytes);
-            memcpy((char *)c->v[l] + to, (const char *)c->v[l] + from, c->block_bytes);
+    const int32_t bs = c->block_size;
+    const int64_t full = src->n_tokens / bs, tail = src->n_tokens % bs;
+    if (tail && vt_kv_cache_available(c) < 1)
+        return vt_fail(err, VT_ERR_CONTEXT_FULL, "fork: no free KV block for the copy of the last, partial block");
+    if (!seq_room(dst, full + (tail > 0))) return vt_fail(err, VT_ERR_NOMEM, "out of memory for a block table");
+    for (int64_t lb = 0; lb < full; lb++) { /* full blocks never change again: shared */
+        c->blocks[src->block_table[lb]].ref++;
+        dst->block_table[lb] = src->block_table[lb];
+        dst->keys[lb] = src->keys[lb];
+    }
+    dst->n_blocks = (int32_t)full;
+    if (tail) { /* the partial one is written on: each its own */
+        const int32_t from = src->block_table[full], to = take_block(c);
+        for (int32_t l = 0; l < c->n_layer; l++) {
+            memcpy((char *)c->k[l] + (size_t)to * c->block_bytes, (const char *)c->k[l] + (size_t)from * c->block_bytes,
+                   c->block_bytes);
+            memcpy((char *)c->v[l] + (size_t)to * c->block_bytes, (const char *)c->v[l] + (size_t)from * c->block_bytes,
+                   c->block_bytes);
         }
+        memcpy(c->tokens + (size_t)to * (size_t)bs, c->tokens + (size_t)from * (size_t)bs, (size_t)tail * sizeof *c->tokens);
+        dst->block_table[dst->n_blocks++] = to;
+    }
     dst->n_tokens = src->n_tokens;
     return VT_OK;
 }
 
 void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq) {
     const int64_t keep = (seq->n_tokens + c->block_size - 1) / c->block_size;
-    while (seq->n_blocks > keep) c->free_list[c->n_free++] = seq->block_table[--seq->n_blocks];
+    while (seq->n_blocks > keep) give_back(c, seq->block_table[--seq->n_blocks]);
 }
 
 void vt_kv_seq_release(vt_kv_cache *c, vt_kv_seq *seq) {
-    for (int32_t i = seq->n_blocks - 1; i >= 0; i--) c->free_list[c->n_free++] = seq->block_table[i];
+    for (int32_t i = seq->n_blocks - 1; i >= 0; i--) give_back(c, seq->block_table[i]);
     free(seq->block_table);
+    free(seq->keys);
     memset(seq, 0, sizeof *seq);
 }
 

@@ -26,6 +26,7 @@ typedef struct request {
     int64_t max_generated; /* max_new_tokens, capped so the request fits the context */
     int64_t n_read;       /* generated tokens already reported */
     int64_t n_computed;   /* tokens stored in its engine sequence */
+    int64_t n_cached;     /* prompt tokens its first admission took from the prefix cache */
     int32_t slot;         /* its engine sequence, -1 when it holds none */
     int32_t n_preemptions;
     vt_sampler *sampler;  /* NULL once finished */
@@ -304,6 +305,7 @@ vt_status vt_sched_read(vt_sched *s, uint64_t id, vt_sched_output *out, vt_error
     out->n_tokens = r->n_generated - r->n_read;
     out->n_generated = r->n_generated;
     out->n_preemptions = r->n_preemptions;
+    out->n_cached = r->n_cached;
     out->state = r->state;
     out->finish = r->finish;
     out->text = "";
@@ -333,6 +335,11 @@ vt_status vt_sched_remove(vt_sched *s, uint64_t id, vt_error *err) {
     s->all[i] = s->all[--s->n_all];
     free_request(r);
     return VT_OK;
+}
+
+int64_t vt_sched_cached_tokens(const vt_sched *s, uint64_t id) {
+    const request *r = find(s, id, NULL);
+    return r ? r->n_cached : -1;
 }
 
 int32_t vt_sched_n_waiting(const vt_sched *s) { return s->n_waiting; }
@@ -408,8 +415,13 @@ static void plan_running(vt_sched *s, bool one_token, vt_sched_step_info *info) 
 static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
     while (s->n_waiting > 0 && s->plan_budget > 0 && s->n_running < s->max_running) {
         request *r = s->waiting[0];
-        const int64_t n = min64(total_tokens(r), s->plan_budget);
-        if (blocks_for(s, n) > available_blocks(s)) break;
+        /* The beginning the prefix cache holds is taken, not computed: it
+         * costs no budget, and only its blocks no one holds now leave the
+         * available ones. */
+        int32_t evictable = 0;
+        const int64_t hit = vt_kv_cache_match_prefix(s->engine->kv, r->tokens, total_tokens(r), &evictable);
+        const int64_t n = min64(total_tokens(r) - hit, s->plan_budget);
+        if (blocks_for(s, hit + n) - blocks_for(s, hit) + evictable > available_blocks(s)) break;
         int32_t slot = 0;
         while (s->slot_owner[slot]) slot++; /* one is free: n_running < max_running <= max_seqs */
         memmove(s->waiting, s->waiting + 1, (size_t)(s->n_waiting - 1) * sizeof *s->waiting);
@@ -417,8 +429,10 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         s->slot_owner[slot] = r;
         r->slot = slot;
         r->state = VT_SCHED_RUNNING;
+        r->n_computed = vt_engine_seq_attach_prefix(s->engine, slot, r->tokens, total_tokens(r));
+        if (r->n_preemptions == 0) r->n_cached = r->n_computed;
         s->running[s->n_running++] = r;
-        plan_add(s, r, n);
+        plan_add(s, r, total_tokens(r) - r->n_computed < n ? total_tokens(r) - r->n_computed : n);
         info->n_admitted++;
     }
 }

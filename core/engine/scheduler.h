@@ -82,6 +82,7 @@ typedef struct vt_sched_output {
     int64_t n_tokens;
     int64_t n_generated;   /* in all, read or not */
     int32_t n_preemptions; /* times this request was preempted and recomputed */
+    int64_t n_cached;      /* prompt tokens taken from the prefix cache instead of computed */
     vt_sched_state state;
     vt_sched_finish finish;
     /* The text that became final since the last read (text_stream.h): the
@@ -144,6 +145,8 @@ vt_status vt_sched_remove(vt_sched *s, uint64_t id, vt_error *err);
 
 /* Requests waiting and running: when both are 0 a step has nothing to do. */
 int32_t vt_sched_n_waiting(const vt_sched *s);
+/* Prompt tokens request id took from the prefix cache; -1 for an unknown id. */
+int64_t vt_sched_cached_tokens(const vt_sched *s, uint64_t id);
 int32_t vt_sched_n_running(const vt_sched *s);
 vt_sched_stats vt_sched_get_stats(const vt_sched *s);
 

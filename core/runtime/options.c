@@ -60,6 +60,7 @@ typedef enum option_id {
     OPT_KV_CACHE_DTYPE,
     OPT_CTX_SIZE,
     OPT_BLOCK_SIZE,
+    OPT_PREFIX_CACHE,
     OPT_BACKEND_PATH,
     OPT_TEMP,
     OPT_TOP_K,
@@ -101,6 +102,8 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_CTX_SIZE] = {"kv_cache.ctx_size", "kv_cache", "ctx_size",
                       "0 (automatic: the smaller of the model's context length and 4096) or integers 1..16777216"},
     [OPT_BLOCK_SIZE] = {"kv_cache.block_size", "kv_cache", "block_size", "powers of two 1..256"},
+    [OPT_PREFIX_CACHE] = {"kv_cache.prefix_cache", "kv_cache", "prefix_cache",
+                          "1 or 0 (1 = requests share the KV blocks of a common prompt beginning)"},
     [OPT_BACKEND_PATH] = {"backends.path", "backends", "path",
                           "colon-separated folders, at most 1023 characters in all"},
     /* accepted: NULL = the sampling rule's (sampling_rules.c) */
@@ -299,6 +302,10 @@ static bool store_value(vt_options *o, int id, const char *value) {
         if (!parse_int_range(value, 1, BLOCK_SIZE_MAX, &i64) || (i64 & (i64 - 1)) != 0) return false;
         o->block_size = (int32_t)i64;
         return true;
+    case OPT_PREFIX_CACHE:
+        if (strcmp(value, "1") != 0 && strcmp(value, "0") != 0) return false;
+        o->prefix_cache = value[0] == '1';
+        return true;
     case OPT_BACKEND_PATH:
         if (strlen(value) >= sizeof o->backend_path) return false;
         snprintf(o->backend_path, sizeof o->backend_path, "%s", value);
@@ -424,6 +431,7 @@ void vt_options_defaults(vt_options *o) {
     o->kv_cache_dtype = VT_F16;
     o->ctx_size = 0;
     o->block_size = 16;
+    o->prefix_cache = true;
     o->backend_path[0] = '\0';
     o->temp = (float)vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->preset;
     o->top_k = (int32_t)vt_sampling_rule_of(VT_KNOB_TOP_K)->preset;
@@ -581,6 +589,7 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_KV_CACHE_DTYPE: snprintf(buf, size, "%s", dtype_name(o->kv_cache_dtype)); break;
     case OPT_CTX_SIZE: snprintf(buf, size, "%" PRId64, o->ctx_size); break;
     case OPT_BLOCK_SIZE: snprintf(buf, size, "%" PRId32, o->block_size); break;
+    case OPT_PREFIX_CACHE: snprintf(buf, size, "%d", o->prefix_cache ? 1 : 0); break;
     case OPT_BACKEND_PATH: snprintf(buf, size, "%s", o->backend_path); break;
     case OPT_TEMP: shortest_float(buf, size, o->temp); break;
     case OPT_TOP_K: snprintf(buf, size, "%" PRId32, o->top_k); break;

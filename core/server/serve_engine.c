@@ -325,9 +325,11 @@ static bool collect(vt_serve_engine *e, vt_serve_job *job, vt_finish forced) {
         vt_serve_metrics_tokens(e->metrics, 0, (int64_t)out.n_tokens);
     }
     vt_finish finish = out.finish != VT_FINISH_NONE ? out.finish : forced;
+    const int64_t cached = vt_batch_cached_tokens(e->batch, job->batch_id);
     pthread_mutex_lock(&e->lock);
     bool ok = append_text(job, out.text, out.n_text);
     job->n_generated = out.n_generated;
+    if (cached >= 0) job->n_cached = cached;
     if (!ok) {
         vt_serve_fail(&job->error, 500, "server_error", NULL, "out of memory");
         finish = VT_FINISH_CANCELLED;
@@ -397,6 +399,9 @@ static void cancel_pass(vt_serve_engine *e) {
 static void publish_gauges(vt_serve_engine *e, bool dequeued) {
     vt_batch_stats s;
     vt_batch_get_stats(e->batch, &s);
+    vt_batch_cache_stats c = {.struct_size = sizeof c};
+    vt_batch_get_cache_stats(e->batch, &c);
+    vt_serve_metrics_prefix_cache(e->metrics, c.cached_blocks, c.hit_tokens, c.query_tokens);
     pthread_mutex_lock(&e->lock);
     if (dequeued) e->n_queued_generate--;
     e->batch_stats = s;

@@ -46,6 +46,7 @@ struct vt_serve_job {
     int32_t *ids; /* tokenize: the ids */
     size_t n_ids;
     int64_t n_prompt, n_generated;
+    int64_t n_cached; /* prompt tokens taken from the prefix cache */
     vt_finish finish;
     bool timed_out; /* ended by the time limit (length; a 503 error without a token) */
     bool abandoned; /* the client left: cancel it */

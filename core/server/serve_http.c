@@ -185,7 +185,7 @@ static bool next_events(stream_ctx *st) {
     if (text) memcpy(text, job->text + st->sent_text, n);
     bool done = job->state != VT_JOB_RUNNING;
     vt_serve_error error = job->error;
-    vt_serve_usage usage = {job->n_prompt, job->n_generated};
+    vt_serve_usage usage = {job->n_prompt, job->n_generated, job->n_cached};
     const char *reason = finish_reason(job);
     vt_serve_engine_unlock(e);
     if (n && !text) return false;
@@ -312,7 +312,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     snprintf(id, sizeof id, "%s-%016llx", kind == VT_SERVE_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)n);
     vt_serve_ids ids = {kind, id, (int64_t)time(NULL), s->alias};
     if (!stream) {
-        vt_serve_usage usage = {job->n_prompt, job->n_generated};
+        vt_serve_usage usage = {job->n_prompt, job->n_generated, job->n_cached};
         char *body = vt_serve_completion_json(&ids, job->text, job->n_text, finish_reason(job), &usage);
         vt_serve_job_release(e, job);
         return send_json(c, rq, 200, body);

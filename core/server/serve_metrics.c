@@ -70,6 +70,14 @@ void vt_serve_metrics_gauges(vt_serve_metrics *m, int64_t running, int64_t waiti
     pthread_mutex_unlock(&m->lock);
 }
 
+void vt_serve_metrics_prefix_cache(vt_serve_metrics *m, int64_t cached_blocks, int64_t hit_tokens, int64_t query_tokens) {
+    pthread_mutex_lock(&m->lock);
+    m->cached_blocks = cached_blocks;
+    m->cache_hit_tokens = hit_tokens;
+    m->cache_query_tokens = query_tokens;
+    pthread_mutex_unlock(&m->lock);
+}
+
 /* A growing text buffer; a failed allocation makes the whole text NULL. */
 typedef struct text {
     char *s;
@@ -141,6 +149,15 @@ char *vt_serve_metrics_text(vt_serve_metrics *m) {
     add(&t, "# HELP vt_kv_blocks_total KV-cache blocks in the pool.\n# TYPE vt_kv_blocks_total gauge\n"
             "vt_kv_blocks_total %lld\n",
         (long long)m->kv_total);
+    add(&t, "# HELP vt_prefix_cache_blocks KV-cache blocks filed in the prefix cache (held or reclaimable).\n"
+            "# TYPE vt_prefix_cache_blocks gauge\nvt_prefix_cache_blocks %lld\n",
+        (long long)m->cached_blocks);
+    add(&t, "# HELP vt_prefix_cache_hit_tokens_total Prompt tokens taken from the prefix cache.\n"
+            "# TYPE vt_prefix_cache_hit_tokens_total counter\nvt_prefix_cache_hit_tokens_total %lld\n",
+        (long long)m->cache_hit_tokens);
+    add(&t, "# HELP vt_prefix_cache_query_tokens_total Prompt tokens looked up in the prefix cache (hits and misses).\n"
+            "# TYPE vt_prefix_cache_query_tokens_total counter\nvt_prefix_cache_query_tokens_total %lld\n",
+        (long long)m->cache_query_tokens);
     add_histogram(&t, "vt_time_to_first_token_seconds", "Time from a request's arrival to its first token.", &m->ttft);
     add_histogram(&t, "vt_inter_token_latency_seconds", "Time between two tokens of one request.", &m->itl);
     pthread_mutex_unlock(&m->lock);

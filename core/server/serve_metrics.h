@@ -28,6 +28,7 @@ typedef struct vt_serve_metrics {
     uint64_t requests[VT_SERVE_STATUS_SLOTS + 1];
     uint64_t prompt_tokens, generated_tokens;
     int64_t running, waiting, kv_used, kv_total;
+    int64_t cached_blocks, cache_hit_tokens, cache_query_tokens; /* the prefix cache's */
     vt_serve_histogram ttft, itl;
 } vt_serve_metrics;
 
@@ -39,6 +40,8 @@ void vt_serve_metrics_ttft(vt_serve_metrics *m, double seconds);
 /* n tokens arrived `seconds` after the previous ones: n samples of seconds/n. */
 void vt_serve_metrics_itl(vt_serve_metrics *m, double seconds, int64_t n);
 void vt_serve_metrics_gauges(vt_serve_metrics *m, int64_t running, int64_t waiting, int64_t kv_used, int64_t kv_total);
+/* The prefix cache: blocks filed, and prompt tokens taken from it and looked up (counters). */
+void vt_serve_metrics_prefix_cache(vt_serve_metrics *m, int64_t cached_blocks, int64_t hit_tokens, int64_t query_tokens);
 /* The exposition text (malloc'ed, NUL-terminated), or NULL. */
 char *vt_serve_metrics_text(vt_serve_metrics *m);
 

@@ -72,10 +72,13 @@ char *vt_serve_error_json(const vt_serve_error *err) {
     return dump(e ? json_pack("{s:o}", "error", e) : NULL);
 }
 
+/* OpenAI's usage, with prompt_tokens_details.cached_tokens: the prompt
+ * tokens the prefix cache held (computed by an earlier request). */
 static json_t *usage_object(const vt_serve_usage *u) {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)u->prompt_tokens, "completion_tokens",
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens, "completion_tokens",
                      (json_int_t)u->completion_tokens, "total_tokens",
-                     (json_int_t)(u->prompt_tokens + u->completion_tokens));
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)u->cached_tokens);
 }
 
 static json_t *envelope(const vt_serve_ids *ids, const char *object, json_t *choices) {

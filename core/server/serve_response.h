@@ -23,6 +23,7 @@ typedef struct vt_serve_ids {
 
 typedef struct vt_serve_usage {
     int64_t prompt_tokens, completion_tokens;
+    int64_t cached_tokens; /* of the prompt tokens, those the prefix cache held */
 } vt_serve_usage;
 
 /* {"error": {"message", "type", "param", "code"}} */

@@ -179,6 +179,20 @@ typedef struct vt_batch_stats {
     int32_t total_kv_blocks;  /* KV-cache blocks in the pool */
 } vt_batch_stats;
 
+/* Automatic prefix caching (ini kv_cache.prefix_cache, on by default): a
+ * request whose prompt begins with whole KV blocks an earlier request
+ * computed takes them from the cache instead of computing them again,
+ * bit for bit what computing them gives. */
+typedef struct vt_batch_cache_stats {
+    uint32_t struct_size;    /* sizeof(vt_batch_cache_stats) as the caller knows it */
+    bool enabled;            /* off by the setting, or because this engine's prefill and decode plans compute
+                              * differently (--explain says which) */
+    int32_t cached_blocks;   /* KV blocks filed in the cache, held by requests or not */
+    int32_t evictable_blocks; /* of those, held by none: reclaimed (least recently used first) when needed */
+    int64_t hit_tokens;      /* prompt tokens taken from the cache since the batch opened */
+    int64_t query_tokens;    /* prompt tokens looked up in it */
+} vt_batch_cache_stats;
+
 /* Greedy, filters off, seed 0, max_new_tokens 16, the model's stop ids, no prompt. */
 VT_API void vt_batch_request_init(vt_batch_request *r);
 
@@ -234,6 +248,11 @@ VT_API vt_status vt_batch_cancel(vt_batch *b, uint64_t id, char *err, size_t err
 VT_API vt_status vt_batch_remove(vt_batch *b, uint64_t id, char *err, size_t err_size);
 
 VT_API void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out);
+/* The prefix cache's counts; out->struct_size must be set (fields past it are not written). */
+VT_API void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *out);
+/* Prompt tokens request id took from the prefix cache (OpenAI's
+ * usage.prompt_tokens_details.cached_tokens); -1 for an unknown id. */
+VT_API int64_t vt_batch_cached_tokens(const vt_batch *b, uint64_t id);
 
 /* Text -> ids with the model's tokenizer, as vt_session_tokenize; with
  * parse_special, control-token text becomes its token. */

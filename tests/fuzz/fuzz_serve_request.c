@@ -115,7 +115,7 @@ static void check_downstream(const vt_serve_request *r) {
     }
     if (text) {
         vt_serve_ids ids = {r->kind, "cmpl-fuzz", 0, "model"};
-        vt_serve_usage usage = {1, 1};
+        vt_serve_usage usage = {1, 1, 0};
         char *body = vt_serve_completion_json(&ids, text, strlen(text), "stop", &usage);
         CHECK(body != NULL);
         free(body);

@@ -1,0 +1,364 @@
+/* test_prefix_cache.c — automatic prefix caching (kv_cache.h): the pool's
+ * chain keys, reference counts, eviction order and reclaim-before-refuse on
+ * a bare pool; and through the real engine path, that a cache hit gives
+ * logits bit-identical to computing the same prompt, on reference and simd,
+ * every KV dtype, alone, inside a running batch, and after eviction; and the
+ * scheduler's tokens with the cache on equal those with it off. */
+#include <CUnit/CUnit.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "engine_fixture.h"
+#include "host.h"
+#include "kv_cache.h"
+#include "sampler.h"
+#include "scheduler.h"
+#include "threadpool.h"
+#include "util.h"
+
+static vt_threadpool *pool;
+static const vt_host *host;
+
+static int setup(void) {
+    if (vt_threadpool_create(1, &pool, NULL) != VT_OK) return 1;
+    host = vt_host_get(pool);
+    return 0;
+}
+
+static int teardown(void) {
+    vt_host_get(NULL);
+    vt_threadpool_destroy(pool);
+    return 0;
+}
+
+/* ---- the pool alone ---- */
+
+/* A sequence of n tokens stored (reserved and committed) into seq. */
+static vt_status store(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n) {
+    vt_status st = vt_kv_seq_reserve(c, seq, n, NULL);
+    if (st == VT_OK) vt_kv_seq_commit(c, seq, tokens, n);
+    return st;
+}
+
+static void test_chain_and_refcounts(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 64, &c, NULL), VT_OK); /* 16 blocks of 4 */
+    int32_t a[14], b[14];
+    for (int i = 0; i < 14; i++) a[i] = b[i] = 100 + i;
+    b[5] = 7; /* b differs from a in its second block */
+    vt_kv_seq s1 = {0}, s2 = {0}, s3 = {0};
+    CU_ASSERT_EQUAL(store(c, &s1, a, 14), VT_OK); /* 3 full blocks filed, a partial one */
+    CU_ASSERT_EQUAL(c->n_filed, 3);
+    int32_t evictable = -1;
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 14, &evictable), 12);
+    CU_ASSERT_EQUAL(evictable, 0); /* s1 holds them */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 12, &evictable), 8); /* one token is left to compute */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 14, &evictable), 4); /* the chain breaks at block 2 */
+    /* a chain is matched whole from the start: a's second block alone is no hit */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a + 4, 10, &evictable), 0);
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s2, a, 14), 12);
+    CU_ASSERT_EQUAL(s2.n_tokens, 12);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(s2.block_table[i], s1.block_table[i]);
+        CU_ASSERT_EQUAL(c->blocks[s1.block_table[i]].ref, 2);
+    }
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s3, b, 14), 4);
+    CU_ASSERT_EQUAL(c->blocks[s1.block_table[0]].ref, 3);
+    /* s3 goes on with its own blocks from its first difference */
+    CU_ASSERT_EQUAL(store(c, &s3, b + 4, 10), VT_OK);
+    CU_ASSERT_NOT_EQUAL(s3.block_table[1], s1.block_table[1]);
+    const int32_t free_before = vt_kv_cache_available(c);
+    vt_kv_seq_release(c, &s1);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), free_before + 1); /* only its partial block was its alone */
+    vt_kv_seq_release(c, &s2);
+    vt_kv_seq_release(c, &s3);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), c->num_blocks); /* every block free or evictable */
+    CU_ASSERT(c->n_evictable > 0);
+    vt_kv_seq s4 = {0};
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s4, a, 14), 12); /* filed blocks outlive their sequences */
+    vt_kv_seq_release(c, &s4);
+    vt_kv_cache_free(c);
+}
+
+/* Evictable blocks go least recently used first, a sequence's last blocks
+ * before its first; a full pool evicts rather than refuses; and a block
+ * reused for other content no longer matches as anyone's parent. */
+static void test_eviction_order_and_reclaim(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 32, &c, NULL), VT_OK); /* 8 blocks */
+    int32_t a[9], b[9], d[33];
+    for (int i = 0; i < 9; i++) a[i] = 1 + i, b[i] = 50 + i;
+    for (int i = 0; i < 33; i++) d[i] = 200 + i;
+    vt_kv_seq sa = {0}, sb = {0}, sd = {0};
+    CU_ASSERT_EQUAL(store(c, &sa, a, 9), VT_OK); /* 2 full + 1 partial */
+    CU_ASSERT_EQUAL(store(c, &sb, b, 9), VT_OK);
+    vt_kv_seq_release(c, &sa); /* a's blocks evictable first (older) */
+    vt_kv_seq_release(c, &sb);
+    CU_ASSERT_EQUAL(c->n_evictable, 4);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), 8);
+    /* 5 blocks: the 4 free ones, then the oldest evictable, a's second block */
+    CU_ASSERT_EQUAL(store(c, &sd, d, 17), VT_OK);
+    int32_t ev;
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev), 4); /* a keeps its first block */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev), 8);
+    /* the whole pool for one sequence: every evictable block is reclaimed, nothing refused */
+    vt_kv_seq_release(c, &sd);
+    vt_kv_seq big = {0};
+    CU_ASSERT_EQUAL(store(c, &big, d, 32), VT_OK);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev), 0);
+    vt_kv_seq one = {0};
+    CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &one, 1, NULL), VT_ERR_CONTEXT_FULL); /* only then is it full */
+    vt_kv_seq_release(c, &big);
+    /* caching off: nothing filed, nothing shared */
+    vt_kv_cache_set_prefix_cache(c, false);
+    CU_ASSERT_EQUAL(c->n_filed, 0);
+    vt_kv_seq x = {0};
+    CU_ASSERT_EQUAL(store(c, &x, a, 9), VT_OK);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev), 0);
+    vt_kv_seq_release(c, &x);
+    CU_ASSERT_EQUAL(c->free_list != NULL && c->n_free == c->num_blocks, true);
+    vt_kv_cache_free(c);
+}
+
+/* A fork shares the full blocks and copies the partial one. */
+static void test_fork_shares_full_blocks(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 2, 1, 8, 4, 32, &c, NULL), VT_OK);
+    int32_t a[6] = {1, 2, 3, 4, 5, 6};
+    vt_kv_seq src = {0}, dst = {0};
+    CU_ASSERT_EQUAL(store(c, &src, a, 6), VT_OK);
+    float *k1 = (float *)c->k[1] + (size_t)src.block_table[1] * c->block_bytes / sizeof(float);
+    k1[3] = 42.0f; /* something in the partial block's layer-1 K */
+    CU_ASSERT_EQUAL(vt_kv_seq_fork(c, &src, &dst, NULL), VT_OK);
+    CU_ASSERT_EQUAL(dst.n_tokens, 6);
+    CU_ASSERT_EQUAL(dst.block_table[0], src.block_table[0]);
+    CU_ASSERT_NOT_EQUAL(dst.block_table[1], src.block_table[1]);
+    CU_ASSERT_EQUAL(((float *)c->k[1] + (size_t)dst.block_table[1] * c->block_bytes / sizeof(float))[3], 42.0f);
+    CU_ASSERT_EQUAL(c->blocks[src.block_table[0]].ref, 2);
+    vt_kv_seq_release(c, &src);
+    vt_kv_seq_release(c, &dst);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), c->num_blocks);
+    vt_kv_cache_free(c);
+}
+
+/* ---- through the engine ---- */
+
+#define PROMPT_LEN 40 /* two full blocks of 16 and a partial one */
+
+static void prompt_tokens(int32_t *p, int n, int32_t salt) {
+    for (int i = 0; i < n; i++) p[i] = 1 + (int32_t)((i * 37 + salt * 11) % 500);
+}
+
+/* An engine of `seqs` sequences on backend with the KV dtype. */
+static bool open_engine(vt_fixture *f, const char *model, const char *backend, int32_t kv, int seqs) {
+    memset(f, 0, sizeof *f);
+    vt_options o;
+    vt_fixture_options(&o, backend, kv);
+    if (vt_model_load(model, &f->model, &f->err) != VT_OK) return false;
+    const vt_engine_shape shape = {.all_logits = false, .max_seqs = seqs};
+    return vt_engine_create_shaped(&o, f->model, &shape, &f->engine, &f->err) == VT_OK;
+}
+
+/* Run one step of entries and copy entry `want`'s logits into out. */
+static bool step(vt_engine *e, const vt_step_entry *entries, int n, int want, float *out) {
+    vt_error err = {0};
+    if (vt_engine_step(e, entries, n, &err) != VT_OK) {
+        printf("\n  step: %s", err.msg);
+        return false;
+    }
+    const float *l = vt_engine_step_logits(e, want);
+    if (!l) return false;
+    memcpy(out, l, (size_t)e->model->hp.n_vocab * sizeof *out);
+    return true;
+}
+
+/* The same prompt's last logits: computed, then with its first 32 tokens
+ * from the cache (alone, beside a decoding sequence, and after the cache was
+ * evicted) are the same bits; then 8 greedy decode steps agree too. */
+static void check_hits_exact(const char *model, const char *backend, int32_t kv) {
+    vt_fixture f;
+    if (!open_engine(&f, model, backend, kv, 3)) {
+        printf("\n  %s on %s: %s", model, backend, f.err.msg);
+        CU_FAIL("engine");
+        vt_fixture_close(&f);
+        return;
+    }
+    vt_engine *e = f.engine;
+    CU_ASSERT_TRUE_FATAL(e->kv->prefix_cache); /* one backend for both plans: on */
+    const int32_t V = f.model->hp.n_vocab;
+    float *fresh = malloc((size_t)V * sizeof *fresh), *hit = malloc((size_t)V * sizeof *hit);
+    int32_t p[PROMPT_LEN], other[PROMPT_LEN];
+    prompt_tokens(p, PROMPT_LEN, 1);
+    prompt_tokens(other, PROMPT_LEN, 2);
+    /* computed whole */
+    vt_step_entry en = {0, p, PROMPT_LEN, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &en, 1, 0, fresh));
+    int32_t greedy_fresh[8], greedy_hit[8];
+    int32_t tok = vt_argmax(fresh, V);
+    for (int k = 0; k < 8; k++) {
+        greedy_fresh[k] = tok;
+        vt_step_entry d = {0, &tok, 1, true};
+        float *l = hit; /* scratch */
+        CU_ASSERT_TRUE_FATAL(step(e, &d, 1, 0, l));
+        tok = vt_argmax(l, V);
+    }
+    vt_engine_seq_release(e, 0);
+    /* a hit, alone */
+    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, p, PROMPT_LEN), 32);
+    vt_step_entry rest = {1, p + 32, PROMPT_LEN - 32, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &rest, 1, 0, hit));
+    CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
+    tok = vt_argmax(hit, V);
+    for (int k = 0; k < 8; k++) {
+        greedy_hit[k] = tok;
+        vt_step_entry d = {1, &tok, 1, true};
+        CU_ASSERT_TRUE_FATAL(step(e, &d, 1, 0, hit));
+        tok = vt_argmax(hit, V);
+    }
+    CU_ASSERT_EQUAL(memcmp(greedy_fresh, greedy_hit, sizeof greedy_hit), 0);
+    vt_engine_seq_release(e, 1);
+    /* a hit in the middle of a running batch: sequence 0 decodes another
+     * prompt in the same step as sequence 2 computes the rest of p */
+    vt_step_entry o0 = {0, other, PROMPT_LEN, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &o0, 1, 0, hit));
+    int32_t t0 = vt_argmax(hit, V);
+    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 2, p, PROMPT_LEN), 32);
+    const vt_step_entry both[2] = {{0, &t0, 1, true}, {2, p + 32, PROMPT_LEN - 32, true}};
+    CU_ASSERT_TRUE_FATAL(step(e, both, 2, 1, hit));
+    CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
+    vt_engine_seq_release(e, 0);
+    vt_engine_seq_release(e, 2);
+    /* after eviction: with the cache off every filed block is dropped, and
+     * computing p again (a miss) still gives the same bits */
+    vt_kv_cache_set_prefix_cache(e->kv, false);
+    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, p, PROMPT_LEN), 0);
+    vt_step_entry again = {1, p, PROMPT_LEN, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &again, 1, 0, hit));
+    CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
+    free(fresh);
+    free(hit);
+    vt_fixture_close(&f);
+}
+
+static const char *model_path(const char *name, char *buf, size_t size) {
+    const char *dir = vt_test_data_dir("test models");
+    snprintf(buf, size, "%s/models/%s.gguf", dir ? dir : ".", name);
+    return buf;
+}
+
+static void test_hits_exact_reference(void) {
+    char m[1024];
+    model_path("qwen3-tiny-q4_k_m", m, sizeof m);
+    const int32_t kvs[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
+    for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++) check_hits_exact(m, "reference", kvs[i]);
+}
+
+static void test_hits_exact_simd(void) {
+    if (!vt_test_simd_expected()) return; /* it said why */
+    char m[1024];
+    const char *models[] = {"qwen3-tiny-q4_k_m", "qwen3-tiny-f16", "qwen3moe-tiny-q4_k_m"};
+    const int32_t kvs[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
+    for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++)
+        for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++)
+            check_hits_exact(model_path(models[mi], m, sizeof m), "simd", kvs[i]);
+}
+
+/* The scheduler: a conversation's second turn (its first turn's prompt and
+ * answer, then more) takes the shared beginning from the cache, and every
+ * request's tokens, greedy and seeded, equal those with the cache off. */
+static void run_turns(const char *backend, bool cache, int32_t out[3][12], int64_t cached[3]) {
+    char m[1024];
+    vt_fixture f;
+    CU_ASSERT_TRUE_FATAL(open_engine(&f, model_path("qwen3-tiny-q4_k_m", m, sizeof m), backend, VT_F16, 2));
+    vt_kv_cache_set_prefix_cache(f.engine->kv, cache);
+    vt_sched *s = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_sched_create(f.engine, NULL, &s, &err), VT_OK);
+    int32_t system[48], turn[80];
+    prompt_tokens(system, 48, 3);
+    memcpy(turn, system, sizeof system);
+    prompt_tokens(turn + 48, 32, 4);
+    const struct {
+        const int32_t *prompt;
+        int64_t n;
+        float temp;
+    } reqs[3] = {{system, 48, 0}, {turn, 80, 0}, {turn, 80, 0.8f}};
+    for (int r = 0; r < 3; r++) {
+        vt_sched_request q = {.prompt = reqs[r].prompt, .n_prompt = reqs[r].n, .max_new_tokens = 12,
+                              .sampler = {reqs[r].temp, 0, 1.0f, 0.0f, 1234}};
+        uint64_t id;
+        CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q, &id, &err), VT_OK);
+        vt_sched_output o = {0};
+        int64_t got = 0;
+        while (o.state != VT_SCHED_FINISHED) {
+            CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, NULL, &err), VT_OK);
+            CU_ASSERT_EQUAL_FATAL(vt_sched_read(s, id, &o, &err), VT_OK);
+            for (int64_t k = 0; k < o.n_tokens && got < 12; k++) out[r][got++] = o.tokens[k];
+        }
+        cached[r] = o.n_cached;
+        CU_ASSERT_EQUAL(vt_sched_remove(s, id, &err), VT_OK);
+    }
+    vt_sched_free(s);
+    vt_fixture_close(&f);
+}
+
+static void test_scheduler_same_tokens(void) {
+    const char *backends[] = {"reference", "simd"};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !vt_test_simd_expected()) continue;
+        int32_t on[3][12], off[3][12];
+        int64_t cached_on[3], cached_off[3];
+        run_turns(backends[b], true, on, cached_on);
+        run_turns(backends[b], false, off, cached_off);
+        CU_ASSERT_EQUAL(memcmp(on, off, sizeof on), 0);
+        CU_ASSERT_EQUAL(cached_on[0], 0);
+        CU_ASSERT_EQUAL(cached_on[1], 48); /* the system prompt's 3 blocks */
+        CU_ASSERT_EQUAL(cached_on[2], 64); /* all but the last, partial block of the turn */
+        CU_ASSERT_EQUAL(cached_off[1], 0);
+    }
+}
+
+/* --explain says whether the cache is on, and why it is off: the setting,
+ * or plans whose phases compute differently (onednn's prefill matmuls). */
+static void test_explain_says_why(void) {
+    char m[1024], cmd[2400], *err = NULL;
+    model_path("qwen3-tiny-q4_k_m", m, sizeof m);
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi -n 1 --backend reference --explain", VT_CLI_PATH, m);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "prefix cache: on (kv_cache.prefix_cache from default)") : NULL);
+    free(err);
+    err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi -n 1 --backend reference --explain --no-prefix-cache",
+             VT_CLI_PATH, m);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "prefix cache: off (kv_cache.prefix_cache = 0 from cli)") : NULL);
+    free(err);
+    if (!vt_test_onednn_expected()) return; /* it said why */
+    err = NULL;
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -p hi -n 1 --backend onednn --explain", VT_CLI_PATH, m);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "prefix cache: off: the prefill and decode plans compute") : NULL);
+    free(err);
+}
+
+int main(void) {
+    static CU_TestInfo pool_tests[] = {
+        {"chain keys and reference counts", test_chain_and_refcounts},
+        {"eviction order, reclaim before refusing, caching off", test_eviction_order_and_reclaim},
+        {"a fork shares full blocks, copies the partial one", test_fork_shares_full_blocks},
+        CU_TEST_INFO_NULL,
+    };
+    static CU_TestInfo engine_tests[] = {
+        {"hits are bit-identical: reference, every KV dtype", test_hits_exact_reference},
+        {"hits are bit-identical: simd, every KV dtype, dense and MoE", test_hits_exact_simd},
+        {"scheduler: the same tokens with the cache on and off", test_scheduler_same_tokens},
+        {"--explain says whether it is on, and why not", test_explain_says_why},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("prefix cache: the pool", setup, teardown, pool_tests);
+    vt_test_add_suite("prefix cache: the engine", NULL, NULL, engine_tests);
+    return vt_test_run();
+}
