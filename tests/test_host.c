@@ -6,6 +6,7 @@
  * this binary as a child with a mode argument and the variable set. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,40 @@ static void test_parallel_for_uses_the_pool(void) {
     h->parallel_for(0, 1, record, &r); /* nothing: no call */
     CU_ASSERT_EQUAL(atomic_load(&r.items), 3000);
     vt_threadpool_destroy(pool);
+}
+
+/* parallel_for_on (1.4) runs on the pool of the table it is handed,
+ * whatever pool is current on the calling thread; the 1.0 entry runs on the
+ * current one. Two engines' tables, one thread. */
+static void test_parallel_for_on_uses_the_tables_pool(void) {
+    vt_threadpool *one, *three;
+    CU_ASSERT_EQUAL_FATAL(vt_threadpool_create(1, &one, NULL), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_threadpool_create(3, &three, NULL), VT_OK);
+    vt_host a, b;
+    vt_host_init(&a, one);
+    vt_host_init(&b, three); /* three is now the thread's current pool */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a.parallel_for_on);
+    int all_masks = 0;
+    for (int i = 0; i < 200; i++) {
+        thread_record r = {0};
+        vt_host_parallel_for(&a, 3000, 1, record, &r);
+        CU_ASSERT_EQUAL(atomic_load(&r.items), 3000);
+        CU_ASSERT_EQUAL(atomic_load(&r.mask), 1); /* a's pool: thread 0 alone */
+        thread_record c = {0};
+        a.parallel_for(3000, 1, record, &c); /* the 1.0 entry: the current pool, three */
+        all_masks |= atomic_load(&c.mask);
+    }
+    CU_ASSERT(all_masks & ~1);
+    /* an old plugin's view of the table (struct_size of 1.3): the 1.0 entry */
+    vt_host old = a;
+    old.struct_size = (uint32_t)offsetof(vt_host, parallel_for_on);
+    thread_record r = {0};
+    vt_host_parallel_for(&old, 3000, 1, record, &r);
+    CU_ASSERT_EQUAL(atomic_load(&r.items), 3000);
+    vt_host_release_pool(three);
+    vt_host_release_pool(one);
+    vt_threadpool_destroy(three);
+    vt_threadpool_destroy(one);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -237,6 +272,7 @@ int main(int argc, char **argv) {
     static CU_TestInfo tests[] = {
         {"the table has every field and the runtime's ABI", test_table_fields},
         {"parallel_for runs on the current pool", test_parallel_for_uses_the_pool},
+        {"parallel_for_on runs on its table's pool, whatever is current", test_parallel_for_on_uses_the_tables_pool},
         {"alloc honours the alignment", test_alloc_alignment},
         {"the n-th alloc fails when asked to, once", test_alloc_failure_injection},
         {"VT_FAIL_ALLOC_AT fails the n-th alloc of a process", test_fail_alloc_env},

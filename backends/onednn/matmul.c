@@ -161,7 +161,7 @@ static vt_status run_omp(matmul_job *job) {
         if (job->dtype != VT_F32) {
             dequant_job d = {.job = job, .n0 = n0, .buf = worker->tile};
             atomic_init(&d.status, VT_OK);
-            ctx->host->parallel_for(nt, 8, dequant_task, &d);
+            vt_host_parallel_for(ctx->host, nt, 8, dequant_task, &d);
             if (atomic_load(&d.status) != VT_OK) return (vt_status)atomic_load(&d.status);
             wt = worker->tile;
         }
@@ -210,6 +210,6 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
 
     if (ctx->threading == ONEDNN_THREADING_OMP) return run_omp(&job);
     int64_t n_tiles = (job.n + job.rows - 1) / job.rows;
-    ctx->host->parallel_for(n_tiles, 1, tiles_task, &job);
+    vt_host_parallel_for(ctx->host, n_tiles, 1, tiles_task, &job);
     return (vt_status)atomic_load(&job.status);
 }

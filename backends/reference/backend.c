@@ -30,7 +30,7 @@ void ref_scratch_free(const ref_ctx *c, ref_scratch *s) {
 
 void ref_parallel(const ref_ctx *c, int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
     if (n <= 0) return;
-    c->host->parallel_for(n, grain < 1 ? 1 : grain, fn, arg);
+    vt_host_parallel_for(c->host, n, grain < 1 ? 1 : grain, fn, arg);
 }
 
 /* ---- the table ---- */

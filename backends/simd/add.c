@@ -40,6 +40,6 @@ vt_status simd_add(void *opaque, const vt_node *node) {
     if (M * N < 32768)
         add_rows(&t, 0, M, 0);
     else
-        ctx->host->parallel_for(M, 1, add_rows, &t);
+        vt_host_parallel_for(ctx->host, M, 1, add_rows, &t);
     return VT_OK;
 }

@@ -72,6 +72,6 @@ vt_status simd_convert(void *opaque, const vt_node *node) {
     if (n <= 4 * PIECE)
         convert_pieces(&t, 0, n, 0);
     else
-        ctx->host->parallel_for(n, PIECE, convert_pieces, &t);
+        vt_host_parallel_for(ctx->host, n, PIECE, convert_pieces, &t);
     return VT_OK;
 }

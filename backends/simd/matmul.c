@@ -194,7 +194,7 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
     if (M == 1)
         quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
     else
-        ctx->host->parallel_for(M, 1, quantize_rows, &q);
+        vt_host_parallel_for(ctx->host, M, 1, quantize_rows, &q);
     act->qs = q.qs;
     act->d = q.d;
     act->bsums = kind == SIMD_ACT_Q8_K16H ? NULL : q.bsums;

@@ -50,7 +50,7 @@ vt_status simd_moe_combine(void *opaque, const vt_node *node) {
     simd_ctx *ctx = opaque;
     combine_task t = {node, node->src[0].ne[0], node->src[1].ne[0], node->src[2].ne[0], 0};
     const int64_t T = node->src[1].ndim > 1 ? node->src[1].ne[1] : 1;
-    if (T > 0) ctx->host->parallel_for(T, 4, combine_rows, &t);
+    if (T > 0) vt_host_parallel_for(ctx->host, T, 4, combine_rows, &t);
     if (t.bad_id) {
         ctx->host->log(VT_LOG_ERROR, SIMD_BACKEND_NAME, "moe_combine: an expert id is outside 0..%lld",
                        (long long)t.NE - 1);

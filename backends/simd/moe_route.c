@@ -31,6 +31,6 @@ vt_status simd_moe_route(void *opaque, const vt_node *node) {
     simd_ctx *ctx = opaque;
     route_task t = {node->src[0].data, node->dst.data, node->src[0].ne[0], node->dst.ne[0]};
     const int64_t T = node->src[0].ndim > 1 ? node->src[0].ne[1] : 1;
-    if (T > 0) ctx->host->parallel_for(T, 16, route_rows, &t);
+    if (T > 0) vt_host_parallel_for(ctx->host, T, 16, route_rows, &t);
     return VT_OK;
 }

@@ -102,7 +102,7 @@ vt_status simd_prepare_weight(void *opaque, const vt_weight_offer *offer, vt_pre
     const size_t src_matrix_bytes = ctx->host->row_size(w->dtype, K) * (size_t)N;
     for (int64_t e = 0; e < n_matrices; e++) {
         prepare_task t = {f, (const char *)w->data + (size_t)e * src_matrix_bytes, K, N, (char *)copy + (size_t)e * slice};
-        ctx->host->parallel_for(f->units(N), 1, prepare_units, &t);
+        vt_host_parallel_for(ctx->host, f->units(N), 1, prepare_units, &t);
     }
     out->data = copy;
     out->bytes = bytes;

@@ -56,6 +56,6 @@ vt_status simd_rms_norm(void *opaque, const vt_node *node) {
     if (R * D < 16384)
         rms_rows(&t, 0, R, 0); /* a decode step's norm: not worth waking the pool */
     else
-        ctx->host->parallel_for(R, 1, rms_rows, &t);
+        vt_host_parallel_for(ctx->host, R, 1, rms_rows, &t);
     return VT_OK;
 }

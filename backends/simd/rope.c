@@ -101,6 +101,6 @@ vt_status simd_rope(void *opaque, const vt_node *node) {
     if (T == 1)
         rope_tokens(&t, 0, 1, 0);
     else
-        ctx->host->parallel_for(T, 1, rope_tokens, &t);
+        vt_host_parallel_for(ctx->host, T, 1, rope_tokens, &t);
     return VT_OK;
 }

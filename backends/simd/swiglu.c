@@ -34,6 +34,6 @@ vt_status simd_swiglu(void *opaque, const vt_node *node) {
     if (n < 16384)
         swiglu_range(&t, 0, n, 0);
     else
-        ctx->host->parallel_for(n, 4096, swiglu_range, &t); /* chunk bounds need not be multiples of 8 */
+        vt_host_parallel_for(ctx->host, n, 4096, swiglu_range, &t); /* chunk bounds need not be multiples of 8 */
     return VT_OK;
 }

@@ -38,5 +38,5 @@ void simd_dynamic_for(simd_ctx *ctx, int64_t n, int64_t chunk, vt_range_fn fn, v
     }
     work_queue q = {.n = n, .chunk = chunk, .fn = fn, .arg = arg};
     atomic_init(&q.next, 0);
-    ctx->host->parallel_for(ctx->n_threads, 1, drain, &q);
+    vt_host_parallel_for(ctx->host, ctx->n_threads, 1, drain, &q);
 }

@@ -25,7 +25,7 @@ typedef struct vt_engine {
     vt_options opt;
     vt_model *model;          /* borrowed */
     vt_threadpool *pool;
-    vt_host host_table;       /* this engine's host services (its pool's thread count) */
+    vt_host host_table;       /* this engine's host services, on its pool */
     const vt_host *host;      /* &host_table */
     vt_registry *registry;
     int32_t preferred;        /* registry indices */

@@ -137,13 +137,20 @@ static void host_free(void *ptr) { free(ptr); }
  * everything on the caller. */
 static _Thread_local vt_threadpool *current_pool;
 
-static void host_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
-    vt_threadpool *pool = current_pool;
+static void run_on(vt_threadpool *pool, int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
     if (pool) {
         vt_threadpool_parallel_for(pool, n, grain, fn, arg);
     } else if (n > 0) {
         fn(arg, 0, n, 0);
     }
+}
+
+static void host_parallel_for(int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
+    run_on(current_pool, n, grain, fn, arg);
+}
+
+static void host_parallel_for_on(const vt_host *self, int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
+    run_on(self ? self->runtime_ctx : NULL, n, grain, fn, arg);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -175,10 +182,15 @@ static vt_host host_table = {
     .row_size = host_row_size,
     .block_length = host_block_length,
     .dtype_name = host_dtype_name,
+    .parallel_for_on = host_parallel_for_on,
 };
+
+/* vt_host_get's table, for tools and tests driving one pool from one thread. */
+static vt_host process_table;
 
 void vt_host_release_pool(vt_threadpool *pool) {
     if (current_pool == pool) current_pool = NULL;
+    if (process_table.runtime_ctx == pool) process_table.runtime_ctx = NULL;
 }
 
 void vt_host_use(vt_threadpool *pool) { current_pool = pool; }
@@ -186,11 +198,11 @@ void vt_host_use(vt_threadpool *pool) { current_pool = pool; }
 void vt_host_init(vt_host *table, vt_threadpool *pool) {
     *table = host_table;
     table->n_threads = vt_threadpool_n_threads(pool);
+    table->runtime_ctx = pool;
     vt_host_use(pool);
 }
 
 const vt_host *vt_host_get(vt_threadpool *pool) {
-    vt_host_use(pool);
-    host_table.n_threads = vt_threadpool_n_threads(pool);
-    return &host_table;
+    vt_host_init(&process_table, pool);
+    return &process_table;
 }

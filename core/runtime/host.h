@@ -6,13 +6,17 @@
 #include "threadpool.h"
 #include "vt/vt_backend.h"
 
-/* host->parallel_for is a plain function pointer, so the pool it uses is the
- * calling thread's current pool: each engine makes its pool current on the
- * thread that drives it (vt_host_use, on every eval and step), and two
- * engines driven from two threads each run on their own. */
+/* Every engine runs its backends' ops on its own pool, whichever thread
+ * drives it: its host table carries the pool (runtime_ctx), and backends of
+ * ABI 1.4 pass the table back to parallel_for_on. Plugins built
+ * before 1.4 call the context-free parallel_for, which runs on the calling
+ * thread's current pool: each engine makes its pool current on every eval
+ * and step (vt_host_use), so they too run on the engine's own pool as long
+ * as they call it from the thread the runtime called them on. */
 
 /* Fill `table` (owned by the caller, e.g. an engine, for as long as its
- * backends live) for `pool`: n_threads is the pool's. Makes pool current. */
+ * backends live) for `pool`: n_threads and parallel_for_on are the pool's.
+ * Makes pool current. */
 void vt_host_init(vt_host *table, vt_threadpool *pool);
 /* Make pool the calling thread's current pool (NULL: run on the caller). */
 void vt_host_use(vt_threadpool *pool);

@@ -12,9 +12,11 @@
  * Errors: every call that can fail returns a vt_status and writes a one-line
  * message to err (err_size bytes, may be 0); vt_status_name() names a status.
  *
- * Threads: a session is used from one thread at a time; sessions are
- * independent but share the process's one thread pool binding, so open and
- * use them from one thread. The log functions may be called from any thread.
+ * Threads: a session is used from one thread at a time. Sessions (and
+ * batches) are independent: each has its own thread pool, its backends run
+ * on that pool whichever thread drives it, so different sessions may be used
+ * from different threads at once. The log functions may be called from any
+ * thread.
  *
  * libvt exports exactly the functions declared here (VT_API); the rest of the
  * library is hidden. */

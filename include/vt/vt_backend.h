@@ -54,7 +54,9 @@
  * table: such a backend does not say). 1.4 adds the mixture-of-experts ops
  * MOE_ROUTE, MOE_MATMUL and MOE_COMBINE (their pointers appended to
  * vt_backend, vt_moe_params in vt_node.params); a plugin of an earlier minor
- * is never offered them and runs every other node as before.
+ * is never offered them and runs every other node as before. 1.4 also
+ * appends vt_host.parallel_for_on: the pool of the host's own engine,
+ * passed explicitly instead of through the calling thread.
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -230,11 +232,11 @@ typedef struct vt_host {
     void *(*alloc)(size_t size, size_t alignment);
     void (*free)(void *ptr);
     /* Split [0, n) into chunks of at least `grain` items and run fn on them
-     * over the runtime's threads; returns when all are done. Call it from an
-     * op (or init), on the thread the runtime called you on: it runs on the
-     * thread pool of the engine that thread is driving, so engines driven
-     * from different threads each use their own. Not reentrant: do not call
-     * it from inside a task. */
+     * over the runtime's threads; returns when all are done. The 1.0 entry:
+     * it runs on the pool of the engine the calling thread last drove, so
+     * call it only from the thread the runtime called you on. From 1.4 use
+     * parallel_for_on (vt_host_parallel_for below picks it when there).
+     * Not reentrant: do not call it from inside a task. */
     void (*parallel_for)(int64_t n, int64_t grain, vt_range_fn fn, void *arg);
     /* Row conversion between any dtype of vt_types.h and f32. n is a count of
      * elements and must be a multiple of the dtype's block length. from_f32
@@ -246,7 +248,24 @@ typedef struct vt_host {
     size_t (*row_size)(int32_t dtype, int64_t n);
     int64_t (*block_length)(int32_t dtype);
     const char *(*dtype_name)(int32_t dtype);
+
+    /* 1.4: parallel_for on the pool of the engine this table belongs to
+     * (the host your init received; each engine has its own), whatever
+     * thread calls it. Pass the table back as self. Not reentrant. */
+    void (*parallel_for_on)(const struct vt_host *self, int64_t n, int64_t grain, vt_range_fn fn, void *arg);
+    /* 1.4: the runtime's own context behind parallel_for_on (its engine's
+     * pool). Opaque: never read or change it. */
+    void *runtime_ctx;
 } vt_host;
+
+/* parallel_for on host's own pool where the runtime offers that (1.4),
+ * else through the 1.0 entry. */
+static inline void vt_host_parallel_for(const vt_host *host, int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
+    if (host->struct_size >= offsetof(vt_host, parallel_for_on) + sizeof host->parallel_for_on && host->parallel_for_on)
+        host->parallel_for_on(host, n, grain, fn, arg);
+    else
+        host->parallel_for(n, grain, fn, arg);
+}
 
 typedef struct vt_backend_config {
     uint32_t struct_size;

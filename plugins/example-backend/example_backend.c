@@ -156,7 +156,7 @@ static vt_status example_rms_norm(void *ctx, const vt_node *node) {
     /* Spread rows over the runtime's threads (the calling thread included).
      * A grain of 4 rows keeps tiny decode calls from paying for a hand-off.
      * Never start threads of your own. */
-    c->host->parallel_for(rows, 4, rms_norm_rows, &task);
+    vt_host_parallel_for(c->host, rows, 4, rms_norm_rows, &task);
     return VT_OK;
 }
 
