@@ -245,5 +245,13 @@ int64_t vt_model_bytes_per_token(const vt_model *m) {
     for (int64_t i = 0; i < vt_gguf_n_tensors(m->gguf); i++) total += (int64_t)vt_gguf_tensor_at(m->gguf, i)->nbytes;
     if (m->output != m->tok_embd) /* the embedding is read one row per token, not whole */
         total -= (int64_t)m->tok_embd->nbytes - (int64_t)(m->tok_embd->nbytes / (size_t)m->hp.n_vocab);
+    /* a token reads only its experts: n_expert_used of each stack's n_expert matrices */
+    for (int il = 0; il < m->hp.n_layer && m->hp.n_expert > 0; il++) {
+        const vt_gguf_tensor *stacks[3] = {m->layers[il].ffn_gate_exps, m->layers[il].ffn_up_exps,
+                                           m->layers[il].ffn_down_exps};
+        for (int k = 0; k < 3; k++)
+            if (stacks[k])
+                total -= (int64_t)stacks[k]->nbytes / m->hp.n_expert * (m->hp.n_expert - m->hp.n_expert_used);
+    }
     return total;
 }

@@ -70,7 +70,8 @@ vt_status vt_model_load(const char *path, vt_model **out, vt_error *err);
 void vt_model_free(vt_model *m);
 
 /* Bytes of weights one decoded token reads (every matrix once; the embedding
- * only one row unless it is also the output matrix). */
+ * only one row unless it is also the output matrix; of a mixture of
+ * experts, the experts one token uses). */
 int64_t vt_model_bytes_per_token(const vt_model *m);
 
 #endif
