@@ -3,7 +3,9 @@
  *   - batch invariance: a sequence's logits and greedy tokens are bit for bit
  *     the same alone and in a step beside three other sequences (prefill and
  *     decode), on the reference and on simd — a token's experts and result do
- *     not depend on the other tokens of the step;
+ *     not depend on the other tokens of the step; and through the public
+ *     batching API (vt_batch), four requests batched generate the tokens each
+ *     generates alone through vt_session;
  *   - every KV-cache dtype (f32, f16, bf16, q8_0) completes a prefill and a
  *     greedy decode on the reference and on simd, the cache in that dtype;
  *   - --explain places moe_route / moe_matmul / moe_combine on simd with
@@ -23,6 +25,7 @@
 #include "model.h"
 #include "quant.h"
 #include "util.h"
+#include "vt/vt.h"
 
 #if VT_TEST_MOE_SERVE
 #include "serve_client.h"
@@ -145,6 +148,76 @@ static void test_reference_batch_invariance(void) { together("reference"); }
 
 static void test_simd_batch_invariance(void) {
     if (vt_test_simd_expected()) together("simd");
+}
+
+/* Through include/vt/vt.h: four requests in one vt_batch, stepped to the end,
+ * against each alone through a vt_session with the same settings. */
+#define MAX_GEN 16
+static void public_batch(const char *backend) {
+    char be[64];
+    snprintf(be, sizeof be, "runtime.backend=%s", backend);
+    const char *const settings[] = {be, "runtime.threads=2", "runtime.max_seqs=4", "kv_cache.ctx_size=256", NULL};
+    const vt_session_options o = {sizeof o, NULL, settings, false};
+    char err[512] = "";
+    vt_batch *b = NULL;
+    if (vt_batch_open(model_path, &o, &b, err, sizeof err) != VT_OK) printf("\n  vt_batch_open: %s\n", err);
+    CU_ASSERT_FATAL(b != NULL);
+    int32_t stop[16];
+    const size_t n_stop = vt_batch_default_stop_ids(b, stop, 16);
+    uint64_t ids[N_SEQS];
+    for (int i = 0; i < N_SEQS; i++) {
+        vt_batch_request r;
+        vt_batch_request_init(&r);
+        r.ids = prompts[i];
+        r.n_ids = (size_t)prompt_len[i];
+        r.max_new_tokens = MAX_GEN;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[i], err, sizeof err), VT_OK);
+    }
+    int32_t got[N_SEQS][MAX_GEN];
+    int64_t n_got[N_SEQS] = {0};
+    int max_running = 0;
+    for (int guard = 0; guard < 1000; guard++) {
+        int32_t n_seqs = -1;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
+        if (n_seqs > max_running) max_running = n_seqs;
+        for (int i = 0; i < N_SEQS; i++) {
+            vt_batch_output out;
+            CU_ASSERT_EQUAL_FATAL(vt_batch_read(b, ids[i], &out, err, sizeof err), VT_OK);
+            CU_ASSERT_FATAL(n_got[i] + (int64_t)out.n_tokens <= MAX_GEN);
+            memcpy(got[i] + n_got[i], out.tokens, out.n_tokens * sizeof *out.tokens);
+            n_got[i] += (int64_t)out.n_tokens;
+        }
+        if (n_seqs == 0) break;
+    }
+    CU_ASSERT_EQUAL(max_running, N_SEQS); /* all four ran in the same steps */
+    vt_batch_close(b);
+    int same = 0;
+    for (int i = 0; i < N_SEQS; i++) {
+        vt_session *s = NULL;
+        CU_ASSERT_EQUAL_FATAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_OK);
+        int32_t want[MAX_GEN];
+        int64_t n = 0;
+        vt_status st = vt_session_eval(s, prompts[i], (size_t)prompt_len[i], err, sizeof err);
+        while (st == VT_OK && n < MAX_GEN) {
+            const int32_t t = argmax(vt_session_logits(s, 0));
+            want[n++] = t;
+            bool stops = false;
+            for (size_t k = 0; k < n_stop; k++) stops |= stop[k] == t;
+            if (stops || n == MAX_GEN) break;
+            st = vt_session_eval(s, &t, 1, err, sizeof err);
+        }
+        CU_ASSERT_EQUAL(st, VT_OK);
+        vt_session_close(s);
+        same += n_got[i] == n && memcmp(got[i], want, (size_t)n * sizeof *want) == 0;
+    }
+    printf("\n  %s: vt_batch of %d requests, %d generate the tokens they generate alone", backend, N_SEQS, same);
+    CU_ASSERT_EQUAL(same, N_SEQS);
+}
+
+static void test_reference_public_batch(void) { public_batch("reference"); }
+
+static void test_simd_public_batch(void) {
+    if (vt_test_simd_expected()) public_batch("simd");
 }
 
 /* ---- KV-cache levers ---- */
@@ -295,6 +368,8 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"reference: a sequence alone = beside 3 others, bit for bit", test_reference_batch_invariance},
         {"simd: a sequence alone = beside 3 others, bit for bit", test_simd_batch_invariance},
+        {"reference: vt_batch of 4 requests = each alone through vt_session", test_reference_public_batch},
+        {"simd: vt_batch of 4 requests = each alone through vt_session", test_simd_public_batch},
         {"reference: every KV-cache dtype completes prefill and greedy decode", test_kv_levers_reference},
         {"simd: every KV-cache dtype completes prefill and greedy decode", test_kv_levers_simd},
         {"--backend simd: the MoE nodes run on simd", test_explain_simd_runs_the_moe_ops},
