@@ -788,10 +788,10 @@ static void test_synth_cli(void) {
     CU_ASSERT_EQUAL(m->layers[0].wq->dtype, VT_F16);
     vt_model_free(m);
 
-    /* a mixture of experts from explicit sizes */
+    /* a mixture of experts from explicit sizes (--n-ff optional) */
     vt_test_tmpfile(path, sizeof path, "cli-moe.gguf");
     snprintf(cmd, sizeof cmd,
-             "'%s' synth --arch qwen3moe --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 96 --n-expert 4 "
+             "'%s' synth --arch qwen3moe --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-expert 4 "
              "--n-expert-used 2 --n-ff-exp 32 --type f32 -o '%s'",
              VT_CLI_PATH, path);
     err = NULL;
@@ -801,6 +801,7 @@ static void test_synth_cli(void) {
     CU_ASSERT_FATAL(vt_model_load(path, &m, &e) == VT_OK);
     CU_ASSERT_STRING_EQUAL(m->hp.arch_name, "qwen3moe");
     CU_ASSERT(m->hp.n_expert == 4 && m->hp.n_expert_used == 2 && m->hp.n_ff_exp == 32);
+    CU_ASSERT_EQUAL(m->hp.n_ff, 64); /* no --n-ff: the chosen experts' width, 2 x 32 */
     CU_ASSERT(m->layers[1].ffn_up_exps && m->layers[1].ffn_up_exps->ne[1] == 32 && !m->layers[1].ffn_up);
     vt_model_free(m);
     /* the expert flags are checked, and the error names the flag */

@@ -465,7 +465,9 @@ static void test_qwen3moe(void) {
         p.n_expert_used = 2;
         p.n_ff_exp = 256;
         p.random_blocks = random;
+        if (random) p.n_ff = 0; /* metadata only: defaults to n_ff_exp x n_expert_used */
         vt_gguf *g = write_and_open(&p, random ? "moe-rb.gguf" : "moe.gguf");
+        CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "feed_forward_length"), 512); /* given, or 256 x 2 */
         CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "expert_count"), 8);
         CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "expert_used_count"), 2);
         CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "expert_feed_forward_length"), 256);

@@ -25,7 +25,8 @@ static void help(void) {
            "      --n-ff F, --vocab V (default 512; >= 259 with the built-in vocabulary)\n"
            "      --n-expert NE, --n-expert-used U (1..NE), --n-ff-exp FE\n"
            "                           qwen3moe (required with it): experts per layer, experts per token,\n"
-           "                           an expert's FFN width (--n-ff is then metadata only)\n"
+           "                           an expert's FFN width (--n-ff is then optional metadata, default\n"
+           "                           FE x U)\n"
            "      --vocab-from FILE    copy the tokenizer of this GGUF (the vocabulary size follows it)\n"
            "      --type T             f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (default q4_k_m).\n"
            "                           q4_k_m/q5_k_m are llama-quantize's mixes: Q6_K for the output matrix\n"
@@ -127,7 +128,9 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
         if (!o->arch)
             return vt_fail(err, VT_ERR_INVALID,
                            "synth: give --shape NAME, or --arch and the sizes (see vt synth --help)");
-        for (size_t r = 0; r < sizeof required / sizeof *required; r++)
+        /* a mixture of experts has no dense FFN: --n-ff is optional metadata there */
+        size_t n_required = sizeof required / sizeof *required - (strcmp(o->arch, "qwen3moe") == 0);
+        for (size_t r = 0; r < n_required; r++)
             for (size_t k = 0; k < N_INT_FLAGS; k++)
                 if (strcmp(int_flags[k].flag, required[r]) == 0 && !o->has[k])
                     return vt_fail(err, VT_ERR_INVALID, "synth: %s is required without --shape", required[r]);

@@ -306,7 +306,10 @@ static void write_hparams(vt_gguf_writer *w, const vt_synth_params *p, int32_t h
     vt_gguf_writer_set_u32(w, K("context_length"), (uint32_t)(p->n_ctx > 0 ? p->n_ctx : 4096));
     vt_gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)p->n_embd);
     vt_gguf_writer_set_u32(w, K("block_count"), (uint32_t)p->n_layer);
-    vt_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)p->n_ff);
+    /* a mixture of experts has no dense FFN: without n_ff, the width a token's
+     * chosen experts add up to (6144 = 8 x 768 for Qwen3-30B-A3B, as its file says) */
+    int64_t n_ff = p->n_ff > 0 ? p->n_ff : (int64_t)p->n_ff_exp * p->n_expert_used;
+    vt_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)n_ff);
     vt_gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)p->n_head);
     vt_gguf_writer_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
     vt_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), eps);
@@ -340,7 +343,8 @@ static vt_status check_params(const vt_synth_params *p, int32_t *head_dim, vt_er
         return vt_fail(err, VT_ERR_INVALID,
                        "synth: unknown type '%s' (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)",
                        p->type ? p->type : "");
-    if (p->n_embd <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || p->n_ff <= 0 ||
+    const bool moe = p->arch && !strcmp(p->arch, "qwen3moe");
+    if (p->n_embd <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || p->n_ff < (moe ? 0 : 1) ||
         p->head_dim < 0 || p->n_ctx < 0 || p->n_layer > 100000)
         return vt_fail(err, VT_ERR_INVALID,
                        "synth: bad shape (n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, n_ctx "
@@ -352,7 +356,7 @@ static vt_status check_params(const vt_synth_params *p, int32_t *head_dim, vt_er
     if (p->head_dim == 0 && p->n_embd % p->n_head != 0)
         return vt_fail(err, VT_ERR_INVALID, "synth: n_embd %d is not a multiple of n_head %d (set head_dim)",
                        p->n_embd, p->n_head);
-    if (!strcmp(p->arch, "qwen3moe")) {
+    if (moe) {
         if (p->n_expert <= 0 || p->n_ff_exp <= 0 || p->n_expert > 1 << 16)
             return vt_fail(err, VT_ERR_INVALID, "synth: qwen3moe needs n_expert (%d) and n_ff_exp (%d) > 0",
                            p->n_expert, p->n_ff_exp);

@@ -21,7 +21,8 @@ typedef struct vt_synth_params {
     int32_t n_head;
     int32_t n_head_kv;
     int32_t head_dim;  /* 0 = n_embd / n_head (qwen3 writes attention.key_length) */
-    int32_t n_ff;      /* qwen3moe: feed_forward_length metadata only (no dense FFN tensors) */
+    int32_t n_ff;      /* qwen3moe: feed_forward_length metadata only (no dense FFN tensors);
+                        * 0 there = n_ff_exp * n_expert_used */
     int32_t n_expert;      /* qwen3moe: experts per layer */
     int32_t n_expert_used; /* qwen3moe: experts per token, 1..n_expert */
     int32_t n_ff_exp;      /* qwen3moe: an expert's feed-forward width */
