@@ -788,6 +788,48 @@ static void test_synth_cli(void) {
     CU_ASSERT_EQUAL(m->layers[0].wq->dtype, VT_F16);
     vt_model_free(m);
 
+    /* a mixture of experts from explicit sizes (--n-ff optional) */
+    vt_test_tmpfile(path, sizeof path, "cli-moe.gguf");
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth --arch qwen3moe --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-expert 4 "
+             "--n-expert-used 2 --n-ff-exp 32 --type f32 -o '%s'",
+             VT_CLI_PATH, path);
+    err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT(err && strstr(err, "4 experts (2 used) of 32") != NULL);
+    free(err);
+    CU_ASSERT_FATAL(vt_model_load(path, &m, &e) == VT_OK);
+    CU_ASSERT_STRING_EQUAL(m->hp.arch_name, "qwen3moe");
+    CU_ASSERT(m->hp.n_expert == 4 && m->hp.n_expert_used == 2 && m->hp.n_ff_exp == 32);
+    CU_ASSERT_EQUAL(m->hp.n_ff, 64); /* no --n-ff: the chosen experts' width, 2 x 32 */
+    CU_ASSERT(m->layers[1].ffn_up_exps && m->layers[1].ffn_up_exps->ne[1] == 32 && !m->layers[1].ffn_up);
+    vt_model_free(m);
+    /* the expert flags are checked, and the error names the flag */
+    static const struct {
+        const char *args, *says;
+    } moe_bad[] = {
+        {"--n-expert 4 --n-expert-used 5 --n-ff-exp 32", "--n-expert-used"},
+        {"--n-expert 4 --n-expert-used 0 --n-ff-exp 32", "--n-expert-used"},
+        {"--n-expert-used 2 --n-ff-exp 32", "--n-expert is required"},
+        {"--n-expert 4 --n-expert-used 2", "--n-ff-exp is required"},
+    };
+    for (size_t i = 0; i < sizeof moe_bad / sizeof *moe_bad; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "'%s' synth --arch qwen3moe --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 96 %s "
+                 "-o /dev/null",
+                 VT_CLI_PATH, moe_bad[i].args);
+        err = NULL;
+        CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 2);
+        if (!err || !strstr(err, moe_bad[i].says)) fprintf(stderr, "\n%s: %s\n", moe_bad[i].args, err ? err : "");
+        CU_ASSERT(err && strstr(err, moe_bad[i].says) != NULL);
+        free(err);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' synth --shape tiny --n-expert 4 -o /dev/null", VT_CLI_PATH);
+    err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 2);
+    CU_ASSERT(err && strstr(err, "--n-expert needs --arch qwen3moe") != NULL);
+    free(err);
+
     /* errors: no -o, no shape and no sizes, an unknown type */
     const char *bad[] = {"synth --shape tiny", "synth --arch qwen3 -o /dev/null",
                          "synth --shape tiny --type q3_k -o /dev/null", "synth --shape huge -o /dev/null"};

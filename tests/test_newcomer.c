@@ -244,7 +244,8 @@ static void test_ctx_past_training_warns_once(void) {
 }
 
 /* vt info opens with a summary naming the file type; vt tokenize shows each
- * token's text unless --raw; vt backends marks the default backend. */
+ * token's text unless --raw; vt backends marks the default backend. A
+ * mixture of experts' summary names its experts and active parameters. */
 static void test_info_tokenize_backends(void) {
     const char *dir = vt_test_data_dir("test models");
     char q4[1024], bpe[1024];
@@ -258,6 +259,18 @@ static void test_info_tokenize_backends(void) {
     CU_ASSERT(has(info.out, "general.file_type = 15 (Q4_K_M)"));
     /* the summary comes before the tables */
     CU_ASSERT(strstr(info.out, "summary:") < strstr(info.out, "metadata:"));
+    CU_ASSERT(!strstr(info.out, "mixture") && !strstr(info.out, "active per token"));
+    /* a mixture of experts: its experts, and the parameters a token reads (the
+     * fixture's 3 expert stacks x 2 layers hold 3145728 parameters, of which a
+     * token uses 2 of 8 experts: 3.68 M - 3145728 * 6/8 = 1.32 M) */
+    char moe[1024];
+    snprintf(moe, sizeof moe, "%s/models/qwen3moe-tiny-q4_k_m.gguf", dir);
+    result moe_info = run("", "info '%s'", moe);
+    CU_ASSERT_EQUAL(moe_info.rc, 0);
+    CU_ASSERT(has(moe_info.out, "summary: qwen3moe model \"qwen3moe-tiny\", 2 layers, 256 wide, mixture of 8 experts, "
+                                "2 used per token, expert FFN 256, 3.68 M parameters (1.32 M active per token); "
+                                "weights Q4_K_M"));
+    result_free(&moe_info);
     result text = run("", "tokenize -m '%s' --no-bos 'Hello world'", bpe);
     result raw = run("", "tokenize -m '%s' --no-bos --raw 'Hello world'", bpe);
     CU_ASSERT_EQUAL(text.rc, 0);

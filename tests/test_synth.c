@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "model.h"
 #include "quant.h"
 #include "synth.h"
 #include "util.h"
@@ -453,6 +454,92 @@ static void test_vocab_from(void) {
     vt_gguf_close(g);
 }
 
+/* qwen3moe: the expert keys, the router and the 3-D expert stacks (no dense
+ * FFN), the q4_k_m mix on them, and the file loads through the model loader
+ * with the hparams asked for. Random blocks fill the stacks too. */
+static void test_qwen3moe(void) {
+    for (int random = 0; random < 2; random++) {
+        vt_synth_params p = small_params("qwen3moe", "q4_k_m");
+        p.head_dim = 64;
+        p.n_expert = 8;
+        p.n_expert_used = 2;
+        p.n_ff_exp = 256;
+        p.random_blocks = random;
+        if (random) p.n_ff = 0; /* metadata only: defaults to n_ff_exp x n_expert_used */
+        vt_gguf *g = write_and_open(&p, random ? "moe-rb.gguf" : "moe.gguf");
+        CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "feed_forward_length"), 512); /* given, or 256 x 2 */
+        CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "expert_count"), 8);
+        CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "expert_used_count"), 2);
+        CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "expert_feed_forward_length"), 256);
+        CU_ASSERT_EQUAL(get_u32(g, "qwen3moe", "attention.key_length"), 64);
+        for (int i = 0; i < p.n_layer; i++) {
+            char n[96];
+            snprintf(n, sizeof n, "blk.%d.ffn_gate.weight", i);
+            CU_ASSERT_PTR_NULL(vt_gguf_find_tensor(g, n));
+            snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", i);
+            const vt_gguf_tensor *r = vt_gguf_find_tensor(g, n);
+            CU_ASSERT_FATAL(r != NULL);
+            CU_ASSERT(r->ndim == 2 && r->ne[0] == 256 && r->ne[1] == 8 && r->dtype == VT_F32);
+            static const char *const stacks[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+            for (int k = 0; k < 3; k++) {
+                snprintf(n, sizeof n, "blk.%d.%s.weight", i, stacks[k]);
+                const vt_gguf_tensor *t = vt_gguf_find_tensor(g, n);
+                CU_ASSERT_FATAL(t != NULL);
+                CU_ASSERT(t->ndim == 3 && t->ne[0] == 256 && t->ne[1] == 256 && t->ne[2] == 8);
+                /* ffn_down_exps takes the ffn_down bump of use_more_bits layers (0, 3, 6, 7 of 8) */
+                bool more = i == 0 || i == 3 || i == 6 || i == 7;
+                CU_ASSERT_EQUAL(t->dtype, k == 2 && more ? VT_Q6_K : VT_Q4_K);
+                CU_ASSERT_EQUAL(t->nbytes, vt_row_size(t->dtype, 256) * 256 * 8);
+                /* the last expert's bytes are written (not left zero) */
+                const uint8_t *last = (const uint8_t *)t->data + t->nbytes - 256;
+                int nonzero = 0;
+                for (int b = 0; b < 256; b++) nonzero += last[b] != 0;
+                CU_ASSERT(nonzero > 100);
+            }
+        }
+        vt_gguf_close(g);
+
+        char path[512];
+        vt_test_tmpfile(path, sizeof path, random ? "moe-rb.gguf" : "moe.gguf");
+        vt_model *m = NULL;
+        vt_error err = {0};
+        CU_ASSERT_EQUAL_FATAL(vt_model_load(path, &m, &err), VT_OK);
+        CU_ASSERT_STRING_EQUAL(m->hp.arch_name, "qwen3moe");
+        CU_ASSERT(m->hp.n_expert == 8 && m->hp.n_expert_used == 2 && m->hp.n_ff_exp == 256 && m->hp.norm_top_k);
+        CU_ASSERT(m->hp.n_embd == 256 && m->hp.n_layer == 8 && m->hp.head_dim == 64 && m->hp.n_vocab == 300);
+        CU_ASSERT_PTR_NULL(m->layers[0].ffn_gate);
+        CU_ASSERT_PTR_NOT_NULL(m->layers[7].ffn_down_exps);
+        CU_ASSERT_EQUAL(m->layers[7].ffn_down_exps->ne[2], 8);
+        vt_model_free(m);
+    }
+
+    /* the named MoE shapes */
+    vt_synth_params s = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_synth_shape(&s, "qwen3-30b-a3b", NULL), VT_OK);
+    CU_ASSERT_STRING_EQUAL(s.arch, "qwen3moe");
+    CU_ASSERT(s.n_embd == 2048 && s.n_layer == 48 && s.n_head == 32 && s.n_head_kv == 4 && s.head_dim == 128);
+    CU_ASSERT(s.n_expert == 128 && s.n_expert_used == 8 && s.n_ff_exp == 768 && s.n_vocab == 151936);
+    CU_ASSERT_EQUAL_FATAL(vt_synth_shape(&s, "qwen3moe-bench", NULL), VT_OK);
+    CU_ASSERT(!strcmp(s.arch, "qwen3moe") && s.n_expert == 64 && s.n_expert_used == 8);
+    /* a dense shape clears the expert fields */
+    CU_ASSERT_EQUAL_FATAL(vt_synth_shape(&s, "tiny", NULL), VT_OK);
+    CU_ASSERT(s.n_expert == 0 && s.n_expert_used == 0 && s.n_ff_exp == 0);
+
+    /* experts used out of 1..n_expert, or no experts, are refused */
+    char path[512];
+    vt_test_tmpfile(path, sizeof path, "moe-bad.gguf");
+    for (int c = 0; c < 3; c++) {
+        vt_synth_params p = small_params("qwen3moe", "f32");
+        p.n_expert = 8;
+        p.n_expert_used = c == 0 ? 9 : c == 1 ? 0 : 2;
+        p.n_ff_exp = c == 2 ? 0 : 256;
+        vt_error err = {0};
+        CU_ASSERT_EQUAL(vt_synth_write(&p, path, &err), VT_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, c == 2 ? "n_ff_exp" : "n_expert_used"));
+        CU_ASSERT_PTR_NULL(fopen(path, "rb"));
+    }
+}
+
 static void test_bad_params(void) {
     char path[512];
     vt_test_tmpfile(path, sizeof path, "bad.gguf");
@@ -498,6 +585,7 @@ int main(void) {
         {"rows that do not fit blocks fall back", test_block_fallbacks},
         {"named shapes and progress", test_progress_and_named_shape},
         {"explicit head_dim", test_explicit_head_dim},
+        {"qwen3moe: expert stacks, mix, loader round trip, shapes, bad counts", test_qwen3moe},
         {"tokenizer copied from vocab_from", test_vocab_from},
         {"bad parameters are refused", test_bad_params},
         CU_TEST_INFO_NULL,

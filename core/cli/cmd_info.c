@@ -87,6 +87,21 @@ static const char *meta_str(const vt_gguf *g, const char *key, char *buf, size_t
     return buf;
 }
 
+/* Parameters in expert stacks (the *_exps tensors of a mixture of experts). */
+static int64_t expert_params(const vt_gguf *g) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
+        if (strstr(t->name, "_exps.")) n += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+    return n;
+}
+
+static void print_params(int64_t params) {
+    if (params >= 1000000) printf("%.2f M", (double)params / 1e6);
+    else printf("%lld", (long long)params);
+}
+
 /* One paragraph before the tables: what a reader looks for first. */
 static void print_summary(const vt_gguf *g, int64_t params) {
     char arch[64], name[128], tok_model[32], key[128];
@@ -99,6 +114,13 @@ static void print_summary(const vt_gguf *g, int64_t params) {
     const int64_t width = meta_int(g, key);
     snprintf(key, sizeof key, "%s.context_length", arch);
     const int64_t ctx = meta_int(g, key);
+    snprintf(key, sizeof key, "%s.expert_count", arch);
+    const int64_t n_expert = meta_int(g, key);
+    snprintf(key, sizeof key, "%s.expert_used_count", arch);
+    const int64_t n_used = meta_int(g, key);
+    snprintf(key, sizeof key, "%s.expert_feed_forward_length", arch);
+    const int64_t ff_exp = meta_int(g, key);
+    const bool moe = n_expert > 0 && n_used > 0 && n_used <= n_expert;
     const int64_t ftype = meta_int(g, "general.file_type");
     const vt_gguf_kv *tokens = vt_gguf_find(g, "tokenizer.ggml.tokens");
     const bool has_template = vt_gguf_find(g, "tokenizer.chat_template") != NULL;
@@ -106,8 +128,19 @@ static void print_summary(const vt_gguf *g, int64_t params) {
     if (name[0]) printf(" \"%s\"", name);
     if (layers >= 0) printf(", %lld layers", (long long)layers);
     if (width >= 0) printf(", %lld wide", (long long)width);
-    if (params >= 1000000) printf(", %.2f M parameters", (double)params / 1e6);
-    else printf(", %lld parameters", (long long)params);
+    if (moe) {
+        printf(", mixture of %lld experts, %lld used per token", (long long)n_expert, (long long)n_used);
+        if (ff_exp > 0) printf(", expert FFN %lld", (long long)ff_exp);
+    }
+    printf(", ");
+    print_params(params);
+    printf(" parameters");
+    if (moe) { /* a token reads n_used of each stack's n_expert experts */
+        const int64_t exps = expert_params(g);
+        printf(" (");
+        print_params(params - exps + exps / n_expert * n_used);
+        printf(" active per token)");
+    }
     if (ftype >= 0) {
         const char *ft = file_type_name(ftype);
         printf("; weights %s (file type %lld)", ft ? ft : "of an unknown file type", (long long)ftype);
@@ -191,8 +224,9 @@ int vt_cmd_info(int argc, char **argv) {
     vt_status st = parse_info(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
         printf("usage: vt info MODEL\n\n"
-               "Print a one-paragraph summary of a GGUF file (architecture, size, weight type, trained\n"
-               "context, vocabulary, chat template), then its version, metadata (arrays abbreviated) and\n"
+               "Print a one-paragraph summary of a GGUF file (architecture, size, experts and active\n"
+               "parameters of a mixture of experts, weight type, trained context, vocabulary, chat\n"
+               "template), then its version, metadata (arrays abbreviated) and\n"
                "tensor table.\n");
         return 0;
     }

@@ -9,21 +9,30 @@
 
 static void help(void) {
     printf("usage: vt synth (--shape NAME | --arch A --n-embd E --n-layer L --n-head H --n-head-kv KV\n"
-           "                 [--head-dim D] --n-ff F [--vocab V]) [--vocab-from VOCAB.gguf]\n"
+           "                 [--head-dim D] --n-ff F [--vocab V]\n"
+           "                 [--n-expert NE --n-expert-used U --n-ff-exp FE]) [--vocab-from VOCAB.gguf]\n"
            "                [--type T] [--seed S] [--ctx N] [--tied | --untied] -o FILE\n\n"
            "Write a model with random weights, to benchmark shapes without downloading weights. The file\n"
            "loads in llama.cpp too: its required metadata, and a tokenizer with exactly as many tokens as\n"
            "embedding rows (a small built-in vocabulary padded with placeholders, or --vocab-from's).\n\n"
-           "      --shape NAME         tiny, qwen3-0.6b, qwen3-1.7b, llama-7b, qwen3-27b (explicit flags\n"
-           "                           given with it override single fields)\n"
-           "      --arch A             qwen3, qwen2 or llama\n"
+           "      --shape NAME         tiny, qwen3-0.6b, qwen3-1.7b, llama-7b, qwen3-27b; mixtures of experts\n"
+           "                           qwen3-30b-a3b (128 experts, 8 used; 18.5 GB at q4_k_m) and\n"
+           "                           qwen3moe-bench (1024 wide, 24 layers, 64 experts of 768, 8 used;\n"
+           "                           3.8 B parameters, 2.3 GB at q4_k_m). Explicit flags given with it\n"
+           "                           override single fields\n"
+           "      --arch A             qwen3, qwen2, llama or qwen3moe\n"
            "      --n-embd E, --n-layer L, --n-head H, --n-head-kv KV, --head-dim D (default E/H),\n"
            "      --n-ff F, --vocab V (default 512; >= 259 with the built-in vocabulary)\n"
+           "      --n-expert NE, --n-expert-used U (1..NE), --n-ff-exp FE\n"
+           "                           qwen3moe (required with it): experts per layer, experts per token,\n"
+           "                           an expert's FFN width (--n-ff is then optional metadata, default\n"
+           "                           FE x U)\n"
            "      --vocab-from FILE    copy the tokenizer of this GGUF (the vocabulary size follows it)\n"
            "      --type T             f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (default q4_k_m).\n"
            "                           q4_k_m/q5_k_m are llama-quantize's mixes: Q6_K for the output matrix\n"
            "                           and for attn_v/ffn_down of the first eighth, last eighth and every\n"
-           "                           third layer between; Q4_K (Q5_K) elsewhere. Norms stay f32.\n"
+           "                           third layer between (ffn_down_exps for qwen3moe); Q4_K (Q5_K)\n"
+           "                           elsewhere. Norms and the qwen3moe router stay f32.\n"
            "      --seed S             random seed (default 1)\n"
            "      --ctx N              context_length metadata (default: the shape's, else 4096)\n"
            "      --random-blocks      quantized matrices as random blocks drawn directly (uniform codes, fixed\n"
@@ -55,6 +64,9 @@ static const int_flag int_flags[] = {
     {"--n-ff", offsetof(vt_synth_params, n_ff), 1, 1 << 22},
     {"--vocab", offsetof(vt_synth_params, n_vocab), 1, 1 << 24},
     {"--ctx", offsetof(vt_synth_params, n_ctx), 1, 1 << 24},
+    {"--n-expert", offsetof(vt_synth_params, n_expert), 1, 1 << 16},
+    {"--n-expert-used", offsetof(vt_synth_params, n_expert_used), 1, 1 << 16},
+    {"--n-ff-exp", offsetof(vt_synth_params, n_ff_exp), 1, 1 << 22},
 };
 
 #define N_INT_FLAGS (sizeof int_flags / sizeof *int_flags)
@@ -116,21 +128,41 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
         if (!o->arch)
             return vt_fail(err, VT_ERR_INVALID,
                            "synth: give --shape NAME, or --arch and the sizes (see vt synth --help)");
-        for (size_t r = 0; r < sizeof required / sizeof *required; r++)
+        /* a mixture of experts has no dense FFN: --n-ff is optional metadata there */
+        size_t n_required = sizeof required / sizeof *required - (strcmp(o->arch, "qwen3moe") == 0);
+        for (size_t r = 0; r < n_required; r++)
             for (size_t k = 0; k < N_INT_FLAGS; k++)
                 if (strcmp(int_flags[k].flag, required[r]) == 0 && !o->has[k])
                     return vt_fail(err, VT_ERR_INVALID, "synth: %s is required without --shape", required[r]);
+        static const char *const required_moe[] = {"--n-expert", "--n-expert-used", "--n-ff-exp"};
+        if (strcmp(o->arch, "qwen3moe") == 0)
+            for (size_t r = 0; r < sizeof required_moe / sizeof *required_moe; r++)
+                for (size_t k = 0; k < N_INT_FLAGS; k++)
+                    if (strcmp(int_flags[k].flag, required_moe[r]) == 0 && !o->has[k])
+                        return vt_fail(err, VT_ERR_INVALID, "synth: %s is required with --arch qwen3moe",
+                                       required_moe[r]);
         p->n_vocab = 512;
         p->n_ctx = 4096;
         p->tied_output = strcmp(o->arch, "qwen3") == 0;
     }
     if (o->arch) {
-        if (strcmp(o->arch, "qwen3") != 0 && strcmp(o->arch, "qwen2") != 0 && strcmp(o->arch, "llama") != 0)
-            return vt_fail(err, VT_ERR_INVALID, "synth: --arch %s: expected qwen3, qwen2 or llama", o->arch);
+        if (strcmp(o->arch, "qwen3") != 0 && strcmp(o->arch, "qwen2") != 0 && strcmp(o->arch, "llama") != 0 &&
+            strcmp(o->arch, "qwen3moe") != 0)
+            return vt_fail(err, VT_ERR_INVALID, "synth: --arch %s: expected qwen3, qwen2, llama or qwen3moe",
+                           o->arch);
         p->arch = o->arch;
     }
     for (size_t k = 0; k < N_INT_FLAGS; k++)
         if (o->has[k]) memcpy((char *)p + int_flags[k].offset, &o->given[k], sizeof o->given[k]);
+    /* the expert flags belong to a mixture of experts; elsewhere they would be silently ignored */
+    bool moe = strcmp(p->arch, "qwen3moe") == 0;
+    for (size_t k = 0; k < N_INT_FLAGS; k++)
+        if (o->has[k] && !moe &&
+            (strncmp(int_flags[k].flag, "--n-expert", 10) == 0 || strcmp(int_flags[k].flag, "--n-ff-exp") == 0))
+            return vt_fail(err, VT_ERR_INVALID, "synth: %s needs --arch qwen3moe", int_flags[k].flag);
+    if (moe && p->n_expert_used > p->n_expert)
+        return vt_fail(err, VT_ERR_INVALID, "synth: --n-expert-used %d must be in 1..--n-expert (%d)",
+                       p->n_expert_used, p->n_expert);
     if (o->tied >= 0) p->tied_output = o->tied == 1;
     p->type = o->type;
     p->seed = (uint64_t)o->seed;
@@ -156,10 +188,14 @@ static vt_status run_synth(const synth_opts *o, vt_error *err) {
     if (vt_model_load(o->out, &m, err) != VT_OK)
         return vt_error_prefix(err, "synth: wrote %s but it does not load: ", o->out);
     const vt_hparams *hp = &m->hp;
+    char experts[96] = "";
+    if (hp->n_expert > 0)
+        snprintf(experts, sizeof experts, "%d experts (%d used) of %d, ", hp->n_expert, hp->n_expert_used,
+                 hp->n_ff_exp);
     fprintf(stderr,
-            "vt: wrote %s: %s, %d layers, n_embd %d, %d heads (%d kv) of %d, n_ff %d, vocab %d, %s, %.2f M params, "
+            "vt: wrote %s: %s, %d layers, n_embd %d, %d heads (%d kv) of %d, n_ff %d, %svocab %d, %s, %.2f M params, "
             "%.2f MiB of weights\n",
-            o->out, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff,
+            o->out, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff, experts,
             hp->n_vocab, o->type, (double)m->n_params * 1e-6, (double)m->weight_bytes / (1024.0 * 1024.0));
     vt_model_free(m);
     return VT_OK;

@@ -1,4 +1,4 @@
-/* synth.c — random-weight llama / qwen2 / qwen3 models (see synth.h).
+/* synth.c — random-weight llama / qwen2 / qwen3 / qwen3moe models (see synth.h).
  *
  * Weights: each group of rows of a tensor has its own PRNG stream (seed mixed
  * with the tensor's name and the group's index), so a tensor's values do not
@@ -16,13 +16,18 @@
  *   q4_0             layer matrices and an untied token_embd Q4_0; the output
  *                    matrix (output.weight, or token_embd when tied) Q6_K.
  *   q4_k_m, q5_k_m   Q4_K / Q5_K by default; the output matrix Q6_K; attn_v and
- *                    ffn_down Q6_K in the layers where use_more_bits(i, n) holds:
+ *                    ffn_down (ffn_down_exps for qwen3moe: llama-quantize's
+ *                    "ffn_down" name match covers the expert stack, one per layer)
+ *                    Q6_K in the layers where use_more_bits(i, n) holds:
  *                    i < n/8 || i >= 7n/8 || (i - n/8) % 3 == 2.
+ *   qwen3moe's router ffn_gate_inp stays F32 in every mix (llama-quantize never
+ *   quantizes it).
  *   For the output matrix of a quantized mix, a row length that is not a
  *   multiple of 256 gives Q8_0 (as llama.cpp). Any other row that does not fit
  *   the chosen type's blocks falls back to Q8_0 when it is a multiple of 32,
  *   else F16 (llama.cpp would pick Q5_0/Q5_1, which vt does not support).
- *   Not modelled: llama.cpp's 70B-only attn_v bump and MoE rules. */
+ *   Not modelled: llama.cpp's 70B-only attn_v bump and its bumps for models of
+ *   exactly 8 experts (attn_k/attn_v Q8_0, attn_output Q5_K). */
 #include "synth.h"
 
 #include <math.h>
@@ -105,6 +110,7 @@ typedef enum tensor_role {
     ROLE_NORM,   /* 1 + noise, f32 */
     ROLE_BIAS,   /* N(0, 0.5), f32 */
     ROLE_MATRIX, /* N(0, 0.02), the mix's type */
+    ROLE_ROUTER, /* N(0, 0.02), always f32 */
 } tensor_role;
 
 /* What llama-quantize's rules look at. */
@@ -116,7 +122,7 @@ typedef struct synth_tensor {
     matrix_kind kind;
     int layer;
     int ndim;
-    int64_t ne[2];
+    int64_t ne[3]; /* ne[2]: experts of a stack (1 otherwise) */
     int32_t dtype;
 } synth_tensor;
 
@@ -164,8 +170,8 @@ typedef struct tensor_list {
     int n, cap;
 } tensor_list;
 
-static synth_tensor *add(tensor_list *l, tensor_role role, matrix_kind kind, int layer, int64_t ne0, int64_t ne1,
-                         const char *fmt) {
+static synth_tensor *add3(tensor_list *l, tensor_role role, matrix_kind kind, int layer, int64_t ne0, int64_t ne1,
+                          int64_t ne2, const char *fmt) {
     if (l->n == l->cap) return NULL; /* sized exactly by the caller */
     synth_tensor *t = &l->t[l->n++];
     memset(t, 0, sizeof *t);
@@ -174,17 +180,27 @@ static synth_tensor *add(tensor_list *l, tensor_role role, matrix_kind kind, int
     t->role = role;
     t->kind = kind;
     t->layer = layer;
-    t->ndim = ne1 > 0 ? 2 : 1;
+    t->ndim = ne2 > 0 ? 3 : ne1 > 0 ? 2 : 1;
     t->ne[0] = ne0;
     t->ne[1] = ne1 > 0 ? ne1 : 1;
+    t->ne[2] = ne2 > 0 ? ne2 : 1;
     return t;
 }
+
+static synth_tensor *add(tensor_list *l, tensor_role role, matrix_kind kind, int layer, int64_t ne0, int64_t ne1,
+                         const char *fmt) {
+    return add3(l, role, kind, layer, ne0, ne1, 0, fmt);
+}
+
+/* Rows of a tensor, over all its experts. */
+static int64_t n_rows(const synth_tensor *t) { return t->ne[1] * t->ne[2]; }
 
 /* The tensors llama.cpp loads for the arch, in a fixed order. */
 static vt_status list_tensors(const vt_synth_params *p, int32_t head_dim, const mix *m, tensor_list *l,
                               vt_error *err) {
-    bool qwen2 = !strcmp(p->arch, "qwen2"), qwen3 = !strcmp(p->arch, "qwen3");
-    int per_layer = 9 + (qwen2 ? 3 : 0) + (qwen3 ? 2 : 0);
+    bool qwen2 = !strcmp(p->arch, "qwen2"), moe = !strcmp(p->arch, "qwen3moe");
+    bool qwen3 = moe || !strcmp(p->arch, "qwen3");
+    int per_layer = 9 + (qwen2 ? 3 : 0) + (qwen3 ? 2 : 0) + (moe ? 1 : 0);
     l->cap = 3 + per_layer * p->n_layer;
     l->t = calloc((size_t)l->cap, sizeof *l->t);
     if (!l->t) return vt_fail(err, VT_ERR_NOMEM, "synth: out of memory");
@@ -208,6 +224,14 @@ static vt_status list_tensors(const vt_synth_params *p, int32_t head_dim, const 
             add(l, ROLE_NORM, KIND_OTHER, i, head_dim, 0, "attn_k_norm.weight");
         }
         add(l, ROLE_NORM, KIND_OTHER, i, d, 0, "ffn_norm.weight");
+        if (moe) {
+            int64_t ne = p->n_expert, fe = p->n_ff_exp;
+            add(l, ROLE_ROUTER, KIND_OTHER, i, d, ne, "ffn_gate_inp.weight");
+            add3(l, ROLE_MATRIX, KIND_OTHER, i, d, fe, ne, "ffn_gate_exps.weight");
+            add3(l, ROLE_MATRIX, KIND_OTHER, i, d, fe, ne, "ffn_up_exps.weight");
+            add3(l, ROLE_MATRIX, KIND_FFN_DOWN, i, fe, d, ne, "ffn_down_exps.weight");
+            continue;
+        }
         add(l, ROLE_MATRIX, KIND_OTHER, i, d, p->n_ff, "ffn_gate.weight");
         add(l, ROLE_MATRIX, KIND_OTHER, i, d, p->n_ff, "ffn_up.weight");
         add(l, ROLE_MATRIX, KIND_FFN_DOWN, i, p->n_ff, d, "ffn_down.weight");
@@ -282,16 +306,24 @@ static void write_hparams(vt_gguf_writer *w, const vt_synth_params *p, int32_t h
     vt_gguf_writer_set_u32(w, K("context_length"), (uint32_t)(p->n_ctx > 0 ? p->n_ctx : 4096));
     vt_gguf_writer_set_u32(w, K("embedding_length"), (uint32_t)p->n_embd);
     vt_gguf_writer_set_u32(w, K("block_count"), (uint32_t)p->n_layer);
-    vt_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)p->n_ff);
+    /* a mixture of experts has no dense FFN: without n_ff, the width a token's
+     * chosen experts add up to (6144 = 8 x 768 for Qwen3-30B-A3B, as its file says) */
+    int64_t n_ff = p->n_ff > 0 ? p->n_ff : (int64_t)p->n_ff_exp * p->n_expert_used;
+    vt_gguf_writer_set_u32(w, K("feed_forward_length"), (uint32_t)n_ff);
     vt_gguf_writer_set_u32(w, K("attention.head_count"), (uint32_t)p->n_head);
     vt_gguf_writer_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv);
     vt_gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), eps);
     vt_gguf_writer_set_f32(w, K("rope.freq_base"), rope_base);
     /* qwen3 always states its head size; other archs only when it is not n_embd / n_head
      * (llama.cpp reads key_length for every arch and defaults it to n_embd / n_head) */
-    if (!strcmp(p->arch, "qwen3") || head_dim * p->n_head != p->n_embd) {
+    if (!strncmp(p->arch, "qwen3", 5) || head_dim * p->n_head != p->n_embd) {
         vt_gguf_writer_set_u32(w, K("attention.key_length"), (uint32_t)head_dim);
         vt_gguf_writer_set_u32(w, K("attention.value_length"), (uint32_t)head_dim);
+    }
+    if (!strcmp(p->arch, "qwen3moe")) {
+        vt_gguf_writer_set_u32(w, K("expert_count"), (uint32_t)p->n_expert);
+        vt_gguf_writer_set_u32(w, K("expert_used_count"), (uint32_t)p->n_expert_used);
+        vt_gguf_writer_set_u32(w, K("expert_feed_forward_length"), (uint32_t)p->n_ff_exp);
     }
     if (!strcmp(p->arch, "llama")) {
         vt_gguf_writer_set_u32(w, K("rope.dimension_count"), (uint32_t)head_dim);
@@ -303,13 +335,16 @@ static void write_hparams(vt_gguf_writer *w, const vt_synth_params *p, int32_t h
 /* ---- parameters ---- */
 
 static vt_status check_params(const vt_synth_params *p, int32_t *head_dim, vt_error *err) {
-    if (!p->arch || (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2") && strcmp(p->arch, "qwen3")))
-        return vt_fail(err, VT_ERR_INVALID, "synth: unknown arch '%s' (llama, qwen2, qwen3)", p->arch ? p->arch : "");
+    if (!p->arch || (strcmp(p->arch, "llama") && strcmp(p->arch, "qwen2") && strcmp(p->arch, "qwen3") &&
+                     strcmp(p->arch, "qwen3moe")))
+        return vt_fail(err, VT_ERR_INVALID, "synth: unknown arch '%s' (llama, qwen2, qwen3, qwen3moe)",
+                       p->arch ? p->arch : "");
     if (!find_mix(p->type))
         return vt_fail(err, VT_ERR_INVALID,
                        "synth: unknown type '%s' (f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k)",
                        p->type ? p->type : "");
-    if (p->n_embd <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || p->n_ff <= 0 ||
+    const bool moe = p->arch && !strcmp(p->arch, "qwen3moe");
+    if (p->n_embd <= 0 || p->n_layer <= 0 || p->n_head <= 0 || p->n_head_kv <= 0 || p->n_ff < (moe ? 0 : 1) ||
         p->head_dim < 0 || p->n_ctx < 0 || p->n_layer > 100000)
         return vt_fail(err, VT_ERR_INVALID,
                        "synth: bad shape (n_embd %d, n_layer %d, n_head %d, n_head_kv %d, head_dim %d, n_ff %d, n_ctx "
@@ -321,6 +356,14 @@ static vt_status check_params(const vt_synth_params *p, int32_t *head_dim, vt_er
     if (p->head_dim == 0 && p->n_embd % p->n_head != 0)
         return vt_fail(err, VT_ERR_INVALID, "synth: n_embd %d is not a multiple of n_head %d (set head_dim)",
                        p->n_embd, p->n_head);
+    if (moe) {
+        if (p->n_expert <= 0 || p->n_ff_exp <= 0 || p->n_expert > 1 << 16)
+            return vt_fail(err, VT_ERR_INVALID, "synth: qwen3moe needs n_expert (%d) and n_ff_exp (%d) > 0",
+                           p->n_expert, p->n_ff_exp);
+        if (p->n_expert_used < 1 || p->n_expert_used > p->n_expert)
+            return vt_fail(err, VT_ERR_INVALID, "synth: n_expert_used %d must be in 1..n_expert (%d)",
+                           p->n_expert_used, p->n_expert);
+    }
     *head_dim = p->head_dim ? p->head_dim : p->n_embd / p->n_head;
     if (*head_dim % 2 != 0) return vt_fail(err, VT_ERR_INVALID, "synth: head_dim %d is odd (RoPE pairs)", *head_dim);
     if (!p->vocab_from && p->n_vocab < VT_SYNTH_VOCAB_MIN)
@@ -333,14 +376,18 @@ typedef struct named_shape {
     const char *name, *arch;
     int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
     bool tied;
+    int32_t n_expert, n_expert_used, n_ff_exp;
 } named_shape;
 
 static const named_shape shapes[] = {
-    {"tiny", "qwen3", 256, 2, 4, 2, 64, 768, 512, 4096, true},
-    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, true},
-    {"qwen3-1.7b", "qwen3", 2048, 28, 16, 8, 128, 6144, 151936, 40960, true},
-    {"llama-7b", "llama", 4096, 32, 32, 32, 128, 11008, 32000, 4096, false},
-    {"qwen3-27b", "qwen3", 5120, 54, 64, 8, 128, 25600, 151936, 40960, false},
+    {"tiny", "qwen3", 256, 2, 4, 2, 64, 768, 512, 4096, true, 0, 0, 0},
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 128, 3072, 151936, 40960, true, 0, 0, 0},
+    {"qwen3-1.7b", "qwen3", 2048, 28, 16, 8, 128, 6144, 151936, 40960, true, 0, 0, 0},
+    {"llama-7b", "llama", 4096, 32, 32, 32, 128, 11008, 32000, 4096, false, 0, 0, 0},
+    {"qwen3-27b", "qwen3", 5120, 54, 64, 8, 128, 25600, 151936, 40960, false, 0, 0, 0},
+    {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, false, 128, 8, 768},
+    /* a few GB at q4_k_m with the 30B-A3B's proportions: 1/8 of the experts active */
+    {"qwen3moe-bench", "qwen3moe", 1024, 24, 16, 4, 128, 3072, 32000, 40960, false, 64, 8, 768},
 };
 
 /* Sets the shape fields (arch, sizes, tied_output, rope_base/rms_eps to the
@@ -360,12 +407,16 @@ vt_status vt_synth_shape(vt_synth_params *p, const char *shape, vt_error *err) {
         p->n_vocab = s->n_vocab;
         p->n_ctx = s->n_ctx;
         p->tied_output = s->tied;
+        p->n_expert = s->n_expert;
+        p->n_expert_used = s->n_expert_used;
+        p->n_ff_exp = s->n_ff_exp;
         p->rope_base = 0;
         p->rms_eps = 0;
         if (!p->type) p->type = "f32";
         return VT_OK;
     }
-    return vt_fail(err, VT_ERR_INVALID, "synth: unknown shape '%s' (tiny, qwen3-0.6b, qwen3-1.7b, llama-7b, qwen3-27b)",
+    return vt_fail(err, VT_ERR_INVALID, "synth: unknown shape '%s' (tiny, qwen3-0.6b, qwen3-1.7b, llama-7b, qwen3-27b, "
+                   "qwen3-30b-a3b, qwen3moe-bench)",
                    shape ? shape : "");
 }
 
@@ -459,8 +510,8 @@ static vt_status write_tensor(vt_gguf_writer *w, vt_threadpool *pool, const synt
     slab_job job = {.t = t, .seed = seed, .rows_per_group = rows_per_group, .f32 = f32, .conv = conv,
                     .random_blocks = random};
     job.row_bytes = vt_row_size(t->dtype, t->ne[0]);
-    for (int64_t row = 0; row < t->ne[1]; row += rows_per_slab) {
-        job.rows = t->ne[1] - row < rows_per_slab ? t->ne[1] - row : rows_per_slab;
+    for (int64_t row = 0; row < n_rows(t); row += rows_per_slab) {
+        job.rows = n_rows(t) - row < rows_per_slab ? n_rows(t) - row : rows_per_slab;
         job.first_group = row / rows_per_group;
         int64_t groups = (job.rows + rows_per_group - 1) / rows_per_group;
         vt_threadpool_parallel_for(pool, groups, 1, run_groups, &job);
@@ -503,7 +554,7 @@ vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *e
     for (int i = 0; i < list.n; i++) {
         const synth_tensor *t = &list.t[i];
         vt_gguf_writer_add_tensor(w, t->name, t->dtype, t->ndim, t->ne);
-        total += (int64_t)(vt_row_size(t->dtype, t->ne[0]) * (size_t)t->ne[1]);
+        total += (int64_t)(vt_row_size(t->dtype, t->ne[0]) * (size_t)n_rows(t));
     }
     if (*vt_gguf_writer_error(w)) {
         st = vt_fail(err, VT_ERR_INVALID, "synth: %s", vt_gguf_writer_error(w));
@@ -535,7 +586,7 @@ vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *e
             else vt_fail(err, st, "synth: converting tensor '%s' to %s failed", t->name, vt_dtype_name(t->dtype));
             goto abort;
         }
-        done_bytes += (int64_t)(vt_row_size(t->dtype, t->ne[0]) * (size_t)t->ne[1]);
+        done_bytes += (int64_t)(vt_row_size(t->dtype, t->ne[0]) * (size_t)n_rows(t));
         if (p->progress) p->progress(p->progress_user, done_bytes, total);
     }
     st = vt_gguf_writer_finish(w, err);

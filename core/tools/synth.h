@@ -15,13 +15,17 @@
 #include "error.h"
 
 typedef struct vt_synth_params {
-    const char *arch;  /* "llama", "qwen2", "qwen3" */
+    const char *arch;  /* "llama", "qwen2", "qwen3", "qwen3moe" */
     int32_t n_embd;
     int32_t n_layer;
     int32_t n_head;
     int32_t n_head_kv;
     int32_t head_dim;  /* 0 = n_embd / n_head (qwen3 writes attention.key_length) */
-    int32_t n_ff;
+    int32_t n_ff;      /* qwen3moe: feed_forward_length metadata only (no dense FFN tensors);
+                        * 0 there = n_ff_exp * n_expert_used */
+    int32_t n_expert;      /* qwen3moe: experts per layer */
+    int32_t n_expert_used; /* qwen3moe: experts per token, 1..n_expert */
+    int32_t n_ff_exp;      /* qwen3moe: an expert's feed-forward width */
     int32_t n_vocab;   /* >= 259 with the built-in vocabulary */
     int32_t n_ctx;     /* context_length metadata */
     bool tied_output;  /* no output.weight: the embedding is reused */
@@ -44,7 +48,8 @@ typedef struct vt_synth_params {
 } vt_synth_params;
 
 /* Fill p with a named shape: "tiny" (qwen3, 256 wide, 2 layers), "qwen3-0.6b",
- * "qwen3-1.7b", "llama-7b", "qwen3-27b". Returns VT_ERR_INVALID for an unknown name. */
+ * "qwen3-1.7b", "llama-7b", "qwen3-27b", "qwen3-30b-a3b" and "qwen3moe-bench"
+ * (qwen3moe). Returns VT_ERR_INVALID for an unknown name. */
 vt_status vt_synth_shape(vt_synth_params *p, const char *shape, vt_error *err);
 
 vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *err);
