@@ -276,6 +276,16 @@ vt_status simd_q4_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     return simd_group_matmul(ctx, node, &q4_0_layout);
 }
 
+const simd_group_layout *simd_q4_0_group_layout(const simd_ctx *ctx) {
+    (void)ctx;
+    return &q4_0_layout;
+}
+
 vt_status simd_q8_0_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     return simd_group_matmul(ctx, node, &q8_0_layout);
+}
+
+const simd_group_layout *simd_q8_0_group_layout(const simd_ctx *ctx) {
+    (void)ctx;
+    return &q8_0_layout;
 }

@@ -79,6 +79,10 @@ void simd_q4_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t
 
 static const simd_group_layout q4k_layout = K4_TILE_LAYOUT;
 
+const simd_group_layout *simd_q4_k_group_layout(const simd_ctx *ctx) {
+    return ctx->isa == SIMD_ISA_AVX512_VNNI ? &simd_q4k_layout_vnni : &q4k_layout;
+}
+
 vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
-    return simd_group_matmul(ctx, node, ctx->isa == SIMD_ISA_AVX512_VNNI ? &simd_q4k_layout_vnni : &q4k_layout);
+    return simd_group_matmul(ctx, node, simd_q4_k_group_layout(ctx));
 }

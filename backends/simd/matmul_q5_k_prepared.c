@@ -194,3 +194,8 @@ static const simd_group_layout q5k_layout = {
 vt_status simd_q5_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     return simd_group_matmul(ctx, node, &q5k_layout);
 }
+
+const simd_group_layout *simd_q5_k_group_layout(const simd_ctx *ctx) {
+    (void)ctx;
+    return &q5k_layout;
+}

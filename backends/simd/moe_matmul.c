@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "prepared_groups.h"
 #include "simd.h"
 
 size_t simd_expert_slice_bytes(const simd_prepared_format *f, int64_t K, int64_t N) {
@@ -29,6 +30,43 @@ static vt_tensor f32_matrix(void *data, int64_t ne0, int64_t ne1) {
     t.nb[0] = sizeof(float), t.nb[1] = (size_t)ne0 * sizeof(float);
     t.nb[2] = t.nb[3] = t.nb[1] * (size_t)ne1;
     return t;
+}
+
+/* A weight in a layout of the shared 8-row group walk: every expert's rows
+ * gathered in expert order, quantized once, and all experts walked in one
+ * pass over the threads (prepared_groups.h) instead of one pass per expert:
+ * a decode step's experts are small, and a pass each costs more than their
+ * weights take to read. */
+static vt_status all_experts_at_once(simd_ctx *ctx, const vt_node *node, const simd_group_layout *L,
+                                     const int64_t *first, const int64_t *order, size_t expert_bytes) {
+    const vt_host *h = ctx->host;
+    const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
+    const int64_t K = W->ne[0], N = W->ne[1], NE = W->ndim > 2 ? W->ne[2] : 1;
+    const int64_t U = node->src[2].ne[0], pairs = U * (node->src[2].ndim > 1 ? node->src[2].ne[1] : 1);
+    const bool x_per_expert = X->ndim == 3 && X->ne[1] == U;
+    float *xg = h->alloc((size_t)(pairs * K) * sizeof(float), SIMD_ALIGN);
+    float *yg = h->alloc((size_t)(pairs * N) * sizeof(float), SIMD_ALIGN);
+    simd_group_part *parts = h->alloc((size_t)NE * sizeof *parts, SIMD_ALIGN);
+    vt_status st = xg && yg && parts ? VT_OK : VT_ERR_NOMEM;
+    int n_parts = 0;
+    for (int64_t i = 0; st == VT_OK && i < pairs; i++) { /* order is grouped by expert already */
+        const int64_t row = x_per_expert ? order[i] : order[i] / U;
+        memcpy(xg + i * K, (const float *)X->data + row * K, (size_t)K * sizeof(float));
+    }
+    for (int64_t e = 0; st == VT_OK && e < NE; e++)
+        if (first[e + 1] > first[e])
+            parts[n_parts++] = (simd_group_part){(const char *)W->data + (size_t)e * expert_bytes, first[e],
+                                                 first[e + 1] - first[e]};
+    if (st == VT_OK) {
+        const vt_tensor xt = f32_matrix(xg, K, pairs);
+        st = simd_group_matmul_parts(ctx, &xt, yg, N, parts, n_parts, L);
+    }
+    for (int64_t i = 0; st == VT_OK && i < pairs; i++)
+        memcpy((float *)Y->data + order[i] * N, yg + i * N, (size_t)N * sizeof(float));
+    h->free(xg);
+    h->free(yg);
+    h->free(parts);
+    return st;
 }
 
 vt_status simd_moe_matmul(void *opaque, const vt_node *node) {
@@ -64,6 +102,11 @@ vt_status simd_moe_matmul(void *opaque, const vt_node *node) {
         }
         for (int64_t i = 0; i < pairs; i++) order[first[ids[i] + 1]++] = i;
     }
+    const simd_group_layout *L = prepared && pf->group_layout ? pf->group_layout(ctx) : NULL;
+    if (L && st == VT_OK) {
+        st = all_experts_at_once(ctx, node, L, first, order, expert_bytes);
+        goto done;
+    }
     float *xg = st == VT_OK ? h->alloc((size_t)(most * K) * sizeof(float), SIMD_ALIGN) : NULL;
     float *yg = st == VT_OK ? h->alloc((size_t)(most * N) * sizeof(float), SIMD_ALIGN) : NULL;
     if (st == VT_OK && (!xg || !yg)) st = VT_ERR_NOMEM;
@@ -94,10 +137,11 @@ vt_status simd_moe_matmul(void *opaque, const vt_node *node) {
         for (int64_t i = 0; i < m && st == VT_OK; i++)
             memcpy((float *)Y->data + pair[i] * N, yg + i * N, (size_t)N * sizeof(float));
     }
+    h->free(xg);
+    h->free(yg);
+done:
     if (st == VT_ERR_INVALID) h->log(VT_LOG_ERROR, SIMD_BACKEND_NAME, "moe_matmul: an expert id is outside 0..%lld", (long long)NE - 1);
     h->free(first);
     h->free(order);
-    h->free(xg);
-    h->free(yg);
     return st;
 }

@@ -20,6 +20,7 @@ size_t simd_q4_k_prepared_size(int64_t K, int64_t N);
 int64_t simd_q4_k_prepared_units(int64_t N);
 void simd_q4_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
 vt_status simd_q4_k_prepared_matmul(simd_ctx *ctx, const vt_node *node);
+const struct simd_group_layout *simd_q4_k_group_layout(const simd_ctx *ctx);
 size_t simd_q6_k_prepared_size(int64_t K, int64_t N);
 int64_t simd_q6_k_prepared_units(int64_t N);
 void simd_q6_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
@@ -29,26 +30,31 @@ size_t simd_q5_k_prepared_size(int64_t K, int64_t N);
 int64_t simd_q5_k_prepared_units(int64_t N);
 void simd_q5_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
 vt_status simd_q5_k_prepared_matmul(simd_ctx *ctx, const vt_node *node);
+const struct simd_group_layout *simd_q5_k_group_layout(const simd_ctx *ctx);
 size_t simd_q4_0_prepared_size(int64_t K, int64_t N);
 int64_t simd_q4_0_prepared_units(int64_t N);
 void simd_q4_0_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
 vt_status simd_q4_0_prepared_matmul(simd_ctx *ctx, const vt_node *node);
+const struct simd_group_layout *simd_q4_0_group_layout(const simd_ctx *ctx);
 void simd_q4_0_prepared_row(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
 size_t simd_q8_0_prepared_size(int64_t K, int64_t N);
 int64_t simd_q8_0_prepared_units(int64_t N);
 void simd_q8_0_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
 vt_status simd_q8_0_prepared_matmul(simd_ctx *ctx, const vt_node *node);
+const struct simd_group_layout *simd_q8_0_group_layout(const simd_ctx *ctx);
 void simd_q8_0_prepared_row(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
 
 static const simd_prepared_format formats[] = {
-    {VT_Q4_K, simd_q4_k_prepared_size, simd_q4_k_prepared_units, simd_q4_k_prepare, simd_q4_k_prepared_matmul, NULL},
-    {VT_Q5_K, simd_q5_k_prepared_size, simd_q5_k_prepared_units, simd_q5_k_prepare, simd_q5_k_prepared_matmul, NULL},
+    {VT_Q4_K, simd_q4_k_prepared_size, simd_q4_k_prepared_units, simd_q4_k_prepare, simd_q4_k_prepared_matmul, NULL,
+     simd_q4_k_group_layout},
+    {VT_Q5_K, simd_q5_k_prepared_size, simd_q5_k_prepared_units, simd_q5_k_prepare, simd_q5_k_prepared_matmul, NULL,
+     simd_q5_k_group_layout},
     {VT_Q6_K, simd_q6_k_prepared_size, simd_q6_k_prepared_units, simd_q6_k_prepare, simd_q6_k_prepared_matmul,
-     simd_q6_k_prepared_row},
+     simd_q6_k_prepared_row, NULL},
     {VT_Q4_0, simd_q4_0_prepared_size, simd_q4_0_prepared_units, simd_q4_0_prepare, simd_q4_0_prepared_matmul,
-     simd_q4_0_prepared_row},
+     simd_q4_0_prepared_row, simd_q4_0_group_layout},
     {VT_Q8_0, simd_q8_0_prepared_size, simd_q8_0_prepared_units, simd_q8_0_prepare, simd_q8_0_prepared_matmul,
-     simd_q8_0_prepared_row},
+     simd_q8_0_prepared_row, simd_q8_0_group_layout},
 };
 
 const simd_prepared_format *simd_prepared_format_of(int32_t dtype) {

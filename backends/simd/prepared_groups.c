@@ -92,6 +92,79 @@ void simd_run_groups(simd_ctx *ctx, simd_group_job *job) {
     simd_dynamic_for(ctx, groups, chunk, run_range, job);
 }
 
+/* The parts' jobs, one pass: groups numbered across the parts, each chunk
+ * cut at the parts' boundaries. */
+typedef struct parts_walk {
+    simd_group_job *jobs;
+    int n_jobs;
+    int64_t groups; /* per part (every part has N rows) */
+} parts_walk;
+
+static void run_parts(void *arg, int64_t begin, int64_t end, int thread) {
+    const parts_walk *w = arg;
+    for (int64_t g = begin; g < end;) {
+        const int64_t j = g / w->groups, local = g % w->groups;
+        const int64_t stop = (j + 1) * w->groups < end ? (j + 1) * w->groups : end;
+        run_range(&w->jobs[j], local, local + (stop - g), thread);
+        g = stop;
+    }
+}
+
+vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, int64_t N,
+                                  const simd_group_part *parts, int n_parts, const simd_group_layout *L) {
+    const int64_t K = X->ne[0];
+    if (K % L->block_len != 0) return VT_ERR_INVALID;
+    if (n_parts <= 0 || N <= 0) return VT_OK;
+    simd_act all;
+    memset(&all, 0, sizeof all);
+    vt_status st = simd_quantize_activations(ctx, X, L->act_kind, &all);
+    if (st != VT_OK) return st;
+    simd_group_job *jobs = ctx->host->alloc((size_t)n_parts * sizeof *jobs, SIMD_ALIGN);
+    if (!jobs) return VT_ERR_NOMEM;
+    const int64_t block = L->act_kind == SIMD_ACT_Q8_0 || L->act_kind == SIMD_ACT_Q8_0I ? 32 : 256;
+    const size_t group_bytes = (size_t)(K / L->block_len) * L->block_bytes;
+    const int64_t tile = (int64_t)(65536 / group_bytes);
+    int64_t most = 0;
+    for (int i = 0; i < n_parts; i++) {
+        simd_group_job *j = &jobs[i];
+        memset(j, 0, sizeof *j);
+        const int64_t r0 = parts[i].row0;
+        /* the part's rows of the shared activations: every array advanced r0 rows */
+        j->act.K = K;
+        j->act.qs = all.qs + r0 * K;
+        j->act.d = all.d + r0 * (K / block);
+        j->act.bsums = all.bsums ? all.bsums + r0 * (K / 16) : NULL;
+        j->act.hsums = all.hsums ? all.hsums + r0 * (K / 8) : NULL;
+        j->act.msums = all.msums ? all.msums + r0 * (K / 32) : NULL;
+        j->act.isums = all.isums ? all.isums + r0 * (K / 32) : NULL;
+        j->w = parts[i].w;
+        j->group_bytes = group_bytes;
+        j->N = N;
+        j->M = parts[i].M;
+        j->y = y + r0 * N;
+        j->y_dtype = VT_F32;
+        j->rows = L->rows;
+        j->pair = L->pair;
+        j->pair_rows = L->pair_rows;
+        j->few_rows = L->few_rows;
+        j->tile_groups = tile < 1 ? 1 : tile;
+        most = parts[i].M > most ? parts[i].M : most;
+    }
+    parts_walk w = {jobs, n_parts, (N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS};
+    const int64_t total = w.groups * n_parts;
+    /* as simd_run_groups: streamed chunks (whole pairs) for a few rows, L2
+     * tiles for more; a chunk never spans two parts' pairs oddly, since
+     * run_parts cuts it at their boundaries */
+    int64_t chunk = jobs[0].tile_groups;
+    if (most <= SIMD_MAX_ROWS) {
+        chunk = total / (4 * (int64_t)ctx->n_threads);
+        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
+    }
+    simd_dynamic_for(ctx, total, chunk, run_parts, &w);
+    ctx->host->free(jobs);
+    return VT_OK;
+}
+
 vt_status simd_group_matmul(simd_ctx *ctx, const vt_node *node, const simd_group_layout *L) {
     const vt_tensor *W = &node->src[0], *X = &node->src[1], *Y = &node->dst;
     const int64_t K = W->ne[0];

@@ -77,4 +77,19 @@ typedef struct simd_group_layout {
  * once, then every group walked (simd_run_groups). */
 vt_status simd_group_matmul(simd_ctx *ctx, const vt_node *node, const simd_group_layout *L);
 
+/* One matrix of a simd_group_matmul_parts call: its prepared copy and the
+ * rows of the shared activations it multiplies (rows [row0, row0 + M)). */
+typedef struct simd_group_part {
+    const void *w;
+    int64_t row0, M;
+} simd_group_part;
+
+/* Several {K, N} matrices in layout L, each against its own rows of X {K,
+ * rows} f32, into y [rows][N] f32 (row r of y from the part holding row r):
+ * the activations quantized once for all, and every part's groups walked in
+ * one pass over the threads (a mixture of experts' step: one region, not one
+ * per expert). Each row's arithmetic is simd_group_matmul's. */
+vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, int64_t N,
+                                  const simd_group_part *parts, int n_parts, const simd_group_layout *L);
+
 #endif

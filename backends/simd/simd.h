@@ -174,6 +174,10 @@ typedef struct simd_prepared_format {
      * dequantization of the file's row: GET_ROWS on a prepared table (a tied
      * embedding). NULL: weights read by GET_ROWS are declined. */
     void (*row_to_f32)(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
+    /* The layout's tile for the shared 8-row group walk (prepared_groups.h)
+     * at ctx's tier, or NULL for a layout with a walk of its own: a mixture
+     * of experts then runs all its experts in one pass (moe_matmul.c). */
+    const struct simd_group_layout *(*group_layout)(const simd_ctx *ctx);
 } simd_prepared_format;
 
 /* Bytes of one expert's copy in a prepared stack of experts {K, N, NE}:
