@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
-"""check_nginx_replicas.py — two `vt serve` replicas behind nginx (conf/nginx/vt.conf).
+"""check_nginx_replicas.py — `vt serve` replicas behind nginx (conf/nginx/vt.conf).
 
-Starts replicas A and B on loopback ports with a tiny model, and nginx (as
+Starts replicas A, B and C on loopback ports with a tiny model, and nginx (as
 this user, its pid, logs and temporary files in a temporary folder) with a
 configuration made from conf/nginx/vt.conf: the same upstream, location and
 proxy settings, only the ports substituted, plus an X-Upstream header (test
 only) naming the replica that answered. Then:
   1. affinity: each X-Session-Id is answered by the same replica every time,
-     and the keys spread over both;
+     and the keys spread over all three;
   2. A runs on the step_gate test backend (tests/plugins/step_gate.c): the
      test holds A's engine so that streams sent to A are certainly running
      when A gets SIGTERM, and non-streamed requests keep B busy meanwhile;
   3. after SIGTERM, non-streamed requests with A's session keys (not started
-     anywhere yet) are all answered 200 by B;
+     anywhere yet) are all answered 200 by a survivor;
   4. A's gate opens: its streams end cleanly (a final [DONE], a finish or an
      error event, and a complete HTTP response: no cut, no hang) and A exits 0;
-  5. B's /metrics shows every KV block free and nothing running or waiting.
+  5. C (also on step_gate) is killed abruptly (SIGKILL) while its engine holds
+     non-streamed requests: nginx replays them on B, and each is answered 200;
+  6. B's /metrics shows every KV block free and nothing running or waiting.
 Timeouts are hang guards only (tens of seconds), never speed assertions.
+
+C and A run every op on the reference backend, B on the default one.
 
 Usage: check_nginx_replicas.py VT_BINARY MODEL PLUGIN_DIR NGINX_CONF
 Exit: 0 = OK, 1 = a check failed, 77 = skipped with the reason printed (no
@@ -113,6 +117,29 @@ def nginx_config(template, tmp, listen, replicas):
             % (user, tmp, tmp, tmp, temps, text))
 
 
+def gate_count(gate):
+    """Forwards the step_gate backend has begun (tests/serve_gate.h)."""
+    try:
+        return int(open(os.path.join(gate, "reached")).read())
+    except (OSError, ValueError):  # no forward yet, or being rewritten
+        return None
+
+
+def hold(gate):
+    """Let no further forward start; the count of those begun."""
+    wait_for(lambda: gate_count(gate) is not None, 1.0)
+    reached = gate_count(gate) or 0
+    with open(os.path.join(gate, "allow.tmp"), "w") as f:
+        f.write(str(reached))
+    os.rename(os.path.join(gate, "allow.tmp"), os.path.join(gate, "allow"))
+    return reached
+
+
+def last_upstream(addrs):
+    """The replica that answered: $upstream_addr lists every one tried."""
+    return addrs.split(", ")[-1].split(" : ")[-1]
+
+
 def stream_outcome(port, key, results, i):
     """Read one streamed completion to its end; record how it ended."""
     try:
@@ -137,29 +164,31 @@ def main():
     tmp = tempfile.mkdtemp(prefix="vt-nginx-")
     procs = {}
     try:
-        gate = os.path.join(tmp, "gate")
+        gate, gate_c = os.path.join(tmp, "gate"), os.path.join(tmp, "gate_c")
         os.mkdir(gate)
-        pa, pb, pn = free_port(), free_port(), free_port()
+        os.mkdir(gate_c)
+        pa, pb, pc, pn = free_port(), free_port(), free_port(), free_port()
         common = ["serve", "-m", model, "--parallel", "2", "--threads", "1", "--shutdown-grace", "5"]
-        env_a = dict(os.environ, VT_BACKEND_PATH=plugin_dir, VT_TEST_STEP_GATE=gate)
-        logs = {n: open(os.path.join(tmp, n + ".log"), "w") for n in ("a", "b", "nginx")}
-        procs["a"] = subprocess.Popen([vt] + common + ["--port", str(pa), "--backend", "step_gate"], env=env_a,
-                                      stdout=logs["a"], stderr=subprocess.STDOUT)
+        logs = {n: open(os.path.join(tmp, n + ".log"), "w") for n in ("a", "b", "c", "nginx")}
+        for name, port, g in (("a", pa, gate), ("c", pc, gate_c)):
+            env = dict(os.environ, VT_BACKEND_PATH=plugin_dir, VT_TEST_STEP_GATE=g)
+            procs[name] = subprocess.Popen([vt] + common + ["--port", str(port), "--backend", "step_gate"], env=env,
+                                           stdout=logs[name], stderr=subprocess.STDOUT)
         procs["b"] = subprocess.Popen([vt] + common + ["--port", str(pb)], stdout=logs["b"], stderr=subprocess.STDOUT)
         conf = os.path.join(tmp, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(nginx_config(template, tmp, pn, [pa, pb]))
+            f.write(nginx_config(template, tmp, pn, [pa, pb, pc]))
         procs["nginx"] = subprocess.Popen([nginx, "-p", tmp, "-c", conf, "-e", os.path.join(tmp, "error.log")],
                                           stdout=logs["nginx"], stderr=subprocess.STDOUT)
-        if not check(wait_for(lambda: healthy(pa) and healthy(pb)), "the replicas are not healthy"):
+        if not check(wait_for(lambda: healthy(pa) and healthy(pb) and healthy(pc)), "the replicas are not healthy"):
             return report(tmp)
         if not check(wait_for(lambda: not refuses(pn)), "nginx is not listening"):
             return report(tmp)
-        up_a, up_b = "127.0.0.1:%d" % pa, "127.0.0.1:%d" % pb
+        up_a, up_b, up_c = ("127.0.0.1:%d" % p for p in (pa, pb, pc))
 
         # 1. Affinity: which replica each key reaches, twice.
         owner = {}
-        for i in range(24):
+        for i in range(36):
             key = "session-%d" % i
             seen = set()
             for _ in range(2):
@@ -170,21 +199,14 @@ def main():
             owner[key] = seen.pop()
         keys_a = [k for k, u in owner.items() if u == up_a]
         keys_b = [k for k, u in owner.items() if u == up_b]
-        print("affinity: 24 keys, each on one replica: %d on A, %d on B" % (len(keys_a), len(keys_b)))
-        if not check(len(keys_a) >= 3 and keys_b, "keys do not spread: %d on A, %d on B" % (len(keys_a), len(keys_b))):
+        keys_c = [k for k, u in owner.items() if u == up_c]
+        spread = "%d on A, %d on B, %d on C" % (len(keys_a), len(keys_b), len(keys_c))
+        print("affinity: 36 keys, each on one replica: " + spread)
+        if not check(len(keys_a) >= 3 and keys_b and keys_c, "keys do not spread: " + spread):
             return report(tmp)
 
         # 2. Hold A's engine, stream to A until a forward is held, keep B busy.
-        def gate_count():
-            try:
-                return int(open(os.path.join(gate, "reached")).read())
-            except (OSError, ValueError):  # no forward yet, or being rewritten
-                return None
-        wait_for(lambda: gate_count() is not None, 1.0)
-        reached = gate_count() or 0
-        with open(os.path.join(gate, "allow.tmp"), "w") as f:
-            f.write(str(reached))
-        os.rename(os.path.join(gate, "allow.tmp"), os.path.join(gate, "allow"))
+        reached = hold(gate)
         streams = [None] * 2
         threads = [threading.Thread(target=stream_outcome, args=(pn, keys_a[i], streams, i)) for i in range(2)]
         busy = [None] * 4
@@ -198,7 +220,7 @@ def main():
         for t in threads:
             t.start()
 
-        check(wait_for(lambda: (gate_count() or 0) > reached), "no stream reached A's engine")
+        check(wait_for(lambda: (gate_count(gate) or 0) > reached), "no stream reached A's engine")
 
         # 3. SIGTERM A mid-stream; once it refuses, A's keys go to B.
         procs["a"].send_signal(signal.SIGTERM)
@@ -218,8 +240,8 @@ def main():
             t.join(HANG_GUARD * 2)
         print("after A's SIGTERM, requests with A's keys answered by: %s" % [m and m[1] for m in moved])
         for status, up in [m or (None, "no answer: hung") for m in moved]:
-            check(status == 200 and up.split(", ")[-1].split(" : ")[-1] == up_b,
-                  "a request with A's key after A's SIGTERM: status %s from %s (expected 200 from B)" % (status, up))
+            check(status == 200 and last_upstream(up) in (up_b, up_c),
+                  "a request with A's key after A's SIGTERM: status %s from %s (expected 200 from B or C)" % (status, up))
 
         # 4. Open A's gate: its streams drain and end cleanly, A exits 0.
         os.remove(os.path.join(gate, "allow"))
@@ -238,7 +260,31 @@ def main():
             rc = "still running"
         check(rc == 0, "A after SIGTERM: exit %s (expected 0 after its drain)" % rc)
 
-        # 5. B holds no KV block and no request once everything has answered.
+        # 5. C is killed (SIGKILL) while its engine holds requests: nginx sees
+        # the connections cut and replays those requests on B, the survivor.
+        reached_c = hold(gate_c)
+        cut = [None] * 3
+
+        def cut_request(i):
+            try:
+                status, headers, _ = completion(pn, keys_c[i % len(keys_c)], max_tokens=4)
+                cut[i] = (status, headers.get("x-upstream", ""))
+            except Exception as e:
+                cut[i] = (None, repr(e))
+        cthreads = [threading.Thread(target=cut_request, args=(i,)) for i in range(len(cut))]
+        for t in cthreads:
+            t.start()
+        check(wait_for(lambda: (gate_count(gate_c) or 0) > reached_c), "no request reached C's engine")
+        procs["c"].kill()
+        procs["c"].wait()
+        for t in cthreads:
+            t.join(HANG_GUARD * 2)
+        print("after C's SIGKILL, requests C was running answered by: %s" % [c and c[1] for c in cut])
+        for status, up in [c or (None, "no answer: hung") for c in cut]:
+            check(status == 200 and last_upstream(up) == up_b,
+                  "a request C held when killed: status %s from %s (expected 200 from B)" % (status, up))
+
+        # 6. B holds no KV block and no request once everything has answered.
         def metric(text, name):
             m = re.search(r"^%s (\d+)$" % name, text, re.M)
             return int(m.group(1)) if m else None
