@@ -27,22 +27,21 @@ set(CPACK_COMPONENTS_ALL vt libvt libvt-dev)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 
+# CPack makes CPACK_PACKAGE_DESCRIPTION_SUMMARY every package's synopsis line
+# and indents these as the long description.
 set(CPACK_DEBIAN_VT_PACKAGE_NAME vt)
 set(CPACK_DEBIAN_VT_PACKAGE_SECTION science)
-set(CPACK_COMPONENT_VT_DESCRIPTION "CPU runtime for GGUF language models: the vt command and its backends
- vt runs, checks and serves GGUF language models on the CPU. `vt serve` is an
- OpenAI-compatible HTTP server; the vt-serve.service unit (installed, not
- enabled) runs it from /etc/vt/vt-serve.ini.")
+set(CPACK_DEBIAN_VT_DESCRIPTION "The vt command and its backends. vt runs, checks and serves GGUF language
+models on the CPU. `vt serve` is an OpenAI-compatible HTTP server; the unit
+vt-serve.service (installed, not enabled) runs it from /etc/vt/vt-serve.ini.")
 set(CPACK_DEBIAN_LIBVT_PACKAGE_NAME libvt)
 set(CPACK_DEBIAN_LIBVT_PACKAGE_SECTION libs)
-set(CPACK_COMPONENT_LIBVT_DESCRIPTION "CPU runtime for GGUF language models: shared library
- libvt embeds vt's runtime (include/vt/vt.h) in another program. It loads the
- backends the vt package installs.")
+set(CPACK_DEBIAN_LIBVT_DESCRIPTION "The shared library: libvt embeds vt's runtime (include/vt/vt.h) in another
+program. It loads the backends the vt package installs.")
 set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_NAME libvt-dev)
 set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_SECTION libdevel)
-set(CPACK_COMPONENT_LIBVT-DEV_DESCRIPTION "CPU runtime for GGUF language models: development files
- Headers, pkg-config file and CMake package for embedding libvt and for
- building backend plugins out of tree.")
+set(CPACK_DEBIAN_LIBVT-DEV_DESCRIPTION "Development files: headers, pkg-config file and CMake package for embedding
+libvt and for building backend plugins out of tree.")
 
 # libvt loads its backends from the vt package (<libdir>/vt); the CMake
 # package names libvt.so and /usr/bin/vt (vt::cli), so find_package(vt) needs
@@ -73,6 +72,11 @@ endif()
 # Files under /etc are the administrator's once installed: dpkg keeps local
 # edits on upgrade (and asks) only for conffiles.
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/debian-vt/conffiles "/etc/vt/vt.ini\n/etc/vt/vt-serve.ini\n")
-set(CPACK_DEBIAN_VT_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_BINARY_DIR}/debian-vt/conffiles)
+# The maintainer scripts (conf/debian/) tell systemd about the unit, stop the
+# service before removal and restart a running one on upgrade; none enables it.
+set(CPACK_DEBIAN_VT_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_BINARY_DIR}/debian-vt/conffiles
+  ${PROJECT_SOURCE_DIR}/conf/debian/postinst ${PROJECT_SOURCE_DIR}/conf/debian/prerm
+  ${PROJECT_SOURCE_DIR}/conf/debian/postrm)
+set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 
 include(CPack)

@@ -17,6 +17,7 @@ Exit: 0 = OK, 1 = a check failed, 77 = skipped (the reason is printed: no
 dpkg-deb or cpack on this machine), which ctest reports as a skip.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,16 @@ def main():
             check(f in vt_files, "vt: no %s in the package" % f)
         conf = run(["dpkg-deb", "--info", debs["vt"], "conffiles"]).stdout.split()
         check(sorted(conf) == ["/etc/vt/vt-serve.ini", "/etc/vt/vt.ini"], "vt: conffiles %s" % conf)
+        # Maintainer scripts: present, executable, valid sh, and none enables the unit.
+        ctl = os.path.join(tmp, "control")
+        run(["dpkg-deb", "-e", debs["vt"], ctl])
+        for script in ("postinst", "prerm", "postrm"):
+            path = os.path.join(ctl, script)
+            if check(os.path.exists(path), "vt: no %s" % script):
+                check(os.access(path, os.X_OK), "vt: %s is not executable" % script)
+                check(run(["sh", "-n", path]).returncode == 0, "vt: %s is not valid sh" % script)
+                check(not re.search(r"(systemctl|deb-systemd-helper) +enable", open(path).read()),
+                      "vt: %s enables the service" % script)
         lib_files = files(debs["libvt"])
         check(any(f.startswith("/usr/lib/libvt.so.") for f in lib_files), "libvt: no libvt.so.N: %s" % lib_files)
         dev_files = files(debs["libvt-dev"])
