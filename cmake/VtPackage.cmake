@@ -15,10 +15,10 @@ target_include_directories(vt_headers INTERFACE
 set_target_properties(vt_headers PROPERTIES EXPORT_NAME headers)
 # vt::cli: the installed `vt`, so a plugin's own tests can run `vt backends --check`.
 set_target_properties(vt-cli PROPERTIES EXPORT_NAME cli)
-install(TARGETS vt_headers EXPORT vtTargets)
+install(TARGETS vt_headers EXPORT vtTargets COMPONENT libvt-dev)
 
 set(VT_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/vt)
-install(EXPORT vtTargets NAMESPACE vt:: DESTINATION ${VT_CMAKE_INSTALL_DIR})
+install(EXPORT vtTargets NAMESPACE vt:: DESTINATION ${VT_CMAKE_INSTALL_DIR} COMPONENT libvt-dev)
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vtConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/vtConfig.cmake
@@ -29,7 +29,7 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vtConfig.cmake.in
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/vtConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vtConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/vtConfigVersion.cmake
-  DESTINATION ${VT_CMAKE_INSTALL_DIR})
+  DESTINATION ${VT_CMAKE_INSTALL_DIR} COMPONENT libvt-dev)
 
 # vt.pc: the ABI version from the header (one source of truth), and the prefix
 # as a path relative to the .pc file (`cmake --install --prefix` relocates).
@@ -45,4 +45,4 @@ endif()
 file(RELATIVE_PATH VT_PC_PREFIX_FROM_PCDIR "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 string(REGEX REPLACE "/$" "" VT_PC_PREFIX_FROM_PCDIR "${VT_PC_PREFIX_FROM_PCDIR}")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/vt.pc.in ${CMAKE_CURRENT_BINARY_DIR}/vt.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vt.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT libvt-dev)

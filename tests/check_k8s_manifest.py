@@ -7,7 +7,8 @@ checks what a deployment depends on: a Deployment and a Service that select
 the same pods, readiness and startup probes on GET /health at the port the
 server listens on, a termination grace period longer than the server's own
 drain, and — when `vt serve` is built — that every option in the container's
-arguments is one `vt serve --help` documents.
+arguments is one `vt serve --help` documents, and the metrics its comments
+name for scaling are ones core/server/serve_metrics.c exports.
 
 Usage: check_k8s_manifest.py MANIFEST [VT_BINARY]   (exit 0 = OK, 1 = a check failed)
 """
@@ -59,6 +60,15 @@ def main():
     term = pod.get("spec", {}).get("terminationGracePeriodSeconds")
     check(grace is not None and term is not None and term > float(grace),
           "terminationGracePeriodSeconds %s must exceed --shutdown-grace %s" % (term, grace))
+
+    # The metrics the manifest says to scale on are ones the server exports.
+    import os
+    import re
+    metrics_c = os.path.join(os.path.dirname(os.path.abspath(path)), "..", "..", "core", "server", "serve_metrics.c")
+    if os.path.exists(metrics_c):
+        exported = set(re.findall(r"# TYPE (vt_[a-z_]+)", open(metrics_c).read()))
+        named = set(re.findall(r"\bvt_[a-z_]+\b", open(path).read()))
+        check(named and named <= exported, "metrics named but not exported by serve_metrics.c: %s" % sorted(named - exported))
 
     if vt:
         help_run = subprocess.run([vt, "serve", "--help"], capture_output=True, text=True)

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""check_deb_package.py — `cpack -G DEB` makes the vt, libvt and libvt-dev packages.
+
+Builds the packages from the build folder into a temporary folder, then checks
+with dpkg-deb what an operator gets: each package's name and Depends (the
+Debian libraries the binaries link, the pinned libvt/vt of libvt-dev), the
+file list (/usr/bin/vt, every built backend in /usr/lib/vt, the headers,
+vt.pc, the CMake package, the systemd unit, the ini files as conffiles), and
+nothing outside /usr, /etc and /lib/systemd. Then it extracts all three into a
+scratch root (dpkg-deb -x: no root rights needed) and runs the extracted vt
+with an empty environment: `vt version`, `vt backends` (every backend loaded
+from <root>/usr/lib/vt, found relative to the binary itself), `vt serve
+--help` and `vt compare` (the default model, cached under a temporary HOME).
+
+Usage: check_deb_package.py BUILD_DIR SOURCE_DIR
+Exit: 0 = OK, 1 = a check failed, 77 = skipped (the reason is printed: no
+dpkg-deb or cpack on this machine), which ctest reports as a skip.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+    return cond
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=240, **kw)
+
+
+def main():
+    build, source = sys.argv[1], sys.argv[2]
+    for tool in ("dpkg-deb", "cpack"):
+        if not shutil.which(tool):
+            print("SKIP: %s is not installed (Debian package dpkg / cmake); the .deb is not checked" % tool)
+            return 77
+    version = None
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        for line in f:
+            if line.startswith("CMAKE_PROJECT_VERSION:"):
+                version = line.strip().split("=", 1)[1]
+    backends = sorted(n for n in os.listdir(os.path.join(build, "lib", "vt")) if n.startswith("libvt-backend-"))
+    headers = sorted(os.listdir(os.path.join(source, "include", "vt")))
+    serve_built = "usage" in run([os.path.join(build, "bin", "vt"), "serve", "--help"]).stdout.lower()
+
+    tmp = tempfile.mkdtemp(prefix="vt-deb-")
+    try:
+        out = run(["cpack", "-G", "DEB", "--config", os.path.join(build, "CPackConfig.cmake"), "-B", tmp], cwd=build)
+        if not check(out.returncode == 0, "cpack failed:\n%s%s" % (out.stdout, out.stderr)):
+            return report()
+        debs = {}
+        for name in ("vt", "libvt", "libvt-dev"):
+            path = os.path.join(tmp, "%s_%s_amd64.deb" % (name, version))
+            if not os.path.exists(path):
+                found = [n for n in os.listdir(tmp) if n.startswith(name + "_") and n.endswith(".deb")]
+                path = os.path.join(tmp, found[0]) if found else None
+            if check(path is not None, "no package %s in %s" % (name, os.listdir(tmp))):
+                debs[name] = path
+        if len(debs) != 3:
+            return report()
+
+        def field(deb, f):
+            return run(["dpkg-deb", "-f", deb, f]).stdout.strip()
+
+        def files(deb):
+            lines = run(["dpkg-deb", "-c", deb]).stdout.splitlines()
+            return {ln.split()[5].lstrip(".") for ln in lines if not ln.split()[5].endswith("/")}
+
+        for name, deb in debs.items():
+            check(field(deb, "Package") == name, "%s: Package is %r" % (deb, field(deb, "Package")))
+            check(field(deb, "Version") == version, "%s: Version %r, project %s" % (name, field(deb, "Version"), version))
+            info = run(["dpkg-deb", "-I", deb])
+            check(info.returncode == 0, "dpkg-deb -I %s failed: %s" % (deb, info.stderr))
+
+        vt_deps = field(debs["vt"], "Depends")
+        want = ["libc6", "libffi8", "libinih1"]
+        if serve_built:
+            want += ["libmicrohttpd12", "libjansson4"]
+        if "libvt-backend-onednn.so" in backends:
+            want += ["libdnnl"]
+        for lib in want:
+            check(lib in vt_deps, "vt: Depends lacks %s: %s" % (lib, vt_deps))
+        check("libc6" in field(debs["libvt"], "Depends"), "libvt: Depends lacks libc6")
+        dev_deps = field(debs["libvt-dev"], "Depends")
+        for pin in ("libvt (= %s)" % version, "vt (= %s)" % version):
+            check(pin in dev_deps, "libvt-dev: Depends lacks %s: %s" % (pin, dev_deps))
+
+        vt_files = files(debs["vt"])
+        for f in ["/usr/bin/vt", "/etc/vt/vt.ini", "/etc/vt/vt-serve.ini", "/lib/systemd/system/vt-serve.service"] + [
+                "/usr/lib/vt/" + b for b in backends]:
+            check(f in vt_files, "vt: no %s in the package" % f)
+        conf = run(["dpkg-deb", "--info", debs["vt"], "conffiles"]).stdout.split()
+        check(sorted(conf) == ["/etc/vt/vt-serve.ini", "/etc/vt/vt.ini"], "vt: conffiles %s" % conf)
+        # Maintainer scripts: present, executable, valid sh, and none enables the unit.
+        ctl = os.path.join(tmp, "control")
+        run(["dpkg-deb", "-e", debs["vt"], ctl])
+        for script in ("postinst", "prerm", "postrm"):
+            path = os.path.join(ctl, script)
+            if check(os.path.exists(path), "vt: no %s" % script):
+                check(os.access(path, os.X_OK), "vt: %s is not executable" % script)
+                check(run(["sh", "-n", path]).returncode == 0, "vt: %s is not valid sh" % script)
+                check(not re.search(r"(systemctl|deb-systemd-helper) +enable", open(path).read()),
+                      "vt: %s enables the service" % script)
+        lib_files = files(debs["libvt"])
+        check(any(f.startswith("/usr/lib/libvt.so.") for f in lib_files), "libvt: no libvt.so.N: %s" % lib_files)
+        dev_files = files(debs["libvt-dev"])
+        for f in ["/usr/include/vt/" + h for h in headers] + [
+                "/usr/lib/pkgconfig/vt.pc", "/usr/lib/cmake/vt/vtConfig.cmake", "/usr/lib/cmake/vt/vtTargets.cmake"]:
+            check(f in dev_files, "libvt-dev: no %s in the package" % f)
+        for f in vt_files | lib_files | dev_files:
+            check(f.startswith(("/usr/bin/", "/usr/lib/", "/usr/include/", "/etc/vt/", "/lib/systemd/system/"))
+                  and not f.startswith("/usr/local"), "file outside the package layout: %s" % f)
+
+        root = os.path.join(tmp, "root")
+        for deb in debs.values():
+            check(run(["dpkg-deb", "-x", deb, root]).returncode == 0, "dpkg-deb -x %s failed" % deb)
+        vt = os.path.join(root, "usr", "bin", "vt")
+        home = os.path.join(tmp, "home")
+        os.mkdir(home)
+        env = {"HOME": home}  # nothing else: no PATH, no VT_* variable
+        out = run([vt, "version"], env=env)
+        check(out.returncode == 0 and out.stdout.startswith("vt " + version), "vt version: %s%s" % (out.stdout, out.stderr))
+        out = run([vt, "backends"], env=env)
+        for b in backends:
+            check("%s/usr/lib/vt/%s" % (root, b) in out.stdout and out.returncode == 0,
+                  "vt backends does not load %s from the extracted root:\n%s%s" % (b, out.stdout, out.stderr))
+        if serve_built:
+            out = run([vt, "serve", "--help"], env=env)
+            check(out.returncode == 0 and out.stdout.startswith("usage: vt serve"), "vt serve --help: %s" % out.stderr)
+        out = run([vt, "compare"], env=env, cwd=tmp)
+        check(out.returncode == 0 and "verdict:" in out.stdout, "vt compare failed:\n%s%s" % (out.stdout, out.stderr))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return report()
+
+
+def report():
+    for f in failures:
+        print("check_deb_package: %s" % f)
+    print("check_deb_package: %s" % ("FAILED" if failures else "OK"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
