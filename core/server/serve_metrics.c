@@ -122,6 +122,11 @@ static void add_histogram(text *t, const char *name, const char *help, const vt_
         h->sum, name, (unsigned long long)h->count);
 }
 
+/* One metric without labels: its HELP and TYPE lines, then its value. */
+static void add_metric(text *t, const char *name, const char *type, const char *help, long long value) {
+    add(t, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, value);
+}
+
 char *vt_serve_metrics_text(vt_serve_metrics *m) {
     text t = {0};
     pthread_mutex_lock(&m->lock);
@@ -131,33 +136,19 @@ char *vt_serve_metrics_text(vt_serve_metrics *m) {
             add(&t, "vt_requests_total{status=\"%d\"} %llu\n", counted_statuses[i],
                 (unsigned long long)m->requests[i]);
     add(&t, "vt_requests_total{status=\"other\"} %llu\n", (unsigned long long)m->requests[VT_SERVE_STATUS_SLOTS]);
-    add(&t, "# HELP vt_prompt_tokens_total Prompt tokens of the requests that started.\n"
-            "# TYPE vt_prompt_tokens_total counter\nvt_prompt_tokens_total %llu\n",
-        (unsigned long long)m->prompt_tokens);
-    add(&t, "# HELP vt_generation_tokens_total Tokens generated.\n"
-            "# TYPE vt_generation_tokens_total counter\nvt_generation_tokens_total %llu\n",
-        (unsigned long long)m->generated_tokens);
-    add(&t, "# HELP vt_requests_running Requests holding a sequence.\n# TYPE vt_requests_running gauge\n"
-            "vt_requests_running %lld\n",
-        (long long)m->running);
-    add(&t, "# HELP vt_requests_waiting Requests queued, not started.\n# TYPE vt_requests_waiting gauge\n"
-            "vt_requests_waiting %lld\n",
-        (long long)m->waiting);
-    add(&t, "# HELP vt_kv_blocks_used KV-cache blocks held by sequences.\n# TYPE vt_kv_blocks_used gauge\n"
-            "vt_kv_blocks_used %lld\n",
-        (long long)m->kv_used);
-    add(&t, "# HELP vt_kv_blocks_total KV-cache blocks in the pool.\n# TYPE vt_kv_blocks_total gauge\n"
-            "vt_kv_blocks_total %lld\n",
-        (long long)m->kv_total);
-    add(&t, "# HELP vt_prefix_cache_blocks KV-cache blocks filed in the prefix cache (held or reclaimable).\n"
-            "# TYPE vt_prefix_cache_blocks gauge\nvt_prefix_cache_blocks %lld\n",
-        (long long)m->cached_blocks);
-    add(&t, "# HELP vt_prefix_cache_hit_tokens_total Prompt tokens taken from the prefix cache.\n"
-            "# TYPE vt_prefix_cache_hit_tokens_total counter\nvt_prefix_cache_hit_tokens_total %lld\n",
-        (long long)m->cache_hit_tokens);
-    add(&t, "# HELP vt_prefix_cache_query_tokens_total Prompt tokens looked up in the prefix cache (hits and misses).\n"
-            "# TYPE vt_prefix_cache_query_tokens_total counter\nvt_prefix_cache_query_tokens_total %lld\n",
-        (long long)m->cache_query_tokens);
+    add_metric(&t, "vt_prompt_tokens_total", "counter", "Prompt tokens of the requests that started.",
+               (long long)m->prompt_tokens);
+    add_metric(&t, "vt_generation_tokens_total", "counter", "Tokens generated.", (long long)m->generated_tokens);
+    add_metric(&t, "vt_requests_running", "gauge", "Requests holding a sequence.", (long long)m->running);
+    add_metric(&t, "vt_requests_waiting", "gauge", "Requests queued, not started.", (long long)m->waiting);
+    add_metric(&t, "vt_kv_blocks_used", "gauge", "KV-cache blocks held by sequences.", (long long)m->kv_used);
+    add_metric(&t, "vt_kv_blocks_total", "gauge", "KV-cache blocks in the pool.", (long long)m->kv_total);
+    add_metric(&t, "vt_prefix_cache_blocks", "gauge",
+               "KV-cache blocks filed in the prefix cache (held or reclaimable).", (long long)m->cached_blocks);
+    add_metric(&t, "vt_prefix_cache_hit_tokens_total", "counter", "Prompt tokens taken from the prefix cache.",
+               (long long)m->cache_hit_tokens);
+    add_metric(&t, "vt_prefix_cache_query_tokens_total", "counter",
+               "Prompt tokens looked up in the prefix cache (hits and misses).", (long long)m->cache_query_tokens);
     add_histogram(&t, "vt_time_to_first_token_seconds", "Time from a request's arrival to its first token.", &m->ttft);
     add_histogram(&t, "vt_inter_token_latency_seconds", "Time between two tokens of one request.", &m->itl);
     pthread_mutex_unlock(&m->lock);
