@@ -40,7 +40,7 @@
 static serve_server main_srv, small_srv;
 /* The small server runs on the step_gate test backend (serve_gate.h): the
  * tests that need a request still running or still waiting when something
- * happens (a client leaving, a time limit, a full queue, SIGTERM) hold its
+ * happens (a time limit, a full queue, SIGTERM) hold its
  * engine before a forward, so that state is certain on a machine of any
  * speed rather than likely on the one the test was written on. A 10x faster
  * machine cannot step past a held gate; a 10x slower one only takes longer
@@ -520,14 +520,22 @@ static void test_disconnect_frees_blocks(void) {
      * up at the first chunk; the server sees the client leave while nothing
      * moves ("(client left)" in the log), and the request is cancelled at
      * the next step once the gate opens. Neither a faster nor a slower
-     * machine changes that order: no forward can start while held. */
-    long base = serve_gate_reached(&small_gate);
-    serve_gate_allow(&small_gate, base + 1);
-    double gen_before = serve_metric(&small_srv, "vt_generation_tokens_total");
-    int left_before = log_count(&small_srv, "(client left)");
+     * machine changes that order: no forward can start while held. It runs
+     * on a server of its own without a time limit: the small server's 2 s
+     * would start counting before the hold, and on a slow machine could
+     * end the request before its client leaves. */
+    serve_server srv = {0};
+    serve_gate gate;
+    CU_ASSERT_FATAL(serve_gate_init(&gate, "disconnect-gate"));
+    static const char *const args[] = {"--parallel", "1", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&srv, &gate, MODEL, "disconnect.log", args));
+    long base = serve_gate_reached(&gate);
+    serve_gate_allow(&gate, base + 1);
+    double gen_before = serve_metric(&srv, "vt_generation_tokens_total");
+    int left_before = log_count(&srv, "(client left)");
     CURL *h = curl_easy_init();
     char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", small_srv.port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", srv.port);
     int chunks = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"prompt\":\"Greetings\",\"max_tokens\":400,\"temperature\":0,\"stream\":true}");
@@ -537,14 +545,16 @@ static void test_disconnect_frees_blocks(void) {
     CU_ASSERT_EQUAL(curl_easy_perform(h), CURLE_WRITE_ERROR);
     curl_easy_cleanup(h);
     CU_ASSERT_EQUAL(chunks, 1);
-    CU_ASSERT(serve_gate_wait_reached(&small_gate, base + 2, 60)); /* held before its second forward */
-    CU_ASSERT(log_grows(&small_srv, "(client left)", left_before, 60));
-    CU_ASSERT(serve_metric(&small_srv, "vt_kv_blocks_used") > 0); /* still holds its blocks while held */
-    serve_gate_open(&small_gate);
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 60));
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 0, 60));
+    CU_ASSERT(serve_gate_wait_reached(&gate, base + 2, 60)); /* held before its second forward */
+    CU_ASSERT(log_grows(&srv, "(client left)", left_before, 60));
+    CU_ASSERT(serve_metric(&srv, "vt_kv_blocks_used") > 0); /* still holds its blocks while held */
+    serve_gate_open(&gate);
+    CU_ASSERT(serve_metric_reaches(&srv, "vt_kv_blocks_used", 0, 60));
+    CU_ASSERT(serve_metric_reaches(&srv, "vt_requests_running", 0, 60));
     /* Cancelled after its second forward, not run to its 400 tokens. */
-    CU_ASSERT(serve_metric(&small_srv, "vt_generation_tokens_total") - gen_before <= 2);
+    CU_ASSERT(serve_metric(&srv, "vt_generation_tokens_total") - gen_before <= 2);
+    int status = serve_stop(&srv);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* A client that never reads its stream does not hold up another. The bound
@@ -727,6 +737,7 @@ static void test_shutdown_before_first_token(void) {
     s.pid = 0;
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
+
 
 /* A chat request ends at the template's end of turn: the trained
  * aidreams260k, asked for a story in Llama 2's format, closes it with "</s>"
