@@ -738,6 +738,53 @@ static void test_shutdown_before_first_token(void) {
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* The gauges count what the next step will admit as running, and the
+ * scheduler, not the free sequences, decides that: with 4 sequences but a
+ * token budget of 2 a step runs at most 2 requests (each running one gets a
+ * token). A is held in its first forward (all of its one-token prompt)
+ * while B and C queue; one more
+ * forward is let through, after which the engine adds B and C to the batch
+ * and is held before the next forward: that step decodes A and starts B
+ * (the budget's second token), C waits. So the gauges read 2 running and 1
+ * waiting, where counting free sequences alone would read 3 and 0. Every
+ * state is one the gate holds, so the machine's speed changes nothing. */
+static void test_gauges_follow_token_budget(void) {
+    serve_server s = {0};
+    serve_gate g;
+    CU_ASSERT_FATAL(serve_gate_init(&g, "budget-gate"));
+    static const char *const args[] = {"--parallel", "4", "--token-budget", "2", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "budget.log", args));
+    serve_gate_hold(&g);
+    long base = serve_gate_reached(&g);
+    /* one-token prompts: each request's first forward is its whole prefill */
+    static const char body[] = "{\"prompt\":[5],\"max_tokens\":8,\"temperature\":0}";
+    stream_thread a = {&s, body, {0}}, b = {&s, body, {0}}, c = {&s, body, {0}};
+    pthread_t ta, tb, tc;
+    pthread_create(&ta, NULL, stream_main, &a);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
+    pthread_create(&tb, NULL, stream_main, &b);
+    pthread_create(&tc, NULL, stream_main, &c);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 2, 60)); /* both queued behind the held forward */
+    serve_gate_allow(&g, base + 2);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 2, 60));
+    const double running = serve_metric(&s, "vt_requests_running"), waiting = serve_metric(&s, "vt_requests_waiting");
+    CU_ASSERT_EQUAL(running, 2);
+    CU_ASSERT_EQUAL(waiting, 1);
+    if (running != 2 || waiting != 1) fprintf(stderr, "gauges: %g running, %g waiting (see %s)\n", running, waiting, s.log);
+    serve_gate_open(&g);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    CU_ASSERT_EQUAL(b.r.status, 200);
+    CU_ASSERT_EQUAL(c.r.status, 200);
+    serve_reply_free(&a.r);
+    serve_reply_free(&b.r);
+    serve_reply_free(&c.r);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_running", 0, 60));
+    int status = serve_stop(&s);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
 
 /* A chat request ends at the template's end of turn: the trained
  * aidreams260k, asked for a story in Llama 2's format, closes it with "</s>"
@@ -900,6 +947,7 @@ int main(void) {
         {"--help describes each flag once", test_help_says_each_flag_once},
         {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},
         {"SIGTERM: a request without a token yet is 503", test_shutdown_before_first_token},
+        {"the gauges follow the token budget, not only free sequences", test_gauges_follow_token_budget},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve", suite_init, suite_cleanup, tests);

@@ -225,6 +225,10 @@ VT_API vt_status vt_batch_cancel(vt_batch *b, uint64_t id, char *err, size_t err
 VT_API vt_status vt_batch_remove(vt_batch *b, uint64_t id, char *err, size_t err_size);
 
 VT_API void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out);
+/* How many of the n_waiting requests the next vt_batch_step would start:
+ * as many as its token budget, free sequences and free KV blocks let in,
+ * oldest first. Changes no request; not safe alongside another call on b. */
+VT_API int32_t vt_batch_n_admit_next(const vt_batch *b);
 
 /* Text -> ids with the model's tokenizer, as vt_session_tokenize; with
  * parse_special, control-token text becomes its token. */
