@@ -27,13 +27,8 @@ TOKENS=${TOKENS:-64}
 PORT=${PORT:-18232}
 for f in "$OLD" "$NEW"; do [ -x "$f" ] || { echo "serve_old_new.sh: no vt binary at $f" >&2; exit 2; }; done
 [ -f "$MODEL" ] || { echo "serve_old_new.sh: no model at $MODEL" >&2; exit 2; }
-OUT=$(mktemp -d)
-server=
-cleanup() {
-    [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null
-    rm -rf "$OUT"
-}
-trap cleanup EXIT INT TERM
+. "$here/serve_lib.sh" # stops every server it started when this script ends, however it ends
+OUT=$SERVE_DIR
 
 echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); model: $MODEL; clients $CLIENTS, $TOKENS tokens, $ROUNDS rounds"
 . "$here/machine.sh"
@@ -43,19 +38,11 @@ echo "new: $NEW"
 
 # One level of load against build $1 (label $2): output tok/s on stdout's last line.
 measure() {
-    "$1" serve -m "$MODEL" -t 2 --parallel 8 -c 4096 --port "$PORT" 2>"$OUT/serve-$2.log" &
-    server=$!
-    i=0
-    until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; do
-        i=$((i + 1))
-        [ "$i" -le 240 ] || { echo "serve_old_new.sh: $2 did not become ready; its log:" >&2; cat "$OUT/serve-$2.log" >&2; exit 1; }
-        sleep 0.5
-    done
+    serve_start "$OUT/serve-$2.log" "$PORT" "$1" serve -m "$MODEL" -t 2 --parallel 8 -c 4096 --port "$PORT" ||
+        { echo "serve_old_new.sh: the $2 build's server did not become ready" >&2; exit 1; }
     python3 "$here/serve_load.py" --url "http://127.0.0.1:$PORT" --clients "$CLIENTS" --duration "$DURATION" \
         --max-tokens "$TOKENS" --json >"$OUT/load-$2.json" || echo "serve_old_new.sh: $2: some requests failed (their errors are in the JSON)" >&2
-    kill -TERM "$server"
-    wait "$server" || true
-    server=
+    serve_stop
     cat "$OUT/load-$2.json" >&2
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["results"][0]["output_tok_s"])' "$OUT/load-$2.json"
 }

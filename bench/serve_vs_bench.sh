@@ -37,28 +37,16 @@ PORT=${PORT:-18231}
 PROMPT="Once upon a time, in a land far away, there lived a" # serve_load.py's default prompt
 [ -x "$VT" ] || { echo "serve_vs_bench.sh: no vt binary at $VT" >&2; exit 2; }
 [ -f "$MODEL" ] || { echo "serve_vs_bench.sh: no model at $MODEL" >&2; exit 2; }
-OUT=$(mktemp -d)
-server=
-cleanup() {
-    [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server" 2>/dev/null
-    rm -rf "$OUT"
-}
-trap cleanup EXIT INT TERM
+. "$here/serve_lib.sh" # stops every server it started when this script ends, however it ends
+OUT=$SERVE_DIR
 
 P=$("$VT" tokenize -m "$MODEL" --ids "$PROMPT" | tr ',' '\n' | grep -c .)
 echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); model: $MODEL; prompt $P tokens, $TOKENS generated;" \
     "clients/sequences $CLIENTS; $ROUNDS rounds"
 . "$(dirname "$0")/machine.sh"
 machine_line
-"$VT" serve -m "$MODEL" -t 2 --parallel 8 -c 4096 --port "$PORT" 2>"$OUT/serve.log" &
-server=$!
-i=0
-until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; do
-    i=$((i + 1))
-    [ "$i" -le 120 ] || { echo "serve_vs_bench.sh: the server did not become ready; its log:" >&2; cat "$OUT/serve.log" >&2; exit 1; }
-    kill -0 "$server" 2>/dev/null || { echo "serve_vs_bench.sh: the server exited; its log:" >&2; cat "$OUT/serve.log" >&2; exit 1; }
-    sleep 0.5
-done
+SERVE_READY_SECONDS=60 serve_start "$OUT/serve.log" "$PORT" "$VT" serve -m "$MODEL" -t 2 --parallel 8 -c 4096 \
+    --port "$PORT" || exit 1
 
 run_bench() {
     echo "-- bench: $VT bench -m MODEL --backends simd -t 2 -p $P -n $TOKENS -r 3 --parallel $CLIENTS --membw-mib 0"

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gate_file.h"
 #include "util.h"
 
 bool serve_gate_init(serve_gate *g, const char *name) {
@@ -14,32 +15,12 @@ bool serve_gate_init(serve_gate *g, const char *name) {
     return mkdir(g->dir, 0755) == 0;
 }
 
-static long read_number(const serve_gate *g, const char *name) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", g->dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long v = -1;
-    if (fscanf(f, "%ld", &v) != 1) v = -1;
-    fclose(f);
-    return v;
-}
-
 long serve_gate_reached(const serve_gate *g) {
-    long n = read_number(g, "reached");
+    long n = gate_read_number(g->dir, "reached");
     return n < 0 ? 0 : n;
 }
 
-void serve_gate_allow(const serve_gate *g, long n) {
-    char path[600], tmp[620];
-    snprintf(path, sizeof path, "%s/allow", g->dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return;
-    fprintf(f, "%ld\n", n);
-    fclose(f);
-    rename(tmp, path); /* the plugin never sees half a number */
-}
+void serve_gate_allow(const serve_gate *g, long n) { gate_write_number(g->dir, "allow", n); }
 
 void serve_gate_hold(const serve_gate *g) { serve_gate_allow(g, serve_gate_reached(g)); }
 

@@ -692,6 +692,9 @@ static void test_bench_entry_options(void) {
         } else {
             const json_value *e = json_get(r, "error");
             CU_ASSERT(e && e->type == JSON_STRING && strstr(e->str, "unknown option 'frob'"));
+            /* the refusal names where the option was written */
+            CU_ASSERT(e && e->type == JSON_STRING && strstr(e->str, "--backends simd:frob=1") &&
+                      !strstr(e->str, "--backend-option"));
         }
     }
     json_free(&doc);
@@ -723,6 +726,48 @@ static void test_compare_entry_options(void) {
     CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, NULL), 0);
     CU_ASSERT(out && strstr(out, "no divergence: simd:isa=avx2 ("));
     free(out);
+}
+
+/* Entries are labelled by their full text: two entries whose options differ
+ * only past the 31st character are two labels (the reference backend
+ * refuses both unknown options, and bench reports each under its own
+ * label, naming --backends as where the option was written), and a label
+ * that would still be shared (an option value ending in what a repeat's
+ * "#2" adds) is refused before anything runs, naming both entries. */
+static void test_entry_labels_never_collide(void) {
+    static const char key[] = "a_key_longer_than_thirty_one_characters";
+    char args[2048], cmd[4096], *out = NULL, *err = NULL, msg[256] = "";
+    snprintf(args, sizeof args,
+             "bench -m '%s' --json --backends reference:%s=1,reference:%s=2 -p 4 -n 2 -r 1 -t 2 --membw-mib 0",
+             model_path, key, key);
+    snprintf(cmd, sizeof cmd, "'%s' %s", VT_CLI_PATH, args);
+    CU_ASSERT(vt_test_run_cmd(cmd, &out, NULL) != 0); /* both entries fail: the run says so */
+    json_value doc;
+    CU_ASSERT_FATAL(out && json_parse(out, strlen(out), &doc, msg, sizeof msg));
+    free(out);
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 2);
+    for (size_t i = 0; i < results->n; i++) {
+        char label[256];
+        snprintf(label, sizeof label, "reference:%s=%zu", key, i + 1);
+        const json_value *b = json_get(&results->items[i], "backend"), *e = json_get(&results->items[i], "error");
+        CU_ASSERT_FATAL(b && b->type == JSON_STRING);
+        CU_ASSERT_STRING_EQUAL(b->str, label);
+        char where[300];
+        snprintf(where, sizeof where, "--backends %s", label);
+        CU_ASSERT(e && e->type == JSON_STRING && strstr(e->str, where) && !strstr(e->str, "--backend-option"));
+    }
+    json_free(&doc);
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench -m '%s' --json --backends reference:x=1,reference:x=1,reference:x=1#2 -p 4 -n 2 -r 1 "
+             "--membw-mib 0",
+             VT_CLI_PATH, model_path);
+    int rc = vt_test_run_cmd(cmd, NULL, &err);
+    CU_ASSERT(rc >= 2 && rc <= 6);
+    CU_ASSERT(err && strstr(err, "entries 2 (reference:x=1) and 3 (reference:x=1#2)") &&
+              strstr(err, "'reference:x=1#2'"));
+    if (err && !strstr(err, "entries 2")) fprintf(stderr, "%s\n", err);
+    free(err);
 }
 
 static void test_bad_flags_are_errors(void) {
@@ -927,6 +972,7 @@ int main(void) {
         {"bench --csv: header and one row per test", test_bench_csv},
         {"bench --backends NAME:key=value: an entry with its own backend options", test_bench_entry_options},
         {"compare --backends NAME:key=value: the entry's options reach its engine", test_compare_entry_options},
+        {"--backends entries never share a label", test_entry_labels_never_collide},
         {"bad flags are errors with a message", test_bad_flags_are_errors},
         {"synth CLI: explicit sizes and named shapes load back", test_synth_cli},
         {"profiler forwards calls exactly and counts each node", test_profiler_forwards_and_counts},

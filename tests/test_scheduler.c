@@ -746,11 +746,21 @@ static void random_add(random_run *r) {
     }
 }
 
-/* One step, the invariants, and a read of every request. */
+/* One step, the invariants, and a read of every request. The step admits
+ * what vt_sched_n_admit_next predicted just before it, whichever of the
+ * budget, the sequences or the blocks limits it; a step that preempts
+ * admits none, and the prediction says so. */
 static void random_step(random_run *r) {
     vt_sched_step_info info;
     vt_error err = {0};
+    const int32_t waiting = vt_sched_n_waiting(r->sched), running = vt_sched_n_running(r->sched);
+    const int32_t predicted = vt_sched_n_admit_next(r->sched);
+    CU_ASSERT(vt_sched_n_waiting(r->sched) == waiting && vt_sched_n_running(r->sched) == running); /* moved none */
     CU_ASSERT_EQUAL_FATAL(vt_sched_step(r->sched, &info, &err), VT_OK);
+    CU_ASSERT_EQUAL(info.n_preempted ? 0 : info.n_admitted, predicted);
+    if ((info.n_preempted ? 0 : info.n_admitted) != predicted)
+        fprintf(stderr, "step %d: predicted %d admissions, the step made %d (%d preempted)\n", r->steps, predicted,
+                info.n_admitted, info.n_preempted);
     r->steps++;
     CU_ASSERT(vt_sched_n_running(r->sched) <= RANDOM_SEQS);
     CU_ASSERT(info.n_decode_tokens + info.n_prefill_tokens <= RANDOM_BUDGET);

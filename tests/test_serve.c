@@ -40,7 +40,7 @@
 static serve_server main_srv, small_srv;
 /* The small server runs on the step_gate test backend (serve_gate.h): the
  * tests that need a request still running or still waiting when something
- * happens (a client leaving, a time limit, a full queue, SIGTERM) hold its
+ * happens (a time limit, a full queue, SIGTERM) hold its
  * engine before a forward, so that state is certain on a machine of any
  * speed rather than likely on the one the test was written on. A 10x faster
  * machine cannot step past a held gate; a 10x slower one only takes longer
@@ -543,14 +543,22 @@ static void test_disconnect_frees_blocks(void) {
      * up at the first chunk; the server sees the client leave while nothing
      * moves ("(client left)" in the log), and the request is cancelled at
      * the next step once the gate opens. Neither a faster nor a slower
-     * machine changes that order: no forward can start while held. */
-    long base = serve_gate_reached(&small_gate);
-    serve_gate_allow(&small_gate, base + 1);
-    double gen_before = serve_metric(&small_srv, "vt_generation_tokens_total");
-    int left_before = log_count(&small_srv, "(client left)");
+     * machine changes that order: no forward can start while held. It runs
+     * on a server of its own without a time limit: the small server's 2 s
+     * would start counting before the hold, and on a slow machine could
+     * end the request before its client leaves. */
+    serve_server srv = {0};
+    serve_gate gate;
+    CU_ASSERT_FATAL(serve_gate_init(&gate, "disconnect-gate"));
+    static const char *const args[] = {"--parallel", "1", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&srv, &gate, MODEL, "disconnect.log", args));
+    long base = serve_gate_reached(&gate);
+    serve_gate_allow(&gate, base + 1);
+    double gen_before = serve_metric(&srv, "vt_generation_tokens_total");
+    int left_before = log_count(&srv, "(client left)");
     CURL *h = curl_easy_init();
     char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", small_srv.port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", srv.port);
     int chunks = 0;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"prompt\":\"Greetings\",\"max_tokens\":400,\"temperature\":0,\"stream\":true}");
@@ -560,14 +568,16 @@ static void test_disconnect_frees_blocks(void) {
     CU_ASSERT_EQUAL(curl_easy_perform(h), CURLE_WRITE_ERROR);
     curl_easy_cleanup(h);
     CU_ASSERT_EQUAL(chunks, 1);
-    CU_ASSERT(serve_gate_wait_reached(&small_gate, base + 2, 60)); /* held before its second forward */
-    CU_ASSERT(log_grows(&small_srv, "(client left)", left_before, 60));
-    CU_ASSERT(serve_metric(&small_srv, "vt_kv_blocks_used") > 0); /* still holds its blocks while held */
-    serve_gate_open(&small_gate);
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 60));
-    CU_ASSERT(serve_metric_reaches(&small_srv, "vt_requests_running", 0, 60));
+    CU_ASSERT(serve_gate_wait_reached(&gate, base + 2, 60)); /* held before its second forward */
+    CU_ASSERT(log_grows(&srv, "(client left)", left_before, 60));
+    CU_ASSERT(serve_metric(&srv, "vt_kv_blocks_used") > 0); /* still holds its blocks while held */
+    serve_gate_open(&gate);
+    CU_ASSERT(serve_metric_reaches(&srv, "vt_kv_blocks_used", 0, 60));
+    CU_ASSERT(serve_metric_reaches(&srv, "vt_requests_running", 0, 60));
     /* Cancelled after its second forward, not run to its 400 tokens. */
-    CU_ASSERT(serve_metric(&small_srv, "vt_generation_tokens_total") - gen_before <= 2);
+    CU_ASSERT(serve_metric(&srv, "vt_generation_tokens_total") - gen_before <= 2);
+    int status = serve_stop(&srv);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* A client that never reads its stream does not hold up another. The bound
@@ -751,6 +761,54 @@ static void test_shutdown_before_first_token(void) {
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* The gauges count what the next step will admit as running, and the
+ * scheduler, not the free sequences, decides that: with 4 sequences but a
+ * token budget of 2 a step runs at most 2 requests (each running one gets a
+ * token). A is held in its first forward (all of its one-token prompt)
+ * while B and C queue; one more
+ * forward is let through, after which the engine adds B and C to the batch
+ * and is held before the next forward: that step decodes A and starts B
+ * (the budget's second token), C waits. So the gauges read 2 running and 1
+ * waiting, where counting free sequences alone would read 3 and 0. Every
+ * state is one the gate holds, so the machine's speed changes nothing. */
+static void test_gauges_follow_token_budget(void) {
+    serve_server s = {0};
+    serve_gate g;
+    CU_ASSERT_FATAL(serve_gate_init(&g, "budget-gate"));
+    static const char *const args[] = {"--parallel", "4", "--token-budget", "2", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "budget.log", args));
+    serve_gate_hold(&g);
+    long base = serve_gate_reached(&g);
+    /* one-token prompts: each request's first forward is its whole prefill */
+    static const char body[] = "{\"prompt\":[5],\"max_tokens\":8,\"temperature\":0}";
+    stream_thread a = {&s, body, {0}}, b = {&s, body, {0}}, c = {&s, body, {0}};
+    pthread_t ta, tb, tc;
+    pthread_create(&ta, NULL, stream_main, &a);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
+    pthread_create(&tb, NULL, stream_main, &b);
+    pthread_create(&tc, NULL, stream_main, &c);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 2, 60)); /* both queued behind the held forward */
+    serve_gate_allow(&g, base + 2);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 2, 60));
+    const double running = serve_metric(&s, "vt_requests_running"), waiting = serve_metric(&s, "vt_requests_waiting");
+    CU_ASSERT_EQUAL(running, 2);
+    CU_ASSERT_EQUAL(waiting, 1);
+    if (running != 2 || waiting != 1) fprintf(stderr, "gauges: %g running, %g waiting (see %s)\n", running, waiting, s.log);
+    serve_gate_open(&g);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    CU_ASSERT_EQUAL(b.r.status, 200);
+    CU_ASSERT_EQUAL(c.r.status, 200);
+    serve_reply_free(&a.r);
+    serve_reply_free(&b.r);
+    serve_reply_free(&c.r);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_running", 0, 60));
+    int status = serve_stop(&s);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A chat request ends at the template's end of turn: the trained
  * aidreams260k, asked for a story in Llama 2's format, closes it with "</s>"
  * well before max_tokens (checked with vt run); the answer stops there, as
@@ -913,6 +971,7 @@ int main(void) {
         {"--help describes each flag once", test_help_says_each_flag_once},
         {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},
         {"SIGTERM: a request without a token yet is 503", test_shutdown_before_first_token},
+        {"the gauges follow the token budget, not only free sequences", test_gauges_follow_token_budget},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve", suite_init, suite_cleanup, tests);

@@ -465,29 +465,31 @@ static void *request_main(void *arg) {
 }
 
 static void test_timed_out_while_queued(void) {
-    /* One sequence, a 3 s limit, on the step_gate backend (serve_gate.h). A
-     * gets two forwards (its prefill and one decode: two tokens) and is
-     * then held before its third; B queues behind it. The test waits out
-     * the limit on the wall clock and opens the gate: the engine finds both
-     * past their deadlines in one pass, and B never held the sequence — so B
-     * is a 503 with Retry-After, A a 200 ending as length. No forward can
-     * start while held, so a faster machine changes nothing; a slower one
-     * only takes longer to reach each held state (waits bounded at 60 s). */
+    /* One sequence, a 3 s limit, on the step_gate backend (serve_gate.h).
+     * The engine is held before A is sent, so A's time runs only while A
+     * waits in its first forward (its prefill); B queues behind it. The
+     * test waits out the limit of both on the wall clock and opens the gate:
+     * A's first forward ends with one token and the engine then finds both
+     * past their deadlines in one pass; B never held the sequence, so B is a
+     * 503 with Retry-After, A a 200 ending as length after that one token.
+     * No forward can start while held and no time limit runs before the
+     * hold, so neither a faster nor a slower machine changes any of this
+     * (waits for a held state are bounded at 60 s). */
     serve_server s = {0};
     serve_gate g;
     CU_ASSERT_FATAL(serve_gate_init(&g, "queued-timeout-gate"));
     static const char *const args[] = {"--parallel", "1", "--timeout", "3", "-c", "4096", NULL};
     CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "queued-timeout.log", args));
+    serve_gate_hold(&g);
     const long base = serve_gate_reached(&g);
-    serve_gate_allow(&g, base + 2);
     request_thread a = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"stream\":true}", {0}};
     request_thread b = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"max_tokens\":4}", {0}};
     pthread_t ta, tb;
     pthread_create(&ta, NULL, request_main, &a);
-    CU_ASSERT(serve_gate_wait_reached(&g, base + 3, 60));
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
     pthread_create(&tb, NULL, request_main, &b);
     CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 60));
-    const double queued_by = serve_now(); /* B's limit ends by queued_by + 3 */
+    const double queued_by = serve_now(); /* both limits end by queued_by + 3 */
     while (serve_now() < queued_by + 3.5) serve_sleep_ms(20);
     serve_gate_open(&g);
     pthread_join(ta, NULL);
@@ -504,7 +506,7 @@ static void test_timed_out_while_queued(void) {
     serve_reply_free(&a.r);
     serve_reply_free(&b.r);
     CU_ASSERT(log_contains(&s, "before its first token: 503", 10));
-    CU_ASSERT(log_contains(&s, "exceeded the time limit of 3 s after 3 tokens", 10));
+    CU_ASSERT(log_contains(&s, "exceeded the time limit of 3 s after 1 tokens", 10));
     CU_ASSERT(serve_metric_reaches(&s, "vt_kv_blocks_used", 0, 60));
     int status = serve_stop(&s);
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "onednn.h"
+#include "vt/vt_backend_options.h"
 
 /* Zen3's L2 is 512 KiB per core; leaving room for the activation panel and
  * the gemm's packing buffers. Measured in bench/onednn_matmul_bench.c. */
@@ -29,46 +30,32 @@ static int onednn_supports(void *opaque, const vt_node *node) {
 
 /* Parse "key=value,..." into ctx. Unknown keys and bad values are errors so a
  * typo in the ini does not silently change nothing. */
-static bool parse_options(onednn_ctx *ctx, const char *options, char *err, size_t err_size) {
-    if (!options || !*options) return true;
-    char buf[512];
-    if (strlen(options) >= sizeof(buf)) {
-        snprintf(err, err_size, "options too long");
+static bool set_option(void *opaque, const char *key, const char *value, char *err, size_t err_size) {
+    onednn_ctx *ctx = opaque;
+    char *end = NULL;
+    if (strcmp(key, "threading") == 0 && strcmp(value, "tiles") == 0) {
+        ctx->threading = ONEDNN_THREADING_TILES;
+    } else if (strcmp(key, "threading") == 0 && strcmp(value, "omp") == 0) {
+        ctx->threading = ONEDNN_THREADING_OMP;
+    } else if (strcmp(key, "tile_kib") == 0) {
+        long kib = strtol(value, &end, 10);
+        if (!*value || *end || kib < 16 || kib > 65536) {
+            snprintf(err, err_size, "tile_kib=%s: expected 16..65536", value);
+            return false;
+        }
+        ctx->tile_bytes = (size_t)kib * 1024;
+    } else if (strcmp(key, "decode") == 0 && (strcmp(value, "0") == 0 || strcmp(value, "1") == 0)) {
+        ctx->decode_matmul = value[0] == '1';
+    } else {
+        snprintf(err, err_size, "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1)", key,
+                 value);
         return false;
     }
-    strcpy(buf, options);
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        while (*item == ' ') item++;
-        char *eq = strchr(item, '=');
-        if (!eq) {
-            snprintf(err, err_size, "option '%s' is not key=value", item);
-            return false;
-        }
-        *eq = '\0';
-        const char *key = item, *value = eq + 1;
-        char *end = NULL;
-        if (strcmp(key, "threading") == 0 && strcmp(value, "tiles") == 0) {
-            ctx->threading = ONEDNN_THREADING_TILES;
-        } else if (strcmp(key, "threading") == 0 && strcmp(value, "omp") == 0) {
-            ctx->threading = ONEDNN_THREADING_OMP;
-        } else if (strcmp(key, "tile_kib") == 0) {
-            long kib = strtol(value, &end, 10);
-            if (!*value || *end || kib < 16 || kib > 65536) {
-                snprintf(err, err_size, "tile_kib=%s: expected 16..65536", value);
-                return false;
-            }
-            ctx->tile_bytes = (size_t)kib * 1024;
-        } else if (strcmp(key, "decode") == 0 && (strcmp(value, "0") == 0 || strcmp(value, "1") == 0)) {
-            ctx->decode_matmul = value[0] == '1';
-        } else {
-            snprintf(err, err_size,
-                     "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1)", key,
-                     value);
-            return false;
-        }
-    }
     return true;
+}
+
+static bool parse_options(onednn_ctx *ctx, const char *options, char *err, size_t err_size) {
+    return vt_backend_options_each(options, "", set_option, ctx, err, err_size);
 }
 
 static void onednn_shutdown(void *opaque) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "simd.h"
+#include "vt/vt_backend_options.h"
 #include "vt/vt_check.h"
 #include "vt/vt_cpu.h"
 
@@ -34,40 +35,31 @@ static const char *avx512_vnni_missing(void) {
 /* config->options: "isa=auto|avx2|avx512" (auto: the best tier the CPU
  * and OS run; a tier asked for that cannot run here is an error naming what
  * is missing). Any other key is an error: a setting is never ignored. */
-static bool parse_options(simd_ctx *ctx, const char *options, char *err, size_t err_size) {
-    ctx->isa = avx512_vnni_missing() ? SIMD_ISA_AVX2 : SIMD_ISA_AVX512_VNNI;
-    if (!options || !*options) return true;
-    char buf[512];
-    if (strlen(options) >= sizeof buf) {
-        snprintf(err, err_size, "simd: options too long");
+static bool set_option(void *opaque, const char *key, const char *value, char *err, size_t err_size) {
+    simd_ctx *ctx = opaque;
+    if (strcmp(key, "isa") != 0) {
+        snprintf(err, err_size, "simd: unknown option '%.64s' (simd takes isa=auto|avx2|avx512)", key);
         return false;
     }
-    strcpy(buf, options);
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        while (*item == ' ') item++;
-        char *eq = strchr(item, '=');
-        if (!eq || strncmp(item, "isa", (size_t)(eq - item)) != 0 || eq - item != 3) {
-            if (eq) *eq = '\0';
-            snprintf(err, err_size, "simd: unknown option '%.64s' (simd takes isa=auto|avx2|avx512)", item);
+    if (strcmp(value, "avx2") == 0) {
+        ctx->isa = SIMD_ISA_AVX2;
+    } else if (strcmp(value, "avx512") == 0) {
+        const char *missing = avx512_vnni_missing();
+        if (missing) {
+            snprintf(err, err_size, "simd: isa=avx512 cannot run here: %s", missing);
             return false;
         }
-        const char *value = eq + 1;
-        if (strcmp(value, "avx2") == 0) {
-            ctx->isa = SIMD_ISA_AVX2;
-        } else if (strcmp(value, "avx512") == 0) {
-            const char *missing = avx512_vnni_missing();
-            if (missing) {
-                snprintf(err, err_size, "simd: isa=avx512 cannot run here: %s", missing);
-                return false;
-            }
-            ctx->isa = SIMD_ISA_AVX512_VNNI;
-        } else if (strcmp(value, "auto") != 0) {
-            snprintf(err, err_size, "simd: isa=%.64s: expected auto, avx2 or avx512", value);
-            return false;
-        }
+        ctx->isa = SIMD_ISA_AVX512_VNNI;
+    } else if (strcmp(value, "auto") != 0) {
+        snprintf(err, err_size, "simd: isa=%.64s: expected auto, avx2 or avx512", value);
+        return false;
     }
     return true;
+}
+
+static bool parse_options(simd_ctx *ctx, const char *options, char *err, size_t err_size) {
+    ctx->isa = avx512_vnni_missing() ? SIMD_ISA_AVX2 : SIMD_ISA_AVX512_VNNI;
+    return vt_backend_options_each(options, "simd: ", set_option, ctx, err, err_size);
 }
 
 static vt_status simd_init(const vt_host *host, const vt_backend_config *config, void **out, char *err,

@@ -154,10 +154,21 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
     if (out->n == 0) return vt_fail(err, VT_ERR_INVALID, "--backends: no backend selected");
     for (int i = 0; i < out->n; i++) {
         const int k = occurrences(out, i) + 1;
-        char entry[sizeof out->labels[0]]; /* names[i] and labels[i] do not overlap, but gcc's -Wrestrict cannot tell */
-        snprintf(entry, sizeof entry, "%.63s%s%.31s", out->names[i], out->options[i][0] ? ":" : "", out->options[i]);
-        if (k == 1) memcpy(out->labels[i], entry, sizeof out->labels[0]);
-        else snprintf(out->labels[i], sizeof out->labels[0], "%.80s#%d", entry, k);
+        char entry[sizeof out->names[0] + sizeof out->options[0]]; /* names[i] and labels[i] do not overlap, but
+                                                                      gcc's -Wrestrict cannot tell */
+        snprintf(entry, sizeof entry, "%.63s%s%.127s", out->names[i], out->options[i][0] ? ":" : "", out->options[i]);
+        if (k == 1) snprintf(out->labels[i], sizeof out->labels[0], "%s", entry);
+        else snprintf(out->labels[i], sizeof out->labels[0], "%s#%d", entry, k);
     }
+    /* The labels name the results: two alike would make two entries' rows
+     * indistinguishable (an option value may itself end in "#2"). */
+    for (int i = 0; i < out->n; i++)
+        for (int j = 0; j < i; j++)
+            if (strcmp(out->labels[i], out->labels[j]) == 0)
+                return vt_fail(err, VT_ERR_INVALID,
+                               "--backends: entries %d (%s%s%s) and %d (%s%s%s) would both be labelled '%s'; "
+                               "change one of them",
+                               j + 1, out->names[j], out->options[j][0] ? ":" : "", out->options[j], i + 1,
+                               out->names[i], out->options[i][0] ? ":" : "", out->options[i], out->labels[i]);
     return VT_OK;
 }

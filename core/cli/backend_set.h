@@ -12,8 +12,11 @@
 
 typedef struct vt_backend_set {
     char names[VT_CLI_MAX_BACKENDS][64];  /* the backend each entry runs on */
-    char labels[VT_CLI_MAX_BACKENDS][96]; /* what its results are called: the entry as given (NAME or
-                                             NAME:key=value...), NAME#K for the K-th occurrence of a repeat */
+    /* what its results are called: the entry as given (NAME or
+     * NAME:key=value...) in full, with #K for the K-th occurrence of a
+     * repeat; sized for the longest name and options, so no two entries
+     * share a label */
+    char labels[VT_CLI_MAX_BACKENDS][64 + 128 + 16];
     /* the entry's own backend options, "key=value:key=value" as given after
      * NAME: ("" for none); its engine gets them beside the run's options */
     char options[VT_CLI_MAX_BACKENDS][128];

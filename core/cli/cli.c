@@ -224,7 +224,8 @@ vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, con
             return vt_fail(err, VT_ERR_INVALID, "backend %s: '%.*s' is not key=value", label, (int)n, item);
         snprintf(key, sizeof key, "%s.%.*s", name, (int)(eq - item), item);
         snprintf(value, sizeof value, "%.*s", (int)(n - (size_t)(eq - item) - 1), eq + 1);
-        vt_status st = vt_options_set_backend_option(&opt, key, value, err);
+        /* "backends": a refusal names --backends NAME:key=value, where it was written */
+        vt_status st = vt_options_set_backend_option_from(&opt, key, value, "backends", err);
         if (st != VT_OK) return vt_error_prefix(err, "backend %s: ", label);
         item = end ? end + 1 : item + n;
     }

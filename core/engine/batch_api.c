@@ -338,6 +338,8 @@ void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out) {
     out->total_kv_blocks = b->engine->kv->num_blocks;
 }
 
+int32_t vt_batch_n_admit_next(const vt_batch *b) { return vt_sched_n_admit_next(b->sched); }
+
 vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t len, bool add_bos, bool parse_special,
                             int32_t **ids, size_t *n_ids, char *err, size_t err_size) {
     vt_error e = {0};

@@ -52,7 +52,8 @@ static int32_t best_loaded(const vt_registry *r, int32_t except) {
 }
 
 /* How a backend option was set, as the user wrote it: "--backend-option
- * onednn.foo=1", "FILE:3: [backend.onednn] foo = 1", "setting
+ * onednn.foo=1", "--backends onednn:foo=1" (an entry's own options),
+ * "FILE:3: [backend.onednn] foo = 1", "setting
  * backend.onednn.foo=1" (the embedding API). line: "NAME.key=value". */
 static void backend_option_origin(const vt_options *o, const char *line, int len, char *buf, size_t size) {
     const char *eq = memchr(line, '=', (size_t)len), *dot = memchr(line, '.', (size_t)len);
@@ -64,6 +65,8 @@ static void backend_option_origin(const vt_options *o, const char *line, int len
         snprintf(buf, size, "%s:%s: [backend.%.*s] %.*s = %.*s", o->config_path, source + 4, (int)(dot - line), line,
                  (int)(eq - dot - 1), dot + 1, len - key_len - 1, eq + 1);
     else if (source && strcmp(source, "cli") == 0) snprintf(buf, size, "--backend-option %.*s", len, line);
+    else if (source && strcmp(source, "backends") == 0 && dot)
+        snprintf(buf, size, "--backends %.*s:%.*s", (int)(dot - line), line, len - (int)(dot - line) - 1, dot + 1);
     else if (source && strcmp(source, "api") == 0) snprintf(buf, size, "setting backend.%.*s", len, line);
     else snprintf(buf, size, "backend option %.*s", len, line);
 }

@@ -391,8 +391,9 @@ static request *preempt_newest(vt_sched *s) {
 /* Plan the running requests with one token left (one_token: decodes) or with
  * more (the rest of a prompt, or a recomputation), in admission order. A
  * request whose tokens do not fit even partly preempts the newest running
- * request, itself last. */
-static void plan_running(vt_sched *s, bool one_token, vt_sched_step_info *info) {
+ * request, itself last; without preempt (a prediction, which must change no
+ * request) it returns false there instead. */
+static bool plan_running(vt_sched *s, bool one_token, bool preempt, vt_sched_step_info *info) {
     for (int32_t i = 0; i < s->n_running; i++) {
         request *r = s->running[i];
         const int64_t left = total_tokens(r) - r->n_computed;
@@ -403,25 +404,42 @@ static void plan_running(vt_sched *s, bool one_token, vt_sched_step_info *info) 
                 plan_add(s, r, n);
                 break;
             }
+            if (!preempt) return false;
             info->n_preempted++;
             if (preempt_newest(s) == r) break; /* r was last: the loop ends with it */
         }
     }
+    return true;
 }
 
-/* Start waiting requests, oldest first, while budget, a sequence and the
- * blocks of the first chunk are there. The oldest that cannot start holds
- * back the younger ones. */
+/* The tokens waiting request r starts with in the step being planned when
+ * n_running requests already run in it, or 0 when it cannot start: no
+ * budget left, no sequence (max_running, so every running request gets a
+ * token), or too few free blocks for that first chunk. */
+static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_running, int64_t *hit,
+                                int32_t *blocks) {
+    *hit = 0;
+    *blocks = 0;
+    if (s->plan_budget <= 0 || n_running >= s->max_running) return 0;
+    /* The beginning the prefix cache holds is taken, not computed: it costs
+     * no budget, and of its blocks only those no one holds now leave the
+     * available ones. */
+    int32_t evictable = 0;
+    *hit = vt_kv_cache_match_prefix(s->engine->kv, r->tokens, total_tokens(r), &evictable);
+    const int64_t n = min64(total_tokens(r) - *hit, s->plan_budget);
+    *blocks = (int32_t)(blocks_for(s, *hit + n) - blocks_for(s, *hit)) + evictable;
+    return *blocks > available_blocks(s) ? 0 : n;
+}
+
+/* Start waiting requests, oldest first, while admission_tokens lets them.
+ * The oldest that cannot start holds back the younger ones. */
 static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
-    while (s->n_waiting > 0 && s->plan_budget > 0 && s->n_running < s->max_running) {
+    while (s->n_waiting > 0) {
         request *r = s->waiting[0];
-        /* The beginning the prefix cache holds is taken, not computed: it
-         * costs no budget, and only its blocks no one holds now leave the
-         * available ones. */
-        int32_t evictable = 0;
-        const int64_t hit = vt_kv_cache_match_prefix(s->engine->kv, r->tokens, total_tokens(r), &evictable);
-        const int64_t n = min64(total_tokens(r) - hit, s->plan_budget);
-        if (blocks_for(s, hit + n) - blocks_for(s, hit) + evictable > available_blocks(s)) break;
+        int64_t hit = 0;
+        int32_t blocks = 0;
+        const int64_t n = admission_tokens(s, r, s->n_running, &hit, &blocks);
+        if (n == 0) break;
         int32_t slot = 0;
         while (s->slot_owner[slot]) slot++; /* one is free: n_running < max_running <= max_seqs */
         memmove(s->waiting, s->waiting + 1, (size_t)(s->n_waiting - 1) * sizeof *s->waiting);
@@ -435,6 +453,36 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         plan_add(s, r, total_tokens(r) - r->n_computed < n ? total_tokens(r) - r->n_computed : n);
         info->n_admitted++;
     }
+}
+
+static void plan_begin(vt_sched *s) {
+    s->n_plan = 0;
+    s->plan_blocks = 0;
+    s->plan_budget = s->budget;
+}
+
+/* The plan is scratch that every step starts afresh, so the prediction
+ * plans the running requests as the step would and then counts what
+ * admission_tokens admits, moving no request. A step that would preempt
+ * admits none (after a preemption the pool is short). */
+int32_t vt_sched_n_admit_next(vt_sched *s) {
+    plan_begin(s);
+    int32_t n_admit = 0;
+    if (plan_running(s, true, false, NULL) && plan_running(s, false, false, NULL))
+        for (; n_admit < s->n_waiting; n_admit++) {
+            request *r = s->waiting[n_admit];
+            int64_t hit;
+            int32_t blocks;
+            const int64_t n = admission_tokens(s, r, s->n_running + n_admit, &hit, &blocks);
+            if (n == 0) break;
+            /* as plan_add would after the prefix is attached (two waiting
+             * requests sharing an evictable prefix count its blocks twice
+             * here, once in the step: the prediction can only be short) */
+            s->plan_budget -= n;
+            s->plan_blocks += blocks;
+        }
+    plan_begin(s);
+    return n_admit;
 }
 
 /* ---- one step ----------------------------------------------------------- */
@@ -491,14 +539,12 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     vt_sched_step_info local;
     if (!info) info = &local;
     memset(info, 0, sizeof *info);
-    s->n_plan = 0;
-    s->plan_blocks = 0;
-    s->plan_budget = s->budget;
+    plan_begin(s);
 
     /* Decodes first: a running request's next token costs one slot of the
      * budget and keeps its latency steady; prompts share what is left. */
-    plan_running(s, true, info);
-    plan_running(s, false, info);
+    plan_running(s, true, true, info);
+    plan_running(s, false, true, info);
     /* After a preemption the pool is short: starting more requests would
      * only have them preempted again. */
     if (info->n_preempted == 0 || s->n_running == 0) plan_admissions(s, info);

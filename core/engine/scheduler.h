@@ -149,5 +149,9 @@ int32_t vt_sched_n_waiting(const vt_sched *s);
 int64_t vt_sched_cached_tokens(const vt_sched *s, uint64_t id);
 int32_t vt_sched_n_running(const vt_sched *s);
 vt_sched_stats vt_sched_get_stats(const vt_sched *s);
+/* How many of the waiting requests the next step would start, decided by
+ * the same test the step applies (a token budget, a free sequence, the
+ * blocks of the first chunk, no preemption). Changes no request. */
+int32_t vt_sched_n_admit_next(vt_sched *s);
 
 #endif

@@ -60,7 +60,7 @@ typedef struct vt_options {
      * "NAME.key=value\n" lines, handed to backend NAME's init as
      * config->options "key=value,key=value" (the registry splits them). */
     char backend_options[1024];
-    /* "NAME.key\tSOURCE\n" for each of them ("cli", "ini LINE", "api"), so
+    /* "NAME.key\tSOURCE\n" for each of them ("cli", "backends", "ini LINE", "api"), so
      * an error about one names where it was set. */
     char backend_option_sources[1024];
     /* the ini file read, if any */
@@ -100,7 +100,8 @@ vt_status vt_options_set(vt_options *o, const char *key, const char *value, cons
  * values without ',', '=' or control characters. The backend validates it at
  * init (a bad one refuses the backend with its reason). */
 vt_status vt_options_set_backend_option(vt_options *o, const char *name_dot_key, const char *value, vt_error *err);
-/* The same, recording where it was set ("cli", "ini LINE", "api"); the
+/* The same, recording where it was set ("cli", "backends" for a --backends
+ * entry's own options, "ini LINE", "api"); the
  * plain call records "cli". */
 vt_status vt_options_set_backend_option_from(vt_options *o, const char *name_dot_key, const char *value,
                                              const char *source, vt_error *err);

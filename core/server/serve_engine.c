@@ -406,11 +406,11 @@ static void publish_gauges(vt_serve_engine *e, bool dequeued) {
     if (dequeued) e->n_queued_generate--;
     e->batch_stats = s;
     /* Running and waiting as the next step will have them, once it has
-     * admitted what its free sequences take: read before a step, a request
-     * just added is about to run (its prefill may take seconds), not to
-     * wait, and must neither fill the queue nor show as waiting. */
-    const int32_t free_seqs = e->cfg.max_seqs > s.n_running ? e->cfg.max_seqs - s.n_running : 0;
-    const int32_t admitted = s.n_waiting < free_seqs ? s.n_waiting : free_seqs;
+     * admitted what the scheduler lets in (sequences, token budget, KV
+     * blocks): read before a step, a request just added is about to run (its
+     * prefill may take seconds), not to wait, and must neither fill the
+     * queue nor show as waiting. */
+    const int32_t admitted = vt_batch_n_admit_next(e->batch);
     e->n_batch_running = s.n_running + admitted;
     e->n_batch_waiting = s.n_waiting - admitted;
     publish_locked(e);

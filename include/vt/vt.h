@@ -255,6 +255,10 @@ VT_API void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *ou
 /* Prompt tokens request id took from the prefix cache (OpenAI's
  * usage.prompt_tokens_details.cached_tokens); -1 for an unknown id. */
 VT_API int64_t vt_batch_cached_tokens(const vt_batch *b, uint64_t id);
+/* How many of the n_waiting requests the next vt_batch_step would start:
+ * as many as its token budget, free sequences and free KV blocks let in,
+ * oldest first. Changes no request; not safe alongside another call on b. */
+VT_API int32_t vt_batch_n_admit_next(const vt_batch *b);
 
 /* Text -> ids with the model's tokenizer, as vt_session_tokenize; with
  * parse_special, control-token text becomes its token. */

@@ -58,6 +58,7 @@ static inline vt_cpu_features vt_cpu_detect(void) {
     bool avx2 = false;
     if (__get_cpuid_max(0, NULL) >= 7) {
         __cpuid_count(7, 0, a, b, c, d);
+        const unsigned max_subleaf = a; /* leaf 7's subleaves beyond it are undefined, not zero */
         avx2 = (b >> 5) & 1;
         f.avx512f = ((b >> 16) & 1) && f.os_saves_zmm;
         f.avx512dq = ((b >> 17) & 1) && f.os_saves_zmm;
@@ -68,9 +69,11 @@ static inline vt_cpu_features vt_cpu_detect(void) {
         f.amx_bf16 = ((d >> 22) & 1) && f.os_saves_tiles;
         f.amx_tile = ((d >> 24) & 1) && f.os_saves_tiles;
         f.amx_int8 = ((d >> 25) & 1) && f.os_saves_tiles;
-        __cpuid_count(7, 1, a, b, c, d);
-        f.avx_vnni = ((a >> 4) & 1) && f.os_saves_ymm;
-        f.avx512_bf16 = ((a >> 5) & 1) && f.os_saves_zmm;
+        if (max_subleaf >= 1) {
+            __cpuid_count(7, 1, a, b, c, d);
+            f.avx_vnni = ((a >> 4) & 1) && f.os_saves_ymm;
+            f.avx512_bf16 = ((a >> 5) & 1) && f.os_saves_zmm;
+        }
     }
     f.avx = avx && f.os_saves_ymm;
     f.fma = fma && f.os_saves_ymm;

@@ -26,45 +26,22 @@
 #define FWD_SUPPORTS_AS_REFERENCE
 #define FWD_GET_ROWS gated_get_rows
 #include "forward_to_reference.h"
+#include "../gate_file.h"
 
 #define GATE_LIMIT_SECONDS 120
 
 static const void *_Atomic embedding_table;
 static atomic_long forwards_begun;
 
-/* The number in dir/name, or -1 when there is no such file. */
-static long read_number(const char *dir, const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    long v = -1;
-    if (fscanf(f, "%ld", &v) != 1) v = -1;
-    fclose(f);
-    return v;
-}
-
-/* Replace dir/name by v (a rename, so a reader never sees half a number). */
-static bool write_number(const char *dir, const char *name, long v) {
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return false;
-    bool ok = fprintf(f, "%ld\n", v) > 0;
-    ok = fclose(f) == 0 && ok;
-    return ok && rename(tmp, path) == 0;
-}
-
 /* Forward n waits here until dir/allow is gone or at least n. */
 static vt_status pass_gate(const fwd_ctx *c, const char *dir, long n) {
-    if (!write_number(dir, "reached", n)) {
+    if (!gate_write_number(dir, "reached", n)) {
         c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "cannot write %s/reached: %s", dir, strerror(errno));
         return VT_ERR_BACKEND;
     }
     struct timespec pause = {0, 1000000}; /* 1 ms */
     for (long waited = 0; waited < GATE_LIMIT_SECONDS * 1000L; waited++) {
-        long allow = read_number(dir, "allow");
+        long allow = gate_read_number(dir, "allow");
         if (allow < 0 || allow >= n) return VT_OK;
         nanosleep(&pause, NULL);
     }
