@@ -11,6 +11,7 @@
 
 #include "engine_fixture.h"
 #include "model.h"
+#include "sampler.h"
 #include "util.h"
 
 #define N_SEQS 3
@@ -64,13 +65,6 @@ static vt_engine *open_engine_threads(const char *backend, int32_t max_seqs, int
 
 static vt_engine *open_engine(const char *backend, int32_t max_seqs) { return open_engine_threads(backend, max_seqs, 0); }
 
-static int32_t argmax(const float *l) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < V; i++)
-        if (l[i] > l[best]) best = i;
-    return best;
-}
-
 /* Each sequence alone: prompt, then N_DECODE greedy steps; logits of every
  * step in want[seq][step] (step 0 = the prompt's last token). */
 static float *alone(const char *backend) {
@@ -85,7 +79,7 @@ static float *alone(const char *backend) {
             float *row = want + ((size_t)s * (N_DECODE + 1) + (size_t)k) * (size_t)V;
             memcpy(row, vt_engine_logits(e, 0), (size_t)V * sizeof *row);
             if (k == N_DECODE) break;
-            const int32_t next = argmax(row);
+            const int32_t next = vt_argmax(row, V);
             CU_ASSERT_EQUAL_FATAL(vt_engine_eval(e, &next, 1, true, &err), VT_OK);
         }
         vt_engine_free(e);
@@ -116,8 +110,8 @@ static void compare_entry(comparison *c, const vt_engine *e, int32_t i, int s) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(got);
     const float *w = c->want + ((size_t)s * (N_DECODE + 1) + (size_t)c->step_of[s]) * (size_t)V;
     c->worst = fmax(c->worst, max_diff(got, w));
-    c->next[s] = argmax(got);
-    c->greedy_same += c->next[s] == argmax(w);
+    c->next[s] = vt_argmax(got, V);
+    c->greedy_same += c->next[s] == vt_argmax(w, V);
     c->greedy_total++;
     c->step_of[s]++;
 }
@@ -309,7 +303,7 @@ static void run_job(engine_job *j) {
         float *row = j->logits + (size_t)k * (size_t)V;
         memcpy(row, vt_engine_logits(e, 0), (size_t)V * sizeof *row);
         if (k == N_DECODE) break;
-        const int32_t next = argmax(row);
+        const int32_t next = vt_argmax(row, V);
         j->st = vt_engine_eval(e, &next, 1, true, &err);
     }
     vt_engine_free(e);

@@ -24,6 +24,7 @@
 #include "explain_parse.h"
 #include "model.h"
 #include "quant.h"
+#include "sampler.h"
 #include "util.h"
 #include "vt/vt.h"
 
@@ -75,13 +76,6 @@ static vt_engine *open_engine(const char *backend, int32_t kv_dtype, int32_t max
     return e;
 }
 
-static int32_t argmax(const float *l) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < V; i++)
-        if (l[i] > l[best]) best = i;
-    return best;
-}
-
 /* ---- batch invariance ---- */
 
 /* Each sequence alone: prompt, then N_DECODE greedy steps; every step's
@@ -98,7 +92,7 @@ static float *alone(const char *backend) {
             float *row = want + ((size_t)s * (N_DECODE + 1) + (size_t)k) * (size_t)V;
             memcpy(row, vt_engine_logits(e, 0), (size_t)V * sizeof *row);
             if (k == N_DECODE) break;
-            const int32_t next = argmax(row);
+            const int32_t next = vt_argmax(row, V);
             CU_ASSERT_EQUAL_FATAL(vt_engine_eval(e, &next, 1, true, &err), VT_OK);
         }
         vt_engine_free(e);
@@ -127,8 +121,8 @@ static void together(const char *backend) {
             CU_ASSERT_PTR_NOT_NULL_FATAL(got);
             const float *w = want + ((size_t)s * (N_DECODE + 1) + (size_t)k) * (size_t)V;
             differ += memcmp(got, w, (size_t)V * sizeof *got) != 0;
-            next[s] = argmax(got);
-            greedy_same += next[s] == argmax(w);
+            next[s] = vt_argmax(got, V);
+            greedy_same += next[s] == vt_argmax(w, V);
             total++;
         }
     }
@@ -199,7 +193,7 @@ static void public_batch(const char *backend) {
         int64_t n = 0;
         vt_status st = vt_session_eval(s, prompts[i], (size_t)prompt_len[i], err, sizeof err);
         while (st == VT_OK && n < MAX_GEN) {
-            const int32_t t = argmax(vt_session_logits(s, 0));
+            const int32_t t = vt_argmax(vt_session_logits(s, 0), V);
             want[n++] = t;
             bool stops = false;
             for (size_t k = 0; k < n_stop; k++) stops |= stop[k] == t;
@@ -237,7 +231,7 @@ static void kv_levers(const char *backend) {
         for (int k = 0; k < N_DECODE; k++) {
             const float *l = vt_engine_logits(f.engine, 0);
             for (int32_t i = 0; i < V; i++) finite &= isfinite(l[i]) != 0;
-            tokens[d][k] = argmax(l);
+            tokens[d][k] = vt_argmax(l, V);
             CU_ASSERT_EQUAL_FATAL(vt_engine_eval(f.engine, &tokens[d][k], 1, true, &err), VT_OK);
         }
         CU_ASSERT(finite);
