@@ -86,10 +86,11 @@ def healthy(port):
 
 
 def refuses(port):
+    """The port refuses connections (a slow accept is not a refusal)."""
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD).close()
         return False
-    except OSError:
+    except ConnectionRefusedError:
         return True
 
 
@@ -121,13 +122,13 @@ def gate_count(gate):
     """Forwards the step_gate backend has begun (tests/serve_gate.h)."""
     try:
         return int(open(os.path.join(gate, "reached")).read())
-    except (OSError, ValueError):  # no forward yet, or being rewritten
+    except (OSError, ValueError):  # no forward yet
         return None
 
 
 def hold(gate):
-    """Let no further forward start; the count of those begun."""
-    wait_for(lambda: gate_count(gate) is not None, 1.0)
+    """Let no further forward start; the count of those begun (the count
+    file is replaced by a rename, so its absence means none has begun)."""
     reached = gate_count(gate) or 0
     with open(os.path.join(gate, "allow.tmp"), "w") as f:
         f.write(str(reached))
