@@ -102,24 +102,25 @@ static void print_params(int64_t params) {
     else printf("%lld", (long long)params);
 }
 
+/* The architecture's own integer key "<arch>.<suffix>", or -1. */
+static int64_t arch_int(const vt_gguf *g, const char *arch, const char *suffix) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return meta_int(g, key);
+}
+
 /* One paragraph before the tables: what a reader looks for first. */
 static void print_summary(const vt_gguf *g, int64_t params) {
-    char arch[64], name[128], tok_model[32], key[128];
+    char arch[64], name[128], tok_model[32];
     meta_str(g, "general.architecture", arch, sizeof arch);
     meta_str(g, "general.name", name, sizeof name);
     meta_str(g, "tokenizer.ggml.model", tok_model, sizeof tok_model);
-    snprintf(key, sizeof key, "%s.block_count", arch);
-    const int64_t layers = meta_int(g, key);
-    snprintf(key, sizeof key, "%s.embedding_length", arch);
-    const int64_t width = meta_int(g, key);
-    snprintf(key, sizeof key, "%s.context_length", arch);
-    const int64_t ctx = meta_int(g, key);
-    snprintf(key, sizeof key, "%s.expert_count", arch);
-    const int64_t n_expert = meta_int(g, key);
-    snprintf(key, sizeof key, "%s.expert_used_count", arch);
-    const int64_t n_used = meta_int(g, key);
-    snprintf(key, sizeof key, "%s.expert_feed_forward_length", arch);
-    const int64_t ff_exp = meta_int(g, key);
+    const int64_t layers = arch_int(g, arch, "block_count");
+    const int64_t width = arch_int(g, arch, "embedding_length");
+    const int64_t ctx = arch_int(g, arch, "context_length");
+    const int64_t n_expert = arch_int(g, arch, "expert_count");
+    const int64_t n_used = arch_int(g, arch, "expert_used_count");
+    const int64_t ff_exp = arch_int(g, arch, "expert_feed_forward_length");
     const bool moe = n_expert > 0 && n_used > 0 && n_used <= n_expert;
     const int64_t ftype = meta_int(g, "general.file_type");
     const vt_gguf_kv *tokens = vt_gguf_find(g, "tokenizer.ggml.tokens");

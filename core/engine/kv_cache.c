@@ -253,8 +253,11 @@ static int32_t find_filed(const vt_kv_cache *c, uint64_t key, int32_t parent, co
     return -1;
 }
 
-int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *evictable) {
-    *evictable = 0;
+/* The filed blocks holding the first whole blocks of tokens[0..n), at most
+ * (n - 1) / block_size of them (one token is always left to compute): each
+ * block and its chain key through visit, in order. Returns how many. */
+typedef void (*filed_visit_fn)(vt_kv_cache *c, void *arg, int32_t block, uint64_t key);
+static int64_t walk_filed(const vt_kv_cache *c, const int32_t *tokens, int64_t n, filed_visit_fn visit, void *arg) {
     if (!c->prefix_cache || n < 2) return 0;
     const int32_t bs = c->block_size;
     uint64_t key = FIRST_BLOCK_PARENT_KEY;
@@ -264,30 +267,37 @@ int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, in
         key = chain_key(key, tokens + lb * bs, bs);
         const int32_t b = find_filed(c, key, parent, tokens + lb * bs);
         if (b < 0) break;
-        *evictable += c->blocks[b].ref == 0;
+        visit((vt_kv_cache *)c, arg, b, key);
         parent = b;
     }
-    return lb * bs;
+    return lb;
+}
+
+static void count_evictable(vt_kv_cache *c, void *arg, int32_t block, uint64_t key) {
+    (void)key;
+    *(int32_t *)arg += c->blocks[block].ref == 0;
+}
+
+int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *evictable) {
+    *evictable = 0;
+    return walk_filed(c, tokens, n, count_evictable, evictable) * c->block_size;
+}
+
+/* seq (its table sized for the walk) holds one more filed block. */
+static void take_filed(vt_kv_cache *c, void *arg, int32_t block, uint64_t key) {
+    vt_kv_seq *seq = arg;
+    if (c->blocks[block].ref++ == 0) lru_unlink(c, block);
+    seq->block_table[seq->n_blocks] = block;
+    seq->keys[seq->n_blocks++] = key;
+    seq->n_tokens += c->block_size;
 }
 
 int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n) {
     if (seq->n_tokens != 0 || seq->n_blocks != 0) return 0;
     c->query_tokens += n;
     if (!c->prefix_cache || n < 2) return 0;
-    const int32_t bs = c->block_size;
-    if (!seq_room(seq, (n - 1) / bs)) return 0; /* no memory for the table: compute it all */
-    uint64_t key = FIRST_BLOCK_PARENT_KEY;
-    int32_t parent = -1;
-    for (int64_t lb = 0; (lb + 1) * bs <= n - 1; lb++) {
-        key = chain_key(key, tokens + lb * bs, bs);
-        const int32_t b = find_filed(c, key, parent, tokens + lb * bs);
-        if (b < 0) break;
-        if (c->blocks[b].ref++ == 0) lru_unlink(c, b);
-        seq->block_table[seq->n_blocks] = b;
-        seq->keys[seq->n_blocks++] = key;
-        seq->n_tokens += bs;
-        parent = b;
-    }
+    if (!seq_room(seq, (n - 1) / c->block_size)) return 0; /* no memory for the table: compute it all */
+    walk_filed(c, tokens, n, take_filed, seq);
     c->hit_tokens += seq->n_tokens;
     return seq->n_tokens;
 }

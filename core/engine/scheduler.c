@@ -450,7 +450,7 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         r->n_computed = vt_engine_seq_attach_prefix(s->engine, slot, r->tokens, total_tokens(r));
         if (r->n_preemptions == 0) r->n_cached = r->n_computed;
         s->running[s->n_running++] = r;
-        plan_add(s, r, total_tokens(r) - r->n_computed < n ? total_tokens(r) - r->n_computed : n);
+        plan_add(s, r, n); /* attach took exactly the hit admission_tokens found */
         info->n_admitted++;
     }
 }
