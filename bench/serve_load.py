@@ -25,9 +25,21 @@ how many tokens it generated. Per level it reports:
   between          share of the clients' time outside any request (connect,
                    parse, the load generator's own work)
 
+With --conversations C (multi-turn mode) it instead runs C chat conversations
+at once on /v1/chat/completions, streamed: each starts from one system prompt
+all conversations share (--system-words words, about 1.3 tokens each with a
+BPE vocabulary) and has --turns user turns; every turn resends the whole
+history (system, the earlier user turns and the assistant's answers as they
+came back), as chat clients do. It reports TTFT p50/p99 per turn number (turn
+1 shares only the system prompt with the others; later turns also their own
+history), the later turns' TTFT p50 over the first turn's, ITL p50/p99 over
+all turns, output tok/s over the run, and, from the server's /metrics when it
+has vt's histograms, their percentiles and the prefix cache's hit share.
+
 Only the Python standard library is used, so it runs wherever the tests run.
 Usage:
   bench/serve_load.py --url http://127.0.0.1:8080 --clients 1,4,8,16 --duration 30 --max-tokens 64
+  bench/serve_load.py --url http://127.0.0.1:8080 --conversations 8 --turns 3 --system-words 1150 --max-tokens 32
 """
 import argparse
 import http.client
@@ -151,6 +163,185 @@ def run_level(url, body, headers, clients, duration):
     }
 
 
+def stream_chat(url, headers, body):
+    """One streamed chat request: (ttft s, [gaps s], text, completion tokens)."""
+    conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=1800)
+    t0 = time.perf_counter()
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
+    resp = conn.getresponse()
+    if resp.status != 200:
+        msg = "HTTP %d: %s" % (resp.status, resp.read()[:200])
+        conn.close()
+        raise RuntimeError(msg)
+    ttft, last, gaps, parts, usage = None, None, [], [], None
+    while True:
+        line = resp.readline()
+        if not line:
+            break
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            break
+        chunk = json.loads(data)
+        if chunk.get("usage"):
+            usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        text = choices[0].get("delta", {}).get("content") if choices else None
+        if text:
+            now = time.perf_counter()
+            if ttft is None:
+                ttft = now - t0
+            else:
+                gaps.append(now - last)
+            last = now
+            parts.append(text)
+    conn.close()
+    if usage is None:
+        raise RuntimeError("stream ended without usage")
+    return ttft, gaps, "".join(parts), usage["completion_tokens"]
+
+
+class Conversation(threading.Thread):
+    """One chat: its turns one after another, each resending the history."""
+
+    def __init__(self, url, headers, system, index, turns, max_tokens, temperature):
+        super().__init__(daemon=True)
+        self.url, self.headers, self.index = url, headers, index
+        self.system, self.turns = system, turns
+        self.max_tokens, self.temperature = max_tokens, temperature
+        self.ttft = []  # per turn
+        self.gaps = []
+        self.tokens = 0
+        self.errors = []
+
+    def run(self):
+        messages = [{"role": "system", "content": self.system}]
+        try:
+            for t in range(self.turns):
+                messages.append({"role": "user", "content": "Conversation %d, question %d: what should the "
+                                 "traveller pack for day %d of the journey, and why?" % (self.index, t + 1, t + 1)})
+                body = {"model": "vt", "messages": messages, "max_tokens": self.max_tokens,
+                        "temperature": self.temperature, "stream": True,
+                        "stream_options": {"include_usage": True}}
+                ttft, gaps, text, n = stream_chat(self.url, self.headers, body)
+                self.ttft.append(ttft if ttft is not None else float("nan"))
+                self.gaps.extend(gaps)
+                self.tokens += n
+                messages.append({"role": "assistant", "content": text})
+        except Exception as e:  # the report says what failed
+            self.errors.append(repr(e))
+
+
+def system_prompt(words):
+    """A deterministic system prompt of about `words` words."""
+    vocab = ("the traveller keeps a map water bread lamp rope coat boots compass notebook pencil knife salt tea "
+             "blanket river mountain village market bridge forest road weather north south east west morning "
+             "evening rest walk carry share listen answer briefly clearly").split()
+    out = ["You are a careful travel assistant. Follow these notes."]
+    for i in range(words):
+        out.append(vocab[(i * 7 + i // 11) % len(vocab)])
+        if i % 12 == 11:
+            out[-1] += "."
+    return " ".join(out)
+
+
+def scrape_metrics(url, headers):
+    """vt's /metrics histograms and prefix-cache counters, or None."""
+    try:
+        conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=30)
+        conn.request("GET", "/metrics", headers=headers)
+        resp = conn.getresponse()
+        text = resp.read().decode("utf-8", "replace") if resp.status == 200 else ""
+        conn.close()
+    except OSError:
+        return None
+    hist, values = {}, {}
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        name, _, value = line.rpartition(" ")
+        if "_bucket{le=" in name:
+            base, le = name.split("_bucket{le=")
+            hist.setdefault(base, []).append((float(le.strip('"}').replace("+Inf", "inf")), float(value)))
+        else:
+            values[name] = float(value)
+    if "vt_time_to_first_token_seconds" not in hist:
+        return None
+
+    def quantile(buckets, q):  # the upper bound of the bucket holding the q-th share
+        total = buckets[-1][1]
+        for le, count in buckets:
+            if total and count >= q * total:
+                return le
+        return float("nan")
+
+    out = {}
+    for base, key in (("vt_time_to_first_token_seconds", "ttft"), ("vt_inter_token_latency_seconds", "itl")):
+        b = sorted(hist.get(base, []))
+        if b:
+            out[key + "_p50_le_s"] = quantile(b, 0.5)
+            out[key + "_p99_le_s"] = quantile(b, 0.99)
+    hit = values.get("vt_prefix_cache_hit_tokens_total")
+    query = values.get("vt_prefix_cache_query_tokens_total")
+    if hit is not None and query:
+        out["prefix_cache_hit_share"] = hit / query
+    return out
+
+
+def run_conversations(args, url, headers):
+    system = system_prompt(args.system_words)
+    t0 = time.perf_counter()
+    convs = [Conversation(url, headers, system, i, args.turns, args.max_tokens, args.temperature)
+             for i in range(args.conversations)]
+    for c in convs:
+        c.start()
+    for c in convs:
+        c.join()
+    wall = time.perf_counter() - t0
+    by_turn = []
+    for t in range(args.turns):
+        v = [c.ttft[t] for c in convs if len(c.ttft) > t]
+        by_turn.append({"turn": t + 1, "n": len(v), "ttft_p50_ms": percentile(v, 50) * 1e3,
+                        "ttft_p99_ms": percentile(v, 99) * 1e3})
+    later = [c.ttft[t] for c in convs for t in range(1, len(c.ttft))]
+    gaps = [g for c in convs for g in c.gaps]
+    result = {
+        "conversations": args.conversations, "turns": args.turns, "system_words": args.system_words,
+        "max_tokens": args.max_tokens, "wall_s": wall,
+        "output_tokens": sum(c.tokens for c in convs),
+        "output_tok_s": sum(c.tokens for c in convs) / wall,
+        "ttft_by_turn": by_turn,
+        "later_turns_ttft_p50_ms": percentile(later, 50) * 1e3,
+        "later_over_first_turn_p50": percentile(later, 50) / percentile([c.ttft[0] for c in convs if c.ttft], 50)
+        if later else float("nan"),
+        "itl_p50_ms": percentile(gaps, 50) * 1e3, "itl_p99_ms": percentile(gaps, 99) * 1e3,
+        "server_metrics": scrape_metrics(url, headers),
+        "errors": [e for c in convs for e in c.errors],
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print("%d conversations x %d turns, system prompt of %d words, %d tokens per answer: %.1f s, "
+              "output %.1f tok/s" % (args.conversations, args.turns, args.system_words, args.max_tokens, wall,
+                                     result["output_tok_s"]))
+        for b in by_turn:
+            print("  turn %d: TTFT p50 %8.0f ms  p99 %8.0f ms  (%d requests)" %
+                  (b["turn"], b["ttft_p50_ms"], b["ttft_p99_ms"], b["n"]))
+        print("  later turns' TTFT p50 %.0f ms = %.3f x the first turn's" %
+              (result["later_turns_ttft_p50_ms"], result["later_over_first_turn_p50"]))
+        print("  ITL p50 %.1f ms  p99 %.1f ms" % (result["itl_p50_ms"], result["itl_p99_ms"]))
+        m = result["server_metrics"]
+        if m:
+            print("  server /metrics: TTFT p50 <= %ss p99 <= %ss; ITL p50 <= %ss p99 <= %ss; prefix cache hit "
+                  "share %.3f" % (m.get("ttft_p50_le_s"), m.get("ttft_p99_le_s"), m.get("itl_p50_le_s"),
+                                  m.get("itl_p99_le_s"), m.get("prefix_cache_hit_share", float("nan"))))
+    for e in result["errors"][:5]:
+        print("  error: %s" % e, file=sys.stderr)
+    return 1 if result["errors"] else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", default="http://127.0.0.1:8080")
@@ -164,9 +355,19 @@ def main():
     ap.add_argument("--prompt-repeat", type=int, default=1, help="repeat the prompt text to lengthen it")
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    ap.add_argument("--conversations", type=int, default=0,
+                    help="multi-turn mode: this many chat conversations at once (see above)")
+    ap.add_argument("--turns", type=int, default=3, help="multi-turn mode: user turns per conversation")
+    ap.add_argument("--system-words", type=int, default=1150,
+                    help="multi-turn mode: words of the shared system prompt (~1,500 tokens at the default)")
     args = ap.parse_args()
 
     url = urllib.parse.urlparse(args.url)
+    if args.conversations > 0:
+        headers = {"Content-Type": "application/json"}
+        if args.api_key:
+            headers["Authorization"] = "Bearer " + args.api_key
+        return run_conversations(args, url, headers)
     body = json.dumps({
         "model": "vt",
         "prompt": " ".join([args.prompt] * args.prompt_repeat),

@@ -252,7 +252,7 @@ static void test_ini_sets_every_key(void) {
     vt_error err;
     vt_status s = load_text(&o,
                             "[runtime]\nbackend = simd\nfallback = none\nthreads = 2\nbatch_size = 128\n"
-                            "max_seqs = 8\ntoken_budget = 64\nmax_waiting = 9\n"
+                            "max_seqs = 8\ntoken_budget = 64\nprefill_chunk = 32\nmax_waiting = 9\n"
                             "[kv_cache]\ndtype = bf16\nctx_size = 8192\nblock_size = 32\nprefix_cache = 0\n"
                             "[backends]\npath = /opt/a:/opt/b ; inline comment\n"
                             "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 18446744073709551615\n"
@@ -267,6 +267,7 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_EQUAL(o.batch_size, 128);
     CU_ASSERT_EQUAL(o.max_seqs, 8);
     CU_ASSERT_EQUAL(o.token_budget, 64);
+    CU_ASSERT_EQUAL(o.prefill_chunk, 32);
     CU_ASSERT_EQUAL(o.max_waiting, 9);
     CU_ASSERT_EQUAL(o.kv_cache_dtype, VT_BF16);
     CU_ASSERT_EQUAL(o.ctx_size, 8192);

@@ -67,7 +67,7 @@ static vt_engine *open_engine(const char *backend, int32_t max_seqs, int64_t ctx
 }
 
 static vt_sched *open_sched(vt_engine *e, int32_t max_waiting, int64_t budget) {
-    const vt_sched_options o = {max_waiting, budget};
+    const vt_sched_options o = {max_waiting, budget, 0};
     vt_sched *s = NULL;
     vt_error err = {0};
     if (vt_sched_create(e, &o, &s, &err) != VT_OK) printf("\n  scheduler: %s\n", err.msg);
@@ -427,6 +427,113 @@ static void test_chunked_prefill(void) {
     vt_engine_free(e);
 }
 
+/* A step that decodes takes at most prefill_chunk prompt tokens: a fixed 4
+ * cuts a 23-token prompt arriving beside a decoding request into chunks of
+ * 4, while a prompt with no decode beside it takes the whole budget; the
+ * tokens are those generated alone either way. */
+static void test_fixed_prefill_chunk_beside_decodes(void) {
+    int32_t pa[5], pb[23];
+    make_prompt(pa, 5, 40);
+    make_prompt(pb, 23, 41);
+    const vt_sched_request qa = greedy_request(pa, 5, 20), qb = greedy_request(pb, 23, 4);
+    generation want[2], got[2];
+    memset(got, 0, sizeof got);
+    vt_engine *one = open_engine("reference", 1, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    generate_alone(one, &qa, &want[0]);
+    generate_alone(one, &qb, &want[1]);
+    vt_engine_free(one);
+
+    vt_engine *e = open_engine("reference", 2, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    const vt_sched_options o = {16, 64, 4};
+    vt_sched *s = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_sched_create(e, &o, &s, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_sched_get_stats(s).prefill_chunk, 4);
+    uint64_t ids[2];
+    vt_sched_step_info info;
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qb, &ids[1], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 23); /* nothing decodes: the whole prompt */
+    collect(s, ids[1], &got[1]);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qa, &ids[0], &err), VT_OK);
+    /* qb decodes from now on: qa's 5 tokens come as 4, then 1 */
+    static const int64_t chunks[2] = {4, 1};
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+        CU_ASSERT_EQUAL(info.n_decode_tokens, 1);
+        CU_ASSERT_EQUAL(info.n_prefill_tokens, chunks[k]);
+        collect(s, ids[0], &got[0]);
+        collect(s, ids[1], &got[1]);
+    }
+    step_totals t = {0};
+    run_to_end(s, ids, got, 2, &t);
+    CU_ASSERT(same_generation(&got[0], &want[0]));
+    CU_ASSERT(same_generation(&got[1], &want[1]));
+    vt_sched_free(s);
+    vt_engine_free(e);
+}
+
+/* The automatic chunk (prefill_chunk 0): unknown (0) until a decode-only
+ * step and a prompt step have run, then at least a KV block's worth, and
+ * every step that decodes keeps to the value reported before it. Whatever
+ * the machine's speed made of it, the tokens are those generated alone. */
+static void test_automatic_prefill_chunk(void) {
+    enum { LONG_PROMPT = 150 };
+    int32_t pa[24], pb[LONG_PROMPT];
+    make_prompt(pa, 24, 50);
+    make_prompt(pb, LONG_PROMPT, 51);
+    const vt_sched_request qa = greedy_request(pa, 24, 40), qb = greedy_request(pb, LONG_PROMPT, 4);
+    generation want[2], got[2];
+    memset(got, 0, sizeof got);
+    vt_engine *one = open_engine("reference", 1, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    generate_alone(one, &qa, &want[0]);
+    generate_alone(one, &qb, &want[1]);
+    vt_engine_free(one);
+
+    vt_engine *e = open_engine("reference", 2, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    vt_sched *s = open_sched(e, 16, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(vt_sched_get_stats(s).prefill_chunk, 0);
+    vt_error err = {0};
+    uint64_t ids[2];
+    vt_sched_step_info info;
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qa, &ids[0], &err), VT_OK);
+    for (int k = 0; k < 3; k++) { /* the prompt, then two decode-only steps */
+        CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+        collect(s, ids[0], &got[0]);
+    }
+    const int64_t chunk = vt_sched_get_stats(s).prefill_chunk;
+    CU_ASSERT(chunk >= 16); /* the engine's block size */
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qb, &ids[1], &err), VT_OK);
+    int64_t prompt_done = 0;
+    int capped_steps = 0;
+    while (prompt_done < LONG_PROMPT) {
+        const int64_t cap = vt_sched_get_stats(s).prefill_chunk;
+        CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+        CU_ASSERT_FATAL(info.n_entries > 0);
+        if (info.n_decode_tokens > 0) {
+            CU_ASSERT(info.n_prefill_tokens <= cap);
+            capped_steps++;
+        }
+        prompt_done += info.n_prefill_tokens;
+        collect(s, ids[0], &got[0]);
+        collect(s, ids[1], &got[1]);
+    }
+    CU_ASSERT(capped_steps >= 1);
+    printf("\n  automatic chunk %lld tokens at first; %d steps decoded beside the %d-token prompt ", (long long)chunk,
+           capped_steps, LONG_PROMPT);
+    step_totals t = {0};
+    run_to_end(s, ids, got, 2, &t);
+    CU_ASSERT(same_generation(&got[0], &want[0]));
+    CU_ASSERT(same_generation(&got[1], &want[1]));
+    vt_sched_free(s);
+    vt_engine_free(e);
+}
+
 /* ---- cancellation ------------------------------------------------------ */
 
 static void test_cancel_frees_blocks_at_once(void) {
@@ -604,10 +711,10 @@ static void test_bad_requests_are_refused(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     vt_error err = {0};
     vt_sched *s = NULL;
-    const vt_sched_options too_much = {16, 100000};
+    const vt_sched_options too_much = {16, 100000, 0};
     CU_ASSERT_EQUAL(vt_sched_create(e, &too_much, &s, &err), VT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "token_budget"));
-    const vt_sched_options no_queue = {0, 0};
+    const vt_sched_options no_queue = {0, 0, 0};
     CU_ASSERT_EQUAL(vt_sched_create(e, &no_queue, &s, &err), VT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "max_waiting"));
     s = open_sched(e, 2, 0);
@@ -880,6 +987,8 @@ int main(void) {
         {"simd: a pool too small for all: preemption, same greedy tokens", test_simd_preemption},
         {"a failed step advances no request; retried, same tokens", test_failed_step_changes_no_request},
         {"a prompt over the budget is prefilled in chunks", test_chunked_prefill},
+        {"a step that decodes takes at most prefill_chunk prompt tokens", test_fixed_prefill_chunk_beside_decodes},
+        {"the automatic prefill chunk is kept by every step that decodes", test_automatic_prefill_chunk},
         {"cancel frees blocks at once, in any state", test_cancel_frees_blocks_at_once},
         {"stop token and context end", test_stop_token_and_context_end},
         {"requests start in arrival order", test_fifo_admission},

@@ -33,6 +33,7 @@
  *     activation rows (8 x K bytes, 24 KiB at K = 3072, what stays in L1). */
 #include <string.h>
 
+#include "prepared_groups.h"
 #include "q6_k_x8.h"
 #include "simd_vec.h"
 
@@ -372,4 +373,46 @@ vt_status simd_q6_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
     }
     simd_dynamic_for(ctx, groups, chunk, x8_groups, &t);
     return VT_OK;
+}
+
+/* The layout's tiles for the shared group walk (prepared_groups.c), which
+ * the experts of MOE_MATMUL use to walk all their groups in one pass (a
+ * decode step's experts are too small for a pass each). The walk hands
+ * pair_rows at most SIMD_GROUP_TILE_R rows and few_rows up to
+ * SIMD_MAX_ROWS; every one of these runs the kernels above, whose float
+ * sequence per (weight row, activation row) is the same, so a row's result
+ * is the plain matmul's whatever walk reached it. */
+static void walk_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
+    SIMD_ALIGNED float out[SIMD_MAX_ROWS * 8];
+    run_tile((const q6_k_x8 *)wg, &j->act, m0, R, stream, out);
+    for (int r = 0; r < R; r++) res[r] = _mm256_load_ps(out + 8 * r);
+}
+
+static void walk_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res) {
+    SIMD_ALIGNED float out0[8], out1[8];
+    group_pair_decode((const q6_k_x8 *)wg0, (const q6_k_x8 *)wg1, &j->act, out0, out1);
+    res[0] = _mm256_load_ps(out0);
+    res[1] = _mm256_load_ps(out1);
+}
+
+static void walk_pair_rows(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int R, __m256 *res) {
+    SIMD_ALIGNED float out0[SIMD_MAX_ROWS * 8], out1[SIMD_MAX_ROWS * 8];
+    run_pair_tile((const q6_k_x8 *)wg0, (const q6_k_x8 *)wg1, &j->act, R, out0, out1);
+    for (int r = 0; r < R; r++) {
+        res[r] = _mm256_load_ps(out0 + 8 * r);
+        res[R + r] = _mm256_load_ps(out1 + 8 * r);
+    }
+}
+
+static const simd_group_layout q6k_layout = {.act_kind = SIMD_ACT_Q8_K16H,
+                                             .block_len = 256,
+                                             .block_bytes = sizeof(q6_k_x8),
+                                             .rows = walk_rows,
+                                             .pair = walk_pair,
+                                             .pair_rows = walk_pair_rows,
+                                             .few_rows = SIMD_MAX_ROWS};
+
+const simd_group_layout *simd_q6_k_group_layout(const simd_ctx *ctx) {
+    (void)ctx;
+    return &q6k_layout;
 }

@@ -26,6 +26,7 @@ int64_t simd_q6_k_prepared_units(int64_t N);
 void simd_q6_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
 vt_status simd_q6_k_prepared_matmul(simd_ctx *ctx, const vt_node *node);
 void simd_q6_k_prepared_row(const void *w, int64_t K, int64_t N, int64_t n, float *dst);
+const struct simd_group_layout *simd_q6_k_group_layout(const simd_ctx *ctx);
 size_t simd_q5_k_prepared_size(int64_t K, int64_t N);
 int64_t simd_q5_k_prepared_units(int64_t N);
 void simd_q5_k_prepare(const void *src, int64_t K, int64_t N, void *dst, int64_t u0, int64_t u1);
@@ -50,7 +51,7 @@ static const simd_prepared_format formats[] = {
     {VT_Q5_K, simd_q5_k_prepared_size, simd_q5_k_prepared_units, simd_q5_k_prepare, simd_q5_k_prepared_matmul, NULL,
      simd_q5_k_group_layout},
     {VT_Q6_K, simd_q6_k_prepared_size, simd_q6_k_prepared_units, simd_q6_k_prepare, simd_q6_k_prepared_matmul,
-     simd_q6_k_prepared_row, NULL},
+     simd_q6_k_prepared_row, simd_q6_k_group_layout},
     {VT_Q4_0, simd_q4_0_prepared_size, simd_q4_0_prepared_units, simd_q4_0_prepare, simd_q4_0_prepared_matmul,
      simd_q4_0_prepared_row, simd_q4_0_group_layout},
     {VT_Q8_0, simd_q8_0_prepared_size, simd_q8_0_prepared_units, simd_q8_0_prepare, simd_q8_0_prepared_matmul,

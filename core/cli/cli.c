@@ -45,6 +45,7 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
         {"--backend", NULL, "runtime.backend"},      {"--fallback", NULL, "runtime.fallback"},
         {"--threads", "-t", "runtime.threads"},      {"--batch-size", "-b", "runtime.batch_size"},
         {"--max-seqs", NULL, "runtime.max_seqs"},    {"--token-budget", NULL, "runtime.token_budget"},
+        {"--prefill-chunk", NULL, "runtime.prefill_chunk"},
         {"--max-waiting", NULL, "runtime.max_waiting"},
         {"--kv-cache-dtype", NULL, "kv_cache.dtype"}, {"--ctx-size", "-c", "kv_cache.ctx_size"},
         {"--block-size", NULL, "kv_cache.block_size"}, {"--prefix-cache", NULL, "kv_cache.prefix_cache"},
@@ -261,6 +262,8 @@ void vt_cli_common_help_except(FILE *f, const char *const *skip) {
         "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
         "      --max-seqs N         sequences per step of a batch, 1..256 (default 1)\n"
         "      --token-budget N     tokens per scheduler step (default 0: the batch size)\n"
+        "      --prefill-chunk N    prompt tokens in a step that also decodes (default 0: automatic, as many\n"
+        "                           as take about one decode step's time, so decodes do not stall)\n"
         "      --max-waiting N      requests queued before a batch refuses more (default 256)\n"
         "  -t, --threads N          threads (default: online CPUs)\n"
         "      --backend-path DIRS  extra backend folders, colon-separated\n"

@@ -101,7 +101,7 @@ vt_status vt_batch_open_resolved(const char *model_path, const vt_options *optio
                      opt->token_budget, (long long)b->engine->prefill->max_tokens,
                      (long long)b->engine->prefill->max_tokens);
     if (st == VT_OK) {
-        const vt_sched_options so = {opt->max_waiting, opt->token_budget};
+        const vt_sched_options so = {opt->max_waiting, opt->token_budget, opt->prefill_chunk};
         st = vt_sched_create(b->engine, &so, &b->sched, &e);
     }
     if (st != VT_OK) {

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sampling_rules.h"
 #include "text_stream.h"
@@ -47,6 +48,10 @@ struct vt_sched {
     int32_t max_running; /* sequences per step, never above budget so every running request gets a token */
     int32_t max_waiting;
     uint64_t next_id;
+    /* The prompt-token cap of a step that decodes: fixed, or (0) measured. */
+    int64_t fixed_prefill_chunk;
+    double decode_step_s;  /* moving average of a decode-only step's time, 0 until one ran */
+    double prompt_token_s; /* of one prompt token's share of a step, 0 until measured */
 
     request **all; /* every request not removed, in no particular order */
     int32_t n_all, cap_all;
@@ -71,7 +76,9 @@ struct vt_sched {
     vt_sched_stats stats;
 };
 
-vt_sched_options vt_sched_default_options(void) { return (vt_sched_options){.max_waiting = 256, .token_budget = 0}; }
+vt_sched_options vt_sched_default_options(void) {
+    return (vt_sched_options){.max_waiting = 256, .token_budget = 0, .prefill_chunk = 0};
+}
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -91,6 +98,16 @@ static int32_t available_blocks(const vt_sched *s) { return vt_engine_free_block
 static int64_t tokens_that_fit(const vt_sched *s, const request *r) {
     const int64_t slack = blocks_for(s, r->n_computed) * s->block_size - r->n_computed;
     return slack + (int64_t)available_blocks(s) * s->block_size;
+}
+
+/* The prompt tokens a step that decodes may take (see prefill_chunk in
+ * scheduler.h): at most what takes as long as the decodes themselves, so such
+ * a step lasts about two decode steps however long the prompt waiting. */
+static int64_t prefill_chunk(const vt_sched *s) {
+    if (s->fixed_prefill_chunk > 0) return s->fixed_prefill_chunk;
+    if (s->decode_step_s <= 0 || s->prompt_token_s <= 0) return s->budget;
+    const double n = s->decode_step_s / s->prompt_token_s;
+    return n < s->block_size ? s->block_size : n > (double)s->budget ? s->budget : (int64_t)n;
 }
 
 static request *find(const vt_sched *s, uint64_t id, int32_t *index) {
@@ -150,6 +167,9 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     const int64_t step_max = engine->prefill->max_tokens;
     if (o.max_waiting < 1 || o.max_waiting > (1 << 20))
         return vt_fail(err, VT_ERR_INVALID, "scheduler: max_waiting %d (accepted: 1..%d)", o.max_waiting, 1 << 20);
+    if (o.prefill_chunk < 0)
+        return vt_fail(err, VT_ERR_INVALID, "scheduler: prefill_chunk %lld (accepted: 0 for automatic, or >= 1)",
+                       (long long)o.prefill_chunk);
     if (o.token_budget < 0 || o.token_budget > step_max)
         return vt_fail(err, VT_ERR_INVALID,
                        "scheduler: token_budget %lld (accepted: 1..%lld, the engine's tokens per step "
@@ -169,6 +189,7 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     s->budget = o.token_budget ? o.token_budget : step_max;
     s->max_running = (int32_t)min64(engine->max_seqs, s->budget);
     s->max_waiting = o.max_waiting;
+    s->fixed_prefill_chunk = o.prefill_chunk;
     s->next_id = 1;
     const size_t seqs = (size_t)engine->max_seqs;
     s->waiting = malloc(((size_t)o.max_waiting + seqs) * sizeof *s->waiting);
@@ -344,7 +365,12 @@ int64_t vt_sched_cached_tokens(const vt_sched *s, uint64_t id) {
 
 int32_t vt_sched_n_waiting(const vt_sched *s) { return s->n_waiting; }
 int32_t vt_sched_n_running(const vt_sched *s) { return s->n_running; }
-vt_sched_stats vt_sched_get_stats(const vt_sched *s) { return s->stats; }
+vt_sched_stats vt_sched_get_stats(const vt_sched *s) {
+    vt_sched_stats st = s->stats;
+    const bool known = s->fixed_prefill_chunk > 0 || (s->decode_step_s > 0 && s->prompt_token_s > 0);
+    st.prefill_chunk = known ? prefill_chunk(s) : 0;
+    return st;
+}
 
 /* ---- planning one step ------------------------------------------------- */
 
@@ -455,6 +481,40 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
     }
 }
 
+/* After the decodes are planned: the prompts of a step that decodes share
+ * the prefill chunk, not the whole budget left. */
+static void cap_prompt_tokens(vt_sched *s) {
+    if (s->n_plan == 0) return;
+    const int64_t prompt_max = prefill_chunk(s);
+    if (s->plan_budget > prompt_max) s->plan_budget = prompt_max;
+}
+
+/* Learn the times the automatic chunk is made of from a step that ran:
+ * decode-only steps give the decode time; a step with prompt tokens gives,
+ * after the decode time is taken off, a prompt token's share. Moving
+ * averages (weight 1/4), so a change of load or context length is followed
+ * within a few steps. Steps of a few prompt tokens are too short to say
+ * what a token costs. */
+static void learn_step_time(vt_sched *s, const vt_sched_step_info *info, double seconds) {
+    const double w = 0.25;
+    if (info->n_prefill_tokens == 0) {
+        if (info->n_decode_tokens > 0)
+            s->decode_step_s = s->decode_step_s > 0 ? (1 - w) * s->decode_step_s + w * seconds : seconds;
+        return;
+    }
+    if (info->n_prefill_tokens < 8) return;
+    const double prompt_s = seconds - (info->n_decode_tokens > 0 ? s->decode_step_s : 0);
+    if (prompt_s <= 0) return;
+    const double per_token = prompt_s / (double)info->n_prefill_tokens;
+    s->prompt_token_s = s->prompt_token_s > 0 ? (1 - w) * s->prompt_token_s + w * per_token : per_token;
+}
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void plan_begin(vt_sched *s) {
     s->n_plan = 0;
     s->plan_blocks = 0;
@@ -468,7 +528,9 @@ static void plan_begin(vt_sched *s) {
 int32_t vt_sched_n_admit_next(vt_sched *s) {
     plan_begin(s);
     int32_t n_admit = 0;
-    if (plan_running(s, true, false, NULL) && plan_running(s, false, false, NULL))
+    const bool decodes_fit = plan_running(s, true, false, NULL);
+    cap_prompt_tokens(s);
+    if (decodes_fit && plan_running(s, false, false, NULL))
         for (; n_admit < s->n_waiting; n_admit++) {
             request *r = s->waiting[n_admit];
             int64_t hit;
@@ -544,6 +606,7 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     /* Decodes first: a running request's next token costs one slot of the
      * budget and keeps its latency steady; prompts share what is left. */
     plan_running(s, true, true, info);
+    cap_prompt_tokens(s);
     plan_running(s, false, true, info);
     /* After a preemption the pool is short: starting more requests would
      * only have them preempted again. */
@@ -560,8 +623,10 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
             info->n_prefill_tokens += n;
     }
     info->n_entries = s->n_plan;
+    const double started = now_seconds();
     vt_status st = vt_engine_step(s->engine, s->entries, s->n_plan, err);
     if (st != VT_OK) return st;
+    learn_step_time(s, info, now_seconds() - started);
     s->stats.n_steps++;
 
     /* Sampling reads the whole vocabulary once per sequence (a sort of it

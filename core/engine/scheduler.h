@@ -36,9 +36,16 @@ typedef struct vt_sched vt_sched;
 typedef struct vt_sched_options {
     int32_t max_waiting;  /* requests waiting to start before vt_sched_add refuses, >= 1 */
     int64_t token_budget; /* tokens per step, >= 1; 0 = as many as the engine's prefill plan takes */
+    /* Prompt tokens (new prompts, the rest of one, recomputations) a step
+     * takes when it also decodes, so the running requests' next tokens do
+     * not wait behind a long prefill. 0 = automatic: about as many as take
+     * one decode step's time (VT_SCHED_PROMPT_PER_DECODE: measured on the
+     * steps already run, never fewer than a KV block's worth; no cap until
+     * both times are known). N >= 1: at most N (the budget: no cap). */
+    int64_t prefill_chunk;
 } vt_sched_options;
 
-/* max_waiting 256, token_budget 0. */
+/* max_waiting 256, token_budget 0, prefill_chunk 0. */
 vt_sched_options vt_sched_default_options(void);
 
 /* A request as the caller gives it; vt_sched_add copies everything. */
@@ -107,6 +114,7 @@ typedef struct vt_sched_step_info {
 /* Totals since creation. */
 typedef struct vt_sched_stats {
     int64_t n_steps;           /* steps that ran a forward */
+    int64_t prefill_chunk;     /* the prompt tokens a step that decodes takes now (0: no cap yet) */
     int64_t n_preemptions;
     int64_t n_recomputed;      /* tokens dropped by preemption, to be computed again */
 } vt_sched_stats;

@@ -56,6 +56,7 @@ typedef enum option_id {
     OPT_BATCH_SIZE,
     OPT_MAX_SEQS,
     OPT_TOKEN_BUDGET,
+    OPT_PREFILL_CHUNK,
     OPT_MAX_WAITING,
     OPT_KV_CACHE_DTYPE,
     OPT_CTX_SIZE,
@@ -97,6 +98,8 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_MAX_SEQS] = {"runtime.max_seqs", "runtime", "max_seqs", "integers 1..256"},
     [OPT_TOKEN_BUDGET] = {"runtime.token_budget", "runtime", "token_budget",
                           "0 (the batch size) or integers 1..65536"},
+    [OPT_PREFILL_CHUNK] = {"runtime.prefill_chunk", "runtime", "prefill_chunk",
+                           "0 (automatic: prompt tokens taking about one decode step's time) or integers 1..65536"},
     [OPT_MAX_WAITING] = {"runtime.max_waiting", "runtime", "max_waiting", "integers 1..1048576"},
     [OPT_KV_CACHE_DTYPE] = {"kv_cache.dtype", "kv_cache", "dtype", "f32, f16, bf16, q8_0"},
     [OPT_CTX_SIZE] = {"kv_cache.ctx_size", "kv_cache", "ctx_size",
@@ -289,6 +292,10 @@ static bool store_value(vt_options *o, int id, const char *value) {
         if (!parse_int_range(value, 0, BATCH_SIZE_MAX, &i64)) return false;
         o->token_budget = (int32_t)i64;
         return true;
+    case OPT_PREFILL_CHUNK:
+        if (!parse_int_range(value, 0, BATCH_SIZE_MAX, &i64)) return false;
+        o->prefill_chunk = (int32_t)i64;
+        return true;
     case OPT_MAX_WAITING:
         if (!parse_int_range(value, 1, MAX_WAITING_MAX, &i64)) return false;
         o->max_waiting = (int32_t)i64;
@@ -427,6 +434,7 @@ void vt_options_defaults(vt_options *o) {
     o->batch_size = 512;
     o->max_seqs = 1;
     o->token_budget = 0;
+    o->prefill_chunk = 0;
     o->max_waiting = 256;
     o->kv_cache_dtype = VT_F16;
     o->ctx_size = 0;
@@ -585,6 +593,7 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_BATCH_SIZE: snprintf(buf, size, "%" PRId32, o->batch_size); break;
     case OPT_MAX_SEQS: snprintf(buf, size, "%" PRId32, o->max_seqs); break;
     case OPT_TOKEN_BUDGET: snprintf(buf, size, "%" PRId32, o->token_budget); break;
+    case OPT_PREFILL_CHUNK: snprintf(buf, size, "%" PRId32, o->prefill_chunk); break;
     case OPT_MAX_WAITING: snprintf(buf, size, "%" PRId32, o->max_waiting); break;
     case OPT_KV_CACHE_DTYPE: snprintf(buf, size, "%s", dtype_name(o->kv_cache_dtype)); break;
     case OPT_CTX_SIZE: snprintf(buf, size, "%" PRId64, o->ctx_size); break;

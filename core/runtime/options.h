@@ -21,7 +21,7 @@
 #define VT_SOURCE_SIZE 64
 
 /* Number of knobs; vt_options_key(i) names them in the order below. */
-#define VT_OPTIONS_KEY_COUNT 24
+#define VT_OPTIONS_KEY_COUNT 25
 
 typedef struct vt_options {
     /* [runtime] */
@@ -32,6 +32,7 @@ typedef struct vt_options {
     int32_t batch_size;      /* max tokens per prefill call, 1..65536; default 512 */
     int32_t max_seqs;        /* sequences per step of a batch (vt_batch), 1..256; default 1 */
     int32_t token_budget;    /* tokens per scheduler step, 0..65536; 0 (default) = the batch size */
+    int32_t prefill_chunk;   /* prompt tokens in a step that also decodes, 0..65536; 0 (default) = automatic */
     int32_t max_waiting;     /* requests queued before vt_batch_add refuses, 1..1048576; default 256 */
     /* [kv_cache] */
     int32_t kv_cache_dtype;  /* VT_F32, VT_F16 or VT_BF16; default VT_F16 */
