@@ -1,6 +1,8 @@
 /* prepared_groups.c — the walk over a prepared 8-row interleaved layout that
  * Q4_K, Q5_K, Q4_0 and Q8_0 share (see prepared_groups.h); their tiles are in
- * matmul_<dtype>_prepared.c. */
+ * matmul_<dtype>_prepared.c. Q6_K's layout has a walk of its own for a plain
+ * matmul and gives this one its tiles for the experts' one pass
+ * (matmul_q6_k_x8.c). */
 #include "prepared_groups.h"
 
 #include <string.h>
