@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "engine_fixture.h"
-#include "plan_internal.h"
+#include "plan_exec.h"
 #include "quant.h"
 #include "sampler.h"
 #include "synth.h"

@@ -22,7 +22,7 @@
 
 #include "engine.h"
 #include "engine_fixture.h"
-#include "plan_internal.h"
+#include "plan_exec.h"
 #include "synth.h"
 #include "util.h"
 

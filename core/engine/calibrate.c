@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "host.h"
-#include "plan_internal.h"
+#include "plan_exec.h"
 #include "weight_prep.h"
 
 /* Decode is timed with this many tokens already in the cache. */

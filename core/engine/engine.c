@@ -8,7 +8,7 @@
 
 #include "calibrate.h"
 #include "calibration_cache.h"
-#include "plan_internal.h"
+#include "plan_exec.h"
 #include "quant.h"
 
 /* `--backend auto`: not a backend's name but the placement by measured cost. */

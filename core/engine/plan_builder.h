@@ -6,7 +6,8 @@
 #define VT_CORE_PLAN_BUILDER_H
 
 #include "graph.h"
-#include "plan_internal.h"
+#include "plan.h"
+#include "plan_exec.h"
 
 typedef struct vt_builder {
     const vt_plan_config *cfg;

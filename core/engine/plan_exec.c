@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan_internal.h"
+#include "plan_exec.h"
 #include "quant.h"
 
 static int64_t scaled_dim(const vt_plan *p, const vt_value *v, int64_t n_tokens, int64_t n_outputs) {

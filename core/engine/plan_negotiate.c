@@ -21,7 +21,6 @@
 #include "plan_builder.h"
 #include "quant.h"
 
-bool vt_plan_kv_exact(int32_t kv, int32_t cache) { return kv == cache || kv == VT_F32; }
 
 /* t as a contiguous tensor of another dtype (same shape). */
 static vt_tensor retyped(vt_tensor t, int32_t dtype) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer_internal.h"
+#include "vocab.h"
 
 /* ---- small helpers ------------------------------------------------------ */
 

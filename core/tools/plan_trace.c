@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan_internal.h"
+#include "plan_exec.h"
 #include "quant.h"
 #include "sampler.h"
 
