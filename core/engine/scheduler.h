@@ -19,6 +19,12 @@
  * Each request samples with its own sampler from its own row of logits: for
  * a given seed its tokens do not depend on what else is in the batch.
  *
+ * Choices of one prompt (vt_sched_add_n) are requests too: the first
+ * computes the prompt, the others sample their first token from its last
+ * row of logits and continue on a fork of its KV blocks, so the prompt is
+ * computed once. A request that asks for logprobs gets them from the raw
+ * row it samples from (logprobs.h), before the sampler touches it.
+ *
  * The scheduler owns every sequence of the engine it is given; nothing else
  * may run the engine meanwhile. Calls are not thread-safe: serialize them. */
 #ifndef VT_CORE_SCHEDULER_H
