@@ -373,10 +373,10 @@ static void test_bad_input(void) {
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400, "messages[0].role"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400,
          "messages[0].content[0].type"},
-        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":2}", 400, "n"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":9}", 400, "n"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400,
          "temperature"},
-        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", 400,
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":3}", 400,
          "logprobs"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logit_bias\":{\"5\":1}}",
          400, "logit_bias"},
@@ -410,8 +410,8 @@ static void test_bad_input(void) {
         serve_reply_free(&r);
     }
     /* messages say what was sent, in the request's terms */
-    serve_reply m = post(&main_srv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}");
-    CU_ASSERT(m.body.s && strstr(m.body.s, "got 3"));
+    serve_reply m = post(&main_srv, "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":12}");
+    CU_ASSERT(m.body.s && strstr(m.body.s, "got 12"));
     serve_reply_free(&m);
     m = post(&main_srv, "/v1/completions", "{\"prompt\":[5, 99999999]}");
     CU_ASSERT(m.body.s && strstr(m.body.s, "prompt[1]: token id 99999999") && !strstr(m.body.s, "request."));

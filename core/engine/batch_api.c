@@ -171,6 +171,8 @@ static vt_status read_request(const vt_batch_request *r, vt_batch_request *full,
     TAKE(frequency_penalty);
     TAKE(stop_strings);
     TAKE(n_stop_strings);
+    TAKE(logprobs);
+    TAKE(top_logprobs);
 #undef TAKE
     full->struct_size = sizeof *full;
     return VT_OK;
@@ -231,6 +233,9 @@ static vt_status check_public_request(const vt_batch *b, const vt_batch_request 
                            !r->stop_strings[i] ? "NULL" : len == 0 ? "empty" : "longer than that",
                            VT_TEXT_STREAM_MAX_STOP_LEN);
     }
+    if (r->logprobs && (r->top_logprobs < 0 || r->top_logprobs > VT_BATCH_MAX_TOP_LOGPROBS))
+        return vt_fail(e, VT_ERR_INVALID, "request.top_logprobs: %d (accepted: 0..%d)", r->top_logprobs,
+                       VT_BATCH_MAX_TOP_LOGPROBS);
     if (r->n_stop_strings > 0 && !b->model->tokenizer)
         return vt_fail(e, VT_ERR_UNSUPPORTED, "request.stop_strings: this model's tokenizer cannot be used: %s",
                        b->model->tokenizer_error);
@@ -238,9 +243,19 @@ static vt_status check_public_request(const vt_batch *b, const vt_batch_request 
 }
 
 vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, char *err, size_t err_size) {
+    return vt_batch_add_n(b, r, 1, id, err, err_size);
+}
+
+vt_status vt_batch_add_n(vt_batch *b, const vt_batch_request *r, size_t n, uint64_t *ids, char *err,
+                         size_t err_size) {
     vt_error e = {0};
-    *id = 0;
+    if (!ids) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: no ids"}, err, err_size);
+    for (size_t i = 0; i < n && i < VT_BATCH_MAX_CHOICES; i++) ids[i] = 0;
     if (!r) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: no request"}, err, err_size);
+    if (n < 1 || n > VT_BATCH_MAX_CHOICES) {
+        vt_fail(&e, VT_ERR_INVALID, "n: %zu choices (accepted: 1..%d)", n, VT_BATCH_MAX_CHOICES);
+        return vt_api_report(&e, err, err_size);
+    }
     vt_batch_request full;
     vt_status st = read_request(r, &full, &e);
     if (st != VT_OK) return vt_api_report(&e, err, err_size);
@@ -276,8 +291,10 @@ vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, cha
         .frequency_penalty = r->frequency_penalty,
         .stop_strings = r->stop_strings,
         .n_stop_strings = (int32_t)r->n_stop_strings,
+        .logprobs = r->logprobs,
+        .top_logprobs = r->top_logprobs,
     };
-    st = vt_sched_add(b->sched, &q, id, &e);
+    st = vt_sched_add_n(b->sched, &q, (int32_t)n, ids, &e);
     free(text_ids);
     return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
@@ -313,6 +330,25 @@ vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *er
     out->finish = public_finish(o.finish);
     out->text = o.text;
     out->n_text = o.n_text;
+    return VT_OK;
+}
+
+vt_status vt_batch_read_logprobs(vt_batch *b, uint64_t id, vt_batch_logprobs *out, char *err, size_t err_size) {
+    vt_error e = {0};
+    if (!out || out->struct_size == 0)
+        return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_read_logprobs: out->struct_size is not set"}, err,
+                             err_size);
+    vt_sched_logprobs o;
+    vt_status st = vt_sched_read_logprobs(b->sched, id, &o, &e);
+    if (st != VT_OK) return vt_api_report(&e, err, err_size);
+    vt_batch_logprobs full = {
+        .struct_size = out->struct_size,
+        .n_tokens = (size_t)o.n_tokens,
+        .sampled = o.sampled,
+        .top = o.top,
+        .n_top = o.n_top,
+    };
+    memcpy(out, &full, out->struct_size < sizeof full ? out->struct_size : sizeof full);
     return VT_OK;
 }
 

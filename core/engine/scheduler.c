@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "logprobs.h"
 #include "sampling_rules.h"
 #include "text_stream.h"
 
@@ -34,6 +35,21 @@ typedef struct request {
     int32_t *stop_ids;
     int32_t n_stop_ids;
     vt_text_stream *text; /* its generated text and stop strings; NULL without a tokenizer */
+    /* Log-probabilities (logprobs.h), when asked for: per generated token
+     * the sampled one, and its n_top most likely alternatives. */
+    bool logprobs;
+    int32_t n_top;
+    vt_token_logprob *lp_sampled; /* [cap_lp] */
+    vt_token_logprob *lp_top;     /* [cap_lp * n_top] */
+    int64_t cap_lp;
+    vt_token_logprob lp_step[1 + VT_BATCH_MAX_TOP_LOGPROBS]; /* this step's, written while sampling */
+    int64_t last_read_from, last_read_n; /* the generated tokens the last read returned */
+    /* Choices of one prompt (vt_sched_add_n): a follower waits for its
+     * leader's prompt, then samples from the same logits and forks its KV. */
+    struct request *leader;      /* a follower not started yet: the request whose prompt it waits for */
+    struct request **followers;  /* a leader: [n_followers] still waiting for its prompt */
+    int32_t n_followers;
+    bool is_follower;            /* choice 1.. of a group, started or not */
 } request;
 
 struct vt_sched {
@@ -60,6 +76,8 @@ struct vt_sched {
      * exceeds max_waiting + max_running, the capacity. */
     request **waiting;
     int32_t n_waiting;
+    int32_t cap_waiting;
+    int64_t n_follower_requests; /* followers not removed: they may wait beyond max_waiting */
     request **running; /* in admission order: the last is preempted first */
     int32_t n_running;
     request **slot_owner; /* [max_seqs] */
@@ -139,9 +157,30 @@ static void release_slot(vt_sched *s, request *r) {
     r->n_computed = 0;
 }
 
+/* A leader ending before its prompt's logits came out leaves its followers
+ * to start on their own (from the prefix cache): they arrived with it, so
+ * they wait at the front of the queue, in their order. */
+static void release_followers(vt_sched *s, request *r) {
+    for (int32_t i = 0; i < r->n_followers; i++) {
+        request *f = r->followers[i];
+        f->leader = NULL;
+        memmove(s->waiting + i + 1, s->waiting + i, (size_t)(s->n_waiting - i) * sizeof *s->waiting);
+        s->waiting[i] = f;
+        s->n_waiting++;
+    }
+    r->n_followers = 0;
+}
+
 static void finish(vt_sched *s, request *r, vt_sched_finish why) {
-    if (r->state == VT_SCHED_RUNNING) list_remove(s->running, &s->n_running, r);
-    if (r->state == VT_SCHED_WAITING) list_remove(s->waiting, &s->n_waiting, r);
+    if (r->leader) { /* a follower not started: off its leader's list */
+        list_remove(r->leader->followers, &r->leader->n_followers, r);
+        r->leader = NULL;
+    } else if (r->state == VT_SCHED_RUNNING) {
+        list_remove(s->running, &s->n_running, r);
+    } else if (r->state == VT_SCHED_WAITING) {
+        list_remove(s->waiting, &s->n_waiting, r);
+    }
+    release_followers(s, r);
     release_slot(s, r);
     r->state = VT_SCHED_FINISHED;
     r->finish = why;
@@ -156,6 +195,9 @@ static void free_request(request *r) {
     free(r->tokens);
     free(r->stop_ids);
     vt_text_stream_free(r->text);
+    free(r->lp_sampled);
+    free(r->lp_top);
+    free(r->followers);
     free(r);
 }
 
@@ -192,7 +234,8 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     s->fixed_prefill_chunk = o.prefill_chunk;
     s->next_id = 1;
     const size_t seqs = (size_t)engine->max_seqs;
-    s->waiting = malloc(((size_t)o.max_waiting + seqs) * sizeof *s->waiting);
+    s->cap_waiting = o.max_waiting + (int32_t)seqs;
+    s->waiting = malloc((size_t)s->cap_waiting * sizeof *s->waiting);
     s->running = malloc(seqs * sizeof *s->running);
     s->slot_owner = calloc(seqs, sizeof *s->slot_owner);
     s->plan_req = malloc(seqs * sizeof *s->plan_req);
@@ -264,28 +307,18 @@ static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_
                            i, q->stop_ids[i], s->n_vocab - 1);
     if (q->n_stop_strings < 0)
         return vt_fail(err, VT_ERR_INVALID, "request.n_stop_strings: %d (accepted: >= 0)", q->n_stop_strings);
+    if (q->logprobs && (q->top_logprobs < 0 || q->top_logprobs > VT_BATCH_MAX_TOP_LOGPROBS))
+        return vt_fail(err, VT_ERR_INVALID, "request.top_logprobs: %d (accepted: 0..%d)", q->top_logprobs,
+                       VT_BATCH_MAX_TOP_LOGPROBS);
     if (q->n_stop_strings > 0 && !s->tokenizer)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
                        "request.stop_strings: this model's tokenizer cannot be used, so there is no text to match");
     return VT_OK;
 }
 
-vt_status vt_sched_add(vt_sched *s, const vt_sched_request *q, uint64_t *id, vt_error *err) {
-    *id = 0;
-    vt_status st = check_request(s, q, err);
-    if (st != VT_OK) return st;
-    if (s->n_waiting >= s->max_waiting)
-        return vt_fail(err, VT_ERR_UNSUPPORTED,
-                       "waiting queue full: %d requests wait to start (max_waiting %d); add again when some have "
-                       "started or finished",
-                       s->n_waiting, s->max_waiting);
-    if (s->n_all == s->cap_all) {
-        const int32_t cap = s->cap_all ? 2 * s->cap_all : 16;
-        request **grown = realloc(s->all, (size_t)cap * sizeof *grown);
-        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
-        s->all = grown;
-        s->cap_all = cap;
-    }
+/* *out: a new waiting request for q (checked), sampling with seed. */
+static vt_status new_request(vt_sched *s, const vt_sched_request *q, uint64_t seed, request **out, vt_error *err) {
+    *out = NULL;
     request *r = calloc(1, sizeof *r);
     if (!r) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     /* The last generated token never needs storing: the context holds the
@@ -300,7 +333,10 @@ vt_status vt_sched_add(vt_sched *s, const vt_sched_request *q, uint64_t *id, vt_
         free_request(r);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
-    if ((st = vt_sampler_create(&q->sampler, &r->sampler, err)) != VT_OK ||
+    vt_sampler_params sp = q->sampler;
+    sp.seed = seed;
+    vt_status st;
+    if ((st = vt_sampler_create(&sp, &r->sampler, err)) != VT_OK ||
         (st = vt_sampler_set_penalties(r->sampler, q->presence_penalty, q->frequency_penalty, s->n_vocab, err)) !=
             VT_OK ||
         (s->tokenizer && (st = vt_text_stream_create(q->stop_strings, (size_t)q->n_stop_strings, &r->text, err)) !=
@@ -308,13 +344,74 @@ vt_status vt_sched_add(vt_sched *s, const vt_sched_request *q, uint64_t *id, vt_
         free_request(r);
         return st;
     }
+    r->logprobs = q->logprobs;
+    r->n_top = q->logprobs ? q->top_logprobs : 0;
     memcpy(r->tokens, q->prompt, (size_t)q->n_prompt * sizeof *r->tokens);
     if (q->n_stop_ids) memcpy(r->stop_ids, q->stop_ids, (size_t)q->n_stop_ids * sizeof *r->stop_ids);
-    r->id = s->next_id++;
     r->state = VT_SCHED_WAITING;
-    s->all[s->n_all++] = r;
-    s->waiting[s->n_waiting++] = r;
-    *id = r->id;
+    *out = r;
+    return VT_OK;
+}
+
+vt_status vt_sched_add(vt_sched *s, const vt_sched_request *req, uint64_t *id, vt_error *err) {
+    return vt_sched_add_n(s, req, 1, id, err);
+}
+
+vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint64_t *ids, vt_error *err) {
+    for (int32_t i = 0; i < n; i++) ids[i] = 0;
+    if (n < 1 || n > VT_BATCH_MAX_CHOICES)
+        return vt_fail(err, VT_ERR_INVALID, "request.n: %d choices (accepted: 1..%d)", n, VT_BATCH_MAX_CHOICES);
+    vt_status st = check_request(s, q, err);
+    if (st != VT_OK) return st;
+    if (s->n_waiting >= s->max_waiting)
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "waiting queue full: %d requests wait to start (max_waiting %d); add again when some have "
+                       "started or finished",
+                       s->n_waiting, s->max_waiting);
+    if (s->n_all + n > s->cap_all) {
+        int32_t cap = s->cap_all ? s->cap_all : 16;
+        while (cap < s->n_all + n) cap *= 2;
+        request **grown = realloc(s->all, (size_t)cap * sizeof *grown);
+        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+        s->all = grown;
+        s->cap_all = cap;
+    }
+    /* Followers come into the queue without counting against max_waiting
+     * (when their leader ends early, or no sequence is free for their fork):
+     * room for all of them, so that never needs memory mid-step. */
+    const int64_t need = (int64_t)s->max_waiting + s->engine->max_seqs + s->n_follower_requests + (n - 1);
+    if (need > s->cap_waiting) {
+        request **grown = realloc(s->waiting, (size_t)need * sizeof *grown);
+        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+        s->waiting = grown;
+        s->cap_waiting = (int32_t)need;
+    }
+    request *made[VT_BATCH_MAX_CHOICES] = {0};
+    request **followers = n > 1 ? malloc((size_t)(n - 1) * sizeof *followers) : NULL;
+    if (n > 1 && !followers) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < n; i++) {
+        st = new_request(s, q, q->sampler.seed + (uint64_t)i, &made[i], err);
+        if (st != VT_OK) {
+            for (int32_t j = 0; j < i; j++) free_request(made[j]);
+            free(followers);
+            return st;
+        }
+    }
+    request *leader = made[0];
+    leader->followers = followers;
+    for (int32_t i = 0; i < n; i++) {
+        request *r = made[i];
+        r->id = s->next_id++;
+        ids[i] = r->id;
+        s->all[s->n_all++] = r;
+        if (i > 0) {
+            r->is_follower = true;
+            r->leader = leader;
+            leader->followers[leader->n_followers++] = r;
+        }
+    }
+    s->n_follower_requests += n - 1;
+    s->waiting[s->n_waiting++] = leader;
     return VT_OK;
 }
 
@@ -335,7 +432,22 @@ vt_status vt_sched_read(vt_sched *s, uint64_t id, vt_sched_output *out, vt_error
         vt_status st = vt_text_stream_take(r->text, &out->text, &out->n_text, err);
         if (st != VT_OK) return st; /* nothing taken: the tokens stay unread too */
     }
+    r->last_read_from = r->n_read;
+    r->last_read_n = r->n_generated - r->n_read;
     r->n_read = r->n_generated;
+    return VT_OK;
+}
+
+vt_status vt_sched_read_logprobs(vt_sched *s, uint64_t id, vt_sched_logprobs *out, vt_error *err) {
+    const request *r = find(s, id, NULL);
+    if (!r) return vt_fail(err, VT_ERR_INVALID, "request %llu: unknown (never added, or removed)",
+                           (unsigned long long)id);
+    if (!r->logprobs)
+        return vt_fail(err, VT_ERR_INVALID, "request %llu: added without request.logprobs", (unsigned long long)id);
+    out->n_tokens = r->last_read_n;
+    out->n_top = r->n_top;
+    out->sampled = r->lp_sampled ? r->lp_sampled + r->last_read_from : NULL;
+    out->top = r->lp_top ? r->lp_top + r->last_read_from * r->n_top : NULL;
     return VT_OK;
 }
 
@@ -353,6 +465,7 @@ vt_status vt_sched_remove(vt_sched *s, uint64_t id, vt_error *err) {
     if (!r) return vt_fail(err, VT_ERR_INVALID, "request %llu: unknown (never added, or removed)",
                            (unsigned long long)id);
     if (r->state != VT_SCHED_FINISHED) finish(s, r, VT_SCHED_FINISH_CANCELLED);
+    if (r->is_follower) s->n_follower_requests--;
     s->all[i] = s->all[--s->n_all];
     free_request(r);
     return VT_OK;
@@ -584,17 +697,101 @@ static vt_sched_finish finish_after(const request *r, int32_t token) {
  * sampler (its own random stream and scratch) and reads only its logits row
  * and its own history, so entries sample in parallel and draw the same
  * tokens as one after another. */
+/* r's next token from logits; with logprobs, r->lp_step gets the token's
+ * log-probability and its top alternatives, from the raw logits (before the
+ * sampler's penalties, filters and temperature). Touches r only. */
+static int32_t sample_one(const vt_sched *s, request *r, const float *logits) {
+    const int32_t token =
+        vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt, r->n_generated);
+    if (r->logprobs) {
+        const double lse = vt_logits_lse(logits, s->n_vocab);
+        r->lp_step[0] = (vt_token_logprob){token, (float)((double)logits[token] - lse)};
+        const int32_t m = vt_top_logprobs(logits, s->n_vocab, r->n_top, lse, r->lp_step + 1);
+        for (int32_t j = m; j < r->n_top; j++) r->lp_step[1 + j] = (vt_token_logprob){-1, -INFINITY};
+    }
+    return token;
+}
+
 static void sample_entries(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     vt_sched *s = arg;
     for (int64_t i = begin; i < end; i++) {
         if (!s->entries[i].logits) continue;
-        const request *r = s->plan_req[i];
         const float *logits = vt_engine_step_logits(s->engine, (int32_t)i);
-        s->sampled[i] = logits ? vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt,
-                                                         r->n_generated)
-                               : NO_LOGITS;
+        s->sampled[i] = logits ? sample_one(s, s->plan_req[i], logits) : NO_LOGITS;
     }
+}
+
+/* Keep r->lp_step as the log-probabilities of generated token number
+ * r->n_generated; false when out of memory. */
+static bool keep_logprobs(request *r) {
+    if (!r->logprobs) return true;
+    if (r->n_generated >= r->cap_lp) {
+        int64_t cap = r->cap_lp ? 2 * r->cap_lp : 16;
+        if (cap > r->max_generated) cap = r->max_generated;
+        vt_token_logprob *sampled = realloc(r->lp_sampled, (size_t)cap * sizeof *sampled);
+        if (!sampled) return false;
+        r->lp_sampled = sampled;
+        if (r->n_top > 0) {
+            vt_token_logprob *top = realloc(r->lp_top, (size_t)(cap * r->n_top) * sizeof *top);
+            if (!top) return false;
+            r->lp_top = top;
+        }
+        r->cap_lp = cap;
+    }
+    r->lp_sampled[r->n_generated] = r->lp_step[0];
+    if (r->n_top > 0)
+        memcpy(r->lp_top + r->n_generated * r->n_top, r->lp_step + 1, (size_t)r->n_top * sizeof *r->lp_top);
+    return true;
+}
+
+/* r generated token: its text, its log-probabilities, and whether it ends r. */
+static void accept_token(vt_sched *s, request *r, int32_t token, vt_sched_step_info *info) {
+    bool ok = keep_logprobs(r);
+    if (ok && r->text && !is_stop_id(r, token)) {
+        vt_error text_err = {0};
+        ok = append_text(s, r, token, &text_err) == VT_OK;
+    }
+    r->tokens[r->n_prompt + r->n_generated++] = token;
+    /* Out of memory for the text or the logprobs: the step has run, so this
+     * request ends here rather than going on with some missing. */
+    const vt_sched_finish why = ok ? finish_after(r, token) : VT_SCHED_FINISH_LENGTH;
+    if (why != VT_SCHED_FINISH_NONE) {
+        finish(s, r, why);
+        info->n_finished++;
+    }
+}
+
+/* The leader's prompt has just been computed and logits holds its last
+ * token's row: each follower samples its first token from it (as the same
+ * request alone would) and continues on a fork of the leader's KV blocks.
+ * One that finds no free sequence or block waits at the front of the queue
+ * and computes its prompt when it starts (the prefix cache has most of it). */
+static void start_followers(vt_sched *s, request *leader, const float *logits, vt_sched_step_info *info) {
+    int32_t n_queued = 0;
+    for (int32_t i = 0; i < leader->n_followers; i++) {
+        request *f = leader->followers[i];
+        f->leader = NULL;
+        accept_token(s, f, sample_one(s, f, logits), info);
+        if (f->state == VT_SCHED_FINISHED) continue;
+        int32_t slot = 0;
+        while (slot < s->engine->max_seqs && s->slot_owner[slot]) slot++;
+        if (s->n_running < s->max_running && slot < s->engine->max_seqs &&
+            vt_engine_seq_fork(s->engine, leader->slot, slot, NULL) == VT_OK) {
+            s->slot_owner[slot] = f;
+            f->slot = slot;
+            f->state = VT_SCHED_RUNNING;
+            f->n_computed = leader->n_computed;
+            s->running[s->n_running++] = f;
+            s->stats.n_forks++;
+        } else {
+            memmove(s->waiting + n_queued + 1, s->waiting + n_queued,
+                    (size_t)(s->n_waiting - n_queued) * sizeof *s->waiting);
+            s->waiting[n_queued++] = f;
+            s->n_waiting++;
+        }
+    }
+    leader->n_followers = 0;
 }
 
 vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
@@ -640,24 +837,10 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
         if (s->sampled[i] == NO_LOGITS)
             return vt_fail(err, VT_ERR_INTERNAL, "scheduler: step entry %d (request %llu) got no logits", i,
                            (unsigned long long)r->id);
-        const int32_t token = s->sampled[i];
-        if (r->text && !is_stop_id(r, token)) {
-            /* Out of memory for the text: the step has run, so this request
-             * ends here rather than going on with text missing. */
-            vt_error text_err = {0};
-            if (append_text(s, r, token, &text_err) != VT_OK) {
-                r->tokens[r->n_prompt + r->n_generated++] = token;
-                finish(s, r, VT_SCHED_FINISH_LENGTH);
-                info->n_finished++;
-                continue;
-            }
-        }
-        r->tokens[r->n_prompt + r->n_generated++] = token;
-        const vt_sched_finish why = finish_after(r, token);
-        if (why != VT_SCHED_FINISH_NONE) {
-            finish(s, r, why);
-            info->n_finished++;
-        }
+        /* before the leader's own token, which may end it and free its blocks */
+        if (r->n_followers > 0 && r->n_generated == 0)
+            start_followers(s, r, vt_engine_step_logits(s->engine, i), info);
+        accept_token(s, r, s->sampled[i], info);
     }
     return VT_OK;
 }

@@ -19,6 +19,12 @@
  * Each request samples with its own sampler from its own row of logits: for
  * a given seed its tokens do not depend on what else is in the batch.
  *
+ * Choices of one prompt (vt_sched_add_n) are requests too: the first
+ * computes the prompt, the others sample their first token from its last
+ * row of logits and continue on a fork of its KV blocks, so the prompt is
+ * computed once. A request that asks for logprobs gets them from the raw
+ * row it samples from (logprobs.h), before the sampler touches it.
+ *
  * The scheduler owns every sequence of the engine it is given; nothing else
  * may run the engine meanwhile. Calls are not thread-safe: serialize them. */
 #ifndef VT_CORE_SCHEDULER_H
@@ -30,6 +36,7 @@
 #include "engine.h"
 #include "error.h"
 #include "sampler.h"
+#include "vt/vt.h"
 
 typedef struct vt_sched vt_sched;
 
@@ -67,6 +74,11 @@ typedef struct vt_sched_request {
      * tokenizer, as the text does. */
     const char *const *stop_strings;
     int32_t n_stop_strings;
+    /* Log-probabilities of each generated token and of its top_logprobs
+     * (0..VT_BATCH_MAX_TOP_LOGPROBS) most likely alternatives, from the raw
+     * logits (logprobs.h); vt_sched_read_logprobs reads them. */
+    bool logprobs;
+    int32_t top_logprobs;
 } vt_sched_request;
 
 typedef enum vt_sched_state {
@@ -117,6 +129,7 @@ typedef struct vt_sched_stats {
     int64_t prefill_chunk;     /* the prompt tokens a step that decodes takes now (0: no cap yet) */
     int64_t n_preemptions;
     int64_t n_recomputed;      /* tokens dropped by preemption, to be computed again */
+    int64_t n_forks;           /* choices that continued on a fork of their leader's prompt */
 } vt_sched_stats;
 
 /* engine: borrowed, must outlive the scheduler; every sequence of it must be
@@ -132,6 +145,13 @@ void vt_sched_free(vt_sched *s);
  * (VT_ERR_UNSUPPORTED: the request is valid, there is no room for it now). */
 vt_status vt_sched_add(vt_sched *s, const vt_sched_request *req, uint64_t *id, vt_error *err);
 
+/* n requests of one prompt (n choices, 1..VT_BATCH_MAX_CHOICES): ids[i]
+ * samples with seed q->sampler.seed + i. The first (the leader) queues as
+ * vt_sched_add does; the others wait for its prompt's logits, sample their
+ * first token from that row and continue on a fork of its sequence (or,
+ * without a free sequence or block, queue and compute their own). */
+vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *req, int32_t n, uint64_t *ids, vt_error *err);
+
 /* Schedule and run one forward, sample one token for every request whose
  * computed tokens reached its end, and finish requests. info may be NULL.
  * On an engine failure no request advances (preemptions and admissions
@@ -141,6 +161,17 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err);
 /* The tokens (and text) of request id generated since the last read, and its state.
  * Unknown id (never added, or removed): VT_ERR_INVALID. */
 vt_status vt_sched_read(vt_sched *s, uint64_t id, vt_sched_output *out, vt_error *err);
+
+/* The log-probabilities of the tokens the last vt_sched_read returned
+ * (vt_batch_logprobs' layout). VT_ERR_INVALID for an unknown id or a
+ * request without logprobs. */
+typedef struct vt_sched_logprobs {
+    int64_t n_tokens;
+    const vt_token_logprob *sampled; /* [n_tokens] */
+    const vt_token_logprob *top;     /* [n_tokens * n_top] */
+    int32_t n_top;
+} vt_sched_logprobs;
+vt_status vt_sched_read_logprobs(vt_sched *s, uint64_t id, vt_sched_logprobs *out, vt_error *err);
 
 /* Finish request id as cancelled, its blocks freed at once; a finished
  * request keeps its finish reason. Unread tokens stay readable. */

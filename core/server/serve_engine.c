@@ -40,6 +40,17 @@ vt_serve_job *vt_serve_job_new(vt_serve_request *r) {
     if (!job) return NULL;
     job->req = *r;
     memset(r, 0, sizeof *r);
+    if (job->req.kind == VT_SERVE_CHAT || job->req.kind == VT_SERVE_COMPLETION) {
+        job->n_choices = job->req.n > 0 ? job->req.n : 1;
+        job->choices = calloc((size_t)job->n_choices, sizeof *job->choices);
+        if (!job->choices) {
+            *r = job->req;
+            free(job);
+            return NULL;
+        }
+        for (int32_t i = 0; i < job->n_choices; i++)
+            job->choices[i].logprobs.n_top = job->req.logprobs ? job->req.top_logprobs : 0;
+    }
     job->refs = 1;
     job->t_submit = vt_serve_now();
     pthread_cond_init(&job->changed, NULL);
@@ -51,6 +62,11 @@ static void job_free(vt_serve_job *job) {
     free(job->prompt_text);
     free(job->text);
     free(job->ids);
+    for (int32_t i = 0; i < job->n_choices; i++) {
+        free(job->choices[i].text);
+        vt_serve_logprobs_free(&job->choices[i].logprobs);
+    }
+    free(job->choices);
     pthread_cond_destroy(&job->changed);
     free(job);
 }
@@ -130,20 +146,20 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
 
 /* ---- the engine thread -------------------------------------------------- */
 
-/* Append to job->text (lock held). */
-static bool append_text(vt_serve_job *job, const char *s, size_t n) {
+/* Append s[n] to the NUL-terminated *text (lock held). */
+static bool append_text(char **text, size_t *n_text, size_t *cap, const char *s, size_t n) {
     if (n == 0) return true;
-    if (job->n_text + n + 1 > job->text_cap) {
-        size_t cap = job->text_cap ? job->text_cap : 256;
-        while (cap < job->n_text + n + 1) cap *= 2;
-        char *t = realloc(job->text, cap);
+    if (*n_text + n + 1 > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *n_text + n + 1) c *= 2;
+        char *t = realloc(*text, c);
         if (!t) return false;
-        job->text = t;
-        job->text_cap = cap;
+        *text = t;
+        *cap = c;
     }
-    memcpy(job->text + job->n_text, s, n);
-    job->n_text += n;
-    job->text[job->n_text] = '\0';
+    memcpy(*text + *n_text, s, n);
+    *n_text += n;
+    (*text)[*n_text] = '\0';
     return true;
 }
 
@@ -201,7 +217,7 @@ static void run_detokenize(vt_serve_engine *e, vt_serve_job *job) {
         }
         if (len > (int32_t)sizeof buf) len = (int32_t)sizeof buf;
         pthread_mutex_lock(&e->lock);
-        bool ok = append_text(job, buf, (size_t)len);
+        bool ok = append_text(&job->text, &job->n_text, &job->text_cap, buf, (size_t)len);
         pthread_mutex_unlock(&e->lock);
         if (!ok) {
             vt_serve_fail(&err, 500, "server_error", NULL, "out of memory");
@@ -276,8 +292,10 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     }
     r.stop_strings = (const char *const *)job->req.stop;
     r.n_stop_strings = job->req.n_stop;
-    uint64_t id = 0;
-    vt_status st = vt_batch_add(e->batch, &r, &id, msg, sizeof msg);
+    r.logprobs = job->req.logprobs;
+    r.top_logprobs = job->req.top_logprobs;
+    uint64_t batch_ids[VT_SERVE_MAX_CHOICES];
+    vt_status st = vt_batch_add_n(e->batch, &r, (size_t)job->n_choices, batch_ids, msg, sizeof msg);
     free(owned);
     if (st != VT_OK) {
         if (st == VT_ERR_UNSUPPORTED)
@@ -289,7 +307,7 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
         finish_failed(e, job, &err, true);
         return;
     }
-    job->batch_id = id;
+    for (int32_t i = 0; i < job->n_choices; i++) job->choices[i].batch_id = batch_ids[i];
     job->deadline = e->cfg.request_timeout > 0 ? job->t_submit + e->cfg.request_timeout : 0;
     job->t_last = job->t_submit;
     job->next = e->active;
@@ -302,49 +320,87 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     pthread_mutex_unlock(&e->lock);
 }
 
-/* Read a running job's new tokens and text; true when it has finished (it
- * is then removed from the batch and released). */
-static bool collect(vt_serve_engine *e, vt_serve_job *job, vt_finish forced) {
+/* Read choice c's new tokens, text and logprobs into it (lock not held):
+ * the tokens read, and whether it has finished (forced: end it so, when the
+ * batch has not). */
+static int64_t collect_choice(vt_serve_engine *e, vt_serve_job *job, vt_serve_choice *c, vt_finish forced,
+                              bool *finished) {
     vt_batch_output out;
     char msg[256];
-    if (vt_batch_read(e->batch, job->batch_id, &out, msg, sizeof msg) != VT_OK) {
+    if (vt_batch_read(e->batch, c->batch_id, &out, msg, sizeof msg) != VT_OK) {
         out = (vt_batch_output){0};
         out.finish = VT_FINISH_CANCELLED;
-        out.n_generated = job->n_generated;
+        out.n_generated = c->n_generated;
     }
-    double now = vt_serve_now();
-    if (out.n_tokens > 0) {
-        if (!job->got_first) {
-            vt_serve_metrics_ttft(e->metrics, now - job->t_submit);
-            if (out.n_tokens > 1) vt_serve_metrics_itl(e->metrics, 0, (int64_t)out.n_tokens - 1);
-        } else {
-            vt_serve_metrics_itl(e->metrics, now - job->t_last, (int64_t)out.n_tokens);
-        }
-        job->got_first = true;
-        job->t_last = now;
-        vt_serve_metrics_tokens(e->metrics, 0, (int64_t)out.n_tokens);
-    }
+    vt_batch_logprobs lp = {.struct_size = sizeof lp};
+    bool have_lp = job->req.logprobs && out.n_tokens > 0 &&
+                   vt_batch_read_logprobs(e->batch, c->batch_id, &lp, msg, sizeof msg) == VT_OK;
+    /* a final end-of-generation id adds no text, so it has no place beside it */
+    const size_t n_lp = have_lp ? lp.n_tokens - (out.finish == VT_FINISH_STOP && lp.n_tokens > 0) : 0;
     vt_finish finish = out.finish != VT_FINISH_NONE ? out.finish : forced;
-    const int64_t cached = vt_batch_cached_tokens(e->batch, job->batch_id);
     pthread_mutex_lock(&e->lock);
-    bool ok = append_text(job, out.text, out.n_text);
-    job->n_generated = out.n_generated;
-    if (cached >= 0) job->n_cached = cached;
+    bool ok = append_text(&c->text, &c->n_text, &c->text_cap, out.text, out.n_text) &&
+              (n_lp == 0 || vt_serve_logprobs_append(&c->logprobs, e->batch, &lp, n_lp));
+    c->n_generated = out.n_generated;
     if (!ok) {
         vt_serve_fail(&job->error, 500, "server_error", NULL, "out of memory");
         finish = VT_FINISH_CANCELLED;
     }
-    if (finish != VT_FINISH_NONE) {
-        job->finish = finish;
+    if (finish != VT_FINISH_NONE) c->finish = finish;
+    pthread_mutex_unlock(&e->lock);
+    if (!ok) vt_batch_cancel(e->batch, c->batch_id, msg, sizeof msg);
+    *finished = finish != VT_FINISH_NONE;
+    return (int64_t)out.n_tokens;
+}
+
+/* Read a running job's choices; true when every one has finished (the job
+ * is then removed from the batch and released). */
+static bool collect(vt_serve_engine *e, vt_serve_job *job, vt_finish forced) {
+    int64_t n_new = 0;
+    bool all_done = true;
+    for (int32_t i = 0; i < job->n_choices; i++) {
+        vt_serve_choice *c = &job->choices[i];
+        bool finished = c->finish != VT_FINISH_NONE; /* read only by this thread's writes */
+        if (!finished) n_new += collect_choice(e, job, c, forced, &finished);
+        all_done &= finished;
+    }
+    double now = vt_serve_now();
+    if (n_new > 0) {
+        if (!job->got_first) {
+            vt_serve_metrics_ttft(e->metrics, now - job->t_submit);
+            if (n_new > 1) vt_serve_metrics_itl(e->metrics, 0, n_new - 1);
+        } else {
+            vt_serve_metrics_itl(e->metrics, now - job->t_last, n_new);
+        }
+        job->got_first = true;
+        job->t_last = now;
+        vt_serve_metrics_tokens(e->metrics, 0, n_new);
+    }
+    /* the first choice computed the prompt: the others forked from it */
+    const int64_t cached = vt_batch_cached_tokens(e->batch, job->choices[0].batch_id);
+    pthread_mutex_lock(&e->lock);
+    int64_t total = 0;
+    for (int32_t i = 0; i < job->n_choices; i++) total += job->choices[i].n_generated;
+    job->n_generated = total;
+    if (cached >= 0) job->n_cached = cached;
+    job->n_updates++;
+    if (all_done) {
         job->state = VT_JOB_DONE;
         e->n_in_flight--;
     }
     pthread_cond_broadcast(&job->changed);
     pthread_mutex_unlock(&e->lock);
-    if (finish == VT_FINISH_NONE) return false;
-    vt_batch_remove(e->batch, job->batch_id, msg, sizeof msg);
+    if (!all_done) return false;
+    char msg[256];
+    for (int32_t i = 0; i < job->n_choices; i++) vt_batch_remove(e->batch, job->choices[i].batch_id, msg, sizeof msg);
     vt_serve_job_release(e, job);
     return true;
+}
+
+/* End every choice of job now (they are read by the next collect). */
+static void cancel_job(vt_serve_engine *e, vt_serve_job *job) {
+    char msg[256];
+    for (int32_t i = 0; i < job->n_choices; i++) vt_batch_cancel(e->batch, job->choices[i].batch_id, msg, sizeof msg);
 }
 
 /* Cancel what the clients left, what ran past its time, or everything. */
@@ -377,9 +433,8 @@ static void cancel_pass(vt_serve_engine *e) {
                           "the request produced no token within the time limit of %g s (the server is busy); retry",
                           e->cfg.request_timeout);
         pthread_mutex_unlock(&e->lock);
-        char msg[256];
         if (abandoned || late) {
-            vt_batch_cancel(e->batch, job->batch_id, msg, sizeof msg);
+            cancel_job(e, job);
             if (never_started)
                 fprintf(stderr, "vt serve: request reached the time limit of %g s before its first token: 503\n",
                         e->cfg.request_timeout);
@@ -464,7 +519,7 @@ static void *engine_main(void *arg) {
                     pthread_mutex_lock(&e->lock);
                     vt_serve_fail(&job->error, 500, "server_error", NULL, "the engine failed: %s", msg);
                     pthread_mutex_unlock(&e->lock);
-                    vt_batch_cancel(e->batch, job->batch_id, msg, sizeof msg);
+                    cancel_job(e, job);
                 }
             }
             for (vt_serve_job **p = &e->active; *p;) {

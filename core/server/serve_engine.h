@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "serve_logprobs.h"
 #include "serve_metrics.h"
 #include "serve_request.h"
 #include "vt/vt.h"
@@ -29,6 +30,19 @@ typedef enum vt_serve_job_state {
     VT_JOB_DONE = 2,
     VT_JOB_FAILED = 3, /* error says why; nothing was generated */
 } vt_serve_job_state;
+
+/* One of a generate job's req.n choices: a request of the batch (choice i
+ * samples with the job's seed + i, vt_batch_add_n). */
+typedef struct vt_serve_choice {
+    /* Under the engine's lock. */
+    char *text; /* generated so far */
+    size_t n_text, text_cap;
+    int64_t n_generated;
+    vt_finish finish;           /* VT_FINISH_NONE while it runs */
+    vt_serve_logprobs logprobs; /* with req.logprobs: of each token of its text (not a final end-of-generation id) */
+    /* The engine thread's own. */
+    uint64_t batch_id;
+} vt_serve_choice;
 
 typedef struct vt_serve_job vt_serve_job;
 struct vt_serve_job {
@@ -41,20 +55,21 @@ struct vt_serve_job {
     /* Under the engine's lock. */
     vt_serve_job_state state;
     vt_serve_error error;
-    char *text; /* generated (or detokenized) text so far */
+    char *text; /* detokenize: the text */
     size_t n_text, text_cap;
     int32_t *ids; /* tokenize: the ids */
     size_t n_ids;
-    int64_t n_prompt, n_generated;
+    vt_serve_choice *choices; /* generate: [n_choices] (req.n) */
+    int32_t n_choices;
+    uint64_t n_updates; /* generate: bumped whenever a choice gets text, logprobs or its end */
+    int64_t n_prompt, n_generated; /* the prompt (computed once for every choice); tokens of all choices */
     int64_t n_cached; /* prompt tokens taken from the prefix cache */
-    vt_finish finish;
     bool timed_out; /* ended by the time limit (length; a 503 error without a token) */
     bool abandoned; /* the client left: cancel it */
     int refs;
     pthread_cond_t changed;
 
     /* The engine thread's own. */
-    uint64_t batch_id;
     double deadline, t_last;
     bool got_first;
     vt_serve_job *next;

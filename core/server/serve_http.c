@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "serve_logprobs.h"
 #include "serve_response.h"
 
 /* How often a waiting handler looks at its socket for a hang-up. */
@@ -129,13 +130,19 @@ static enum MHD_Result fail(struct MHD_Connection *c, request_ctx *rq, int statu
     return send_error(c, rq, &err);
 }
 
-static const char *finish_reason(const vt_serve_job *job) {
-    return job->finish == VT_FINISH_STOP || job->finish == VT_FINISH_STOP_STRING ? "stop" : "length";
+static const char *finish_reason(const vt_serve_choice *c) {
+    return c->finish == VT_FINISH_STOP || c->finish == VT_FINISH_STOP_STRING ? "stop" : "length";
 }
 
 /* ---- streaming ----------------------------------------------------------- */
 
-/* One streamed answer: what has been sent of the job's text, and the SSE
+/* What a stream has sent of one choice. */
+typedef struct stream_choice {
+    size_t sent_text, sent_logprobs;
+    bool started, ended;
+} stream_choice;
+
+/* One streamed answer: what has been sent of each choice, and the SSE
  * bytes built but not yet handed to microhttpd. */
 typedef struct stream_ctx {
     vt_server *server;
@@ -145,8 +152,9 @@ typedef struct stream_ctx {
     struct MHD_Connection *conn;
     char id[40];
     vt_serve_ids ids;
-    bool first, ended, finished;
-    size_t sent_text;
+    bool finished;
+    uint64_t seen_updates;
+    stream_choice choice[VT_SERVE_MAX_CHOICES];
     char *pending;
     size_t n_pending, pending_pos;
 } stream_ctx;
@@ -167,41 +175,74 @@ static bool push_event(stream_ctx *st, char *event) {
     return true;
 }
 
-/* Build the next events: wait for new text or the end. False when the
+/* The chunk of choice i that is due (lock held): its new text and its new
+ * tokens' logprobs, its role on the first, its finish reason on the last
+ * (unless the job failed: the stream then ends with the error). NULL with
+ * *ok true when nothing is due. Chunks of different choices interleave as
+ * their tokens arrive, each tagged with its index. */
+static char *choice_chunk(stream_ctx *st, int32_t i, bool *ok) {
+    vt_serve_job *job = st->job;
+    const vt_serve_choice *c = &job->choices[i];
+    stream_choice *sc = &st->choice[i];
+    const size_t n_text = c->n_text - sc->sent_text, n_lp = c->logprobs.n_tokens - sc->sent_logprobs;
+    const bool ending = c->finish != VT_FINISH_NONE && !sc->ended && !job->error.status;
+    *ok = true;
+    if (!n_text && !n_lp && sc->started && !ending) return NULL;
+    vt_serve_choice_json cj = {
+        .index = i,
+        .text = c->text ? c->text + sc->sent_text : "",
+        .n_text = n_text,
+        .finish_reason = ending ? finish_reason(c) : NULL,
+        .first = !sc->started,
+        .logprobs = job->req.logprobs && n_lp
+                        ? vt_serve_logprobs_json(&c->logprobs, job->req.kind, sc->sent_logprobs, c->logprobs.n_tokens)
+                        : NULL,
+    };
+    if (job->req.logprobs && n_lp && !cj.logprobs) {
+        *ok = false;
+        return NULL;
+    }
+    char *event = vt_serve_chunk_sse(&st->ids, &cj, NULL);
+    if (!event) {
+        *ok = false;
+        return NULL;
+    }
+    sc->sent_text = c->n_text;
+    sc->sent_logprobs = c->logprobs.n_tokens;
+    sc->started = true;
+    sc->ended |= ending;
+    return event;
+}
+
+/* Build the next events: wait for a change of the job. False when the
  * client left (or memory ran out). */
 static bool next_events(stream_ctx *st) {
     vt_serve_job *job = st->job;
     vt_serve_engine *e = st->engine;
     vt_serve_engine_lock(e);
-    while (job->n_text == st->sent_text && job->state == VT_JOB_RUNNING) {
+    while (job->n_updates == st->seen_updates && job->state == VT_JOB_RUNNING) {
         vt_serve_job_wait_locked(e, job, POLL_MS);
-        if (job->n_text == st->sent_text && job->state == VT_JOB_RUNNING && peer_left(st->conn)) {
+        if (job->n_updates == st->seen_updates && job->state == VT_JOB_RUNNING && peer_left(st->conn)) {
             vt_serve_engine_unlock(e);
             return false;
         }
     }
-    size_t n = job->n_text - st->sent_text;
-    char *text = n ? malloc(n) : NULL;
-    if (text) memcpy(text, job->text + st->sent_text, n);
+    st->seen_updates = job->n_updates;
+    bool ok = true;
+    for (int32_t i = 0; ok && i < job->n_choices; i++) {
+        char *event = choice_chunk(st, i, &ok);
+        if (event) ok = push_event(st, event);
+    }
     bool done = job->state != VT_JOB_RUNNING;
     vt_serve_error error = job->error;
     vt_serve_usage usage = {job->n_prompt, job->n_generated, job->n_cached};
-    const char *reason = finish_reason(job);
     vt_serve_engine_unlock(e);
-    if (n && !text) return false;
-    st->sent_text += n;
     st->rq->prompt_tokens = usage.prompt_tokens;
     st->rq->completion_tokens = usage.completion_tokens;
-    bool ok = true;
-    if (n || st->first) ok = push_event(st, vt_serve_chunk_sse(&st->ids, st->first, text, n, NULL, NULL));
-    st->first = false;
-    free(text);
     if (ok && done) {
         st->finished = true;
-        if (error.status) ok = push_event(st, vt_serve_error_json(&error)) &&
-                               push_event(st, strdup("\n\n"));
-        else ok = push_event(st, vt_serve_chunk_sse(&st->ids, false, NULL, 0, reason, NULL));
-        if (ok && job->req.include_usage) ok = push_event(st, vt_serve_chunk_sse(&st->ids, false, NULL, 0, NULL, &usage));
+        if (error.status) ok = push_event(st, vt_serve_error_json(&error)) && push_event(st, strdup("\n\n"));
+        if (ok && job->req.include_usage) ok = push_event(st, vt_serve_chunk_sse(&st->ids, NULL, &usage));
         if (ok) ok = push_event(st, strdup("data: [DONE]\n\n"));
     }
     return ok;
@@ -313,7 +354,26 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     vt_serve_ids ids = {kind, id, (int64_t)time(NULL), s->alias};
     if (!stream) {
         vt_serve_usage usage = {job->n_prompt, job->n_generated, job->n_cached};
-        char *body = vt_serve_completion_json(&ids, job->text, job->n_text, finish_reason(job), &usage);
+        vt_serve_choice_json choices[VT_SERVE_MAX_CHOICES];
+        bool ok = true;
+        vt_serve_engine_lock(e); /* done: nothing changes now, but the fields are the lock's */
+        for (int32_t i = 0; i < job->n_choices; i++) {
+            const vt_serve_choice *ch = &job->choices[i];
+            choices[i] = (vt_serve_choice_json){
+                .index = i,
+                .text = ch->text ? ch->text : "",
+                .n_text = ch->n_text,
+                .finish_reason = finish_reason(ch),
+                .logprobs = job->req.logprobs
+                                ? vt_serve_logprobs_json(&ch->logprobs, kind, 0, ch->logprobs.n_tokens)
+                                : NULL,
+            };
+            ok &= !job->req.logprobs || choices[i].logprobs;
+        }
+        vt_serve_engine_unlock(e);
+        char *body = ok ? vt_serve_completion_json(&ids, choices, (size_t)job->n_choices, &usage) : NULL;
+        if (!ok)
+            for (int32_t i = 0; i < job->n_choices; i++) json_decref(choices[i].logprobs);
         vt_serve_job_release(e, job);
         return send_json(c, rq, 200, body);
     }
@@ -323,7 +383,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         vt_serve_job_release(e, job);
         return send_json(c, rq, 500, NULL);
     }
-    *st = (stream_ctx){.server = s, .engine = e, .job = job, .rq = rq, .conn = c, .ids = ids, .first = true};
+    *st = (stream_ctx){.server = s, .engine = e, .job = job, .rq = rq, .conn = c, .ids = ids, .seen_updates = UINT64_MAX};
     memcpy(st->id, id, sizeof id);
     st->ids.id = st->id;
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "serve_choice_options.h"
 #include "vt/vt.h"
 
 #define INVALID "invalid_request_error"
@@ -98,7 +99,7 @@ static bool is_off(const json_t *v) {
 }
 
 static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_error *err) {
-    static const char *const both[] = {"logprobs", "top_logprobs", "logit_bias", "tools", "functions",
+    static const char *const both[] = {"logit_bias", "tools", "functions",
                                        "function_call", "audio", "prediction", "reasoning_effort",
                                        "web_search_options", "suffix", "grammar", "json_schema"};
     for (size_t i = 0; i < sizeof both / sizeof *both; i++)
@@ -121,12 +122,6 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
                          strcmp(json_string_value(json_array_get(mod, 0)), "text") == 0;
         if (!text_only) return refuse_if_used("modalities", true, err);
     }
-    json_t *n = field(root, "n");
-    if (n && json_is_integer(n) && json_integer_value(n) != 1)
-        return vt_serve_fail(err, 400, INVALID, "n", "n: only 1 choice per request is supported (got %lld)",
-                             (long long)json_integer_value(n));
-    if (n && !json_is_integer(n))
-        return vt_serve_fail(err, 400, INVALID, "n", "n: must be the integer 1 (only 1 choice per request is supported)");
     json_t *best_of = field(root, "best_of");
     if (best_of && !(json_is_integer(best_of) && json_integer_value(best_of) == 1))
         return refuse_if_used("best_of", true, err);
@@ -361,7 +356,7 @@ static bool parse_root(vt_serve_kind kind, const json_t *root, vt_serve_request 
     if (model && !(r->model = dup_string(model))) return out_of_memory(err);
     if (!check_unsupported(root, kind, err)) return false;
     if (!(kind == VT_SERVE_CHAT ? parse_messages(root, r, err) : parse_prompt(root, r, err))) return false;
-    return parse_sampling(root, r, err);
+    return parse_sampling(root, r, err) && vt_serve_parse_choice_options(root, kind, r, err);
 }
 
 bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, const vt_serve_defaults *defaults,
@@ -372,6 +367,7 @@ bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, co
     out->top_p = defaults ? defaults->top_p : 1.0f;
     out->min_p = defaults ? defaults->min_p : 0.0f;
     out->top_k = defaults ? defaults->top_k : 0;
+    out->n = 1;
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)

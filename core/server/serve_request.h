@@ -23,6 +23,11 @@ typedef enum vt_serve_kind {
 /* Stop strings a request may give (vt_batch_request's limits). */
 #define VT_SERVE_MAX_STOP 16
 #define VT_SERVE_MAX_STOP_BYTES 256
+/* Choices per request (n), and logprobs alternatives per token: chat's
+ * top_logprobs (OpenAI's limit) and completions' logprobs (the legacy API's). */
+#define VT_SERVE_MAX_CHOICES 8
+#define VT_SERVE_MAX_TOP_LOGPROBS 20
+#define VT_SERVE_MAX_COMPLETION_LOGPROBS 5
 
 /* A refusal: HTTP status, message, OpenAI error type, the field ("" = none). */
 typedef struct vt_serve_error {
@@ -66,6 +71,10 @@ typedef struct vt_serve_request {
     char *stop[VT_SERVE_MAX_STOP];
     size_t n_stop;
     bool stream, include_usage;
+    /* choices (serve_choice_options.h) */
+    int32_t n;            /* 1..VT_SERVE_MAX_CHOICES */
+    bool logprobs;        /* each generated token's log-probability */
+    int32_t top_logprobs; /* and that many alternatives per token */
 } vt_serve_request;
 
 /* Parse body (len bytes, need not be NUL-terminated) as a `kind` request.

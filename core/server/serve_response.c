@@ -86,47 +86,58 @@ static json_t *envelope(const vt_serve_ids *ids, const char *object, json_t *cho
                      (json_int_t)ids->created, "model", ids->model, "choices", choices, "system_fingerprint");
 }
 
-char *vt_serve_completion_json(const vt_serve_ids *ids, const char *text, size_t n_text, const char *finish_reason,
+json_t *vt_serve_json_text(const char *text, size_t n) { return text_string(text, n); }
+
+/* One choice object; takes c->logprobs. */
+static json_t *choice_object(const vt_serve_ids *ids, vt_serve_choice_json *c, bool chunk) {
+    json_t *logprobs = c->logprobs ? c->logprobs : json_null();
+    c->logprobs = NULL;
+    json_t *finish = c->finish_reason ? json_string(c->finish_reason) : json_null();
+    if (ids->kind != VT_SERVE_CHAT)
+        return json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "text", text_string(c->text, c->n_text),
+                         "logprobs", logprobs, "finish_reason", finish);
+    if (!chunk)
+        return json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", c->index, "message", "role", "assistant",
+                         "content", text_string(c->text, c->n_text), "logprobs", logprobs, "finish_reason", finish);
+    json_t *delta = json_object();
+    if (delta && c->first) json_object_set_new(delta, "role", json_string("assistant"));
+    if (delta && (c->n_text || c->first)) json_object_set_new(delta, "content", text_string(c->text, c->n_text));
+    return json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "delta", delta, "logprobs", logprobs,
+                     "finish_reason", finish);
+}
+
+char *vt_serve_completion_json(const vt_serve_ids *ids, vt_serve_choice_json *choices, size_t n,
                                const vt_serve_usage *usage) {
-    json_t *content = text_string(text, n_text);
-    json_t *choice;
-    if (ids->kind == VT_SERVE_CHAT)
-        choice = json_pack("{s:i, s:{s:s, s:o}, s:n, s:s}", "index", 0, "message", "role", "assistant", "content",
-                           content, "logprobs", "finish_reason", finish_reason);
-    else
-        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", content, "logprobs", "finish_reason",
-                           finish_reason);
-    json_t *root = choice ? envelope(ids, ids->kind == VT_SERVE_CHAT ? "chat.completion" : "text_completion",
-                                     json_pack("[o]", choice))
-                          : NULL;
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *c = choice_object(ids, &choices[i], false); /* every one: each takes its logprobs */
+        if (!arr) {
+            json_decref(c);
+        } else if (!c || json_array_append_new(arr, c) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    json_t *root = arr ? envelope(ids, ids->kind == VT_SERVE_CHAT ? "chat.completion" : "text_completion", arr) : NULL;
     if (root) json_object_set_new(root, "usage", usage_object(usage));
     return dump(root);
 }
 
-char *vt_serve_chunk_sse(const vt_serve_ids *ids, bool first, const char *text, size_t n_text,
-                         const char *finish_reason, const vt_serve_usage *usage) {
-    json_t *choices;
-    if (usage) {
-        choices = json_array();
-    } else {
-        json_t *choice;
-        json_t *finish = finish_reason ? json_string(finish_reason) : json_null();
-        if (ids->kind == VT_SERVE_CHAT) {
-            json_t *delta = json_object();
-            if (first) json_object_set_new(delta, "role", json_string("assistant"));
-            if (n_text || first) json_object_set_new(delta, "content", text_string(text, n_text));
-            choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason",
-                               finish);
-        } else {
-            choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "text", text_string(text, n_text), "logprobs",
-                               "finish_reason", finish);
+char *vt_serve_chunk_sse(const vt_serve_ids *ids, vt_serve_choice_json *choice, const vt_serve_usage *usage) {
+    json_t *choices = json_array();
+    if (choice) {
+        json_t *c = choice_object(ids, choice, true);
+        if (!choices) {
+            json_decref(c);
+        } else if (!c || json_array_append_new(choices, c) != 0) {
+            json_decref(choices);
+            choices = NULL;
         }
-        choices = choice ? json_pack("[o]", choice) : NULL;
     }
     json_t *root =
         choices ? envelope(ids, ids->kind == VT_SERVE_CHAT ? "chat.completion.chunk" : "text_completion", choices)
                 : NULL;
-    if (root && usage) json_object_set_new(root, "usage", usage_object(usage));
+    if (root && !choice && usage) json_object_set_new(root, "usage", usage_object(usage));
     char *body = dump(root);
     if (!body) return NULL;
     size_t n = strlen(body);

@@ -26,16 +26,27 @@ typedef struct vt_serve_usage {
     int64_t cached_tokens; /* of the prompt tokens, those the prefix cache held */
 } vt_serve_usage;
 
+/* One choice of an answer or a chunk. */
+typedef struct vt_serve_choice_json {
+    int32_t index;
+    const char *text; /* the whole text, or a chunk's delta */
+    size_t n_text;
+    const char *finish_reason; /* "stop" or "length"; NULL: null (a chunk before its choice's last) */
+    bool first;                /* a chunk: its choice's first (chat: the delta carries the role) */
+    struct json_t *logprobs;   /* serve_logprobs.h's object, or NULL for null; the call takes it */
+} vt_serve_choice_json;
+
 /* {"error": {"message", "type", "param", "code"}} */
 char *vt_serve_error_json(const vt_serve_error *err);
-/* The whole answer of a non-streamed request; finish_reason "stop" or "length". */
-char *vt_serve_completion_json(const vt_serve_ids *ids, const char *text, size_t n_text, const char *finish_reason,
+/* The whole answer of a non-streamed request: choices[0..n). */
+char *vt_serve_completion_json(const vt_serve_ids *ids, vt_serve_choice_json *choices, size_t n,
                                const vt_serve_usage *usage);
-/* One SSE event "data: {chunk}\n\n": the text delta (chat: with the role on
- * the first chunk), the finish reason on the last (else NULL), and with usage
- * the usage-only chunk of stream_options.include_usage (choices empty). */
-char *vt_serve_chunk_sse(const vt_serve_ids *ids, bool first, const char *text, size_t n_text,
-                         const char *finish_reason, const vt_serve_usage *usage);
+/* One SSE event "data: {chunk}\n\n" of one choice (its text delta and
+ * logprobs, its finish reason on its last), or with choice NULL the
+ * usage-only chunk of stream_options.include_usage (choices empty). */
+char *vt_serve_chunk_sse(const vt_serve_ids *ids, vt_serve_choice_json *choice, const vt_serve_usage *usage);
+/* A JSON string of text, bytes that are not UTF-8 (and NUL) replaced by U+FFFD. */
+struct json_t *vt_serve_json_text(const char *text, size_t n);
 /* GET /v1/models. */
 char *vt_serve_models_json(const char *alias, int64_t created);
 /* GET /v1/models/{id}: the one model object. */

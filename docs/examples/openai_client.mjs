@@ -1,7 +1,8 @@
 // openai_client.mjs — talk to a running `vt serve` with OpenAI's official
 // Node.js client (the `openai` npm package), and check that every answer has
 // the shape the client expects: chat completions whole and streamed (with
-// stream_options.include_usage), completions whole and streamed, and the
+// stream_options.include_usage), completions whole and streamed, logprobs and
+// n choices (chat whole and streamed, completions' legacy logprobs), and the
 // model list. It is the check that vt serve works with a real client library,
 // not only with curl; it needs Node.js and `npm install openai`, so it is not
 // part of the CUnit suite.
@@ -94,13 +95,55 @@ check(ctext === done.choices[0].text, "completions stream: text differs from the
 checkUsage(cusage, "completions stream");
 console.log("completions.create (stream): same text");
 
+// Logprobs and n choices: each choice's tokens with their logprobs, the
+// alternatives most likely first, the tokens' bytes spelling the text.
+function checkChatLogprobs(c, top, what) {
+  const content = c.logprobs?.content;
+  check(Array.isArray(content) && content.length > 0, `${what}: logprobs.content`, c.logprobs);
+  for (const t of content) {
+    check(typeof t.token === "string" && t.logprob <= 0 && Array.isArray(t.bytes) && t.top_logprobs.length === top &&
+          t.top_logprobs.every((x, k, a) => k === 0 || x.logprob <= a[k - 1].logprob), `${what}: a token`, t);
+  }
+  const text = Buffer.from(content.flatMap((t) => t.bytes)).toString("utf8");
+  check(text === (c.message?.content ?? c.text), `${what}: the bytes differ from the text`, text);
+}
+const lp = await client.chat.completions.create({
+  model, messages, max_tokens: 12, temperature: 1, seed: 5, n: 2, logprobs: true, top_logprobs: 3,
+});
+check(lp.choices.length === 2 && lp.choices.every((c, i) => c.index === i), "chat n: 2: choices", lp.choices);
+lp.choices.forEach((c, i) => checkChatLogprobs(c, 3, `chat n: 2, choice ${i}`));
+checkUsage(lp.usage, "chat n: 2");
+const lpStream = await client.chat.completions.create({
+  model, messages, max_tokens: 12, temperature: 1, seed: 5, n: 2, logprobs: true, top_logprobs: 3, stream: true,
+});
+const streamed = [{ text: "", content: [] }, { text: "", content: [] }];
+for await (const chunk of lpStream) {
+  for (const c of chunk.choices) {
+    streamed[c.index].text += c.delta?.content ?? "";
+    streamed[c.index].content.push(...(c.logprobs?.content ?? []));
+  }
+}
+streamed.forEach((s, i) => {
+  check(s.text === lp.choices[i].message.content, `chat n: 2 stream, choice ${i}: text`, s.text);
+  check(JSON.stringify(s.content) === JSON.stringify(lp.choices[i].logprobs.content),
+        `chat n: 2 stream, choice ${i}: logprobs differ from the whole answer`, s.content);
+});
+console.log(`chat logprobs, n: 2 (whole and stream): ${lp.choices.map((c) => JSON.stringify(c.message.content))}`);
+const legacy = await client.completions.create({ model, prompt: "Once upon a time", max_tokens: 8, logprobs: 2 });
+const l = legacy.choices[0].logprobs;
+check(l && l.tokens.length > 0 && l.token_logprobs.length === l.tokens.length &&
+      l.top_logprobs.length === l.tokens.length && l.text_offset.length === l.tokens.length &&
+      l.top_logprobs.every((d) => Object.keys(d).length >= 1 && Object.keys(d).length <= 3),
+      "completions logprobs: 2", l);
+console.log(`completions logprobs: ${l.tokens.length} tokens, ${JSON.stringify(l.top_logprobs[0])}`);
+
 // A refusal arrives as the client's own error type, with the field named.
 try {
-  await client.chat.completions.create({ model, messages, n: 2 });
-  check(false, "n: 2 was accepted", null);
+  await client.chat.completions.create({ model, messages, n: 9 });
+  check(false, "n: 9 was accepted", null);
 } catch (e) {
-  check(e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "n", "n: 2: the error", e.error);
-  console.log(`n: 2 -> ${e.status} ${e.constructor.name}, param ${e.param}`);
+  check(e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === "n", "n: 9: the error", e.error);
+  console.log(`n: 9 -> ${e.status} ${e.constructor.name}, param ${e.param}`);
 }
 // A wrong key is the client's authentication error.
 try {

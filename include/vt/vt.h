@@ -155,7 +155,34 @@ typedef struct vt_batch_request {
      * strings of 1..256 bytes. */
     const char *const *stop_strings;
     size_t n_stop_strings;
+    /* Log-probabilities of the generated tokens (vt_batch_read_logprobs):
+     * the log-softmax of the model's raw logits at each position, before
+     * temperature, penalties and filters (what OpenAI reports as the model's
+     * probability). Only requests that ask pay for it. Default false. */
+    bool logprobs;
+    /* With logprobs: also the top_logprobs most likely tokens at each
+     * position, 0..20 (VT_BATCH_MAX_TOP_LOGPROBS). Default 0. */
+    int32_t top_logprobs;
 } vt_batch_request;
+
+#define VT_BATCH_MAX_TOP_LOGPROBS 20
+
+/* A token id and its log-probability. */
+typedef struct vt_token_logprob {
+    int32_t id;    /* -1: no such token (fewer non-NaN logits than asked for) */
+    float logprob; /* natural log; -inf for a token of probability 0 */
+} vt_token_logprob;
+
+/* What vt_batch_read_logprobs reports: the log-probabilities of the tokens
+ * the last vt_batch_read of the request returned, in the same order. */
+typedef struct vt_batch_logprobs {
+    uint32_t struct_size;            /* sizeof(vt_batch_logprobs) as the caller knows it */
+    size_t n_tokens;                 /* the last read's n_tokens */
+    const vt_token_logprob *sampled; /* [n_tokens]: each generated token with its logprob */
+    const vt_token_logprob *top;     /* [n_tokens * n_top]: row i holds token i's n_top most likely
+                                      * alternatives, most likely first (ties to the lower id) */
+    int32_t n_top;                   /* the request's top_logprobs */
+} vt_batch_logprobs;
 
 /* What vt_batch_read reports. */
 typedef struct vt_batch_output {
@@ -231,6 +258,18 @@ VT_API size_t vt_batch_default_stop_ids(const vt_batch *b, int32_t *ids, size_t 
  * (VT_ERR_UNSUPPORTED: step, then add again). */
 VT_API vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, char *err, size_t err_size);
 
+/* Queue n requests of one prompt (OpenAI's n choices): choice i is request
+ * r with seed r->seed + i, ids[i] its id, read and cancelled like any
+ * request. The prompt is computed once: when its last token's logits are
+ * out, every other choice samples its first token from them and continues
+ * on a fork of the first choice's KV blocks (full blocks shared, the partial
+ * last one copied); a choice that finds no free sequence or block then
+ * waits and takes the prompt from the prefix cache when it starts. n is
+ * 1..VT_BATCH_MAX_CHOICES; the checks and refusals are vt_batch_add's. */
+#define VT_BATCH_MAX_CHOICES 64
+VT_API vt_status vt_batch_add_n(vt_batch *b, const vt_batch_request *r, size_t n, uint64_t *ids, char *err,
+                                size_t err_size);
+
 /* Run one forward and sample one token for every request whose prompt has
  * been computed. *n_seqs (may be NULL) gets the sequences in the forward; 0
  * means nothing was waiting or running. A failed step advances no request
@@ -240,6 +279,13 @@ VT_API vt_status vt_batch_step(vt_batch *b, int32_t *n_seqs, char *err, size_t e
 /* The tokens request id generated since the last read, and why it ended.
  * Unknown id (never added, or removed): VT_ERR_INVALID. */
 VT_API vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *err, size_t err_size);
+
+/* The log-probabilities of the tokens the last vt_batch_read of request id
+ * returned; valid as long as those tokens. out->struct_size must be set
+ * (fields past it are not written). A request without logprobs:
+ * VT_ERR_INVALID; unknown id: VT_ERR_INVALID. */
+VT_API vt_status vt_batch_read_logprobs(vt_batch *b, uint64_t id, vt_batch_logprobs *out, char *err,
+                                        size_t err_size);
 
 /* End request id as cancelled; its KV blocks are freed at once, unread
  * tokens stay readable. A finished request keeps its reason. */

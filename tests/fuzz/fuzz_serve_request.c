@@ -18,13 +18,17 @@
  *    and content; a completion has a prompt text or >= 1 id; ids >= 0;
  *    temperature >= 0, top_p in (0, 1], min_p in [0, 1], penalties in
  *    [-2, 2], max_tokens 0 (not given) or >= 1; at most 16 stop strings of
- *    1..256 bytes without NUL;
+ *    1..256 bytes without NUL; n in 1..8; logprobs alternatives in 0..20
+ *    (chat) or 0..5 (completions), none without logprobs;
  *  - what the server then builds from it is well-formed: a refusal's JSON
  *    answer is produced (never NULL: that would turn a 400 into a 500) and
  *    parses back with error.message; an accepted chat renders in every
  *    template family or is refused with a message; an answer carrying the
  *    request's own text (a completion's prompt, a chat's last message) as
- *    its generated text is produced, bad bytes and all. */
+ *    its generated text is produced, bad bytes and all, for each of its n
+ *    choices, with logprobs (when asked) whose tokens are that text's
+ *    bytes cut in pieces of 1..3 bytes (halves of characters included):
+ *    the logprobs object parses back with one entry per piece. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +38,7 @@
 #include <jansson.h>
 
 #include "chat_template.h"
+#include "serve_logprobs.h"
 #include "serve_request.h"
 #include "serve_response.h"
 
@@ -73,6 +78,54 @@ static void check_accepted(const vt_serve_request *r) {
         size_t n = strlen(r->stop[i]);
         CHECK(n >= 1 && n <= VT_SERVE_MAX_STOP_BYTES);
     }
+    if (r->kind == VT_SERVE_CHAT || r->kind == VT_SERVE_COMPLETION) {
+        CHECK(r->n >= 1 && r->n <= VT_SERVE_MAX_CHOICES);
+        CHECK(r->top_logprobs >= 0 && r->top_logprobs <= (r->kind == VT_SERVE_CHAT ? VT_SERVE_MAX_TOP_LOGPROBS
+                                                                                    : VT_SERVE_MAX_COMPLETION_LOGPROBS));
+        CHECK(r->logprobs || r->top_logprobs == 0);
+    }
+}
+
+/* text as tokens of 1..3 bytes, each with made-up log-probabilities (the
+ * first alternative is the token itself, the others its neighbours). */
+static void fake_logprobs(const char *text, int32_t n_top, vt_serve_logprobs *lp) {
+    memset(lp, 0, sizeof *lp);
+    lp->n_top = n_top;
+    const size_t n = strlen(text), row = 1 + (size_t)n_top;
+    lp->e = calloc((n + 1) * row, sizeof *lp->e);
+    lp->bytes = malloc(n + 1);
+    CHECK(lp->e && lp->bytes);
+    memcpy(lp->bytes, text, n);
+    lp->n_bytes = n;
+    for (size_t off = 0, t = 0; off < n; t++) {
+        const uint32_t len = (uint32_t)(1 + (off + t) % 3 < n - off ? 1 + (off + t) % 3 : n - off);
+        vt_serve_logprob_entry *e = lp->e + t * row;
+        e[0] = (vt_serve_logprob_entry){(int32_t)t, -(float)t, off, len};
+        for (int32_t k = 0; k < n_top; k++)
+            e[1 + k] = (vt_serve_logprob_entry){k == n_top - 1 && t % 2 ? -1 : (int32_t)k,
+                                                k == 1 ? -INFINITY : -(float)k, off, len};
+        off += len;
+        lp->n_tokens = t + 1;
+    }
+}
+
+/* The logprobs object has one token per piece of lp. */
+static void check_logprobs_json(json_t *o, vt_serve_kind kind, size_t n_tokens) {
+    CHECK(o != NULL);
+    char *dumped = json_dumps(o, JSON_COMPACT);
+    CHECK(dumped != NULL); /* no NaN or infinity: JSON would refuse it */
+    json_t *back = json_loads(dumped, 0, NULL);
+    CHECK(back != NULL);
+    json_t *list = json_object_get(back, kind == VT_SERVE_CHAT ? "content" : "tokens");
+    CHECK(json_is_array(list) && json_array_size(list) == n_tokens);
+    if (kind != VT_SERVE_CHAT) {
+        CHECK(json_array_size(json_object_get(back, "token_logprobs")) == n_tokens);
+        CHECK(json_array_size(json_object_get(back, "top_logprobs")) == n_tokens);
+        CHECK(json_array_size(json_object_get(back, "text_offset")) == n_tokens);
+    }
+    json_decref(back);
+    free(dumped);
+    json_decref(o);
 }
 
 /* The refusal as the client would get it. */
@@ -116,12 +169,27 @@ static void check_downstream(const vt_serve_request *r) {
     if (text) {
         vt_serve_ids ids = {r->kind, "cmpl-fuzz", 0, "model"};
         vt_serve_usage usage = {1, 1, 0};
-        char *body = vt_serve_completion_json(&ids, text, strlen(text), "stop", &usage);
+        vt_serve_logprobs lp;
+        fake_logprobs(text, r->top_logprobs, &lp);
+        if (r->logprobs) check_logprobs_json(vt_serve_logprobs_json(&lp, r->kind, 0, lp.n_tokens), r->kind,
+                                             lp.n_tokens);
+        vt_serve_choice_json choices[VT_SERVE_MAX_CHOICES];
+        const int32_t n = r->n >= 1 && r->n <= VT_SERVE_MAX_CHOICES ? r->n : 1;
+        for (int32_t i = 0; i < n; i++)
+            choices[i] = (vt_serve_choice_json){
+                i, text, strlen(text), i % 2 ? "length" : "stop", false,
+                r->logprobs ? vt_serve_logprobs_json(&lp, r->kind, 0, lp.n_tokens) : NULL};
+        char *body = vt_serve_completion_json(&ids, choices, (size_t)n, &usage);
         CHECK(body != NULL);
         free(body);
-        char *event = vt_serve_chunk_sse(&ids, true, text, strlen(text), NULL, NULL);
+        vt_serve_choice_json chunk = {n - 1, text, strlen(text), NULL, true,
+                                      r->logprobs ? vt_serve_logprobs_json(&lp, r->kind, lp.n_tokens / 2,
+                                                                           lp.n_tokens)
+                                                  : NULL};
+        char *event = vt_serve_chunk_sse(&ids, &chunk, NULL);
         CHECK(event != NULL);
         free(event);
+        vt_serve_logprobs_free(&lp);
     }
 }
 

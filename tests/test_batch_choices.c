@@ -1,0 +1,339 @@
+/* test_batch_choices.c — two per-request options of include/vt/vt.h's batch
+ * API, through the public header only:
+ *  - logprobs: each generated token's log-probability and its top
+ *    alternatives equal the log-softmax of the logits vt_session computes
+ *    for the same tokens (reference backend), however the token was sampled;
+ *  - n choices (vt_batch_add_n): choice i generates what a separate request
+ *    with seed + i generates, on reference and simd; greedy choices are all
+ *    the same; the prompt is computed once (the prefix cache is asked about
+ *    it once, the other choices fork); with too few sequences the other
+ *    choices still equal their separate requests; cancelling every choice
+ *    frees every block. */
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+#include "vt/vt.h"
+
+#define MAX_GEN 48
+#define MAX_N 4
+
+static char model_path[1024];
+
+static int suite_init(void) {
+    const char *dir = vt_test_data_dir("batch choices model");
+    if (!dir) return 1;
+    /* a trained model: its distributions have a clear top and a long tail,
+     * so the top alternatives are well separated and sampling varies */
+    snprintf(model_path, sizeof model_path, "%s/models/aidreams260k-f32.gguf", dir);
+    return 0;
+}
+
+static vt_batch *open_batch(const char *backend, int max_seqs) {
+    char be[64], seqs[64];
+    snprintf(be, sizeof be, "runtime.backend=%s", backend);
+    snprintf(seqs, sizeof seqs, "runtime.max_seqs=%d", max_seqs);
+    const char *const settings[] = {be, "runtime.threads=2", seqs, "kv_cache.ctx_size=256", NULL};
+    const vt_session_options o = {sizeof o, NULL, settings, false};
+    vt_batch *b = NULL;
+    char err[512] = "";
+    if (vt_batch_open(model_path, &o, &b, err, sizeof err) != VT_OK) printf("\n  vt_batch_open: %s\n", err);
+    return b;
+}
+
+/* What one request generated, and its log-probabilities when asked. */
+typedef struct generated {
+    int32_t tokens[MAX_GEN];
+    int64_t n;
+    vt_finish finish;
+    vt_token_logprob sampled[MAX_GEN];
+    vt_token_logprob top[MAX_GEN][VT_BATCH_MAX_TOP_LOGPROBS];
+    int32_t n_top;
+} generated;
+
+/* Step until nothing runs, reading ids[0..n) (and their logprobs) after each step. */
+static void run_to_end(vt_batch *b, const uint64_t *ids, int n, bool logprobs, generated *out) {
+    char err[512] = "";
+    for (int guard = 0; guard < 10000; guard++) {
+        int32_t n_seqs = -1;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
+        for (int i = 0; i < n; i++) {
+            vt_batch_output o;
+            CU_ASSERT_EQUAL_FATAL(vt_batch_read(b, ids[i], &o, err, sizeof err), VT_OK);
+            generated *g = &out[i];
+            CU_ASSERT_FATAL(g->n + (int64_t)o.n_tokens <= MAX_GEN);
+            if (logprobs) {
+                vt_batch_logprobs lp = {.struct_size = sizeof lp};
+                CU_ASSERT_EQUAL_FATAL(vt_batch_read_logprobs(b, ids[i], &lp, err, sizeof err), VT_OK);
+                CU_ASSERT_EQUAL_FATAL(lp.n_tokens, o.n_tokens);
+                g->n_top = lp.n_top;
+                for (size_t t = 0; t < lp.n_tokens; t++) {
+                    g->sampled[g->n + (int64_t)t] = lp.sampled[t];
+                    CU_ASSERT_EQUAL(lp.sampled[t].id, o.tokens[t]);
+                    for (int32_t k = 0; k < lp.n_top; k++) g->top[g->n + (int64_t)t][k] = lp.top[t * (size_t)lp.n_top + k];
+                }
+            }
+            memcpy(g->tokens + g->n, o.tokens, o.n_tokens * sizeof *o.tokens);
+            g->n += (int64_t)o.n_tokens;
+            g->finish = o.finish;
+        }
+        if (n_seqs == 0) return;
+    }
+    CU_FAIL("the batch never ran out of work");
+}
+
+static void sampled_request(vt_batch_request *r, const char *text, uint64_t seed, int64_t max_new) {
+    vt_batch_request_init(r);
+    r->text = text;
+    r->max_new_tokens = max_new;
+    r->temperature = 1.0f;
+    r->seed = seed;
+}
+
+/* The tokens of text as vt_batch_add tokenizes it (BOS as the vocabulary says). */
+static size_t tokenize(vt_batch *b, const char *text, int32_t **ids) {
+    size_t n = 0;
+    char err[256];
+    CU_ASSERT_EQUAL_FATAL(vt_batch_tokenize(b, text, strlen(text), true, false, ids, &n, err, sizeof err), VT_OK);
+    return n;
+}
+
+/* ---- logprobs ------------------------------------------------------------ */
+
+/* The expected numbers from vt_session on the same backend: for each
+ * generated token, the log-softmax of the logits that preceded it, computed
+ * here in double. The engine's own pass runs exp in float over the same
+ * float logits and sums in double: on 512 logits it differs from this by a
+ * few float ulps of the result (|logprob| < 30 here, ulp ~2e-6), so 1e-4 is
+ * a margin of ~50 ulps that a wrong formula (a temperature, a penalty, a
+ * missing normalization) exceeds by orders of magnitude. */
+#define LOGPROB_TOL 1e-4
+
+static void check_against_session(const int32_t *prompt, size_t n_prompt, const generated *g) {
+    const char *const settings[] = {"runtime.backend=reference", "runtime.threads=2", "kv_cache.ctx_size=256", NULL};
+    const vt_session_options o = {sizeof o, NULL, settings, false};
+    vt_session *s = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_OK);
+    const int32_t V = vt_session_n_vocab(s);
+    double *lp = malloc((size_t)V * sizeof *lp);
+    CU_ASSERT_FATAL(lp != NULL);
+    CU_ASSERT_EQUAL_FATAL(vt_session_eval(s, prompt, n_prompt, err, sizeof err), VT_OK);
+    for (int64_t t = 0; t < g->n; t++) {
+        const float *logits = vt_session_logits(s, 0);
+        double max = -INFINITY, sum = 0.0;
+        for (int32_t i = 0; i < V; i++) max = fmax(max, logits[i]);
+        for (int32_t i = 0; i < V; i++) sum += exp((double)logits[i] - max);
+        for (int32_t i = 0; i < V; i++) lp[i] = (double)logits[i] - max - log(sum);
+        const int32_t tok = g->tokens[t];
+        CU_ASSERT(fabs(g->sampled[t].logprob - lp[tok]) < LOGPROB_TOL);
+        /* the top: most likely first, each the expected value, and nothing
+         * left out more likely than the last one kept */
+        for (int32_t k = 0; k < g->n_top; k++) {
+            const vt_token_logprob e = g->top[t][k];
+            CU_ASSERT_FATAL(e.id >= 0 && e.id < V);
+            CU_ASSERT(fabs(e.logprob - lp[e.id]) < LOGPROB_TOL);
+            if (k > 0) CU_ASSERT(e.logprob <= g->top[t][k - 1].logprob);
+        }
+        if (g->n_top > 0) {
+            int32_t more_likely = 0;
+            for (int32_t i = 0; i < V; i++) more_likely += lp[i] > lp[g->top[t][g->n_top - 1].id] + LOGPROB_TOL;
+            CU_ASSERT(more_likely <= g->n_top - 1);
+            /* the sampled token, when among the top, has the same number there */
+            for (int32_t k = 0; k < g->n_top; k++) {
+                if (g->top[t][k].id == tok) CU_ASSERT_EQUAL(g->top[t][k].logprob, g->sampled[t].logprob);
+            }
+        }
+        if (t + 1 < g->n) CU_ASSERT_EQUAL_FATAL(vt_session_eval(s, &tok, 1, err, sizeof err), VT_OK);
+    }
+    free(lp);
+    vt_session_close(s);
+}
+
+static void test_logprobs_are_the_log_softmax_of_the_logits(void) {
+    vt_batch *b = open_batch("reference", 4);
+    CU_ASSERT_FATAL(b != NULL);
+    static const char *const texts[] = {"Once upon a time", "The little dog"};
+    static const int32_t tops[] = {5, 20};
+    uint64_t ids[2];
+    char err[512] = "";
+    for (int i = 0; i < 2; i++) {
+        vt_batch_request r;
+        sampled_request(&r, texts[i], 11 + (uint64_t)i, 24);
+        /* penalties and a top-k cut change what is drawn, never the reported
+         * probabilities: those are the model's own */
+        r.top_k = 8;
+        r.presence_penalty = 1.5f;
+        r.logprobs = true;
+        r.top_logprobs = tops[i];
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[i], err, sizeof err), VT_OK);
+    }
+    static generated g[2];
+    memset(g, 0, sizeof g);
+    run_to_end(b, ids, 2, true, g);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(g[i].n >= 1);
+        CU_ASSERT_EQUAL(g[i].n_top, tops[i]);
+        int32_t *prompt = NULL;
+        size_t n_prompt = tokenize(b, texts[i], &prompt);
+        check_against_session(prompt, n_prompt, &g[i]);
+        free(prompt);
+    }
+    vt_batch_close(b);
+}
+
+static void test_logprobs_refusals(void) {
+    vt_batch *b = open_batch("reference", 2);
+    CU_ASSERT_FATAL(b != NULL);
+    char err[512] = "";
+    vt_batch_request r;
+    sampled_request(&r, "Hi", 1, 4);
+    r.logprobs = true;
+    r.top_logprobs = VT_BATCH_MAX_TOP_LOGPROBS + 1;
+    uint64_t id = 0, ids[VT_BATCH_MAX_CHOICES + 1];
+    CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT(strstr(err, "request.top_logprobs") != NULL);
+    CU_ASSERT_EQUAL(vt_batch_add_n(b, &r, 0, ids, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_add_n(b, &r, VT_BATCH_MAX_CHOICES + 1, ids, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT(strstr(err, "n:") != NULL);
+    /* a request without logprobs has none to read */
+    r.logprobs = false;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+    vt_batch_logprobs lp = {.struct_size = sizeof lp};
+    CU_ASSERT_EQUAL(vt_batch_read_logprobs(b, id, &lp, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT(strstr(err, "logprobs") != NULL);
+    /* a caller built before logprobs existed: its struct_size ends before
+     * them, so they are off whatever the bytes past it hold */
+    r.struct_size = (uint32_t)offsetof(vt_batch_request, logprobs);
+    r.logprobs = true;
+    r.top_logprobs = 1000;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(vt_batch_read_logprobs(b, id, &lp, err, sizeof err), VT_ERR_INVALID);
+    vt_batch_close(b);
+}
+
+/* ---- n choices ----------------------------------------------------------- */
+
+/* n choices of text with seed, and n separate requests with seed + i, on
+ * fresh batches of max_seqs sequences: the same tokens, choice by choice. */
+static void check_choices_equal_separate(const char *backend, int max_seqs, int n, float temperature) {
+    static const char text[] = "Once upon a time there was a little girl";
+    char err[512] = "";
+    static generated together[MAX_N], separate[MAX_N];
+    memset(together, 0, sizeof together);
+    memset(separate, 0, sizeof separate);
+    uint64_t ids[MAX_N];
+
+    vt_batch *b = open_batch(backend, max_seqs);
+    CU_ASSERT_FATAL(b != NULL);
+    vt_batch_request r;
+    sampled_request(&r, text, 1000, 20);
+    r.temperature = temperature;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add_n(b, &r, (size_t)n, ids, err, sizeof err), VT_OK);
+    for (int i = 1; i < n; i++) CU_ASSERT(ids[i] != ids[i - 1]);
+    run_to_end(b, ids, n, false, together);
+    vt_batch_cache_stats cs = {.struct_size = sizeof cs};
+    vt_batch_get_cache_stats(b, &cs);
+    int32_t *prompt = NULL;
+    const int64_t n_prompt = (int64_t)tokenize(b, text, &prompt);
+    free(prompt);
+    /* the prompt was looked up (and computed) once when every other choice
+     * had a sequence to fork to; each choice without one looks up its
+     * prompt and the first token it sampled from the shared logits */
+    const int n_queued = n > max_seqs ? n - max_seqs : 0;
+    CU_ASSERT(cs.enabled);
+    CU_ASSERT_EQUAL(cs.query_tokens, n_prompt + n_queued * (n_prompt + 1));
+    if (n_queued > 0) CU_ASSERT(cs.hit_tokens > 0);
+    vt_batch_stats st;
+    vt_batch_get_stats(b, &st);
+    CU_ASSERT_EQUAL(st.free_kv_blocks, st.total_kv_blocks);
+    vt_batch_close(b);
+
+    for (int i = 0; i < n; i++) {
+        b = open_batch(backend, max_seqs);
+        CU_ASSERT_FATAL(b != NULL);
+        sampled_request(&r, text, 1000 + (uint64_t)i, 20);
+        r.temperature = temperature;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[i], err, sizeof err), VT_OK);
+        run_to_end(b, &ids[i], 1, false, &separate[i]);
+        vt_batch_close(b);
+        CU_ASSERT_EQUAL(together[i].n, separate[i].n);
+        CU_ASSERT_EQUAL(together[i].finish, separate[i].finish);
+        CU_ASSERT(memcmp(together[i].tokens, separate[i].tokens, (size_t)separate[i].n * sizeof(int32_t)) == 0);
+    }
+    if (temperature == 0.0f) {
+        for (int i = 1; i < n; i++)
+            CU_ASSERT(together[i].n == together[0].n &&
+                      memcmp(together[i].tokens, together[0].tokens, (size_t)together[0].n * sizeof(int32_t)) == 0);
+    } else { /* seeds that differ draw differently somewhere in 20 tokens at temperature 1 */
+        CU_ASSERT(together[1].n != together[0].n ||
+                  memcmp(together[1].tokens, together[0].tokens, (size_t)together[0].n * sizeof(int32_t)) != 0);
+    }
+}
+
+static void test_choices_equal_separate_requests_reference(void) {
+    check_choices_equal_separate("reference", 4, 4, 1.0f);
+}
+
+static void test_choices_equal_separate_requests_simd(void) {
+    if (!vt_test_simd_expected()) return; /* it said why */
+    check_choices_equal_separate("simd", 4, 3, 1.0f);
+}
+
+static void test_greedy_choices_are_identical(void) { check_choices_equal_separate("reference", 4, 3, 0.0f); }
+
+static void test_choices_without_enough_sequences(void) {
+    /* two sequences for four choices: one forks, two wait and start from
+     * the prefix cache as the first ones finish */
+    check_choices_equal_separate("reference", 2, 4, 1.0f);
+}
+
+static void test_cancel_every_choice(void) {
+    vt_batch *b = open_batch("reference", 4);
+    CU_ASSERT_FATAL(b != NULL);
+    char err[512] = "";
+    uint64_t ids[3];
+    vt_batch_request r;
+    sampled_request(&r, "Once upon a time", 5, 40);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add_n(b, &r, 3, ids, err, sizeof err), VT_OK);
+    int32_t n_seqs = 0;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK); /* the prompt, then the forks */
+    CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(n_seqs, 3);
+    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(vt_batch_cancel(b, ids[i], err, sizeof err), VT_OK);
+    vt_batch_stats st;
+    vt_batch_get_stats(b, &st);
+    CU_ASSERT_EQUAL(st.n_running, 0);
+    CU_ASSERT_EQUAL(st.free_kv_blocks, st.total_kv_blocks);
+    for (int i = 0; i < 3; i++) {
+        vt_batch_output o;
+        CU_ASSERT_EQUAL(vt_batch_read(b, ids[i], &o, err, sizeof err), VT_OK);
+        CU_ASSERT_EQUAL(o.finish, VT_FINISH_CANCELLED);
+    }
+    /* the first choice cancelled before its prompt ran: the others start on their own */
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add_n(b, &r, 3, ids, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(vt_batch_cancel(b, ids[0], err, sizeof err), VT_OK);
+    static generated g[3];
+    memset(g, 0, sizeof g);
+    run_to_end(b, ids + 1, 2, false, g + 1);
+    CU_ASSERT(g[1].n >= 1 && g[2].n >= 1);
+    CU_ASSERT(g[1].finish != VT_FINISH_CANCELLED && g[2].finish != VT_FINISH_CANCELLED);
+    vt_batch_close(b);
+}
+
+int main(void) {
+    static CU_TestInfo tests[] = {
+        {"logprobs are the log-softmax of the logits", test_logprobs_are_the_log_softmax_of_the_logits},
+        {"logprobs refusals", test_logprobs_refusals},
+        {"choices equal separate requests (reference)", test_choices_equal_separate_requests_reference},
+        {"choices equal separate requests (simd)", test_choices_equal_separate_requests_simd},
+        {"greedy choices are identical", test_greedy_choices_are_identical},
+        {"choices without enough sequences", test_choices_without_enough_sequences},
+        {"cancel every choice", test_cancel_every_choice},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("batch choices", suite_init, NULL, tests);
+    return vt_test_run();
+}
