@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grammar_sampling.h"
 #include "sampling_rules.h"
 #include "text_stream.h"
 
@@ -33,6 +34,7 @@ typedef struct request {
     int32_t *stop_ids;
     int32_t n_stop_ids;
     vt_text_stream *text; /* its generated text and stop strings; NULL without a tokenizer */
+    vt_grammar_sampling *grammar; /* NULL without a grammar */
 } request;
 
 struct vt_sched {
@@ -67,6 +69,7 @@ struct vt_sched {
     int64_t plan_budget;  /* tokens still unplanned */
     vt_step_entry *entries;
     int32_t *sampled; /* [max_seqs] entry i's token, or NO_LOGITS */
+    vt_token_trie *trie; /* the vocabulary's token texts, built for the first request with a grammar */
 
     vt_sched_stats stats;
 };
@@ -139,6 +142,7 @@ static void free_request(request *r) {
     free(r->tokens);
     free(r->stop_ids);
     vt_text_stream_free(r->text);
+    vt_grammar_sampling_free(r->grammar);
     free(r);
 }
 
@@ -204,6 +208,7 @@ void vt_sched_free(vt_sched *s) {
     free(s->entries);
     free(s->sampled);
     free(s->token_bytes);
+    vt_token_trie_free(s->trie);
     free(s);
 }
 
@@ -246,6 +251,26 @@ static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_
     if (q->n_stop_strings > 0 && !s->tokenizer)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
                        "request.stop_strings: this model's tokenizer cannot be used, so there is no text to match");
+    if (q->grammar && !s->tokenizer)
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "request.grammar: this model's tokenizer cannot be used, so there are no token texts to match");
+    return VT_OK;
+}
+
+static int32_t trie_token_bytes(void *user, int32_t id, char *buf, size_t cap) {
+    return vt_token_to_bytes(user, id, false, buf, cap);
+}
+
+/* The grammar of q for r, and the vocabulary's trie the first time one is
+ * needed (the same bytes the text is built from). */
+static vt_status add_grammar(vt_sched *s, request *r, const vt_sched_request *q, vt_error *err) {
+    if (!q->grammar) return VT_OK;
+    vt_status st = vt_grammar_sampling_create(q->grammar, s->n_vocab, &r->grammar, err);
+    if (st != VT_OK) return vt_error_prefix(err, "request.");
+    if (!s->trie) {
+        st = vt_token_trie_build(s->n_vocab, trie_token_bytes, (void *)s->tokenizer, &s->trie, err);
+        if (st != VT_OK) return st;
+    }
     return VT_OK;
 }
 
@@ -283,7 +308,8 @@ vt_status vt_sched_add(vt_sched *s, const vt_sched_request *q, uint64_t *id, vt_
         (st = vt_sampler_set_penalties(r->sampler, q->presence_penalty, q->frequency_penalty, s->n_vocab, err)) !=
             VT_OK ||
         (s->tokenizer && (st = vt_text_stream_create(q->stop_strings, (size_t)q->n_stop_strings, &r->text, err)) !=
-                             VT_OK)) {
+                             VT_OK) ||
+        (st = add_grammar(s, r, q, err)) != VT_OK) {
         free_request(r);
         return st;
     }
@@ -487,17 +513,27 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
 
 /* ---- one step ----------------------------------------------------------- */
 
-/* Append token's bytes to r's text (a stop id adds none: it ends the
- * request, it is not part of what was said). */
-static vt_status append_text(vt_sched *s, request *r, int32_t token, vt_error *err) {
-    int32_t n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
-    if (n > 0 && (size_t)n > s->cap_token_bytes) {
-        char *grown = realloc(s->token_bytes, (size_t)n);
-        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for token %d's %d bytes", token, n);
+/* token's bytes into s->token_bytes; *n gets their count. */
+static vt_status token_bytes(vt_sched *s, int32_t token, int32_t *n, vt_error *err) {
+    *n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
+    if (*n > 0 && (size_t)*n > s->cap_token_bytes) {
+        char *grown = realloc(s->token_bytes, (size_t)*n);
+        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for token %d's %d bytes", token, *n);
         s->token_bytes = grown;
-        s->cap_token_bytes = (size_t)n;
-        n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
+        s->cap_token_bytes = (size_t)*n;
+        *n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
     }
+    return VT_OK;
+}
+
+/* Append token's bytes to r's text and advance its grammar (a stop id adds
+ * none: it ends the request, it is not part of what was said). */
+static vt_status append_text(vt_sched *s, request *r, int32_t token, vt_error *err) {
+    int32_t n = 0;
+    vt_status st = token_bytes(s, token, &n, err);
+    if (st != VT_OK) return st;
+    if (r->grammar && !vt_grammar_sampling_accept(r->grammar, s->token_bytes, n))
+        return vt_fail(err, VT_ERR_INTERNAL, "token %d left the request's grammar", token);
     return n > 0 ? vt_text_stream_feed(r->text, s->token_bytes, (size_t)n, NULL, err) : VT_OK;
 }
 
@@ -511,6 +547,7 @@ static bool is_stop_id(const request *r, int32_t token) {
 static vt_sched_finish finish_after(const request *r, int32_t token) {
     if (is_stop_id(r, token)) return VT_SCHED_FINISH_STOP;
     if (r->text && vt_text_stream_stopped(r->text)) return VT_SCHED_FINISH_STOP_STRING;
+    if (r->grammar && vt_grammar_sampling_done(r->grammar)) return VT_SCHED_FINISH_STOP;
     if (r->n_generated >= r->max_generated) return VT_SCHED_FINISH_LENGTH;
     return VT_SCHED_FINISH_NONE;
 }
@@ -529,9 +566,14 @@ static void sample_entries(void *arg, int64_t begin, int64_t end, int thread) {
         if (!s->entries[i].logits) continue;
         const request *r = s->plan_req[i];
         const float *logits = vt_engine_step_logits(s->engine, (int32_t)i);
-        s->sampled[i] = logits ? vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt,
-                                                         r->n_generated)
-                               : NO_LOGITS;
+        if (!logits)
+            s->sampled[i] = NO_LOGITS;
+        else if (r->grammar)
+            s->sampled[i] = vt_grammar_sampling_draw(r->grammar, s->trie, r->sampler, logits, r->tokens + r->n_prompt,
+                                                     r->n_generated, r->stop_ids, r->n_stop_ids);
+        else
+            s->sampled[i] = vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt,
+                                                    r->n_generated);
     }
 }
 
@@ -576,6 +618,11 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
             return vt_fail(err, VT_ERR_INTERNAL, "scheduler: step entry %d (request %llu) got no logits", i,
                            (unsigned long long)r->id);
         const int32_t token = s->sampled[i];
+        if (token == VT_GRAMMAR_NO_TOKEN) { /* nothing of the vocabulary continues the grammar */
+            finish(s, r, VT_SCHED_FINISH_LENGTH);
+            info->n_finished++;
+            continue;
+        }
         if (r->text && !is_stop_id(r, token)) {
             /* Out of memory for the text: the step has run, so this request
              * ends here rather than going on with text missing. */

@@ -60,6 +60,11 @@ typedef struct vt_sched_request {
      * tokenizer, as the text does. */
     const char *const *stop_strings;
     int32_t n_stop_strings;
+    /* GBNF text the generated text must follow (grammar_sampling.h), or
+     * NULL. Needs the model's tokenizer. A request whose grammar is complete
+     * and admits nothing more finishes as STOP; one for which no token can
+     * continue the grammar finishes as LENGTH. */
+    const char *grammar;
 } vt_sched_request;
 
 typedef enum vt_sched_state {
