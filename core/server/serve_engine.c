@@ -276,6 +276,7 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     }
     r.stop_strings = (const char *const *)job->req.stop;
     r.n_stop_strings = job->req.n_stop;
+    r.grammar = job->req.grammar;
     uint64_t id = 0;
     vt_status st = vt_batch_add(e->batch, &r, &id, msg, sizeof msg);
     free(owned);

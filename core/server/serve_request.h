@@ -66,6 +66,9 @@ typedef struct vt_serve_request {
     char *stop[VT_SERVE_MAX_STOP];
     size_t n_stop;
     bool stream, include_usage;
+    /* GBNF the output must follow (response_format, json_schema or grammar:
+     * serve_grammar.h), or NULL */
+    char *grammar;
 } vt_serve_request;
 
 /* Parse body (len bytes, need not be NUL-terminated) as a `kind` request.
