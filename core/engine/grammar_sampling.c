@@ -56,12 +56,14 @@ int32_t vt_grammar_sampling_draw(vt_grammar_sampling *g, const vt_token_trie *tr
         g->allowed[id] = can_end;
     }
     if (n_allowed <= 0) return VT_GRAMMAR_NO_TOKEN;
-    for (int32_t i = 0; i < n; i++) g->masked[i] = g->allowed[i] ? logits[i] : -INFINITY;
+    /* Excluded ids become NaN, which the sampler never draws and leaves out
+     * before sorting (sampler.h): as -inf they would still be sorted with the
+     * rest, a whole-vocabulary sort for every temperature draw. */
+    for (int32_t i = 0; i < n; i++) g->masked[i] = g->allowed[i] ? logits[i] : NAN;
     int32_t id = vt_sampler_sample_after(s, g->masked, n, history, n_history);
     if (id >= 0 && id < n && g->allowed[id]) return id;
-    /* The sampler draws uniformly among tied maxima when every remaining
-     * logit is -inf (or NaN): the allowed ids may then tie with the masked
-     * ones. The best allowed id, lowest first, keeps the draw in the grammar. */
+    /* Every allowed logit NaN (a broken row): the sampler then returns id 0.
+     * The best allowed id, lowest first, keeps the draw in the grammar. */
     int32_t best = -1;
     for (int32_t i = 0; i < n; i++)
         if (g->allowed[i] && (best < 0 || logits[i] > logits[best])) best = i;

@@ -1,7 +1,7 @@
 /* grammar_sampling.h — sampling one request's tokens under a grammar.
  *
- * Before each draw the tokens whose bytes would leave the grammar get logit
- * -inf (the request's own copy of its logits row); the request's sampler
+ * Before each draw the tokens whose bytes would leave the grammar are
+ * excluded (in the request's own copy of its logits row); the request's sampler
  * (penalties, top-k/p, min-p, temperature or greedy) then draws from what
  * remains. The request's stop ids are allowed exactly where the grammar may
  * end. The state advances by the drawn token's bytes; once the grammar is

@@ -33,7 +33,7 @@ static void fail_check(const char *what) {
 
 /* Every byte alone, then strings splitting characters in every way. */
 static const char *const EXTRA[] = {"ab", "abc", "\"", "\\\"", "{\"", "\xC3\xA9", "\xC3", "\xA9x", "\xE2\x82\xAC",
-                                    "\xE2\x82", "\x82\xAC", "\xF0\x9F\x99\x82", "\xF0\x9F", "\x99\x82" "a", "  ", "\n ",
+                                    "\xE2\x82", "\x82\xAC", "\xF0\x9F\x99\x82", "\xF0\x9F", "\x99\x82\x61", "  ", "\n ",
                                     "12", "-0.", "true", "null", "\xED\xA0\x80", "\xC0\x80", ""};
 #define N_EXTRA (sizeof EXTRA / sizeof *EXTRA)
 #define N_VOCAB (256 + (int32_t)N_EXTRA)
