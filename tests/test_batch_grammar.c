@@ -219,6 +219,39 @@ static void test_bad_grammars_are_refused(void) {
     vt_batch_close(b);
 }
 
+/* vt run --grammar-file: the CLI's text follows the grammar and stops with it. */
+static void test_vt_run_grammar_file(void) {
+    char path[1024];
+    vt_test_tmpfile(path, sizeof path, "code.gbnf");
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("# a code\nroot ::= [A-Z]{2} \"-\" [0-9]{3}\n", f);
+    fclose(f);
+    for (int seed = 1; seed <= 3; seed++) {
+        char *out = NULL, *err = NULL;
+        int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --backend reference -p 'Code:' -n 40 --temp 1 --seed %d --grammar-file '%s'",
+                                        model_path, seed, path);
+        CU_ASSERT_EQUAL(rc, 0);
+        CU_ASSERT_TRUE(out && strlen(out) == 7 && out[6] == '\n'); /* the text, then run's newline */
+        if (out && strlen(out) == 7)
+            CU_ASSERT_TRUE(isupper((unsigned char)out[0]) && isupper((unsigned char)out[1]) && out[2] == '-' &&
+                           isdigit((unsigned char)out[3]) && isdigit((unsigned char)out[5]));
+        free(out);
+        free(err);
+    }
+    f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("root ::= code\n", f);
+    fclose(f);
+    char *out = NULL, *err = NULL;
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' -p x --grammar-file '%s'", model_path, path);
+    CU_ASSERT_NOT_EQUAL(rc, 0);
+    CU_ASSERT_TRUE(err && strstr(err, "--grammar-file") && strstr(err, "line 1, column 10: rule 'code' is used but not defined"));
+    if (err && !strstr(err, "line 1, column 10")) printf("\n  %s", err);
+    free(out);
+    free(err);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"outputs follow the grammar", test_outputs_follow_the_grammar},
@@ -226,6 +259,7 @@ int main(void) {
         {"length inside the grammar", test_length_inside_the_grammar},
         {"a request's tokens do not depend on its neighbours", test_batch_invariance},
         {"bad grammars are refused", test_bad_grammars_are_refused},
+        {"vt run --grammar-file", test_vt_run_grammar_file},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("vt_batch with a grammar", suite_init, NULL, tests);

@@ -89,7 +89,7 @@ static uint64_t hash_stack(const uint32_t *st, uint32_t n) {
 }
 
 static bool reserve(vt_stackset *s, uint32_t stacks, uint32_t positions) {
-    if (s->n + stacks > s->cap) {
+    if (s->n + stacks > s->cap || !s->off) {
         uint32_t cap = s->cap ? s->cap : 8;
         while (cap < s->n + stacks) cap *= 2;
         uint32_t *off = realloc(s->off, cap * sizeof *off);
@@ -101,7 +101,7 @@ static bool reserve(vt_stackset *s, uint32_t stacks, uint32_t positions) {
         s->hash = hash;
         s->cap = cap;
     }
-    if (s->n_pos + positions > s->cap_pos) {
+    if (s->n_pos + positions > s->cap_pos || !s->pos) { /* allocated even for empty stacks: pos + 0 needs an array */
         uint32_t cap = s->cap_pos ? s->cap_pos : 64;
         while (cap < s->n_pos + positions) cap *= 2;
         uint32_t *pos = realloc(s->pos, cap * sizeof *pos);
@@ -135,7 +135,8 @@ static bool add_stack(vt_stackset *s, const uint32_t *st, uint32_t n) {
 bool vt_stackset_copy(vt_stackset *dst, const vt_stackset *src) {
     vt_stackset_clear(dst);
     if (!reserve(dst, src->n, src->n_pos)) return false;
-    memcpy(dst->pos, src->pos, src->n_pos * sizeof *dst->pos);
+    if (src->n == 0) return true; /* src may never have had arrays */
+    if (src->n_pos) memcpy(dst->pos, src->pos, src->n_pos * sizeof *dst->pos);
     memcpy(dst->off, src->off, src->n * sizeof *dst->off);
     memcpy(dst->len, src->len, src->n * sizeof *dst->len);
     memcpy(dst->hash, src->hash, src->n * sizeof *dst->hash);

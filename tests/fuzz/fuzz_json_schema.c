@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vt_serve_error err = {0};
     if (vt_serve_parse_grammar(root, &gbnf, &err)) {
         if (gbnf) CHECK(vt_grammar_check(gbnf, NULL, 0) == VT_OK);
-        if (gbnf && where <= 1) { /* the converter alone gives the same grammar */
+        if (gbnf && where <= 1 && !json_is_null(value)) { /* the converter alone gives the same grammar (null: none given) */
             char why[256];
             char *again = vt_json_schema_to_gbnf(value, why, sizeof why);
             CHECK(again && strcmp(again, gbnf) == 0);
