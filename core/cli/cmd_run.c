@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "grammar.h"
 #include "sampling_rules.h"
 #include "scheduler.h"
 #include "text_stream.h"
@@ -27,6 +28,8 @@ static void help(void) {
            "      --presence-penalty P, --frequency-penalty P   OpenAI's repetition penalties, in [-2, 2]\n"
            "                           (default 0 = off)\n"
            "      --stop TEXT          end the text before TEXT when it appears (repeatable, up to %d)\n"
+           "      --grammar-file FILE  the text follows the GBNF grammar in FILE (llama.cpp's syntax, rule root);\n"
+           "                           generation stops once the grammar is complete\n"
            "      --ids                print generated token ids, comma-separated, instead of text\n"
            "      --ignore-eos         keep generating after an end-of-generation token\n",
            vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->preset, vt_sampling_rule_of(VT_KNOB_TOP_K)->preset,
@@ -43,6 +46,8 @@ typedef struct run_opts {
     const char *stop[VT_RUN_MAX_STOP]; /* --stop TEXT, in the order given */
     int32_t n_stop;
     double presence_penalty, frequency_penalty;
+    const char *grammar_file;
+    char *grammar; /* its text, read by run_run */
     bool help;
 } run_opts;
 
@@ -84,6 +89,14 @@ static vt_arg_result run_arg(void *opts, int argc, char **argv, int *i, vt_error
             return VT_ARG_ERROR;
         }
         o->stop[o->n_stop++] = argv[++*i];
+        return VT_ARG_TAKEN;
+    }
+    if (strcmp(a, "--grammar-file") == 0) {
+        if (*i + 1 >= argc) {
+            vt_fail(err, VT_ERR_INVALID, "--grammar-file needs a file");
+            return VT_ARG_ERROR;
+        }
+        o->grammar_file = argv[++*i];
         return VT_ARG_TAKEN;
     }
     if (strcmp(a, "--ids") == 0) o->print_ids = true;
@@ -132,6 +145,7 @@ static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model
         .frequency_penalty = (float)o->frequency_penalty,
         .stop_strings = o->stop,
         .n_stop_strings = o->n_stop,
+        .grammar = o->grammar,
     };
     uint64_t id = 0;
     st = vt_sched_add(sched, &req, &id, err);
@@ -158,14 +172,40 @@ static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model
     return st;
 }
 
+/* --grammar-file's text into o->grammar, checked before the model loads. */
+static vt_status read_grammar(run_opts *o, vt_error *err) {
+    FILE *f = fopen(o->grammar_file, "rb");
+    if (!f) return vt_fail(err, VT_ERR_IO, "--grammar-file %s: cannot open it", o->grammar_file);
+    size_t n = 0, cap = 4096;
+    char *text = malloc(cap);
+    for (size_t got; text && (got = fread(text + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (n + 1 == cap && n < VT_GRAMMAR_MAX_TEXT) {
+            char *grown = realloc(text, cap * 2);
+            if (!grown) free(text);
+            text = grown;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!text) return vt_fail(err, VT_ERR_NOMEM, "--grammar-file %s: out of memory", o->grammar_file);
+    text[n] = 0;
+    o->grammar = text;
+    vt_grammar *g = NULL;
+    vt_status st = vt_grammar_parse(text, n, &g, err);
+    vt_grammar_free(g);
+    return st == VT_OK ? VT_OK : vt_error_prefix(err, "--grammar-file %s: ", o->grammar_file);
+}
+
 /* Load, then generate from the prompt (or only evaluate it with -n 0). */
-static vt_status run_run(const run_opts *o, vt_error *err) {
+static vt_status run_run(run_opts *o, vt_error *err) {
     int64_t n_predict = o->n_predict;
     vt_model *model = NULL;
     vt_engine *e = NULL;
     int32_t *tokens = NULL;
     size_t n_tokens = 0;
-    vt_status st = vt_cli_open_engine(&o->c, false, &model, &e, err);
+    vt_status st = o->grammar_file ? read_grammar(o, err) : VT_OK;
+    if (st == VT_OK) st = vt_cli_open_engine(&o->c, false, &model, &e, err);
     if (st == VT_OK && o->c.dry_run) goto done;
     if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, &o->prompt, &tokens, &n_tokens, err);
     if (st == VT_OK && n_tokens == 0)
@@ -214,6 +254,8 @@ static vt_status run_run(const run_opts *o, vt_error *err) {
                 res.generated == 1 ? "" : "s", res.t_gen, rate, seed_note);
     }
 done:
+    free(o->grammar);
+    o->grammar = NULL;
     free(tokens);
     vt_engine_free(e);
     vt_model_free(model);

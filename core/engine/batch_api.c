@@ -9,6 +9,7 @@
 #include "api_options.h"
 #include "batch_open.h"
 #include "engine.h"
+#include "grammar.h"
 #include "sampling_rules.h"
 #include "scheduler.h"
 #include "text_stream.h"
@@ -173,6 +174,7 @@ static vt_status read_request(const vt_batch_request *r, vt_batch_request *full,
     TAKE(n_stop_strings);
     TAKE(logprobs);
     TAKE(top_logprobs);
+    TAKE(grammar);
 #undef TAKE
     full->struct_size = sizeof *full;
     return VT_OK;
@@ -239,6 +241,9 @@ static vt_status check_public_request(const vt_batch *b, const vt_batch_request 
     if (r->n_stop_strings > 0 && !b->model->tokenizer)
         return vt_fail(e, VT_ERR_UNSUPPORTED, "request.stop_strings: this model's tokenizer cannot be used: %s",
                        b->model->tokenizer_error);
+    if (r->grammar && !b->model->tokenizer)
+        return vt_fail(e, VT_ERR_UNSUPPORTED, "request.grammar: this model's tokenizer cannot be used: %s",
+                       b->model->tokenizer_error);
     return VT_OK;
 }
 
@@ -293,6 +298,7 @@ vt_status vt_batch_add_n(vt_batch *b, const vt_batch_request *r, size_t n, uint6
         .n_stop_strings = (int32_t)r->n_stop_strings,
         .logprobs = r->logprobs,
         .top_logprobs = r->top_logprobs,
+        .grammar = r->grammar,
     };
     st = vt_sched_add_n(b->sched, &q, (int32_t)n, ids, &e);
     free(text_ids);
@@ -425,3 +431,12 @@ void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *out) {
 }
 
 int64_t vt_batch_cached_tokens(const vt_batch *b, uint64_t id) { return vt_sched_cached_tokens(b->sched, id); }
+
+vt_status vt_grammar_check(const char *gbnf, char *err, size_t err_size) {
+    vt_error e = {0};
+    vt_grammar *g = NULL;
+    if (!gbnf) return vt_api_report(&(vt_error){VT_ERR_INVALID, "grammar: NULL"}, err, err_size);
+    vt_status st = vt_grammar_parse(gbnf, strlen(gbnf), &g, &e);
+    vt_grammar_free(g);
+    return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
+}

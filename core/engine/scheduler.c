@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "logprobs.h"
+#include "grammar_sampling.h"
 #include "sampling_rules.h"
 #include "text_stream.h"
 
@@ -50,6 +51,7 @@ typedef struct request {
     struct request **followers;  /* a leader: [n_followers] still waiting for its prompt */
     int32_t n_followers;
     bool is_follower;            /* choice 1.. of a group, started or not */
+    vt_grammar_sampling *grammar; /* NULL without a grammar */
 } request;
 
 struct vt_sched {
@@ -90,6 +92,7 @@ struct vt_sched {
     int64_t plan_budget;  /* tokens still unplanned */
     vt_step_entry *entries;
     int32_t *sampled; /* [max_seqs] entry i's token, or NO_LOGITS */
+    vt_token_trie *trie; /* the vocabulary's token texts, built for the first request with a grammar */
 
     vt_sched_stats stats;
 };
@@ -198,6 +201,7 @@ static void free_request(request *r) {
     free(r->lp_sampled);
     free(r->lp_top);
     free(r->followers);
+    vt_grammar_sampling_free(r->grammar);
     free(r);
 }
 
@@ -268,6 +272,7 @@ void vt_sched_free(vt_sched *s) {
     free(s->entries);
     free(s->sampled);
     free(s->token_bytes);
+    vt_token_trie_free(s->trie);
     free(s);
 }
 
@@ -313,6 +318,26 @@ static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_
     if (q->n_stop_strings > 0 && !s->tokenizer)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
                        "request.stop_strings: this model's tokenizer cannot be used, so there is no text to match");
+    if (q->grammar && !s->tokenizer)
+        return vt_fail(err, VT_ERR_UNSUPPORTED,
+                       "request.grammar: this model's tokenizer cannot be used, so there are no token texts to match");
+    return VT_OK;
+}
+
+static int32_t trie_token_bytes(void *user, int32_t id, char *buf, size_t cap) {
+    return vt_token_to_bytes(user, id, false, buf, cap);
+}
+
+/* The grammar of q for r, and the vocabulary's trie the first time one is
+ * needed (the same bytes the text is built from). */
+static vt_status add_grammar(vt_sched *s, request *r, const vt_sched_request *q, vt_error *err) {
+    if (!q->grammar) return VT_OK;
+    vt_status st = vt_grammar_sampling_create(q->grammar, s->n_vocab, &r->grammar, err);
+    if (st != VT_OK) return vt_error_prefix(err, "request.");
+    if (!s->trie) {
+        st = vt_token_trie_build(s->n_vocab, trie_token_bytes, (void *)s->tokenizer, &s->trie, err);
+        if (st != VT_OK) return st;
+    }
     return VT_OK;
 }
 
@@ -340,7 +365,8 @@ static vt_status new_request(vt_sched *s, const vt_sched_request *q, uint64_t se
         (st = vt_sampler_set_penalties(r->sampler, q->presence_penalty, q->frequency_penalty, s->n_vocab, err)) !=
             VT_OK ||
         (s->tokenizer && (st = vt_text_stream_create(q->stop_strings, (size_t)q->n_stop_strings, &r->text, err)) !=
-                             VT_OK)) {
+                             VT_OK) ||
+        (st = add_grammar(s, r, q, err)) != VT_OK) {
         free_request(r);
         return st;
     }
@@ -662,17 +688,27 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
 
 /* ---- one step ----------------------------------------------------------- */
 
-/* Append token's bytes to r's text (a stop id adds none: it ends the
- * request, it is not part of what was said). */
-static vt_status append_text(vt_sched *s, request *r, int32_t token, vt_error *err) {
-    int32_t n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
-    if (n > 0 && (size_t)n > s->cap_token_bytes) {
-        char *grown = realloc(s->token_bytes, (size_t)n);
-        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for token %d's %d bytes", token, n);
+/* token's bytes into s->token_bytes; *n gets their count. */
+static vt_status token_bytes(vt_sched *s, int32_t token, int32_t *n, vt_error *err) {
+    *n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
+    if (*n > 0 && (size_t)*n > s->cap_token_bytes) {
+        char *grown = realloc(s->token_bytes, (size_t)*n);
+        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for token %d's %d bytes", token, *n);
         s->token_bytes = grown;
-        s->cap_token_bytes = (size_t)n;
-        n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
+        s->cap_token_bytes = (size_t)*n;
+        *n = vt_token_to_bytes(s->tokenizer, token, false, s->token_bytes, s->cap_token_bytes);
     }
+    return VT_OK;
+}
+
+/* Append token's bytes to r's text and advance its grammar (a stop id adds
+ * none: it ends the request, it is not part of what was said). */
+static vt_status append_text(vt_sched *s, request *r, int32_t token, vt_error *err) {
+    int32_t n = 0;
+    vt_status st = token_bytes(s, token, &n, err);
+    if (st != VT_OK) return st;
+    if (r->grammar && !vt_grammar_sampling_accept(r->grammar, s->token_bytes, n))
+        return vt_fail(err, VT_ERR_INTERNAL, "token %d left the request's grammar", token);
     return n > 0 ? vt_text_stream_feed(r->text, s->token_bytes, (size_t)n, NULL, err) : VT_OK;
 }
 
@@ -686,6 +722,7 @@ static bool is_stop_id(const request *r, int32_t token) {
 static vt_sched_finish finish_after(const request *r, int32_t token) {
     if (is_stop_id(r, token)) return VT_SCHED_FINISH_STOP;
     if (r->text && vt_text_stream_stopped(r->text)) return VT_SCHED_FINISH_STOP_STRING;
+    if (r->grammar && vt_grammar_sampling_done(r->grammar)) return VT_SCHED_FINISH_STOP;
     if (r->n_generated >= r->max_generated) return VT_SCHED_FINISH_LENGTH;
     return VT_SCHED_FINISH_NONE;
 }
@@ -697,13 +734,17 @@ static vt_sched_finish finish_after(const request *r, int32_t token) {
  * sampler (its own random stream and scratch) and reads only its logits row
  * and its own history, so entries sample in parallel and draw the same
  * tokens as one after another. */
-/* r's next token from logits; with logprobs, r->lp_step gets the token's
- * log-probability and its top alternatives, from the raw logits (before the
- * sampler's penalties, filters and temperature). Touches r only. */
+/* r's next token from logits (with a grammar, among the tokens that keep
+ * to it: VT_GRAMMAR_NO_TOKEN when none does); with logprobs, r->lp_step gets
+ * the token's log-probability and its top alternatives, from the raw logits
+ * (before the grammar's mask, the sampler's penalties, filters and
+ * temperature). Touches r only. */
 static int32_t sample_one(const vt_sched *s, request *r, const float *logits) {
     const int32_t token =
-        vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt, r->n_generated);
-    if (r->logprobs) {
+        r->grammar ? vt_grammar_sampling_draw(r->grammar, s->trie, r->sampler, logits, r->tokens + r->n_prompt,
+                                              r->n_generated, r->stop_ids, r->n_stop_ids)
+                   : vt_sampler_sample_after(r->sampler, logits, s->n_vocab, r->tokens + r->n_prompt, r->n_generated);
+    if (r->logprobs && token != VT_GRAMMAR_NO_TOKEN) {
         const double lse = vt_logits_lse(logits, s->n_vocab);
         r->lp_step[0] = (vt_token_logprob){token, (float)((double)logits[token] - lse)};
         const int32_t m = vt_top_logprobs(logits, s->n_vocab, r->n_top, lse, r->lp_step + 1);
@@ -747,6 +788,11 @@ static bool keep_logprobs(request *r) {
 
 /* r generated token: its text, its log-probabilities, and whether it ends r. */
 static void accept_token(vt_sched *s, request *r, int32_t token, vt_sched_step_info *info) {
+    if (token == VT_GRAMMAR_NO_TOKEN) { /* nothing of the vocabulary continues the grammar */
+        finish(s, r, VT_SCHED_FINISH_LENGTH);
+        info->n_finished++;
+        return;
+    }
     bool ok = keep_logprobs(r);
     if (ok && r->text && !is_stop_id(r, token)) {
         vt_error text_err = {0};

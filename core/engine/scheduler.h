@@ -79,6 +79,11 @@ typedef struct vt_sched_request {
      * logits (logprobs.h); vt_sched_read_logprobs reads them. */
     bool logprobs;
     int32_t top_logprobs;
+    /* GBNF text the generated text must follow (grammar_sampling.h), or
+     * NULL. Needs the model's tokenizer. A request whose grammar is complete
+     * and admits nothing more finishes as STOP; one for which no token can
+     * continue the grammar finishes as LENGTH. */
+    const char *grammar;
 } vt_sched_request;
 
 typedef enum vt_sched_state {

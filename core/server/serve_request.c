@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "serve_choice_options.h"
+#include "serve_grammar.h"
 #include "vt/vt.h"
 
 #define INVALID "invalid_request_error"
@@ -39,6 +40,7 @@ void vt_serve_request_free(vt_serve_request *r) {
     free(r->prompt);
     free(r->ids);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -101,7 +103,7 @@ static bool is_off(const json_t *v) {
 static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_error *err) {
     static const char *const both[] = {"logit_bias", "tools", "functions",
                                        "function_call", "audio", "prediction", "reasoning_effort",
-                                       "web_search_options", "suffix", "grammar", "json_schema"};
+                                       "web_search_options", "suffix"};
     for (size_t i = 0; i < sizeof both / sizeof *both; i++)
         if (!refuse_if_used(both[i], !is_off(json_object_get(root, both[i])), err)) return false;
     /* Without tools, "none" and "auto" both mean plain text. */
@@ -109,12 +111,6 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
     if (tc && !(json_is_string(tc) && (strcmp(json_string_value(tc), "none") == 0 ||
                                        strcmp(json_string_value(tc), "auto") == 0)))
         return refuse_if_used("tool_choice", true, err);
-    json_t *rf = field(root, "response_format");
-    if (rf) {
-        json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
-        if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0)
-            return refuse_if_used("response_format", true, err);
-    }
     json_t *mod = field(root, "modalities");
     if (mod) {
         bool text_only = json_is_array(mod) && json_array_size(mod) == 1 &&
@@ -356,7 +352,8 @@ static bool parse_root(vt_serve_kind kind, const json_t *root, vt_serve_request 
     if (model && !(r->model = dup_string(model))) return out_of_memory(err);
     if (!check_unsupported(root, kind, err)) return false;
     if (!(kind == VT_SERVE_CHAT ? parse_messages(root, r, err) : parse_prompt(root, r, err))) return false;
-    return parse_sampling(root, r, err) && vt_serve_parse_choice_options(root, kind, r, err);
+    return parse_sampling(root, r, err) && vt_serve_parse_choice_options(root, kind, r, err) &&
+           vt_serve_parse_grammar(root, &r->grammar, err);
 }
 
 bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, const vt_serve_defaults *defaults,

@@ -75,6 +75,9 @@ typedef struct vt_serve_request {
     int32_t n;            /* 1..VT_SERVE_MAX_CHOICES */
     bool logprobs;        /* each generated token's log-probability */
     int32_t top_logprobs; /* and that many alternatives per token */
+    /* GBNF the output must follow (response_format, json_schema or grammar:
+     * serve_grammar.h), or NULL */
+    char *grammar;
 } vt_serve_request;
 
 /* Parse body (len bytes, need not be NUL-terminated) as a `kind` request.

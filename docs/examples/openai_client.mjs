@@ -2,8 +2,9 @@
 // Node.js client (the `openai` npm package), and check that every answer has
 // the shape the client expects: chat completions whole and streamed (with
 // stream_options.include_usage), completions whole and streamed, logprobs and
-// n choices (chat whole and streamed, completions' legacy logprobs), and the
-// model list. It is the check that vt serve works with a real client library,
+// n choices (chat whole and streamed, completions' legacy logprobs), the model
+// list, and structured output (response_format json_schema: the answer
+// parses and has the schema's shape). It is the check that vt serve works with a real client library,
 // not only with curl; it needs Node.js and `npm install openai`, so it is not
 // part of the CUnit suite.
 //
@@ -136,6 +137,48 @@ check(l && l.tokens.length > 0 && l.token_logprobs.length === l.tokens.length &&
       l.top_logprobs.every((d) => Object.keys(d).length >= 1 && Object.keys(d).length <= 3),
       "completions logprobs: 2", l);
 console.log(`completions logprobs: ${l.tokens.length} tokens, ${JSON.stringify(l.top_logprobs[0])}`);
+// Structured output: a JSON schema in response_format; a finished answer is
+// JSON that follows it (whatever the model, even a random one).
+const verdict = {
+  type: "object",
+  properties: {
+    answer: { enum: ["yes", "no"] },
+    confidence: { type: "integer", minimum: 0, maximum: 100 },
+    reasons: { type: "array", items: { type: "string", maxLength: 8 }, maxItems: 2 },
+  },
+  required: ["answer", "confidence"],
+  additionalProperties: false,
+};
+let finished = 0;
+for (const seed of [1, 2, 3]) {
+  const s = await client.chat.completions.create({
+    model, messages, max_tokens: 300, temperature: 0.8, seed,
+    response_format: { type: "json_schema", json_schema: { name: "verdict", strict: true, schema: verdict } },
+  });
+  const c = s.choices[0];
+  check(["stop", "length"].includes(c.finish_reason), "json_schema: finish_reason", c);
+  if (c.finish_reason !== "stop") continue;
+  const v = JSON.parse(c.message.content);
+  check(["yes", "no"].includes(v.answer) && Number.isInteger(v.confidence) && v.confidence >= 0 &&
+        v.confidence <= 100 && Object.keys(v).every((k) => k in verdict.properties) &&
+        (v.reasons === undefined || (Array.isArray(v.reasons) && v.reasons.length <= 2 &&
+                                     v.reasons.every((r) => typeof r === "string" && [...r].length <= 8))),
+        "json_schema: the answer does not follow the schema", v);
+  finished++;
+  console.log(`response_format json_schema: ${c.message.content.replace(/\s+/g, " ")}`);
+}
+check(finished > 0, "json_schema: no answer finished within max_tokens", finished);
+// A keyword vt cannot enforce is refused, naming where it is.
+try {
+  await client.chat.completions.create({
+    model, messages, response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "integer", multipleOf: 3 } } },
+  });
+  check(false, "multipleOf was accepted", null);
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && e.param === "response_format.json_schema.schema" &&
+        e.message.includes("multipleOf"), "multipleOf: the error", e.error);
+  console.log(`unsupported schema keyword -> ${e.status} ${e.constructor.name}, param ${e.param}`);
+}
 
 // A refusal arrives as the client's own error type, with the field named.
 try {

@@ -163,6 +163,14 @@ typedef struct vt_batch_request {
     /* With logprobs: also the top_logprobs most likely tokens at each
      * position, 0..20 (VT_BATCH_MAX_TOP_LOGPROBS). Default 0. */
     int32_t top_logprobs;
+    /* A GBNF grammar (llama.cpp's syntax, start rule `root`) the generated
+     * text must follow, or NULL (default). Each step the tokens whose bytes
+     * would leave the grammar are excluded before the sampling settings
+     * apply; the stop ids are allowed only where the grammar may end. The
+     * request finishes as VT_FINISH_STOP once the grammar is complete and
+     * admits nothing more, as VT_FINISH_LENGTH at max_new_tokens or when no
+     * token can continue it. Needs the model's tokenizer. */
+    const char *grammar;
 } vt_batch_request;
 
 #define VT_BATCH_MAX_TOP_LOGPROBS 20
@@ -233,6 +241,11 @@ VT_API void vt_batch_request_init(vt_batch_request *r);
  * that check input before building a request (vt serve names the JSON
  * field). */
 VT_API bool vt_sampling_field_ok(const char *field, double value, const char **accepted);
+
+/* Is gbnf a valid grammar for vt_batch_request.grammar? VT_OK, or
+ * VT_ERR_INVALID with "grammar: line L, column C: ..." in err. For callers
+ * that check input before queueing it (vt serve answers 400). */
+VT_API vt_status vt_grammar_check(const char *gbnf, char *err, size_t err_size);
 
 /* Open model_path with the given options (NULL = defaults). runtime.max_seqs
  * out of range, a token_budget above the batch size: VT_ERR_INVALID naming

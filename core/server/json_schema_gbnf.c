@@ -1,0 +1,1472 @@
+/* json_schema_gbnf.c — see json_schema_gbnf.h.
+ *
+ * Every schema becomes a rule; primitives (json-string, ws, ...) are rules
+ * added once when first needed; a $ref becomes a rule named before its
+ * target is converted, so recursive schemas are recursive rules. */
+#include "json_schema_gbnf.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Counts above this are not generated (GBNF expands repetitions). */
+#define MAX_COUNT 1000
+/* json-int has at most 16 digits: bounds past these are no bound for it. */
+#define INT_LIMIT 9999999999999999LL
+
+/* ---- text ---------------------------------------------------------------- */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *g = realloc(b->s, cap);
+        if (!g) {
+            b->oom = true;
+            return;
+        }
+        b->s = g;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0) sb_putn(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* Take the text out of b (NULL when out of memory). */
+static char *sb_take(sbuf *b) {
+    if (b->oom) {
+        free(b->s);
+        return NULL;
+    }
+    if (!b->s) return calloc(1, 1);
+    return b->s;
+}
+
+/* A GBNF string literal matching bytes s[0..n) exactly. */
+static void sb_literal(sbuf *b, const char *s, size_t n) {
+    sb_puts(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"') sb_puts(b, "\\\"");
+        else if (c == '\\') sb_puts(b, "\\\\");
+        else if (c == '\n') sb_puts(b, "\\n");
+        else if (c == '\r') sb_puts(b, "\\r");
+        else if (c == '\t') sb_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) sb_printf(b, "\\x%02X", c);
+        else sb_putn(b, (const char *)&c, 1);
+    }
+    sb_puts(b, "\"");
+}
+
+/* ---- the converter ------------------------------------------------------- */
+
+typedef struct rule {
+    char *name;
+    char *body; /* NULL while a $ref's target is being converted */
+} rule;
+
+typedef struct ref_rule {
+    char *ref;
+    char *name;
+} ref_rule;
+
+typedef struct conv {
+    const json_t *root;
+    rule *rules;
+    size_t n_rules, cap_rules;
+    ref_rule *refs;
+    size_t n_refs, cap_refs;
+    size_t total; /* bytes of grammar so far */
+    int depth;
+    char *err;
+    size_t err_size;
+    bool failed;
+} conv;
+
+__attribute__((format(printf, 3, 4))) static char *fail(conv *c, const char *path, const char *fmt, ...) {
+    if (c->failed) return NULL;
+    c->failed = true;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(c->err, c->err_size, "%s: %s", path[0] ? path : "(the schema)", msg);
+    return NULL;
+}
+
+static char *oom(conv *c) { return fail(c, "", "out of memory converting the schema"); }
+
+static long find_rule(const conv *c, const char *name) {
+    for (size_t i = 0; i < c->n_rules; i++)
+        if (strcmp(c->rules[i].name, name) == 0) return (long)i;
+    return -1;
+}
+
+/* Add rule name (copied) with body (taken); false when out of memory or too big. */
+static bool add_rule(conv *c, const char *name, char *body) {
+    if (c->failed) {
+        free(body);
+        return false;
+    }
+    if (!body) return oom(c), false;
+    c->total += strlen(name) + strlen(body) + 6;
+    if (c->total > VT_SCHEMA_MAX_GRAMMAR) {
+        free(body);
+        return fail(c, "", "the schema's grammar exceeds %d bytes", VT_SCHEMA_MAX_GRAMMAR), false;
+    }
+    if (c->n_rules == c->cap_rules) {
+        size_t cap = c->cap_rules ? 2 * c->cap_rules : 32;
+        rule *r = realloc(c->rules, cap * sizeof *r);
+        if (!r) {
+            free(body);
+            return oom(c), false;
+        }
+        c->rules = r;
+        c->cap_rules = cap;
+    }
+    char *n = strdup(name);
+    if (!n) {
+        free(body);
+        return oom(c), false;
+    }
+    c->rules[c->n_rules++] = (rule){n, body};
+    return true;
+}
+
+/* A rule name from hint ([a-zA-Z0-9-] only), unique among the rules. */
+static char *unique_name(conv *c, const char *hint) {
+    char base[72];
+    size_t n = 0;
+    for (const char *h = hint; *h && n < 48; h++) {
+        char ch = *h;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-';
+        base[n++] = ok ? ch : '-';
+    }
+    base[n] = 0;
+    if (n == 0) strcpy(base, "s");
+    char name[96];
+    snprintf(name, sizeof name, "%s", base);
+    for (int k = 2; find_rule(c, name) >= 0; k++) snprintf(name, sizeof name, "%s-%d", base, k);
+    char *out = strdup(name);
+    if (!out) oom(c);
+    return out;
+}
+
+/* A rule named after hint with body (taken): its name (malloc'ed), or NULL. */
+static char *new_rule(conv *c, const char *hint, char *body) {
+    if (c->failed || !body) {
+        free(body);
+        return c->failed ? NULL : oom(c);
+    }
+    char *name = unique_name(c, hint);
+    if (!name || !add_rule(c, name, body)) {
+        free(name);
+        return NULL;
+    }
+    return name;
+}
+
+static char *sb_rule(conv *c, const char *hint, sbuf *b) { return new_rule(c, hint, sb_take(b)); }
+
+/* ---- primitives ---------------------------------------------------------- */
+
+typedef struct prim_def {
+    const char *name, *body, *deps[4];
+} prim_def;
+
+static const prim_def PRIMS[] = {
+    {"ws", "| \" \" | \"\\n\" [ \\t]{0,20}", {NULL}},
+    {"json-hex", "[0-9a-fA-F]", {NULL}},
+    /* \u escapes of a surrogate are left out: a lone one is not a character */
+    {"json-u", "\"u\" ([0-9a-cA-C] json-hex{3} | [dD] [0-7] json-hex{2} | [eEfF] json-hex{3})", {"json-hex", NULL}},
+    {"json-rawchar", "[^\"\\\\\\x00-\\x1F]", {NULL}},
+    {"json-char", "json-rawchar | \"\\\\\" ([\"\\\\/bfnrt] | json-u)", {"json-rawchar", "json-u", NULL}},
+    {"json-string", "\"\\\"\" json-char* \"\\\"\"", {"json-char", NULL}},
+    {"json-int", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})", {NULL}},
+    {"json-number", "json-int (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})?", {"json-int", NULL}},
+    {"json-bool", "\"true\" | \"false\"", {NULL}},
+    {"json-null", "\"null\"", {NULL}},
+    {"json-value", "json-object | json-array | json-string | json-number | json-bool | json-null",
+     {"json-object", "json-array", "json-number", "json-bool"}},
+    {"json-object",
+     "\"{\" ws ( json-string ws \":\" ws json-value ws ( \",\" ws json-string ws \":\" ws json-value ws )* )? \"}\"",
+     {"ws", "json-string", "json-value", NULL}},
+    {"json-array", "\"[\" ws ( json-value ws ( \",\" ws json-value ws )* )? \"]\"", {"ws", "json-value", NULL}},
+    /* real dates only: years 0001-9999, each month's days (February to the 28th: leap years aside) */
+    {"json-date",
+     "(\"0\" (\"0\" (\"0\" [1-9] | [1-9] [0-9]) | [1-9] [0-9]{2}) | [1-9] [0-9]{3}) \"-\" "
+     "((\"0\" [13578] | \"1\" [02]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01]) | "
+     "(\"0\" [469] | \"11\") \"-\" (\"0\" [1-9] | [12] [0-9] | \"30\") | "
+     "\"02-\" (\"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]))",
+     {NULL}},
+    {"json-time",
+     "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
+     "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
+     {NULL}},
+    {"json-uuid", "json-hex{8} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{12}", {"json-hex", NULL}},
+};
+
+/* The primitive's name, its rule (and those it uses) added if missing. */
+static const char *prim(conv *c, const char *name) {
+    for (size_t i = 0; i < sizeof PRIMS / sizeof *PRIMS; i++) {
+        if (strcmp(PRIMS[i].name, name) != 0) continue;
+        if (find_rule(c, name) >= 0) return PRIMS[i].name;
+        if (!add_rule(c, name, strdup(PRIMS[i].body))) return NULL;
+        for (int d = 0; d < 4 && PRIMS[i].deps[d]; d++)
+            if (!prim(c, PRIMS[i].deps[d])) return NULL;
+        if (strcmp(name, "json-value") == 0 && (!prim(c, "json-string") || !prim(c, "json-null"))) return NULL;
+        return PRIMS[i].name;
+    }
+    return NULL;
+}
+
+static char *prim_dup(conv *c, const char *name) {
+    const char *p = prim(c, name);
+    if (!p) return c->failed ? NULL : oom(c);
+    char *d = strdup(p);
+    return d ? d : oom(c);
+}
+
+/* ---- keywords ------------------------------------------------------------ */
+
+static const char *const ANNOTATIONS[] = {"title",      "description", "examples",  "default", "$schema",
+                                          "$id",        "$comment",    "deprecated", "readOnly", "writeOnly",
+                                          "$anchor",    "contentMediaType", "contentEncoding", NULL};
+/* Keywords with a meaning implemented here. */
+static const char *const KNOWN[] = {"type",       "properties",  "required",  "additionalProperties",
+                                    "enum",       "const",       "items",     "prefixItems",
+                                    "additionalItems", "minItems", "maxItems", "uniqueItems",
+                                    "anyOf",      "oneOf",       "allOf",     "$ref",
+                                    "$defs",      "definitions", "minLength", "maxLength",
+                                    "format",     "pattern",     "minimum",   "maximum",
+                                    "exclusiveMinimum", "exclusiveMaximum", NULL};
+
+static bool in_list(const char *const *list, const char *key) {
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0) return true;
+    return false;
+}
+
+/* The schema's keywords that constrain (not annotations, not $defs). */
+static bool has_other_than(const json_t *s, const char *const *allowed) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v) {
+        (void)v;
+        if (in_list(ANNOTATIONS, key) || !strcmp(key, "$defs") || !strcmp(key, "definitions")) continue;
+        if (!in_list(allowed, key)) return true;
+    }
+    return false;
+}
+
+static const char *first_other_than(const json_t *s, const char *const *allowed) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v) {
+        (void)v;
+        if (in_list(ANNOTATIONS, key) || !strcmp(key, "$defs") || !strcmp(key, "definitions")) continue;
+        if (!in_list(allowed, key)) return key;
+    }
+    return NULL;
+}
+
+static void child_path(char *out, size_t size, const char *path, const char *a, const char *b) {
+    snprintf(out, size, "%s/%s%s%s", path, a, b ? "/" : "", b ? b : "");
+}
+
+static char *visit(conv *c, const json_t *s, const char *hint, const char *path);
+
+/* ---- $ref ---------------------------------------------------------------- */
+
+/* The schema a local reference ("#", "#/$defs/x", "#/definitions/x/...") points to. */
+static const json_t *resolve(conv *c, const char *ref, const char *path) {
+    if (ref[0] != '#') return fail(c, path, "$ref '%.100s': only local references (starting with '#') are supported", ref), NULL;
+    const json_t *at = c->root;
+    const char *p = ref + 1;
+    if (*p && *p != '/') return fail(c, path, "$ref '%.100s': only JSON pointers ('#/...') are supported", ref), NULL;
+    while (*p == '/') {
+        p++;
+        char seg[256];
+        size_t n = 0;
+        while (*p && *p != '/' && n + 1 < sizeof seg) {
+            if (p[0] == '~' && p[1] == '1') seg[n++] = '/', p += 2;
+            else if (p[0] == '~' && p[1] == '0') seg[n++] = '~', p += 2;
+            else seg[n++] = *p++;
+        }
+        seg[n] = 0;
+        if (json_is_object(at)) {
+            at = json_object_get(at, seg);
+        } else if (json_is_array(at)) {
+            char *end;
+            long i = strtol(seg, &end, 10);
+            at = (*seg && !*end && i >= 0) ? json_array_get(at, (size_t)i) : NULL;
+        } else {
+            at = NULL;
+        }
+        if (!at) return fail(c, path, "$ref '%.100s' points to nothing in the schema", ref), NULL;
+    }
+    return at;
+}
+
+static char *visit_ref(conv *c, const json_t *s, const char *path) {
+    static const char *const only_ref[] = {"$ref", NULL};
+    const char *other = first_other_than(s, only_ref);
+    if (other) return fail(c, path, "'%s' beside '$ref' is not supported", other);
+    const json_t *r = json_object_get(s, "$ref");
+    if (!json_is_string(r)) return fail(c, path, "$ref: expected a string");
+    const char *ref = json_string_value(r);
+    for (size_t i = 0; i < c->n_refs; i++)
+        if (strcmp(c->refs[i].ref, ref) == 0) return strdup(c->refs[i].name);
+    const json_t *target = resolve(c, ref, path);
+    if (!target) return NULL;
+    const char *last = strrchr(ref, '/');
+    char hint[96];
+    snprintf(hint, sizeof hint, "ref-%s", last && last[1] ? last + 1 : "root");
+    char *name = unique_name(c, hint);
+    if (!name) return NULL;
+    /* named (with a placeholder rule) before the target is converted, so the target may refer back to it */
+    if (c->n_refs == c->cap_refs) {
+        size_t cap = c->cap_refs ? 2 * c->cap_refs : 8;
+        ref_rule *g = realloc(c->refs, cap * sizeof *g);
+        if (!g) {
+            free(name);
+            return oom(c);
+        }
+        c->refs = g;
+        c->cap_refs = cap;
+    }
+    char *ref_copy = strdup(ref);
+    if (!ref_copy || !add_rule(c, name, strdup(""))) {
+        free(ref_copy);
+        free(name);
+        return c->failed ? NULL : oom(c);
+    }
+    c->refs[c->n_refs++] = (ref_rule){ref_copy, name};
+    const long index = find_rule(c, name);
+    char target_path[256];
+    snprintf(target_path, sizeof target_path, "%.250s", ref + 1);
+    char *body = visit(c, target, name, target_path);
+    if (!body) return NULL;
+    free(c->rules[index].body);
+    c->rules[index].body = body;
+    return strdup(name);
+}
+
+/* ---- enum and const -------------------------------------------------------- */
+
+static bool type_allows(const json_t *type, const json_t *v) {
+    if (!type) return true;
+    if (json_is_array(type)) {
+        size_t i;
+        json_t *t;
+        json_array_foreach(type, i, t) {
+            if (type_allows(t, v)) return true;
+        }
+        return false;
+    }
+    const char *t = json_string_value(type);
+    if (!t) return false;
+    if (!strcmp(t, "object")) return json_is_object(v);
+    if (!strcmp(t, "array")) return json_is_array(v);
+    if (!strcmp(t, "string")) return json_is_string(v);
+    if (!strcmp(t, "integer")) return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)));
+    if (!strcmp(t, "number")) return json_is_number(v);
+    if (!strcmp(t, "boolean")) return json_is_boolean(v);
+    if (!strcmp(t, "null")) return json_is_null(v);
+    return false;
+}
+
+static char *visit_enum(conv *c, const json_t *s, const char *hint, const char *path) {
+    static const char *const allowed[] = {"enum", "const", "type", NULL};
+    const char *other = first_other_than(s, allowed);
+    if (other) return fail(c, path, "'%s' beside enum/const is not supported", other);
+    const json_t *type = json_object_get(s, "type");
+    const json_t *cst = json_object_get(s, "const");
+    const json_t *en = json_object_get(s, "enum");
+    if (en && (!json_is_array(en) || json_array_size(en) == 0)) return fail(c, path, "enum: expected a non-empty array");
+    sbuf b = {0};
+    int n = 0;
+    for (size_t i = 0; i < (cst ? 1 : json_array_size(en)); i++) {
+        const json_t *v = cst ? cst : json_array_get(en, i);
+        if (!type_allows(type, v)) continue;
+        if (cst && en) { /* both: the const, if the enum has it */
+            bool listed = false;
+            for (size_t k = 0; k < json_array_size(en); k++) listed |= json_equal((json_t *)v, json_array_get(en, k));
+            if (!listed) continue;
+        }
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (!text) {
+            free(b.s);
+            return oom(c);
+        }
+        if (n++) sb_puts(&b, " | ");
+        sb_literal(&b, text, strlen(text));
+        free(text);
+    }
+    if (n == 0) {
+        free(b.s);
+        return fail(c, path, "no value of the %s has the schema's type", cst ? "const" : "enum");
+    }
+    return sb_rule(c, hint, &b);
+}
+
+/* ---- integers and numbers ------------------------------------------------------ */
+
+/* Digits of a range of equal-length numbers lo..hi (decimal strings). */
+static void digits_range(sbuf *b, const char *lo, const char *hi) {
+    size_t n = strlen(lo);
+    if (n == 0) return;
+    if (n == 1) {
+        if (lo[0] == hi[0]) sb_printf(b, "\"%c\"", lo[0]);
+        else sb_printf(b, "[%c-%c]", lo[0], hi[0]);
+        return;
+    }
+    if (lo[0] == hi[0]) {
+        sb_printf(b, "\"%c\" (", lo[0]);
+        digits_range(b, lo + 1, hi + 1);
+        sb_puts(b, ")");
+        return;
+    }
+    char nines[24], zeros[24];
+    memset(nines, '9', n - 1);
+    nines[n - 1] = 0;
+    memset(zeros, '0', n - 1);
+    zeros[n - 1] = 0;
+    sb_printf(b, "(\"%c\" (", lo[0]);
+    digits_range(b, lo + 1, nines);
+    sb_puts(b, ")");
+    if (hi[0] - lo[0] >= 2) sb_printf(b, " | [%c-%c] [0-9]{%zu}", lo[0] + 1, hi[0] - 1, n - 1);
+    sb_printf(b, " | \"%c\" (", hi[0]);
+    digits_range(b, zeros, hi + 1);
+    sb_puts(b, "))");
+}
+
+/* The natural numbers lo..hi (0 <= lo <= hi <= INT_LIMIT), without leading zeros. */
+static void natural_range(sbuf *b, long long lo, long long hi) {
+    sb_puts(b, "(");
+    bool first = true;
+    long long start = lo;
+    while (start <= hi) {
+        char a[24], z[24];
+        int len = snprintf(a, sizeof a, "%lld", start);
+        long long top = 9;
+        for (int i = 1; i < len; i++) top = top * 10 + 9;
+        long long end = top < hi ? top : hi;
+        snprintf(z, sizeof z, "%lld", end);
+        if (!first) sb_puts(b, " | ");
+        first = false;
+        sb_puts(b, "(");
+        digits_range(b, a, z);
+        sb_puts(b, ")");
+        if (end == hi) break;
+        start = end + 1;
+    }
+    sb_puts(b, ")");
+}
+
+/* Integers lo..hi (|bounds| <= INT_LIMIT). */
+static void integer_range(sbuf *b, long long lo, long long hi) {
+    bool any = false;
+    sb_puts(b, "(");
+    if (lo < 0) {
+        long long nlo = hi < 0 ? -hi : 1, nhi = -lo;
+        sb_puts(b, "\"-\" ");
+        natural_range(b, nlo, nhi);
+        any = true;
+    }
+    if (hi >= 0) {
+        if (any) sb_puts(b, " | ");
+        natural_range(b, lo > 0 ? lo : 0, hi);
+    }
+    sb_puts(b, ")");
+}
+
+/* A bound from minimum/maximum and their exclusive forms (draft 4's
+ * booleans or draft 6's numbers), as an integer bound; false on an error. */
+static bool integer_bound(conv *c, const json_t *s, bool upper, long long *out, const char *path) {
+    const json_t *incl = json_object_get(s, upper ? "maximum" : "minimum");
+    const json_t *excl = json_object_get(s, upper ? "exclusiveMaximum" : "exclusiveMinimum");
+    const char *iname = upper ? "maximum" : "minimum", *ename = upper ? "exclusiveMaximum" : "exclusiveMinimum";
+    *out = upper ? INT_LIMIT : -INT_LIMIT;
+    if (incl && !json_is_number(incl)) return fail(c, path, "%s: expected a number", iname), false;
+    if (excl && !json_is_number(excl) && !json_is_boolean(excl))
+        return fail(c, path, "%s: expected a number", ename), false;
+    if (incl) {
+        double v = json_number_value(incl);
+        bool exclusive = json_is_true(excl);
+        double r = upper ? floor(v) : ceil(v);
+        if (exclusive && r == v) r += upper ? -1 : 1;
+        if (r > (double)INT_LIMIT) r = (double)INT_LIMIT;
+        if (r < -(double)INT_LIMIT) r = -(double)INT_LIMIT;
+        if (upper ? r < (double)*out : r > (double)*out) *out = (long long)r;
+    }
+    if (excl && json_is_number(excl)) {
+        double v = json_number_value(excl);
+        double r = upper ? floor(v) : ceil(v);
+        if (r == v) r += upper ? -1 : 1;
+        if (r > (double)INT_LIMIT) r = (double)INT_LIMIT;
+        if (r < -(double)INT_LIMIT) r = -(double)INT_LIMIT;
+        if (upper ? r < (double)*out : r > (double)*out) *out = (long long)r;
+    }
+    return true;
+}
+
+static bool has_bounds(const json_t *s) {
+    return json_object_get(s, "minimum") || json_object_get(s, "maximum") || json_object_get(s, "exclusiveMinimum") ||
+           json_object_get(s, "exclusiveMaximum");
+}
+
+/* integer, or number with bounds (generated as integers: a subset of the valid numbers). */
+static char *gen_number(conv *c, const json_t *s, bool integer, const char *hint, const char *path) {
+    if (!has_bounds(s)) return prim_dup(c, integer ? "json-int" : "json-number");
+    long long lo, hi;
+    if (!integer_bound(c, s, false, &lo, path) || !integer_bound(c, s, true, &hi, path)) return NULL;
+    if (lo > hi) return fail(c, path, "no %s lies within minimum/maximum", integer ? "integer" : "integer-valued number");
+    sbuf b = {0};
+    integer_range(&b, lo, hi);
+    return sb_rule(c, hint, &b);
+}
+
+/* ---- strings and patterns ------------------------------------------------------ */
+
+typedef struct regex {
+    conv *c;
+    const char *p, *end, *path;
+    int depth;
+} regex;
+
+/* A code point of the string, as the JSON text spells it (escaped where JSON must). */
+static void json_spelling(sbuf *b, uint32_t cp) {
+    if (cp == '"') sb_puts(b, "\"\\\\\\\"\"");
+    else if (cp == '\\') sb_puts(b, "\"\\\\\\\\\"");
+    else if (cp == '\n') sb_puts(b, "\"\\\\n\"");
+    else if (cp == '\t') sb_puts(b, "\"\\\\t\"");
+    else if (cp == '\r') sb_puts(b, "\"\\\\r\"");
+    else if (cp < 0x20) sb_printf(b, "\"\\\\u%04x\"", cp);
+    else if (cp < 0x10000) sb_printf(b, "\"\\u%04X\"", cp);
+    else sb_printf(b, "\"\\U%08X\"", cp);
+}
+
+static void class_member(sbuf *b, uint32_t cp) {
+    if (cp < 0x10000) sb_printf(b, "\\u%04X", cp);
+    else sb_printf(b, "\\U%08X", cp);
+}
+
+typedef struct range {
+    uint32_t lo, hi;
+} range;
+
+/* A set of code points as the JSON text may spell them: raw where JSON allows
+ * it, escaped for '"', '\' and control characters. */
+static void positive_class(sbuf *b, const range *r, int n) {
+    sb_puts(b, "(");
+    bool any = false;
+    sbuf raw = {0};
+    for (int i = 0; i < n; i++) {
+        /* the raw part: minus controls, '"' and '\' */
+        uint32_t lo = r[i].lo < 0x20 ? 0x20 : r[i].lo, hi = r[i].hi;
+        uint32_t cuts[] = {'"', '\\'};
+        uint32_t a = lo;
+        for (int k = 0; k < 2 && a <= hi; k++) {
+            if (cuts[k] < a || cuts[k] > hi) continue;
+            if (cuts[k] > a) {
+                class_member(&raw, a);
+                if (cuts[k] - 1 > a) sb_puts(&raw, "-"), class_member(&raw, cuts[k] - 1);
+            }
+            a = cuts[k] + 1;
+        }
+        if (a <= hi && lo <= hi) {
+            class_member(&raw, a);
+            if (hi > a) sb_puts(&raw, "-"), class_member(&raw, hi);
+        }
+    }
+    if (raw.n) {
+        sb_puts(b, "[");
+        sb_putn(b, raw.s, raw.n);
+        sb_puts(b, "]");
+        any = true;
+    }
+    free(raw.s);
+    for (int i = 0; i < n; i++)
+        for (uint32_t cp = r[i].lo; cp <= r[i].hi && cp < 0x80; cp++)
+            if (cp < 0x20 || cp == '"' || cp == '\\') {
+                if (any) sb_puts(b, " | ");
+                json_spelling(b, cp);
+                any = true;
+            }
+    if (!any) sb_puts(b, "[^\\u0000-\\U0010FFFF]"); /* empty: matches nothing */
+    sb_puts(b, ")");
+}
+
+/* Raw characters outside r (escapes aside: a subset of what the class allows). */
+static void negative_class(sbuf *b, const range *r, int n) {
+    sb_puts(b, "[^\\\"\\\\\\x00-\\x1F");
+    for (int i = 0; i < n; i++) {
+        class_member(b, r[i].lo);
+        if (r[i].hi > r[i].lo) sb_puts(b, "-"), class_member(b, r[i].hi);
+    }
+    sb_puts(b, "]");
+}
+
+static bool re_fail(regex *x, const char *what) {
+    fail(x->c, x->path, "pattern: %s (supported: literals, ., [classes], \\d \\w \\s and their negations, groups, |, "
+                        "* + ? {m,n}, ^ and $ at the ends)",
+         what);
+    return false;
+}
+
+static bool re_utf8(regex *x, uint32_t *cp) {
+    const unsigned char *s = (const unsigned char *)x->p;
+    unsigned char b0 = s[0];
+    int n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+    if (n == 0 || x->p + n > x->end) return re_fail(x, "invalid UTF-8");
+    uint32_t v = n == 1 ? b0 : n == 2 ? (b0 & 0x1fu) : n == 3 ? (b0 & 0x0fu) : (b0 & 0x07u);
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return re_fail(x, "invalid UTF-8");
+        v = (v << 6) | (s[i] & 0x3fu);
+    }
+    if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return re_fail(x, "invalid UTF-8");
+    x->p += n;
+    *cp = v;
+    return true;
+}
+
+/* The classes \d \w \s as ranges; false for another letter. */
+static int shorthand(char e, range *out) {
+    switch (e) {
+    case 'd': out[0] = (range){'0', '9'}; return 1;
+    case 'w': out[0] = (range){'0', '9'}, out[1] = (range){'A', 'Z'}, out[2] = (range){'_', '_'}, out[3] = (range){'a', 'z'}; return 4;
+    case 's': out[0] = (range){'\t', '\r'}, out[1] = (range){' ', ' '}; return 2;
+    default: return 0;
+    }
+}
+
+/* An escape's single character; false when it is not one. */
+static bool escape_char(regex *x, char e, uint32_t *cp) {
+    switch (e) {
+    case 'n': *cp = '\n'; return true;
+    case 't': *cp = '\t'; return true;
+    case 'r': *cp = '\r'; return true;
+    case 'f': *cp = '\f'; return true;
+    case 'v': *cp = '\v'; return true;
+    default: break;
+    }
+    if (strchr(".^$*+?()[]{}|\\/-\"' #&~,:;<=>!@%`", e)) {
+        *cp = (uint32_t)(unsigned char)e;
+        return true;
+    }
+    (void)x;
+    return false;
+}
+
+static bool re_class(regex *x, sbuf *b) {
+    x->p++; /* '[' */
+    bool negated = false;
+    if (x->p < x->end && *x->p == '^') negated = true, x->p++;
+    range r[128];
+    int n = 0;
+    bool first = true;
+    while (x->p < x->end && (*x->p != ']' || first)) {
+        first = false;
+        if (n > 120) return re_fail(x, "a class with too many ranges");
+        uint32_t lo;
+        if (*x->p == '\\') {
+            if (x->p + 1 >= x->end) return re_fail(x, "a trailing backslash");
+            char e = x->p[1];
+            x->p += 2;
+            int k = shorthand(e, r + n);
+            if (k) {
+                n += k;
+                continue;
+            }
+            if (!escape_char(x, e, &lo)) return re_fail(x, "an escape it does not know inside a class");
+        } else if (!re_utf8(x, &lo)) {
+            return false;
+        }
+        uint32_t hi = lo;
+        if (x->p + 1 < x->end && *x->p == '-' && x->p[1] != ']') {
+            x->p++;
+            if (*x->p == '\\') {
+                if (x->p + 1 >= x->end || !escape_char(x, x->p[1], &hi)) return re_fail(x, "a class range it cannot read");
+                x->p += 2;
+            } else if (!re_utf8(x, &hi)) {
+                return false;
+            }
+            if (hi < lo) return re_fail(x, "a class range whose end is below its start");
+        }
+        r[n++] = (range){lo, hi};
+    }
+    if (x->p >= x->end) return re_fail(x, "an unterminated class");
+    x->p++;
+    if (negated) negative_class(b, r, n);
+    else positive_class(b, r, n);
+    return true;
+}
+
+static bool re_alt(regex *x, sbuf *b);
+
+static bool re_atom(regex *x, sbuf *b) {
+    char ch = *x->p;
+    if (ch == '(') {
+        if (++x->depth > 32) return re_fail(x, "groups nested too deep");
+        x->p++;
+        if (x->p < x->end && *x->p == '?') {
+            if (x->p + 1 < x->end && x->p[1] == ':') x->p += 2;
+            else return re_fail(x, "lookarounds and named groups are not supported");
+        }
+        sb_puts(b, "(");
+        if (!re_alt(x, b)) return false;
+        if (x->p >= x->end || *x->p != ')') return re_fail(x, "a '(' without its ')'");
+        x->p++;
+        x->depth--;
+        sb_puts(b, ")");
+        return true;
+    }
+    if (ch == '[') return re_class(x, b);
+    if (ch == '.') {
+        x->p++;
+        sb_puts(b, "[^\\\"\\\\\\x00-\\x1F]");
+        return true;
+    }
+    if (ch == '\\') {
+        if (x->p + 1 >= x->end) return re_fail(x, "a trailing backslash");
+        char e = x->p[1];
+        x->p += 2;
+        range r[4];
+        int k = shorthand(e, r);
+        if (k) {
+            positive_class(b, r, k);
+            return true;
+        }
+        if (e == 'D' || e == 'W' || e == 'S') {
+            k = shorthand((char)(e + 32), r);
+            negative_class(b, r, k);
+            return true;
+        }
+        uint32_t cp;
+        if (e >= '1' && e <= '9') return re_fail(x, "back-references are not supported");
+        if (!escape_char(x, e, &cp)) return re_fail(x, "an escape it does not know");
+        json_spelling(b, cp);
+        return true;
+    }
+    if (ch == '^' || ch == '$') return re_fail(x, "'^' and '$' only at the start and the end");
+    if (ch == '*' || ch == '+' || ch == '?' || ch == '{') return re_fail(x, "a quantifier with nothing before it");
+    uint32_t cp;
+    if (!re_utf8(x, &cp)) return false;
+    json_spelling(b, cp);
+    return true;
+}
+
+static bool re_count(regex *x, unsigned *out) {
+    unsigned v = 0;
+    if (x->p >= x->end || *x->p < '0' || *x->p > '9') return re_fail(x, "a malformed {m,n}");
+    while (x->p < x->end && *x->p >= '0' && *x->p <= '9') {
+        v = v * 10 + (unsigned)(*x->p++ - '0');
+        if (v > MAX_COUNT) return re_fail(x, "a repetition count above 1000");
+    }
+    *out = v;
+    return true;
+}
+
+static bool re_seq(regex *x, sbuf *b) {
+    bool any = false;
+    while (x->p < x->end && *x->p != '|' && *x->p != ')') {
+        if (*x->p == '$' && x->p + 1 == x->end) break;
+        if (any) sb_puts(b, " ");
+        sb_puts(b, "(");
+        if (!re_atom(x, b)) return false;
+        sb_puts(b, ")");
+        any = true;
+        if (x->p < x->end && (*x->p == '*' || *x->p == '+' || *x->p == '?')) {
+            sb_putn(b, x->p, 1);
+            x->p++;
+        } else if (x->p < x->end && *x->p == '{') {
+            x->p++;
+            unsigned m, n;
+            if (!re_count(x, &m)) return false;
+            n = m;
+            bool open = false;
+            if (x->p < x->end && *x->p == ',') {
+                x->p++;
+                open = x->p < x->end && *x->p == '}';
+                if (!open && !re_count(x, &n)) return false;
+            }
+            if (x->p >= x->end || *x->p != '}') return re_fail(x, "a malformed {m,n}");
+            x->p++;
+            if (!open && n < m) return re_fail(x, "{m,n} with n below m");
+            if (open) sb_printf(b, "{%u,}", m);
+            else sb_printf(b, "{%u,%u}", m, n);
+        } else {
+            continue;
+        }
+        /* lazy or possessive: the same set of strings */
+        if (x->p < x->end && (*x->p == '?' || *x->p == '+')) x->p++;
+        if (x->p < x->end && (*x->p == '*' || *x->p == '+' || *x->p == '?' || *x->p == '{'))
+            return re_fail(x, "a quantifier after a quantifier");
+    }
+    if (!any) sb_puts(b, "\"\"");
+    return true;
+}
+
+static bool re_alt(regex *x, sbuf *b) {
+    if (!re_seq(x, b)) return false;
+    while (x->p < x->end && *x->p == '|') {
+        x->p++;
+        sb_puts(b, " | ");
+        if (!re_seq(x, b)) return false;
+    }
+    return true;
+}
+
+static char *gen_pattern(conv *c, const json_t *s, const char *hint, const char *path) {
+    static const char *const allowed[] = {"type", "pattern", NULL};
+    const char *other = first_other_than(s, allowed);
+    if (other) return fail(c, path, "'%s' beside 'pattern' is not supported", other);
+    const json_t *pat = json_object_get(s, "pattern");
+    if (!json_is_string(pat)) return fail(c, path, "pattern: expected a string");
+    const char *p = json_string_value(pat);
+    size_t n = json_string_length(pat);
+    regex x = {c, p, p + n, path, 0};
+    bool anchored_start = n > 0 && p[0] == '^';
+    if (anchored_start) x.p++;
+    bool anchored_end = n > 0 && p[n - 1] == '$' && (n < 2 || p[n - 2] != '\\');
+    const char *chr = prim(c, "json-char");
+    if (!chr) return oom(c);
+    sbuf b = {0};
+    sb_puts(&b, "\"\\\"\" ");
+    /* unanchored: the match may sit anywhere in the string */
+    if (!anchored_start) sb_puts(&b, "json-char* ");
+    sb_puts(&b, "(");
+    if (!re_alt(&x, &b)) {
+        free(b.s);
+        return NULL;
+    }
+    if (x.p < x.end && !(anchored_end && x.p + 1 == x.end)) {
+        free(b.s);
+        re_fail(&x, "a ')' without its '('");
+        return NULL;
+    }
+    sb_puts(&b, ")");
+    if (!anchored_end) sb_puts(&b, " json-char*");
+    sb_puts(&b, " \"\\\"\"");
+    return sb_rule(c, hint, &b);
+}
+
+static bool count_field(conv *c, const json_t *s, const char *name, long long *out, const char *path) {
+    const json_t *v = json_object_get(s, name);
+    if (!v) return true;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return fail(c, path, "%s: expected an integer >= 0", name), false;
+    *out = json_integer_value(v);
+    return true;
+}
+
+static char *gen_string(conv *c, const json_t *s, const char *hint, const char *path) {
+    if (json_object_get(s, "pattern")) return gen_pattern(c, s, hint, path);
+    const json_t *format = json_object_get(s, "format");
+    long long min = 0, max = -1;
+    if (!count_field(c, s, "minLength", &min, path) || !count_field(c, s, "maxLength", &max, path)) return NULL;
+    if (format) {
+        if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+            return fail(c, path, "minLength/maxLength beside 'format' are not supported");
+        const char *f = json_string_value(format);
+        const char *rule = !f ? NULL : !strcmp(f, "date") ? "json-date" : !strcmp(f, "time") ? "json-time"
+                         : !strcmp(f, "uuid") ? "json-uuid" : !strcmp(f, "date-time") ? "date-time" : NULL;
+        if (!rule)
+            return fail(c, path, "format '%.60s' is not supported (supported: date, time, date-time, uuid)",
+                        f ? f : "(not a string)");
+        sbuf b = {0};
+        if (!strcmp(rule, "date-time")) {
+            if (!prim(c, "json-date") || !prim(c, "json-time")) return oom(c);
+            sb_puts(&b, "\"\\\"\" json-date \"T\" json-time \"\\\"\"");
+        } else {
+            if (!prim(c, rule)) return oom(c);
+            sb_printf(&b, "\"\\\"\" %s \"\\\"\"", rule);
+        }
+        return sb_rule(c, hint, &b);
+    }
+    if (min == 0 && max < 0) return prim_dup(c, "json-string");
+    if (min > MAX_COUNT) return fail(c, path, "minLength above %d is not supported", MAX_COUNT);
+    if (max >= 0 && max < min) return fail(c, path, "maxLength is below minLength");
+    if (max > MAX_COUNT) max = MAX_COUNT; /* longer strings are valid but not generated */
+    if (!prim(c, "json-char")) return oom(c);
+    sbuf b = {0};
+    if (max < 0) sb_printf(&b, "\"\\\"\" json-char{%lld,} \"\\\"\"", min);
+    else sb_printf(&b, "\"\\\"\" json-char{%lld,%lld} \"\\\"\"", min, max);
+    return sb_rule(c, hint, &b);
+}
+
+/* ---- arrays ------------------------------------------------------------------ */
+
+static char *gen_array(conv *c, const json_t *s, const char *hint, const char *path) {
+    const json_t *items = json_object_get(s, "items");
+    const json_t *prefix = json_object_get(s, "prefixItems");
+    const json_t *rest = items;
+    char sub[512];
+    const char *prefix_kw = "prefixItems";
+    if (json_is_array(items)) { /* draft 7's tuple form */
+        if (prefix) return fail(c, path, "items as an array beside prefixItems");
+        prefix = items;
+        prefix_kw = "items";
+        rest = json_object_get(s, "additionalItems");
+    } else if (json_object_get(s, "additionalItems")) {
+        return fail(c, path, "'additionalItems' without an array 'items' is not supported");
+    }
+    if (prefix && !json_is_array(prefix)) return fail(c, path, "%s: expected an array of schemas", prefix_kw);
+    const json_t *unique = json_object_get(s, "uniqueItems");
+    if (unique && !json_is_false(unique)) return fail(c, path, "'uniqueItems' is not supported");
+    long long min = 0, max = -1;
+    if (!count_field(c, s, "minItems", &min, path) || !count_field(c, s, "maxItems", &max, path)) return NULL;
+    if (max >= 0 && max < min) return fail(c, path, "maxItems is below minItems");
+    if (min > MAX_COUNT) return fail(c, path, "minItems above %d is not supported", MAX_COUNT);
+    if (max > MAX_COUNT) max = MAX_COUNT; /* longer arrays are valid but not generated; -1: unbounded */
+    const long long k = prefix ? (long long)json_array_size(prefix) : 0;
+    const long long used = max >= 0 && max < k ? max : k; /* prefix items generated: all, within maxItems */
+    const bool rest_allowed = !json_is_false(rest);
+    long long rest_min = min > used ? min - used : 0, rest_max = max >= 0 ? max - used : -1;
+    if (!rest_allowed) {
+        if (rest_min > 0) return fail(c, path, "minItems needs more items than the schema allows");
+        rest_max = 0;
+    }
+    if (!prim(c, "ws")) return oom(c);
+    sbuf b = {0};
+    sb_puts(&b, "\"[\" ws");
+    for (long long i = 0; i < used; i++) {
+        char idx[24];
+        snprintf(idx, sizeof idx, "%lld", i);
+        child_path(sub, sizeof sub, path, prefix_kw, idx);
+        char h[96];
+        snprintf(h, sizeof h, "%s-%lld", hint, i);
+        char *e = visit(c, json_array_get(prefix, (size_t)i), h, sub);
+        if (!e) {
+            free(b.s);
+            return NULL;
+        }
+        sb_printf(&b, " %s%s ws", i ? "\",\" ws " : "", e);
+        free(e);
+    }
+    if (rest_max != 0) {
+        char *r;
+        if (!rest || json_is_true(rest)) {
+            r = prim_dup(c, "json-value");
+        } else {
+            child_path(sub, sizeof sub, path, items == rest ? "items" : "additionalItems", NULL);
+            char h[96];
+            snprintf(h, sizeof h, "%s-item", hint);
+            r = visit(c, rest, h, sub);
+        }
+        if (!r) {
+            free(b.s);
+            return NULL;
+        }
+        /* the repetition of ("," item) after a first item: {lo,hi} or {lo,} */
+        char reps[64];
+        const long long lo = used > 0 ? rest_min : (rest_min > 0 ? rest_min - 1 : 0);
+        if (rest_max < 0) snprintf(reps, sizeof reps, "{%lld,}", lo);
+        else snprintf(reps, sizeof reps, "{%lld,%lld}", lo, used > 0 ? rest_max : rest_max - 1);
+        if (used > 0) sb_printf(&b, " (\",\" ws %s ws)%s", r, reps);
+        else if (rest_min == 0) sb_printf(&b, " (%s ws (\",\" ws %s ws)%s)?", r, r, reps);
+        else sb_printf(&b, " %s ws (\",\" ws %s ws)%s", r, r, reps);
+        free(r);
+    }
+    sb_puts(&b, " \"]\"");
+    return sb_rule(c, hint, &b);
+}
+
+/* ---- objects ------------------------------------------------------------------- */
+
+typedef struct member {
+    const char *name;
+    char *kv; /* the rule matching "name": value */
+    bool required;
+} member;
+
+static bool listed(const json_t *arr, const char *name) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        if (json_is_string(v) && strcmp(json_string_value(v), name) == 0) return true;
+    }
+    return false;
+}
+
+static char *member_rule(conv *c, const char *name, const json_t *schema, const char *hint, const char *path) {
+    char h[128];
+    snprintf(h, sizeof h, "%s-%s", hint, name);
+    char *v = visit(c, schema, h, path);
+    if (!v) return NULL;
+    json_t *js = json_string(name);
+    char *key = js ? json_dumps(js, JSON_ENCODE_ANY) : NULL;
+    json_decref(js);
+    if (!key) {
+        free(v);
+        return oom(c);
+    }
+    sbuf b = {0};
+    sb_literal(&b, key, strlen(key));
+    sb_printf(&b, " ws \":\" ws %s ws", v);
+    free(key);
+    free(v);
+    snprintf(h, sizeof h, "%s-%s-kv", hint, name);
+    return sb_rule(c, h, &b);
+}
+
+static char *gen_object(conv *c, const json_t *s, const char *hint, const char *path) {
+    const json_t *props = json_object_get(s, "properties");
+    const json_t *req = json_object_get(s, "required");
+    const json_t *addl = json_object_get(s, "additionalProperties");
+    char sub[512];
+    if (props && !json_is_object(props)) return fail(c, path, "properties: expected an object");
+    if (req && !json_is_array(req)) return fail(c, path, "required: expected an array of strings");
+    if (addl && !json_is_object(addl) && !json_is_boolean(addl))
+        return fail(c, path, "additionalProperties: expected a schema or a boolean");
+    size_t i;
+    json_t *v;
+    json_array_foreach(req, i, v) {
+        if (!json_is_string(v)) return fail(c, path, "required[%zu]: expected a string", i);
+    }
+    if (!prim(c, "ws")) return oom(c);
+    const size_t n_props = props ? json_object_size(props) : 0;
+    if (n_props == 0 && json_array_size(req) == 0) {
+        sbuf b = {0};
+        if (json_is_false(addl)) {
+            sb_puts(&b, "\"{\" ws \"}\"");
+        } else if (json_is_object(addl)) { /* a map: any keys, values of one schema */
+            child_path(sub, sizeof sub, path, "additionalProperties", NULL);
+            char h[96];
+            snprintf(h, sizeof h, "%s-value", hint);
+            char *val = visit(c, addl, h, sub);
+            if (!val || !prim(c, "json-string")) {
+                free(val);
+                return c->failed ? NULL : oom(c);
+            }
+            sb_printf(&b, "\"{\" ws ( json-string ws \":\" ws %s ws ( \",\" ws json-string ws \":\" ws %s ws )* )? \"}\"",
+                      val, val);
+            free(val);
+        } else {
+            return prim_dup(c, "json-object");
+        }
+        return sb_rule(c, hint, &b);
+    }
+    const size_t n_req = json_array_size(req);
+    member *m = calloc(n_props + n_req + 1, sizeof *m);
+    if (!m) return oom(c);
+    size_t n = 0;
+    const char *key;
+    json_object_foreach((json_t *)props, key, v) {
+        child_path(sub, sizeof sub, path, "properties", key);
+        m[n] = (member){key, member_rule(c, key, v, hint, sub), listed(req, key)};
+        if (!m[n++].kv) break;
+    }
+    /* required names without a declared schema take additionalProperties' */
+    json_array_foreach(req, i, v) {
+        if (c->failed) break;
+        const char *name = json_string_value(v);
+        if (props && json_object_get(props, name)) continue;
+        bool dup = false;
+        for (size_t k = 0; k < n; k++) dup |= strcmp(m[k].name, name) == 0;
+        if (dup) continue;
+        if (json_is_false(addl)) {
+            fail(c, path, "required '%.60s' is not in properties and additionalProperties is false", name);
+            break;
+        }
+        json_t *any = json_true();
+        child_path(sub, sizeof sub, path, "additionalProperties", NULL);
+        m[n] = (member){name, member_rule(c, name, json_is_object(addl) ? addl : any, hint, sub), true};
+        json_decref(any);
+        if (!m[n++].kv) break;
+    }
+    char *result = NULL;
+    if (!c->failed) {
+        /* tail_i: the members from i on, each after a comma, the optional ones optional */
+        char **tail = calloc(n + 1, sizeof *tail);
+        if (!tail) oom(c);
+        for (size_t k = n; tail && k-- > 0 && !c->failed;) {
+            sbuf b = {0};
+            sb_printf(&b, m[k].required ? "\",\" ws %s" : "(\",\" ws %s)?", m[k].kv);
+            if (tail[k + 1]) sb_printf(&b, " %s", tail[k + 1]);
+            char h[128];
+            snprintf(h, sizeof h, "%s-tail", hint);
+            tail[k] = sb_rule(c, h, &b);
+        }
+        if (!c->failed) {
+            /* the first member present is one of those up to the first required one */
+            sbuf b = {0};
+            sb_puts(&b, "\"{\" ws (");
+            bool required_seen = false;
+            for (size_t k = 0; k < n && !required_seen; k++) {
+                if (k) sb_puts(&b, " |");
+                sb_printf(&b, " %s%s%s", m[k].kv, tail[k + 1] ? " " : "", tail[k + 1] ? tail[k + 1] : "");
+                required_seen = m[k].required;
+            }
+            if (!required_seen) sb_puts(&b, " |");
+            sb_puts(&b, " ) \"}\"");
+            result = sb_rule(c, hint, &b);
+        }
+        for (size_t k = 0; tail && k <= n; k++) free(tail[k]);
+        free(tail);
+    }
+    for (size_t k = 0; k < n; k++) free(m[k].kv);
+    free(m);
+    return result;
+}
+
+/* ---- combinations ---------------------------------------------------------------- */
+
+/* The JSON types a schema can produce, as bits (object 1, array 2, string 4,
+ * number 8 (integer too), boolean 16, null 32); all bits when unknown. */
+static unsigned kinds(conv *c, const json_t *s, int depth) {
+    const unsigned ALL = 63;
+    if (depth > 16 || !json_is_object(s)) return ALL;
+    const json_t *ref = json_object_get(s, "$ref");
+    if (json_is_string(ref)) {
+        const json_t *t = resolve(c, json_string_value(ref), "");
+        if (c->failed) return ALL;
+        return kinds(c, t, depth + 1);
+    }
+    const json_t *values = json_object_get(s, "enum");
+    const json_t *cst = json_object_get(s, "const");
+    if (cst || json_is_array(values)) {
+        unsigned k = 0;
+        for (size_t i = 0; i < (cst ? 1 : json_array_size(values)); i++) {
+            const json_t *v = cst ? cst : json_array_get(values, i);
+            k |= json_is_object(v) ? 1 : json_is_array(v) ? 2 : json_is_string(v) ? 4 : json_is_number(v) ? 8
+               : json_is_boolean(v) ? 16 : 32;
+        }
+        return k;
+    }
+    const json_t *type = json_object_get(s, "type");
+    if (!type) return ALL;
+    unsigned k = 0;
+    for (size_t i = 0; i < (json_is_array(type) ? json_array_size(type) : 1); i++) {
+        const char *t = json_string_value(json_is_array(type) ? json_array_get(type, i) : type);
+        if (!t) return ALL;
+        k |= !strcmp(t, "object") ? 1 : !strcmp(t, "array") ? 2 : !strcmp(t, "string") ? 4
+           : (!strcmp(t, "number") || !strcmp(t, "integer")) ? 8 : !strcmp(t, "boolean") ? 16 : !strcmp(t, "null") ? 32 : ALL;
+    }
+    return k;
+}
+
+static char *gen_any_of(conv *c, const json_t *s, const char *kw, const char *hint, const char *path) {
+    static const char *const allowed[] = {"anyOf", "oneOf", NULL};
+    const char *other = first_other_than(s, allowed);
+    if (other) return fail(c, path, "'%s' beside '%s' is not supported (move it into each branch)", other, kw);
+    if (json_object_get(s, "anyOf") && json_object_get(s, "oneOf")) return fail(c, path, "anyOf beside oneOf is not supported");
+    const json_t *branches = json_object_get(s, kw);
+    if (!json_is_array(branches) || json_array_size(branches) == 0)
+        return fail(c, path, "%s: expected a non-empty array of schemas", kw);
+    const size_t n = json_array_size(branches);
+    if (!strcmp(kw, "oneOf")) {
+        /* exactly one branch must match: generated only when no value can match two */
+        unsigned seen = 0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned k = kinds(c, json_array_get(branches, i), 0);
+            if (c->failed) return NULL;
+            if (k & seen)
+                return fail(c, path,
+                            "oneOf: branch %zu may match the same values as an earlier one (vt generates oneOf "
+                            "only when the branches' types, or enum/const values' types, differ); use anyOf",
+                            i);
+            seen |= k;
+        }
+    }
+    sbuf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        char idx[24], sub[512], h[96];
+        snprintf(idx, sizeof idx, "%zu", i);
+        child_path(sub, sizeof sub, path, kw, idx);
+        snprintf(h, sizeof h, "%s-%zu", hint, i);
+        char *e = visit(c, json_array_get(branches, i), h, sub);
+        if (!e) {
+            free(b.s);
+            return NULL;
+        }
+        sb_printf(&b, "%s%s", i ? " | " : "", e);
+        free(e);
+    }
+    return sb_rule(c, hint, &b);
+}
+
+/* allOf of object schemas: one object with every branch's properties and required names. */
+static char *gen_all_of(conv *c, const json_t *s, const char *hint, const char *path) {
+    const json_t *branches = json_object_get(s, "allOf");
+    if (!json_is_array(branches) || json_array_size(branches) == 0)
+        return fail(c, path, "allOf: expected a non-empty array of schemas");
+    static const char *const only_all_of[] = {"allOf", NULL};
+    if (json_array_size(branches) == 1 && !has_other_than(s, only_all_of)) {
+        char sub[512];
+        child_path(sub, sizeof sub, path, "allOf", "0");
+        return visit(c, json_array_get(branches, 0), hint, sub);
+    }
+    static const char *const mergeable[] = {"type", "properties", "required", "additionalProperties", "allOf", NULL};
+    json_t *merged = json_object();
+    json_t *props = json_object(), *req = json_array();
+    json_t *allowed = NULL; /* with a closed branch: the names every closed branch declares */
+    bool closed = false;
+    const char *err = NULL;
+    char err_path[512];
+    snprintf(err_path, sizeof err_path, "%s", path);
+    /* the schema itself, then each branch */
+    for (size_t i = 0; i <= json_array_size(branches) && !err && !c->failed; i++) {
+        const json_t *b = i == 0 ? s : json_array_get(branches, i - 1);
+        if (i > 0) {
+            char idx[24];
+            snprintf(idx, sizeof idx, "%zu", i - 1);
+            child_path(err_path, sizeof err_path, path, "allOf", idx);
+        }
+        for (int hops = 0; json_is_object(b) && json_is_string(json_object_get(b, "$ref")) && hops < 16; hops++) {
+            static const char *const only_ref[] = {"$ref", NULL};
+            if (has_other_than(b, only_ref)) break;
+            b = resolve(c, json_string_value(json_object_get(b, "$ref")), err_path);
+        }
+        if (c->failed) break;
+        if (!json_is_object(b)) {
+            err = "allOf: each branch must be an object schema";
+            break;
+        }
+        const char *other = first_other_than(b, mergeable);
+        if (other) {
+            fail(c, err_path, "'%s' in an allOf branch is not supported (allOf merges object schemas: type, "
+                              "properties, required, additionalProperties)", other);
+            break;
+        }
+        if (i > 0 && json_object_get(b, "allOf")) {
+            err = "allOf inside allOf is not supported";
+            break;
+        }
+        const json_t *t = json_object_get(b, "type");
+        if (t && !(json_is_string(t) && !strcmp(json_string_value(t), "object"))) {
+            err = "allOf merges object schemas only (type must be \"object\")";
+            break;
+        }
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(b, "properties"), key, v) {
+            json_t *have = json_object_get(props, key);
+            if (have && !json_equal(have, v)) {
+                fail(c, err_path, "allOf: property '%.60s' has different schemas in two branches", key);
+                break;
+            }
+            json_object_set(props, key, v);
+        }
+        size_t k;
+        json_array_foreach(json_object_get(b, "required"), k, v) {
+            if (json_is_string(v) && !listed(req, json_string_value(v))) json_array_append(req, v);
+        }
+        const json_t *a = json_object_get(b, "additionalProperties");
+        if (a && !json_is_boolean(a)) {
+            err = "allOf: additionalProperties as a schema is not supported in a merge";
+            break;
+        }
+        if (json_is_false(a)) { /* this branch admits its own properties only: so does the merge */
+            const json_t *own = json_object_get(b, "properties");
+            if (!closed) {
+                json_decref(allowed);
+                allowed = json_object();
+                json_object_foreach((json_t *)own, key, v) { json_object_set_new(allowed, key, json_true()); }
+            } else {
+                void *tmp;
+                json_object_foreach_safe(allowed, tmp, key, v) {
+                    if (!json_object_get(own, key)) json_object_del(allowed, key);
+                }
+            }
+            closed = true;
+        }
+    }
+    if (closed && !c->failed && !err) {
+        void *tmp;
+        const char *key;
+        json_t *v;
+        json_object_foreach_safe(props, tmp, key, v) {
+            if (!json_object_get(allowed, key)) json_object_del(props, key);
+        }
+        size_t k;
+        json_array_foreach(req, k, v) {
+            if (!json_object_get(allowed, json_string_value(v))) {
+                fail(c, path, "allOf: '%.60s' is required but a branch with additionalProperties false does not "
+                              "declare it: no value is valid",
+                     json_string_value(v));
+                break;
+            }
+        }
+    }
+    char *out = NULL;
+    if (err) fail(c, err_path, "%s", err);
+    if (!c->failed) {
+        json_object_set_new(merged, "type", json_string("object"));
+        json_object_set(merged, "properties", props);
+        json_object_set(merged, "required", req);
+        if (closed) json_object_set_new(merged, "additionalProperties", json_false());
+        out = gen_object(c, merged, hint, path);
+    }
+    json_decref(props);
+    json_decref(req);
+    json_decref(merged);
+    json_decref(allowed);
+    return out;
+}
+
+/* ---- one schema ------------------------------------------------------------------ */
+
+static char *gen_type(conv *c, const json_t *s, const char *t, const char *hint, const char *path) {
+    if (!strcmp(t, "object")) return gen_object(c, s, hint, path);
+    if (!strcmp(t, "array")) return gen_array(c, s, hint, path);
+    if (!strcmp(t, "string")) return gen_string(c, s, hint, path);
+    if (!strcmp(t, "integer")) return gen_number(c, s, true, hint, path);
+    if (!strcmp(t, "number")) return gen_number(c, s, false, hint, path);
+    if (!strcmp(t, "boolean")) return prim_dup(c, "json-bool");
+    if (!strcmp(t, "null")) return prim_dup(c, "json-null");
+    return fail(c, path, "type '%.40s' is not a JSON Schema type", t);
+}
+
+/* The type the keywords imply when "type" is absent, or NULL (any value). */
+static const char *implied_type(conv *c, const json_t *s, const char *path) {
+    static const struct {
+        const char *kw, *type;
+    } implies[] = {{"properties", "object"}, {"required", "object"}, {"additionalProperties", "object"},
+                   {"items", "array"},       {"prefixItems", "array"}, {"minItems", "array"},
+                   {"maxItems", "array"},    {"additionalItems", "array"}, {"uniqueItems", "array"},
+                   {"minLength", "string"},  {"maxLength", "string"}, {"pattern", "string"},
+                   {"format", "string"},     {"minimum", "number"},   {"maximum", "number"},
+                   {"exclusiveMinimum", "number"}, {"exclusiveMaximum", "number"}};
+    const char *type = NULL, *kw = NULL;
+    for (size_t i = 0; i < sizeof implies / sizeof *implies; i++) {
+        if (!json_object_get(s, implies[i].kw)) continue;
+        if (type && strcmp(type, implies[i].type) != 0) {
+            fail(c, path, "'%s' and '%s' without 'type': give the type", kw, implies[i].kw);
+            return NULL;
+        }
+        type = implies[i].type;
+        kw = implies[i].kw;
+    }
+    return type;
+}
+
+static char *visit_object(conv *c, const json_t *s, const char *hint, const char *path) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v) {
+        (void)v;
+        if (!in_list(KNOWN, key) && !in_list(ANNOTATIONS, key))
+            return fail(c, path, "'%.60s' is not supported (vt would not enforce it)", key);
+    }
+    if (json_object_get(s, "$ref")) return visit_ref(c, s, path);
+    if (json_object_get(s, "allOf")) return gen_all_of(c, s, hint, path);
+    if (json_object_get(s, "anyOf")) return gen_any_of(c, s, "anyOf", hint, path);
+    if (json_object_get(s, "oneOf")) return gen_any_of(c, s, "oneOf", hint, path);
+    if (json_object_get(s, "enum") || json_object_get(s, "const")) return visit_enum(c, s, hint, path);
+    const json_t *type = json_object_get(s, "type");
+    if (!type) {
+        const char *t = implied_type(c, s, path);
+        if (c->failed) return NULL;
+        return t ? gen_type(c, s, t, hint, path) : prim_dup(c, "json-value");
+    }
+    if (json_is_string(type)) return gen_type(c, s, json_string_value(type), hint, path);
+    if (!json_is_array(type) || json_array_size(type) == 0)
+        return fail(c, path, "type: expected a type name or a non-empty array of them");
+    sbuf b = {0};
+    size_t i;
+    json_array_foreach(type, i, v) {
+        if (!json_is_string(v)) {
+            free(b.s);
+            return fail(c, path, "type[%zu]: expected a type name", i);
+        }
+        char h[96];
+        snprintf(h, sizeof h, "%s-%s", hint, json_string_value(v));
+        char *e = gen_type(c, s, json_string_value(v), h, path);
+        if (!e) {
+            free(b.s);
+            return NULL;
+        }
+        sb_printf(&b, "%s%s", i ? " | " : "", e);
+        free(e);
+    }
+    return sb_rule(c, hint, &b);
+}
+
+/* The rule (its name, malloc'ed) for schema s. */
+static char *visit(conv *c, const json_t *s, const char *hint, const char *path) {
+    if (c->failed) return NULL;
+    if (c->depth >= VT_SCHEMA_MAX_DEPTH)
+        return fail(c, path, "schemas nested deeper than %d", VT_SCHEMA_MAX_DEPTH);
+    char *out;
+    c->depth++;
+    if (json_is_true(s)) out = prim_dup(c, "json-value");
+    else if (json_is_false(s)) out = fail(c, path, "the schema false admits no value");
+    else if (!json_is_object(s)) out = fail(c, path, "a schema must be an object or a boolean");
+    else out = visit_object(c, s, hint, path);
+    c->depth--;
+    if (c->failed) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+static void free_conv(conv *c) {
+    for (size_t i = 0; i < c->n_rules; i++) {
+        free(c->rules[i].name);
+        free(c->rules[i].body);
+    }
+    free(c->rules);
+    for (size_t i = 0; i < c->n_refs; i++) {
+        free(c->refs[i].ref);
+        free(c->refs[i].name);
+    }
+    free(c->refs);
+}
+
+char *vt_json_schema_to_gbnf(const json_t *schema, char *err, size_t err_size) {
+    char scratch[8];
+    conv c = {.root = schema, .err = err ? err : scratch, .err_size = err ? err_size : sizeof scratch};
+    if (c.err_size) c.err[0] = 0;
+    char *top = visit(&c, schema, "root", "");
+    sbuf out = {0};
+    if (top && strcmp(top, "root") != 0) sb_printf(&out, "root ::= %s\n", top);
+    free(top);
+    for (size_t i = 0; !c.failed && i < c.n_rules; i++) {
+        sb_puts(&out, c.rules[i].name);
+        sb_puts(&out, " ::= ");
+        sb_puts(&out, c.rules[i].body);
+        sb_puts(&out, "\n");
+    }
+    bool ok = !c.failed && !out.oom;
+    if (!c.failed && out.oom) fail(&c, "", "out of memory converting the schema");
+    free_conv(&c);
+    if (!ok) {
+        free(out.s);
+        return NULL;
+    }
+    return sb_take(&out);
+}
+
+char *vt_json_object_gbnf(void) {
+    json_t *schema = json_pack("{s:s}", "type", "object");
+    char *g = schema ? vt_json_schema_to_gbnf(schema, NULL, 0) : NULL;
+    json_decref(schema);
+    return g;
+}
