@@ -60,6 +60,21 @@ def percentile(values, p):
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+def sse_chunks(resp):
+    """The JSON chunks of a Server-Sent Events response, up to [DONE]."""
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            return
+        yield json.loads(data)
+
+
 class Client(threading.Thread):
     """One client: streamed requests back to back until the deadline."""
 
@@ -90,17 +105,7 @@ class Client(threading.Thread):
             return
         first = last = None
         usage = None
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                break
-            chunk = json.loads(data)
+        for chunk in sse_chunks(resp):
             if chunk.get("usage"):
                 usage = chunk["usage"]
             choices = chunk.get("choices") or []
@@ -174,17 +179,7 @@ def stream_chat(url, headers, body):
         conn.close()
         raise RuntimeError(msg)
     ttft, last, gaps, parts, usage = None, None, [], [], None
-    while True:
-        line = resp.readline()
-        if not line:
-            break
-        line = line.strip()
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            break
-        chunk = json.loads(data)
+    for chunk in sse_chunks(resp):
         if chunk.get("usage"):
             usage = chunk["usage"]
         choices = chunk.get("choices") or []

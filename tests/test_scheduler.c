@@ -380,6 +380,26 @@ static void test_failed_step_changes_no_request(void) {
 
 /* ---- chunked prefill --------------------------------------------------- */
 
+/* want: what qa and qb generate alone (on the reference); got cleared. */
+static void two_alone(const vt_sched_request *qa, const vt_sched_request *qb, generation want[2], generation got[2]) {
+    memset(got, 0, 2 * sizeof *got);
+    vt_engine *one = open_engine("reference", 1, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    generate_alone(one, qa, &want[0]);
+    generate_alone(one, qb, &want[1]);
+    vt_engine_free(one);
+}
+
+/* Run both requests to their end: each generates what it does alone. Frees s and e. */
+static void two_to_end(vt_sched *s, vt_engine *e, const uint64_t ids[2], const generation want[2], generation got[2]) {
+    step_totals t = {0};
+    run_to_end(s, ids, got, 2, &t);
+    CU_ASSERT(same_generation(&got[0], &want[0]));
+    CU_ASSERT(same_generation(&got[1], &want[1]));
+    vt_sched_free(s);
+    vt_engine_free(e);
+}
+
 /* Budget 8 tokens per step: a running request's decode takes one, so a
  * 23-token prompt is prefilled 7 + 7 + 7 + 2 over four steps beside it, and
  * only the fourth gives its first token. */
@@ -389,12 +409,7 @@ static void test_chunked_prefill(void) {
     make_prompt(pb, 23, 31);
     const vt_sched_request qa = greedy_request(pa, 5, 12), qb = greedy_request(pb, 23, 6);
     generation want[2], got[2];
-    memset(got, 0, sizeof got);
-    vt_engine *one = open_engine("reference", 1, 256);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
-    generate_alone(one, &qa, &want[0]);
-    generate_alone(one, &qb, &want[1]);
-    vt_engine_free(one);
+    two_alone(&qa, &qb, want, got);
 
     vt_engine *e = open_engine("reference", 2, 256);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -419,12 +434,7 @@ static void test_chunked_prefill(void) {
         collect(s, ids[1], &got[1]);
         CU_ASSERT_EQUAL(got[1].n, k == 3 ? 1 : 0);
     }
-    step_totals t = {0};
-    run_to_end(s, ids, got, 2, &t);
-    CU_ASSERT(same_generation(&got[0], &want[0]));
-    CU_ASSERT(same_generation(&got[1], &want[1]));
-    vt_sched_free(s);
-    vt_engine_free(e);
+    two_to_end(s, e, ids, want, got);
 }
 
 /* A step that decodes takes at most prefill_chunk prompt tokens: a fixed 4
@@ -437,12 +447,7 @@ static void test_fixed_prefill_chunk_beside_decodes(void) {
     make_prompt(pb, 23, 41);
     const vt_sched_request qa = greedy_request(pa, 5, 20), qb = greedy_request(pb, 23, 4);
     generation want[2], got[2];
-    memset(got, 0, sizeof got);
-    vt_engine *one = open_engine("reference", 1, 256);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
-    generate_alone(one, &qa, &want[0]);
-    generate_alone(one, &qb, &want[1]);
-    vt_engine_free(one);
+    two_alone(&qa, &qb, want, got);
 
     vt_engine *e = open_engine("reference", 2, 256);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -467,12 +472,7 @@ static void test_fixed_prefill_chunk_beside_decodes(void) {
         collect(s, ids[0], &got[0]);
         collect(s, ids[1], &got[1]);
     }
-    step_totals t = {0};
-    run_to_end(s, ids, got, 2, &t);
-    CU_ASSERT(same_generation(&got[0], &want[0]));
-    CU_ASSERT(same_generation(&got[1], &want[1]));
-    vt_sched_free(s);
-    vt_engine_free(e);
+    two_to_end(s, e, ids, want, got);
 }
 
 /* The automatic chunk (prefill_chunk 0): unknown (0) until a decode-only
@@ -486,12 +486,7 @@ static void test_automatic_prefill_chunk(void) {
     make_prompt(pb, LONG_PROMPT, 51);
     const vt_sched_request qa = greedy_request(pa, 24, 40), qb = greedy_request(pb, LONG_PROMPT, 4);
     generation want[2], got[2];
-    memset(got, 0, sizeof got);
-    vt_engine *one = open_engine("reference", 1, 256);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
-    generate_alone(one, &qa, &want[0]);
-    generate_alone(one, &qb, &want[1]);
-    vt_engine_free(one);
+    two_alone(&qa, &qb, want, got);
 
     vt_engine *e = open_engine("reference", 2, 256);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -526,12 +521,7 @@ static void test_automatic_prefill_chunk(void) {
     CU_ASSERT(capped_steps >= 1);
     printf("\n  automatic chunk %lld tokens at first; %d steps decoded beside the %d-token prompt ", (long long)chunk,
            capped_steps, LONG_PROMPT);
-    step_totals t = {0};
-    run_to_end(s, ids, got, 2, &t);
-    CU_ASSERT(same_generation(&got[0], &want[0]));
-    CU_ASSERT(same_generation(&got[1], &want[1]));
-    vt_sched_free(s);
-    vt_engine_free(e);
+    two_to_end(s, e, ids, want, got);
 }
 
 /* ---- cancellation ------------------------------------------------------ */
