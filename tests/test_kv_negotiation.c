@@ -550,6 +550,31 @@ static void test_abi_1_0_plugin_is_never_offered_a_q8_0_cache(void) {
     free(err);
 }
 
+/* Widened conventions are opt-in from ABI 1.5: a plugin rebuilt at the
+ * current minor that leaves vt_backend.conventions 0 is never offered a
+ * q8_0 cache, however its supports() would answer; one built at 1.4 is, by
+ * its minor, and runs every node itself, the tokens the reference's. */
+static void test_widened_conventions_are_opt_in(void) {
+    assert_q8_0_cache_ops_on_fallback("kv_q8_0_not_opted");
+    char *out = NULL, *err = NULL, *ref_out = NULL;
+    int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend kv_q8_0_abi_1_4 "
+                    "--fallback none --kv-cache-dtype q8_0 --explain", qwen3_path, prompt);
+    CU_ASSERT_EQUAL(rc, 0);
+    vt_explain x;
+    CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+    CU_ASSERT_STRING_EQUAL(x.kv_dtype, "q8_0");
+    CU_ASSERT_EQUAL(vt_explain_count(&x, NULL, NULL, "kv_q8_0_abi_1_4", NULL, NULL), x.n);
+    CU_ASSERT_EQUAL(vt_explain_count(&x, NULL, "attention", "kv_q8_0_abi_1_4", NULL, NULL), 2 * N_LAYER);
+    vt_explain_free(&x);
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(&ref_out, NULL, "run -m '%s' --tokens %s -n 6 --temp 0 --ids --backend reference "
+                           "--kv-cache-dtype q8_0", qwen3_path, prompt), 0);
+    CU_ASSERT_FATAL(out && ref_out);
+    CU_ASSERT_STRING_EQUAL(out, ref_out);
+    free(out);
+    free(err);
+    free(ref_out);
+}
+
 int main(void) {
     if (synth_models() != 0) return 1;
     CU_TestInfo tests[] = {
@@ -570,6 +595,9 @@ int main(void) {
          test_rank3_store_runs_prefill_and_decode},
         {"kv_no_q8_0, q8_0 cache: store and attention on the fallback, tokens as the reference; refused without one",
          test_no_q8_0_backend_sends_cache_ops_to_fallback},
+        {"widened conventions are opt-in: a rebuilt plugin that did not opt in is never offered a q8_0 cache, "
+         "a 1.4 plugin is",
+         test_widened_conventions_are_opt_in},
         {"kv_abi_1_0 (an ABI 1.0 plugin): never offered a q8_0 cache, its nodes run on the fallback",
          test_abi_1_0_plugin_is_never_offered_a_q8_0_cache},
         CU_TEST_INFO_NULL,

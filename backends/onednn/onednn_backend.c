@@ -141,6 +141,7 @@ static const vt_backend onednn_backend = {
     .supports = onednn_supports,
     .matmul = onednn_matmul,
     .isa = onednn_isa,
+    .conventions = 0, /* no attention or store here */
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &onednn_backend; }

@@ -135,6 +135,7 @@ static const vt_backend simd_backend = {
     .prepare_weight = simd_prepare_weight,
     .release_weight = simd_release_weight,
     .isa = simd_isa_name,
+    .conventions = VT_CONVENTION_KV_Q8_0, /* attention and the store read and write Q8_0 caches */
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &simd_backend; }

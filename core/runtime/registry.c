@@ -559,22 +559,31 @@ vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *u
     return VT_OK;
 }
 
-/* Does the node use a dtype its op's convention gained after ABI 1.<minor>?
- * A plugin built before then never agreed to read it, whatever its
- * supports() would say (it may check shapes only), so it is not asked. */
-static bool uses_dtype_after_minor(const vt_node *node, uint32_t minor) {
-    if (minor >= 1) return false;
-    /* 1.1: the Q8_0 KV cache */
-    int first = node->op == VT_OP_ATTENTION ? 1 : node->op == VT_OP_RESHAPE_AND_CACHE ? 2 : -1;
-    if (first < 0 || node->n_src < first + 2) return false;
-    return node->src[first].dtype == VT_Q8_0 || node->src[first + 1].dtype == VT_Q8_0;
+/* The widened conventions b reads (vt_backend.conventions): its own word
+ * from 1.5 on; before, those of its minor, as it was offered them then. */
+static uint64_t conventions_read(const vt_backend_entry *b) {
+    if (b->abi_minor >= 5) return b->table->conventions;
+    return b->abi_minor >= 1 ? VT_CONVENTION_KV_Q8_0 : 0;
+}
+
+/* Does the node use a widened convention b does not read? Then b is not
+ * asked (its supports() may check shapes only): the node runs elsewhere. */
+static bool uses_convention_not_read(const vt_backend_entry *b, const vt_node *node) {
+    const uint64_t read = conventions_read(b);
+    if (!(read & VT_CONVENTION_KV_Q8_0)) {
+        const int first = node->op == VT_OP_ATTENTION ? 1 : node->op == VT_OP_RESHAPE_AND_CACHE ? 2 : -1;
+        if (first >= 0 && node->n_src >= first + 2 &&
+            (node->src[first].dtype == VT_Q8_0 || node->src[first + 1].dtype == VT_Q8_0))
+            return true;
+    }
+    return false;
 }
 
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node) {
     if (!b || !node || b->state != VT_BACKEND_LOADED || !b->table) return false;
     if (!vt_backend_op(b->table, node->op)) return false;
     if (vt_op_since_minor(node->op) > (int)b->abi_minor) return false; /* the plugin never heard of it */
-    if (uses_dtype_after_minor(node, b->abi_minor)) return false;
+    if (uses_convention_not_read(b, node)) return false;
     return b->table->supports(b->ctx, node) != 0;
 }
 

@@ -40,9 +40,12 @@
  *     vt_backend_config, append op kinds and dtypes, add operand conventions
  *     for new ops, and widen an existing op's convention to a dtype it did not
  *     allow. Old plugins keep working: the runtime reads only the fields their
- *     struct_size covers, treats missing op pointers as NULL, and never offers
- *     a plugin a node using a dtype added to a convention after the minor the
- *     plugin was built at (it runs on another backend).
+ *     struct_size covers, treats missing op pointers as NULL, and offers a
+ *     node using a widened convention only to a plugin that reads it (from
+ *     1.5, one that sets its bit in vt_backend.conventions; before, one built
+ *     at a minor that already had the convention): others never see it (it
+ *     runs on another backend), so rebuilding a plugin changes nothing it is
+ *     handed.
  *
  * Minors: 1.0 the first release; 1.1 adds the Q8_0 KV cache to ATTENTION
  * and RESHAPE_AND_CACHE (below). A 1.0 plugin is never offered a Q8_0 cache.
@@ -56,7 +59,10 @@
  * vt_backend, vt_moe_params in vt_node.params); a plugin of an earlier minor
  * is never offered them and runs every other node as before. 1.4 also
  * appends vt_host.parallel_for_on: the pool of the host's own engine,
- * passed explicitly instead of through the calling thread.
+ * passed explicitly instead of through the calling thread. 1.5 makes a
+ * widened convention opt-in (vt_backend.conventions): a plugin rebuilt
+ * against newer headers is offered a dtype an existing op's convention
+ * gained only if it says it reads it, so a rebuild alone changes nothing.
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -75,7 +81,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 4
+#define VT_ABI_MINOR 5
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -379,30 +385,58 @@ typedef struct vt_backend {
     vt_op_fn moe_route;
     vt_op_fn moe_matmul;
     vt_op_fn moe_combine;
+
+    /* 1.5: the widened conventions (VT_CONVENTION_*) this backend's ops
+     * read. Nodes using one are offered only to a backend that sets its bit:
+     * a table of 1.5 or later that leaves this 0 is never offered a Q8_0 KV
+     * cache, whatever its supports() would say. Tables of 1.1 to 1.4 are
+     * taken to read the conventions of their minor (what they were offered
+     * then); a 1.0 table none. */
+    uint64_t conventions;
 } vt_backend;
 
-/* Size of the table at ABI 1.0: what the runtime requires at minimum. */
+/* Widened conventions: a dtype a minor allowed an existing op to read or
+ * write. One bit each, appended with the minor that widens. */
+#define VT_CONVENTION_KV_Q8_0 (1ull << 0) /* 1.1: ATTENTION reads, RESHAPE_AND_CACHE writes Q8_0 caches */
+
+/* The table's size at each minor 1.<m>: the least struct_size a plugin of
+ * that minor may declare, and all of its table the runtime reads. A new
+ * minor is one line here, the end of the last field it appended (1.1 added
+ * a convention, no field), and its size by name below. X(arg, m, size). */
+#define VT_BACKEND_MINORS(X, arg)                                                                                      \
+    X(arg, 0, offsetof(vt_backend, convert) + sizeof(vt_op_fn))                                                        \
+    X(arg, 1, offsetof(vt_backend, convert) + sizeof(vt_op_fn))                                                        \
+    X(arg, 2, offsetof(vt_backend, release_weight) + sizeof(void (*)(void *, void *)))                                 \
+    X(arg, 3, offsetof(vt_backend, isa) + sizeof(const char *(*)(void *)))                                             \
+    X(arg, 4, offsetof(vt_backend, moe_combine) + sizeof(vt_op_fn))                                                    \
+    X(arg, 5, offsetof(vt_backend, conventions) + sizeof(uint64_t))
+
+#define VT_BACKEND_SIZE_IF_(minor, m, size) ((minor) == (m)) ? (size_t)(size):
+/* The table's size at minor 1.<m> (0 past VT_ABI_MINOR); a constant
+ * expression for a constant m. */
+#define VT_BACKEND_SIZE_AT_MINOR(m) (VT_BACKEND_MINORS(VT_BACKEND_SIZE_IF_, m)(size_t)0)
+
+/* The sizes by name, as earlier minors' plugins may use them. */
 #define VT_BACKEND_SIZE_1_0 (offsetof(vt_backend, convert) + sizeof(vt_op_fn))
-/* 1.1 added a convention (the Q8_0 KV cache), no field: the same table. */
 #define VT_BACKEND_SIZE_1_1 VT_BACKEND_SIZE_1_0
-/* 1.2 appended prepare_weight and release_weight. */
 #define VT_BACKEND_SIZE_1_2 (offsetof(vt_backend, release_weight) + sizeof(void (*)(void *, void *)))
-/* 1.3 appended isa. */
 #define VT_BACKEND_SIZE_1_3 (offsetof(vt_backend, isa) + sizeof(const char *(*)(void *)))
-/* 1.4 appended the mixture-of-experts ops. */
 #define VT_BACKEND_SIZE_1_4 (offsetof(vt_backend, moe_combine) + sizeof(vt_op_fn))
-/* The table's size at minor 1.<m>: the least struct_size a plugin of that
- * minor may declare, and all of its table the runtime reads (0 past
- * VT_ABI_MINOR). A new minor appends its size here. */
-#define VT_BACKEND_SIZE_AT_MINOR(m)                                                                                    \
-    ((m) == 0   ? VT_BACKEND_SIZE_1_0                                                                                  \
-     : (m) == 1 ? VT_BACKEND_SIZE_1_1                                                                                  \
-     : (m) == 2 ? VT_BACKEND_SIZE_1_2                                                                                  \
-     : (m) == 3 ? VT_BACKEND_SIZE_1_3                                                                                  \
-     : (m) == 4 ? VT_BACKEND_SIZE_1_4                                                                                  \
-                : (size_t)0)
+#define VT_BACKEND_SIZE_1_5 (offsetof(vt_backend, conventions) + sizeof(uint64_t))
+
+/* The names agree with the list; each minor's table holds the one before
+ * it; the current minor's is the whole table. */
+_Static_assert(VT_BACKEND_SIZE_AT_MINOR(0) == VT_BACKEND_SIZE_1_0 && VT_BACKEND_SIZE_AT_MINOR(1) == VT_BACKEND_SIZE_1_1 &&
+                   VT_BACKEND_SIZE_AT_MINOR(2) == VT_BACKEND_SIZE_1_2 &&
+                   VT_BACKEND_SIZE_AT_MINOR(3) == VT_BACKEND_SIZE_1_3 &&
+                   VT_BACKEND_SIZE_AT_MINOR(4) == VT_BACKEND_SIZE_1_4 && VT_BACKEND_SIZE_AT_MINOR(5) == VT_BACKEND_SIZE_1_5,
+               "VT_BACKEND_SIZE_1_<m> and VT_BACKEND_MINORS agree");
+_Static_assert(VT_BACKEND_SIZE_1_1 >= VT_BACKEND_SIZE_1_0 && VT_BACKEND_SIZE_1_2 >= VT_BACKEND_SIZE_1_1 &&
+                   VT_BACKEND_SIZE_1_3 >= VT_BACKEND_SIZE_1_2 && VT_BACKEND_SIZE_1_4 >= VT_BACKEND_SIZE_1_3 &&
+                   VT_BACKEND_SIZE_1_5 >= VT_BACKEND_SIZE_1_4,
+               "each minor's table holds the one before it");
 _Static_assert(VT_BACKEND_SIZE_AT_MINOR(VT_ABI_MINOR) == sizeof(vt_backend),
-               "the table of the current minor is the whole vt_backend: add its size above");
+               "the table of the current minor is the whole vt_backend: add its line to VT_BACKEND_MINORS");
 
 /* Exported symbols' types, for dlsym. */
 typedef const vt_backend *(*vt_backend_entry_fn)(void);

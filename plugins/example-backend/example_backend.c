@@ -204,6 +204,10 @@ static const vt_backend example_table = {
     .moe_route = NULL,
     .moe_matmul = NULL,
     .moe_combine = NULL,
+    /* 1.5: the widened conventions (VT_CONVENTION_*) this backend's ops
+     * read, opted into one by one; none here (it runs no attention), so it
+     * is never offered a node that uses one. */
+    .conventions = 0,
 };
 
 /* Required. The one symbol the runtime looks up (besides the probe). The

@@ -49,6 +49,10 @@
 #ifndef FWD_STRUCT_SIZE
 #define FWD_STRUCT_SIZE sizeof(vt_backend)
 #endif
+/* The reference reads every widened convention; a plugin may opt out. */
+#ifndef FWD_CONVENTIONS
+#define FWD_CONVENTIONS VT_CONVENTION_KV_Q8_0
+#endif
 #ifndef FWD_MATMUL
 #define FWD_MATMUL fwd_matmul
 #endif
@@ -221,6 +225,7 @@ FWD_OP(moe_combine)
         .moe_route = fwd_moe_route,                                                   \
         .moe_matmul = fwd_moe_matmul,                                                 \
         .moe_combine = fwd_moe_combine,                                               \
+        .conventions = FWD_CONVENTIONS,                                               \
     };                                                                                \
     VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &table; }
 
