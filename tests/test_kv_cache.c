@@ -77,7 +77,7 @@ static void test_full_cache_is_a_clear_error(void) {
     s.n_tokens = 16;
     CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &s, 1, &err), VT_ERR_CONTEXT_FULL);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "context full"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "-c/--ctx-size"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kv_cache.ctx_size"));
     CU_ASSERT_EQUAL(s.n_blocks, 1); /* unchanged on failure */
     vt_kv_seq_release(c, &s);
     vt_kv_cache_free(c);

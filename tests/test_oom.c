@@ -215,7 +215,7 @@ static void test_kv_cache_absurd_sizes(void) {
     st = vt_kv_cache_create(host, VT_F32, 4, 1, 8192, 16, INT64_C(1) << 24, &c, &err);
     CU_ASSERT_EQUAL(st, VT_ERR_NOMEM);
     CU_ASSERT_PTR_NULL(c);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "lower -c"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "lower kv_cache.ctx_size"));
     /* nonsense geometry is refused before any arithmetic */
     st = vt_kv_cache_create(host, VT_F16, 1, 1, 64, 16, 0, &c, &err);
     CU_ASSERT_EQUAL(st, VT_ERR_INVALID);
@@ -240,7 +240,7 @@ static void test_engine_absurd_context(void) {
     vt_status st = vt_engine_create(&o, wide, false, &e, &err);
     CU_ASSERT_EQUAL(st, VT_ERR_NOMEM);
     CU_ASSERT_PTR_NULL(e);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "-c"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "kv_cache.ctx_size"));
     /* the same model at a sane context works */
     o.ctx_size = 64;
     CU_ASSERT_EQUAL(vt_engine_create(&o, wide, false, &e, &err), VT_OK);
@@ -299,7 +299,7 @@ int main(void) {
         {"forward, every host allocation failing in turn (default backend)", test_forward_default},
         {"forward, every host allocation failing in turn (onednn; skipped when not built)", test_forward_onednn},
         {"KV cache of absurd sizes: out of memory, not a crash", test_kv_cache_absurd_sizes},
-        {"engine with an absurd -c: out of memory naming -c", test_engine_absurd_context},
+        {"engine with an absurd context: out of memory naming kv_cache.ctx_size", test_engine_absurd_context},
         {"vt run with VT_FAIL_ALLOC_AT=1, 2, ...: clean exits only", test_cli_with_failures},
         CU_TEST_INFO_NULL,
     };

@@ -38,22 +38,25 @@ static bool is_flag(const char *arg, const char *name) {
     return strncmp(arg, name, n) == 0 && (arg[n] == '\0' || (arg[n] == '=' && name[1] == '-'));
 }
 
+/* The engine options a flag sets: the flag, its short alias, the option's
+ * key (the ini key, what the library's messages name). */
+static const struct {
+    const char *flag, *alias, *key;
+} knobs[] = {
+    {"--backend", NULL, "runtime.backend"},      {"--fallback", NULL, "runtime.fallback"},
+    {"--threads", "-t", "runtime.threads"},      {"--batch-size", "-b", "runtime.batch_size"},
+    {"--max-seqs", NULL, "runtime.max_seqs"},    {"--token-budget", NULL, "runtime.token_budget"},
+    {"--prefill-chunk", NULL, "runtime.prefill_chunk"},
+    {"--max-waiting", NULL, "runtime.max_waiting"},
+    {"--kv-cache-dtype", NULL, "kv_cache.dtype"}, {"--ctx-size", "-c", "kv_cache.ctx_size"},
+    {"--block-size", NULL, "kv_cache.block_size"}, {"--prefix-cache", NULL, "kv_cache.prefix_cache"},
+    {"--backend-path", NULL, "backends.path"},
+    {"--temp", NULL, "sampling.temp"},           {"--top-k", NULL, "sampling.top_k"},
+    {"--top-p", NULL, "sampling.top_p"},         {"--min-p", NULL, "sampling.min_p"},
+    {"--seed", NULL, "sampling.seed"},
+};
+
 vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i, vt_error *err) {
-    static const struct {
-        const char *flag, *alias, *key;
-    } knobs[] = {
-        {"--backend", NULL, "runtime.backend"},      {"--fallback", NULL, "runtime.fallback"},
-        {"--threads", "-t", "runtime.threads"},      {"--batch-size", "-b", "runtime.batch_size"},
-        {"--max-seqs", NULL, "runtime.max_seqs"},    {"--token-budget", NULL, "runtime.token_budget"},
-        {"--prefill-chunk", NULL, "runtime.prefill_chunk"},
-        {"--max-waiting", NULL, "runtime.max_waiting"},
-        {"--kv-cache-dtype", NULL, "kv_cache.dtype"}, {"--ctx-size", "-c", "kv_cache.ctx_size"},
-        {"--block-size", NULL, "kv_cache.block_size"}, {"--prefix-cache", NULL, "kv_cache.prefix_cache"},
-        {"--backend-path", NULL, "backends.path"},
-        {"--temp", NULL, "sampling.temp"},           {"--top-k", NULL, "sampling.top_k"},
-        {"--top-p", NULL, "sampling.top_p"},         {"--min-p", NULL, "sampling.min_p"},
-        {"--seed", NULL, "sampling.seed"},
-    };
     const char *a = argv[*i];
     for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++) {
         if (!is_flag(a, knobs[k].flag) && !(knobs[k].alias && strcmp(a, knobs[k].alias) == 0)) continue;
@@ -287,8 +290,29 @@ void vt_cli_common_help_except(FILE *f, const char *const *skip) {
     }
 }
 
+/* Does msg name option key as a word (not as the start of a longer key)? */
+static bool names_key(const char *msg, const char *key) {
+    const size_t n = strlen(key);
+    for (const char *at = strstr(msg, key); at; at = strstr(at + 1, key)) {
+        const char before = at == msg ? ' ' : at[-1], after = at[n];
+        const bool word_before = !(before == '.' || before == '_' || (before >= 'a' && before <= 'z'));
+        const bool word_after = !(after == '.' || after == '_' || (after >= 'a' && after <= 'z'));
+        if (word_before && word_after) return true;
+    }
+    return false;
+}
+
+/* The library's messages name options by their key (kv_cache.dtype); on the
+ * command line the user knows the flag, so each key the message names gets
+ * its flag beside it, on the same line. */
 int vt_cli_error(const vt_error *err) {
-    fprintf(stderr, "vt: %s\n", err->msg[0] ? err->msg : vt_status_name(err->code));
+    const char *msg = err->msg[0] ? err->msg : vt_status_name(err->code);
+    fprintf(stderr, "vt: %s", msg);
+    int named = 0;
+    for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++)
+        if (names_key(msg, knobs[k].key))
+            fprintf(stderr, "%s%s is %s", named++ ? ", " : " [flags: ", knobs[k].key, knobs[k].flag);
+    fprintf(stderr, "%s\n", named ? "]" : "");
     switch (err->code) {
     case VT_OK: return 0;
     case VT_ERR_INVALID: return 2;

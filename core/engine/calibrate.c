@@ -211,7 +211,7 @@ static bool needs_timing(const vt_auto_costs *c, int k, const int *order, int n_
 static void progress(bool on, int done, int total) {
     if (!on) return;
     if (done < total)
-        fprintf(stderr, "\rcalibrating --backend auto: %d/%d shape classes", done, total);
+        fprintf(stderr, "\rcalibrating auto placement (runtime.backend = auto): %d/%d shape classes", done, total);
     else
         fputs("\r\033[K", stderr);
     fflush(stderr);
@@ -224,7 +224,7 @@ static void left_out(vt_auto_costs *c, const vt_plan *p, int32_t i, int b, const
     vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &q);
     vt_plan_describe_node(&q, desc, sizeof desc);
     vt_log(VT_LOG_WARN, "core",
-           "--backend auto: backend '%s' failed during calibration on %s %s (%s): it is left out of auto placement",
+           "runtime.backend = auto: backend '%s' failed during calibration on %s %s (%s): it is left out of auto placement",
            vt_registry_at(p->registry, b)->name, p->nodes[i].label, desc, why);
     c->failed[b] = true;
     for (int m = 0; m < c->n; m++) c->classes[m].seconds[b] = VT_COST_UNMEASURED;

@@ -181,10 +181,10 @@ static void warn_inexact_kv(const vt_engine *e) {
     const char *cache = vt_dtype_name(e->kv->dtype);
     vt_log(VT_LOG_WARN, "core",
            "%s KV cache requested, but node %s on backend '%s' stores k/v already rounded to %s (and %d more stores "
-           "like it, marked in --explain): no allowed backend brings k/v to a store at %s precision. Fix: %s",
+           "like it, marked where the plan is explained): no allowed backend brings k/v to a store at %s precision. Fix: %s",
            cache, n->label, b ? b->name : "?", vt_dtype_name(kv), n_prefill + n_decode - 1, cache,
-           e->fallback < 0 ? "allow a fallback backend (--fallback reference)"
-                           : "choose another --backend or --fallback");
+           e->fallback < 0 ? "allow a fallback backend (runtime.fallback = reference)"
+                           : "choose another runtime.backend or runtime.fallback");
 }
 
 /* Positions past the trained context are allowed (RoPE computes them) but
@@ -256,7 +256,7 @@ static vt_status place_by_cost(vt_engine *e, vt_error *err) {
     vt_error save_err;
     vt_calibration_key(e->registry, c, e->host->n_threads, key, sizeof key);
     if (c->cache_path[0] && vt_calibration_save(c->cache_path, key, e->registry, c, &save_err) != VT_OK)
-        vt_log(VT_LOG_WARN, "core", "--backend auto: %s (calibration is redone next time)", save_err.msg);
+        vt_log(VT_LOG_WARN, "core", "runtime.backend = auto: %s (calibration is redone next time)", save_err.msg);
     vt_plan_free(e->prefill);
     vt_plan_free(e->decode);
     e->prefill = e->decode = NULL;
@@ -281,14 +281,14 @@ static vt_status start_auto(vt_engine *e, bool recalibrate, vt_error *err) {
     vt_error path_err;
     vt_calibration_key(e->registry, c, e->host->n_threads, key, sizeof key);
     if (vt_calibration_path(key, c->cache_path, sizeof c->cache_path, &path_err) != VT_OK) {
-        vt_log(VT_LOG_WARN, "core", "--backend auto: %s: calibration is not kept", path_err.msg);
+        vt_log(VT_LOG_WARN, "core", "runtime.backend = auto: %s: calibration is not kept", path_err.msg);
         c->cache_path[0] = '\0';
         return VT_OK;
     }
     c->recalibrate = recalibrate;
     const vt_calibration_read got = vt_calibration_load(c->cache_path, key, e->registry, c, why, sizeof why);
     if (got == VT_CALIBRATION_CORRUPT || got == VT_CALIBRATION_STALE)
-        vt_log(VT_LOG_WARN, "core", "--backend auto: calibration cache %s is %s (%s): measuring again", c->cache_path,
+        vt_log(VT_LOG_WARN, "core", "runtime.backend = auto: calibration cache %s is %s (%s): measuring again", c->cache_path,
                got == VT_CALIBRATION_CORRUPT ? "corrupt" : "stale", why);
     return VT_OK;
 }
@@ -514,7 +514,7 @@ vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_e
     }
     vt_plan *plan = all_single && n_entries <= e->decode->max_tokens ? e->decode : e->prefill;
     if (total > plan->max_tokens)
-        return vt_fail(err, VT_ERR_INVALID, "step: %lld tokens, one step takes at most %lld (-b/--batch-size)",
+        return vt_fail(err, VT_ERR_INVALID, "step: %lld tokens, one step takes at most %lld (runtime.batch_size)",
                        (long long)total, (long long)plan->max_tokens);
     vt_host_use(e->pool);
 

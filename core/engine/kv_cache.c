@@ -109,7 +109,7 @@ vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer
     if (head_dim % vt_dtype_block_length(dtype) != 0)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
                        "KV cache dtype %s stores blocks of %lld values along the head dimension, but the model's "
-                       "head_dim is %d (not a multiple of %lld); use --kv-cache-dtype f16",
+                       "head_dim is %d (not a multiple of %lld); use kv_cache.dtype = f16",
                        vt_dtype_name(dtype), (long long)vt_dtype_block_length(dtype), head_dim,
                        (long long)vt_dtype_block_length(dtype));
     int64_t num_blocks = (ctx_tokens + block_size - 1) / block_size;
@@ -158,7 +158,7 @@ nomem:
     vt_kv_cache_free(c);
     return vt_fail(err, VT_ERR_NOMEM,
                    "out of memory allocating the KV cache: %lld tokens x %d layers x 2 x %zu bytes per token (%.1f MiB); "
-                   "lower -c/--ctx-size",
+                   "lower kv_cache.ctx_size",
                    (long long)ctx_tokens, n_layer, row, 2.0 * (double)layer_bytes * n_layer / (1024.0 * 1024.0));
 }
 
@@ -209,7 +209,7 @@ vt_status vt_kv_seq_reserve(vt_kv_cache *c, vt_kv_seq *seq, int64_t n_new, vt_er
     if (extra > vt_kv_cache_available(c))
         return vt_fail(err, VT_ERR_CONTEXT_FULL,
                        "context full: %lld tokens need %lld KV blocks of %d but only %lld of %d are free "
-                       "(KV cache holds %lld tokens; raise -c/--ctx-size)",
+                       "(KV cache holds %lld tokens; raise kv_cache.ctx_size)",
                        (long long)need_tokens, (long long)need_blocks, c->block_size,
                        (long long)(seq->n_blocks + vt_kv_cache_available(c)), c->num_blocks,
                        (long long)vt_kv_cache_capacity(c));

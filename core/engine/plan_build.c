@@ -117,10 +117,10 @@ static vt_status place(vt_builder *b, int32_t i) {
     const bool reads_cache = n->op == VT_OP_ATTENTION;
     return graph_fail(b->g, VT_ERR_UNSUPPORTED,
                       "plan build refused (%s): node %s %s is declined by backend '%s'%s%s%s. Fix: choose another "
-                      "%s--backend, or allow a fallback backend (--fallback reference)",
+                      "%sruntime.backend, or allow a fallback backend (runtime.fallback = reference)",
                       builder_phase_name(b), n->label, desc, pe ? pe->name : "?",
                       fe ? " and by fallback '" : " and there is no fallback", fe ? fe->name : "", fe ? "'" : "",
-                      reads_cache ? "--kv-cache-dtype, another " : "");
+                      reads_cache ? "kv_cache.dtype, another " : "");
 }
 
 /* Every node but the KV stores (negotiation places those with their

@@ -228,7 +228,7 @@ static vt_status negotiate_store(vt_builder *b, int32_t *si) {
     }
     return graph_fail(b->g, VT_ERR_UNSUPPORTED,
                       "plan build refused (%s): cannot store k/v of layer %d in the %s KV cache: %s. Fix: choose another "
-                      "--kv-cache-dtype, another --backend, or allow a fallback backend (--fallback reference)",
+                      "kv_cache.dtype, another runtime.backend, or allow a fallback backend (runtime.fallback = reference)",
                       builder_phase_name(b), layer, vt_dtype_name(C), why);
 }
 

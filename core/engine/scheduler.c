@@ -219,7 +219,7 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     if (o.token_budget < 0 || o.token_budget > step_max)
         return vt_fail(err, VT_ERR_INVALID,
                        "scheduler: token_budget %lld (accepted: 1..%lld, the engine's tokens per step "
-                       "(-b/--batch-size), or 0 for that)",
+                       "(runtime.batch_size), or 0 for that)",
                        (long long)o.token_budget, (long long)step_max);
     for (int32_t q = 0; q < engine->max_seqs; q++)
         if (vt_engine_seq_len(engine, q) != 0)
