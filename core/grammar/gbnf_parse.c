@@ -391,6 +391,12 @@ static bool elem_nullable(const parser *p, const bool *nullable, vt_gelem e) {
 
 /* rule -> the rules it may start with (after nullable symbols); a cycle here is left recursion. */
 static bool find_left_cycle(parser *p, const bool *nullable, uint32_t r, uint8_t *mark, uint32_t *path, uint32_t depth) {
+    /* the walk recurses once per rule of a chain: bounded, so the stack is too
+     * (the step's expansion recurses along the same chains) */
+    if (depth >= VT_GRAMMAR_MAX_LEFT_CHAIN)
+        return fail_at(p, p->rules[r].used_at ? p->rules[r].used_at : p->src,
+                       "more than %d rules in a chain each starting with the next", VT_GRAMMAR_MAX_LEFT_CHAIN),
+               true;
     mark[r] = 1;
     path[depth] = r;
     const rulebuf *rb = &p->rules[r];
@@ -461,8 +467,6 @@ static bool check_rules(parser *p) {
             }
         }
     }
-    /* Deep chains of rules each starting with the next could recurse deeply:
-     * the rule count bounds it (VT_GRAMMAR_MAX_RULES frames of a small function). */
     for (uint32_t r = 0; r < p->n_rules && !p->failed; r++)
         if (mark[r] == 0) find_left_cycle(p, nullable, r, mark, path, 0);
     free(nullable);
