@@ -384,8 +384,7 @@ static bool parse_rule(parser *p) {
 
 /* ---- whole-grammar checks ------------------------------------------------ */
 
-static bool elem_nullable(const parser *p, const bool *nullable, vt_gelem e) {
-    (void)p;
+static bool elem_nullable(const bool *nullable, vt_gelem e) {
     return e.type == VT_G_RULE_REF && nullable[e.value];
 }
 
@@ -400,15 +399,13 @@ static bool find_left_cycle(parser *p, const bool *nullable, uint32_t r, uint8_t
     mark[r] = 1;
     path[depth] = r;
     const rulebuf *rb = &p->rules[r];
-    bool at_alt_start = true, blocked = false;
+    bool blocked = false;
     for (uint32_t i = 0; i < rb->n; i++) {
         vt_gelem e = rb->e[i];
-        if (e.type == VT_G_ALT || e.type == VT_G_END) {
+        if (e.type == VT_G_ALT || e.type == VT_G_END) { /* the next alternative starts afresh */
             blocked = false;
-            at_alt_start = true;
             continue;
         }
-        (void)at_alt_start;
         if (blocked) continue;
         if (e.type == VT_G_RULE_REF) {
             if (mark[e.value] == 1) {
@@ -426,7 +423,7 @@ static bool find_left_cycle(parser *p, const bool *nullable, uint32_t r, uint8_t
             if (mark[e.value] == 0 && find_left_cycle(p, nullable, e.value, mark, path, depth + 1)) return true;
             if (p->failed) return true;
         }
-        if (!elem_nullable(p, nullable, e)) blocked = true;
+        if (!elem_nullable(nullable, e)) blocked = true;
     }
     mark[r] = 2;
     return false;
@@ -463,7 +460,7 @@ static bool check_rules(parser *p) {
                     all = true;
                     continue;
                 }
-                if (!elem_nullable(p, nullable, e)) all = false;
+                if (!elem_nullable(nullable, e)) all = false;
             }
         }
     }
