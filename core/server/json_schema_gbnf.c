@@ -228,6 +228,10 @@ static const prim_def PRIMS[] = {
      "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
      {NULL}},
     {"json-uuid", "json-hex{8} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{12}", {"json-hex", NULL}},
+    /* a plain address: letters, digits and ._+- before the @, a dotted domain after */
+    {"json-email", "[a-zA-Z0-9._+-]{1,32} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,30} (\".\" [a-zA-Z]{2,8}){1,2}", {NULL}},
+    {"json-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]", {NULL}},
+    {"json-ipv4", "json-octet \".\" json-octet \".\" json-octet \".\" json-octet", {"json-octet", NULL}},
 };
 
 /* The primitive's name, its rule (and those it uses) added if missing. */
@@ -897,9 +901,11 @@ static char *gen_string(conv *c, const json_t *s, const char *hint, const char *
             return fail(c, path, "minLength/maxLength beside 'format' are not supported");
         const char *f = json_string_value(format);
         const char *rule = !f ? NULL : !strcmp(f, "date") ? "json-date" : !strcmp(f, "time") ? "json-time"
-                         : !strcmp(f, "uuid") ? "json-uuid" : !strcmp(f, "date-time") ? "date-time" : NULL;
+                         : !strcmp(f, "uuid") ? "json-uuid" : !strcmp(f, "date-time") ? "date-time"
+                         : !strcmp(f, "email") ? "json-email" : !strcmp(f, "ipv4") ? "json-ipv4" : NULL;
         if (!rule)
-            return fail(c, path, "format '%.60s' is not supported (supported: date, time, date-time, uuid)",
+            return fail(c, path,
+                        "format '%.60s' is not supported (supported: date, time, date-time, uuid, email, ipv4)",
                         f ? f : "(not a string)");
         sbuf b = {0};
         if (!strcmp(rule, "date-time")) {
