@@ -446,6 +446,11 @@ static char *visit_enum(conv *c, const json_t *s, const char *hint, const char *
 static void digits_range(sbuf *b, const char *lo, const char *hi) {
     size_t n = strlen(lo);
     if (n == 0) return;
+    /* 0..0 to 9..9: any digits (else both halves below would split again: exponential) */
+    if (strspn(lo, "0") == n && strspn(hi, "9") == n) {
+        sb_printf(b, "[0-9]{%zu}", n);
+        return;
+    }
     if (n == 1) {
         if (lo[0] == hi[0]) sb_printf(b, "\"%c\"", lo[0]);
         else sb_printf(b, "[%c-%c]", lo[0], hi[0]);
