@@ -175,6 +175,50 @@ static void test_enum_const_ref(void) {
     vt_grammar_free(g);
 }
 
+static void test_combinations(void) {
+    /* allOf merges objects; a closed branch admits only its own properties */
+    vt_grammar *g = compile("{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},"
+                            "\"b\":{\"type\":\"null\"}},\"required\":[\"a\"]},{\"properties\":{\"a\":{\"type\":"
+                            "\"integer\"}},\"additionalProperties\":false}]}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "{\"a\":1}"));
+    CU_ASSERT_FALSE(accepts(g, "{\"a\":1,\"b\":null}"));
+    vt_grammar_free(g);
+    /* a discriminated oneOf */
+    g = compile("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"t\":{\"const\":\"x\"},\"v\":{\"type\":"
+                "\"integer\"}},\"required\":[\"t\"]},{\"type\":\"object\",\"properties\":{\"t\":{\"enum\":"
+                "[\"y\"]}},\"required\":[\"t\"]}],\"discriminator\":{\"propertyName\":\"t\"}}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "{\"t\":\"x\",\"v\":3}"));
+    CU_ASSERT_TRUE(accepts(g, "{\"t\":\"y\"}"));
+    CU_ASSERT_FALSE(accepts(g, "{\"t\":\"z\"}"));
+    vt_grammar_free(g);
+    /* type arrays share the keywords */
+    g = compile("{\"type\":[\"string\",\"null\"],\"maxLength\":1}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "null"));
+    CU_ASSERT_TRUE(accepts(g, "\"a\""));
+    CU_ASSERT_FALSE(accepts(g, "\"ab\""));
+    vt_grammar_free(g);
+    /* prefixItems, then items false: exactly the prefix */
+    g = compile("{\"type\":\"array\",\"prefixItems\":[{\"type\":\"boolean\"},{\"const\":7}],\"items\":false}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "[true, 7]"));
+    CU_ASSERT_FALSE(accepts(g, "[true]"));
+    CU_ASSERT_FALSE(accepts(g, "[true,7,1]"));
+    vt_grammar_free(g);
+    /* minItems / maxItems */
+    g = compile("{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":9},"
+                "\"minItems\":2,\"maxItems\":3}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_FALSE(accepts(g, "[1]"));
+    CU_ASSERT_TRUE(accepts(g, "[1,2]"));
+    CU_ASSERT_TRUE(accepts(g, "[1, 2, 3]"));
+    CU_ASSERT_FALSE(accepts(g, "[1,2,3,4]"));
+    CU_ASSERT_FALSE(accepts(g, "[1,12]"));
+    vt_grammar_free(g);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"integer ranges are exact", test_integer_ranges_are_exact},
@@ -182,6 +226,7 @@ int main(void) {
         {"properties: order, optional, only declared", test_properties_order_and_optional},
         {"strings, dates, patterns", test_strings_dates_patterns},
         {"enum, const, recursive $ref", test_enum_const_ref},
+        {"allOf, oneOf, type arrays, array counts", test_combinations},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("JSON Schema -> GBNF", NULL, NULL, tests);
