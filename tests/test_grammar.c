@@ -138,6 +138,15 @@ static void test_parse_errors_name_line_and_column(void) {
     strcpy(big, "root ::=");
     for (int i = 0; i < 17; i++) strcat(big, " \"a\"{0,1000}");
     ASSERT_REFUSED(big, "more than 16384 rules");
+    /* a chain of rules each starting with the next: bounded (its check and the expansion recurse along it) */
+    size_t cap = 3000 * 24;
+    char *chain = malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(chain);
+    size_t used = (size_t)snprintf(chain, cap, "root ::= r0\n");
+    for (int i = 0; i < 3000; i++) used += (size_t)snprintf(chain + used, cap - used, "r%d ::= r%d \"x\"\n", i, i + 1);
+    snprintf(chain + used, cap - used, "r3000 ::= \"y\"\n");
+    ASSERT_REFUSED(chain, "more than 2048 rules in a chain");
+    free(chain);
     /* a group repeated is one reference per copy, so nesting does not multiply */
     CU_ASSERT_STRING_EQUAL(parse_error("root ::= (((\"abcdefgh\"{1000}){1000}){1000})\n"), "");
     ASSERT_REFUSED("root ::= \"\xC3(\"\n", "not valid UTF-8");

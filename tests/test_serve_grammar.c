@@ -267,9 +267,14 @@ static void test_refusals_name_the_field(void) {
                "'not' is not supported");
     expect_400(c, COMPLETION(RF_SCHEMA("{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}")),
                "response_format.json_schema.schema", "'patternProperties' is not supported");
-    expect_400(c, COMPLETION(RF_SCHEMA("{\"type\":\"string\",\"format\":\"email\"}")),
-               "response_format.json_schema.schema", "format 'email' is not supported");
+    expect_400(c, COMPLETION(RF_SCHEMA("{\"type\":\"string\",\"format\":\"hostname\"}")),
+               "response_format.json_schema.schema", "format 'hostname' is not supported");
     expect_400(c, COMPLETION(RF_SCHEMA("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}")),
+               "response_format.json_schema.schema", "use anyOf");
+    /* objects whose common property is not fixed differently in each branch */
+    expect_400(c, COMPLETION(RF_SCHEMA("{\"oneOf\":[{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}},"
+                                       "\"required\":[\"k\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}},"
+                                       "\"required\":[\"k\"]}]}")),
                "response_format.json_schema.schema", "use anyOf");
     expect_400(c, COMPLETION(RF_SCHEMA("{\"$ref\":\"https://example.com/s.json\"}")),
                "response_format.json_schema.schema", "only local references");
@@ -304,7 +309,7 @@ int main(void) {
         {"100 completions validate: nested objects", test_nested_objects},
         {"100 completions validate: arrays", test_arrays},
         {"100 completions validate: enums and const", test_enums},
-        {"100 completions validate: anyOf, oneOf, allOf", test_any_of},
+        {"100 completions validate: anyOf, oneOf (discriminated too), allOf", test_any_of},
         {"100 completions validate: $ref recursion", test_recursive_ref},
         {"100 completions validate: patterns and formats", test_patterns},
         {"GBNF grammar on both endpoints", test_gbnf_grammar_on_both_endpoints},

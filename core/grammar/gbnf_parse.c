@@ -384,25 +384,28 @@ static bool parse_rule(parser *p) {
 
 /* ---- whole-grammar checks ------------------------------------------------ */
 
-static bool elem_nullable(const parser *p, const bool *nullable, vt_gelem e) {
-    (void)p;
+static bool elem_nullable(const bool *nullable, vt_gelem e) {
     return e.type == VT_G_RULE_REF && nullable[e.value];
 }
 
 /* rule -> the rules it may start with (after nullable symbols); a cycle here is left recursion. */
 static bool find_left_cycle(parser *p, const bool *nullable, uint32_t r, uint8_t *mark, uint32_t *path, uint32_t depth) {
+    /* the walk recurses once per rule of a chain: bounded, so the stack is too
+     * (the step's expansion recurses along the same chains) */
+    if (depth >= VT_GRAMMAR_MAX_LEFT_CHAIN)
+        return fail_at(p, p->rules[r].used_at ? p->rules[r].used_at : p->src,
+                       "more than %d rules in a chain each starting with the next", VT_GRAMMAR_MAX_LEFT_CHAIN),
+               true;
     mark[r] = 1;
     path[depth] = r;
     const rulebuf *rb = &p->rules[r];
-    bool at_alt_start = true, blocked = false;
+    bool blocked = false;
     for (uint32_t i = 0; i < rb->n; i++) {
         vt_gelem e = rb->e[i];
-        if (e.type == VT_G_ALT || e.type == VT_G_END) {
+        if (e.type == VT_G_ALT || e.type == VT_G_END) { /* the next alternative starts afresh */
             blocked = false;
-            at_alt_start = true;
             continue;
         }
-        (void)at_alt_start;
         if (blocked) continue;
         if (e.type == VT_G_RULE_REF) {
             if (mark[e.value] == 1) {
@@ -420,7 +423,7 @@ static bool find_left_cycle(parser *p, const bool *nullable, uint32_t r, uint8_t
             if (mark[e.value] == 0 && find_left_cycle(p, nullable, e.value, mark, path, depth + 1)) return true;
             if (p->failed) return true;
         }
-        if (!elem_nullable(p, nullable, e)) blocked = true;
+        if (!elem_nullable(nullable, e)) blocked = true;
     }
     mark[r] = 2;
     return false;
@@ -457,12 +460,10 @@ static bool check_rules(parser *p) {
                     all = true;
                     continue;
                 }
-                if (!elem_nullable(p, nullable, e)) all = false;
+                if (!elem_nullable(nullable, e)) all = false;
             }
         }
     }
-    /* Deep chains of rules each starting with the next could recurse deeply:
-     * the rule count bounds it (VT_GRAMMAR_MAX_RULES frames of a small function). */
     for (uint32_t r = 0; r < p->n_rules && !p->failed; r++)
         if (mark[r] == 0) find_left_cycle(p, nullable, r, mark, path, 0);
     free(nullable);

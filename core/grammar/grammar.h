@@ -29,6 +29,7 @@
 #define VT_GRAMMAR_MAX_ELEMENTS (1u << 18)  /* elements after repetitions are expanded */
 #define VT_GRAMMAR_MAX_NESTING 64           /* parentheses inside parentheses */
 #define VT_GRAMMAR_MAX_REPEAT 1000          /* the m and n of x{m,n} */
+#define VT_GRAMMAR_MAX_LEFT_CHAIN 2048      /* rules in a chain a ::= b ..., b ::= c ..., each starting with the next */
 /* Bounds of the state at run time: a stack deeper than this, or stacks past
  * this count, are dropped (the text cannot continue along them), so one
  * step's work is bounded even for a deeply nesting or very ambiguous grammar. */

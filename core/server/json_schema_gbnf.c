@@ -228,6 +228,10 @@ static const prim_def PRIMS[] = {
      "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
      {NULL}},
     {"json-uuid", "json-hex{8} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{12}", {"json-hex", NULL}},
+    /* a plain address: letters, digits and ._+- before the @, a dotted domain after */
+    {"json-email", "[a-zA-Z0-9._+-]{1,32} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,30} (\".\" [a-zA-Z]{2,8}){1,2}", {NULL}},
+    {"json-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]", {NULL}},
+    {"json-ipv4", "json-octet \".\" json-octet \".\" json-octet \".\" json-octet", {"json-octet", NULL}},
 };
 
 /* The primitive's name, its rule (and those it uses) added if missing. */
@@ -253,7 +257,9 @@ static char *prim_dup(conv *c, const char *name) {
 
 /* ---- keywords ------------------------------------------------------------ */
 
-static const char *const ANNOTATIONS[] = {"title",      "description", "examples",  "default", "$schema",
+/* discriminator is OpenAPI's (Pydantic writes it beside oneOf): it only
+ * names the property that tells the branches apart, which oneOf enforces. */
+static const char *const ANNOTATIONS[] = {"title",      "description", "examples",  "default", "$schema", "discriminator",
                                           "$id",        "$comment",    "deprecated", "readOnly", "writeOnly",
                                           "$anchor",    "contentMediaType", "contentEncoding", NULL};
 /* Keywords with a meaning implemented here. */
@@ -440,6 +446,11 @@ static char *visit_enum(conv *c, const json_t *s, const char *hint, const char *
 static void digits_range(sbuf *b, const char *lo, const char *hi) {
     size_t n = strlen(lo);
     if (n == 0) return;
+    /* 0..0 to 9..9: any digits (else both halves below would split again: exponential) */
+    if (strspn(lo, "0") == n && strspn(hi, "9") == n) {
+        sb_printf(b, "[0-9]{%zu}", n);
+        return;
+    }
     if (n == 1) {
         if (lo[0] == hi[0]) sb_printf(b, "\"%c\"", lo[0]);
         else sb_printf(b, "[%c-%c]", lo[0], hi[0]);
@@ -895,9 +906,11 @@ static char *gen_string(conv *c, const json_t *s, const char *hint, const char *
             return fail(c, path, "minLength/maxLength beside 'format' are not supported");
         const char *f = json_string_value(format);
         const char *rule = !f ? NULL : !strcmp(f, "date") ? "json-date" : !strcmp(f, "time") ? "json-time"
-                         : !strcmp(f, "uuid") ? "json-uuid" : !strcmp(f, "date-time") ? "date-time" : NULL;
+                         : !strcmp(f, "uuid") ? "json-uuid" : !strcmp(f, "date-time") ? "date-time"
+                         : !strcmp(f, "email") ? "json-email" : !strcmp(f, "ipv4") ? "json-ipv4" : NULL;
         if (!rule)
-            return fail(c, path, "format '%.60s' is not supported (supported: date, time, date-time, uuid)",
+            return fail(c, path,
+                        "format '%.60s' is not supported (supported: date, time, date-time, uuid, email, ipv4)",
                         f ? f : "(not a string)");
         sbuf b = {0};
         if (!strcmp(rule, "date-time")) {
@@ -1171,6 +1184,50 @@ static unsigned kinds(conv *c, const json_t *s, int depth) {
     return k;
 }
 
+/* A branch's schema with its $refs followed (NULL if it is not an object schema). */
+static const json_t *follow_refs(conv *c, const json_t *s) {
+    for (int hops = 0; json_is_object(s) && json_is_string(json_object_get(s, "$ref")) && hops < 16; hops++)
+        s = resolve(c, json_string_value(json_object_get(s, "$ref")), "");
+    return json_is_object(s) ? s : NULL;
+}
+
+/* The value a property must have in an object schema: its const, or a
+ * one-value enum; NULL when it may have others. */
+static const json_t *fixed_value(conv *c, const json_t *obj, const char *name) {
+    const json_t *props = json_object_get(obj, "properties");
+    const json_t *p = follow_refs(c, json_object_get(props, name));
+    if (!p || !listed(json_object_get(obj, "required"), name)) return NULL;
+    const json_t *cst = json_object_get(p, "const");
+    if (cst) return cst;
+    const json_t *en = json_object_get(p, "enum");
+    return json_is_array(en) && json_array_size(en) == 1 ? json_array_get(en, 0) : NULL;
+}
+
+/* oneOf of object schemas told apart by one property (a discriminated union,
+ * as Pydantic writes them): each branch requires it with its own fixed value,
+ * so no object can match two branches. */
+static bool discriminated(conv *c, const json_t *branches) {
+    const json_t *first = follow_refs(c, json_array_get(branches, 0));
+    if (c->failed || !first) return false;
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(first, "properties"), key, v) {
+        (void)v;
+        bool distinct = true;
+        for (size_t i = 0; i < json_array_size(branches) && distinct; i++) {
+            const json_t *bi = follow_refs(c, json_array_get(branches, i));
+            const json_t *t = bi ? json_object_get(bi, "type") : NULL;
+            const json_t *vi = bi ? fixed_value(c, bi, key) : NULL;
+            distinct = vi && json_is_string(t) && !strcmp(json_string_value(t), "object");
+            for (size_t k = 0; k < i && distinct; k++)
+                distinct = !json_equal((json_t *)vi, (json_t *)fixed_value(c, follow_refs(c, json_array_get(branches, k)), key));
+        }
+        if (c->failed) return false;
+        if (distinct) return true;
+    }
+    return false;
+}
+
 static char *gen_any_of(conv *c, const json_t *s, const char *kw, const char *hint, const char *path) {
     static const char *const allowed[] = {"anyOf", "oneOf", NULL};
     const char *other = first_other_than(s, allowed);
@@ -1183,16 +1240,18 @@ static char *gen_any_of(conv *c, const json_t *s, const char *kw, const char *hi
     if (!strcmp(kw, "oneOf")) {
         /* exactly one branch must match: generated only when no value can match two */
         unsigned seen = 0;
+        bool overlap = false;
         for (size_t i = 0; i < n; i++) {
             unsigned k = kinds(c, json_array_get(branches, i), 0);
             if (c->failed) return NULL;
-            if (k & seen)
-                return fail(c, path,
-                            "oneOf: branch %zu may match the same values as an earlier one (vt generates oneOf "
-                            "only when the branches' types, or enum/const values' types, differ); use anyOf",
-                            i);
+            overlap |= (k & seen) != 0;
             seen |= k;
         }
+        if (overlap && !discriminated(c, branches))
+            return fail(c, path,
+                        "oneOf: its branches may match the same value (vt generates oneOf when the branches' types "
+                        "differ, or when they are objects told apart by a required property with a different "
+                        "const in each); use anyOf");
     }
     sbuf b = {0};
     for (size_t i = 0; i < n; i++) {
