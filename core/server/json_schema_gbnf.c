@@ -1203,6 +1203,20 @@ static const json_t *fixed_value(conv *c, const json_t *obj, const char *name) {
     return json_is_array(en) && json_array_size(en) == 1 ? json_array_get(en, 0) : NULL;
 }
 
+/* Append rule e as alternative i of b (" | " between alternatives) and
+ * free it; for a NULL e (a branch that failed) free b instead and return
+ * false. */
+static bool add_alternative(sbuf *b, size_t i, char *e) {
+    if (!e) {
+        free(b->s);
+        b->s = NULL;
+        return false;
+    }
+    sb_printf(b, "%s%s", i ? " | " : "", e);
+    free(e);
+    return true;
+}
+
 /* oneOf of object schemas told apart by one property (a discriminated union,
  * as Pydantic writes them): each branch requires it with its own fixed value,
  * so no object can match two branches. */
@@ -1259,13 +1273,7 @@ static char *gen_any_of(conv *c, const json_t *s, const char *kw, const char *hi
         snprintf(idx, sizeof idx, "%zu", i);
         child_path(sub, sizeof sub, path, kw, idx);
         snprintf(h, sizeof h, "%s-%zu", hint, i);
-        char *e = visit(c, json_array_get(branches, i), h, sub);
-        if (!e) {
-            free(b.s);
-            return NULL;
-        }
-        sb_printf(&b, "%s%s", i ? " | " : "", e);
-        free(e);
+        if (!add_alternative(&b, i, visit(c, json_array_get(branches, i), h, sub))) return NULL;
     }
     return sb_rule(c, hint, &b);
 }
@@ -1456,13 +1464,7 @@ static char *visit_object(conv *c, const json_t *s, const char *hint, const char
         }
         char h[96];
         snprintf(h, sizeof h, "%s-%s", hint, json_string_value(v));
-        char *e = gen_type(c, s, json_string_value(v), h, path);
-        if (!e) {
-            free(b.s);
-            return NULL;
-        }
-        sb_printf(&b, "%s%s", i ? " | " : "", e);
-        free(e);
+        if (!add_alternative(&b, i, gen_type(c, s, json_string_value(v), h, path))) return NULL;
     }
     return sb_rule(c, hint, &b);
 }
