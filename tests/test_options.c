@@ -253,7 +253,7 @@ static void test_ini_sets_every_key(void) {
     vt_status s = load_text(&o,
                             "[runtime]\nbackend = simd\nfallback = none\nthreads = 2\nbatch_size = 128\n"
                             "max_seqs = 8\ntoken_budget = 64\nprefill_chunk = 32\nmax_waiting = 9\n"
-                            "[kv_cache]\ndtype = bf16\nctx_size = 8192\nblock_size = 32\nprefix_cache = 0\n"
+                            "[kv_cache]\ndtype = bf16\nctx_size = 8192\nblock_size = 32\nprefix_cache = 0\nprefix_cache_blocks = 12\n"
                             "[backends]\npath = /opt/a:/opt/b ; inline comment\n"
                             "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 18446744073709551615\n"
                             "[server]\nhost = ::1\nport = 0\nchat_template = llama3\nmodel_alias = my model\n"
@@ -273,6 +273,7 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_EQUAL(o.ctx_size, 8192);
     CU_ASSERT_EQUAL(o.block_size, 32);
     CU_ASSERT_FALSE(o.prefix_cache);
+    CU_ASSERT_EQUAL(o.prefix_cache_blocks, 12);
     CU_ASSERT_STRING_EQUAL(o.backend_path, "/opt/a:/opt/b");
     CU_ASSERT_EQUAL(o.temp, 0.0f);
     CU_ASSERT_EQUAL(o.top_k, 0);

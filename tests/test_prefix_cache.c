@@ -123,6 +123,51 @@ static void test_eviction_order_and_reclaim(void) {
     vt_kv_cache_free(c);
 }
 
+/* A budget of cached blocks: beyond it, the least recently used unheld
+ * blocks are freed at once (a sequence's last blocks first, so the shared
+ * beginnings stay); held blocks never count against it; lowering it trims
+ * at once, and the engine takes it from kv_cache.prefix_cache_blocks. */
+static void test_cache_budget(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 64, &c, NULL), VT_OK); /* 16 blocks of 4 */
+    vt_kv_cache_set_cache_budget(c, 3);
+    int32_t a[17], b[17];
+    for (int i = 0; i < 17; i++) a[i] = 1 + i, b[i] = 60 + i;
+    vt_kv_seq sa = {0}, sb = {0};
+    CU_ASSERT_EQUAL(store(c, &sa, a, 17), VT_OK); /* 4 full blocks filed, held: the budget does not apply */
+    CU_ASSERT_EQUAL(c->n_filed, 4);
+    vt_kv_seq_release(c, &sa);
+    CU_ASSERT_EQUAL(c->n_evictable, 3); /* its last full block went first */
+    CU_ASSERT_EQUAL(c->n_filed, 3);
+    int32_t ev;
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 17, &ev), 12);
+    CU_ASSERT_EQUAL(store(c, &sb, b, 17), VT_OK);
+    vt_kv_seq_release(c, &sb); /* b's blocks are newer: a's go */
+    CU_ASSERT_EQUAL(c->n_evictable, 3);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 17, &ev), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 17, &ev), 12);
+    vt_kv_cache_set_cache_budget(c, 1);
+    CU_ASSERT_EQUAL(c->n_evictable, 1);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 17, &ev), 4);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), c->num_blocks);
+    vt_kv_cache_free(c);
+
+    /* through the engine: the option reaches the pool */
+    vt_options o;
+    vt_fixture_options(&o, "reference", VT_F32);
+    vt_error err = {0};
+    CU_ASSERT_EQUAL(vt_options_set(&o, "kv_cache.prefix_cache_blocks", "5", "cli", &err), VT_OK);
+    vt_model *m = NULL;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/qwen3-tiny-f32.gguf", VT_TEST_DATA_DIR);
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(path, &m, &err), VT_OK);
+    vt_engine *e = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_engine_create(&o, m, false, &e, &err), VT_OK);
+    CU_ASSERT_EQUAL(e->kv->max_evictable, 5);
+    vt_engine_free(e);
+    vt_model_free(m);
+}
+
 /* A fork shares the full blocks and copies the partial one. */
 static void test_fork_shares_full_blocks(void) {
     vt_kv_cache *c = NULL;
@@ -348,6 +393,7 @@ int main(void) {
     static CU_TestInfo pool_tests[] = {
         {"chain keys and reference counts", test_chain_and_refcounts},
         {"eviction order, reclaim before refusing, caching off", test_eviction_order_and_reclaim},
+        {"a budget of cached blocks frees the least recently used beyond it", test_cache_budget},
         {"a fork shares full blocks, copies the partial one", test_fork_shares_full_blocks},
         CU_TEST_INFO_NULL,
     };

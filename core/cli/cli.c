@@ -50,6 +50,7 @@ static const struct {
     {"--max-waiting", NULL, "runtime.max_waiting"},
     {"--kv-cache-dtype", NULL, "kv_cache.dtype"}, {"--ctx-size", "-c", "kv_cache.ctx_size"},
     {"--block-size", NULL, "kv_cache.block_size"}, {"--prefix-cache", NULL, "kv_cache.prefix_cache"},
+    {"--prefix-cache-blocks", NULL, "kv_cache.prefix_cache_blocks"},
     {"--backend-path", NULL, "backends.path"},
     {"--temp", NULL, "sampling.temp"},           {"--top-k", NULL, "sampling.top_k"},
     {"--top-p", NULL, "sampling.top_p"},         {"--min-p", NULL, "sampling.min_p"},
@@ -262,6 +263,8 @@ void vt_cli_common_help_except(FILE *f, const char *const *skip) {
         "      --block-size N       tokens per KV block (default 16)\n"
         "      --no-prefix-cache    compute every prompt whole (default: a prompt's beginning already in the\n"
         "                           cache is taken from it; --prefix-cache 1|0, ini kv_cache.prefix_cache)\n"
+        "      --prefix-cache-blocks N  at most N blocks no request holds stay cached (default 0: until\n"
+        "                           their room is needed)\n"
         "  -b, --batch-size N       max tokens per prefill call (default 512)\n"
         "      --max-seqs N         sequences per step of a batch, 1..256 (default 1)\n"
         "      --token-budget N     tokens per scheduler step (default 0: the batch size)\n"

@@ -344,6 +344,7 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
     }
     if (st == VT_OK) warn_inexact_kv(e);
     if (st == VT_OK) vt_kv_cache_set_prefix_cache(e->kv, opt->prefix_cache && plans_agree(e));
+    if (st == VT_OK && opt->prefix_cache_blocks > 0) vt_kv_cache_set_cache_budget(e->kv, opt->prefix_cache_blocks);
     if (st == VT_OK) {
         e->logits_cap = e->prefill->max_outputs > e->decode->max_outputs ? e->prefill->max_outputs
                                                                           : e->decode->max_outputs;

@@ -73,15 +73,34 @@ static int32_t take_block(vt_kv_cache *c) {
     return b;
 }
 
+/* Free the oldest evictable blocks beyond the budget. */
+static void trim_to_budget(vt_kv_cache *c) {
+    while (c->max_evictable >= 0 && c->n_evictable > c->max_evictable) {
+        const int32_t b = c->lru_head;
+        lru_unlink(c, b);
+        unfile(c, b);
+        c->free_list[c->n_free++] = b;
+    }
+}
+
 /* One holder fewer: at none, filed blocks wait on the evictable list, others are free. */
 static void give_back(vt_kv_cache *c, int32_t b) {
     vt_kv_block *k = &c->blocks[b];
     if (--k->ref > 0) return;
-    if (k->filed) lru_append(c, b);
-    else c->free_list[c->n_free++] = b;
+    if (k->filed) {
+        lru_append(c, b);
+        trim_to_budget(c);
+    } else {
+        c->free_list[c->n_free++] = b;
+    }
 }
 
 int32_t vt_kv_cache_available(const vt_kv_cache *c) { return c->n_free + c->n_evictable; }
+
+void vt_kv_cache_set_cache_budget(vt_kv_cache *c, int32_t max_blocks) {
+    c->max_evictable = max_blocks < 0 ? -1 : max_blocks;
+    trim_to_budget(c);
+}
 
 void vt_kv_cache_set_prefix_cache(vt_kv_cache *c, bool on) {
     c->prefix_cache = on;
@@ -143,6 +162,7 @@ vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer
         goto nomem;
     for (int32_t b = 0; b < c->num_blocks; b++) c->blocks[b].lru_prev = c->blocks[b].lru_next = -1;
     c->lru_head = c->lru_tail = -1;
+    c->max_evictable = -1;
     c->prefix_cache = true;
     for (int l = 0; l < n_layer; l++) {
         c->k[l] = host->alloc(layer_bytes, 64);

@@ -56,6 +56,7 @@ typedef struct vt_kv_cache {
     struct vt_kv_block_index *index;
     int32_t lru_head, lru_tail; /* evictable blocks (filed, ref 0), oldest first; -1 = none */
     int32_t n_evictable;
+    int32_t max_evictable; /* the most evictable blocks kept (vt_kv_cache_set_cache_budget); -1 = no limit */
     int32_t n_filed;
     int64_t hit_tokens;   /* prompt tokens taken from filed blocks, since creation */
     int64_t query_tokens; /* prompt tokens looked up */
@@ -84,6 +85,10 @@ int32_t vt_kv_cache_available(const vt_kv_cache *c);
 /* Turn prefix caching on or off (off: nothing is filed or shared; blocks
  * already filed are dropped). */
 void vt_kv_cache_set_prefix_cache(vt_kv_cache *c, bool on);
+/* At most max_blocks blocks that no sequence holds stay filed (the least
+ * recently used beyond that are freed at once); -1 (the default) keeps them
+ * until their room is needed. */
+void vt_kv_cache_set_cache_budget(vt_kv_cache *c, int32_t max_blocks);
 
 /* Make room for n_new more tokens of seq (allocating blocks, evicting the
  * least recently used filed blocks when no free one is left). On failure the

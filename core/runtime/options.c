@@ -62,6 +62,7 @@ typedef enum option_id {
     OPT_CTX_SIZE,
     OPT_BLOCK_SIZE,
     OPT_PREFIX_CACHE,
+    OPT_PREFIX_CACHE_BLOCKS,
     OPT_BACKEND_PATH,
     OPT_TEMP,
     OPT_TOP_K,
@@ -107,6 +108,9 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_BLOCK_SIZE] = {"kv_cache.block_size", "kv_cache", "block_size", "powers of two 1..256"},
     [OPT_PREFIX_CACHE] = {"kv_cache.prefix_cache", "kv_cache", "prefix_cache",
                           "1 or 0 (1 = requests share the KV blocks of a common prompt beginning)"},
+    [OPT_PREFIX_CACHE_BLOCKS] = {"kv_cache.prefix_cache_blocks", "kv_cache", "prefix_cache_blocks",
+                                 "0 (no limit: cached blocks stay until their room is needed) or integers "
+                                 "1..16777216 (at most that many blocks no request holds stay cached)"},
     [OPT_BACKEND_PATH] = {"backends.path", "backends", "path",
                           "colon-separated folders, at most 1023 characters in all"},
     /* accepted: NULL = the sampling rule's (sampling_rules.c) */
@@ -313,6 +317,10 @@ static bool store_value(vt_options *o, int id, const char *value) {
         if (strcmp(value, "1") != 0 && strcmp(value, "0") != 0) return false;
         o->prefix_cache = value[0] == '1';
         return true;
+    case OPT_PREFIX_CACHE_BLOCKS:
+        if (!parse_int_range(value, 0, 16777216, &i64)) return false;
+        o->prefix_cache_blocks = (int32_t)i64;
+        return true;
     case OPT_BACKEND_PATH:
         if (strlen(value) >= sizeof o->backend_path) return false;
         snprintf(o->backend_path, sizeof o->backend_path, "%s", value);
@@ -440,6 +448,7 @@ void vt_options_defaults(vt_options *o) {
     o->ctx_size = 0;
     o->block_size = 16;
     o->prefix_cache = true;
+    o->prefix_cache_blocks = 0;
     o->backend_path[0] = '\0';
     o->temp = (float)vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->preset;
     o->top_k = (int32_t)vt_sampling_rule_of(VT_KNOB_TOP_K)->preset;
@@ -599,6 +608,7 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_CTX_SIZE: snprintf(buf, size, "%" PRId64, o->ctx_size); break;
     case OPT_BLOCK_SIZE: snprintf(buf, size, "%" PRId32, o->block_size); break;
     case OPT_PREFIX_CACHE: snprintf(buf, size, "%d", o->prefix_cache ? 1 : 0); break;
+    case OPT_PREFIX_CACHE_BLOCKS: snprintf(buf, size, "%" PRId32, o->prefix_cache_blocks); break;
     case OPT_BACKEND_PATH: snprintf(buf, size, "%s", o->backend_path); break;
     case OPT_TEMP: shortest_float(buf, size, o->temp); break;
     case OPT_TOP_K: snprintf(buf, size, "%" PRId32, o->top_k); break;

@@ -21,7 +21,7 @@
 #define VT_SOURCE_SIZE 64
 
 /* Number of knobs; vt_options_key(i) names them in the order below. */
-#define VT_OPTIONS_KEY_COUNT 25
+#define VT_OPTIONS_KEY_COUNT 26
 
 typedef struct vt_options {
     /* [runtime] */
@@ -40,6 +40,7 @@ typedef struct vt_options {
     int64_t ctx_size;        /* tokens, 0..1<<24; 0 = min(model context length, 4096) */
     int32_t block_size;      /* tokens per KV block, a power of two 1..256; default 16 */
     bool prefix_cache;       /* share the KV blocks of common prompt beginnings; default on */
+    int32_t prefix_cache_blocks; /* at most that many unheld blocks stay cached; 0 (default) = no limit */
     /* [backends] */
     char backend_path[1024]; /* extra colon-separated search folders; "" = none */
     /* [sampling] */
