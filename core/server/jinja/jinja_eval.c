@@ -569,6 +569,7 @@ static jv eval(jinja_render *r, jframe *f, const jnode *n) {
     case JE_LIST: {
         out = jv_list_new();
         if (jv_is_oom(out)) return oom(r, n->line);
+        out.u.l->tuple = n->negate;
         for (size_t i = 0; i < n->n_list; i++) {
             jv v = eval(r, f, n->list[i]);
             if (r->failed || !jv_list_append(out, v)) {

@@ -365,6 +365,7 @@ static jv f_items(jinja_render *r, int line, jv v, const jinja_args *a) {
     jv out = new_list(r, line);
     for (size_t i = 0; !r->failed && i < v.u.d->n; i++) {
         jv pair = jv_list_new();
+        if (!jv_is_oom(pair)) pair.u.l->tuple = true;
         if (jv_is_oom(pair) || !jv_list_append(pair, jv_incref(v.u.d->e[i].key)) ||
             !jv_list_append(pair, jv_incref(v.u.d->e[i].value)) || !jv_list_append(out, pair)) {
             if (!jv_is_oom(pair)) jv_decref(pair);

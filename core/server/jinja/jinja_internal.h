@@ -61,7 +61,7 @@ typedef enum jnode_kind {
     /* expressions */
     JE_LITERAL, /* value */
     JE_NAME,    /* name */
-    JE_LIST,    /* list: items (lists and tuples) */
+    JE_LIST,    /* list: items; negate: a tuple */
     JE_DICT,    /* list: keys, list2: values */
     JE_ATTR,    /* a: object, name */
     JE_ITEM,    /* a: object, b: key or index */

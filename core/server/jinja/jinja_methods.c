@@ -341,6 +341,7 @@ static jv dict_view(jinja_render *r, int line, jv self, int which) {
         else if (which == 1) x = jv_incref(self.u.d->e[i].value);
         else {
             x = jv_list_new();
+            if (!jv_is_oom(x)) x.u.l->tuple = true;
             if (jv_is_oom(x) || !jv_list_append(x, jv_incref(self.u.d->e[i].key)) ||
                 !jv_list_append(x, jv_incref(self.u.d->e[i].value))) {
                 if (!jv_is_oom(x)) jv_decref(x);

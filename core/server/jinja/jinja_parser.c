@@ -205,7 +205,10 @@ static jnode *parse_primary(parser *P) {
     }
     case JT_OP:
         if (strcmp(t->text, "(") == 0) {
-            if (accept_op(P, ")")) return node(P, JE_LIST, t->line); /* the empty tuple */
+            if (accept_op(P, ")")) { /* the empty tuple */
+                if ((n = node(P, JE_LIST, t->line))) n->negate = true;
+                return n;
+            }
             jnode *e = parse_expr(P);
             if (!e) return NULL;
             if (is_op(peek(P), ",")) { /* a tuple */
@@ -213,6 +216,7 @@ static jnode *parse_primary(parser *P) {
                     jinja_node_free(n);
                     return NULL;
                 }
+                n->negate = true;
                 while (accept_op(P, ",")) {
                     if (is_op(peek(P), ")")) break;
                     jnode *v = parse_expr(P);
@@ -346,15 +350,13 @@ static jnode *parse_postfix(parser *P, jnode *n) {
 }
 
 /* Can this token start the single argument of a test written without
- * parentheses ("is divisibleby 3", "is equalto 'x'")? */
+ * parentheses ("is divisibleby 3", "is sameas none")? As jinja2: a name,
+ * literal, list or dict that is not "else", "or" or "and". */
 static bool starts_test_arg(const jtok *t) {
     if (t->kind == JT_STRING || t->kind == JT_INT || t->kind == JT_FLOAT) return true;
     if (t->kind == JT_OP) return strcmp(t->text, "[") == 0 || strcmp(t->text, "{") == 0;
     if (t->kind != JT_NAME) return false;
-    static const char *const stop[] = {"and", "or", "else", "if", "not", "in", "is", "for", "recursive"};
-    for (size_t i = 0; i < sizeof stop / sizeof *stop; i++)
-        if (strcmp(t->text, stop[i]) == 0) return false;
-    return true;
+    return strcmp(t->text, "else") != 0 && strcmp(t->text, "or") != 0 && strcmp(t->text, "and") != 0;
 }
 
 static jnode *parse_filter_chain(parser *P, jnode *n) {
@@ -404,7 +406,11 @@ static jnode *parse_filter_chain(parser *P, jnode *n) {
                     return NULL;
                 }
             } else if (starts_test_arg(peek(P))) {
-                jnode *arg = parse_unary(P, false);
+                if (is_name(peek(P), "is")) {
+                    jinja_node_free(f);
+                    return pfail(P, peek(P), "tests cannot be chained with 'is'");
+                }
+                jnode *arg = parse_postfix(P, parse_primary(P));
                 if (!arg || !add_child(P, &f->list, &f->n_list, arg)) {
                     jinja_node_free(f);
                     return NULL;
@@ -826,7 +832,9 @@ static jnode *parse_body(parser *P, const char *const *ends, const char **which)
         jnode *s = NULL;
         if (t->kind == JT_EOF) {
             if (ends) {
-                pfail(P, t, "unexpected end of template: expected {%% %s %%} (the block opened on line %d)", ends[0],
+                const char *const *last = ends;
+                while (last[1]) last++;
+                pfail(P, t, "unexpected end of template: expected {%% %s %%} (the block opened on line %d)", *last,
                       start);
                 break;
             }

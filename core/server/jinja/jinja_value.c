@@ -208,7 +208,7 @@ bool jv_equal(jv a, jv b) {
     case JV_NONE: return true;
     case JV_STRING: return a.u.s->len == b.u.s->len && memcmp(a.u.s->data, b.u.s->data, a.u.s->len) == 0;
     case JV_LIST:
-        if (a.u.l->n != b.u.l->n) return false;
+        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!jv_equal(a.u.l->items[i], b.u.l->items[i])) return false;
         return true;
@@ -339,12 +339,14 @@ static void write_str_repr(jv_buf *b, const char *s, size_t len) {
 
 static void write_container(jv_buf *b, jv v) {
     if (v.type == JV_LIST) {
-        jv_buf_putc(b, '[');
+        bool t = v.u.l->tuple;
+        jv_buf_putc(b, t ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jv_buf_puts(b, ", ");
             jv_write_repr(b, v.u.l->items[i]);
         }
-        jv_buf_putc(b, ']');
+        if (t && v.u.l->n == 1) jv_buf_putc(b, ',');
+        jv_buf_putc(b, t ? ')' : ']');
         return;
     }
     if (v.type == JV_NAMESPACE) jv_buf_puts(b, "<Namespace ");

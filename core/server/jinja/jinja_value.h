@@ -56,6 +56,7 @@ typedef struct jv {
 
 typedef struct jv_list {
     int refs;
+    bool tuple; /* a Python tuple: prints as (a, b) and is not equal to a list */
     size_t n, cap;
     jv *items;
 } jv_list;
