@@ -256,7 +256,7 @@ static void test_ini_sets_every_key(void) {
                             "[kv_cache]\ndtype = bf16\nctx_size = 8192\nblock_size = 32\nprefix_cache = 0\nprefix_cache_blocks = 12\n"
                             "[backends]\npath = /opt/a:/opt/b ; inline comment\n"
                             "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 18446744073709551615\n"
-                            "[server]\nhost = ::1\nport = 0\nchat_template = llama3\nmodel_alias = my model\n"
+                            "[server]\nhost = ::1\nport = 0\nchat_template = llama3\nchat_template_file = /t.jinja\nmodel_alias = my model\n"
                             "body_limit = 1024\ntimeout = 0.5\nshutdown_grace = 0\n",
                             &err);
     if (s != VT_OK) printf("\n  %s\n", err.msg);
@@ -283,6 +283,7 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_STRING_EQUAL(o.server_host, "::1");
     CU_ASSERT_EQUAL(o.server_port, 0);
     CU_ASSERT_STRING_EQUAL(o.server_chat_template, "llama3");
+    CU_ASSERT_STRING_EQUAL(o.server_chat_template_file, "/t.jinja");
     CU_ASSERT_STRING_EQUAL(o.server_model_alias, "my model");
     CU_ASSERT_EQUAL(o.server_body_limit, 1024);
     CU_ASSERT_EQUAL(o.server_timeout, 0.5);

@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include "batch_open.h"
+#include "chat_jinja.h"
 #include "chat_template.h"
 #include "cli.h"
+#include "gguf.h"
 #include "serve_engine.h"
 #include "serve_http.h"
 #include "vt/vt.h"
@@ -36,7 +38,8 @@ static void help(void) {
            "                           sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
            "      --max-waiting N      requests queued before 503 + Retry-After ([runtime] max_waiting; default 256)\n"
            "      --api-key KEY        require \"Authorization: Bearer KEY\" (default: env VT_API_KEY, else none)\n"
-           "      --chat-template NAME chatml, llama2, llama3 or mistral instead of the model's own template\n"
+           "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
+           "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
            "      --model-alias NAME   the model's name in /v1/models and answers (default: the file name)\n"
            "      --body-limit BYTES   largest request body (default 4194304); larger ones get 413\n"
            "      --timeout SECONDS    a request running longer ends with finish_reason length (default 600; 0 = none)\n"
@@ -69,6 +72,7 @@ static const struct {
     {"--host", "server.host"},
     {"--port", "server.port"},
     {"--chat-template", "server.chat_template"},
+    {"--chat-template-file", "server.chat_template_file"},
     {"--model-alias", "server.model_alias"},
     {"--body-limit", "server.body_limit"},
     {"--timeout", "server.timeout"},
@@ -108,45 +112,177 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
 
 /* ---- chat rendering (the HTTP side calls it; no vt_batch involved) ---- */
 
-static char *render_chat(void *user, const vt_serve_message *messages, size_t n, char *err, size_t err_size) {
-    const vt_chat_family *family = user;
-    vt_chat_message *msgs = calloc(n ? n : 1, sizeof *msgs);
+/* How chats are rendered: a Jinja template (the model's own, or
+ * --chat-template-file's) run by vt's interpreter, or one of the built-in
+ * families (--chat-template NAME). */
+typedef struct serve_chat {
+    bool have;                /* false: the model has no template (chat answers 400) */
+    vt_jinja_template *jinja; /* NULL: the built-in family */
+    vt_chat_family family;    /* the built-in family, or the one the Jinja text resembles (its end of turn stops) */
+    bool family_known;
+    char name[160];           /* what the log says */
+    char bos[128], eos[128];  /* the vocabulary's BOS and EOS as text, "" when it has none */
+} serve_chat;
+
+static char *render_jinja(const serve_chat *c, const vt_serve_request *req, bool *add_bos, int *status, char *err,
+                          size_t err_size) {
+    const json_t *in = req->chat_input;
+    vt_chat_jinja_input ji = {.messages = json_object_get(in, "messages"),
+                              .tools = json_object_get(in, "tools"),
+                              .kwargs = json_object_get(in, "kwargs"),
+                              .add_generation_prompt = json_is_true(json_object_get(in, "add_generation_prompt")),
+                              .bos_token = c->bos,
+                              .eos_token = c->eos};
+    char *text = NULL, msg[400];
+    size_t len = 0;
+    if (!vt_chat_jinja_render(c->jinja, &ji, &text, &len, msg, sizeof msg)) {
+        /* raise_exception is the template refusing this chat (roles out of
+         * order, ...); any other failure is the template's own. */
+        *status = strstr(msg, "the template raised") ? 400 : 500;
+        snprintf(err, err_size, "the chat template failed: %s", msg);
+        return NULL;
+    }
+    /* As transformers and vLLM tokenize a rendered chat: no BOS added, the
+     * template writes bos_token itself when the model wants one. */
+    *add_bos = false;
+    return text;
+}
+
+static char *render_chat(void *user, const vt_serve_request *req, bool *add_bos, int *status, char *err,
+                         size_t err_size) {
+    const serve_chat *c = user;
+    *status = 400;
+    if (c->jinja) return render_jinja(c, req, add_bos, status, err, err_size);
+    /* The built-in families render plain chats only: what they cannot
+     * render is refused, never dropped. */
+    const json_t *in = req->chat_input;
+    const char *name = vt_chat_family_name(c->family);
+    if (json_object_get(in, "tools") || json_object_get(in, "kwargs")) {
+        snprintf(err, err_size, "the built-in %s template renders no %s; use the model's own template or "
+                 "--chat-template-file",
+                 name, json_object_get(in, "tools") ? "tools" : "chat_template_kwargs");
+        return NULL;
+    }
+    vt_chat_message *msgs = calloc(req->n_messages ? req->n_messages : 1, sizeof *msgs);
     if (!msgs) {
         snprintf(err, err_size, "out of memory");
         return NULL;
     }
-    for (size_t i = 0; i < n; i++) {
-        const char *r = messages[i].role;
+    for (size_t i = 0; i < req->n_messages; i++) {
+        const char *r = req->messages[i].role;
+        json_t *m = json_array_get(json_object_get(in, "messages"), i);
+        if (strcmp(r, "tool") == 0 || json_object_get(m, "tool_calls")) {
+            snprintf(err, err_size, "messages[%zu]: the built-in %s template renders no tool calls or results; use "
+                     "the model's own template or --chat-template-file", i, name);
+            free(msgs);
+            return NULL;
+        }
         msgs[i].role = strcmp(r, "system") == 0 ? VT_CHAT_SYSTEM : strcmp(r, "user") == 0 ? VT_CHAT_USER : VT_CHAT_ASSISTANT;
-        msgs[i].content = messages[i].content;
+        msgs[i].content = req->messages[i].content;
     }
     char *text = NULL;
     size_t len = 0;
-    if (!vt_chat_render(*family, msgs, n, true, &text, &len, err, err_size)) text = NULL;
+    bool gen = json_is_true(json_object_get(in, "add_generation_prompt"));
+    if (!vt_chat_render(c->family, msgs, req->n_messages, gen, &text, &len, err, err_size)) text = NULL;
     free(msgs);
+    *add_bos = true;
     return text;
 }
 
-/* The chat family: forced by name, or detected from the model's template;
- * *have false when the model has none (chat then answers 400). */
-static vt_status chat_family(const serve_opts *o, vt_batch *b, vt_chat_family *f, bool *have, vt_error *err) {
-    char msg[256];
-    *have = false;
-    if (o->c.opt.server_chat_template[0]) {
-        if (!vt_chat_family_by_name(o->c.opt.server_chat_template, f, msg, sizeof msg))
+/* The text of the vocabulary's special token named by key (a token id), as
+ * tokenizer.ggml.tokens spells it (decoding would drop a control token). */
+static void special_token(const vt_gguf *g, const char *key, char *out, size_t cap) {
+    uint32_t id;
+    vt_error e = {0};
+    const vt_gguf_array *tokens = NULL;
+    out[0] = 0;
+    if (!g || vt_gguf_get_u32(g, key, &id, &e) != VT_OK ||
+        vt_gguf_get_arr(g, "tokenizer.ggml.tokens", VT_GGUF_STRING, &tokens, &e) != VT_OK || id >= tokens->n)
+        return;
+    vt_gguf_str t = tokens->items[id].v.str;
+    if (t.len < cap) {
+        memcpy(out, t.data, t.len);
+        out[t.len] = 0;
+    }
+}
+
+static char *read_text_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *p = realloc(buf, cap);
+            if (!p) break;
+            buf = p;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    bool ok = !ferror(f) && buf;
+    fclose(f);
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* How chats are rendered: --chat-template NAME, --chat-template-file PATH,
+ * or the model's own template; c->have false when the model has none. */
+static vt_status chat_setup(const serve_opts *o, vt_batch *b, serve_chat *c, vt_error *err) {
+    char msg[512];
+    memset(c, 0, sizeof *c);
+    const char *forced = o->c.opt.server_chat_template, *file = o->c.opt.server_chat_template_file;
+    if (forced[0] && file[0])
+        return vt_fail(err, VT_ERR_INVALID, "--chat-template and --chat-template-file: give one of them");
+    if (forced[0]) {
+        if (!vt_chat_family_by_name(forced, &c->family, msg, sizeof msg))
             return vt_fail(err, VT_ERR_INVALID, "--chat-template: %s", msg);
-        *have = true;
+        c->have = c->family_known = true;
+        snprintf(c->name, sizeof c->name, "%s (built in)", forced);
         return VT_OK;
     }
-    const char *jinja = vt_batch_meta_string(b, "tokenizer.chat_template");
-    if (!jinja) return VT_OK;
-    if (!vt_chat_detect(jinja, f, msg, sizeof msg))
-        return vt_fail(err, VT_ERR_UNSUPPORTED,
-                       "the model's chat template (tokenizer.chat_template) is of no family vt knows: %s; start with "
-                       "--chat-template chatml|llama2|llama3|mistral",
-                       msg);
-    *have = true;
+    char *owned = NULL;
+    const char *text;
+    size_t len;
+    if (file[0]) {
+        if (!(owned = read_text_file(file, &len)))
+            return vt_fail(err, VT_ERR_IO, "--chat-template-file %s: cannot read: %s", file, strerror(errno));
+        text = owned;
+    } else {
+        text = vt_batch_meta_string(b, "tokenizer.chat_template");
+        if (!text) return VT_OK;
+        len = strlen(text);
+    }
+    c->jinja = vt_jinja_parse(text, len, msg, sizeof msg);
+    c->family_known = vt_chat_detect(text, &c->family, NULL, 0);
+    free(owned);
+    if (!c->jinja)
+        return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s: %s", file, msg)
+                       : vt_fail(err, VT_ERR_UNSUPPORTED,
+                                 "the model's chat template (tokenizer.chat_template): %s; start with "
+                                 "--chat-template chatml|llama2|llama3|mistral or --chat-template-file PATH",
+                                 msg);
+    c->have = true;
+    snprintf(c->name, sizeof c->name, "%.140s (Jinja)", file[0] ? file : "the model's own");
+    vt_gguf *g = NULL;
+    vt_error e = {0};
+    if (vt_gguf_open(o->c.model_path, &g, &e) != VT_OK) g = NULL;
+    special_token(g, "tokenizer.ggml.bos_token_id", c->bos, sizeof c->bos);
+    special_token(g, "tokenizer.ggml.eos_token_id", c->eos, sizeof c->eos);
+    if (g) vt_gguf_close(g);
     return VT_OK;
+}
+
+static void chat_free(serve_chat *c) {
+    vt_jinja_free(c->jinja);
+    c->jinja = NULL;
 }
 
 /* The ids a chat request stops on: the model's end-of-generation ids, and
@@ -156,12 +292,13 @@ static vt_status chat_family(const serve_opts *o, vt_batch *b, vt_chat_family *f
  * already; a vocabulary that lacks the family's marker adds nothing. One
  * line on stderr says which ids, so a wrong template shows at start. */
 #define MAX_CHAT_STOP_IDS 64
-static size_t chat_stop_ids(vt_batch *b, vt_chat_family family, int32_t *ids) {
+static size_t chat_stop_ids(vt_batch *b, const serve_chat *chat, int32_t *ids) {
+    vt_chat_family family = chat->family;
     size_t n = vt_batch_default_stop_ids(b, ids, MAX_CHAT_STOP_IDS - 4);
     if (n > MAX_CHAT_STOP_IDS - 4) n = MAX_CHAT_STOP_IDS - 4;
     char line[512];
     int used = snprintf(line, sizeof line, "vt serve: chat requests stop on token ids");
-    for (const char *const *eot = vt_chat_end_of_turn(family); *eot; eot++) {
+    for (const char *const *eot = vt_chat_end_of_turn(family); chat->family_known && *eot; eot++) {
         int32_t *special = NULL, *plain = NULL;
         size_t n_special = 0, n_plain = 0;
         char msg[256];
@@ -227,14 +364,14 @@ static vt_status dry_run(const serve_opts *o, vt_error *err) {
     vt_status st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
     if (st != VT_OK) return vt_fail(err, st, "%s", msg);
     vt_batch_explain(batch, stderr);
-    vt_chat_family family;
-    bool have_template = false;
-    st = chat_family(o, batch, &family, &have_template, err);
+    serve_chat chat;
+    st = chat_setup(o, batch, &chat, err);
     if (st == VT_OK)
         fprintf(stderr, "vt serve: dry run: would serve %s, sequences per step %d, context %lld tokens, chat template %s; "
                 "not listening\n",
                 o->c.model_path, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
-                have_template ? vt_chat_family_name(family) : "none (only /v1/completions)");
+                chat.have ? chat.name : "none (only /v1/completions)");
+    chat_free(&chat);
     vt_batch_close(batch);
     return st;
 }
@@ -251,7 +388,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    static vt_chat_family family;
+    static serve_chat chat;
     vt_serve_metrics metrics;
     vt_serve_metrics_init(&metrics);
     vt_server_config cfg = {
@@ -284,11 +421,10 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
     if (st != VT_OK) vt_fail(err, st, "%s", msg);
     if (st == VT_OK && o->c.explain) vt_batch_explain(batch, stderr);
-    bool have_template = false;
-    if (st == VT_OK) st = chat_family(o, batch, &family, &have_template, err);
+    if (st == VT_OK) st = chat_setup(o, batch, &chat, err);
     vt_serve_engine *engine = NULL;
     int32_t stop_ids[MAX_CHAT_STOP_IDS];
-    size_t n_stop_ids = st == VT_OK && have_template ? chat_stop_ids(batch, family, stop_ids) : 0;
+    size_t n_stop_ids = st == VT_OK && chat.have ? chat_stop_ids(batch, &chat, stop_ids) : 0;
     if (st == VT_OK) {
         vt_serve_engine_config ec = {.max_waiting = o->c.opt.max_waiting,
                                      .max_seqs = o->c.opt.max_seqs,
@@ -301,16 +437,17 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         if (!engine) st = vt_fail(err, VT_ERR_NOMEM, "cannot start the engine thread");
     }
     if (st == VT_OK) {
-        if (have_template) vt_server_set_render(server, render_chat, &family);
+        if (chat.have) vt_server_set_render(server, render_chat, &chat);
         vt_server_set_engine(server, engine);
         fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
-                have_template ? vt_chat_family_name(family) : "none (only /v1/completions)");
+                chat.have ? chat.name : "none (only /v1/completions)");
         wait_and_drain(server, engine, o->c.opt.server_shutdown_grace);
     }
     vt_server_stop(server);
     vt_serve_engine_stop(engine);
     vt_batch_close(batch);
+    chat_free(&chat);
     vt_serve_metrics_destroy(&metrics);
     if (st == VT_OK) fprintf(stderr, "vt serve: stopped\n");
     return st;

@@ -72,6 +72,7 @@ typedef enum option_id {
     OPT_SERVER_HOST,
     OPT_SERVER_PORT,
     OPT_SERVER_CHAT_TEMPLATE,
+    OPT_SERVER_CHAT_TEMPLATE_FILE,
     OPT_SERVER_MODEL_ALIAS,
     OPT_SERVER_BODY_LIMIT,
     OPT_SERVER_TIMEOUT,
@@ -125,6 +126,8 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_SERVER_PORT] = {"server.port", "server", "port", "integers 0..65535 (0 = any free port)"},
     [OPT_SERVER_CHAT_TEMPLATE] = {"server.chat_template", "server", "chat_template",
                                   "chatml, llama2, llama3, mistral, or empty for the model's own"},
+    [OPT_SERVER_CHAT_TEMPLATE_FILE] = {"server.chat_template_file", "server", "chat_template_file",
+                                       "paths of up to 4095 bytes to a Jinja chat template, or empty for none"},
     [OPT_SERVER_MODEL_ALIAS] = {"server.model_alias", "server", "model_alias",
                                 "names of up to 255 printable characters, or empty for the model file's name"},
     [OPT_SERVER_BODY_LIMIT] = {"server.body_limit", "server", "body_limit", "integers 1024..1073741824 (bytes)"},
@@ -365,6 +368,10 @@ static bool store_value(vt_options *o, int id, const char *value) {
             strcmp(value, "mistral") != 0)
             return false;
         snprintf(o->server_chat_template, sizeof o->server_chat_template, "%s", value);
+        return true;
+    case OPT_SERVER_CHAT_TEMPLATE_FILE:
+        if (strlen(value) >= sizeof o->server_chat_template_file) return false;
+        snprintf(o->server_chat_template_file, sizeof o->server_chat_template_file, "%s", value);
         return true;
     case OPT_SERVER_MODEL_ALIAS:
         if (!is_text_of(value, 0, 255, NULL)) return false;
@@ -621,6 +628,7 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     case OPT_SERVER_HOST: snprintf(buf, size, "%s", o->server_host); break;
     case OPT_SERVER_PORT: snprintf(buf, size, "%" PRId32, o->server_port); break;
     case OPT_SERVER_CHAT_TEMPLATE: snprintf(buf, size, "%s", o->server_chat_template); break;
+    case OPT_SERVER_CHAT_TEMPLATE_FILE: snprintf(buf, size, "%s", o->server_chat_template_file); break;
     case OPT_SERVER_MODEL_ALIAS: snprintf(buf, size, "%s", o->server_model_alias); break;
     case OPT_SERVER_BODY_LIMIT: snprintf(buf, size, "%" PRId64, o->server_body_limit); break;
     case OPT_SERVER_TIMEOUT: shortest_double(buf, size, o->server_timeout); break;

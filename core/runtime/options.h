@@ -21,7 +21,7 @@
 #define VT_SOURCE_SIZE 64
 
 /* Number of knobs; vt_options_key(i) names them in the order below. */
-#define VT_OPTIONS_KEY_COUNT 26
+#define VT_OPTIONS_KEY_COUNT 27
 
 typedef struct vt_options {
     /* [runtime] */
@@ -54,6 +54,7 @@ typedef struct vt_options {
     char server_host[256];          /* address or name to listen on; default "127.0.0.1" */
     int32_t server_port;            /* 0..65535 (0 = any free port); default 8080 */
     char server_chat_template[16];  /* "" = the model's own; chatml, llama2, llama3, mistral */
+    char server_chat_template_file[4096]; /* "" = none; else a Jinja chat template rendered instead of the model's */
     char server_model_alias[256];   /* "" = the model file's name */
     int64_t server_body_limit;      /* bytes, 1024..1 GiB; default 4 MiB */
     double server_timeout;          /* seconds a request may run, 0..1e7 (0 = none); default 600 */

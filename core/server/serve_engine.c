@@ -238,7 +238,7 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     size_t n = job->req.n_ids;
     if (!ids) {
         const char *text = job->prompt_text ? job->prompt_text : job->req.prompt;
-        if (vt_batch_tokenize(e->batch, text, strlen(text), true, job->parse_special, &owned, &n, msg, sizeof msg) !=
+        if (vt_batch_tokenize(e->batch, text, strlen(text), job->add_bos, job->parse_special, &owned, &n, msg, sizeof msg) !=
             VT_OK) {
             vt_serve_fail(&err, 400, "invalid_request_error", param, "%s: %s", param, msg);
             finish_failed(e, job, &err, true);

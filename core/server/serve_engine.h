@@ -50,6 +50,7 @@ struct vt_serve_job {
     vt_serve_request req;
     char *prompt_text;  /* generate: the text to tokenize (rendered chat or req.prompt), or NULL for req.ids */
     bool parse_special; /* generate: control-token text in prompt_text becomes its token (chat) */
+    bool add_bos;       /* generate: the tokenizer adds the vocabulary's BOS (not when a template wrote it) */
     double t_submit;
 
     /* Under the engine's lock. */

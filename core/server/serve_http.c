@@ -2,6 +2,7 @@
 #include "serve_http.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -307,8 +308,10 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     if (!vt_serve_parse_request(kind, rq->body ? rq->body : "", rq->n_body, &s->cfg.defaults, &req, &err))
         return send_error(c, rq, &err);
     char *prompt_text = NULL;
+    bool add_bos = true;
     if (kind == VT_SERVE_CHAT) {
-        char msg[256] = "";
+        char msg[512] = "";
+        int status = 400;
         if (!s->cfg.render) {
             vt_serve_request_free(&req);
             return fail(c, rq, 400, "invalid_request_error", "messages",
@@ -316,10 +319,11 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
                         "/v1/completions",
                         "messages");
         }
-        prompt_text = s->cfg.render(s->cfg.render_user, req.messages, req.n_messages, msg, sizeof msg);
+        prompt_text = s->cfg.render(s->cfg.render_user, &req, &add_bos, &status, msg, sizeof msg);
         if (!prompt_text) {
             vt_serve_request_free(&req);
-            return fail(c, rq, 400, "invalid_request_error", "messages", "messages: %s", msg);
+            return fail(c, rq, status, status == 400 ? "invalid_request_error" : "server_error", "messages",
+                        "messages: %s", msg);
         }
     }
     vt_serve_job *job = vt_serve_job_new(&req);
@@ -329,6 +333,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         return send_json(c, rq, 500, NULL);
     }
     job->prompt_text = prompt_text;
+    job->add_bos = add_bos;
     job->parse_special = kind == VT_SERVE_CHAT || s->cfg.completion_special;
     if (!vt_serve_engine_submit(e, job, &err)) {
         vt_serve_job_release(e, job);
@@ -424,6 +429,34 @@ static enum MHD_Result tokens(struct MHD_Connection *c, request_ctx *rq, vt_serv
     return ret;
 }
 
+/* POST /apply-template (llama-server's): a chat request in, the prompt its
+ * template renders out, {"prompt": "..."}; nothing is generated. */
+static enum MHD_Result apply_template(struct MHD_Connection *c, request_ctx *rq) {
+    vt_server *s = rq->server;
+    vt_serve_request req;
+    vt_serve_error err;
+    if (!vt_serve_parse_request(VT_SERVE_CHAT, rq->body ? rq->body : "", rq->n_body, &s->cfg.defaults, &req, &err))
+        return send_error(c, rq, &err);
+    if (!s->cfg.render) {
+        vt_serve_request_free(&req);
+        return fail(c, rq, 400, "invalid_request_error", "messages", "%s",
+                    "messages: the model has no chat template; start vt serve with --chat-template NAME");
+    }
+    char msg[512] = "";
+    int status = 400;
+    bool add_bos = true;
+    char *text = s->cfg.render(s->cfg.render_user, &req, &add_bos, &status, msg, sizeof msg);
+    vt_serve_request_free(&req);
+    if (!text)
+        return fail(c, rq, status, status == 400 ? "invalid_request_error" : "server_error", "messages", "messages: %s",
+                    msg);
+    json_t *body = json_pack("{s:s}", "prompt", text);
+    free(text);
+    char *out = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    return send_json(c, rq, out ? 200 : 500, out);
+}
+
 /* "Authorization: Bearer KEY" when a key is set; the scheme's name is
  * case-insensitive (RFC 7235), the key is not. */
 static bool authorized(struct MHD_Connection *c, const vt_server *s) {
@@ -439,7 +472,7 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
         const char *path, *method;
     } routes[] = {{"/health", "GET"},           {"/metrics", "GET"},       {"/v1/models", "GET"},
                   {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
-                  {"/detokenize", "POST"},          {"/v1/models/", "GET"}};
+                  {"/detokenize", "POST"},          {"/v1/models/", "GET"}, {"/apply-template", "POST"}};
     int found = -1;
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         const size_t n = strlen(routes[i].path);
@@ -465,6 +498,7 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
                       id, s->alias);
         return send_error(c, rq, &err);
     }
+    if (found == 8) return apply_template(c, rq);
     if (found == 3) return generate(c, rq, e, VT_SERVE_CHAT);
     if (found == 4) return generate(c, rq, e, VT_SERVE_COMPLETION);
     return tokens(c, rq, e, found == 5 ? VT_SERVE_TOKENIZE : VT_SERVE_DETOKENIZE);

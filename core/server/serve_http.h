@@ -19,9 +19,12 @@
 #include "serve_metrics.h"
 #include "serve_request.h"
 
-/* Chat messages -> the prompt text (control tokens as text, tokenized with
- * parse_special); NULL with a message in err when it cannot. */
-typedef char *(*vt_serve_render_fn)(void *user, const vt_serve_message *messages, size_t n, char *err,
+/* A chat request -> the prompt text (control tokens as text, tokenized with
+ * parse_special); *add_bos: whether the tokenizer adds the vocabulary's BOS
+ * (false when the template writes its own). NULL with a message in err when
+ * it cannot (*status: 400 for what the request asks that the template
+ * refuses, 500 for a template that fails by itself). */
+typedef char *(*vt_serve_render_fn)(void *user, const vt_serve_request *req, bool *add_bos, int *status, char *err,
                                     size_t err_size);
 
 typedef struct vt_server_config {

@@ -36,6 +36,7 @@ void vt_serve_request_free(vt_serve_request *r) {
         free(r->messages[i].content);
     }
     free(r->messages);
+    json_decref(r->chat_input);
     free(r->model);
     free(r->prompt);
     free(r->ids);
@@ -101,7 +102,7 @@ static bool is_off(const json_t *v) {
 }
 
 static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_error *err) {
-    static const char *const both[] = {"logit_bias", "tools", "functions",
+    static const char *const both[] = {"logit_bias", "functions",
                                        "function_call", "audio", "prediction", "reasoning_effort",
                                        "web_search_options", "suffix"};
     for (size_t i = 0; i < sizeof both / sizeof *both; i++)
@@ -205,9 +206,11 @@ static bool parse_messages(const json_t *root, vt_serve_request *r, vt_serve_err
             return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
         const char *rs = json_string_value(role);
         if (strcmp(rs, "developer") == 0) rs = "system";
-        if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 && strcmp(rs, "assistant") != 0)
+        if (strcmp(rs, "system") != 0 && strcmp(rs, "user") != 0 && strcmp(rs, "assistant") != 0 &&
+            strcmp(rs, "tool") != 0)
             return vt_serve_fail(err, 400, INVALID, param,
-                                 "%s: '%.40s' is not supported; roles are system, user and assistant", param, rs);
+                                 "%s: '%.40s' is not supported; roles are system, developer, user, assistant and tool",
+                                 param, rs);
         r->messages[i].role = strdup(rs);
         r->n_messages = i + 1;
         if (!r->messages[i].role) return out_of_memory(err);
@@ -351,7 +354,9 @@ static bool parse_root(vt_serve_kind kind, const json_t *root, vt_serve_request 
     if (model && !json_is_string(model)) return vt_serve_fail(err, 400, INVALID, "model", "model: expected a string");
     if (model && !(r->model = dup_string(model))) return out_of_memory(err);
     if (!check_unsupported(root, kind, err)) return false;
-    if (!(kind == VT_SERVE_CHAT ? parse_messages(root, r, err) : parse_prompt(root, r, err))) return false;
+    if (!(kind == VT_SERVE_CHAT ? parse_messages(root, r, err) && vt_serve_parse_chat_input(root, r, err)
+                                : parse_prompt(root, r, err)))
+        return false;
     return parse_sampling(root, r, err) && vt_serve_parse_choice_options(root, kind, r, err) &&
            vt_serve_parse_grammar(root, &r->grammar, err);
 }

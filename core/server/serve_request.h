@@ -37,8 +37,10 @@ typedef struct vt_serve_error {
     char param[96];
 } vt_serve_error;
 
+struct json_t; /* jansson's */
+
 typedef struct vt_serve_message {
-    char *role;    /* "system", "user" or "assistant" ("developer" is read as "system") */
+    char *role;    /* "system", "user", "assistant" or "tool" ("developer" is read as "system") */
     char *content; /* text parts joined */
 } vt_serve_message;
 
@@ -55,6 +57,11 @@ typedef struct vt_serve_request {
     /* chat */
     vt_serve_message *messages;
     size_t n_messages;
+    /* chat: what a Jinja chat template renders (serve_chat_input.c): an
+     * object {"messages": [...], "tools": [...] (when given), "kwargs": {...}
+     * (chat_template_kwargs), "add_generation_prompt": bool}; messages with
+     * roles and content normalized, tool_calls' arguments parsed into objects */
+    struct json_t *chat_input;
     /* completion and tokenize: text (or NULL), or token ids (completion, detokenize) */
     char *prompt;
     int32_t *ids;
@@ -86,6 +93,11 @@ typedef struct vt_serve_request {
 bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, const vt_serve_defaults *defaults,
                             vt_serve_request *out, vt_serve_error *err);
 void vt_serve_request_free(vt_serve_request *r);
+
+/* The chat fields only a Jinja template uses (tools, tool_calls,
+ * tool_call_id, name, chat_template_kwargs, add_generation_prompt) into
+ * r->chat_input; false with err 400 naming the field. */
+bool vt_serve_parse_chat_input(const struct json_t *root, vt_serve_request *r, vt_serve_error *err);
 
 /* One request header as received. */
 typedef struct vt_serve_header {

@@ -14,7 +14,7 @@
  *    message;
  *  - an accepted request is in the ranges the engine's vt_batch_add checks
  *    (so a parsed request never reaches it with a value the parser should
- *    have refused): a chat has >= 1 message with role system/user/assistant
+ *    have refused): a chat has >= 1 message with role system/user/assistant/tool
  *    and content; a completion has a prompt text or >= 1 id; ids >= 0;
  *    temperature >= 0, top_p in (0, 1], min_p in [0, 1], penalties in
  *    [-2, 2], max_tokens 0 (not given) or >= 1; at most 16 stop strings of
@@ -59,7 +59,8 @@ static void check_accepted(const vt_serve_request *r) {
         CHECK(r->n_messages >= 1);
         for (size_t i = 0; i < r->n_messages; i++) {
             const char *role = r->messages[i].role;
-            CHECK(role && (strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0));
+            CHECK(role && (strcmp(role, "system") == 0 || strcmp(role, "user") == 0 || strcmp(role, "assistant") == 0 ||
+                         strcmp(role, "tool") == 0));
             CHECK(r->messages[i].content != NULL);
         }
     }

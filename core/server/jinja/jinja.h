@@ -1,0 +1,41 @@
+/* jinja.h — a Jinja interpreter for chat templates.
+ *
+ * It renders a template the way Hugging Face transformers does with Python's
+ * jinja2: trim_blocks and lstrip_blocks on, a single trailing newline of the
+ * template dropped, autoescaping off, loop controls (break, continue) on,
+ * tojson as transformers defines it (json.dumps, ensure_ascii false), and the
+ * globals raise_exception(msg), strftime_now(fmt), range, namespace, dict.
+ * What it supports is listed in docs/CHAT_TEMPLATES.md; anything else is an
+ * error naming the template line, never a silent difference.
+ *
+ * Limits: a template of at most VT_JINJA_MAX_TEMPLATE bytes, output of at
+ * most VT_JINJA_MAX_OUTPUT bytes, VT_JINJA_MAX_ITERATIONS loop iterations in
+ * one render, nesting (expressions, statements, macro calls) at most
+ * VT_JINJA_MAX_DEPTH deep. Exceeding one is an error, as a bad template is. */
+#ifndef VT_JINJA_H
+#define VT_JINJA_H
+
+#include "jinja_value.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define VT_JINJA_MAX_TEMPLATE (1u << 20)
+#define VT_JINJA_MAX_OUTPUT (16u << 20)
+#define VT_JINJA_MAX_ITERATIONS 1000000u
+#define VT_JINJA_MAX_DEPTH 200
+
+typedef struct vt_jinja_template vt_jinja_template;
+
+/* Parse template text (len bytes; NUL bytes allowed). NULL on error, with
+ * "line L, column C: what" in err. */
+vt_jinja_template *vt_jinja_parse(const char *src, size_t len, char *err, size_t err_size);
+void vt_jinja_free(vt_jinja_template *t);
+
+/* Render with the variables of ctx (a dict: its keys become template
+ * variables). *out is malloc'ed and NUL-terminated, *out_len excludes the
+ * NUL. False on a runtime error ("line L: what", including the message of
+ * raise_exception) with *out NULL. */
+bool vt_jinja_render(const vt_jinja_template *t, jv ctx, char **out, size_t *out_len, char *err, size_t err_size);
+
+#endif

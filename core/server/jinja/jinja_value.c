@@ -1,0 +1,395 @@
+/* jinja_value.c — reference-counted values with Python's semantics
+ * (truthiness, equality, str and repr). */
+#include "jinja_value.h"
+
+#include "jinja_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char oom_name[] = "out of memory";
+
+jv jv_undefined(const char *name) {
+    jv v = {.type = JV_UNDEFINED, .undef_name = name};
+    return v;
+}
+jv jv_none(void) { return (jv){.type = JV_NONE}; }
+jv jv_bool(bool b) { return (jv){.type = JV_BOOL, .u.b = b}; }
+jv jv_int(int64_t i) { return (jv){.type = JV_INT, .u.i = i}; }
+jv jv_float(double f) { return (jv){.type = JV_FLOAT, .u.f = f}; }
+bool jv_is_oom(jv v) { return v.type == JV_UNDEFINED && v.undef_name == oom_name; }
+
+jv jv_string(const char *s, size_t len) {
+    jv_str *p = malloc(sizeof *p + len + 1);
+    if (!p) return jv_undefined(oom_name);
+    p->refs = 1;
+    p->markup = false;
+    p->len = len;
+    if (len) memcpy(p->data, s, len);
+    p->data[len] = 0;
+    return (jv){.type = JV_STRING, .u.s = p};
+}
+jv jv_cstring(const char *s) { return jv_string(s, strlen(s)); }
+
+jv jv_list_new(void) {
+    jv_list *l = calloc(1, sizeof *l);
+    if (!l) return jv_undefined(oom_name);
+    l->refs = 1;
+    return (jv){.type = JV_LIST, .u.l = l};
+}
+static jv dict_of_type(jv_type t) {
+    jv_dict *d = calloc(1, sizeof *d);
+    if (!d) return jv_undefined(oom_name);
+    d->refs = 1;
+    return (jv){.type = t, .u.d = d};
+}
+jv jv_dict_new(void) { return dict_of_type(JV_DICT); }
+jv jv_namespace_new(void) { return dict_of_type(JV_NAMESPACE); }
+
+jv jv_incref(jv v) {
+    switch (v.type) {
+    case JV_STRING: v.u.s->refs++; break;
+    case JV_LIST: v.u.l->refs++; break;
+    case JV_DICT:
+    case JV_NAMESPACE: v.u.d->refs++; break;
+    case JV_FUNC: v.u.fn->refs++; break;
+    default: break;
+    }
+    return v;
+}
+
+void jv_decref(jv v) {
+    switch (v.type) {
+    case JV_STRING:
+        if (--v.u.s->refs == 0) free(v.u.s);
+        break;
+    case JV_LIST:
+        if (--v.u.l->refs == 0) {
+            for (size_t i = 0; i < v.u.l->n; i++) jv_decref(v.u.l->items[i]);
+            free(v.u.l->items);
+            free(v.u.l);
+        }
+        break;
+    case JV_DICT:
+    case JV_NAMESPACE:
+        if (--v.u.d->refs == 0) {
+            for (size_t i = 0; i < v.u.d->n; i++) {
+                jv_decref(v.u.d->e[i].key);
+                jv_decref(v.u.d->e[i].value);
+            }
+            free(v.u.d->e);
+            free(v.u.d);
+        }
+        break;
+    case JV_FUNC:
+        if (--v.u.fn->refs == 0) {
+            jv_decref(v.u.fn->bound);
+            free(v.u.fn);
+        }
+        break;
+    default: break;
+    }
+}
+
+bool jv_list_append(jv list, jv item) {
+    jv_list *l = list.u.l;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 4;
+        jv *p = realloc(l->items, cap * sizeof *p);
+        if (!p) {
+            jv_decref(item);
+            return false;
+        }
+        l->items = p;
+        l->cap = cap;
+    }
+    l->items[l->n++] = item;
+    return true;
+}
+
+static bool key_equal(jv a, jv b) {
+    if (a.type == JV_STRING && b.type == JV_STRING)
+        return a.u.s->len == b.u.s->len && memcmp(a.u.s->data, b.u.s->data, a.u.s->len) == 0;
+    if (a.type == JV_STRING || b.type == JV_STRING) return false;
+    return jv_equal(a, b);
+}
+
+const jv *jv_dict_get(jv dict, jv key) {
+    jv_dict *d = dict.u.d;
+    for (size_t i = 0; i < d->n; i++)
+        if (key_equal(d->e[i].key, key)) return &d->e[i].value;
+    return NULL;
+}
+
+const jv *jv_dict_get_cstr(jv dict, const char *key) {
+    jv_dict *d = dict.u.d;
+    size_t len = strlen(key);
+    for (size_t i = 0; i < d->n; i++) {
+        jv k = d->e[i].key;
+        if (k.type == JV_STRING && k.u.s->len == len && memcmp(k.u.s->data, key, len) == 0) return &d->e[i].value;
+    }
+    return NULL;
+}
+
+bool jv_dict_set(jv dict, jv key, jv value) {
+    jv_dict *d = dict.u.d;
+    for (size_t i = 0; i < d->n; i++)
+        if (key_equal(d->e[i].key, key)) {
+            jv_decref(key);
+            jv_decref(d->e[i].value);
+            d->e[i].value = value;
+            return true;
+        }
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 4;
+        jv_dict_entry *p = realloc(d->e, cap * sizeof *p);
+        if (!p) {
+            jv_decref(key);
+            jv_decref(value);
+            return false;
+        }
+        d->e = p;
+        d->cap = cap;
+    }
+    d->e[d->n].key = key;
+    d->e[d->n].value = value;
+    d->n++;
+    return true;
+}
+
+bool jv_dict_set_cstr(jv dict, const char *key, jv value) {
+    jv k = jv_cstring(key);
+    if (jv_is_oom(k)) {
+        jv_decref(value);
+        return false;
+    }
+    return jv_dict_set(dict, k, value);
+}
+
+bool jv_truthy(jv v) {
+    switch (v.type) {
+    case JV_UNDEFINED:
+    case JV_NONE: return false;
+    case JV_BOOL: return v.u.b;
+    case JV_INT: return v.u.i != 0;
+    case JV_FLOAT: return v.u.f != 0.0;
+    case JV_STRING: return v.u.s->len > 0;
+    case JV_LIST: return v.u.l->n > 0;
+    case JV_DICT: return v.u.d->n > 0;
+    default: return true;
+    }
+}
+
+bool jv_is_number(jv v) { return v.type == JV_INT || v.type == JV_FLOAT || v.type == JV_BOOL; }
+
+double jv_as_double(jv v) {
+    switch (v.type) {
+    case JV_INT: return (double)v.u.i;
+    case JV_FLOAT: return v.u.f;
+    case JV_BOOL: return v.u.b ? 1.0 : 0.0;
+    default: return 0.0;
+    }
+}
+
+bool jv_equal(jv a, jv b) {
+    if (jv_is_number(a) && jv_is_number(b)) {
+        if (a.type != JV_FLOAT && b.type != JV_FLOAT) {
+            int64_t x = a.type == JV_BOOL ? a.u.b : a.u.i, y = b.type == JV_BOOL ? b.u.b : b.u.i;
+            return x == y;
+        }
+        return jv_as_double(a) == jv_as_double(b);
+    }
+    if (a.type != b.type) return false;
+    switch (a.type) {
+    case JV_UNDEFINED:
+    case JV_NONE: return true;
+    case JV_STRING: return a.u.s->len == b.u.s->len && memcmp(a.u.s->data, b.u.s->data, a.u.s->len) == 0;
+    case JV_LIST:
+        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
+        for (size_t i = 0; i < a.u.l->n; i++)
+            if (!jv_equal(a.u.l->items[i], b.u.l->items[i])) return false;
+        return true;
+    case JV_DICT:
+        if (a.u.d->n != b.u.d->n) return false;
+        for (size_t i = 0; i < a.u.d->n; i++) {
+            const jv *o = jv_dict_get(b, a.u.d->e[i].key);
+            if (!o || !jv_equal(a.u.d->e[i].value, *o)) return false;
+        }
+        return true;
+    default: return a.u.d == b.u.d; /* namespaces and callables: identity */
+    }
+}
+
+size_t jv_utf8_count(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+const char *jv_type_name(jv v) {
+    static const char *const names[] = {"undefined", "none", "bool", "int", "float",
+                                        "str", "list", "dict", "namespace", "function"};
+    return names[v.type];
+}
+
+/* ---- the buffer ---- */
+
+void jv_buf_put(jv_buf *b, const char *s, size_t n) {
+    if (b->failed || n == 0) return;
+    if (b->limit && b->len + n > b->limit) {
+        b->failed = true;
+        return;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (!p) {
+            b->failed = true;
+            return;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+void jv_buf_puts(jv_buf *b, const char *s) { jv_buf_put(b, s, strlen(s)); }
+void jv_buf_putc(jv_buf *b, char c) { jv_buf_put(b, &c, 1); }
+void jv_buf_printf(jv_buf *b, const char *fmt, ...) {
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0) jv_buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* ---- str() and repr() ---- */
+
+void jv_write_float(jv_buf *b, double f) {
+    if (isnan(f)) {
+        jv_buf_puts(b, "nan");
+        return;
+    }
+    if (isinf(f)) {
+        jv_buf_puts(b, f < 0 ? "-inf" : "inf");
+        return;
+    }
+    /* Shortest digits that round-trip, then Python's layout: positional for
+     * decimal exponents -4..15, scientific otherwise. */
+    char e[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, f);
+        if (strtod(e, NULL) == f) break;
+    }
+    char digits[24];
+    size_t nd = 0;
+    const char *q = e;
+    bool neg = *q == '-';
+    if (neg) q++;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9') digits[nd++] = *q;
+    int exp = atoi(q + 1);
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    if (neg) jv_buf_putc(b, '-');
+    if (exp >= -4 && exp < 16) {
+        if (exp < 0) {
+            jv_buf_puts(b, "0.");
+            for (int i = -1; i > exp; i--) jv_buf_putc(b, '0');
+            jv_buf_put(b, digits, nd);
+        } else {
+            for (int i = 0; i <= exp; i++) jv_buf_putc(b, (size_t)i < nd ? digits[i] : '0');
+            jv_buf_putc(b, '.');
+            if ((size_t)exp + 1 < nd) jv_buf_put(b, digits + exp + 1, nd - (size_t)exp - 1);
+            else jv_buf_putc(b, '0');
+        }
+    } else {
+        jv_buf_putc(b, digits[0]);
+        if (nd > 1) {
+            jv_buf_putc(b, '.');
+            jv_buf_put(b, digits + 1, nd - 1);
+        }
+        jv_buf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+}
+
+static void write_str_repr(jv_buf *b, const char *s, size_t len) {
+    bool has_single = memchr(s, '\'', len) != NULL, has_double = memchr(s, '"', len) != NULL;
+    char quote = has_single && !has_double ? '"' : '\'';
+    jv_buf_putc(b, quote);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\\') jv_buf_puts(b, "\\\\");
+        else if (c == (unsigned char)quote) {
+            jv_buf_putc(b, '\\');
+            jv_buf_putc(b, (char)c);
+        } else if (c == '\n') jv_buf_puts(b, "\\n");
+        else if (c == '\r') jv_buf_puts(b, "\\r");
+        else if (c == '\t') jv_buf_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) jv_buf_printf(b, "\\x%02x", c);
+        else jv_buf_putc(b, (char)c);
+    }
+    jv_buf_putc(b, quote);
+}
+
+static void write_container(jv_buf *b, jv v) {
+    if (v.type == JV_LIST) {
+        bool t = v.u.l->tuple;
+        jv_buf_putc(b, t ? '(' : '[');
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            if (i) jv_buf_puts(b, ", ");
+            jv_write_repr(b, v.u.l->items[i]);
+        }
+        if (t && v.u.l->n == 1) jv_buf_putc(b, ',');
+        jv_buf_putc(b, t ? ')' : ']');
+        return;
+    }
+    if (v.type == JV_NAMESPACE) jv_buf_puts(b, "<Namespace ");
+    jv_buf_putc(b, '{');
+    for (size_t i = 0; i < v.u.d->n; i++) {
+        if (i) jv_buf_puts(b, ", ");
+        jv_write_repr(b, v.u.d->e[i].key);
+        jv_buf_puts(b, ": ");
+        jv_write_repr(b, v.u.d->e[i].value);
+    }
+    jv_buf_putc(b, '}');
+    if (v.type == JV_NAMESPACE) jv_buf_putc(b, '>');
+}
+
+void jv_write_str(jv_buf *b, jv v) {
+    switch (v.type) {
+    case JV_UNDEFINED: break;
+    case JV_NONE: jv_buf_puts(b, "None"); break;
+    case JV_BOOL: jv_buf_puts(b, v.u.b ? "True" : "False"); break;
+    case JV_INT: jv_buf_printf(b, "%lld", (long long)v.u.i); break;
+    case JV_FLOAT: jv_write_float(b, v.u.f); break;
+    case JV_STRING: jv_buf_put(b, v.u.s->data, v.u.s->len); break;
+    case JV_LIST:
+    case JV_DICT:
+    case JV_NAMESPACE: write_container(b, v); break;
+    case JV_FUNC: jv_buf_puts(b, "<function>"); break;
+    }
+}
+
+void jv_write_repr(jv_buf *b, jv v) {
+    if (v.type == JV_STRING) write_str_repr(b, v.u.s->data, v.u.s->len);
+    else jv_write_str(b, v);
+}
+
+jv jv_to_string(jv v) {
+    if (v.type == JV_STRING) return jv_incref(v);
+    jv_buf b = {0};
+    jv_write_str(&b, v);
+    if (b.failed) {
+        free(b.data);
+        return jv_undefined(oom_name);
+    }
+    jv s = jv_string(b.data ? b.data : "", b.len);
+    free(b.data);
+    return s;
+}

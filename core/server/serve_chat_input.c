@@ -1,0 +1,127 @@
+/* serve_chat_input.c — a chat request's fields as a Jinja chat template
+ * sees them (vt_serve_request.chat_input), in the shape transformers, vLLM
+ * and llama-server hand to the template: messages with their role (developer
+ * read as system), content as a string (text parts joined, null as ""), name,
+ * tool_call_id, reasoning_content, and tool_calls whose function.arguments
+ * (a JSON string from OpenAI clients) are parsed into an object; tools as
+ * given; chat_template_kwargs' keys as extra variables. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "serve_request.h"
+
+#define INVALID "invalid_request_error"
+
+static bool oom(vt_serve_error *err) { return vt_serve_fail(err, 500, "server_error", NULL, "out of memory"); }
+
+static bool tool_calls(const json_t *calls, size_t i, json_t *out_msg, vt_serve_error *err) {
+    char param[128];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+    if (!json_is_array(calls)) return vt_serve_fail(err, 400, INVALID, param, "%s: expected an array", param);
+    json_t *out = json_array();
+    if (!out || json_object_set_new(out_msg, "tool_calls", out)) return oom(err);
+    for (size_t j = 0; j < json_array_size(calls); j++) {
+        json_t *c = json_array_get(calls, j);
+        json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+        json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu].function.name", i, j);
+        if (!json_is_string(name)) return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
+        json_t *args = json_object_get(fn, "arguments"), *parsed;
+        snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu].function.arguments", i, j);
+        if (!args) parsed = json_object();
+        else if (json_is_object(args)) parsed = json_deep_copy(args);
+        else if (json_is_string(args)) {
+            json_error_t jerr;
+            parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, &jerr);
+            if (!parsed)
+                return vt_serve_fail(err, 400, INVALID, param, "%s: not valid JSON: %s", param, jerr.text);
+        } else return vt_serve_fail(err, 400, INVALID, param, "%s: expected a JSON string or an object", param);
+        json_t *id = json_object_get(c, "id");
+        json_t *call = json_pack("{s:s, s:{s:O, s:o}}", "type", "function", "function", "name", name, "arguments", parsed);
+        if (!call) return oom(err);
+        if (json_is_string(id)) json_object_set(call, "id", id);
+        if (json_array_append_new(out, call)) return oom(err);
+    }
+    return true;
+}
+
+static bool one_message(const json_t *m, const vt_serve_message *parsed, size_t i, json_t *out, vt_serve_error *err) {
+    json_t *msg = json_object();
+    if (!msg || json_array_append_new(out, msg)) return oom(err);
+    if (json_object_set_new(msg, "role", json_string(parsed->role))) return oom(err);
+    /* Content is always a string: an assistant turn that only called tools
+     * (content null or absent) has "", as templates that test
+     * '</think>' in message.content (Qwen3's) need; text parts are joined. */
+    (void)m;
+    json_t *c = json_stringn(parsed->content, strlen(parsed->content));
+    if (!c || json_object_set_new(msg, "content", c)) return oom(err);
+    static const char *const strings[] = {"name", "tool_call_id", "reasoning_content"};
+    char param[96];
+    for (size_t k = 0; k < sizeof strings / sizeof *strings; k++) {
+        json_t *v = json_object_get(m, strings[k]);
+        if (!v || json_is_null(v)) continue;
+        snprintf(param, sizeof param, "messages[%zu].%s", i, strings[k]);
+        if (!json_is_string(v)) return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string", param);
+        if (json_object_set(msg, strings[k], v)) return oom(err);
+    }
+    if (strcmp(parsed->role, "tool") == 0 && !json_is_string(json_object_get(m, "tool_call_id"))) {
+        snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+        return vt_serve_fail(err, 400, INVALID, param, "%s: required for a tool message", param);
+    }
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (calls && !json_is_null(calls)) {
+        if (strcmp(parsed->role, "assistant") != 0) {
+            snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+            return vt_serve_fail(err, 400, INVALID, param, "%s: only an assistant message calls tools", param);
+        }
+        if (!tool_calls(calls, i, msg, err)) return false;
+    }
+    return true;
+}
+
+static bool check_tools(const json_t *tools, vt_serve_error *err) {
+    if (!json_is_array(tools)) return vt_serve_fail(err, 400, INVALID, "tools", "tools: expected an array");
+    for (size_t j = 0; j < json_array_size(tools); j++) {
+        json_t *t = json_array_get(tools, j);
+        json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
+        char param[64];
+        snprintf(param, sizeof param, "tools[%zu].function.name", j);
+        if (!json_is_string(json_is_object(fn) ? json_object_get(fn, "name") : NULL))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
+        json_t *type = json_object_get(t, "type");
+        snprintf(param, sizeof param, "tools[%zu].type", j);
+        if (type && !(json_is_string(type) && strcmp(json_string_value(type), "function") == 0))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: only \"function\" tools are supported", param);
+    }
+    return true;
+}
+
+bool vt_serve_parse_chat_input(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
+    json_t *in = json_object(), *msgs = json_array();
+    if (!in || !msgs || json_object_set_new(in, "messages", msgs)) {
+        json_decref(in);
+        return oom(err);
+    }
+    r->chat_input = in;
+    json_t *src = json_object_get(root, "messages");
+    for (size_t i = 0; i < r->n_messages; i++)
+        if (!one_message(json_array_get(src, i), &r->messages[i], i, msgs, err)) return false;
+    json_t *tools = json_object_get(root, "tools");
+    if (tools && !json_is_null(tools)) {
+        if (!check_tools(tools, err)) return false;
+        /* An empty list is no tools (transformers passes tools=None then). */
+        if (json_array_size(tools) > 0 && json_object_set(in, "tools", tools)) return oom(err);
+    }
+    json_t *kw = json_object_get(root, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        if (!json_is_object(kw))
+            return vt_serve_fail(err, 400, INVALID, "chat_template_kwargs", "chat_template_kwargs: expected an object");
+        if (json_object_set(in, "kwargs", kw)) return oom(err);
+    }
+    json_t *agp = json_object_get(root, "add_generation_prompt");
+    if (agp && !json_is_boolean(agp))
+        return vt_serve_fail(err, 400, INVALID, "add_generation_prompt", "add_generation_prompt: expected true or false");
+    if (json_object_set_new(in, "add_generation_prompt", json_boolean(!agp || json_is_true(agp)))) return oom(err);
+    return true;
+}

@@ -1,0 +1,230 @@
+/* test_serve_chat_template.c — vt serve renders chats with a Jinja template
+ * through the real binary: --chat-template-file with Qwen3's own template,
+ * POST /apply-template giving exactly the prompt Python's jinja2 renders
+ * (tools, an assistant tool call whose arguments arrive as a JSON string and
+ * reach the template as an object, a tool result, chat_template_kwargs'
+ * enable_thinking false), a chat completion through it, 400s naming the
+ * field for bad arguments and for what the built-in templates cannot render,
+ * a template's raise_exception as a 400 naming its line, and one BOS when a
+ * template writes bos_token itself (Llama 3.1's on a Llama vocabulary).
+ * Needs python3-jinja2 for the expected prompt (bash .ci/install-deps). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json_mini.h"
+#include "serve_client.h"
+#include "util.h"
+
+#define TEMPLATES VT_TEST_DATA_DIR "/chat_templates/"
+
+static const char chat_body[] =
+    "{\"messages\": ["
+    "{\"role\": \"system\", \"content\": \"Use tools.\"},"
+    "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"Weather in \"}, {\"type\": \"text\", \"text\": \"Paris?\"}]},"
+    "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"call_1\", \"type\": \"function\","
+    "  \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\"}\"}}]},"
+    "{\"role\": \"tool\", \"tool_call_id\": \"call_1\", \"content\": \"21 C\"},"
+    "{\"role\": \"developer\", \"content\": \"Be brief.\"}],"
+    " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather\","
+    "  \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}],"
+    " \"chat_template_kwargs\": {\"enable_thinking\": false}, \"max_tokens\": 2, \"temperature\": 0}";
+
+/* The same chat as transformers hands it to the template: arguments parsed,
+ * text parts joined, null content as "", developer as system. */
+static const char reference_context[] =
+    "{\"messages\": ["
+    "{\"role\": \"system\", \"content\": \"Use tools.\"},"
+    "{\"role\": \"user\", \"content\": \"Weather in Paris?\"},"
+    "{\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": "
+    "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, \"id\": \"call_1\"}]},"
+    "{\"role\": \"tool\", \"content\": \"21 C\", \"tool_call_id\": \"call_1\"},"
+    "{\"role\": \"system\", \"content\": \"Be brief.\"}],"
+    " \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather\","
+    "  \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}],"
+    " \"enable_thinking\": false, \"add_generation_prompt\": true, \"bos_token\": \"\", \"eos_token\": \"\"}";
+
+/* jinja2's rendering of the reference chat with TEMPLATE (malloc'ed). */
+static char *jinja2_prompt(const char *template_path, const char *context) {
+    char dir[] = "/tmp/vt_serve_tmpl_XXXXXX";
+    if (!mkdtemp(dir)) return NULL;
+    char cases[256], results[256], cmd[1024];
+    snprintf(cases, sizeof cases, "%s/cases.json", dir);
+    snprintf(results, sizeof results, "%s/results.json", dir);
+    FILE *f = fopen(cases, "w");
+    fprintf(f, "[{\"template\": \"%s\", \"context\": %s}]", template_path, context);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/jinja_reference.py %s %s", VT_SOURCE_DIR, cases, results);
+    char *text = NULL;
+    if (system(cmd) == 0) {
+        f = fopen(results, "rb");
+        char buf[65536];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        json_value v;
+        char err[128];
+        if (json_parse(buf, n, &v, err, sizeof err)) {
+            const json_value *t = json_get(&v.items[0], "text");
+            if (t) text = strdup(t->str);
+            json_free(&v);
+        }
+    }
+    unlink(cases);
+    unlink(results);
+    rmdir(dir);
+    return text;
+}
+
+static char *field_string(const serve_reply *r, const char *a, const char *b) {
+    json_value v;
+    char err[128];
+    if (!r->body.s || !json_parse(r->body.s, r->body.n, &v, err, sizeof err)) return NULL;
+    const json_value *x = json_get(&v, a);
+    if (x && b) x = json_get(x, b);
+    char *s = x && x->type == JSON_STRING ? strdup(x->str) : NULL;
+    json_free(&v);
+    return s;
+}
+
+static void test_model_template_renders_as_jinja2_and_serves(void) {
+    if (system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0)
+        CU_FAIL_FATAL("python3-jinja2 is not installed (bash .ci/install-deps)");
+    static const char *const args[] = {"--chat-template-file", TEMPLATES "Qwen-Qwen3-0.6B.jinja", "-c", "1024", NULL};
+    serve_server s;
+    CU_ASSERT_FATAL(serve_start(&s, "qwen3-tiny-f32.gguf", "chat-template.log", args));
+
+    serve_reply r = serve_http(&s, "POST", "/apply-template", chat_body, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char *prompt = field_string(&r, "prompt", NULL);
+    char *want = jinja2_prompt(TEMPLATES "Qwen-Qwen3-0.6B.jinja", reference_context);
+    CU_ASSERT_PTR_NOT_NULL(prompt);
+    CU_ASSERT_PTR_NOT_NULL(want);
+    CU_ASSERT(prompt && want && strcmp(prompt, want) == 0);
+    if (prompt && want && strcmp(prompt, want) != 0) printf("\n  vt:\n%s\n  jinja2:\n%s\n", prompt, want);
+    /* the arguments reached the template as an object, dumped by tojson */
+    CU_ASSERT(prompt && strstr(prompt, "\"arguments\": {\"city\": \"Paris\"}"));
+    /* enable_thinking false: Qwen3's empty think block opens the answer */
+    CU_ASSERT(prompt && strstr(prompt, "<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+    free(prompt);
+    free(want);
+    serve_reply_free(&r);
+
+    r = serve_http(&s, "POST", "/v1/chat/completions", chat_body, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "\"chat.completion\""));
+    serve_reply_free(&r);
+
+    r = serve_http(&s, "POST", "/apply-template",
+                   "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", \"function\": "
+                   "{\"name\": \"f\", \"arguments\": \"{not json\"}}]}]}",
+                   NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "messages[0].tool_calls[0].function.arguments"));
+    serve_reply_free(&r);
+
+    r = serve_http(&s, "POST", "/apply-template",
+                   "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "messages[0].tool_call_id"));
+    serve_reply_free(&r);
+
+    r = serve_http(&s, "POST", "/apply-template",
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": 3}", NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "chat_template_kwargs"));
+    serve_reply_free(&r);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+}
+
+static void test_builtin_template_refuses_what_it_cannot_render(void) {
+    static const char *const args[] = {"--chat-template", "chatml", "-c", "512", NULL};
+    serve_server s;
+    CU_ASSERT_FATAL(serve_start(&s, "qwen3-tiny-f32.gguf", "chat-template-builtin.log", args));
+    serve_reply r = serve_http(&s, "POST", "/v1/chat/completions", chat_body, NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "built-in chatml template renders no tools"));
+    serve_reply_free(&r);
+    r = serve_http(&s, "POST", "/apply-template", "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}", NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n"));
+    serve_reply_free(&r);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+}
+
+/* Llama 3.1's template writes bos_token and refuses two tool calls at once
+ * with raise_exception. */
+static void test_template_bos_once_and_its_errors_name_the_line(void) {
+    static const char *const args[] = {"--chat-template-file", TEMPLATES "meta-llama-Llama-3.1-8B-Instruct.jinja", "-c",
+                                       "1024", NULL};
+    serve_server s;
+    CU_ASSERT_FATAL(serve_start(&s, "aidreams260k-f32.gguf", "chat-template-bos.log", args));
+    const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 1}";
+    serve_reply r = serve_http(&s, "POST", "/apply-template", chat, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char *prompt = field_string(&r, "prompt", NULL);
+    serve_reply_free(&r);
+    CU_ASSERT_PTR_NOT_NULL(prompt);
+    if (!prompt) prompt = strdup("");
+    CU_ASSERT_EQUAL(strncmp(prompt, "<s><|start_header_id|>system", 28), 0);
+    /* The prompt's tokens with nothing added: BOS once, written by the template. */
+    char body[8192];
+    size_t at = (size_t)snprintf(body, sizeof body, "{\"add_special\": false, \"parse_special\": true, \"content\": \"");
+    for (const char *p = prompt; *p && at < sizeof body - 8; p++) {
+        if (*p == '\n') at += (size_t)snprintf(body + at, sizeof body - at, "\\n");
+        else if (*p == '"' || *p == '\\') at += (size_t)snprintf(body + at, sizeof body - at, "\\%c", *p);
+        else body[at++] = *p;
+    }
+    snprintf(body + at, sizeof body - at, "\"}");
+    free(prompt);
+    r = serve_http(&s, "POST", "/tokenize", body, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    json_value v;
+    char err[128];
+    long n_tokens = -1;
+    int n_bos = 0;
+    if (r.body.s && json_parse(r.body.s, r.body.n, &v, err, sizeof err)) {
+        const json_value *t = json_get(&v, "tokens");
+        if (t) {
+            n_tokens = (long)t->n;
+            for (size_t i = 0; i < t->n; i++) n_bos += t->items[i].number == 1;
+            CU_ASSERT(t->n > 0 && t->items[0].number == 1);
+        }
+        json_free(&v);
+    }
+    serve_reply_free(&r);
+    CU_ASSERT_EQUAL(n_bos, 1);
+    r = serve_http(&s, "POST", "/v1/chat/completions", chat, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"prompt_tokens\":%ld", n_tokens);
+    CU_ASSERT(r.body.s && strstr(r.body.s, needle));
+    if (!(r.body.s && strstr(r.body.s, needle))) printf("\n  want %s in %s\n", needle, r.body.s ? r.body.s : "");
+    serve_reply_free(&r);
+
+    r = serve_http(&s, "POST", "/apply-template",
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"tool_calls\": ["
+                   "{\"type\": \"function\", \"function\": {\"name\": \"a\", \"arguments\": \"{}\"}},"
+                   "{\"type\": \"function\", \"function\": {\"name\": \"b\", \"arguments\": \"{}\"}}]}]}",
+                   NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "the chat template failed: line "));
+    CU_ASSERT(r.body.s && strstr(r.body.s, "only supports single tool-calls at once"));
+    serve_reply_free(&r);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+}
+
+int main(void) {
+    if (!VT_TEST_HAVE_SERVE) {
+        printf("SKIP: vt serve was not built (libmicrohttpd or jansson missing at configure time)\n");
+        return 77;
+    }
+    static CU_TestInfo tests[] = {
+        {"the model's template renders as jinja2 and serves", test_model_template_renders_as_jinja2_and_serves},
+        {"a built-in template refuses what it cannot render", test_builtin_template_refuses_what_it_cannot_render},
+        {"a template's BOS once, its errors name the line", test_template_bos_once_and_its_errors_name_the_line},
+        CU_TEST_INFO_NULL,
+    };
+    vt_test_add_suite("serve chat template", NULL, NULL, tests);
+    return vt_test_run();
+}
