@@ -75,6 +75,7 @@ static bool same_options(const vt_options *a, const vt_options *b) {
                 a->seed == b->seed && strcmp(a->config_path, b->config_path) == 0 &&
                 strcmp(a->server_host, b->server_host) == 0 && a->server_port == b->server_port &&
                 strcmp(a->server_chat_template, b->server_chat_template) == 0 &&
+                strcmp(a->server_chat_template_file, b->server_chat_template_file) == 0 &&
                 strcmp(a->server_model_alias, b->server_model_alias) == 0 &&
                 a->server_body_limit == b->server_body_limit && a->server_timeout == b->server_timeout &&
                 a->server_shutdown_grace == b->server_shutdown_grace;

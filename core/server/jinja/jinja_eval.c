@@ -633,6 +633,7 @@ static jv eval(jinja_render *r, jframe *f, const jnode *n) {
         if (!jinja_test_exists(n->name)) return jinja_fail(r, n->line, "unknown test '%s'", n->name);
         a = eval(r, f, n->a);
         eval_args ea;
+        memset(&ea, 0, sizeof ea); /* freed below even when the input failed */
         int t = -1;
         if (!r->failed && eval_call_args(r, f, n, &ea)) t = jinja_apply_test(r, n->line, n->name, a, &ea.a);
         free_call_args(&ea);
