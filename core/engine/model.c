@@ -161,6 +161,11 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
     if ((st = bind(g, "output_norm.weight", E, 0, true, &m->output_norm, err))) return st;
     if ((st = bind(g, "output.weight", E, V, false, &m->output, err))) return st;
     if (!m->output) m->output = m->tok_embd;
+    /* Every layer has tensors of its own: a block_count above the file's
+     * tensor count is a corrupt header, refused before it sizes anything. */
+    if ((int64_t)hp->n_layer > vt_gguf_n_tensors(g))
+        return vt_fail(err, VT_ERR_FORMAT, "block_count %d is more than the file's %lld tensors", hp->n_layer,
+                       (long long)vt_gguf_n_tensors(g));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) return vt_fail(err, VT_ERR_NOMEM, "out of memory for %d layers", hp->n_layer);
     const bool qwen2 = hp->arch == VT_ARCH_QWEN2;
