@@ -154,6 +154,26 @@ static bool parse_args(parser *P, jnode *n) {
     }
 }
 
+/* The items of a list literal (with keys: a dict's key: value pairs) after
+ * its opening bracket, through the closing one: n, or NULL after freeing
+ * it. A trailing comma is allowed, as in Python. */
+static jnode *parse_items(parser *P, jnode *n, const char *close, bool keys) {
+    while (!accept_op(P, close)) {
+        if (n->n_list && !expect_op(P, ",")) break;
+        if (accept_op(P, close)) return n;
+        jnode *k = parse_expr(P);
+        if (!k || !add_child(P, &n->list, &n->n_list, k)) break;
+        if (!keys) continue;
+        jnode *v = expect_op(P, ":") ? parse_expr(P) : NULL;
+        if (!v || !add_child(P, &n->list2, &n->n_list2, v)) break;
+    }
+    if (P->failed) {
+        jinja_node_free(n);
+        return NULL;
+    }
+    return n;
+}
+
 static jnode *parse_primary(parser *P) {
     const jtok *t = next(P);
     jnode *n;
@@ -233,36 +253,8 @@ static jnode *parse_primary(parser *P) {
             }
             return e;
         }
-        if (strcmp(t->text, "[") == 0) {
-            if (!(n = node(P, JE_LIST, t->line))) return NULL;
-            while (!accept_op(P, "]")) {
-                if (n->n_list && !expect_op(P, ",")) break;
-                if (accept_op(P, "]")) return n;
-                jnode *v = parse_expr(P);
-                if (!v || !add_child(P, &n->list, &n->n_list, v)) break;
-            }
-            if (P->failed) {
-                jinja_node_free(n);
-                return NULL;
-            }
-            return n;
-        }
-        if (strcmp(t->text, "{") == 0) {
-            if (!(n = node(P, JE_DICT, t->line))) return NULL;
-            while (!accept_op(P, "}")) {
-                if (n->n_list && !expect_op(P, ",")) break;
-                if (accept_op(P, "}")) return n;
-                jnode *k = parse_expr(P);
-                if (!k || !add_child(P, &n->list, &n->n_list, k) || !expect_op(P, ":")) break;
-                jnode *v = parse_expr(P);
-                if (!v || !add_child(P, &n->list2, &n->n_list2, v)) break;
-            }
-            if (P->failed) {
-                jinja_node_free(n);
-                return NULL;
-            }
-            return n;
-        }
+        if (strcmp(t->text, "[") == 0) return (n = node(P, JE_LIST, t->line)) ? parse_items(P, n, "]", false) : NULL;
+        if (strcmp(t->text, "{") == 0) return (n = node(P, JE_DICT, t->line)) ? parse_items(P, n, "}", true) : NULL;
         /* fallthrough */
     default:
         return pfail(P, t, "unexpected %s in an expression",
