@@ -571,9 +571,14 @@ static void test_disconnect_frees_blocks(void) {
     CU_ASSERT_EQUAL(curl_easy_perform(h), CURLE_WRITE_ERROR);
     curl_easy_cleanup(h);
     CU_ASSERT_EQUAL(chunks, 1);
-    CU_ASSERT(serve_gate_wait_reached(&gate, base + 2, 60)); /* held before its second forward */
     CU_ASSERT(log_grows(&srv, "(client left)", left_before, 60));
-    CU_ASSERT(serve_metric(&srv, "vt_kv_blocks_used") > 0); /* still holds its blocks while held */
+    /* Two orders are possible, and neither depends on speed being right:
+     * the engine reached its second forward before the cancel came (then it
+     * is held there, the request still holding its blocks), or the cancel
+     * came first (then no second forward is ever asked for and the blocks
+     * are already back). Which one happened is read, not waited for. */
+    if (serve_gate_reached(&gate) >= base + 2)
+        CU_ASSERT(serve_metric(&srv, "vt_kv_blocks_used") > 0);
     serve_gate_open(&gate);
     CU_ASSERT(serve_metric_reaches(&srv, "vt_kv_blocks_used", 0, 60));
     CU_ASSERT(serve_metric_reaches(&srv, "vt_requests_running", 0, 60));
