@@ -169,7 +169,7 @@ def run_level(url, body, headers, clients, duration):
 
 
 def stream_chat(url, headers, body):
-    """One streamed chat request: (ttft s, [gaps s], text, completion tokens)."""
+    """One streamed chat request: (ttft s, [gaps s], text, usage)."""
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=1800)
     t0 = time.perf_counter()
     conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
@@ -195,7 +195,7 @@ def stream_chat(url, headers, body):
     conn.close()
     if usage is None:
         raise RuntimeError("stream ended without usage")
-    return ttft, gaps, "".join(parts), usage["completion_tokens"]
+    return ttft, gaps, "".join(parts), usage
 
 
 class Conversation(threading.Thread):
@@ -207,6 +207,7 @@ class Conversation(threading.Thread):
         self.system, self.turns = system, turns
         self.max_tokens, self.temperature = max_tokens, temperature
         self.ttft = []  # per turn
+        self.prompt_tokens, self.cached_tokens = [], []  # per turn, from the response's usage
         self.gaps = []
         self.tokens = 0
         self.errors = []
@@ -220,10 +221,12 @@ class Conversation(threading.Thread):
                 body = {"model": "vt", "messages": messages, "max_tokens": self.max_tokens,
                         "temperature": self.temperature, "stream": True,
                         "stream_options": {"include_usage": True}}
-                ttft, gaps, text, n = stream_chat(self.url, self.headers, body)
+                ttft, gaps, text, usage = stream_chat(self.url, self.headers, body)
                 self.ttft.append(ttft if ttft is not None else float("nan"))
                 self.gaps.extend(gaps)
-                self.tokens += n
+                self.tokens += usage["completion_tokens"]
+                self.prompt_tokens.append(usage.get("prompt_tokens", 0))
+                self.cached_tokens.append((usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0))
                 messages.append({"role": "assistant", "content": text})
         except Exception as e:  # the report says what failed
             self.errors.append(repr(e))
@@ -298,8 +301,10 @@ def run_conversations(args, url, headers):
     by_turn = []
     for t in range(args.turns):
         v = [c.ttft[t] for c in convs if len(c.ttft) > t]
+        prompt = sum(c.prompt_tokens[t] for c in convs if len(c.prompt_tokens) > t)
+        cached = sum(c.cached_tokens[t] for c in convs if len(c.cached_tokens) > t)
         by_turn.append({"turn": t + 1, "n": len(v), "ttft_p50_ms": percentile(v, 50) * 1e3,
-                        "ttft_p99_ms": percentile(v, 99) * 1e3})
+                        "ttft_p99_ms": percentile(v, 99) * 1e3, "prompt_tokens": prompt, "cached_tokens": cached})
     later = [c.ttft[t] for c in convs for t in range(1, len(c.ttft))]
     gaps = [g for c in convs for g in c.gaps]
     result = {
@@ -322,8 +327,8 @@ def run_conversations(args, url, headers):
               "output %.1f tok/s" % (args.conversations, args.turns, args.system_words, args.max_tokens, wall,
                                      result["output_tok_s"]))
         for b in by_turn:
-            print("  turn %d: TTFT p50 %8.0f ms  p99 %8.0f ms  (%d requests)" %
-                  (b["turn"], b["ttft_p50_ms"], b["ttft_p99_ms"], b["n"]))
+            print("  turn %d: TTFT p50 %8.0f ms  p99 %8.0f ms  (%d requests; %d prompt tokens, %d of them cached)" %
+                  (b["turn"], b["ttft_p50_ms"], b["ttft_p99_ms"], b["n"], b["prompt_tokens"], b["cached_tokens"]))
         print("  later turns' TTFT p50 %.0f ms = %.3f x the first turn's" %
               (result["later_turns_ttft_p50_ms"], result["later_over_first_turn_p50"]))
         print("  ITL p50 %.1f ms  p99 %.1f ms" % (result["itl_p50_ms"], result["itl_p99_ms"]))
