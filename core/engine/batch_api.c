@@ -95,12 +95,12 @@ vt_status vt_batch_open_resolved(const char *model_path, const vt_options *optio
         const vt_engine_shape shape = {false, opt->max_seqs, false};
         st = vt_engine_create_shaped(opt, b->model, &shape, &b->engine, &e);
     }
-    if (st == VT_OK && opt->token_budget > b->engine->prefill->max_tokens)
+    if (st == VT_OK && opt->token_budget > vt_engine_max_step_tokens(b->engine))
         st = vt_fail(&e, VT_ERR_INVALID,
                      "runtime.token_budget = %d: one forward takes at most %lld tokens (runtime.batch_size, capped "
                      "by kv_cache.ctx_size); accepted values are 0 or 1..%lld",
-                     opt->token_budget, (long long)b->engine->prefill->max_tokens,
-                     (long long)b->engine->prefill->max_tokens);
+                     opt->token_budget, (long long)vt_engine_max_step_tokens(b->engine),
+                     (long long)vt_engine_max_step_tokens(b->engine));
     if (st == VT_OK) {
         const vt_sched_options so = {opt->max_waiting, opt->token_budget, opt->prefill_chunk};
         st = vt_sched_create(b->engine, &so, &b->sched, &e);
@@ -377,7 +377,7 @@ void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out) {
     out->free_kv_blocks = vt_engine_free_blocks(b->engine);
     out->n_steps = s.n_steps;
     out->n_preemptions = s.n_preemptions;
-    out->total_kv_blocks = b->engine->kv->num_blocks;
+    out->total_kv_blocks = vt_engine_total_blocks(b->engine);
 }
 
 int32_t vt_batch_n_admit_next(const vt_batch *b) { return vt_sched_n_admit_next(b->sched); }
@@ -403,7 +403,7 @@ const char *vt_batch_meta_string(const vt_batch *b, const char *key) {
     return NULL;
 }
 
-int64_t vt_batch_n_ctx(const vt_batch *b) { return b->engine->ctx_size; }
+int64_t vt_batch_n_ctx(const vt_batch *b) { return vt_engine_ctx_size(b->engine); }
 
 bool vt_sampling_field_ok(const char *field, double value, const char **accepted) {
     if (accepted) *accepted = NULL;
@@ -418,7 +418,7 @@ bool vt_sampling_field_ok(const char *field, double value, const char **accepted
 
 void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *out) {
     if (!out || out->struct_size == 0) return;
-    const vt_kv_cache *c = b->engine->kv;
+    const vt_kv_cache *c = vt_engine_kv_cache(b->engine);
     vt_batch_cache_stats s = {
         .struct_size = out->struct_size,
         .enabled = c->prefix_cache,

@@ -570,6 +570,22 @@ int64_t vt_engine_seq_attach_prefix(vt_engine *e, int32_t seq, const int32_t *to
     return vt_kv_seq_attach_prefix(e->kv, &e->seqs[seq], tokens, n);
 }
 
+int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *evictable) {
+    return vt_kv_cache_match_prefix(e->kv, tokens, n, evictable);
+}
+
+const vt_model *vt_engine_model(const vt_engine *e) { return e->model; }
+int32_t vt_engine_max_seqs(const vt_engine *e) { return e->max_seqs; }
+int64_t vt_engine_max_step_tokens(const vt_engine *e) { return e->prefill->max_tokens; }
+int64_t vt_engine_ctx_size(const vt_engine *e) { return e->ctx_size; }
+int32_t vt_engine_block_size(const vt_engine *e) { return e->kv->block_size; }
+int32_t vt_engine_total_blocks(const vt_engine *e) { return e->kv->num_blocks; }
+const vt_kv_cache *vt_engine_kv_cache(const vt_engine *e) { return e->kv; }
+
+void vt_engine_parallel_for(vt_engine *e, int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
+    vt_threadpool_parallel_for(e->pool, n, grain, fn, arg);
+}
+
 void vt_engine_explain(const vt_engine *e, FILE *f) {
     vt_plan_explain(e->prefill, f);
     vt_plan_explain(e->decode, f);

@@ -119,6 +119,24 @@ int32_t vt_engine_free_blocks(const vt_engine *e);
  * it then holds (0 with prefix caching off; kv_cache.h). */
 int64_t vt_engine_seq_attach_prefix(vt_engine *e, int32_t seq, const int32_t *tokens, int64_t n);
 
+/* The tokens of tokens[0..n) whose KV the prefix cache holds, whole blocks
+ * from the start (what vt_engine_seq_attach_prefix would take), and into
+ * *evictable how many of those blocks no sequence holds now. */
+int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *evictable);
+
+/* What a client of the engine (the scheduler, the commands) reads of it. */
+const vt_model *vt_engine_model(const vt_engine *e);
+int32_t vt_engine_max_seqs(const vt_engine *e);       /* sequences one step may carry */
+int64_t vt_engine_max_step_tokens(const vt_engine *e); /* tokens one step or eval call may carry */
+int64_t vt_engine_ctx_size(const vt_engine *e);        /* tokens one sequence may hold */
+int32_t vt_engine_block_size(const vt_engine *e);      /* tokens per KV block */
+int32_t vt_engine_total_blocks(const vt_engine *e);    /* KV blocks in the pool */
+const vt_kv_cache *vt_engine_kv_cache(const vt_engine *e); /* its counters (kv_cache.h) */
+
+/* fn(arg, begin, end, thread) over [0, n) on the engine's threads, chunks of
+ * at least grain: work between steps (sampling) runs where the forward ran. */
+void vt_engine_parallel_for(vt_engine *e, int64_t n, int64_t grain, vt_range_fn fn, void *arg);
+
 /* Both plans, then the KV-cache dtype and where it came from, then the
  * prepared weights per backend. */
 void vt_engine_explain(const vt_engine *e, FILE *f);

@@ -210,7 +210,7 @@ static void free_request(request *r) {
 vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sched **out, vt_error *err) {
     *out = NULL;
     const vt_sched_options o = opt ? *opt : vt_sched_default_options();
-    const int64_t step_max = engine->prefill->max_tokens;
+    const int64_t step_max = vt_engine_max_step_tokens(engine);
     if (o.max_waiting < 1 || o.max_waiting > (1 << 20))
         return vt_fail(err, VT_ERR_INVALID, "scheduler: max_waiting %d (accepted: 1..%d)", o.max_waiting, 1 << 20);
     if (o.prefill_chunk < 0)
@@ -221,23 +221,24 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
                        "scheduler: token_budget %lld (accepted: 1..%lld, the engine's tokens per step "
                        "(runtime.batch_size), or 0 for that)",
                        (long long)o.token_budget, (long long)step_max);
-    for (int32_t q = 0; q < engine->max_seqs; q++)
+    for (int32_t q = 0; q < vt_engine_max_seqs(engine); q++)
         if (vt_engine_seq_len(engine, q) != 0)
             return vt_fail(err, VT_ERR_INVALID, "scheduler: engine sequence %d is in use (%lld tokens); the scheduler "
                            "needs every sequence empty", q, (long long)vt_engine_seq_len(engine, q));
     vt_sched *s = calloc(1, sizeof *s);
     if (!s) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     s->engine = engine;
-    s->tokenizer = engine->model->tokenizer;
-    s->n_vocab = engine->model->hp.n_vocab;
-    s->block_size = engine->kv->block_size;
-    s->ctx_size = engine->ctx_size;
+    const vt_model *model = vt_engine_model(engine);
+    s->tokenizer = model->tokenizer;
+    s->n_vocab = model->hp.n_vocab;
+    s->block_size = vt_engine_block_size(engine);
+    s->ctx_size = vt_engine_ctx_size(engine);
     s->budget = o.token_budget ? o.token_budget : step_max;
-    s->max_running = (int32_t)min64(engine->max_seqs, s->budget);
+    s->max_running = (int32_t)min64(vt_engine_max_seqs(engine), s->budget);
     s->max_waiting = o.max_waiting;
     s->fixed_prefill_chunk = o.prefill_chunk;
     s->next_id = 1;
-    const size_t seqs = (size_t)engine->max_seqs;
+    const size_t seqs = (size_t)vt_engine_max_seqs(engine);
     s->cap_waiting = o.max_waiting + (int32_t)seqs;
     s->waiting = malloc((size_t)s->cap_waiting * sizeof *s->waiting);
     s->running = malloc(seqs * sizeof *s->running);
@@ -405,7 +406,7 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
     /* Followers come into the queue without counting against max_waiting
      * (when their leader ends early, or no sequence is free for their fork):
      * room for all of them, so that never needs memory mid-step. */
-    const int64_t need = (int64_t)s->max_waiting + s->engine->max_seqs + s->n_follower_requests + (n - 1);
+    const int64_t need = (int64_t)s->max_waiting + vt_engine_max_seqs(s->engine) + s->n_follower_requests + (n - 1);
     if (need > s->cap_waiting) {
         request **grown = realloc(s->waiting, (size_t)need * sizeof *grown);
         if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
@@ -590,7 +591,7 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
      * no budget, and of its blocks only those no one holds now leave the
      * available ones. */
     int32_t evictable = 0;
-    *hit = vt_kv_cache_match_prefix(s->engine->kv, r->tokens, total_tokens(r), &evictable);
+    *hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &evictable);
     const int64_t n = min64(total_tokens(r) - *hit, s->plan_budget);
     *blocks = (int32_t)(blocks_for(s, *hit + n) - blocks_for(s, *hit)) + evictable;
     return *blocks > available_blocks(s) ? 0 : n;
@@ -821,8 +822,8 @@ static void start_followers(vt_sched *s, request *leader, const float *logits, v
         accept_token(s, f, sample_one(s, f, logits), info);
         if (f->state == VT_SCHED_FINISHED) continue;
         int32_t slot = 0;
-        while (slot < s->engine->max_seqs && s->slot_owner[slot]) slot++;
-        if (s->n_running < s->max_running && slot < s->engine->max_seqs &&
+        while (slot < vt_engine_max_seqs(s->engine) && s->slot_owner[slot]) slot++;
+        if (s->n_running < s->max_running && slot < vt_engine_max_seqs(s->engine) &&
             vt_engine_seq_fork(s->engine, leader->slot, slot, NULL) == VT_OK) {
             s->slot_owner[slot] = f;
             f->slot = slot;
@@ -840,22 +841,24 @@ static void start_followers(vt_sched *s, request *leader, const float *logits, v
     leader->n_followers = 0;
 }
 
-vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
-    vt_sched_step_info local;
-    if (!info) info = &local;
-    memset(info, 0, sizeof *info);
+/* Schedule: which requests run in this step and how many tokens each
+ * brings (s->plan_req, s->plan_n). Decodes first: a running request's next
+ * token costs one slot of the budget and keeps its latency steady; prompts
+ * share what is left. Moves requests between the queues, runs nothing. */
+static void schedule(vt_sched *s, vt_sched_step_info *info) {
     plan_begin(s);
-
-    /* Decodes first: a running request's next token costs one slot of the
-     * budget and keeps its latency steady; prompts share what is left. */
     plan_running(s, true, true, info);
     cap_prompt_tokens(s);
     plan_running(s, false, true, info);
     /* After a preemption the pool is short: starting more requests would
      * only have them preempted again. */
     if (info->n_preempted == 0 || s->n_running == 0) plan_admissions(s, info);
-    if (s->n_plan == 0) return VT_OK;
+}
 
+/* Execute: the planned tokens through one forward of the engine, then a
+ * token drawn for every entry that got logits (s->sampled). Changes no
+ * request. */
+static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     for (int32_t i = 0; i < s->n_plan; i++) {
         const request *r = s->plan_req[i];
         const int64_t n = s->plan_n[i];
@@ -871,11 +874,17 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     if (st != VT_OK) return st;
     learn_step_time(s, info, now_seconds() - started);
     s->stats.n_steps++;
-
     /* Sampling reads the whole vocabulary once per sequence (a sort of it
      * for a temperature draw), so with several sequences it runs on the
      * engine's threads rather than on this one alone between two steps. */
-    vt_threadpool_parallel_for(s->engine->pool, s->n_plan, 1, sample_entries, s);
+    vt_engine_parallel_for(s->engine, s->n_plan, 1, sample_entries, s);
+    return VT_OK;
+}
+
+/* Update: each planned request's progress, and its drawn token taken (text,
+ * stop conditions, the end of the request); a leader's first token starts
+ * its followers first. */
+static vt_status update(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     for (int32_t i = 0; i < s->n_plan; i++) {
         request *r = s->plan_req[i];
         r->n_computed += s->plan_n[i];
@@ -889,4 +898,14 @@ vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
         accept_token(s, r, s->sampled[i], info);
     }
     return VT_OK;
+}
+
+vt_status vt_sched_step(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
+    vt_sched_step_info local;
+    if (!info) info = &local;
+    memset(info, 0, sizeof *info);
+    schedule(s, info);
+    if (s->n_plan == 0) return VT_OK;
+    vt_status st = execute(s, info, err);
+    return st == VT_OK ? update(s, info, err) : st;
 }
