@@ -238,6 +238,28 @@ vt_tensor vt_harness_block_tables(int32_t n_seqs, int32_t max_blocks, const int3
     return t;
 }
 
+vt_node vt_harness_attention_node(const vt_harness_attn_case *c, int32_t kv_dtype, const int32_t *pos,
+                                  const int32_t *seq, int phase, uint64_t seed) {
+    vt_node node = vt_harness_node(VT_OP_ATTENTION, phase);
+    node.params.attention.scale = 1.0f / sqrtf((float)c->D);
+    node.params.attention.block_size = (int32_t)c->BS;
+    node.params.attention.n_seqs = c->n_seqs;
+    node.params.attention.max_blocks_per_seq = c->max_blocks;
+    int32_t *tables = malloc((size_t)(c->n_seqs * c->max_blocks) * sizeof(int32_t));
+    for (int32_t s = 0; s < c->n_seqs; s++)
+        for (int32_t b = 0; b < c->max_blocks; b++)
+            tables[s * c->max_blocks + b] = (int32_t)((7 + 5 * (s * c->max_blocks + b)) % c->n_blocks);
+    vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 3, (const int64_t[]){c->D, c->H, c->T}, seed, -1, 1));
+    vt_harness_set_src(&node, 1, vt_harness_cache(kv_dtype, c->D, c->KVH, c->BS, c->n_blocks, seed + 1));
+    vt_harness_set_src(&node, 2, vt_harness_cache(kv_dtype, c->D, c->KVH, c->BS, c->n_blocks, seed + 2));
+    vt_harness_set_src(&node, 3, vt_harness_block_tables(c->n_seqs, c->max_blocks, tables));
+    vt_harness_set_src(&node, 4, vt_harness_i32(c->T, pos));
+    vt_harness_set_src(&node, 5, vt_harness_i32(c->T, seq));
+    node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){c->D, c->H, c->T});
+    free(tables);
+    return node;
+}
+
 void vt_harness_tensor_free(vt_tensor *t) {
     free(t->data);
     t->data = NULL;

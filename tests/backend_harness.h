@@ -88,6 +88,22 @@ vt_tensor vt_harness_i64(int64_t n, const int64_t *values);
 vt_tensor vt_harness_cache(int32_t dtype, int64_t D, int64_t KVH, int64_t BS, int64_t B, uint64_t seed);
 /* Block tables I32 {max_blocks, n_seqs} from a row-major [n_seqs][max_blocks] array. */
 vt_tensor vt_harness_block_tables(int32_t n_seqs, int32_t max_blocks, const int32_t *blocks);
+
+/* An attention call's shape: head dim D, H query heads over KVH kv heads,
+ * blocks of BS positions in a pool of n_blocks, n_seqs tables of max_blocks,
+ * T query tokens. */
+typedef struct vt_harness_attn_case {
+    int64_t D, H, KVH, BS, n_blocks;
+    int32_t n_seqs, max_blocks;
+    int64_t T;
+} vt_harness_attn_case;
+
+/* An attention node of that shape with random q and caches in kv_dtype,
+ * token t at position pos[t] of sequence seq[t]. Sequence s's logical block
+ * b is physical block (7 + 5 (s max_blocks + b)) mod n_blocks: with n_blocks
+ * coprime with 5, a scattered bijection (never contiguous). */
+vt_node vt_harness_attention_node(const vt_harness_attn_case *c, int32_t kv_dtype, const int32_t *pos,
+                                  const int32_t *seq, int phase, uint64_t seed);
 void vt_harness_tensor_free(vt_tensor *t);
 
 /* Elements of t (product of ne over ndim). */

@@ -460,7 +460,7 @@ static void test_isa_option(void) {
         char isa[128];
         if (simd)
             CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa),
-                                   cases[i].tier == 2 && vnni ? "avx512_vnni (q4_k matmul; the rest avx2)" : "avx2");
+                                   cases[i].tier == 2 && vnni ? "avx512_vnni (q4_k matmul, attention; the rest avx2)" : "avx2");
         if (!loads) {
             const char *reason = vt_harness_refusal(h, "simd");
             CU_ASSERT(reason && strstr(reason, cases[i].why));
@@ -532,38 +532,14 @@ static void test_matmul_prepared_rows_independent_of_m(void) {
 /* ------------------------------------------------------------------------ */
 /* ATTENTION                                                                  */
 
-typedef struct attn_case {
-    int64_t D, H, KVH, BS, n_blocks;
-    int32_t n_seqs, max_blocks;
-    int64_t T;
-} attn_case;
-
 /* Every dtype attention reads a cache in. */
 static const int32_t cache_dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
 
-/* The tables of a case: sequence s, logical block b -> physical
- * (7 + 5 (s max_blocks + b)) mod n_blocks; n_blocks is chosen coprime with
- * 5, so the map is a scattered bijection (never contiguous). */
+typedef vt_harness_attn_case attn_case;
+
 static vt_node attention_node(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
                               int phase, uint64_t seed) {
-    vt_node node = vt_harness_node(VT_OP_ATTENTION, phase);
-    node.params.attention.scale = 1.0f / sqrtf((float)c->D);
-    node.params.attention.block_size = (int32_t)c->BS;
-    node.params.attention.n_seqs = c->n_seqs;
-    node.params.attention.max_blocks_per_seq = c->max_blocks;
-    int32_t *tables = malloc((size_t)(c->n_seqs * c->max_blocks) * sizeof(int32_t));
-    for (int32_t s = 0; s < c->n_seqs; s++)
-        for (int32_t b = 0; b < c->max_blocks; b++)
-            tables[s * c->max_blocks + b] = (int32_t)((7 + 5 * (s * c->max_blocks + b)) % c->n_blocks);
-    vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 3, (const int64_t[]){c->D, c->H, c->T}, seed, -1, 1));
-    vt_harness_set_src(&node, 1, vt_harness_cache(kv_dtype, c->D, c->KVH, c->BS, c->n_blocks, seed + 1));
-    vt_harness_set_src(&node, 2, vt_harness_cache(kv_dtype, c->D, c->KVH, c->BS, c->n_blocks, seed + 2));
-    vt_harness_set_src(&node, 3, vt_harness_block_tables(c->n_seqs, c->max_blocks, tables));
-    vt_harness_set_src(&node, 4, vt_harness_i32(c->T, pos));
-    vt_harness_set_src(&node, 5, vt_harness_i32(c->T, seq));
-    node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){c->D, c->H, c->T});
-    free(tables);
-    return node;
+    return vt_harness_attention_node(c, kv_dtype, pos, seq, phase, seed);
 }
 
 /* Build and check one attention call, tokens' positions given per case.

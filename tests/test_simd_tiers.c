@@ -2,7 +2,8 @@
  *
  * A tier above AVX2 replaces some kernels with its own (backends/simd/
  * simd.h); each such kernel sums the same exact integers as the AVX2 one
- * and shares its float finish (k4_tile.h), so the tiers must agree bit for
+ * and shares its float finish (k4_tile.h), or runs the same float
+ * operations in the same order (attention), so the tiers must agree bit for
  * bit: the tolerance is zero, and whatever test_simd_ops proves of one tier
  * against the reference (it runs the best tier the CPU has) holds for the
  * other. Checked here op by op through the prepare hook, as an engine runs
@@ -62,7 +63,7 @@ static void test_each_instance_runs_its_tier(void) {
     if (!tiers_available()) return;
     char isa[128];
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(best, "simd"), isa, sizeof isa),
-                           "avx512_vnni (q4_k matmul; the rest avx2)");
+                           "avx512_vnni (q4_k matmul, attention; the rest avx2)");
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(avx2, "simd"), isa, sizeof isa), "avx2");
 }
 
@@ -130,6 +131,56 @@ static void test_q4_k_matmul_same_bits(void) {
     }
 }
 
+/* One attention call on both tiers: the outputs' bits must be equal. */
+static void check_attention_same_bits(const vt_harness_attn_case *c, int32_t kv_dtype, const int32_t *pos,
+                                      const int32_t *seq, int phase, uint64_t seed) {
+    vt_node node = vt_harness_attention_node(c, kv_dtype, pos, seq, phase, seed);
+    vt_node other = vt_harness_node_copy(&node);
+    CU_ASSERT_EQUAL_FATAL(vt_harness_run(best, "simd", &node), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_harness_run(avx2, "simd", &other), VT_OK);
+    const int64_t n = c->D * c->H * c->T;
+    int64_t differing = 0;
+    for (int64_t i = 0; i < n; i++)
+        differing += memcmp((const float *)node.dst.data + i, (const float *)other.dst.data + i, sizeof(float)) != 0;
+    if (differing)
+        fprintf(stderr, "test_simd_tiers: attention %s D=%lld H=%lld KVH=%lld T=%lld: %lld of %lld outputs differ\n",
+                vt_dtype_name(kv_dtype), (long long)c->D, (long long)c->H, (long long)c->KVH, (long long)c->T,
+                (long long)differing, (long long)n);
+    CU_ASSERT_EQUAL(differing, 0);
+    vt_harness_node_free(&other);
+    vt_harness_node_free(&node);
+}
+
+/* The avx512 tier's attention lets four queries share each row it loads;
+ * per query it runs the AVX2 tier's operations in their order. Every cache
+ * dtype; query groups of 1, 2 and 8 heads per kv head (so a group of four
+ * queries spans one to four tokens, or a quarter of a token's heads); a
+ * prompt whose causal diagonal cuts through groups; a head dim with a
+ * scalar tail; a continuation chunk; decodes of several sequences. */
+static void test_attention_same_bits(void) {
+    if (!tiers_available()) return;
+    static const int32_t dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
+    static const int64_t heads[][2] = {{8, 8}, {16, 8}, {32, 4}};
+    int32_t pos[70], seq[70];
+    uint64_t seed = 32000;
+    for (int k = 0; k < 4; k++)
+        for (int h = 0; h < 3; h++) {
+            const vt_harness_attn_case prompt = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
+                                                 .n_blocks = 11, .n_seqs = 1, .max_blocks = 5, .T = 70};
+            for (int t = 0; t < 70; t++) pos[t] = t, seq[t] = 0;
+            check_attention_same_bits(&prompt, dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            const vt_harness_attn_case tail = {.D = dtypes[k] == VT_Q8_0 ? 96 : 40, .H = heads[h][0],
+                                               .KVH = heads[h][1], .BS = 5, .n_blocks = 17, .n_seqs = 2,
+                                               .max_blocks = 12, .T = 23};
+            for (int t = 0; t < 23; t++) pos[t] = 30 + t, seq[t] = 1;
+            check_attention_same_bits(&tail, dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            const vt_harness_attn_case decode = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
+                                                 .n_blocks = 23, .n_seqs = 3, .max_blocks = 7, .T = 3};
+            const int32_t dpos[] = {5, 64, 100}, dseq[] = {2, 0, 1};
+            check_attention_same_bits(&decode, dtypes[k], dpos, dseq, VT_PHASE_DECODE, seed++);
+        }
+}
+
 /* The real engine path: greedy tokens of a Q4_K_M model at both tiers. */
 static void test_engine_same_tokens(void) {
     if (!tiers_available()) return;
@@ -155,6 +206,7 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"each simd instance reports the tier it runs", test_each_instance_runs_its_tier},
         {"Q4_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_k_matmul_same_bits},
+        {"attention: the avx512 and avx2 tiers agree bit for bit", test_attention_same_bits},
         {"greedy tokens through the engine are the same at both tiers", test_engine_same_tokens},
         CU_TEST_INFO_NULL,
     };

@@ -50,6 +50,9 @@ static inline size_t simd_align_up(size_t n) { return (n + SIMD_ALIGN - 1) & ~(s
 /* Op entry points (one file each, as in backends/reference). */
 vt_status simd_matmul(void *ctx, const vt_node *node);
 vt_status simd_attention(void *ctx, const vt_node *node);
+/* Its tiers' builds of attention_impl.h (simd_attention picks by ctx->isa). */
+vt_status simd_attention_avx2(void *ctx, const vt_node *node);
+vt_status simd_attention_avx512(void *ctx, const vt_node *node);
 vt_status simd_reshape_and_cache(void *ctx, const vt_node *node);
 vt_status simd_rms_norm(void *ctx, const vt_node *node);
 vt_status simd_rope(void *ctx, const vt_node *node);

@@ -1,0 +1,1026 @@
+/* attention_impl.h — causal GQA attention of query tokens against one layer's
+ * paged KV cache (F32, F16, BF16, or Q8_0 through kv_q8_0.c's kernels),
+ * with an online softmax in f32.
+ *
+ * Every query's positions are cut into spans of SPAN positions at fixed
+ * offsets (0, SPAN, 2 SPAN, ...): each span gets its own softmax state
+ * (max, sum, accumulator), and the spans' states are merged in span order.
+ * The cut depends on positions only, so a query computes the same numbers
+ * whichever path and whatever batch it is in (batch invariance, tested bit
+ * for bit), while a decode token's spans can run on different threads.
+ *
+ * Two kinds of work item share the per-chunk kernels (the score kernels,
+ * chunk_softmax, the accumulation kernels) and the merge (merge_state):
+ *   - prefill (a run of several tokens of one sequence): (up to
+ *     QUERY_TOKENS tokens, kv head); the G = H / KVH query heads of each
+ *     token that share the kv head are processed together, so each cached k
+ *     and v row is read (and widened, for 16-bit caches) once per item and
+ *     used by every query of the item; the item walks its spans in order,
+ *     merging as it goes;
+ *   - decode (a token alone of its sequence in the call): (token, span, kv
+ *     heads group, usually all kv heads): the cache holds a position's kv
+ *     heads side by side, so an item's rows are whole contiguous ranges;
+ *     16-bit rows are read in address order, a few positions of every kv
+ *     head at a time (attend_heads; one kv head's rows down a chunk are a
+ *     walk with a KVH-row stride, which bound a decode of many sequences),
+ *     other rows prefetched a chunk ahead. Each item leaves its span's
+ *     state in a shared buffer; the last item of a token to finish merges
+ *     them.
+ * Positions are taken in chunks of CHUNK: in prefill the chunk's 16-bit k
+ * and v rows are widened once (decode reads them in place, widening in
+ * registers for two queries at a time: the same numbers, see dot4_16), each
+ * query's scores are computed 4 positions per pass over the query, the
+ * running max / sum / accumulator are rescaled once per
+ * chunk (not once per position), the exponentials computed 8 at a time, and
+ * the weighted v rows summed into the accumulator in register slices
+ * (loaded and stored once per chunk, not once per row). A Q8_0 cache is not
+ * widened to rows: the queries are quantized once per item to 16-bit blocks
+ * for integer dot products with the k blocks, and the v blocks are widened
+ * in registers, two queries at a time (kv_q8_0.c). Rows are prefetched a
+ * chunk ahead (see prefetch_row), except the 16-bit rows of decode. */
+#ifndef SIMD_ATTENTION_ENTRY
+#error "define SIMD_ATTENTION_ENTRY (the tier's entry point) before including attention_impl.h"
+#endif
+
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "simd.h"
+#include "simd_vec.h"
+#include "vt/vt_dtype.h"
+
+#define CHUNK 16
+
+/* Positions per span (a multiple of CHUNK). Fixed: the spans decide how a
+ * query's softmax is summed, so they must not depend on the call. Long
+ * enough that merging (D values per query per span) stays small against a
+ * span's work, short enough that one sequence of a hundred or so positions
+ * still gives every thread spans to work on. */
+#define SPAN 64
+
+typedef struct attention_task {
+    const float *q;        /* [T][H][D] */
+    const void *k_cache;   /* [B][BS][KVH][D] of k_dtype */
+    const void *v_cache;   /* [B][BS][KVH][D] of v_dtype */
+    int32_t k_dtype, v_dtype;
+    const int32_t *tables; /* [n_seqs][max_blocks] */
+    const int32_t *pos;    /* [T] */
+    const int32_t *seq;    /* [T] */
+    float *out;            /* [T][H][D] */
+    int64_t D, H, KVH, BS, max_blocks, T;
+    float scale;
+    float *scratch;        /* per thread: scratch_floats */
+    size_t scratch_floats;
+    /* tokens computed by decode items: is_decode[T]; decode token i is
+     * dec_tok[i], its spans' states start at part dec_part[i] */
+    const uint8_t *is_decode;
+    const int32_t *dec_tok;
+    const int64_t *dec_part;
+    const int32_t *item_dec, *item_span, *item_group; /* per decode item */
+    int64_t prefill_items, groups;
+    float *part_acc, *part_max, *part_sum; /* [part][H][D], [part][H], [part][H] */
+    _Atomic int32_t *pending; /* [decode token][group] items not yet done */
+} attention_task;
+
+/* Pointer to cached row (slot, kv head) widened to f32: the cache itself when
+ * it is F32, else converted into buf [D]. Not for Q8_0. */
+static const float *cache_row(const void *cache, int32_t dtype, int64_t slot, int64_t kvh, int64_t KVH, int64_t D,
+                              float *buf) {
+    const int64_t index = (slot * KVH + kvh) * D;
+    if (dtype == VT_F32) return (const float *)cache + index;
+    simd_load_row(dtype, (const uint8_t *)cache + (size_t)index * 2, buf, D);
+    return buf;
+}
+
+/* Start loading cached row (slot, kv head) of `bytes` bytes into L1. A work
+ * item reads one kv head's rows, KVH rows apart, so each 4 KiB page holds
+ * only a few of them and the hardware prefetchers, which stop at page
+ * edges, leave most rows to be waited for. */
+static void prefetch_row(const void *cache, size_t bytes, int64_t slot, int64_t kvh, int64_t KVH) {
+    const char *row = (const char *)cache + (size_t)(slot * KVH + kvh) * bytes;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(row + off, _MM_HINT_T0);
+    _mm_prefetch(row + bytes - 1, _MM_HINT_T0);
+}
+
+/* Start loading the rows of kv heads [kv0, kv1) at cache slot `slot`,
+ * `bytes` each: one contiguous range. */
+static void prefetch_range(const void *cache, size_t bytes, int64_t slot, int64_t kv0, int64_t kv1, int64_t KVH) {
+    const char *first = (const char *)cache + (size_t)(slot * KVH + kv0) * bytes;
+    const size_t n = (size_t)(kv1 - kv0) * bytes;
+    for (size_t off = 0; off < n; off += 64) _mm_prefetch(first + off, _MM_HINT_T0);
+    _mm_prefetch(first + n - 1, _MM_HINT_T0);
+}
+
+/* Cached Q8_0 row (slot, kv head): its blocks, and their scales as f32 into
+ * d [D / 32]. */
+static const vt_block_q8_0 *cache_row_q8_0(const void *cache, int64_t slot, int64_t kvh, int64_t KVH, int64_t nb,
+                                           float *d) {
+    const vt_block_q8_0 *row = (const vt_block_q8_0 *)cache + (slot * KVH + kvh) * nb;
+    for (int64_t b = 0; b < nb; b++) d[b] = _cvtsh_ss(row[b].d);
+    return row;
+}
+
+/* out[i] = q . k_i for the 4 rows k[0..3], n values each: one load of each
+ * q slice serves the 4 rows, and one horizontal reduction the 4 sums. */
+SIMD_INLINE void dot4_f32(const float *q, const float *const k[4], int64_t n, float out[4]) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        s0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[0] + i), s0);
+        s1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[1] + i), s1);
+        s2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[2] + i), s2);
+        s3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[3] + i), s3);
+    }
+    /* [s0 s0 s1 s1 | ..] then [s0 s1 s2 s3 | s0 s1 s2 s3], halves added */
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (; i < n; i++)
+        for (int r = 0; r < 4; r++) out[r] += q[i] * k[r][i];
+}
+
+SIMD_INLINE float dot_f32(const float *a, const float *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = simd_hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y += sum_i p[i] v[i], for i < len, n values: y is loaded and stored once
+ * per 64-value slice (8 registers) instead of once per row. */
+SIMD_INLINE void accumulate_rows(float *y, const float *p, const float *const *v, int64_t len, int64_t n) {
+    int64_t d = 0;
+    for (; d + 64 <= n; d += 64) {
+        __m256 a[8];
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) a[u] = _mm256_loadu_ps(y + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 pv = _mm256_set1_ps(p[i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v[i] + d + 8 * u), a[u]);
+        }
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(y + d + 8 * u, a[u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y + d);
+        for (int64_t i = 0; i < len; i++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(v[i] + d), a);
+        _mm256_storeu_ps(y + d, a);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++) y[d] += p[i] * v[i][d];
+}
+
+/* dot4_f32 for two queries at once: each k slice loaded once serves both,
+ * so the loop issues 6 loads for 8 multiply-adds instead of 10; per query
+ * the same operations in the same order as dot4_f32. */
+SIMD_INLINE void dot4x2_f32(const float *q0, const float *q1, const float *const k[4], int64_t n, float out0[4],
+                            float out1[4]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(q0 + i), y = _mm256_loadu_ps(q1 + i);
+        __m256 kv = _mm256_loadu_ps(k[0] + i);
+        a0 = _mm256_fmadd_ps(x, kv, a0), b0 = _mm256_fmadd_ps(y, kv, b0);
+        kv = _mm256_loadu_ps(k[1] + i);
+        a1 = _mm256_fmadd_ps(x, kv, a1), b1 = _mm256_fmadd_ps(y, kv, b1);
+        kv = _mm256_loadu_ps(k[2] + i);
+        a2 = _mm256_fmadd_ps(x, kv, a2), b2 = _mm256_fmadd_ps(y, kv, b2);
+        kv = _mm256_loadu_ps(k[3] + i);
+        a3 = _mm256_fmadd_ps(x, kv, a3), b3 = _mm256_fmadd_ps(y, kv, b3);
+    }
+    const __m256 ha = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m256 hb = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+    _mm_storeu_ps(out0, _mm_add_ps(_mm256_castps256_ps128(ha), _mm256_extractf128_ps(ha, 1)));
+    _mm_storeu_ps(out1, _mm_add_ps(_mm256_castps256_ps128(hb), _mm256_extractf128_ps(hb, 1)));
+    for (; i < n; i++)
+        for (int r = 0; r < 4; r++) {
+            out0[r] += q0[i] * k[r][i];
+            out1[r] += q1[i] * k[r][i];
+        }
+}
+
+/* accumulate_rows for two outputs at once, each v slice loaded once for
+ * both; per output value the same operations in the same order. */
+SIMD_INLINE void accumulate_rows2(float *y0, const float *p0, float *y1, const float *p1, const float *const *v,
+                                  int64_t len, int64_t n) {
+    int64_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+        __m256 a[4], b[4];
+        SIMD_UNROLL
+        for (int u = 0; u < 4; u++) a[u] = _mm256_loadu_ps(y0 + d + 8 * u), b[u] = _mm256_loadu_ps(y1 + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 pa = _mm256_set1_ps(p0[i]), pb = _mm256_set1_ps(p1[i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 4; u++) {
+                const __m256 x = _mm256_loadu_ps(v[i] + d + 8 * u);
+                a[u] = _mm256_fmadd_ps(pa, x, a[u]);
+                b[u] = _mm256_fmadd_ps(pb, x, b[u]);
+            }
+        }
+        SIMD_UNROLL
+        for (int u = 0; u < 4; u++) _mm256_storeu_ps(y0 + d + 8 * u, a[u]), _mm256_storeu_ps(y1 + d + 8 * u, b[u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y0 + d), b = _mm256_loadu_ps(y1 + d);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 x = _mm256_loadu_ps(v[i] + d);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p0[i]), x, a);
+            b = _mm256_fmadd_ps(_mm256_set1_ps(p1[i]), x, b);
+        }
+        _mm256_storeu_ps(y0 + d, a), _mm256_storeu_ps(y1 + d, b);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++) {
+            y0[d] += p0[i] * v[i][d];
+            y1[d] += p1[i] * v[i][d];
+        }
+}
+
+#if defined(__AVX512VL__)
+/* With AVX-512VL's 32 vector registers, four queries share each k and v
+ * load (16 accumulators, 4 query slices and the loaded row stay in
+ * registers; with 16 registers they would spill). Per query the operations
+ * and their order are dot4_f32's and accumulate_rows', so the tiers agree
+ * bit for bit. */
+#define QUERIES_PER_LOAD 4
+
+SIMD_INLINE void dot4x4_f32(const float *const q[4], const float *const k[4], int64_t n, float *const out[4]) {
+    __m256 a[4][4];
+    SIMD_UNROLL
+    for (int j = 0; j < 4; j++)
+        SIMD_UNROLL
+        for (int r = 0; r < 4; r++) a[j][r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 x[4];
+        SIMD_UNROLL
+        for (int j = 0; j < 4; j++) x[j] = _mm256_loadu_ps(q[j] + i);
+        SIMD_UNROLL
+        for (int r = 0; r < 4; r++) {
+            const __m256 kv = _mm256_loadu_ps(k[r] + i);
+            SIMD_UNROLL
+            for (int j = 0; j < 4; j++) a[j][r] = _mm256_fmadd_ps(x[j], kv, a[j][r]);
+        }
+    }
+    SIMD_UNROLL
+    for (int j = 0; j < 4; j++) {
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a[j][0], a[j][1]), _mm256_hadd_ps(a[j][2], a[j][3]));
+        _mm_storeu_ps(out[j], _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    }
+    for (; i < n; i++)
+        for (int j = 0; j < 4; j++)
+            for (int r = 0; r < 4; r++) out[j][r] += q[j][i] * k[r][i];
+}
+
+SIMD_INLINE void accumulate_rows4(float *const y[4], const float *const p[4], const float *const *v, int64_t len,
+                                  int64_t n) {
+    int64_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+        __m256 a[4][4];
+        SIMD_UNROLL
+        for (int j = 0; j < 4; j++)
+            SIMD_UNROLL
+            for (int u = 0; u < 4; u++) a[j][u] = _mm256_loadu_ps(y[j] + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            __m256 w[4];
+            SIMD_UNROLL
+            for (int j = 0; j < 4; j++) w[j] = _mm256_set1_ps(p[j][i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 4; u++) {
+                const __m256 x = _mm256_loadu_ps(v[i] + d + 8 * u);
+                SIMD_UNROLL
+                for (int j = 0; j < 4; j++) a[j][u] = _mm256_fmadd_ps(w[j], x, a[j][u]);
+            }
+        }
+        SIMD_UNROLL
+        for (int j = 0; j < 4; j++)
+            SIMD_UNROLL
+            for (int u = 0; u < 4; u++) _mm256_storeu_ps(y[j] + d + 8 * u, a[j][u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a[4];
+        for (int j = 0; j < 4; j++) a[j] = _mm256_loadu_ps(y[j] + d);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 x = _mm256_loadu_ps(v[i] + d);
+            for (int j = 0; j < 4; j++) a[j] = _mm256_fmadd_ps(_mm256_set1_ps(p[j][i]), x, a[j]);
+        }
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(y[j] + d, a[j]);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++)
+            for (int j = 0; j < 4; j++) y[j][d] += p[j][i] * v[i][d];
+}
+#else
+#define QUERIES_PER_LOAD 2
+#endif
+
+/* The same three kernels on rows left in their 16-bit cache form (F16 or
+ * BF16), each 8 values widened in registers as they are used. Widening is
+ * exact and the operations and their order are those above, so the results
+ * are bit-identical to widening the rows first: decode, whose rows serve
+ * only the G queries of a kv head, reads them in place, and prefill, whose
+ * rows serve up to QUERY_TOKENS * G, widens them once. */
+SIMD_INLINE __m256 load8_16(int32_t dtype, const uint16_t *p) {
+    return dtype == VT_F16 ? simd_load8_f16(p) : simd_load8_bf16(p);
+}
+
+SIMD_INLINE float widen1_16(int32_t dtype, uint16_t h) {
+    return dtype == VT_F16 ? vt_fp16_to_f32(h) : vt_bf16_to_f32(h);
+}
+
+SIMD_INLINE void dot4_16(int32_t dtype, const float *q, const uint16_t *const k[4], int64_t n, float out[4]) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        s0 = _mm256_fmadd_ps(qv, load8_16(dtype, k[0] + i), s0);
+        s1 = _mm256_fmadd_ps(qv, load8_16(dtype, k[1] + i), s1);
+        s2 = _mm256_fmadd_ps(qv, load8_16(dtype, k[2] + i), s2);
+        s3 = _mm256_fmadd_ps(qv, load8_16(dtype, k[3] + i), s3);
+    }
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+    for (; i < n; i++)
+        for (int r = 0; r < 4; r++) out[r] += q[i] * widen1_16(dtype, k[r][i]);
+}
+
+SIMD_INLINE float dot_16(int32_t dtype, const float *a, const uint16_t *b, int64_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8_16(dtype, b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8_16(dtype, b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8_16(dtype, b + i), s0);
+    float s = simd_hsum_ps(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * widen1_16(dtype, b[i]);
+    return s;
+}
+
+SIMD_INLINE void accumulate_rows_16(int32_t dtype, float *y, const float *p, const uint16_t *const *v, int64_t len,
+                                    int64_t n) {
+    int64_t d = 0;
+    for (; d + 64 <= n; d += 64) {
+        __m256 a[8];
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) a[u] = _mm256_loadu_ps(y + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 pv = _mm256_set1_ps(p[i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, load8_16(dtype, v[i] + d + 8 * u), a[u]);
+        }
+        SIMD_UNROLL
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(y + d + 8 * u, a[u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y + d);
+        for (int64_t i = 0; i < len; i++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), load8_16(dtype, v[i] + d), a);
+        _mm256_storeu_ps(y + d, a);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++) y[d] += p[i] * widen1_16(dtype, v[i][d]);
+}
+
+/* dot4_16 for two queries at once, each k value widened once for both;
+ * per query the same operations in the same order as dot4_16. */
+SIMD_INLINE void dot4x2_16(int32_t dtype, const float *q0, const float *q1, const uint16_t *const k[4], int64_t n,
+                           float out0[4], float out1[4]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(q0 + i), y = _mm256_loadu_ps(q1 + i);
+        __m256 kv = load8_16(dtype, k[0] + i);
+        a0 = _mm256_fmadd_ps(x, kv, a0), b0 = _mm256_fmadd_ps(y, kv, b0);
+        kv = load8_16(dtype, k[1] + i);
+        a1 = _mm256_fmadd_ps(x, kv, a1), b1 = _mm256_fmadd_ps(y, kv, b1);
+        kv = load8_16(dtype, k[2] + i);
+        a2 = _mm256_fmadd_ps(x, kv, a2), b2 = _mm256_fmadd_ps(y, kv, b2);
+        kv = load8_16(dtype, k[3] + i);
+        a3 = _mm256_fmadd_ps(x, kv, a3), b3 = _mm256_fmadd_ps(y, kv, b3);
+    }
+    const __m256 ha = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    const __m256 hb = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
+    _mm_storeu_ps(out0, _mm_add_ps(_mm256_castps256_ps128(ha), _mm256_extractf128_ps(ha, 1)));
+    _mm_storeu_ps(out1, _mm_add_ps(_mm256_castps256_ps128(hb), _mm256_extractf128_ps(hb, 1)));
+    for (; i < n; i++)
+        for (int r = 0; r < 4; r++) {
+            const float w = widen1_16(dtype, k[r][i]);
+            out0[r] += q0[i] * w;
+            out1[r] += q1[i] * w;
+        }
+}
+
+/* accumulate_rows_16 for two outputs at once, each v value widened once for
+ * both; per output value the same operations in the same order. */
+SIMD_INLINE void accumulate_rows2_16(int32_t dtype, float *y0, const float *p0, float *y1, const float *p1,
+                                     const uint16_t *const *v, int64_t len, int64_t n) {
+    int64_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+        __m256 a[4], b[4];
+        SIMD_UNROLL
+        for (int u = 0; u < 4; u++) a[u] = _mm256_loadu_ps(y0 + d + 8 * u), b[u] = _mm256_loadu_ps(y1 + d + 8 * u);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 pa = _mm256_set1_ps(p0[i]), pb = _mm256_set1_ps(p1[i]);
+            SIMD_UNROLL
+            for (int u = 0; u < 4; u++) {
+                const __m256 x = load8_16(dtype, v[i] + d + 8 * u);
+                a[u] = _mm256_fmadd_ps(pa, x, a[u]);
+                b[u] = _mm256_fmadd_ps(pb, x, b[u]);
+            }
+        }
+        SIMD_UNROLL
+        for (int u = 0; u < 4; u++) _mm256_storeu_ps(y0 + d + 8 * u, a[u]), _mm256_storeu_ps(y1 + d + 8 * u, b[u]);
+    }
+    for (; d + 8 <= n; d += 8) {
+        __m256 a = _mm256_loadu_ps(y0 + d), b = _mm256_loadu_ps(y1 + d);
+        for (int64_t i = 0; i < len; i++) {
+            const __m256 x = load8_16(dtype, v[i] + d);
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p0[i]), x, a);
+            b = _mm256_fmadd_ps(_mm256_set1_ps(p1[i]), x, b);
+        }
+        _mm256_storeu_ps(y0 + d, a), _mm256_storeu_ps(y1 + d, b);
+    }
+    for (; d < n; d++)
+        for (int64_t i = 0; i < len; i++) {
+            const float w = widen1_16(dtype, v[i][d]);
+            y0[d] += p0[i] * w;
+            y1[d] += p1[i] * w;
+        }
+}
+
+SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
+    const __m256 cv = _mm256_set1_ps(c);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(cv, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] *= c;
+}
+
+/* Query tokens per work item in prefill: their G heads each, so every k and
+ * v row read (and widened) once serves up to QUERY_TOKENS * G queries. At 4
+ * the widening of the 16-bit rows took about a fifth of a long prefill's
+ * attention; at 16 it is a few percent, and a 16-token chunk of a prompt
+ * still gives each thread several items (one per kv head). Which queries
+ * share an item never changes a query's numbers. */
+#define QUERY_TOKENS 16
+
+/* The cached rows of one chunk (positions p0 .. p0 + len - 1) of one kv
+ * head: f32 rows (the cache itself or widened into scratch), or Q8_0 blocks
+ * with their scales. (Decode reads 16-bit rows in place: attend_heads.) */
+typedef struct chunk_rows {
+    int64_t p0, len;
+    const float *k[CHUNK], *v[CHUNK];
+    const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
+    const float *kd, *vd; /* [CHUNK][nb] */
+} chunk_rows;
+
+/* The queries of one kv head an item attends with, and their softmax state
+ * for the current span. Query j belongs to token j / G (of the item's
+ * tokens) and is head kvh * G + j % G of it. */
+typedef struct query_set {
+    int64_t n;
+    const float *q;          /* query j at q + (j / G) * q_token_stride + (j % G) * D */
+    int64_t q_token_stride;
+    const int16_t *qs;       /* Q8_0 k: quantized queries [n][D] */
+    const float *qd;         /* and their block scales [n][nb] */
+    const int64_t *limit;    /* [n / G] positions each token sees */
+    float *acc, *run_max, *run_sum; /* [n][D], [n], [n] */
+} query_set;
+
+/* Per-thread scratch, in floats from its start: every array at a
+ * SIMD_ALIGN boundary. nq is the most queries an item holds at once. */
+typedef struct attend_layout {
+    size_t acc, span_acc, kbuf, vbuf, scores, run_max, run_sum, span_max, span_sum, count, kd, vd, qd, qs, rows, total;
+} attend_layout;
+
+static int64_t most_queries(int64_t G, int64_t H) { return QUERY_TOKENS * G > H ? QUERY_TOKENS * G : H; }
+
+static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
+    const size_t nq = (size_t)most_queries(G, H), nb = (size_t)(D / VT_QK8_0), f = sizeof(float);
+    const size_t heads = (size_t)(H / G); /* a decode chunk's rows: every kv head */
+    const size_t sizes[] = {nq * (size_t)D, nq * (size_t)D, heads * CHUNK * (size_t)D, heads * CHUNK * (size_t)D,
+                            nq * CHUNK, nq, nq, nq, nq, nq /* int64 counts: 2 floats each */ * 2,
+                            heads * CHUNK * nb, heads * CHUNK * nb, nq * nb, nq * (size_t)D / 2 /* int16 */,
+                            heads * sizeof(chunk_rows) / f + 1};
+    enum { N = sizeof sizes / sizeof *sizes };
+    size_t at[N], off = 0;
+    for (int i = 0; i < N; i++) at[i] = off, off += simd_align_up(sizes[i] * f) / f;
+    return (attend_layout){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8], at[9], at[10], at[11],
+                           at[12], at[13], at[14], off};
+}
+
+/* Widen (or point at) the rows of positions [p0, p0 + len) of kv heads
+ * [kv0, kv1) into r[kvh - kv0], kv head kvh's rows at (kvh - kv0) CHUNK D
+ * in kbuf / vbuf (CHUNK nb in kd / vd). Position by position, each one's kv
+ * heads in turn: the order of the cache, so the rows of several heads are
+ * read as one sequential stream. */
+static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
+                       int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
+    const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
+    for (int64_t h = 0; h < kv1 - kv0; h++)
+        r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
+    for (int64_t i = 0; i < len; i++) {
+        const int64_t p = p0 + i;
+        const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+        for (int64_t h = 0; h < kv1 - kv0; h++) {
+            const int64_t kvh = kv0 + h;
+            if (t->k_dtype == VT_Q8_0)
+                r[h].kb[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + (h * CHUNK + i) * nb);
+            else
+                r[h].k[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + (h * CHUNK + i) * D);
+        }
+        for (int64_t h = 0; h < kv1 - kv0; h++) {
+            const int64_t kvh = kv0 + h;
+            if (t->v_dtype == VT_Q8_0)
+                r[h].vb[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + (h * CHUNK + i) * nb);
+            else
+                r[h].v[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + (h * CHUNK + i) * D);
+        }
+    }
+}
+
+/* One query's n scores of a chunk (sj [CHUNK]) into softmax weights:
+ * scaled, the running max raised to the chunk's (the running sum and
+ * accumulator rescaled once if it rose), exponentials 8 at a time, added to
+ * the running sum. Both item kinds call this, so a query's weights do not
+ * depend on the path. A whole chunk is scaled and its max taken 8 at a time:
+ * the same products and the same max as one by one. */
+static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, float *run_sum, float *acc, int64_t D) {
+    float cmax;
+    if (n == CHUNK) {
+        const __m256 sv = _mm256_set1_ps(scale);
+        const __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(sj), sv), x1 = _mm256_mul_ps(_mm256_loadu_ps(sj + 8), sv);
+        _mm256_storeu_ps(sj, x0);
+        _mm256_storeu_ps(sj + 8, x1);
+        cmax = simd_hmax_ps(_mm256_max_ps(x0, x1));
+    } else {
+        int64_t i;
+        for (i = 0; i < n; i++) sj[i] *= scale;
+        for (; i < CHUNK; i++) sj[i] = -INFINITY; /* exp -> 0 */
+        cmax = sj[0];
+        for (i = 1; i < n; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
+    }
+    const float new_max = cmax > *run_max ? cmax : *run_max;
+    if (new_max > *run_max && *run_max != -INFINITY) {
+        const float c = expf(*run_max - new_max);
+        *run_sum *= c;
+        scale_row(acc, c, D);
+    }
+    *run_max = new_max;
+    const __m256 m = _mm256_set1_ps(new_max);
+    const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
+    const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
+    _mm256_storeu_ps(sj, e0);
+    _mm256_storeu_ps(sj + 8, e1);
+    *run_sum += simd_hsum_ps(_mm256_add_ps(e0, e1));
+}
+
+/* One chunk for every query of qs: each query's scores against the rows it
+ * sees (up to its limit), then its running state rescaled once and the
+ * weighted v rows added. A query's numbers depend only on the query, the
+ * rows and the chunk's position: both item kinds call this for every chunk. */
+static void attend_chunk(const attention_task *t, const query_set *qs, const chunk_rows *r, float *scores,
+                         int64_t *count) {
+    const int64_t D = t->D, G = t->H / t->KVH, nb = D / VT_QK8_0, nq = qs->n, len = r->len;
+    const int k_q8 = t->k_dtype == VT_Q8_0, v_q8 = t->v_dtype == VT_Q8_0;
+    float *acc = qs->acc, *run_max = qs->run_max, *run_sum = qs->run_sum;
+    for (int64_t j = 0; j < nq; j++) { /* positions of the chunk each query sees (0: its context ended before) */
+        const int64_t lim = qs->limit[j / G] - r->p0;
+        count[j] = lim <= 0 ? 0 : lim < len ? lim : len;
+    }
+    for (int64_t j = 0; j < nq; j++) {
+        const int64_t n = count[j];
+        if (n == 0) continue;
+        float *sj = scores + j * CHUNK;
+        int64_t i = 0;
+#if QUERIES_PER_LOAD == 4
+        if (!k_q8 && !v_q8 && j + 3 < nq && count[j + 1] == n && count[j + 2] == n && count[j + 3] == n) {
+            const float *q4[4];
+            float *s4[4], *y4[4];
+            for (int u = 0; u < 4; u++) {
+                const int64_t ju = j + u;
+                q4[u] = qs->q + (ju / G) * qs->q_token_stride + (ju % G) * D;
+                s4[u] = sj + u * CHUNK;
+                y4[u] = acc + ju * D;
+            }
+            for (; i + 4 <= n; i += 4) {
+                float *const o4[4] = {s4[0] + i, s4[1] + i, s4[2] + i, s4[3] + i};
+                dot4x4_f32(q4, r->k + i, D, o4);
+            }
+            for (; i < n; i++)
+                for (int u = 0; u < 4; u++) s4[u][i] = dot_f32(q4[u], r->k[i], D);
+            for (int u = 0; u < 4; u++) chunk_softmax(s4[u], n, t->scale, run_max + j + u, run_sum + j + u, y4[u], D);
+            accumulate_rows4(y4, (const float *const *)s4, r->v, n, D);
+            j += 3;
+            continue;
+        }
+#endif
+        if (!k_q8 && !v_q8 && j + 1 < nq && count[j + 1] == n) { /* a pair seeing the same rows */
+            const int64_t j1 = j + 1;
+            const float *q0 = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
+            const float *q1 = qs->q + (j1 / G) * qs->q_token_stride + (j1 % G) * D;
+            float *s1 = sj + CHUNK;
+            for (; i + 4 <= n; i += 4) dot4x2_f32(q0, q1, r->k + i, D, sj + i, s1 + i);
+            for (; i < n; i++) sj[i] = dot_f32(q0, r->k[i], D), s1[i] = dot_f32(q1, r->k[i], D);
+            chunk_softmax(sj, n, t->scale, run_max + j, run_sum + j, acc + j * D, D);
+            chunk_softmax(s1, n, t->scale, run_max + j1, run_sum + j1, acc + j1 * D, D);
+            accumulate_rows2(acc + j * D, sj, acc + j1 * D, s1, r->v, n, D);
+            j++;
+            continue;
+        }
+        if (k_q8) {
+            simd_q8_0_scores(qs->qs + j * D, qs->qd + j * nb, r->kb, r->kd, nb, n, sj);
+        } else {
+            const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
+            for (; i + 4 <= n; i += 4) dot4_f32(q, r->k + i, D, sj + i);
+            for (; i < n; i++) sj[i] = dot_f32(q, r->k[i], D);
+        }
+        chunk_softmax(sj, n, t->scale, run_max + j, run_sum + j, acc + j * D, D);
+        if (!v_q8) accumulate_rows(acc + j * D, sj, r->v, n, D);
+    }
+    if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
+        for (int64_t j = 0; j < nq;) {
+            while (j < nq && count[j] == 0) j++;
+            if (j == nq) break;
+            int64_t k = j + 1;
+            while (k < nq && count[k] == 0) k++;
+            if (k == nq) {
+                simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, NULL, NULL, r->vb, r->vd, nb, count[j]);
+                break;
+            }
+            const int64_t both = count[j] < count[k] ? count[j] : count[k];
+            simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, acc + k * D, scores + k * CHUNK, r->vb, r->vd, nb,
+                                 both);
+            const int64_t longer = count[j] > both ? j : k;
+            if (count[longer] > both)
+                simd_q8_0_accumulate(acc + longer * D, scores + longer * CHUNK + both, NULL, NULL, r->vb + both,
+                                     r->vd + both * nb, nb, count[longer] - both);
+            j = k + 1;
+        }
+}
+
+/* Positions per step of attend_heads' walk: a step's rows of every kv head
+ * are WALK whole cache rows (WALK x 2 KiB at the qwen3-0.6B shape), read
+ * together, so the reads of a chunk go through its block forwards. */
+#define WALK 8
+
+/* A decode chunk of 16-bit k and v rows (both F16 or BF16), for the G
+ * queries of each kv head [kv0, kv1) of one token: every query sees all
+ * len positions. The numbers are attend_chunk's, query by query: the same
+ * kernels on the same rows in the same groups of 4 (scores) and the same
+ * order of rows (accumulation, whose stores and reloads between steps are
+ * exact). What differs is the walk: attend_chunk takes one kv head's rows,
+ * a row every KVH, down the whole chunk; here each step takes WALK
+ * positions of every kv head, a contiguous range, so the cache is read as
+ * one forward stream instead of KVH strided ones.
+ * k, v: position i's row of kv head kv0; kv head kvh's is D values further
+ * per head. acc, run_max, run_sum: the token's states, indexed by query
+ * head; scores: [(kv1 - kv0) G][CHUNK]. */
+SIMD_INLINE void attend_heads_d(const attention_task *t, int64_t D, int64_t tok, int64_t kv0, int64_t kv1,
+                                const uint16_t *const *k, const uint16_t *const *v, int64_t len, float *acc,
+                                float *run_max, float *run_sum, float *scores) {
+    const int64_t H = t->H, G = H / t->KVH;
+    const int32_t kt = t->k_dtype, vt = t->v_dtype;
+    const float *q = t->q + tok * H * D;
+    const uint16_t *rows[WALK > 4 ? WALK : 4];
+    int64_t i = 0;
+    for (; i + 4 <= len; i += 4) /* scores: 4 rows of every head per step */
+        for (int64_t kvh = kv0; kvh < kv1; kvh++) {
+            for (int u = 0; u < 4; u++) rows[u] = k[i + u] + (kvh - kv0) * D;
+            for (int64_t h = kvh * G; h < (kvh + 1) * G;) {
+                float *sh = scores + (h - kv0 * G) * CHUNK + i;
+                if (h + 1 < (kvh + 1) * G) {
+                    dot4x2_16(kt, q + h * D, q + (h + 1) * D, rows, D, sh, sh + CHUNK);
+                    h += 2;
+                } else {
+                    dot4_16(kt, q + h * D, rows, D, sh);
+                    h += 1;
+                }
+            }
+        }
+    for (; i < len; i++)
+        for (int64_t kvh = kv0; kvh < kv1; kvh++)
+            for (int64_t h = kvh * G; h < (kvh + 1) * G; h++)
+                scores[(h - kv0 * G) * CHUNK + i] = dot_16(kt, q + h * D, k[i] + (kvh - kv0) * D, D);
+    for (int64_t h = kv0 * G; h < kv1 * G; h++)
+        chunk_softmax(scores + (h - kv0 * G) * CHUNK, len, t->scale, run_max + h, run_sum + h, acc + h * D, D);
+    for (int64_t i0 = 0; i0 < len; i0 += WALK) { /* weighted v rows: WALK rows of every head per step */
+        const int64_t n = len - i0 < WALK ? len - i0 : WALK;
+        for (int64_t kvh = kv0; kvh < kv1; kvh++) {
+            for (int64_t u = 0; u < n; u++) rows[u] = v[i0 + u] + (kvh - kv0) * D;
+            for (int64_t h = kvh * G; h < (kvh + 1) * G;) {
+                const float *ph = scores + (h - kv0 * G) * CHUNK + i0;
+                if (h + 1 < (kvh + 1) * G) {
+                    if (n == WALK) /* a whole step: a constant row count, unrolled without a test per row */
+                        accumulate_rows2_16(vt, acc + h * D, ph, acc + (h + 1) * D, ph + CHUNK, rows, WALK, D);
+                    else
+                        accumulate_rows2_16(vt, acc + h * D, ph, acc + (h + 1) * D, ph + CHUNK, rows, n, D);
+                    h += 2;
+                } else {
+                    accumulate_rows_16(vt, acc + h * D, ph, rows, n, D);
+                    h += 1;
+                }
+            }
+        }
+    }
+}
+
+/* attend_heads_d with the head dimension a constant where it is the usual
+ * 128: the row loops get a known trip count and the per-call work around
+ * them (offsets, tails, chunk_softmax's call and constants) folds away,
+ * about 9% of a decode's instructions at the qwen3-0.6B shape. The
+ * operations and their order are the same (test_simd_ops checks decode
+ * against prefill at 128 too). */
+static void attend_heads(const attention_task *t, int64_t tok, int64_t kv0, int64_t kv1, const uint16_t *const *k,
+                         const uint16_t *const *v, int64_t len, float *acc, float *run_max, float *run_sum,
+                         float *scores) {
+    if (t->D == 128)
+        attend_heads_d(t, 128, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
+    else
+        attend_heads_d(t, t->D, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
+}
+
+/* A fresh span state for n queries. */
+static void reset_state(float *acc, float *run_max, float *run_sum, int64_t n, int64_t D) {
+    memset(acc, 0, (size_t)(n * D) * sizeof(float));
+    for (int64_t j = 0; j < n; j++) run_max[j] = -INFINITY, run_sum[j] = 0.0f;
+}
+
+/* State (M, S, A) <- itself merged with a later span's (m, s, a): both
+ * rescaled to the larger max. Spans are merged one at a time in span order,
+ * by both item kinds, through this one function. */
+static void merge_state(float *M, float *S, float *A, float m, float s, const float *a, int64_t D) {
+    const float top = m > *M ? m : *M;
+    const float c_old = expf(*M - top), c_new = expf(m - top);
+    *S = *S * c_old + s * c_new;
+    *M = top;
+    const __m256 vo = _mm256_set1_ps(c_old), vn = _mm256_set1_ps(c_new);
+    int64_t d = 0;
+    for (; d + 8 <= D; d += 8)
+        _mm256_storeu_ps(A + d, _mm256_fmadd_ps(_mm256_loadu_ps(a + d), vn, _mm256_mul_ps(_mm256_loadu_ps(A + d), vo)));
+    for (; d < D; d++) A[d] = fmaf(a[d], c_new, A[d] * c_old);
+}
+
+/* out = A / S (out may be A). */
+static void finish_query(float *out, const float *A, float S, int64_t D) {
+    const float inv = 1.0f / S;
+    for (int64_t d = 0; d < D; d++) out[d] = A[d] * inv;
+}
+
+/* Prefill item part: queries of tokens [t0, t1) (one sequence) x the G
+ * heads of kv head kvh, all spans in order. */
+static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t kvh, float *s) {
+    const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH, nb = D / VT_QK8_0;
+    const int64_t nq = (t1 - t0) * G; /* query vectors, token-major */
+    const attend_layout L = attend_scratch_layout(G, H, D);
+    const size_t k_row_bytes = vt_row_size(t->k_dtype, D), v_row_bytes = vt_row_size(t->v_dtype, D);
+    float *acc = s + L.acc, *span_acc = s + L.span_acc; /* [nq][D]: merged spans, current span */
+    float *run_max = s + L.run_max, *run_sum = s + L.run_sum, *span_max = s + L.span_max, *span_sum = s + L.span_sum;
+    int16_t *qsq = (int16_t *)(void *)(s + L.qs);
+    int64_t limit[QUERY_TOKENS]; /* positions each token sees */
+    int64_t n_pos = 0;
+    for (int64_t tok = t0; tok < t1; tok++) {
+        limit[tok - t0] = (int64_t)t->pos[tok] + 1;
+        n_pos = limit[tok - t0] > n_pos ? limit[tok - t0] : n_pos;
+    }
+    const int32_t *table = t->tables + (int64_t)t->seq[t0] * t->max_blocks;
+    query_set qs = {.n = nq, .q = t->q + (t0 * H + kvh * G) * D, .q_token_stride = H * D, .qs = qsq,
+                    .qd = s + L.qd, .limit = limit};
+    if (t->k_dtype == VT_Q8_0) /* each query once per item, whatever the context length */
+        for (int64_t j = 0; j < nq; j++)
+            simd_q8_0_quantize_query(qs.q + (j / G) * qs.q_token_stride + (j % G) * D, qsq + j * D,
+                                     s + L.qd + j * nb, D);
+    chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
+    for (int64_t sp0 = 0; sp0 < n_pos; sp0 += SPAN) {
+        /* the first span's state is the merged state; later ones merge into it */
+        qs.acc = sp0 == 0 ? acc : span_acc;
+        qs.run_max = sp0 == 0 ? run_max : span_max;
+        qs.run_sum = sp0 == 0 ? run_sum : span_sum;
+        reset_state(qs.acc, qs.run_max, qs.run_sum, nq, D);
+        const int64_t sp1 = sp0 + SPAN < n_pos ? sp0 + SPAN : n_pos;
+        for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
+            const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
+            for (int64_t p = p0 + CHUNK; p < p0 + 2 * CHUNK && p < n_pos; p++) { /* the next chunk's rows */
+                const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
+                prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
+                prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
+            }
+            load_chunk(t, table, kvh, kvh + 1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+            attend_chunk(t, &qs, rows, s + L.scores, (int64_t *)(void *)(s + L.count));
+        }
+        if (sp0 > 0)
+            for (int64_t j = 0; j < nq; j++)
+                if (limit[j / G] > sp0) /* a query whose context ended before the span has nothing to merge */
+                    merge_state(run_max + j, run_sum + j, acc + j * D, span_max[j], span_sum[j], span_acc + j * D, D);
+    }
+    for (int64_t j = 0; j < nq; j++)
+        finish_query(t->out + ((t0 + j / G) * H + kvh * G + j % G) * D, acc + j * D, run_sum[j], D);
+}
+
+/* Items: (tile of QUERY_TOKENS tokens, kv head); a tile's tokens are taken
+ * in runs of one sequence (they share a block table); decode tokens are
+ * left to decode items. */
+static void prefill_item(const attention_task *t, int64_t item, float *s) {
+    const int64_t tile = item / t->KVH, kvh = item % t->KVH;
+    const int64_t first = tile * QUERY_TOKENS, last = first + QUERY_TOKENS < t->T ? first + QUERY_TOKENS : t->T;
+    for (int64_t t0 = first; t0 < last;) {
+        int64_t t1 = t0 + 1;
+        while (t1 < last && t->seq[t1] == t->seq[t0]) t1++;
+        if (!t->is_decode[t0]) attend_run(t, t0, t1, kvh, s);
+        t0 = t1;
+    }
+}
+
+/* The merged spans of the query heads of kv heads [kv0, kv1) of decode
+ * token i, into the output. */
+static void merge_decode(const attention_task *t, int64_t i, int64_t kv0, int64_t kv1) {
+    const int64_t D = t->D, H = t->H, G = H / t->KVH, tok = t->dec_tok[i];
+    const int64_t n_spans = ((int64_t)t->pos[tok] + SPAN) / SPAN, part = t->dec_part[i];
+    for (int64_t h = kv0 * G; h < kv1 * G; h++) {
+        float *o = t->out + (tok * H + h) * D;
+        float M = t->part_max[part * H + h], S = t->part_sum[part * H + h];
+        memcpy(o, t->part_acc + (part * H + h) * D, (size_t)D * sizeof(float));
+        for (int64_t sp = 1; sp < n_spans; sp++) {
+            const int64_t at = (part + sp) * H + h;
+            merge_state(&M, &S, o, t->part_max[at], t->part_sum[at], t->part_acc + at * D, D);
+        }
+        finish_query(o, o, S, D);
+    }
+}
+
+/* Decode item: one span of one decode token over a group of kv heads, chunk
+ * by chunk, each chunk's kv heads in turn (consecutive rows of the cache). */
+static void decode_item(const attention_task *t, int64_t item, float *s) {
+    const int64_t D = t->D, H = t->H, KVH = t->KVH, G = H / KVH, nb = D / VT_QK8_0;
+    const int64_t i = t->item_dec[item], sp = t->item_span[item], g = t->item_group[item];
+    const int64_t tok = t->dec_tok[i], kv0 = g * KVH / t->groups, kv1 = (g + 1) * KVH / t->groups;
+    const attend_layout L = attend_scratch_layout(G, H, D);
+    const int64_t limit = (int64_t)t->pos[tok] + 1, sp0 = sp * SPAN, sp1 = sp0 + SPAN < limit ? sp0 + SPAN : limit;
+    const int64_t part = t->dec_part[i] + sp;
+    const int32_t *table = t->tables + (int64_t)t->seq[tok] * t->max_blocks;
+    int16_t *qsq = (int16_t *)(void *)(s + L.qs);
+    float *qd = s + L.qd;
+    if (t->k_dtype == VT_Q8_0)
+        for (int64_t h = kv0 * G; h < kv1 * G; h++)
+            simd_q8_0_quantize_query(t->q + (tok * H + h) * D, qsq + h * D, qd + h * nb, D);
+    float *acc = t->part_acc + part * H * D, *run_max = t->part_max + part * H, *run_sum = t->part_sum + part * H;
+    reset_state(acc + kv0 * G * D, run_max + kv0 * G, run_sum + kv0 * G, (kv1 - kv0) * G, D);
+    /* The next chunk's rows are prefetched while this one is worked on: its
+     * positions' heads [kv0, kv1), one contiguous range each. Not for
+     * 16-bit rows: attend_heads reads them in address order, a block's
+     * rows one forward stream the hardware prefetchers follow, and a
+     * prefetch per line (a 64-line range per position at the qwen3-0.6B
+     * shape) costs more instructions and cache traffic than it saves. */
+    const size_t k_bytes = vt_row_size(t->k_dtype, D), v_bytes = vt_row_size(t->v_dtype, D);
+    chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
+    const int narrow = (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16) && (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
+    for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
+        const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
+        for (int64_t p = p0 == sp0 ? sp0 : p0 + CHUNK; !narrow && p < p0 + 2 * CHUNK && p < sp1; p++) {
+            const int64_t slot = (int64_t)table[p / t->BS] * t->BS + p % t->BS;
+            prefetch_range(t->k_cache, k_bytes, slot, kv0, kv1, KVH);
+            prefetch_range(t->v_cache, v_bytes, slot, kv0, kv1, KVH);
+        }
+        if (narrow) { /* 16-bit rows read in place: each position's row of kv head kv0 */
+            const uint16_t *k[CHUNK], *v[CHUNK];
+            int64_t b = p0 / t->BS, off = p0 % t->BS;
+            for (int64_t u = 0; u < len; u++) {
+                const int64_t row = ((int64_t)table[b] * t->BS + off) * KVH + kv0;
+                k[u] = (const uint16_t *)t->k_cache + row * D, v[u] = (const uint16_t *)t->v_cache + row * D;
+                if (++off == t->BS) b++, off = 0;
+            }
+            attend_heads(t, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, s + L.scores);
+            continue;
+        }
+        load_chunk(t, table, kv0, kv1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+        for (int64_t kvh = kv0; kvh < kv1; kvh++) {
+            const query_set qs = {.n = G, .q = t->q + (tok * H + kvh * G) * D, .q_token_stride = H * D,
+                                  .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb, .limit = &limit,
+                                  .acc = acc + kvh * G * D, .run_max = run_max + kvh * G,
+                                  .run_sum = run_sum + kvh * G};
+            attend_chunk(t, &qs, rows + (kvh - kv0), s + L.scores, (int64_t *)(void *)(s + L.count));
+        }
+    }
+    /* the last of the token's items for these heads merges their spans: the
+     * acquire-release count makes the other items' states visible to it */
+    if (atomic_fetch_sub_explicit(&t->pending[i * t->groups + g], 1, memory_order_acq_rel) == 1)
+        merge_decode(t, i, kv0, kv1);
+}
+
+static void attention_items(void *arg, int64_t begin, int64_t end, int thread) {
+    const attention_task *t = arg;
+    float *s = t->scratch + (size_t)thread * t->scratch_floats;
+    for (int64_t item = begin; item < end; item++) {
+        if (item < t->prefill_items)
+            prefill_item(t, item, s);
+        else
+            decode_item(t, item - t->prefill_items, s);
+    }
+}
+
+vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
+    simd_ctx *ctx = opaque;
+    const vt_tensor *Q = &node->src[0], *Kc = &node->src[1], *Vc = &node->src[2];
+    const vt_attention_params *p = &node->params.attention;
+    attention_task t;
+    memset(&t, 0, sizeof t);
+    t.D = Q->ne[0];
+    t.H = Q->ne[1];
+    const int64_t T = Q->ne[2];
+    t.T = T;
+    t.KVH = Kc->ne[1];
+    t.BS = p->block_size;
+    t.max_blocks = p->max_blocks_per_seq;
+    const int64_t n_blocks = Kc->ne[3];
+    if (T <= 0) return VT_OK;
+    if (t.KVH <= 0 || t.H % t.KVH != 0 || t.BS <= 0 || Kc->ne[2] != t.BS) return VT_ERR_INVALID;
+    t.q = Q->data;
+    t.k_cache = Kc->data;
+    t.v_cache = Vc->data;
+    t.k_dtype = Kc->dtype;
+    t.v_dtype = Vc->dtype;
+    t.tables = node->src[3].data;
+    t.pos = node->src[4].data;
+    t.seq = node->src[5].data;
+    t.out = node->dst.data;
+    t.scale = p->scale;
+
+    /* every block a token will read must exist: checked once here so the
+     * kernel indexes without bounds checks */
+    for (int64_t tok = 0; tok < T; tok++) {
+        const int32_t sq = t.seq[tok], pos = t.pos[tok];
+        if (sq < 0 || sq >= p->n_seqs || pos < 0 || pos / t.BS >= t.max_blocks) return VT_ERR_INVALID;
+        const int32_t *table = t.tables + (int64_t)sq * t.max_blocks;
+        for (int64_t b = 0; b <= pos / t.BS; b++)
+            if (table[b] < 0 || table[b] >= n_blocks) return VT_ERR_INVALID;
+    }
+    if ((t.k_dtype == VT_Q8_0 || t.v_dtype == VT_Q8_0) && t.D % VT_QK8_0 != 0) return VT_ERR_INVALID;
+
+    /* decode tokens (runs of one token) and their spans */
+    int64_t n_dec = 0, n_parts = 0;
+    for (int64_t tok = 0; tok < T; tok++) {
+        const int alone = (tok == 0 || t.seq[tok - 1] != t.seq[tok]) && (tok == T - 1 || t.seq[tok + 1] != t.seq[tok]);
+        if (alone) n_dec++, n_parts += ((int64_t)t.pos[tok] + SPAN) / SPAN;
+    }
+    /* few spans (one short sequence): split the kv heads too, so every
+     * thread gets work */
+    t.groups = 1;
+    while (n_parts * t.groups < 3 * (int64_t)ctx->n_threads && t.KVH % (t.groups * 2) == 0) t.groups *= 2;
+    const int64_t dec_items = n_parts * t.groups;
+
+    t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.H, t.D).total;
+    const size_t f = sizeof(float), per_threads = t.scratch_floats * f * (size_t)ctx->n_threads;
+    const size_t sizes[] = {per_threads, (size_t)T, (size_t)n_dec * sizeof(int32_t), (size_t)n_dec * sizeof(int64_t),
+                            (size_t)dec_items * 3 * sizeof(int32_t), (size_t)(n_parts * t.H * t.D) * f,
+                            (size_t)(n_parts * t.H) * f, (size_t)(n_parts * t.H) * f,
+                            (size_t)(n_dec * t.groups) * sizeof(_Atomic int32_t)};
+    enum { N = sizeof sizes / sizeof *sizes };
+    size_t at[N], total = 0;
+    for (int i = 0; i < N; i++) at[i] = total, total += simd_align_up(sizes[i]);
+    char *base = simd_scratch(ctx, total);
+    if (!base) return VT_ERR_NOMEM;
+    t.scratch = (float *)(void *)base;
+    uint8_t *is_decode = (uint8_t *)(base + at[1]);
+    int32_t *dec_tok = (int32_t *)(void *)(base + at[2]);
+    int64_t *dec_part = (int64_t *)(void *)(base + at[3]);
+    int32_t *item_dec = (int32_t *)(void *)(base + at[4]);
+    t.part_acc = (float *)(void *)(base + at[5]);
+    t.part_max = (float *)(void *)(base + at[6]);
+    t.part_sum = (float *)(void *)(base + at[7]);
+    t.pending = (_Atomic int32_t *)(void *)(base + at[8]);
+    int64_t any_prefill = 0;
+    for (int64_t tok = 0, i = 0, part = 0, item = 0; tok < T; tok++) {
+        const int alone = (tok == 0 || t.seq[tok - 1] != t.seq[tok]) && (tok == T - 1 || t.seq[tok + 1] != t.seq[tok]);
+        is_decode[tok] = (uint8_t)alone;
+        any_prefill |= !alone;
+        if (!alone) continue;
+        const int64_t spans = ((int64_t)t.pos[tok] + SPAN) / SPAN;
+        dec_tok[i] = (int32_t)tok, dec_part[i] = part;
+        for (int64_t g = 0; g < t.groups; g++) atomic_init(&t.pending[i * t.groups + g], (int32_t)spans);
+        for (int64_t sp = 0; sp < spans; sp++) /* items token by token, span by span: memory walked forwards */
+            for (int64_t g = 0; g < t.groups; g++, item++) {
+                item_dec[item] = (int32_t)i;
+                item_dec[dec_items + item] = (int32_t)sp;
+                item_dec[2 * dec_items + item] = (int32_t)g;
+            }
+        part += spans, i++;
+    }
+    t.is_decode = is_decode;
+    t.dec_tok = dec_tok;
+    t.dec_part = dec_part;
+    t.item_dec = item_dec, t.item_span = item_dec + dec_items, t.item_group = item_dec + 2 * dec_items;
+    t.prefill_items = any_prefill ? (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH : 0;
+    const int64_t items = t.prefill_items + dec_items;
+    if (items == 1)
+        attention_items(&t, 0, 1, 0);
+    else
+        simd_dynamic_for(ctx, items, 1, attention_items, &t); /* later tokens cost more: claimed one by one */
+    return VT_OK;
+}
