@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "engine.h"
+#include "engine_internal.h" /* tests inspect the engine's plans, cache and weights */
 
 typedef struct vt_fixture {
     vt_model *model;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine.h"
+#include "engine_internal.h"
 #include "json_mini.h"
 #include "membw.h"
 #include "metrics.h"

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine_internal.h"
 #include "json_mini.h"
 #include "plan_trace.h"
 #include "quant.h"

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "engine_internal.h"
 #include "host.h"
 #include "hostile_models.h"
 #include "kv_cache.h"

@@ -190,17 +190,17 @@ static vt_status run_calibrate(const backends_opts *o, vt_error *err) {
     const vt_engine_shape shape = {false, 1, true};
     if (st == VT_OK) st = vt_engine_create_shaped(&opt, model, &shape, &e, err);
     if (st == VT_OK) {
-        const vt_auto_costs *c = e->costs;
+        const vt_auto_costs *c = vt_engine_costs(e);
         printf("calibrated %d shape classes (%d times, %d more for close calls) in %.2f s on %d threads; cache: %s\n",
                c->n, c->measured, c->retimed,
-               c->calibration_seconds, e->host->n_threads, c->cache_path[0] ? c->cache_path : "none");
+               c->calibration_seconds, vt_engine_host(e)->n_threads, c->cache_path[0] ? c->cache_path : "none");
         for (int k = 0; k < c->n; k++) {
-            const int best = vt_auto_costs_best(c, k, e->preferred);
+            const int best = vt_auto_costs_best(c, k, vt_engine_preferred(e));
             printf("  %-52s", c->classes[k].key);
             for (int b = 0; b < c->n_backends && b < VT_AUTO_MAX_BACKENDS; b++) {
                 if (!c->candidate[b]) continue;
                 const double s = c->classes[k].seconds[b];
-                const char *name = vt_registry_at(e->registry, b)->name;
+                const char *name = vt_registry_at(vt_engine_registry(e), b)->name;
                 if (c->failed[b]) printf("  %s=failed", name);
                 else if (s >= 0) printf("  %s%s=%.3fms", name, b == best ? "*" : "", s * 1e3);
                 else printf("  %s=%s", name, s == VT_COST_DECLINED ? "declined" : "-");

@@ -147,7 +147,7 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
     for (int32_t s = 0; s < S; s++) vt_engine_seq_release(e, s);
     vt_step_entry entries[VT_BENCH_MAX_SEQS];
     vt_status st = profile_phase(job, backend, S, "pp", err);
-    const int64_t budget = e->prefill->max_tokens;
+    const int64_t budget = vt_engine_max_step_tokens(e);
     int64_t done[VT_BENCH_MAX_SEQS] = {0};
     double t0 = vt_cli_now();
     for (int32_t first = 0; first < S && st == VT_OK && job->n_prompt > 0;) {
@@ -199,15 +199,15 @@ static void config_failed(bench_config *cfg, const vt_error *err, vt_error *firs
  * e's plans, with the instruction set it reports (ABI 1.3). */
 static void engine_isa(const vt_engine *e, char *buf, size_t size) {
     int32_t prefill[VT_CLI_MAX_BACKENDS] = {0}, decode[VT_CLI_MAX_BACKENDS] = {0};
-    const int n = vt_registry_count(e->registry) < VT_CLI_MAX_BACKENDS ? vt_registry_count(e->registry)
+    const int n = vt_registry_count(vt_engine_registry(e)) < VT_CLI_MAX_BACKENDS ? vt_registry_count(vt_engine_registry(e))
                                                                        : VT_CLI_MAX_BACKENDS;
-    vt_plan_count_backends(e->prefill, prefill, n);
-    vt_plan_count_backends(e->decode, decode, n);
+    vt_plan_count_backends(vt_engine_plan(e, VT_PHASE_PREFILL), prefill, n);
+    vt_plan_count_backends(vt_engine_plan(e, VT_PHASE_DECODE), decode, n);
     size_t used = 0;
     buf[0] = '\0';
     for (int i = 0; i < n && used < size; i++) {
         if (!prefill[i] && !decode[i]) continue;
-        const vt_backend_entry *b = vt_registry_at(e->registry, i);
+        const vt_backend_entry *b = vt_registry_at(vt_engine_registry(e), i);
         char isa[128];
         int k = snprintf(buf + used, size - used, "%s%s %s", used ? " + " : "", b->name, vt_backend_isa(b, isa, sizeof isa));
         if (k > 0) used += (size_t)k;
@@ -220,16 +220,16 @@ static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err)
     if (st != VT_OK) return st;
     const vt_engine *e = cfg->e;
     for (bench_result *r = cfg->pp; r <= cfg->tg; r++) {
-        if (e->costs) {
+        if (vt_engine_costs(e)) {
             r->is_auto = true;
-            r->calibration_seconds = e->costs->calibration_seconds;
-            r->calibration_measured = e->costs->measured;
-            r->calibration_cache_hit = e->costs->cache_hit;
+            r->calibration_seconds = vt_engine_costs(e)->calibration_seconds;
+            r->calibration_measured = vt_engine_costs(e)->measured;
+            r->calibration_cache_hit = vt_engine_costs(e)->cache_hit;
         }
-        r->create_seconds = e->create_seconds;
-        r->prepared_bytes = vt_weight_prep_total(e->prepared);
-        vt_weight_prep_describe(e->prepared, r->prepared, sizeof r->prepared);
-        r->released_bytes = vt_weight_prep_released(e->prepared, NULL);
+        r->create_seconds = vt_engine_create_seconds(e);
+        r->prepared_bytes = vt_weight_prep_total(vt_engine_prepared(e));
+        vt_weight_prep_describe(vt_engine_prepared(e), r->prepared, sizeof r->prepared);
+        r->released_bytes = vt_weight_prep_released(vt_engine_prepared(e), NULL);
         engine_isa(e, r->isa, sizeof r->isa);
     }
     return VT_OK;
@@ -289,7 +289,7 @@ static void bench_interleaved(bench_job *job, bench_config *cfgs, int n, vt_erro
     /* profile only the timed runs: attached once every warm-up is done (a
      * wrapped table is shared by every registry of the process) */
     for (int c = 0; c < n && job->profiler; c++)
-        if (cfgs[c].e && vt_profiler_attach(job->profiler, cfgs[c].e->registry, &err) != VT_OK)
+        if (cfgs[c].e && vt_profiler_attach(job->profiler, vt_engine_registry(cfgs[c].e), &err) != VT_OK)
             config_failed(&cfgs[c], &err, first_failure);
     for (int64_t r = 0; r < job->reps && !job->c->dry_run; r++)
         for (int i = 0; i < n; i++) {

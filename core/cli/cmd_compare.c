@@ -124,19 +124,19 @@ typedef struct compare_job {
 
 /* Count the nodes of both plans by the backend that runs them. */
 static vt_status count_nodes(const vt_engine *e, backend_result *r, vt_error *err) {
-    int n = vt_registry_count(e->registry);
+    int n = vt_registry_count(vt_engine_registry(e));
     int32_t *counts = calloc((size_t)n, sizeof *counts), *dec = calloc((size_t)n, sizeof *dec);
     if (!counts || !dec) {
         free(counts);
         free(dec);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
-    vt_plan_count_backends(e->prefill, counts, n);
-    vt_plan_count_backends(e->decode, dec, n);
-    r->plan_nodes = (int64_t)e->prefill->n_nodes + e->decode->n_nodes;
+    vt_plan_count_backends(vt_engine_plan(e, VT_PHASE_PREFILL), counts, n);
+    vt_plan_count_backends(vt_engine_plan(e, VT_PHASE_DECODE), dec, n);
+    r->plan_nodes = (int64_t)vt_engine_plan(e, VT_PHASE_PREFILL)->n_nodes + vt_engine_plan(e, VT_PHASE_DECODE)->n_nodes;
     for (int i = 0; i < n; i++) {
         if (counts[i] + dec[i] == 0 || r->n_where == VT_CLI_MAX_BACKENDS) continue;
-        snprintf(r->where_name[r->n_where], sizeof r->where_name[0], "%s", vt_registry_at(e->registry, i)->name);
+        snprintf(r->where_name[r->n_where], sizeof r->where_name[0], "%s", vt_registry_at(vt_engine_registry(e), i)->name);
         r->where_count[r->n_where++] = (int64_t)counts[i] + dec[i];
     }
     free(counts);
@@ -229,7 +229,7 @@ static vt_status run_backend(compare_job *job, const char *name, const char *opt
     if (st != VT_OK) return st;
     st = count_nodes(e, r, err);
     if (st == VT_OK && job->profiler) {
-        st = vt_profiler_attach(job->profiler, e->registry, err);
+        st = vt_profiler_attach(job->profiler, vt_engine_registry(e), err);
         if (st == VT_OK) st = vt_profiler_section(job->profiler, label, err);
     }
     if (st == VT_OK && !job->c->dry_run) {

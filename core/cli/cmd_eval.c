@@ -77,9 +77,9 @@ static vt_status run_eval(const eval_opts *o, vt_error *err) {
     if (st == VT_OK && o->c.dry_run) goto done;
     if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, &o->prompt, &tokens, &n, err);
     if (st == VT_OK && n == 0) st = vt_fail(err, VT_ERR_INVALID, "zero tokens to evaluate");
-    if (st == VT_OK && (int64_t)n > e->ctx_size)
+    if (st == VT_OK && (int64_t)n > vt_engine_ctx_size(e))
         st = vt_fail(err, VT_ERR_CONTEXT_FULL, "%zu tokens do not fit the KV cache of %lld tokens (-c)", n,
-                     (long long)e->ctx_size);
+                     (long long)vt_engine_ctx_size(e));
     if (st == VT_OK) st = vt_engine_eval(e, tokens, (int64_t)n, o->decode, err);
     if (st != VT_OK) goto done;
     const int32_t V = model->hp.n_vocab;
@@ -105,7 +105,7 @@ static vt_status run_eval(const eval_opts *o, vt_error *err) {
         printf("]");
     }
     printf(", \"backend\": \"%s\", \"kv_cache_dtype\": \"%s\", \"path\": \"%s\"}\n",
-           vt_registry_at(e->registry, e->preferred)->name, vt_dtype_name(e->kv->dtype),
+           vt_registry_at(vt_engine_registry(e), vt_engine_preferred(e))->name, vt_dtype_name(vt_engine_kv_dtype(e)),
            o->decode ? "decode" : "prefill");
 done:
     free(top);

@@ -210,14 +210,14 @@ static vt_status run_run(run_opts *o, vt_error *err) {
     if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, &o->prompt, &tokens, &n_tokens, err);
     if (st == VT_OK && n_tokens == 0)
         st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens to evaluate (give -p TEXT or --tokens)");
-    if (st == VT_OK && (int64_t)n_tokens > e->ctx_size)
+    if (st == VT_OK && (int64_t)n_tokens > vt_engine_ctx_size(e))
         st = vt_fail(err, VT_ERR_CONTEXT_FULL,
                      "the prompt has %zu tokens but the KV cache holds %lld (-c/--ctx-size %lld); raise -c", n_tokens,
-                     (long long)e->ctx_size, (long long)e->ctx_size);
-    if (st == VT_OK && (int64_t)n_tokens + n_predict > e->ctx_size) {
+                     (long long)vt_engine_ctx_size(e), (long long)vt_engine_ctx_size(e));
+    if (st == VT_OK && (int64_t)n_tokens + n_predict > vt_engine_ctx_size(e)) {
         fprintf(stderr, "vt: note: generating %lld tokens instead of %lld: the KV cache holds %lld tokens\n",
-                (long long)(e->ctx_size - (int64_t)n_tokens), (long long)n_predict, (long long)e->ctx_size);
-        n_predict = e->ctx_size - (int64_t)n_tokens;
+                (long long)(vt_engine_ctx_size(e) - (int64_t)n_tokens), (long long)n_predict, (long long)vt_engine_ctx_size(e));
+        n_predict = vt_engine_ctx_size(e) - (int64_t)n_tokens;
     }
     /* Drawn once for the run and printed, so a random run can be repeated
      * with --seed. */

@@ -130,7 +130,7 @@ vt_status vt_compare_trace(const vt_compare_trace_job *job, bool *diverged, vt_e
         vt_json_string(stdout, job->model_path);
         printf(", \"n_tokens\": %lld, \"decode_steps\": %lld, \"kv_cache_dtype\": ", (long long)job->n_prompt,
                (long long)job->n_decode);
-        vt_json_string(stdout, vt_dtype_name(ref->kv->dtype));
+        vt_json_string(stdout, vt_dtype_name(vt_engine_kv_dtype(ref)));
         printf(", \"backends\": [");
     } else {
         const vt_hparams *hp = &job->model->hp;
@@ -138,7 +138,7 @@ vt_status vt_compare_trace(const vt_compare_trace_job *job, bool *diverged, vt_e
                hp->n_embd, hp->n_vocab);
         printf("trace: %lld prompt tokens (prefill), then %lld decode steps; kv cache %s; every node of each "
                "backend's plans run on the reference's inputs, its NMSE against its op's threshold\n\n",
-               (long long)job->n_prompt, (long long)job->n_decode, vt_dtype_name(ref->kv->dtype));
+               (long long)job->n_prompt, (long long)job->n_decode, vt_dtype_name(vt_engine_kv_dtype(ref)));
     }
     vt_error first_failure = {0};
     int entries = 0;

@@ -1,5 +1,5 @@
 /* engine.c — wiring: options -> thread pool -> backends -> KV cache -> plans. */
-#include "engine.h"
+#include "engine_internal.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -581,6 +581,14 @@ int64_t vt_engine_ctx_size(const vt_engine *e) { return e->ctx_size; }
 int32_t vt_engine_block_size(const vt_engine *e) { return e->kv->block_size; }
 int32_t vt_engine_total_blocks(const vt_engine *e) { return e->kv->num_blocks; }
 const vt_kv_cache *vt_engine_kv_cache(const vt_engine *e) { return e->kv; }
+vt_registry *vt_engine_registry(const vt_engine *e) { return e->registry; }
+int32_t vt_engine_preferred(const vt_engine *e) { return e->preferred; }
+vt_plan *vt_engine_plan(const vt_engine *e, int phase) { return phase == VT_PHASE_DECODE ? e->decode : e->prefill; }
+const vt_auto_costs *vt_engine_costs(const vt_engine *e) { return e->costs; }
+const vt_host *vt_engine_host(const vt_engine *e) { return e->host; }
+const vt_weight_prep *vt_engine_prepared(const vt_engine *e) { return e->prepared; }
+int32_t vt_engine_kv_dtype(const vt_engine *e) { return e->kv->dtype; }
+double vt_engine_create_seconds(const vt_engine *e) { return e->create_seconds; }
 
 void vt_engine_parallel_for(vt_engine *e, int64_t n, int64_t grain, vt_range_fn fn, void *arg) {
     vt_threadpool_parallel_for(e->pool, n, grain, fn, arg);

@@ -21,30 +21,9 @@
 #include "threadpool.h"
 #include "weight_prep.h"
 
-typedef struct vt_engine {
-    vt_options opt;
-    vt_model *model;          /* borrowed */
-    vt_threadpool *pool;
-    vt_host host_table;       /* this engine's host services, on its pool */
-    const vt_host *host;      /* &host_table */
-    vt_registry *registry;
-    int32_t preferred;        /* registry indices */
-    int32_t fallback;         /* -1 = none */
-    vt_kv_cache *kv;          /* one pool of blocks shared by every sequence */
-    vt_kv_seq *seqs;          /* [max_seqs]; sequence 0 is the one vt_engine_eval runs */
-    int32_t max_seqs;
-    vt_plan *prefill;
-    vt_plan *decode;
-    vt_auto_costs *costs;     /* --backend auto: the measured times the plans were placed by; else NULL */
-    vt_weight_prep *prepared; /* the backends' prepared weight copies (ABI 1.2), read by both plans */
-    double create_seconds;    /* wall time of vt_engine_create, preparation included */
-    bool all_logits;
-    float *logits;            /* [n rows][n_vocab] of the last eval or step */
-    int64_t logits_rows;
-    int64_t logits_cap;       /* rows allocated */
-    int32_t *step_rows;       /* [max_seqs]: row of logits of each entry of the last step, -1 = none */
-    int64_t ctx_size;
-} vt_engine;
+/* Opaque outside core/engine: a client reads what it needs through the
+ * functions below (engine_internal.h holds the fields). */
+typedef struct vt_engine vt_engine;
 
 /* What an engine is built for: every token gets logits (vt eval, compare) or
  * only the rows a call asks for; and how many sequences one step may carry
@@ -136,6 +115,20 @@ const vt_kv_cache *vt_engine_kv_cache(const vt_engine *e); /* its counters (kv_c
 /* fn(arg, begin, end, thread) over [0, n) on the engine's threads, chunks of
  * at least grain: work between steps (sampling) runs where the forward ran. */
 void vt_engine_parallel_for(vt_engine *e, int64_t n, int64_t grain, vt_range_fn fn, void *arg);
+
+/* How the engine was built: its backends (the registry and the index of the
+ * preferred one), its two plans (phase VT_PHASE_PREFILL or VT_PHASE_DECODE),
+ * --backend auto's measured costs (NULL otherwise), its host services, the
+ * backends' prepared weight copies, the KV cache's dtype, and the seconds
+ * creation took (preparation included). */
+vt_registry *vt_engine_registry(const vt_engine *e);
+int32_t vt_engine_preferred(const vt_engine *e);
+vt_plan *vt_engine_plan(const vt_engine *e, int phase);
+const vt_auto_costs *vt_engine_costs(const vt_engine *e);
+const vt_host *vt_engine_host(const vt_engine *e);
+const vt_weight_prep *vt_engine_prepared(const vt_engine *e);
+int32_t vt_engine_kv_dtype(const vt_engine *e);
+double vt_engine_create_seconds(const vt_engine *e);
 
 /* Both plans, then the KV-cache dtype and where it came from, then the
  * prepared weights per backend. */

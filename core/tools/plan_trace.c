@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The tracer runs both engines node by node and reads (and, to catch a
+ * missed write, poisons) their KV caches: it works on the engine's insides. */
+#include "engine_internal.h"
 #include "plan_exec.h"
 #include "quant.h"
 #include "sampler.h"
