@@ -366,6 +366,63 @@ static void test_scheduler_same_tokens(void) {
     }
 }
 
+/* Three requests queued together, one 80-token beginning and their own 8
+ * tokens, in steps of at most 32 tokens: the first computes the beginning
+ * over several steps while the others wait for its blocks instead of
+ * computing them beside it, so the steps prefill 80 + 3 x 8 tokens in all,
+ * the others take 80 tokens each from the cache, and the greedy tokens are
+ * those of the same requests with the cache off. */
+static void run_together(bool cache, int32_t out[3][8], int64_t cached[3], int64_t *prefilled) {
+    char m[1024];
+    vt_fixture f;
+    CU_ASSERT_TRUE_FATAL(open_engine(&f, model_path("qwen3-tiny-q4_k_m", m, sizeof m), "reference", VT_F16, 3));
+    vt_kv_cache_set_prefix_cache(f.engine->kv, cache);
+    vt_sched *s = NULL;
+    vt_error err = {0};
+    const vt_sched_options so = {.max_waiting = 8, .token_budget = 32, .prefill_chunk = 0};
+    CU_ASSERT_EQUAL_FATAL(vt_sched_create(f.engine, &so, &s, &err), VT_OK);
+    int32_t prompts[3][88];
+    uint64_t ids[3];
+    for (int r = 0; r < 3; r++) {
+        prompt_tokens(prompts[r], 80, 5);
+        prompt_tokens(prompts[r] + 80, 8, 6 + r);
+        const vt_sched_request q = {.prompt = prompts[r], .n_prompt = 88, .max_new_tokens = 8,
+                                    .sampler = {0, 0, 1.0f, 0.0f, 1}};
+        CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q, &ids[r], &err), VT_OK);
+    }
+    int64_t got[3] = {0, 0, 0};
+    *prefilled = 0;
+    for (int finished = 0, guard = 0; finished < 3 && guard < 200; guard++) {
+        vt_sched_step_info info;
+        CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+        *prefilled += info.n_prefill_tokens;
+        finished = 0;
+        for (int r = 0; r < 3; r++) {
+            vt_sched_output o = {0};
+            CU_ASSERT_EQUAL_FATAL(vt_sched_read(s, ids[r], &o, &err), VT_OK);
+            for (int64_t k = 0; k < o.n_tokens && got[r] < 8; k++) out[r][got[r]++] = o.tokens[k];
+            cached[r] = o.n_cached;
+            finished += o.state == VT_SCHED_FINISHED;
+        }
+    }
+    for (int r = 0; r < 3; r++) CU_ASSERT_EQUAL(got[r], 8);
+    vt_sched_free(s);
+    vt_fixture_close(&f);
+}
+
+static void test_shared_beginning_computed_once(void) {
+    int32_t on[3][8], off[3][8];
+    int64_t cached_on[3], cached_off[3], prefilled_on = 0, prefilled_off = 0;
+    run_together(true, on, cached_on, &prefilled_on);
+    run_together(false, off, cached_off, &prefilled_off);
+    CU_ASSERT_EQUAL(memcmp(on, off, sizeof on), 0);
+    CU_ASSERT_EQUAL(cached_on[0], 0);
+    CU_ASSERT_EQUAL(cached_on[1], 80);
+    CU_ASSERT_EQUAL(cached_on[2], 80);
+    CU_ASSERT_EQUAL(prefilled_on, 80 + 3 * 8);
+    CU_ASSERT_EQUAL(prefilled_off, 3 * 88);
+}
+
 /* --explain says whether the cache is on, and why it is off: the setting,
  * or plans whose phases compute differently (onednn's prefill matmuls). */
 static void test_explain_says_why(void) {
@@ -401,6 +458,8 @@ int main(void) {
         {"hits are bit-identical: reference, every KV dtype", test_hits_exact_reference},
         {"hits are bit-identical: simd, every KV dtype, dense and MoE", test_hits_exact_simd},
         {"scheduler: the same tokens with the cache on and off", test_scheduler_same_tokens},
+        {"scheduler: requests arriving together compute their shared beginning once",
+         test_shared_beginning_computed_once},
         {"--explain says whether it is on, and why not", test_explain_says_why},
         CU_TEST_INFO_NULL,
     };

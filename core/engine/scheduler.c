@@ -578,6 +578,25 @@ static bool plan_running(vt_sched *s, bool one_token, bool preempt, vt_sched_ste
     return true;
 }
 
+/* Whether a running request is still computing whole blocks that r's
+ * prompt begins with, beyond the hit r would take now: r then waits for them
+ * to be filed rather than compute the same tokens beside it (two requests
+ * arriving together with one system prompt compute it once). The running
+ * request makes progress every step, so the wait ends. */
+static bool shares_blocks_in_flight(const vt_sched *s, const request *r, int64_t hit) {
+    if (!vt_engine_kv_cache(s->engine)->prefix_cache) return false;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const request *q = s->running[i];
+        if (q->n_computed >= q->n_prompt) continue; /* its prompt's blocks are filed */
+        const int64_t n = min64(q->n_prompt, total_tokens(r) - 1);
+        int64_t same = 0;
+        while (same < n && q->tokens[same] == r->tokens[same]) same++;
+        const int64_t whole = same / s->block_size * s->block_size;
+        if (whole > hit && q->n_computed < whole) return true;
+    }
+    return false;
+}
+
 /* The tokens waiting request r starts with in the step being planned when
  * n_running requests already run in it, or 0 when it cannot start: no
  * budget left, no sequence (max_running, so every running request gets a
@@ -592,6 +611,7 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
      * available ones. */
     int32_t evictable = 0;
     *hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &evictable);
+    if (shares_blocks_in_flight(s, r, *hit)) return 0;
     const int64_t n = min64(total_tokens(r) - *hit, s->plan_budget);
     *blocks = (int32_t)(blocks_for(s, *hit + n) - blocks_for(s, *hit)) + evictable;
     return *blocks > available_blocks(s) ? 0 : n;
