@@ -28,7 +28,7 @@
  *     them.
  * Positions are taken in chunks of CHUNK: in prefill the chunk's 16-bit k
  * and v rows are widened once (decode reads them in place, widening in
- * registers for two queries at a time: the same numbers, see dot4_16), each
+ * registers for two queries at a time: the same numbers, see load8), each
  * query's scores are computed 4 positions per pass over the query, the
  * running max / sum / accumulator are rescaled once per
  * chunk (not once per position), the exponentials computed 8 at a time, and
@@ -121,41 +121,61 @@ static const vt_block_q8_0 *cache_row_q8_0(const void *cache, int64_t slot, int6
     return row;
 }
 
-/* out[i] = q . k_i for the 4 rows k[0..3], n values each: one load of each
+/* The kernels read cached rows in the cache's dtype: F32 as they are, F16
+ * or BF16 widened 8 values at a time in registers as they are used (exact,
+ * so the numbers are those of widening the rows first). Decode, whose rows
+ * serve only the G queries of a kv head, reads 16-bit rows in place;
+ * prefill, whose rows serve up to QUERY_TOKENS * G queries, widens them once
+ * and passes VT_F32. dtype is a constant at every call, so each use compiles
+ * to one of the three loads. */
+SIMD_INLINE __m256 load8(int32_t dtype, const void *row, int64_t i) {
+    if (dtype == VT_F32) return _mm256_loadu_ps((const float *)row + i);
+    const uint16_t *p = (const uint16_t *)row + i;
+    return dtype == VT_F16 ? simd_load8_f16(p) : simd_load8_bf16(p);
+}
+
+SIMD_INLINE float load1(int32_t dtype, const void *row, int64_t i) {
+    if (dtype == VT_F32) return ((const float *)row)[i];
+    const uint16_t h = ((const uint16_t *)row)[i];
+    return dtype == VT_F16 ? vt_fp16_to_f32(h) : vt_bf16_to_f32(h);
+}
+
+/* out[r] = q . k_r for the 4 rows k[0..3], n values each: one load of each
  * q slice serves the 4 rows, and one horizontal reduction the 4 sums. */
-SIMD_INLINE void dot4_f32(const float *q, const float *const k[4], int64_t n, float out[4]) {
+SIMD_INLINE void dot4(int32_t dtype, const float *q, const void *const k[4], int64_t n, float out[4]) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 qv = _mm256_loadu_ps(q + i);
-        s0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[0] + i), s0);
-        s1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[1] + i), s1);
-        s2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[2] + i), s2);
-        s3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k[3] + i), s3);
+        s0 = _mm256_fmadd_ps(qv, load8(dtype, k[0], i), s0);
+        s1 = _mm256_fmadd_ps(qv, load8(dtype, k[1], i), s1);
+        s2 = _mm256_fmadd_ps(qv, load8(dtype, k[2], i), s2);
+        s3 = _mm256_fmadd_ps(qv, load8(dtype, k[3], i), s3);
     }
     /* [s0 s0 s1 s1 | ..] then [s0 s1 s2 s3 | s0 s1 s2 s3], halves added */
     const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
     for (; i < n; i++)
-        for (int r = 0; r < 4; r++) out[r] += q[i] * k[r][i];
+        for (int r = 0; r < 4; r++) out[r] += q[i] * load1(dtype, k[r], i);
 }
 
-SIMD_INLINE float dot_f32(const float *a, const float *b, int64_t n) {
+/* q . row, n values. */
+SIMD_INLINE float dot1(int32_t dtype, const float *q, const void *row, int64_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(dtype, row, i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), load8(dtype, row, i + 8), s1);
     }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load8(dtype, row, i), s0);
     float s = simd_hsum_ps(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += a[i] * b[i];
+    for (; i < n; i++) s += q[i] * load1(dtype, row, i);
     return s;
 }
 
 /* y += sum_i p[i] v[i], for i < len, n values: y is loaded and stored once
  * per 64-value slice (8 registers) instead of once per row. */
-SIMD_INLINE void accumulate_rows(float *y, const float *p, const float *const *v, int64_t len, int64_t n) {
+SIMD_INLINE void accumulate(int32_t dtype, float *y, const float *p, const void *const *v, int64_t len, int64_t n) {
     int64_t d = 0;
     for (; d + 64 <= n; d += 64) {
         __m256 a[8];
@@ -164,36 +184,36 @@ SIMD_INLINE void accumulate_rows(float *y, const float *p, const float *const *v
         for (int64_t i = 0; i < len; i++) {
             const __m256 pv = _mm256_set1_ps(p[i]);
             SIMD_UNROLL
-            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, _mm256_loadu_ps(v[i] + d + 8 * u), a[u]);
+            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, load8(dtype, v[i], d + 8 * u), a[u]);
         }
         SIMD_UNROLL
         for (int u = 0; u < 8; u++) _mm256_storeu_ps(y + d + 8 * u, a[u]);
     }
     for (; d + 8 <= n; d += 8) {
         __m256 a = _mm256_loadu_ps(y + d);
-        for (int64_t i = 0; i < len; i++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), _mm256_loadu_ps(v[i] + d), a);
+        for (int64_t i = 0; i < len; i++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), load8(dtype, v[i], d), a);
         _mm256_storeu_ps(y + d, a);
     }
     for (; d < n; d++)
-        for (int64_t i = 0; i < len; i++) y[d] += p[i] * v[i][d];
+        for (int64_t i = 0; i < len; i++) y[d] += p[i] * load1(dtype, v[i], d);
 }
 
-/* dot4_f32 for two queries at once: each k slice loaded once serves both,
- * so the loop issues 6 loads for 8 multiply-adds instead of 10; per query
- * the same operations in the same order as dot4_f32. */
-SIMD_INLINE void dot4x2_f32(const float *q0, const float *q1, const float *const k[4], int64_t n, float out0[4],
-                            float out1[4]) {
+/* dot4 for two queries at once: each k slice loaded (and widened) once
+ * serves both, 6 loads for 8 multiply-adds instead of 10; per query the
+ * same operations in the same order as dot4. */
+SIMD_INLINE void dot4x2(int32_t dtype, const float *q0, const float *q1, const void *const k[4], int64_t n,
+                        float out0[4], float out1[4]) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 x = _mm256_loadu_ps(q0 + i), y = _mm256_loadu_ps(q1 + i);
-        __m256 kv = _mm256_loadu_ps(k[0] + i);
+        __m256 kv = load8(dtype, k[0], i);
         a0 = _mm256_fmadd_ps(x, kv, a0), b0 = _mm256_fmadd_ps(y, kv, b0);
-        kv = _mm256_loadu_ps(k[1] + i);
+        kv = load8(dtype, k[1], i);
         a1 = _mm256_fmadd_ps(x, kv, a1), b1 = _mm256_fmadd_ps(y, kv, b1);
-        kv = _mm256_loadu_ps(k[2] + i);
+        kv = load8(dtype, k[2], i);
         a2 = _mm256_fmadd_ps(x, kv, a2), b2 = _mm256_fmadd_ps(y, kv, b2);
-        kv = _mm256_loadu_ps(k[3] + i);
+        kv = load8(dtype, k[3], i);
         a3 = _mm256_fmadd_ps(x, kv, a3), b3 = _mm256_fmadd_ps(y, kv, b3);
     }
     const __m256 ha = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
@@ -202,15 +222,16 @@ SIMD_INLINE void dot4x2_f32(const float *q0, const float *q1, const float *const
     _mm_storeu_ps(out1, _mm_add_ps(_mm256_castps256_ps128(hb), _mm256_extractf128_ps(hb, 1)));
     for (; i < n; i++)
         for (int r = 0; r < 4; r++) {
-            out0[r] += q0[i] * k[r][i];
-            out1[r] += q1[i] * k[r][i];
+            const float w = load1(dtype, k[r], i);
+            out0[r] += q0[i] * w;
+            out1[r] += q1[i] * w;
         }
 }
 
-/* accumulate_rows for two outputs at once, each v slice loaded once for
- * both; per output value the same operations in the same order. */
-SIMD_INLINE void accumulate_rows2(float *y0, const float *p0, float *y1, const float *p1, const float *const *v,
-                                  int64_t len, int64_t n) {
+/* accumulate for two outputs at once, each v slice loaded (and widened)
+ * once for both; per output value the same operations in the same order. */
+SIMD_INLINE void accumulate2(int32_t dtype, float *y0, const float *p0, float *y1, const float *p1,
+                             const void *const *v, int64_t len, int64_t n) {
     int64_t d = 0;
     for (; d + 32 <= n; d += 32) {
         __m256 a[4], b[4];
@@ -220,7 +241,7 @@ SIMD_INLINE void accumulate_rows2(float *y0, const float *p0, float *y1, const f
             const __m256 pa = _mm256_set1_ps(p0[i]), pb = _mm256_set1_ps(p1[i]);
             SIMD_UNROLL
             for (int u = 0; u < 4; u++) {
-                const __m256 x = _mm256_loadu_ps(v[i] + d + 8 * u);
+                const __m256 x = load8(dtype, v[i], d + 8 * u);
                 a[u] = _mm256_fmadd_ps(pa, x, a[u]);
                 b[u] = _mm256_fmadd_ps(pb, x, b[u]);
             }
@@ -231,7 +252,7 @@ SIMD_INLINE void accumulate_rows2(float *y0, const float *p0, float *y1, const f
     for (; d + 8 <= n; d += 8) {
         __m256 a = _mm256_loadu_ps(y0 + d), b = _mm256_loadu_ps(y1 + d);
         for (int64_t i = 0; i < len; i++) {
-            const __m256 x = _mm256_loadu_ps(v[i] + d);
+            const __m256 x = load8(dtype, v[i], d);
             a = _mm256_fmadd_ps(_mm256_set1_ps(p0[i]), x, a);
             b = _mm256_fmadd_ps(_mm256_set1_ps(p1[i]), x, b);
         }
@@ -239,8 +260,9 @@ SIMD_INLINE void accumulate_rows2(float *y0, const float *p0, float *y1, const f
     }
     for (; d < n; d++)
         for (int64_t i = 0; i < len; i++) {
-            y0[d] += p0[i] * v[i][d];
-            y1[d] += p1[i] * v[i][d];
+            const float w = load1(dtype, v[i], d);
+            y0[d] += p0[i] * w;
+            y1[d] += p1[i] * w;
         }
 }
 
@@ -248,11 +270,11 @@ SIMD_INLINE void accumulate_rows2(float *y0, const float *p0, float *y1, const f
 /* With AVX-512VL's 32 vector registers, four queries share each k and v
  * load (16 accumulators, 4 query slices and the loaded row stay in
  * registers; with 16 registers they would spill). Per query the operations
- * and their order are dot4_f32's and accumulate_rows', so the tiers agree
+ * and their order are dot4's and accumulate's, so the tiers agree
  * bit for bit. */
 #define QUERIES_PER_LOAD 4
 
-SIMD_INLINE void dot4x4_f32(const float *const q[4], const float *const k[4], int64_t n, float *const out[4]) {
+SIMD_INLINE void dot4x4(int32_t dtype, const float *const q[4], const void *const k[4], int64_t n, float *const out[4]) {
     __m256 a[4][4];
     SIMD_UNROLL
     for (int j = 0; j < 4; j++)
@@ -265,7 +287,7 @@ SIMD_INLINE void dot4x4_f32(const float *const q[4], const float *const k[4], in
         for (int j = 0; j < 4; j++) x[j] = _mm256_loadu_ps(q[j] + i);
         SIMD_UNROLL
         for (int r = 0; r < 4; r++) {
-            const __m256 kv = _mm256_loadu_ps(k[r] + i);
+            const __m256 kv = load8(dtype, k[r], i);
             SIMD_UNROLL
             for (int j = 0; j < 4; j++) a[j][r] = _mm256_fmadd_ps(x[j], kv, a[j][r]);
         }
@@ -277,11 +299,11 @@ SIMD_INLINE void dot4x4_f32(const float *const q[4], const float *const k[4], in
     }
     for (; i < n; i++)
         for (int j = 0; j < 4; j++)
-            for (int r = 0; r < 4; r++) out[j][r] += q[j][i] * k[r][i];
+            for (int r = 0; r < 4; r++) out[j][r] += q[j][i] * load1(dtype, k[r], i);
 }
 
-SIMD_INLINE void accumulate_rows4(float *const y[4], const float *const p[4], const float *const *v, int64_t len,
-                                  int64_t n) {
+SIMD_INLINE void accumulate4(int32_t dtype, float *const y[4], const float *const p[4], const void *const *v,
+                             int64_t len, int64_t n) {
     int64_t d = 0;
     for (; d + 32 <= n; d += 32) {
         __m256 a[4][4];
@@ -295,7 +317,7 @@ SIMD_INLINE void accumulate_rows4(float *const y[4], const float *const p[4], co
             for (int j = 0; j < 4; j++) w[j] = _mm256_set1_ps(p[j][i]);
             SIMD_UNROLL
             for (int u = 0; u < 4; u++) {
-                const __m256 x = _mm256_loadu_ps(v[i] + d + 8 * u);
+                const __m256 x = load8(dtype, v[i], d + 8 * u);
                 SIMD_UNROLL
                 for (int j = 0; j < 4; j++) a[j][u] = _mm256_fmadd_ps(w[j], x, a[j][u]);
             }
@@ -309,158 +331,25 @@ SIMD_INLINE void accumulate_rows4(float *const y[4], const float *const p[4], co
         __m256 a[4];
         for (int j = 0; j < 4; j++) a[j] = _mm256_loadu_ps(y[j] + d);
         for (int64_t i = 0; i < len; i++) {
-            const __m256 x = _mm256_loadu_ps(v[i] + d);
+            const __m256 x = load8(dtype, v[i], d);
             for (int j = 0; j < 4; j++) a[j] = _mm256_fmadd_ps(_mm256_set1_ps(p[j][i]), x, a[j]);
         }
         for (int j = 0; j < 4; j++) _mm256_storeu_ps(y[j] + d, a[j]);
     }
     for (; d < n; d++)
         for (int64_t i = 0; i < len; i++)
-            for (int j = 0; j < 4; j++) y[j][d] += p[j][i] * v[i][d];
+            for (int j = 0; j < 4; j++) y[j][d] += p[j][i] * load1(dtype, v[i], d);
 }
 #else
 #define QUERIES_PER_LOAD 2
 #endif
 
-/* The same three kernels on rows left in their 16-bit cache form (F16 or
- * BF16), each 8 values widened in registers as they are used. Widening is
- * exact and the operations and their order are those above, so the results
- * are bit-identical to widening the rows first: decode, whose rows serve
- * only the G queries of a kv head, reads them in place, and prefill, whose
- * rows serve up to QUERY_TOKENS * G, widens them once. */
-SIMD_INLINE __m256 load8_16(int32_t dtype, const uint16_t *p) {
-    return dtype == VT_F16 ? simd_load8_f16(p) : simd_load8_bf16(p);
-}
-
-SIMD_INLINE float widen1_16(int32_t dtype, uint16_t h) {
-    return dtype == VT_F16 ? vt_fp16_to_f32(h) : vt_bf16_to_f32(h);
-}
-
-SIMD_INLINE void dot4_16(int32_t dtype, const float *q, const uint16_t *const k[4], int64_t n, float out[4]) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 qv = _mm256_loadu_ps(q + i);
-        s0 = _mm256_fmadd_ps(qv, load8_16(dtype, k[0] + i), s0);
-        s1 = _mm256_fmadd_ps(qv, load8_16(dtype, k[1] + i), s1);
-        s2 = _mm256_fmadd_ps(qv, load8_16(dtype, k[2] + i), s2);
-        s3 = _mm256_fmadd_ps(qv, load8_16(dtype, k[3] + i), s3);
-    }
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
-    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
-    for (; i < n; i++)
-        for (int r = 0; r < 4; r++) out[r] += q[i] * widen1_16(dtype, k[r][i]);
-}
-
-SIMD_INLINE float dot_16(int32_t dtype, const float *a, const uint16_t *b, int64_t n) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8_16(dtype, b + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), load8_16(dtype, b + i + 8), s1);
-    }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8_16(dtype, b + i), s0);
-    float s = simd_hsum_ps(_mm256_add_ps(s0, s1));
-    for (; i < n; i++) s += a[i] * widen1_16(dtype, b[i]);
-    return s;
-}
-
-SIMD_INLINE void accumulate_rows_16(int32_t dtype, float *y, const float *p, const uint16_t *const *v, int64_t len,
-                                    int64_t n) {
-    int64_t d = 0;
-    for (; d + 64 <= n; d += 64) {
-        __m256 a[8];
-        SIMD_UNROLL
-        for (int u = 0; u < 8; u++) a[u] = _mm256_loadu_ps(y + d + 8 * u);
-        for (int64_t i = 0; i < len; i++) {
-            const __m256 pv = _mm256_set1_ps(p[i]);
-            SIMD_UNROLL
-            for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(pv, load8_16(dtype, v[i] + d + 8 * u), a[u]);
-        }
-        SIMD_UNROLL
-        for (int u = 0; u < 8; u++) _mm256_storeu_ps(y + d + 8 * u, a[u]);
-    }
-    for (; d + 8 <= n; d += 8) {
-        __m256 a = _mm256_loadu_ps(y + d);
-        for (int64_t i = 0; i < len; i++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[i]), load8_16(dtype, v[i] + d), a);
-        _mm256_storeu_ps(y + d, a);
-    }
-    for (; d < n; d++)
-        for (int64_t i = 0; i < len; i++) y[d] += p[i] * widen1_16(dtype, v[i][d]);
-}
-
-/* dot4_16 for two queries at once, each k value widened once for both;
- * per query the same operations in the same order as dot4_16. */
-SIMD_INLINE void dot4x2_16(int32_t dtype, const float *q0, const float *q1, const uint16_t *const k[4], int64_t n,
-                           float out0[4], float out1[4]) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 x = _mm256_loadu_ps(q0 + i), y = _mm256_loadu_ps(q1 + i);
-        __m256 kv = load8_16(dtype, k[0] + i);
-        a0 = _mm256_fmadd_ps(x, kv, a0), b0 = _mm256_fmadd_ps(y, kv, b0);
-        kv = load8_16(dtype, k[1] + i);
-        a1 = _mm256_fmadd_ps(x, kv, a1), b1 = _mm256_fmadd_ps(y, kv, b1);
-        kv = load8_16(dtype, k[2] + i);
-        a2 = _mm256_fmadd_ps(x, kv, a2), b2 = _mm256_fmadd_ps(y, kv, b2);
-        kv = load8_16(dtype, k[3] + i);
-        a3 = _mm256_fmadd_ps(x, kv, a3), b3 = _mm256_fmadd_ps(y, kv, b3);
-    }
-    const __m256 ha = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-    const __m256 hb = _mm256_hadd_ps(_mm256_hadd_ps(b0, b1), _mm256_hadd_ps(b2, b3));
-    _mm_storeu_ps(out0, _mm_add_ps(_mm256_castps256_ps128(ha), _mm256_extractf128_ps(ha, 1)));
-    _mm_storeu_ps(out1, _mm_add_ps(_mm256_castps256_ps128(hb), _mm256_extractf128_ps(hb, 1)));
-    for (; i < n; i++)
-        for (int r = 0; r < 4; r++) {
-            const float w = widen1_16(dtype, k[r][i]);
-            out0[r] += q0[i] * w;
-            out1[r] += q1[i] * w;
-        }
-}
-
-/* accumulate_rows_16 for two outputs at once, each v value widened once for
- * both; per output value the same operations in the same order. */
-SIMD_INLINE void accumulate_rows2_16(int32_t dtype, float *y0, const float *p0, float *y1, const float *p1,
-                                     const uint16_t *const *v, int64_t len, int64_t n) {
-    int64_t d = 0;
-    for (; d + 32 <= n; d += 32) {
-        __m256 a[4], b[4];
-        SIMD_UNROLL
-        for (int u = 0; u < 4; u++) a[u] = _mm256_loadu_ps(y0 + d + 8 * u), b[u] = _mm256_loadu_ps(y1 + d + 8 * u);
-        for (int64_t i = 0; i < len; i++) {
-            const __m256 pa = _mm256_set1_ps(p0[i]), pb = _mm256_set1_ps(p1[i]);
-            SIMD_UNROLL
-            for (int u = 0; u < 4; u++) {
-                const __m256 x = load8_16(dtype, v[i] + d + 8 * u);
-                a[u] = _mm256_fmadd_ps(pa, x, a[u]);
-                b[u] = _mm256_fmadd_ps(pb, x, b[u]);
-            }
-        }
-        SIMD_UNROLL
-        for (int u = 0; u < 4; u++) _mm256_storeu_ps(y0 + d + 8 * u, a[u]), _mm256_storeu_ps(y1 + d + 8 * u, b[u]);
-    }
-    for (; d + 8 <= n; d += 8) {
-        __m256 a = _mm256_loadu_ps(y0 + d), b = _mm256_loadu_ps(y1 + d);
-        for (int64_t i = 0; i < len; i++) {
-            const __m256 x = load8_16(dtype, v[i] + d);
-            a = _mm256_fmadd_ps(_mm256_set1_ps(p0[i]), x, a);
-            b = _mm256_fmadd_ps(_mm256_set1_ps(p1[i]), x, b);
-        }
-        _mm256_storeu_ps(y0 + d, a), _mm256_storeu_ps(y1 + d, b);
-    }
-    for (; d < n; d++)
-        for (int64_t i = 0; i < len; i++) {
-            const float w = widen1_16(dtype, v[i][d]);
-            y0[d] += p0[i] * w;
-            y1[d] += p1[i] * w;
-        }
-}
-
 SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
     const __m256 cv = _mm256_set1_ps(c);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(cv, _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] *= c;
+    if (n % 8 != 0)
+        for (; i < n; i++) y[i] *= c;
 }
 
 /* Query tokens per work item in prefill: their G heads each, so every k and
@@ -476,7 +365,7 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
  * with their scales. (Decode reads 16-bit rows in place: attend_heads.) */
 typedef struct chunk_rows {
     int64_t p0, len;
-    const float *k[CHUNK], *v[CHUNK];
+    const void *k[CHUNK], *v[CHUNK]; /* f32 rows */
     const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
     const float *kd, *vd; /* [CHUNK][nb] */
 } chunk_rows;
@@ -612,12 +501,12 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
             }
             for (; i + 4 <= n; i += 4) {
                 float *const o4[4] = {s4[0] + i, s4[1] + i, s4[2] + i, s4[3] + i};
-                dot4x4_f32(q4, r->k + i, D, o4);
+                dot4x4(VT_F32, q4, r->k + i, D, o4);
             }
             for (; i < n; i++)
-                for (int u = 0; u < 4; u++) s4[u][i] = dot_f32(q4[u], r->k[i], D);
+                for (int u = 0; u < 4; u++) s4[u][i] = dot1(VT_F32, q4[u], r->k[i], D);
             for (int u = 0; u < 4; u++) chunk_softmax(s4[u], n, t->scale, run_max + j + u, run_sum + j + u, y4[u], D);
-            accumulate_rows4(y4, (const float *const *)s4, r->v, n, D);
+            accumulate4(VT_F32, y4, (const float *const *)s4, r->v, n, D);
             j += 3;
             continue;
         }
@@ -627,11 +516,11 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
             const float *q0 = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
             const float *q1 = qs->q + (j1 / G) * qs->q_token_stride + (j1 % G) * D;
             float *s1 = sj + CHUNK;
-            for (; i + 4 <= n; i += 4) dot4x2_f32(q0, q1, r->k + i, D, sj + i, s1 + i);
-            for (; i < n; i++) sj[i] = dot_f32(q0, r->k[i], D), s1[i] = dot_f32(q1, r->k[i], D);
+            for (; i + 4 <= n; i += 4) dot4x2(VT_F32, q0, q1, r->k + i, D, sj + i, s1 + i);
+            for (; i < n; i++) sj[i] = dot1(VT_F32, q0, r->k[i], D), s1[i] = dot1(VT_F32, q1, r->k[i], D);
             chunk_softmax(sj, n, t->scale, run_max + j, run_sum + j, acc + j * D, D);
             chunk_softmax(s1, n, t->scale, run_max + j1, run_sum + j1, acc + j1 * D, D);
-            accumulate_rows2(acc + j * D, sj, acc + j1 * D, s1, r->v, n, D);
+            accumulate2(VT_F32, acc + j * D, sj, acc + j1 * D, s1, r->v, n, D);
             j++;
             continue;
         }
@@ -639,11 +528,11 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
             simd_q8_0_scores(qs->qs + j * D, qs->qd + j * nb, r->kb, r->kd, nb, n, sj);
         } else {
             const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
-            for (; i + 4 <= n; i += 4) dot4_f32(q, r->k + i, D, sj + i);
-            for (; i < n; i++) sj[i] = dot_f32(q, r->k[i], D);
+            for (; i + 4 <= n; i += 4) dot4(VT_F32, q, r->k + i, D, sj + i);
+            for (; i < n; i++) sj[i] = dot1(VT_F32, q, r->k[i], D);
         }
         chunk_softmax(sj, n, t->scale, run_max + j, run_sum + j, acc + j * D, D);
-        if (!v_q8) accumulate_rows(acc + j * D, sj, r->v, n, D);
+        if (!v_q8) accumulate(VT_F32, acc + j * D, sj, r->v, n, D);
     }
     if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
         for (int64_t j = 0; j < nq;) {
@@ -683,13 +572,12 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
  * k, v: position i's row of kv head kv0; kv head kvh's is D values further
  * per head. acc, run_max, run_sum: the token's states, indexed by query
  * head; scores: [(kv1 - kv0) G][CHUNK]. */
-SIMD_INLINE void attend_heads_d(const attention_task *t, int64_t D, int64_t tok, int64_t kv0, int64_t kv1,
-                                const uint16_t *const *k, const uint16_t *const *v, int64_t len, float *acc,
-                                float *run_max, float *run_sum, float *scores) {
+SIMD_INLINE void attend_heads_d(const attention_task *t, int64_t D, int32_t kt, int32_t vt, int64_t tok, int64_t kv0,
+                                int64_t kv1, const uint16_t *const *k, const uint16_t *const *v, int64_t len,
+                                float *acc, float *run_max, float *run_sum, float *scores) {
     const int64_t H = t->H, G = H / t->KVH;
-    const int32_t kt = t->k_dtype, vt = t->v_dtype;
     const float *q = t->q + tok * H * D;
-    const uint16_t *rows[WALK > 4 ? WALK : 4];
+    const void *rows[WALK > 4 ? WALK : 4];
     int64_t i = 0;
     for (; i + 4 <= len; i += 4) /* scores: 4 rows of every head per step */
         for (int64_t kvh = kv0; kvh < kv1; kvh++) {
@@ -697,10 +585,10 @@ SIMD_INLINE void attend_heads_d(const attention_task *t, int64_t D, int64_t tok,
             for (int64_t h = kvh * G; h < (kvh + 1) * G;) {
                 float *sh = scores + (h - kv0 * G) * CHUNK + i;
                 if (h + 1 < (kvh + 1) * G) {
-                    dot4x2_16(kt, q + h * D, q + (h + 1) * D, rows, D, sh, sh + CHUNK);
+                    dot4x2(kt, q + h * D, q + (h + 1) * D, rows, D, sh, sh + CHUNK);
                     h += 2;
                 } else {
-                    dot4_16(kt, q + h * D, rows, D, sh);
+                    dot4(kt, q + h * D, rows, D, sh);
                     h += 1;
                 }
             }
@@ -708,7 +596,7 @@ SIMD_INLINE void attend_heads_d(const attention_task *t, int64_t D, int64_t tok,
     for (; i < len; i++)
         for (int64_t kvh = kv0; kvh < kv1; kvh++)
             for (int64_t h = kvh * G; h < (kvh + 1) * G; h++)
-                scores[(h - kv0 * G) * CHUNK + i] = dot_16(kt, q + h * D, k[i] + (kvh - kv0) * D, D);
+                scores[(h - kv0 * G) * CHUNK + i] = dot1(kt, q + h * D, k[i] + (kvh - kv0) * D, D);
     for (int64_t h = kv0 * G; h < kv1 * G; h++)
         chunk_softmax(scores + (h - kv0 * G) * CHUNK, len, t->scale, run_max + h, run_sum + h, acc + h * D, D);
     for (int64_t i0 = 0; i0 < len; i0 += WALK) { /* weighted v rows: WALK rows of every head per step */
@@ -719,12 +607,12 @@ SIMD_INLINE void attend_heads_d(const attention_task *t, int64_t D, int64_t tok,
                 const float *ph = scores + (h - kv0 * G) * CHUNK + i0;
                 if (h + 1 < (kvh + 1) * G) {
                     if (n == WALK) /* a whole step: a constant row count, unrolled without a test per row */
-                        accumulate_rows2_16(vt, acc + h * D, ph, acc + (h + 1) * D, ph + CHUNK, rows, WALK, D);
+                        accumulate2(vt, acc + h * D, ph, acc + (h + 1) * D, ph + CHUNK, rows, WALK, D);
                     else
-                        accumulate_rows2_16(vt, acc + h * D, ph, acc + (h + 1) * D, ph + CHUNK, rows, n, D);
+                        accumulate2(vt, acc + h * D, ph, acc + (h + 1) * D, ph + CHUNK, rows, n, D);
                     h += 2;
                 } else {
-                    accumulate_rows_16(vt, acc + h * D, ph, rows, n, D);
+                    accumulate(vt, acc + h * D, ph, rows, n, D);
                     h += 1;
                 }
             }
@@ -735,16 +623,21 @@ SIMD_INLINE void attend_heads_d(const attention_task *t, int64_t D, int64_t tok,
 /* attend_heads_d with the head dimension a constant where it is the usual
  * 128: the row loops get a known trip count and the per-call work around
  * them (offsets, tails, chunk_softmax's call and constants) folds away,
- * about 9% of a decode's instructions at the qwen3-0.6B shape. The
- * operations and their order are the same (test_simd_ops checks decode
- * against prefill at 128 too). */
+ * about 9% of a decode's instructions at the qwen3-0.6B shape; and with the
+ * cache dtype a constant for the default f16 cache, so each row load is one
+ * conversion with no test of the dtype in the loop (a 15% slower decode
+ * attention without it, measured). The operations and their order are the
+ * same (test_simd_ops checks decode against prefill at 128 too). */
 static void attend_heads(const attention_task *t, int64_t tok, int64_t kv0, int64_t kv1, const uint16_t *const *k,
                          const uint16_t *const *v, int64_t len, float *acc, float *run_max, float *run_sum,
                          float *scores) {
-    if (t->D == 128)
-        attend_heads_d(t, 128, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
+    const int32_t kt = t->k_dtype, vt = t->v_dtype;
+    if (t->D == 128 && kt == VT_F16 && vt == VT_F16)
+        attend_heads_d(t, 128, VT_F16, VT_F16, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
+    else if (t->D == 128)
+        attend_heads_d(t, 128, kt, vt, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
     else
-        attend_heads_d(t, t->D, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
+        attend_heads_d(t, t->D, kt, vt, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
 }
 
 /* A fresh span state for n queries. */
