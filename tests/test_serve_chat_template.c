@@ -76,21 +76,10 @@ static char *jinja2_prompt(const char *template_path, const char *context) {
     return text;
 }
 
-static char *field_string(const serve_reply *r, const char *a, const char *b) {
-    json_value v;
-    char err[128];
-    if (!r->body.s || !json_parse(r->body.s, r->body.n, &v, err, sizeof err)) return NULL;
-    const json_value *x = json_get(&v, a);
-    if (x && b) x = json_get(x, b);
-    char *s = x && x->type == JSON_STRING ? strdup(x->str) : NULL;
-    json_free(&v);
-    return s;
-}
-
 /* r is a 400 whose error names request field `param`. */
 static void assert_refused_field(const serve_reply *r, const char *param) {
     CU_ASSERT_EQUAL(r->status, 400);
-    char *got = field_string(r, "error", "param");
+    char *got = serve_error_param(r);
     if (!got || strcmp(got, param) != 0) printf("\n  want param %s in %s\n", param, r->body.s ? r->body.s : "");
     CU_ASSERT(got && strcmp(got, param) == 0);
     free(got);
@@ -117,7 +106,7 @@ static void test_model_template_renders_as_jinja2_and_serves(void) {
 
     serve_reply r = serve_http(&s, "POST", "/apply-template", chat_body, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
-    char *prompt = field_string(&r, "prompt", NULL);
+    char *prompt = serve_field(&r, "prompt", NULL);
     char *want = jinja2_prompt(TEMPLATES "Qwen-Qwen3-0.6B.jinja", reference_context);
     CU_ASSERT_PTR_NOT_NULL(prompt);
     CU_ASSERT_PTR_NOT_NULL(want);
@@ -133,7 +122,7 @@ static void test_model_template_renders_as_jinja2_and_serves(void) {
 
     r = serve_http(&s, "POST", "/v1/chat/completions", chat_body, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
-    char *object = field_string(&r, "object", NULL);
+    char *object = serve_field(&r, "object", NULL);
     CU_ASSERT(object && strcmp(object, "chat.completion") == 0);
     free(object);
     serve_reply_free(&r);
@@ -167,7 +156,7 @@ static void test_builtin_template_refuses_what_it_cannot_render(void) {
     serve_reply_free(&r);
     r = serve_http(&s, "POST", "/apply-template", "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}", NULL);
     CU_ASSERT_EQUAL(r.status, 200);
-    char *prompt = field_string(&r, "prompt", NULL);
+    char *prompt = serve_field(&r, "prompt", NULL);
     CU_ASSERT(prompt && strcmp(prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n") == 0);
     free(prompt);
     serve_reply_free(&r);
@@ -184,7 +173,7 @@ static void test_template_bos_once_and_its_errors_name_the_line(void) {
     const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"max_tokens\": 1}";
     serve_reply r = serve_http(&s, "POST", "/apply-template", chat, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
-    char *prompt = field_string(&r, "prompt", NULL);
+    char *prompt = serve_field(&r, "prompt", NULL);
     serve_reply_free(&r);
     CU_ASSERT_PTR_NOT_NULL(prompt);
     if (!prompt) prompt = strdup("");
