@@ -767,14 +767,14 @@ static void test_template_documents_the_real_defaults(void) {
 /* ---- layers: the library knows its own sections; vt serve declares [server] */
 
 /* Without vt serve's layer the library has no [server]: a file holding one is
- * refused like any unknown section, and no server key can be set. */
+ * refused, saying whose section it is, and no server key can be set. */
 static void test_library_alone_knows_no_server_section(void) {
     CU_ASSERT_EQUAL_FATAL(vt_options_declare_layer(NULL, NULL), VT_OK);
     clear_env();
     vt_options o;
     vt_error err;
     CU_ASSERT_EQUAL(load_text(&o, "[server]\nport = 9000\n", &err), VT_ERR_FORMAT);
-    CU_ASSERT(contains(err.msg, "unknown section [server]"));
+    CU_ASSERT(contains(err.msg, "section [server] holds vt serve's settings"));
     CU_ASSERT(contains(err.msg, "[runtime], [kv_cache], [backends], [sampling], [backend.NAME]"));
     vt_options_defaults(&o);
     CU_ASSERT_EQUAL(vt_options_set(&o, "server.port", "9000", "cli", &err), VT_ERR_INVALID);

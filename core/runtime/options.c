@@ -681,6 +681,23 @@ static void fail_at(ini_state *st, vt_status code, const char *fmt, ...) {
     st->failed_line = st->lineno;
 }
 
+/* The refusal of an unknown section. [server] gets its own words: it is vt
+ * serve's section of the shared ini file, so a program on libvt alone (which
+ * has no server layer) meets it in a file written for vt. */
+static void fail_unknown_section(ini_state *st, const char *name, size_t len) {
+    char sections[512];
+    list_sections(sections, sizeof sections);
+    if (len == 6 && strncmp(name, "server", 6) == 0) {
+        fail_at(st, VT_ERR_FORMAT,
+                "section [server] holds vt serve's settings, which this program does not read (libvt alone has "
+                "no server): give it a file without that section; known sections are %s",
+                sections);
+        return;
+    }
+    fail_at(st, VT_ERR_FORMAT, "unknown section [%.*s]; known sections are %s", (int)(len > 64 ? 64 : len), name,
+            sections);
+}
+
 /* A "[name]" header on this raw line names a known section? Mirrors inih:
  * the name is everything between '[' and the first ']', unstripped. */
 static void check_section_header(ini_state *st, const char *raw) {
@@ -689,12 +706,7 @@ static void check_section_header(ini_state *st, const char *raw) {
     const char *close = strchr(start + 1, ']');
     if (!close) return; /* inih reports it as a syntax error */
     size_t len = (size_t)(close - (start + 1));
-    if (!is_known_section(start + 1, len)) {
-        char sections[512];
-        list_sections(sections, sizeof sections);
-        fail_at(st, VT_ERR_FORMAT, "unknown section [%.*s]; known sections are %s", (int)(len > 64 ? 64 : len),
-                start + 1, sections);
-    }
+    if (!is_known_section(start + 1, len)) fail_unknown_section(st, start + 1, len);
 }
 
 /* getline() that stores at most `limit` bytes of one line: a "config file"
@@ -805,7 +817,7 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
         char keys[256];
         list_section_keys(section, keys, sizeof keys);
         if (keys[0] == '\0')
-            fail_at(st, VT_ERR_FORMAT, "unknown section [%s]; known sections are %s", section, sections);
+            fail_unknown_section(st, section, strlen(section));
         else
             fail_at(st, VT_ERR_FORMAT, "unknown key '%s' in [%s]; known keys are %s", name, section, keys);
         return 0;
