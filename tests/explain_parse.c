@@ -32,10 +32,30 @@ bool vt_explain_parse(const char *text, vt_explain *x) {
                 x->nodes = grown;
             }
             x->nodes[x->n++] = node;
+        } else if (strncmp(buf, "plan ", 5) == 0) {
+            char phase[16];
+            int n_nodes;
+            long long max_tokens;
+            if (sscanf(buf, "plan %15[a-z]: %d nodes, up to %lld tokens per call", phase, &n_nodes, &max_tokens) == 3)
+                *(strcmp(phase, "decode") == 0 ? &x->decode_max_tokens : &x->prefill_max_tokens) = max_tokens;
         } else if (strncmp(buf, "backend: ", 9) == 0) {
-            sscanf(buf, "backend: %63s (fallback: %63[^)])", x->backend, x->fallback);
+            sscanf(buf, "backend: %63s (fallback: %63[^)]); backend from %95[^;]; fallback from %95[^\n]", x->backend,
+                   x->fallback, x->backend_source, x->fallback_source);
+        } else if (strncmp(buf, "prefix cache: ", 14) == 0) {
+            x->prefix_cache_seen = true;
+            x->prefix_cache_on = strncmp(buf + 14, "on", 2) == 0;
+            x->prefix_cache_plans_differ = strncmp(buf + 14, "off: the prefill and decode plans", 33) == 0;
+            const char *from = strstr(buf, " from ");
+            if (from && !x->prefix_cache_plans_differ)
+                sscanf(from + 6, "%63[^)]", x->prefix_cache_source);
+        } else if (strncmp(buf, "prepared weights: ", 18) == 0) {
+            x->prepared_seen = true;
+            if (strcmp(buf + 18, "none") != 0)
+                sscanf(buf + 18, "%63s %lf MiB (%d tensors)", x->prepared_backend, &x->prepared_mib,
+                       &x->prepared_tensors);
         } else if (strncmp(buf, "kv-cache dtype: ", 16) == 0) {
-            kv_seen = sscanf(buf, "kv-cache dtype: %15s (from %63[^)])", x->kv_dtype, x->kv_source) == 2;
+            kv_seen = sscanf(buf, "kv-cache dtype: %15s (from %63[^)]); %lld tokens in %d blocks of %d", x->kv_dtype,
+                             x->kv_source, &x->kv_tokens, &x->kv_blocks, &x->kv_block_size) >= 2;
         }
         line += len + (end ? 1 : 0);
     }

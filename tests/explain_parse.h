@@ -3,8 +3,10 @@
  *
  * The lines it reads (core/engine/plan_exec.c, core/engine/engine.c):
  *   "  prefill   12 blk.0.rope_k   op=rope   backend=simd   in=f32,i32 out=f16"
+ *   "plan prefill: 410 nodes, up to 512 tokens per call, 3.1 MiB of activations"
  *   "backend: simd (fallback: reference); backend from cli; fallback from ..."
- *   "kv-cache dtype: f16 (from env VT_KV_CACHE_F32); 4096 tokens in ..." */
+ *   "kv-cache dtype: f16 (from env VT_KV_CACHE_F32); 4096 tokens in 256 blocks of 16, ..."
+ *   "prepared weights: simd 12.5 MiB (14 tensors)" */
 #ifndef VT_TEST_EXPLAIN_PARSE_H
 #define VT_TEST_EXPLAIN_PARSE_H
 
@@ -24,8 +26,22 @@ typedef struct vt_explain {
     vt_explain_node *nodes;
     int n;
     char backend[64], fallback[64]; /* from "backend: X (fallback: Y)" */
-    char kv_dtype[16];              /* from "kv-cache dtype: D (from S)" */
-    char kv_source[64];             /* "cli", "env VT_KV_CACHE_F32", "ini 3", "default" */
+    /* where they came from: "cli", "ini 2", "env VT_BACKEND", "the highest probe score", ... ("" if not said) */
+    char backend_source[96], fallback_source[96];
+    char kv_dtype[16];  /* from "kv-cache dtype: D (from S)" */
+    char kv_source[64]; /* "cli", "env VT_KV_CACHE_F32", "ini 3", "default" */
+    long long kv_tokens; /* "; T tokens in B blocks of S": the cache's capacity, blocks, block size (0 if not said) */
+    int kv_blocks, kv_block_size;
+    long long prefill_max_tokens, decode_max_tokens; /* "plan P: N nodes, up to T tokens per call" (0 if absent) */
+    /* "prefix cache: on (kv_cache.prefix_cache from S)", "off (kv_cache.prefix_cache = 0 from S)", or
+     * "off: the prefill and decode plans compute ..." (prefix_cache_source "" and plans_differ) */
+    bool prefix_cache_seen, prefix_cache_on, prefix_cache_plans_differ;
+    char prefix_cache_source[64];
+    /* "prepared weights: none" or "B X MiB (N tensors), ...": the first backend's */
+    bool prepared_seen;
+    char prepared_backend[64]; /* "" for none */
+    double prepared_mib;
+    int prepared_tensors;
 } vt_explain;
 
 /* Parse text (stderr of the CLI). False when no plan line or no kv-cache line

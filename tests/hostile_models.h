@@ -2,7 +2,7 @@
  * tests: a valid tiny model and variants that lie (hyperparameters that
  * disagree with the tensors, an unknown dtype, a truncated file, a vocab
  * without BOS, a KV cache too big for any machine). All written with vt's own
- * synthesizer and GGUF writer. */
+ * synthesizer and GGUF writer; the lying copies with tests/gguf_model_writer.h. */
 #ifndef VT_TEST_HOSTILE_MODELS_H
 #define VT_TEST_HOSTILE_MODELS_H
 
@@ -25,16 +25,6 @@ vt_status hm_write_tiny(const char *path, const char *vocab_from, int32_t head_d
 /* A vocab-only GGUF: byte-level BPE (qwen2 pre-tokenizer), 256 byte tokens and
  * one merge, no BOS added (as qwen2's vocab). */
 vt_status hm_write_bpe_vocab(const char *path, vt_error *err);
-
-/* Copy src to dst with the u32 metadata key `key` set to value (added if absent). */
-vt_status hm_copy_with_u32(const char *src, const char *dst, const char *key, uint32_t value, vt_error *err);
-
-/* Copy src to dst, then overwrite the dtype field of tensor `name` in the
- * tensor table with `dtype` (a raw patch: the writer refuses bad dtypes). */
-vt_status hm_copy_with_raw_dtype(const char *src, const char *dst, const char *name, uint32_t dtype, vt_error *err);
-
-/* Copy the first `bytes` bytes of src to dst. */
-vt_status hm_copy_truncated(const char *src, const char *dst, long bytes, vt_error *err);
 
 /* Number of lines in s (a last line without '\n' counts). */
 int hm_count_lines(const char *s);

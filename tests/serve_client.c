@@ -139,6 +139,19 @@ int serve_stop(serve_server *s) {
     return status;
 }
 
+char *serve_field(const serve_reply *r, const char *a, const char *b) {
+    json_value v;
+    char err[128];
+    if (!r->body.s || !json_parse(r->body.s, r->body.n, &v, err, sizeof err)) return NULL;
+    const json_value *x = json_get(&v, a);
+    if (x && b) x = json_get(x, b);
+    char *s = x && x->type == JSON_STRING ? strdup(x->str) : NULL;
+    json_free(&v);
+    return s;
+}
+
+char *serve_error_param(const serve_reply *r) { return serve_field(r, "error", "param"); }
+
 static const json_value *first_choice(const json_value *v) {
     const json_value *c = json_get(v, "choices");
     return c && c->type == JSON_ARRAY && c->n > 0 ? &c->items[0] : NULL;

@@ -47,6 +47,12 @@ size_t serve_collect(char *p, size_t size, size_t n, void *user);
 serve_reply serve_http(const serve_server *s, const char *method, const char *path, const char *body, const char *key);
 void serve_reply_free(serve_reply *r);
 
+/* Field a (or a.b) of r's JSON body as a malloc'ed string: NULL when the
+ * body is not JSON or the field is absent, null or not a string. */
+char *serve_field(const serve_reply *r, const char *a, const char *b);
+/* A refusal's request field: error.param (serve_field(r, "error", "param")). */
+char *serve_error_param(const serve_reply *r);
+
 /* A metric's value from /metrics (-1 if absent). */
 double serve_metric(const serve_server *s, const char *name);
 /* Wait up to seconds for the metric to equal v. */

@@ -206,7 +206,7 @@ static void test_context_full_changes_nothing(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(big);
     vt_step_entry over[2] = {{0, prompt_a, 5, true}, {2, big, 250, true}};
     CU_ASSERT_EQUAL(vt_engine_step(e, over, 2, &err), VT_ERR_CONTEXT_FULL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "context full"));
+    VT_ASSERT_ERROR(err, VT_ERR_CONTEXT_FULL);
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), free_before);
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 0), 11);
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 1), 17);

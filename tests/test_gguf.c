@@ -9,15 +9,11 @@
 #include <string.h>
 
 #include "gguf.h"
-#include "gguf_writer.h"
+#include "gguf_model_writer.h"
 #include "quant.h"
 #include "util.h"
 
 /* ---- helpers ---- */
-
-static void put_le(uint8_t *p, uint64_t v, size_t n) {
-    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /* Deterministic bytes for tensor i (so a round trip can compare every byte). */
 static uint8_t pattern_byte(int tensor, size_t i) { return (uint8_t)(i * 31u + (unsigned)tensor * 7u + (i >> 8)); }
@@ -294,7 +290,7 @@ static void test_open_memory_and_v2(void) {
     vt_error err = {0};
     vt_gguf *g = NULL;
     /* v2 has v3's layout for little-endian files: only the version field differs */
-    put_le(buf + 4, 2, 4);
+    gmw_put_le(buf + 4, 2, 4);
     CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(buf, n, &g, &err), VT_OK);
     CU_ASSERT_EQUAL(vt_gguf_version(g), 2);
     CU_ASSERT_STRING_EQUAL(vt_gguf_path(g), "<memory>");
@@ -644,51 +640,14 @@ static int corrupt_suite_cleanup(void) {
     return 0;
 }
 
-/* Offset of the 8-byte length of the first length-prefixed string equal to s. */
-static size_t find_string(const uint8_t *buf, size_t size, const char *s) {
-    size_t n = strlen(s);
-    for (size_t i = 0; i + 8 + n <= size; i++) {
-        uint64_t len = 0;
-        for (int k = 0; k < 8; k++) len |= (uint64_t)buf[i + k] << (8 * k);
-        if (len == n && memcmp(buf + i + 8, s, n) == 0) return i;
-    }
-    CU_FAIL_FATAL("string not found in the base file");
-    return 0;
-}
-
-/* Named places in the base file:
- *   "magic" "version" "n_tensors" "n_kv"    header fields
- *   "key:K"   the length of key K      "type:K" its value type    "val:K" its value
- *   "name:T"  the length of tensor T's name, then "ndim:T" "ne:T" "dtype:T" "off:T"
- *   "tables_end"  end of the tensor table   "data:T" T's first data byte   "eof" */
+/* A named place in the base file (gmw_offset_of's names), or "tables_end",
+ * the end of its tensor table (c.weight is the last tensor declared). */
 static size_t locate(const char *where) {
-    const uint8_t *b = base_file;
-    size_t n = base_size;
-    if (!strcmp(where, "magic")) return 0;
-    if (!strcmp(where, "version")) return 4;
-    if (!strcmp(where, "n_tensors")) return 8;
-    if (!strcmp(where, "n_kv")) return 16;
-    if (!strcmp(where, "eof")) return n;
-    if (!strcmp(where, "tables_end")) return locate("off:c.weight") + 8;
-    const char *colon = strchr(where, ':');
-    CU_ASSERT_PTR_NOT_NULL_FATAL(colon);
-    const char *name = colon + 1;
-    size_t at = find_string(b, n, name), after = at + 8 + strlen(name);
-    if (!strncmp(where, "key:", 4) || !strncmp(where, "name:", 5)) return at;
-    if (!strncmp(where, "type:", 5) || !strncmp(where, "ndim:", 5)) return after;
-    if (!strncmp(where, "val:", 4) || !strncmp(where, "ne:", 3)) return after + 4;
-    uint32_t ndim = (uint32_t)b[after] | (uint32_t)b[after + 1] << 8;
-    if (!strncmp(where, "dtype:", 6)) return after + 4 + 8 * ndim;
-    if (!strncmp(where, "off:", 4)) return after + 8 + 8 * ndim;
-    if (!strncmp(where, "data:", 5)) {
-        vt_gguf *g = NULL;
-        CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(base_file, base_size, &g, NULL), VT_OK);
-        size_t off = (size_t)((const uint8_t *)vt_gguf_find_tensor(g, name)->data - base_file);
-        vt_gguf_close(g);
-        return off;
-    }
-    CU_FAIL_FATAL("unknown place");
-    return 0;
+    bool tables_end = strcmp(where, "tables_end") == 0;
+    size_t at = gmw_offset_of(base_file, base_size, tables_end ? "off:c.weight" : where);
+    if (at == SIZE_MAX) fprintf(stderr, "\nno place '%s' in the base file\n", where);
+    CU_ASSERT_FATAL(at != SIZE_MAX);
+    return tables_end ? at + 8 : at;
 }
 
 typedef enum corrupt_op { CUT, PUT8, PUT32, PUT64, DEEP } corrupt_op;
@@ -794,8 +753,8 @@ static void test_corrupted_files(void) {
         switch (c->op) {
         case CUT: size = at; break;
         case PUT8: buf[at] = (uint8_t)c->value; break;
-        case PUT32: put_le(buf + at, c->value, 4); break;
-        case PUT64: put_le(buf + at, c->value, 8); break;
+        case PUT32: gmw_put_le(buf + at, c->value, 4); break;
+        case PUT64: gmw_put_le(buf + at, c->value, 8); break;
         case DEEP:
             free(buf);
             buf = malloc(deep_size);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_model_writer.h"
 #include "hostile_models.h"
 #include "util.h"
 
@@ -34,9 +35,9 @@ static int make_models(void) {
      * at the largest accepted -c (16 Mi tokens) one K store is 512 GiB. */
     if (hm_write_tiny(tiny, NULL, 0, &err) || hm_write_bpe_vocab(vocab, &err) ||
         hm_write_tiny(nobos, vocab, 0, &err) ||
-        hm_copy_with_u32(tiny, mismatch, "qwen3.attention.head_count", 2 * HM_N_HEAD, &err) ||
-        hm_copy_with_raw_dtype(tiny, bad_dtype, "blk.0.attn_k.weight", 99, &err) ||
-        hm_copy_truncated(tiny, truncated, 20000, &err) || hm_write_tiny(wide_kv, NULL, 8192, &err)) {
+        gmw_copy_with_u32(tiny, mismatch, "qwen3.attention.head_count", 2 * HM_N_HEAD, &err) ||
+        gmw_copy_with_raw_dtype(tiny, bad_dtype, "blk.0.attn_k.weight", 99, &err) ||
+        gmw_copy_truncated(tiny, truncated, 20000, &err) || hm_write_tiny(wide_kv, NULL, 8192, &err)) {
         fprintf(stderr, "test_limits: cannot write the models: %s\n", err.msg);
         return 1;
     }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "engine.h"
+#include "gguf_model_writer.h"
 #include "hostile_models.h"
 #include "model.h"
 #include "options.h"
@@ -84,7 +85,7 @@ static int setup(void) {
     vt_error err = {0};
     vt_test_tmpfile(model_path, sizeof model_path, "tiny.gguf");
     vt_test_tmpfile(truncated_path, sizeof truncated_path, "truncated.gguf");
-    if (hm_write_tiny(model_path, NULL, 0, &err) || hm_copy_truncated(model_path, truncated_path, 5000, &err) ||
+    if (hm_write_tiny(model_path, NULL, 0, &err) || gmw_copy_truncated(model_path, truncated_path, 5000, &err) ||
         vt_model_load(model_path, &model, &err)) {
         fprintf(stderr, "test_no_partial_state: %s\n", err.msg);
         return 1;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "serve_options.h"
 #include "util.h"
 
 /* ---- environment hygiene ------------------------------------------------ */
@@ -62,6 +63,12 @@ static vt_status load_text(vt_options *o, const char *ini_text, vt_error *err) {
     return vt_options_load(o, write_ini(path, sizeof path, "config.ini", ini_text), err);
 }
 
+static bool same_serve_options(const vt_serve_options *a, const vt_serve_options *b) {
+    return strcmp(a->host, b->host) == 0 && a->port == b->port && strcmp(a->chat_template, b->chat_template) == 0 &&
+           strcmp(a->chat_template_file, b->chat_template_file) == 0 && strcmp(a->model_alias, b->model_alias) == 0 &&
+           a->body_limit == b->body_limit && a->timeout == b->timeout && a->shutdown_grace == b->shutdown_grace;
+}
+
 /* Field-by-field equality (memcmp would also compare padding bytes). */
 static bool same_options(const vt_options *a, const vt_options *b) {
     bool same = strcmp(a->backend, b->backend) == 0 && strcmp(a->fallback, b->fallback) == 0 &&
@@ -73,13 +80,8 @@ static bool same_options(const vt_options *a, const vt_options *b) {
                 a->block_size == b->block_size && strcmp(a->backend_path, b->backend_path) == 0 &&
                 a->temp == b->temp && a->top_k == b->top_k && a->top_p == b->top_p && a->min_p == b->min_p &&
                 a->seed == b->seed && strcmp(a->config_path, b->config_path) == 0 &&
-                strcmp(a->server_host, b->server_host) == 0 && a->server_port == b->server_port &&
-                strcmp(a->server_chat_template, b->server_chat_template) == 0 &&
-                strcmp(a->server_chat_template_file, b->server_chat_template_file) == 0 &&
-                strcmp(a->server_model_alias, b->server_model_alias) == 0 &&
-                a->server_body_limit == b->server_body_limit && a->server_timeout == b->server_timeout &&
-                a->server_shutdown_grace == b->server_shutdown_grace;
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) same = same && strcmp(a->source[i], b->source[i]) == 0;
+                same_serve_options(vt_serve_options_of(a), vt_serve_options_of(b));
+    for (int i = 0; i < vt_options_key_count(); i++) same = same && strcmp(a->source[i], b->source[i]) == 0;
     return same;
 }
 
@@ -114,7 +116,7 @@ static void test_defaults_have_documented_values_and_source_default(void) {
     int n = 0;
     for (const char *key; (key = vt_options_key(n)) != NULL; n++)
         CU_ASSERT_STRING_EQUAL(vt_options_source(&o, key), "default");
-    CU_ASSERT_EQUAL(n, VT_OPTIONS_KEY_COUNT);
+    CU_ASSERT_EQUAL(n, vt_options_key_count());
     CU_ASSERT_PTR_NULL(vt_options_source(&o, "runtime.nope"));
 }
 
@@ -281,15 +283,15 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_EQUAL(o.top_p, 0.5f);
     CU_ASSERT_EQUAL(o.min_p, 1.0f);
     CU_ASSERT_EQUAL(o.seed, UINT64_MAX);
-    CU_ASSERT_STRING_EQUAL(o.server_host, "::1");
-    CU_ASSERT_EQUAL(o.server_port, 0);
-    CU_ASSERT_STRING_EQUAL(o.server_chat_template, "llama3");
-    CU_ASSERT_STRING_EQUAL(o.server_chat_template_file, "/t.jinja");
-    CU_ASSERT_STRING_EQUAL(o.server_model_alias, "my model");
-    CU_ASSERT_EQUAL(o.server_body_limit, 1024);
-    CU_ASSERT_EQUAL(o.server_timeout, 0.5);
-    CU_ASSERT_EQUAL(o.server_shutdown_grace, 0);
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++)
+    CU_ASSERT_STRING_EQUAL(vt_serve_options_of(&o)->host, "::1");
+    CU_ASSERT_EQUAL(vt_serve_options_of(&o)->port, 0);
+    CU_ASSERT_STRING_EQUAL(vt_serve_options_of(&o)->chat_template, "llama3");
+    CU_ASSERT_STRING_EQUAL(vt_serve_options_of(&o)->chat_template_file, "/t.jinja");
+    CU_ASSERT_STRING_EQUAL(vt_serve_options_of(&o)->model_alias, "my model");
+    CU_ASSERT_EQUAL(vt_serve_options_of(&o)->body_limit, 1024);
+    CU_ASSERT_EQUAL(vt_serve_options_of(&o)->timeout, 0.5);
+    CU_ASSERT_EQUAL(vt_serve_options_of(&o)->shutdown_grace, 0);
+    for (int i = 0; i < vt_options_key_count(); i++)
         CU_ASSERT_NSTRING_EQUAL(vt_options_source(&o, vt_options_key(i)), "ini ", 4);
 }
 
@@ -328,7 +330,7 @@ static void test_value_round_trips_through_set(void) {
                                     &err),
                           VT_OK);
     copy = o;
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
+    for (int i = 0; i < vt_options_key_count(); i++) {
         char value[1100];
         const char *key = vt_options_key(i);
         CU_ASSERT_EQUAL(vt_options_value(&o, key, value, sizeof value, &err), VT_OK);
@@ -716,7 +718,7 @@ static void test_installed_template_sets_nothing(void) {
     vt_status s = vt_options_load(&o, VT_SOURCE_DIR "/conf/vt.ini", &err);
     if (s != VT_OK) printf("\n  %s\n", err.msg);
     CU_ASSERT_EQUAL_FATAL(s, VT_OK);
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++)
+    for (int i = 0; i < vt_options_key_count(); i++)
         CU_ASSERT_STRING_EQUAL(vt_options_source(&o, vt_options_key(i)), "default");
     snprintf(before.config_path, sizeof before.config_path, "%s", VT_SOURCE_DIR "/conf/vt.ini");
     CU_ASSERT(same_options(&o, &before));
@@ -751,8 +753,8 @@ static void test_template_documents_the_real_defaults(void) {
     vt_status s = load_text(&o, out, &err);
     if (s != VT_OK) printf("\n  %s\n", err.msg);
     CU_ASSERT_EQUAL(s, VT_OK);
-    CU_ASSERT_EQUAL(keys, VT_OPTIONS_KEY_COUNT - 1);
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
+    CU_ASSERT_EQUAL(keys, vt_options_key_count() - 1);
+    for (int i = 0; i < vt_options_key_count(); i++) {
         char got[1100], want[1100];
         vt_options_value(&o, vt_options_key(i), got, sizeof got, &err);
         vt_options_value(&before, vt_options_key(i), want, sizeof want, &err);
@@ -762,7 +764,58 @@ static void test_template_documents_the_real_defaults(void) {
     free(text);
 }
 
+/* ---- layers: the library knows its own sections; vt serve declares [server] */
+
+/* Without vt serve's layer the library has no [server]: a file holding one is
+ * refused, saying whose section it is, and no server key can be set. */
+static void test_library_alone_knows_no_server_section(void) {
+    CU_ASSERT_EQUAL_FATAL(vt_options_declare_layer(NULL, NULL), VT_OK);
+    clear_env();
+    vt_options o;
+    vt_error err;
+    CU_ASSERT_EQUAL(load_text(&o, "[server]\nport = 9000\n", &err), VT_ERR_FORMAT);
+    CU_ASSERT(contains(err.msg, "section [server] holds vt serve's settings"));
+    CU_ASSERT(contains(err.msg, "[runtime], [kv_cache], [backends], [sampling], [backend.NAME]"));
+    vt_options_defaults(&o);
+    CU_ASSERT_EQUAL(vt_options_set(&o, "server.port", "9000", "cli", &err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_options_key_count(), VT_OPTIONS_KEY_COUNT);
+    CU_ASSERT_PTR_NULL(vt_options_key(VT_OPTIONS_KEY_COUNT));
+    CU_ASSERT_EQUAL_FATAL(vt_serve_options_declare(&err), VT_OK);
+    /* declared, the same file loads and the keys follow the library's */
+    CU_ASSERT_EQUAL(load_text(&o, "[server]\nport = 9000\n", &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_serve_options_of(&o)->port, 9000);
+    CU_ASSERT_STRING_EQUAL(vt_options_source(&o, "server.port"), "ini 2");
+    CU_ASSERT_STRING_EQUAL(vt_options_key(VT_OPTIONS_KEY_COUNT), "server.host");
+}
+
+/* A layer may not take the library's sections nor break the limits. */
+static void test_layer_declaration_is_checked(void) {
+    static const char *const names[] = {"x"}, *const accepted[] = {"anything"};
+    vt_option_layer bad = *vt_serve_option_layer();
+    vt_error err = {0};
+    bad.section = "runtime";
+    CU_ASSERT_EQUAL(vt_options_declare_layer(&bad, &err), VT_ERR_INVALID);
+    bad = *vt_serve_option_layer();
+    bad.n_keys = VT_OPTIONS_LAYER_KEYS_MAX + 1;
+    CU_ASSERT_EQUAL(vt_options_declare_layer(&bad, &err), VT_ERR_INVALID);
+    bad = *vt_serve_option_layer();
+    bad.values_size = VT_OPTIONS_LAYER_BYTES + 1;
+    CU_ASSERT_EQUAL(vt_options_declare_layer(&bad, &err), VT_ERR_INVALID);
+    bad = *vt_serve_option_layer();
+    bad.names = names, bad.accepted = accepted, bad.n_keys = 1, bad.section = "Server";
+    CU_ASSERT_EQUAL(vt_options_declare_layer(&bad, &err), VT_ERR_INVALID);
+    /* the refusals left vt serve's layer in place */
+    CU_ASSERT_STRING_EQUAL(vt_options_key(VT_OPTIONS_KEY_COUNT), "server.host");
+}
+
 int main(void) {
+    vt_error err = {0};
+    if (vt_serve_options_declare(&err) != VT_OK) return 1;
+    static CU_TestInfo layers[] = {
+        {"the library alone knows no [server]; vt serve's layer adds it", test_library_alone_knows_no_server_section},
+        {"a layer's declaration is checked", test_layer_declaration_is_checked},
+        CU_TEST_INFO_NULL,
+    };
     static CU_TestInfo precedence[] = {
         {"defaults have documented values and source default", test_defaults_have_documented_values_and_source_default},
         {"load without file or env keeps defaults", test_load_without_file_or_env_keeps_defaults},
@@ -802,5 +855,6 @@ int main(void) {
     vt_test_add_suite("options precedence", save_env, restore_env, precedence);
     vt_test_add_suite("options validation", save_env, restore_env, validation);
     vt_test_add_suite("options ini", save_env, restore_env, ini);
+    vt_test_add_suite("options layers", save_env, restore_env, layers);
     return vt_test_run();
 }

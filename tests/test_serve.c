@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "explain_parse.h"
 #include "json_mini.h"
 #include "serve_client.h"
 #include "serve_gate.h"
@@ -869,19 +870,26 @@ static void test_engine_levers_dry_run(void) {
                            &err);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(err);
-    CU_ASSERT(strstr(err, "kv-cache dtype: f32") != NULL);
-    CU_ASSERT(strstr(err, "256 tokens in 8 blocks of 32") != NULL);
-    CU_ASSERT(strstr(err, "up to 64 tokens per call") != NULL); /* -b: the prefill plan */
-    CU_ASSERT(strstr(err, "up to 3 tokens per call") != NULL);  /* --parallel: the decode plan */
-    CU_ASSERT(strstr(err, "backend: reference (fallback: none)") != NULL);
+    vt_explain x;
+    CU_ASSERT(vt_explain_parse(err, &x));
+    CU_ASSERT_STRING_EQUAL(x.kv_dtype, "f32");
+    CU_ASSERT_EQUAL(x.kv_tokens, 256);
+    CU_ASSERT_EQUAL(x.kv_blocks, 8);
+    CU_ASSERT_EQUAL(x.kv_block_size, 32);
+    CU_ASSERT_EQUAL(x.prefill_max_tokens, 64); /* -b */
+    CU_ASSERT_EQUAL(x.decode_max_tokens, 3);   /* --parallel */
+    CU_ASSERT_STRING_EQUAL(x.backend, "reference");
+    CU_ASSERT_STRING_EQUAL(x.fallback, "none");
     CU_ASSERT(strstr(err, "dry run: would serve") && strstr(err, "sequences per step 3") && strstr(err, "chatml"));
     CU_ASSERT(strstr(err, "listening on") == NULL);
     /* --explain names where each knob came from, as vt run's does: these
      * were given on the command line, never "api" (the batch is opened with
      * the options as the command line resolved them) */
-    CU_ASSERT(strstr(err, "kv-cache dtype: f32 (from cli)") != NULL);
-    CU_ASSERT(strstr(err, "backend from cli; fallback from cli") != NULL);
-    CU_ASSERT(strstr(err, "from api") == NULL);
+    CU_ASSERT_STRING_EQUAL(x.kv_source, "cli");
+    CU_ASSERT_STRING_EQUAL(x.backend_source, "cli");
+    CU_ASSERT_STRING_EQUAL(x.fallback_source, "cli");
+    CU_ASSERT(strstr(err, "from api") == NULL); /* on no line, the prefix cache's included */
+    vt_explain_free(&x);
     free(err);
     /* the environment's value, named as such; the default as the default */
     const char *dir = vt_test_data_dir("test models");
@@ -889,9 +897,12 @@ static void test_engine_levers_dry_run(void) {
     snprintf(cmd, sizeof cmd, "VT_KV_CACHE_DTYPE=bf16 %s serve -m %s/models/%s --dry-run -t 1", VT_CLI_PATH, dir,
              MODEL);
     CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
-    CU_ASSERT(err && strstr(err, "kv-cache dtype: bf16 (from env VT_KV_CACHE_DTYPE)"));
-    CU_ASSERT(err && strstr(err, "backend from the highest probe score"));
+    CU_ASSERT(vt_explain_parse(err, &x));
+    CU_ASSERT_STRING_EQUAL(x.kv_dtype, "bf16");
+    CU_ASSERT_STRING_EQUAL(x.kv_source, "env VT_KV_CACHE_DTYPE");
+    CU_ASSERT_STRING_EQUAL(x.backend_source, "the highest probe score");
     CU_ASSERT(err && !strstr(err, "from api"));
+    vt_explain_free(&x);
     free(err);
 
     /* --backend-option reaches the backend's init: a test plugin refuses to
@@ -922,8 +933,12 @@ static void test_engine_levers_dry_run(void) {
     snprintf(args + strlen(args), sizeof args - strlen(args), " --backend-option options_probe.refuse=0");
     rc = serve_dry_run(args, &err);
     CU_ASSERT_EQUAL(rc, 0);
-    CU_ASSERT(err && strstr(err, "backend: options_probe (fallback: reference)"));
-    CU_ASSERT(err && strstr(err, "kv-cache dtype: bf16 (from ini 2)"));
+    CU_ASSERT(vt_explain_parse(err, &x));
+    CU_ASSERT_STRING_EQUAL(x.backend, "options_probe");
+    CU_ASSERT_STRING_EQUAL(x.fallback, "reference");
+    CU_ASSERT_STRING_EQUAL(x.kv_dtype, "bf16");
+    CU_ASSERT_STRING_EQUAL(x.kv_source, "ini 2");
+    vt_explain_free(&x);
     free(err);
 
     /* --explain without --dry-run: the main server printed its plans, then served. */

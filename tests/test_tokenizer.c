@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_model_writer.h"
 #include "json_mini.h"
-#include "tokenizer_gguf_build.h"
 #include "tokenizer.h"
 #include "tokenizer_internal.h" /* to switch the SPM chunking off and compare */
 #include "tokenizer_golden.h"
@@ -156,21 +156,28 @@ static void test_spm_vocab_contract(void) {
 
 /* ---- hand-built GGUFs ------------------------------------------------------ */
 
-static void expect_load_error(const char *const *kv, int n_kv, vt_status want, const char *in_msg) {
-    tgb_buf b;
-    tgb_gguf_start(&b);
-    for (int i = 0; i < n_kv; i++) tgb_kv_str(&b, kv[2 * i], kv[2 * i + 1]);
-    tgb_gguf_finish(&b);
-    vt_gguf *g = NULL;
+/* A vocab-only GGUF in the temporary directory, from a writer the caller filled. */
+static vt_gguf *open_written(vt_gguf_writer *w, const char *path) {
     vt_error err = {0};
-    CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b.data, b.n, &g, &err), VT_OK);
+    vt_gguf *g = NULL;
+    CU_ASSERT_EQUAL_FATAL(gmw_finish(w, &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_open(path, &g, &err), VT_OK);
+    return g;
+}
+
+static void expect_load_error(const char *const *kv, int n_kv, vt_status want, const char *in_msg) {
+    char path[1024];
+    vt_gguf_writer *w = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(gmw_create_numbered(vt_test_tmpdir(), "vocab", path, sizeof path, &w, &err), VT_OK);
+    for (int i = 0; i < n_kv; i++) vt_gguf_writer_set_str(w, kv[2 * i], kv[2 * i + 1]);
+    vt_gguf *g = open_written(w, path);
     vt_tokenizer *t = (vt_tokenizer *)&err; /* must be reset to NULL on failure */
     CU_ASSERT_EQUAL(vt_tokenizer_load(g, &t, &err), want);
     CU_ASSERT_PTR_NULL(t);
     if (!strstr(err.msg, in_msg)) printf("\n  message '%s' lacks '%s'\n", err.msg, in_msg);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, in_msg));
     vt_gguf_close(g);
-    free(b.data);
 }
 
 static void test_loader_errors(void) {
@@ -217,42 +224,32 @@ enum { ID_SP = 259, ID_A, ID_B, ID_C, ID_AB, ID_BC, ID_BA, ID_SP_A, ID_CTRL, ID_
 static const synth_token inner_space_words[] = {{SP "x", -1.0f, NORMAL}, {"x" SP "x", -1.0f, NORMAL}};
 enum { ID_SP_X = 270, ID_X_SP_X };
 
-static vt_tokenizer *synth_spm_ex(bool add_space_prefix, bool inner_space, vt_gguf **g_out, tgb_buf *b) {
-    size_t n_words = sizeof synth_words / sizeof synth_words[0], n_extra = inner_space ? 2 : 0,
-           n = 3 + 256 + n_words + n_extra;
-    tgb_gguf_start(b);
-    tgb_kv_str(b, "tokenizer.ggml.model", "llama");
-    if (!add_space_prefix) tgb_kv_bool(b, "tokenizer.ggml.add_space_prefix", false);
-    tgb_kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
-    tgb_kv_arr_head(b, "tokenizer.ggml.tokens", 8, n);
-    tgb_put_str(b, "<unk>");
-    tgb_put_str(b, "<s>");
-    tgb_put_str(b, "</s>");
-    for (int i = 0; i < 256; i++) {
-        char hex[8];
-        snprintf(hex, sizeof hex, "<0x%02X>", i);
-        tgb_put_str(b, hex);
+static vt_tokenizer *synth_spm_ex(bool add_space_prefix, bool inner_space, vt_gguf **g_out) {
+    enum { N_FIXED = 3 + 256, MAX_TOKENS = N_FIXED + sizeof synth_words / sizeof synth_words[0] + 2 };
+    size_t n_words = sizeof synth_words / sizeof synth_words[0], n_extra = inner_space ? 2 : 0;
+    static char byte_tokens[256][8];
+    const char *tokens[MAX_TOKENS] = {"<unk>", "<s>", "</s>"};
+    float scores[MAX_TOKENS] = {0};
+    int32_t types[MAX_TOKENS] = {UNKNOWN, CONTROL, CONTROL};
+    for (int byte = 0; byte < 256; byte++) {
+        snprintf(byte_tokens[byte], sizeof byte_tokens[byte], "<0x%02X>", byte);
+        tokens[3 + byte] = byte_tokens[byte], types[3 + byte] = BYTE;
     }
-    for (size_t i = 0; i < n_words; i++) tgb_put_str(b, synth_words[i].text);
-    for (size_t i = 0; i < n_extra; i++) tgb_put_str(b, inner_space_words[i].text);
-    tgb_kv_arr_head(b, "tokenizer.ggml.scores", 6, n);
-    for (size_t i = 0; i < n; i++) {
-        float s = i < 259 ? 0.0f : i < 259 + n_words ? synth_words[i - 259].score : inner_space_words[i - 259 - n_words].score;
-        tgb_put_bytes(b, &s, 4);
+    size_t n = N_FIXED;
+    for (size_t i = 0; i < n_words + n_extra; i++, n++) {
+        const synth_token *word = i < n_words ? &synth_words[i] : &inner_space_words[i - n_words];
+        tokens[n] = word->text, scores[n] = word->score, types[n] = word->type;
     }
-    tgb_kv_arr_head(b, "tokenizer.ggml.token_type", 5, n);
-    for (size_t i = 0; i < n; i++) {
-        int32_t type = i == 0         ? UNKNOWN
-                       : i < 3        ? CONTROL
-                       : i < 259      ? BYTE
-                       : i < 259 + n_words ? synth_words[i - 259].type
-                                           : inner_space_words[i - 259 - n_words].type;
-        tgb_put_bytes(b, &type, 4);
-    }
-    tgb_gguf_finish(b);
+    char path[1024];
+    vt_gguf_writer *w = NULL;
     vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(gmw_create_numbered(vt_test_tmpdir(), "spm", path, sizeof path, &w, &err), VT_OK);
+    gmw_vocab v = {.model = "llama", .tokens = tokens, .scores = scores, .types = types, .n_tokens = n};
+    gmw_set_vocab(w, &v);
+    if (!add_space_prefix) vt_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", false);
+    vt_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    *g_out = open_written(w, path);
     vt_tokenizer *t = NULL;
-    CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b->data, b->n, g_out, &err), VT_OK);
     if (vt_tokenizer_load(*g_out, &t, &err) != VT_OK) printf("\n  %s\n", err.msg);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     /* optional keys this vocab lacks (tokenizer.ggml.pre, add_bos_token, ...) leave no error behind */
@@ -261,8 +258,8 @@ static vt_tokenizer *synth_spm_ex(bool add_space_prefix, bool inner_space, vt_gg
     return t;
 }
 
-static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out, tgb_buf *b) {
-    return synth_spm_ex(add_space_prefix, false, g_out, b);
+static vt_tokenizer *synth_spm(bool add_space_prefix, vt_gguf **g_out) {
+    return synth_spm_ex(add_space_prefix, false, g_out);
 }
 
 /* Tokenize and compare with the ids derived by hand from the SPM rules. */
@@ -282,9 +279,8 @@ static void expect_ids(const vt_tokenizer *t, const char *text, bool parse_speci
 }
 
 static void test_spm_rules(void) {
-    tgb_buf b;
     vt_gguf *g = NULL;
-    vt_tokenizer *t = synth_spm(false, &g, &b); /* no space prefix: the merges alone */
+    vt_tokenizer *t = synth_spm(false, &g); /* no space prefix: the merges alone */
 
     /* highest score merges first: "bc" (-2) beats "ab" (-5) */
     expect_ids(t, "abc", false, (int32_t[]){ID_A, ID_BC}, 2);
@@ -300,9 +296,8 @@ static void test_spm_rules(void) {
     expect_ids(t, "<|u|>a", false, (int32_t[]){ID_USER, ID_A}, 2);
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    free(b.data);
 
-    t = synth_spm(true, &g, &b); /* llama.cpp's SPM default: add_space_prefix */
+    t = synth_spm(true, &g); /* llama.cpp's SPM default: add_space_prefix */
     CU_ASSERT_TRUE(t->spm_chunk_at_spaces); /* U+2581 only leads its tokens here */
     /* " " is prefixed to the text ... */
     expect_ids(t, "a", false, (int32_t[]){ID_SP_A}, 1);
@@ -326,15 +321,13 @@ static void test_spm_rules(void) {
     free(text);
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    free(b.data);
 
     /* a vocab with "x▁x": merges cross the space, so no chunking at spaces */
-    t = synth_spm_ex(false, true, &g, &b);
+    t = synth_spm_ex(false, true, &g);
     CU_ASSERT_FALSE(t->spm_chunk_at_spaces);
     expect_ids(t, "x x", false, (int32_t[]){ID_X_SP_X}, 1); /* "▁x" first, then "x" + "▁x" */
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    free(b.data);
 }
 
 /* ---- round trip on random text ------------------------------------------------ */

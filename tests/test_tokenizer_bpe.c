@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gguf_model_writer.h"
 #include "tokenizer.h"
-#include "tokenizer_gguf_build.h"
 #include "unicode_props.h"
 #include "unicode_utf8.h"
 #include "tokenizer_golden.h"
@@ -85,27 +85,7 @@ static void test_qwen2_vocab_contract(void) {
 
 /* ---- BPE rules on a small synthetic vocab ------------------------------------ */
 
-/* GPT-2's byte-level alphabet (from its published bytes_to_unicode): printable
- * Latin-1 bytes are themselves, the other 68 bytes take U+0100.. in order. */
-static uint32_t gpt2_char(int byte) {
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        if (b == byte) return printable ? (uint32_t)b : 0x100u + (uint32_t)n;
-        if (!printable) n++;
-    }
-    return 0;
-}
-
-static void utf8(uint32_t c, char *out) {
-    if (c < 0x80) {
-        out[0] = (char)c, out[1] = 0;
-    } else {
-        out[0] = (char)(0xC0 | (c >> 6)), out[1] = (char)(0x80 | (c & 0x3F)), out[2] = 0;
-    }
-}
-
-#define G "\xc4\xa0" /* U+0120 'Ġ', the byte-level space */
+#define G GMW_BYTE_LEVEL_SPACE
 
 /* ids 0..255: the byte-level character of byte id; then merged tokens, whose
  * merges are listed in rank order below. */
@@ -113,29 +93,24 @@ static const char *const merged_tokens[] = {"ab", G "a", "12", "'R", "'RE", G G,
 enum { ID_AB = 256, ID_GA, ID_12, ID_QR, ID_QRE, ID_GG, ID_BC, ID_CTL, ID_XY /* in the vocab, no merge makes it */ };
 static const char *const merges[] = {"a b", G " a", "1 2", "' R", "'R E", G " " G, "b c"};
 
-static vt_tokenizer *synth_bpe(const char *pre, vt_gguf **g, tgb_buf *b) {
-    size_t n_merged = sizeof merged_tokens / sizeof merged_tokens[0], n = 256 + n_merged;
-    tgb_gguf_start(b);
-    tgb_kv_str(b, "tokenizer.ggml.model", "gpt2");
-    tgb_kv_str(b, "tokenizer.ggml.pre", pre);
-    tgb_kv_arr_head(b, "tokenizer.ggml.tokens", 8, n);
-    for (int i = 0; i < 256; i++) {
-        char s[4];
-        utf8(gpt2_char(i), s);
-        tgb_put_str(b, s);
-    }
-    for (size_t i = 0; i < n_merged; i++) tgb_put_str(b, merged_tokens[i]);
-    tgb_kv_arr_head(b, "tokenizer.ggml.token_type", 5, n);
-    for (size_t i = 0; i < n; i++) {
-        int32_t type = i == ID_CTL ? 3 : 1;
-        tgb_put_bytes(b, &type, 4);
-    }
-    tgb_kv_arr_head(b, "tokenizer.ggml.merges", 8, sizeof merges / sizeof merges[0]);
-    for (size_t i = 0; i < sizeof merges / sizeof merges[0]; i++) tgb_put_str(b, merges[i]);
-    tgb_gguf_finish(b);
+static vt_tokenizer *synth_bpe(const char *pre, vt_gguf **g) {
+    enum { N_MERGED = sizeof merged_tokens / sizeof merged_tokens[0] };
+    int32_t types[N_MERGED];
+    for (int i = 0; i < N_MERGED; i++) types[i] = 256 + i == ID_CTL ? GMW_TOKEN_CONTROL : GMW_TOKEN_NORMAL;
+    char path[1024];
+    vt_gguf_writer *w = NULL;
     vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(gmw_create_numbered(vt_test_tmpdir(), "bpe", path, sizeof path, &w, &err), VT_OK);
+    gmw_bpe_vocab v = {.pre = pre,
+                       .extra_tokens = merged_tokens,
+                       .extra_types = types,
+                       .n_extra = N_MERGED,
+                       .merges = merges,
+                       .n_merges = sizeof merges / sizeof merges[0]};
+    gmw_set_byte_level_bpe(w, &v);
+    CU_ASSERT_EQUAL_FATAL(gmw_finish(w, &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_gguf_open(path, g, &err), VT_OK);
     vt_tokenizer *t = NULL;
-    CU_ASSERT_EQUAL_FATAL(vt_gguf_open_memory(b->data, b->n, g, &err), VT_OK);
     if (vt_tokenizer_load(*g, &t, &err) != VT_OK) printf("\n  %s\n", err.msg);
     CU_ASSERT_PTR_NOT_NULL_FATAL(t);
     return t;
@@ -163,9 +138,8 @@ static void expect_ids(const vt_tokenizer *t, const char *text, bool parse_speci
 }
 
 static void test_bpe_rules(void) {
-    tgb_buf b;
     vt_gguf *g = NULL;
-    vt_tokenizer *t = synth_bpe("qwen2", &g, &b);
+    vt_tokenizer *t = synth_bpe("qwen2", &g);
     /* the lowest-rank merge wins: "a b" (0) before "b c" (6) */
     expect_ids(t, "abc", false, (int32_t[]){ID_AB, 'c'}, 2);
     /* a space joins the following word: " a" is one pre-token, merged to "Ġa" */
@@ -186,15 +160,13 @@ static void test_bpe_rules(void) {
     CU_ASSERT_FALSE(vt_tokenizer_add_bos(t));
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    free(b.data);
 }
 
 /* llama.cpp's llama3 pre-tokenizer: digits in groups of up to three, a
  * pre-token found whole in the vocab skips the merges, BOS added by default. */
 static void test_bpe_llama3_rules(void) {
-    tgb_buf b;
     vt_gguf *g = NULL;
-    vt_tokenizer *t = synth_bpe("llama-bpe", &g, &b);
+    vt_tokenizer *t = synth_bpe("llama-bpe", &g);
     expect_ids(t, "12345", false, (int32_t[]){ID_12, '3', '4', '5'}, 4);
     expect_ids(t, "xy", false, (int32_t[]){ID_XY}, 1);
     expect_ids(t, "x'REally", false, (int32_t[]){'x', ID_QRE, 'a', 'l', 'l', 'y'}, 6);
@@ -203,7 +175,6 @@ static void test_bpe_llama3_rules(void) {
     CU_ASSERT_TRUE(vt_tokenizer_add_bos(t));
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    free(b.data);
 }
 
 /* detokenize(tokenize(x)) == x for valid UTF-8, with special tokens parsed
@@ -231,21 +202,18 @@ static void expect_detok(const vt_tokenizer *t, const int32_t *ids, size_t n, co
 /* clean_up_tokenization_spaces: on for most gpt2 pre-tokenizers (here
  * stablelm2, same regex as qwen2), off for qwen2 itself. */
 static void test_bpe_clean_spaces(void) {
-    tgb_buf b;
     vt_gguf *g = NULL;
-    vt_tokenizer *t = synth_bpe("stablelm2", &g, &b);
+    vt_tokenizer *t = synth_bpe("stablelm2", &g);
     expect_detok(t, (int32_t[]){'a', ' ', ',', ' ', 'b', ' ', '.'}, 7, "a, b.");
     expect_detok(t, (int32_t[]){'a', ' ', '\'', 's'}, 4, "a's");
     expect_detok(t, (int32_t[]){'a', ' ', '\'', 't'}, 4, "a 't"); /* " 't" keeps its space */
     expect_detok(t, (int32_t[]){'a', ' ', '\'', ' ', 'b'}, 5, "a'b");
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    free(b.data);
-    t = synth_bpe("qwen2", &g, &b);
+    t = synth_bpe("qwen2", &g);
     expect_detok(t, (int32_t[]){'a', ' ', ',', ' ', '\'', 's'}, 6, "a , 's");
     vt_tokenizer_free(t);
     vt_gguf_close(g);
-    free(b.data);
 }
 
 /* ---- the Unicode layer the pre-tokenizers stand on ----------------------------- */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "engine_fixture.h"
+#include "explain_parse.h"
 #include "host.h"
 #include "json_mini.h"
 #include "model.h"
@@ -148,11 +149,13 @@ static void test_forward_reads_prepared_copies_and_equals_reference(void) {
     int count;
     size_t bytes;
     matmul_weights(&count, &bytes);
-    char want[128];
-    snprintf(want, sizeof want, "prepared weights: prep_reversed %.1f MiB (%d tensors)\n",
-             (double)bytes / (1024.0 * 1024.0), count);
-    if (!err || !strstr(err, want)) fprintf(stderr, "wanted \"%s\" in:\n%s\n", want, err ? err : "");
-    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, want) : NULL);
+    vt_explain x;
+    CU_ASSERT(vt_explain_parse(err, &x));
+    CU_ASSERT(x.prepared_seen);
+    CU_ASSERT_STRING_EQUAL(x.prepared_backend, "prep_reversed");
+    CU_ASSERT_EQUAL(x.prepared_tensors, count);
+    VT_ASSERT_NEAR(x.prepared_mib, (double)bytes / (1024.0 * 1024.0), 0.05); /* printed to 0.1 MiB */
+    vt_explain_free(&x);
     free(ref), free(got), free(err);
 }
 
@@ -229,7 +232,11 @@ static void test_abi_1_0_plugin_prepares_nothing_and_runs(void) {
     CU_ASSERT_EQUAL_FATAL(vt_test_run_vt_checked(&got, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_abi_1_0 "
                                  "--fallback none --explain", model_path, prompt), 0);
     CU_ASSERT_STRING_EQUAL(got, ref);
-    CU_ASSERT_PTR_NOT_NULL(err ? strstr(err, "prepared weights: none\n") : NULL);
+    vt_explain x;
+    CU_ASSERT(vt_explain_parse(err, &x));
+    CU_ASSERT(x.prepared_seen);
+    CU_ASSERT_STRING_EQUAL(x.prepared_backend, ""); /* none */
+    vt_explain_free(&x);
     free(ref), free(got), free(err);
 }
 

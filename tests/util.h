@@ -51,6 +51,14 @@ int vt_test_run_cmd(const char *cmd, char **out, char **err);
  * Output and status as vt_test_run_cmd. */
 int vt_test_run_vt_checked(char **out, char **err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* err (a vt_error) records a failure with this status and some message: for
+ * the tests whose point is the status, not the wording. */
+#define VT_ASSERT_ERROR(err, status)                                                                                  \
+    do {                                                                                                               \
+        CU_ASSERT_EQUAL((err).code, (status));                                                                         \
+        CU_ASSERT((err).msg[0] != '\0');                                                                               \
+    } while (0)
+
 /* Assert |a - b| <= tol with a readable failure. */
 #define VT_ASSERT_NEAR(a, b, tol) CU_ASSERT_DOUBLE_EQUAL((a), (b), (tol))
 

@@ -63,7 +63,7 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
     char backend[64], fallback[64];
     resolve_backends(opt, backend, fallback, sizeof backend);
     if (opt->config_path[0]) printf("config file: %s\n", opt->config_path);
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
+    for (int i = 0; i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
         char value[1100];
         if (vt_options_value(opt, key, value, sizeof value, err) != VT_OK) return err->code;

@@ -26,6 +26,7 @@
 #include "gguf.h"
 #include "serve_engine.h"
 #include "serve_http.h"
+#include "serve_options.h"
 #include "vt/vt.h"
 
 static void help(void) {
@@ -238,7 +239,8 @@ static char *read_text_file(const char *path, size_t *len) {
 static vt_status chat_setup(const serve_opts *o, vt_batch *b, serve_chat *c, vt_error *err) {
     char msg[512];
     memset(c, 0, sizeof *c);
-    const char *forced = o->c.opt.server_chat_template, *file = o->c.opt.server_chat_template_file;
+    const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
+    const char *forced = so->chat_template, *file = so->chat_template_file;
     if (forced[0] && file[0])
         return vt_fail(err, VT_ERR_INVALID, "--chat-template and --chat-template-file: give one of them");
     if (forced[0]) {
@@ -378,6 +380,7 @@ static vt_status dry_run(const serve_opts *o, vt_error *err) {
 
 static vt_status serve(serve_opts *o, vt_error *err) {
     vt_status st = VT_OK;
+    const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
 
     /* Signals are taken by sigwait on this thread only; the peer's hang-up
      * is seen by polling, never by SIGPIPE. */
@@ -392,11 +395,11 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     vt_serve_metrics metrics;
     vt_serve_metrics_init(&metrics);
     vt_server_config cfg = {
-        .host = o->c.opt.server_host,
-        .port = o->c.opt.server_port,
+        .host = so->host,
+        .port = so->port,
         .api_key = o->api_key,
-        .model_alias = o->c.opt.server_model_alias[0] ? o->c.opt.server_model_alias : base_name(o->c.model_path),
-        .body_limit = (size_t)o->c.opt.server_body_limit,
+        .model_alias = so->model_alias[0] ? so->model_alias : base_name(o->c.model_path),
+        .body_limit = (size_t)so->body_limit,
         .defaults = {o->c.opt.temp, o->c.opt.top_p, o->c.opt.min_p, o->c.opt.top_k},
         .completion_special = o->c.special,
     };
@@ -414,7 +417,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         vt_serve_metrics_destroy(&metrics);
         return vt_fail(err, VT_ERR_INVALID, "%s", msg);
     }
-    fprintf(stderr, "vt serve: listening on http://%s:%d (loading %s)\n", o->c.opt.server_host, vt_server_port(server),
+    fprintf(stderr, "vt serve: listening on http://%s:%d (loading %s)\n", so->host, vt_server_port(server),
             o->c.model_path);
 
     vt_batch *batch = NULL;
@@ -428,7 +431,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     if (st == VT_OK) {
         vt_serve_engine_config ec = {.max_waiting = o->c.opt.max_waiting,
                                      .max_seqs = o->c.opt.max_seqs,
-                                     .request_timeout = o->c.opt.server_timeout,
+                                     .request_timeout = so->timeout,
                                      .seed = o->c.opt.seed,
                                      .draw_seed = o->c.opt.seed_random ? vt_seed_draw : NULL,
                                      .chat_stop_ids = stop_ids,
@@ -442,7 +445,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
                 chat.have ? chat.name : "none (only /v1/completions)");
-        wait_and_drain(server, engine, o->c.opt.server_shutdown_grace);
+        wait_and_drain(server, engine, so->shutdown_grace);
     }
     vt_server_stop(server);
     vt_serve_engine_stop(engine);

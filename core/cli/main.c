@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "serve_options.h"
 
 /* Under AddressSanitizer (the test builds): gcc 12's LeakSanitizer can crash
  * at exit ("Tracer caught signal 11") scanning the dynamic TLS of a libgomp
@@ -57,6 +58,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    /* vt serve's [server] knobs: every command reads the same ini file, and
+     * `vt config` lists them with the library's. */
+    vt_error err = {0};
+    if (vt_serve_options_declare(&err) != VT_OK) return vt_cli_error(&err);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

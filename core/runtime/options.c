@@ -69,18 +69,13 @@ typedef enum option_id {
     OPT_TOP_P,
     OPT_MIN_P,
     OPT_SEED,
-    OPT_SERVER_HOST,
-    OPT_SERVER_PORT,
-    OPT_SERVER_CHAT_TEMPLATE,
-    OPT_SERVER_CHAT_TEMPLATE_FILE,
-    OPT_SERVER_MODEL_ALIAS,
-    OPT_SERVER_BODY_LIMIT,
-    OPT_SERVER_TIMEOUT,
-    OPT_SERVER_SHUTDOWN_GRACE,
     OPT_COUNT
 } option_id;
 
 _Static_assert(OPT_COUNT == VT_OPTIONS_KEY_COUNT, "options.h's key count must match option_specs");
+
+/* Ids OPT_COUNT.. are the declared layer's keys, in its order. */
+#define MAX_KEYS (OPT_COUNT + VT_OPTIONS_LAYER_KEYS_MAX)
 
 typedef struct option_spec {
     const char *key;     /* "section.name", the vt_options_set name */
@@ -121,33 +116,84 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", NULL},
     [OPT_SEED] = {"sampling.seed", "sampling", "seed",
                   "-1 (a fresh random seed for each run and request) or integers 0..18446744073709551615"},
-    [OPT_SERVER_HOST] = {"server.host", "server", "host",
-                         "addresses or host names of 1 to 255 characters from A-Z, a-z, 0-9, '.', ':', '-', '_' and '%'"},
-    [OPT_SERVER_PORT] = {"server.port", "server", "port", "integers 0..65535 (0 = any free port)"},
-    [OPT_SERVER_CHAT_TEMPLATE] = {"server.chat_template", "server", "chat_template",
-                                  "chatml, llama2, llama3, mistral, or empty for the model's own"},
-    [OPT_SERVER_CHAT_TEMPLATE_FILE] = {"server.chat_template_file", "server", "chat_template_file",
-                                       "paths of up to 4095 bytes to a Jinja chat template, or empty for none"},
-    [OPT_SERVER_MODEL_ALIAS] = {"server.model_alias", "server", "model_alias",
-                                "names of up to 255 printable characters, or empty for the model file's name"},
-    [OPT_SERVER_BODY_LIMIT] = {"server.body_limit", "server", "body_limit", "integers 1024..1073741824 (bytes)"},
-    [OPT_SERVER_TIMEOUT] = {"server.timeout", "server", "timeout", "seconds 0..10000000 (0 = no limit)"},
-    [OPT_SERVER_SHUTDOWN_GRACE] = {"server.shutdown_grace", "server", "shutdown_grace", "seconds 0..10000000"},
 };
 
-static const char *const known_sections = "[runtime], [kv_cache], [backends], [sampling], [server], [backend.NAME]";
+/* ---- the layer above the library ----------------------------------------
+ * Declared once at start-up (vt_options_declare_layer); its keys follow the
+ * library's in one id space, so every path below handles both alike. */
+
+static const vt_option_layer *layer;
+static char layer_keys[VT_OPTIONS_LAYER_KEYS_MAX][128]; /* "section.name" */
+
+static int key_count(void) { return OPT_COUNT + (layer ? layer->n_keys : 0); }
+
+static bool is_layer_key(int id) { return id >= OPT_COUNT; }
+
+static const char *key_of(int id) { return is_layer_key(id) ? layer_keys[id - OPT_COUNT] : option_specs[id].key; }
+
+static const char *section_of(int id) { return is_layer_key(id) ? layer->section : option_specs[id].section; }
+
+static const char *name_of(int id) { return is_layer_key(id) ? layer->names[id - OPT_COUNT] : option_specs[id].name; }
 
 static int find_option(const char *key) {
-    for (int i = 0; i < OPT_COUNT; i++)
-        if (strcmp(option_specs[i].key, key) == 0) return i;
+    for (int i = 0; i < key_count(); i++)
+        if (strcmp(key_of(i), key) == 0) return i;
     return -1;
 }
 
 static int find_ini_option(const char *section, const char *name) {
-    for (int i = 0; i < OPT_COUNT; i++)
-        if (strcmp(option_specs[i].section, section) == 0 && strcmp(option_specs[i].name, name) == 0) return i;
+    for (int i = 0; i < key_count(); i++)
+        if (strcmp(section_of(i), section) == 0 && strcmp(name_of(i), name) == 0) return i;
     return -1;
 }
+
+/* "[runtime], [kv_cache], ..., [backend.NAME]": every section in key order. */
+static void list_sections(char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < key_count() && used < size; i++) {
+        if (i > 0 && strcmp(section_of(i), section_of(i - 1)) == 0) continue;
+        int n = snprintf(buf + used, size - used, "[%s], ", section_of(i));
+        if (n < 0) return;
+        used += (size_t)n;
+    }
+    if (used < size) snprintf(buf + used, size - used, "[backend.NAME]");
+}
+
+static bool is_section_name(const char *s) {
+    if (!s || !*s || strlen(s) > 63) return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_')) return false;
+    return true;
+}
+
+vt_status vt_options_declare_layer(const vt_option_layer *l, vt_error *err) {
+    if (!l) {
+        layer = NULL;
+        return VT_OK;
+    }
+    if (!is_section_name(l->section) || strcmp(l->section, "backend") == 0 || l->n_keys < 1 ||
+        l->n_keys > VT_OPTIONS_LAYER_KEYS_MAX || l->values_size > VT_OPTIONS_LAYER_BYTES || !l->names ||
+        !l->accepted || !l->defaults || !l->store || !l->show)
+        return vt_fail(err, VT_ERR_INVALID, "option layer [%s]: a section of [a-z0-9_], 1..%d keys, values of at "
+                       "most %d bytes and every function are required",
+                       l->section ? l->section : "(null)", VT_OPTIONS_LAYER_KEYS_MAX, VT_OPTIONS_LAYER_BYTES);
+    for (int i = 0; i < OPT_COUNT; i++)
+        if (strcmp(option_specs[i].section, l->section) == 0)
+            return vt_fail(err, VT_ERR_INVALID, "option layer [%s]: the library has that section", l->section);
+    for (int k = 0; k < l->n_keys; k++) {
+        if (!is_section_name(l->names[k]) || !l->accepted[k])
+            return vt_fail(err, VT_ERR_INVALID, "option layer [%s]: key %d needs a name of [a-z0-9_] and its "
+                           "accepted values", l->section, k);
+        snprintf(layer_keys[k], sizeof layer_keys[k], "%s.%s", l->section, l->names[k]);
+    }
+    layer = l;
+    return VT_OK;
+}
+
+void *vt_options_layer_values(vt_options *o) { return layer ? o->layer_values : NULL; }
+
+const void *vt_options_layer_values_of(const vt_options *o) { return layer ? o->layer_values : NULL; }
 
 /* "backend.NAME": a backend's own section (see vt_options_set_backend_option). */
 static bool is_backend_section(const char *section, size_t len) {
@@ -163,9 +209,8 @@ static bool is_backend_section(const char *section, size_t len) {
 
 static bool is_known_section(const char *section, size_t len) {
     if (is_backend_section(section, len)) return true;
-    for (int i = 0; i < OPT_COUNT; i++)
-        if (strlen(option_specs[i].section) == len && strncmp(option_specs[i].section, section, len) == 0)
-            return true;
+    for (int i = 0; i < key_count(); i++)
+        if (strlen(section_of(i)) == len && strncmp(section_of(i), section, len) == 0) return true;
     return false;
 }
 
@@ -173,9 +218,9 @@ static bool is_known_section(const char *section, size_t len) {
 static void list_section_keys(const char *section, char *buf, size_t size) {
     size_t used = 0;
     buf[0] = '\0';
-    for (int i = 0; i < OPT_COUNT && used < size; i++) {
-        if (strcmp(option_specs[i].section, section) != 0) continue;
-        int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", option_specs[i].name);
+    for (int i = 0; i < key_count() && used < size; i++) {
+        if (strcmp(section_of(i), section) != 0) continue;
+        int n = snprintf(buf + used, size - used, "%s%s", used ? ", " : "", name_of(i));
         if (n < 0) break;
         used += (size_t)n;
     }
@@ -203,6 +248,8 @@ static bool parse_int_range(const char *s, int64_t lo, int64_t hi, int64_t *out)
     return true;
 }
 
+bool vt_options_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) { return parse_int_range(s, lo, hi, out); }
+
 /* Unsigned 64-bit: strtoull would accept "-1" and wrap it, so digits only. */
 static bool parse_u64(const char *s, uint64_t *out) {
     if (*s < '0' || *s > '9') return false;
@@ -225,6 +272,8 @@ static bool parse_finite(const char *s, double *out) {
     *out = v;
     return true;
 }
+
+bool vt_options_parse_number(const char *s, double *out) { return parse_finite(s, out); }
 
 static bool is_backend_name(const char *s) {
     size_t n = strlen(s);
@@ -255,22 +304,9 @@ static const char *dtype_name(int32_t dtype) {
     }
 }
 
-/* Every character of s is in `allowed` (or printable ASCII when NULL); length lo..hi. */
-static bool is_text_of(const char *s, size_t lo, size_t hi, const char *allowed) {
-    size_t n = strlen(s);
-    if (n < lo || n > hi) return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        bool ok = allowed ? ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                             (c && strchr(allowed, c)))
-                          : (c >= 0x20 && c < 0x7F);
-        if (!ok) return false;
-    }
-    return true;
-}
-
 /* Validate `value` for knob `id` and store it in o; false leaves o untouched. */
 static bool store_value(vt_options *o, int id, const char *value) {
+    if (is_layer_key(id)) return layer->store(o->layer_values, id - OPT_COUNT, value);
     int64_t i64;
     uint64_t u64;
     double d;
@@ -355,37 +391,6 @@ static bool store_value(vt_options *o, int id, const char *value) {
         o->seed = u64;
         o->seed_random = false;
         return true;
-    case OPT_SERVER_HOST:
-        if (!is_text_of(value, 1, 255, ".:-_%")) return false;
-        snprintf(o->server_host, sizeof o->server_host, "%s", value);
-        return true;
-    case OPT_SERVER_PORT:
-        if (!parse_int_range(value, 0, 65535, &i64)) return false;
-        o->server_port = (int32_t)i64;
-        return true;
-    case OPT_SERVER_CHAT_TEMPLATE:
-        if (value[0] && strcmp(value, "chatml") != 0 && strcmp(value, "llama2") != 0 && strcmp(value, "llama3") != 0 &&
-            strcmp(value, "mistral") != 0)
-            return false;
-        snprintf(o->server_chat_template, sizeof o->server_chat_template, "%s", value);
-        return true;
-    case OPT_SERVER_CHAT_TEMPLATE_FILE:
-        if (strlen(value) >= sizeof o->server_chat_template_file) return false;
-        snprintf(o->server_chat_template_file, sizeof o->server_chat_template_file, "%s", value);
-        return true;
-    case OPT_SERVER_MODEL_ALIAS:
-        if (!is_text_of(value, 0, 255, NULL)) return false;
-        snprintf(o->server_model_alias, sizeof o->server_model_alias, "%s", value);
-        return true;
-    case OPT_SERVER_BODY_LIMIT:
-        if (!parse_int_range(value, 1024, INT64_C(1) << 30, &i64)) return false;
-        o->server_body_limit = i64;
-        return true;
-    case OPT_SERVER_TIMEOUT:
-    case OPT_SERVER_SHUTDOWN_GRACE:
-        if (!parse_finite(value, &d) || d < 0 || d > 1e7) return false;
-        *(id == OPT_SERVER_TIMEOUT ? &o->server_timeout : &o->server_shutdown_grace) = d;
-        return true;
     case OPT_COUNT: break;
     }
     return false;
@@ -410,7 +415,7 @@ static const char *option_accepted(int id) {
     case OPT_TOP_K: return vt_sampling_rule_of(VT_KNOB_TOP_K)->accepted;
     case OPT_TOP_P: return vt_sampling_rule_of(VT_KNOB_TOP_P)->accepted;
     case OPT_MIN_P: return vt_sampling_rule_of(VT_KNOB_MIN_P)->accepted;
-    default: return option_specs[id].accepted;
+    default: return is_layer_key(id) ? layer->accepted[id - OPT_COUNT] : option_specs[id].accepted;
     }
 }
 
@@ -421,7 +426,6 @@ static vt_status set_option(vt_options *o, int id, const char *value, const char
         record_source(o, id, source);
         return VT_OK;
     }
-    const option_spec *spec = &option_specs[id];
     const char *accepted = option_accepted(id);
     char shown[SHOWN_VALUE_MAX + 4];
     shown_value(value, shown, sizeof shown);
@@ -429,8 +433,8 @@ static vt_status set_option(vt_options *o, int id, const char *value, const char
         return vt_fail(err, VT_ERR_INVALID, "%s=%s: accepted values are %s", source + 4, shown, accepted);
     if (strncmp(source, "ini ", 4) == 0)
         return vt_fail(err, VT_ERR_INVALID, "%s:%s: [%s] %s = %s: accepted values are %s", o->config_path,
-                       source + 4, spec->section, spec->name, shown, accepted);
-    return vt_fail(err, VT_ERR_INVALID, "%s = %s: accepted values are %s", spec->key, shown, accepted);
+                       source + 4, section_of(id), name_of(id), shown, accepted);
+    return vt_fail(err, VT_ERR_INVALID, "%s = %s: accepted values are %s", key_of(id), shown, accepted);
 }
 
 /* ---- public: defaults, set, source, value ------------------------------- */
@@ -463,11 +467,6 @@ void vt_options_defaults(vt_options *o) {
     o->min_p = (float)vt_sampling_rule_of(VT_KNOB_MIN_P)->preset;
     o->seed = 0;
     o->seed_random = true; /* sampled text differs run to run unless a seed is given */
-    snprintf(o->server_host, sizeof o->server_host, "127.0.0.1");
-    o->server_port = 8080;
-    o->server_body_limit = INT64_C(4) << 20;
-    o->server_timeout = 600;
-    o->server_shutdown_grace = 30;
     o->config_path[0] = '\0';
 #ifdef NDEBUG
     o->check_plan = false; /* Release: the switch costs nothing when off */
@@ -475,7 +474,8 @@ void vt_options_defaults(vt_options *o) {
     o->check_plan = true;  /* builds with assertions check every plan they run */
 #endif
     snprintf(o->check_plan_source, sizeof o->check_plan_source, "default");
-    for (int i = 0; i < OPT_COUNT; i++) record_source(o, i, "default");
+    if (layer) layer->defaults(o->layer_values);
+    for (int i = 0; i < key_count(); i++) record_source(o, i, "default");
 }
 
 vt_status vt_options_set(vt_options *o, const char *key, const char *value, const char *source, vt_error *err) {
@@ -485,8 +485,8 @@ vt_status vt_options_set(vt_options *o, const char *key, const char *value, cons
         char keys[512];
         size_t used = 0;
         keys[0] = '\0';
-        for (int i = 0; i < OPT_COUNT; i++)
-            used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", i ? ", " : "", option_specs[i].key);
+        for (int i = 0; i < key_count() && used < sizeof keys; i++)
+            used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", i ? ", " : "", key_of(i));
         return vt_fail(err, VT_ERR_INVALID, "unknown option '%s'; known options are %s", key, keys);
     }
     return set_option(o, id, value, source, err);
@@ -577,9 +577,9 @@ const char *vt_options_source(const vt_options *o, const char *key) {
     return o->source[id][0] ? o->source[id] : "default";
 }
 
-const char *vt_options_key(int i) {
-    return i >= 0 && i < OPT_COUNT ? option_specs[i].key : NULL;
-}
+const char *vt_options_key(int i) { return i >= 0 && i < key_count() ? key_of(i) : NULL; }
+
+int vt_options_key_count(void) { return key_count(); }
 
 /* The fewest digits that read back as the same value through
  * vt_options_set (0.8, not 0.800000012): at most 9 for a float, 17 for a
@@ -591,7 +591,7 @@ static void shortest_float(char *buf, size_t size, float v) {
     }
 }
 
-static void shortest_double(char *buf, size_t size, double v) {
+void vt_options_show_number(char *buf, size_t size, double v) {
     for (int digits = 15; digits <= 17; digits++) {
         snprintf(buf, size, "%.*g", digits, v);
         if (strtod(buf, NULL) == v) return;
@@ -602,6 +602,10 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
     int id = key ? find_option(key) : -1;
     if (!o || !buf || size == 0) return vt_fail(err, VT_ERR_INVALID, "vt_options_value: NULL argument");
     if (id < 0) return vt_fail(err, VT_ERR_INVALID, "unknown option '%s'", key ? key : "(null)");
+    if (is_layer_key(id)) {
+        layer->show(o->layer_values, id - OPT_COUNT, buf, size);
+        return VT_OK;
+    }
     switch ((option_id)id) {
     case OPT_BACKEND: snprintf(buf, size, "%s", o->backend); break;
     case OPT_FALLBACK: snprintf(buf, size, "%s", o->fallback); break;
@@ -625,14 +629,6 @@ vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size
         if (o->seed_random) snprintf(buf, size, "-1");
         else snprintf(buf, size, "%" PRIu64, o->seed);
         break;
-    case OPT_SERVER_HOST: snprintf(buf, size, "%s", o->server_host); break;
-    case OPT_SERVER_PORT: snprintf(buf, size, "%" PRId32, o->server_port); break;
-    case OPT_SERVER_CHAT_TEMPLATE: snprintf(buf, size, "%s", o->server_chat_template); break;
-    case OPT_SERVER_CHAT_TEMPLATE_FILE: snprintf(buf, size, "%s", o->server_chat_template_file); break;
-    case OPT_SERVER_MODEL_ALIAS: snprintf(buf, size, "%s", o->server_model_alias); break;
-    case OPT_SERVER_BODY_LIMIT: snprintf(buf, size, "%" PRId64, o->server_body_limit); break;
-    case OPT_SERVER_TIMEOUT: shortest_double(buf, size, o->server_timeout); break;
-    case OPT_SERVER_SHUTDOWN_GRACE: shortest_double(buf, size, o->server_shutdown_grace); break;
     case OPT_COUNT: break;
     }
     return VT_OK;
@@ -661,7 +657,7 @@ typedef struct ini_state {
     const char *text;   /* line without a UTF-8 BOM, which inih skips too */
     size_t line_cap;
     int lineno;         /* line handed out last */
-    int key_line[OPT_COUNT]; /* where each key was set, for duplicates */
+    int key_line[MAX_KEYS]; /* where each key was set, for duplicates */
     bool failed;        /* the first error is recorded; stop reading */
     vt_status code;     /* its status (err may be NULL) */
     int failed_line;    /* and its line */
@@ -685,6 +681,23 @@ static void fail_at(ini_state *st, vt_status code, const char *fmt, ...) {
     st->failed_line = st->lineno;
 }
 
+/* The refusal of an unknown section. [server] gets its own words: it is vt
+ * serve's section of the shared ini file, so a program on libvt alone (which
+ * has no server layer) meets it in a file written for vt. */
+static void fail_unknown_section(ini_state *st, const char *name, size_t len) {
+    char sections[512];
+    list_sections(sections, sizeof sections);
+    if (len == 6 && strncmp(name, "server", 6) == 0) {
+        fail_at(st, VT_ERR_FORMAT,
+                "section [server] holds vt serve's settings, which this program does not read (libvt alone has "
+                "no server): give it a file without that section; known sections are %s",
+                sections);
+        return;
+    }
+    fail_at(st, VT_ERR_FORMAT, "unknown section [%.*s]; known sections are %s", (int)(len > 64 ? 64 : len), name,
+            sections);
+}
+
 /* A "[name]" header on this raw line names a known section? Mirrors inih:
  * the name is everything between '[' and the first ']', unstripped. */
 static void check_section_header(ini_state *st, const char *raw) {
@@ -693,9 +706,7 @@ static void check_section_header(ini_state *st, const char *raw) {
     const char *close = strchr(start + 1, ']');
     if (!close) return; /* inih reports it as a syntax error */
     size_t len = (size_t)(close - (start + 1));
-    if (!is_known_section(start + 1, len))
-        fail_at(st, VT_ERR_FORMAT, "unknown section [%.*s]; known sections are %s", (int)(len > 64 ? 64 : len),
-                start + 1, known_sections);
+    if (!is_known_section(start + 1, len)) fail_unknown_section(st, start + 1, len);
 }
 
 /* getline() that stores at most `limit` bytes of one line: a "config file"
@@ -781,8 +792,10 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
                 name);
         return 0;
     }
+    char sections[512];
+    list_sections(sections, sizeof sections);
     if (section[0] == '\0') {
-        fail_at(st, VT_ERR_FORMAT, "'%s' is outside any section; known sections are %s", name, known_sections);
+        fail_at(st, VT_ERR_FORMAT, "'%s' is outside any section; known sections are %s", name, sections);
         return 0;
     }
     if (is_backend_section(section, strlen(section))) {
@@ -804,7 +817,7 @@ static int on_ini_key(void *user, const char *section, const char *name, const c
         char keys[256];
         list_section_keys(section, keys, sizeof keys);
         if (keys[0] == '\0')
-            fail_at(st, VT_ERR_FORMAT, "unknown section [%s]; known sections are %s", section, known_sections);
+            fail_unknown_section(st, section, strlen(section));
         else
             fail_at(st, VT_ERR_FORMAT, "unknown key '%s' in [%s]; known keys are %s", name, section, keys);
         return 0;

@@ -20,8 +20,32 @@
  * config_path), "default". */
 #define VT_SOURCE_SIZE 64
 
-/* Number of knobs; vt_options_key(i) names them in the order below. */
-#define VT_OPTIONS_KEY_COUNT 27
+/* Number of the library's own knobs; vt_options_key(i) names them in the
+ * order below, then a declared layer's (vt_options_key_count in all). */
+#define VT_OPTIONS_KEY_COUNT 19
+
+/* The knobs of a program above the library (an HTTP server's own section),
+ * which the library itself knows nothing of. The program declares them once,
+ * with vt_options_declare_layer, before any options are made: the ini file,
+ * vt_options_set, vt_options_source, vt_options_key and vt_options_value then
+ * treat them as the library's own, and their values travel inside vt_options
+ * (vt_options_layer_values), so a copy or a refused load behaves as for any
+ * knob. Without a declaration the section is unknown, as any other. */
+#define VT_OPTIONS_LAYER_KEYS_MAX 16
+#define VT_OPTIONS_LAYER_BYTES 8192
+
+typedef struct vt_option_layer {
+    const char *section;         /* its ini section; its keys are "section.name" */
+    const char *const *names;    /* [n_keys] ini keys in the section, [a-z0-9_]+ */
+    const char *const *accepted; /* [n_keys] the tail of "accepted values are ..." */
+    int n_keys;                  /* 1..VT_OPTIONS_LAYER_KEYS_MAX */
+    size_t values_size;          /* the layer's values, at most VT_OPTIONS_LAYER_BYTES */
+    void (*defaults)(void *values);
+    /* Validate value for key k and store it: false = refused, values untouched. */
+    bool (*store)(void *values, int k, const char *value);
+    /* Key k's value as store would accept it, into buf. */
+    void (*show)(const void *values, int k, char *buf, size_t size);
+} vt_option_layer;
 
 typedef struct vt_options {
     /* [runtime] */
@@ -50,15 +74,6 @@ typedef struct vt_options {
     float min_p;             /* 0 = off; default 0.05 */
     uint64_t seed;           /* the fixed seed when !seed_random */
     bool seed_random;        /* default true ("-1"): each run or request draws a fresh seed (vt_seed_draw) */
-    /* [server] (vt serve) */
-    char server_host[256];          /* address or name to listen on; default "127.0.0.1" */
-    int32_t server_port;            /* 0..65535 (0 = any free port); default 8080 */
-    char server_chat_template[16];  /* "" = the model's own; chatml, llama2, llama3, mistral */
-    char server_chat_template_file[4096]; /* "" = none; else a Jinja chat template rendered instead of the model's */
-    char server_model_alias[256];   /* "" = the model file's name */
-    int64_t server_body_limit;      /* bytes, 1024..1 GiB; default 4 MiB */
-    double server_timeout;          /* seconds a request may run, 0..1e7 (0 = none); default 600 */
-    double server_shutdown_grace;   /* seconds running requests get on SIGTERM, 0..1e7; default 30 */
     /* [backend.NAME] key = value sections and --backend-option NAME.key=value:
      * "NAME.key=value\n" lines, handed to backend NAME's init as
      * config->options "key=value,key=value" (the registry splits them). */
@@ -75,11 +90,23 @@ typedef struct vt_options {
      * check_plan_source is "default" or "env VT_CHECK_PLAN". */
     bool check_plan;
     char check_plan_source[VT_SOURCE_SIZE];
-    /* sources of every key, same order as above, for `vt config`/--explain
-     * (index i belongs to vt_options_key(i)); kv_cache_dtype_source mirrors
-     * the kv_cache.dtype entry. Read them through vt_options_source(). */
-    char source[VT_OPTIONS_KEY_COUNT][VT_SOURCE_SIZE];
+    /* The declared layer's values (vt_options_layer_values). */
+    _Alignas(16) unsigned char layer_values[VT_OPTIONS_LAYER_BYTES];
+    /* sources of every key, the library's in the order above then the
+     * layer's, for `vt config`/--explain (index i belongs to
+     * vt_options_key(i)); kv_cache_dtype_source mirrors the kv_cache.dtype
+     * entry. Read them through vt_options_source(). */
+    char source[VT_OPTIONS_KEY_COUNT + VT_OPTIONS_LAYER_KEYS_MAX][VT_SOURCE_SIZE];
 } vt_options;
+
+/* Declare the layer above the library (its table must outlive every use;
+ * NULL: none). Once per process, before vt_options_defaults is first called:
+ * options made earlier hold no values for it. VT_ERR_INVALID for a table
+ * that breaks the limits above or names a section or key the library has. */
+vt_status vt_options_declare_layer(const vt_option_layer *layer, vt_error *err);
+/* The declared layer's values inside o (what its defaults and store wrote). */
+void *vt_options_layer_values(vt_options *o);
+const void *vt_options_layer_values_of(const vt_options *o);
 
 /* Defaults (no files, no environment). */
 void vt_options_defaults(vt_options *o);
@@ -115,12 +142,22 @@ const char *vt_options_backend_option_source(const vt_options *o, const char *na
 const char *vt_options_source(const vt_options *o, const char *key);
 
 /* The i-th knob's ini name ("runtime.backend", ...), i in
- * 0..VT_OPTIONS_KEY_COUNT-1, in declaration order; NULL otherwise. */
+ * 0..vt_options_key_count()-1: the library's in declaration order, then the
+ * declared layer's; NULL otherwise. */
 const char *vt_options_key(int i);
+int vt_options_key_count(void);
 
 /* The knob's current value as vt_options_set would accept it ("f16", "512",
  * "0.8"), into buf. VT_ERR_INVALID for an unknown key. */
 vt_status vt_options_value(const vt_options *o, const char *key, char *buf, size_t size, vt_error *err);
+
+/* The strict parsing every knob gets, for a layer's store: a decimal
+ * integer in lo..hi (no sign but '-', no spaces, no junk), a finite number
+ * (no leading spaces); false refuses. And a number printed with the fewest
+ * digits that read back as the same double. */
+bool vt_options_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+bool vt_options_parse_number(const char *s, double *out);
+void vt_options_show_number(char *buf, size_t size, double v);
 
 /* A fresh seed from the system's entropy, in 0..2^32-1 so that it reads
  * back everywhere a seed is taken (command line, ini, a JSON request). */

@@ -31,6 +31,7 @@
 
 #include "cli.h"
 #include "options.h"
+#include "serve_options.h"
 #include "vt/vt_types.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -94,10 +95,11 @@ static void check_ranges(const vt_options *o) {
     CHECK(o->temp >= 0 && o->temp == o->temp);
     CHECK(o->top_k >= 0);
     CHECK(o->top_p > 0 && o->top_p <= 1);
-    CHECK(o->server_port >= 0 && o->server_port <= 65535);
-    CHECK(o->server_body_limit >= 1024 && o->server_body_limit <= (INT64_C(1) << 30));
-    CHECK(o->server_timeout >= 0 && o->server_timeout <= 1e7);
-    CHECK(o->server_shutdown_grace >= 0 && o->server_shutdown_grace <= 1e7);
+    const vt_serve_options *s = vt_serve_options_of(o);
+    CHECK(s->port >= 0 && s->port <= 65535);
+    CHECK(s->body_limit >= 1024 && s->body_limit <= (INT64_C(1) << 30));
+    CHECK(s->timeout >= 0 && s->timeout <= 1e7);
+    CHECK(s->shutdown_grace >= 0 && s->shutdown_grace <= 1e7);
     CHECK(o->min_p >= 0 && o->min_p <= 1);
     CHECK(memchr(o->backend, 0, sizeof o->backend) && memchr(o->fallback, 0, sizeof o->fallback));
     CHECK(memchr(o->backend_path, 0, sizeof o->backend_path) && memchr(o->config_path, 0, sizeof o->config_path));
@@ -106,7 +108,7 @@ static void check_ranges(const vt_options *o) {
 
 /* Every printed value is accepted back and prints the same. */
 static void check_round_trip(const vt_options *o) {
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
+    for (int i = 0; i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
         char value[1100], again[1100];
         vt_error err = {0};
@@ -216,6 +218,9 @@ static void parse_argv(const parts *p, bool with_config) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static bool layer_declared; /* vt serve's [server] knobs, as the vt program has them */
+    if (!layer_declared && vt_serve_options_declare(NULL) != VT_OK) fail_check("declaring the [server] layer");
+    layer_declared = true;
     if (size == 0) return 0;
     unsigned flags = data[0];
     parts p;

@@ -6,23 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gguf_writer.h"
+#include "gguf_model_writer.h"
 #include "synth_vocab.h"
 
 /* Synthetic tokens kept from the built-in SPM vocabulary: the 259 fixed ones,
  * "▁", printable ASCII and the first word prefixes. Small keeps the vocab
  * seed of fuzz_vocab small. */
 #define SPM_BASE_TOKENS 380
-
-static vt_status finish(vt_gguf_writer *w, vt_error *err) {
-    const char *why = vt_gguf_writer_error(w);
-    if (why && why[0]) {
-        vt_fail(err, VT_ERR_IO, "fuzz vocab: %s", why);
-        vt_gguf_writer_abort(w);
-        return VT_ERR_IO;
-    }
-    return vt_gguf_writer_finish(w, err);
-}
 
 static vt_status write_spm(const char *path, vt_error *err) {
     vt_synth_vocab v;
@@ -45,15 +35,13 @@ static vt_status write_spm(const char *path, vt_error *err) {
     }
     if (st == VT_OK) {
         vt_gguf_writer_set_str(w, "general.architecture", "llama");
-        vt_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-        vt_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", tokens, (uint64_t)n);
-        vt_gguf_writer_set_arr(w, "tokenizer.ggml.scores", VT_GGUF_FLOAT32, scores, (uint64_t)n);
-        vt_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", VT_GGUF_INT32, types, (uint64_t)n);
+        gmw_vocab vocab = {.model = "llama", .tokens = tokens, .scores = scores, .types = types, .n_tokens = (size_t)n};
+        gmw_set_vocab(w, &vocab);
         vt_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
         vt_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
         vt_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
         vt_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
-        st = finish(w, err);
+        st = gmw_finish(w, err);
     }
     free(tokens);
     free(scores);
@@ -62,19 +50,7 @@ static vt_status write_spm(const char *path, vt_error *err) {
     return st;
 }
 
-/* GPT-2's byte-level alphabet: printable Latin-1 bytes stand for themselves,
- * the other 68 bytes take U+0100.. in byte order. */
-static uint32_t byte_level_char(int byte) {
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-        if (b == byte) return printable ? (uint32_t)b : 0x100u + (uint32_t)n;
-        if (!printable) n++;
-    }
-    return 0;
-}
-
-#define G "\xc4\xa0" /* U+0120 'Ġ', the byte-level space */
+#define G GMW_BYTE_LEVEL_SPACE
 
 /* Merges in rank order; each result is a token. "Ã ©" is the two bytes of
  * UTF-8 'é' (C3 A9) in the byte-level alphabet. */
@@ -88,44 +64,32 @@ static const int32_t bpe_special_types[] = {VT_TOKEN_CONTROL, VT_TOKEN_CONTROL, 
 #define N_SPECIALS (sizeof bpe_specials / sizeof bpe_specials[0])
 
 static vt_status write_bpe(const char *pre, const char *path, vt_error *err) {
-    enum { N = 256 + N_MERGES + N_SPECIALS };
-    char chars[256][4], merged[N_MERGES][16], merge_text[N_MERGES][16];
-    const char *tokens[N], *merges[N_MERGES];
-    int32_t types[N];
-    for (int b = 0; b < 256; b++) {
-        uint32_t c = byte_level_char(b);
-        if (c < 0x80) {
-            chars[b][0] = (char)c, chars[b][1] = 0;
-        } else {
-            chars[b][0] = (char)(0xC0 | (c >> 6)), chars[b][1] = (char)(0x80 | (c & 0x3F)), chars[b][2] = 0;
-        }
-        tokens[b] = chars[b];
-        types[b] = VT_TOKEN_NORMAL;
-    }
+    enum { N_EXTRA = N_MERGES + N_SPECIALS };
+    char merged[N_MERGES][16], merge_text[N_MERGES][16];
+    const char *extra[N_EXTRA], *merges[N_MERGES];
+    int32_t types[N_EXTRA];
     for (size_t i = 0; i < N_MERGES; i++) {
         snprintf(merged[i], sizeof merged[i], "%s%s", bpe_merges[i][0], bpe_merges[i][1]);
         snprintf(merge_text[i], sizeof merge_text[i], "%s %s", bpe_merges[i][0], bpe_merges[i][1]);
-        tokens[256 + i] = merged[i];
-        types[256 + i] = VT_TOKEN_NORMAL;
+        extra[i] = merged[i];
+        types[i] = VT_TOKEN_NORMAL;
         merges[i] = merge_text[i];
     }
     for (size_t i = 0; i < N_SPECIALS; i++) {
-        tokens[256 + N_MERGES + i] = bpe_specials[i];
-        types[256 + N_MERGES + i] = bpe_special_types[i];
+        extra[N_MERGES + i] = bpe_specials[i];
+        types[N_MERGES + i] = bpe_special_types[i];
     }
     vt_gguf_writer *w = NULL;
     vt_status st = vt_gguf_writer_create(path, &w, err);
     if (st != VT_OK) return st;
     uint32_t endoftext = 256 + N_MERGES;
     vt_gguf_writer_set_str(w, "general.architecture", "qwen2");
-    vt_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
-    vt_gguf_writer_set_str(w, "tokenizer.ggml.pre", pre);
-    vt_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", tokens, N);
-    vt_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", VT_GGUF_INT32, types, N);
-    vt_gguf_writer_set_str_arr(w, "tokenizer.ggml.merges", merges, N_MERGES);
+    gmw_bpe_vocab vocab = {
+        .pre = pre, .extra_tokens = extra, .extra_types = types, .n_extra = N_EXTRA, .merges = merges, .n_merges = N_MERGES};
+    gmw_set_byte_level_bpe(w, &vocab);
     vt_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", endoftext);
     vt_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", endoftext);
-    return finish(w, err);
+    return gmw_finish(w, err);
 }
 
 vt_status fuzz_vocab_write(fuzz_vocab_kind kind, const char *path, vt_error *err) {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gguf_writer.h"
+#include "gguf_model_writer.h"
 #include "quant.h"
 
 static int fill_tensor(vt_gguf_writer *w, int32_t dtype, int ndim, const int64_t *ne, unsigned seed) {
@@ -46,10 +46,8 @@ static int write_model(const char *dir, const char *arch, int32_t wtype, int ver
     const char *tokens[6] = {"<unk>", "<s>", "</s>", "<0x41>", "\xe2\x96\x81the", "a"};
     const float scores[6] = {0, 0, 0, 0, -1.5f, -2.5f};
     const int32_t types[6] = {2, 3, 3, 6, 1, 1};
-    vt_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-    vt_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", tokens, 6);
-    vt_gguf_writer_set_arr(w, "tokenizer.ggml.scores", VT_GGUF_FLOAT32, scores, 6);
-    vt_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", VT_GGUF_INT32, types, 6);
+    gmw_vocab vocab = {.model = "llama", .tokens = tokens, .scores = scores, .types = types, .n_tokens = 6};
+    gmw_set_vocab(w, &vocab);
     vt_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
     vt_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
     static const struct {

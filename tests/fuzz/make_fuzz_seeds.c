@@ -14,6 +14,7 @@
 #include "fuzz_vocabs.h"
 #include "gguf.h"
 #include "options.h"
+#include "serve_options.h"
 #include "synth.h"
 #include "tokenizer.h"
 
@@ -40,7 +41,7 @@ static size_t defaults_ini(char *buf, size_t size) {
     o.threads = 4; /* the machine's CPU count would make the seed vary */
     size_t n = 0;
     char section[64] = "";
-    for (int i = 0; i < VT_OPTIONS_KEY_COUNT; i++) {
+    for (int i = 0; i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
         const char *dot = strchr(key, '.');
         char value[1100];
@@ -181,6 +182,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *dir = argv[1];
+    if (vt_serve_options_declare(NULL) != VT_OK) return 1; /* the ini seeds hold vt serve's [server] too */
     int bad = option_seeds(dir);
     static const char *const vocab_names[FUZZ_VOCAB_KINDS] = {"spm.gguf", "bpe-qwen2.gguf", "bpe-llama3.gguf"};
     vt_gguf *g[FUZZ_VOCAB_KINDS] = {0};
