@@ -37,6 +37,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", vt_cmd_run, "generate text from a prompt"},
+    {"chat", vt_cmd_chat, "chat with the model in the terminal (its chat template, history kept)"},
     {"eval", vt_cmd_eval, "evaluate tokens and print logits as JSON"},
     {"info", vt_cmd_info, "show a GGUF file's metadata and tensors"},
     {"backends", vt_cmd_backends, "list backends, where they came from, and what they support"},
