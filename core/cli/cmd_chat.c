@@ -1,7 +1,8 @@
 /* cmd_chat.c — `vt chat`: an interactive chat with the model in the terminal.
  *
  * Each line read is a user message; the whole conversation is rendered with
- * the model's chat template (chat_template.h) and answered through one
+ * the model's own Jinja chat template, or the one --chat-template or
+ * --chat-template-file names (chat_source.h, as vt serve), and answered through one
  * request of the scheduler, as `vt run` generates, the answer printed as it
  * comes. The scheduler lives for the whole chat, so the KV blocks of earlier
  * turns stay in its prefix cache and a new turn computes only what is new.
@@ -22,22 +23,30 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "chat_template.h"
+#include <jansson.h>
+
+#include "chat_jinja.h"
+#include "chat_source.h"
 #include "cli.h"
+#include "gguf.h"
 #include "gen_options.h"
 #include "line_reader.h"
 
 static void help(void) {
-    printf("usage: vt chat -m MODEL [--chat-template NAME] [--system TEXT] [options]\n\n"
+    printf("usage: vt chat -m MODEL [--chat-template NAME | --chat-template-file PATH] [--system TEXT] [options]\n\n"
            "Chat with the model: each line of input is a message, the answer is printed as it is generated.\n"
            "Ctrl-C stops an answer; Ctrl-C at the prompt, Ctrl-D or /exit ends the chat. Input may be piped:\n"
            "each line is answered in turn and the chat ends at the end of the input. Commands:\n"
            "  /system TEXT  set the system message (alone: show it)   /reset  forget the conversation\n"
            "  /exit         end the chat                               /help   list the commands\n\n"
-           "      --chat-template NAME chatml, llama2, llama3 or mistral instead of the model's own template\n"
+           "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
+           "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
+           "                           (a model without a template needs one of the two)\n"
            "      --system TEXT        the system message to start with\n"
            "      --stats              after each answer, a line on stderr: prompt tokens, those taken from\n"
-           "                           the cache (earlier turns), tokens generated and their rate\n");
+           "                           the cache (earlier turns), tokens generated and their rate\n"
+           "      --show-prompt        before each answer, the rendered conversation on stderr between\n"
+           "                           lines [prompt] and [/prompt]\n");
     vt_cli_gen_help(stdout, "tokens per answer at most (default: until the end of the turn or of the context)");
     static const char *const not_here[] = {"--special", NULL};
     vt_cli_common_help_except(stdout, not_here);
@@ -46,15 +55,37 @@ static void help(void) {
 typedef struct chat_opts {
     vt_cli_common c;
     vt_cli_gen gen;
-    const char *chat_template, *system;
-    bool stats;
+    const char *system;
+    bool stats, show_prompt;
     bool help;
 } chat_opts;
+
+/* The template flags are vt serve's [server] knobs, so an ini file that
+ * names a template serves both commands. */
+static const struct {
+    const char *flag, *key;
+} template_flags[] = {
+    {"--chat-template", "server.chat_template"},
+    {"--chat-template-file", "server.chat_template_file"},
+};
 
 static vt_arg_result chat_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     chat_opts *o = opts;
     const char *a = argv[*i];
-    if (strcmp(a, "--chat-template") == 0) return vt_cli_text_arg(argc, argv, i, &o->chat_template, err);
+    for (size_t k = 0; k < sizeof template_flags / sizeof *template_flags; k++) {
+        if (strcmp(a, template_flags[k].flag) != 0) continue;
+        const char *v = vt_cli_value(argc, argv, i, err);
+        if (!v) return VT_ARG_ERROR;
+        if (vt_options_set(&o->c.opt, template_flags[k].key, v, "cli", err) != VT_OK) {
+            vt_error_prefix(err, "%s: ", a);
+            return VT_ARG_ERROR;
+        }
+        return VT_ARG_TAKEN;
+    }
+    if (strcmp(a, "--show-prompt") == 0) {
+        o->show_prompt = true;
+        return VT_ARG_TAKEN;
+    }
     if (strcmp(a, "--system") == 0) return vt_cli_text_arg(argc, argv, i, &o->system, err);
     if (strcmp(a, "--stats") == 0) {
         o->stats = true;
@@ -76,11 +107,6 @@ static vt_status validate_chat(const chat_opts *o, vt_error *err) {
      * conversation; there is nothing for --special to change. */
     if (o->c.special)
         return vt_fail(err, VT_ERR_INVALID, "--special: vt chat always matches control-token text in its template");
-    if (o->chat_template) {
-        vt_chat_family f;
-        char msg[256];
-        if (!vt_chat_family_by_name(o->chat_template, &f, msg, sizeof msg)) return vt_fail(err, VT_ERR_INVALID, "%s", msg);
-    }
     return vt_cli_require_model(o->c.model_path, err);
 }
 
@@ -94,7 +120,8 @@ typedef struct chat {
     const vt_model *model;
     const vt_tokenizer *tok;
     vt_sched *sched;
-    vt_chat_family family;
+    vt_chat_source src;
+    bool add_bos; /* a rendering is tokenized with the vocabulary's BOS added (built-in families) */
     char *system;           /* NULL: none */
     vt_chat_message *msgs;  /* user and assistant turns, contents owned */
     size_t n_msgs, cap_msgs;
@@ -142,6 +169,37 @@ static void pop_message(chat *ch) {
     if (ch->n_msgs) free((char *)ch->msgs[--ch->n_msgs].content);
 }
 
+/* The messages through the Jinja template, as vt serve renders a chat:
+ * transformers' variables, no BOS added by the tokenizer (the template
+ * writes bos_token when the model wants one). The contents are passed as the
+ * bytes they are: an answer cut mid-character is still the model's text. */
+static char *render_jinja(const chat *ch, const vt_chat_message *msgs, size_t n, bool generation_prompt, size_t *len,
+                          char *msg, size_t msg_size) {
+    static const char *const role_names[] = {[VT_CHAT_SYSTEM] = "system", [VT_CHAT_USER] = "user",
+                                             [VT_CHAT_ASSISTANT] = "assistant"};
+    json_t *messages = json_array();
+    for (size_t i = 0; messages && i < n; i++) {
+        json_t *m = json_pack("{s:s, s:o}", "role", role_names[msgs[i].role], "content",
+                              json_stringn_nocheck(msgs[i].content, strlen(msgs[i].content)));
+        if (!m || json_array_append_new(messages, m) != 0) {
+            json_decref(messages);
+            messages = NULL;
+        }
+    }
+    if (!messages) {
+        snprintf(msg, msg_size, "out of memory");
+        return NULL;
+    }
+    const vt_chat_jinja_input in = {.messages = messages,
+                                    .add_generation_prompt = generation_prompt,
+                                    .bos_token = ch->src.bos,
+                                    .eos_token = ch->src.eos};
+    char *text = NULL;
+    if (!vt_chat_jinja_render(ch->src.jinja, &in, &text, len, msg, msg_size)) text = NULL;
+    json_decref(messages);
+    return text;
+}
+
 /* The conversation (with the system message first) rendered; NULL with err. */
 static char *render(const chat *ch, bool generation_prompt, size_t *len, vt_error *err) {
     size_t n = ch->n_msgs + (ch->system ? 1 : 0);
@@ -152,12 +210,14 @@ static char *render(const chat *ch, bool generation_prompt, size_t *len, vt_erro
     }
     size_t k = 0;
     if (ch->system) all[k++] = (vt_chat_message){VT_CHAT_SYSTEM, ch->system};
-    memcpy(all + k, ch->msgs, ch->n_msgs * sizeof *all);
-    char *text = NULL, msg[256];
-    if (!vt_chat_render(ch->family, all, n, generation_prompt, &text, len, msg, sizeof msg)) {
-        vt_fail(err, VT_ERR_INVALID, "chat template %s: %s", vt_chat_family_name(ch->family), msg);
+    if (ch->n_msgs) memcpy(all + k, ch->msgs, ch->n_msgs * sizeof *all);
+    char *text = NULL, msg[400];
+    if (ch->src.jinja) {
+        text = render_jinja(ch, all, n, generation_prompt, len, msg, sizeof msg);
+    } else if (!vt_chat_render(ch->src.family, all, n, generation_prompt, &text, len, msg, sizeof msg)) {
         text = NULL;
     }
+    if (!text) vt_fail(err, VT_ERR_INVALID, "the chat template %s failed: %s", ch->src.name, msg);
     free(all);
     return text;
 }
@@ -172,7 +232,8 @@ static vt_status turn_tokens(const chat *ch, const char *text, size_t len, int32
     size_t n_rest = 0;
     vt_status st = extend ? vt_tokenize(ch->tok, text + ch->n_seen_text, len - ch->n_seen_text, false, true, &rest,
                                         &n_rest, err)
-                          : vt_tokenize(ch->tok, text, len, vt_tokenizer_add_bos(ch->tok), true, &rest, &n_rest, err);
+                          : vt_tokenize(ch->tok, text, len, ch->add_bos && vt_tokenizer_add_bos(ch->tok), true, &rest,
+                                        &n_rest, err);
     if (st != VT_OK) return st;
     if (!extend) {
         *tokens = rest;
@@ -277,6 +338,11 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
         pop_message(ch);
         fprintf(stderr, "[%s]\n", err->msg);
         return VT_OK;
+    }
+    if (ch->o->show_prompt) {
+        fprintf(stderr, "[prompt]\n");
+        fwrite(text, 1, len, stderr);
+        fprintf(stderr, "\n[/prompt]\n");
     }
     int32_t *tokens = NULL;
     size_t n_tokens = 0;
@@ -405,24 +471,33 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
 
 /* ---- set-up -------------------------------------------------------------- */
 
-/* The chat family: --chat-template, else the model's tokenizer.chat_template. */
-static vt_status chat_family(const chat_opts *o, const vt_model *m, vt_chat_family *f, vt_error *err) {
-    char msg[256];
-    if (o->chat_template) {
-        if (!vt_chat_family_by_name(o->chat_template, f, msg, sizeof msg)) return vt_fail(err, VT_ERR_INVALID, "%s", msg);
-        return VT_OK;
-    }
-    const vt_gguf_kv *kv = vt_gguf_find(m->gguf, "tokenizer.chat_template");
+/* The template: --chat-template, --chat-template-file, else the model's
+ * tokenizer.chat_template; a model without one needs one of the flags. */
+static vt_status open_template(const chat_opts *o, vt_chat_source *src, vt_error *err) {
+    vt_gguf *g = NULL;
+    vt_status st = vt_gguf_open(o->c.model_path, &g, err);
+    if (st != VT_OK) return st;
+    const vt_gguf_kv *kv = vt_gguf_find(g, "tokenizer.chat_template");
     char *jinja = NULL;
-    if (kv && kv->value.type == VT_GGUF_STRING) {
+    const bool has_template = kv && kv->value.type == VT_GGUF_STRING;
+    if (has_template) {
         jinja = malloc(kv->value.v.str.len + 1);
-        if (!jinja) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
-        memcpy(jinja, kv->value.v.str.data, kv->value.v.str.len);
-        jinja[kv->value.v.str.len] = '\0';
+        if (jinja) {
+            memcpy(jinja, kv->value.v.str.data, kv->value.v.str.len);
+            jinja[kv->value.v.str.len] = '\0';
+        }
     }
-    bool ok = vt_chat_detect(jinja, f, msg, sizeof msg);
+    vt_gguf_close(g);
+    if (has_template && !jinja) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    st = vt_chat_source_open(src, o->c.opt.server_chat_template, o->c.opt.server_chat_template_file, jinja,
+                             o->c.model_path, err);
     free(jinja);
-    return ok ? VT_OK : vt_fail(err, VT_ERR_UNSUPPORTED, "%s", msg);
+    if (st == VT_OK && !src->have)
+        st = vt_fail(err, VT_ERR_UNSUPPORTED,
+                     "%s has no chat template (tokenizer.chat_template): give --chat-template "
+                     "chatml|llama2|llama3|mistral or --chat-template-file PATH (vt run generates from plain text)",
+                     o->c.model_path);
+    return st;
 }
 
 /* The ids an answer stops on: the model's end-of-generation ids, and the
@@ -433,7 +508,7 @@ static void stop_ids(chat *ch) {
     const int32_t *eog = vt_tokenizer_eog_ids(ch->tok, &n_eog);
     const int32_t max = (int32_t)(sizeof ch->stop_ids / sizeof *ch->stop_ids);
     for (size_t i = 0; i < n_eog && ch->n_stop_ids < max - 4; i++) ch->stop_ids[ch->n_stop_ids++] = eog[i];
-    for (const char *const *eot = vt_chat_end_of_turn(ch->family); *eot; eot++) {
+    for (const char *const *eot = vt_chat_end_of_turn(ch->src.family); ch->src.family_known && *eot; eot++) {
         int32_t *special = NULL, *plain = NULL;
         size_t n_special = 0, n_plain = 0;
         bool control = vt_tokenize(ch->tok, *eot, strlen(*eot), false, true, &special, &n_special, NULL) == VT_OK &&
@@ -534,7 +609,7 @@ static vt_status converse(chat *ch, bool interactive, const sigset_t *wait_mask,
 
 static void on_sigint(int sig) { (void)sig; }
 
-static vt_status run_chat(const chat_opts *o, vt_error *err) {
+static vt_status run_chat(chat_opts *o, vt_error *err) {
     /* SIGINT is blocked before any thread starts (the engine's workers
      * inherit the mask), so it stays pending until the chat takes it. */
     sigset_t sigint, wait_mask;
@@ -551,12 +626,16 @@ static vt_status run_chat(const chat_opts *o, vt_error *err) {
     chat ch = {.o = o};
     vt_model *model = NULL;
     vt_engine *e = NULL;
-    vt_status st = vt_cli_open_engine(&o->c, false, &model, &e, err);
+    /* The template and the grammar first: a bad one is refused before the
+     * model loads. */
+    vt_status st = open_template(o, &ch.src, err);
+    if (st == VT_OK) st = vt_cli_gen_load(&o->gen, err);
+    ch.add_bos = !ch.src.jinja;
+    if (st == VT_OK) st = vt_cli_open_engine(&o->c, false, &model, &e, err);
     if (st == VT_OK && !model->tokenizer)
         st = vt_fail(err, VT_ERR_UNSUPPORTED, "this model's tokenizer cannot be used (%s)", model->tokenizer_error);
-    if (st == VT_OK) st = chat_family(o, model, &ch.family, err);
     if (st == VT_OK && o->c.dry_run) {
-        fprintf(stderr, "vt chat: dry run: chat template %s, context %lld tokens\n", vt_chat_family_name(ch.family),
+        fprintf(stderr, "vt chat: dry run: chat template %s, context %lld tokens\n", ch.src.name,
                 (long long)e->ctx_size);
         goto done;
     }
@@ -571,7 +650,7 @@ static vt_status run_chat(const chat_opts *o, vt_error *err) {
         const bool interactive = isatty(STDIN_FILENO);
         if (interactive)
             fprintf(stderr, "vt chat: %s, chat template %s, context %lld tokens. /help lists the commands; Ctrl-C "
-                    "stops an answer, Ctrl-D ends the chat.\n", o->c.model_path, vt_chat_family_name(ch.family),
+                    "stops an answer, Ctrl-D ends the chat.\n", o->c.model_path, ch.src.name,
                     (long long)e->ctx_size);
         st = converse(&ch, interactive, &wait_mask, err);
     }
@@ -580,6 +659,8 @@ done:
     free(ch.msgs);
     free(ch.system);
     vt_sched_free(ch.sched);
+    vt_chat_source_free(&ch.src);
+    vt_cli_gen_free(&o->gen);
     vt_engine_free(e);
     vt_model_free(model);
     return st;

@@ -29,6 +29,14 @@ int vt_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "vt: serve was not built: configure with libmicrohttpd-dev and libjansson-dev installed\n");
     return 4;
 }
+
+/* vt chat renders through the server's JSON bridge to the template interpreter. */
+int vt_cmd_chat(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "vt: chat was not built: configure with libmicrohttpd-dev and libjansson-dev installed\n");
+    return 4;
+}
 #endif
 
 static const struct {
