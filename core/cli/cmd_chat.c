@@ -133,6 +133,7 @@ typedef struct chat {
     int32_t n_stop_ids;
     uint64_t seed;
     int turn;
+    bool terminal_out; /* stdout is a terminal: answers are shown without control characters */
 } chat;
 
 static void forget_tokens(chat *ch) {
@@ -273,6 +274,31 @@ static bool append(bytes *b, const void *p, size_t n) {
     return true;
 }
 
+/* An answer's text on stdout. On a terminal, control characters (C0 but
+ * newline and tab, DEL, C1) are shown as U+FFFD: a model's output must not
+ * drive the terminal (move the cursor, clear the screen, change its state).
+ * Piped, the text is written as it is. The chunks the scheduler returns end
+ * on character boundaries, so a C1 character is never split between two. */
+static void show_answer(const chat *ch, const char *text, size_t n) {
+    if (!ch->terminal_out) {
+        fwrite(text, 1, n, stdout);
+        return;
+    }
+    static const char replacement[] = "\xEF\xBF\xBD";
+    size_t from = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)text[i];
+        const bool c0 = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f;
+        const bool c1 = c == 0xc2 && i + 1 < n && (unsigned char)text[i + 1] >= 0x80 && (unsigned char)text[i + 1] <= 0x9f;
+        if (!c0 && !c1) continue;
+        fwrite(text + from, 1, i - from, stdout);
+        fwrite(replacement, 1, sizeof replacement - 1, stdout);
+        i += c1 ? 1 : 0;
+        from = i + 1;
+    }
+    fwrite(text + from, 1, n - from, stdout);
+}
+
 /* Ctrl-C while generating: SIGINT is blocked, so it waits here to be taken. */
 static bool interrupt_pending(void) {
     sigset_t pending;
@@ -400,7 +426,7 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
             n_gen += (size_t)out.n_tokens;
         }
         if (out.n_text) {
-            fwrite(out.text, 1, out.n_text, stdout);
+            show_answer(ch, out.text, out.n_text);
             fflush(stdout);
             if (!append(&reply, out.text, out.n_text)) {
                 oom = true;
@@ -648,6 +674,7 @@ static vt_status run_chat(chat_opts *o, vt_error *err) {
         ch.seed = vt_options_run_seed(&o->c.opt);
         stop_ids(&ch);
         const bool interactive = isatty(STDIN_FILENO);
+        ch.terminal_out = isatty(STDOUT_FILENO);
         if (interactive)
             fprintf(stderr, "vt chat: %s, chat template %s, context %lld tokens. /help lists the commands; Ctrl-C "
                     "stops an answer, Ctrl-D ends the chat.\n", o->c.model_path, ch.src.name,
