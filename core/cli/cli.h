@@ -125,6 +125,7 @@ int vt_cmd_compare(int argc, char **argv);
 int vt_cmd_bench(int argc, char **argv);
 int vt_cmd_synth(int argc, char **argv);
 int vt_cmd_serve(int argc, char **argv); /* cmd_serve.c, or a stub in main.c when not built */
+int vt_cmd_chat(int argc, char **argv);
 int vt_cmd_version(int argc, char **argv);
 
 

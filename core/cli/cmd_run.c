@@ -5,14 +5,7 @@
 #include <time.h>
 
 #include "cli.h"
-#include "grammar.h"
-#include "sampling_rules.h"
-#include "scheduler.h"
-#include "text_stream.h"
-
-/* --stop: as many texts as the scheduler matches, each as long (text_stream.h). */
-#define VT_RUN_MAX_STOP VT_TEXT_STREAM_MAX_STOPS
-#define VT_RUN_MAX_STOP_BYTES VT_TEXT_STREAM_MAX_STOP_LEN
+#include "gen_options.h"
 
 static void help(void) {
     printf("usage: vt run -m MODEL [-p PROMPT | -p - | -f FILE | --tokens 1,2,3] [-n N] [options]\n\n"
@@ -20,20 +13,8 @@ static void help(void) {
            "  -p, --prompt TEXT        prompt text (tokenized with the model's vocabulary); - reads stdin\n"
            "  -f, --file FILE          the prompt is the file's text\n"
            "      --tokens IDS         prompt as comma-separated token ids instead\n"
-           "  -n, --n-predict N        tokens to generate (default 32; 0 = only evaluate the prompt)\n"
-           "      --temp T             temperature, 0 = greedy (default %g)\n"
-           "      --top-k K, --top-p P, --min-p P   sampling filters (defaults %g, %g, %g)\n"
-           "      --seed S             sampling seed (default -1: a fresh random one, printed with the timing\n"
-           "                           line; --seed S with the printed S replays the run)\n"
-           "      --presence-penalty P, --frequency-penalty P   OpenAI's repetition penalties, in [-2, 2]\n"
-           "                           (default 0 = off)\n"
-           "      --stop TEXT          end the text before TEXT when it appears (repeatable, up to %d)\n"
-           "      --grammar-file FILE  the text follows the GBNF grammar in FILE (llama.cpp's syntax, rule root);\n"
-           "                           generation stops once the grammar is complete\n"
-           "      --ids                print generated token ids, comma-separated, instead of text\n"
-           "      --ignore-eos         keep generating after an end-of-generation token\n",
-           vt_sampling_rule_of(VT_KNOB_TEMPERATURE)->preset, vt_sampling_rule_of(VT_KNOB_TOP_K)->preset,
-           vt_sampling_rule_of(VT_KNOB_TOP_P)->preset, vt_sampling_rule_of(VT_KNOB_MIN_P)->preset, VT_RUN_MAX_STOP);
+           "      --ids                print generated token ids, comma-separated, instead of text\n");
+    vt_cli_gen_help(stdout, "tokens to generate (default 32; 0 = only evaluate the prompt)");
     vt_cli_common_help(stdout);
 }
 
@@ -41,79 +22,30 @@ static void help(void) {
 typedef struct run_opts {
     vt_cli_common c;
     vt_cli_prompt prompt;
-    int64_t n_predict;
-    bool print_ids, ignore_eos;
-    const char *stop[VT_RUN_MAX_STOP]; /* --stop TEXT, in the order given */
-    int32_t n_stop;
-    double presence_penalty, frequency_penalty;
-    const char *grammar_file;
-    char *grammar; /* its text, read by run_run */
+    vt_cli_gen gen;
+    bool print_ids;
     bool help;
 } run_opts;
-
-/* A sampling value given on the command line, judged by the rule every
- * entry point shares (sampling_rules.c). */
-static vt_arg_result penalty_arg(int argc, char **argv, int *i, vt_sampling_knob k, double *out, vt_error *err) {
-    const char *flag = argv[*i];
-    if (*i + 1 >= argc) {
-        vt_fail(err, VT_ERR_INVALID, "%s needs a value", flag);
-        return VT_ARG_ERROR;
-    }
-    const char *text = argv[++*i];
-    char *end = NULL;
-    const double v = strtod(text, &end);
-    if (end == text || *end || !vt_sampling_accepts(k, v)) {
-        vt_fail(err, VT_ERR_INVALID, "%s %s: accepted values are %s", flag, text, vt_sampling_rule_of(k)->accepted);
-        return VT_ARG_ERROR;
-    }
-    *out = v;
-    return VT_ARG_TAKEN;
-}
 
 static vt_arg_result run_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     run_opts *o = opts;
     const char *a = argv[*i];
-    if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)
-        return vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 24, &o->n_predict, err);
-    if (strcmp(a, "--presence-penalty") == 0)
-        return penalty_arg(argc, argv, i, VT_KNOB_PRESENCE_PENALTY, &o->presence_penalty, err);
-    if (strcmp(a, "--frequency-penalty") == 0)
-        return penalty_arg(argc, argv, i, VT_KNOB_FREQUENCY_PENALTY, &o->frequency_penalty, err);
-    if (strcmp(a, "--stop") == 0) {
-        if (*i + 1 >= argc || !argv[*i + 1][0] || strlen(argv[*i + 1]) > VT_RUN_MAX_STOP_BYTES) {
-            vt_fail(err, VT_ERR_INVALID, "--stop needs a text of 1..%d bytes", VT_RUN_MAX_STOP_BYTES);
-            return VT_ARG_ERROR;
-        }
-        if (o->n_stop == VT_RUN_MAX_STOP) {
-            vt_fail(err, VT_ERR_INVALID, "--stop: at most %d stop texts", VT_RUN_MAX_STOP);
-            return VT_ARG_ERROR;
-        }
-        o->stop[o->n_stop++] = argv[++*i];
-        return VT_ARG_TAKEN;
-    }
-    if (strcmp(a, "--grammar-file") == 0) {
-        if (*i + 1 >= argc) {
-            vt_fail(err, VT_ERR_INVALID, "--grammar-file needs a file");
-            return VT_ARG_ERROR;
-        }
-        o->grammar_file = argv[++*i];
-        return VT_ARG_TAKEN;
-    }
+    vt_arg_result r = vt_cli_gen_arg(&o->gen, argc, argv, i, err);
+    if (r != VT_ARG_NOT_MINE) return r;
     if (strcmp(a, "--ids") == 0) o->print_ids = true;
-    else if (strcmp(a, "--ignore-eos") == 0) o->ignore_eos = true;
     else return vt_cli_prompt_arg(argc, argv, i, &o->prompt, err);
     return VT_ARG_TAKEN;
 }
 
 static vt_status parse_run(int argc, char **argv, run_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {.name = "run", .see_help = true, .own = run_arg};
-    *o = (run_opts){.n_predict = 32};
+    *o = (run_opts){.gen = {.n_predict = 32}};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 
 static vt_status validate_run(const run_opts *o, vt_error *err) {
     vt_status st = vt_cli_prompt_check(&o->prompt, err);
-    if (st == VT_OK && o->n_stop > 0 && o->print_ids)
+    if (st == VT_OK && o->gen.n_stop > 0 && o->print_ids)
         st = vt_fail(err, VT_ERR_INVALID, "--stop matches text, and --ids prints no text: give one of them");
     return st == VT_OK ? vt_cli_require_model(o->c.model_path, err) : st;
 }
@@ -133,20 +65,9 @@ static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model
     vt_status st = vt_sched_create(e, NULL, &sched, err);
     if (st != VT_OK) return st;
     size_t n_eog = 0;
-    const int32_t *eog = model->tokenizer && !o->ignore_eos ? vt_tokenizer_eog_ids(model->tokenizer, &n_eog) : NULL;
-    const vt_sched_request req = {
-        .prompt = tokens,
-        .n_prompt = n_tokens,
-        .max_new_tokens = n_predict,
-        .sampler = {o->c.opt.temp, o->c.opt.top_k, o->c.opt.top_p, o->c.opt.min_p, seed},
-        .stop_ids = eog,
-        .n_stop_ids = (int32_t)n_eog,
-        .presence_penalty = (float)o->presence_penalty,
-        .frequency_penalty = (float)o->frequency_penalty,
-        .stop_strings = o->stop,
-        .n_stop_strings = o->n_stop,
-        .grammar = o->grammar,
-    };
+    const int32_t *eog = model->tokenizer ? vt_tokenizer_eog_ids(model->tokenizer, &n_eog) : NULL;
+    const vt_sched_request req =
+        vt_cli_gen_request(&o->c, &o->gen, tokens, n_tokens, n_predict, seed, eog, (int32_t)n_eog);
     uint64_t id = 0;
     st = vt_sched_add(sched, &req, &id, err);
     const double t0 = vt_cli_now();
@@ -172,39 +93,14 @@ static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model
     return st;
 }
 
-/* --grammar-file's text into o->grammar, checked before the model loads. */
-static vt_status read_grammar(run_opts *o, vt_error *err) {
-    FILE *f = fopen(o->grammar_file, "rb");
-    if (!f) return vt_fail(err, VT_ERR_IO, "--grammar-file %s: cannot open it", o->grammar_file);
-    size_t n = 0, cap = 4096;
-    char *text = malloc(cap);
-    for (size_t got; text && (got = fread(text + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap && n < VT_GRAMMAR_MAX_TEXT) {
-            char *grown = realloc(text, cap * 2);
-            if (!grown) free(text);
-            text = grown;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!text) return vt_fail(err, VT_ERR_NOMEM, "--grammar-file %s: out of memory", o->grammar_file);
-    text[n] = 0;
-    o->grammar = text;
-    vt_grammar *g = NULL;
-    vt_status st = vt_grammar_parse(text, n, &g, err);
-    vt_grammar_free(g);
-    return st == VT_OK ? VT_OK : vt_error_prefix(err, "--grammar-file %s: ", o->grammar_file);
-}
-
 /* Load, then generate from the prompt (or only evaluate it with -n 0). */
 static vt_status run_run(run_opts *o, vt_error *err) {
-    int64_t n_predict = o->n_predict;
+    int64_t n_predict = o->gen.n_predict;
     vt_model *model = NULL;
     vt_engine *e = NULL;
     int32_t *tokens = NULL;
     size_t n_tokens = 0;
-    vt_status st = o->grammar_file ? read_grammar(o, err) : VT_OK;
+    vt_status st = vt_cli_gen_load(&o->gen, err);
     if (st == VT_OK) st = vt_cli_open_engine(&o->c, false, &model, &e, err);
     if (st == VT_OK && o->c.dry_run) goto done;
     if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, &o->prompt, &tokens, &n_tokens, err);
@@ -254,8 +150,7 @@ static vt_status run_run(run_opts *o, vt_error *err) {
                 res.generated == 1 ? "" : "s", res.t_gen, rate, seed_note);
     }
 done:
-    free(o->grammar);
-    o->grammar = NULL;
+    vt_cli_gen_free(&o->gen);
     free(tokens);
     vt_engine_free(e);
     vt_model_free(model);

@@ -21,7 +21,7 @@
 
 #include "batch_open.h"
 #include "chat_jinja.h"
-#include "chat_template.h"
+#include "chat_source.h"
 #include "cli.h"
 #include "gguf.h"
 #include "serve_engine.h"
@@ -113,19 +113,7 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
 
 /* ---- chat rendering (the HTTP side calls it; no vt_batch involved) ---- */
 
-/* How chats are rendered: a Jinja template (the model's own, or
- * --chat-template-file's) run by vt's interpreter, or one of the built-in
- * families (--chat-template NAME). */
-typedef struct serve_chat {
-    bool have;                /* false: the model has no template (chat answers 400) */
-    vt_jinja_template *jinja; /* NULL: the built-in family */
-    vt_chat_family family;    /* the built-in family, or the one the Jinja text resembles (its end of turn stops) */
-    bool family_known;
-    char name[160];           /* what the log says */
-    char bos[128], eos[128];  /* the vocabulary's BOS and EOS as text, "" when it has none */
-} serve_chat;
-
-static char *render_jinja(const serve_chat *c, const vt_serve_request *req, bool *add_bos, int *status, char *err,
+static char *render_jinja(const vt_chat_source *c, const vt_serve_request *req, bool *add_bos, int *status, char *err,
                           size_t err_size) {
     const json_t *in = req->chat_input;
     vt_chat_jinja_input ji = {.messages = json_object_get(in, "messages"),
@@ -151,7 +139,7 @@ static char *render_jinja(const serve_chat *c, const vt_serve_request *req, bool
 
 static char *render_chat(void *user, const vt_serve_request *req, bool *add_bos, int *status, char *err,
                          size_t err_size) {
-    const serve_chat *c = user;
+    const vt_chat_source *c = user;
     *status = 400;
     if (c->jinja) return render_jinja(c, req, add_bos, status, err, err_size);
     /* The built-in families render plain chats only: what they cannot
@@ -190,101 +178,13 @@ static char *render_chat(void *user, const vt_serve_request *req, bool *add_bos,
     return text;
 }
 
-/* The text of the vocabulary's special token named by key (a token id), as
- * tokenizer.ggml.tokens spells it (decoding would drop a control token). */
-static void special_token(const vt_gguf *g, const char *key, char *out, size_t cap) {
-    uint32_t id;
-    vt_error e = {0};
-    const vt_gguf_array *tokens = NULL;
-    out[0] = 0;
-    if (!g || vt_gguf_get_u32(g, key, &id, &e) != VT_OK ||
-        vt_gguf_get_arr(g, "tokenizer.ggml.tokens", VT_GGUF_STRING, &tokens, &e) != VT_OK || id >= tokens->n)
-        return;
-    vt_gguf_str t = tokens->items[id].v.str;
-    if (t.len < cap) {
-        memcpy(out, t.data, t.len);
-        out[t.len] = 0;
-    }
-}
-
-static char *read_text_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *p = realloc(buf, cap);
-            if (!p) break;
-            buf = p;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
-    }
-    bool ok = !ferror(f) && buf;
-    fclose(f);
-    if (!ok) {
-        free(buf);
-        return NULL;
-    }
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 /* How chats are rendered: --chat-template NAME, --chat-template-file PATH,
- * or the model's own template; c->have false when the model has none. */
-static vt_status chat_setup(const serve_opts *o, vt_batch *b, serve_chat *c, vt_error *err) {
-    char msg[512];
-    memset(c, 0, sizeof *c);
+ * or the model's own template; c->have false when the model has none (chat
+ * answers 400). */
+static vt_status chat_setup(const serve_opts *o, vt_batch *b, vt_chat_source *c, vt_error *err) {
     const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
-    const char *forced = so->chat_template, *file = so->chat_template_file;
-    if (forced[0] && file[0])
-        return vt_fail(err, VT_ERR_INVALID, "--chat-template and --chat-template-file: give one of them");
-    if (forced[0]) {
-        if (!vt_chat_family_by_name(forced, &c->family, msg, sizeof msg))
-            return vt_fail(err, VT_ERR_INVALID, "--chat-template: %s", msg);
-        c->have = c->family_known = true;
-        snprintf(c->name, sizeof c->name, "%s (built in)", forced);
-        return VT_OK;
-    }
-    char *owned = NULL;
-    const char *text;
-    size_t len;
-    if (file[0]) {
-        if (!(owned = read_text_file(file, &len)))
-            return vt_fail(err, VT_ERR_IO, "--chat-template-file %s: cannot read: %s", file, strerror(errno));
-        text = owned;
-    } else {
-        text = vt_batch_meta_string(b, "tokenizer.chat_template");
-        if (!text) return VT_OK;
-        len = strlen(text);
-    }
-    c->jinja = vt_jinja_parse(text, len, msg, sizeof msg);
-    c->family_known = vt_chat_detect(text, &c->family, NULL, 0);
-    free(owned);
-    if (!c->jinja)
-        return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s: %s", file, msg)
-                       : vt_fail(err, VT_ERR_UNSUPPORTED,
-                                 "the model's chat template (tokenizer.chat_template): %s; start with "
-                                 "--chat-template chatml|llama2|llama3|mistral or --chat-template-file PATH",
-                                 msg);
-    c->have = true;
-    snprintf(c->name, sizeof c->name, "%.140s (Jinja)", file[0] ? file : "the model's own");
-    vt_gguf *g = NULL;
-    vt_error e = {0};
-    if (vt_gguf_open(o->c.model_path, &g, &e) != VT_OK) g = NULL;
-    special_token(g, "tokenizer.ggml.bos_token_id", c->bos, sizeof c->bos);
-    special_token(g, "tokenizer.ggml.eos_token_id", c->eos, sizeof c->eos);
-    if (g) vt_gguf_close(g);
-    return VT_OK;
-}
-
-static void chat_free(serve_chat *c) {
-    vt_jinja_free(c->jinja);
-    c->jinja = NULL;
+    return vt_chat_source_open(c, so->chat_template, so->chat_template_file,
+                               vt_batch_meta_string(b, "tokenizer.chat_template"), o->c.model_path, err);
 }
 
 /* The ids a chat request stops on: the model's end-of-generation ids, and
@@ -294,7 +194,7 @@ static void chat_free(serve_chat *c) {
  * already; a vocabulary that lacks the family's marker adds nothing. One
  * line on stderr says which ids, so a wrong template shows at start. */
 #define MAX_CHAT_STOP_IDS 64
-static size_t chat_stop_ids(vt_batch *b, const serve_chat *chat, int32_t *ids) {
+static size_t chat_stop_ids(vt_batch *b, const vt_chat_source *chat, int32_t *ids) {
     vt_chat_family family = chat->family;
     size_t n = vt_batch_default_stop_ids(b, ids, MAX_CHAT_STOP_IDS - 4);
     if (n > MAX_CHAT_STOP_IDS - 4) n = MAX_CHAT_STOP_IDS - 4;
@@ -366,14 +266,14 @@ static vt_status dry_run(const serve_opts *o, vt_error *err) {
     vt_status st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
     if (st != VT_OK) return vt_fail(err, st, "%s", msg);
     vt_batch_explain(batch, stderr);
-    serve_chat chat;
+    vt_chat_source chat;
     st = chat_setup(o, batch, &chat, err);
     if (st == VT_OK)
         fprintf(stderr, "vt serve: dry run: would serve %s, sequences per step %d, context %lld tokens, chat template %s; "
                 "not listening\n",
                 o->c.model_path, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
                 chat.have ? chat.name : "none (only /v1/completions)");
-    chat_free(&chat);
+    vt_chat_source_free(&chat);
     vt_batch_close(batch);
     return st;
 }
@@ -391,7 +291,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    static serve_chat chat;
+    static vt_chat_source chat;
     vt_serve_metrics metrics;
     vt_serve_metrics_init(&metrics);
     vt_server_config cfg = {
@@ -450,7 +350,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     vt_server_stop(server);
     vt_serve_engine_stop(engine);
     vt_batch_close(batch);
-    chat_free(&chat);
+    vt_chat_source_free(&chat);
     vt_serve_metrics_destroy(&metrics);
     if (st == VT_OK) fprintf(stderr, "vt serve: stopped\n");
     return st;

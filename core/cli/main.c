@@ -30,6 +30,14 @@ int vt_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "vt: serve was not built: configure with libmicrohttpd-dev and libjansson-dev installed\n");
     return 4;
 }
+
+/* vt chat renders through the server's JSON bridge to the template interpreter. */
+int vt_cmd_chat(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "vt: chat was not built: configure with libmicrohttpd-dev and libjansson-dev installed\n");
+    return 4;
+}
 #endif
 
 static const struct {
@@ -38,6 +46,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", vt_cmd_run, "generate text from a prompt"},
+    {"chat", vt_cmd_chat, "chat with the model in the terminal (its chat template, history kept)"},
     {"eval", vt_cmd_eval, "evaluate tokens and print logits as JSON"},
     {"info", vt_cmd_info, "show a GGUF file's metadata and tensors"},
     {"backends", vt_cmd_backends, "list backends, where they came from, and what they support"},

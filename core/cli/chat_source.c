@@ -1,0 +1,105 @@
+/* chat_source.c — see chat_source.h. */
+#include "chat_source.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+
+/* The text of the vocabulary's special token named by key (a token id), as
+ * tokenizer.ggml.tokens spells it (decoding would drop a control token). */
+static void special_token(const vt_gguf *g, const char *key, char *out, size_t cap) {
+    uint32_t id;
+    vt_error e = {0};
+    const vt_gguf_array *tokens = NULL;
+    out[0] = 0;
+    if (!g || vt_gguf_get_u32(g, key, &id, &e) != VT_OK ||
+        vt_gguf_get_arr(g, "tokenizer.ggml.tokens", VT_GGUF_STRING, &tokens, &e) != VT_OK || id >= tokens->n)
+        return;
+    vt_gguf_str t = tokens->items[id].v.str;
+    if (t.len < cap) {
+        memcpy(out, t.data, t.len);
+        out[t.len] = 0;
+    }
+}
+
+static char *read_text_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *p = realloc(buf, cap);
+            if (!p) break;
+            buf = p;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    bool ok = !ferror(f) && buf;
+    fclose(f);
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char *file, const char *model_template,
+                              const char *model_path, vt_error *err) {
+    char msg[512];
+    memset(c, 0, sizeof *c);
+    if (forced[0] && file[0])
+        return vt_fail(err, VT_ERR_INVALID, "--chat-template and --chat-template-file: give one of them");
+    if (forced[0]) {
+        if (!vt_chat_family_by_name(forced, &c->family, msg, sizeof msg))
+            return vt_fail(err, VT_ERR_INVALID, "--chat-template: %s", msg);
+        c->have = c->family_known = true;
+        snprintf(c->name, sizeof c->name, "%s (built in)", forced);
+        return VT_OK;
+    }
+    char *owned = NULL;
+    const char *text;
+    size_t len;
+    if (file[0]) {
+        errno = 0;
+        if (!(owned = read_text_file(file, &len)))
+            return vt_fail(err, VT_ERR_IO, "--chat-template-file %s: cannot read: %s", file,
+                           errno ? strerror(errno) : "out of memory");
+        text = owned;
+    } else {
+        if (!model_template) return VT_OK;
+        text = model_template;
+        len = strlen(text);
+    }
+    c->jinja = vt_jinja_parse(text, len, msg, sizeof msg);
+    c->family_known = vt_chat_detect(text, &c->family, NULL, 0);
+    free(owned);
+    if (!c->jinja)
+        return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s: %s", file, msg)
+                       : vt_fail(err, VT_ERR_UNSUPPORTED,
+                                 "the model's chat template (tokenizer.chat_template): %s; start with "
+                                 "--chat-template chatml|llama2|llama3|mistral or --chat-template-file PATH",
+                                 msg);
+    c->have = true;
+    snprintf(c->name, sizeof c->name, "%.140s (Jinja)", file[0] ? file : "the model's own");
+    vt_gguf *g = NULL;
+    vt_error e = {0};
+    if (vt_gguf_open(model_path, &g, &e) != VT_OK) g = NULL;
+    special_token(g, "tokenizer.ggml.bos_token_id", c->bos, sizeof c->bos);
+    special_token(g, "tokenizer.ggml.eos_token_id", c->eos, sizeof c->eos);
+    if (g) vt_gguf_close(g);
+    return VT_OK;
+}
+
+void vt_chat_source_free(vt_chat_source *c) {
+    vt_jinja_free(c->jinja);
+    c->jinja = NULL;
+}

@@ -1,0 +1,34 @@
+/* chat_source.h — which template renders a chat, for `vt serve` and
+ * `vt chat` alike: --chat-template NAME (a built-in family),
+ * --chat-template-file PATH (Jinja), or the model's own
+ * tokenizer.chat_template (Jinja), so both commands accept the same flags
+ * and refuse the same bad templates with the same messages. */
+#ifndef VT_CLI_CHAT_SOURCE_H
+#define VT_CLI_CHAT_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "chat_template.h"
+#include "jinja.h"
+#include "error.h"
+
+typedef struct vt_chat_source {
+    bool have;                /* false: no template at all (the model has none, none was given) */
+    vt_jinja_template *jinja; /* NULL: the built-in family */
+    vt_chat_family family;    /* the built-in family, or the one the Jinja text resembles (its end of turn stops) */
+    bool family_known;
+    char name[160];           /* what a log line says */
+    char bos[128], eos[128];  /* the vocabulary's BOS and EOS as text, "" when it has none */
+} vt_chat_source;
+
+/* forced: --chat-template's value ("" for none); file: --chat-template-file's
+ * ("" for none); model_template: the model's tokenizer.chat_template (NULL
+ * when it has none); model_path: the GGUF, read for the BOS and EOS texts a
+ * Jinja template may write. With neither flag nor model template, c->have
+ * is false and the call succeeds: what that means is the caller's call. */
+vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char *file, const char *model_template,
+                              const char *model_path, vt_error *err);
+void vt_chat_source_free(vt_chat_source *c);
+
+#endif
