@@ -120,6 +120,7 @@ typedef struct serve_chat {
     vt_jinja_template *jinja; /* NULL: the built-in family */
     vt_chat_family family;    /* the built-in family, or the one the Jinja text resembles (its end of turn stops) */
     bool family_known;
+    vt_tool_format tool_format; /* the call syntax the template shows (tool_calls.h) */
     char name[160];           /* what the log says */
     char bos[128], eos[128];  /* the vocabulary's BOS and EOS as text, "" when it has none */
 } serve_chat;
@@ -262,6 +263,7 @@ static vt_status chat_setup(const serve_opts *o, vt_batch *b, serve_chat *c, vt_
     }
     c->jinja = vt_jinja_parse(text, len, msg, sizeof msg);
     c->family_known = vt_chat_detect(text, &c->family, NULL, 0);
+    c->tool_format = vt_tool_format_detect(text);
     free(owned);
     if (!c->jinja)
         return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s: %s", file, msg)
@@ -438,10 +440,12 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     }
     if (st == VT_OK) {
         if (chat.have) vt_server_set_render(server, render_chat, &chat);
+        vt_server_set_tool_format(server, chat.tool_format);
         vt_server_set_engine(server, engine);
-        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s\n",
+        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s, "
+                "tool calls %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
-                chat.have ? chat.name : "none (only /v1/completions)");
+                chat.have ? chat.name : "none (only /v1/completions)", vt_tool_format_name(chat.tool_format));
         wait_and_drain(server, engine, o->c.opt.server_shutdown_grace);
     }
     vt_server_stop(server);
