@@ -354,10 +354,13 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     bool add_bos = true;
     if (kind == VT_SERVE_CHAT && (req.tool_choice == VT_TOOL_CHOICE_REQUIRED || req.tool_choice == VT_TOOL_CHOICE_NAMED)) {
         /* a forced call: a grammar of the family's call syntax, whatever
-         * the model would have written */
+         * the model would have written; a named function is called once
+         * (as OpenAI does), "required" may call several when parallel */
         char why[400] = "";
         req.grammar = vt_tool_call_gbnf(s->tool_format, json_object_get(req.chat_input, "tools"),
-                                        req.tool_choice_name, req.parallel_tool_calls, why, sizeof why);
+                                        req.tool_choice_name,
+                                        req.parallel_tool_calls && req.tool_choice == VT_TOOL_CHOICE_REQUIRED, why,
+                                        sizeof why);
         char gwhy[512] = "";
         if (req.grammar && vt_grammar_check(req.grammar, gwhy, sizeof gwhy) != VT_OK)
             snprintf(why, sizeof why, "the grammar made from the tools is refused: %.300s", gwhy);
