@@ -198,7 +198,13 @@ static void test_format_from_real_templates(void) {
     CU_ASSERT_EQUAL(detect_file("meta-llama-Llama-3.2-3B-Instruct.jinja"), VT_TOOL_FORMAT_LLAMA3);
     CU_ASSERT_EQUAL(detect_file("mistralai-Mistral-Nemo-Instruct-2407.jinja"), VT_TOOL_FORMAT_MISTRAL);
     CU_ASSERT_EQUAL(detect_file("Mistral-Small-3.2-24B-Instruct-2506.jinja"), VT_TOOL_FORMAT_MISTRAL);
+    CU_ASSERT_EQUAL(detect_file("ibm-granite-granite-4.0.jinja"), VT_TOOL_FORMAT_HERMES);
+    CU_ASSERT_EQUAL(detect_file("unsloth-mistral-Devstral-Small-2507.jinja"), VT_TOOL_FORMAT_MISTRAL);
     CU_ASSERT_EQUAL(detect_file("google-gemma-2-2b-it.jinja"), VT_TOOL_FORMAT_NONE);
+    /* tag syntaxes around non-JSON arguments: not parsed */
+    CU_ASSERT_EQUAL(detect_file("Qwen3-Coder.jinja"), VT_TOOL_FORMAT_NONE);
+    CU_ASSERT_EQUAL(detect_file("GLM-4.6.jinja"), VT_TOOL_FORMAT_NONE);
+    CU_ASSERT_EQUAL(detect_file("meetkai-functionary-medium-v3.1.jinja"), VT_TOOL_FORMAT_NONE);
 }
 
 /* text is a whole sentence of the GBNF grammar g. */

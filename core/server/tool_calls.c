@@ -17,6 +17,11 @@ static const char MISTRAL_CALLS[] = "[TOOL_CALLS]", MISTRAL_ARGS[] = "[ARGS]";
 
 vt_tool_format vt_tool_format_detect(const char *t) {
     if (!t) return VT_TOOL_FORMAT_NONE;
+    /* Qwen3-Coder, functionary and GLM write calls as XML-like tags around
+     * the JSON-less arguments, a syntax this parser does not read: their
+     * calls stay content rather than being forced into JSON they were not
+     * trained on. */
+    if (strstr(t, "<function=") || strstr(t, "<arg_key>")) return VT_TOOL_FORMAT_NONE;
     if (strstr(t, HERMES_OPEN)) return VT_TOOL_FORMAT_HERMES;
     if (strstr(t, MISTRAL_CALLS)) return VT_TOOL_FORMAT_MISTRAL;
     /* Llama 3.1+ templates name the tag for built-in tools and ask for the
