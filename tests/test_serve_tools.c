@@ -7,7 +7,9 @@
  * call; under "auto" an answer that is no call streams as the same content
  * as the whole answer; a full round trip (the call, a tool message with its
  * result, the final answer under "none" and "auto"); the 400s name their
- * field. The random model writes a call only when the grammar makes it. */
+ * field; and Llama 3.1's template on a Llama-vocabulary model, whose call is
+ * a bare JSON object. The random models write a call only when the grammar
+ * makes them. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,8 @@
 #define USER "\"messages\": [{\"role\": \"user\", \"content\": \"Weather in Paris?\"}]"
 
 static serve_server server;
+/* the server ask() and ask_streamed() talk to */
+static serve_server *on = &server;
 
 static int setup(void) {
     static const char *const args[] = {"--chat-template-file", TEMPLATE, "-c", "2048", NULL};
@@ -66,7 +70,7 @@ static void read_call(const json_value *c, call *out) {
 /* POST a chat body (non-streamed) and read choice `index`'s answer. */
 static answer ask(const char *body, int index) {
     answer a = {0};
-    serve_reply r = serve_http(&server, "POST", "/v1/chat/completions", body, NULL);
+    serve_reply r = serve_http(on, "POST", "/v1/chat/completions", body, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
     if (r.status != 200) printf("\n  %ld %s\n", r.status, r.body.s ? r.body.s : "");
     json_value v;
@@ -96,7 +100,7 @@ static answer ask(const char *body, int index) {
 static answer ask_streamed(const char *body, int index, bool *usage) {
     answer a = {0};
     *usage = false;
-    serve_reply r = serve_http(&server, "POST", "/v1/chat/completions", body, NULL);
+    serve_reply r = serve_http(on, "POST", "/v1/chat/completions", body, NULL);
     CU_ASSERT_EQUAL(r.status, 200);
     bool done = false;
     for (const char *p = r.body.s; p && *p;) {
@@ -273,6 +277,35 @@ static void test_round_trip(void) {
     }
 }
 
+/* Llama 3.1's template on a Llama-vocabulary model: the forced call is the
+ * bare {"name", "parameters"} object, parsed back whole and streamed. */
+static void test_llama3_syntax(void) {
+    static const char *const args[] = {"--chat-template-file",
+                                       VT_TEST_DATA_DIR "/chat_templates/meta-llama-Llama-3.1-8B-Instruct.jinja", "-c",
+                                       "2048", NULL};
+    serve_server llama;
+    CU_ASSERT_FATAL(serve_start(&llama, "aidreams260k-f32.gguf", "serve-tools-llama.log", args));
+    on = &llama;
+    const char *req = "{" USER ", " TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
+                      "\"get_weather\"}}, \"seed\": 1, \"max_tokens\": 400%s}";
+    char body[4096];
+    snprintf(body, sizeof body, req, "");
+    answer whole = ask(body, 0);
+    CU_ASSERT_STRING_EQUAL(whole.finish, "tool_calls");
+    CU_ASSERT_TRUE(whole.content_null);
+    CU_ASSERT_EQUAL(whole.n_calls, 1);
+    CU_ASSERT_STRING_EQUAL(whole.calls[0].name, "get_weather");
+    check_weather_args(whole.calls[0].args);
+    snprintf(body, sizeof body, req, ", \"stream\": true");
+    bool usage;
+    answer streamed = ask_streamed(body, 0, &usage);
+    CU_ASSERT_STRING_EQUAL(streamed.finish, "tool_calls");
+    CU_ASSERT_STRING_EQUAL(streamed.content, "");
+    same_calls(&whole, &streamed);
+    on = &server;
+    CU_ASSERT_EQUAL(serve_stop(&llama), 0);
+}
+
 static void expect_400(const char *body, const char *param) {
     serve_reply r = serve_http(&server, "POST", "/v1/chat/completions", body, NULL);
     CU_ASSERT_EQUAL(r.status, 400);
@@ -313,6 +346,7 @@ int main(void) {
         {"auto without a call streams all its content", test_auto_without_a_call_streams_all_content},
         {"round trip: call, tool result, final answer", test_round_trip},
         {"refusals name the field", test_refusals_name_the_field},
+        {"Llama 3.1's JSON call syntax", test_llama3_syntax},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve tool calls", setup, teardown, tests);
