@@ -81,7 +81,7 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
     }
     c->jinja = vt_jinja_parse(text, len, msg, sizeof msg);
     c->family_known = vt_chat_detect(text, &c->family, NULL, 0);
-    free(owned);
+    c->text = owned ? owned : strdup(text);
     if (!c->jinja)
         return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s: %s", file, msg)
                        : vt_fail(err, VT_ERR_UNSUPPORTED,
@@ -102,4 +102,6 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
 void vt_chat_source_free(vt_chat_source *c) {
     vt_jinja_free(c->jinja);
     c->jinja = NULL;
+    free(c->text);
+    c->text = NULL;
 }

@@ -18,6 +18,8 @@ typedef struct vt_chat_source {
     vt_jinja_template *jinja; /* NULL: the built-in family */
     vt_chat_family family;    /* the built-in family, or the one the Jinja text resembles (its end of turn stops) */
     bool family_known;
+    char *text;               /* the Jinja template's text (NULL for a built-in family): what vt serve reads
+                               * the tool-call syntax from */
     char name[160];           /* what a log line says */
     char bos[128], eos[128];  /* the vocabulary's BOS and EOS as text, "" when it has none */
 } vt_chat_source;

@@ -27,6 +27,7 @@
 #include "serve_engine.h"
 #include "serve_http.h"
 #include "serve_options.h"
+#include "tool_calls.h"
 #include "vt/vt.h"
 
 static void help(void) {
@@ -341,10 +342,14 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     }
     if (st == VT_OK) {
         if (chat.have) vt_server_set_render(server, render_chat, &chat);
+        /* the call syntax the template shows (tool_calls.h); none for a built-in family */
+        const vt_tool_format tool_format = chat.text ? vt_tool_format_detect(chat.text) : VT_TOOL_FORMAT_NONE;
+        vt_server_set_tool_format(server, tool_format);
         vt_server_set_engine(server, engine);
-        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s\n",
+        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s, "
+                "tool calls %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
-                chat.have ? chat.name : "none (only /v1/completions)");
+                chat.have ? chat.name : "none (only /v1/completions)", vt_tool_format_name(tool_format));
         wait_and_drain(server, engine, so->shutdown_grace);
     }
     vt_server_stop(server);

@@ -1502,12 +1502,16 @@ static void free_conv(conv *c) {
 }
 
 char *vt_json_schema_to_gbnf(const json_t *schema, char *err, size_t err_size) {
+    return vt_json_schema_to_gbnf_rule(schema, "root", err, err_size);
+}
+
+char *vt_json_schema_to_gbnf_rule(const json_t *schema, const char *rule, char *err, size_t err_size) {
     char scratch[8];
     conv c = {.root = schema, .err = err ? err : scratch, .err_size = err ? err_size : sizeof scratch};
     if (c.err_size) c.err[0] = 0;
-    char *top = visit(&c, schema, "root", "");
+    char *top = visit(&c, schema, rule, "");
     sbuf out = {0};
-    if (top && strcmp(top, "root") != 0) sb_printf(&out, "root ::= %s\n", top);
+    if (top && strcmp(top, rule) != 0) sb_printf(&out, "%s ::= %s\n", rule, top);
     free(top);
     for (size_t i = 0; !c.failed && i < c.n_rules; i++) {
         sb_puts(&out, c.rules[i].name);

@@ -28,6 +28,12 @@
  * "" is the schema itself). */
 char *vt_json_schema_to_gbnf(const json_t *schema, char *err, size_t err_size);
 
+/* The same grammar with its top rule named `rule` instead of root, for a
+ * grammar that embeds the JSON in text of its own (a tool call's markers);
+ * the other rules' names all start with `rule` or name JSON primitives, so
+ * `rule` should be a name those cannot take (not "root"). */
+char *vt_json_schema_to_gbnf_rule(const json_t *schema, const char *rule, char *err, size_t err_size);
+
 /* The grammar of any JSON object (response_format json_object). */
 char *vt_json_object_gbnf(void);
 

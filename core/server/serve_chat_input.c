@@ -97,6 +97,57 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
     return true;
 }
 
+/* tool_choice and parallel_tool_calls, against the tools given (NULL:
+ * none). Without tools only "none" and "auto" mean anything (plain text);
+ * asking for a call of no tool is refused. */
+static bool parse_tool_choice(const json_t *root, const json_t *tools, vt_serve_request *r, vt_serve_error *err) {
+    const json_t *ptc = json_object_get(root, "parallel_tool_calls");
+    r->parallel_tool_calls = !json_is_false(ptc); /* its type is checked with the other habit fields */
+    const json_t *tc = json_object_get(root, "tool_choice");
+    r->tool_choice = tools ? VT_TOOL_CHOICE_AUTO : VT_TOOL_CHOICE_NONE;
+    if (!tc || json_is_null(tc)) return true;
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (strcmp(v, "none") == 0) {
+            r->tool_choice = VT_TOOL_CHOICE_NONE;
+            return true;
+        }
+        if (strcmp(v, "auto") == 0) return true;
+        if (strcmp(v, "required") != 0)
+            return vt_serve_fail(err, 400, INVALID, "tool_choice",
+                                 "tool_choice: '%.40s' is not one of \"none\", \"auto\", \"required\" or "
+                                 "{\"type\": \"function\", \"function\": {\"name\"}}",
+                                 v);
+        if (!tools) return vt_serve_fail(err, 400, INVALID, "tool_choice", "tool_choice: \"required\" needs tools");
+        r->tool_choice = VT_TOOL_CHOICE_REQUIRED;
+        return true;
+    }
+    const json_t *type = json_object_get(tc, "type");
+    const json_t *name = json_object_get(json_object_get(tc, "function"), "name");
+    if (!json_is_object(tc) || !json_is_string(type) || strcmp(json_string_value(type), "function") != 0)
+        return vt_serve_fail(err, 400, INVALID, "tool_choice",
+                             "tool_choice: expected \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+                             "\"function\": {\"name\"}}");
+    if (!json_is_string(name))
+        return vt_serve_fail(err, 400, INVALID, "tool_choice.function.name",
+                             "tool_choice.function.name: required, a string");
+    const char *want = json_string_value(name);
+    bool found = false;
+    size_t i;
+    const json_t *t;
+    json_array_foreach(tools, i, t) {
+        const json_t *n = json_object_get(json_object_get(t, "function"), "name");
+        found |= strcmp(json_string_value(n), want) == 0;
+    }
+    if (!found)
+        return vt_serve_fail(err, 400, INVALID, "tool_choice.function.name",
+                             "tool_choice.function.name: '%.60s' is not one of the tools", want);
+    r->tool_choice_name = strdup(want);
+    if (!r->tool_choice_name) return oom(err);
+    r->tool_choice = VT_TOOL_CHOICE_NAMED;
+    return true;
+}
+
 bool vt_serve_parse_chat_input(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
     json_t *in = json_object(), *msgs = json_array();
     if (!in || !msgs || json_object_set_new(in, "messages", msgs)) {
@@ -113,6 +164,7 @@ bool vt_serve_parse_chat_input(const json_t *root, vt_serve_request *r, vt_serve
         /* An empty list is no tools (transformers passes tools=None then). */
         if (json_array_size(tools) > 0 && json_object_set(in, "tools", tools)) return oom(err);
     }
+    if (!parse_tool_choice(root, json_object_get(in, "tools"), r, err)) return false;
     json_t *kw = json_object_get(root, "chat_template_kwargs");
     if (kw && !json_is_null(kw)) {
         if (!json_is_object(kw))

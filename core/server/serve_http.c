@@ -20,6 +20,7 @@
 
 #include "serve_logprobs.h"
 #include "serve_response.h"
+#include "vt/vt.h"
 
 /* How often a waiting handler looks at its socket for a hang-up. */
 #define POLL_MS 50
@@ -51,6 +52,7 @@ struct vt_server {
     atomic_uint_fast64_t next_id;
     atomic_int active; /* requests between their first byte and their log line */
     int64_t started; /* unix seconds, /v1/models' "created" */
+    vt_tool_format tool_format;
 };
 
 /* One HTTP request, from its first byte to the log line. */
@@ -176,43 +178,87 @@ static bool push_event(stream_ctx *st, char *event) {
     return true;
 }
 
-/* The chunk of choice i that is due (lock held): its new text and its new
- * tokens' logprobs, its role on the first, its finish reason on the last
- * (unless the job failed: the stream then ends with the error). NULL with
- * *ok true when nothing is due. Chunks of different choices interleave as
- * their tokens arrive, each tagged with its index. */
-static char *choice_chunk(stream_ctx *st, int32_t i, bool *ok) {
+/* Is this answer parsed for tool calls (a chat with tools, tool_choice not
+ * "none", a template whose call syntax is known)? */
+static bool parses_tools(const vt_server *s, const vt_serve_request *r) {
+    return r->kind == VT_SERVE_CHAT && r->tool_choice != VT_TOOL_CHOICE_NONE && s->tool_format != VT_TOOL_FORMAT_NONE;
+}
+
+/* The calls in a finished choice's text (parsed->calls NULL when none, or
+ * when the answer is not parsed). False when out of memory. */
+static bool parse_tool_calls(const vt_server *s, const vt_serve_request *r, const char *text, size_t n,
+                             vt_tool_parse *parsed) {
+    *parsed = (vt_tool_parse){.content_len = n};
+    if (!parses_tools(s, r)) return true;
+    return vt_tool_calls_parse(s->tool_format, text, n, json_object_get(r->chat_input, "tools"),
+                               r->parallel_tool_calls ? SIZE_MAX : 1, parsed);
+}
+
+/* The events of one parsed call of choice i, as OpenAI streams a call: its
+ * id, type and name with empty arguments, then the arguments. */
+static bool call_events(stream_ctx *st, int32_t i, size_t k, const json_t *call) {
+    const json_t *fn = json_object_get(call, "function");
+    json_t *head = json_pack("[{s:I, s:O, s:s, s:{s:O, s:s}}]", "index", (json_int_t)k, "id",
+                             json_object_get(call, "id"), "type", "function", "function", "name",
+                             json_object_get(fn, "name"), "arguments", "");
+    vt_serve_choice_json cj = {.index = i, .text = "", .tool_calls = head};
+    if (!head || !push_event(st, vt_serve_chunk_sse(&st->ids, &cj, NULL))) return false;
+    json_t *args = json_pack("[{s:I, s:{s:O}}]", "index", (json_int_t)k, "function", "arguments",
+                             json_object_get(fn, "arguments"));
+    cj.tool_calls = args;
+    return args && push_event(st, vt_serve_chunk_sse(&st->ids, &cj, NULL));
+}
+
+/* Push the chunks of choice i that are due (lock held): its new text and
+ * its new tokens' logprobs, its role on the first, its finish reason on the
+ * last (unless the job failed: the stream then ends with the error).
+ * Chunks of different choices interleave as their tokens arrive, each
+ * tagged with its index. When the answer is parsed for tool calls, the
+ * text that may be the start of a call is held back until the choice ends:
+ * then it is sent as calls if it parses as calls, else as content. */
+static bool choice_events(stream_ctx *st, int32_t i) {
     vt_serve_job *job = st->job;
     const vt_serve_choice *c = &job->choices[i];
     stream_choice *sc = &st->choice[i];
-    const size_t n_text = c->n_text - sc->sent_text, n_lp = c->logprobs.n_tokens - sc->sent_logprobs;
     const bool ending = c->finish != VT_FINISH_NONE && !sc->ended && !job->error.status;
-    *ok = true;
-    if (!n_text && !n_lp && sc->started && !ending) return NULL;
-    vt_serve_choice_json cj = {
-        .index = i,
-        .text = c->text ? c->text + sc->sent_text : "",
-        .n_text = n_text,
-        .finish_reason = ending ? finish_reason(c) : NULL,
-        .first = !sc->started,
-        .logprobs = job->req.logprobs && n_lp
-                        ? vt_serve_logprobs_json(&c->logprobs, job->req.kind, sc->sent_logprobs, c->logprobs.n_tokens)
-                        : NULL,
-    };
-    if (job->req.logprobs && n_lp && !cj.logprobs) {
-        *ok = false;
-        return NULL;
+    const char *text = c->text ? c->text : "";
+    vt_tool_parse parsed = {.content_len = c->n_text};
+    size_t upto = c->n_text;
+    if (ending) {
+        if (!parse_tool_calls(st->server, &job->req, text, c->n_text, &parsed)) return false;
+        upto = parsed.content_len;
+    } else if (parses_tools(st->server, &job->req)) {
+        upto = vt_tool_calls_content_prefix(st->server->tool_format, text, c->n_text);
     }
-    char *event = vt_serve_chunk_sse(&st->ids, &cj, NULL);
-    if (!event) {
-        *ok = false;
-        return NULL;
+    if (upto < sc->sent_text) upto = sc->sent_text;
+    const size_t n_text = upto - sc->sent_text, n_lp = c->logprobs.n_tokens - sc->sent_logprobs;
+    bool ok = true;
+    if (n_text || n_lp || !sc->started || (ending && !parsed.calls)) {
+        vt_serve_choice_json cj = {
+            .index = i,
+            .text = text + sc->sent_text,
+            .n_text = n_text,
+            .finish_reason = ending && !parsed.calls ? finish_reason(c) : NULL,
+            .first = !sc->started,
+            .logprobs = job->req.logprobs && n_lp ? vt_serve_logprobs_json(&c->logprobs, job->req.kind,
+                                                                           sc->sent_logprobs, c->logprobs.n_tokens)
+                                                  : NULL,
+        };
+        ok = !(job->req.logprobs && n_lp && !cj.logprobs) && push_event(st, vt_serve_chunk_sse(&st->ids, &cj, NULL));
     }
-    sc->sent_text = c->n_text;
+    sc->sent_text = upto;
     sc->sent_logprobs = c->logprobs.n_tokens;
     sc->started = true;
     sc->ended |= ending;
-    return event;
+    if (parsed.calls) {
+        size_t k;
+        const json_t *call;
+        json_array_foreach(parsed.calls, k, call) ok = ok && call_events(st, i, k, call);
+        vt_serve_choice_json last = {.index = i, .text = "", .finish_reason = "tool_calls"};
+        ok = ok && push_event(st, vt_serve_chunk_sse(&st->ids, &last, NULL));
+        json_decref(parsed.calls);
+    }
+    return ok;
 }
 
 /* Build the next events: wait for a change of the job. False when the
@@ -230,10 +276,7 @@ static bool next_events(stream_ctx *st) {
     }
     st->seen_updates = job->n_updates;
     bool ok = true;
-    for (int32_t i = 0; ok && i < job->n_choices; i++) {
-        char *event = choice_chunk(st, i, &ok);
-        if (event) ok = push_event(st, event);
-    }
+    for (int32_t i = 0; ok && i < job->n_choices; i++) ok = choice_events(st, i);
     bool done = job->state != VT_JOB_RUNNING;
     vt_serve_error error = job->error;
     vt_serve_usage usage = {job->n_prompt, job->n_generated, job->n_cached};
@@ -309,6 +352,24 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         return send_error(c, rq, &err);
     char *prompt_text = NULL;
     bool add_bos = true;
+    if (kind == VT_SERVE_CHAT && (req.tool_choice == VT_TOOL_CHOICE_REQUIRED || req.tool_choice == VT_TOOL_CHOICE_NAMED)) {
+        /* a forced call: a grammar of the family's call syntax, whatever
+         * the model would have written; a named function is called once
+         * (as OpenAI does), "required" may call several when parallel */
+        char why[400] = "";
+        req.grammar = vt_tool_call_gbnf(s->tool_format, json_object_get(req.chat_input, "tools"),
+                                        req.tool_choice_name,
+                                        req.parallel_tool_calls && req.tool_choice == VT_TOOL_CHOICE_REQUIRED, why,
+                                        sizeof why);
+        char gwhy[512] = "";
+        if (req.grammar && vt_grammar_check(req.grammar, gwhy, sizeof gwhy) != VT_OK)
+            snprintf(why, sizeof why, "the grammar made from the tools is refused: %.300s", gwhy);
+        if (!req.grammar || gwhy[0]) {
+            vt_serve_request_free(&req);
+            if (strcmp(why, "out of memory") == 0) return send_json(c, rq, 500, NULL);
+            return fail(c, rq, 400, "invalid_request_error", "tool_choice", "tool_choice: %s", why);
+        }
+    }
     if (kind == VT_SERVE_CHAT) {
         char msg[512] = "";
         int status = 400;
@@ -364,21 +425,28 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         vt_serve_engine_lock(e); /* done: nothing changes now, but the fields are the lock's */
         for (int32_t i = 0; i < job->n_choices; i++) {
             const vt_serve_choice *ch = &job->choices[i];
+            vt_tool_parse parsed;
+            ok &= parse_tool_calls(s, &job->req, ch->text ? ch->text : "", ch->n_text, &parsed);
             choices[i] = (vt_serve_choice_json){
                 .index = i,
                 .text = ch->text ? ch->text : "",
-                .n_text = ch->n_text,
-                .finish_reason = finish_reason(ch),
+                .n_text = parsed.content_len,
+                .finish_reason = parsed.calls ? "tool_calls" : finish_reason(ch),
                 .logprobs = job->req.logprobs
                                 ? vt_serve_logprobs_json(&ch->logprobs, kind, 0, ch->logprobs.n_tokens)
                                 : NULL,
+                .tool_calls = parsed.calls,
+                .null_content = parsed.calls && parsed.content_len == 0,
             };
             ok &= !job->req.logprobs || choices[i].logprobs;
         }
         vt_serve_engine_unlock(e);
         char *body = ok ? vt_serve_completion_json(&ids, choices, (size_t)job->n_choices, &usage) : NULL;
         if (!ok)
-            for (int32_t i = 0; i < job->n_choices; i++) json_decref(choices[i].logprobs);
+            for (int32_t i = 0; i < job->n_choices; i++) {
+                json_decref(choices[i].logprobs);
+                json_decref(choices[i].tool_calls);
+            }
         vt_serve_job_release(e, job);
         return send_json(c, rq, 200, body);
     }
@@ -797,6 +865,8 @@ int vt_server_port(const vt_server *s) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : s->cfg.port;
 }
+
+void vt_server_set_tool_format(vt_server *s, vt_tool_format f) { s->tool_format = f; }
 
 void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user) {
     s->cfg.render = fn;

@@ -18,6 +18,7 @@
 #include "serve_engine.h"
 #include "serve_metrics.h"
 #include "serve_request.h"
+#include "tool_calls.h"
 
 /* A chat request -> the prompt text (control tokens as text, tokenized with
  * parse_special); *add_bos: whether the tokenizer adds the vocabulary's BOS
@@ -46,6 +47,9 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
 int vt_server_port(const vt_server *s);
 /* Chat messages are rendered with fn from now on (set before the engine). */
 void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user);
+/* The tool-call syntax chat answers are parsed for and forced calls are
+ * written in (from the chat template; set before the engine). */
+void vt_server_set_tool_format(vt_server *s, vt_tool_format f);
 /* The model is loaded: serve requests through e (/health turns 200). */
 void vt_server_set_engine(vt_server *s, vt_serve_engine *e);
 /* Stop accepting connections (the listening socket closes); open ones go on. */

@@ -42,6 +42,7 @@ void vt_serve_request_free(vt_serve_request *r) {
     free(r->ids);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->grammar);
+    free(r->tool_choice_name);
     memset(r, 0, sizeof *r);
 }
 
@@ -107,9 +108,9 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
                                        "web_search_options", "suffix"};
     for (size_t i = 0; i < sizeof both / sizeof *both; i++)
         if (!refuse_if_used(both[i], !is_off(json_object_get(root, both[i])), err)) return false;
-    /* Without tools, "none" and "auto" both mean plain text. */
+    /* Chat reads tool_choice with its tools (serve_chat_input.c). */
     json_t *tc = field(root, "tool_choice");
-    if (tc && !(json_is_string(tc) && (strcmp(json_string_value(tc), "none") == 0 ||
+    if (kind != VT_SERVE_CHAT && tc && !(json_is_string(tc) && (strcmp(json_string_value(tc), "none") == 0 ||
                                        strcmp(json_string_value(tc), "auto") == 0)))
         return refuse_if_used("tool_choice", true, err);
     json_t *mod = field(root, "modalities");
@@ -126,8 +127,7 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
     if (kind == VT_SERVE_COMPLETION && echo && !json_is_false(echo))
         return vt_serve_fail(err, 400, INVALID, "echo", "echo: only false is supported");
     /* Three of OpenAI's fields clients send by habit, decided one by one:
-     * parallel_tool_calls only shapes tool calls, and tools are refused
-     * above, so it changes nothing (ignored, but must be a boolean); there is
+     * parallel_tool_calls (a boolean; chat reads it with its tools); there is
      * one service tier here, so "auto" and "default" are that tier and any
      * other asks for what is not there; nothing is ever stored, so store
      * false is what happens and true asks for what is not done. */
@@ -357,8 +357,16 @@ static bool parse_root(vt_serve_kind kind, const json_t *root, vt_serve_request 
     if (!(kind == VT_SERVE_CHAT ? parse_messages(root, r, err) && vt_serve_parse_chat_input(root, r, err)
                                 : parse_prompt(root, r, err)))
         return false;
-    return parse_sampling(root, r, err) && vt_serve_parse_choice_options(root, kind, r, err) &&
-           vt_serve_parse_grammar(root, &r->grammar, err);
+    if (!(parse_sampling(root, r, err) && vt_serve_parse_choice_options(root, kind, r, err) &&
+          vt_serve_parse_grammar(root, &r->grammar, err)))
+        return false;
+    /* Both constrain the same answer: a call's syntax and a document's
+     * cannot both hold. */
+    if (r->grammar && r->tool_choice != VT_TOOL_CHOICE_NONE)
+        return vt_serve_fail(err, 400, INVALID, "tools",
+                             "tools: give tools or a constrained output (response_format, json_schema, grammar), "
+                             "not both; or set tool_choice to \"none\"");
+    return true;
 }
 
 bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, const vt_serve_defaults *defaults,

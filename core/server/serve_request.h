@@ -51,6 +51,14 @@ typedef struct vt_serve_defaults {
     int32_t top_k;
 } vt_serve_defaults;
 
+/* chat: what the request lets the model do with its tools */
+typedef enum vt_serve_tool_choice {
+    VT_TOOL_CHOICE_NONE = 0, /* no tools, or "none": the answer is content */
+    VT_TOOL_CHOICE_AUTO,     /* the model decides; its answer is parsed for calls */
+    VT_TOOL_CHOICE_REQUIRED, /* at least one call of any tool (a grammar forces it) */
+    VT_TOOL_CHOICE_NAMED,    /* a call of tool_choice_name */
+} vt_serve_tool_choice;
+
 typedef struct vt_serve_request {
     vt_serve_kind kind;
     char *model; /* as given, or NULL */
@@ -82,6 +90,13 @@ typedef struct vt_serve_request {
     int32_t n;            /* 1..VT_SERVE_MAX_CHOICES */
     bool logprobs;        /* each generated token's log-probability */
     int32_t top_logprobs; /* and that many alternatives per token */
+    /* chat with tools: tool_choice (NONE when no tools) and, for NAMED, the
+     * function; parallel_tool_calls (default true: several calls in one
+     * answer); whether the answer is parsed for calls is the server's
+     * (tool_calls.h), forcing a call is a grammar it adds */
+    vt_serve_tool_choice tool_choice;
+    char *tool_choice_name;
+    bool parallel_tool_calls;
     /* GBNF the output must follow (response_format, json_schema or grammar:
      * serve_grammar.h), or NULL */
     char *grammar;

@@ -93,15 +93,30 @@ static json_t *choice_object(const vt_serve_ids *ids, vt_serve_choice_json *c, b
     json_t *logprobs = c->logprobs ? c->logprobs : json_null();
     c->logprobs = NULL;
     json_t *finish = c->finish_reason ? json_string(c->finish_reason) : json_null();
+    json_t *calls = c->tool_calls;
+    c->tool_calls = NULL;
     if (ids->kind != VT_SERVE_CHAT)
         return json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "text", text_string(c->text, c->n_text),
                          "logprobs", logprobs, "finish_reason", finish);
-    if (!chunk)
-        return json_pack("{s:i, s:{s:s, s:o}, s:o, s:o}", "index", c->index, "message", "role", "assistant",
-                         "content", text_string(c->text, c->n_text), "logprobs", logprobs, "finish_reason", finish);
+    if (!chunk) {
+        json_t *message = json_pack("{s:s, s:o}", "role", "assistant", "content",
+                                    c->null_content ? json_null() : text_string(c->text, c->n_text));
+        if (message && calls && json_object_set_new(message, "tool_calls", calls) != 0) {
+            json_decref(message);
+            message = NULL;
+        } else if (!message) {
+            json_decref(calls);
+        }
+        return json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "message", message, "logprobs", logprobs,
+                         "finish_reason", finish);
+    }
     json_t *delta = json_object();
     if (delta && c->first) json_object_set_new(delta, "role", json_string("assistant"));
     if (delta && (c->n_text || c->first)) json_object_set_new(delta, "content", text_string(c->text, c->n_text));
+    if (calls && (!delta || json_object_set_new(delta, "tool_calls", calls) != 0)) {
+        json_decref(delta);
+        delta = NULL;
+    }
     return json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "delta", delta, "logprobs", logprobs,
                      "finish_reason", finish);
 }

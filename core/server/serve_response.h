@@ -34,6 +34,10 @@ typedef struct vt_serve_choice_json {
     const char *finish_reason; /* "stop" or "length"; NULL: null (a chunk before its choice's last) */
     bool first;                /* a chunk: its choice's first (chat: the delta carries the role) */
     struct json_t *logprobs;   /* serve_logprobs.h's object, or NULL for null; the call takes it */
+    /* chat: message.tool_calls (or a chunk's delta.tool_calls), or NULL for
+     * none; the call takes it */
+    struct json_t *tool_calls;
+    bool null_content; /* chat answer: message.content is null (only tool calls) */
 } vt_serve_choice_json;
 
 /* {"error": {"message", "type", "param", "code"}} */

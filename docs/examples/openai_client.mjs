@@ -4,11 +4,12 @@
 // stream_options.include_usage), completions whole and streamed, logprobs and
 // n choices (chat whole and streamed, completions' legacy logprobs), the model
 // list, and structured output (response_format json_schema: the answer
-// parses and has the schema's shape). It is the check that vt serve works with a real client library,
+// parses and has the schema's shape), and a tool round trip (a forced call,
+// its result, the final answer; whole and streamed). It is the check that vt serve works with a real client library,
 // not only with curl; it needs Node.js and `npm install openai`, so it is not
 // part of the CUnit suite.
 //
-//   vt serve -m MODEL --api-key KEY --port 8080 &
+//   vt serve -m MODEL --api-key KEY --port 8080 &     (a model whose template has tools, e.g. Qwen3)
 //   mkdir -p /tmp/oa && cd /tmp/oa && npm init -y && npm install openai
 //   cp PATH/TO/vt/docs/examples/openai_client.mjs . && node openai_client.mjs http://127.0.0.1:8080/v1 KEY
 //
@@ -178,6 +179,82 @@ try {
   check(e instanceof OpenAI.BadRequestError && e.param === "response_format.json_schema.schema" &&
         e.message.includes("multipleOf"), "multipleOf: the error", e.error);
   console.log(`unsupported schema keyword -> ${e.status} ${e.constructor.name}, param ${e.param}`);
+}
+
+// Tool calls: a call forced by tool_choice, its result sent back as a `tool`
+// message, the final answer; whole and streamed. The server's chat template
+// must show a tool-call syntax vt knows (docs/TOOL_CALLS.md), e.g. Qwen3's.
+const tools = [{
+  type: "function",
+  function: {
+    name: "get_weather", description: "The weather in a city",
+    parameters: {
+      type: "object",
+      properties: { city: { type: "string", enum: ["Paris", "Oslo"] }, days: { type: "integer", minimum: 1, maximum: 7 } },
+      required: ["city", "days"],
+    },
+  },
+}];
+const ask = [{ role: "user", content: "What is the weather in Paris?" }];
+const forced = { type: "function", function: { name: "get_weather" } };
+function checkWeatherCall(call, what) {
+  check(call && call.id.startsWith("call_") && call.type === "function" && call.function.name === "get_weather" &&
+        typeof call.function.arguments === "string", `${what}: the call`, call);
+  const a = JSON.parse(call.function.arguments);
+  check(["Paris", "Oslo"].includes(a.city) && Number.isInteger(a.days) && a.days >= 1 && a.days <= 7 &&
+        Object.keys(a).length === 2, `${what}: the arguments do not follow the schema`, a);
+}
+const called = await client.chat.completions.create({
+  model, messages: ask, tools, tool_choice: forced, max_tokens: 200, seed: 7,
+});
+const cm = called.choices[0];
+check(cm.finish_reason === "tool_calls" && cm.message.content === null && cm.message.tool_calls.length === 1,
+      "tool call: the message", cm);
+checkWeatherCall(cm.message.tool_calls[0], "tool call");
+console.log(`tool call: ${cm.message.tool_calls[0].function.name}(${cm.message.tool_calls[0].function.arguments})`);
+// The same request streamed: the deltas reassemble into the same call.
+const tcStream = await client.chat.completions.create({
+  model, messages: ask, tools, tool_choice: forced, max_tokens: 200, seed: 7, stream: true,
+});
+const acc = [];
+let tcFinish = null;
+for await (const chunk of tcStream) {
+  const c = chunk.choices[0];
+  if (!c) continue;
+  for (const d of c.delta.tool_calls ?? []) {
+    if (d.id) acc[d.index] = { id: d.id, type: d.type, function: { name: d.function.name, arguments: "" } };
+    acc[d.index].function.arguments += d.function.arguments ?? "";
+  }
+  if (c.finish_reason) tcFinish = c.finish_reason;
+}
+check(tcFinish === "tool_calls" && acc.length === 1, "streamed tool call: finish_reason and count", { tcFinish, acc });
+checkWeatherCall(acc[0], "streamed tool call");
+check(acc[0].function.arguments === cm.message.tool_calls[0].function.arguments,
+      "streamed tool call: not the non-streamed call", acc[0]);
+console.log(`tool call streamed: ${acc[0].function.name}(${acc[0].function.arguments})`);
+// The result goes back; the model answers in text (tool_choice none, then auto).
+const roundTrip = [...ask, cm.message, { role: "tool", tool_call_id: cm.message.tool_calls[0].id, content: "sunny, 21 C" }];
+for (const tool_choice of ["none", "auto"]) {
+  const fin = await client.chat.completions.create({ model, messages: roundTrip, tools, tool_choice, max_tokens: 24, seed: 7 });
+  const f = fin.choices[0];
+  check(typeof f.message.content === "string" && ["stop", "length", "tool_calls"].includes(f.finish_reason) &&
+        (tool_choice === "auto" || (f.finish_reason !== "tool_calls" && f.message.tool_calls === undefined)),
+        `tool result, tool_choice ${tool_choice}: the final answer`, f);
+  console.log(`final answer (tool_choice ${tool_choice}): ${JSON.stringify(f.message.content)} (${f.finish_reason})`);
+  const fs = await client.chat.completions.create({
+    model, messages: roundTrip, tools, tool_choice, max_tokens: 24, seed: 7, stream: true,
+  });
+  let text = "";
+  for await (const chunk of fs) text += chunk.choices[0]?.delta?.content ?? "";
+  check(f.finish_reason === "tool_calls" || text === f.message.content,
+        `tool result, tool_choice ${tool_choice}: the streamed answer differs`, { text, whole: f.message.content });
+}
+try {
+  await client.chat.completions.create({ model, messages: ask, tools, tool_choice: { type: "function", function: { name: "nope" } } });
+  check(false, "a tool_choice naming no tool was accepted", null);
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError && e.param === "tool_choice.function.name", "tool_choice nope: the error", e.error);
+  console.log(`tool_choice naming no tool -> ${e.status} ${e.constructor.name}, param ${e.param}`);
 }
 
 // A refusal arrives as the client's own error type, with the field named.

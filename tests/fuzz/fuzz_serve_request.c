@@ -28,7 +28,10 @@
  *    its generated text is produced, bad bytes and all, for each of its n
  *    choices, with logprobs (when asked) whose tokens are that text's
  *    bytes cut in pieces of 1..3 bytes (halves of characters included):
- *    the logprobs object parses back with one entry per piece. */
+ *    the logprobs object parses back with one entry per piece; a chat with
+ *    tools has that text parsed for Hermes-style calls, which the answer
+ *    carries as tool_calls;
+ *  - tool_choice is NONE without tools, and a named one has its name. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +44,7 @@
 #include "serve_logprobs.h"
 #include "serve_request.h"
 #include "serve_response.h"
+#include "tool_calls.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -56,6 +60,8 @@ static void fail_check(const char *what) {
 
 static void check_accepted(const vt_serve_request *r) {
     if (r->kind == VT_SERVE_CHAT) {
+        CHECK(r->tool_choice == VT_TOOL_CHOICE_NONE || json_object_get(r->chat_input, "tools"));
+        CHECK((r->tool_choice == VT_TOOL_CHOICE_NAMED) == (r->tool_choice_name != NULL));
         CHECK(r->n_messages >= 1);
         for (size_t i = 0; i < r->n_messages; i++) {
             const char *role = r->messages[i].role;
@@ -176,17 +182,32 @@ static void check_downstream(const vt_serve_request *r) {
                                              lp.n_tokens);
         vt_serve_choice_json choices[VT_SERVE_MAX_CHOICES];
         const int32_t n = r->n >= 1 && r->n <= VT_SERVE_MAX_CHOICES ? r->n : 1;
-        for (int32_t i = 0; i < n; i++)
+        for (int32_t i = 0; i < n; i++) {
+            /* a chat with tools: the text parsed for calls as the server does */
+            vt_tool_parse parsed = {.content_len = strlen(text)};
+            if (r->kind == VT_SERVE_CHAT && r->tool_choice != VT_TOOL_CHOICE_NONE)
+                CHECK(vt_tool_calls_parse(VT_TOOL_FORMAT_HERMES, text, strlen(text),
+                                          json_object_get(r->chat_input, "tools"), SIZE_MAX, &parsed));
             choices[i] = (vt_serve_choice_json){
-                i, text, strlen(text), i % 2 ? "length" : "stop", false,
-                r->logprobs ? vt_serve_logprobs_json(&lp, r->kind, 0, lp.n_tokens) : NULL};
+                .index = i,
+                .text = text,
+                .n_text = parsed.content_len,
+                .finish_reason = parsed.calls ? "tool_calls" : i % 2 ? "length" : "stop",
+                .logprobs = r->logprobs ? vt_serve_logprobs_json(&lp, r->kind, 0, lp.n_tokens) : NULL,
+                .tool_calls = parsed.calls,
+                .null_content = parsed.calls && parsed.content_len == 0,
+            };
+        }
         char *body = vt_serve_completion_json(&ids, choices, (size_t)n, &usage);
         CHECK(body != NULL);
         free(body);
-        vt_serve_choice_json chunk = {n - 1, text, strlen(text), NULL, true,
-                                      r->logprobs ? vt_serve_logprobs_json(&lp, r->kind, lp.n_tokens / 2,
-                                                                           lp.n_tokens)
-                                                  : NULL};
+        vt_serve_choice_json chunk = {
+            .index = n - 1,
+            .text = text,
+            .n_text = strlen(text),
+            .first = true,
+            .logprobs = r->logprobs ? vt_serve_logprobs_json(&lp, r->kind, lp.n_tokens / 2, lp.n_tokens) : NULL,
+        };
         char *event = vt_serve_chunk_sse(&ids, &chunk, NULL);
         CHECK(event != NULL);
         free(event);

@@ -4,7 +4,8 @@
 # usage: tests/fuzz/run_fuzz.sh BUILD_DIR [TOTAL_SECONDS]
 #   BUILD_DIR      a clang build configured with -DVT_FUZZ=ON (its bin/ holds
 #                  fuzz_gguf, fuzz_options, fuzz_tokenizer, fuzz_vocab, fuzz_model,
-#                  fuzz_serve_request, fuzz_grammar, fuzz_json_schema, fuzz_jinja)
+#                  fuzz_serve_request, fuzz_grammar, fuzz_json_schema, fuzz_jinja,
+#                  fuzz_tool_calls)
 #   TOTAL_SECONDS  time shared equally by the targets (default 90, at least 60)
 #
 # Each target starts from its committed seeds (read, never rewritten) plus a
@@ -26,11 +27,11 @@ fi
 # target:corpus directory (relative to tests/fuzz)
 targets=(fuzz_gguf:corpus fuzz_options:corpus-options fuzz_tokenizer:corpus-tokenizer fuzz_vocab:corpus-vocab
          fuzz_model:corpus-model fuzz_serve_request:corpus-serve fuzz_grammar:corpus-grammar
-         fuzz_json_schema:corpus-json-schema fuzz_jinja:corpus-jinja)
+         fuzz_json_schema:corpus-json-schema fuzz_jinja:corpus-jinja fuzz_tool_calls:corpus-tool-calls)
 # Longest input per target: the GGUF ones default to their largest seed; the
 # text ones may grow past their short seeds (long prompts, long ini files).
 declare -A max_len=([fuzz_options]=4096 [fuzz_tokenizer]=4096 [fuzz_serve_request]=4096 [fuzz_grammar]=4096
-                   [fuzz_json_schema]=4096 [fuzz_jinja]=20000)
+                   [fuzz_json_schema]=4096 [fuzz_jinja]=20000 [fuzz_tool_calls]=4096)
 per=$(( total / ${#targets[@]} ))
 
 for t in "${targets[@]}"; do
