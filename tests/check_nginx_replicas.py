@@ -92,6 +92,8 @@ def refuses(port):
         return False
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:  # accepted into a backlog the closing listener then dropped: ask again
+        return False
 
 
 def completion(port, key, stream=False, max_tokens=1):
