@@ -84,6 +84,8 @@ typedef struct bench_result {
     size_t prepared_bytes;         /* weights its backends prepared (ABI 1.2), all backends */
     char prepared[256];            /* the same per backend: "simd 12.0 MiB (196 tensors)" or "none" */
     size_t released_bytes;         /* of the file's mapping, tensors only prepared copies read */
+    size_t shared_bytes;           /* weights nodes of several backends read: the file's layout, unprepared */
+    int shared_tensors;
     char isa[256];                 /* each backend its plans run on, with the instruction set it runs at */
 } bench_result;
 
@@ -230,6 +232,7 @@ static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err)
         r->prepared_bytes = vt_weight_prep_total(e->prepared);
         vt_weight_prep_describe(e->prepared, r->prepared, sizeof r->prepared);
         r->released_bytes = vt_weight_prep_released(e->prepared, NULL);
+        r->shared_bytes = vt_weight_prep_shared(e->prepared, &r->shared_tensors);
         engine_isa(e, r->isa, sizeof r->isa);
     }
     return VT_OK;
@@ -388,6 +391,7 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         vt_json_number(stdout, r->create_seconds);
         printf(", \"prepared_weight_bytes\": %zu, \"released_original_bytes\": %zu", r->prepared_bytes,
                r->released_bytes);
+        printf(", \"shared_weight_bytes\": %zu, \"shared_weight_tensors\": %d", r->shared_bytes, r->shared_tensors);
         printf(", \"runs\": [");
         for (int64_t k = 0; k < job->reps; k++) {
             printf("%s", k ? ", " : "");
