@@ -27,7 +27,8 @@ typedef struct weight_readers {
     size_t bytes;
     int32_t backend;      /* registry index of the first node reading it */
     bool several;         /* nodes of another backend read it too */
-    bool through_view;    /* some node reads it through a view (never offered) */
+    bool read_plain;      /* some node reads it other than as a weight operand (through a
+                           * view, say): no copy can serve that node */
 } weight_readers;
 
 struct vt_weight_prep {
@@ -100,7 +101,7 @@ static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_p
                                           n->backend, false, false};
                 }
                 t->several = t->several || n->backend != t->backend;
-                t->through_view = t->through_view || n->src[s] != v;
+                t->read_plain = t->read_plain || n->src[s] != v || !vt_is_weight_operand(n->op, s);
             }
         }
     }
@@ -134,14 +135,15 @@ static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_p
  * copy serves only the backend that made it (backends never see each
  * other's layouts), so a tensor nodes of two backends read would need the
  * file's pages for the other one: the copy would stay resident beside them,
- * two layouts of one weight (on a 27B model at 4.5 bits, more memory than
- * the machine has). Such a tensor stays in the file's layout, which every
+ * two layouts of one weight (twice the weights' bytes resident: 32 GB for a
+ * 27B Q4_K_M). Such a tensor stays in the file's layout, which every
  * backend reads, and the backend that would have prepared it runs on that:
- * one resident copy whatever the placement. The same for a tensor read
- * through a view, which no copy can serve. */
+ * one resident copy whatever the placement. The same for a tensor some node
+ * reads other than as a weight operand (through a view), which no copy can
+ * serve. */
 static bool offered(const vt_weight_prep *w, const void *original) {
     const weight_readers *t = find_readers(w, original);
-    return t && !t->through_view && !t->several;
+    return t && !t->read_plain && !t->several;
 }
 
 /* The offers: one per (backend with the hook, tensor the layout rule
