@@ -532,6 +532,49 @@ static void test_shared_weight_stated(void) {
     free(out), free(err);
 }
 
+/* --backend auto times a node on the layout it will run on: on
+ * prep_reversed with get_rows declined, the tied embedding's output matmul
+ * can never have all its readers there, so calibration times it on the
+ * file's bytes (no copy offered), while a layer's matmul weight is timed on
+ * the copy. */
+static void test_calibration_times_the_layout_used(void) {
+    vt_model *m = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
+    vt_options o;
+    vt_fixture_options(&o, "prep_reversed", VT_F32);
+    snprintf(o.backend_path, sizeof o.backend_path, "%s", VT_TEST_PLUGIN_DIR);
+    setenv("VT_TEST_PREP_DECLINE_GET_ROWS", "1", 1);
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_create(&o, m, false, &e, &err);
+    CU_ASSERT_EQUAL_FATAL(st, VT_OK);
+    vt_plan *plans[2] = {e->prefill, e->decode};
+    const vt_plan *p = e->prefill;
+    int32_t output = -1, layer = -1;
+    for (int32_t i = 0; i < p->n_nodes; i++) {
+        if (p->nodes[i].op != VT_OP_MATMUL || p->values[p->nodes[i].src[0]].kind != VT_VAL_WEIGHT) continue;
+        if (p->values[p->nodes[i].src[0]].data == m->tok_embd->data) output = i;
+        else if (layer < 0) layer = i;
+    }
+    CU_ASSERT_FATAL(output >= 0 && layer >= 0);
+    const int32_t prep = p->nodes[layer].backend;
+    vt_timing_copies *kept = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_timing_copies_create(&kept, &err), VT_OK);
+    vt_node node;
+    vt_plan_node_at(p, output, p->run_tokens, p->run_outputs, &node);
+    CU_ASSERT_EQUAL(vt_weight_prep_for_timing(kept, plans, 2, p, output, prep, &node, &err), VT_OK);
+    CU_ASSERT_EQUAL(node.prepared, 0u);
+    CU_ASSERT_PTR_EQUAL(node.src[0].data, m->tok_embd->data);
+    vt_plan_node_at(p, layer, p->run_tokens, p->run_outputs, &node);
+    CU_ASSERT_EQUAL(vt_weight_prep_for_timing(kept, plans, 2, p, layer, prep, &node, &err), VT_OK);
+    CU_ASSERT_EQUAL(node.prepared, 1u);
+    CU_ASSERT_PTR_NOT_EQUAL(node.src[0].data, p->values[p->nodes[layer].src[0]].data);
+    vt_timing_copies_free(kept, e->registry);
+    unsetenv("VT_TEST_PREP_DECLINE_GET_ROWS");
+    vt_engine_free(e);
+    vt_model_free(m);
+}
+
 /* Greedy generation of n tokens after the prompt ids on e (reset first):
  * the tokens in out, every step's logits appended to logits (n * n_vocab). */
 static bool greedy(vt_engine *e, const int32_t *ids, int n_ids, int n, int32_t *out, float *logits) {
@@ -666,6 +709,8 @@ int main(void) {
          test_explain_and_bench_report_released_bytes},
         {"a weight prep_reversed shares with the fallback: not prepared, stated in --explain and bench --json",
          test_shared_weight_stated},
+        {"--backend auto's calibration times a weight that will be shared on the file's bytes",
+         test_calibration_times_the_layout_used},
         {"--backend onednn: one layout per weight (none both prepared and read from the file), tokens as before",
          test_onednn_one_layout_same_tokens},
         CU_TEST_INFO_NULL,
