@@ -516,14 +516,17 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
             break;
         }
     /* released: the file's pages of tensors only prepared copies read (they
-     * left the resident set) */
-    printf("\n%-*s %5s %10s %13s  %s\n", w, "backend", "seqs", "create s", "released MiB", "prepared weights");
+     * left the resident set); shared: weights nodes of several backends
+     * read, kept in the file's layout (one resident layout per weight) */
+    printf("\n%-*s %5s %10s %13s %11s  %s\n", w, "backend", "seqs", "create s", "released MiB", "shared MiB",
+           "prepared weights");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (r->error[0] || (i > 0 && strcmp(r->backend, res[i - 1].backend) == 0 && r->n_seqs == res[i - 1].n_seqs))
             continue; /* one engine per backend and sequence count */
-        printf("%-*s %5d %10.3f %13.1f  %s\n", w, r->backend, r->n_seqs, r->create_seconds,
-               (double)r->released_bytes / (1024.0 * 1024.0), r->prepared);
+        printf("%-*s %5d %10.3f %13.1f %11.1f  %s\n", w, r->backend, r->n_seqs, r->create_seconds,
+               (double)r->released_bytes / (1024.0 * 1024.0), (double)r->shared_bytes / (1024.0 * 1024.0),
+               r->prepared);
     }
     printf("\n%-*s  %s\n", w, "backend", "runs on (instruction set)");
     for (int i = 0; i < n; i++) {
