@@ -8,7 +8,8 @@
 # a prefill of 8 tokens and 2 decode steps with VT_KV_CACHE_F32=1 under
 # /usr/bin/time -v, and records into bench/results/kv27b-<date>.txt:
 #   - exit status, the KV-cache line of --explain and where each plan's nodes run;
-#   - the prepared weights and the file pages released for them (--explain);
+#   - the prepared weights, the file pages released for them and the weights
+#     kept in the file's layout because two backends read them (--explain);
 #   - peak RSS (the rule: under 20 GB; the weights are mmapped, so their
 #     touched pages count, but no whole-model f32 copy may exist beside them,
 #     and a tensor a backend prepared must not stay resident twice: its file
@@ -100,6 +101,7 @@ for b in $backends; do
     done
     log "$(grep -E '^prepared weights:' "$err" || echo 'prepared weights: (not printed)')"
     log "$(grep -E '^originals released:' "$err" || echo 'originals released: none (no tensor read only through prepared copies)')"
+    log "$(grep -E '^shared weights:' "$err" || echo 'shared weights: none (no weight read by nodes of two backends)')"
     log "stores: $(grep -c 'op=reshape_and_cache.*in=f32,f32,f32,f32,i64' "$err") of $(grep -c 'op=reshape_and_cache' "$err") write f32 k/v into the f32 cache"
     log "generated ids: $(cat "$scratch/run-$b.out" | tr -d '\n')"
     log "$(grep -E '^vt: prompt' "$err" || grep -E '^vt: ' "$err" | tail -1)"

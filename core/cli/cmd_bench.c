@@ -84,6 +84,8 @@ typedef struct bench_result {
     size_t prepared_bytes;         /* weights its backends prepared (ABI 1.2), all backends */
     char prepared[256];            /* the same per backend: "simd 12.0 MiB (196 tensors)" or "none" */
     size_t released_bytes;         /* of the file's mapping, tensors only prepared copies read */
+    size_t shared_bytes;           /* weights nodes of several backends read: the file's layout, unprepared */
+    int shared_tensors;
     char isa[256];                 /* each backend its plans run on, with the instruction set it runs at */
 } bench_result;
 
@@ -230,6 +232,7 @@ static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err)
         r->prepared_bytes = vt_weight_prep_total(vt_engine_prepared(e));
         vt_weight_prep_describe(vt_engine_prepared(e), r->prepared, sizeof r->prepared);
         r->released_bytes = vt_weight_prep_released(vt_engine_prepared(e), NULL);
+        r->shared_bytes = vt_weight_prep_shared(vt_engine_prepared(e), &r->shared_tensors);
         engine_isa(e, r->isa, sizeof r->isa);
     }
     return VT_OK;
@@ -388,6 +391,7 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         vt_json_number(stdout, r->create_seconds);
         printf(", \"prepared_weight_bytes\": %zu, \"released_original_bytes\": %zu", r->prepared_bytes,
                r->released_bytes);
+        printf(", \"shared_weight_bytes\": %zu, \"shared_weight_tensors\": %d", r->shared_bytes, r->shared_tensors);
         printf(", \"runs\": [");
         for (int64_t k = 0; k < job->reps; k++) {
             printf("%s", k ? ", " : "");
@@ -512,14 +516,17 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
             break;
         }
     /* released: the file's pages of tensors only prepared copies read (they
-     * left the resident set) */
-    printf("\n%-*s %5s %10s %13s  %s\n", w, "backend", "seqs", "create s", "released MiB", "prepared weights");
+     * left the resident set); shared: weights nodes of several backends
+     * read, kept in the file's layout (one resident layout per weight) */
+    printf("\n%-*s %5s %10s %13s %11s  %s\n", w, "backend", "seqs", "create s", "released MiB", "shared MiB",
+           "prepared weights");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         if (r->error[0] || (i > 0 && strcmp(r->backend, res[i - 1].backend) == 0 && r->n_seqs == res[i - 1].n_seqs))
             continue; /* one engine per backend and sequence count */
-        printf("%-*s %5d %10.3f %13.1f  %s\n", w, r->backend, r->n_seqs, r->create_seconds,
-               (double)r->released_bytes / (1024.0 * 1024.0), r->prepared);
+        printf("%-*s %5d %10.3f %13.1f %11.1f  %s\n", w, r->backend, r->n_seqs, r->create_seconds,
+               (double)r->released_bytes / (1024.0 * 1024.0), (double)r->shared_bytes / (1024.0 * 1024.0),
+               r->prepared);
     }
     printf("\n%-*s  %s\n", w, "backend", "runs on (instruction set)");
     for (int i = 0; i < n; i++) {

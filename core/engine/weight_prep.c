@@ -20,12 +20,28 @@ typedef struct prepared_copy {
     size_t bytes;
 } prepared_copy;
 
+/* One weight tensor of the plans and who reads it: the census the layout
+ * choice is made from. */
+typedef struct weight_readers {
+    const void *original; /* the file's bytes */
+    size_t bytes;
+    int32_t backend;      /* registry index of the first node reading it */
+    bool several;         /* nodes of another backend read it too */
+    bool read_plain;      /* some node reads it other than as a weight operand (through a
+                           * view, say): no copy can serve that node */
+} weight_readers;
+
 struct vt_weight_prep {
     const vt_registry *registry;
     prepared_copy *copies;
     int32_t n, cap;
     size_t released_bytes; /* of the file's mapping: tensors only prepared copies read */
     int released_tensors;
+    weight_readers *tensors; /* every weight tensor any node reads */
+    int32_t n_tensors, cap_tensors;
+    size_t shared_bytes; /* tensors nodes of several backends read: kept in the file's layout */
+    int shared_tensors;
+    bool *shared_by; /* per registry index: its nodes read a shared tensor */
 };
 
 static bool has_hook(const vt_registry *r, int32_t backend) {
@@ -46,9 +62,95 @@ static int32_t weight_operand(const vt_plan *p, const vt_plan_node *n, int s) {
     return p->values[n->src[s]].kind == VT_VAL_WEIGHT ? n->src[s] : -1;
 }
 
-/* The offers: one per (backend with the hook, tensor), with the union of the
- * ops and phases that read it there. */
+/* The value whose memory v is: v itself, or the value a chain of views shows. */
+static int32_t root_value(const vt_plan *p, int32_t v) {
+    for (int hops = 0; v >= 0 && p->values[v].kind == VT_VAL_VIEW && hops < p->n_values; hops++) v = p->values[v].base;
+    return v;
+}
+
+static weight_readers *find_readers(const vt_weight_prep *w, const void *original) {
+    for (int32_t i = 0; i < w->n_tensors; i++)
+        if (w->tensors[i].original == original) return &w->tensors[i];
+    return NULL;
+}
+
+/* The census: every weight tensor a node of plans reads (directly or
+ * through a view), with the backends whose nodes read it. */
+static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_plans, vt_error *err) {
+    for (int k = 0; k < n_plans; k++) {
+        const vt_plan *p = plans[k];
+        for (int32_t i = 0; i < p->n_nodes; i++) {
+            const vt_plan_node *n = &p->nodes[i];
+            for (int s = 0; s < n->n_src; s++) {
+                const int32_t v = root_value(p, n->src[s]);
+                if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT) continue;
+                weight_readers *t = find_readers(w, p->values[v].data);
+                if (!t) {
+                    if (w->n_tensors == w->cap_tensors) {
+                        const int32_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
+                        weight_readers *grown = realloc(w->tensors, (size_t)cap * sizeof *grown);
+                        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing the model's weights");
+                        w->tensors = grown;
+                        w->cap_tensors = cap;
+                    }
+                    t = &w->tensors[w->n_tensors++];
+                    const vt_tensor whole = vt_plan_value_tensor(p, v, -1, -1, false);
+                    *t = (weight_readers){p->values[v].data,
+                                          vt_row_size(whole.dtype, whole.ne[0]) *
+                                              (size_t)(whole.ne[1] * whole.ne[2] * whole.ne[3]),
+                                          n->backend, false, false};
+                }
+                t->several = t->several || n->backend != t->backend;
+                t->read_plain = t->read_plain || n->src[s] != v || !vt_is_weight_operand(n->op, s);
+            }
+        }
+    }
+    for (int32_t i = 0; i < w->n_tensors; i++) {
+        if (!w->tensors[i].several) continue;
+        w->shared_tensors++;
+        w->shared_bytes += w->tensors[i].bytes;
+    }
+    /* Which backends share them, for --explain: a second pass, as the
+     * first reader's backend alone does not name them all. */
+    w->shared_by = calloc((size_t)vt_registry_count(w->registry) + 1, sizeof *w->shared_by);
+    if (!w->shared_by) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing the model's weights");
+    for (int k = 0; k < n_plans && w->shared_tensors; k++) {
+        const vt_plan *p = plans[k];
+        for (int32_t i = 0; i < p->n_nodes; i++) {
+            const vt_plan_node *n = &p->nodes[i];
+            for (int s = 0; s < n->n_src; s++) {
+                const int32_t v = root_value(p, n->src[s]);
+                if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT) continue;
+                const weight_readers *t = find_readers(w, p->values[v].data);
+                if (t && t->several && n->backend >= 0 && n->backend < vt_registry_count(w->registry))
+                    w->shared_by[n->backend] = true;
+            }
+        }
+    }
+    return VT_OK;
+}
+
+/* The layout rule: is the tensor at original offered for preparation? Only
+ * if its readers are nodes of one backend, reading it directly. A prepared
+ * copy serves only the backend that made it (backends never see each
+ * other's layouts), so a tensor nodes of two backends read would need the
+ * file's pages for the other one: the copy would stay resident beside them,
+ * two layouts of one weight (twice the weights' bytes resident: 32 GB for a
+ * 27B Q4_K_M). Such a tensor stays in the file's layout, which every
+ * backend reads, and the backend that would have prepared it runs on that:
+ * one resident copy whatever the placement. The same for a tensor some node
+ * reads other than as a weight operand (through a view), which no copy can
+ * serve. */
+static bool offered(const vt_weight_prep *w, const void *original) {
+    const weight_readers *t = find_readers(w, original);
+    return t && !t->read_plain && !t->several;
+}
+
+/* The offers: one per (backend with the hook, tensor the layout rule
+ * offers), with the union of the ops and phases that read it there. */
 static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, vt_error *err) {
+    vt_status st = count_readers(w, plans, n_plans, err);
+    if (st != VT_OK) return st;
     for (int k = 0; k < n_plans; k++) {
         const vt_plan *p = plans[k];
         for (int32_t i = 0; i < p->n_nodes; i++) {
@@ -56,7 +158,7 @@ static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, 
             if (!has_hook(w->registry, n->backend)) continue;
             for (int s = 0; s < n->n_src; s++) {
                 const int32_t v = weight_operand(p, n, s);
-                if (v < 0) continue;
+                if (v < 0 || !offered(w, p->values[v].data)) continue;
                 prepared_copy *c = find_copy(w, n->backend, p->values[v].data);
                 if (!c) {
                     if (w->n == w->cap) {
@@ -93,12 +195,6 @@ static vt_status offer_weight(const vt_backend_entry *e, const char *name, vt_te
     snprintf(shape, sizeof shape, "%s[%lld,%lld]", vt_dtype_name(tensor.dtype), (long long)tensor.ne[0],
              (long long)tensor.ne[1]);
     return vt_fail(err, VT_ERR_BACKEND, "backend '%s' failed to prepare weight %s %s: %s", e->name, name, shape, why);
-}
-
-/* The value whose memory v is: v itself, or the value a chain of views shows. */
-static int32_t root_value(const vt_plan *p, int32_t v) {
-    for (int hops = 0; v >= 0 && p->values[v].kind == VT_VAL_VIEW && hops < p->n_values; hops++) v = p->values[v].base;
-    return v;
 }
 
 /* Does any node of plans read the tensor at original other than through a
@@ -221,17 +317,22 @@ static const timing_copy *find_timing_copy(const vt_timing_copies *kept, int32_t
 static vt_status offer_for_timing(vt_plan *const *plans, int n_plans, const vt_plan *p, const vt_plan_node *n,
                                   int32_t v, const vt_backend_entry *e, vt_prepared_weight *got, vt_error *err) {
     /* The offer the engine makes when backend runs every reader of the
-     * tensor it accepts (the readers of both phases, as when it wins
-     * them): the same ops and phases, so the same layout. */
+     * tensor (the readers of both phases, as when it wins them): the same
+     * ops and phases, so the same layout. If it cannot run them all, some
+     * other backend will read the tensor whatever auto decides, so the
+     * layout rule keeps it in the file's layout and the node is timed on
+     * that (*got left empty, as a decline). */
     uint32_t ops = 1u << n->op, phases = 1u << p->phase;
+    memset(got, 0, sizeof *got);
     for (int k = 0; k < n_plans; k++)
         for (int32_t j = 0; j < plans[k]->n_nodes; j++) {
             const vt_plan_node *m = &plans[k]->nodes[j];
             for (int t = 0; t < m->n_src; t++) {
-                const int32_t u = weight_operand(plans[k], m, t);
-                if (u < 0 || plans[k]->values[u].data != p->values[v].data) continue;
-                if ((ops & (1u << m->op)) && (phases & (1u << plans[k]->phase))) continue;
-                if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) continue;
+                const int32_t u = root_value(plans[k], m->src[t]);
+                if (u < 0 || plans[k]->values[u].kind != VT_VAL_WEIGHT || plans[k]->values[u].data != p->values[v].data)
+                    continue;
+                if (u != m->src[t] || !vt_is_weight_operand(m->op, t)) return VT_OK; /* no copy could serve it */
+                if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) return VT_OK;
                 ops |= 1u << m->op;
                 phases |= 1u << plans[k]->phase;
             }
@@ -274,12 +375,19 @@ void vt_weight_prep_free(vt_weight_prep *w) {
     if (!w) return;
     release_all(w);
     free(w->copies);
+    free(w->tensors);
+    free(w->shared_by);
     free(w);
 }
 
 size_t vt_weight_prep_released(const vt_weight_prep *w, int *n_tensors) {
     if (n_tensors) *n_tensors = w ? w->released_tensors : 0;
     return w ? w->released_bytes : 0;
+}
+
+size_t vt_weight_prep_shared(const vt_weight_prep *w, int *n_tensors) {
+    if (n_tensors) *n_tensors = w ? w->shared_tensors : 0;
+    return w ? w->shared_bytes : 0;
 }
 
 size_t vt_weight_prep_bytes(const vt_weight_prep *w, int32_t backend, int *n_tensors) {
@@ -325,4 +433,18 @@ void vt_weight_prep_print(const vt_weight_prep *w, FILE *f) {
     if (released)
         fprintf(f, "originals released: %.1f MiB of the file's mapping (%d tensors)\n",
                 (double)released / (1024.0 * 1024.0), n);
+    const size_t shared = vt_weight_prep_shared(w, &n);
+    if (!shared) return;
+    char names[256];
+    int len = 0, shown = 0;
+    names[0] = '\0';
+    for (int32_t b = 0; b < vt_registry_count(w->registry) && len >= 0 && (size_t)len < sizeof names; b++)
+        if (w->shared_by[b])
+            len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", shown++ ? ", " : "",
+                            vt_registry_at(w->registry, b)->name);
+    fprintf(f,
+            "shared weights: %.1f MiB (%d tensors) read by nodes of %s: kept in the file's layout, not offered for "
+            "preparation (a backend's copy serves only that backend, so the file's pages would stay resident beside "
+            "it for the others: one resident layout per weight)\n",
+            (double)shared / (1024.0 * 1024.0), n, names);
 }

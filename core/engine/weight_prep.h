@@ -29,20 +29,34 @@ typedef struct vt_weight_prep vt_weight_prep;
  * of g's file mapping are released (vt_gguf_release_pages: they leave the
  * resident set and fault back in from the file if read). Tensor by tensor,
  * so the file is never resident whole beside the copies. A tensor any node
- * reads unprepared keeps them. g NULL: nothing released. */
+ * reads unprepared keeps them. g NULL: nothing released.
+ *
+ * Which layout, one per weight: a tensor is offered only when its readers
+ * are all nodes of one backend reading it directly. A tensor nodes of
+ * several backends read (--backend onednn: its prefill matmuls and the
+ * fallback's decode matmuls), or one read through a view, is offered to
+ * none and every reader reads the file's bytes: a copy would serve only the
+ * backend that made it, and the file's pages would stay resident beside it
+ * for the others. */
 vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, const vt_gguf *g,
                              vt_weight_prep **out, vt_error *err);
 void vt_weight_prep_free(vt_weight_prep *w);
 
 /* Bytes of the file's mapping released by the memory rule, and of how many tensors. */
 size_t vt_weight_prep_released(const vt_weight_prep *w, int *n_tensors);
+/* Bytes of the tensors nodes of more than one backend read (kept in the
+ * file's layout by the rule above), and how many. */
+size_t vt_weight_prep_shared(const vt_weight_prep *w, int *n_tensors);
 
 /* --backend auto's calibration times node i of p (one of plans) on backend
  * (a registry index) through this same hook, so a backend that prepares is
- * timed on its own layout: each weight operand of node (built by
- * vt_plan_node_at, unprepared) is offered to backend with the ops and
- * phases of every reader of that tensor in plans that backend accepts (what
- * vt_weight_prep_run offers when auto places all of them there), and node
+ * timed on the layout it will run on: each weight operand of node (built
+ * by vt_plan_node_at, unprepared) is offered to backend with the ops and
+ * phases of every reader of that tensor in plans (what vt_weight_prep_run
+ * offers when auto places all of them there) -- unless backend does not
+ * accept one of them or one reads it through a view, in which case the
+ * tensor will be shared whatever auto decides, is never prepared, and the
+ * node is timed on the file's bytes --, and node
  * is pointed at the copies (bits set in node->prepared). The copies are
  * kept in `kept` and reused for every later timing of the same tensor on
  * the same backend (the offer is the same, so the layout is): a node timed
@@ -66,7 +80,9 @@ size_t vt_weight_prep_total(const vt_weight_prep *w);
  * offered weights, or "none". */
 void vt_weight_prep_describe(const vt_weight_prep *w, char *buf, size_t size);
 /* "prepared weights: " and the above, one line; then, if any, a line
- * "originals released: X MiB of the file's mapping (N tensors)". */
+ * "originals released: X MiB of the file's mapping (N tensors)"; then, if
+ * any, "shared weights: X MiB (N tensors) read by nodes of A, B: kept in the
+ * file's layout, ..." (the layout rule's choice and why). */
 void vt_weight_prep_print(const vt_weight_prep *w, FILE *f);
 
 #endif

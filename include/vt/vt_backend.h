@@ -302,6 +302,13 @@ typedef struct vt_backend_config {
  * outside an engine (tools, conformance cases that do not go through the
  * hook), have the bit clear: an op must check the bit, never assume.
  *
+ * One layout per weight: a tensor that nodes of more than one backend read
+ * (a backend's prefill matmuls and its fallback's decode ones) is offered
+ * to none of them, and all of them read the file's bytes. A copy would
+ * serve only the backend that made it, so the file's pages would stay
+ * resident beside it. A backend must therefore run every weight it accepts
+ * on the file's layout too, unmarked.
+ *
  * Calls: from the thread creating the engine, one offer at a time (never
  * concurrently with each other or with an op on the same ctx); the backend
  * may spread one preparation over the runtime's threads with
@@ -310,7 +317,8 @@ typedef struct vt_backend_config {
  * called exactly once per copy when the engine is freed, before shutdown.
  * `--backend auto` calibration (before the engine's offers) also offers the
  * weights of each node it times, with the same name, tensor, ops and phases
- * (every reader of the tensor the backend accepts), and releases each such
+ * (every reader of the tensor, when the backend accepts them all; else the
+ * tensor is not offered, as it will be shared), and releases each such
  * copy right after timing: a tensor may be offered more than once per
  * engine, one copy live at a time per timed node.
  * out->bytes is what the copy keeps resident; the runtime reports the sum

@@ -2,22 +2,25 @@
  *
  * Every op runs on the real reference backend (forward_to_reference.h).
  * What it adds: prepare_weight keeps every weight a matmul reads as a
- * byte-reversed copy, and its matmul refuses to run unless its weight operand
- * is marked prepared (vt_node.prepared). So a runtime that forgets the hook, hands the file's
- * bytes with the bit set, or the copy without it, fails loudly or computes
- * garbage — while a correct one computes exactly what the reference does
- * (reversal is lossless and un-reversed before the reference's kernel).
- * Weights read only by rms_norm are declined: they must arrive as the
- * file's bytes with the bit clear.
+ * byte-reversed copy, and its matmul refuses the file's bytes of a tensor it
+ * prepared (it remembers which): the copy must arrive, marked prepared
+ * (vt_node.prepared). So a runtime that forgets to wire the copy, hands the
+ * file's bytes with the bit set, or the copy without it, fails loudly or
+ * computes garbage — while a correct one computes exactly what the
+ * reference does (reversal is lossless and un-reversed before the
+ * reference's kernel). A tensor it was never offered (the engine keeps a
+ * weight that nodes of another backend read too in the file's layout) it
+ * reads as the file's bytes. Weights read only by rms_norm are declined:
+ * they must arrive as the file's bytes with the bit clear.
  *
  * VT_TEST_PREP_FAIL=NAME makes the offer of tensor NAME fail with a reason
  * ("*" = the first offer), to check that the engine is refused naming it
  * and that the copies made before are released (leak check under ASan).
  *
  * VT_TEST_PREP_DECLINE_GET_ROWS=1 makes supports() decline get_rows, so on a
- * model with tied embeddings the fallback reads token_embd as the file's
- * bytes while this backend's output matmul reads its prepared copy: a tensor
- * with one unprepared reader, whose file pages must stay resident. */
+ * model with tied embeddings the fallback reads token_embd while this
+ * backend's output matmul reads it too: a tensor nodes of two backends read,
+ * which the engine must not offer (one layout resident: the file's). */
 #define PLUGIN_NAME "prep_reversed"
 #define FWD_MATMUL prep_matmul
 #define FWD_RMS_NORM prep_rms_norm
@@ -25,6 +28,9 @@
 #define FWD_PREPARE_WEIGHT prep_prepare
 #define FWD_RELEASE_WEIGHT prep_release
 #include "forward_to_reference.h"
+
+#include <pthread.h>
+#include <stdbool.h>
 
 static int plugin_supports(void *ctx, const vt_node *node) {
     const char *decline = getenv("VT_TEST_PREP_DECLINE_GET_ROWS");
@@ -39,6 +45,43 @@ static size_t tensor_bytes(const fwd_ctx *c, const vt_tensor *t) {
 
 static void reverse_bytes(unsigned char *dst, const unsigned char *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] = src[n - 1 - i];
+}
+
+/* The tensors it holds a copy of, by the file's bytes: every engine of the
+ * process (tests run several, some from two threads), hence the lock. */
+enum { MAX_COPIES = 4096 };
+typedef struct held_copy {
+    const void *original;
+    void *copy;
+} held_copy;
+static held_copy copies[MAX_COPIES];
+static int n_copies;
+static pthread_mutex_t copies_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool remember_copy(const void *original, void *copy) {
+    pthread_mutex_lock(&copies_lock);
+    const bool room = n_copies < MAX_COPIES;
+    if (room) copies[n_copies++] = (held_copy){original, copy};
+    pthread_mutex_unlock(&copies_lock);
+    return room;
+}
+
+static void forget_copy(const void *copy) {
+    pthread_mutex_lock(&copies_lock);
+    for (int i = 0; i < n_copies; i++)
+        if (copies[i].copy == copy) {
+            copies[i] = copies[--n_copies];
+            break;
+        }
+    pthread_mutex_unlock(&copies_lock);
+}
+
+static bool holds_copy_of(const void *original) {
+    pthread_mutex_lock(&copies_lock);
+    bool held = false;
+    for (int i = 0; i < n_copies && !held; i++) held = copies[i].original == original;
+    pthread_mutex_unlock(&copies_lock);
+    return held;
 }
 
 static vt_status prep_prepare(void *ctx, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
@@ -57,6 +100,11 @@ static vt_status prep_prepare(void *ctx, const vt_weight_offer *offer, vt_prepar
         return VT_ERR_NOMEM;
     }
     reverse_bytes(copy, offer->tensor.data, n);
+    if (!remember_copy(offer->tensor.data, copy)) {
+        c->host->free(copy);
+        snprintf(err, err_size, "more than %d copies at once", MAX_COPIES);
+        return VT_ERR_NOMEM;
+    }
     out->data = copy;
     out->bytes = n;
     return VT_OK;
@@ -64,18 +112,20 @@ static vt_status prep_prepare(void *ctx, const vt_weight_offer *offer, vt_prepar
 
 static void prep_release(void *ctx, void *data) {
     const fwd_ctx *c = ctx;
+    forget_copy(data);
     c->host->free(data);
 }
 
 /* Run `op` of the reference on node with every prepared operand turned
- * back into the file's layout (a temporary copy). `need_weight`: the
- * weight operand src0 must be prepared, or the op fails saying so. */
+ * back into the file's layout (a temporary copy). `need_weight`: weight
+ * operand src0 must be the copy if it holds one, or the op fails saying so. */
 static vt_status run_unprepared(void *ctx, const vt_node *node, const char *op, bool need_weight) {
     const fwd_ctx *c = ctx;
     vt_status st = fwd_enforce(ctx, node, op);
     if (st != VT_OK) return st;
-    if (need_weight && !(node->prepared & 1u)) {
-        c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s: weight operand src0 was not prepared (the hook was missed)", op);
+    if (need_weight && !(node->prepared & 1u) && holds_copy_of(node->src[0].data)) {
+        c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s: weight operand src0 arrived as the file's bytes of a tensor it "
+                     "prepared (the copy was not wired)", op);
         return VT_ERR_INVALID;
     }
     vt_node plain = *node;
