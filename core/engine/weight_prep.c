@@ -44,6 +44,17 @@ struct vt_weight_prep {
     bool *shared_by; /* per registry index: its nodes read a shared tensor */
 };
 
+/* items (n used of *cap, each size bytes) with room for one more: itself,
+ * or moved to twice its room (first when empty); NULL when out of memory
+ * (items and *cap unchanged). */
+static void *grow_for_one(void *items, int32_t n, int32_t *cap, size_t size, int32_t first) {
+    if (n < *cap) return items;
+    const int32_t want = *cap ? *cap * 2 : first;
+    void *grown = realloc(items, (size_t)want * size);
+    if (grown) *cap = want;
+    return grown;
+}
+
 static bool has_hook(const vt_registry *r, int32_t backend) {
     const vt_backend_entry *e = vt_registry_at(r, backend);
     return e && e->state == VT_BACKEND_LOADED && e->table && e->table->prepare_weight;
@@ -86,13 +97,9 @@ static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_p
                 if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT) continue;
                 weight_readers *t = find_readers(w, p->values[v].data);
                 if (!t) {
-                    if (w->n_tensors == w->cap_tensors) {
-                        const int32_t cap = w->cap_tensors ? w->cap_tensors * 2 : 64;
-                        weight_readers *grown = realloc(w->tensors, (size_t)cap * sizeof *grown);
-                        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing the model's weights");
-                        w->tensors = grown;
-                        w->cap_tensors = cap;
-                    }
+                    weight_readers *room = grow_for_one(w->tensors, w->n_tensors, &w->cap_tensors, sizeof *room, 64);
+                    if (!room) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing the model's weights");
+                    w->tensors = room;
                     t = &w->tensors[w->n_tensors++];
                     const vt_tensor whole = vt_plan_value_tensor(p, v, -1, -1, false);
                     *t = (weight_readers){p->values[v].data,
@@ -161,13 +168,9 @@ static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, 
                 if (v < 0 || !offered(w, p->values[v].data)) continue;
                 prepared_copy *c = find_copy(w, n->backend, p->values[v].data);
                 if (!c) {
-                    if (w->n == w->cap) {
-                        int32_t cap = w->cap ? w->cap * 2 : 64;
-                        prepared_copy *grown = realloc(w->copies, (size_t)cap * sizeof *grown);
-                        if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing weights to prepare");
-                        w->copies = grown;
-                        w->cap = cap;
-                    }
+                    prepared_copy *room = grow_for_one(w->copies, w->n, &w->cap, sizeof *room, 64);
+                    if (!room) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing weights to prepare");
+                    w->copies = room;
                     c = &w->copies[w->n++];
                     memset(c, 0, sizeof *c);
                     c->backend = n->backend;
@@ -350,13 +353,9 @@ vt_status vt_weight_prep_for_timing(vt_timing_copies *kept, vt_plan *const *plan
         if (v < 0) continue;
         const timing_copy *c = find_timing_copy(kept, backend, p->values[v].data);
         if (!c) {
-            if (kept->n == kept->cap) {
-                const int32_t cap = kept->cap ? kept->cap * 2 : 32;
-                timing_copy *grown = realloc(kept->copies, (size_t)cap * sizeof *grown);
-                if (!grown) return vt_fail(err, VT_ERR_NOMEM, "out of memory for calibration's weight copies");
-                kept->copies = grown;
-                kept->cap = cap;
-            }
+            timing_copy *room = grow_for_one(kept->copies, kept->n, &kept->cap, sizeof *room, 32);
+            if (!room) return vt_fail(err, VT_ERR_NOMEM, "out of memory for calibration's weight copies");
+            kept->copies = room;
             vt_prepared_weight got = {0};
             vt_status st = offer_for_timing(plans, n_plans, p, n, v, e, &got, err);
             if (st != VT_OK) return st;
