@@ -251,6 +251,7 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
     if (st != VT_OK) {
         refuse(e, "init failed: %s", err[0] ? err : vt_status_name(st));
         e->refused_by_init = true;
+        e->init_status = st;
         return;
     }
     char why[200];

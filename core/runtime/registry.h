@@ -31,6 +31,7 @@ typedef struct vt_backend_entry {
     uint32_t abi_major, abi_minor;
     int score;                /* loaded: its probe's score (1 without a probe); ranks the default backend */
     bool refused_by_init;     /* refused: its init failed (the one step that reads its options) */
+    vt_status init_status;    /* refused_by_init: what init returned (VT_ERR_NOMEM: it ran out of memory) */
 } vt_backend_entry;
 
 typedef struct vt_registry vt_registry;
