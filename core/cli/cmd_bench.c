@@ -74,6 +74,7 @@ typedef struct bench_result {
     double median, stdev;
     double ratio;      /* median / the first backend's at the same test and n_seqs; NAN: none */
     char error[VT_ERROR_MSG_SIZE]; /* non-empty: the backend failed; no figures */
+    vt_status status;              /* error set: the failure's status */
     /* --backends auto: what placing by measured cost took at engine
      * creation (not part of the timed runs) */
     bool is_auto;
@@ -192,6 +193,7 @@ typedef struct bench_config {
  * entry; the others still run, and the exit status says something failed). */
 static void config_failed(bench_config *cfg, const vt_error *err, vt_error *first_failure) {
     snprintf(cfg->pp->error, sizeof cfg->pp->error, "%s", err->msg);
+    cfg->pp->status = err->code;
     if (first_failure->code == VT_OK) *first_failure = *err;
     vt_engine_free(cfg->e);
     cfg->e = NULL;
@@ -373,6 +375,8 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         if (r->error[0]) {
             printf(", \"error\": ");
             vt_json_string(stdout, r->error);
+            printf(", \"status\": ");
+            vt_json_string(stdout, vt_status_name(r->status));
             printf("}");
             continue;
         }

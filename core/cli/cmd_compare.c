@@ -95,6 +95,7 @@ typedef struct backend_result {
     int64_t where_count[VT_CLI_MAX_BACKENDS];
     int64_t plan_nodes;
     char error[VT_ERROR_MSG_SIZE]; /* non-empty: this backend failed (plan refused, op error) */
+    vt_status status;              /* error set: the failure's status */
     /* Where the greedy continuation first differs from reference's (index
      * greedy_agree < n_greedy): reference's logit of its own token minus
      * its logit of this backend's token there, i.e. how close to a tie the
@@ -414,6 +415,8 @@ static void print_json(const compare_job *job, const char *model_path, const bac
         if (r->error[0]) {
             printf(", \"error\": ");
             vt_json_string(stdout, r->error);
+            printf(", \"status\": ");
+            vt_json_string(stdout, vt_status_name(r->status));
             printf("}");
             continue;
         }
@@ -773,6 +776,7 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
          * (the exit status still says something failed). */
         if (st != VT_OK && b > 0) {
             snprintf(results[b].error, sizeof results[b].error, "%s", err->msg);
+            results[b].status = err->code;
             if (first_failure.code == VT_OK) first_failure = *err;
             st = VT_OK;
         }
