@@ -309,9 +309,9 @@ static void test_llama3_syntax(void) {
 static void expect_400(const char *body, const char *param) {
     serve_reply r = serve_http(&server, "POST", "/v1/chat/completions", body, NULL);
     CU_ASSERT_EQUAL(r.status, 400);
-    char needle[128];
-    snprintf(needle, sizeof needle, "\"param\":\"%s\"", param);
-    bool named = r.body.s && strstr(r.body.s, needle);
+    char *got = serve_error_param(&r);
+    bool named = got && strcmp(got, param) == 0;
+    free(got);
     CU_ASSERT_TRUE(named);
     if (r.status != 400 || !named) printf("\n  want 400 naming %s: %ld %s\n", param, r.status, r.body.s ? r.body.s : "");
     serve_reply_free(&r);
