@@ -67,14 +67,27 @@ static const json_value *path_get(const json_value *v, const char *a, const char
     return x && b ? json_get(x, b) : x;
 }
 
+/* error.code is `code` (NULL: null). */
+static void assert_error_code(const serve_reply *r, const char *code) {
+    json_value v;
+    CU_ASSERT_FATAL(parse(r, &v));
+    const json_value *c = path_get(&v, "error", "code");
+    const bool ok = c && (code ? c->type == JSON_STRING && strcmp(c->str, code) == 0 : c->type == JSON_NULL);
+    if (!ok) fprintf(stderr, "expected error.code %s in %s\n", code ? code : "null", r->body.s);
+    CU_ASSERT(ok);
+    json_free(&v);
+}
+
 static const json_value *choice0(const json_value *v) {
     const json_value *c = json_get(v, "choices");
     return c && c->type == JSON_ARRAY && c->n > 0 ? &c->items[0] : NULL;
 }
 
-/* The error answer: status, and error.message/type present, error.param as expected (NULL = null). */
+/* The error answer: status, and error.message/type present, error.param as
+ * expected (NULL = null); error.code null but on a 503 (which says which). */
 static void assert_error(const serve_reply *r, long status, const char *param) {
     CU_ASSERT_EQUAL(r->status, status);
+    if (status != 503) assert_error_code(r, NULL);
     json_value v;
     CU_ASSERT_FATAL(parse(r, &v));
     const json_value *msg = path_get(&v, "error", "message"), *type = path_get(&v, "error", "type"),
@@ -675,6 +688,7 @@ static void test_queue_full_and_time_limit(void) {
     pthread_join(tb, NULL);
     pthread_join(tc, NULL);
     assert_error(&refused->t.r, 503, NULL);
+    assert_error_code(&refused->t.r, "queue_full");
     CU_ASSERT(refused->t.r.headers.s && strstr(refused->t.r.headers.s, "Retry-After:"));
     serve_streamed s;
     CU_ASSERT_EQUAL(a.r.status, 200);
@@ -684,6 +698,7 @@ static void test_queue_full_and_time_limit(void) {
     free(s.text);
     /* the waiting one never ran: no answer rather than an empty one */
     assert_error(&waited->t.r, 503, NULL);
+    assert_error_code(&waited->t.r, "timeout");
     CU_ASSERT(waited->t.r.headers.s && strstr(waited->t.r.headers.s, "Retry-After:"));
     serve_reply_free(&a.r);
     serve_reply_free(&b.t.r);
@@ -768,6 +783,7 @@ static void test_shutdown_before_first_token(void) {
         CU_FAIL("the running request's answer is not JSON");
     }
     assert_error(&b.r, 503, NULL);
+    assert_error_code(&b.r, "shutting_down");
     CU_ASSERT(b.r.headers.s && strstr(b.r.headers.s, "Retry-After:"));
     serve_reply_free(&a.r);
     serve_reply_free(&b.r);

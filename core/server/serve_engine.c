@@ -116,12 +116,16 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
     pthread_mutex_lock(&e->lock);
     if (generate && (e->refuse_new || e->stopping)) {
         pthread_mutex_unlock(&e->lock);
-        return vt_serve_fail(err, 503, "server_error", NULL, "the server is shutting down");
+        vt_serve_fail(err, 503, "server_error", NULL, "the server is shutting down");
+        err->code = "shutting_down";
+        return false;
     }
     if (generate && e->n_queued_generate + e->n_batch_waiting >= e->cfg.max_waiting) {
         pthread_mutex_unlock(&e->lock);
-        return vt_serve_fail(err, 503, "server_error", NULL,
-                             "the waiting queue is full (%d requests); retry later", (int)e->cfg.max_waiting);
+        vt_serve_fail(err, 503, "server_error", NULL, "the waiting queue is full (%d requests); retry later",
+                      (int)e->cfg.max_waiting);
+        err->code = "queue_full";
+        return false;
     }
     if (generate && !job->req.has_seed) {
         /* Chosen here, before the handler logs the request, so the log line
@@ -299,12 +303,14 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     vt_status st = vt_batch_add_n(e->batch, &r, (size_t)job->n_choices, batch_ids, msg, sizeof msg);
     free(owned);
     if (st != VT_OK) {
-        if (st == VT_ERR_UNSUPPORTED)
+        if (st == VT_ERR_UNSUPPORTED) {
             vt_serve_fail(&err, 503, "server_error", NULL, "the waiting queue is full; retry later");
-        else if (st == VT_ERR_NOMEM)
+            err.code = "queue_full";
+        } else if (st == VT_ERR_NOMEM) {
             vt_serve_fail(&err, 500, "server_error", NULL, "%s", msg);
-        else
+        } else {
             vt_serve_fail(&err, 400, "invalid_request_error", param, "%s: %s", param, msg);
+        }
         finish_failed(e, job, &err, true);
         return;
     }
@@ -420,19 +426,23 @@ static void cancel_pass(vt_serve_engine *e) {
          * answer. Not streamed, it is a 503 its client (or load balancer)
          * can retry elsewhere; a stream has sent its 200 already and ends
          * with this error as its last event. */
-        if (all && !abandoned && job->n_generated == 0)
+        if (all && !abandoned && job->n_generated == 0) {
             vt_serve_fail(&job->error, 503, "server_error", NULL,
                           "the server shut down before this request produced a token; retry");
+            job->error.code = "shutting_down";
+        }
         /* Out of time before its first token (queued behind others, or a
          * prefill longer than the limit): an empty "length" answer would
          * pass for a success. It is 503, not 408: the request arrived in
          * full and on time, it was the server too busy to start it, and 503
          * with Retry-After is what clients and load balancers retry. */
         bool never_started = late && !all && !abandoned && job->n_generated == 0;
-        if (never_started)
+        if (never_started) {
             vt_serve_fail(&job->error, 503, "server_error", NULL,
                           "the request produced no token within the time limit of %g s (the server is busy); retry",
                           e->cfg.request_timeout);
+            job->error.code = "timeout";
+        }
         pthread_mutex_unlock(&e->lock);
         if (abandoned || late) {
             cancel_job(e, job);

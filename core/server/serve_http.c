@@ -133,6 +133,14 @@ static enum MHD_Result fail(struct MHD_Connection *c, request_ctx *rq, int statu
     return send_error(c, rq, &err);
 }
 
+/* 503 while the model loads. */
+static enum MHD_Result loading(struct MHD_Connection *c, request_ctx *rq) {
+    vt_serve_error err;
+    vt_serve_fail(&err, 503, "server_error", NULL, "the model is loading");
+    err.code = "loading";
+    return send_error(c, rq, &err);
+}
+
 static const char *finish_reason(const vt_serve_choice *c) {
     return c->finish == VT_FINISH_STOP || c->finish == VT_FINISH_STOP_STRING ? "stop" : "length";
 }
@@ -553,10 +561,10 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
     vt_serve_engine *e = atomic_load(&s->engine);
     if (found == 0)
         return e ? send_json(c, rq, 200, strdup("{\"status\":\"ok\"}"))
-                 : fail(c, rq, 503, "server_error", NULL, "%s", "the model is loading");
+                 : loading(c, rq);
     if (found == 1) return send_body(c, rq, 200, vt_serve_metrics_text(s->metrics), "text/plain; version=0.0.4");
     if (!authorized(c, s)) return fail(c, rq, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
-    if (!e) return fail(c, rq, 503, "server_error", NULL, "%s", "the model is loading");
+    if (!e) return loading(c, rq);
     if (found == 2) return send_json(c, rq, 200, vt_serve_models_json(s->alias, s->started));
     if (found == 7) {
         const char *id = url + strlen(routes[7].path);

@@ -21,6 +21,7 @@ bool vt_serve_fail(vt_serve_error *err, int status, const char *type, const char
     if (!err) return false;
     err->status = status;
     err->type = type;
+    err->code = NULL;
     snprintf(err->param, sizeof err->param, "%s", param ? param : "");
     va_list ap;
     va_start(ap, fmt);

@@ -35,6 +35,9 @@ typedef struct vt_serve_error {
     const char *type; /* "invalid_request_error", "authentication_error", ... */
     char message[512];
     char param[96];
+    /* error.code: NULL (null), or which 503 it is, for clients that retry:
+     * "queue_full", "timeout", "shutting_down", "loading" */
+    const char *code;
 } vt_serve_error;
 
 struct json_t; /* jansson's */
@@ -134,7 +137,7 @@ bool vt_serve_check_framing(const vt_serve_header *headers, size_t n, vt_serve_e
  * escape and ends with "...". */
 void vt_serve_log_escape(const char *in, char *out, size_t out_size);
 
-/* Fill err (status, type, param may be NULL, printf message); returns false. */
+/* Fill err (status, type, param may be NULL, printf message; code NULL); returns false. */
 bool vt_serve_fail(vt_serve_error *err, int status, const char *type, const char *param, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 

@@ -68,7 +68,7 @@ char *vt_serve_error_json(const vt_serve_error *err) {
     json_t *e = json_pack("{s:o, s:s, s:o, s:o}", "message", text_string(err->message, strlen(err->message)), "type",
                           err->type ? err->type : "server_error", "param",
                           err->param[0] ? text_string(err->param, strlen(err->param)) : json_null(), "code",
-                          json_null());
+                          err->code ? json_string(err->code) : json_null());
     return dump(e ? json_pack("{s:o}", "error", e) : NULL);
 }
 
