@@ -257,13 +257,15 @@ static void test_corrupt_cache_is_redone(void) {
     log_text[0] = '\0';
     e = auto_engine(fast_dir);
     CU_ASSERT_FATAL(e != NULL);
-    CU_ASSERT(strstr(log_text, "is corrupt (checksum mismatch): measuring again") != NULL);
+    CU_ASSERT_EQUAL(e->costs->cache_read, VT_CALIBRATION_CORRUPT);
+    CU_ASSERT(strstr(log_text, "is corrupt (checksum mismatch): measuring again") != NULL); /* and says so */
     CU_ASSERT(e->costs->measured > 0);
     CU_ASSERT(run_tokens(e) == 0);
     vt_engine_free(e);
     e = auto_engine(fast_dir);
     CU_ASSERT_FATAL(e != NULL);
     CU_ASSERT(e->costs->cache_hit);
+    CU_ASSERT_EQUAL(e->costs->cache_read, VT_CALIBRATION_READ); /* the rewritten file is valid */
     vt_engine_free(e);
 }
 
@@ -281,6 +283,8 @@ static void test_other_key_is_stale(void) {
     log_text[0] = '\0';
     e = auto_engine(fast_dir);
     CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_EQUAL(e->costs->cache_read, VT_CALIBRATION_STALE);
+    /* and says so, naming the first line of the key that differs */
     CU_ASSERT(strstr(log_text, "is stale (recorded for another machine or setup ('threads") != NULL);
     CU_ASSERT(e->costs->measured > 0);
     vt_engine_free(e);

@@ -58,6 +58,7 @@ typedef struct vt_auto_costs {
     int retimed;     /* timings made again for close calls (calibrate.h) */
     int from_cache;  /* pairs read from the cache */
     bool cache_hit;  /* nothing needed timing */
+    int cache_read;  /* what reading the cache found: a vt_calibration_read (calibration_cache.h) */
     bool recalibrate; /* time the plans' classes again, whatever the cache holds */
     char cache_path[1024];
 } vt_auto_costs;

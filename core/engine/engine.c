@@ -287,6 +287,7 @@ static vt_status start_auto(vt_engine *e, bool recalibrate, vt_error *err) {
     }
     c->recalibrate = recalibrate;
     const vt_calibration_read got = vt_calibration_load(c->cache_path, key, e->registry, c, why, sizeof why);
+    c->cache_read = (int)got;
     if (got == VT_CALIBRATION_CORRUPT || got == VT_CALIBRATION_STALE)
         vt_log(VT_LOG_WARN, "core", "runtime.backend = auto: calibration cache %s is %s (%s): measuring again", c->cache_path,
                got == VT_CALIBRATION_CORRUPT ? "corrupt" : "stale", why);
