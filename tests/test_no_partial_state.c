@@ -152,15 +152,21 @@ static void test_bad_plugins(void) {
 }
 
 static void test_bad_ini_lines(void) {
-    static const char *const bad[] = {
-        /* good lines first, the bad one last: nothing of them may stick */
-        "[runtime]\nthreads = 7\nbatch_size = 3\n[kv_cache]\ndtype = bf16\nctx_size = 32\nblock_size = 3\n",
-        "[runtime]\nthreads = 7\n[sampling]\ntemp = 0.1\ntop_p = 2\n",
-        "[runtime]\nthreads = 7\n[kv_cache]\ndtype = f16\n[gpu]\nlayers = 3\n",
-        "[runtime]\nthreads = 7\nthreads = 8\n",
-        "[runtime]\nthreads = 7\n[backends]\npath = /a\n  /b\n",
-        "[runtime]\nthreads = 7\nthis is not an ini line\n",
-        "[runtime]\nbackend = Bad.Name\n",
+    /* good lines first, the bad one last: nothing of them may stick. A bad
+     * value is VT_ERR_INVALID; a file that is not well-formed ini for vt
+     * (unknown section, a key twice, a continuation, not a line) VT_ERR_FORMAT. */
+    static const struct {
+        const char *text;
+        vt_status status;
+    } bad[] = {
+        {"[runtime]\nthreads = 7\nbatch_size = 3\n[kv_cache]\ndtype = bf16\nctx_size = 32\nblock_size = 3\n",
+         VT_ERR_INVALID},
+        {"[runtime]\nthreads = 7\n[sampling]\ntemp = 0.1\ntop_p = 2\n", VT_ERR_INVALID},
+        {"[runtime]\nthreads = 7\n[kv_cache]\ndtype = f16\n[gpu]\nlayers = 3\n", VT_ERR_FORMAT},
+        {"[runtime]\nthreads = 7\nthreads = 8\n", VT_ERR_FORMAT},
+        {"[runtime]\nthreads = 7\n[backends]\npath = /a\n  /b\n", VT_ERR_FORMAT},
+        {"[runtime]\nthreads = 7\nthis is not an ini line\n", VT_ERR_FORMAT},
+        {"[runtime]\nbackend = Bad.Name\n", VT_ERR_INVALID},
     };
     vt_options o;
     vt_options_defaults(&o);
@@ -168,14 +174,15 @@ static void test_bad_ini_lines(void) {
     CU_ASSERT_EQUAL_FATAL(vt_options_load(&o, write_text("good.ini", good_ini), &err), VT_OK);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vt_options before = o;
-        const char *path = write_text("bad.ini", bad[i]);
+        const char *path = write_text("bad.ini", bad[i].text);
         vt_error_clear(&err);
-        CU_ASSERT_NOT_EQUAL(vt_options_load(&o, path, &err), VT_OK);
+        CU_ASSERT_EQUAL(vt_options_load(&o, path, &err), bad[i].status);
+        VT_ASSERT_ERROR(err, bad[i].status);
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, path)); /* names the file (and line) */
         CU_ASSERT(memcmp(&before, &o, sizeof o) == 0);
         /* through VT_CONFIG the same */
         setenv("VT_CONFIG", path, 1);
-        CU_ASSERT_NOT_EQUAL(vt_options_load(&o, NULL, &err), VT_OK);
+        CU_ASSERT_EQUAL(vt_options_load(&o, NULL, &err), bad[i].status);
         unsetenv("VT_CONFIG");
         CU_ASSERT(memcmp(&before, &o, sizeof o) == 0);
     }
