@@ -71,7 +71,7 @@ static void test_options_follow_the_rule(void) {
         snprintf(value, sizeof value, r->integer ? "%.0f" : "%.17g", probes[i].value);
         vt_error err = {0};
         const vt_status st = vt_options_set(&o, key, value, "cli", &err);
-        CU_ASSERT_EQUAL(st == VT_OK, probes[i].accepted);
+        CU_ASSERT_EQUAL(st, probes[i].accepted ? VT_OK : VT_ERR_INVALID);
         if (st != VT_OK) CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, r->accepted));
     }
 }
@@ -109,7 +109,7 @@ static void test_batch_requests_follow_the_rule(void) {
         }
         uint64_t id = 0;
         const vt_status st = vt_batch_add(b, &r, &id, err, sizeof err);
-        CU_ASSERT_EQUAL(st == VT_OK, probes[i].accepted);
+        CU_ASSERT_EQUAL(st, probes[i].accepted ? VT_OK : VT_ERR_INVALID);
         if (st == VT_OK) {
             CU_ASSERT_EQUAL(vt_batch_cancel(b, id, err, sizeof err), VT_OK);
             CU_ASSERT_EQUAL(vt_batch_remove(b, id, err, sizeof err), VT_OK);
