@@ -964,9 +964,15 @@ static void test_engine_levers_dry_run(void) {
     vt_explain_free(&x);
     free(err);
 
-    /* --explain without --dry-run: the main server printed its plans, then served. */
+    /* --explain without --dry-run: the main server printed its plans (-c 512,
+     * --parallel 4), then served. */
     char *log = vt_test_read_file(main_srv.log, NULL);
-    CU_ASSERT(log && strstr(log, "plan decode:") && strstr(log, "kv-cache dtype:") && strstr(log, "vt serve: ready"));
+    CU_ASSERT(vt_explain_parse(log, &x)); /* false for NULL */
+    CU_ASSERT(x.n > 0);
+    CU_ASSERT_EQUAL(x.decode_max_tokens, 4);
+    CU_ASSERT_EQUAL(x.kv_tokens, 512);
+    vt_explain_free(&x);
+    CU_ASSERT(log && strstr(log, "vt serve: ready"));
     free(log);
 }
 
