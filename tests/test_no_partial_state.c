@@ -251,9 +251,9 @@ static void test_bad_levers(void) {
 static void test_bad_model_then_good(void) {
     vt_model *m = NULL;
     vt_error err = {0};
-    CU_ASSERT_NOT_EQUAL(vt_model_load(truncated_path, &m, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_model_load(truncated_path, &m, &err), VT_ERR_FORMAT);
     CU_ASSERT_PTR_NULL(m);
-    CU_ASSERT_NOT_EQUAL(vt_model_load("/nonexistent/model.gguf", &m, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_model_load("/nonexistent/model.gguf", &m, &err), VT_ERR_IO);
     vt_options o;
     good_options(&o);
     expect_good_run(&o);
