@@ -85,9 +85,11 @@ static weight_readers *find_readers(const vt_weight_prep *w, const void *origina
     return NULL;
 }
 
-/* The census: every weight tensor a node of plans reads (directly or
- * through a view), with the backends whose nodes read it. */
-static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_plans, vt_error *err) {
+/* Calls visit for every source s of every node n of plans that reads a
+ * weight (v: the weight value, views resolved) until it returns nonzero,
+ * which the walk then returns; 0 after the last. */
+typedef int (*weight_source_fn)(void *arg, const vt_plan *p, const vt_plan_node *n, int s, int32_t v);
+static int each_weight_source(vt_plan *const *plans, int n_plans, weight_source_fn visit, void *arg) {
     for (int k = 0; k < n_plans; k++) {
         const vt_plan *p = plans[k];
         for (int32_t i = 0; i < p->n_nodes; i++) {
@@ -95,23 +97,48 @@ static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_p
             for (int s = 0; s < n->n_src; s++) {
                 const int32_t v = root_value(p, n->src[s]);
                 if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT) continue;
-                weight_readers *t = find_readers(w, p->values[v].data);
-                if (!t) {
-                    weight_readers *room = grow_for_one(w->tensors, w->n_tensors, &w->cap_tensors, sizeof *room, 64);
-                    if (!room) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing the model's weights");
-                    w->tensors = room;
-                    t = &w->tensors[w->n_tensors++];
-                    const vt_tensor whole = vt_plan_value_tensor(p, v, -1, -1, false);
-                    *t = (weight_readers){p->values[v].data,
-                                          vt_row_size(whole.dtype, whole.ne[0]) *
-                                              (size_t)(whole.ne[1] * whole.ne[2] * whole.ne[3]),
-                                          n->backend, false, false};
-                }
-                t->several = t->several || n->backend != t->backend;
-                t->read_plain = t->read_plain || n->src[s] != v || !vt_is_weight_operand(n->op, s);
+                const int stop = visit(arg, p, n, s, v);
+                if (stop) return stop;
             }
         }
     }
+    return 0;
+}
+
+/* One reader of the census: its tensor's entry, added at the first. */
+static int count_reader(void *arg, const vt_plan *p, const vt_plan_node *n, int s, int32_t v) {
+    vt_weight_prep *w = arg;
+    weight_readers *t = find_readers(w, p->values[v].data);
+    if (!t) {
+        weight_readers *room = grow_for_one(w->tensors, w->n_tensors, &w->cap_tensors, sizeof *room, 64);
+        if (!room) return 1;
+        w->tensors = room;
+        t = &w->tensors[w->n_tensors++];
+        const vt_tensor whole = vt_plan_value_tensor(p, v, -1, -1, false);
+        *t = (weight_readers){p->values[v].data,
+                              vt_row_size(whole.dtype, whole.ne[0]) * (size_t)(whole.ne[1] * whole.ne[2] * whole.ne[3]),
+                              n->backend, false, false};
+    }
+    t->several = t->several || n->backend != t->backend;
+    t->read_plain = t->read_plain || n->src[s] != v || !vt_is_weight_operand(n->op, s);
+    return 0;
+}
+
+/* A reader of a shared tensor: its backend is one that shares. */
+static int mark_sharer(void *arg, const vt_plan *p, const vt_plan_node *n, int s, int32_t v) {
+    (void)s;
+    vt_weight_prep *w = arg;
+    const weight_readers *t = find_readers(w, p->values[v].data);
+    if (t && t->several && n->backend >= 0 && n->backend < vt_registry_count(w->registry))
+        w->shared_by[n->backend] = true;
+    return 0;
+}
+
+/* The census: every weight tensor a node of plans reads (directly or
+ * through a view), with the backends whose nodes read it. */
+static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_plans, vt_error *err) {
+    if (each_weight_source(plans, n_plans, count_reader, w))
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory listing the model's weights");
     for (int32_t i = 0; i < w->n_tensors; i++) {
         if (!w->tensors[i].several) continue;
         w->shared_tensors++;
@@ -121,19 +148,7 @@ static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_p
      * first reader's backend alone does not name them all. */
     w->shared_by = calloc((size_t)vt_registry_count(w->registry) + 1, sizeof *w->shared_by);
     if (!w->shared_by) return vt_fail(err, VT_ERR_NOMEM, "out of memory listing the model's weights");
-    for (int k = 0; k < n_plans && w->shared_tensors; k++) {
-        const vt_plan *p = plans[k];
-        for (int32_t i = 0; i < p->n_nodes; i++) {
-            const vt_plan_node *n = &p->nodes[i];
-            for (int s = 0; s < n->n_src; s++) {
-                const int32_t v = root_value(p, n->src[s]);
-                if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT) continue;
-                const weight_readers *t = find_readers(w, p->values[v].data);
-                if (t && t->several && n->backend >= 0 && n->backend < vt_registry_count(w->registry))
-                    w->shared_by[n->backend] = true;
-            }
-        }
-    }
+    if (w->shared_tensors) each_weight_source(plans, n_plans, mark_sharer, w);
     return VT_OK;
 }
 
@@ -204,20 +219,21 @@ static vt_status offer_weight(const vt_backend_entry *e, const char *name, vt_te
  * prepared copy: on a backend that made none (declined, or has no hook),
  * or through a view (never offered)? Judged once every offer of the tensor
  * was answered. */
+typedef struct unprepared_query {
+    vt_weight_prep *w;
+    const void *original;
+} unprepared_query;
+
+static int reads_unprepared(void *arg, const vt_plan *p, const vt_plan_node *n, int s, int32_t v) {
+    const unprepared_query *q = arg;
+    if (p->values[v].data != q->original) return 0;
+    const prepared_copy *c = weight_operand(p, n, s) >= 0 ? find_copy(q->w, n->backend, q->original) : NULL;
+    return !c || !c->data || c->data == q->original;
+}
+
 static bool read_unprepared(vt_weight_prep *w, vt_plan *const *plans, int n_plans, const void *original) {
-    for (int k = 0; k < n_plans; k++) {
-        const vt_plan *p = plans[k];
-        for (int32_t i = 0; i < p->n_nodes; i++) {
-            const vt_plan_node *n = &p->nodes[i];
-            for (int s = 0; s < n->n_src; s++) {
-                const int32_t v = root_value(p, n->src[s]);
-                if (v < 0 || p->values[v].kind != VT_VAL_WEIGHT || p->values[v].data != original) continue;
-                const prepared_copy *c = weight_operand(p, n, s) >= 0 ? find_copy(w, n->backend, original) : NULL;
-                if (!c || !c->data || c->data == original) return true;
-            }
-        }
-    }
-    return false;
+    unprepared_query q = {w, original};
+    return each_weight_source(plans, n_plans, reads_unprepared, &q) != 0;
 }
 
 /* The memory rule, right after the last offer of copy i's tensor (so the
