@@ -28,6 +28,28 @@ static void group_rows(const simd_group_job *t, int64_t g, int64_t m0, int R, in
     for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
 }
 
+/* Prefill with the layout's two-group tile: groups [g0, g1) in pairs
+ * against every activation row, tile2_rows at a time; an odd last group
+ * through rows. */
+static void prefill_pairs(const simd_group_job *t, int64_t g0, int64_t g1) {
+    const int tr = t->tile2_rows;
+    for (int64_t m0 = 0; m0 < t->M; m0 += tr) {
+        const int R = t->M - m0 < tr ? (int)(t->M - m0) : tr;
+        int64_t g = g0;
+        for (; g + 1 < g1; g += 2) {
+            __m256 res[2 * SIMD_MAX_ROWS];
+            t->tile2(t, group_at(t, g), group_at(t, g + 1), m0, R, res);
+            for (int r = 0; r < R; r++) {
+                store_group(t, g, m0 + r, res[r]);
+                store_group(t, g + 1, m0 + r, res[R + r]);
+            }
+        }
+        if (g < g1)
+            for (int r0 = 0; r0 < R; r0 += SIMD_GROUP_TILE_R)
+                group_rows(t, g, m0 + r0, R - r0 < SIMD_GROUP_TILE_R ? R - r0 : SIMD_GROUP_TILE_R, 0);
+    }
+}
+
 /* Groups [begin, end) against every activation row. */
 static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
@@ -70,10 +92,14 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
             for (int64_t m0 = 0; m0 < t->M; m0 += fr) group_rows(t, g, m0, t->M - m0 < fr ? (int)(t->M - m0) : fr, 1);
         return;
     }
-    /* prefill: a tile of groups stays in L2 while every 4 activation rows
-     * pass over it */
+    /* prefill: a tile of groups stays in L2 while every few activation
+     * rows pass over it */
     for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
         const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
+        if (t->tile2) {
+            prefill_pairs(t, g0, g1);
+            continue;
+        }
         for (int64_t m0 = 0; m0 < t->M; m0 += tr) {
             const int R = t->M - m0 < tr ? (int)(t->M - m0) : tr;
             for (int64_t g = g0; g < g1; g++) group_rows(t, g, m0, R, 0);
@@ -86,6 +112,7 @@ void simd_run_groups(simd_ctx *ctx, simd_group_job *job) {
     /* ~64 KiB of weights per L2 tile in prefill */
     const int64_t tile = (int64_t)(65536 / job->group_bytes);
     job->tile_groups = tile < 1 ? 1 : tile;
+    if (job->tile2 && job->tile_groups > 1) job->tile_groups &= ~(int64_t)1; /* whole pairs */
     int64_t chunk = job->tile_groups;
     if (job->M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
         chunk = groups / (4 * (int64_t)ctx->n_threads);
@@ -149,7 +176,10 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
         j->pair = L->pair;
         j->pair_rows = L->pair_rows;
         j->few_rows = L->few_rows;
+        j->tile2 = L->tile2;
+        j->tile2_rows = L->tile2_rows;
         j->tile_groups = tile < 1 ? 1 : tile;
+        if (j->tile2 && j->tile_groups > 1) j->tile_groups &= ~(int64_t)1;
         most = parts[i].M > most ? parts[i].M : most;
     }
     parts_walk w = {jobs, n_parts, (N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS};
@@ -185,6 +215,8 @@ vt_status simd_group_matmul(simd_ctx *ctx, const vt_node *node, const simd_group
     j.pair = L->pair;
     j.pair_rows = L->pair_rows;
     j.few_rows = L->few_rows;
+    j.tile2 = L->tile2;
+    j.tile2_rows = L->tile2_rows;
     simd_run_groups(ctx, &j);
     return VT_OK;
 }

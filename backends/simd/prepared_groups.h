@@ -7,7 +7,7 @@
  * L2 tiles in prefill — and the stores are the same for all of them, so a
  * row's result depends on neither M nor the tile (batch invariance holds as
  * long as each layout's tile does the same arithmetic for every R).
- * Included by the AVX2 translation units only. */
+ * Included by the kernel translation units (AVX2 and the tiers above). */
 #ifndef VT_SIMD_PREPARED_GROUPS_H
 #define VT_SIMD_PREPARED_GROUPS_H
 
@@ -33,6 +33,11 @@ typedef void (*simd_group_pair_fn)(const simd_group_job *j, const uint8_t *wg0, 
  * 0 .. R-1 (2 <= R <= SIMD_GROUP_TILE_R): res[r] for wg0, res[R + r] for wg1. */
 typedef void (*simd_group_pair_rows_fn)(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int R,
                                         __m256 *res);
+/* Prefill: adjacent groups wg0 and wg1 (both in L2) against activation rows
+ * m0 .. m0+R-1 (1 <= R <= the layout's tile2_rows): res[r] for wg0,
+ * res[R + r] for wg1. */
+typedef void (*simd_group_tile2_fn)(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int64_t m0, int R,
+                                    __m256 *res);
 
 struct simd_group_job {
     const uint8_t *w;   /* the prepared copy: groups of group_bytes */
@@ -54,6 +59,11 @@ struct simd_group_job {
      * takes that many (one pass over the group: its weights unpacked once
      * for all rows), 0 for SIMD_GROUP_TILE_R */
     int few_rows;
+    /* optional: prefill's tile, two groups against up to tile2_rows
+     * activation rows (a tier whose registers hold both groups' rows);
+     * NULL: rows, one group against SIMD_GROUP_TILE_R rows at a time */
+    simd_group_tile2_fn tile2;
+    int tile2_rows;
     int64_t tile_groups; /* set by simd_run_groups */
 };
 
@@ -71,6 +81,8 @@ typedef struct simd_group_layout {
     simd_group_pair_fn pair;
     simd_group_pair_rows_fn pair_rows;
     int few_rows;
+    simd_group_tile2_fn tile2;
+    int tile2_rows;
 } simd_group_layout;
 
 /* MATMUL node on a weight prepared in layout L: the activations quantized
