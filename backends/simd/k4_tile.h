@@ -266,7 +266,7 @@ SIMD_INLINE void k4_block_finish2(const k4_gblock *a, const k4_gblock *c, const 
  * sums are the exact ones of k4_tile and its float finish is
  * k4_block_finish's, lane for lane: bit for bit the other tiles. */
 SIMD_INLINE void k4_tile2_zmm(const k4_gblock *wa, const k4_gblock *wc, const simd_act *x, int64_t m0, int R,
-                              __m256 *res) {
+                              int stream, __m256 *res) {
     const int64_t K = x->K, nb = K / 256;
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     SIMD_ALIGNED float acc[SIMD_MAX_ROWS][16];
@@ -274,6 +274,10 @@ SIMD_INLINE void k4_tile2_zmm(const k4_gblock *wa, const k4_gblock *wc, const si
     for (int r = 0; r < R; r++) _mm512_store_ps(acc[r], _mm512_setzero_ps());
     for (int64_t b = 0; b < nb; b++) {
         const k4_gblock *a = wa + b, *c = wc + b;
+        if (stream) { /* a few rows: their activations own L1 */
+            simd_prefetch_ahead_l2(a, (int)sizeof(k4_gblock));
+            simd_prefetch_ahead_l2(c, (int)sizeof(k4_gblock));
+        }
         const int8_t *xb = x->qs + m0 * K + b * 256;
         __m512i sumi[SIMD_MAX_ROWS];
         SIMD_UNROLL
@@ -317,19 +321,21 @@ SIMD_INLINE void k4_tile2_zmm(const k4_gblock *wa, const k4_gblock *wc, const si
 }
 
 #define K4_TILE2_ROWS 8
-static void k4_group_tile2(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int64_t m0, int R,
+static void k4_group_tile2(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int64_t m0, int R, int stream,
                            __m256 *res) {
     const k4_gblock *a = (const k4_gblock *)wg0, *c = (const k4_gblock *)wg1;
+#define TILE2_R(n) (stream ? k4_tile2_zmm(a, c, &j->act, m0, n, 1, res) : k4_tile2_zmm(a, c, &j->act, m0, n, 0, res))
     switch (R) {
-    case 1: k4_tile2_zmm(a, c, &j->act, m0, 1, res); break;
-    case 2: k4_tile2_zmm(a, c, &j->act, m0, 2, res); break;
-    case 3: k4_tile2_zmm(a, c, &j->act, m0, 3, res); break;
-    case 4: k4_tile2_zmm(a, c, &j->act, m0, 4, res); break;
-    case 5: k4_tile2_zmm(a, c, &j->act, m0, 5, res); break;
-    case 6: k4_tile2_zmm(a, c, &j->act, m0, 6, res); break;
-    case 7: k4_tile2_zmm(a, c, &j->act, m0, 7, res); break;
-    default: k4_tile2_zmm(a, c, &j->act, m0, 8, res); break;
+    case 1: TILE2_R(1); break;
+    case 2: TILE2_R(2); break;
+    case 3: TILE2_R(3); break;
+    case 4: TILE2_R(4); break;
+    case 5: TILE2_R(5); break;
+    case 6: TILE2_R(6); break;
+    case 7: TILE2_R(7); break;
+    default: TILE2_R(8); break;
     }
+#undef TILE2_R
 }
 #define K4_TILE2 .tile2 = k4_group_tile2, .tile2_rows = K4_TILE2_ROWS
 #else

@@ -38,7 +38,7 @@ static void prefill_pairs(const simd_group_job *t, int64_t g0, int64_t g1) {
         int64_t g = g0;
         for (; g + 1 < g1; g += 2) {
             __m256 res[2 * SIMD_MAX_ROWS];
-            t->tile2(t, group_at(t, g), group_at(t, g + 1), m0, R, res);
+            t->tile2(t, group_at(t, g), group_at(t, g + 1), m0, R, 0, res);
             for (int r = 0; r < R; r++) {
                 store_group(t, g, m0 + r, res[r]);
                 store_group(t, g + 1, m0 + r, res[R + r]);
@@ -67,6 +67,23 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
             store_group(t, g + half, 0, res[1]);
         }
         if ((end - begin) % 2) group_rows(t, end - 1, 0, 1, 1);
+        return;
+    }
+    if (t->tile2 && t->M <= t->tile2_rows) {
+        /* a few sequences: decode's two streams, both groups against all
+         * rows in one tile */
+        const int64_t half = (end - begin) / 2;
+        const int R = (int)t->M;
+        for (int64_t g = begin; g < begin + half; g++) {
+            __m256 res[2 * SIMD_MAX_ROWS];
+            t->tile2(t, group_at(t, g), group_at(t, g + half), 0, R, 1, res);
+            for (int r = 0; r < R; r++) {
+                store_group(t, g, r, res[r]);
+                store_group(t, g + half, r, res[R + r]);
+            }
+        }
+        if ((end - begin) % 2)
+            for (int64_t r0 = 0; r0 < R; r0 += tr) group_rows(t, end - 1, r0, R - r0 < tr ? (int)(R - r0) : tr, 1);
         return;
     }
     if (t->pair_rows && t->M <= tr) {

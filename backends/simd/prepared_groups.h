@@ -33,11 +33,11 @@ typedef void (*simd_group_pair_fn)(const simd_group_job *j, const uint8_t *wg0, 
  * 0 .. R-1 (2 <= R <= SIMD_GROUP_TILE_R): res[r] for wg0, res[R + r] for wg1. */
 typedef void (*simd_group_pair_rows_fn)(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int R,
                                         __m256 *res);
-/* Prefill: adjacent groups wg0 and wg1 (both in L2) against activation rows
- * m0 .. m0+R-1 (1 <= R <= the layout's tile2_rows): res[r] for wg0,
- * res[R + r] for wg1. */
+/* Groups wg0 and wg1 against activation rows m0 .. m0+R-1 (1 <= R <=
+ * the layout's tile2_rows): res[r] for wg0, res[R + r] for wg1. stream as
+ * for simd_group_rows_fn. */
 typedef void (*simd_group_tile2_fn)(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int64_t m0, int R,
-                                    __m256 *res);
+                                    int stream, __m256 *res);
 
 struct simd_group_job {
     const uint8_t *w;   /* the prepared copy: groups of group_bytes */
@@ -59,9 +59,10 @@ struct simd_group_job {
      * takes that many (one pass over the group: its weights unpacked once
      * for all rows), 0 for SIMD_GROUP_TILE_R */
     int few_rows;
-    /* optional: prefill's tile, two groups against up to tile2_rows
-     * activation rows (a tier whose registers hold both groups' rows);
-     * NULL: rows, one group against SIMD_GROUP_TILE_R rows at a time */
+    /* optional: two groups against up to tile2_rows activation rows (a
+     * tier whose registers hold both groups' rows), for prefill and for a
+     * few rows (2 <= M <= tile2_rows, decode's two streams); NULL: rows,
+     * pair_rows and few_rows as above */
     simd_group_tile2_fn tile2;
     int tile2_rows;
     int64_t tile_groups; /* set by simd_run_groups */
