@@ -63,7 +63,7 @@ static void test_each_instance_runs_its_tier(void) {
     if (!tiers_available()) return;
     char isa[128];
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(best, "simd"), isa, sizeof isa),
-                           "avx512_vnni (q4_k matmul, attention; the rest avx2)");
+                           VT_TEST_SIMD_AVX512_ISA);
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(avx2, "simd"), isa, sizeof isa), "avx2");
 }
 
@@ -77,7 +77,7 @@ static float *matmul_on(vt_harness *h, const vt_node *node) {
     vt_prepared_weight out = {0};
     char why[256] = "";
     CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &out, why, sizeof why), VT_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(out.data); /* Q4_K is one of the layouts simd prepares */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out.data); /* Q4_K and Q5_K are layouts simd prepares */
     void *file_data = n.src[0].data;
     n.src[0].data = out.data;
     n.prepared = 1u;
@@ -90,11 +90,11 @@ static float *matmul_on(vt_harness *h, const vt_node *node) {
     return y;
 }
 
-/* One Q4_K matmul of K x N weights by M rows into y_dtype on both tiers:
- * the outputs' bits must be equal. */
-static void check_same_bits(int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
+/* One matmul of K x N weights of w_dtype by M rows into y_dtype on both
+ * tiers: the outputs' bits must be equal. */
+static void check_dtype_same_bits(int32_t w_dtype, int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
     vt_node node = vt_harness_node(VT_OP_MATMUL, M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
-    vt_harness_set_src(&node, 0, vt_harness_weight(VT_Q4_K, K, N, seed));
+    vt_harness_set_src(&node, 0, vt_harness_weight(w_dtype, K, N, seed));
     vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed + 1, -2.0f, 2.0f));
     node.dst = vt_harness_zeros(y_dtype, 2, (const int64_t[]){N, M});
     float *a = matmul_on(best, &node), *b = matmul_on(avx2, &node);
@@ -102,12 +102,17 @@ static void check_same_bits(int64_t K, int64_t N, int64_t M, int32_t y_dtype, ui
     int64_t differing = 0;
     for (int64_t i = 0; i < N * M; i++) differing += memcmp(&a[i], &b[i], sizeof *a) != 0;
     if (differing)
-        fprintf(stderr, "test_simd_tiers: K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n", (long long)K,
-                (long long)N, (long long)M, vt_dtype_name(y_dtype), (long long)differing, (long long)(N * M));
+        fprintf(stderr, "test_simd_tiers: %s K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n",
+                vt_dtype_name(w_dtype), (long long)K, (long long)N, (long long)M, vt_dtype_name(y_dtype),
+                (long long)differing, (long long)(N * M));
     CU_ASSERT_EQUAL(differing, 0);
     free(a);
     free(b);
     vt_harness_node_free(&node);
+}
+
+static void check_same_bits(int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
+    check_dtype_same_bits(VT_Q4_K, K, N, M, y_dtype, seed);
 }
 
 static void test_q4_k_matmul_same_bits(void) {
@@ -129,6 +134,21 @@ static void test_q4_k_matmul_same_bits(void) {
         check_same_bits(512, 21, 6, narrow[i], seed += 2);
         check_same_bits(768, 45, 128, narrow[i], seed += 2);
     }
+}
+
+/* Q5_K's two-group tile (prefill and 2..8 rows) against the AVX2 tiles:
+ * odd group counts (a group left over for the one-group tile), every M to
+ * 17, and the fifth bits of every quarter. */
+static void test_q5_k_matmul_same_bits(void) {
+    if (!tiers_available()) return;
+    uint64_t seed = 33000;
+    for (int64_t M = 1; M <= 17; M++) {
+        check_dtype_same_bits(VT_Q5_K, 256, M % 2 ? 37 : 7, M, VT_F32, seed += 2);
+        check_dtype_same_bits(VT_Q5_K, 256 * (1 + M % 3), 19, M, VT_F32, seed += 2);
+    }
+    check_dtype_same_bits(VT_Q5_K, 3072, 67, 128, VT_F32, seed += 2);
+    check_dtype_same_bits(VT_Q5_K, 1024, 300, 128, VT_F32, seed += 2);
+    check_dtype_same_bits(VT_Q5_K, 768, 45, 128, VT_F16, seed += 2);
 }
 
 /* One attention call on both tiers: the outputs' bits must be equal. */
@@ -206,6 +226,7 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"each simd instance reports the tier it runs", test_each_instance_runs_its_tier},
         {"Q4_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_k_matmul_same_bits},
+        {"Q5_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q5_k_matmul_same_bits},
         {"attention: the avx512 and avx2 tiers agree bit for bit", test_attention_same_bits},
         {"greedy tokens through the engine are the same at both tiers", test_engine_same_tokens},
         CU_TEST_INFO_NULL,

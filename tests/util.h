@@ -31,6 +31,9 @@ void vt_test_skip(const char *why);
  * False after vt_test_skip() otherwise. Whether it then actually loads is the
  * caller's assertion to make. */
 bool vt_test_simd_expected(void);
+/* What simd's isa entry reports for its avx512 tier: the one place the
+ * tests spell which ops that tier covers. */
+#define VT_TEST_SIMD_AVX512_ISA "avx512_vnni (q4_k and q5_k matmul, attention; the rest avx2)"
 /* The onednn backend was built (VT_TEST_HAVE_ONEDNN); false after
  * vt_test_skip() otherwise. */
 bool vt_test_onednn_expected(void);

@@ -23,18 +23,9 @@
 
 #include "k4_group.h"
 #include "prepared_groups.h"
+#include "q5k_group.h"
 #include "simd.h"
 #include "simd_vec.h"
-
-/* One block of 256 values of SIMD_GROUP_ROWS rows: the 4-bit group block,
- * then the fifth bits. */
-typedef struct q5k_gblock {
-    k4_gblock k4;
-    uint8_t qh[8][SIMD_GROUP_ROWS * 4]; /* [sub-block j][row * 4 + t]: bit 2h = fifth bit of value 4h + t of
-                                           sub-block j, bit 2h + 1 that of value 16 + 4h + t */
-} q5k_gblock;
-
-_Static_assert(sizeof(q5k_gblock) == 1440, "prepared q5_k group block is 1440 bytes");
 
 size_t simd_q5_k_prepared_size(int64_t K, int64_t N) { return (size_t)(simd_k4_groups(N) * (K / 256)) * sizeof(q5k_gblock); }
 
@@ -170,7 +161,7 @@ SIMD_INLINE void tile(const q5k_gblock *const *wg, int NG, const simd_act *x, in
 
 /* The layout's tile for the shared walk (prepared_groups.c); the switch
  * gives the inlined tile constant R and stream. */
-static void group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
+void simd_q5k_group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
     const q5k_gblock *g[1] = {(const q5k_gblock *)wg};
 #define TILE_R(n) (stream ? tile(g, 1, &j->act, m0, n, 1, res) : tile(g, 1, &j->act, m0, n, 0, res))
     switch (R) {
@@ -182,20 +173,21 @@ static void group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, i
 #undef TILE_R
 }
 
-static void group_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res) {
+void simd_q5k_group_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res) {
     const q5k_gblock *g[2] = {(const q5k_gblock *)wg0, (const q5k_gblock *)wg1};
     tile(g, 2, &j->act, 0, 1, 1, res);
 }
 
-static const simd_group_layout q5k_layout = {
-    .act_kind = SIMD_ACT_Q8_K32I, .block_len = 256, .block_bytes = sizeof(q5k_gblock), .rows = group_rows,
-    .pair = group_pair};
-
-vt_status simd_q5_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
-    return simd_group_matmul(ctx, node, &q5k_layout);
-}
+static const simd_group_layout q5k_layout = {.act_kind = SIMD_ACT_Q8_K32I,
+                                             .block_len = 256,
+                                             .block_bytes = sizeof(q5k_gblock),
+                                             .rows = simd_q5k_group_rows,
+                                             .pair = simd_q5k_group_pair};
 
 const simd_group_layout *simd_q5_k_group_layout(const simd_ctx *ctx) {
-    (void)ctx;
-    return &q5k_layout;
+    return ctx->isa == SIMD_ISA_AVX512_VNNI ? &simd_q5k_layout_vnni : &q5k_layout;
+}
+
+vt_status simd_q5_k_prepared_matmul(simd_ctx *ctx, const vt_node *node) {
+    return simd_group_matmul(ctx, node, simd_q5_k_group_layout(ctx));
 }
