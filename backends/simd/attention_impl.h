@@ -302,9 +302,74 @@ SIMD_INLINE void dot4x4(int32_t dtype, const float *const q[4], const void *cons
             for (int r = 0; r < 4; r++) out[j][r] += q[j][i] * load1(dtype, k[r], i);
 }
 
+/* 256-bit hadd in each half of a 512-bit register: per 128-bit block
+ * [a0 + a1, a2 + a3, b0 + b1, b2 + b3], the sums _mm256_hadd_ps forms. */
+SIMD_INLINE __m512 hadd_halves(__m512 a, __m512 b) {
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+
+/* dot4x4 for 8 rows at once: rows r (lanes 0-7) and r + 4 (lanes 8-15)
+ * side by side in one 512-bit register, each query slice broadcast to both
+ * halves; every row's score is dot4x4's, operation for operation (the same
+ * 8-lane sums, the same hadd tree per half, the same last addition). */
+SIMD_INLINE void dot4x8(const float *const q[4], const void *const k[8], int64_t n, float *const out[4]) {
+    __m512 a[4][4];
+    SIMD_UNROLL
+    for (int j = 0; j < 4; j++)
+        SIMD_UNROLL
+        for (int r = 0; r < 4; r++) a[j][r] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512 x[4];
+        SIMD_UNROLL
+        for (int j = 0; j < 4; j++) x[j] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(q[j] + i))));
+        SIMD_UNROLL
+        for (int r = 0; r < 4; r++) {
+            const __m512 kv = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd((const double *)((const float *)k[r] + i))),
+                                                                  _mm256_loadu_pd((const double *)((const float *)k[r + 4] + i)), 1));
+            SIMD_UNROLL
+            for (int j = 0; j < 4; j++) a[j][r] = _mm512_fmadd_ps(x[j], kv, a[j][r]);
+        }
+    }
+    SIMD_UNROLL
+    for (int j = 0; j < 4; j++) {
+        const __m512 h = hadd_halves(hadd_halves(a[j][0], a[j][1]), hadd_halves(a[j][2], a[j][3]));
+        /* block 0 + block 1: rows 0-3; block 2 + block 3: rows 4-7 */
+        const __m512 s = _mm512_add_ps(h, _mm512_shuffle_f32x4(h, h, _MM_SHUFFLE(2, 3, 0, 1)));
+        _mm_storeu_ps(out[j], _mm512_castps512_ps128(s));
+        _mm_storeu_ps(out[j] + 4, _mm512_extractf32x4_ps(s, 2));
+    }
+    for (; i < n; i++)
+        for (int j = 0; j < 4; j++)
+            for (int r = 0; r < 8; r++) out[j][r] += q[j][i] * ((const float *)k[r])[i];
+}
+
 SIMD_INLINE void accumulate4(int32_t dtype, float *const y[4], const float *const p[4], const void *const *v,
                              int64_t len, int64_t n) {
     int64_t d = 0;
+    if (dtype == VT_F32) /* 16 lanes per register: lane for lane the 8-lane slices' operations */
+        for (; d + 64 <= n; d += 64) {
+            __m512 a[4][4];
+            SIMD_UNROLL
+            for (int j = 0; j < 4; j++)
+                SIMD_UNROLL
+                for (int u = 0; u < 4; u++) a[j][u] = _mm512_loadu_ps(y[j] + d + 16 * u);
+            for (int64_t i = 0; i < len; i++) {
+                __m512 w[4];
+                SIMD_UNROLL
+                for (int j = 0; j < 4; j++) w[j] = _mm512_set1_ps(p[j][i]);
+                SIMD_UNROLL
+                for (int u = 0; u < 4; u++) {
+                    const __m512 x = _mm512_loadu_ps((const float *)v[i] + d + 16 * u);
+                    SIMD_UNROLL
+                    for (int j = 0; j < 4; j++) a[j][u] = _mm512_fmadd_ps(w[j], x, a[j][u]);
+                }
+            }
+            SIMD_UNROLL
+            for (int j = 0; j < 4; j++)
+                SIMD_UNROLL
+                for (int u = 0; u < 4; u++) _mm512_storeu_ps(y[j] + d + 16 * u, a[j][u]);
+        }
     for (; d + 32 <= n; d += 32) {
         __m256 a[4][4];
         SIMD_UNROLL
@@ -347,6 +412,9 @@ SIMD_INLINE void accumulate4(int32_t dtype, float *const y[4], const float *cons
 SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
     const __m256 cv = _mm256_set1_ps(c);
     int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_set1_ps(c), _mm512_loadu_ps(y + i)));
+#endif
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(cv, _mm256_loadu_ps(y + i)));
     if (n % 8 != 0)
         for (; i < n; i++) y[i] *= c;
@@ -442,6 +510,25 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
  * depend on the path. A whole chunk is scaled and its max taken 8 at a time:
  * the same products and the same max as one by one. */
 static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, float *run_sum, float *acc, int64_t D) {
+#if defined(__AVX512F__)
+    if (n == CHUNK) { /* a whole chunk in one 512-bit register: lane for lane the 8-lane path below */
+        const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(sj), _mm512_set1_ps(scale));
+        const __m256 halves_max = _mm256_max_ps(_mm512_castps512_ps256(x),
+                                                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        const float cmax = simd_hmax_ps(halves_max);
+        const float new_max = cmax > *run_max ? cmax : *run_max;
+        if (new_max > *run_max && *run_max != -INFINITY) {
+            const float c = expf(*run_max - new_max);
+            *run_sum *= c;
+            scale_row(acc, c, D);
+        }
+        *run_max = new_max;
+        const __m512 e = simd_exp16_ps(_mm512_sub_ps(x, _mm512_set1_ps(new_max)));
+        _mm512_storeu_ps(sj, e);
+        *run_sum += simd_hsum_ps(simd_fold16_ps(e));
+        return;
+    }
+#endif
     float cmax;
     if (n == CHUNK) {
         const __m256 sv = _mm256_set1_ps(scale);
@@ -471,6 +558,43 @@ static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, flo
     *run_sum += simd_hsum_ps(_mm256_add_ps(e0, e1));
 }
 
+#if QUERIES_PER_LOAD == 4
+/* chunk_softmax for the 4 queries of a quad seeing the same n positions:
+ * each query's operations are chunk_softmax's, in its order, but the four
+ * short dependency chains (scale, max, exponentials, sum) run side by side
+ * instead of one after another. */
+static void chunk_softmax4(float *const s4[4], int64_t n, float scale, float *run_max, float *run_sum,
+                           float *const y4[4], int64_t D) {
+    if (n != CHUNK) {
+        for (int u = 0; u < 4; u++) chunk_softmax(s4[u], n, scale, run_max + u, run_sum + u, y4[u], D);
+        return;
+    }
+    __m512 x[4];
+    float new_max[4];
+    SIMD_UNROLL
+    for (int u = 0; u < 4; u++) {
+        x[u] = _mm512_mul_ps(_mm512_loadu_ps(s4[u]), _mm512_set1_ps(scale));
+        const float cmax = simd_hmax_ps(_mm256_max_ps(_mm512_castps512_ps256(x[u]),
+                                                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x[u]), 1))));
+        new_max[u] = cmax > run_max[u] ? cmax : run_max[u];
+    }
+    for (int u = 0; u < 4; u++) {
+        if (new_max[u] > run_max[u] && run_max[u] != -INFINITY) {
+            const float c = expf(run_max[u] - new_max[u]);
+            run_sum[u] *= c;
+            scale_row(y4[u], c, D);
+        }
+        run_max[u] = new_max[u];
+    }
+    SIMD_UNROLL
+    for (int u = 0; u < 4; u++) {
+        const __m512 e = simd_exp16_ps(_mm512_sub_ps(x[u], _mm512_set1_ps(new_max[u])));
+        _mm512_storeu_ps(s4[u], e);
+        run_sum[u] += simd_hsum_ps(simd_fold16_ps(e));
+    }
+}
+#endif
+
 /* One chunk for every query of qs: each query's scores against the rows it
  * sees (up to its limit), then its running state rescaled once and the
  * weighted v rows added. A query's numbers depend only on the query, the
@@ -499,13 +623,17 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
                 s4[u] = sj + u * CHUNK;
                 y4[u] = acc + ju * D;
             }
+            for (; i + 8 <= n; i += 8) {
+                float *const o4[4] = {s4[0] + i, s4[1] + i, s4[2] + i, s4[3] + i};
+                dot4x8(q4, r->k + i, D, o4);
+            }
             for (; i + 4 <= n; i += 4) {
                 float *const o4[4] = {s4[0] + i, s4[1] + i, s4[2] + i, s4[3] + i};
                 dot4x4(VT_F32, q4, r->k + i, D, o4);
             }
             for (; i < n; i++)
                 for (int u = 0; u < 4; u++) s4[u][i] = dot1(VT_F32, q4[u], r->k[i], D);
-            for (int u = 0; u < 4; u++) chunk_softmax(s4[u], n, t->scale, run_max + j + u, run_sum + j + u, y4[u], D);
+            chunk_softmax4(s4, n, t->scale, run_max + j, run_sum + j, y4, D);
             accumulate4(VT_F32, y4, (const float *const *)s4, r->v, n, D);
             j += 3;
             continue;

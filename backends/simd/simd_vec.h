@@ -119,6 +119,42 @@ SIMD_INLINE __m256 simd_exp_ps(__m256 x) {
     return _mm256_andnot_ps(below, result);
 }
 
+#if defined(__AVX512F__)
+/* simd_exp_ps on 16 lanes: each lane's operations are simd_exp_ps's, so
+ * the bits are too (the AVX-512 tier's kernels use it where the AVX2 tier
+ * uses two simd_exp_ps). */
+SIMD_INLINE __m512 simd_exp16_ps(__m512 x) {
+    const __m512 lo_clamp = _mm512_set1_ps(-87.3365f);
+    const __m512 hi_clamp = _mm512_set1_ps(88.7228f);
+    const __mmask16 below = _mm512_cmp_ps_mask(x, lo_clamp, _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_max_ps(x, lo_clamp), hi_clamp);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512i ni = _mm512_cvtps_epi32(n);
+    const __mmask16 top = _mm512_cmpgt_epi32_mask(ni, _mm512_set1_epi32(127));
+    ni = _mm512_mask_sub_epi32(ni, top, ni, _mm512_set1_epi32(1));
+    const __m512 scale = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ni, _mm512_set1_epi32(127)), 23));
+    __m512 result = _mm512_mul_ps(p, scale);
+    result = _mm512_mask_add_ps(result, top, result, result);
+    return _mm512_maskz_mov_ps((__mmask16)~below, result);
+}
+
+/* The 8-lane halves of v added: lane i + lane i + 8. */
+SIMD_INLINE __m256 simd_fold16_ps(__m512 v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+#endif
+
 /* Store 8 f32 as elements i..i+7 of a row of dtype F32, F16 or BF16. */
 SIMD_INLINE void simd_store8(int32_t dtype, void *dst, int64_t i, __m256 v) {
     if (dtype == VT_F32)
