@@ -16,30 +16,36 @@
 #     LLAMA_SERVER  ik_llama.cpp's llama-server (build: bench/prefill_vs_ik.sh)
 #   env: CONVERSATIONS (8), TURNS (3), SLOTS (4), THREADS (2), MAX_TOKENS (32),
 #        SYSTEM_WORDS (1150), CTX (16384: the KV pool; llama-server: CTX/SLOTS a slot),
-#        NICE (0: run both servers at this niceness, e.g. -15 on a shared machine)
+#        NICE (0: run both servers at this niceness, e.g. -15 on a shared machine),
+#        TEMPERATURE (0.8, as chat clients sample; 0 is greedy — on a random
+#        model a greedy answer repeats one token whose text re-tokenizes
+#        differently when the client sends it back, so no server's cache can
+#        match the answer's blocks, where a sampled answer's text gives back
+#        the tokens that were generated)
 set -eu
 VT=${1:?usage: serve_multiturn_vs_llama.sh VT MODEL LLAMA_SERVER}
 MODEL=${2:?model}
 LLAMA_SERVER=${3:?llama-server}
 C=${CONVERSATIONS:-8} T=${TURNS:-3} SLOTS=${SLOTS:-4} THREADS=${THREADS:-2}
 MAXTOK=${MAX_TOKENS:-32} WORDS=${SYSTEM_WORDS:-1150} CTX=${CTX:-16384} NICE=${NICE:-0}
+TEMP=${TEMPERATURE:-0.8}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/serve_lib.sh"
 sh "$here/machine.sh" 2>/dev/null || true
 echo "model: $MODEL; $C conversations x $T turns, system prompt $WORDS words, $MAXTOK tokens an answer," \
-     "$SLOTS slots, $THREADS threads, KV pool $CTX tokens"
+     "temperature $TEMP, $SLOTS slots, $THREADS threads, KV pool $CTX tokens"
 
 echo "== vt serve: $VT serve -m MODEL -t $THREADS --max-seqs $SLOTS -c $CTX"
 serve_start "$SERVE_DIR/vt.log" 18131 nice -n "$NICE" "$VT" serve -m "$MODEL" --port 18131 -t "$THREADS" \
     --max-seqs "$SLOTS" -c "$CTX"
 python3 "$here/serve_load.py" --url http://127.0.0.1:18131 --conversations "$C" --turns "$T" \
-    --system-words "$WORDS" --max-tokens "$MAXTOK"
+    --system-words "$WORDS" --max-tokens "$MAXTOK" --temperature "$TEMP"
 serve_stop
 
 echo "== ik_llama.cpp llama-server: $LLAMA_SERVER -m MODEL -t $THREADS -np $SLOTS -c $CTX (prompt cache on)"
 serve_start "$SERVE_DIR/llama.log" 18132 nice -n "$NICE" "$LLAMA_SERVER" -m "$MODEL" --port 18132 -t "$THREADS" \
     -np "$SLOTS" -c "$CTX"
 python3 "$here/serve_load.py" --url http://127.0.0.1:18132 --conversations "$C" --turns "$T" \
-    --system-words "$WORDS" --max-tokens "$MAXTOK"
+    --system-words "$WORDS" --max-tokens "$MAXTOK" --temperature "$TEMP"
 serve_stop
 echo "done $(uptime)"
