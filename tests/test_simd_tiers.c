@@ -63,7 +63,7 @@ static void test_each_instance_runs_its_tier(void) {
     if (!tiers_available()) return;
     char isa[128];
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(best, "simd"), isa, sizeof isa),
-                           "avx512_vnni (q4_k matmul, attention; the rest avx2)");
+                           "avx512_vnni (q4_k and q6_k matmul, attention; the rest avx2)");
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(avx2, "simd"), isa, sizeof isa), "avx2");
 }
 
@@ -77,7 +77,7 @@ static float *matmul_on(vt_harness *h, const vt_node *node) {
     vt_prepared_weight out = {0};
     char why[256] = "";
     CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &out, why, sizeof why), VT_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(out.data); /* Q4_K is one of the layouts simd prepares */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out.data); /* the dtypes tested are ones simd prepares */
     void *file_data = n.src[0].data;
     n.src[0].data = out.data;
     n.prepared = 1u;
@@ -90,11 +90,11 @@ static float *matmul_on(vt_harness *h, const vt_node *node) {
     return y;
 }
 
-/* One Q4_K matmul of K x N weights by M rows into y_dtype on both tiers:
- * the outputs' bits must be equal. */
-static void check_same_bits(int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
+/* One matmul of K x N weights of wtype by M rows into y_dtype on both
+ * tiers: the outputs' bits must be equal. */
+static void check_same_bits_of(int32_t wtype, int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
     vt_node node = vt_harness_node(VT_OP_MATMUL, M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
-    vt_harness_set_src(&node, 0, vt_harness_weight(VT_Q4_K, K, N, seed));
+    vt_harness_set_src(&node, 0, vt_harness_weight(wtype, K, N, seed));
     vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed + 1, -2.0f, 2.0f));
     node.dst = vt_harness_zeros(y_dtype, 2, (const int64_t[]){N, M});
     float *a = matmul_on(best, &node), *b = matmul_on(avx2, &node);
@@ -102,33 +102,41 @@ static void check_same_bits(int64_t K, int64_t N, int64_t M, int32_t y_dtype, ui
     int64_t differing = 0;
     for (int64_t i = 0; i < N * M; i++) differing += memcmp(&a[i], &b[i], sizeof *a) != 0;
     if (differing)
-        fprintf(stderr, "test_simd_tiers: K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n", (long long)K,
-                (long long)N, (long long)M, vt_dtype_name(y_dtype), (long long)differing, (long long)(N * M));
+        fprintf(stderr, "test_simd_tiers: %s K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n",
+                vt_dtype_name(wtype), (long long)K, (long long)N, (long long)M, vt_dtype_name(y_dtype),
+                (long long)differing, (long long)(N * M));
     CU_ASSERT_EQUAL(differing, 0);
     free(a);
     free(b);
     vt_harness_node_free(&node);
 }
 
-static void test_q4_k_matmul_same_bits(void) {
-    if (!tiers_available()) return;
-    uint64_t seed = 31000;
+/* The shapes each prepared dtype's matmul is compared over. */
+static void check_shapes(int32_t wtype, uint64_t seed) {
     for (int64_t M = 1; M <= 17; M++) {
-        check_same_bits(256, M % 2 ? 37 : 7, M, VT_F32, seed += 2);
-        check_same_bits(256 * (1 + M % 3), 19, M, VT_F32, seed += 2);
+        check_same_bits_of(wtype, 256, M % 2 ? 37 : 7, M, VT_F32, seed += 2);
+        check_same_bits_of(wtype, 256 * (1 + M % 3), 19, M, VT_F32, seed += 2);
     }
-    check_same_bits(3072, 67, 128, VT_F32, seed += 2);
-    check_same_bits(1024, 300, 128, VT_F32, seed += 2);
-    check_same_bits(3072, 131, 1, VT_F32, seed += 2);
-    check_same_bits(256, 1001, 1, VT_F32, seed += 2);
-    check_same_bits(512, 1001, 8, VT_F32, seed += 2);
-    check_same_bits(256 * 12, 45, 5, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 3072, 67, 128, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 1024, 300, 128, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 3072, 131, 1, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 256, 1001, 1, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 512, 1001, 8, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 256 * 12, 45, 5, VT_F32, seed += 2);
     static const int32_t narrow[] = {VT_F16, VT_BF16};
     for (int i = 0; i < 2; i++) {
-        check_same_bits(512, 19, 1, narrow[i], seed += 2);
-        check_same_bits(512, 21, 6, narrow[i], seed += 2);
-        check_same_bits(768, 45, 128, narrow[i], seed += 2);
+        check_same_bits_of(wtype, 512, 19, 1, narrow[i], seed += 2);
+        check_same_bits_of(wtype, 512, 21, 6, narrow[i], seed += 2);
+        check_same_bits_of(wtype, 768, 45, 128, narrow[i], seed += 2);
     }
+}
+
+static void test_q4_k_matmul_same_bits(void) {
+    if (tiers_available()) check_shapes(VT_Q4_K, 31000);
+}
+
+static void test_q6_k_matmul_same_bits(void) {
+    if (tiers_available()) check_shapes(VT_Q6_K, 33000);
 }
 
 /* One attention call on both tiers: the outputs' bits must be equal. */
@@ -206,6 +214,7 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"each simd instance reports the tier it runs", test_each_instance_runs_its_tier},
         {"Q4_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_k_matmul_same_bits},
+        {"Q6_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q6_k_matmul_same_bits},
         {"attention: the avx512 and avx2 tiers agree bit for bit", test_attention_same_bits},
         {"greedy tokens through the engine are the same at both tiers", test_engine_same_tokens},
         CU_TEST_INFO_NULL,
