@@ -389,7 +389,7 @@ static void test_compare_reports_a_failing_backend(void) {
 /* What `vt bench` says simd runs at on this CPU, its best tier. */
 static const char *simd_isa_expected(void) {
     const vt_cpu_features f = vt_cpu_detect();
-    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni ? "simd avx512_vnni (q4_k and q6_k matmul, attention; the rest avx2)"
+    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni ? "simd avx512_vnni (q4_k, q6_k, q8_0, q4_0 matmul, attention; the rest avx2)"
                                                                   : "simd avx2";
 }
 

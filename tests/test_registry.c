@@ -445,7 +445,7 @@ static void test_isa_by_minor(void) {
     const bool vnni = f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
     if (simd)
         CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa),
-                               vnni ? "avx512_vnni (q4_k and q6_k matmul, attention; the rest avx2)" : "avx2");
+                               vnni ? "avx512_vnni (q4_k, q6_k, q8_0, q4_0 matmul, attention; the rest avx2)" : "avx2");
     const vt_backend_entry *onednn = vt_registry_find(r, "onednn");
     if (onednn) CU_ASSERT(strstr(vt_backend_isa(onednn, isa, sizeof isa), "f32 matmul") != NULL);
     vt_registry_destroy(r);

@@ -460,7 +460,7 @@ static void test_isa_option(void) {
         char isa[128];
         if (simd)
             CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa),
-                                   cases[i].tier == 2 && vnni ? "avx512_vnni (q4_k and q6_k matmul, attention; the rest avx2)" : "avx2");
+                                   cases[i].tier == 2 && vnni ? "avx512_vnni (q4_k, q6_k, q8_0, q4_0 matmul, attention; the rest avx2)" : "avx2");
         if (!loads) {
             const char *reason = vt_harness_refusal(h, "simd");
             CU_ASSERT(reason && strstr(reason, cases[i].why));

@@ -2,16 +2,17 @@
  *
  * A tier above AVX2 replaces some kernels with its own (backends/simd/
  * simd.h); each such kernel sums the same exact integers as the AVX2 one
- * and shares its float finish (k4_tile.h), or runs the same float
+ * and shares its float finish (k4_tile.h, q6_k_x8_tile.h,
+ * q4_0_q8_0_tile.h), or runs the same float
  * operations in the same order (attention), so the tiers must agree bit for
  * bit: the tolerance is zero, and whatever test_simd_ops proves of one tier
  * against the reference (it runs the best tier the CPU has) holds for the
  * other. Checked here op by op through the prepare hook, as an engine runs
  * it — N across and not a multiple of the 8-row groups, every M from 1 to
  * 17 and 128 (decode's paired groups, the few-row tiles, prefill tiles),
- * K of 1 to 12 blocks, f32/f16/bf16 outputs — and end to end: a greedy run
- * of the real engine path gives the same tokens at --backend-option
- * simd.isa=avx2 and at the best tier.
+ * K of 1 to 12 blocks (of 32 too for Q8_0 and Q4_0), f32/f16/bf16
+ * outputs — and end to end: a greedy run of the real engine path gives the
+ * same tokens at --backend-option simd.isa=avx2 and at the best tier.
  *
  * Runs only where the CPU and OS have the AVX-512 VNNI tier; elsewhere the
  * runner is skipped, naming what is missing (the isa option itself, and its
@@ -63,7 +64,7 @@ static void test_each_instance_runs_its_tier(void) {
     if (!tiers_available()) return;
     char isa[128];
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(best, "simd"), isa, sizeof isa),
-                           "avx512_vnni (q4_k and q6_k matmul, attention; the rest avx2)");
+                           "avx512_vnni (q4_k, q6_k, q8_0, q4_0 matmul, attention; the rest avx2)");
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(avx2, "simd"), isa, sizeof isa), "avx2");
 }
 
@@ -137,6 +138,23 @@ static void test_q4_k_matmul_same_bits(void) {
 
 static void test_q6_k_matmul_same_bits(void) {
     if (tiers_available()) check_shapes(VT_Q6_K, 33000);
+}
+
+/* Blocks of 32: also K not a multiple of 256, down to one block. */
+static void check_shapes_32(int32_t wtype, uint64_t seed) {
+    check_shapes(wtype, seed);
+    seed += 1000;
+    for (int64_t M = 1; M <= 17; M++) check_same_bits_of(wtype, 32 * (1 + 2 * (M % 5)), 13, M, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 32 * 37, 67, 128, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 32 * 37, 131, 1, VT_F32, seed += 2);
+}
+
+static void test_q8_0_matmul_same_bits(void) {
+    if (tiers_available()) check_shapes_32(VT_Q8_0, 34000);
+}
+
+static void test_q4_0_matmul_same_bits(void) {
+    if (tiers_available()) check_shapes_32(VT_Q4_0, 35000);
 }
 
 /* One attention call on both tiers: the outputs' bits must be equal. */
@@ -215,6 +233,8 @@ int main(void) {
         {"each simd instance reports the tier it runs", test_each_instance_runs_its_tier},
         {"Q4_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_k_matmul_same_bits},
         {"Q6_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q6_k_matmul_same_bits},
+        {"Q8_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q8_0_matmul_same_bits},
+        {"Q4_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_0_matmul_same_bits},
         {"attention: the avx512 and avx2 tiers agree bit for bit", test_attention_same_bits},
         {"greedy tokens through the engine are the same at both tiers", test_engine_same_tokens},
         CU_TEST_INFO_NULL,
