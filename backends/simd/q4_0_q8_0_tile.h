@@ -45,10 +45,10 @@ extern const simd_group_layout simd_q4_0_layout_vnni, simd_q8_0_layout_vnni;
 /* Q8_0: s + a . y, four byte products per int32 lane (vpdpbusd, a = |w|
  * unsigned, y = sign(w) x): one instruction per column. */
 SIMD_INLINE __m256i q8_dot(__m256i s, __m256i a, __m256i y) { return _mm256_dpbusd_epi32(s, a, y); }
-/* Two accumulators per (group, row), even and odd columns: a vpdpbusd
- * waits for the previous one's result, so one chain per tile of 1 or 2
- * (decode) would leave the multiplier idle between them. */
-#define Q8_CHAINS 2
+/* Two accumulators per (group, row), even and odd columns (both dtypes): a
+ * vpdpbusd waits for the previous one's result, so one chain per tile of 1
+ * or 2 (decode) would leave the multiplier idle between them. */
+#define DOT_CHAINS 2
 /* Q4_0: s + lo . xl + hi . xh in int32 lanes; no widening needed. */
 SIMD_INLINE __m256i q4_dot(__m256i s, __m256i lo, __m256i xl, __m256i hi, __m256i xh) {
     return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(s, lo, xl), hi, xh);
@@ -60,7 +60,7 @@ SIMD_INLINE __m256i q4_widen(__m256i s) { return s; }
 SIMD_INLINE __m256i q8_dot(__m256i s, __m256i a, __m256i y) {
     return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(a, y), _mm256_set1_epi16(1)));
 }
-#define Q8_CHAINS 1
+#define DOT_CHAINS 1
 /* Q4_0: in int16 lanes (8 x 2 x 15 x 127 = 30480 < 2^15 over a block). */
 SIMD_INLINE __m256i q4_dot(__m256i s, __m256i lo, __m256i xl, __m256i hi, __m256i xh) {
     return _mm256_add_epi16(s, _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
@@ -98,9 +98,9 @@ SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t 
         }
         __m256i sumi[2][4];
         if (q8) {
-            __m256i chain[Q8_CHAINS][2][4];
+            __m256i chain[DOT_CHAINS][2][4];
             SIMD_UNROLL
-            for (int c = 0; c < Q8_CHAINS; c++)
+            for (int c = 0; c < DOT_CHAINS; c++)
                 SIMD_UNROLL
                 for (int g = 0; g < NG; g++)
                     SIMD_UNROLL
@@ -118,7 +118,7 @@ SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t 
                     const __m256i xb = broadcast4(x->qs + (m0 + r) * K + b * 32 + 4 * h);
                     SIMD_UNROLL
                     for (int g = 0; g < NG; g++) {
-                        __m256i *s = &chain[h % Q8_CHAINS][g][r];
+                        __m256i *s = &chain[h % DOT_CHAINS][g][r];
                         *s = q8_dot(*s, a[g], _mm256_sign_epi8(xb, p[g]));
                         SIMD_KEEP(*s);
                     }
@@ -130,14 +130,16 @@ SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t 
                 for (int r = 0; r < R; r++) {
                     sumi[g][r] = chain[0][g][r];
                     SIMD_UNROLL
-                    for (int c = 1; c < Q8_CHAINS; c++) sumi[g][r] = _mm256_add_epi32(sumi[g][r], chain[c][g][r]);
+                    for (int c = 1; c < DOT_CHAINS; c++) sumi[g][r] = _mm256_add_epi32(sumi[g][r], chain[c][g][r]);
                 }
         } else {
-            __m256i s16[2][4]; /* q . x per lane: int16 pairs (AVX2) or int32 (VNNI) */
+            __m256i s16[DOT_CHAINS][2][4]; /* q . x per lane: int16 pairs (AVX2) or int32 (VNNI) */
             SIMD_UNROLL
-            for (int g = 0; g < NG; g++)
+            for (int c = 0; c < DOT_CHAINS; c++)
                 SIMD_UNROLL
-                for (int r = 0; r < R; r++) s16[g][r] = _mm256_setzero_si256();
+                for (int g = 0; g < NG; g++)
+                    SIMD_UNROLL
+                    for (int r = 0; r < R; r++) s16[c][g][r] = _mm256_setzero_si256();
             SIMD_UNROLL
             for (int h = 0; h < 4; h++) {
                 __m256i lo[2], hi[2];
@@ -153,8 +155,9 @@ SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t 
                     const __m256i xl = broadcast4(xq), xh = broadcast4(xq + 16);
                     SIMD_UNROLL
                     for (int g = 0; g < NG; g++) {
-                        s16[g][r] = q4_dot(s16[g][r], lo[g], xl, hi[g], xh);
-                        SIMD_KEEP(s16[g][r]);
+                        __m256i *c = &s16[h % DOT_CHAINS][g][r];
+                        *c = q4_dot(*c, lo[g], xl, hi[g], xh);
+                        SIMD_KEEP(*c);
                     }
                 }
             }
@@ -163,7 +166,11 @@ SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t 
                 /* 8 sum x of the activation block: the weights' offset of 8 */
                 const __m256i off = _mm256_set1_epi32(8 * (int32_t)x->isums[(m0 + r) * nb + b]);
                 SIMD_UNROLL
-                for (int g = 0; g < NG; g++) sumi[g][r] = _mm256_sub_epi32(q4_widen(s16[g][r]), off);
+                for (int g = 0; g < NG; g++) {
+                    sumi[g][r] = _mm256_sub_epi32(q4_widen(s16[0][g][r]), off);
+                    SIMD_UNROLL
+                    for (int c = 1; c < DOT_CHAINS; c++) sumi[g][r] = _mm256_add_epi32(sumi[g][r], q4_widen(s16[c][g][r]));
+                }
             }
         }
         SIMD_UNROLL
