@@ -169,7 +169,8 @@ SIMD_INLINE void tile(const void *const *wg, int NG, const simd_act *x, int64_t 
                 for (int g = 0; g < NG; g++) {
                     sumi[g][r] = _mm256_sub_epi32(q4_widen(s16[0][g][r]), off);
                     SIMD_UNROLL
-                    for (int c = 1; c < DOT_CHAINS; c++) sumi[g][r] = _mm256_add_epi32(sumi[g][r], q4_widen(s16[c][g][r]));
+                    for (int c = 1; c < DOT_CHAINS; c++)
+                        sumi[g][r] = _mm256_add_epi32(sumi[g][r], q4_widen(s16[c][g][r]));
                 }
             }
         }
