@@ -2,16 +2,17 @@
  *
  * A tier above AVX2 replaces some kernels with its own (backends/simd/
  * simd.h); each such kernel sums the same exact integers as the AVX2 one
- * and shares its float finish (k4_tile.h), or runs the same float
+ * and shares its float finish (k4_tile.h, q6_k_x8_tile.h,
+ * q4_0_q8_0_tile.h), or runs the same float
  * operations in the same order (attention), so the tiers must agree bit for
  * bit: the tolerance is zero, and whatever test_simd_ops proves of one tier
  * against the reference (it runs the best tier the CPU has) holds for the
  * other. Checked here op by op through the prepare hook, as an engine runs
  * it — N across and not a multiple of the 8-row groups, every M from 1 to
  * 17 and 128 (decode's paired groups, the few-row tiles, prefill tiles),
- * K of 1 to 12 blocks, f32/f16/bf16 outputs — and end to end: a greedy run
- * of the real engine path gives the same tokens at --backend-option
- * simd.isa=avx2 and at the best tier.
+ * K of 1 to 12 blocks (of 32 too for Q8_0 and Q4_0), f32/f16/bf16
+ * outputs — and end to end: a greedy run of the real engine path gives the
+ * same tokens at --backend-option simd.isa=avx2 and at the best tier.
  *
  * Runs only where the CPU and OS have the AVX-512 VNNI tier; elsewhere the
  * runner is skipped, naming what is missing (the isa option itself, and its
@@ -77,7 +78,7 @@ static float *matmul_on(vt_harness *h, const vt_node *node) {
     vt_prepared_weight out = {0};
     char why[256] = "";
     CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &out, why, sizeof why), VT_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(out.data); /* Q4_K and Q5_K are layouts simd prepares */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out.data); /* the dtypes tested are ones simd prepares */
     void *file_data = n.src[0].data;
     n.src[0].data = out.data;
     n.prepared = 1u;
@@ -90,11 +91,11 @@ static float *matmul_on(vt_harness *h, const vt_node *node) {
     return y;
 }
 
-/* One matmul of K x N weights of w_dtype by M rows into y_dtype on both
+/* One matmul of K x N weights of wtype by M rows into y_dtype on both
  * tiers: the outputs' bits must be equal. */
-static void check_dtype_same_bits(int32_t w_dtype, int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
+static void check_same_bits_of(int32_t wtype, int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
     vt_node node = vt_harness_node(VT_OP_MATMUL, M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
-    vt_harness_set_src(&node, 0, vt_harness_weight(w_dtype, K, N, seed));
+    vt_harness_set_src(&node, 0, vt_harness_weight(wtype, K, N, seed));
     vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed + 1, -2.0f, 2.0f));
     node.dst = vt_harness_zeros(y_dtype, 2, (const int64_t[]){N, M});
     float *a = matmul_on(best, &node), *b = matmul_on(avx2, &node);
@@ -103,7 +104,7 @@ static void check_dtype_same_bits(int32_t w_dtype, int64_t K, int64_t N, int64_t
     for (int64_t i = 0; i < N * M; i++) differing += memcmp(&a[i], &b[i], sizeof *a) != 0;
     if (differing)
         fprintf(stderr, "test_simd_tiers: %s K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n",
-                vt_dtype_name(w_dtype), (long long)K, (long long)N, (long long)M, vt_dtype_name(y_dtype),
+                vt_dtype_name(wtype), (long long)K, (long long)N, (long long)M, vt_dtype_name(y_dtype),
                 (long long)differing, (long long)(N * M));
     CU_ASSERT_EQUAL(differing, 0);
     free(a);
@@ -111,44 +112,55 @@ static void check_dtype_same_bits(int32_t w_dtype, int64_t K, int64_t N, int64_t
     vt_harness_node_free(&node);
 }
 
-static void check_same_bits(int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
-    check_dtype_same_bits(VT_Q4_K, K, N, M, y_dtype, seed);
+/* The shapes each prepared dtype's matmul is compared over. */
+static void check_shapes(int32_t wtype, uint64_t seed) {
+    for (int64_t M = 1; M <= 17; M++) {
+        check_same_bits_of(wtype, 256, M % 2 ? 37 : 7, M, VT_F32, seed += 2);
+        check_same_bits_of(wtype, 256 * (1 + M % 3), 19, M, VT_F32, seed += 2);
+    }
+    check_same_bits_of(wtype, 3072, 67, 128, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 1024, 300, 128, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 3072, 131, 1, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 256, 1001, 1, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 512, 1001, 8, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 256 * 12, 45, 5, VT_F32, seed += 2);
+    static const int32_t narrow[] = {VT_F16, VT_BF16};
+    for (int i = 0; i < 2; i++) {
+        check_same_bits_of(wtype, 512, 19, 1, narrow[i], seed += 2);
+        check_same_bits_of(wtype, 512, 21, 6, narrow[i], seed += 2);
+        check_same_bits_of(wtype, 768, 45, 128, narrow[i], seed += 2);
+    }
 }
 
 static void test_q4_k_matmul_same_bits(void) {
-    if (!tiers_available()) return;
-    uint64_t seed = 31000;
-    for (int64_t M = 1; M <= 17; M++) {
-        check_same_bits(256, M % 2 ? 37 : 7, M, VT_F32, seed += 2);
-        check_same_bits(256 * (1 + M % 3), 19, M, VT_F32, seed += 2);
-    }
-    check_same_bits(3072, 67, 128, VT_F32, seed += 2);
-    check_same_bits(1024, 300, 128, VT_F32, seed += 2);
-    check_same_bits(3072, 131, 1, VT_F32, seed += 2);
-    check_same_bits(256, 1001, 1, VT_F32, seed += 2);
-    check_same_bits(512, 1001, 8, VT_F32, seed += 2);
-    check_same_bits(256 * 12, 45, 5, VT_F32, seed += 2);
-    static const int32_t narrow[] = {VT_F16, VT_BF16};
-    for (int i = 0; i < 2; i++) {
-        check_same_bits(512, 19, 1, narrow[i], seed += 2);
-        check_same_bits(512, 21, 6, narrow[i], seed += 2);
-        check_same_bits(768, 45, 128, narrow[i], seed += 2);
-    }
+    if (tiers_available()) check_shapes(VT_Q4_K, 31000);
 }
 
-/* Q5_K's two-group tile (prefill and 2..8 rows) against the AVX2 tiles:
- * odd group counts (a group left over for the one-group tile), every M to
- * 17, and the fifth bits of every quarter. */
+/* Q5_K's two-group tile: the fifth bits of every quarter, and an odd
+ * group left over for the one-group tile. */
 static void test_q5_k_matmul_same_bits(void) {
-    if (!tiers_available()) return;
-    uint64_t seed = 33000;
-    for (int64_t M = 1; M <= 17; M++) {
-        check_dtype_same_bits(VT_Q5_K, 256, M % 2 ? 37 : 7, M, VT_F32, seed += 2);
-        check_dtype_same_bits(VT_Q5_K, 256 * (1 + M % 3), 19, M, VT_F32, seed += 2);
-    }
-    check_dtype_same_bits(VT_Q5_K, 3072, 67, 128, VT_F32, seed += 2);
-    check_dtype_same_bits(VT_Q5_K, 1024, 300, 128, VT_F32, seed += 2);
-    check_dtype_same_bits(VT_Q5_K, 768, 45, 128, VT_F16, seed += 2);
+    if (tiers_available()) check_shapes(VT_Q5_K, 32000);
+}
+
+static void test_q6_k_matmul_same_bits(void) {
+    if (tiers_available()) check_shapes(VT_Q6_K, 33000);
+}
+
+/* Blocks of 32: also K not a multiple of 256, down to one block. */
+static void check_shapes_32(int32_t wtype, uint64_t seed) {
+    check_shapes(wtype, seed);
+    seed += 1000;
+    for (int64_t M = 1; M <= 17; M++) check_same_bits_of(wtype, 32 * (1 + 2 * (M % 5)), 13, M, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 32 * 37, 67, 128, VT_F32, seed += 2);
+    check_same_bits_of(wtype, 32 * 37, 131, 1, VT_F32, seed += 2);
+}
+
+static void test_q8_0_matmul_same_bits(void) {
+    if (tiers_available()) check_shapes_32(VT_Q8_0, 34000);
+}
+
+static void test_q4_0_matmul_same_bits(void) {
+    if (tiers_available()) check_shapes_32(VT_Q4_0, 35000);
 }
 
 /* One attention call on both tiers: the outputs' bits must be equal. */
@@ -227,6 +239,9 @@ int main(void) {
         {"each simd instance reports the tier it runs", test_each_instance_runs_its_tier},
         {"Q4_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_k_matmul_same_bits},
         {"Q5_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q5_k_matmul_same_bits},
+        {"Q6_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q6_k_matmul_same_bits},
+        {"Q8_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q8_0_matmul_same_bits},
+        {"Q4_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_0_matmul_same_bits},
         {"attention: the avx512 and avx2 tiers agree bit for bit", test_attention_same_bits},
         {"greedy tokens through the engine are the same at both tiers", test_engine_same_tokens},
         CU_TEST_INFO_NULL,

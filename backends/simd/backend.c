@@ -107,7 +107,7 @@ static int simd_supports(void *ctx, const vt_node *node) {
 /* The tier init chose; a higher tier has only some kernels of its own. */
 static const char *simd_isa_name(void *opaque) {
     const simd_ctx *ctx = opaque;
-    return ctx->isa == SIMD_ISA_AVX512_VNNI ? "avx512_vnni (q4_k and q5_k matmul, attention; the rest avx2)" : "avx2";
+    return ctx->isa == SIMD_ISA_AVX512_VNNI ? "avx512_vnni (q4_k, q5_k, q6_k, q8_0, q4_0 matmul, attention; the rest avx2)" : "avx2";
 }
 
 static const vt_backend simd_backend = {

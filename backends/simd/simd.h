@@ -21,7 +21,7 @@
  * its own of and leaves the others on AVX2. */
 typedef enum simd_isa {
     SIMD_ISA_AVX2 = 0,
-    SIMD_ISA_AVX512_VNNI = 1, /* AVX-512 F/BW/VL with VNNI: the Q4_K matmul */
+    SIMD_ISA_AVX512_VNNI = 1, /* AVX-512 F/BW/VL with VNNI: the prepared Q4_K, Q6_K, Q8_0, Q4_0 matmuls, attention */
 } simd_isa;
 
 typedef struct simd_ctx {
