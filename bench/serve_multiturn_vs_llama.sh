@@ -21,14 +21,17 @@
 #        model a greedy answer repeats one token whose text re-tokenizes
 #        differently when the client sends it back, so no server's cache can
 #        match the answer's blocks, where a sampled answer's text gives back
-#        the tokens that were generated)
+#        the tokens that were generated),
+#        LLAMA_ARGS (--reasoning-format none: without it llama-server parses a
+#        random model's sampled answer for reasoning and tool calls and dies of
+#        an uncaught "Failed to parse input", ending every stream)
 set -eu
 VT=${1:?usage: serve_multiturn_vs_llama.sh VT MODEL LLAMA_SERVER}
 MODEL=${2:?model}
 LLAMA_SERVER=${3:?llama-server}
 C=${CONVERSATIONS:-8} T=${TURNS:-3} SLOTS=${SLOTS:-4} THREADS=${THREADS:-2}
 MAXTOK=${MAX_TOKENS:-32} WORDS=${SYSTEM_WORDS:-1150} CTX=${CTX:-16384} NICE=${NICE:-0}
-TEMP=${TEMPERATURE:-0.8}
+TEMP=${TEMPERATURE:-0.8} LLAMA_ARGS=${LLAMA_ARGS:---reasoning-format none}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/serve_lib.sh"
 sh "$here/machine.sh" 2>/dev/null || true
@@ -42,9 +45,10 @@ python3 "$here/serve_load.py" --url http://127.0.0.1:18131 --conversations "$C" 
     --system-words "$WORDS" --max-tokens "$MAXTOK" --temperature "$TEMP"
 serve_stop
 
-echo "== ik_llama.cpp llama-server: $LLAMA_SERVER -m MODEL -t $THREADS -np $SLOTS -c $CTX (prompt cache on)"
+echo "== ik_llama.cpp llama-server: $LLAMA_SERVER -m MODEL -t $THREADS -np $SLOTS -c $CTX $LLAMA_ARGS (prompt cache on)"
+# shellcheck disable=SC2086 # LLAMA_ARGS is a list of arguments
 serve_start "$SERVE_DIR/llama.log" 18132 nice -n "$NICE" "$LLAMA_SERVER" -m "$MODEL" --port 18132 -t "$THREADS" \
-    -np "$SLOTS" -c "$CTX"
+    -np "$SLOTS" -c "$CTX" $LLAMA_ARGS
 python3 "$here/serve_load.py" --url http://127.0.0.1:18132 --conversations "$C" --turns "$T" \
     --system-words "$WORDS" --max-tokens "$MAXTOK" --temperature "$TEMP"
 serve_stop
