@@ -223,20 +223,7 @@ static void k4_group_pair_rows(const simd_group_job *j, const uint8_t *wg0, cons
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
 static void k4_group_tile2(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int64_t m0, int R, int stream,
                            __m256 *res) {
-#define TILE2_R(n)                                                                                                \
-    (stream ? k4_tile2_zmm(wg0, wg1, sizeof(k4_gblock), 0, &j->act, m0, n, 1, res)                                 \
-            : k4_tile2_zmm(wg0, wg1, sizeof(k4_gblock), 0, &j->act, m0, n, 0, res))
-    switch (R) {
-    case 1: TILE2_R(1); break;
-    case 2: TILE2_R(2); break;
-    case 3: TILE2_R(3); break;
-    case 4: TILE2_R(4); break;
-    case 5: TILE2_R(5); break;
-    case 6: TILE2_R(6); break;
-    case 7: TILE2_R(7); break;
-    default: TILE2_R(8); break;
-    }
-#undef TILE2_R
+    k4_tile2_rows(&j->act, wg0, wg1, sizeof(k4_gblock), 0, m0, R, stream, res);
 }
 #define K4_TILE2 .tile2 = k4_group_tile2, .tile2_rows = K4_TILE2_ROWS
 #else

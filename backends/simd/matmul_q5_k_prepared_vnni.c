@@ -9,20 +9,7 @@
 
 static void group_tile2(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int64_t m0, int R, int stream,
                         __m256 *res) {
-#define TILE2_R(n)                                                                                                \
-    (stream ? k4_tile2_zmm(wg0, wg1, sizeof(q5k_gblock), 1, &j->act, m0, n, 1, res)                                \
-            : k4_tile2_zmm(wg0, wg1, sizeof(q5k_gblock), 1, &j->act, m0, n, 0, res))
-    switch (R) {
-    case 1: TILE2_R(1); break;
-    case 2: TILE2_R(2); break;
-    case 3: TILE2_R(3); break;
-    case 4: TILE2_R(4); break;
-    case 5: TILE2_R(5); break;
-    case 6: TILE2_R(6); break;
-    case 7: TILE2_R(7); break;
-    default: TILE2_R(8); break;
-    }
-#undef TILE2_R
+    k4_tile2_rows(&j->act, wg0, wg1, sizeof(q5k_gblock), 1, m0, R, stream, res);
 }
 
 const simd_group_layout simd_q5k_layout_vnni = {.act_kind = SIMD_ACT_Q8_K32I,
