@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend_harness.h"
+#include "op_cases.h"
 #include "util.h"
 #include "vt/vt_cpu.h"
 #include "vt/vt_dtype.h"
@@ -68,13 +69,14 @@ static void test_each_instance_runs_its_tier(void) {
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_harness_backend(avx2, "simd"), isa, sizeof isa), "avx2");
 }
 
-/* node's matmul on h's simd, through its prepare hook as an engine runs it;
- * the output as f32 (malloc'ed). */
+/* node's matmul (MATMUL, or MOE_MATMUL on a stack of experts) on h's
+ * simd, through its prepare hook as an engine runs it; the output as f32
+ * (malloc'ed). */
 static float *matmul_on(vt_harness *h, const vt_node *node) {
     const vt_backend_entry *simd = vt_harness_backend(h, "simd");
     vt_node n = vt_harness_node_copy(node);
     vt_weight_offer offer = {.struct_size = sizeof offer, .name = "test.tiers.src0", .tensor = n.src[0],
-                             .ops = 1u << VT_OP_MATMUL, .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
+                             .ops = 1u << node->op, .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
     vt_prepared_weight out = {0};
     char why[256] = "";
     CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &out, why, sizeof why), VT_OK);
@@ -163,6 +165,39 @@ static void test_q4_0_matmul_same_bits(void) {
     if (tiers_available()) check_shapes_32(VT_Q4_0, 35000);
 }
 
+/* The mixture-of-experts matmul on both tiers, every case `vt backends
+ * --test` builds (tokens choosing 2 to 4 of 5 to 8 experts, prefill and
+ * decode, activations shared or per expert): all experts are walked in one
+ * pass through the same tiles, so the bits must match. */
+static void test_moe_matmul_same_bits(void) {
+    if (!tiers_available()) return;
+    static const int32_t dtypes[] = {VT_Q4_K, VT_Q5_K, VT_Q6_K, VT_Q8_0, VT_Q4_0};
+    for (size_t d = 0; d < sizeof dtypes / sizeof *dtypes; d++)
+        for (int phase = VT_PHASE_PREFILL; phase <= VT_PHASE_DECODE; phase++) {
+            const int n = vt_op_case_count(VT_OP_MOE_MATMUL, dtypes[d], (vt_phase)phase);
+            CU_ASSERT(n > 0);
+            for (int i = 0; i < n; i++) {
+                vt_op_case c;
+                vt_error err = {0};
+                CU_ASSERT_EQUAL_FATAL(vt_op_case_build(VT_OP_MOE_MATMUL, dtypes[d], (vt_phase)phase, i, 36000, &c, &err),
+                                      VT_OK);
+                float *a = matmul_on(best, &c.node), *b = matmul_on(avx2, &c.node);
+                CU_ASSERT_FATAL(a && b);
+                const int64_t count = vt_harness_nelements(&c.node.dst);
+                int64_t differing = 0;
+                for (int64_t k = 0; k < count; k++) differing += memcmp(&a[k], &b[k], sizeof *a) != 0;
+                if (differing)
+                    fprintf(stderr, "test_simd_tiers: moe_matmul %s %s case %d: %lld of %lld outputs differ\n",
+                            vt_dtype_name(dtypes[d]), phase == VT_PHASE_PREFILL ? "prefill" : "decode", i,
+                            (long long)differing, (long long)count);
+                CU_ASSERT_EQUAL(differing, 0);
+                free(a);
+                free(b);
+                vt_op_case_free(&c);
+            }
+        }
+}
+
 /* One attention call on both tiers: the outputs' bits must be equal. */
 static void check_attention_same_bits(const vt_harness_attn_case *c, int32_t kv_dtype, const int32_t *pos,
                                       const int32_t *seq, int phase, uint64_t seed) {
@@ -242,6 +277,7 @@ int main(void) {
         {"Q6_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q6_k_matmul_same_bits},
         {"Q8_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q8_0_matmul_same_bits},
         {"Q4_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_0_matmul_same_bits},
+        {"MoE matmul: the avx512 and avx2 tiers agree bit for bit", test_moe_matmul_same_bits},
         {"attention: the avx512 and avx2 tiers agree bit for bit", test_attention_same_bits},
         {"greedy tokens through the engine are the same at both tiers", test_engine_same_tokens},
         CU_TEST_INFO_NULL,
