@@ -17,6 +17,7 @@
 #include "op_cases.h"
 #include "op_conformance.h"
 #include "util.h"
+#include "vt/vt_cpu.h"
 
 #define BUG_Q6K_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_matmul_q6_k.so"
 #define CRASH_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_rope_decode_crash.so"
@@ -113,6 +114,44 @@ static void test_simd_passes(void) {
     }
     for (int op = 0; op < VT_OP_COUNT; op++) CU_ASSERT(seen[op]);
     printf("\n  simd: %zu cases, all OK", n);
+    json_free(&doc);
+}
+
+/* simd lists its instruction-set tiers (ABI 1.6): --test runs the battery
+ * at each, every case naming its tier, both tiers' cases alike; a tier
+ * the caller chose with --backend-option is tested alone. On a CPU with
+ * one tier there is nothing to choose and the document has no tiers. */
+static void test_simd_every_tier(void) {
+    if (!vt_test_simd_expected()) return;
+    const vt_cpu_features f = vt_cpu_detect();
+    const bool vnni = f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni && f.os_saves_zmm;
+    json_value doc;
+    CU_ASSERT_EQUAL(run_test_json("simd --ops matmul,rms_norm --dtypes q4_k,f32", &doc), 0);
+    check_consistent(&doc);
+    const json_value *tiers = json_get(&doc, "tiers");
+    if (!vnni) {
+        CU_ASSERT_PTR_NULL(tiers);
+        json_free(&doc);
+        return;
+    }
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tiers);
+    CU_ASSERT_EQUAL_FATAL(tiers->n, 2);
+    CU_ASSERT_STRING_EQUAL(tiers->items[0].str, "isa=avx512");
+    CU_ASSERT_STRING_EQUAL(tiers->items[1].str, "isa=avx2");
+    const json_value *cases = array(&doc, "cases");
+    size_t per_tier[2] = {0, 0};
+    for (size_t i = 0; i < cases->n; i++) {
+        const char *t = str(&cases->items[i], "tier");
+        CU_ASSERT(strcmp(t, "isa=avx512") == 0 || strcmp(t, "isa=avx2") == 0);
+        per_tier[strcmp(t, "isa=avx2") == 0]++;
+    }
+    CU_ASSERT(per_tier[0] > 0);
+    CU_ASSERT_EQUAL(per_tier[0], per_tier[1]);
+    json_free(&doc);
+
+    CU_ASSERT_EQUAL(run_test_json("simd --ops rms_norm --backend-option simd.isa=avx2", &doc), 0);
+    CU_ASSERT_PTR_NULL(json_get(&doc, "tiers"));
+    CU_ASSERT(array(&doc, "cases")->n > 0);
     json_free(&doc);
 }
 
@@ -304,6 +343,7 @@ static void test_nmse(void) {
 int main(void) {
     CU_TestInfo tests[] = {
         {"simd passes its whole default battery", test_simd_passes},
+        {"simd's battery runs at every tier it lists", test_simd_every_tier},
         {"onednn passes, declining what it does not run", test_onednn_passes},
         {"a plugin wrong for matmul q6_k fails exactly there", test_faulty_plugin_named},
         {"a crashing op is that case's FAIL, the run goes on", test_crash_is_a_case_fail},

@@ -440,12 +440,27 @@ static void test_isa_by_minor(void) {
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(old, isa, sizeof isa), "not reported");
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_registry_find(r, "good_old_minor"), isa, sizeof isa), "not reported");
     CU_ASSERT_STRING_EQUAL(vt_backend_isa(vt_registry_find(r, "reference"), isa, sizeof isa), "scalar");
+    /* 1.6's tiers: the valid entries in order; none from a table that
+     * predates the field or leaves it NULL */
+    const char *tiers[8];
+    CU_ASSERT_EQUAL_FATAL(vt_backend_tiers(reports, tiers, 8), 2);
+    CU_ASSERT_STRING_EQUAL(tiers[0], "isa=fast");
+    CU_ASSERT_STRING_EQUAL(tiers[1], "isa=slow");
+    CU_ASSERT_EQUAL(vt_backend_tiers(reports, tiers, 1), 1);
+    CU_ASSERT_EQUAL(vt_backend_tiers(old, tiers, 8), 0);
+    CU_ASSERT_EQUAL(vt_backend_tiers(vt_registry_find(r, "good_old_minor"), tiers, 8), 0);
+    CU_ASSERT_EQUAL(vt_backend_tiers(vt_registry_find(r, "reference"), tiers, 8), 0);
     const vt_backend_entry *simd = vt_registry_find(r, "simd");
     const vt_cpu_features f = vt_cpu_detect();
     const bool vnni = f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
-    if (simd)
+    if (simd) {
         CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa),
                                vnni ? VT_TEST_SIMD_AVX512_ISA : "avx2");
+        /* simd lists every tier this CPU runs, best first */
+        CU_ASSERT_EQUAL_FATAL(vt_backend_tiers(simd, tiers, 8), vnni ? 2 : 1);
+        CU_ASSERT_STRING_EQUAL(tiers[0], vnni ? "isa=avx512" : "isa=avx2");
+        if (vnni) CU_ASSERT_STRING_EQUAL(tiers[1], "isa=avx2");
+    }
     const vt_backend_entry *onednn = vt_registry_find(r, "onednn");
     if (onednn) CU_ASSERT(strstr(vt_backend_isa(onednn, isa, sizeof isa), "f32 matmul") != NULL);
     vt_registry_destroy(r);

@@ -110,6 +110,14 @@ static const char *simd_isa_name(void *opaque) {
     return ctx->isa == SIMD_ISA_AVX512_VNNI ? "avx512_vnni (q4_k, q5_k, q6_k, q8_0, q4_0 matmul, attention; the rest avx2)" : "avx2";
 }
 
+/* Both tiers where the CPU and OS run the AVX-512 one, else AVX2 alone. */
+static const char *const *simd_tiers(void *opaque) {
+    (void)opaque;
+    static const char *const both[] = {"isa=avx512", "isa=avx2", NULL};
+    static const char *const avx2_only[] = {"isa=avx2", NULL};
+    return avx512_vnni_missing() ? avx2_only : both;
+}
+
 static const vt_backend simd_backend = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
@@ -136,6 +144,7 @@ static const vt_backend simd_backend = {
     .release_weight = simd_release_weight,
     .isa = simd_isa_name,
     .conventions = VT_CONVENTION_KV_Q8_0, /* attention and the store read and write Q8_0 caches */
+    .tiers = simd_tiers,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &simd_backend; }

@@ -98,6 +98,7 @@ typedef struct record {
     int32_t kind;
     int32_t index;
     int32_t op, phase, implemented;
+    int32_t tier; /* index into collected.tiers; set by the parent */
     char name[64];
     char dtypes[32];
     char shape[96];
@@ -263,11 +264,18 @@ static void child_main(const vt_backends_test_request *req, int op, int start, i
 
 /* ---- the parent: running children, collecting, printing ------------------ */
 
+#define MAX_TIERS 8
+
 typedef struct collected {
     record *cases; /* REC_RESULT records, and crashed cases turned into FAILs */
     int n, cap;
     int n_ok, n_failed, n_declined;
     char backend_name[64];
+    /* the backend's instruction-set tiers run one after another (1.6's
+     * tiers), or none: the backend as configured */
+    char tiers[MAX_TIERS][72];
+    int n_tiers, tier;
+    char tier_owner[64]; /* the name the tiers' options go under */
 } collected;
 
 static bool collect(collected *all, const record *r) {
@@ -278,7 +286,8 @@ static bool collect(collected *all, const record *r) {
         all->cases = grown;
         all->cap = cap;
     }
-    all->cases[all->n++] = *r;
+    all->cases[all->n] = *r;
+    all->cases[all->n++].tier = all->tier;
     if (r->result.verdict == VT_OP_CASE_OK) all->n_ok++;
     else if (r->result.verdict == VT_OP_CASE_FAIL) all->n_failed++;
     else all->n_declined++;
@@ -362,6 +371,10 @@ static void print_json(const vt_backends_test_request *req, const collected *all
         if (r->result.verdict == VT_OP_CASE_DECLINED) continue;
         printf("%s{\"op\": \"%s\", \"dtypes\": ", k++ ? ", " : "", vt_op_name(r->op));
         vt_json_string(stdout, r->dtypes);
+        if (all->n_tiers > 0) {
+            printf(", \"tier\": ");
+            vt_json_string(stdout, all->tiers[r->tier]);
+        }
         printf(", \"phase\": \"%s\", \"shape\": ", phase_name(r->phase));
         vt_json_string(stdout, r->shape);
         printf(", \"error\": ");
@@ -382,7 +395,16 @@ static void print_json(const vt_backends_test_request *req, const collected *all
         }
         printf("}");
     }
-    printf("], \"n_ok\": %d, \"n_failed\": %d, \"declined\": [", all->n_ok, all->n_failed);
+    printf("], \"n_ok\": %d, \"n_failed\": %d, ", all->n_ok, all->n_failed);
+    if (all->n_tiers > 0) {
+        printf("\"tiers\": [");
+        for (int t = 0; t < all->n_tiers; t++) {
+            printf("%s", t ? ", " : "");
+            vt_json_string(stdout, all->tiers[t]);
+        }
+        printf("], ");
+    }
+    printf("\"declined\": [");
     k = 0;
     for (int i = 0; i < all->n; i++) {
         const record *r = &all->cases[i];
@@ -486,21 +508,79 @@ static vt_status run_family(const vt_backends_test_request *req, int op, collect
     }
 }
 
+/* The tiers the target lists (1.6), into all->tiers; none when it lists
+ * fewer than two, does not load (the battery then reports why), or the
+ * caller already gave it options (it is tested as configured). */
+static void find_tiers(const vt_backends_test_request *req, collected *all) {
+    all->n_tiers = 0;
+    vt_threadpool *pool = NULL;
+    vt_error err = {0};
+    if (vt_threadpool_create(1, &pool, &err) != VT_OK) return;
+    const vt_host *host = vt_host_get(pool);
+    vt_registry *reg = NULL;
+    vt_backend_entry file_entry;
+    memset(&file_entry, 0, sizeof file_entry);
+    const vt_backend_entry *backend = NULL, *reference = NULL;
+    char why[1600];
+    if (load_backends(req, host, &reg, &file_entry, &backend, &reference, why, sizeof why)) {
+        char prefix[80];
+        snprintf(prefix, sizeof prefix, "%s.", backend->name);
+        const char *o = req->backend_options;
+        bool configured = false;
+        for (; o && *o && !configured; o = strchr(o, '\n') ? strchr(o, '\n') + 1 : "")
+            configured = strncmp(o, prefix, strlen(prefix)) == 0;
+        const char *tiers[MAX_TIERS];
+        const int n = configured ? 0 : vt_backend_tiers(backend, tiers, MAX_TIERS);
+        if (n >= 2) {
+            for (int t = 0; t < n; t++) snprintf(all->tiers[t], sizeof all->tiers[t], "%s", tiers[t]);
+            snprintf(all->tier_owner, sizeof all->tier_owner, "%s", backend->name);
+            all->n_tiers = n;
+        }
+    }
+    vt_registry_release_checked(&file_entry);
+    vt_registry_destroy(reg);
+    vt_host_release_pool(pool);
+    vt_threadpool_destroy(pool);
+}
+
 vt_status vt_backends_test_run(const vt_backends_test_request *req, int *exit_code, vt_error *err) {
     collected all;
     memset(&all, 0, sizeof all);
     vt_status st = VT_OK;
     bool refused = false;
+    find_tiers(req, &all);
     if (!req->json) printf("vt backends --test %s (seed %llu)\n", req->target, (unsigned long long)req->seed);
-    for (int op = 0; op < VT_OP_COUNT && st == VT_OK && !refused; op++) {
-        if (!req->ops[op]) continue;
-        const int first = all.n;
-        bool implemented = true;
-        st = run_family(req, op, &all, &refused, &implemented, err);
-        if (st == VT_OK && !refused && !req->json) print_op_summary(&all, first, op, implemented);
+    /* each tier runs the whole battery, selected by its option after the
+     * caller's ones */
+    for (all.tier = 0; all.tier < (all.n_tiers ? all.n_tiers : 1) && st == VT_OK && !refused; all.tier++) {
+        vt_backends_test_request tier_req = *req;
+        char *options = NULL;
+        if (all.n_tiers) {
+            const char *given = req->backend_options ? req->backend_options : "";
+            const size_t size = strlen(given) + sizeof all.tier_owner + sizeof all.tiers[0] + 4;
+            options = malloc(size);
+            if (!options) {
+                st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
+                break;
+            }
+            snprintf(options, size, "%s%s.%s\n", given, all.tier_owner, all.tiers[all.tier]);
+            tier_req.backend_options = options;
+            if (!req->json) printf("tier %s\n", all.tiers[all.tier]);
+        }
+        for (int op = 0; op < VT_OP_COUNT && st == VT_OK && !refused; op++) {
+            if (!tier_req.ops[op]) continue;
+            const int first = all.n;
+            bool implemented = true;
+            st = run_family(&tier_req, op, &all, &refused, &implemented, err);
+            if (st == VT_OK && !refused && !req->json) print_op_summary(&all, first, op, implemented);
+        }
+        free(options);
     }
     if (st == VT_OK && !refused) {
         if (req->json) print_json(req, &all);
+        else if (all.n_tiers)
+            printf("%s: %d OK, %d FAIL, %d declined over %d tiers\n", all.backend_name, all.n_ok, all.n_failed,
+                   all.n_declined, all.n_tiers);
         else
             printf("%s: %d OK, %d FAIL, %d declined\n", all.backend_name, all.n_ok, all.n_failed, all.n_declined);
     }

@@ -621,6 +621,24 @@ void vt_backend_release_weight(const vt_backend_entry *b, void *data) {
     if (b && data && b->table && b->table->release_weight) b->table->release_weight(b->ctx, data);
 }
 
+/* One key=value option word of printable characters, as a tier must be. */
+static bool tier_word_ok(const char *t) {
+    const char *eq = strchr(t, '=');
+    if (!eq || eq == t || !eq[1] || strlen(t) > 64) return false;
+    for (const char *c = t; *c; c++)
+        if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == '\n') return false;
+    return true;
+}
+
+int vt_backend_tiers(const vt_backend_entry *b, const char **out, int max) {
+    if (!b || b->state != VT_BACKEND_LOADED || !b->table || !b->table->tiers) return 0;
+    const char *const *list = b->table->tiers(b->ctx);
+    int n = 0;
+    for (int i = 0; list && list[i] && n < max && i < 64; i++)
+        if (tier_word_ok(list[i])) out[n++] = list[i];
+    return n;
+}
+
 const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size) {
     const char *isa = b && b->state == VT_BACKEND_LOADED && b->table && b->table->isa ? b->table->isa(b->ctx) : NULL;
     snprintf(buf, size, "%s", isa && *isa ? isa : "not reported");

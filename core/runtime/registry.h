@@ -77,6 +77,11 @@ void vt_backend_release_weight(const vt_backend_entry *b, void *data);
 /* The instruction set b's kernels run at (1.3's isa), as one printable
  * line in buf; "not reported" when b does not say. Returns buf. */
 const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size);
+/* The instruction-set tiers b runs at here (1.6's tiers), best first, as
+ * option assignments ("isa=avx2"): up to max of them into out (pointers
+ * into b's strings, valid while b is loaded). Returns how many; 0 when b
+ * does not list any. Entries that are not one key=value word are dropped. */
+int vt_backend_tiers(const vt_backend_entry *b, const char **out, int max);
 /* Run node on b (asserts the op pointer is non-NULL). */
 vt_status vt_backend_run(const vt_backend_entry *b, const vt_node *node);
 

@@ -63,6 +63,9 @@
  * widened convention opt-in (vt_backend.conventions): a plugin rebuilt
  * against newer headers is offered a dtype an existing op's convention
  * gained only if it says it reads it, so a rebuild alone changes nothing.
+ * 1.6 adds tiers, the instruction-set tiers a backend can run at on this
+ * machine as options it takes, so `vt backends --test` runs each (never read
+ * from an older table: such a backend is tested as configured).
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -81,7 +84,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 5
+#define VT_ABI_MINOR 6
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -401,6 +404,15 @@ typedef struct vt_backend {
      * taken to read the conventions of their minor (what they were offered
      * then); a 1.0 table none. */
     uint64_t conventions;
+
+    /* 1.6, optional (NULL = one way of running). The instruction-set tiers
+     * this backend can run at in this process, best first, each as the
+     * option assignment that selects it ("isa=avx512", "isa=avx2"): what
+     * `vt backends --test` runs one after another, passing each as a
+     * backend option. Only tiers this CPU and OS run; NULL-terminated,
+     * valid until shutdown. A list of one (or NULL) means there is nothing
+     * to choose. Called after init. */
+    const char *const *(*tiers)(void *ctx);
 } vt_backend;
 
 /* Widened conventions: a dtype a minor allowed an existing op to read or
@@ -417,7 +429,8 @@ typedef struct vt_backend {
     X(arg, 2, offsetof(vt_backend, release_weight) + sizeof(void (*)(void *, void *)))                                 \
     X(arg, 3, offsetof(vt_backend, isa) + sizeof(const char *(*)(void *)))                                             \
     X(arg, 4, offsetof(vt_backend, moe_combine) + sizeof(vt_op_fn))                                                    \
-    X(arg, 5, offsetof(vt_backend, conventions) + sizeof(uint64_t))
+    X(arg, 5, offsetof(vt_backend, conventions) + sizeof(uint64_t))                                                    \
+    X(arg, 6, offsetof(vt_backend, tiers) + sizeof(const char *const *(*)(void *)))
 
 #define VT_BACKEND_SIZE_IF_(minor, m, size) ((minor) == (m)) ? (size_t)(size):
 /* The table's size at minor 1.<m> (0 past VT_ABI_MINOR); a constant
@@ -431,12 +444,13 @@ typedef struct vt_backend {
 #define VT_BACKEND_SIZE_1_3 VT_BACKEND_SIZE_AT_MINOR(3)
 #define VT_BACKEND_SIZE_1_4 VT_BACKEND_SIZE_AT_MINOR(4)
 #define VT_BACKEND_SIZE_1_5 VT_BACKEND_SIZE_AT_MINOR(5)
+#define VT_BACKEND_SIZE_1_6 VT_BACKEND_SIZE_AT_MINOR(6)
 
 /* Each minor's table holds the one before it; the current minor's is the
  * whole table. */
 _Static_assert(VT_BACKEND_SIZE_1_1 >= VT_BACKEND_SIZE_1_0 && VT_BACKEND_SIZE_1_2 >= VT_BACKEND_SIZE_1_1 &&
                    VT_BACKEND_SIZE_1_3 >= VT_BACKEND_SIZE_1_2 && VT_BACKEND_SIZE_1_4 >= VT_BACKEND_SIZE_1_3 &&
-                   VT_BACKEND_SIZE_1_5 >= VT_BACKEND_SIZE_1_4,
+                   VT_BACKEND_SIZE_1_5 >= VT_BACKEND_SIZE_1_4 && VT_BACKEND_SIZE_1_6 >= VT_BACKEND_SIZE_1_5,
                "each minor's table holds the one before it");
 _Static_assert(VT_BACKEND_SIZE_AT_MINOR(VT_ABI_MINOR) == sizeof(vt_backend),
                "the table of the current minor is the whole vt_backend: add its line to VT_BACKEND_MINORS");
