@@ -448,6 +448,11 @@ static void test_isa_by_minor(void) {
     CU_ASSERT_STRING_EQUAL(tiers[1], "isa=slow");
     CU_ASSERT_EQUAL(vt_backend_tiers(reports, tiers, 1), 1);
     CU_ASSERT_EQUAL(vt_backend_tiers(old, tiers, 8), 0);
+    const vt_backend_entry *tiers_old = vt_registry_find(r, "tiers_old_minor");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tiers_old); /* a 1.5 plugin loads */
+    CU_ASSERT_EQUAL(tiers_old->abi_minor, 5);
+    CU_ASSERT_EQUAL(vt_backend_tiers(tiers_old, tiers, 8), 0);
+    CU_ASSERT_PTR_NOT_NULL(vt_backend_op(tiers_old->table, VT_OP_RMS_NORM));
     CU_ASSERT_EQUAL(vt_backend_tiers(vt_registry_find(r, "good_old_minor"), tiers, 8), 0);
     CU_ASSERT_EQUAL(vt_backend_tiers(vt_registry_find(r, "reference"), tiers, 8), 0);
     const vt_backend_entry *simd = vt_registry_find(r, "simd");
