@@ -503,6 +503,47 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
     }
 }
 
+/* A query's running max raised to new_max: its sum and accumulator
+ * rescaled by exp(old - new) once (nothing to rescale before its first
+ * chunk). */
+SIMD_INLINE void raise_max(float new_max, float *run_max, float *run_sum, float *acc, int64_t D) {
+    if (new_max > *run_max && *run_max != -INFINITY) {
+        const float c = expf(*run_max - new_max);
+        *run_sum *= c;
+        scale_row(acc, c, D);
+    }
+    *run_max = new_max;
+}
+
+#if defined(__AVX512F__)
+/* Whole chunks of Q queries (Q a constant at each call), each in one
+ * 512-bit register: lane for lane the 8-lane path of chunk_softmax, the
+ * max of the two halves and the sum of their exponentials folded as it
+ * folds its two registers. Several queries' short dependency chains
+ * (scale, max, exponentials, sum) then run side by side. s[q] and acc[q]
+ * are query q's scores and accumulator, run_max[q] and run_sum[q] its
+ * state. */
+SIMD_INLINE void chunk_softmax16(float *const *s, int Q, float scale, float *run_max, float *run_sum, float *const *acc,
+                                 int64_t D) {
+    __m512 x[4];
+    float new_max[4];
+    SIMD_UNROLL
+    for (int q = 0; q < Q; q++) {
+        x[q] = _mm512_mul_ps(_mm512_loadu_ps(s[q]), _mm512_set1_ps(scale));
+        const float cmax = simd_hmax_ps(_mm256_max_ps(_mm512_castps512_ps256(x[q]),
+                                                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x[q]), 1))));
+        new_max[q] = cmax > run_max[q] ? cmax : run_max[q];
+    }
+    for (int q = 0; q < Q; q++) raise_max(new_max[q], run_max + q, run_sum + q, acc[q], D);
+    SIMD_UNROLL
+    for (int q = 0; q < Q; q++) {
+        const __m512 e = simd_exp16_ps(_mm512_sub_ps(x[q], _mm512_set1_ps(new_max[q])));
+        _mm512_storeu_ps(s[q], e);
+        run_sum[q] += simd_hsum_ps(simd_fold16_ps(e));
+    }
+}
+#endif
+
 /* One query's n scores of a chunk (sj [CHUNK]) into softmax weights:
  * scaled, the running max raised to the chunk's (the running sum and
  * accumulator rescaled once if it rose), exponentials 8 at a time, added to
@@ -511,21 +552,8 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
  * the same products and the same max as one by one. */
 static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, float *run_sum, float *acc, int64_t D) {
 #if defined(__AVX512F__)
-    if (n == CHUNK) { /* a whole chunk in one 512-bit register: lane for lane the 8-lane path below */
-        const __m512 x = _mm512_mul_ps(_mm512_loadu_ps(sj), _mm512_set1_ps(scale));
-        const __m256 halves_max = _mm256_max_ps(_mm512_castps512_ps256(x),
-                                                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-        const float cmax = simd_hmax_ps(halves_max);
-        const float new_max = cmax > *run_max ? cmax : *run_max;
-        if (new_max > *run_max && *run_max != -INFINITY) {
-            const float c = expf(*run_max - new_max);
-            *run_sum *= c;
-            scale_row(acc, c, D);
-        }
-        *run_max = new_max;
-        const __m512 e = simd_exp16_ps(_mm512_sub_ps(x, _mm512_set1_ps(new_max)));
-        _mm512_storeu_ps(sj, e);
-        *run_sum += simd_hsum_ps(simd_fold16_ps(e));
+    if (n == CHUNK) {
+        chunk_softmax16(&sj, 1, scale, run_max, run_sum, &acc, D);
         return;
     }
 #endif
@@ -543,57 +571,14 @@ static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, flo
         cmax = sj[0];
         for (i = 1; i < n; i++) cmax = sj[i] > cmax ? sj[i] : cmax;
     }
-    const float new_max = cmax > *run_max ? cmax : *run_max;
-    if (new_max > *run_max && *run_max != -INFINITY) {
-        const float c = expf(*run_max - new_max);
-        *run_sum *= c;
-        scale_row(acc, c, D);
-    }
-    *run_max = new_max;
-    const __m256 m = _mm256_set1_ps(new_max);
+    raise_max(cmax > *run_max ? cmax : *run_max, run_max, run_sum, acc, D);
+    const __m256 m = _mm256_set1_ps(*run_max);
     const __m256 e0 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj), m));
     const __m256 e1 = simd_exp_ps(_mm256_sub_ps(_mm256_loadu_ps(sj + 8), m));
     _mm256_storeu_ps(sj, e0);
     _mm256_storeu_ps(sj + 8, e1);
     *run_sum += simd_hsum_ps(_mm256_add_ps(e0, e1));
 }
-
-#if QUERIES_PER_LOAD == 4
-/* chunk_softmax for the 4 queries of a quad seeing the same n positions:
- * each query's operations are chunk_softmax's, in its order, but the four
- * short dependency chains (scale, max, exponentials, sum) run side by side
- * instead of one after another. */
-static void chunk_softmax4(float *const s4[4], int64_t n, float scale, float *run_max, float *run_sum,
-                           float *const y4[4], int64_t D) {
-    if (n != CHUNK) {
-        for (int u = 0; u < 4; u++) chunk_softmax(s4[u], n, scale, run_max + u, run_sum + u, y4[u], D);
-        return;
-    }
-    __m512 x[4];
-    float new_max[4];
-    SIMD_UNROLL
-    for (int u = 0; u < 4; u++) {
-        x[u] = _mm512_mul_ps(_mm512_loadu_ps(s4[u]), _mm512_set1_ps(scale));
-        const float cmax = simd_hmax_ps(_mm256_max_ps(_mm512_castps512_ps256(x[u]),
-                                                      _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x[u]), 1))));
-        new_max[u] = cmax > run_max[u] ? cmax : run_max[u];
-    }
-    for (int u = 0; u < 4; u++) {
-        if (new_max[u] > run_max[u] && run_max[u] != -INFINITY) {
-            const float c = expf(run_max[u] - new_max[u]);
-            run_sum[u] *= c;
-            scale_row(y4[u], c, D);
-        }
-        run_max[u] = new_max[u];
-    }
-    SIMD_UNROLL
-    for (int u = 0; u < 4; u++) {
-        const __m512 e = simd_exp16_ps(_mm512_sub_ps(x[u], _mm512_set1_ps(new_max[u])));
-        _mm512_storeu_ps(s4[u], e);
-        run_sum[u] += simd_hsum_ps(simd_fold16_ps(e));
-    }
-}
-#endif
 
 /* One chunk for every query of qs: each query's scores against the rows it
  * sees (up to its limit), then its running state rescaled once and the
@@ -633,7 +618,9 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
             }
             for (; i < n; i++)
                 for (int u = 0; u < 4; u++) s4[u][i] = dot1(VT_F32, q4[u], r->k[i], D);
-            chunk_softmax4(s4, n, t->scale, run_max + j, run_sum + j, y4, D);
+            if (n == CHUNK) chunk_softmax16(s4, 4, t->scale, run_max + j, run_sum + j, y4, D);
+            else
+                for (int u = 0; u < 4; u++) chunk_softmax(s4[u], n, t->scale, run_max + j + u, run_sum + j + u, y4[u], D);
             accumulate4(VT_F32, y4, (const float *const *)s4, r->v, n, D);
             j += 3;
             continue;

@@ -193,16 +193,7 @@ SIMD_INLINE void k4_tile(const k4_gblock *const *wg, int NG, const simd_act *x, 
 static void k4_group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0, int R, int stream, __m256 *res) {
     const k4_gblock *g[1] = {(const k4_gblock *)wg};
 #define TILE_R(n) (stream ? k4_tile(g, 1, &j->act, m0, n, 1, res) : k4_tile(g, 1, &j->act, m0, n, 0, res))
-    switch (R) {
-    case 1: TILE_R(1); break;
-    case 2: TILE_R(2); break;
-    case 3: TILE_R(3); break;
-    case 4: TILE_R(4); break;
-    case 5: TILE_R(5); break;
-    case 6: TILE_R(6); break;
-    case 7: TILE_R(7); break;
-    default: TILE_R(8); break;
-    }
+    SIMD_WITH_CONST_R8(R, TILE_R)
 #undef TILE_R
 }
 

@@ -129,7 +129,6 @@ SIMD_INLINE void k4_tile2_zmm(const uint8_t *wa, const uint8_t *wc, size_t block
     }
 }
 
-
 /* k4_tile2_zmm for any R up to K4_TILE2_ROWS: the switch gives the inlined
  * tile a constant R and stream (block_bytes and fifth are constants at
  * every call). */
@@ -138,16 +137,7 @@ SIMD_INLINE void k4_tile2_rows(const simd_act *x, const uint8_t *wg0, const uint
 #define TILE2_R(n)                                                                                                \
     (stream ? k4_tile2_zmm(wg0, wg1, block_bytes, fifth, x, m0, n, 1, res)                                         \
             : k4_tile2_zmm(wg0, wg1, block_bytes, fifth, x, m0, n, 0, res))
-    switch (R) {
-    case 1: TILE2_R(1); break;
-    case 2: TILE2_R(2); break;
-    case 3: TILE2_R(3); break;
-    case 4: TILE2_R(4); break;
-    case 5: TILE2_R(5); break;
-    case 6: TILE2_R(6); break;
-    case 7: TILE2_R(7); break;
-    default: TILE2_R(8); break;
-    }
+    SIMD_WITH_CONST_R8(R, TILE2_R)
 #undef TILE2_R
 }
 #endif

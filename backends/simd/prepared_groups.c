@@ -5,6 +5,7 @@
  * (matmul_q6_k_x8.c). */
 #include "prepared_groups.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /* Store the 8 rows of group g for activation row m (fewer at the tail). */
@@ -28,6 +29,21 @@ static void group_rows(const simd_group_job *t, int64_t g, int64_t m0, int R, in
     for (int r = 0; r < R; r++) store_group(t, g, m0 + r, res[r]);
 }
 
+/* Group g against rows m0 .. m0+R-1 in one-group tiles of at most
+ * SIMD_GROUP_TILE_R rows (the odd group out of a two-group walk). */
+static void group_rows_tiled(const simd_group_job *t, int64_t g, int64_t m0, int R, int stream) {
+    for (int r0 = 0; r0 < R; r0 += SIMD_GROUP_TILE_R)
+        group_rows(t, g, m0 + r0, R - r0 < SIMD_GROUP_TILE_R ? R - r0 : SIMD_GROUP_TILE_R, stream);
+}
+
+/* A two-group tile's results: res[r] for group ga, res[R + r] for gb. */
+static void store_pair(const simd_group_job *t, int64_t ga, int64_t gb, int64_t m0, int R, const __m256 *res) {
+    for (int r = 0; r < R; r++) {
+        store_group(t, ga, m0 + r, res[r]);
+        store_group(t, gb, m0 + r, res[R + r]);
+    }
+}
+
 /* Prefill with the layout's two-group tile: groups [g0, g1) in pairs
  * against every activation row, tile2_rows at a time; an odd last group
  * through rows. */
@@ -39,15 +55,45 @@ static void prefill_pairs(const simd_group_job *t, int64_t g0, int64_t g1) {
         for (; g + 1 < g1; g += 2) {
             __m256 res[2 * SIMD_MAX_ROWS];
             t->tile2(t, group_at(t, g), group_at(t, g + 1), m0, R, 0, res);
-            for (int r = 0; r < R; r++) {
-                store_group(t, g, m0 + r, res[r]);
-                store_group(t, g + 1, m0 + r, res[R + r]);
-            }
+            store_pair(t, g, g + 1, m0, R, res);
         }
-        if (g < g1)
-            for (int r0 = 0; r0 < R; r0 += SIMD_GROUP_TILE_R)
-                group_rows(t, g, m0 + r0, R - r0 < SIMD_GROUP_TILE_R ? R - r0 : SIMD_GROUP_TILE_R, 0);
+        if (g < g1) group_rows_tiled(t, g, m0, R, 0);
     }
+}
+
+/* A few sequences: decode's two streams (groups g and g + half of the
+ * range) read together, each pair against all M rows in one call of the
+ * layout's two-group tile (tile2, or else pair_rows); an odd last group
+ * through rows. */
+static void two_streams_rows(const simd_group_job *t, int64_t begin, int64_t end) {
+    const int64_t half = (end - begin) / 2;
+    const int R = (int)t->M;
+    const bool wide = t->tile2 && R <= t->tile2_rows;
+    for (int64_t g = begin; g < begin + half; g++) {
+        __m256 res[2 * SIMD_MAX_ROWS];
+        if (wide) t->tile2(t, group_at(t, g), group_at(t, g + half), 0, R, 1, res);
+        else t->pair_rows(t, group_at(t, g), group_at(t, g + half), R, res);
+        store_pair(t, g, g + half, 0, R, res);
+    }
+    if ((end - begin) % 2) group_rows_tiled(t, end - 1, 0, R, 1);
+}
+
+/* The layout's tiles into job j. */
+static void take_layout(simd_group_job *j, const simd_group_layout *L) {
+    j->rows = L->rows;
+    j->pair = L->pair;
+    j->pair_rows = L->pair_rows;
+    j->few_rows = L->few_rows;
+    j->tile2 = L->tile2;
+    j->tile2_rows = L->tile2_rows;
+}
+
+/* Groups per L2 tile in prefill: ~64 KiB of weights, whole pairs for a
+ * layout with a two-group tile. */
+static int64_t prefill_tile_groups(size_t group_bytes, bool tile2) {
+    const int64_t tile = (int64_t)(65536 / group_bytes);
+    if (tile <= 1) return 1;
+    return tile2 ? tile & ~(int64_t)1 : tile;
 }
 
 /* Groups [begin, end) against every activation row. */
@@ -69,36 +115,8 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
         if ((end - begin) % 2) group_rows(t, end - 1, 0, 1, 1);
         return;
     }
-    if (t->tile2 && t->M <= t->tile2_rows) {
-        /* a few sequences: decode's two streams, both groups against all
-         * rows in one tile */
-        const int64_t half = (end - begin) / 2;
-        const int R = (int)t->M;
-        for (int64_t g = begin; g < begin + half; g++) {
-            __m256 res[2 * SIMD_MAX_ROWS];
-            t->tile2(t, group_at(t, g), group_at(t, g + half), 0, R, 1, res);
-            for (int r = 0; r < R; r++) {
-                store_group(t, g, r, res[r]);
-                store_group(t, g + half, r, res[R + r]);
-            }
-        }
-        if ((end - begin) % 2)
-            for (int64_t r0 = 0; r0 < R; r0 += tr) group_rows(t, end - 1, r0, R - r0 < tr ? (int)(R - r0) : tr, 1);
-        return;
-    }
-    if (t->pair_rows && t->M <= tr) {
-        /* a few sequences, decode's two streams read together */
-        const int64_t half = (end - begin) / 2;
-        const int R = (int)t->M;
-        for (int64_t g = begin; g < begin + half; g++) {
-            __m256 res[2 * SIMD_GROUP_TILE_R];
-            t->pair_rows(t, group_at(t, g), group_at(t, g + half), R, res);
-            for (int r = 0; r < R; r++) {
-                store_group(t, g, r, res[r]);
-                store_group(t, g + half, r, res[R + r]);
-            }
-        }
-        if ((end - begin) % 2) group_rows(t, end - 1, 0, R, 1);
+    if ((t->tile2 && t->M <= t->tile2_rows) || (t->pair_rows && t->M <= tr)) {
+        two_streams_rows(t, begin, end);
         return;
     }
     if (t->M <= SIMD_MAX_ROWS) {
@@ -126,10 +144,7 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
 
 void simd_run_groups(simd_ctx *ctx, simd_group_job *job) {
     const int64_t groups = (job->N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS;
-    /* ~64 KiB of weights per L2 tile in prefill */
-    const int64_t tile = (int64_t)(65536 / job->group_bytes);
-    job->tile_groups = tile < 1 ? 1 : tile;
-    if (job->tile2 && job->tile_groups > 1) job->tile_groups &= ~(int64_t)1; /* whole pairs */
+    job->tile_groups = prefill_tile_groups(job->group_bytes, job->tile2 != NULL);
     int64_t chunk = job->tile_groups;
     if (job->M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
         chunk = groups / (4 * (int64_t)ctx->n_threads);
@@ -169,7 +184,6 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
     if (!jobs) return VT_ERR_NOMEM;
     const int64_t block = L->act_kind == SIMD_ACT_Q8_0 || L->act_kind == SIMD_ACT_Q8_0I ? 32 : 256;
     const size_t group_bytes = (size_t)(K / L->block_len) * L->block_bytes;
-    const int64_t tile = (int64_t)(65536 / group_bytes);
     int64_t most = 0;
     for (int i = 0; i < n_parts; i++) {
         simd_group_job *j = &jobs[i];
@@ -189,14 +203,8 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
         j->M = parts[i].M;
         j->y = y + r0 * N;
         j->y_dtype = VT_F32;
-        j->rows = L->rows;
-        j->pair = L->pair;
-        j->pair_rows = L->pair_rows;
-        j->few_rows = L->few_rows;
-        j->tile2 = L->tile2;
-        j->tile2_rows = L->tile2_rows;
-        j->tile_groups = tile < 1 ? 1 : tile;
-        if (j->tile2 && j->tile_groups > 1) j->tile_groups &= ~(int64_t)1;
+        take_layout(j, L);
+        j->tile_groups = prefill_tile_groups(group_bytes, L->tile2 != NULL);
         most = parts[i].M > most ? parts[i].M : most;
     }
     parts_walk w = {jobs, n_parts, (N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS};
@@ -228,12 +236,7 @@ vt_status simd_group_matmul(simd_ctx *ctx, const vt_node *node, const simd_group
     j.M = X->ne[1];
     j.y = Y->data;
     j.y_dtype = Y->dtype;
-    j.rows = L->rows;
-    j.pair = L->pair;
-    j.pair_rows = L->pair_rows;
-    j.few_rows = L->few_rows;
-    j.tile2 = L->tile2;
-    j.tile2_rows = L->tile2_rows;
+    take_layout(&j, L);
     simd_run_groups(ctx, &j);
     return VT_OK;
 }

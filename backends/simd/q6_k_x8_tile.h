@@ -390,15 +390,9 @@ SIMD_INLINE void group_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const sim
 }
 
 static void run_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const simd_act *x, int R, float *out0, float *out1) {
-    switch (R) {
-    case 2: group_pair_tile(g0, g1, x, 2, out0, out1); break;
-    case 3: group_pair_tile(g0, g1, x, 3, out0, out1); break;
-    case 4: group_pair_tile(g0, g1, x, 4, out0, out1); break;
-    case 5: group_pair_tile(g0, g1, x, 5, out0, out1); break;
-    case 6: group_pair_tile(g0, g1, x, 6, out0, out1); break;
-    case 7: group_pair_tile(g0, g1, x, 7, out0, out1); break;
-    default: group_pair_tile(g0, g1, x, 8, out0, out1); break;
-    }
+#define PAIR_TILE_R(n) group_pair_tile(g0, g1, x, n, out0, out1)
+    SIMD_WITH_CONST_R8(R, PAIR_TILE_R)
+#undef PAIR_TILE_R
 }
 
 /* Decode: groups g0 and g1 (two streams) against activation row 0. */
@@ -417,16 +411,9 @@ SIMD_INLINE void group_pair_decode(const q6_k_x8 *g0, const q6_k_x8 *g1, const s
 }
 
 static void run_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int R, int few, float *out) {
-    switch (R) {
-    case 1: group_tile(g, x, m0, 1, few, out); break;
-    case 2: group_tile(g, x, m0, 2, few, out); break;
-    case 3: group_tile(g, x, m0, 3, few, out); break;
-    case 4: group_tile(g, x, m0, 4, few, out); break;
-    case 5: group_tile(g, x, m0, 5, few, out); break;
-    case 6: group_tile(g, x, m0, 6, few, out); break;
-    case 7: group_tile(g, x, m0, 7, few, out); break;
-    default: group_tile(g, x, m0, 8, few, out); break;
-    }
+#define TILE_R(n) group_tile(g, x, m0, n, few, out)
+    SIMD_WITH_CONST_R8(R, TILE_R)
+#undef TILE_R
 }
 
 typedef struct x8_task {

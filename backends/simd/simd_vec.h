@@ -24,6 +24,20 @@
  * iterations (it would keep every partial product live at once and spill). */
 #define SIMD_KEEP(v) __asm__("" : "+x"(v))
 
+/* CALL(n) with n the constant 1..8 equal to R (8 for anything larger): a
+ * tile inlined once per row count keeps its accumulators in registers. */
+#define SIMD_WITH_CONST_R8(R, CALL)                                                                              \
+    switch (R) {                                                                                                  \
+    case 1: CALL(1); break;                                                                                       \
+    case 2: CALL(2); break;                                                                                       \
+    case 3: CALL(3); break;                                                                                       \
+    case 4: CALL(4); break;                                                                                       \
+    case 5: CALL(5); break;                                                                                       \
+    case 6: CALL(6); break;                                                                                       \
+    case 7: CALL(7); break;                                                                                       \
+    default: CALL(8); break;                                                                                      \
+    }
+
 /* Sum of the 8 lanes. */
 SIMD_INLINE float simd_hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
