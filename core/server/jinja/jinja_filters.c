@@ -53,6 +53,11 @@ static jv new_list(jinja_render *r, int line) {
 
 static jv get_path(jinja_render *r, int line, jv item, const char *path) {
     jv cur = jv_incref(item);
+    /* A missing attribute's undefined value borrows its key's text for
+     * error messages, so each key lives until the next step has read cur,
+     * and a result still undefined at the end gets a name that outlives
+     * the keys. */
+    jv prev_key = jv_none();
     const char *p = path;
     while (!r->failed) {
         const char *dot = strchr(p, '.');
@@ -64,15 +69,19 @@ static jv get_path(jinja_render *r, int line, jv item, const char *path) {
         else key = jv_string(p, n);
         if (jv_is_oom(key)) {
             jv_decref(cur);
+            jv_decref(prev_key);
             return oom(r, line);
         }
         jv next = jinja_getitem(r, line, cur, key);
-        jv_decref(key);
+        jv_decref(prev_key);
+        prev_key = key;
         jv_decref(cur);
         cur = next;
         if (!dot) break;
         p = dot + 1;
     }
+    if (cur.type == JV_UNDEFINED && !jv_is_oom(cur)) cur.undef_name = "attribute";
+    jv_decref(prev_key);
     return cur;
 }
 
