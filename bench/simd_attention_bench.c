@@ -5,12 +5,17 @@
  * repetitions. Reports wall and process CPU time per call and the cache
  * bytes read per call / wall time.
  *
- *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-L layers] [-r reps]
+ *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-P shared]
+ *                        [-L layers] [-r reps]
  *                        [LIB.so [LIB2.so]]
  *
  * -S: S sequences in one call, each with its own blocks and T tokens at the
  * end of its N positions (-S 8 -T 1 is a decode step of 8 sequences, the
  * batched-decode case; the bytes read are S times one sequence's).
+ * -P N: the sequences' first N positions (whole blocks of them) are the same
+ * blocks, as a prompt beginning the prefix cache gave every sequence; the
+ * bytes reported are still S times one sequence's, so GB/s over the shared
+ * part is what S separate reads would need.
  *
  * With two libraries (an old and a new build) the calls alternate between
  * them, the same layers in the same minutes, and each gets its own median:
@@ -94,7 +99,7 @@ __attribute__((target("avx2"))) static void read_items(void *arg, int64_t begin,
 
 int main(int argc, char **argv) {
     int n_threads = 2, reps = 10, max_layers = MAX_LAYERS;
-    int64_t n_ctx = 2048, T = 1, S = 1;
+    int64_t n_ctx = 2048, T = 1, S = 1, shared = 0;
     int32_t dtype = VT_F16;
     const char *libs[2] = {"build/lib/vt/libvt-backend-simd.so", NULL};
     int n_libs = 0;
@@ -105,6 +110,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-T") && i + 1 < argc) T = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-S") && i + 1 < argc) S = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-L") && i + 1 < argc) max_layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-P") && i + 1 < argc) shared = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
         else if (n_libs < 2) libs[n_libs++] = argv[i];
         else {
@@ -112,7 +118,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || S < 1 || S > 1024 || reps < 1 || max_layers < 1) {
+    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || shared < 0 || shared > n_ctx - T || S < 1 || S > 1024 || reps < 1 || max_layers < 1) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
@@ -148,7 +154,8 @@ int main(int argc, char **argv) {
     for (int64_t i = 0; i < HEAD_DIM * HEADS * TS; i++) q[i] = next_uniform(&state);
     /* sequence s owns blocks s, s + S, s + 2S, ...: interleaved as an engine's pool fills */
     for (int64_t s = 0; s < S; s++)
-        for (int64_t i = 0; i < seq_blocks; i++) table[s * seq_blocks + i] = (int32_t)(i * S + s);
+        for (int64_t i = 0; i < seq_blocks; i++)
+            table[s * seq_blocks + i] = (int32_t)(i * S + ((i + 1) * BLOCK <= shared ? 0 : s));
     for (int64_t s = 0; s < S; s++)
         for (int64_t t = 0; t < T; t++) pos[s * T + t] = (int32_t)(n_ctx - T + t), seq[s * T + t] = (int32_t)s;
 

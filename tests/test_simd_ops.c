@@ -575,14 +575,35 @@ static void snap_query(float *q, int64_t n_values) {
     }
 }
 
+/* check_attention with the sequences' block tables given ([n_seqs][max_blocks];
+ * NULL: the harness's, every block a sequence's own). */
+static void check_attention_tables(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
+                                   int phase, uint64_t seed, const int32_t *tables);
+
 static void check_attention(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
                             int phase, uint64_t seed) {
+    check_attention_tables(c, kv_dtype, pos, seq, phase, seed, NULL);
+}
+
+/* The harness's attention node with tables replacing its block tables. */
+static vt_node attention_node_tables(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
+                                     int phase, uint64_t seed, const int32_t *tables) {
+    vt_node node = attention_node(c, kv_dtype, pos, seq, phase, seed);
+    if (tables) {
+        vt_harness_tensor_free(&node.src[3]);
+        vt_harness_set_src(&node, 3, vt_harness_block_tables(c->n_seqs, c->max_blocks, tables));
+    }
+    return node;
+}
+
+static void check_attention_tables(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
+                                   int phase, uint64_t seed, const int32_t *tables) {
     for (int snapped = kv_dtype == VT_Q8_0 ? 0 : 1; snapped < 2; snapped++) {
         char what[160];
         snprintf(what, sizeof what, "attention %s%s D=%lld H=%lld KVH=%lld BS=%lld T=%lld", vt_dtype_name(kv_dtype),
                  kv_dtype == VT_Q8_0 ? (snapped ? " (q on the 16-bit grid)" : " (q raw)") : "", (long long)c->D,
                  (long long)c->H, (long long)c->KVH, (long long)c->BS, (long long)c->T);
-        vt_node node = attention_node(c, kv_dtype, pos, seq, phase, seed);
+        vt_node node = attention_node_tables(c, kv_dtype, pos, seq, phase, seed, tables);
         const float scale = node.params.attention.scale;
         float *q = node.src[0].data;
         double quant_err = 0.0; /* E above, the largest over the queries */
@@ -762,6 +783,41 @@ static void test_attention_rows_independent_d128(void) {
                           seq[] = {0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 3, 0};
             vt_node all = attention_node(&c, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
             if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention output depends on the batch at D 128");
+            vt_harness_node_free(&all);
+        }
+}
+
+/* Sequences decoding over blocks they share (a prompt beginning the prefix
+ * cache gave them all): simd reads such a span's rows once for every token
+ * that sees all of it (shared_decode_item), in groups of at most 16 tokens.
+ * Twenty sequences: eighteen share blocks 0-7 (positions 0-127, two
+ * spans), one of them (position 100) seeing only the first span whole and
+ * one (position 63) ending exactly at its end; one shares blocks 0-4 only,
+ * diverging inside the second span; one shares nothing. Every output
+ * against reference, and every token against itself computed alone. */
+static void test_attention_shared_blocks(void) {
+    if (!simd_available()) return;
+    enum { SEQS = 20, MAX_BLOCKS = 12, SHARED = 8 };
+    static const int64_t heads[][2] = {{16, 8}, {24, 8}, {8, 8}}; /* G = 2, 3, 1 */
+    int32_t tables[SEQS * MAX_BLOCKS], pos[SEQS], seq[SEQS];
+    for (int32_t s = 0; s < SEQS; s++) {
+        for (int32_t b = 0; b < MAX_BLOCKS; b++) {
+            const int shares = s < 18 ? b < SHARED : s == 18 ? b < 5 : 0;
+            tables[s * MAX_BLOCKS + b] = shares ? b : SHARED + s * MAX_BLOCKS + b;
+        }
+        pos[s] = s == 3 ? 100 : s == 7 ? 63 : 128 + (s * 13) % 60;
+        seq[s] = (s * 7) % SEQS; /* tokens not in sequence order */
+    }
+    /* token t is of sequence seq[t]: its position is pos[t] */
+    uint64_t seed = 3700;
+    for (size_t k = 0; k < 4; k++)
+        for (size_t h = 0; h < 3; h++) {
+            attn_case c = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
+                           .n_blocks = SHARED + SEQS * MAX_BLOCKS, .n_seqs = SEQS, .max_blocks = MAX_BLOCKS,
+                           .T = SEQS};
+            check_attention_tables(&c, cache_dtypes[k], pos, seq, VT_PHASE_DECODE, seed, tables);
+            vt_node all = attention_node_tables(&c, cache_dtypes[k], pos, seq, VT_PHASE_DECODE, seed++, tables);
+            if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention over shared blocks depends on the batch");
             vt_harness_node_free(&all);
         }
 }
@@ -1041,7 +1097,7 @@ static void test_supports_model_shapes(void) {
  * backend keeps working afterwards. */
 static void test_matmul_nomem(void) {
     if (!simd_available()) return;
-    const int64_t K = 4096, N = 8, M = 300; /* larger activations than any test before */
+    const int64_t K = 4096, N = 8, M = 1000; /* larger activations than any test before */
     vt_node node = vt_harness_node(VT_OP_MATMUL, VT_PHASE_PREFILL);
     vt_harness_set_src(&node, 0, vt_harness_weight(VT_Q4_K, K, N, 77));
     vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, 78, -1, 1));
@@ -1071,6 +1127,8 @@ int main(void) {
          test_attention_rows_independent},
         {"attention at head dim 128 bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent_d128},
+        {"attention of sequences decoding over shared blocks, against reference and each alone, bit for bit",
+         test_attention_shared_blocks},
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},
         {"rms_norm", test_rms_norm},
         {"rope norm and neox, partial rotation", test_rope},

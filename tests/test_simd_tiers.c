@@ -198,10 +198,15 @@ static void test_moe_matmul_same_bits(void) {
         }
 }
 
-/* One attention call on both tiers: the outputs' bits must be equal. */
+/* One attention call on both tiers: the outputs' bits must be equal.
+ * tables: the sequences' block tables, or NULL for the harness's. */
 static void check_attention_same_bits(const vt_harness_attn_case *c, int32_t kv_dtype, const int32_t *pos,
-                                      const int32_t *seq, int phase, uint64_t seed) {
+                                      const int32_t *seq, int phase, uint64_t seed, const int32_t *tables) {
     vt_node node = vt_harness_attention_node(c, kv_dtype, pos, seq, phase, seed);
+    if (tables) {
+        vt_harness_tensor_free(&node.src[3]);
+        vt_harness_set_src(&node, 3, vt_harness_block_tables(c->n_seqs, c->max_blocks, tables));
+    }
     vt_node other = vt_harness_node_copy(&node);
     CU_ASSERT_EQUAL_FATAL(vt_harness_run(best, "simd", &node), VT_OK);
     CU_ASSERT_EQUAL_FATAL(vt_harness_run(avx2, "simd", &other), VT_OK);
@@ -223,7 +228,8 @@ static void check_attention_same_bits(const vt_harness_attn_case *c, int32_t kv_
  * dtype; query groups of 1, 2 and 8 heads per kv head (so a group of four
  * queries spans one to four tokens, or a quarter of a token's heads); a
  * prompt whose causal diagonal cuts through groups; a head dim with a
- * scalar tail; a continuation chunk; decodes of several sequences. */
+ * scalar tail; a continuation chunk; decodes of several sequences, over
+ * their own blocks and over shared ones. */
 static void test_attention_same_bits(void) {
     if (!tiers_available()) return;
     static const int32_t dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
@@ -235,16 +241,30 @@ static void test_attention_same_bits(void) {
             const vt_harness_attn_case prompt = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
                                                  .n_blocks = 11, .n_seqs = 1, .max_blocks = 5, .T = 70};
             for (int t = 0; t < 70; t++) pos[t] = t, seq[t] = 0;
-            check_attention_same_bits(&prompt, dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            check_attention_same_bits(&prompt, dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++, NULL);
             const vt_harness_attn_case tail = {.D = dtypes[k] == VT_Q8_0 ? 96 : 40, .H = heads[h][0],
                                                .KVH = heads[h][1], .BS = 5, .n_blocks = 17, .n_seqs = 2,
                                                .max_blocks = 12, .T = 23};
             for (int t = 0; t < 23; t++) pos[t] = 30 + t, seq[t] = 1;
-            check_attention_same_bits(&tail, dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            check_attention_same_bits(&tail, dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++, NULL);
             const vt_harness_attn_case decode = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
                                                  .n_blocks = 23, .n_seqs = 3, .max_blocks = 7, .T = 3};
             const int32_t dpos[] = {5, 64, 100}, dseq[] = {2, 0, 1};
-            check_attention_same_bits(&decode, dtypes[k], dpos, dseq, VT_PHASE_DECODE, seed++);
+            check_attention_same_bits(&decode, dtypes[k], dpos, dseq, VT_PHASE_DECODE, seed++, NULL);
+            /* eighteen sequences decoding over 8 blocks they share (two
+             * spans read once for groups of up to 16 tokens), two over
+             * their own */
+            enum { SEQS = 20, MAX_BLOCKS = 12 };
+            int32_t tables[SEQS * MAX_BLOCKS], spos[SEQS], sseq[SEQS];
+            for (int s = 0; s < SEQS; s++) {
+                for (int b = 0; b < MAX_BLOCKS; b++)
+                    tables[s * MAX_BLOCKS + b] = s < 18 && b < 8 ? b : 8 + s * MAX_BLOCKS + b;
+                spos[s] = 128 + (s * 13) % 60, sseq[s] = s;
+            }
+            const vt_harness_attn_case shared = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
+                                                 .n_blocks = 8 + SEQS * MAX_BLOCKS, .n_seqs = SEQS,
+                                                 .max_blocks = MAX_BLOCKS, .T = SEQS};
+            check_attention_same_bits(&shared, dtypes[k], spos, sseq, VT_PHASE_DECODE, seed++, tables);
         }
 }
 

@@ -9,7 +9,7 @@
  * whichever path and whatever batch it is in (batch invariance, tested bit
  * for bit), while a decode token's spans can run on different threads.
  *
- * Two kinds of work item share the per-chunk kernels (the score kernels,
+ * Three kinds of work item share the per-chunk kernels (the score kernels,
  * chunk_softmax, the accumulation kernels) and the merge (merge_state):
  *   - prefill (a run of several tokens of one sequence): (up to
  *     QUERY_TOKENS tokens, kv head); the G = H / KVH query heads of each
@@ -25,7 +25,14 @@
  *     walk with a KVH-row stride, which bound a decode of many sequences),
  *     other rows prefetched a chunk ahead. Each item leaves its span's
  *     state in a shared buffer; the last item of a token to finish merges
- *     them.
+ *     them;
+ *   - shared decode (a span whose blocks several decode tokens' tables
+ *     hold alike, all of it seen by each: a prompt beginning the prefix
+ *     cache gave their sequences): (span, up to QUERY_TOKENS such tokens,
+ *     kv heads group), each kv head's rows widened once for every token's
+ *     queries as in prefill, each token's span state left as its own
+ *     decode item would leave it (share_decode_spans,
+ *     shared_decode_item).
  * Positions are taken in chunks of CHUNK: in prefill the chunk's 16-bit k
  * and v rows are widened once (decode reads them in place, widening in
  * registers for two queries at a time: the same numbers, see load8), each
@@ -44,6 +51,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "simd.h"
@@ -78,6 +86,10 @@ typedef struct attention_task {
     const int32_t *dec_tok;
     const int64_t *dec_part;
     const int32_t *item_dec, *item_span, *item_group; /* per decode item */
+    /* a decode item shared by several tokens (share_decode_spans):
+     * item_members[item] indexes members (decode token indices, ascending),
+     * item_n_members[item] of them; -1 and 1 for a token's own item */
+    const int32_t *item_members, *item_n_members, *members;
     int64_t prefill_items, groups;
     float *part_acc, *part_max, *part_sum; /* [part][H][D], [part][H], [part][H] */
     _Atomic int32_t *pending; /* [decode token][group] items not yet done */
@@ -922,12 +934,134 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
         merge_decode(t, i, kv0, kv1);
 }
 
+/* Decode item shared by n decode tokens (of different sequences) whose
+ * block tables hold the same blocks over the whole span sp: a beginning
+ * taken from the prefix cache, such as one system prompt. Each kv head's
+ * rows are read (and widened) once for the G heads of every token, as a
+ * prefill item reads them for its tokens, instead of once per token. Every
+ * token sees the whole span, and a query's numbers depend only on the
+ * query, the rows and the positions (attend_chunk), so each token's span
+ * state is the one its own item leaves: which sequences decode together
+ * changes no token's numbers. The states are copied (exactly) to each
+ * token's part buffers, and the last item of a token merges them. */
+static void shared_decode_item(const attention_task *t, int64_t item, float *s) {
+    const int64_t D = t->D, H = t->H, KVH = t->KVH, G = H / KVH, nb = D / VT_QK8_0;
+    const int64_t sp = t->item_span[item], g = t->item_group[item];
+    const int32_t *members = t->members + t->item_members[item];
+    const int64_t n = t->item_n_members[item], nq = n * G;
+    const int64_t kv0 = g * KVH / t->groups, kv1 = (g + 1) * KVH / t->groups;
+    const attend_layout L = attend_scratch_layout(G, H, D);
+    const int64_t sp0 = sp * SPAN, sp1 = sp0 + SPAN;
+    const int32_t *table = t->tables + (int64_t)t->seq[t->dec_tok[members[0]]] * t->max_blocks;
+    const size_t k_row_bytes = vt_row_size(t->k_dtype, D), v_row_bytes = vt_row_size(t->v_dtype, D);
+    float *q = s + L.span_acc, *acc = s + L.acc, *run_max = s + L.run_max, *run_sum = s + L.run_sum;
+    int16_t *qsq = (int16_t *)(void *)(s + L.qs);
+    chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
+    int64_t limit[QUERY_TOKENS];
+    for (int64_t u = 0; u < n; u++) limit[u] = (int64_t)t->pos[t->dec_tok[members[u]]] + 1;
+    for (int64_t kvh = kv0; kvh < kv1; kvh++) {
+        /* the tokens' queries of this kv head side by side, query j of
+         * token j / G, as a prefill item's */
+        for (int64_t j = 0; j < nq; j++) {
+            memcpy(q + j * D, t->q + ((int64_t)t->dec_tok[members[j / G]] * H + kvh * G + j % G) * D,
+                   (size_t)D * sizeof(float));
+            if (t->k_dtype == VT_Q8_0) simd_q8_0_quantize_query(q + j * D, qsq + j * D, s + L.qd + j * nb, D);
+        }
+        const query_set qs = {.n = nq, .q = q, .q_token_stride = G * D, .qs = qsq, .qd = s + L.qd, .limit = limit,
+                              .acc = acc, .run_max = run_max, .run_sum = run_sum};
+        reset_state(acc, run_max, run_sum, nq, D);
+        for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
+            for (int64_t p = p0 == sp0 ? sp0 : p0 + CHUNK; p < p0 + 2 * CHUNK && p < sp1; p++) {
+                const int64_t slot = (int64_t)table[p / t->BS] * t->BS + p % t->BS;
+                prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
+                prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
+            }
+            load_chunk(t, table, kvh, kvh + 1, p0, CHUNK, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+            attend_chunk(t, &qs, rows, s + L.scores, (int64_t *)(void *)(s + L.count));
+        }
+        for (int64_t j = 0; j < nq; j++) {
+            const int64_t at = (t->dec_part[members[j / G]] + sp) * H + kvh * G + j % G;
+            memcpy(t->part_acc + at * D, acc + j * D, (size_t)D * sizeof(float));
+            t->part_max[at] = run_max[j];
+            t->part_sum[at] = run_sum[j];
+        }
+    }
+    for (int64_t u = 0; u < n; u++) {
+        const int64_t i = members[u];
+        if (atomic_fetch_sub_explicit(&t->pending[i * t->groups + g], 1, memory_order_acq_rel) == 1)
+            merge_decode(t, i, kv0, kv1);
+    }
+}
+
+static int compare_keys(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Decode tokens whose block tables hold the same blocks over a whole span
+ * that each of them sees entirely (a prompt beginning the prefix cache gave
+ * them all) are grouped, up to QUERY_TOKENS tokens a group, for one
+ * shared_decode_item. role[part] (a decode token's span, dec_part): -1 the
+ * token's own decode item, -2 a member of a group another token leads, or
+ * the index of the group it leads: its members (ascending) at
+ * members[group_at[k]], group_n[k] of them. keys: scratch [n_dec]. Returns
+ * the number of groups. */
+static int64_t share_decode_spans(const attention_task *t, int64_t n_dec, int64_t n_parts, int32_t *role,
+                                  int32_t *members, int32_t *group_at, int32_t *group_n, int64_t *keys) {
+    for (int64_t p = 0; p < n_parts; p++) role[p] = -1;
+    int64_t max_spans = 0, n_groups = 0, n_members = 0;
+    for (int64_t i = 0; i < n_dec; i++) {
+        const int64_t spans = ((int64_t)t->pos[t->dec_tok[i]] + SPAN) / SPAN;
+        max_spans = spans > max_spans ? spans : max_spans;
+    }
+    for (int64_t sp = 0; n_dec > 1 && sp < max_spans; sp++) {
+        const int64_t sp1 = (sp + 1) * SPAN, b0 = sp * SPAN / t->BS, b1 = (sp1 - 1) / t->BS;
+        int64_t n = 0;
+        for (int64_t i = 0; i < n_dec; i++) {
+            const int64_t tok = t->dec_tok[i];
+            if ((int64_t)t->pos[tok] + 1 >= sp1) /* sees the whole span */
+                keys[n++] = (int64_t)t->tables[(int64_t)t->seq[tok] * t->max_blocks + b0] << 32 | i;
+        }
+        if (n < 2) continue;
+        qsort(keys, (size_t)n, sizeof *keys, compare_keys); /* by the span's first block, then token */
+        for (int64_t a = 0, z; a < n; a = z) {
+            for (z = a + 1; z < n && keys[z] >> 32 == keys[a] >> 32;) z++;
+            for (int64_t x = a; x < z; x++) { /* the run's tokens that share every block of the span */
+                const int64_t i = keys[x] & 0xffffffff;
+                if (role[t->dec_part[i] + sp] != -1) continue;
+                const int32_t *ti = t->tables + (int64_t)t->seq[t->dec_tok[i]] * t->max_blocks;
+                const int64_t at = n_members;
+                members[n_members++] = (int32_t)i;
+                for (int64_t y = x + 1; y < z && n_members - at < QUERY_TOKENS; y++) {
+                    const int64_t j = keys[y] & 0xffffffff;
+                    const int32_t *tj = t->tables + (int64_t)t->seq[t->dec_tok[j]] * t->max_blocks;
+                    if (role[t->dec_part[j] + sp] != -1 ||
+                        memcmp(ti + b0, tj + b0, (size_t)(b1 - b0 + 1) * sizeof *ti) != 0)
+                        continue;
+                    members[n_members++] = (int32_t)j;
+                    role[t->dec_part[j] + sp] = -2;
+                }
+                if (n_members - at == 1) { /* alone: its own item */
+                    n_members = at;
+                    continue;
+                }
+                role[t->dec_part[i] + sp] = (int32_t)n_groups;
+                group_at[n_groups] = (int32_t)at;
+                group_n[n_groups++] = (int32_t)(n_members - at);
+            }
+        }
+    }
+    return n_groups;
+}
+
 static void attention_items(void *arg, int64_t begin, int64_t end, int thread) {
     const attention_task *t = arg;
     float *s = t->scratch + (size_t)thread * t->scratch_floats;
     for (int64_t item = begin; item < end; item++) {
         if (item < t->prefill_items)
             prefill_item(t, item, s);
+        else if (t->item_members[item - t->prefill_items] >= 0)
+            shared_decode_item(t, item - t->prefill_items, s);
         else
             decode_item(t, item - t->prefill_items, s);
     }
@@ -977,18 +1111,17 @@ vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
         const int alone = (tok == 0 || t.seq[tok - 1] != t.seq[tok]) && (tok == T - 1 || t.seq[tok + 1] != t.seq[tok]);
         if (alone) n_dec++, n_parts += ((int64_t)t.pos[tok] + SPAN) / SPAN;
     }
-    /* few spans (one short sequence): split the kv heads too, so every
-     * thread gets work */
-    t.groups = 1;
-    while (n_parts * t.groups < 3 * (int64_t)ctx->n_threads && t.KVH % (t.groups * 2) == 0) t.groups *= 2;
-    const int64_t dec_items = n_parts * t.groups;
+    /* at most max(n_parts, 6 n_threads) decode items: below 3 n_threads
+     * spans the kv heads are split in groups (see below) */
+    const int64_t max_items = n_parts > 6 * (int64_t)ctx->n_threads ? n_parts : 6 * (int64_t)ctx->n_threads;
 
     t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.H, t.D).total;
-    const size_t f = sizeof(float), per_threads = t.scratch_floats * f * (size_t)ctx->n_threads;
-    const size_t sizes[] = {per_threads, (size_t)T, (size_t)n_dec * sizeof(int32_t), (size_t)n_dec * sizeof(int64_t),
-                            (size_t)dec_items * 3 * sizeof(int32_t), (size_t)(n_parts * t.H * t.D) * f,
+    const size_t f = sizeof(float), i32 = sizeof(int32_t), per_threads = t.scratch_floats * f * (size_t)ctx->n_threads;
+    const size_t sizes[] = {per_threads, (size_t)T, (size_t)n_dec * i32, (size_t)n_dec * sizeof(int64_t),
+                            (size_t)max_items * 5 * i32, (size_t)(n_parts * t.H * t.D) * f,
                             (size_t)(n_parts * t.H) * f, (size_t)(n_parts * t.H) * f,
-                            (size_t)(n_dec * t.groups) * sizeof(_Atomic int32_t)};
+                            (size_t)(n_dec * t.KVH) * sizeof(_Atomic int32_t), (size_t)n_parts * 4 * i32,
+                            (size_t)n_dec * sizeof(int64_t)};
     enum { N = sizeof sizes / sizeof *sizes };
     size_t at[N], total = 0;
     for (int i = 0; i < N; i++) at[i] = total, total += simd_align_up(sizes[i]);
@@ -1003,27 +1136,48 @@ vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
     t.part_max = (float *)(void *)(base + at[6]);
     t.part_sum = (float *)(void *)(base + at[7]);
     t.pending = (_Atomic int32_t *)(void *)(base + at[8]);
+    int32_t *role = (int32_t *)(void *)(base + at[9]), *members = role + n_parts, *group_at = members + n_parts,
+            *group_n = group_at + n_parts;
     int64_t any_prefill = 0;
-    for (int64_t tok = 0, i = 0, part = 0, item = 0; tok < T; tok++) {
+    for (int64_t tok = 0, i = 0, part = 0; tok < T; tok++) {
         const int alone = (tok == 0 || t.seq[tok - 1] != t.seq[tok]) && (tok == T - 1 || t.seq[tok + 1] != t.seq[tok]);
         is_decode[tok] = (uint8_t)alone;
         any_prefill |= !alone;
         if (!alone) continue;
-        const int64_t spans = ((int64_t)t.pos[tok] + SPAN) / SPAN;
         dec_tok[i] = (int32_t)tok, dec_part[i] = part;
-        for (int64_t g = 0; g < t.groups; g++) atomic_init(&t.pending[i * t.groups + g], (int32_t)spans);
-        for (int64_t sp = 0; sp < spans; sp++) /* items token by token, span by span: memory walked forwards */
-            for (int64_t g = 0; g < t.groups; g++, item++) {
-                item_dec[item] = (int32_t)i;
-                item_dec[dec_items + item] = (int32_t)sp;
-                item_dec[2 * dec_items + item] = (int32_t)g;
-            }
-        part += spans, i++;
+        part += ((int64_t)t.pos[tok] + SPAN) / SPAN, i++;
     }
-    t.is_decode = is_decode;
     t.dec_tok = dec_tok;
     t.dec_part = dec_part;
-    t.item_dec = item_dec, t.item_span = item_dec + dec_items, t.item_group = item_dec + 2 * dec_items;
+    const int64_t n_groups = share_decode_spans(&t, n_dec, n_parts, role, members, group_at, group_n,
+                                                (int64_t *)(void *)(base + at[10]));
+    int64_t n_item_spans = n_parts; /* a group's members' spans make one item span */
+    for (int64_t k = 0; k < n_groups; k++) n_item_spans -= group_n[k] - 1;
+    /* few spans (one short sequence): split the kv heads too, so every
+     * thread gets work */
+    t.groups = 1;
+    while (n_item_spans * t.groups < 3 * (int64_t)ctx->n_threads && t.KVH % (t.groups * 2) == 0) t.groups *= 2;
+    const int64_t dec_items = n_item_spans * t.groups;
+    int32_t *item_span = item_dec + dec_items, *item_group = item_span + dec_items,
+            *item_members = item_group + dec_items, *item_n_members = item_members + dec_items;
+    for (int64_t i = 0, item = 0; i < n_dec; i++) {
+        const int64_t spans = ((int64_t)t.pos[dec_tok[i]] + SPAN) / SPAN;
+        for (int64_t g = 0; g < t.groups; g++) atomic_init(&t.pending[i * t.groups + g], (int32_t)spans);
+        for (int64_t sp = 0; sp < spans; sp++) { /* items token by token, span by span: memory walked forwards */
+            const int32_t r = role[dec_part[i] + sp];
+            if (r == -2) continue; /* another token's shared item computes it */
+            for (int64_t g = 0; g < t.groups; g++, item++) {
+                item_dec[item] = (int32_t)i;
+                item_span[item] = (int32_t)sp;
+                item_group[item] = (int32_t)g;
+                item_members[item] = r >= 0 ? group_at[r] : -1;
+                item_n_members[item] = r >= 0 ? group_n[r] : 1;
+            }
+        }
+    }
+    t.is_decode = is_decode;
+    t.item_dec = item_dec, t.item_span = item_span, t.item_group = item_group;
+    t.item_members = item_members, t.item_n_members = item_n_members, t.members = members;
     t.prefill_items = any_prefill ? (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH : 0;
     const int64_t items = t.prefill_items + dec_items;
     if (items == 1)
