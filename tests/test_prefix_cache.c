@@ -372,11 +372,13 @@ static void test_scheduler_same_tokens(void) {
  * over several steps while the others wait for its blocks instead of
  * computing them beside it, so the steps prefill 80 + 3 x 8 tokens in all,
  * the others take 80 tokens each from the cache, and the greedy tokens are
- * those of the same requests with the cache off. */
-static void run_together(bool cache, int32_t out[3][8], int64_t cached[3], int64_t *prefilled) {
+ * those of the same requests with the cache off. With the cache on, the
+ * three then decode together over the same blocks for positions 0-79, whose
+ * first span (0-63) simd's attention reads once for all three. */
+static void run_together(const char *backend, bool cache, int32_t out[3][8], int64_t cached[3], int64_t *prefilled) {
     char m[1024];
     vt_fixture f;
-    CU_ASSERT_TRUE_FATAL(open_engine(&f, model_path("qwen3-tiny-q4_k_m", m, sizeof m), "reference", VT_F16, 3));
+    CU_ASSERT_TRUE_FATAL(open_engine(&f, model_path("qwen3-tiny-q4_k_m", m, sizeof m), backend, VT_F16, 3));
     vt_kv_cache_set_prefix_cache(f.engine->kv, cache);
     vt_sched *s = NULL;
     vt_error err = {0};
@@ -412,16 +414,20 @@ static void run_together(bool cache, int32_t out[3][8], int64_t cached[3], int64
 }
 
 static void test_shared_beginning_computed_once(void) {
-    int32_t on[3][8], off[3][8];
-    int64_t cached_on[3], cached_off[3], prefilled_on = 0, prefilled_off = 0;
-    run_together(true, on, cached_on, &prefilled_on);
-    run_together(false, off, cached_off, &prefilled_off);
-    CU_ASSERT_EQUAL(memcmp(on, off, sizeof on), 0);
-    CU_ASSERT_EQUAL(cached_on[0], 0);
-    CU_ASSERT_EQUAL(cached_on[1], 80);
-    CU_ASSERT_EQUAL(cached_on[2], 80);
-    CU_ASSERT_EQUAL(prefilled_on, 80 + 3 * 8);
-    CU_ASSERT_EQUAL(prefilled_off, 3 * 88);
+    const char *backends[] = {"reference", "simd"};
+    for (int b = 0; b < 2; b++) {
+        if (b == 1 && !vt_test_simd_expected()) continue;
+        int32_t on[3][8], off[3][8];
+        int64_t cached_on[3], cached_off[3], prefilled_on = 0, prefilled_off = 0;
+        run_together(backends[b], true, on, cached_on, &prefilled_on);
+        run_together(backends[b], false, off, cached_off, &prefilled_off);
+        CU_ASSERT_EQUAL(memcmp(on, off, sizeof on), 0);
+        CU_ASSERT_EQUAL(cached_on[0], 0);
+        CU_ASSERT_EQUAL(cached_on[1], 80);
+        CU_ASSERT_EQUAL(cached_on[2], 80);
+        CU_ASSERT_EQUAL(prefilled_on, 80 + 3 * 8);
+        CU_ASSERT_EQUAL(prefilled_off, 3 * 88);
+    }
 }
 
 /* --explain says whether the cache is on, and why it is off: the setting,
