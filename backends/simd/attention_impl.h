@@ -33,8 +33,8 @@
  *     queries as in prefill, each token's span state left as its own
  *     decode item would leave it (share_decode_spans,
  *     shared_decode_item).
- * Positions are taken in chunks of CHUNK: in prefill the chunk's 16-bit k
- * and v rows are widened once (decode reads them in place, widening in
+ * Positions are taken in chunks of CHUNK: in prefill and shared decode the
+ * chunk's 16-bit k and v rows are widened once (decode reads them in place, widening in
  * registers for two queries at a time: the same numbers, see load8), each
  * query's scores are computed 4 positions per pass over the query, the
  * running max / sum / accumulator are rescaled once per
@@ -51,6 +51,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,8 +138,8 @@ static const vt_block_q8_0 *cache_row_q8_0(const void *cache, int64_t slot, int6
  * or BF16 widened 8 values at a time in registers as they are used (exact,
  * so the numbers are those of widening the rows first). Decode, whose rows
  * serve only the G queries of a kv head, reads 16-bit rows in place;
- * prefill, whose rows serve up to QUERY_TOKENS * G queries, widens them once
- * and passes VT_F32. dtype is a constant at every call, so each use compiles
+ * prefill and shared decode, whose rows serve up to QUERY_TOKENS * G
+ * queries, widen them once and pass VT_F32. dtype is a constant at every call, so each use compiles
  * to one of the three loads. */
 SIMD_INLINE __m256 load8(int32_t dtype, const void *row, int64_t i) {
     if (dtype == VT_F32) return _mm256_loadu_ps((const float *)row + i);
@@ -442,7 +443,8 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
 
 /* The cached rows of one chunk (positions p0 .. p0 + len - 1) of one kv
  * head: f32 rows (the cache itself or widened into scratch), or Q8_0 blocks
- * with their scales. (Decode reads 16-bit rows in place: attend_heads.) */
+ * with their scales. (A decode item reads 16-bit rows in place:
+ * attend_heads.) */
 typedef struct chunk_rows {
     int64_t p0, len;
     const void *k[CHUNK], *v[CHUNK]; /* f32 rows */
@@ -559,7 +561,7 @@ SIMD_INLINE void chunk_softmax16(float *const *s, int Q, float scale, float *run
 /* One query's n scores of a chunk (sj [CHUNK]) into softmax weights:
  * scaled, the running max raised to the chunk's (the running sum and
  * accumulator rescaled once if it rose), exponentials 8 at a time, added to
- * the running sum. Both item kinds call this, so a query's weights do not
+ * the running sum. Every item kind calls this, so a query's weights do not
  * depend on the path. A whole chunk is scaled and its max taken 8 at a time:
  * the same products and the same max as one by one. */
 static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, float *run_sum, float *acc, int64_t D) {
@@ -595,7 +597,9 @@ static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, flo
 /* One chunk for every query of qs: each query's scores against the rows it
  * sees (up to its limit), then its running state rescaled once and the
  * weighted v rows added. A query's numbers depend only on the query, the
- * rows and the chunk's position: both item kinds call this for every chunk. */
+ * rows and the chunk's position (whether it is processed in a group of
+ * four, a pair or alone, and which queries share the group): every item
+ * kind calls this for every chunk. */
 static void attend_chunk(const attention_task *t, const query_set *qs, const chunk_rows *r, float *scores,
                          int64_t *count) {
     const int64_t D = t->D, G = t->H / t->KVH, nb = D / VT_QK8_0, nq = qs->n, len = r->len;
@@ -775,7 +779,7 @@ static void reset_state(float *acc, float *run_max, float *run_sum, int64_t n, i
 
 /* State (M, S, A) <- itself merged with a later span's (m, s, a): both
  * rescaled to the larger max. Spans are merged one at a time in span order,
- * by both item kinds, through this one function. */
+ * by every item kind, through this one function. */
 static void merge_state(float *M, float *S, float *A, float m, float s, const float *a, int64_t D) {
     const float top = m > *M ? m : *M;
     const float c_old = expf(*M - top), c_new = expf(m - top);
@@ -942,10 +946,12 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
  * rows are read (and widened) once for the G heads of every token, as a
  * prefill item reads them for its tokens, instead of once per token. Every
  * token sees the whole span, and a query's numbers depend only on the
- * query, the rows and the positions (attend_chunk), so each token's span
- * state is the one its own item leaves: which sequences decode together
- * changes no token's numbers. The states are copied (exactly) to each
- * token's part buffers, and the last item of a token merges them. */
+ * query, the rows and the positions, not on which queries attend_chunk
+ * groups it with (with G = 3 a group of four straddles two tokens), so each
+ * token's span state is the one its own item leaves: which sequences decode
+ * together changes no token's numbers. The states are copied (exactly) to
+ * each token's part buffers; then every member's count drops, and each
+ * token whose count reached zero is merged. */
 static void shared_decode_item(const attention_task *t, int64_t item, float *s) {
     const int64_t D = t->D, H = t->H, KVH = t->KVH, G = H / KVH, nb = D / VT_QK8_0;
     const int64_t sp = t->item_span[item], g = t->item_group[item];
@@ -988,11 +994,13 @@ static void shared_decode_item(const attention_task *t, int64_t item, float *s) 
             t->part_sum[at] = run_sum[j];
         }
     }
-    for (int64_t u = 0; u < n; u++) {
-        const int64_t i = members[u];
-        if (atomic_fetch_sub_explicit(&t->pending[i * t->groups + g], 1, memory_order_acq_rel) == 1)
-            merge_decode(t, i, kv0, kv1);
-    }
+    /* every member's count first, so no member's merge on another thread
+     * waits behind this item's merges */
+    bool last[QUERY_TOKENS];
+    for (int64_t u = 0; u < n; u++)
+        last[u] = atomic_fetch_sub_explicit(&t->pending[members[u] * t->groups + g], 1, memory_order_acq_rel) == 1;
+    for (int64_t u = 0; u < n; u++)
+        if (last[u]) merge_decode(t, members[u], kv0, kv1);
 }
 
 static int compare_keys(const void *a, const void *b) {
@@ -1003,7 +1011,12 @@ static int compare_keys(const void *a, const void *b) {
 /* Decode tokens whose block tables hold the same blocks over a whole span
  * that each of them sees entirely (a prompt beginning the prefix cache gave
  * them all) are grouped, up to QUERY_TOKENS tokens a group, for one
- * shared_decode_item. role[part] (a decode token's span, dec_part): -1 the
+ * shared_decode_item. Sequences share blocks from their first one on (the
+ * prefix cache matches chains from the start; a fork shares its parent's
+ * beginning), so two tokens sharing a span share every span before it: the
+ * walk stops at the first span where no two tokens share, and costs a sort
+ * of the decode tokens per shared span plus one for the span after. (Were
+ * a later span shared alone, it would only be computed per token.) role[part] (a decode token's span, dec_part): -1 the
  * token's own decode item, -2 a member of a group another token leads, or
  * the index of the group it leads: its members (ascending) at
  * members[group_at[k]], group_n[k] of them. keys: scratch [n_dec]. Returns
@@ -1024,7 +1037,8 @@ static int64_t share_decode_spans(const attention_task *t, int64_t n_dec, int64_
             if ((int64_t)t->pos[tok] + 1 >= sp1) /* sees the whole span */
                 keys[n++] = (int64_t)t->tables[(int64_t)t->seq[tok] * t->max_blocks + b0] << 32 | i;
         }
-        if (n < 2) continue;
+        if (n < 2) break;
+        const int64_t groups_before = n_groups;
         qsort(keys, (size_t)n, sizeof *keys, compare_keys); /* by the span's first block, then token */
         for (int64_t a = 0, z; a < n; a = z) {
             for (z = a + 1; z < n && keys[z] >> 32 == keys[a] >> 32;) z++;
@@ -1052,6 +1066,7 @@ static int64_t share_decode_spans(const attention_task *t, int64_t n_dec, int64_
                 group_n[n_groups++] = (int32_t)(n_members - at);
             }
         }
+        if (n_groups == groups_before) break; /* no two tokens share this span: nor any later one */
     }
     return n_groups;
 }
