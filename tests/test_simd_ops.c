@@ -820,6 +820,30 @@ static void test_attention_shared_blocks(void) {
             if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention over shared blocks depends on the batch");
             vt_harness_node_free(&all);
         }
+    /* Odd shapes: blocks of 5 and of 48 positions (not dividing a span: a
+     * block straddles two), a head dim with a scalar tail, 3 query heads a
+     * kv head; three sequences sharing their first 200 positions, at 63
+     * (exactly one span), 127 and 130. So few spans that the kv heads are
+     * split between items as well. */
+    static const int64_t block_sizes[] = {5, 48};
+    for (size_t k = 0; k < 4; k++)
+        for (size_t b = 0; b < 2; b++) {
+            enum { ODD_SEQS = 3, ODD_MAX_BLOCKS = 28 };
+            const int64_t BS = block_sizes[b], shared = 200 / BS + 1;
+            int32_t otables[ODD_SEQS * ODD_MAX_BLOCKS];
+            const int32_t opos[] = {127, 63, 130}, oseq[] = {1, 2, 0};
+            for (int32_t s = 0; s < ODD_SEQS; s++)
+                for (int32_t i = 0; i < ODD_MAX_BLOCKS; i++)
+                    otables[s * ODD_MAX_BLOCKS + i] = i < shared ? i : (int32_t)shared + s * ODD_MAX_BLOCKS + i;
+            attn_case c = {.D = cache_dtypes[k] == VT_Q8_0 ? 96 : 40, .H = 6, .KVH = 2, .BS = BS,
+                           .n_blocks = shared + ODD_SEQS * ODD_MAX_BLOCKS, .n_seqs = ODD_SEQS,
+                           .max_blocks = ODD_MAX_BLOCKS, .T = ODD_SEQS};
+            check_attention_tables(&c, cache_dtypes[k], opos, oseq, VT_PHASE_DECODE, seed, otables);
+            vt_node all = attention_node_tables(&c, cache_dtypes[k], opos, oseq, VT_PHASE_DECODE, seed++, otables);
+            if (tokens_differing_alone(&c, &all, opos, oseq))
+                CU_FAIL("attention over shared blocks of odd shapes depends on the batch");
+            vt_harness_node_free(&all);
+        }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1097,7 +1121,9 @@ static void test_supports_model_shapes(void) {
  * backend keeps working afterwards. */
 static void test_matmul_nomem(void) {
     if (!simd_available()) return;
-    const int64_t K = 4096, N = 8, M = 1000; /* larger activations than any test before */
+    /* activations (16 MiB quantized) larger than any scratch a test before
+     * made the backend keep, so the op must grow it and the refusal bites */
+    const int64_t K = 4096, N = 8, M = 4096;
     vt_node node = vt_harness_node(VT_OP_MATMUL, VT_PHASE_PREFILL);
     vt_harness_set_src(&node, 0, vt_harness_weight(VT_Q4_K, K, N, 77));
     vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, 78, -1, 1));

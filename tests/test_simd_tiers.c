@@ -265,6 +265,17 @@ static void test_attention_same_bits(void) {
                                                  .n_blocks = 8 + SEQS * MAX_BLOCKS, .n_seqs = SEQS,
                                                  .max_blocks = MAX_BLOCKS, .T = SEQS};
             check_attention_same_bits(&shared, dtypes[k], spos, sseq, VT_PHASE_DECODE, seed++, tables);
+            /* blocks of 48 (one straddles two spans), a head dim with a
+             * scalar tail, 3 sequences sharing 200 positions: few spans, so
+             * the kv heads are split between items too */
+            int32_t otables[3 * 8];
+            for (int s = 0; s < 3; s++)
+                for (int b = 0; b < 8; b++) otables[s * 8 + b] = b < 5 ? b : 5 + s * 8 + b;
+            const int32_t opos[] = {127, 63, 130}, oseq[] = {1, 2, 0};
+            const vt_harness_attn_case odd = {.D = dtypes[k] == VT_Q8_0 ? 96 : 40, .H = heads[h][0],
+                                              .KVH = heads[h][1], .BS = 48, .n_blocks = 5 + 3 * 8, .n_seqs = 3,
+                                              .max_blocks = 8, .T = 3};
+            check_attention_same_bits(&odd, dtypes[k], opos, oseq, VT_PHASE_DECODE, seed++, otables);
         }
 }
 
