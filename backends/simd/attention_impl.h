@@ -34,8 +34,9 @@
  *     decode item would leave it (share_decode_spans,
  *     shared_decode_item).
  * Positions are taken in chunks of CHUNK: in prefill and shared decode the
- * chunk's 16-bit k and v rows are widened once (decode reads them in place, widening in
- * registers for two queries at a time: the same numbers, see load8), each
+ * chunk's 16-bit k and v rows are widened once (decode reads them in place,
+ * widening in registers for two queries at a time: the same numbers, see
+ * load8), each
  * query's scores are computed 4 positions per pass over the query, the
  * running max / sum / accumulator are rescaled once per
  * chunk (not once per position), the exponentials computed 8 at a time, and
@@ -139,8 +140,8 @@ static const vt_block_q8_0 *cache_row_q8_0(const void *cache, int64_t slot, int6
  * so the numbers are those of widening the rows first). Decode, whose rows
  * serve only the G queries of a kv head, reads 16-bit rows in place;
  * prefill and shared decode, whose rows serve up to QUERY_TOKENS * G
- * queries, widen them once and pass VT_F32. dtype is a constant at every call, so each use compiles
- * to one of the three loads. */
+ * queries, widen them once and pass VT_F32. dtype is a constant at every
+ * call, so each use compiles to one of the three loads. */
 SIMD_INLINE __m256 load8(int32_t dtype, const void *row, int64_t i) {
     if (dtype == VT_F32) return _mm256_loadu_ps((const float *)row + i);
     const uint16_t *p = (const uint16_t *)row + i;
@@ -1016,11 +1017,12 @@ static int compare_keys(const void *a, const void *b) {
  * beginning), so two tokens sharing a span share every span before it: the
  * walk stops at the first span where no two tokens share, and costs a sort
  * of the decode tokens per shared span plus one for the span after. (Were
- * a later span shared alone, it would only be computed per token.) role[part] (a decode token's span, dec_part): -1 the
- * token's own decode item, -2 a member of a group another token leads, or
- * the index of the group it leads: its members (ascending) at
- * members[group_at[k]], group_n[k] of them. keys: scratch [n_dec]. Returns
- * the number of groups. */
+ * a later span shared alone, it would only be computed per token.)
+ * role[part] (a decode token's span, dec_part): -1 the token's own decode
+ * item, -2 a member of a group another token leads, or the index of the
+ * group it leads: its members (ascending) at members[group_at[k]],
+ * group_n[k] of them. keys: scratch [n_dec]. Returns the number of
+ * groups. */
 static int64_t share_decode_spans(const attention_task *t, int64_t n_dec, int64_t n_parts, int32_t *role,
                                   int32_t *members, int32_t *group_at, int32_t *group_n, int64_t *keys) {
     for (int64_t p = 0; p < n_parts; p++) role[p] = -1;
