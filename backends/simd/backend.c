@@ -104,10 +104,14 @@ static int simd_supports(void *ctx, const vt_node *node) {
     return vt_check_convention(node, NULL, 0) ? 1 : 0;
 }
 
-/* The tier init chose; a higher tier has only some kernels of its own. */
+/* The tier init chose; a higher tier has only some kernels of its own. Its
+ * matmuls read the layouts prepare.c makes: a weight left in the file's
+ * layout (one that nodes of several backends read) takes the avx2 kernels. */
 static const char *simd_isa_name(void *opaque) {
     const simd_ctx *ctx = opaque;
-    return ctx->isa == SIMD_ISA_AVX512_VNNI ? "avx512_vnni (q4_k, q5_k, q6_k, q8_0, q4_0 matmul, attention; the rest avx2)" : "avx2";
+    return ctx->isa == SIMD_ISA_AVX512_VNNI
+               ? "avx512_vnni (q4_k, q5_k, q6_k, q8_0, q4_0 matmul on prepared weights, attention; the rest avx2)"
+               : "avx2";
 }
 
 /* Both tiers where the CPU and OS run the AVX-512 one, else AVX2 alone. */
