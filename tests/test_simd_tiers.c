@@ -70,11 +70,18 @@ static void test_each_instance_runs_its_tier(void) {
 }
 
 /* node's matmul (MATMUL, or MOE_MATMUL on a stack of experts) on h's
- * simd, through its prepare hook as an engine runs it; the output as f32
- * (malloc'ed). */
-static float *matmul_on(vt_harness *h, const vt_node *node) {
+ * simd, through its prepare hook as an engine runs it, or on the file's
+ * layout (as simd reads a weight another backend's nodes read too); the
+ * output as f32 (malloc'ed). */
+static float *matmul_in(vt_harness *h, const vt_node *node, bool prepared) {
     const vt_backend_entry *simd = vt_harness_backend(h, "simd");
     vt_node n = vt_harness_node_copy(node);
+    if (!prepared) {
+        CU_ASSERT_EQUAL(vt_harness_run(h, "simd", &n), VT_OK);
+        float *y = vt_harness_to_f32(&n.dst);
+        vt_harness_node_free(&n);
+        return y;
+    }
     vt_weight_offer offer = {.struct_size = sizeof offer, .name = "test.tiers.src0", .tensor = n.src[0],
                              .ops = 1u << node->op, .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
     vt_prepared_weight out = {0};
@@ -93,25 +100,34 @@ static float *matmul_on(vt_harness *h, const vt_node *node) {
     return y;
 }
 
+static float *matmul_on(vt_harness *h, const vt_node *node) { return matmul_in(h, node, true); }
+
 /* One matmul of K x N weights of wtype by M rows into y_dtype on both
- * tiers: the outputs' bits must be equal. */
-static void check_same_bits_of(int32_t wtype, int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
+ * tiers, on prepared weights or the file's layout: the outputs' bits must
+ * be equal. */
+static void check_same_bits_in(int32_t wtype, int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed,
+                               bool prepared) {
     vt_node node = vt_harness_node(VT_OP_MATMUL, M == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
     vt_harness_set_src(&node, 0, vt_harness_weight(wtype, K, N, seed));
     vt_harness_set_src(&node, 1, vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed + 1, -2.0f, 2.0f));
     node.dst = vt_harness_zeros(y_dtype, 2, (const int64_t[]){N, M});
-    float *a = matmul_on(best, &node), *b = matmul_on(avx2, &node);
+    float *a = matmul_in(best, &node, prepared), *b = matmul_in(avx2, &node, prepared);
     CU_ASSERT_FATAL(a && b);
     int64_t differing = 0;
     for (int64_t i = 0; i < N * M; i++) differing += memcmp(&a[i], &b[i], sizeof *a) != 0;
     if (differing)
-        fprintf(stderr, "test_simd_tiers: %s K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n",
-                vt_dtype_name(wtype), (long long)K, (long long)N, (long long)M, vt_dtype_name(y_dtype),
+        fprintf(stderr, "test_simd_tiers: %s%s K=%lld N=%lld M=%lld %s: %lld of %lld outputs differ\n",
+                vt_dtype_name(wtype), prepared ? "" : " (file layout)", (long long)K, (long long)N, (long long)M,
+                vt_dtype_name(y_dtype),
                 (long long)differing, (long long)(N * M));
     CU_ASSERT_EQUAL(differing, 0);
     free(a);
     free(b);
     vt_harness_node_free(&node);
+}
+
+static void check_same_bits_of(int32_t wtype, int64_t K, int64_t N, int64_t M, int32_t y_dtype, uint64_t seed) {
+    check_same_bits_in(wtype, K, N, M, y_dtype, seed, true);
 }
 
 /* The shapes each prepared dtype's matmul is compared over. */
@@ -146,6 +162,29 @@ static void test_q5_k_matmul_same_bits(void) {
 
 static void test_q6_k_matmul_same_bits(void) {
     if (tiers_available()) check_shapes(VT_Q6_K, 33000);
+}
+
+/* A weight in the file's layout (read by nodes of several backends, so
+ * offered to no prepare hook): the avx512 tier's decode pairs of Q4_K and
+ * Q6_K (matmul_q4_k_vnni.c, matmul_q6_k_vnni.c) against the AVX2 kernels,
+ * decode (M = 1: the pairs, an odd row out, 1 to 12 blocks) and the tiles
+ * around it, which both tiers share. */
+static void check_file_layout(int32_t wtype, uint64_t seed) {
+    for (int64_t M = 1; M <= 9; M++) check_same_bits_in(wtype, 256 * (1 + M % 3), M % 2 ? 37 : 8, M, VT_F32, seed += 2, false);
+    for (int64_t blocks = 1; blocks <= 12; blocks++)
+        check_same_bits_in(wtype, 256 * blocks, 2 * blocks + blocks % 2, 1, VT_F32, seed += 2, false);
+    check_same_bits_in(wtype, 3072, 1001, 1, VT_F32, seed += 2, false);
+    check_same_bits_in(wtype, 1024, 300, 128, VT_F32, seed += 2, false);
+    check_same_bits_in(wtype, 512, 19, 1, VT_F16, seed += 2, false);
+    check_same_bits_in(wtype, 512, 21, 1, VT_BF16, seed += 2, false);
+}
+
+static void test_q4_k_file_layout_same_bits(void) {
+    if (tiers_available()) check_file_layout(VT_Q4_K, 36000);
+}
+
+static void test_q6_k_file_layout_same_bits(void) {
+    if (tiers_available()) check_file_layout(VT_Q6_K, 37000);
 }
 
 /* Blocks of 32: also K not a multiple of 256, down to one block. */
@@ -306,6 +345,8 @@ int main(void) {
         {"Q4_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_k_matmul_same_bits},
         {"Q5_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q5_k_matmul_same_bits},
         {"Q6_K matmul: the avx512 and avx2 tiers agree bit for bit", test_q6_k_matmul_same_bits},
+        {"Q4_K matmul on the file's layout: the tiers agree bit for bit", test_q4_k_file_layout_same_bits},
+        {"Q6_K matmul on the file's layout: the tiers agree bit for bit", test_q6_k_file_layout_same_bits},
         {"Q8_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q8_0_matmul_same_bits},
         {"Q4_0 matmul: the avx512 and avx2 tiers agree bit for bit", test_q4_0_matmul_same_bits},
         {"MoE matmul: the avx512 and avx2 tiers agree bit for bit", test_moe_matmul_same_bits},

@@ -33,7 +33,7 @@ void vt_test_skip(const char *why);
 bool vt_test_simd_expected(void);
 /* What simd's isa entry reports for its avx512 tier: the one place the
  * tests spell which ops that tier covers. */
-#define VT_TEST_SIMD_AVX512_ISA "avx512_vnni (q4_k, q5_k, q6_k, q8_0, q4_0 matmul on prepared weights, attention; the rest avx2)"
+#define VT_TEST_SIMD_AVX512_ISA "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; the rest avx2)"
 /* The onednn backend was built (VT_TEST_HAVE_ONEDNN); false after
  * vt_test_skip() otherwise. */
 bool vt_test_onednn_expected(void);

@@ -105,12 +105,14 @@ static int simd_supports(void *ctx, const vt_node *node) {
 }
 
 /* The tier init chose; a higher tier has only some kernels of its own. Its
- * matmuls read the layouts prepare.c makes: a weight left in the file's
- * layout (one that nodes of several backends read) takes the avx2 kernels. */
+ * matmuls are those on the layouts prepare.c makes, and on a weight left in
+ * the file's layout (one that nodes of several backends read) the decode
+ * pairs of Q4_K and Q6_K (Q4_K_M's dtypes); the rest are the avx2 kernels.
+ * Callers read this into 128 bytes. */
 static const char *simd_isa_name(void *opaque) {
     const simd_ctx *ctx = opaque;
     return ctx->isa == SIMD_ISA_AVX512_VNNI
-               ? "avx512_vnni (q4_k, q5_k, q6_k, q8_0, q4_0 matmul on prepared weights, attention; the rest avx2)"
+               ? "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; the rest avx2)"
                : "avx2";
 }
 

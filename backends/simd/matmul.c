@@ -28,16 +28,18 @@ typedef struct weight_format {
 
 enum { ACT_F32 = SIMD_ACT_F32, ACT_Q8_0 = SIMD_ACT_Q8_0, ACT_Q8_K16 = SIMD_ACT_Q8_K16, ACT_Q8_K32 = SIMD_ACT_Q8_K32 };
 
-static int weight_format_of(int32_t dtype, weight_format *f) {
+static int weight_format_of(int32_t dtype, simd_isa isa, weight_format *f) {
     switch (dtype) {
     case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
     case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
     case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
     case VT_Q8_0: *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
     case VT_Q4_0: *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
-    case VT_Q4_K: *f = (weight_format){simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
+    case VT_Q4_K:
+        *f = (weight_format){isa == SIMD_ISA_AVX512_VNNI ? simd_dot_q4_k_vnni : simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
     case VT_Q5_K: *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
-    case VT_Q6_K: *f = (weight_format){simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16, 1, SIMD_MAX_ROWS}; return 1;
+    case VT_Q6_K:
+        *f = (weight_format){isa == SIMD_ISA_AVX512_VNNI ? simd_dot_q6_k_vnni : simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16, 1, SIMD_MAX_ROWS}; return 1;
     default: return 0;
     }
 }
@@ -215,7 +217,7 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
         return pf->matmul(ctx, node);
     }
     weight_format f;
-    if (!weight_format_of(W->dtype, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
+    if (!weight_format_of(W->dtype, ctx->isa, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
     if (M <= 0 || N <= 0) return VT_OK;
 
     matmul_task t;

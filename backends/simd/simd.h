@@ -21,7 +21,8 @@
  * its own of and leaves the others on AVX2. */
 typedef enum simd_isa {
     SIMD_ISA_AVX2 = 0,
-    SIMD_ISA_AVX512_VNNI = 1, /* AVX-512 F/BW/VL with VNNI: the prepared Q4_K, Q6_K, Q8_0, Q4_0 matmuls, attention */
+    SIMD_ISA_AVX512_VNNI = 1, /* AVX-512 F/BW/VL with VNNI: the prepared Q4_K, Q5_K, Q6_K, Q8_0, Q4_0 matmuls, Q4_K's
+                                 and Q6_K's decode on the file's layout, attention */
 } simd_isa;
 
 typedef struct simd_ctx {
@@ -142,8 +143,12 @@ void simd_dot_bf16(const void *w, size_t w_stride, int NW, const simd_act *x, in
 void simd_dot_q8_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q4_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q4_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+/* The AVX-512 VNNI tier's: its own pair of weight rows against 1 to 4 activation rows, the other tiles
+ * simd_dot_q4_k's (same bits); likewise for Q6_K. */
+void simd_dot_q4_k_vnni(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q5_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q6_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+void simd_dot_q6_k_vnni(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 
 /* Quantize one f32 row of K values (K a multiple of 32, resp. 256).
  *   x: [K]; qs: [K]; d: [K/32] resp. [K/256];
