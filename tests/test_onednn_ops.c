@@ -181,6 +181,14 @@ static void free_case(matmul_case *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* Whether instance ctx multiplies weights of dtype in bf16: it says so in
+ * its isa line (precision=auto picks bf16 where oneDNN runs it in hardware;
+ * F32 and F16 weights stay f32 either way). */
+static bool multiplies_in_bf16(void *ctx, int32_t dtype) {
+    const char *isa = onednn->table->isa(ctx);
+    return strstr(isa, "bf16 matmul") != NULL && dtype != VT_F32 && dtype != VT_F16;
+}
+
 /* Run case c on onednn (ctx) and compare with the reference; returns the
  * number of elements outside tolerance plus guard floats overwritten (and
  * asserts). */
@@ -201,11 +209,19 @@ static int check_case(void *ctx, const matmul_case *c) {
      * wrong tile, a shifted row or a dropped block is off by O(|x||w|) of a
      * whole block, i.e. > 1e-2 of the sum. mag bounds the sum from above by at
      * most ~4/3 here (uniform values), which changes none of this. Observed
-     * worst here: 2.0e-7 of mag. */
+     * worst here: 2.0e-7 of mag.
+     * In bf16 both operands are first rounded to 8 significant bits, each
+     * within 2^-9 of itself, so each product is within (2 * 2^-9 + 2^-18)
+     * of |x||w| and the sum within 2^-8 (3.9e-3) of sum|x||w| <= mag, plus
+     * the f32 summation above: 4e-3 * mag. The rounding errors are
+     * independent, so the typical error is ~ 2^-9 * mag / sqrt(K) or less
+     * (observed worst: 7.5e-5 of mag at K = 1024), while a wrong tile, row
+     * or block is still off by O(|x||w|) of a whole block. */
+    const double tolerance = multiplies_in_bf16(ctx, c->dtype) ? 4e-3 : 1e-5;
     int bad = 0;
     for (int64_t i = 0; i < n * m; i++) {
         double got = y[i], want = c->y_ref[i], mag = c->mag[i];
-        if (!(fabs(got - want) <= 1e-5 * mag + 1e-30)) {
+        if (!(fabs(got - want) <= tolerance * mag + 1e-30)) {
             if (bad < 3)
                 fprintf(stderr, "\n  %s K=%lld N=%lld M=%lld: y[%lld][%lld] = %.9g, reference %.9g (|x||w| %.3g)",
                         vt_dtype_name(c->dtype), (long long)c->k, (long long)n, (long long)m, (long long)(i / n),
@@ -382,6 +398,48 @@ static void test_supports_is_exact(void) {
         CU_ASSERT_EQUAL(vt_backend_op(onednn->table, op) != NULL, op == VT_OP_MATMUL);
 }
 
+/* precision=f32: every dtype in f32, on every machine (the default where
+ * the CPU has no bf16 in hardware). */
+static void test_matmul_precision_f32(void) {
+    void *ctx = onednn_instance("precision=f32");
+    if (!ctx) return;
+    CU_ASSERT_PTR_NOT_NULL(strstr(onednn->table->isa(ctx), "(f32 matmul "));
+    matmul_all_dtypes(ctx, false);
+    compare_matmul(ctx, VT_Q4_K, 1024, 3072, 33, 7);
+    onednn->table->shutdown(ctx);
+}
+
+/* precision=bf16 where oneDNN runs bf16 in hardware (AVX-512 BF16, AMX):
+ * quantized and BF16 weights multiply in bf16, within the bf16 bound, in
+ * both threading modes; elsewhere init refuses it, naming what oneDNN
+ * found, and the bf16 checks are skipped. */
+static void test_matmul_precision_bf16(void) {
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = "precision=bf16"};
+    void *ctx = NULL;
+    char err[256] = "";
+    const vt_status st = onednn->table->init(host, &config, &ctx, err, sizeof err);
+    if (st == VT_ERR_UNSUPPORTED) {
+        CU_ASSERT_PTR_NULL(ctx);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "instruction-set limit is"));
+        char why[320];
+        snprintf(why, sizeof why, "onednn's bf16 matmul cannot run here: %s", err);
+        vt_test_skip(why);
+        return;
+    }
+    CU_ASSERT_EQUAL_FATAL(st, VT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(onednn->table->isa(ctx), "(bf16 matmul "));
+    CU_ASSERT(multiplies_in_bf16(ctx, VT_Q4_K) && multiplies_in_bf16(ctx, VT_BF16));
+    CU_ASSERT(!multiplies_in_bf16(ctx, VT_F16) && !multiplies_in_bf16(ctx, VT_F32));
+    matmul_all_dtypes(ctx, false);
+    compare_matmul(ctx, VT_Q4_K, 1024, 3072, 33, 7);
+    compare_matmul(ctx, VT_BF16, 1024, 600, 17, 9);
+    onednn->table->shutdown(ctx);
+    void *omp = onednn_instance("precision=bf16,threading=omp,tile_kib=64");
+    if (!omp) return;
+    matmul_all_dtypes(omp, false);
+    onednn->table->shutdown(omp);
+}
+
 /* decode=1 accepts decode nodes, and M=1 is computed right. */
 static void test_decode_option(void) {
     void *ctx = onednn_instance("decode=1");
@@ -395,7 +453,7 @@ static void test_decode_option(void) {
 /* Bad options fail init with a reason; nothing leaks (ASan). */
 static void test_bad_options_fail_init(void) {
     static const char *const bad[] = {"threading=tbb", "tile_kib=1", "tile_kib=abc", "colour=blue", "decode",
-                                      "dequant=fast"};
+                                      "dequant=fast", "precision=f16", "precision="};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = bad[i]};
         void *ctx = NULL;
@@ -442,6 +500,8 @@ int main(void) {
         {"matmul with OpenMP threading", test_matmul_omp_threading},
         {"matmul at a model's layer size", test_matmul_model_sized},
         {"matmul reuses cached primitives across M", test_matmul_repeated_shapes},
+        {"precision=f32: every dtype in f32", test_matmul_precision_f32},
+        {"precision=bf16: quantized and BF16 weights in bf16 where the CPU has it", test_matmul_precision_bf16},
         {"decode=1 accepts and computes M=1", test_decode_option},
         {"bad options fail init", test_bad_options_fail_init},
         {"alloc failure gives VT_ERR_NOMEM", test_alloc_failure_is_nomem},

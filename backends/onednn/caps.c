@@ -2,7 +2,8 @@
  *
  * oneDNN's answer depends on the CPU (e.g. bf16/f16 matmul need AVX-512 or
  * AMX in 2.6), so supports() must not assume: we create a primitive
- * descriptor of each kind and record whether that succeeded. */
+ * descriptor of each kind and record whether that succeeded, and oneDNN's
+ * own instruction-set limit says whether bf16 runs in hardware. */
 #include <stdio.h>
 #include <string.h>
 
@@ -52,8 +53,11 @@ static const char *isa_name(dnnl_cpu_isa_t isa) {
 void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps) {
     memset(caps, 0, sizeof(*caps));
     caps->matmul_f32 = matmul_implemented(engine, dnnl_f32, caps->matmul_f32_impl, sizeof(caps->matmul_f32_impl));
-    snprintf(caps->isa, sizeof caps->isa, "%s (f32 matmul %s)", isa_name(dnnl_get_effective_cpu_isa()),
-             caps->matmul_f32 ? caps->matmul_f32_impl : "unavailable");
-    caps->matmul_bf16 = matmul_implemented(engine, dnnl_bf16, NULL, 0);
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    snprintf(caps->isa_name, sizeof caps->isa_name, "%s", isa_name(isa));
+    caps->matmul_bf16 = matmul_implemented(engine, dnnl_bf16, caps->matmul_bf16_impl, sizeof(caps->matmul_bf16_impl));
     caps->matmul_f16 = matmul_implemented(engine, dnnl_f16, NULL, 0);
+    /* dnnl_cpu_isa_t values are bit masks in which each level contains the
+     * bits of those below, so this is "at least AVX-512 with BF16". */
+    caps->bf16_native = caps->matmul_bf16 && (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
 }

@@ -1,13 +1,17 @@
-/* matmul.c — MATMUL: Y[m][n] = sum_k X[m][k] W[n][k] through oneDNN f32 matmul.
+/* matmul.c — MATMUL: Y[m][n] = sum_k X[m][k] W[n][k] through oneDNN's matmul.
  *
- * oneDNN 2.6 on this AVX2 CPU implements f32 matmul only (bf16/f16 are
- * unimplemented, int8 saturates and has no per-block scales; caps.c asks
- * oneDNN at init), so weights of every dtype are brought to f32 a tile at a time:
- * `rows` output rows x K, sized to stay in a core's L2, dequantized with
- * host->to_f32 (the core's row conversion, vectorised with AVX2 where the CPU
- * has it) and multiplied at once by a cached primitive writing the tile's
- * column slice of Y. F32 weights need no copy: the primitive reads them in
- * place (a tile of GGUF rows is exactly oneDNN's "ba" weight layout).
+ * oneDNN has no matmul on vt's quantized dtypes (per-block scales), so
+ * weights of every dtype are brought to the precision the primitive takes a
+ * tile at a time: `rows` output rows x K, sized to stay in a core's L2,
+ * dequantized with host->to_f32 (the core's row conversion, vectorised where
+ * the CPU allows) and multiplied at once by a cached primitive writing the
+ * tile's column slice of Y. The precision is chosen at init (onednn.h):
+ *   f32   the dequantized tile as is; F32 weights need no copy, the primitive
+ *         reads them in place (a tile of GGUF rows is oneDNN's "ba" layout);
+ *   bf16  where the CPU multiplies bf16 in hardware (AVX-512 BF16, AMX), for
+ *         quantized and BF16 weights: the tile rounded to bf16, the
+ *         activations rounded once per matmul, the products summed in f32;
+ *         BF16 weights are read in place. F32 and F16 weights run in f32.
  *
  * Threading (ctx->threading, measured in bench/onednn_matmul_bench.c):
  *   TILES  host->parallel_for over tiles; each thread dequantizes and
@@ -24,7 +28,8 @@
 #include "vt/vt_check.h"
 
 int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
-    if (!ctx->caps.matmul_f32) return 0; /* everything here runs on it */
+    /* everything here runs on oneDNN's f32 matmul, or its bf16 one where init chose it */
+    if (!ctx->caps.matmul_f32) return 0;
     /* Decode (M = 1) is declined by default: each weight is used once, so
      * dequantizing it to f32 and streaming the f32 copy through an sgemv
      * moves ~8x the bytes of a fused quantized dot product: several times
@@ -39,6 +44,12 @@ int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
     /* F16/BF16 results would need a second pass; the runtime inserts a convert. */
     if (node->dst.dtype != VT_F32) return 0;
     return 1;
+}
+
+/* The precision a weight of dtype multiplies in (see onednn_precision). */
+static onednn_precision precision_for(const onednn_ctx *ctx, int32_t dtype) {
+    if (ctx->precision == ONEDNN_PRECISION_BF16 && dtype != VT_F32 && dtype != VT_F16) return ONEDNN_PRECISION_BF16;
+    return ONEDNN_PRECISION_F32;
 }
 
 /* Output rows per tile for K inputs: the tile (rows x K f32) fits the
@@ -58,16 +69,29 @@ static int64_t tile_rows(const onednn_ctx *ctx, int64_t k, int64_t n) {
     return rows < n ? rows : n;
 }
 
-/* Grow a worker's tile and scratch buffers (host->alloc, 64-byte aligned). */
-static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_floats, size_t scratch_bytes) {
+/* *buf of at least n elements of `size` bytes (host->alloc, 64-byte
+ * aligned), grown from *capacity; its contents are not kept. */
+static vt_status ensure_buffer(const vt_host *host, void **buf, size_t *capacity, size_t n, size_t size) {
+    if (n <= *capacity) return VT_OK;
+    host->free(*buf);
+    *capacity = 0;
+    *buf = host->alloc(n * size, 64);
+    if (!*buf) return VT_ERR_NOMEM;
+    *capacity = n;
+    return VT_OK;
+}
+
+/* Grow a worker's tile buffers (f32 and, for bf16, its rounding) and scratch. */
+static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_floats, size_t tile16_values,
+                               size_t scratch_bytes) {
     const vt_host *host = ctx->host;
-    if (tile_floats > w->tile_capacity) {
-        host->free(w->tile);
-        w->tile_capacity = 0;
-        w->tile = host->alloc(tile_floats * sizeof(float), 64);
-        if (!w->tile) return VT_ERR_NOMEM;
-        w->tile_capacity = tile_floats;
-    }
+    void *tile = w->tile, *tile16 = w->tile16;
+    vt_status st = ensure_buffer(host, &tile, &w->tile_capacity, tile_floats, sizeof(float));
+    w->tile = tile;
+    if (st != VT_OK) return st;
+    st = ensure_buffer(host, &tile16, &w->tile16_capacity, tile16_values, sizeof(uint16_t));
+    w->tile16 = tile16;
+    if (st != VT_OK) return st;
     if (scratch_bytes > w->scratch_bytes) {
         host->free(w->scratch);
         w->scratch_bytes = 0;
@@ -82,9 +106,10 @@ static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_fl
 typedef struct matmul_job {
     onednn_ctx *ctx;
     int32_t dtype;
+    bool bf16; /* multiplied in bf16 (precision_for) */
     const uint8_t *w;   /* {K, N} weights, row_bytes apart */
     size_t row_bytes;
-    const float *x;     /* {K, M} */
+    const void *x;      /* {K, M} of the precision (the node's f32, or its bf16 rounding) */
     float *y;           /* {N, M} */
     int64_t k, n, m, rows;
     const onednn_matmul_entry *full; /* tiles of `rows` rows */
@@ -97,14 +122,24 @@ static const onednn_matmul_entry *tile_entry(const matmul_job *job, int64_t n0, 
     return *nt == job->rows ? job->full : job->tail;
 }
 
-/* rows [n0, n0 + nt) of W as f32 rows of K: in place for F32, else dequantized into buf. */
-static const float *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, float *buf, vt_status *st) {
+/* rows [n0, n0 + nt) of W as rows of K values of the precision: in place
+ * when the file holds them so (F32 for f32, BF16 for bf16), else dequantized
+ * into buf (and rounded into buf16 for bf16). */
+static const void *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, float *buf, uint16_t *buf16,
+                                vt_status *st) {
     const uint8_t *rows = job->w + (size_t)n0 * job->row_bytes;
+    const bool bf16 = job->bf16;
     *st = VT_OK;
-    if (job->dtype == VT_F32) return (const float *)rows;
+    if (job->dtype == (bf16 ? VT_BF16 : VT_F32)) return rows;
     /* Rows are whole blocks and contiguous, so nt rows convert as one run. */
-    *st = job->ctx->host->to_f32(job->dtype, rows, buf, nt * job->k);
-    return buf;
+    const float *f = (const float *)rows;
+    if (job->dtype != VT_F32) {
+        *st = job->ctx->host->to_f32(job->dtype, rows, buf, nt * job->k);
+        f = buf;
+    }
+    if (!bf16) return f;
+    onednn_f32_to_bf16(f, buf16, nt * job->k);
+    return buf16;
 }
 
 static void fail(matmul_job *job, vt_status st) {
@@ -124,17 +159,19 @@ static void tiles_task(void *arg, int64_t begin, int64_t end, int thread) {
         int64_t n0 = t * job->rows, nt;
         const onednn_matmul_entry *e = tile_entry(job, n0, &nt);
         vt_status st;
-        const float *wt = tile_weights(job, n0, nt, worker->tile, &st);
+        const void *wt = tile_weights(job, n0, nt, worker->tile, worker->tile16, &st);
         if (st == VT_OK) st = onednn_matmul_run(job->ctx, e, worker, job->m, job->x, wt, job->y + n0);
         if (st != VT_OK) fail(job, st);
     }
 }
 
-/* OMP: dequantize rows [begin, end) of the tile starting at weight row n0. */
+/* OMP: dequantize rows [begin, end) of the tile starting at weight row n0
+ * (tile_weights on a slice of the tile). */
 typedef struct dequant_job {
     const matmul_job *job;
     int64_t n0;
     float *buf;
+    uint16_t *buf16;
     atomic_int status;
 } dequant_job;
 
@@ -142,8 +179,8 @@ static void dequant_task(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     dequant_job *d = arg;
     const matmul_job *job = d->job;
-    vt_status st = job->ctx->host->to_f32(job->dtype, job->w + (size_t)(d->n0 + begin) * job->row_bytes,
-                                          d->buf + begin * job->k, (end - begin) * job->k);
+    vt_status st;
+    tile_weights(job, d->n0 + begin, end - begin, d->buf + begin * job->k, d->buf16 + begin * job->k, &st);
     if (st != VT_OK) {
         int expected = VT_OK;
         atomic_compare_exchange_strong(&d->status, &expected, (int)st);
@@ -157,19 +194,33 @@ static vt_status run_omp(matmul_job *job) {
     for (int64_t t = 0; t < n_tiles; t++) {
         int64_t n0 = t * job->rows, nt;
         const onednn_matmul_entry *e = tile_entry(job, n0, &nt);
-        const float *wt = (const float *)(job->w + (size_t)n0 * job->row_bytes);
-        if (job->dtype != VT_F32) {
-            dequant_job d = {.job = job, .n0 = n0, .buf = worker->tile};
+        const bool bf16 = job->bf16;
+        const void *wt = job->w + (size_t)n0 * job->row_bytes; /* in place, as tile_weights */
+        if (job->dtype != (bf16 ? VT_BF16 : VT_F32)) {
+            dequant_job d = {.job = job, .n0 = n0, .buf = worker->tile, .buf16 = worker->tile16};
             atomic_init(&d.status, VT_OK);
             vt_host_parallel_for(ctx->host, nt, 8, dequant_task, &d);
             if (atomic_load(&d.status) != VT_OK) return (vt_status)atomic_load(&d.status);
-            wt = worker->tile;
+            wt = bf16 ? (const void *)worker->tile16 : worker->tile;
         }
         onednn_omp_set_threads(ctx->n_threads);
         vt_status st = onednn_matmul_run(ctx, e, worker, job->m, job->x, wt, job->y + n0);
         if (st != VT_OK) return st;
     }
     return VT_OK;
+}
+
+/* The activations rounded to bf16, rows [begin, end). */
+typedef struct round_rows_job {
+    const float *x;
+    uint16_t *x16;
+    int64_t k;
+} round_rows_job;
+
+static void round_rows_task(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const round_rows_job *r = arg;
+    onednn_f32_to_bf16(r->x + begin * r->k, r->x16 + begin * r->k, (end - begin) * r->k);
 }
 
 vt_status onednn_matmul(void *opaque, const vt_node *node) {
@@ -192,20 +243,34 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
         job.row_bytes != ctx->host->row_size(job.dtype, job.k))
         return VT_ERR_INVALID;
 
+    const onednn_precision precision = precision_for(ctx, job.dtype);
+    job.bf16 = precision == ONEDNN_PRECISION_BF16;
     job.rows = tile_rows(ctx, job.k, job.n);
     int threads = ctx->threading == ONEDNN_THREADING_OMP ? ctx->n_threads : 1;
-    job.full = onednn_matmul_get(ctx, job.k, job.rows, job.n, threads);
+    job.full = onednn_matmul_get(ctx, precision, job.k, job.rows, job.n, threads);
     int64_t tail_rows = job.n % job.rows;
-    job.tail = tail_rows ? onednn_matmul_get(ctx, job.k, tail_rows, job.n, threads) : job.full;
+    job.tail = tail_rows ? onednn_matmul_get(ctx, precision, job.k, tail_rows, job.n, threads) : job.full;
     if (!job.full || !job.tail) return VT_ERR_BACKEND;
 
     size_t scratch = job.full->scratch_bytes > job.tail->scratch_bytes ? job.full->scratch_bytes
                                                                        : job.tail->scratch_bytes;
-    size_t tile_floats = job.dtype == VT_F32 ? 0 : (size_t)(job.rows * job.k);
+    const bool bf16 = job.bf16;
+    const size_t tile_values = (size_t)(job.rows * job.k);
+    const size_t tile_floats = job.dtype == VT_F32 || (bf16 && job.dtype == VT_BF16) ? 0 : tile_values;
+    const size_t tile16_values = bf16 && job.dtype != VT_BF16 ? tile_values : 0;
     int n_workers = ctx->threading == ONEDNN_THREADING_OMP ? 1 : ctx->n_threads;
     for (int i = 0; i < n_workers; i++) {
-        vt_status st = ensure_worker(ctx, &ctx->workers[i], tile_floats, scratch);
+        vt_status st = ensure_worker(ctx, &ctx->workers[i], tile_floats, tile16_values, scratch);
         if (st != VT_OK) return st;
+    }
+    if (bf16) { /* the activations rounded once, read by every tile */
+        void *x16 = ctx->x16;
+        vt_status st = ensure_buffer(ctx->host, &x16, &ctx->x16_capacity, (size_t)(job.m * job.k), sizeof(uint16_t));
+        ctx->x16 = x16;
+        if (st != VT_OK) return st;
+        round_rows_job r = {.x = x->data, .x16 = ctx->x16, .k = job.k};
+        vt_host_parallel_for(ctx->host, job.m, 16, round_rows_task, &r);
+        job.x = ctx->x16;
     }
 
     if (ctx->threading == ONEDNN_THREADING_OMP) return run_omp(&job);

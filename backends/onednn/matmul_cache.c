@@ -1,7 +1,7 @@
-/* matmul_cache.c — f32 matmul primitives, created once per shape class.
+/* matmul_cache.c — matmul primitives, created once per shape class.
  *
  * Creating a primitive costs a tenth of a millisecond or more, far more than a small
- * tile's multiply, so each (K, tile rows, dst row stride, threads) class is
+ * tile's multiply, so each (precision, K, tile rows, dst row stride, threads) class is
  * built once with M left to run time (DNNL_RUNTIME_DIM_VAL) and reused for
  * every call and every M. A model has a handful of weight shapes, so the cache
  * is a short array searched linearly. */
@@ -10,22 +10,24 @@
 
 #include "onednn.h"
 
-/* Memory descriptors of the three operands; m may be DNNL_RUNTIME_DIM_VAL. */
-static bool operand_mds(int64_t m, int64_t k, int64_t n_tile, int64_t ld_dst, dnnl_memory_desc_t *src_md,
-                        dnnl_memory_desc_t *wei_md, dnnl_memory_desc_t *dst_md) {
+/* Memory descriptors of the three operands; m may be DNNL_RUNTIME_DIM_VAL.
+ * Source and weights are of the precision, the result f32. */
+static bool operand_mds(onednn_precision precision, int64_t m, int64_t k, int64_t n_tile, int64_t ld_dst,
+                        dnnl_memory_desc_t *src_md, dnnl_memory_desc_t *wei_md, dnnl_memory_desc_t *dst_md) {
+    const dnnl_data_type_t in = precision == ONEDNN_PRECISION_BF16 ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t src_dims = {m, k}, src_strides = {k, 1};
     /* "ba": element (k, n) at n*K + k, i.e. weight rows as GGUF stores them. */
     dnnl_dims_t wei_dims = {k, n_tile}, wei_strides = {1, k};
     /* A column slice of Y: tile columns of rows that are ld_dst floats apart. */
     dnnl_dims_t dst_dims = {m, n_tile}, dst_strides = {ld_dst, 1};
-    return dnnl_memory_desc_init_by_strides(src_md, 2, src_dims, dnnl_f32, src_strides) == dnnl_success &&
-           dnnl_memory_desc_init_by_strides(wei_md, 2, wei_dims, dnnl_f32, wei_strides) == dnnl_success &&
+    return dnnl_memory_desc_init_by_strides(src_md, 2, src_dims, in, src_strides) == dnnl_success &&
+           dnnl_memory_desc_init_by_strides(wei_md, 2, wei_dims, in, wei_strides) == dnnl_success &&
            dnnl_memory_desc_init_by_strides(dst_md, 2, dst_dims, dnnl_f32, dst_strides) == dnnl_success;
 }
 
 static bool create_entry(onednn_ctx *ctx, onednn_matmul_entry *e) {
     dnnl_memory_desc_t src_md, wei_md, dst_md;
-    if (!operand_mds(DNNL_RUNTIME_DIM_VAL, e->k, e->n_tile, e->ld_dst, &src_md, &wei_md, &dst_md)) return false;
+    if (!operand_mds(e->precision, DNNL_RUNTIME_DIM_VAL, e->k, e->n_tile, e->ld_dst, &src_md, &wei_md, &dst_md)) return false;
     dnnl_matmul_desc_t desc;
     if (dnnl_matmul_desc_init(&desc, &src_md, &wei_md, NULL, &dst_md) != dnnl_success) return false;
 
@@ -56,11 +58,13 @@ static bool create_entry(onednn_ctx *ctx, onednn_matmul_entry *e) {
     return ok;
 }
 
-const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, int64_t k, int64_t n_tile, int64_t ld_dst,
-                                             int threads) {
+const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, onednn_precision precision, int64_t k, int64_t n_tile,
+                                             int64_t ld_dst, int threads) {
     for (int i = 0; i < ctx->cache_count; i++) {
         const onednn_matmul_entry *e = ctx->cache[i];
-        if (e->k == k && e->n_tile == n_tile && e->ld_dst == ld_dst && e->threads == threads) return e;
+        if (e->precision == precision && e->k == k && e->n_tile == n_tile && e->ld_dst == ld_dst &&
+            e->threads == threads)
+            return e;
     }
     if (ctx->cache_count == ctx->cache_capacity) {
         int capacity = ctx->cache_capacity ? ctx->cache_capacity * 2 : 16;
@@ -71,13 +75,15 @@ const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, int64_t k, int64_t
     }
     onednn_matmul_entry *e = calloc(1, sizeof(*e));
     if (!e) return NULL;
+    e->precision = precision;
     e->k = k;
     e->n_tile = n_tile;
     e->ld_dst = ld_dst;
     e->threads = threads;
     if (!create_entry(ctx, e)) {
-        ctx->host->log(VT_LOG_ERROR, ONEDNN_NAME, "cannot create f32 matmul primitive K=%lld N=%lld ld=%lld",
-                       (long long)k, (long long)n_tile, (long long)ld_dst);
+        ctx->host->log(VT_LOG_ERROR, ONEDNN_NAME, "cannot create %s matmul primitive K=%lld N=%lld ld=%lld",
+                       precision == ONEDNN_PRECISION_BF16 ? "bf16" : "f32", (long long)k, (long long)n_tile,
+                       (long long)ld_dst);
         free(e);
         return NULL;
     }
@@ -98,9 +104,9 @@ void onednn_matmul_cache_free(onednn_ctx *ctx) {
 }
 
 vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onednn_worker *worker, int64_t m,
-                            const float *x, const float *w, float *dst) {
+                            const void *x, const void *w, float *dst) {
     dnnl_memory_desc_t src_md, wei_md, dst_md;
-    if (!operand_mds(m, e->k, e->n_tile, e->ld_dst, &src_md, &wei_md, &dst_md)) return VT_ERR_BACKEND;
+    if (!operand_mds(e->precision, m, e->k, e->n_tile, e->ld_dst, &src_md, &wei_md, &dst_md)) return VT_ERR_BACKEND;
     dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
     /* oneDNN takes non-const handles but only reads src and weights. */
     bool ok = dnnl_memory_create(&mem[0], &src_md, ctx->engine, (void *)x) == dnnl_success &&

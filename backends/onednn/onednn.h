@@ -1,10 +1,11 @@
 /* onednn.h — the onednn backend's private state, shared by its files.
  *
- * The backend runs MATMUL through oneDNN's f32 matmul primitive. GGUF weights
- * (quantized with per-block scales oneDNN cannot express, or F16/BF16, whose
- * matmul oneDNN 2.6 does not implement on AVX2) are dequantized tile by tile
- * (a few hundred output rows x K) into a per-thread f32 buffer and multiplied
- * right away, so no f32 copy of the model ever exists. */
+ * The backend runs MATMUL through oneDNN's matmul primitive, in f32, or in
+ * bf16 where the CPU multiplies bf16 in hardware. GGUF weights (quantized
+ * with per-block scales oneDNN cannot express, or F16/BF16) are dequantized
+ * tile by tile (a few hundred output rows x K) into a per-thread buffer
+ * (rounded to bf16 for the bf16 matmul) and multiplied right away, so no
+ * converted copy of the model ever exists. */
 #ifndef VT_ONEDNN_H
 #define VT_ONEDNN_H
 
@@ -27,20 +28,37 @@ typedef enum onednn_threading {
     ONEDNN_THREADING_OMP = 1
 } onednn_threading;
 
+/* The number format the matmuls multiply in. */
+typedef enum onednn_precision {
+    ONEDNN_PRECISION_F32 = 0,  /* weights and activations as f32 */
+    /* quantized and BF16 weights and the activations in bf16, products summed
+     * in f32; F32 and F16 weights stay f32 (rounding them would lose bits the
+     * file holds, while a quantized weight's own step is coarser than bf16's
+     * and simd already rounds activations for them to 8 bits) */
+    ONEDNN_PRECISION_BF16 = 1,
+} onednn_precision;
+
 /* What init found oneDNN can do on this machine (primitive descriptors were
  * actually created, not assumed). */
 typedef struct onednn_caps {
     bool matmul_f32;  /* f32 x f32 -> f32, runtime M */
     bool matmul_bf16; /* bf16 x bf16 -> f32 (unimplemented on AVX2 in 2.6) */
     bool matmul_f16;  /* f16 x f16 -> f32 (unimplemented on AVX2 in 2.6) */
-    char matmul_f32_impl[64]; /* oneDNN's implementation name, e.g. "gemm:jit" */
-    char isa[96];             /* oneDNN's instruction-set limit on this CPU and that name, for vt bench */
+    /* bf16 in hardware: oneDNN's instruction-set limit is AVX-512 with BF16
+     * or AMX (elsewhere a bf16 matmul, if implemented, is emulated and slower
+     * than f32) */
+    bool bf16_native;
+    char matmul_f32_impl[64];  /* oneDNN's implementation name, e.g. "gemm:jit" */
+    char matmul_bf16_impl[64]; /* e.g. "brg:avx512_core_bf16" */
+    char isa_name[32];         /* oneDNN's instruction-set limit on this CPU */
 } onednn_caps;
 
-/* One cached f32 matmul primitive: Y[M][ld] (columns 0..n_tile) = X[M][K] x Wt,
- * Wt being n_tile weight rows of K floats (oneDNN's "ba" layout), M given at
- * execution. Keyed by (k, n_tile, ld_dst, threads it was built for). */
+/* One cached matmul primitive: Y[M][ld] (columns 0..n_tile, f32) = X[M][K] x
+ * Wt, Wt being n_tile weight rows of K values (oneDNN's "ba" layout), X and
+ * Wt both of the entry's precision, M given at execution. Keyed by
+ * (precision, k, n_tile, ld_dst, threads it was built for). */
 typedef struct onednn_matmul_entry {
+    onednn_precision precision;
     int64_t k;
     int64_t n_tile;
     int64_t ld_dst;
@@ -56,6 +74,8 @@ typedef struct onednn_worker {
     dnnl_stream_t stream;
     float *tile;        /* [tile_capacity] dequantized weight rows */
     size_t tile_capacity;
+    uint16_t *tile16;   /* [tile16_capacity] the same rows rounded to bf16 (bf16 precision) */
+    size_t tile16_capacity;
     void *scratch;      /* oneDNN scratchpad */
     size_t scratch_bytes;
 } onednn_worker;
@@ -66,7 +86,12 @@ typedef struct onednn_ctx {
     onednn_threading threading;
     size_t tile_bytes;     /* target size of one dequantized tile (per thread) */
     bool decode_matmul;    /* accept MATMUL in VT_PHASE_DECODE (default no, see supports) */
+    int precision_option;  /* -1 auto (the precision option's default), else an onednn_precision */
+    onednn_precision precision; /* what the matmuls run at, chosen at init (see onednn_precision) */
     onednn_caps caps;
+    char isa[128];         /* what vt backends and vt bench print: the ISA limit and the matmuls running */
+    uint16_t *x16;         /* [x16_capacity] a matmul's activations rounded to bf16 (bf16 precision) */
+    size_t x16_capacity;
     dnnl_engine_t engine;
     onednn_worker *workers; /* [n_threads] */
 
@@ -89,17 +114,22 @@ void onednn_omp_set_threads(int n);
 /* Create probe primitive descriptors on engine and fill caps. */
 void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps);
 
+/* ---- bf16_convert.c (AVX-512; only where caps.bf16_native) ---- */
+/* dst[i] = vt_f32_to_bf16(src[i]) for i < n. */
+void onednn_f32_to_bf16(const float *src, uint16_t *dst, int64_t n);
+
 /* ---- matmul_cache.c ---- */
-/* The primitive for (k, n_tile, ld_dst) built for `threads` OpenMP threads,
+/* The primitive for (precision, k, n_tile, ld_dst) built for `threads` OpenMP threads,
  * creating it on first use; valid until onednn_matmul_cache_free. Call from the op's calling thread only (the cache
  * is not locked). NULL on failure (logged). */
-const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, int64_t k, int64_t n_tile, int64_t ld_dst,
-                                             int threads);
+const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, onednn_precision precision, int64_t k, int64_t n_tile,
+                                             int64_t ld_dst, int threads);
 void onednn_matmul_cache_free(onednn_ctx *ctx);
 /* Run entry: dst[m][0..n_tile) (row stride ld_dst floats) = x[m][0..k) . w[n][0..k)
- * for m < M.  x: {k, M} f32; w: {k, n_tile} f32 (rows of k); dst: {ld_dst, M}. */
+ * for m < M.  x: {k, M}; w: {k, n_tile} (rows of k), both f32 or both bf16
+ * as the entry's precision; dst: {ld_dst, M} f32. */
 vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onednn_worker *worker, int64_t m,
-                            const float *x, const float *w, float *dst);
+                            const void *x, const void *w, float *dst);
 
 /* ---- matmul.c ---- */
 int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node);

@@ -5,6 +5,8 @@
  *   threading=tiles|omp   how tiles use the cores (default tiles; see matmul.c)
  *   tile_kib=N            dequantized tile budget per thread (default 384)
  *   decode=0|1            accept MATMUL in the decode phase (default 0)
+ *   precision=auto|f32|bf16  what the matmuls multiply in (default auto: bf16
+ *                         where oneDNN runs it in hardware, else f32)
  * Weight tiles are always converted by host->to_f32, which picks the core's
  * fastest path for the CPU itself. */
 #include <stdio.h>
@@ -46,9 +48,17 @@ static bool set_option(void *opaque, const char *key, const char *value, char *e
         ctx->tile_bytes = (size_t)kib * 1024;
     } else if (strcmp(key, "decode") == 0 && (strcmp(value, "0") == 0 || strcmp(value, "1") == 0)) {
         ctx->decode_matmul = value[0] == '1';
+    } else if (strcmp(key, "precision") == 0 && strcmp(value, "auto") == 0) {
+        ctx->precision_option = -1;
+    } else if (strcmp(key, "precision") == 0 && strcmp(value, "f32") == 0) {
+        ctx->precision_option = ONEDNN_PRECISION_F32;
+    } else if (strcmp(key, "precision") == 0 && strcmp(value, "bf16") == 0) {
+        ctx->precision_option = ONEDNN_PRECISION_BF16;
     } else {
-        snprintf(err, err_size, "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1)", key,
-                 value);
+        snprintf(err, err_size,
+                 "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1, "
+                 "precision=auto|f32|bf16)",
+                 key, value);
         return false;
     }
     return true;
@@ -67,10 +77,12 @@ static void onednn_shutdown(void *opaque) {
             onednn_worker *w = &ctx->workers[i];
             if (w->stream) dnnl_stream_destroy(w->stream);
             ctx->host->free(w->tile);
+            ctx->host->free(w->tile16);
             ctx->host->free(w->scratch);
         }
         free(ctx->workers);
     }
+    ctx->host->free(ctx->x16);
     if (ctx->engine) dnnl_engine_destroy(ctx->engine);
     free(ctx);
 }
@@ -84,6 +96,7 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
     ctx->n_threads = host->n_threads > 0 ? host->n_threads : 1;
     ctx->threading = ONEDNN_THREADING_TILES;
     ctx->tile_bytes = (size_t)ONEDNN_DEFAULT_TILE_KIB * 1024;
+    ctx->precision_option = -1;
     if (!parse_options(ctx, config ? config->options : NULL, err, err_size)) {
         free(ctx);
         return VT_ERR_INVALID;
@@ -111,11 +124,34 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
     }
 
     onednn_caps_query(ctx->engine, &ctx->caps);
+    /* bf16 where the CPU multiplies it in hardware (measured faster than f32
+     * there, README.md); elsewhere oneDNN would emulate it, slower than f32. */
+    if (ctx->precision_option == ONEDNN_PRECISION_BF16 && !ctx->caps.bf16_native) {
+        snprintf(err, err_size,
+                 "precision=bf16: oneDNN has no bf16 matmul in hardware here (its instruction-set limit is %s; "
+                 "bf16 needs avx512_core_bf16 or avx512_core_amx)",
+                 ctx->caps.isa_name);
+        onednn_shutdown(ctx);
+        return VT_ERR_UNSUPPORTED;
+    }
+    ctx->precision = ctx->precision_option >= 0          ? (onednn_precision)ctx->precision_option
+                     : ctx->caps.bf16_native ? ONEDNN_PRECISION_BF16
+                                             : ONEDNN_PRECISION_F32;
+    const bool bf16 = ctx->precision == ONEDNN_PRECISION_BF16;
+    const char *f32_impl = ctx->caps.matmul_f32 ? ctx->caps.matmul_f32_impl : "unavailable";
+    /* within the 128 bytes callers read it into (oneDNN's names are shorter
+     * than these bounds: "brg:avx512_core_amx_bf16" is the longest) */
+    if (bf16)
+        snprintf(ctx->isa, sizeof ctx->isa, "%.31s (bf16 matmul %.24s; f32/f16 weights: f32 %.24s)",
+                 ctx->caps.isa_name, ctx->caps.matmul_bf16_impl, f32_impl);
+    else
+        snprintf(ctx->isa, sizeof ctx->isa, "%.31s (f32 matmul %.24s)", ctx->caps.isa_name, f32_impl);
     const dnnl_version_t *v = dnnl_version();
     host->log(VT_LOG_INFO, ONEDNN_NAME,
-              "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s, f16 %s; threading=%s tile=%zu KiB",
+              "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s%s, f16 %s; precision=%s threading=%s tile=%zu KiB",
               v->major, v->minor, v->patch, ctx->caps.matmul_f32 ? "yes" : "no", ctx->caps.matmul_f32_impl,
-              ctx->caps.matmul_bf16 ? "yes" : "no", ctx->caps.matmul_f16 ? "yes" : "no",
+              ctx->caps.matmul_bf16 ? "yes" : "no", ctx->caps.bf16_native ? " (in hardware)" : "",
+              ctx->caps.matmul_f16 ? "yes" : "no", bf16 ? "bf16" : "f32",
               ctx->threading == ONEDNN_THREADING_TILES ? "tiles" : "omp", ctx->tile_bytes / 1024);
     /* Without f32 matmul supports() declines everything; that is a working
      * (if useless) backend, not an init failure. */
@@ -127,7 +163,7 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
 
 static const char *onednn_isa(void *opaque) {
     const onednn_ctx *ctx = opaque;
-    return ctx->caps.isa;
+    return ctx->isa;
 }
 
 static const vt_backend onednn_backend = {
@@ -135,7 +171,7 @@ static const vt_backend onednn_backend = {
     .abi_minor = VT_ABI_MINOR,
     .struct_size = sizeof(vt_backend),
     .name = ONEDNN_NAME,
-    .description = "oneDNN f32 matmul over dequantized weight tiles (prefill)",
+    .description = "oneDNN matmul (f32, or bf16 in hardware) over dequantized weight tiles (prefill)",
     .init = onednn_init,
     .shutdown = onednn_shutdown,
     .supports = onednn_supports,
