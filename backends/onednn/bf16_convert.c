@@ -1,7 +1,7 @@
 /* bf16_convert.c — f32 rows to bf16 for the bf16 matmul path, 16 values per
  * AVX-512 step.
  *
- * Compiled with AVX-512 F/BW and called only when the bf16 path runs, which
+ * Compiled with AVX-512 F and called only when the bf16 path runs, which
  * init chooses only where oneDNN's own CPU check found AVX-512 with BF16 (or
  * AMX), so the instructions exist and the OS saves their state. Rounding is
  * vt_f32_to_bf16's (to nearest, ties to even; a NaN stays a quiet NaN), in

@@ -180,7 +180,8 @@ static void dequant_task(void *arg, int64_t begin, int64_t end, int thread) {
     dequant_job *d = arg;
     const matmul_job *job = d->job;
     vt_status st;
-    tile_weights(job, d->n0 + begin, end - begin, d->buf + begin * job->k, d->buf16 + begin * job->k, &st);
+    uint16_t *buf16 = job->bf16 ? d->buf16 + begin * job->k : NULL; /* allocated for bf16 only */
+    tile_weights(job, d->n0 + begin, end - begin, d->buf + begin * job->k, buf16, &st);
     if (st != VT_OK) {
         int expected = VT_OK;
         atomic_compare_exchange_strong(&d->status, &expected, (int)st);

@@ -378,10 +378,13 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
 static void print_verdicts(const compare_job *job, const backend_result *res, int n) {
     const bool quantized = model_has_quantized_weights(job->model);
     const double scale = reference_scale(job);
+    bool any_bf16 = false; /* a row ran nodes on a backend multiplying in bf16 */
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < res[i].n_where; k++) any_bf16 = any_bf16 || res[i].where_bf16[k];
     printf("\nverdict: each backend against reference within its stated tolerance (relative to max(1, max|logit|) "
-           "= %.2f: 1e-5 for f32 arithmetic; simd on %s weights %s; onednn in bf16 5e-2 on quantized and bf16 "
-           "weights)\n",
-           scale, quantized ? "these quantized" : "these float", quantized ? "6e-2, its 8-bit activations" : "1e-5");
+           "= %.2f: 1e-5 for f32 arithmetic; simd on %s weights %s%s)\n",
+           scale, quantized ? "these quantized" : "these float", quantized ? "6e-2, its 8-bit activations" : "1e-5",
+           any_bf16 ? "; onednn in bf16 5e-2 on quantized and bf16 weights" : "");
     for (int i = 0; i < n; i++) {
         char why[VT_ERROR_MSG_SIZE + 256], kv[16] = "";
         const verdict_kind v = judge(job, res, i, scale, quantized, why, sizeof why);
