@@ -20,6 +20,7 @@
 
 #include "simd.h"
 #include "simd_vec.h"
+#include "pair_zmm.h"
 
 /* Two 32-byte loads, row 0's in the low half and row 1's in the high. */
 SIMD_INLINE __m512i load_pair(const uint8_t *p0, const uint8_t *p1) {
@@ -98,30 +99,7 @@ SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, in
             acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x->d[(m0 + r) * nb + b])),
                                      _mm512_cvtepi32_ps(sumi[r]), acc[r]);
     }
-    SIMD_UNROLL
-    for (int r = 0; r < R; r++) {
-        out[r] = simd_hsum_ps(_mm512_castps512_ps256(acc[r]));
-        out[R + r] = simd_hsum_ps(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r]), 1)));
-    }
+    simd_pair_sums(acc, R, out);
 }
 
-void simd_dot_q6_k_vnni(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
-    if (NW != 2 || R > 4) {
-        simd_dot_q6_k(w, w_stride, NW, x, m0, R, out);
-        return;
-    }
-    switch (R) {
-    case 1:
-        pair_rows(w, w_stride, x, m0, 1, out);
-        break;
-    case 2:
-        pair_rows(w, w_stride, x, m0, 2, out);
-        break;
-    case 3:
-        pair_rows(w, w_stride, x, m0, 3, out);
-        break;
-    default:
-        pair_rows(w, w_stride, x, m0, 4, out);
-        break;
-    }
-}
+SIMD_DEFINE_PAIR_DOT(simd_dot_q6_k_vnni, pair_rows, simd_dot_q6_k)
