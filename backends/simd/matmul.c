@@ -10,8 +10,10 @@
  * output rows in tiles that stay in L2 and, for each tile, every activation
  * row group in turn: the group is read once per weight row, so it is the
  * part that must stay in L1.
- * A few rows (2 <= M <= SIMD_SMALL_M: sequences decoding together) are split
- * and streamed as decode is, each weight pair against all M rows. */
+ * A few rows (2 <= M <= SIMD_SMALL_M, or 8 for the avx512 tier's Q4_K and
+ * Q6_K pairs: sequences decoding together) are split and streamed as decode
+ * is, each weight pair against all M rows. */
+#include <stdbool.h>
 #include <string.h>
 
 #include "simd.h"
@@ -24,22 +26,37 @@ typedef struct weight_format {
     int act_kind;         /* ACT_F32, ACT_Q8_0, ACT_Q8_K16 or ACT_Q8_K32 */
     int prefill_wrows;    /* weight rows per kernel call in prefill */
     int prefill_rows;     /* activation rows per kernel call in prefill */
+    int small_m;          /* up to this many activation rows are streamed in weight pairs (see matmul_rows) */
 } weight_format;
 
 enum { ACT_F32 = SIMD_ACT_F32, ACT_Q8_0 = SIMD_ACT_Q8_0, ACT_Q8_K16 = SIMD_ACT_Q8_K16, ACT_Q8_K32 = SIMD_ACT_Q8_K32 };
 
 static int weight_format_of(int32_t dtype, simd_isa isa, weight_format *f) {
+    /* The avx512 tier's Q4_K and Q6_K pairs take up to 8 activation rows in
+     * registers (matmul_q4_k_vnni.c), where the AVX2 pair tiles stop at
+     * SIMD_SMALL_M. */
+    const bool vnni = isa == SIMD_ISA_AVX512_VNNI;
     switch (dtype) {
-    case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
-    case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
-    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4}; return 1;
-    case VT_Q8_0: *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
-    case VT_Q4_0: *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0, 1, SIMD_MAX_ROWS}; return 1;
+    case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
+    case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
+    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
+    case VT_Q8_0:
+        *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0, 1, SIMD_MAX_ROWS, SIMD_SMALL_M};
+        return 1;
+    case VT_Q4_0:
+        *f = (weight_format){simd_dot_q4_0, 32, sizeof(vt_block_q4_0), ACT_Q8_0, 1, SIMD_MAX_ROWS, SIMD_SMALL_M};
+        return 1;
     case VT_Q4_K:
-        *f = (weight_format){isa == SIMD_ISA_AVX512_VNNI ? simd_dot_q4_k_vnni : simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
-    case VT_Q5_K: *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS}; return 1;
+        *f = (weight_format){vnni ? simd_dot_q4_k_vnni : simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32, 1,
+                             SIMD_MAX_ROWS, vnni ? SIMD_MAX_ROWS : SIMD_SMALL_M};
+        return 1;
+    case VT_Q5_K:
+        *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS, SIMD_SMALL_M};
+        return 1;
     case VT_Q6_K:
-        *f = (weight_format){isa == SIMD_ISA_AVX512_VNNI ? simd_dot_q6_k_vnni : simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16, 1, SIMD_MAX_ROWS}; return 1;
+        *f = (weight_format){vnni ? simd_dot_q6_k_vnni : simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16, 1,
+                             SIMD_MAX_ROWS, vnni ? SIMD_MAX_ROWS : SIMD_SMALL_M};
+        return 1;
     default: return 0;
     }
 }
@@ -88,7 +105,7 @@ typedef struct matmul_task {
     int64_t N, M;
     int64_t tile_rows; /* weight rows per L2 tile */
     int wrows, rows;   /* prefill kernel tile: weight rows x activation rows */
-    int small_m;       /* 2 <= M <= SIMD_SMALL_M, quantized weights: streamed in pairs */
+    int small_m;       /* 2 <= M <= the format's small_m (quantized weights): streamed in pairs */
     void *y;           /* [M][N] of y_dtype */
     int32_t y_dtype;
 } matmul_task;
@@ -249,7 +266,7 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
      * falls behind (or a costlier range) does not leave the other waiting
      * for up to half the op. */
     int64_t chunk = t.tile_rows;
-    t.small_m = M > 1 && M <= SIMD_SMALL_M && f.act_kind != ACT_F32;
+    t.small_m = M > 1 && M <= f.small_m;
     if (M == 1 || t.small_m) {
         chunk = N / (4 * (int64_t)ctx->n_threads);
         chunk = chunk < 32 ? 32 : (chunk + 1) & ~(int64_t)1;

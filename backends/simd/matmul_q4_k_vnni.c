@@ -15,7 +15,7 @@
  * the AVX2 kernel's vpmaddubsw + vpmaddwd lanes (matmul_q4_k.c), and the
  * float finish below is its operations lane for lane, so both tiers give
  * the same bits (test_simd_tiers). The same pair serves a few sequences
- * decoding together (up to 4 activation rows, as the AVX2 pair tile); the
+ * decoding together (up to 8 activation rows); the
  * other tiles (the odd row, prefill) are the AVX2 kernel's. */
 #include <immintrin.h>
 #include <string.h>
@@ -29,7 +29,7 @@
 SIMD_INLINE __m512i scale_dword_mask(int k) { return _mm512_set1_epi32((int)(0x80808000u | (unsigned)k)); }
 
 /* out[j * R + r] = weight row j (of 2, w_stride bytes apart) . activation
- * row m0 + r, for r < R (1..4): decode and a few sequences decoding
+ * row m0 + r, for r < R (1..8): decode and a few sequences decoding
  * together. Each decoded run of 4-bit values and its scales serve all R
  * activation rows. */
 SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, int64_t m0, int R, float *out) {
@@ -39,7 +39,7 @@ SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, in
     const __m512i dmin_lanes = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
     const vt_block_q4_k *w0 = (const vt_block_q4_k *)w;
     const vt_block_q4_k *w1 = (const vt_block_q4_k *)((const uint8_t *)w + w_stride);
-    __m512 acc[4];
+    __m512 acc[8];
     SIMD_UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -49,7 +49,7 @@ SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, in
         const __m256i sm = simd_unpack_k4_scales_pair(w0[b].scales, w1[b].scales);
         const __m512i sm4 = _mm512_shuffle_i64x2(_mm512_castsi256_si512(sm), _mm512_castsi256_si512(sm), 0x50);
         const int8_t *xb = x->qs + m0 * K + b * 256;
-        __m512i sumi[4];
+        __m512i sumi[8];
         SIMD_UNROLL
         for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
         SIMD_UNROLL

@@ -19,11 +19,12 @@ SIMD_INLINE void simd_pair_sums(const __m512 *acc, int R, float *out) {
 }
 
 /* The exported kernel `name` (simd_dot_fn): the pair tile(w, w_stride, x,
- * m0, R, out) with R a constant for two weight rows and 1 to 4 activation
- * rows, every other tile the AVX2 kernel avx2_dot's (the same bits). */
+ * m0, R, out) with R a constant for two weight rows and 1 to 8 activation
+ * rows (AVX-512's 32 registers hold the 2 x 8 accumulators), every other
+ * tile the AVX2 kernel avx2_dot's (the same bits). */
 #define SIMD_DEFINE_PAIR_DOT(name, tile, avx2_dot)                                                             \
     void name(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {      \
-        if (NW != 2 || R > 4) {                                                                                \
+        if (NW != 2 || R > 8) {                                                                                \
             avx2_dot(w, w_stride, NW, x, m0, R, out);                                                          \
             return;                                                                                            \
         }                                                                                                      \
@@ -31,7 +32,11 @@ SIMD_INLINE void simd_pair_sums(const __m512 *acc, int R, float *out) {
         case 1: tile(w, w_stride, x, m0, 1, out); break;                                                       \
         case 2: tile(w, w_stride, x, m0, 2, out); break;                                                       \
         case 3: tile(w, w_stride, x, m0, 3, out); break;                                                       \
-        default: tile(w, w_stride, x, m0, 4, out); break;                                                      \
+        case 4: tile(w, w_stride, x, m0, 4, out); break;                                                       \
+        case 5: tile(w, w_stride, x, m0, 5, out); break;                                                       \
+        case 6: tile(w, w_stride, x, m0, 6, out); break;                                                       \
+        case 7: tile(w, w_stride, x, m0, 7, out); break;                                                       \
+        default: tile(w, w_stride, x, m0, 8, out); break;                                                      \
         }                                                                                                      \
     }
 
