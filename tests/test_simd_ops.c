@@ -284,13 +284,14 @@ static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N,
  * products in one order (matmul_float.c). So the results are equal bit for
  * bit — what makes a sequence's tokens independent of what shares its step.
  * Every weight dtype, several M (the few-sequence pair tiles up to
- * SIMD_SMALL_M = 4, prefill tiles beyond, every remainder of their row
- * groups), an odd N (a row left over from the pairs), K with a tail past the
+ * SIMD_SMALL_M = 4, or SIMD_PAIR_ZMM_ROWS = 8 for the avx512 tier's Q4_K and
+ * Q6_K on the file's layout, prefill tiles beyond, every remainder of their
+ * row groups), an odd N (a row left over from the pairs), K with a tail past the
  * 8-lane steps for the float dtypes. */
 static void test_matmul_rows_independent_of_m(void) {
     if (!simd_available()) return;
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
-    static const int64_t Ms[] = {2, 3, 4, 5, 8, 13, 16, 17};
+    static const int64_t Ms[] = {2, 3, 4, 5, 6, 7, 8, 13, 16, 17};
     const int64_t N = 37;
     uint64_t seed = 9000;
     int checked = 0, differing = 0;

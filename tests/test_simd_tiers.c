@@ -166,9 +166,10 @@ static void test_q6_k_matmul_same_bits(void) {
 
 /* A weight in the file's layout (read by nodes of several backends, so
  * offered to no prepare hook): the avx512 tier's decode pairs of Q4_K and
- * Q6_K (matmul_q4_k_vnni.c, matmul_q6_k_vnni.c) against the AVX2 kernels,
- * decode (M = 1: the pairs, an odd row out, 1 to 12 blocks) and the tiles
- * around it, which both tiers share. */
+ * Q6_K (matmul_q4_k_vnni.c, matmul_q6_k_vnni.c, 1 to 8 activation rows)
+ * against the AVX2 kernels (its pair tiles to 4 rows, its L2 tiles beyond),
+ * decode (M = 1: the pairs, an odd row out, 1 to 12 blocks), and M = 9 and
+ * 128, whose tiles both tiers share. */
 static void check_file_layout(int32_t wtype, uint64_t seed) {
     for (int64_t M = 1; M <= 9; M++) check_same_bits_in(wtype, 256 * (1 + M % 3), M % 2 ? 37 : 8, M, VT_F32, seed += 2, false);
     for (int64_t blocks = 1; blocks <= 12; blocks++)

@@ -10,8 +10,8 @@
  * output rows in tiles that stay in L2 and, for each tile, every activation
  * row group in turn: the group is read once per weight row, so it is the
  * part that must stay in L1.
- * A few rows (2 <= M <= SIMD_SMALL_M, or 8 for the avx512 tier's Q4_K and
- * Q6_K pairs: sequences decoding together) are split and streamed as decode
+ * A few rows (2 <= M <= SIMD_SMALL_M, or SIMD_PAIR_ZMM_ROWS for the avx512
+ * tier's Q4_K and Q6_K pairs: sequences decoding together) are split and streamed as decode
  * is, each weight pair against all M rows. */
 #include <stdbool.h>
 #include <string.h>
@@ -31,11 +31,12 @@ typedef struct weight_format {
 
 enum { ACT_F32 = SIMD_ACT_F32, ACT_Q8_0 = SIMD_ACT_Q8_0, ACT_Q8_K16 = SIMD_ACT_Q8_K16, ACT_Q8_K32 = SIMD_ACT_Q8_K32 };
 
-static int weight_format_of(int32_t dtype, simd_isa isa, weight_format *f) {
-    /* The avx512 tier's Q4_K and Q6_K pairs take up to 8 activation rows in
-     * registers (matmul_q4_k_vnni.c), where the AVX2 pair tiles stop at
-     * SIMD_SMALL_M. */
+static int weight_format_of(int32_t dtype, simd_isa isa, int64_t K, weight_format *f) {
+    /* The avx512 tier's Q4_K and Q6_K pairs take up to SIMD_PAIR_ZMM_ROWS
+     * activation rows in registers (matmul_q4_k_vnni.c) while the rows stay
+     * in L1, where the AVX2 pair tiles stop at SIMD_SMALL_M. */
     const bool vnni = isa == SIMD_ISA_AVX512_VNNI;
+    const int pair_rows = vnni && K <= SIMD_PAIR_ZMM_MAX_K ? SIMD_PAIR_ZMM_ROWS : SIMD_SMALL_M;
     switch (dtype) {
     case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
     case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
@@ -48,14 +49,14 @@ static int weight_format_of(int32_t dtype, simd_isa isa, weight_format *f) {
         return 1;
     case VT_Q4_K:
         *f = (weight_format){vnni ? simd_dot_q4_k_vnni : simd_dot_q4_k, 256, sizeof(vt_block_q4_k), ACT_Q8_K32, 1,
-                             SIMD_MAX_ROWS, vnni ? SIMD_MAX_ROWS : SIMD_SMALL_M};
+                             SIMD_MAX_ROWS, pair_rows};
         return 1;
     case VT_Q5_K:
         *f = (weight_format){simd_dot_q5_k, 256, sizeof(vt_block_q5_k), ACT_Q8_K32, 1, SIMD_MAX_ROWS, SIMD_SMALL_M};
         return 1;
     case VT_Q6_K:
         *f = (weight_format){vnni ? simd_dot_q6_k_vnni : simd_dot_q6_k, 256, sizeof(vt_block_q6_k), ACT_Q8_K16, 1,
-                             SIMD_MAX_ROWS, vnni ? SIMD_MAX_ROWS : SIMD_SMALL_M};
+                             SIMD_MAX_ROWS, pair_rows};
         return 1;
     default: return 0;
     }
@@ -234,7 +235,7 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
         return pf->matmul(ctx, node);
     }
     weight_format f;
-    if (!weight_format_of(W->dtype, ctx->isa, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
+    if (!weight_format_of(W->dtype, ctx->isa, K, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
     if (M <= 0 || N <= 0) return VT_OK;
 
     matmul_task t;

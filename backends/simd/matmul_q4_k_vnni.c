@@ -39,7 +39,7 @@ SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, in
     const __m512i dmin_lanes = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
     const vt_block_q4_k *w0 = (const vt_block_q4_k *)w;
     const vt_block_q4_k *w1 = (const vt_block_q4_k *)((const uint8_t *)w + w_stride);
-    __m512 acc[8];
+    __m512 acc[SIMD_PAIR_ZMM_ROWS];
     SIMD_UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -49,7 +49,7 @@ SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, in
         const __m256i sm = simd_unpack_k4_scales_pair(w0[b].scales, w1[b].scales);
         const __m512i sm4 = _mm512_shuffle_i64x2(_mm512_castsi256_si512(sm), _mm512_castsi256_si512(sm), 0x50);
         const int8_t *xb = x->qs + m0 * K + b * 256;
-        __m512i sumi[8];
+        __m512i sumi[SIMD_PAIR_ZMM_ROWS];
         SIMD_UNROLL
         for (int r = 0; r < R; r++) sumi[r] = _mm512_setzero_si512();
         SIMD_UNROLL

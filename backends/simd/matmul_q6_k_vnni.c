@@ -46,7 +46,7 @@ SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, in
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     const vt_block_q6_k *w0 = (const vt_block_q6_k *)w;
     const vt_block_q6_k *w1 = (const vt_block_q6_k *)((const uint8_t *)w + w_stride);
-    __m512 acc[8];
+    __m512 acc[SIMD_PAIR_ZMM_ROWS];
     SIMD_UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -58,7 +58,7 @@ SIMD_INLINE void pair_rows(const void *w, size_t w_stride, const simd_act *x, in
             _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)b0->scales)),
                                     _mm_loadu_si128((const __m128i *)b1->scales), 1));
         const int8_t *xb = x->qs + m0 * K + b * 256;
-        __m512i sumi[8];
+        __m512i sumi[SIMD_PAIR_ZMM_ROWS];
         SIMD_UNROLL
         for (int r = 0; r < R; r++) { /* start from -32 sum_s sc_s bsum_s, as the AVX2 kernel */
             const __m512i bs =

@@ -22,9 +22,10 @@ SIMD_INLINE void simd_pair_sums(const __m512 *acc, int R, float *out) {
  * m0, R, out) with R a constant for two weight rows and 1 to 8 activation
  * rows (AVX-512's 32 registers hold the 2 x 8 accumulators), every other
  * tile the AVX2 kernel avx2_dot's (the same bits). */
+_Static_assert(SIMD_PAIR_ZMM_ROWS == 8, "SIMD_DEFINE_PAIR_DOT's cases are rows 1 to 8");
 #define SIMD_DEFINE_PAIR_DOT(name, tile, avx2_dot)                                                             \
     void name(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {      \
-        if (NW != 2 || R > 8) {                                                                                \
+        if (NW != 2 || R > SIMD_PAIR_ZMM_ROWS) {                                                               \
             avx2_dot(w, w_stride, NW, x, m0, R, out);                                                          \
             return;                                                                                            \
         }                                                                                                      \

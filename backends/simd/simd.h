@@ -117,6 +117,13 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
  * streamed against 8 rows, either as two 4-row pair tiles or as prefill
  * tiles; at 2..4 rows the pair tiles cost 10-20% less). */
 #define SIMD_SMALL_M 4
+/* The avx512 tier's Q4_K and Q6_K pairs on the file's layout hold 2 x 8
+ * accumulators in AVX-512's 32 registers and take up to this many rows,
+ * streamed as decode is, while the rows stay in L1 (K <= SIMD_PAIR_ZMM_MAX_K,
+ * 8 x K bytes); measured at K = 1024: 1.7x the L2 tiles at 8 rows, 2.5x
+ * at 5 (bench/RESULTS.md). */
+#define SIMD_PAIR_ZMM_ROWS 8
+#define SIMD_PAIR_ZMM_MAX_K 4096
 /* The most weight rows one kernel call handles: decode (one activation row)
  * takes weight rows in pairs, so each activation load feeds two rows and the
  * two rows' dependency chains overlap. */
