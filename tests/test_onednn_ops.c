@@ -399,7 +399,8 @@ static void test_supports_is_exact(void) {
 }
 
 /* precision=f32: every dtype in f32, on every machine (the default where
- * the CPU has no bf16 in hardware). */
+ * the CPU has no bf16 in hardware), in both threading modes (where bf16 is
+ * the default, the other OpenMP test runs it). */
 static void test_matmul_precision_f32(void) {
     void *ctx = onednn_instance("precision=f32");
     if (!ctx) return;
@@ -407,6 +408,10 @@ static void test_matmul_precision_f32(void) {
     matmul_all_dtypes(ctx, false);
     compare_matmul(ctx, VT_Q4_K, 1024, 3072, 33, 7);
     onednn->table->shutdown(ctx);
+    void *omp = onednn_instance("precision=f32,threading=omp,tile_kib=64");
+    if (!omp) return;
+    matmul_all_dtypes(omp, false);
+    onednn->table->shutdown(omp);
 }
 
 /* precision=bf16 where oneDNN runs bf16 in hardware (AVX-512 BF16, AMX):
