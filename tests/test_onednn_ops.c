@@ -318,21 +318,19 @@ static void matmul_all_dtypes(void *ctx, bool every_m) {
 
 static void test_matmul_matches_reference_every_dtype(void) { matmul_all_dtypes(onednn->ctx, true); }
 
-/* Tiles of 16 rows (16 KiB budget): many tiles, runs of tiles per thread. */
-static void test_matmul_many_small_tiles(void) {
-    void *ctx = onednn_instance("tile_kib=16");
+/* The sweep on an extra instance with options (VT_OK from its init asked). */
+static void sweep_instance(const char *options) {
+    void *ctx = onednn_instance(options);
     if (!ctx) return;
     matmul_all_dtypes(ctx, false);
     onednn->table->shutdown(ctx);
 }
 
+/* Tiles of 16 rows (16 KiB budget): many tiles, runs of tiles per thread. */
+static void test_matmul_many_small_tiles(void) { sweep_instance("tile_kib=16"); }
+
 /* One oneDNN call at a time on OpenMP threads, tiles dequantized in parallel. */
-static void test_matmul_omp_threading(void) {
-    void *ctx = onednn_instance("threading=omp,tile_kib=64");
-    if (!ctx) return;
-    matmul_all_dtypes(ctx, false);
-    onednn->table->shutdown(ctx);
-}
+static void test_matmul_omp_threading(void) { sweep_instance("threading=omp,tile_kib=64"); }
 
 /* A layer-sized case: K=1024, N=3072 (a qwen3-0.6B ffn), M=33. */
 static void test_matmul_model_sized(void) {
@@ -408,10 +406,7 @@ static void test_matmul_precision_f32(void) {
     matmul_all_dtypes(ctx, false);
     compare_matmul(ctx, VT_Q4_K, 1024, 3072, 33, 7);
     onednn->table->shutdown(ctx);
-    void *omp = onednn_instance("precision=f32,threading=omp,tile_kib=64");
-    if (!omp) return;
-    matmul_all_dtypes(omp, false);
-    onednn->table->shutdown(omp);
+    sweep_instance("precision=f32,threading=omp,tile_kib=64");
 }
 
 /* precision=bf16 where oneDNN runs bf16 in hardware (AVX-512 BF16, AMX):
@@ -439,10 +434,7 @@ static void test_matmul_precision_bf16(void) {
     compare_matmul(ctx, VT_Q4_K, 1024, 3072, 33, 7);
     compare_matmul(ctx, VT_BF16, 1024, 600, 17, 9);
     onednn->table->shutdown(ctx);
-    void *omp = onednn_instance("precision=bf16,threading=omp,tile_kib=64");
-    if (!omp) return;
-    matmul_all_dtypes(omp, false);
-    onednn->table->shutdown(omp);
+    sweep_instance("precision=bf16,threading=omp,tile_kib=64");
 }
 
 /* decode=1 accepts decode nodes, and M=1 is computed right. */

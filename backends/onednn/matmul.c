@@ -88,18 +88,10 @@ static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_fl
     void *tile = w->tile, *tile16 = w->tile16;
     vt_status st = ensure_buffer(host, &tile, &w->tile_capacity, tile_floats, sizeof(float));
     w->tile = tile;
-    if (st != VT_OK) return st;
-    st = ensure_buffer(host, &tile16, &w->tile16_capacity, tile16_values, sizeof(uint16_t));
+    if (st == VT_OK) st = ensure_buffer(host, &tile16, &w->tile16_capacity, tile16_values, sizeof(uint16_t));
     w->tile16 = tile16;
-    if (st != VT_OK) return st;
-    if (scratch_bytes > w->scratch_bytes) {
-        host->free(w->scratch);
-        w->scratch_bytes = 0;
-        w->scratch = host->alloc(scratch_bytes, 64);
-        if (!w->scratch) return VT_ERR_NOMEM;
-        w->scratch_bytes = scratch_bytes;
-    }
-    return VT_OK;
+    if (st == VT_OK) st = ensure_buffer(host, &w->scratch, &w->scratch_bytes, scratch_bytes, 1);
+    return st;
 }
 
 /* One matmul call split into tiles of `rows` output rows. */
@@ -117,6 +109,10 @@ typedef struct matmul_job {
     atomic_int status;               /* first error, VT_OK if none */
 } matmul_job;
 
+/* The file holds the weight rows as the primitive reads them (F32 for f32,
+ * BF16 for bf16): no tile buffer, the primitive reads them in place. */
+static bool reads_in_place(const matmul_job *job) { return job->dtype == (job->bf16 ? VT_BF16 : VT_F32); }
+
 static const onednn_matmul_entry *tile_entry(const matmul_job *job, int64_t n0, int64_t *nt) {
     *nt = job->n - n0 < job->rows ? job->n - n0 : job->rows;
     return *nt == job->rows ? job->full : job->tail;
@@ -128,16 +124,16 @@ static const onednn_matmul_entry *tile_entry(const matmul_job *job, int64_t n0, 
 static const void *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, float *buf, uint16_t *buf16,
                                 vt_status *st) {
     const uint8_t *rows = job->w + (size_t)n0 * job->row_bytes;
-    const bool bf16 = job->bf16;
     *st = VT_OK;
-    if (job->dtype == (bf16 ? VT_BF16 : VT_F32)) return rows;
+    if (reads_in_place(job)) return rows;
     /* Rows are whole blocks and contiguous, so nt rows convert as one run. */
     const float *f = (const float *)rows;
     if (job->dtype != VT_F32) {
         *st = job->ctx->host->to_f32(job->dtype, rows, buf, nt * job->k);
+        if (*st != VT_OK) return NULL;
         f = buf;
     }
-    if (!bf16) return f;
+    if (!job->bf16) return f;
     onednn_f32_to_bf16(f, buf16, nt * job->k);
     return buf16;
 }
@@ -195,14 +191,13 @@ static vt_status run_omp(matmul_job *job) {
     for (int64_t t = 0; t < n_tiles; t++) {
         int64_t n0 = t * job->rows, nt;
         const onednn_matmul_entry *e = tile_entry(job, n0, &nt);
-        const bool bf16 = job->bf16;
-        const void *wt = job->w + (size_t)n0 * job->row_bytes; /* in place, as tile_weights */
-        if (job->dtype != (bf16 ? VT_BF16 : VT_F32)) {
+        const void *wt = job->w + (size_t)n0 * job->row_bytes;
+        if (!reads_in_place(job)) {
             dequant_job d = {.job = job, .n0 = n0, .buf = worker->tile, .buf16 = worker->tile16};
             atomic_init(&d.status, VT_OK);
             vt_host_parallel_for(ctx->host, nt, 8, dequant_task, &d);
             if (atomic_load(&d.status) != VT_OK) return (vt_status)atomic_load(&d.status);
-            wt = bf16 ? (const void *)worker->tile16 : worker->tile;
+            wt = job->bf16 ? (const void *)worker->tile16 : worker->tile;
         }
         onednn_omp_set_threads(ctx->n_threads);
         vt_status st = onednn_matmul_run(ctx, e, worker, job->m, job->x, wt, job->y + n0);
@@ -255,16 +250,17 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
 
     size_t scratch = job.full->scratch_bytes > job.tail->scratch_bytes ? job.full->scratch_bytes
                                                                        : job.tail->scratch_bytes;
-    const bool bf16 = job.bf16;
-    const size_t tile_values = (size_t)(job.rows * job.k);
-    const size_t tile_floats = job.dtype == VT_F32 || (bf16 && job.dtype == VT_BF16) ? 0 : tile_values;
-    const size_t tile16_values = bf16 && job.dtype != VT_BF16 ? tile_values : 0;
+    /* a tile buffer unless read in place: f32 staging unless the file is
+     * F32, and its bf16 rounding for bf16 */
+    const size_t tile_values = reads_in_place(&job) ? 0 : (size_t)(job.rows * job.k);
+    const size_t tile_floats = job.dtype == VT_F32 ? 0 : tile_values;
+    const size_t tile16_values = job.bf16 ? tile_values : 0;
     int n_workers = ctx->threading == ONEDNN_THREADING_OMP ? 1 : ctx->n_threads;
     for (int i = 0; i < n_workers; i++) {
         vt_status st = ensure_worker(ctx, &ctx->workers[i], tile_floats, tile16_values, scratch);
         if (st != VT_OK) return st;
     }
-    if (bf16) { /* the activations rounded once, read by every tile */
+    if (job.bf16) { /* the activations rounded once, read by every tile */
         void *x16 = ctx->x16;
         vt_status st = ensure_buffer(ctx->host, &x16, &ctx->x16_capacity, (size_t)(job.m * job.k), sizeof(uint16_t));
         ctx->x16 = x16;

@@ -128,6 +128,8 @@ typedef struct compare_job {
     vt_progress *bar;
     bool kv_list;              /* several cache dtypes: rows per backend x dtype, baseline reference@f32 */
     int32_t baseline_kv;       /* the baseline's cache dtype */
+    bool quantized_weights;    /* the model has quantized weights (the stated bounds depend on them) */
+    bool bf16_weights;         /* ... or BF16 ones */
 
 } compare_job;
 
@@ -316,8 +318,8 @@ typedef enum { VERDICT_BASELINE, VERDICT_AGREES, VERDICT_DISAGREES, VERDICT_NOT_
 static const char *const verdict_names[] = {"baseline", "agrees", "disagrees", "not judged"};
 
 /* The verdict on row i, and one line saying why into why. */
-static verdict_kind judge(const compare_job *job, const backend_result *res, int i, double scale, bool quantized,
-                          char *why, size_t size) {
+static verdict_kind judge(const compare_job *job, const backend_result *res, int i, double scale, char *why,
+                          size_t size) {
     const backend_result *r = &res[i];
     const char *loosest = NULL;
     if (r->error[0]) {
@@ -335,7 +337,7 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
         else snprintf(why, size, "the %s cache's own share of the difference", vt_dtype_name(r->kv_cache_dtype));
         return VERDICT_BASELINE;
     }
-    const double rel = row_tolerance(r, quantized, model_has_bf16_weights(job->model), &loosest);
+    const double rel = row_tolerance(r, job->quantized_weights, job->bf16_weights, &loosest);
     if (rel < 0) {
         snprintf(why, size, "no stated tolerance for %s (not a shipped backend); vt compare --trace shows where it "
                             "departs from reference", loosest);
@@ -395,7 +397,7 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
 }
 
 static void print_verdicts(const compare_job *job, const backend_result *res, int n) {
-    const bool quantized = model_has_quantized_weights(job->model);
+    const bool quantized = job->quantized_weights;
     const double scale = reference_scale(job);
     bool any_bf16 = false; /* a row ran nodes on a backend multiplying in bf16 */
     for (int i = 0; i < n; i++)
@@ -406,7 +408,7 @@ static void print_verdicts(const compare_job *job, const backend_result *res, in
            any_bf16 ? "; onednn in bf16 5e-2 on quantized and bf16 weights" : "");
     for (int i = 0; i < n; i++) {
         char why[VT_ERROR_MSG_SIZE + 256], kv[16] = "";
-        const verdict_kind v = judge(job, res, i, scale, quantized, why, sizeof why);
+        const verdict_kind v = judge(job, res, i, scale, why, sizeof why);
         if (job->kv_list) snprintf(kv, sizeof kv, "%-6s ", vt_dtype_name(res[i].kv_cache_dtype));
         printf("  %-10s %s%-10s %s\n", res[i].name, kv, verdict_names[v], why);
     }
@@ -424,7 +426,6 @@ static void print_json(const compare_job *job, const char *model_path, const bac
                        const char *ppl_file) {
     vt_machine m; /* what the tok/s columns were measured on */
     vt_machine_describe(&m);
-    const bool quantized = model_has_quantized_weights(job->model);
     const double scale = reference_scale(job);
     printf("{\"model\": ");
     vt_json_string(stdout, model_path);
@@ -473,7 +474,7 @@ static void print_json(const compare_job *job, const char *model_path, const bac
         printf(", \"tg_tok_s\": ");
         vt_json_number(stdout, r->tg_tok_s);
         char why[VT_ERROR_MSG_SIZE + 256];
-        const verdict_kind v = judge(job, res, i, scale, quantized, why, sizeof why);
+        const verdict_kind v = judge(job, res, i, scale, why, sizeof why);
         printf(", \"verdict\": ");
         vt_json_string(stdout, verdict_names[v]);
         printf(", \"verdict_reason\": ");
@@ -747,7 +748,7 @@ static int plan_runs(const compare_opts *o, compare_run *runs) {
  * run, the rows keep their first verdict and a warning says why. */
 static void recheck_at_f32(const compare_job *job, const compare_run *runs, backend_result *res, int n) {
     if (job->kv_list || job->baseline_kv == VT_F32) return;
-    const bool quantized = model_has_quantized_weights(job->model), bf16w = model_has_bf16_weights(job->model);
+    const bool quantized = job->quantized_weights, bf16w = job->bf16_weights;
     const double scale = reference_scale(job);
     bool needed[VT_CLI_MAX_BACKENDS * KV_DTYPES_MAX + 1] = {false}, any = false;
     for (int i = 1; i < n; i++) {
@@ -861,6 +862,8 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
     const int n_runs = plan_runs(o, runs);
     job.kv_list = o->n_kv > 0;
     job.baseline_kv = runs[0].kv_dtype;
+    job.quantized_weights = model_has_quantized_weights(model);
+    job.bf16_weights = model_has_bf16_weights(model);
     results = calloc((size_t)n_runs, sizeof *results);
     if (!job.ref_logits || !job.ref_greedy || !job.greedy || !job.ref_steps || !job.chunk || !results) {
         st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
