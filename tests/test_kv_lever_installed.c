@@ -211,6 +211,29 @@ static void test_kv_cache_f32_on_every_installed_backend(void) {
     free(out);
 }
 
+/* Found through PATH, as an installed program is run, from a working
+ * directory that has nothing to do with the install: the bare name in
+ * argv[0] must not send the backend search to the working directory. */
+static void test_installed_vt_through_path_finds_its_backends(void) {
+    char *out = NULL, *err = NULL, san[1024] = "", cmd[4200];
+    static const char *const san_vars[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"};
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(san_vars[i]);
+        const size_t len = strlen(san);
+        if (v) snprintf(san + len, sizeof san - len, "%s='%s' ", san_vars[i], v);
+    }
+    snprintf(cmd, sizeof cmd, "cd / && env -i PATH='%s/bin:/usr/bin:/bin' %s vt backends --brief", prefix, san);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &err), 0);
+    for (int i = 0; i < n_installed; i++) {
+        char want[2200];
+        snprintf(want, sizeof want, "%s/lib/vt/libvt-backend-%s.so", prefix, installed[i]);
+        if (!strstr(out ? out : "", want)) printf("\nvt found through PATH does not list %s:\n%s%s", want, out, err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out ? out : "", want));
+    }
+    free(out);
+    free(err);
+}
+
 static void test_kv_cache_q8_0_on_every_installed_backend(void) {
     lever_on_every_installed_backend("VT_KV_CACHE_DTYPE=q8_0", "q8_0", "env VT_KV_CACHE_DTYPE");
 }
@@ -453,6 +476,8 @@ int main(void) {
         {"installed vt, VT_KV_CACHE_DTYPE=q8_0, every backend: forward completes, plan stores q8_0, what a backend "
          "declines runs on the fallback",
          test_kv_cache_q8_0_on_every_installed_backend},
+        {"installed vt found through PATH from another folder finds its backends",
+         test_installed_vt_through_path_finds_its_backends},
         {"installed vt: cli > VT_KV_CACHE_DTYPE > VT_KV_CACHE_F32 > ini > default", test_precedence_chain},
         {"installed vt: invalid lever values exit 2 naming the variable/line and the accepted values",
          test_invalid_values_are_errors},

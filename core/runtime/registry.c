@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "host.h"
 
@@ -442,15 +443,26 @@ static void default_folder(char *out, size_t size) {
     Dl_info info;
     out[0] = '\0';
     if (!dladdr((void *)&vt_registry_create, &info) || !info.dli_fname) return;
-    char resolved[PATH_MAX];
+    char resolved[PATH_MAX], program[PATH_MAX];
     const char *file = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
     const char *slash = strrchr(file, '/');
-    const int dir_len = slash ? (int)(slash - file) : 1;
-    const char *dir = slash ? file : ".";
     if (strncmp(slash ? slash + 1 : file, "libvt.", 6) == 0) {
-        format_into(out, size, "%.*s/%s", dir_len, dir, VT_BACKEND_SUBDIR);
+        format_into(out, size, "%.*s/%s", (int)(slash ? slash - file : 1), slash ? file : ".", VT_BACKEND_SUBDIR);
         return;
     }
+    /* Linked into the program: for the main executable dladdr reports
+     * argv[0], which is a bare name when the program was found through
+     * PATH (resolved against the working directory, it would name some
+     * other folder, or load whatever ../lib/vt holds there); the kernel
+     * knows the executable's real path. */
+    const ssize_t n = readlink("/proc/self/exe", program, sizeof program - 1);
+    if (n > 0) {
+        program[n] = '\0';
+        file = program;
+        slash = strrchr(file, '/');
+    }
+    const int dir_len = slash ? (int)(slash - file) : 1;
+    const char *dir = slash ? file : ".";
     static const char *const bin_to_lib[] = {VT_BIN_TO_LIBDIR, "../lib"};
     for (size_t i = 0; i < sizeof bin_to_lib / sizeof *bin_to_lib; i++) {
         char candidate[PATH_MAX];
