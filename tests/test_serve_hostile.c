@@ -402,6 +402,52 @@ static void test_upload_cut_short(void) {
     free(log);
 }
 
+/* ---- 8b: a stream whose client leaves ------------------------------------------------------ */
+
+static void test_stream_left_is_499(void) {
+    /* The stream's 200 went out with its first event; the client then
+     * hangs up while the engine is held before its next forward (the gate
+     * makes "during the answer" certain at any speed). Counted and logged
+     * 499 as SERVING.md says, not 200. */
+    serve_gate g;
+    serve_server s = {0};
+    CU_ASSERT_FATAL(serve_gate_init(&g, "stream-left-gate"));
+    static const char *const args[] = {"--parallel", "1", "-c", "512", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "stream-left.log", args));
+    serve_gate_hold(&g);
+    const long base = serve_gate_reached(&g);
+    serve_gate_allow(&g, base + 1); /* the prefill, which gives the first token */
+    static const char body[] = "{\"prompt\":\"Greetings\",\"max_tokens\":40,\"temperature\":0,\"stream\":true}";
+    char req[512];
+    snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+             strlen(body), body);
+    int fd = dial(&s, "127.0.0.1");
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(send_all(fd, req, strlen(req)));
+    CU_ASSERT_FATAL(serve_gate_wait_reached(&g, base + 2, 60)); /* the second forward waits */
+    char got[4096] = "";
+    size_t n = 0;
+    const double end = serve_now() + 30;
+    while (!strstr(got, "data: ") && n + 1 < sizeof got && serve_now() < end) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) continue;
+        const ssize_t k = recv(fd, got + n, sizeof got - 1 - n, 0);
+        if (k <= 0) break;
+        n += (size_t)k;
+        got[n] = '\0';
+    }
+    CU_ASSERT(strncmp(got, "HTTP/1.1 200", 12) == 0 && strstr(got, "data: ") != NULL);
+    close(fd);
+    serve_gate_open(&g);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_total{status=\"499\"}", 1, 60));
+    CU_ASSERT(log_contains(&s, "POST /v1/completions 499", 10));
+    char *log = vt_test_read_file(s.log, NULL);
+    CU_ASSERT(log && !strstr(log, "POST /v1/completions 200"));
+    free(log);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_kv_blocks_used", 0, 60));
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+}
+
 /* ---- 9: gauges during a long prefill ---------------------------------------------------------- */
 
 /* running, waiting and the time-to-first-token count from one /metrics
@@ -565,6 +611,7 @@ int main(void) {
         {"one address is capped, another is served", test_connection_limits},
         {"a half-open head is closed after the head timeout", test_half_open_head_times_out},
         {"an upload cut short is 499, not 500", test_upload_cut_short},
+        {"a stream whose client leaves is 499, not 200", test_stream_left_is_499},
         {"gauges count a request during its prefill", test_gauges_during_prefill},
         {"out of time before the first token: 503", test_timed_out_while_queued},
         {"the server stops cleanly after all this", test_stops_cleanly},

@@ -768,8 +768,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     bool cut_short = !rq->status && (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ||
                                      toe == MHD_REQUEST_TERMINATED_READ_ERROR);
     int status = rq->status ? rq->status : timed_out ? 408 : cut_short ? 499 : 500;
-    vt_serve_metrics_request(s->metrics, status);
     bool left = rq->client_left || (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !timed_out);
+    /* A stream's 200 went out with its first event; a client that hangs up
+     * before the last one left all the same. */
+    if (left && status == 200) status = 499;
+    vt_serve_metrics_request(s->metrics, status);
     char method[4 * sizeof rq->method], path[4 * sizeof rq->path];
     vt_serve_log_escape(rq->method, method, sizeof method);
     vt_serve_log_escape(rq->path, path, sizeof path);
