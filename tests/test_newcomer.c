@@ -394,6 +394,44 @@ static void test_config_names_the_fallback(void) {
     result_free(&named);
 }
 
+/* vt config resolves "exactly as vt run would": what a run refuses it
+ * refuses, with the run's message and exit status, and the backend options
+ * it accepts are listed with their sources. */
+static void test_config_refuses_what_run_refuses(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char ini[1024];
+    vt_test_tmpfile(ini, sizeof ini, "config-nope.ini");
+    FILE *f = fopen(ini, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs("[backend.nope]\nx = 1\n", f);
+    fclose(f);
+    static const char *const cases[] = {"--backend nope", "--fallback nope", "--backend-option nope.x=1", "--config '%s'"};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char flags[1200];
+        snprintf(flags, sizeof flags, cases[i], ini);
+        result config = run("", "config %s", flags);
+        result dry = run("", "run -m '%s/models/qwen3-tiny-q8_0.gguf' --dry-run %s", dir, flags);
+        if (config.rc == 0 || config.rc != dry.rc || !has(config.err, "nope"))
+            printf("\nvt config %s: rc %d, vt run rc %d\n%s%s", flags, config.rc, dry.rc, config.err, dry.err);
+        CU_ASSERT_NOT_EQUAL(config.rc, 0);
+        CU_ASSERT_EQUAL(config.rc, dry.rc);
+        CU_ASSERT(has(config.err, "no backend named 'nope'"));
+        result_free(&config);
+        result_free(&dry);
+    }
+    /* an option a backend refuses (the reference has none) is refused as a run refuses it */
+    result refused = run("", "config --backend-option reference.unused_by_test=1");
+    CU_ASSERT_NOT_EQUAL(refused.rc, 0);
+    CU_ASSERT(has(refused.err, "--backend-option reference.unused_by_test=1: backend reference refused its options"));
+    result_free(&refused);
+    if (vt_test_simd_expected()) { /* one it takes is listed with its source */
+        result listed = run("", "config --backend-option simd.isa=avx2");
+        CU_ASSERT_EQUAL(listed.rc, 0);
+        CU_ASSERT(has(listed.out, "backend.simd.isa     = avx2         (cli)"));
+        result_free(&listed);
+    }
+}
+
 /* vt bench without --backends runs the default backend first, so its
  * "x first" column compares every other backend with the default. */
 static void test_bench_runs_the_default_first(void) {
@@ -417,6 +455,7 @@ int main(void) {
         {"-c past the trained context warns once", test_ctx_past_training_warns_once},
         {"info summary, token text, default backend marked", test_info_tokenize_backends},
         {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
+        {"vt config refuses what vt run refuses, and lists backend options", test_config_refuses_what_run_refuses},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
         {"vt bench runs the default backend first", test_bench_runs_the_default_first},

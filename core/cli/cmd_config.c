@@ -11,7 +11,9 @@
 static void help(void) {
     printf("usage: vt config [--config FILE] [any engine flag]\n\n"
            "Print every knob's value and its source after resolving command line > environment >\n"
-           "ini file > default, exactly as vt run would. The last line is the plan check, set only by\n"
+           "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
+           "and a backend, fallback or backend option a run would refuse is refused here with the\n"
+           "same message and exit status. The last line is the plan check, set only by\n"
            "the environment: VT_CHECK_PLAN=1 makes the first run of each plan re-offer every node,\n"
            "as executed, to its backend and fail naming a node it declines (default: on in Debug\n"
            "and sanitizer builds, off in Release; 0 turns it off).\n");
@@ -28,40 +30,52 @@ static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *e
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 
-/* The loaded backend named `name`, or -1. */
-static int32_t loaded_named(const vt_registry *r, const char *name) {
-    for (int i = 0; i < vt_registry_count(r); i++)
-        if (vt_registry_at(r, i)->state == VT_BACKEND_LOADED && strcmp(vt_registry_at(r, i)->name, name) == 0)
-            return i;
-    return -1;
-}
-
 /* Which backend and fallback a run with these options would take, from the
- * backends found here (the same search and ranking an engine uses), into
- * backend/fallback ("" when there is none to name). */
-static void resolve_backends(const vt_options *opt, char *backend, char *fallback, size_t size) {
+ * backends found here with the options given to them (the same search,
+ * checks and ranking an engine makes: a backend, fallback or backend option
+ * a run would refuse is refused here), into backend/fallback ("" when there
+ * is none to name). */
+static vt_status resolve_backends(const vt_options *opt, char *backend, char *fallback, size_t size, vt_error *err) {
     backend[0] = fallback[0] = '\0';
     vt_threadpool *pool = NULL;
     vt_registry *r = NULL;
-    vt_error ignored;
-    if (vt_threadpool_create(1, &pool, &ignored) == VT_OK &&
-        vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL, NULL, &r,
-                           &ignored) == VT_OK) {
-        int32_t preferred = opt->backend[0] ? loaded_named(r, opt->backend) : vt_engine_default_backend(r);
-        int32_t fb = opt->fallback[0] ? -1 : vt_engine_default_fallback(r, preferred);
-        if (preferred >= 0) snprintf(backend, size, "%s", vt_registry_at(r, preferred)->name);
-        if (fb >= 0) snprintf(fallback, size, "%s", vt_registry_at(r, fb)->name);
-    }
+    int32_t preferred = -1, fb = -1;
+    vt_status st = vt_threadpool_create(1, &pool, err);
+    if (st == VT_OK)
+        st = vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL,
+                                opt->backend_options, &r, err);
+    if (st == VT_OK) st = vt_engine_resolve_backends(opt, r, &preferred, &fb, err);
+    if (st == VT_OK && preferred >= 0) snprintf(backend, size, "%s", vt_registry_at(r, preferred)->name);
+    if (st == VT_OK && fb >= 0) snprintf(fallback, size, "%s", vt_registry_at(r, fb)->name);
     vt_registry_destroy(r);
     vt_host_release_pool(pool);
     vt_threadpool_destroy(pool);
+    return st;
+}
+
+/* Every backend option (backend.NAME.key = value), with its source. */
+static void print_backend_options(const vt_options *opt) {
+    for (const char *line = opt->backend_options; *line;) {
+        const char *end = strchr(line, '\n');
+        const int len = (int)(end ? (size_t)(end - line) : strlen(line));
+        const char *eq = memchr(line, '=', (size_t)len);
+        char key[160], src[VT_SOURCE_SIZE];
+        const int key_len = eq ? (int)(eq - line) : len;
+        snprintf(key, sizeof key, "%.*s", key_len, line);
+        const char *source = vt_options_backend_option_source(opt, key, src, sizeof src);
+        char name[200];
+        snprintf(name, sizeof name, "backend.%s", key);
+        printf("%-20s = %-12.*s (%s)\n", name, eq ? len - key_len - 1 : 0, eq ? eq + 1 : "", source ? source : "?");
+        line += len + (end ? 1 : 0);
+    }
 }
 
 /* Print every knob, its value and where it came from. */
 static vt_status run_config(const config_opts *o, vt_error *err) {
     const vt_options *opt = &o->c.opt;
     char backend[64], fallback[64];
-    resolve_backends(opt, backend, fallback, sizeof backend);
+    vt_status st = resolve_backends(opt, backend, fallback, sizeof backend, err);
+    if (st != VT_OK) return st;
     if (opt->config_path[0]) printf("config file: %s\n", opt->config_path);
     for (int i = 0; i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
@@ -84,6 +98,7 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
         else
             printf("%-20s = %-12s (%s)\n", key, value, vt_options_source(opt, key));
     }
+    print_backend_options(opt);
     printf("%-20s = %-12s (%s)\n", "VT_CHECK_PLAN", opt->check_plan ? "1" : "0", opt->check_plan_source);
     return VT_OK;
 }

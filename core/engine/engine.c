@@ -75,28 +75,28 @@ static void backend_option_origin(const vt_options *o, const char *line, int len
  * and a backend whose init refused its options stops the run here: an option
  * that is silently dropped, or that silently drops its backend from the plan,
  * would leave the user believing it applies. */
-static vt_status check_backend_options(const vt_engine *e, vt_error *err) {
-    const char *lines = e->opt.backend_options;
+static vt_status check_backend_options(const vt_options *opt, const vt_registry *r, vt_error *err) {
+    const char *lines = opt->backend_options;
     for (const char *line = lines; *line;) {
         const char *end = strchr(line, '\n');
         const int len = (int)(end ? (size_t)(end - line) : strlen(line));
         const char *dot = memchr(line, '.', (size_t)len);
         const int name_len = dot ? (int)(dot - line) : len;
         const vt_backend_entry *found = NULL;
-        for (int i = 0; i < vt_registry_count(e->registry) && !found; i++) {
-            const vt_backend_entry *b = vt_registry_at(e->registry, i);
+        for (int i = 0; i < vt_registry_count(r) && !found; i++) {
+            const vt_backend_entry *b = vt_registry_at(r, i);
             if ((int)strlen(b->name) == name_len && strncmp(b->name, line, (size_t)name_len) == 0 &&
                 b->state != VT_BACKEND_SHADOWED)
                 found = b;
         }
         char origin[1400];
         if (!found || (found->state == VT_BACKEND_REFUSED && found->refused_by_init))
-            backend_option_origin(&e->opt, line, len, origin, sizeof origin);
+            backend_option_origin(opt, line, len, origin, sizeof origin);
         if (!found) {
             char names[256];
             int n = snprintf(names, sizeof names, "found:");
-            for (int i = 0; i < vt_registry_count(e->registry) && n > 0 && (size_t)n < sizeof names; i++)
-                n += snprintf(names + n, sizeof names - (size_t)n, " %s", vt_registry_at(e->registry, i)->name);
+            for (int i = 0; i < vt_registry_count(r) && n > 0 && (size_t)n < sizeof names; i++)
+                n += snprintf(names + n, sizeof names - (size_t)n, " %s", vt_registry_at(r, i)->name);
             return vt_fail(err, VT_ERR_INVALID, "%s: no backend named '%.*s' (%s)", origin, name_len, line, names);
         }
         if (found->state == VT_BACKEND_REFUSED && found->refused_by_init)
@@ -127,19 +127,21 @@ int32_t vt_engine_default_backend(const vt_registry *r) { return best_loaded(r, 
 
 int32_t vt_engine_default_fallback(const vt_registry *r, int32_t preferred) { return best_loaded(r, preferred); }
 
-static vt_status choose_backends(vt_engine *e, vt_error *err) {
-    const vt_registry *r = e->registry;
+/* runtime.backend and runtime.fallback resolved against the backends found:
+ * *preferred and *fallback get their indices (-1: no fallback). */
+static vt_status choose_backends(const vt_options *opt, const vt_registry *r, int32_t *preferred, int32_t *fallback,
+                                 vt_error *err) {
     char why[512], origin[1200];
-    if (e->opt.backend[0] && !is_auto(&e->opt)) {
-        e->preferred = find_loaded(r, e->opt.backend);
-        if (e->preferred < 0) {
-            describe_missing(r, e->opt.backend, why, sizeof why);
-            setting_origin(&e->opt, "runtime.backend", "--backend", e->opt.backend, origin, sizeof origin);
+    if (opt->backend[0] && !is_auto(opt)) {
+        *preferred = find_loaded(r, opt->backend);
+        if (*preferred < 0) {
+            describe_missing(r, opt->backend, why, sizeof why);
+            setting_origin(opt, "runtime.backend", "--backend", opt->backend, origin, sizeof origin);
             return vt_fail(err, VT_ERR_BACKEND, "%s: %s", origin, why);
         }
     } else {
-        e->preferred = best_loaded(r, -1);
-        if (e->preferred < 0) {
+        *preferred = best_loaded(r, -1);
+        if (*preferred < 0) {
             /* say why the ones that exist were refused (e.g. out of memory in their init) */
             int n = snprintf(why, sizeof why, "no backend loaded (see `vt backends`)");
             for (int i = 0; i < vt_registry_count(r) && n > 0 && (size_t)n < sizeof why; i++) {
@@ -150,20 +152,27 @@ static vt_status choose_backends(vt_engine *e, vt_error *err) {
             return vt_fail(err, VT_ERR_BACKEND, "%s", why);
         }
     }
-    e->fallback = -1;
-    if (e->opt.fallback[0] == '\0') {
+    *fallback = -1;
+    if (opt->fallback[0] == '\0') {
         /* automatic: the next in the ranking (none when only one is loaded) */
-        e->fallback = best_loaded(r, e->preferred);
-    } else if (strcmp(e->opt.fallback, "none") != 0) {
-        e->fallback = find_loaded(r, e->opt.fallback);
-        if (e->fallback < 0) {
-            describe_missing(r, e->opt.fallback, why, sizeof why);
-            setting_origin(&e->opt, "runtime.fallback", "--fallback", e->opt.fallback, origin, sizeof origin);
+        *fallback = best_loaded(r, *preferred);
+    } else if (strcmp(opt->fallback, "none") != 0) {
+        *fallback = find_loaded(r, opt->fallback);
+        if (*fallback < 0) {
+            describe_missing(r, opt->fallback, why, sizeof why);
+            setting_origin(opt, "runtime.fallback", "--fallback", opt->fallback, origin, sizeof origin);
             return vt_fail(err, VT_ERR_BACKEND, "%s: %s", origin, why);
         }
-        if (e->fallback == e->preferred) e->fallback = -1;
+        if (*fallback == *preferred) *fallback = -1;
     }
     return VT_OK;
+}
+
+vt_status vt_engine_resolve_backends(const vt_options *opt, const vt_registry *r, int32_t *preferred,
+                                     int32_t *fallback, vt_error *err) {
+    *preferred = *fallback = -1;
+    vt_status st = check_backend_options(opt, r, err);
+    return st == VT_OK ? choose_backends(opt, r, preferred, fallback, err) : st;
 }
 
 /* The KV-cache dtype asked for is a promise about precision: when no
@@ -326,8 +335,7 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         st = vt_registry_create(e->host, opt->backend_path[0] ? opt->backend_path : NULL, opt->backend_options,
                                 &e->registry, err);
     }
-    if (st == VT_OK) st = check_backend_options(e, err);
-    if (st == VT_OK) st = choose_backends(e, err);
+    if (st == VT_OK) st = vt_engine_resolve_backends(opt, e->registry, &e->preferred, &e->fallback, err);
     if (st == VT_OK && is_auto(opt)) st = start_auto(e, shape->recalibrate, err);
     if (st == VT_OK) {
         const vt_hparams *hp = &model->hp;
