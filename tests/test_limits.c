@@ -194,7 +194,7 @@ static void test_malformed_files_one_line(void) {
 /* A config "file" that is one endless line must not be read to the end. */
 static void test_endless_config_line(void) {
     result r = vt("config --config /dev/zero");
-    EXPECT_ERROR(r, 1, "/dev/zero:1", "characters");
+    EXPECT_ERROR(r, 2, "/dev/zero:1", "characters");
     free_result(&r);
 }
 

@@ -212,7 +212,7 @@ static void test_one_token_timing_line(void) {
  * detokenize argument. */
 static void test_messages_name_the_source(void) {
     result env = run("VT_BACKEND=nope", "run -m '%s' -p hi -n 1", model);
-    CU_ASSERT_EQUAL(env.rc, 5);
+    CU_ASSERT_EQUAL(env.rc, 2); /* a name no backend has: a bad argument */
     CU_ASSERT(has(env.err, "vt: VT_BACKEND=nope: no backend named 'nope'"));
     result cli = run("", "run -m '%s' -p hi -n 1 --backend nope", model);
     CU_ASSERT(has(cli.err, "vt: --backend nope: no backend named 'nope'"));
@@ -432,6 +432,26 @@ static void test_config_refuses_what_run_refuses(void) {
     }
 }
 
+/* Every mistake in a config file is a bad argument (exit 2): a bad value,
+ * an unknown key or section, a line that does not parse. */
+static void test_config_file_mistakes_exit_2(void) {
+    static const char *const texts[] = {"[runtime]\nthreads = abc\n", "[runtime]\nbogus = 1\n", "[bogus]\nx = 1\n",
+                                        "[runtime]\nthis line has no equals sign\n"};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        char ini[1024];
+        vt_test_tmpfile(ini, sizeof ini, "mistake.ini");
+        FILE *f = fopen(ini, "w");
+        CU_ASSERT_FATAL(f != NULL);
+        fputs(texts[i], f);
+        fclose(f);
+        result r = run("", "config --config '%s'", ini);
+        if (r.rc != 2) printf("\n%s: rc %d: %s", texts[i], r.rc, r.err);
+        CU_ASSERT_EQUAL(r.rc, 2);
+        CU_ASSERT(has(r.err, ini));
+        result_free(&r);
+    }
+}
+
 /* vt bench without --backends runs the default backend first, so its
  * "x first" column compares every other backend with the default. */
 static void test_bench_runs_the_default_first(void) {
@@ -456,6 +476,7 @@ int main(void) {
         {"info summary, token text, default backend marked", test_info_tokenize_backends},
         {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
         {"vt config refuses what vt run refuses, and lists backend options", test_config_refuses_what_run_refuses},
+        {"every mistake in a config file exits 2", test_config_file_mistakes_exit_2},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
         {"vt bench runs the default backend first", test_bench_runs_the_default_first},

@@ -19,7 +19,12 @@ vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
             config = argv[i] + 9;
         }
     }
-    return vt_options_load(&c->opt, config, err);
+    vt_status st = vt_options_load(&c->opt, config, err);
+    /* The config file is one of the command's arguments: one that does not
+     * parse, or names a section or key vt does not know, is a bad argument
+     * (exit 2) as a bad value in it is, not "other". */
+    if (st == VT_ERR_FORMAT) st = err->code = VT_ERR_INVALID;
+    return st;
 }
 
 const char *vt_cli_value(int argc, char **argv, int *i, vt_error *err) {

@@ -22,13 +22,15 @@ static int32_t find_loaded(const vt_registry *r, const char *name) {
     return -1;
 }
 
-/* Why a named backend is not usable, for the error message. */
-static void describe_missing(const vt_registry *r, const char *name, char *buf, size_t size) {
+/* Why a named backend is not usable, for the error message, and the status
+ * that says it: a backend of that name that was refused is a backend
+ * failure, a name no backend has is a bad argument. */
+static vt_status describe_missing(const vt_registry *r, const char *name, char *buf, size_t size) {
     for (int i = 0; i < vt_registry_count(r); i++) {
         const vt_backend_entry *b = vt_registry_at(r, i);
         if (strcmp(b->name, name) == 0 && b->state == VT_BACKEND_REFUSED) {
             snprintf(buf, size, "backend '%.60s' was refused (%.200s): %.200s", name, b->path, b->reason);
-            return;
+            return VT_ERR_BACKEND;
         }
     }
     int n = snprintf(buf, size, "no backend named '%s' was found; loaded:", name);
@@ -36,6 +38,7 @@ static void describe_missing(const vt_registry *r, const char *name, char *buf, 
         const vt_backend_entry *b = vt_registry_at(r, i);
         if (b->state == VT_BACKEND_LOADED) n += snprintf(buf + n, size - (size_t)n, " %s", b->name);
     }
+    return VT_ERR_INVALID;
 }
 
 /* The loaded backend with the highest probe score other than `except` (-1:
@@ -135,9 +138,9 @@ static vt_status choose_backends(const vt_options *opt, const vt_registry *r, in
     if (opt->backend[0] && !is_auto(opt)) {
         *preferred = find_loaded(r, opt->backend);
         if (*preferred < 0) {
-            describe_missing(r, opt->backend, why, sizeof why);
+            const vt_status why_st = describe_missing(r, opt->backend, why, sizeof why);
             setting_origin(opt, "runtime.backend", "--backend", opt->backend, origin, sizeof origin);
-            return vt_fail(err, VT_ERR_BACKEND, "%s: %s", origin, why);
+            return vt_fail(err, why_st, "%s: %s", origin, why);
         }
     } else {
         *preferred = best_loaded(r, -1);
@@ -159,9 +162,9 @@ static vt_status choose_backends(const vt_options *opt, const vt_registry *r, in
     } else if (strcmp(opt->fallback, "none") != 0) {
         *fallback = find_loaded(r, opt->fallback);
         if (*fallback < 0) {
-            describe_missing(r, opt->fallback, why, sizeof why);
+            const vt_status why_st = describe_missing(r, opt->fallback, why, sizeof why);
             setting_origin(opt, "runtime.fallback", "--fallback", opt->fallback, origin, sizeof origin);
-            return vt_fail(err, VT_ERR_BACKEND, "%s: %s", origin, why);
+            return vt_fail(err, why_st, "%s: %s", origin, why);
         }
         if (*fallback == *preferred) *fallback = -1;
     }
