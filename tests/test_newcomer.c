@@ -278,6 +278,13 @@ static void test_info_tokenize_backends(void) {
     CU_ASSERT(has(text.out, "  \" world\"\n"));
     CU_ASSERT(!strstr(text.out, "\xc4\xa0")); /* no 'Ġ' */
     CU_ASSERT(has(raw.out, "  \xc4\xa0world\n"));
+    static const char *const two_outputs[] = {"--ids --json", "--json --raw", "--raw --ids"};
+    for (int i = 0; i < 3; i++) { /* two outputs at once: refused, not one silently dropped */
+        result both = run("", "tokenize -m '%s' %s 'Hello world'", bpe, two_outputs[i]);
+        CU_ASSERT_EQUAL(both.rc, 2);
+        CU_ASSERT(has(both.err, "--ids, --json and --raw are different outputs; give one"));
+        result_free(&both);
+    }
     result backends = run("", "backends --brief");
     CU_ASSERT_EQUAL(backends.rc, 0);
     CU_ASSERT(has(backends.out, "<- default backend (highest score)"));

@@ -135,6 +135,9 @@ static vt_status parse_tokenize(int argc, char **argv, tokenize_opts *o, vt_erro
     *o = (tokenize_opts){0};
     vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
     if (st == VT_OK && !o->help && !o->text) st = vt_fail(err, VT_ERR_INVALID, "tokenize: give TEXT (or - for stdin)");
+    if (st == VT_OK && (int)o->ids_only + (int)o->json + (int)o->raw > 1)
+        st = vt_fail(err, VT_ERR_INVALID, "%s: --ids, --json and --raw are different outputs; give one",
+                     o->ids_only && o->json ? "--ids with --json" : o->raw && o->json ? "--raw with --json" : "--ids with --raw");
     return st;
 }
 
