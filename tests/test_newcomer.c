@@ -459,6 +459,23 @@ static void test_config_file_mistakes_exit_2(void) {
     }
 }
 
+/* A command's --help lists only flags it takes, each once; one it takes and
+ * cannot use is refused, not ignored. */
+static void test_help_lists_what_applies(void) {
+    result bench = run("", "bench --help"), compare = run("", "compare --help");
+    CU_ASSERT(!strstr(bench.out, "--backend NAME|auto") && !strstr(bench.out, "--special"));
+    CU_ASSERT(!strstr(bench.out, "auto: each node on the backend measured fastest")); /* nor its continuation */
+    CU_ASSERT(!strstr(compare.out, "--backend NAME|auto"));
+    const char *first = strstr(compare.out, "--kv-cache-dtype LIST");
+    CU_ASSERT(first && !strstr(first + 1, "--kv-cache-dtype D"));
+    result special = run("", "bench -m '%s' --special -p 1 -n 1", model);
+    CU_ASSERT_EQUAL(special.rc, 2);
+    CU_ASSERT(has(special.err, "--special: vt bench has no prompt text"));
+    result_free(&bench);
+    result_free(&compare);
+    result_free(&special);
+}
+
 /* vt bench without --backends runs the default backend first, so its
  * "x first" column compares every other backend with the default. */
 static void test_bench_runs_the_default_first(void) {
@@ -484,6 +501,7 @@ int main(void) {
         {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
         {"vt config refuses what vt run refuses, and lists backend options", test_config_refuses_what_run_refuses},
         {"every mistake in a config file exits 2", test_config_file_mistakes_exit_2},
+        {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
         {"vt bench runs the default backend first", test_bench_runs_the_default_first},

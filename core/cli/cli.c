@@ -283,12 +283,15 @@ void vt_cli_common_help_except(FILE *f, const char *const *skip) {
         "      --explain            print the negotiated plans to stderr, then run\n"
         "      --dry-run            build and print the plans, do not run\n"
         "      --special            match control tokens' text in the prompt (off by default)\n";
-    /* One flag per line: a line whose flag is in skip is left out. */
+    /* One flag per entry: an entry whose flag is in skip is left out with
+     * its continuation lines (those that start with blanks, not a flag). */
+    bool skipped = false;
     for (const char *line = text; *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
-        bool skipped = false;
-        for (const char *const *k = skip; k && *k && !skipped; k++) {
+        const bool continuation = strspn(line, " ") > 8;
+        if (!continuation) skipped = false;
+        for (const char *const *k = skip; k && *k && !skipped && !continuation; k++) {
             const char *at = strstr(line, *k);
             size_t n = strlen(*k);
             skipped = at && at < line + len && (at[n] == ' ' || at[n] == ',') && (at == line || at[-1] == ' ');

@@ -59,8 +59,9 @@ static void help(void) {
            "      --profile            per-op time, calls and share per backend and test (pp, tg) over the\n"
            "                           timed runs, on stderr\n"
            "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n\n"
-           "Engine options (--backend does not apply here: see --backends):\n");
-    vt_cli_common_help(stdout);
+           "Engine options (--backends takes the place of --backend):\n");
+    static const char *const not_here[] = {"--backend", "--special", NULL};
+    vt_cli_common_help_except(stdout, not_here);
 }
 
 typedef struct bench_result {
@@ -628,6 +629,8 @@ static int64_t longest_run(const bench_opts *o) {
 
 static vt_status validate_bench(bench_opts *o, vt_error *err) {
     if (o->json && o->csv) return vt_fail(err, VT_ERR_INVALID, "bench: --json and --csv exclude each other");
+    if (o->c.special)
+        return vt_fail(err, VT_ERR_INVALID, "--special: vt bench has no prompt text (its prompts are token ids)");
     if (o->n_prompt == 0 && o->n_gen == 0)
         return vt_fail(err, VT_ERR_INVALID, "bench: -p 0 and -n 0 leave nothing to measure");
     if (!o->c.model_path)

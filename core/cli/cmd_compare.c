@@ -77,9 +77,10 @@ static void help(void) {
            "      --trace-all          --trace with every node's error, threshold and verdict\n"
            "Prefill tokens/s here includes the logits of every position (the metrics need them);\n"
            "vt bench measures the usual last-position prefill.\n\n"
-           "Engine options (--backend does not apply here: see --backends):\n",
+           "Engine options (--backends takes the place of --backend):\n",
            DEFAULT_GREEDY, DEFAULT_PPL_CTX);
-    vt_cli_common_help(stdout);
+    static const char *const said_above[] = {"--backend", "--kv-cache-dtype", NULL};
+    vt_cli_common_help_except(stdout, said_above);
 }
 
 /* What one backend scored. */
