@@ -276,6 +276,7 @@ typedef struct collected {
     char tiers[MAX_TIERS][72];
     int n_tiers, tier;
     char tier_owner[64]; /* the name the tiers' options go under */
+    char refusal[1600];  /* why the target does not load ("" when it does) */
 } collected;
 
 static bool collect(collected *all, const record *r) {
@@ -509,8 +510,8 @@ static vt_status run_family(const vt_backends_test_request *req, int op, collect
 }
 
 /* The tiers the target lists (1.6), into all->tiers; none when it lists
- * fewer than two, does not load (the battery then reports why), or the
- * caller already gave it options (it is tested as configured). */
+ * fewer than two, does not load (why into all->refusal), or the caller
+ * already gave it options (it is tested as configured). */
 static void find_tiers(const vt_backends_test_request *req, collected *all) {
     all->n_tiers = 0;
     vt_threadpool *pool = NULL;
@@ -522,7 +523,9 @@ static void find_tiers(const vt_backends_test_request *req, collected *all) {
     memset(&file_entry, 0, sizeof file_entry);
     const vt_backend_entry *backend = NULL, *reference = NULL;
     char why[1600];
-    if (load_backends(req, host, &reg, &file_entry, &backend, &reference, why, sizeof why)) {
+    if (!load_backends(req, host, &reg, &file_entry, &backend, &reference, why, sizeof why)) {
+        snprintf(all->refusal, sizeof all->refusal, "%s", why);
+    } else {
         char prefix[80];
         snprintf(prefix, sizeof prefix, "%s.", backend->name);
         const char *o = req->backend_options;
@@ -549,6 +552,11 @@ vt_status vt_backends_test_run(const vt_backends_test_request *req, int *exit_co
     vt_status st = VT_OK;
     bool refused = false;
     find_tiers(req, &all);
+    if (all.refusal[0]) { /* nothing can run: the one error line, before any report */
+        fprintf(stderr, "vt: backends --test %s: %s\n", req->target, all.refusal);
+        *exit_code = 2;
+        return VT_OK;
+    }
     if (!req->json) printf("vt backends --test %s (seed %llu)\n", req->target, (unsigned long long)req->seed);
     /* each tier runs the whole battery, selected by its option after the
      * caller's ones */

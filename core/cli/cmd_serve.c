@@ -33,7 +33,8 @@
 static void help(void) {
     printf("usage: vt serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [options]\n\n"
            "Serve the model over HTTP with OpenAI's API: POST /v1/chat/completions, /v1/completions,\n"
-           "/tokenize, /detokenize; GET /v1/models, /health, /metrics. One log line per request on stderr.\n\n"
+           "/tokenize, /detokenize, /apply-template; GET /v1/models, /v1/models/ID, /health, /metrics\n"
+           "(docs/SERVING.md). One log line per request on stderr.\n\n"
            "      --host ADDR          address to listen on (default 127.0.0.1)\n"
            "      --port N             TCP port, 0 = any free one (default 8080)\n"
            "      --parallel N, -np N, --max-seqs N\n"
