@@ -279,6 +279,10 @@ static void test_refused_plugin(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(check);
     const char *reason = "ABI major 2, runtime speaks 1";
     CU_ASSERT_PTR_NOT_NULL(strstr(check, reason));
+    char *missing = NULL; /* a file that is not there is said to be missing, not misnamed */
+    CU_ASSERT_EQUAL(run_vt("backends --check /nonexistent/libvt-backend-gone.so", &missing, NULL), 1);
+    CU_ASSERT(missing && strstr(missing, "/nonexistent/libvt-backend-gone.so: refused: No such file or directory"));
+    free(missing);
     /* one error line on stderr, as every command reports a refusal, and no report begun */
     CU_ASSERT(strncmp(err, "vt: backends --test ", 20) == 0 && strchr(err, '\n') == err + strlen(err) - 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, reason));

@@ -178,13 +178,17 @@ static void test_hparams_disagree_with_shapes(void) {
 static void test_malformed_files_one_line(void) {
     const char *files[] = {bad_dtype, truncated};
     for (int i = 0; i < 2; i++) {
-        for (int cmd = 0; cmd < 2; cmd++) {
-            result r = cmd ? vt("run -m '%s' --tokens 5", files[i]) : vt("info '%s'", files[i]);
+        static const char *const commands[] = {"info", "run", "tokenize"};
+        for (int cmd = 0; cmd < 3; cmd++) {
+            result r = cmd == 1   ? vt("run -m '%s' --tokens 5", files[i])
+                       : cmd == 2 ? vt("tokenize -m '%s' hello", files[i])
+                                  : vt("info '%s'", files[i]);
             const char *e = r.err ? r.err : "";
-            /* exit 1: VT_ERR_FORMAT (a malformed file), one line naming the file */
-            bool ok = r.rc == 1 && strncmp(e, "vt: ", 4) == 0 && hm_count_lines(e) == 1 &&
-                      strstr(e, files[i]) != NULL;
-            if (!ok) printf("\n  %s %s: exit %d, stderr: %s", cmd ? "run" : "info", files[i], r.rc, e);
+            /* exit 1: VT_ERR_FORMAT (a malformed file), one line naming the file once */
+            const char *named = strstr(e, files[i]);
+            bool ok = r.rc == 1 && strncmp(e, "vt: ", 4) == 0 && hm_count_lines(e) == 1 && named != NULL &&
+                      strstr(named + 1, files[i]) == NULL;
+            if (!ok) printf("\n  %s %s: exit %d, stderr: %s", commands[cmd], files[i], r.rc, e);
             CU_ASSERT(ok);
             free_result(&r);
         }

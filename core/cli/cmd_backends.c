@@ -139,7 +139,7 @@ static void check_file(const backends_opts *o, const vt_host *host, bool *refuse
     vt_backend_entry entry;
     vt_error why = {0};
     if (vt_registry_check_file(host, o->check, &entry, &why) != VT_OK) {
-        printf("%s: refused: %s\n", o->check, why.msg);
+        printf("%s: refused: %s\n", o->check, entry.reason[0] ? entry.reason : why.msg);
         *refused = true;
         return;
     }

@@ -11,10 +11,12 @@
 static vt_status open_tokenizer(const char *path, vt_gguf **g, vt_tokenizer **t, vt_error *err) {
     *g = NULL;
     *t = NULL;
-    vt_status st = vt_gguf_open(path, g, err);
-    if (st == VT_OK) st = vt_tokenizer_load(*g, t, err);
+    vt_status st = vt_gguf_open(path, g, err); /* its errors name the file */
+    if (st == VT_OK) {
+        st = vt_tokenizer_load(*g, t, err);
+        if (st != VT_OK) vt_error_prefix(err, "%s: ", path);
+    }
     if (st != VT_OK) {
-        vt_error_prefix(err, "%s: ", path);
         vt_gguf_close(*g);
         *g = NULL;
     }

@@ -8,6 +8,7 @@
 
 #include <assert.h>
 #include <dirent.h>
+#include <errno.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -523,6 +524,14 @@ vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backe
     const char *file = slash ? slash + 1 : path;
     char name[64];
     int kind = name_from_file(file, name, sizeof name);
+    struct stat st;
+    const int unreadable = stat(path, &st) != 0 ? errno : 0;
+    if (unreadable || !S_ISREG(st.st_mode)) { /* say that first: the file's name is secondary */
+        memset(entry, 0, sizeof *entry);
+        format_into(entry->path, sizeof entry->path, "%s", path);
+        refuse(entry, "%s", unreadable ? strerror(unreadable) : "not a regular file");
+        return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
+    }
     if (kind <= 0) {
         memset(entry, 0, sizeof *entry);
         format_into(entry->path, sizeof entry->path, "%s", path);
