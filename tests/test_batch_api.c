@@ -365,6 +365,48 @@ static void test_bad_input_is_refused_naming_the_field(void) {
 }
 
 /* A full waiting queue refuses with VT_ERR_UNSUPPORTED; a step makes room. */
+/* ignore_eos: a stop id ends a request at once; with ignore_eos the same
+ * request runs to max_new_tokens through it, the same tokens up to there. */
+static void test_ignore_eos_runs_past_stop_ids(void) {
+    vt_batch *b = open_batch(NULL);
+    CU_ASSERT_FATAL(b != NULL);
+    int32_t prompt[9];
+    make_prompt(prompt, 9, 5, vt_batch_n_vocab(b));
+    int32_t got[2][MAX_GEN], first = -1;
+    int64_t n_got[2] = {0, 0};
+    vt_finish finish[2];
+    char err[512] = "";
+    for (int pass = 0; pass < 2; pass++) {
+        vt_batch_request r;
+        vt_batch_request_init(&r);
+        r.ids = prompt;
+        r.n_ids = 9;
+        r.max_new_tokens = 6;
+        if (pass == 1) { /* the first greedy token as the stop id */
+            r.stop_ids = &first;
+            r.n_stop_ids = 1;
+        }
+        uint64_t id[2];
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id[0], err, sizeof err), VT_OK);
+        r.ignore_eos = true;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id[1], err, sizeof err), VT_OK);
+        n_got[0] = n_got[1] = 0;
+        run_to_end(b, id, 2, got, n_got, finish);
+        for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(vt_batch_remove(b, id[i], err, sizeof err), VT_OK);
+        CU_ASSERT_FATAL(n_got[0] >= 1);
+        if (pass == 0) {
+            first = got[0][0];
+            continue;
+        }
+        CU_ASSERT_EQUAL(n_got[0], 1);
+        CU_ASSERT_EQUAL(finish[0], VT_FINISH_STOP);
+        CU_ASSERT_EQUAL(n_got[1], 6);
+        CU_ASSERT_EQUAL(finish[1], VT_FINISH_LENGTH);
+        CU_ASSERT_EQUAL(got[1][0], first);
+    }
+    vt_batch_close(b);
+}
+
 static void test_full_queue_refuses_until_a_step(void) {
     static const char *const small[] = {"runtime.backend=reference", "runtime.threads=2", "runtime.max_seqs=2",
                                         "runtime.max_waiting=2", "kv_cache.ctx_size=256", NULL};
@@ -396,6 +438,7 @@ int main(void) {
         {"cancel ends a request and frees its blocks", test_cancel_ends_a_request_and_frees_its_blocks},
         {"bad input is refused naming the field", test_bad_input_is_refused_naming_the_field},
         {"full queue refuses until a step", test_full_queue_refuses_until_a_step},
+        {"ignore_eos runs past the stop ids", test_ignore_eos_runs_past_stop_ids},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("batch API", suite_init, NULL, tests);

@@ -198,6 +198,14 @@ static void test_wrong_types(void) {
     expect_400("/v1/chat/completions",
                "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":null}]}",
                "messages[1].content");
+    /* llama-server's ignore_eos is a boolean; true is taken: a completion runs its max_tokens */
+    expect_400("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"ignore_eos\":\"yes\"}", "ignore_eos");
+    serve_reply ie = serve_http(&srv, NULL, "/v1/completions",
+                                "{\"prompt\":\"x\",\"max_tokens\":40,\"ignore_eos\":true}", NULL);
+    CU_ASSERT_EQUAL(ie.status, 200);
+    CU_ASSERT(ie.body.s && strstr(ie.body.s, "\"completion_tokens\":40") && strstr(ie.body.s, "\"length\""));
+    if (!ie.body.s || !strstr(ie.body.s, "\"completion_tokens\":40")) printf("\n%s\n", ie.body.s);
+    serve_reply_free(&ie);
     /* an assistant turn may leave it out */
     serve_reply r = serve_http(&srv, NULL, "/v1/chat/completions",
                                "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"assistant\"},"

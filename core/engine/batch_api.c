@@ -175,6 +175,7 @@ static vt_status read_request(const vt_batch_request *r, vt_batch_request *full,
     TAKE(logprobs);
     TAKE(top_logprobs);
     TAKE(grammar);
+    TAKE(ignore_eos);
 #undef TAKE
     full->struct_size = sizeof *full;
     return VT_OK;
@@ -290,8 +291,8 @@ vt_status vt_batch_add_n(vt_batch *b, const vt_batch_request *r, size_t n, uint6
         .n_prompt = (int64_t)n_prompt,
         .max_new_tokens = r->max_new_tokens,
         .sampler = {r->temperature, r->top_k, r->top_p, r->min_p, r->seed},
-        .stop_ids = r->n_stop_ids ? r->stop_ids : b->eog,
-        .n_stop_ids = r->n_stop_ids ? (int32_t)r->n_stop_ids : b->n_eog,
+        .stop_ids = r->ignore_eos ? NULL : r->n_stop_ids ? r->stop_ids : b->eog,
+        .n_stop_ids = r->ignore_eos ? 0 : r->n_stop_ids ? (int32_t)r->n_stop_ids : b->n_eog,
         .presence_penalty = r->presence_penalty,
         .frequency_penalty = r->frequency_penalty,
         .stop_strings = r->stop_strings,

@@ -299,6 +299,7 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     r.logprobs = job->req.logprobs;
     r.top_logprobs = job->req.top_logprobs;
     r.grammar = job->req.grammar;
+    r.ignore_eos = job->req.ignore_eos;
     uint64_t batch_ids[VT_SERVE_MAX_CHOICES];
     vt_status st = vt_batch_add_n(e->batch, &r, (size_t)job->n_choices, batch_ids, msg, sizeof msg);
     free(owned);

@@ -322,6 +322,7 @@ static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_err
         r->seed = r->has_seed ? (uint64_t)json_integer_value(seed) : 0;
     }
     if (!bool_field(root, "stream", &r->stream, err)) return false;
+    if (!bool_field(root, "ignore_eos", &r->ignore_eos, err)) return false;
     json_t *so = field(root, "stream_options");
     if (so) {
         if (!json_is_object(so))

@@ -89,6 +89,7 @@ typedef struct vt_serve_request {
     char *stop[VT_SERVE_MAX_STOP];
     size_t n_stop;
     bool stream, include_usage;
+    bool ignore_eos; /* llama-server's: generate past end-of-generation tokens */
     /* choices (serve_choice_options.h) */
     int32_t n;            /* 1..VT_SERVE_MAX_CHOICES */
     bool logprobs;        /* each generated token's log-probability */
