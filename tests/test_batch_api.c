@@ -3,6 +3,7 @@
  * alone through vt_session (greedy), a seeded request samples the same tokens
  * beside others as alone, cancellation ends a request and frees its KV
  * blocks, and bad requests and settings are refused naming the field. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -364,49 +365,74 @@ static void test_bad_input_is_refused_naming_the_field(void) {
     }
 }
 
-/* A full waiting queue refuses with VT_ERR_UNSUPPORTED; a step makes room. */
-/* ignore_eos: a stop id ends a request at once; with ignore_eos the same
- * request runs to max_new_tokens through it, the same tokens up to there. */
-static void test_ignore_eos_runs_past_stop_ids(void) {
+/* ignore_eos: a request the model's end-of-generation token ends early (a
+ * seed found at run time) runs to max_new_tokens with it, the same tokens
+ * up to there, the end token among them; a stop id the caller gives still
+ * ends it; and a caller built before the field (its struct_size ends before
+ * it) gets the default whatever its memory holds there. */
+static void test_ignore_eos_runs_past_end_of_generation(void) {
     vt_batch *b = open_batch(NULL);
     CU_ASSERT_FATAL(b != NULL);
     int32_t prompt[9];
     make_prompt(prompt, 9, 5, vt_batch_n_vocab(b));
-    int32_t got[2][MAX_GEN], first = -1;
-    int64_t n_got[2] = {0, 0};
-    vt_finish finish[2];
     char err[512] = "";
-    for (int pass = 0; pass < 2; pass++) {
+    int32_t got[3][MAX_GEN];
+    int64_t n_got[3];
+    vt_finish finish[3];
+    const int64_t max_new = 40;
+    uint64_t seed = 0;
+    for (uint64_t s = 1; s <= 400 && !seed; s++) { /* a sampled answer the end token cuts short */
         vt_batch_request r;
         vt_batch_request_init(&r);
         r.ids = prompt;
         r.n_ids = 9;
-        r.max_new_tokens = 6;
-        if (pass == 1) { /* the first greedy token as the stop id */
-            r.stop_ids = &first;
-            r.n_stop_ids = 1;
-        }
-        uint64_t id[2];
-        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id[0], err, sizeof err), VT_OK);
-        r.ignore_eos = true;
-        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id[1], err, sizeof err), VT_OK);
-        n_got[0] = n_got[1] = 0;
-        run_to_end(b, id, 2, got, n_got, finish);
-        for (int i = 0; i < 2; i++) CU_ASSERT_EQUAL(vt_batch_remove(b, id[i], err, sizeof err), VT_OK);
-        CU_ASSERT_FATAL(n_got[0] >= 1);
-        if (pass == 0) {
-            first = got[0][0];
-            continue;
-        }
-        CU_ASSERT_EQUAL(n_got[0], 1);
-        CU_ASSERT_EQUAL(finish[0], VT_FINISH_STOP);
-        CU_ASSERT_EQUAL(n_got[1], 6);
-        CU_ASSERT_EQUAL(finish[1], VT_FINISH_LENGTH);
-        CU_ASSERT_EQUAL(got[1][0], first);
+        r.max_new_tokens = max_new;
+        r.temperature = 1.5f;
+        r.seed = s;
+        uint64_t id;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+        n_got[0] = 0;
+        run_to_end(b, &id, 1, got, n_got, finish);
+        CU_ASSERT_EQUAL(vt_batch_remove(b, id, err, sizeof err), VT_OK);
+        if (finish[0] == VT_FINISH_STOP && n_got[0] < max_new) seed = s;
     }
+    CU_ASSERT_FATAL(seed != 0);
+    const int64_t stopped_at = n_got[0];
+    const int32_t end_token = got[0][stopped_at - 1];
+    vt_batch_request r;
+    vt_batch_request_init(&r);
+    r.ids = prompt;
+    r.n_ids = 9;
+    r.max_new_tokens = max_new;
+    r.temperature = 1.5f;
+    r.seed = seed;
+    r.ignore_eos = true;
+    uint64_t ids[3];
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[0], err, sizeof err), VT_OK);
+    r.stop_ids = &end_token; /* the caller's own stop id still ends it */
+    r.n_stop_ids = 1;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[1], err, sizeof err), VT_OK);
+    /* built before ignore_eos: the field is past its struct, set or not */
+    r.stop_ids = NULL;
+    r.n_stop_ids = 0;
+    r.struct_size = (uint32_t)offsetof(vt_batch_request, ignore_eos);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[2], err, sizeof err), VT_OK);
+    for (int i = 0; i < 3; i++) n_got[i] = 0;
+    run_to_end(b, ids, 3, got, n_got, finish);
+    CU_ASSERT_EQUAL(n_got[0], max_new);
+    CU_ASSERT_EQUAL(finish[0], VT_FINISH_LENGTH);
+    CU_ASSERT_EQUAL(got[0][stopped_at - 1], end_token);
+    CU_ASSERT_EQUAL(n_got[1], stopped_at);
+    CU_ASSERT_EQUAL(finish[1], VT_FINISH_STOP);
+    CU_ASSERT_EQUAL(n_got[2], stopped_at);
+    CU_ASSERT_EQUAL(finish[2], VT_FINISH_STOP);
+    CU_ASSERT(memcmp(got[0], got[1], (size_t)stopped_at * sizeof **got) == 0);
+    CU_ASSERT(memcmp(got[0], got[2], (size_t)stopped_at * sizeof **got) == 0);
+    for (int i = 0; i < 3; i++) CU_ASSERT_EQUAL(vt_batch_remove(b, ids[i], err, sizeof err), VT_OK);
     vt_batch_close(b);
 }
 
+/* A full waiting queue refuses with VT_ERR_UNSUPPORTED; a step makes room. */
 static void test_full_queue_refuses_until_a_step(void) {
     static const char *const small[] = {"runtime.backend=reference", "runtime.threads=2", "runtime.max_seqs=2",
                                         "runtime.max_waiting=2", "kv_cache.ctx_size=256", NULL};
@@ -438,7 +464,7 @@ int main(void) {
         {"cancel ends a request and frees its blocks", test_cancel_ends_a_request_and_frees_its_blocks},
         {"bad input is refused naming the field", test_bad_input_is_refused_naming_the_field},
         {"full queue refuses until a step", test_full_queue_refuses_until_a_step},
-        {"ignore_eos runs past the stop ids", test_ignore_eos_runs_past_stop_ids},
+        {"ignore_eos runs past end-of-generation, not past the caller's stop ids", test_ignore_eos_runs_past_end_of_generation},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("batch API", suite_init, NULL, tests);

@@ -468,6 +468,23 @@ static void test_help_lists_what_applies(void) {
     CU_ASSERT(!strstr(compare.out, "--backend NAME|auto"));
     const char *first = strstr(compare.out, "--kv-cache-dtype LIST");
     CU_ASSERT(first && !strstr(first + 1, "--kv-cache-dtype D"));
+    static const char *const not_applicable[] = {"backends --seed 3", "backends --test reference --brief",
+                                                 "backends --special", "backends -m x.gguf", "backends --explain",
+                                                 "config --special", "config --dry-run", "config -m x.gguf"};
+    for (size_t i = 0; i < sizeof not_applicable / sizeof *not_applicable; i++) {
+        result r = run("", "%s", not_applicable[i]);
+        if (r.rc != 2) printf("\nvt %s: rc %d: %s", not_applicable[i], r.rc, r.err);
+        CU_ASSERT_EQUAL(r.rc, 2);
+        result_free(&r);
+    }
+    /* vt compare takes --special for its prompt: "</s>" is one token with it, several without */
+    const char *dir = vt_test_data_dir("test models");
+    result with = run("", "compare -m '%s/models/aidreams260k-f32.gguf' -p '</s>' --special -n 1 --backends reference --json", dir);
+    result without = run("", "compare -m '%s/models/aidreams260k-f32.gguf' -p '</s>' -n 1 --backends reference --json", dir);
+    CU_ASSERT(has(with.out, "\"n_tokens\": 2,"));
+    CU_ASSERT(strstr(without.out, "\"n_tokens\": 2,") == NULL);
+    result_free(&with);
+    result_free(&without);
     result special = run("", "bench -m '%s' --special -p 1 -n 1", model);
     CU_ASSERT_EQUAL(special.rc, 2);
     CU_ASSERT(has(special.err, "--special: vt bench has no prompt text"));

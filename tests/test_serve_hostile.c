@@ -198,13 +198,28 @@ static void test_wrong_types(void) {
     expect_400("/v1/chat/completions",
                "{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":null}]}",
                "messages[1].content");
-    /* llama-server's ignore_eos is a boolean; true is taken: a completion runs its max_tokens */
+    /* llama-server's ignore_eos is a boolean; true is taken: a completion the
+     * end-of-generation token cut short (a seed found here) runs to its
+     * max_tokens with it */
     expect_400("/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":2,\"ignore_eos\":\"yes\"}", "ignore_eos");
-    serve_reply ie = serve_http(&srv, NULL, "/v1/completions",
-                                "{\"prompt\":\"x\",\"max_tokens\":40,\"ignore_eos\":true}", NULL);
+    int seed = 0;
+    for (int k = 1; k <= 300 && !seed; k++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"prompt\":\"x\",\"max_tokens\":40,\"temperature\":1.5,\"seed\":%d}", k);
+        serve_reply early = serve_http(&srv, NULL, "/v1/completions", body, NULL);
+        if (early.status == 200 && early.body.s && strstr(early.body.s, "\"finish_reason\":\"stop\"")) seed = k;
+        serve_reply_free(&early);
+    }
+    CU_ASSERT_FATAL(seed != 0);
+    char body[200];
+    snprintf(body, sizeof body,
+             "{\"prompt\":\"x\",\"max_tokens\":40,\"temperature\":1.5,\"seed\":%d,\"ignore_eos\":true}", seed);
+    serve_reply ie = serve_http(&srv, NULL, "/v1/completions", body, NULL);
     CU_ASSERT_EQUAL(ie.status, 200);
-    CU_ASSERT(ie.body.s && strstr(ie.body.s, "\"completion_tokens\":40") && strstr(ie.body.s, "\"length\""));
-    if (!ie.body.s || !strstr(ie.body.s, "\"completion_tokens\":40")) printf("\n%s\n", ie.body.s);
+    const bool ran_on = ie.body.s && strstr(ie.body.s, "\"completion_tokens\":40") &&
+                        strstr(ie.body.s, "\"finish_reason\":\"length\"");
+    if (!ran_on) printf("\nseed %d with ignore_eos: %s\n", seed, ie.body.s);
+    CU_ASSERT(ran_on);
     serve_reply_free(&ie);
     /* an assistant turn may leave it out */
     serve_reply r = serve_http(&srv, NULL, "/v1/chat/completions",

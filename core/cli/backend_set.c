@@ -23,6 +23,8 @@ vt_status vt_cli_loaded_backends(const vt_options *opt, vt_backend_set *out, vt_
     int scores[VT_CLI_MAX_BACKENDS];
     for (int i = 0; st == VT_OK && i < vt_registry_count(r) && out->n < VT_CLI_MAX_BACKENDS; i++) {
         const vt_backend_entry *b = vt_registry_at(r, i);
+        if (b->state == VT_BACKEND_REFUSED && out->n_refused < VT_CLI_MAX_BACKENDS)
+            snprintf(out->refused[out->n_refused++], sizeof out->refused[0], "%s", b->name);
         if (b->state != VT_BACKEND_LOADED) continue;
         int at = out->n++;
         for (; at > 0 && scores[at - 1] < b->score; at--) {
@@ -121,8 +123,11 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
             if (strcmp(name, "auto") != 0 && index_of(&loaded, name) < 0) {
                 char names[512];
                 list_names(&loaded, names, sizeof names);
-                return vt_fail(err, VT_ERR_BACKEND, "--backends: '%s' is not loaded (loaded: %s; see `vt backends`)",
-                               name, names);
+                bool was_refused = false; /* a backend that failed, or a name no backend has (a bad argument) */
+                for (int k = 0; k < loaded.n_refused && !was_refused; k++) was_refused = strcmp(loaded.refused[k], name) == 0;
+                return vt_fail(err, was_refused ? VT_ERR_BACKEND : VT_ERR_INVALID,
+                               "--backends: '%s' is %s (loaded: %s; see `vt backends`)", name,
+                               was_refused ? "refused" : "not a backend found here", names);
             }
             if (keep_repeats || index_of_entry(out, name, options) < 0) {
                 if (out->n == VT_CLI_MAX_BACKENDS)

@@ -12,6 +12,10 @@
 
 typedef struct vt_backend_set {
     char names[VT_CLI_MAX_BACKENDS][64];  /* the backend each entry runs on */
+    /* vt_cli_loaded_backends: the backends found but refused (a name given
+     * to --backends that is here failed; one that is nowhere is a typo) */
+    char refused[VT_CLI_MAX_BACKENDS][64];
+    int n_refused;
     /* what its results are called: the entry as given (NAME or
      * NAME:key=value...) in full, with #K for the K-th occurrence of a
      * repeat; sized for the longest name and options, so no two entries

@@ -553,7 +553,12 @@ vt_status vt_backends_test_run(const vt_backends_test_request *req, int *exit_co
     bool refused = false;
     find_tiers(req, &all);
     if (all.refusal[0]) { /* nothing can run: the one error line, before any report */
-        fprintf(stderr, "vt: backends --test %s: %s\n", req->target, all.refusal);
+        /* a file's refusal begins with its path already */
+        const size_t n = strlen(req->target);
+        if (strncmp(all.refusal, req->target, n) == 0 && all.refusal[n] == ':')
+            fprintf(stderr, "vt: backends --test %s\n", all.refusal);
+        else
+            fprintf(stderr, "vt: backends --test %s: %s\n", req->target, all.refusal);
         *exit_code = 2;
         return VT_OK;
     }

@@ -20,10 +20,10 @@ vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
         }
     }
     vt_status st = vt_options_load(&c->opt, config, err);
-    /* The config file is one of the command's arguments: one that does not
-     * parse, or names a section or key vt does not know, is a bad argument
-     * (exit 2) as a bad value in it is, not "other". */
-    if (st == VT_ERR_FORMAT) st = err->code = VT_ERR_INVALID;
+    /* The config file is one of the command's arguments: one that cannot be
+     * read, does not parse, or names a section or key vt does not know, is a
+     * bad argument (exit 2) as a bad value in it is, not "other". */
+    if (st == VT_ERR_FORMAT || st == VT_ERR_IO) st = err->code = VT_ERR_INVALID;
     return st;
 }
 
@@ -426,10 +426,6 @@ static vt_status prompt_tokens(const vt_model *m, const vt_cli_prompt *p, bool s
         st = vt_tokenize(m->tokenizer, text, len, vt_tokenizer_add_bos(m->tokenizer), special, tokens, n, err);
     free(owned);
     return st;
-}
-
-vt_status vt_cli_prompt_tokens(const vt_model *m, const vt_cli_prompt *p, int32_t **tokens, size_t *n, vt_error *err) {
-    return prompt_tokens(m, p, false, tokens, n, err);
 }
 
 vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const vt_cli_prompt *p,

@@ -136,9 +136,8 @@ vt_status vt_cli_open_engine(const vt_cli_common *c, bool all_logits, vt_model *
                              vt_error *err);
 
 /* Prompt -> tokens: --tokens ids as given, else the text (or the file's, or
- * stdin's) through the model's tokenizer (BOS as its metadata says). */
-vt_status vt_cli_prompt_tokens(const vt_model *m, const vt_cli_prompt *p, int32_t **tokens, size_t *n, vt_error *err);
-/* The same, with special-token parsing as c->special says. */
+ * stdin's) through the model's tokenizer (BOS as its metadata says, control
+ * tokens' text matched as c->special says). */
 vt_status vt_cli_prompt_tokens_for(const vt_cli_common *c, const vt_model *m, const vt_cli_prompt *p,
                                    int32_t **tokens, size_t *n, vt_error *err);
 #endif

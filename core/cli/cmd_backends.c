@@ -82,6 +82,7 @@ typedef struct backends_opts {
     const char *test;  /* --test NAME|FILE */
     const char *ops, *dtypes;
     int64_t seed;
+    bool seed_given;
     bool perf, json;
     bool calibrate;
     bool matrix;
@@ -95,7 +96,10 @@ static vt_arg_result backends_arg(void *opts, int argc, char **argv, int *i, vt_
     if (strcmp(a, "--test") == 0) return vt_cli_text_arg(argc, argv, i, &o->test, err);
     if (strcmp(a, "--ops") == 0) return vt_cli_text_arg(argc, argv, i, &o->ops, err);
     if (strcmp(a, "--dtypes") == 0) return vt_cli_text_arg(argc, argv, i, &o->dtypes, err);
-    if (strcmp(a, "--seed") == 0) return vt_cli_int_arg(argc, argv, i, "--seed", 0, INT64_MAX, &o->seed, err);
+    if (strcmp(a, "--seed") == 0) {
+        o->seed_given = true;
+        return vt_cli_int_arg(argc, argv, i, "--seed", 0, INT64_MAX, &o->seed, err);
+    }
     if (strcmp(a, "--perf") == 0) o->perf = true;
     else if (strcmp(a, "--json") == 0) o->json = true;
     else if (strcmp(a, "--calibrate") == 0) o->calibrate = true;
@@ -116,9 +120,18 @@ static vt_status validate_backends(const backends_opts *o, vt_backends_test_requ
     if (o->test && o->check) return vt_fail(err, VT_ERR_INVALID, "backends: give --check FILE or --test NAME|FILE, not both");
     if (o->calibrate && (o->test || o->check))
         return vt_fail(err, VT_ERR_INVALID, "backends: --calibrate goes without --check and --test");
+    /* engine flags it has nowhere to apply: refused, not ignored */
+    if (o->c.special || o->c.dry_run || o->c.explain)
+        return vt_fail(err, VT_ERR_INVALID, "backends: %s applies to a run, not to vt backends",
+                       o->c.special ? "--special" : o->c.dry_run ? "--dry-run" : "--explain");
+    if (o->c.model_path && !o->calibrate)
+        return vt_fail(err, VT_ERR_INVALID, "backends: -m goes with --calibrate (vt backends lists and tests backends, not models)");
+    if (!o->matrix && (o->test || o->calibrate))
+        return vt_fail(err, VT_ERR_INVALID, "backends: --brief shortens the list; it does not go with --%s",
+                       o->test ? "test" : "calibrate");
     if (!o->test) {
-        if (o->ops || o->dtypes || o->perf || o->json)
-            return vt_fail(err, VT_ERR_INVALID, "backends: --ops, --dtypes, --perf and --json go with --test");
+        if (o->ops || o->dtypes || o->perf || o->json || o->seed_given)
+            return vt_fail(err, VT_ERR_INVALID, "backends: --ops, --dtypes, --seed, --perf and --json go with --test");
         return VT_OK;
     }
     *req = (vt_backends_test_request){
@@ -136,7 +149,7 @@ static vt_status validate_backends(const backends_opts *o, vt_backends_test_requ
 /* The verdict on one plugin file, on stdout; *refused when it does not load
  * (the answer of --check, not an error of the command). */
 static void check_file(const backends_opts *o, const vt_host *host, bool *refused) {
-    vt_backend_entry entry;
+    vt_backend_entry entry = {0};
     vt_error why = {0};
     if (vt_registry_check_file(host, o->check, &entry, &why) != VT_OK) {
         printf("%s: refused: %s\n", o->check, entry.reason[0] ? entry.reason : why.msg);

@@ -818,7 +818,7 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
     if (st == VT_OK) {
         vt_cli_prompt given = o->prompt;
         if (!given.text && !given.file && !given.ids) given.text = default_prompt;
-        st = vt_cli_prompt_tokens(model, &given, &tokens, &n_tokens, err);
+        st = vt_cli_prompt_tokens_for(&c, model, &given, &tokens, &n_tokens, err);
     }
     if (st == VT_OK && n_tokens == 0) st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens");
     if (st == VT_OK && o->ppl_file)

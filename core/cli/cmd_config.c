@@ -44,7 +44,7 @@ static vt_status resolve_backends(const vt_options *opt, char *backend, char *fa
     if (st == VT_OK)
         st = vt_registry_create(vt_host_get(pool), opt->backend_path[0] ? opt->backend_path : NULL,
                                 opt->backend_options, &r, err);
-    if (st == VT_OK) st = vt_engine_resolve_backends(opt, r, &preferred, &fb, err);
+    if (st == VT_OK) st = vt_engine_resolve_backends(opt, r, true, &preferred, &fb, err);
     if (st == VT_OK && preferred >= 0) snprintf(backend, size, "%s", vt_registry_at(r, preferred)->name);
     if (st == VT_OK && fb >= 0) snprintf(fallback, size, "%s", vt_registry_at(r, fb)->name);
     vt_registry_destroy(r);
@@ -112,6 +112,10 @@ int vt_cmd_config(int argc, char **argv) {
         help();
         return 0;
     }
+    /* flags of a run that are not settings: nothing here to apply them to */
+    if (st == VT_OK && (o.c.special || o.c.explain || o.c.dry_run || o.c.model_path))
+        st = vt_fail(&err, VT_ERR_INVALID, "config: %s applies to a run; vt config prints settings",
+                     o.c.special ? "--special" : o.c.explain ? "--explain" : o.c.dry_run ? "--dry-run" : "-m");
     if (st == VT_OK) st = run_config(&o, &err);
     return vt_cli_exit(st, &err);
 }

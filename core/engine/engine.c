@@ -171,11 +171,14 @@ static vt_status choose_backends(const vt_options *opt, const vt_registry *r, in
     return VT_OK;
 }
 
-vt_status vt_engine_resolve_backends(const vt_options *opt, const vt_registry *r, int32_t *preferred,
-                                     int32_t *fallback, vt_error *err) {
+vt_status vt_engine_resolve_backends(const vt_options *opt, const vt_registry *r, bool none_loaded_ok,
+                                     int32_t *preferred, int32_t *fallback, vt_error *err) {
     *preferred = *fallback = -1;
     vt_status st = check_backend_options(opt, r, err);
-    return st == VT_OK ? choose_backends(opt, r, preferred, fallback, err) : st;
+    if (st != VT_OK) return st;
+    const bool automatic = !opt->backend[0] || is_auto(opt);
+    if (none_loaded_ok && automatic && best_loaded(r, -1) < 0) return VT_OK;
+    return choose_backends(opt, r, preferred, fallback, err);
 }
 
 /* The KV-cache dtype asked for is a promise about precision: when no
@@ -338,7 +341,7 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         st = vt_registry_create(e->host, opt->backend_path[0] ? opt->backend_path : NULL, opt->backend_options,
                                 &e->registry, err);
     }
-    if (st == VT_OK) st = vt_engine_resolve_backends(opt, e->registry, &e->preferred, &e->fallback, err);
+    if (st == VT_OK) st = vt_engine_resolve_backends(opt, e->registry, false, &e->preferred, &e->fallback, err);
     if (st == VT_OK && is_auto(opt)) st = start_auto(e, shape->recalibrate, err);
     if (st == VT_OK) {
         const vt_hparams *hp = &model->hp;

@@ -53,9 +53,11 @@ int32_t vt_engine_default_fallback(const vt_registry *r, int32_t preferred);
  * names a backend that was found and whose init accepted it, and
  * runtime.backend / runtime.fallback name loaded backends (errors name
  * where the setting came from). *preferred and *fallback get the chosen
- * indices (-1: no fallback; --backend auto: the default ranking's). */
-vt_status vt_engine_resolve_backends(const vt_options *opt, const vt_registry *r, int32_t *preferred,
-                                     int32_t *fallback, vt_error *err);
+ * indices (-1: no fallback; --backend auto: the default ranking's).
+ * none_loaded_ok: an automatic choice with nothing loaded is not an error
+ * (*preferred -1), for a caller that only reports. */
+vt_status vt_engine_resolve_backends(const vt_options *opt, const vt_registry *r, bool none_loaded_ok,
+                                     int32_t *preferred, int32_t *fallback, vt_error *err);
 
 vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const vt_engine_shape *shape,
                                   vt_engine **out, vt_error *err);

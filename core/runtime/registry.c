@@ -454,9 +454,11 @@ static void default_folder(char *out, size_t size) {
     /* Linked into the program: for the main executable dladdr reports
      * argv[0], which is a bare name when the program was found through
      * PATH (resolved against the working directory, it would name some
-     * other folder, or load whatever ../lib/vt holds there); the kernel
-     * knows the executable's real path. */
-    const ssize_t n = readlink("/proc/self/exe", program, sizeof program - 1);
+     * other folder, or load whatever ../lib/vt holds there); then the
+     * kernel's path of the executable. Not always: run through the dynamic
+     * loader (ld.so vt ...) that path is the loader's, and argv[0] is the
+     * program's. */
+    const ssize_t n = strchr(info.dli_fname, '/') ? -1 : readlink("/proc/self/exe", program, sizeof program - 1);
     if (n > 0) {
         program[n] = '\0';
         file = program;
@@ -540,7 +542,10 @@ vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backe
         return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
     }
     vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = ""};
-    load_file(host, &config, path, name, entry);
+    /* a bare file name is the file in this folder (dlopen would search the library path for it) */
+    char here[PATH_MAX];
+    if (!slash) format_into(here, sizeof here, "./%s", path);
+    load_file(host, &config, slash ? path : here, name, entry);
     if (entry->state != VT_BACKEND_LOADED) return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
     /* The ctx stays live so the caller can ask supports() (the capability
      * matrix of `vt backends --check`) until vt_registry_release_checked. */

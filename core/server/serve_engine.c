@@ -290,7 +290,8 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     r.seed = job->req.seed; /* given, or chosen at submission */
     r.presence_penalty = job->req.presence_penalty;
     r.frequency_penalty = job->req.frequency_penalty;
-    if (job->req.kind == VT_SERVE_CHAT && e->cfg.n_chat_stop_ids > 0) {
+    /* the chat's end-of-turn ids are its end-of-generation ids: ignore_eos drops them too */
+    if (job->req.kind == VT_SERVE_CHAT && e->cfg.n_chat_stop_ids > 0 && !job->req.ignore_eos) {
         r.stop_ids = e->chat_stop_ids;
         r.n_stop_ids = e->cfg.n_chat_stop_ids;
     }

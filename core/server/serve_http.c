@@ -68,6 +68,7 @@ typedef struct request_ctx {
     bool has_seed; /* a generate request: the seed it sampled with, for the log line */
     uint64_t seed;
     bool client_left;
+    bool stream_delivered; /* a stream's last byte was handed over: a close after it is no leaving */
     bool framing_error; /* the body's length is unknowable: answer, then close */
     /* as the client sent them (escaped only for the log) */
     char method[16], path[256];
@@ -307,7 +308,10 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         free(st->pending);
         st->pending = NULL;
         st->n_pending = st->pending_pos = 0;
-        if (st->finished) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (st->finished) {
+            st->rq->stream_delivered = true;
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
         if (!next_events(st)) {
             st->rq->client_left = true;
             return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -770,8 +774,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     int status = rq->status ? rq->status : timed_out ? 408 : cut_short ? 499 : 500;
     bool left = rq->client_left || (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !timed_out);
     /* A stream's 200 went out with its first event; a client that hangs up
-     * before the last one left all the same. */
-    if (left && status == 200) status = 499;
+     * before the last one left all the same (not a server that is stopping:
+     * its drain ended the stream). */
+    if (left && status == 200 && !rq->stream_delivered && toe != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN)
+        status = 499;
     vt_serve_metrics_request(s->metrics, status);
     char method[4 * sizeof rq->method], path[4 * sizeof rq->path];
     vt_serve_log_escape(rq->method, method, sizeof method);

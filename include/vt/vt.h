@@ -171,9 +171,11 @@ typedef struct vt_batch_request {
      * admits nothing more, as VT_FINISH_LENGTH at max_new_tokens or when no
      * token can continue it. Needs the model's tokenizer. */
     const char *grammar;
-    /* Generation goes on past the stop ids (the model's end-of-generation
-     * ids when n_stop_ids is 0): max_new_tokens, a stop string, a complete
-     * grammar or cancellation end it. For benchmarks of a fixed length.
+    /* Generation goes on past the model's end-of-generation ids (which end
+     * a request whose n_stop_ids is 0); stop_ids the caller gives still end
+     * it, as do max_new_tokens, a stop string, a complete grammar and
+     * cancellation. The end-of-generation tokens are generated as any other
+     * (as vt run --ignore-eos does). For benchmarks of a fixed length.
      * Default false. */
     bool ignore_eos;
 } vt_batch_request;
