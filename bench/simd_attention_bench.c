@@ -6,12 +6,15 @@
  * bytes read per call / wall time.
  *
  *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-P shared]
- *                        [-L layers] [-r reps]
+ *                        [-D decodes] [-L layers] [-r reps]
  *                        [LIB.so [LIB2.so]]
  *
  * -S: S sequences in one call, each with its own blocks and T tokens at the
  * end of its N positions (-S 8 -T 1 is a decode step of 8 sequences, the
  * batched-decode case; the bytes read are S times one sequence's).
+ * -D N: the first N of the S sequences bring one token each (decodes,
+ * first in the call, as a scheduler plans them) and the others T each: a
+ * serving step where a prompt chunk shares the call with decodes.
  * -P N: the sequences' first N positions (whole blocks of them) are the same
  * blocks, as a prompt beginning the prefix cache gave every sequence; the
  * bytes reported are still S times one sequence's, so GB/s over the shared
@@ -99,7 +102,7 @@ __attribute__((target("avx2"))) static void read_items(void *arg, int64_t begin,
 
 int main(int argc, char **argv) {
     int n_threads = 2, reps = 10, max_layers = MAX_LAYERS;
-    int64_t n_ctx = 2048, T = 1, S = 1, shared = 0;
+    int64_t n_ctx = 2048, T = 1, S = 1, shared = 0, n_decodes = 0;
     int32_t dtype = VT_F16;
     const char *libs[2] = {"build/lib/vt/libvt-backend-simd.so", NULL};
     int n_libs = 0;
@@ -111,6 +114,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-S") && i + 1 < argc) S = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-L") && i + 1 < argc) max_layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-P") && i + 1 < argc) shared = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "-D") && i + 1 < argc) n_decodes = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
         else if (n_libs < 2) libs[n_libs++] = argv[i];
         else {
@@ -118,7 +122,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || shared < 0 || shared > n_ctx - T || S < 1 || S > 1024 || reps < 1 || max_layers < 1) {
+    if (dtype < 0 || n_ctx < 1 || T < 1 || T > n_ctx || shared < 0 || shared > n_ctx - T || S < 1 || S > 1024 || reps < 1 || max_layers < 1 ||
+        n_decodes < 0 || n_decodes > S) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
@@ -130,7 +135,7 @@ int main(int argc, char **argv) {
     if (!bench_open_backend(libs[0], "", n_threads, &pool, &host, &backends[0], &ctxs[0])) return 1;
     if (n_libs == 2 && !bench_load_backend(libs[1], "", host, n_threads, &backends[1], &ctxs[1])) return 1;
 
-    const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = T * S;
+    const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = n_decodes + T * (S - n_decodes);
     const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);
     int layers = (int)(MAX_CACHE_BYTES / (2 * cache_bytes));
     layers = layers < 4 ? 4 : layers;
@@ -156,8 +161,10 @@ int main(int argc, char **argv) {
     for (int64_t s = 0; s < S; s++)
         for (int64_t i = 0; i < seq_blocks; i++)
             table[s * seq_blocks + i] = (int32_t)(i * S + ((i + 1) * BLOCK <= shared ? 0 : s));
-    for (int64_t s = 0; s < S; s++)
-        for (int64_t t = 0; t < T; t++) pos[s * T + t] = (int32_t)(n_ctx - T + t), seq[s * T + t] = (int32_t)s;
+    for (int64_t s = 0, at = 0; s < S; s++) {
+        const int64_t n = s < n_decodes ? 1 : T;
+        for (int64_t t = 0; t < n; t++, at++) pos[at] = (int32_t)(n_ctx - n + t), seq[at] = (int32_t)s;
+    }
 
     vt_node node = {.struct_size = sizeof node, .op = VT_OP_ATTENTION,
                     .phase = T == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL, .n_src = 6};
