@@ -39,7 +39,9 @@
  * load8), each
  * query's scores are computed 4 positions per pass over the query, the
  * running max / sum / accumulator are rescaled once per
- * chunk (not once per position), the exponentials computed 8 at a time, and
+ * chunk (not once per position; on the AVX-512 tier for 16 queries that
+ * see a whole chunk at once, transposed: chunk_softmax16x16), the
+ * exponentials computed 8 at a time, and
  * the weighted v rows summed into the accumulator in register slices
  * (loaded and stored once per chunk, not once per row). A Q8_0 cache is not
  * widened to rows: the queries are quantized once per item to 16-bit blocks
