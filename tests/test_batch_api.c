@@ -365,6 +365,16 @@ static void test_bad_input_is_refused_naming_the_field(void) {
     }
 }
 
+/* A sampled request (temperature 1.5) of the prompt, seeded. */
+static void sampled_request(vt_batch_request *r, const int32_t *prompt, size_t n, int64_t max_new, uint64_t seed) {
+    vt_batch_request_init(r);
+    r->ids = prompt;
+    r->n_ids = n;
+    r->max_new_tokens = max_new;
+    r->temperature = 1.5f;
+    r->seed = seed;
+}
+
 /* ignore_eos: a request the model's end-of-generation token ends early (a
  * seed found at run time) runs to max_new_tokens with it, the same tokens
  * up to there, the end token among them; a stop id the caller gives still
@@ -383,12 +393,7 @@ static void test_ignore_eos_runs_past_end_of_generation(void) {
     uint64_t seed = 0;
     for (uint64_t s = 1; s <= 400 && !seed; s++) { /* a sampled answer the end token cuts short */
         vt_batch_request r;
-        vt_batch_request_init(&r);
-        r.ids = prompt;
-        r.n_ids = 9;
-        r.max_new_tokens = max_new;
-        r.temperature = 1.5f;
-        r.seed = s;
+        sampled_request(&r, prompt, 9, max_new, s);
         uint64_t id;
         CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
         n_got[0] = 0;
@@ -400,12 +405,7 @@ static void test_ignore_eos_runs_past_end_of_generation(void) {
     const int64_t stopped_at = n_got[0];
     const int32_t end_token = got[0][stopped_at - 1];
     vt_batch_request r;
-    vt_batch_request_init(&r);
-    r.ids = prompt;
-    r.n_ids = 9;
-    r.max_new_tokens = max_new;
-    r.temperature = 1.5f;
-    r.seed = seed;
+    sampled_request(&r, prompt, 9, max_new, seed);
     r.ignore_eos = true;
     uint64_t ids[3];
     CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[0], err, sizeof err), VT_OK);

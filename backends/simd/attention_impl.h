@@ -677,6 +677,20 @@ static void chunk_softmax(float *sj, int64_t n, float scale, float *run_max, flo
     *run_sum += simd_hsum_ps(_mm256_add_ps(e0, e1));
 }
 
+#if QUERIES_PER_LOAD == 4
+/* Queries j .. j + n - 1 of qs: each one's vector, its scores' row (from sj,
+ * query j's) and its accumulator. */
+SIMD_INLINE void query_slots(const query_set *qs, int64_t j, int n, int64_t G, int64_t D, float *sj, float *acc,
+                             const float **q, float **s, float **y) {
+    for (int u = 0; u < n; u++) {
+        const int64_t ju = j + u;
+        q[u] = qs->q + (ju / G) * qs->q_token_stride + (ju % G) * D;
+        s[u] = sj + u * CHUNK;
+        y[u] = acc + ju * D;
+    }
+}
+#endif
+
 /* One chunk for every query of qs: each query's scores against the rows it
  * sees (up to its limit), then its running state rescaled once and the
  * weighted v rows added. A query's numbers depend only on the query, the
@@ -705,12 +719,7 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         if (sixteen) {
             const float *q16[16];
             float *s16[16], *y16[16];
-            for (int u = 0; u < 16; u++) {
-                const int64_t ju = j + u;
-                q16[u] = qs->q + (ju / G) * qs->q_token_stride + (ju % G) * D;
-                s16[u] = sj + u * CHUNK;
-                y16[u] = acc + ju * D;
-            }
+            query_slots(qs, j, 16, G, D, sj, acc, q16, s16, y16);
             for (int u = 0; u < 16; u += 4)
                 for (int64_t r0 = 0; r0 < CHUNK; r0 += 8) {
                     float *const o4[4] = {s16[u] + r0, s16[u + 1] + r0, s16[u + 2] + r0, s16[u + 3] + r0};
@@ -724,12 +733,7 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         if (!k_q8 && !v_q8 && j + 3 < nq && count[j + 1] == n && count[j + 2] == n && count[j + 3] == n) {
             const float *q4[4];
             float *s4[4], *y4[4];
-            for (int u = 0; u < 4; u++) {
-                const int64_t ju = j + u;
-                q4[u] = qs->q + (ju / G) * qs->q_token_stride + (ju % G) * D;
-                s4[u] = sj + u * CHUNK;
-                y4[u] = acc + ju * D;
-            }
+            query_slots(qs, j, 4, G, D, sj, acc, q4, s4, y4);
             for (; i + 8 <= n; i += 8) {
                 float *const o4[4] = {s4[0] + i, s4[1] + i, s4[2] + i, s4[3] + i};
                 dot4x8(q4, r->k + i, D, o4);
