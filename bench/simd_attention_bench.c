@@ -218,9 +218,11 @@ int main(int argc, char **argv) {
         qsort(tc[l], (size_t)n_calls, sizeof *tc[l], cmp_double);
         const double med = tw[l][n_calls / 2], cmed = tc[l][n_calls / 2];
         const double read_gbs = 2.0 * (double)row * (double)(n_ctx * S) / med * 1e-9;
-        printf("%s %-5s ctx %lld T %lld S %lld L %d, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d "
+        char decodes[32] = "";
+        if (n_decodes > 0) snprintf(decodes, sizeof decodes, " (%lld decoding)", (long long)n_decodes);
+        printf("%s %-5s ctx %lld T %lld S %lld%s L %d, %d threads: %8.1f us/call (cpu %8.1f us), %6.2f GB/s of cache, x%d "
                "layers = %.2f ms; read floor %6.2f GB/s: %3.0f%% of it\n",
-               libs[l], vt_dtype_name(dtype), (long long)n_ctx, (long long)T, (long long)S, layers, n_threads, med * 1e6,
+               libs[l], vt_dtype_name(dtype), (long long)n_ctx, (long long)T, (long long)S, decodes, layers, n_threads, med * 1e6,
                cmed * 1e6, read_gbs, MAX_LAYERS, med * MAX_LAYERS * 1e3, floor_gbs, 100.0 * read_gbs / floor_gbs);
     }
     for (int l = 0; l < n_libs; l++) backends[l]->shutdown(ctxs[l]);

@@ -768,6 +768,24 @@ static void test_attention_rows_independent(void) {
         }
 }
 
+/* A NaN in the cache (a broken model's) makes every query's score at that
+ * position NaN; which values a max keeps then depends on the order it takes
+ * them in, so every path (16 queries' softmax at once, four, one, decode)
+ * must take them in the same order: the outputs are still bit-identical
+ * prefill against decode. Eight query heads on one kv head, so two tokens
+ * make 16 queries. */
+static void test_attention_nan_score_same_on_every_path(void) {
+    if (!simd_available()) return;
+    attn_case c = {.D = 64, .H = 8, .KVH = 1, .BS = 16, .n_blocks = 5, .n_seqs = 1, .max_blocks = 3, .T = 32};
+    int32_t pos[32], seq[32];
+    for (int t = 0; t < 32; t++) pos[t] = t, seq[t] = 0;
+    vt_node all = attention_node(&c, VT_F32, pos, seq, VT_PHASE_PREFILL, 4100);
+    const int64_t block0 = 7 % c.n_blocks; /* the harness's table: sequence 0's first block */
+    ((float *)all.src[1].data)[(block0 * c.BS + 8) * c.KVH * c.D + 5] = NAN;
+    CU_ASSERT_EQUAL(tokens_differing_alone(&c, &all, pos, seq), 0);
+    vt_harness_node_free(&all);
+}
+
 /* The same at head dim 128, which decode of 16-bit caches runs through a
  * copy of its kernels with the head dim a constant (attention.c,
  * attend_heads): those must compute a prompt run's numbers too. Query heads
@@ -1152,6 +1170,7 @@ int main(void) {
         {"attention at contexts of one and many spans, 1 and 8 sequences", test_attention_spans},
         {"attention of a token bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent},
+        {"a NaN score: the same numbers prefill and decode", test_attention_nan_score_same_on_every_path},
         {"attention at head dim 128 bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent_d128},
         {"attention of sequences decoding over shared blocks, against reference and each alone, bit for bit",

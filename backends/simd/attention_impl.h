@@ -609,11 +609,15 @@ SIMD_INLINE void chunk_softmax16x16(float *const *s, float scale, float *run_max
     for (int q = 0; q < 16; q++) x[q] = _mm512_loadu_ps(s[q]);
     transpose16x16(x); /* x[p]: position p of each query */
     const __m512 sc = _mm512_set1_ps(scale);
-    __m512 cmax = x[0] = _mm512_mul_ps(x[0], sc);
-    for (int p = 1; p < CHUNK; p++) {
-        x[p] = _mm512_mul_ps(x[p], sc);
-        cmax = _mm512_max_ps(cmax, x[p]);
-    }
+    for (int p = 0; p < CHUNK; p++) x[p] = _mm512_mul_ps(x[p], sc);
+    /* the max in chunk_softmax16's tree and operand order (positions l and
+     * l + 8, then i and i + 4, then 0 and 2, 1 and 3, then those two): a
+     * max's order does not matter for numbers, but for a NaN score it
+     * decides which values survive, and every path must agree on that too */
+    __m512 m[8];
+    for (int l = 0; l < 8; l++) m[l] = _mm512_max_ps(x[l], x[l + 8]);
+    for (int i = 0; i < 4; i++) m[i] = _mm512_max_ps(m[i], m[i + 4]);
+    const __m512 cmax = _mm512_max_ps(_mm512_max_ps(m[0], m[2]), _mm512_max_ps(m[1], m[3]));
     const __m512 old_max = _mm512_loadu_ps(run_max);
     const __m512 new_max = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(cmax, old_max, _CMP_GT_OQ), old_max, cmax);
     /* the queries whose max rose rescale their state (raise_max's test and operations) */
