@@ -175,18 +175,30 @@ static void test_seeded_output_repeats(void) {
 }
 
 static void test_grammar_shapes_answers(void) {
-    const char *grammar = input_file("yes_no.gbnf", "root ::= \"yes\" | \"no\"\n");
+    const char *grammar = input_file("yes_no.gbnf", "root ::= \"yes please\" | \"no thanks\"\n");
     const char *in = input_file("grammar.txt", "first question\nsecond question\n");
     char *out = NULL, *err = NULL;
-    int rc = vt_test_run_vt_checked(&out, &err, CHAT_ARGS " -n 8 --seed 3 --grammar-file '%s' < '%s'", grammar, in);
+    int rc = vt_test_run_vt_checked(&out, &err, CHAT_ARGS " -n 8 --seed 3 --show-prompt --grammar-file '%s' < '%s'",
+                                    grammar, in);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    char *first = NULL;
     int answers = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
-        CU_ASSERT(strcmp(line, "yes") == 0 || strcmp(line, "no") == 0);
+        CU_ASSERT(strcmp(line, "yes please") == 0 || strcmp(line, "no thanks") == 0);
+        if (!first) first = line;
         answers++;
     }
     CU_ASSERT_EQUAL(answers, 2);
+    /* The answer the grammar completed is kept whole in the conversation:
+     * its last token is the answer's, not a stop token left out. */
+    char *prompts[4] = {0};
+    CU_ASSERT_EQUAL_FATAL(read_prompts(err, prompts, 4), 2);
+    char kept[64];
+    snprintf(kept, sizeof kept, "<|im_start|>assistant\n%s<|im_end|>", first ? first : "?");
+    if (!strstr(prompts[1], kept)) printf("\nturn 2's prompt lacks '%s':\n%s", kept, prompts[1]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(prompts[1], kept));
+    free_all(prompts, 2);
     free(out);
     free(err);
 }

@@ -460,7 +460,11 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
          * next rendering begins with the text of the tokens the model saw;
          * only a stop string, which cuts the text but not the tokens, keeps
          * the printed text and lets the next turn tokenize everything. */
-        const bool stop_token = out.finish == VT_SCHED_FINISH_STOP;
+        /* ended by a stop id (whose token is not part of the answer), not
+         * by a grammar that is complete (whose last token is) */
+        bool stop_token = false;
+        for (int32_t i = 0; out.finish == VT_SCHED_FINISH_STOP && i < ch->n_stop_ids; i++)
+            stop_token |= gen[n_gen - 1] == ch->stop_ids[i];
         const bool cut = out.finish == VT_SCHED_FINISH_STOP_STRING;
         bytes spelled = {0};
         bool ok = cut || (spell(ch->tok, gen, stop_token ? n_gen - 1 : n_gen, &spelled) && append(&spelled, "", 0));
