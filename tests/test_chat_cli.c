@@ -227,12 +227,12 @@ static void test_refusals(void) {
     expect_refusal(CHAT_ARGS " -n 0", 2, "-n 0");
     expect_refusal(CHAT_ARGS " --temp -1", 2, "--temp");
     expect_refusal("chat -m " MODEL " --chat-template nonesuch", 2, "nonesuch");
-    expect_refusal("chat -m " MODEL " --chat-template-file /nonexistent/t.jinja", 1, "/nonexistent/t.jinja");
+    expect_refusal("chat -m " MODEL " --chat-template-file /nonexistent/t.jinja", 2, "/nonexistent/t.jinja");
     snprintf(args, sizeof args, "chat -m %s --chat-template-file %s", MODEL, bad_template);
     expect_refusal(args, 2, bad_template);
     /* qwen3-tiny carries no template: the message names the way out. */
     expect_refusal("chat -m " MODEL " < /dev/null", 4, "--chat-template-file");
-    expect_refusal("chat -m /nonexistent/model.gguf --chat-template chatml", 1, "/nonexistent/model.gguf");
+    expect_refusal("chat -m /nonexistent/model.gguf --chat-template chatml", 2, "/nonexistent/model.gguf");
 }
 
 /* The lines of `vt CMD --help` that describe FLAG (its line and the

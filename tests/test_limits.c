@@ -167,10 +167,10 @@ static void test_absurd_context(void) {
 static void test_hparams_disagree_with_shapes(void) {
     /* head_count doubled: n_head x head_dim = 128 but attn_q has 64 rows */
     result r = vt("run -m '%s' --tokens 5", mismatch);
-    EXPECT_ERROR(r, 1, "blk.0.attn_q.weight", "hyperparameters");
+    EXPECT_ERROR(r, 2, "blk.0.attn_q.weight", "hyperparameters");
     free_result(&r);
     r = vt("eval -m '%s' --tokens 5", mismatch);
-    CU_ASSERT_EQUAL(r.rc, 1); /* a malformed model, as vt run says */
+    CU_ASSERT_EQUAL(r.rc, 2); /* a malformed model: a bad argument, as vt run says */
     CU_ASSERT(r.err && strstr(r.err, "blk.0.attn_q.weight")); /* naming the tensor */
     free_result(&r);
 }
@@ -184,9 +184,9 @@ static void test_malformed_files_one_line(void) {
                        : cmd == 2 ? vt("tokenize -m '%s' hello", files[i])
                                   : vt("info '%s'", files[i]);
             const char *e = r.err ? r.err : "";
-            /* exit 1: VT_ERR_FORMAT (a malformed file), one line naming the file once */
+            /* exit 2 (a file given that does not parse is a bad argument), one line naming the file once */
             const char *named = strstr(e, files[i]);
-            bool ok = r.rc == 1 && strncmp(e, "vt: ", 4) == 0 && hm_count_lines(e) == 1 && named != NULL &&
+            bool ok = r.rc == 2 && strncmp(e, "vt: ", 4) == 0 && hm_count_lines(e) == 1 && named != NULL &&
                       strstr(named + 1, files[i]) == NULL;
             if (!ok) printf("\n  %s %s: exit %d, stderr: %s", commands[cmd], files[i], r.rc, e);
             CU_ASSERT(ok);

@@ -162,7 +162,7 @@ static void test_prompt_from_stdin_and_file(void) {
     CU_ASSERT_STRING_EQUAL(piped.out, direct.out);
     CU_ASSERT_STRING_EQUAL(filed.out, direct.out);
     result missing = run("", "run -m '%s' -f /nonexistent/prompt.txt -n 2", model);
-    CU_ASSERT_EQUAL(missing.rc, 1);
+    CU_ASSERT_EQUAL(missing.rc, 2);
     CU_ASSERT(has(missing.err, "-f /nonexistent/prompt.txt: cannot open"));
     result both = run("", "run -m '%s' -p hi -f '%s' -n 2", model, file);
     CU_ASSERT_EQUAL(both.rc, 2);

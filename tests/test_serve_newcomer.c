@@ -181,6 +181,28 @@ static void test_listen_errors_say_what_bind_said(void) {
     free(err);
 }
 
+/* A template the flags name that cannot be read, or does not parse, is
+ * refused before the port opens and the model loads (a typo must not cost a
+ * load, nor show a load balancer a listening server that then exits). */
+static void test_bad_template_refused_before_listening(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char bad[1024], cmd[3200], *err = NULL;
+    FILE *f = fopen(vt_test_tmpfile(bad, sizeof bad, "broken.jinja"), "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{% for m in messages %}{{ m.content }", f);
+    fclose(f);
+    const char *files[] = {"/nonexistent/t.jinja", bad};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s/models/%s' -t 1 --port 0 --chat-template-file '%s'",
+                 VT_CLI_PATH, dir, MODEL, files[i]);
+        CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 2);
+        CU_ASSERT(err && strstr(err, files[i]) && !strstr(err, "listening"));
+        if (err && strstr(err, "listening")) printf("\n  %s", err);
+        free(err);
+        err = NULL;
+    }
+}
+
 int main(void) {
     if (!VT_TEST_HAVE_SERVE) {
         printf("SKIP: vt serve was not built (libmicrohttpd or jansson missing at configure time)\n");
@@ -192,6 +214,7 @@ int main(void) {
         {"a 400's log line names the field and the reason", test_bad_request_log_names_field_and_reason},
         {"parallel_tool_calls, service_tier, store: decided per field", test_openai_habit_fields_decided_per_field},
         {"listen errors say what bind said", test_listen_errors_say_what_bind_said},
+        {"a bad --chat-template-file is refused before listening", test_bad_template_refused_before_listening},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve newcomer", suite_init, suite_cleanup, tests);

@@ -19,12 +19,7 @@ vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
             config = argv[i] + 9;
         }
     }
-    vt_status st = vt_options_load(&c->opt, config, err);
-    /* The config file is one of the command's arguments: one that cannot be
-     * read, does not parse, or names a section or key vt does not know, is a
-     * bad argument (exit 2) as a bad value in it is, not "other". */
-    if (st == VT_ERR_FORMAT || st == VT_ERR_IO) st = err->code = VT_ERR_INVALID;
-    return st;
+    return vt_options_load(&c->opt, config, err);
 }
 
 const char *vt_cli_value(int argc, char **argv, int *i, vt_error *err) {
@@ -326,7 +321,11 @@ int vt_cli_error(const vt_error *err) {
     fprintf(stderr, "%s\n", named ? "]" : "");
     switch (err->code) {
     case VT_OK: return 0;
-    case VT_ERR_INVALID: return 2;
+    /* a file the command was given (model, prompt, grammar, template,
+     * config) that cannot be read or does not parse is a bad argument too */
+    case VT_ERR_INVALID:
+    case VT_ERR_IO:
+    case VT_ERR_FORMAT: return 2;
     case VT_ERR_CONTEXT_FULL: return 3;
     case VT_ERR_UNSUPPORTED: return 4;
     case VT_ERR_BACKEND: return 5;
