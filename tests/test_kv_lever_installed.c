@@ -234,6 +234,19 @@ static void test_installed_vt_through_path_finds_its_backends(void) {
     free(err);
 }
 
+/* The installed systemd unit starts the installed vt with the installed
+ * ini: under this prefix, not /usr's paths (which do not exist here). */
+static void test_installed_unit_names_the_installed_files(void) {
+    char unit[1200], want[3300];
+    snprintf(unit, sizeof unit, "%s/lib/systemd/system/vt-serve.service", prefix);
+    char *text = vt_test_read_file(unit, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    snprintf(want, sizeof want, "ExecStart=%s/bin/vt serve --config %s/etc/vt/vt-serve.ini ", prefix, prefix);
+    if (!strstr(text, want)) printf("\n%s lacks '%s'", unit, want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, want));
+    free(text);
+}
+
 static void test_kv_cache_q8_0_on_every_installed_backend(void) {
     lever_on_every_installed_backend("VT_KV_CACHE_DTYPE=q8_0", "q8_0", "env VT_KV_CACHE_DTYPE");
 }
@@ -476,6 +489,7 @@ int main(void) {
         {"installed vt, VT_KV_CACHE_DTYPE=q8_0, every backend: forward completes, plan stores q8_0, what a backend "
          "declines runs on the fallback",
          test_kv_cache_q8_0_on_every_installed_backend},
+        {"the installed systemd unit names the installed vt and ini", test_installed_unit_names_the_installed_files},
         {"installed vt found through PATH from another folder finds its backends",
          test_installed_vt_through_path_finds_its_backends},
         {"installed vt: cli > VT_KV_CACHE_DTYPE > VT_KV_CACHE_F32 > ini > default", test_precedence_chain},
