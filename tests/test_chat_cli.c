@@ -161,9 +161,13 @@ static void test_system_message(void) {
 static void test_seeded_output_repeats(void) {
     const char *in = input_file("seeded.txt", "hello there\nwhat comes next\n");
     char *out[2] = {0}, *err[2] = {0};
-    for (int k = 0; k < 2; k++)
-        CU_ASSERT_EQUAL(vt_test_run_vt_checked(&out[k], &err[k], CHAT_ARGS " -n 16 --seed 1234 --temp 0.9 < '%s'", in),
-                        0);
+    /* without --seed, the seed drawn is printed, and replays the chat */
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(&out[0], &err[0], CHAT_ARGS " -n 16 --temp 0.9 < '%s'", in), 0);
+    const char *said = err[0] ? strstr(err[0], "vt chat: seed ") : NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(said);
+    const unsigned long long seed = strtoull(said + 14, NULL, 10);
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(&out[1], &err[1], CHAT_ARGS " -n 16 --seed %llu --temp 0.9 < '%s'", seed, in),
+                    0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out[0]);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out[1]);
     CU_ASSERT(strlen(out[0]) > 2); /* two answers, not two empty lines */
@@ -485,7 +489,7 @@ int main(void) {
         {"two turns: the second prompt holds the first, from the cache", test_two_turns_keep_history},
         {"/reset forgets the conversation", test_reset_forgets},
         {"--system and /system put the system message first", test_system_message},
-        {"the same seed gives the same answers", test_seeded_output_repeats},
+        {"the seed a chat drew is printed and replays it", test_seeded_output_repeats},
         {"--grammar-file shapes every answer", test_grammar_shapes_answers},
         {"bad flags, templates and models exit non-zero naming them", test_refusals},
         {"vt chat --help and vt run --help list the same generation flags", test_help_shares_the_generation_flags},

@@ -558,7 +558,7 @@ static void stop_ids(chat *ch) {
 static void command_help(void) {
     fprintf(stderr, "  /system TEXT  set the system message (alone: show it)\n"
                     "  /reset        forget the conversation (the system message stays)\n"
-                    "  /exit         end the chat (also Ctrl-D, or Ctrl-C at the prompt)\n"
+                    "  /exit         end the chat (also /quit, /bye, Ctrl-D, or Ctrl-C at the prompt)\n"
                     "  /help         this list\n"
                     "Ctrl-C while the model answers stops the answer.\n");
 }
@@ -677,6 +677,8 @@ static vt_status run_chat(chat_opts *o, vt_error *err) {
         ch.model = model;
         ch.tok = model->tokenizer;
         ch.seed = vt_options_run_seed(&o->c.opt);
+        if (o->c.opt.seed_random && o->c.opt.temp > 0) /* what replays this chat; turn k samples with seed + k - 1 */
+            fprintf(stderr, "vt chat: seed %" PRIu64 " (--seed %" PRIu64 " replays this chat)\n", ch.seed, ch.seed);
         stop_ids(&ch);
         const bool interactive = isatty(STDIN_FILENO);
         ch.terminal_out = isatty(STDOUT_FILENO);
