@@ -149,9 +149,9 @@ static char *render_chat(void *user, const vt_serve_request *req, bool *add_bos,
     const json_t *in = req->chat_input;
     const char *name = vt_chat_family_name(c->family);
     if (json_object_get(in, "tools") || json_object_get(in, "kwargs")) {
-        snprintf(err, err_size, "the built-in %s template renders no %s; use the model's own template or "
-                 "--chat-template-file",
-                 name, json_object_get(in, "tools") ? "tools" : "chat_template_kwargs");
+        const char *field = json_object_get(in, "tools") ? "tools" : "chat_template_kwargs";
+        snprintf(err, err_size, "%s: the built-in %s template renders no %s; use the model's own template or "
+                 "--chat-template-file", field, name, field);
         return NULL;
     }
     vt_chat_message *msgs = calloc(req->n_messages ? req->n_messages : 1, sizeof *msgs);

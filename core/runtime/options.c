@@ -745,8 +745,7 @@ static char *read_ini_line(char *buf, int size, void *stream) {
     if (n < 0) return NULL;
     st->lineno++;
     if (cut) {
-        fail_at(st, VT_ERR_FORMAT, "line is more than %d characters long; lines longer than %d characters are not "
-                "accepted", size, size - 3);
+        fail_at(st, VT_ERR_FORMAT, "line is longer than %d characters, the most a line may have", size - 3);
         return NULL;
     }
     if ((size_t)n != strlen(st->line)) {

@@ -134,6 +134,20 @@ static enum MHD_Result fail(struct MHD_Connection *c, request_ctx *rq, int statu
     return send_error(c, rq, &err);
 }
 
+/* A chat the template could not render: the field at fault is named when
+ * the renderer's message begins with one it knows ("tools: ...",
+ * "chat_template_kwargs: ..."), else it is the messages. */
+static enum MHD_Result render_failed(struct MHD_Connection *c, request_ctx *rq, int status, const char *msg) {
+    static const char *const fields[] = {"tools", "chat_template_kwargs"};
+    const char *type = status == 400 ? "invalid_request_error" : "server_error";
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        const size_t n = strlen(fields[i]);
+        if (strncmp(msg, fields[i], n) == 0 && msg[n] == ':') return fail(c, rq, status, type, fields[i], "%s", msg);
+    }
+    /* "messages[3]: ..." names its message already */
+    return fail(c, rq, status, type, "messages", strncmp(msg, "messages[", 9) == 0 ? "%s" : "messages: %s", msg);
+}
+
 /* 503 while the model loads. */
 static enum MHD_Result loading(struct MHD_Connection *c, request_ctx *rq) {
     vt_serve_error err;
@@ -395,8 +409,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         prompt_text = s->cfg.render(s->cfg.render_user, &req, &add_bos, &status, msg, sizeof msg);
         if (!prompt_text) {
             vt_serve_request_free(&req);
-            return fail(c, rq, status, status == 400 ? "invalid_request_error" : "server_error", "messages",
-                        "messages: %s", msg);
+            return render_failed(c, rq, status, msg);
         }
     }
     vt_serve_job *job = vt_serve_job_new(&req);
@@ -527,9 +540,7 @@ static enum MHD_Result apply_template(struct MHD_Connection *c, request_ctx *rq)
     bool add_bos = true;
     char *text = s->cfg.render(s->cfg.render_user, &req, &add_bos, &status, msg, sizeof msg);
     vt_serve_request_free(&req);
-    if (!text)
-        return fail(c, rq, status, status == 400 ? "invalid_request_error" : "server_error", "messages", "messages: %s",
-                    msg);
+    if (!text) return render_failed(c, rq, status, msg);
     json_t *body = json_pack("{s:s}", "prompt", text);
     free(text);
     char *out = body ? json_dumps(body, JSON_COMPACT) : NULL;
