@@ -71,6 +71,26 @@ static void test_integer_ranges_are_exact(void) {
     check_range("{\"type\":\"integer\",\"maximum\":5.5}", -1000000, 5, -20000, 100);
     /* number with bounds: the integers in them */
     check_range("{\"type\":\"number\",\"minimum\":-2.5,\"exclusiveMaximum\":7}", -2, 6, -50, 50);
+    /* ranges nothing generated can meet are refused, saying why */
+    static const struct {
+        const char *schema, *says;
+    } refused[] = {
+        {"{\"type\":\"number\",\"minimum\":0.5,\"maximum\":0.9}", "a bounded number is generated as an integer"},
+        {"{\"type\":\"integer\",\"minimum\":1e20}", "minimum 1e+20: beyond the 16 digits"},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":1e20}", "exclusiveMinimum 1e+20: beyond the 16 digits"},
+        {"{\"type\":\"integer\",\"maximum\":-1e20}", "maximum -1e+20: beyond the 16 digits"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        json_t *schema = json_loads(refused[i].schema, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(schema);
+        char why[512] = "";
+        char *gbnf = vt_json_schema_to_gbnf(schema, why, sizeof why);
+        json_decref(schema);
+        CU_ASSERT_PTR_NULL(gbnf);
+        if (!strstr(why, refused[i].says)) printf("\n  %s: '%s'", refused[i].schema, why);
+        CU_ASSERT(strstr(why, refused[i].says) != NULL);
+        free(gbnf);
+    }
     vt_grammar *g = compile("{\"type\":\"number\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
     CU_ASSERT_TRUE(accepts(g, "-0.25e-12"));

@@ -526,6 +526,13 @@ static bool integer_bound(conv *c, const json_t *s, bool upper, long long *out, 
     if (incl && !json_is_number(incl)) return fail(c, path, "%s: expected a number", iname), false;
     if (excl && !json_is_number(excl) && !json_is_boolean(excl))
         return fail(c, path, "%s: expected a number", ename), false;
+    /* a lower bound above the largest integer generated (or an upper one
+     * below the smallest) leaves nothing that can be generated */
+    const json_t *given = incl && json_is_number(incl) ? incl : excl && json_is_number(excl) ? excl : NULL;
+    if (given && (upper ? json_number_value(given) < -(double)INT_LIMIT : json_number_value(given) > (double)INT_LIMIT))
+        return fail(c, path, "%s %g: beyond the 16 digits an integer is generated with", given == incl ? iname : ename,
+                    json_number_value(given)),
+               false;
     if (incl) {
         double v = json_number_value(incl);
         bool exclusive = json_is_true(excl);
@@ -556,7 +563,9 @@ static char *gen_number(conv *c, const json_t *s, bool integer, const char *hint
     if (!has_bounds(s)) return prim_dup(c, integer ? "json-int" : "json-number");
     long long lo, hi;
     if (!integer_bound(c, s, false, &lo, path) || !integer_bound(c, s, true, &hi, path)) return NULL;
-    if (lo > hi) return fail(c, path, "no %s lies within minimum/maximum", integer ? "integer" : "integer-valued number");
+    if (lo > hi)
+        return fail(c, path, "no integer lies within minimum/maximum%s",
+                    integer ? "" : " (a bounded number is generated as an integer in its range)");
     sbuf b = {0};
     integer_range(&b, lo, hi);
     return sb_rule(c, hint, &b);
