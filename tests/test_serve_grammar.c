@@ -193,6 +193,30 @@ static void test_gbnf_grammar_on_both_endpoints(void) {
     serve_reply_free(&r);
 }
 
+/* A grammar that completes ends the answer as "stop" on a token that is
+ * part of it: its log-probability is reported with the others (one per
+ * generated token), not dropped as a stop token's is. */
+static void test_logprobs_of_a_completed_grammar(void) {
+    serve_reply r = serve_http(&srv, "POST", "/v1/completions",
+                               "{\"prompt\":\"Answer:\",\"seed\":2,\"max_tokens\":8,\"logprobs\":1,"
+                               "\"grammar\":\"root ::= [a-c]{3}\"}",
+                               NULL);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    json_value v;
+    char e[256];
+    CU_ASSERT_FATAL(json_parse(r.body.s, r.body.n, &v, e, sizeof e));
+    const json_value *c0 = json_get(&v, "choices") ? &json_get(&v, "choices")->items[0] : NULL;
+    const json_value *lp = c0 ? json_get(c0, "logprobs") : NULL, *tokens = lp ? json_get(lp, "tokens") : NULL;
+    const json_value *usage = json_get(&v, "usage"), *n = usage ? json_get(usage, "completion_tokens") : NULL;
+    const json_value *finish = c0 ? json_get(c0, "finish_reason") : NULL;
+    CU_ASSERT(finish && finish->str && strcmp(finish->str, "stop") == 0);
+    CU_ASSERT(tokens && n && tokens->n == (size_t)n->number && tokens->n >= 1);
+    if (tokens && n && tokens->n != (size_t)n->number)
+        printf("\n  %zu logprobs for %g tokens: %s", tokens->n, n->number, r.body.s);
+    json_free(&v);
+    serve_reply_free(&r);
+}
+
 /* json_object: any object; those that finish parse as one (json_mini). */
 static void test_json_object(void) {
     int completed = 0;
@@ -320,6 +344,7 @@ int main(void) {
         {"100 completions validate: $ref recursion", test_recursive_ref},
         {"100 completions validate: patterns and formats", test_patterns},
         {"GBNF grammar on both endpoints", test_gbnf_grammar_on_both_endpoints},
+        {"logprobs of an answer its grammar completed: one per token", test_logprobs_of_a_completed_grammar},
         {"json_object", test_json_object},
         {"max_tokens inside the schema is length", test_length_inside_the_schema},
         {"refusals name the field", test_refusals_name_the_field},

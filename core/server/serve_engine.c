@@ -332,6 +332,24 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
 /* Read choice c's new tokens, text and logprobs into it (lock not held):
  * the tokens read, and whether it has finished (forced: end it so, when the
  * batch has not). */
+/* Whether token id is one the job's request stops on: the chat's end-of-
+ * turn ids, or the model's end-of-generation ids (none with ignore_eos). A
+ * request that finished as "stop" on another token ended because its
+ * grammar was complete, and that token is part of the answer. */
+static bool is_stop_id(vt_serve_engine *e, const vt_serve_job *job, int32_t id) {
+    if (job->req.ignore_eos) return false;
+    if (job->req.kind == VT_SERVE_CHAT && e->cfg.n_chat_stop_ids > 0) {
+        for (size_t i = 0; i < e->cfg.n_chat_stop_ids; i++)
+            if (e->chat_stop_ids[i] == id) return true;
+        return false;
+    }
+    int32_t ids[64];
+    const size_t n = vt_batch_default_stop_ids(e->batch, ids, 64);
+    for (size_t i = 0; i < n && i < 64; i++)
+        if (ids[i] == id) return true;
+    return false;
+}
+
 static int64_t collect_choice(vt_serve_engine *e, vt_serve_job *job, vt_serve_choice *c, vt_finish forced,
                               bool *finished) {
     vt_batch_output out;
@@ -344,8 +362,10 @@ static int64_t collect_choice(vt_serve_engine *e, vt_serve_job *job, vt_serve_ch
     vt_batch_logprobs lp = {.struct_size = sizeof lp};
     bool have_lp = job->req.logprobs && out.n_tokens > 0 &&
                    vt_batch_read_logprobs(e->batch, c->batch_id, &lp, msg, sizeof msg) == VT_OK;
-    /* a final end-of-generation id adds no text, so it has no place beside it */
-    const size_t n_lp = have_lp ? lp.n_tokens - (out.finish == VT_FINISH_STOP && lp.n_tokens > 0) : 0;
+    /* a final stop id adds no text, so it has no place beside it */
+    const bool stop_last = out.finish == VT_FINISH_STOP && have_lp && lp.n_tokens > 0 &&
+                           is_stop_id(e, job, lp.sampled[lp.n_tokens - 1].id);
+    const size_t n_lp = have_lp ? lp.n_tokens - stop_last : 0;
     vt_finish finish = out.finish != VT_FINISH_NONE ? out.finish : forced;
     pthread_mutex_lock(&e->lock);
     bool ok = append_text(&c->text, &c->n_text, &c->text_cap, out.text, out.n_text) &&
