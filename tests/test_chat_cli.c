@@ -182,7 +182,7 @@ static void test_grammar_shapes_answers(void) {
     const char *grammar = input_file("yes_no.gbnf", "root ::= \"yes please\" | \"no thanks\"\n");
     const char *in = input_file("grammar.txt", "first question\nsecond question\n");
     char *out = NULL, *err = NULL;
-    int rc = vt_test_run_vt_checked(&out, &err, CHAT_ARGS " -n 8 --seed 3 --show-prompt --grammar-file '%s' < '%s'",
+    int rc = vt_test_run_vt_checked(&out, &err, CHAT_ARGS " -n 16 --seed 3 --show-prompt --grammar-file '%s' < '%s'",
                                     grammar, in);
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(out);

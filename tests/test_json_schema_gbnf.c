@@ -79,6 +79,8 @@ static void test_integer_ranges_are_exact(void) {
         {"{\"type\":\"integer\",\"minimum\":1e20}", "minimum 1e+20: beyond the 16 digits"},
         {"{\"type\":\"integer\",\"exclusiveMinimum\":1e20}", "exclusiveMinimum 1e+20: beyond the 16 digits"},
         {"{\"type\":\"integer\",\"maximum\":-1e20}", "maximum -1e+20: beyond the 16 digits"},
+        {"{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":1e20}", "exclusiveMinimum 1e+20: beyond"},
+        {"{\"type\":\"integer\",\"minimum\":1e16}", "minimum 1e+16: beyond the 16 digits"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
         json_t *schema = json_loads(refused[i].schema, 0, NULL);

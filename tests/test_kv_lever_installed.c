@@ -241,7 +241,7 @@ static void test_installed_unit_names_the_installed_files(void) {
     snprintf(unit, sizeof unit, "%s/lib/systemd/system/vt-serve.service", prefix);
     char *text = vt_test_read_file(unit, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-    snprintf(want, sizeof want, "ExecStart=%s/bin/vt serve --config %s/etc/vt/vt-serve.ini ", prefix, prefix);
+    snprintf(want, sizeof want, "ExecStart=\"%s/bin/vt\" serve --config \"%s/etc/vt/vt-serve.ini\" ", prefix, prefix);
     if (!strstr(text, want)) printf("\n%s lacks '%s'", unit, want);
     CU_ASSERT_PTR_NOT_NULL(strstr(text, want));
     free(text);

@@ -71,7 +71,7 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
     if (file[0]) {
         errno = 0;
         if (!(owned = read_text_file(file, &len)))
-            return vt_fail(err, VT_ERR_IO, "--chat-template-file %s: cannot read: %s", file,
+            return vt_fail(err, errno ? VT_ERR_INVALID : VT_ERR_NOMEM, "--chat-template-file %s: cannot read: %s", file,
                            errno ? strerror(errno) : "out of memory");
         text = owned;
     } else {

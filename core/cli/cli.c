@@ -2,6 +2,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +21,11 @@ vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
             config = argv[i] + 9;
         }
     }
-    return vt_options_load(&c->opt, config, err);
+    vt_status st = vt_options_load(&c->opt, config, err);
+    /* the config file is one of the command's arguments: one that cannot be
+     * read is a bad argument, as one that does not parse is */
+    if (st == VT_ERR_IO) st = err->code = VT_ERR_INVALID;
+    return st;
 }
 
 const char *vt_cli_value(int argc, char **argv, int *i, vt_error *err) {
@@ -205,8 +211,16 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
     return VT_OK;
 }
 
+vt_status vt_cli_given_file(const char *path, vt_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return vt_fail(err, VT_ERR_INVALID, "%s: not a regular file", path);
+    if (access(path, R_OK) != 0) return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
+    return VT_OK;
+}
+
 vt_status vt_cli_require_model(const char *path, vt_error *err) {
-    return path ? VT_OK : vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
+    return path ? vt_cli_given_file(path, err) : vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
 }
 
 vt_status vt_cli_first_failure(vt_status st, const vt_error *first, vt_error *err) {
@@ -321,10 +335,10 @@ int vt_cli_error(const vt_error *err) {
     fprintf(stderr, "%s\n", named ? "]" : "");
     switch (err->code) {
     case VT_OK: return 0;
-    /* a file the command was given (model, prompt, grammar, template,
-     * config) that cannot be read or does not parse is a bad argument too */
+    /* a file the command was given (model, template, grammar, config) that
+     * does not parse is a bad argument too; one that cannot be opened is
+     * said so before the library opens it (vt_cli_given_file) */
     case VT_ERR_INVALID:
-    case VT_ERR_IO:
     case VT_ERR_FORMAT: return 2;
     case VT_ERR_CONTEXT_FULL: return 3;
     case VT_ERR_UNSUPPORTED: return 4;
@@ -394,7 +408,7 @@ static vt_status prompt_text(const vt_cli_prompt *p, char **owned, const char **
     *owned = NULL;
     if (p->file || (p->text && strcmp(p->text, "-") == 0)) {
         FILE *f = p->file ? fopen(p->file, "rb") : stdin;
-        if (!f) return vt_fail(err, VT_ERR_IO, "-f %s: cannot open: %s", p->file, strerror(errno));
+        if (!f) return vt_fail(err, VT_ERR_INVALID, "-f %s: cannot open: %s", p->file, strerror(errno));
         *owned = vt_cli_read_all(f, len);
         int read_errno = errno;
         if (f != stdin) fclose(f);

@@ -84,8 +84,12 @@ typedef struct vt_cli_parser {
 vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
                        vt_error *err);
 
-/* "no model: pass -m FILE" when path is NULL. */
+/* A model given (-m), and one that can be opened: a path that does not
+ * name a readable file is a bad argument (exit 2), said before the library
+ * opens it, whose I/O errors past that point are the machine's (exit 1). */
 vt_status vt_cli_require_model(const char *path, vt_error *err);
+/* path names a readable regular file, else VT_ERR_INVALID naming it. */
+vt_status vt_cli_given_file(const char *path, vt_error *err);
 
 /* compare, bench: every backend has been tried and a failed one reported in
  * its row; the first such failure becomes the command's error (when st, the

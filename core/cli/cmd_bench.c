@@ -670,7 +670,8 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     int n_results = 0;
     vt_error first_failure = {0};
 
-    vt_status st = vt_model_load(o->c.model_path, &model, err);
+    vt_status st = vt_cli_given_file(o->c.model_path, err);
+    if (st == VT_OK) st = vt_model_load(o->c.model_path, &model, err);
     if (st == VT_OK && o->profile) st = vt_profiler_create(&profiler, err);
     if (st != VT_OK) goto done;
     job.model = model;

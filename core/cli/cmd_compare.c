@@ -570,7 +570,7 @@ static vt_status load_ppl_tokens(const vt_model *m, const char *file, int64_t wa
         return vt_fail(err, VT_ERR_UNSUPPORTED, "--ppl: this model's tokenizer cannot be used (%s)",
                        m->tokenizer_error);
     FILE *f = fopen(file, "rb");
-    if (!f) return vt_fail(err, VT_ERR_IO, "--ppl %s: cannot open it", file);
+    if (!f) return vt_fail(err, VT_ERR_INVALID, "--ppl %s: cannot open it", file);
     size_t cap = 1 << 16, len = 0;
     char *text = malloc(cap);
     for (size_t got; text && (got = fread(text + len, 1, cap - len, f)) > 0;) {
@@ -606,7 +606,10 @@ static vt_status load_ppl_tokens(const vt_model *m, const char *file, int64_t wa
 
 /* -m, or the cached synthesized model. */
 static vt_status open_model(vt_cli_common *c, char *path_buf, size_t size, vt_model **model, vt_error *err) {
-    if (c->model_path) return vt_model_load(c->model_path, model, err);
+    if (c->model_path) {
+        vt_status st = vt_cli_given_file(c->model_path, err);
+        return st == VT_OK ? vt_model_load(c->model_path, model, err) : st;
+    }
     bool created = false;
     vt_status st = vt_cli_default_model(path_buf, size, false, &created, err);
     if (st == VT_OK) {

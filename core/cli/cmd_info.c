@@ -182,7 +182,7 @@ static vt_status parse_info(int argc, char **argv, info_opts *o, vt_error *err) 
 static vt_status run_info(const info_opts *o, vt_error *err) {
     const char *path = o->path;
     vt_gguf *g = NULL;
-    if (vt_gguf_open(path, &g, err) != VT_OK) return err->code;
+    if (vt_cli_given_file(path, err) != VT_OK || vt_gguf_open(path, &g, err) != VT_OK) return err->code;
     int64_t params = 0;
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);

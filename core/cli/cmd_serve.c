@@ -311,17 +311,15 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     int fd = open(o->c.model_path, O_RDONLY);
     if (fd < 0) {
         vt_serve_metrics_destroy(&metrics);
-        return vt_fail(err, VT_ERR_IO, "%s: cannot open: %s", o->c.model_path, strerror(errno));
+        return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", o->c.model_path, strerror(errno));
     }
     close(fd);
     /* A template the flags name is read and parsed before the port opens
      * and the model loads, too: a typo must not cost a load. (The model's
      * own template can only be read once it is open.) */
-    const vt_serve_options *so_flags = vt_serve_options_of(&o->c.opt);
-    if (so_flags->chat_template[0] || so_flags->chat_template_file[0]) {
+    if (so->chat_template[0] || so->chat_template_file[0]) {
         vt_chat_source given;
-        st = vt_chat_source_open(&given, so_flags->chat_template, so_flags->chat_template_file, NULL,
-                                 o->c.model_path, err);
+        st = vt_chat_source_open(&given, so->chat_template, so->chat_template_file, NULL, o->c.model_path, err);
         vt_chat_source_free(&given);
         if (st != VT_OK) {
             vt_serve_metrics_destroy(&metrics);

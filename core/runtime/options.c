@@ -756,7 +756,7 @@ static char *read_ini_line(char *buf, int size, void *stream) {
     while (content > 0 && (st->line[content - 1] == '\n' || st->line[content - 1] == '\r')) content--;
     /* inih needs room for '\r', '\n' and '\0' after the text (ini.h). */
     if (size < 4 || content > (size_t)size - 3 || (size_t)n + 1 > (size_t)size) {
-        fail_at(st, VT_ERR_FORMAT, "line is %zu characters long; lines longer than %d characters are not accepted",
+        fail_at(st, VT_ERR_FORMAT, "line is %zu characters long, longer than %d characters, the most a line may have",
                 content, size - 3);
         return NULL;
     }

@@ -526,13 +526,17 @@ static bool integer_bound(conv *c, const json_t *s, bool upper, long long *out, 
     if (incl && !json_is_number(incl)) return fail(c, path, "%s: expected a number", iname), false;
     if (excl && !json_is_number(excl) && !json_is_boolean(excl))
         return fail(c, path, "%s: expected a number", ename), false;
-    /* a lower bound above the largest integer generated (or an upper one
-     * below the smallest) leaves nothing that can be generated */
-    const json_t *given = incl && json_is_number(incl) ? incl : excl && json_is_number(excl) ? excl : NULL;
-    if (given && (upper ? json_number_value(given) < -(double)INT_LIMIT : json_number_value(given) > (double)INT_LIMIT))
-        return fail(c, path, "%s %g: beyond the 16 digits an integer is generated with", given == incl ? iname : ename,
-                    json_number_value(given)),
-               false;
+    /* a lower bound at or above 1e16 (past the largest integer generated,
+     * INT_LIMIT, which a double rounds to 1e16), or an upper one at or
+     * below -1e16, leaves nothing that can be generated */
+    const json_t *const given[2] = {incl, excl};
+    for (int k = 0; k < 2; k++) {
+        if (!given[k] || !json_is_number(given[k])) continue;
+        const double v = json_number_value(given[k]);
+        if (upper ? v <= -1e16 : v >= 1e16)
+            return fail(c, path, "%s %g: beyond the 16 digits an integer is generated with", k ? ename : iname, v),
+                   false;
+    }
     if (incl) {
         double v = json_number_value(incl);
         bool exclusive = json_is_true(excl);
