@@ -727,8 +727,9 @@ static bool bind_targets(jinja_render *r, int line, jframe *f, char *const *name
     jv items = item.type == JV_LIST ? jv_incref(item) : jinja_to_list(r, line, item);
     if (r->failed) return false;
     if (items.u.l->n != n) {
+        const size_t got = items.u.l->n; /* read before the list may be freed */
         jv_decref(items);
-        jinja_fail(r, line, "cannot unpack %zu values into %zu names", items.u.l->n, n);
+        jinja_fail(r, line, "cannot unpack %zu values into %zu names", got, n);
         return false;
     }
     for (size_t i = 0; i < n; i++)
