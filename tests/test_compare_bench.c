@@ -350,6 +350,8 @@ static void test_compare_reports_a_failing_backend(void) {
         const json_value *status = json_get(&backends->items[i], "status");
         CU_ASSERT(e->type == JSON_STRING && e->len > 0);
         CU_ASSERT(status && status->type == JSON_STRING && strcmp(status->str, vt_status_name(VT_ERR_UNSUPPORTED)) == 0);
+        const json_value *verdict = json_get(&backends->items[i], "verdict"); /* as the table's "not judged" */
+        CU_ASSERT(verdict && verdict->type == JSON_STRING && strcmp(verdict->str, "not judged") == 0);
         CU_ASSERT_PTR_NULL(json_get(&backends->items[i], "max_abs_dlogit"));
     }
     /* onednn declines get_rows & co, so with it loaded one entry fails */

@@ -77,6 +77,43 @@ static void test_settings_are_validated_like_the_cli(void) {
     CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);
     CU_ASSERT_EQUAL(vt_session_open("/nonexistent/model.gguf", NULL, &s, err, sizeof err), VT_ERR_IO);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/model.gguf"));
+    /* options whose struct_size was never set (or ends before settings) are
+     * refused, not read as no settings at all */
+    for (uint32_t size = 0; size <= 8; size += 4) {
+        vt_session_options unset = {size, NULL, bad_dtype, false};
+        CU_ASSERT_EQUAL(vt_session_open(model_path, &unset, &s, err, sizeof err), VT_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "options.struct_size"));
+        CU_ASSERT_PTR_NULL(s);
+    }
+}
+
+/* token_bytes returns the token's whole length whatever cap is (snprintf's
+ * rule) and writes at most cap bytes; logits of an evaluation are gone once
+ * the session is reset. */
+static void test_token_bytes_and_reset(void) {
+    vt_session *s = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(vt_session_open(model_path, NULL, &s, err, sizeof err), VT_OK);
+    int checked = 0;
+    for (int32_t id = 0; id < vt_session_n_vocab(s); id++) {
+        char whole[256], part[256];
+        const int32_t n = vt_session_token_bytes(s, id, whole, sizeof whole);
+        if (n < 2 || n > 64) continue;
+        for (size_t cap = 0; cap <= (size_t)n; cap++) {
+            memset(part, 0x55, sizeof part);
+            CU_ASSERT_EQUAL(vt_session_token_bytes(s, id, part, cap), n);
+            CU_ASSERT(memcmp(part, whole, cap) == 0);
+            CU_ASSERT((unsigned char)part[cap] == 0x55); /* nothing past cap */
+        }
+        checked++;
+    }
+    CU_ASSERT(checked > 10);
+    const int32_t ids[] = {1, 2, 3};
+    CU_ASSERT_EQUAL_FATAL(vt_session_eval(s, ids, 3, err, sizeof err), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL(vt_session_logits(s, 0));
+    vt_session_reset(s);
+    CU_ASSERT_PTR_NULL(vt_session_logits(s, 0));
+    vt_session_close(s);
 }
 
 static void test_explain_names_the_api_as_source(void) {
@@ -104,6 +141,7 @@ static void test_explain_names_the_api_as_source(void) {
 
 int main(void) {
     CU_TestInfo tests[] = {
+        {"token bytes: snprintf's rule; no logits after reset", test_token_bytes_and_reset},
         {"a session's logits equal the engine path's, prefill and decode", test_logits_equal_the_engine_path},
         {"settings are validated like the command line's", test_settings_are_validated_like_the_cli},
         {"explain shows the plans and 'from api'", test_explain_names_the_api_as_source},

@@ -455,7 +455,7 @@ static void print_json(const compare_job *job, const char *model_path, const bac
             vt_json_string(stdout, r->error);
             printf(", \"status\": ");
             vt_json_string(stdout, vt_status_name(r->status));
-            printf("}");
+            printf(", \"verdict\": \"not judged\", \"verdict_reason\": \"the row failed\"}"); /* as the table says */
             continue;
         }
         printf(", \"max_abs_dlogit\": ");

@@ -1,6 +1,7 @@
 /* api_options.c — see api_options.h. */
 #include "api_options.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,8 +32,13 @@ static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
 vt_status vt_api_options(const vt_session_options *options, vt_options *opt, bool *all_logits, vt_error *e) {
     vt_session_options o = {sizeof o, NULL, NULL, false};
     if (options) { /* read only the fields the caller's struct has */
-        size_t n = options->struct_size < sizeof o ? options->struct_size : sizeof o;
-        memcpy(&o, options, n);
+        /* one that ends before settings (0: never set) would lose the
+         * config file and every setting without a word */
+        const size_t least = offsetof(vt_session_options, settings) + sizeof o.settings;
+        if (options->struct_size < least || options->struct_size > sizeof o)
+            return vt_fail(e, VT_ERR_INVALID, "options.struct_size: %u (expected sizeof(vt_session_options), %zu)",
+                           options->struct_size, sizeof o);
+        memcpy(&o, options, options->struct_size);
     }
     if (all_logits) *all_logits = o.all_logits;
     vt_options_defaults(opt);

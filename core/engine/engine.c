@@ -503,7 +503,10 @@ const float *vt_engine_logits(const vt_engine *e, int64_t row) {
 
 int64_t vt_engine_n_past(const vt_engine *e) { return e->seqs[0].n_tokens; }
 
-void vt_engine_reset(vt_engine *e) { vt_kv_seq_release(e->kv, &e->seqs[0]); }
+void vt_engine_reset(vt_engine *e) {
+    vt_kv_seq_release(e->kv, &e->seqs[0]);
+    e->logits_rows = 0; /* the last eval's rows are no longer the sequence's */
+}
 
 vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_entries, vt_error *err) {
     if (n_entries < 1 || n_entries > e->max_seqs)

@@ -228,11 +228,10 @@ vt_status vt_kv_seq_reserve(vt_kv_cache *c, vt_kv_seq *seq, int64_t n_new, vt_er
     if (extra <= 0) return VT_OK;
     if (extra > vt_kv_cache_available(c))
         return vt_fail(err, VT_ERR_CONTEXT_FULL,
-                       "context full: %lld tokens need %lld KV blocks of %d but only %lld of %d are free "
-                       "(KV cache holds %lld tokens; raise kv_cache.ctx_size)",
-                       (long long)need_tokens, (long long)need_blocks, c->block_size,
-                       (long long)(seq->n_blocks + vt_kv_cache_available(c)), c->num_blocks,
-                       (long long)vt_kv_cache_capacity(c));
+                       "context full: %lld tokens need %lld KV blocks of %d; the sequence holds %lld and %lld of "
+                       "the cache's %d are free (KV cache holds %lld tokens; raise kv_cache.ctx_size)",
+                       (long long)need_tokens, (long long)need_blocks, c->block_size, (long long)seq->n_blocks,
+                       (long long)vt_kv_cache_available(c), c->num_blocks, (long long)vt_kv_cache_capacity(c));
     if (!seq_room(seq, need_blocks)) return vt_fail(err, VT_ERR_NOMEM, "out of memory for a block table");
     for (int64_t i = 0; i < extra; i++) seq->block_table[seq->n_blocks++] = take_block(c);
     return VT_OK;

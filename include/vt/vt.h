@@ -77,8 +77,10 @@ VT_API void vt_session_reset(vt_session *s);
  * add_bos). *ids is malloc'ed: free() it. */
 VT_API vt_status vt_session_tokenize(const vt_session *s, const char *text, size_t len, bool add_bos, int32_t **ids,
                               size_t *n_ids, char *err, size_t err_size);
-/* The bytes token id renders to (may be part of a UTF-8 character); returns
- * the length (truncated to cap), or -1 for an id outside the vocabulary. */
+/* The bytes token id renders to (may be part of a UTF-8 character), at most
+ * cap of them written to buf; returns the token's whole length, as snprintf
+ * does (more than cap: call again with a larger buf), or -1 for an id outside
+ * the vocabulary. */
 VT_API int32_t vt_session_token_bytes(const vt_session *s, int32_t id, char *buf, size_t cap);
 
 /* Append n tokens to the sequence and run them: one token through the decode
