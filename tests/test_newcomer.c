@@ -407,11 +407,7 @@ static void test_config_names_the_fallback(void) {
 static void test_config_refuses_what_run_refuses(void) {
     const char *dir = vt_test_data_dir("test models");
     char ini[1024];
-    vt_test_tmpfile(ini, sizeof ini, "config-nope.ini");
-    FILE *f = fopen(ini, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fputs("[backend.nope]\nx = 1\n", f);
-    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(ini, sizeof ini, "config-nope.ini", "[backend.nope]\nx = 1\n"));
     static const char *const cases[] = {"--backend nope", "--fallback nope", "--backend-option nope.x=1", "--config '%s'"};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char flags[1200];
@@ -446,11 +442,7 @@ static void test_config_file_mistakes_exit_2(void) {
                                         "[runtime]\nthis line has no equals sign\n"};
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
         char ini[1024];
-        vt_test_tmpfile(ini, sizeof ini, "mistake.ini");
-        FILE *f = fopen(ini, "w");
-        CU_ASSERT_FATAL(f != NULL);
-        fputs(texts[i], f);
-        fclose(f);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(ini, sizeof ini, "mistake.ini", texts[i]));
         result r = run("", "config --config '%s'", ini);
         if (r.rc != 2) printf("\n%s: rc %d: %s", texts[i], r.rc, r.err);
         CU_ASSERT_EQUAL(r.rc, 2);

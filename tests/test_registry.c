@@ -186,18 +186,12 @@ static void test_check_file_matches_registry(void) {
     CU_ASSERT_EQUAL(vt_registry_check_file(host, "/nonexistent/whatever.so", &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "No such file or directory"));
     char misnamed[1024];
-    vt_test_tmpfile(misnamed, sizeof misnamed, "whatever.so");
-    FILE *f = fopen(misnamed, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(misnamed, sizeof misnamed, "whatever.so", ""));
     CU_ASSERT_EQUAL(vt_registry_check_file(host, misnamed, &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is not libvt-backend-NAME.so"));
     char garbage[1024]; /* named right, not a shared object */
-    vt_test_tmpfile(garbage, sizeof garbage, "libvt-backend-garbage.so");
-    f = fopen(garbage, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("not an ELF file", f);
-    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(
+        vt_test_write_tmpfile(garbage, sizeof garbage, "libvt-backend-garbage.so", "not an ELF file"));
     CU_ASSERT_EQUAL(vt_registry_check_file(host, garbage, &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "not a loadable shared object"));
 }

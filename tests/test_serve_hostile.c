@@ -440,7 +440,12 @@ static void test_stream_left_is_499(void) {
     serve_gate_hold(&g);
     const long base = serve_gate_reached(&g);
     serve_gate_allow(&g, base + 1); /* the prefill, which gives the first token */
-    static const char body[] = "{\"prompt\":\"Greetings\",\"max_tokens\":40,\"temperature\":0,\"stream\":true}";
+    /* a long answer (no end token can cut it) whose rest, once the gate
+     * opens, takes many 4 KiB writes: the first write after the hang-up
+     * may still succeed, the ones after it fail, however fast the engine
+     * produced the tokens */
+    static const char body[] =
+        "{\"prompt\":\"Greetings\",\"max_tokens\":300,\"ignore_eos\":true,\"temperature\":0,\"stream\":true}";
     char req[512];
     snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
              strlen(body), body);

@@ -187,10 +187,8 @@ static void test_listen_errors_say_what_bind_said(void) {
 static void test_bad_template_refused_before_listening(void) {
     const char *dir = vt_test_data_dir("test models");
     char bad[1024], cmd[3200], *err = NULL;
-    FILE *f = fopen(vt_test_tmpfile(bad, sizeof bad, "broken.jinja"), "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("{% for m in messages %}{{ m.content }", f);
-    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(
+        vt_test_write_tmpfile(bad, sizeof bad, "broken.jinja", "{% for m in messages %}{{ m.content }"));
     const char *files[] = {"/nonexistent/t.jinja", bad};
     for (int i = 0; i < 2; i++) {
         snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s/models/%s' -t 1 --port 0 --chat-template-file '%s'",

@@ -138,6 +138,13 @@ const char *vt_test_tmpfile(char *buf, size_t size, const char *name) {
     return buf;
 }
 
+const char *vt_test_write_tmpfile(char *buf, size_t size, const char *name, const char *text) {
+    FILE *f = fopen(vt_test_tmpfile(buf, size, name), "w");
+    if (!f) return NULL;
+    const bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok ? buf : NULL;
+}
+
 char *vt_test_read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

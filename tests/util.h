@@ -41,6 +41,9 @@ bool vt_test_onednn_expected(void);
 const char *vt_test_tmpdir(void);
 /* tmpdir + "/" + name into buf. */
 const char *vt_test_tmpfile(char *buf, size_t size, const char *name);
+/* A file under the temporary directory holding text; its path in buf, or
+ * NULL when it cannot be written. */
+const char *vt_test_write_tmpfile(char *buf, size_t size, const char *name, const char *text);
 /* Read a whole file (NUL-terminated, malloc'ed); NULL on failure. */
 char *vt_test_read_file(const char *path, size_t *size);
 

@@ -306,14 +306,6 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         .completion_special = o->c.special,
     };
     char msg[512] = "";
-    /* A model that cannot even be opened is said before the port opens: a
-     * load balancer should never see this server listen. */
-    int fd = open(o->c.model_path, O_RDONLY);
-    if (fd < 0) {
-        vt_serve_metrics_destroy(&metrics);
-        return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", o->c.model_path, strerror(errno));
-    }
-    close(fd);
     /* A template the flags name is read and parsed before the port opens
      * and the model loads, too: a typo must not cost a load. (The model's
      * own template can only be read once it is open.) */
@@ -382,6 +374,8 @@ int vt_cmd_serve(int argc, char **argv) {
         help();
         return 0;
     }
+    /* a model that cannot even be opened is said before the port opens: a
+     * load balancer should never see this server listen */
     if (st == VT_OK) st = vt_cli_require_model(o.c.model_path, &err);
     if (st == VT_OK) st = o.c.dry_run ? dry_run(&o, &err) : serve(&o, &err);
     return vt_cli_exit(st, &err);
