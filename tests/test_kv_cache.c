@@ -43,6 +43,7 @@ static void test_geometry_and_tensor_layout(void) {
 static void test_slots_follow_the_block_table(void) {
     vt_kv_cache *c = NULL;
     CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 32, &c, NULL), VT_OK);
+    vt_kv_cache_set_prefix_cache(c, false); /* released blocks go back free, none kept cached */
     vt_kv_seq a = {0}, b = {0};
     /* Interleave two sequences so their blocks are not contiguous. */
     CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &a, 3, NULL), VT_OK); /* a: block 0 */

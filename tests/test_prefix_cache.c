@@ -54,8 +54,11 @@ static void test_chain_and_refcounts(void) {
     int32_t evictable = -1;
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 14, &evictable), 12);
     CU_ASSERT_EQUAL(evictable, 0); /* s1 holds them */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 12, &evictable), 8); /* one token is left to compute */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 14, &evictable), 4); /* the chain breaks at block 2 */
+    /* one token is left to compute: 2 blocks, and 3 positions of the third copied */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 12, &evictable), 11);
+    CU_ASSERT_EQUAL(evictable, 2); /* a block to copy them into, and the block they come from */
+    /* the chain breaks at b's 6th token: a's second block gives its first position */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 14, &evictable), 5);
     /* a chain is matched whole from the start: a's second block alone is no hit */
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a + 4, 10, &evictable), 0);
     CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s2, a, 14), 12);
@@ -64,11 +67,13 @@ static void test_chain_and_refcounts(void) {
         CU_ASSERT_EQUAL(s2.block_table[i], s1.block_table[i]);
         CU_ASSERT_EQUAL(c->blocks[s1.block_table[i]].ref, 2);
     }
-    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s3, b, 14), 4);
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s3, b, 14), 5);
     CU_ASSERT_EQUAL(c->blocks[s1.block_table[0]].ref, 3);
+    CU_ASSERT_EQUAL(c->blocks[s1.block_table[1]].ref, 2); /* copied from, not shared */
     /* s3 goes on with its own blocks from its first difference */
-    CU_ASSERT_EQUAL(store(c, &s3, b + 4, 10), VT_OK);
     CU_ASSERT_NOT_EQUAL(s3.block_table[1], s1.block_table[1]);
+    CU_ASSERT_EQUAL(c->tokens[s3.block_table[1] * 4], b[4]);
+    CU_ASSERT_EQUAL(store(c, &s3, b + 5, 9), VT_OK);
     const int32_t free_before = vt_kv_cache_available(c);
     vt_kv_seq_release(c, &s1);
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), free_before + 1); /* only its partial block was its alone */
@@ -77,7 +82,13 @@ static void test_chain_and_refcounts(void) {
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), c->num_blocks); /* every block free or evictable */
     CU_ASSERT(c->n_evictable > 0);
     vt_kv_seq s4 = {0};
-    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s4, a, 14), 12); /* filed blocks outlive their sequences */
+    /* filed blocks outlive their sequences, and so does s1's partial block
+     * (tokens 12-13), as a tail: the first of its two positions is taken
+     * (one token is left to compute), copied into a block of s4's own */
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s4, a, 14), 13);
+    CU_ASSERT_EQUAL(s4.n_blocks, 4);
+    CU_ASSERT_EQUAL(c->blocks[s4.block_table[3]].ref, 1);
+    CU_ASSERT_FALSE(c->blocks[s4.block_table[3]].filed);
     vt_kv_seq_release(c, &s4);
     vt_kv_cache_free(c);
 }
@@ -96,13 +107,16 @@ static void test_eviction_order_and_reclaim(void) {
     CU_ASSERT_EQUAL(store(c, &sb, b, 9), VT_OK);
     vt_kv_seq_release(c, &sa); /* a's blocks evictable first (older) */
     vt_kv_seq_release(c, &sb);
-    CU_ASSERT_EQUAL(c->n_evictable, 4);
+    CU_ASSERT_EQUAL(c->n_evictable, 6); /* the partial blocks too, as tails */
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), 8);
-    /* 5 blocks: the 4 free ones, then the oldest evictable, a's second block */
-    CU_ASSERT_EQUAL(store(c, &sd, d, 17), VT_OK);
     int32_t ev;
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev), 4); /* a keeps its first block */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev), 8);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev), 9); /* 2 blocks and a's tail */
+    CU_ASSERT_EQUAL(ev, 2 + 2); /* both blocks evictable; the tail's copy and the tail */
+    /* 4 blocks: the 2 free ones, then the oldest evictable, a's tail and a's second block */
+    CU_ASSERT_EQUAL(store(c, &sd, d, 16), VT_OK);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev), 4); /* a keeps its first block */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 10, &ev), 9);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev), 8); /* one token is left to compute */
     /* the whole pool for one sequence: every evictable block is reclaimed, nothing refused */
     vt_kv_seq_release(c, &sd);
     vt_kv_seq big = {0};
@@ -190,6 +204,92 @@ static void test_fork_shares_full_blocks(void) {
     vt_kv_cache_free(c);
 }
 
+/* Partial matches: a sequence's partial last block is filed as a tail
+ * when it ends; a prompt taking the blocks before it copies the positions
+ * of the tail, or of a full block, that its next tokens begin with (K and V
+ * of every layer, bit for bit, and the tokens) into a block of its own; a
+ * tail the same as one filed is not filed twice; no copy when the pool
+ * lacks a block for it; evicted tails match nothing. */
+static void test_partial_blocks(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F16, 3, 2, 32, 4, 40, &c, NULL), VT_OK); /* 10 blocks of 4 */
+    const size_t row = c->block_bytes / 4;
+    int32_t a[7] = {1, 2, 3, 4, 5, 6, 7}, q[8] = {1, 2, 3, 4, 5, 6, 9, 9};
+    vt_kv_seq sa = {0}, sq = {0}, sr = {0};
+    CU_ASSERT_EQUAL(store(c, &sa, a, 7), VT_OK); /* a full block and 3 positions */
+    for (int32_t l = 0; l < 3; l++) /* a pattern in the partial block's three rows, per layer, K and V */
+        for (size_t i = 0; i < 3 * row; i++) {
+            ((unsigned char *)c->k[l])[(size_t)sa.block_table[1] * c->block_bytes + i] = (unsigned char)(i * 7 + l);
+            ((unsigned char *)c->v[l])[(size_t)sa.block_table[1] * c->block_bytes + i] = (unsigned char)(i * 5 + l);
+        }
+    const int32_t tail = sa.block_table[1];
+    vt_kv_seq_release(c, &sa);
+    CU_ASSERT_TRUE(c->blocks[tail].filed);
+    CU_ASSERT_EQUAL(c->blocks[tail].n_tail, 3);
+    CU_ASSERT_EQUAL(c->n_filed, 2);
+    int32_t taken;
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 6); /* q leaves a at its 7th token */
+    CU_ASSERT_EQUAL(taken, 1 + 2);
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &sq, q, 8), 6);
+    CU_ASSERT_EQUAL(sq.n_blocks, 2);
+    const int32_t copy = sq.block_table[1];
+    CU_ASSERT_NOT_EQUAL(copy, tail);
+    for (int32_t l = 0; l < 3; l++) {
+        CU_ASSERT_EQUAL(memcmp((char *)c->k[l] + (size_t)copy * c->block_bytes,
+                               (char *)c->k[l] + (size_t)tail * c->block_bytes, 2 * row), 0);
+        CU_ASSERT_EQUAL(memcmp((char *)c->v[l] + (size_t)copy * c->block_bytes,
+                               (char *)c->v[l] + (size_t)tail * c->block_bytes, 2 * row), 0);
+    }
+    CU_ASSERT_TRUE(c->blocks[tail].filed); /* the tail stays, unheld */
+    CU_ASSERT_EQUAL(c->blocks[tail].ref, 0);
+    /* sq goes on writing its copy; when it fills, it is filed as a full block */
+    CU_ASSERT_EQUAL(store(c, &sq, q + 6, 2), VT_OK);
+    CU_ASSERT_TRUE(c->blocks[copy].filed);
+    CU_ASSERT_EQUAL(c->blocks[copy].n_tail, 0);
+    vt_kv_seq_release(c, &sq);
+    /* the same 7 tokens again: a's tail is not filed a second time */
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &sr, a, 7), 6); /* 4 + 2 of the tail (one left to compute) */
+    CU_ASSERT_EQUAL(store(c, &sr, a + 6, 1), VT_OK);
+    const int32_t filed_before = c->n_filed;
+    vt_kv_seq_release(c, &sr);
+    CU_ASSERT_EQUAL(c->n_filed, filed_before);
+    /* a sequence shorter than a block: its tail follows no block */
+    int32_t b[3] = {40, 41, 42}, bb[4] = {40, 41, 42, 43};
+    vt_kv_seq sb = {0}, sbb = {0};
+    CU_ASSERT_EQUAL(store(c, &sb, b, 3), VT_OK);
+    vt_kv_seq_release(c, &sb);
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &sbb, bb, 4), 3);
+    vt_kv_seq_release(c, &sbb);
+    vt_kv_cache_set_cache_budget(c, 0); /* everything unheld freed: nothing left to match */
+    CU_ASSERT_EQUAL(c->n_filed, 0);
+    vt_kv_cache_set_cache_budget(c, -1);
+    /* no block to copy into besides the tail itself: the full blocks only */
+    vt_kv_seq s0 = {0}, hog = {0};
+    CU_ASSERT_EQUAL(store(c, &s0, a, 7), VT_OK);
+    vt_kv_seq_release(c, &s0); /* its two blocks evictable, the others free */
+    CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &hog, 4 * (c->num_blocks - 2), NULL), VT_OK); /* the free ones */
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), 2);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 4);
+    CU_ASSERT_EQUAL(taken, 1);
+    vt_kv_seq_trim(c, &hog); /* nothing stored: every block free again */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 6);
+    vt_kv_seq_release(c, &hog);
+    /* every available block taken: the tail and its parent are reused, unfiled */
+    vt_kv_seq s1 = {0}, s2 = {0}, s3 = {0};
+    CU_ASSERT_EQUAL(store(c, &s1, a, 7), VT_OK);
+    const int32_t parent = s1.block_table[0], last = s1.block_table[1];
+    vt_kv_seq_release(c, &s1);
+    CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &s2, 4 * vt_kv_cache_available(c), NULL), VT_OK);
+    CU_ASSERT_FALSE(c->blocks[parent].filed);
+    CU_ASSERT_FALSE(c->blocks[last].filed);
+    CU_ASSERT_EQUAL(c->blocks[last].n_tail, 0);
+    vt_kv_seq_release(c, &s2); /* nothing committed: all free */
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s3, a, 7), 0);
+    vt_kv_seq_release(c, &s3);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), c->num_blocks);
+    vt_kv_cache_free(c);
+}
+
 /* ---- through the engine ---- */
 
 #define PROMPT_LEN 40 /* two full blocks of 16 and a partial one */
@@ -221,9 +321,12 @@ static bool step(vt_engine *e, const vt_step_entry *entries, int n, int want, fl
     return true;
 }
 
-/* The same prompt's last logits: computed, then with its first 32 tokens
- * from the cache (alone, beside a decoding sequence, and after the cache was
- * evicted) are the same bits; then 8 greedy decode steps agree too. */
+/* The same prompt's last logits: computed, then with its first 39 tokens
+ * from the cache (32 in shared blocks, 7 copied; alone, beside a decoding
+ * sequence, and after the cache was evicted) are the same bits; then 8
+ * greedy decode steps agree too. And a prompt leaving p inside its third
+ * block (4 positions copied, 4 tokens computed) gives the bits it gives
+ * computed whole. */
 static void check_hits_exact(const char *model, const char *backend, int32_t kv) {
     vt_fixture f;
     if (!open_engine(&f, model, backend, kv, 3)) {
@@ -236,9 +339,17 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     CU_ASSERT_TRUE_FATAL(e->kv->prefix_cache); /* one backend for both plans: on */
     const int32_t V = f.model->hp.n_vocab;
     float *fresh = malloc((size_t)V * sizeof *fresh), *hit = malloc((size_t)V * sizeof *hit);
-    int32_t p[PROMPT_LEN], other[PROMPT_LEN];
+    int32_t p[PROMPT_LEN], other[PROMPT_LEN], q[PROMPT_LEN];
     prompt_tokens(p, PROMPT_LEN, 1);
     prompt_tokens(other, PROMPT_LEN, 2);
+    memcpy(q, p, 36 * sizeof *q);
+    prompt_tokens(q + 36, 4, 9);
+    float *fresh_q = malloc((size_t)V * sizeof *fresh_q);
+    vt_kv_cache_set_prefix_cache(e->kv, false); /* q computed whole, nothing filed */
+    vt_step_entry eq = {2, q, PROMPT_LEN, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &eq, 1, 0, fresh_q));
+    vt_engine_seq_release(e, 2);
+    vt_kv_cache_set_prefix_cache(e->kv, true);
     /* computed whole */
     vt_step_entry en = {0, p, PROMPT_LEN, true};
     CU_ASSERT_TRUE_FATAL(step(e, &en, 1, 0, fresh));
@@ -252,9 +363,10 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
         tok = vt_argmax(l, V);
     }
     vt_engine_seq_release(e, 0);
-    /* a hit, alone */
-    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, p, PROMPT_LEN), 32);
-    vt_step_entry rest = {1, p + 32, PROMPT_LEN - 32, true};
+    /* a hit, alone: two full blocks, and of the third (p's last 8 tokens and
+     * the 8 decoded) the 7 positions that leave one token to compute */
+    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, p, PROMPT_LEN), PROMPT_LEN - 1);
+    vt_step_entry rest = {1, p + PROMPT_LEN - 1, 1, true};
     CU_ASSERT_TRUE_FATAL(step(e, &rest, 1, 0, hit));
     CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
     tok = vt_argmax(hit, V);
@@ -271,12 +383,18 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     vt_step_entry o0 = {0, other, PROMPT_LEN, true};
     CU_ASSERT_TRUE_FATAL(step(e, &o0, 1, 0, hit));
     int32_t t0 = vt_argmax(hit, V);
-    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 2, p, PROMPT_LEN), 32);
-    const vt_step_entry both[2] = {{0, &t0, 1, true}, {2, p + 32, PROMPT_LEN - 32, true}};
+    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 2, p, PROMPT_LEN), PROMPT_LEN - 1);
+    const vt_step_entry both[2] = {{0, &t0, 1, true}, {2, p + PROMPT_LEN - 1, 1, true}};
     CU_ASSERT_TRUE_FATAL(step(e, both, 2, 1, hit));
     CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
     vt_engine_seq_release(e, 0);
     vt_engine_seq_release(e, 2);
+    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, q, PROMPT_LEN), 36);
+    vt_step_entry q_rest = {1, q + 36, 4, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &q_rest, 1, 0, hit));
+    CU_ASSERT_EQUAL(memcmp(fresh_q, hit, (size_t)V * sizeof *hit), 0);
+    vt_engine_seq_release(e, 1);
+    free(fresh_q);
     /* after eviction: with the cache off every filed block is dropped, and
      * computing p again (a miss) still gives the same bits */
     vt_kv_cache_set_prefix_cache(e->kv, false);
@@ -362,7 +480,9 @@ static void test_scheduler_same_tokens(void) {
         CU_ASSERT_EQUAL(memcmp(on, off, sizeof on), 0);
         CU_ASSERT_EQUAL(cached_on[0], 0);
         CU_ASSERT_EQUAL(cached_on[1], 48); /* the system prompt's 3 blocks */
-        CU_ASSERT_EQUAL(cached_on[2], 64); /* all but the last, partial block of the turn */
+        /* the turn's 4 full blocks, and 15 positions of its fifth (the one
+         * left computes the logits) that the second request left filed */
+        CU_ASSERT_EQUAL(cached_on[2], 79);
         CU_ASSERT_EQUAL(cached_off[1], 0);
     }
 }
@@ -466,6 +586,7 @@ int main(void) {
         {"eviction order, reclaim before refusing, caching off", test_eviction_order_and_reclaim},
         {"a budget of cached blocks frees the least recently used beyond it", test_cache_budget},
         {"a fork shares full blocks, copies the partial one", test_fork_shares_full_blocks},
+        {"partial matches copy the positions of a tail or a full block", test_partial_blocks},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo engine_tests[] = {

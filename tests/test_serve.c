@@ -488,9 +488,11 @@ static void test_body_limit_and_context(void) {
     free(c.text);
 }
 
-/* The same prompt twice: the second takes its whole blocks from the prefix
- * cache (usage.prompt_tokens_details.cached_tokens, counted in /metrics)
- * and answers the same text. */
+/* The same prompt twice: the second takes all of it but the last token
+ * from the prefix cache (whole blocks shared, the rest copied from the
+ * block the first left; usage.prompt_tokens_details.cached_tokens, counted
+ * in /metrics) and answers the same text. The first shares only what
+ * earlier tests' prompts began with (the BOS token at least). */
 static void test_prefix_cache_in_usage(void) {
     const char *body = "\"prompt\":\"The lighthouse keeper counted the ships that passed in the night, one by one, "
                        "and wrote each name in a book that nobody else would ever read.\",\"max_tokens\":12,"
@@ -498,8 +500,8 @@ static void test_prefix_cache_in_usage(void) {
     const double hits_before = serve_metric(&main_srv, "vt_prefix_cache_hit_tokens_total");
     completion a = complete(&main_srv, body), b = complete(&main_srv, body);
     CU_ASSERT(a.prompt_tokens > 16);
-    CU_ASSERT_EQUAL(a.cached_tokens, 0);
-    CU_ASSERT(b.cached_tokens >= 16 && b.cached_tokens % 16 == 0 && b.cached_tokens < b.prompt_tokens);
+    CU_ASSERT(a.cached_tokens < 8);
+    CU_ASSERT_EQUAL(b.cached_tokens, b.prompt_tokens - 1);
     CU_ASSERT(a.text && b.text && strcmp(a.text, b.text) == 0);
     CU_ASSERT(serve_metric(&main_srv, "vt_prefix_cache_hit_tokens_total") - hits_before >= (double)b.cached_tokens);
     free(a.text);

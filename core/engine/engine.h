@@ -109,10 +109,10 @@ int32_t vt_engine_free_blocks(const vt_engine *e);
  * it then holds (0 with prefix caching off; kv_cache.h). */
 int64_t vt_engine_seq_attach_prefix(vt_engine *e, int32_t seq, const int32_t *tokens, int64_t n);
 
-/* The tokens of tokens[0..n) whose KV the prefix cache holds, whole blocks
- * from the start (what vt_engine_seq_attach_prefix would take), and into
- * *evictable how many of those blocks no sequence holds now. */
-int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *evictable);
+/* The tokens of tokens[0..n) whose KV the prefix cache holds from the start
+ * (what vt_engine_seq_attach_prefix would take), and into *taken how many
+ * of the free blocks taking them uses up (kv_cache.h). */
+int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *taken);
 
 /* What a client of the engine (the scheduler, the commands) reads of it. */
 const vt_model *vt_engine_model(const vt_engine *e);

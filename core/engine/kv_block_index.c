@@ -9,9 +9,9 @@ static int64_t home(const vt_kv_block_index *ix, uint64_t key) {
     return (int64_t)((key ^ (key >> 29)) & (uint64_t)(ix->cap - 1));
 }
 
-bool vt_kv_block_index_init(vt_kv_block_index *ix, int32_t n_blocks) {
+bool vt_kv_block_index_init(vt_kv_block_index *ix, int32_t n_entries) {
     ix->cap = 16;
-    while (ix->cap < 2 * (int64_t)n_blocks) ix->cap *= 2;
+    while (ix->cap < 2 * (int64_t)n_entries) ix->cap *= 2;
     ix->keys = malloc((size_t)ix->cap * sizeof *ix->keys);
     ix->blocks = malloc((size_t)ix->cap * sizeof *ix->blocks);
     if (!ix->keys || !ix->blocks) {

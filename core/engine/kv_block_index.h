@@ -13,11 +13,11 @@
 typedef struct vt_kv_block_index {
     uint64_t *keys;  /* [cap] */
     int32_t *blocks; /* [cap]: -1 = empty */
-    int64_t cap;     /* a power of two, at least twice the blocks it may hold */
+    int64_t cap;     /* a power of two, at least twice the entries it may hold */
 } vt_kv_block_index;
 
-/* Room for n_blocks entries. False when out of memory. */
-bool vt_kv_block_index_init(vt_kv_block_index *ix, int32_t n_blocks);
+/* Room for n_entries entries. False when out of memory. */
+bool vt_kv_block_index_init(vt_kv_block_index *ix, int32_t n_entries);
 void vt_kv_block_index_free(vt_kv_block_index *ix);
 /* The blocks filed under key, one by one: *cursor starts at -1; returns the
  * next block with that key, or -1 when there are no more. */

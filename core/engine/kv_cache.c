@@ -26,6 +26,11 @@ static uint64_t chain_key(uint64_t parent_key, const int32_t *tokens, int32_t bs
     for (int32_t i = 0; i < bs; i++) h = mix64(h ^ (uint64_t)(uint32_t)tokens[i]);
     return h;
 }
+/* The key every block following the block keyed parent_key is also filed
+ * under (tails only under it): a lookup that matched the blocks before
+ * reaches the blocks continuing them knowing only those, and compares each
+ * one's tokens with its own, position by position. */
+static uint64_t continuation_key(uint64_t parent_key) { return mix64(parent_key ^ 0x5851f42d4c957f2dull); }
 
 /* ---- the evictable list (filed blocks nobody holds), oldest first ---- */
 
@@ -53,7 +58,9 @@ static void unfile(vt_kv_cache *c, int32_t b) {
     vt_kv_block *k = &c->blocks[b];
     if (!k->filed) return;
     vt_kv_block_index_remove(c->index, k->key, b);
+    if (!k->n_tail) vt_kv_block_index_remove(c->index, k->continuation, b);
     k->filed = false;
+    k->n_tail = 0;
     c->n_filed--;
 }
 
@@ -158,7 +165,7 @@ vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer
     c->tokens = malloc((size_t)num_blocks * (size_t)block_size * sizeof *c->tokens);
     c->index = calloc(1, sizeof *c->index);
     if (!c->k || !c->v || !c->free_list || !c->blocks || !c->tokens || !c->index ||
-        !vt_kv_block_index_init(c->index, c->num_blocks))
+        !vt_kv_block_index_init(c->index, 2 * c->num_blocks)) /* a full block: under two keys */
         goto nomem;
     for (int32_t b = 0; b < c->num_blocks; b++) c->blocks[b].lru_prev = c->blocks[b].lru_next = -1;
     c->lru_head = c->lru_tail = -1;
@@ -254,7 +261,9 @@ void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int
         k->key = seq->keys[lb];
         k->parent = lb ? seq->block_table[lb - 1] : -1;
         k->parent_gen = lb ? c->blocks[k->parent].gen : 0;
+        k->continuation = continuation_key(lb ? seq->keys[lb - 1] : FIRST_BLOCK_PARENT_KEY);
         vt_kv_block_index_insert(c->index, k->key, b);
+        vt_kv_block_index_insert(c->index, k->continuation, b);
         c->n_filed++;
     }
 }
@@ -265,7 +274,7 @@ static int32_t find_filed(const vt_kv_cache *c, uint64_t key, int32_t parent, co
     int64_t cursor = -1;
     for (int32_t b; (b = vt_kv_block_index_next(c->index, key, &cursor)) >= 0;) {
         const vt_kv_block *k = &c->blocks[b];
-        if (k->parent != parent || (parent >= 0 && k->parent_gen != c->blocks[parent].gen)) continue;
+        if (k->n_tail || k->parent != parent || (parent >= 0 && k->parent_gen != c->blocks[parent].gen)) continue;
         if (memcmp(c->tokens + (size_t)b * (size_t)c->block_size, tokens, (size_t)c->block_size * sizeof *tokens) == 0)
             return b;
     }
@@ -274,22 +283,59 @@ static int32_t find_filed(const vt_kv_cache *c, uint64_t key, int32_t parent, co
 
 /* The filed blocks holding the first whole blocks of tokens[0..n), at most
  * (n - 1) / block_size of them (one token is always left to compute): each
- * block and its chain key through visit, in order. Returns how many. */
+ * block and its chain key through visit, in order. Returns how many; *key
+ * and *last get the last one's key and block (the first block's parent key
+ * and -1 when none matched). */
 typedef void (*filed_visit_fn)(vt_kv_cache *c, void *arg, int32_t block, uint64_t key);
-static int64_t walk_filed(const vt_kv_cache *c, const int32_t *tokens, int64_t n, filed_visit_fn visit, void *arg) {
+static int64_t walk_filed(const vt_kv_cache *c, const int32_t *tokens, int64_t n, filed_visit_fn visit, void *arg,
+                          uint64_t *key, int32_t *last) {
+    *key = FIRST_BLOCK_PARENT_KEY;
+    *last = -1;
     if (!c->prefix_cache || n < 2) return 0;
     const int32_t bs = c->block_size;
-    uint64_t key = FIRST_BLOCK_PARENT_KEY;
-    int32_t parent = -1;
     int64_t lb = 0;
     for (; (lb + 1) * bs <= n - 1; lb++) {
-        key = chain_key(key, tokens + lb * bs, bs);
-        const int32_t b = find_filed(c, key, parent, tokens + lb * bs);
+        const uint64_t k = chain_key(*key, tokens + lb * bs, bs);
+        const int32_t b = find_filed(c, k, *last, tokens + lb * bs);
         if (b < 0) break;
-        visit((vt_kv_cache *)c, arg, b, key);
-        parent = b;
+        visit((vt_kv_cache *)c, arg, b, k);
+        *key = k;
+        *last = b;
     }
     return lb;
+}
+
+/* The filed block following block `parent` (keyed parent_key; -1: a
+ * sequence's first block), full or a tail, whose positions begin
+ * tokens[0..max) the longest way, and in *m how many it gives; -1 when none
+ * gives any. */
+static int32_t best_continuation(const vt_kv_cache *c, uint64_t parent_key, int32_t parent, const int32_t *tokens,
+                                 int64_t max, int64_t *m) {
+    *m = 0;
+    int32_t best = -1;
+    int64_t cursor = -1;
+    for (int32_t b; (b = vt_kv_block_index_next(c->index, continuation_key(parent_key), &cursor)) >= 0;) {
+        const vt_kv_block *k = &c->blocks[b];
+        if (k->parent != parent || (parent >= 0 && k->parent_gen != c->blocks[parent].gen)) continue;
+        const int32_t *held = c->tokens + (size_t)b * (size_t)c->block_size;
+        const int64_t valid = k->n_tail ? k->n_tail : c->block_size;
+        int64_t same = 0;
+        while (same < valid && same < max && held[same] == tokens[same]) same++;
+        if (same > *m) *m = same, best = b;
+    }
+    return best;
+}
+
+/* The block whose first positions a sequence matching tokens[0..n) up to
+ * its block `last` (keyed key, full_blocks of them) copies, and in *m how
+ * many; -1 when none matches or the pool lacks the block to copy it into.
+ * taken_so_far: the available blocks the full ones use up. */
+static int32_t partial_match(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int64_t full_blocks, uint64_t key,
+                           int32_t last, int32_t taken_so_far, int64_t *m) {
+    *m = 0;
+    const int64_t start = full_blocks * c->block_size;
+    if (!c->prefix_cache || n - 1 <= start || vt_kv_cache_available(c) - taken_so_far < 2) return -1;
+    return best_continuation(c, key, last, tokens + start, n - 1 - start, m);
 }
 
 static void count_evictable(vt_kv_cache *c, void *arg, int32_t block, uint64_t key) {
@@ -297,9 +343,14 @@ static void count_evictable(vt_kv_cache *c, void *arg, int32_t block, uint64_t k
     *(int32_t *)arg += c->blocks[block].ref == 0;
 }
 
-int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *evictable) {
-    *evictable = 0;
-    return walk_filed(c, tokens, n, count_evictable, evictable) * c->block_size;
+int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *taken) {
+    *taken = 0;
+    uint64_t key;
+    int32_t last;
+    const int64_t full = walk_filed(c, tokens, n, count_evictable, taken, &key, &last);
+    int64_t m = 0;
+    if (partial_match(c, tokens, n, full, key, last, *taken, &m) >= 0) *taken += 2;
+    return full * c->block_size + m;
 }
 
 /* seq (its table sized for the walk) holds one more filed block. */
@@ -315,8 +366,28 @@ int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *t
     if (seq->n_tokens != 0 || seq->n_blocks != 0) return 0;
     c->query_tokens += n;
     if (!c->prefix_cache || n < 2) return 0;
-    if (!seq_room(seq, (n - 1) / c->block_size)) return 0; /* no memory for the table: compute it all */
-    walk_filed(c, tokens, n, take_filed, seq);
+    if (!seq_room(seq, (n - 1) / c->block_size + 1)) return 0; /* no memory for the table: compute it all */
+    uint64_t key;
+    int32_t last;
+    const int64_t full = walk_filed(c, tokens, n, take_filed, seq, &key, &last);
+    int64_t m = 0;
+    const int32_t from = partial_match(c, tokens, n, full, key, last, 0, &m);
+    if (from >= 0) { /* its first m positions, copied into a block of seq's own */
+        if (c->blocks[from].ref++ == 0) lru_unlink(c, from); /* not the block take_block evicts */
+        const int32_t to = take_block(c);
+        const size_t bytes = (size_t)m * (c->block_bytes / (size_t)c->block_size);
+        for (int32_t l = 0; l < c->n_layer; l++) {
+            memcpy((char *)c->k[l] + (size_t)to * c->block_bytes, (const char *)c->k[l] + (size_t)from * c->block_bytes,
+                   bytes);
+            memcpy((char *)c->v[l] + (size_t)to * c->block_bytes, (const char *)c->v[l] + (size_t)from * c->block_bytes,
+                   bytes);
+        }
+        memcpy(c->tokens + (size_t)to * (size_t)c->block_size, c->tokens + (size_t)from * (size_t)c->block_size,
+               (size_t)m * sizeof *c->tokens);
+        give_back(c, from); /* unheld: evictable again, as the most recently used */
+        seq->block_table[seq->n_blocks++] = to;
+        seq->n_tokens += m;
+    }
     c->hit_tokens += seq->n_tokens;
     return seq->n_tokens;
 }
@@ -362,7 +433,33 @@ void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq) {
     while (seq->n_blocks > keep) give_back(c, seq->block_table[--seq->n_blocks]);
 }
 
+/* File seq's partial last block as a tail of the block before it, unless
+ * a block following that one already holds the same tokens or more. */
+static void file_tail(vt_kv_cache *c, const vt_kv_seq *seq) {
+    const int32_t bs = c->block_size;
+    const int64_t lb = seq->n_tokens / bs;
+    const int32_t n_tail = (int32_t)(seq->n_tokens % bs);
+    if (!c->prefix_cache || n_tail == 0 || lb >= seq->n_blocks) return;
+    const int32_t b = seq->block_table[lb];
+    vt_kv_block *k = &c->blocks[b];
+    if (k->ref != 1 || k->filed) return;
+    const int32_t parent = lb ? seq->block_table[lb - 1] : -1;
+    const uint64_t parent_key = lb ? seq->keys[lb - 1] : FIRST_BLOCK_PARENT_KEY;
+    int64_t same = 0;
+    if (best_continuation(c, parent_key, parent, c->tokens + (size_t)b * (size_t)bs, n_tail, &same) >= 0 &&
+        same == n_tail)
+        return;
+    k->filed = true;
+    k->n_tail = n_tail;
+    k->key = continuation_key(parent_key);
+    k->parent = parent;
+    k->parent_gen = parent >= 0 ? c->blocks[parent].gen : 0;
+    vt_kv_block_index_insert(c->index, k->key, b);
+    c->n_filed++;
+}
+
 void vt_kv_seq_release(vt_kv_cache *c, vt_kv_seq *seq) {
+    file_tail(c, seq);
     for (int32_t i = seq->n_blocks - 1; i >= 0; i--) give_back(c, seq->block_table[i]);
     free(seq->block_table);
     free(seq->keys);

@@ -15,7 +15,17 @@
  * partial block is always its own. A filed block whose sequences all ended
  * stays filed, evictable, least recently used first out, and is reclaimed
  * before the pool reports itself full. A hit is confirmed against the
- * stored tokens and the parent block, never the key alone. */
+ * stored tokens and the parent block, never the key alone.
+ *
+ * Partial matches: the partial last block of a sequence that ended is
+ * filed too, as a tail following its parent block (a chat's next turn
+ * resends the whole previous turn, whose last tokens sit in such a block),
+ * and every full block is also filed as following its parent. A sequence
+ * that matched the full blocks before takes the first positions of the
+ * following block its next tokens begin with the longest way (a tail, or a
+ * full block they leave part way) by copying them into a block of its own,
+ * which it goes on writing: never by sharing. Tails are evicted before the
+ * blocks of their sequence. */
 #ifndef VT_CORE_KV_CACHE_H
 #define VT_CORE_KV_CACHE_H
 
@@ -32,7 +42,10 @@ typedef struct vt_kv_block {
     uint32_t gen;        /* bumped each time the block is taken for new content */
     int32_t parent;      /* filed: the block before it in its chain, -1 for a first block */
     uint32_t parent_gen; /* the parent's gen when this block was filed */
-    uint64_t key;        /* filed: its chain key */
+    uint64_t key;        /* filed: its chain key (a tail: its continuation key) */
+    uint64_t continuation; /* filed full: the key of the blocks following its parent (it is filed under both) */
+    int32_t n_tail;      /* filed as a tail: the positions holding K/V (a released sequence's partial last
+                            block); 0 for a full block */
     int32_t lru_prev, lru_next; /* filed with ref 0: the evictable list, oldest first */
 } vt_kv_block;
 
@@ -98,13 +111,17 @@ vt_status vt_kv_seq_reserve(vt_kv_cache *c, vt_kv_seq *seq, int64_t n_new, vt_er
  * reserved and written): seq grows by n, and each block they fill is filed. */
 void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n);
 /* seq (empty) starts with the longest run of filed blocks matching the first
- * tokens of tokens[0..n), leaving at least one token to compute (its logits
- * are wanted). Returns the tokens taken (a multiple of block_size; 0 with
- * prefix caching off); seq then holds them. */
+ * tokens of tokens[0..n), then the longest matching beginning of a tail of
+ * the last of them (copied: it needs a block besides the tail, which is
+ * left out when none is available), leaving at least one token to compute
+ * (its logits are wanted). Returns the tokens taken (0 with prefix caching
+ * off); seq then holds them. */
 int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n);
-/* Tokens vt_kv_seq_attach_prefix would take, and how many of the blocks are
- * evictable now (so taking them leaves fewer available); nothing changes. */
-int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *evictable);
+/* Tokens vt_kv_seq_attach_prefix would take, and how many available blocks
+ * taking them uses up: the evictable filed blocks it would hold, and with a
+ * tail, the block it is copied into and the tail itself (kept from eviction
+ * while it is copied); nothing changes. */
+int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *taken);
 
 /* Slots of tokens [start, start + n) of seq (already reserved). */
 void vt_kv_seq_slots(const vt_kv_cache *c, const vt_kv_seq *seq, int64_t start, int64_t n, int64_t *slots);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "host.h"
 #include "logprobs.h"
 #include "grammar_sampling.h"
 #include "sampling_rules.h"
@@ -607,13 +608,13 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
     *blocks = 0;
     if (s->plan_budget <= 0 || n_running >= s->max_running) return 0;
     /* The beginning the prefix cache holds is taken, not computed: it costs
-     * no budget, and of its blocks only those no one holds now leave the
-     * available ones. */
-    int32_t evictable = 0;
-    *hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &evictable);
+     * no budget, and of the available blocks it uses only those no one
+     * holds now (and a tail's copy). */
+    int32_t taken = 0;
+    *hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &taken);
     if (shares_blocks_in_flight(s, r, *hit)) return 0;
     const int64_t n = min64(total_tokens(r) - *hit, s->plan_budget);
-    *blocks = (int32_t)(blocks_for(s, *hit + n) - blocks_for(s, *hit)) + evictable;
+    *blocks = (int32_t)(blocks_for(s, *hit + n) - blocks_for(s, *hit)) + taken;
     return *blocks > available_blocks(s) ? 0 : n;
 }
 
@@ -635,6 +636,8 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         r->state = VT_SCHED_RUNNING;
         r->n_computed = vt_engine_seq_attach_prefix(s->engine, slot, r->tokens, total_tokens(r));
         if (r->n_preemptions == 0) r->n_cached = r->n_computed;
+        vt_log(VT_LOG_DEBUG, "sched", "request %llu starts: %lld tokens, %lld of them from the prefix cache",
+               (unsigned long long)r->id, (long long)total_tokens(r), (long long)r->n_computed);
         s->running[s->n_running++] = r;
         plan_add(s, r, n); /* attach took exactly the hit admission_tokens found */
         info->n_admitted++;
@@ -892,8 +895,12 @@ static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     const double started = now_seconds();
     vt_status st = vt_engine_step(s->engine, s->entries, s->n_plan, err);
     if (st != VT_OK) return st;
-    learn_step_time(s, info, now_seconds() - started);
+    const double seconds = now_seconds() - started;
+    learn_step_time(s, info, seconds);
     s->stats.n_steps++;
+    vt_log(VT_LOG_DEBUG, "sched", "step %llu: %lld decodes, %lld prompt tokens (chunk %lld), forward %.1f ms",
+           (unsigned long long)s->stats.n_steps, (long long)info->n_decode_tokens, (long long)info->n_prefill_tokens,
+           (long long)prefill_chunk(s), 1e3 * seconds);
     /* Sampling reads the whole vocabulary once per sequence (a sort of it
      * for a temperature draw), so with several sequences it runs on the
      * engine's threads rather than on this one alone between two steps. */
