@@ -24,6 +24,11 @@ how many tokens it generated. Per level it reports:
   in TTFT          share of the requests' time spent before their first token
   between          share of the clients' time outside any request (connect,
                    parse, the load generator's own work)
+  steal            share of this machine's CPU time its hypervisor gave to
+                   others during the level (/proc/stat; "-" where unknown): on
+                   a shared virtual machine a vCPU taken away for ~100 ms
+                   stalls every step that needs it, which shows in ITL p99
+                   and TTFT p99 whatever the server does
 
 With --conversations C (multi-turn mode) it instead runs C chat conversations
 at once on /v1/chat/completions, streamed: each starts from one system prompt
@@ -44,6 +49,7 @@ Usage:
 import argparse
 import http.client
 import json
+import os
 import sys
 import threading
 import time
@@ -137,7 +143,37 @@ class Client(threading.Thread):
             self.errors.append(repr(e))
 
 
+class CpuSteal:
+    """The share of all CPUs' time stolen by the hypervisor between start()
+    and share() (None where /proc/stat has no steal column)."""
+
+    @staticmethod
+    def _read():
+        try:
+            with open("/proc/stat") as f:
+                fields = f.readline().split()
+            return int(fields[8]) / os.sysconf("SC_CLK_TCK") if fields[0] == "cpu" and len(fields) > 8 else None
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.s0 = self._read()
+
+    def share(self):
+        s1 = self._read()
+        if self.s0 is None or s1 is None:
+            return None
+        wall = time.perf_counter() - self.t0
+        return (s1 - self.s0) / (wall * (os.cpu_count() or 1)) if wall > 0 else None
+
+
+def steal_text(share):
+    return "-" if share is None else "%.1f%%" % (100 * share)
+
+
 def run_level(url, body, headers, clients, duration):
+    steal = CpuSteal()
     t0 = time.perf_counter()
     workers = [Client(url, body, headers, t0 + duration) for _ in range(clients)]
     for w in workers:
@@ -164,6 +200,7 @@ def run_level(url, body, headers, clients, duration):
         "decode_tok_s_median_request": clients * percentile([x for w in workers for x in w.decode_rates], 50),
         "ttft_share": sum(ttft) / request_s if request_s > 0 else float("nan"),
         "between_share": 1.0 - request_s / (clients * wall),
+        "cpu_steal_share": steal.share(),
         "errors": [e for w in workers for e in w.errors],
     }
 
@@ -290,6 +327,7 @@ def scrape_metrics(url, headers):
 
 def run_conversations(args, url, headers):
     system = system_prompt(args.system_words)
+    steal = CpuSteal()
     t0 = time.perf_counter()
     convs = [Conversation(url, headers, system, i, args.turns, args.max_tokens, args.temperature)
              for i in range(args.conversations)]
@@ -317,6 +355,7 @@ def run_conversations(args, url, headers):
         "later_over_first_turn_p50": percentile(later, 50) / percentile([c.ttft[0] for c in convs if c.ttft], 50)
         if later else float("nan"),
         "itl_p50_ms": percentile(gaps, 50) * 1e3, "itl_p99_ms": percentile(gaps, 99) * 1e3,
+        "cpu_steal_share": steal.share(),
         "server_metrics": scrape_metrics(url, headers),
         "errors": [e for c in convs for e in c.errors],
     }
@@ -331,7 +370,8 @@ def run_conversations(args, url, headers):
                   (b["turn"], b["ttft_p50_ms"], b["ttft_p99_ms"], b["n"], b["prompt_tokens"], b["cached_tokens"]))
         print("  later turns' TTFT p50 %.0f ms = %.3f x the first turn's" %
               (result["later_turns_ttft_p50_ms"], result["later_over_first_turn_p50"]))
-        print("  ITL p50 %.1f ms  p99 %.1f ms" % (result["itl_p50_ms"], result["itl_p99_ms"]))
+        print("  ITL p50 %.1f ms  p99 %.1f ms; CPU stolen by the hypervisor: %s" %
+              (result["itl_p50_ms"], result["itl_p99_ms"], steal_text(result["cpu_steal_share"])))
         m = result["server_metrics"]
         if m:
             print("  server /metrics: TTFT p50 <= %ss p99 <= %ss; ITL p50 <= %ss p99 <= %ss; prefix cache hit "
@@ -387,13 +427,13 @@ def main():
         results.append(r)
         if not args.json:
             if len(results) == 1:
-                print("%7s %8s %10s %12s %10s %10s %10s %10s %12s %8s %8s" %
+                print("%7s %8s %10s %12s %10s %10s %10s %10s %12s %8s %8s %6s" %
                       ("clients", "requests", "req/s", "output tok/s", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99",
-                       "decode tok/s", "in TTFT", "between"))
-            print("%7d %8d %10.2f %12.1f %8.0fms %8.0fms %8.1fms %8.1fms %12.1f %7.1f%% %7.1f%%" %
+                       "decode tok/s", "in TTFT", "between", "steal"))
+            print("%7d %8d %10.2f %12.1f %8.0fms %8.0fms %8.1fms %8.1fms %12.1f %7.1f%% %7.1f%% %6s" %
                   (c, r["requests"], r["requests_per_s"], r["output_tok_s"], r["ttft_p50_ms"], r["ttft_p99_ms"],
                    r["itl_p50_ms"], r["itl_p99_ms"], r["decode_tok_s"], 100 * r["ttft_share"],
-                   100 * r["between_share"]), flush=True)
+                   100 * r["between_share"], steal_text(r["cpu_steal_share"])), flush=True)
         for e in r["errors"][:5]:
             print("  error: %s" % e, file=sys.stderr)
     if args.json:
