@@ -390,9 +390,11 @@ static void test_compare_reports_a_failing_backend(void) {
 
 /* What `vt bench` says simd runs at on this CPU, its best tier. */
 static const char *simd_isa_expected(void) {
+    static char buf[320];
     const vt_cpu_features f = vt_cpu_detect();
-    return f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni ? "simd " VT_TEST_SIMD_AVX512_ISA
-                                                                  : "simd avx2";
+    snprintf(buf, sizeof buf, "simd %s",
+             f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni ? vt_test_simd_avx512_isa() : "avx2");
+    return buf;
 }
 
 static void test_bench_json(void) {

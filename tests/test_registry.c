@@ -441,7 +441,7 @@ static void test_old_minor_loads(void) {
 static void test_isa_by_minor(void) {
     vt_registry *r = plugin_registry();
     if (!r) return;
-    char isa[128];
+    char isa[VT_BACKEND_ISA_MAX];
     const vt_backend_entry *reports = vt_registry_find(r, "isa_reports"), *old = vt_registry_find(r, "isa_old_minor");
     CU_ASSERT_PTR_NOT_NULL_FATAL(reports);
     CU_ASSERT_PTR_NOT_NULL_FATAL(old);
@@ -470,7 +470,7 @@ static void test_isa_by_minor(void) {
     const bool vnni = f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
     if (simd) {
         CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa),
-                               vnni ? VT_TEST_SIMD_AVX512_ISA : "avx2");
+                               vnni ? vt_test_simd_avx512_isa() : "avx2");
         /* simd lists every tier this CPU runs, best first */
         CU_ASSERT_EQUAL_FATAL(vt_backend_tiers(simd, tiers, 8), vnni ? 2 : 1);
         CU_ASSERT_STRING_EQUAL(tiers[0], vnni ? "isa=avx512" : "isa=avx2");

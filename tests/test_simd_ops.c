@@ -213,6 +213,14 @@ static void snap_to_grid(float *x, int64_t K, int64_t M, int64_t block) {
         }
 }
 
+/* Whether simd multiplies BF16 weights in bf16 here (its avx512 tier on a
+ * CPU with AVX-512 BF16; its isa line says so). */
+static bool simd_bf16_matmul(void) {
+    char isa[VT_BACKEND_ISA_MAX];
+    const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
+    return simd && strstr(vt_backend_isa(simd, isa, sizeof isa), "bf16 matmul") != NULL;
+}
+
 /* Run one matmul and check every output element.
  *
  * Tolerance of element (m, n), with A = sum_k |w_nk| |x_mk|:
@@ -229,6 +237,11 @@ static void snap_to_grid(float *x, int64_t K, int64_t M, int64_t block) {
  *    moves each dequantized x_mk by at most (|x_mk| + amax/254) 2^-11: a
  *    further (A + E) 2^-11. This worst case is rigorous; the typical error is
  *    ~sqrt(K) smaller.
+ *  - BF16 weights multiplied in bf16 (simd_bf16_matmul): each x_mk is
+ *    rounded to 8 significant bits, |error| <= 2^-8 |x_mk|, so E = A 2^-8;
+ *    the products are exact and each lane adds two per step (K / 16 steps
+ *    and a 16-lane sum). With grid activations (already bf16 values) E = 0:
+ *    then the check is as tight as for the FMA kernels.
  *  - the output dtype's rounding: one ulp (see narrow_ulp). */
 static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N, int64_t M, int phase, int snapped,
                          uint64_t seed) {
@@ -240,16 +253,19 @@ static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N,
     vt_harness_set_src(&node, 0, vt_harness_weight(w_dtype, K, N, seed));
     vt_tensor x = vt_harness_random(VT_F32, 2, (const int64_t[]){K, M}, seed + 1, -1.0f, 1.0f);
     const int64_t block = act_block(w_dtype);
+    const bool in_bf16 = w_dtype == VT_BF16 && simd_bf16_matmul();
     float *xf = x.data;
     if (M > 2) /* a row whose first block is all zero: d = 0 must give exact zeros */
         for (int64_t i = 0; i < (block ? block : 8) && i < K; i++) xf[2 * K + i] = 0.0f;
     if (snapped && block) snap_to_grid(xf, K, M, block);
+    if (snapped && in_bf16)
+        for (int64_t i = 0; i < K * M; i++) xf[i] = vt_bf16_to_f32(vt_f32_to_bf16(xf[i]));
     vt_harness_set_src(&node, 1, x);
     node.dst = vt_harness_zeros(y_dtype, 2, (const int64_t[]){N, M});
 
     float *w = vt_harness_to_f32(&node.src[0]);
     double *tol = malloc((size_t)(N * M) * sizeof(double));
-    const double steps = block ? (double)(K / block) : (double)K / 8.0;
+    const double steps = block ? (double)(K / block) : in_bf16 ? (double)K / 16.0 + 16.0 : (double)K / 8.0;
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             double A = 0.0, E = 0.0;
@@ -264,6 +280,7 @@ static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N,
                     E += wsum * amax / 254.0;
                 }
             if (block == 32 && !snapped) E += (A + E) / 2048.0;
+            if (in_bf16 && !snapped) E += A / 256.0;
             tol[m * N + n] = (steps + 8.0) * FLT_EPSILON * A + E;
         }
     outputs o = run_both(&node);
@@ -458,10 +475,10 @@ static void test_isa_option(void) {
         const bool loads = cases[i].tier == 1 || (cases[i].tier == 2 && (vnni || !cases[i].why));
         CU_ASSERT_EQUAL(simd != NULL, loads);
         CU_ASSERT_PTR_NOT_NULL(vt_harness_backend(h, "reference"));
-        char isa[128];
+        char isa[VT_BACKEND_ISA_MAX];
         if (simd)
             CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa),
-                                   cases[i].tier == 2 && vnni ? VT_TEST_SIMD_AVX512_ISA : "avx2");
+                                   cases[i].tier == 2 && vnni ? vt_test_simd_avx512_isa() : "avx2");
         if (!loads) {
             const char *reason = vt_harness_refusal(h, "simd");
             CU_ASSERT(reason && strstr(reason, cases[i].why));

@@ -189,3 +189,11 @@ int vt_test_run_vt_checked(char **out, char **err, const char *fmt, ...) {
              VT_TEST_PLUGIN_DIR, VT_CLI_PATH, args);
     return vt_test_run_cmd(cmd, out, err);
 }
+
+const char *vt_test_simd_avx512_isa(void) {
+    return vt_cpu_detect().avx512_bf16
+               ? "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; "
+                 "avx512_bf16: bf16 weights in bf16 matmul; the rest avx2)"
+               : "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; "
+                 "the rest avx2)";
+}

@@ -31,9 +31,10 @@ void vt_test_skip(const char *why);
  * False after vt_test_skip() otherwise. Whether it then actually loads is the
  * caller's assertion to make. */
 bool vt_test_simd_expected(void);
-/* What simd's isa entry reports for its avx512 tier: the one place the
- * tests spell which ops that tier covers. */
-#define VT_TEST_SIMD_AVX512_ISA "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; the rest avx2)"
+/* What simd's isa entry reports for its avx512 tier on this CPU (the part
+ * for BF16 weights only where it has AVX-512 BF16): the one place the tests
+ * spell which ops that tier covers. */
+const char *vt_test_simd_avx512_isa(void);
 /* The onednn backend was built (VT_TEST_HAVE_ONEDNN); false after
  * vt_test_skip() otherwise. */
 bool vt_test_onednn_expected(void);

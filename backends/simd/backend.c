@@ -59,7 +59,10 @@ static bool set_option(void *opaque, const char *key, const char *value, char *e
 
 static bool parse_options(simd_ctx *ctx, const char *options, char *err, size_t err_size) {
     ctx->isa = avx512_vnni_missing() ? SIMD_ISA_AVX2 : SIMD_ISA_AVX512_VNNI;
-    return vt_backend_options_each(options, "simd: ", set_option, ctx, err, err_size);
+    if (!vt_backend_options_each(options, "simd: ", set_option, ctx, err, err_size)) return false;
+    /* BF16 weights in bf16: part of the avx512 tier where the CPU has it */
+    ctx->bf16_dot = ctx->isa == SIMD_ISA_AVX512_VNNI && vt_cpu_detect().avx512_bf16;
+    return true;
 }
 
 static vt_status simd_init(const vt_host *host, const vt_backend_config *config, void **out, char *err,
@@ -107,13 +110,16 @@ static int simd_supports(void *ctx, const vt_node *node) {
 /* The tier init chose; a higher tier has only some kernels of its own. Its
  * matmuls are those on the layouts prepare.c makes, and on a weight left in
  * the file's layout (one that nodes of several backends read) the decode
- * pairs of Q4_K and Q6_K (Q4_K_M's dtypes); the rest are the avx2 kernels.
- * Callers read this into 128 bytes. */
+ * pairs of Q4_K and Q6_K (Q4_K_M's dtypes); with AVX-512 BF16, BF16
+ * weights in bf16 (matmul_bf16_dp.c); the rest are the avx2 kernels.
+ * Callers read this into 256 bytes (the core's VT_BACKEND_ISA_MAX). */
 static const char *simd_isa_name(void *opaque) {
     const simd_ctx *ctx = opaque;
-    return ctx->isa == SIMD_ISA_AVX512_VNNI
-               ? "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; the rest avx2)"
-               : "avx2";
+    if (ctx->isa == SIMD_ISA_AVX2) return "avx2";
+    return ctx->bf16_dot ? "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; "
+                           "attention; avx512_bf16: bf16 weights in bf16 matmul; the rest avx2)"
+                         : "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; "
+                           "attention; the rest avx2)";
 }
 
 /* Both tiers where the CPU and OS run the AVX-512 one, else AVX2 alone. */

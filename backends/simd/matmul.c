@@ -31,7 +31,7 @@ typedef struct weight_format {
 
 enum { ACT_F32 = SIMD_ACT_F32, ACT_Q8_0 = SIMD_ACT_Q8_0, ACT_Q8_K16 = SIMD_ACT_Q8_K16, ACT_Q8_K32 = SIMD_ACT_Q8_K32 };
 
-static int weight_format_of(int32_t dtype, simd_isa isa, int64_t K, weight_format *f) {
+static int weight_format_of(int32_t dtype, simd_isa isa, bool bf16_dot, int64_t K, weight_format *f) {
     /* The avx512 tier's Q4_K and Q6_K pairs take up to SIMD_PAIR_ZMM_ROWS
      * activation rows in registers (matmul_q4_k_vnni.c) while the rows stay
      * in L1, where the AVX2 pair tiles stop at SIMD_SMALL_M. */
@@ -40,7 +40,10 @@ static int weight_format_of(int32_t dtype, simd_isa isa, int64_t K, weight_forma
     switch (dtype) {
     case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
     case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
-    case VT_BF16: *f = (weight_format){simd_dot_bf16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
+    case VT_BF16:
+        *f = bf16_dot ? (weight_format){simd_dot_bf16_dp, 1, 2, SIMD_ACT_BF16, SIMD_FLOAT_WROWS, 4, 0}
+                      : (weight_format){simd_dot_bf16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0};
+        return 1;
     case VT_Q8_0:
         *f = (weight_format){simd_dot_q8_0, 32, sizeof(vt_block_q8_0), ACT_Q8_0, 1, SIMD_MAX_ROWS, SIMD_SMALL_M};
         return 1;
@@ -80,7 +83,9 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
     const quantize_task *t = arg;
     const int64_t K = t->K;
     for (int64_t m = begin; m < end; m++) {
-        if (t->kind == ACT_Q8_0)
+        if (t->kind == SIMD_ACT_BF16)
+            simd_round_row_bf16(t->x + m * K, (vt_bf16_t *)t->qs + m * K, K);
+        else if (t->kind == ACT_Q8_0)
             simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
         else if (t->kind == SIMD_ACT_Q8_0I)
             simd_quantize_row_q8_0_isums(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), t->isums + m * (K / 32), K);
@@ -194,6 +199,17 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
         return VT_OK;
     }
     const int64_t block = kind == ACT_Q8_0 || kind == SIMD_ACT_Q8_0I ? 32 : 256;
+    if (kind == SIMD_ACT_BF16) { /* rows of bf16, in the space of the 8-bit values */
+        vt_bf16_t *h = simd_scratch(ctx, simd_align_up((size_t)(M * K) * sizeof(vt_bf16_t)));
+        if (!h) return VT_ERR_NOMEM;
+        quantize_task q = {.x = X->data, .qs = (int8_t *)h, .K = K, .kind = kind};
+        if (M == 1)
+            quantize_rows(&q, 0, 1, 0);
+        else
+            vt_host_parallel_for(ctx->host, M, 1, quantize_rows, &q);
+        act->h = h;
+        return VT_OK;
+    }
     const size_t qs_bytes = simd_align_up((size_t)(M * K));
     const size_t d_bytes = simd_align_up((size_t)(M * (K / block)) * sizeof(float));
     const size_t bsum_bytes = kind == ACT_Q8_K16    ? simd_align_up((size_t)(M * (K / 16)) * sizeof(int16_t))
@@ -235,7 +251,7 @@ vt_status simd_matmul(void *opaque, const vt_node *node) {
         return pf->matmul(ctx, node);
     }
     weight_format f;
-    if (!weight_format_of(W->dtype, ctx->isa, K, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
+    if (!weight_format_of(W->dtype, ctx->isa, ctx->bf16_dot, K, &f) || K % f.block_length != 0) return VT_ERR_INVALID;
     if (M <= 0 || N <= 0) return VT_OK;
 
     matmul_task t;

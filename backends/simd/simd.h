@@ -5,6 +5,7 @@
 #ifndef VT_SIMD_H
 #define VT_SIMD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,7 @@ typedef struct simd_ctx {
     const vt_host *host;
     int n_threads;
     simd_isa isa; /* chosen at init: the best the CPU and OS run, or the isa option */
+    bool bf16_dot; /* the avx512 tier on a CPU with AVX-512 BF16: BF16 weights multiplied in bf16 */
     /* One growable scratch buffer reused by every op (ops never run
      * concurrently on one ctx): quantized activations, per-thread tiles. */
     void *scratch;
@@ -87,6 +89,7 @@ typedef struct simd_act {
     const int16_t *hsums; /* [M][K / 8] per run of 16 values, -32 times the sum of those at 4i and 4i + 1, then at
                              4i + 2 and 4i + 3 (prepared Q6_K: the int16 halves of its vpmaddubsw lanes) */
     const float *f;       /* [M][K] f32 rows (float weights only) */
+    const vt_bf16_t *h;   /* [M][K] the f32 rows rounded to bf16 (BF16 weights where the CPU multiplies bf16) */
 } simd_act;
 
 /* Activation forms (simd_act): f32 as given; 8-bit blocks of 32; 8-bit
@@ -99,7 +102,8 @@ enum {
     SIMD_ACT_Q8_K32 = 3,
     SIMD_ACT_Q8_K32I = 4,
     SIMD_ACT_Q8_0I = 5, /* blocks of 32 with int16 sums of each block (prepared Q4_0) */
-    SIMD_ACT_Q8_K16H = 6 /* blocks of 256 with hsums (prepared Q6_K) */
+    SIMD_ACT_Q8_K16H = 6, /* blocks of 256 with hsums (prepared Q6_K) */
+    SIMD_ACT_BF16 = 7     /* bf16 rows (simd_dot_bf16_dp) */
 };
 
 /* Prepare the M rows of X {K, M} f32 in form `kind` into ctx's scratch
@@ -147,6 +151,11 @@ typedef void (*simd_dot_fn)(const void *w, size_t w_stride, int NW, const simd_a
 void simd_dot_f32(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_f16(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_bf16(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+/* BF16 weights against bf16 activations (x->h) with vdpbf16ps; AVX-512 BF16
+ * only (matmul_bf16_dp.c). */
+void simd_dot_bf16_dp(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
+/* x[0..K) rounded to bf16 as vt_f32_to_bf16 rounds; AVX-512 only. */
+void simd_round_row_bf16(const float *x, vt_bf16_t *y, int64_t K);
 void simd_dot_q8_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q4_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q4_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);

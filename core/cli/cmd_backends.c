@@ -41,7 +41,7 @@ static void print_entry(const vt_backend_entry *b, bool matrix, const char *mark
     if (b->state != VT_BACKEND_LOADED) printf("    reason: %s\n", b->reason);
     else if (b->table->description) printf("    %s\n", b->table->description);
     if (b->state == VT_BACKEND_LOADED) {
-        char isa[128];
+        char isa[VT_BACKEND_ISA_MAX];
         printf("    runs at: %s\n", vt_backend_isa(b, isa, sizeof isa));
     }
     if (matrix && b->state == VT_BACKEND_LOADED) print_matrix(b);

@@ -88,7 +88,7 @@ typedef struct bench_result {
     size_t released_bytes;         /* of the file's mapping, tensors only prepared copies read */
     size_t shared_bytes;           /* weights nodes of several backends read: the file's layout, unprepared */
     int shared_tensors;
-    char isa[256];                 /* each backend its plans run on, with the instruction set it runs at */
+    char isa[2 * VT_BACKEND_ISA_MAX]; /* each backend its plans run on, with the instruction set it runs at */
 } bench_result;
 
 /* The process's peak resident set so far (getrusage; Linux reports KiB). */
@@ -213,7 +213,7 @@ static void engine_isa(const vt_engine *e, char *buf, size_t size) {
     for (int i = 0; i < n && used < size; i++) {
         if (!prefill[i] && !decode[i]) continue;
         const vt_backend_entry *b = vt_registry_at(vt_engine_registry(e), i);
-        char isa[128];
+        char isa[VT_BACKEND_ISA_MAX];
         int k = snprintf(buf + used, size - used, "%s%s %s", used ? " + " : "", b->name, vt_backend_isa(b, isa, sizeof isa));
         if (k > 0) used += (size_t)k;
     }

@@ -149,9 +149,9 @@ static vt_status count_nodes(const vt_engine *e, backend_result *r, vt_error *er
     for (int i = 0; i < n; i++) {
         if (counts[i] + dec[i] == 0 || r->n_where == VT_CLI_MAX_BACKENDS) continue;
         const vt_backend_entry *b = vt_registry_at(vt_engine_registry(e), i);
-        char isa[128] = "";
+        char isa[VT_BACKEND_ISA_MAX] = "";
         snprintf(r->where_name[r->n_where], sizeof r->where_name[0], "%s", b->name);
-        r->where_bf16[r->n_where] = strstr(vt_backend_isa(b, isa, sizeof isa), "(bf16 matmul ") != NULL;
+        r->where_bf16[r->n_where] = strstr(vt_backend_isa(b, isa, sizeof isa), "bf16 matmul") != NULL;
         r->where_count[r->n_where++] = (int64_t)counts[i] + dec[i];
     }
     free(counts);
@@ -265,12 +265,15 @@ static vt_status run_backend(compare_job *job, const char *name, const char *opt
  * to 5.6e-2 on the test models (llama-gqa-tiny-q4_k_m), so 6e-2; onednn
  * multiplying in bf16 (where the CPU has it) rounds quantized and BF16
  * weights and the activations to bf16, up to 3.3e-2 (qwen3moe-tiny-q4_k_m),
- * so 5e-2. reference is within 2.4e-7 of exact, so the bounds hold against
- * it. A backend not listed (a plugin) states none: -1. */
+ * so 5e-2; simd multiplying BF16 weights in bf16 (its avx512 tier where the
+ * CPU has AVX-512 BF16) rounds the activations to bf16 for them, 6.9e-3
+ * measured (qwen3-tiny-bf16), under the same 5e-2. reference is within
+ * 2.4e-7 of exact, so the bounds hold against it. A backend not listed (a
+ * plugin) states none: -1. */
 static double stated_tolerance(const char *backend, bool in_bf16, bool quantized_weights, bool bf16_weights) {
     if (strcmp(backend, "onednn") == 0) return in_bf16 && (quantized_weights || bf16_weights) ? 5e-2 : 1e-5;
     if (strcmp(backend, "reference") == 0) return 1e-5;
-    if (strcmp(backend, "simd") == 0) return quantized_weights ? 6e-2 : 1e-5;
+    if (strcmp(backend, "simd") == 0) return quantized_weights ? 6e-2 : in_bf16 && bf16_weights ? 5e-2 : 1e-5;
     return -1;
 }
 
@@ -406,7 +409,7 @@ static void print_verdicts(const compare_job *job, const backend_result *res, in
     printf("\nverdict: each backend against reference within its stated tolerance (relative to max(1, max|logit|) "
            "= %.2f: 1e-5 for f32 arithmetic; simd on %s weights %s%s)\n",
            scale, quantized ? "these quantized" : "these float", quantized ? "6e-2, its 8-bit activations" : "1e-5",
-           any_bf16 ? "; onednn in bf16 5e-2 on quantized and bf16 weights" : "");
+           any_bf16 ? "; multiplying in bf16 5e-2 (onednn on quantized and bf16 weights, simd on bf16 weights)" : "");
     for (int i = 0; i < n; i++) {
         char why[VT_ERROR_MSG_SIZE + 256], kv[16] = "";
         const verdict_kind v = judge(job, res, i, scale, why, sizeof why);

@@ -52,7 +52,7 @@ int vt_cmd_version(int argc, char **argv) {
         printf("backends:\n");
         for (int i = 0; i < vt_registry_count(r); i++) {
             const vt_backend_entry *b = vt_registry_at(r, i);
-            char isa[128];
+            char isa[VT_BACKEND_ISA_MAX];
             if (b->state == VT_BACKEND_LOADED)
                 printf("  %-10s ABI %u.%u, score %d%s, runs at %s: %s\n", b->name, b->abi_major, b->abi_minor,
                        b->score, i == preferred ? " (default)" : "", vt_backend_isa(b, isa, sizeof isa),

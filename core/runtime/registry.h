@@ -75,7 +75,9 @@ vt_status vt_backend_prepare_weight(const vt_backend_entry *b, const vt_weight_o
                                     char *why, size_t why_size);
 void vt_backend_release_weight(const vt_backend_entry *b, void *data);
 /* The instruction set b's kernels run at (1.3's isa), as one printable
- * line in buf; "not reported" when b does not say. Returns buf. */
+ * line in buf; "not reported" when b does not say. Returns buf. Callers give
+ * it VT_BACKEND_ISA_MAX bytes: a longer line is cut there. */
+#define VT_BACKEND_ISA_MAX 256
 const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size);
 /* The instruction-set tiers b runs at here (1.6's tiers), best first, as
  * option assignments ("isa=avx2"): up to max of them into out (pointers
