@@ -10,7 +10,7 @@
  * BF16 weights are compute-bound on the FMA kernels (matmul_float.c).
  *
  * What it costs: each activation is rounded to 8 significant bits (relative
- * error at most 2^-9), so a product sum moves by at most 2^-9 sum |w x|: the
+ * error at most 2^-8), so a product sum moves by at most 2^-8 sum |w x|: the
  * rounding llama.cpp applies for BF16 weights too, and that onednn's bf16
  * path applies. F16 and F32 weights keep the FMA kernels: rounding their
  * values to bf16 would lose bits the file holds.
@@ -21,21 +21,9 @@
  * same bits alone (M = 1) or among other rows. */
 #include "simd.h"
 #include "simd_vec.h"
+#include "vt/vt_bf16_row.h"
 
-void simd_round_row_bf16(const float *x, vt_bf16_t *y, int64_t K) {
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7FFF);
-    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
-    const __m512i quiet = _mm512_set1_epi32(0x400000);
-    int64_t k = 0;
-    for (; k + 16 <= K; k += 16) {
-        const __m512i b = _mm512_castps_si512(_mm512_loadu_ps(x + k));
-        __m512i r = _mm512_add_epi32(b, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(b, 16), one)));
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(b, abs_mask), inf);
-        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(b, quiet)); /* (x >> 16) | 0x40, as vt_f32_to_bf16 */
-        _mm256_storeu_si256((__m256i *)(y + k), _mm512_cvtepi32_epi16(_mm512_srli_epi32(r, 16)));
-    }
-    for (; k < K; k++) y[k] = vt_f32_to_bf16(x[k]);
-}
+void simd_round_row_bf16(const float *x, vt_bf16_t *y, int64_t K) { vt_f32_to_bf16_row_avx512(x, y, K); }
 
 SIMD_INLINE __m512 dp(__m512 acc, __m512i w, __m512i x) { return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x); }
 
