@@ -56,7 +56,7 @@ static void test_chain_and_refcounts(void) {
     CU_ASSERT_EQUAL(evictable, 0); /* s1 holds them */
     /* one token is left to compute: 2 blocks, and 3 positions of the third copied */
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 12, &evictable), 11);
-    CU_ASSERT_EQUAL(evictable, 2); /* a block to copy them into, and the block they come from */
+    CU_ASSERT_EQUAL(evictable, 1); /* the block to copy them into (s1 holds the one they come from) */
     /* the chain breaks at b's 6th token: a's second block gives its first position */
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 14, &evictable), 5);
     /* a chain is matched whole from the start: a's second block alone is no hit */
@@ -111,7 +111,7 @@ static void test_eviction_order_and_reclaim(void) {
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), 8);
     int32_t ev;
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev), 9); /* 2 blocks and a's tail */
-    CU_ASSERT_EQUAL(ev, 2 + 2); /* both blocks evictable; the tail's copy and the tail */
+    CU_ASSERT_EQUAL(ev, 2 + 1); /* both blocks evictable, and the block the tail is copied into */
     /* 4 blocks: the 2 free ones, then the oldest evictable, a's tail and a's second block */
     CU_ASSERT_EQUAL(store(c, &sd, d, 16), VT_OK);
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev), 4); /* a keeps its first block */
@@ -229,8 +229,10 @@ static void test_partial_blocks(void) {
     CU_ASSERT_EQUAL(c->n_filed, 2);
     int32_t taken;
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 6); /* q leaves a at its 7th token */
-    CU_ASSERT_EQUAL(taken, 1 + 2);
+    CU_ASSERT_EQUAL(taken, 1 + 1);
+    const int32_t available = vt_kv_cache_available(c);
     CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &sq, q, 8), 6);
+    CU_ASSERT_EQUAL(available - vt_kv_cache_available(c), taken); /* what the match said it would use */
     CU_ASSERT_EQUAL(sq.n_blocks, 2);
     const int32_t copy = sq.block_table[1];
     CU_ASSERT_NOT_EQUAL(copy, tail);
@@ -274,6 +276,27 @@ static void test_partial_blocks(void) {
     vt_kv_seq_trim(c, &hog); /* nothing stored: every block free again */
     CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 6);
     vt_kv_seq_release(c, &hog);
+    /* the tail copied from is the least recently used block and none is
+     * free: the copy goes to the next evictable one, not onto the tail */
+    vt_kv_cache_set_cache_budget(c, 0);
+    vt_kv_cache_set_cache_budget(c, -1);
+    int32_t other[3] = {70, 71, 72};
+    vt_kv_seq sa2 = {0}, so = {0}, hog2 = {0}, sq2 = {0};
+    CU_ASSERT_EQUAL(store(c, &sa2, a, 7), VT_OK);
+    CU_ASSERT_EQUAL(store(c, &so, other, 3), VT_OK);
+    const int32_t a_tail = sa2.block_table[1], o_tail = so.block_table[0];
+    vt_kv_seq_release(c, &sa2); /* evictable, oldest first: a's tail, a's first block */
+    vt_kv_seq_release(c, &so);  /* then the other's tail */
+    CU_ASSERT_EQUAL(c->lru_head, a_tail);
+    CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &hog2, 4 * c->n_free, NULL), VT_OK);
+    CU_ASSERT_EQUAL(c->n_free, 0);
+    CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &sq2, q, 8), 6);
+    CU_ASSERT_EQUAL(sq2.block_table[1], o_tail); /* the other's tail was evicted for the copy */
+    CU_ASSERT_TRUE(c->blocks[a_tail].filed);
+    CU_ASSERT_EQUAL(c->blocks[a_tail].n_tail, 3);
+    CU_ASSERT_EQUAL(c->tokens[(size_t)o_tail * 4 + 1], a[5]);
+    vt_kv_seq_release(c, &sq2);
+    vt_kv_seq_release(c, &hog2);
     /* every available block taken: the tail and its parent are reused, unfiled */
     vt_kv_seq s1 = {0}, s2 = {0}, s3 = {0};
     CU_ASSERT_EQUAL(store(c, &s1, a, 7), VT_OK);
@@ -392,6 +415,24 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, q, PROMPT_LEN), 36);
     vt_step_entry q_rest = {1, q + 36, 4, true};
     CU_ASSERT_TRUE_FATAL(step(e, &q_rest, 1, 0, hit));
+    CU_ASSERT_EQUAL(memcmp(fresh_q, hit, (size_t)V * sizeof *hit), 0);
+    vt_engine_seq_release(e, 1);
+    /* a copy from a tail: `other`'s 40 tokens end 8 into a block when its
+     * sequence ends; `other` and 3 more take those 8 positions from it */
+    int32_t o3[PROMPT_LEN + 3];
+    memcpy(o3, other, sizeof other);
+    prompt_tokens(o3 + PROMPT_LEN, 3, 10);
+    vt_kv_cache_set_prefix_cache(e->kv, false); /* o3 computed whole, nothing filed */
+    vt_step_entry eo = {2, o3, PROMPT_LEN + 3, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &eo, 1, 0, fresh_q));
+    vt_engine_seq_release(e, 2);
+    vt_kv_cache_set_prefix_cache(e->kv, true);
+    vt_step_entry eo40 = {2, other, PROMPT_LEN, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &eo40, 1, 0, hit));
+    vt_engine_seq_release(e, 2); /* its last block, 8 positions, filed as a tail */
+    CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, o3, PROMPT_LEN + 3), PROMPT_LEN);
+    vt_step_entry o_rest = {1, o3 + PROMPT_LEN, 3, true};
+    CU_ASSERT_TRUE_FATAL(step(e, &o_rest, 1, 0, hit));
     CU_ASSERT_EQUAL(memcmp(fresh_q, hit, (size_t)V * sizeof *hit), 0);
     vt_engine_seq_release(e, 1);
     free(fresh_q);

@@ -492,9 +492,10 @@ static void test_body_limit_and_context(void) {
  * from the prefix cache (whole blocks shared, the rest copied from the
  * block the first left; usage.prompt_tokens_details.cached_tokens, counted
  * in /metrics) and answers the same text. The first shares only what
- * earlier tests' prompts began with (the BOS token at least). */
+ * earlier tests' prompts began with (the BOS token; no other prompt begins
+ * with its first word). */
 static void test_prefix_cache_in_usage(void) {
-    const char *body = "\"prompt\":\"The lighthouse keeper counted the ships that passed in the night, one by one, "
+    const char *body = "\"prompt\":\"Zanzibar's lighthouse keeper counted the ships that passed in the night, one by one, "
                        "and wrote each name in a book that nobody else would ever read.\",\"max_tokens\":12,"
                        "\"temperature\":0";
     const double hits_before = serve_metric(&main_srv, "vt_prefix_cache_hit_tokens_total");

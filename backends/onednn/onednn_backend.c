@@ -140,7 +140,7 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
                                              : ONEDNN_PRECISION_F32;
     const bool bf16 = ctx->precision == ONEDNN_PRECISION_BF16;
     const char *f32_impl = ctx->caps.matmul_f32 ? ctx->caps.matmul_f32_impl : "unavailable";
-    /* within the 128 bytes callers read it into (oneDNN's names are shorter
+    /* within ctx->isa's 128 bytes (callers read up to 256; oneDNN's names are shorter
      * than these bounds: "brg:avx512_core_amx_bf16" is the longest) */
     if (bf16)
         snprintf(ctx->isa, sizeof ctx->isa, "%.31s (bf16 matmul %.24s; f32/f16 weights: f32 %.24s)",

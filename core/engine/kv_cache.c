@@ -26,11 +26,16 @@ static uint64_t chain_key(uint64_t parent_key, const int32_t *tokens, int32_t bs
     for (int32_t i = 0; i < bs; i++) h = mix64(h ^ (uint64_t)(uint32_t)tokens[i]);
     return h;
 }
-/* The key every block following the block keyed parent_key is also filed
- * under (tails only under it): a lookup that matched the blocks before
- * reaches the blocks continuing them knowing only those, and compares each
- * one's tokens with its own, position by position. */
-static uint64_t continuation_key(uint64_t parent_key) { return mix64(parent_key ^ 0x5851f42d4c957f2dull); }
+/* The key a block following the block keyed parent_key and beginning with
+ * token `first` is also filed under (a tail only under it): a lookup that
+ * matched the blocks before reaches the blocks continuing them knowing only
+ * those and its next token, and compares each one's tokens with its own,
+ * position by position. The first token spreads a parent's many children
+ * (every sequence's first block, the conversations after one system
+ * prompt) over the table instead of one probe run. */
+static uint64_t continuation_key(uint64_t parent_key, int32_t first) {
+    return mix64(mix64(parent_key ^ 0x5851f42d4c957f2dull) ^ (uint64_t)(uint32_t)first);
+}
 
 /* ---- the evictable list (filed blocks nobody holds), oldest first ---- */
 
@@ -261,7 +266,8 @@ void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int
         k->key = seq->keys[lb];
         k->parent = lb ? seq->block_table[lb - 1] : -1;
         k->parent_gen = lb ? c->blocks[k->parent].gen : 0;
-        k->continuation = continuation_key(lb ? seq->keys[lb - 1] : FIRST_BLOCK_PARENT_KEY);
+        k->continuation =
+            continuation_key(lb ? seq->keys[lb - 1] : FIRST_BLOCK_PARENT_KEY, c->tokens[(size_t)b * (size_t)bs]);
         vt_kv_block_index_insert(c->index, k->key, b);
         vt_kv_block_index_insert(c->index, k->continuation, b);
         c->n_filed++;
@@ -314,7 +320,9 @@ static int32_t best_continuation(const vt_kv_cache *c, uint64_t parent_key, int3
     *m = 0;
     int32_t best = -1;
     int64_t cursor = -1;
-    for (int32_t b; (b = vt_kv_block_index_next(c->index, continuation_key(parent_key), &cursor)) >= 0;) {
+    if (max < 1) return -1;
+    const uint64_t key = continuation_key(parent_key, tokens[0]);
+    for (int32_t b; (b = vt_kv_block_index_next(c->index, key, &cursor)) >= 0;) {
         const vt_kv_block *k = &c->blocks[b];
         if (k->parent != parent || (parent >= 0 && k->parent_gen != c->blocks[parent].gen)) continue;
         const int32_t *held = c->tokens + (size_t)b * (size_t)c->block_size;
@@ -328,14 +336,21 @@ static int32_t best_continuation(const vt_kv_cache *c, uint64_t parent_key, int3
 
 /* The block whose first positions a sequence matching tokens[0..n) up to
  * its block `last` (keyed key, full_blocks of them) copies, and in *m how
- * many; -1 when none matches or the pool lacks the block to copy it into.
- * taken_so_far: the available blocks the full ones use up. */
+ * many; -1 when none matches or the pool lacks the block to copy it into
+ * (besides the block copied from, when that one is evictable: it must not
+ * be the one evicted for the copy). taken_so_far: the available blocks the
+ * full ones use up. */
 static int32_t partial_match(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int64_t full_blocks, uint64_t key,
                            int32_t last, int32_t taken_so_far, int64_t *m) {
     *m = 0;
     const int64_t start = full_blocks * c->block_size;
-    if (!c->prefix_cache || n - 1 <= start || vt_kv_cache_available(c) - taken_so_far < 2) return -1;
-    return best_continuation(c, key, last, tokens + start, n - 1 - start, m);
+    if (!c->prefix_cache || n - 1 <= start) return -1;
+    const int32_t from = best_continuation(c, key, last, tokens + start, n - 1 - start, m);
+    if (from >= 0 && vt_kv_cache_available(c) - taken_so_far < (c->blocks[from].ref == 0 ? 2 : 1)) {
+        *m = 0;
+        return -1;
+    }
+    return from;
 }
 
 static void count_evictable(vt_kv_cache *c, void *arg, int32_t block, uint64_t key) {
@@ -349,7 +364,7 @@ int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, in
     int32_t last;
     const int64_t full = walk_filed(c, tokens, n, count_evictable, taken, &key, &last);
     int64_t m = 0;
-    if (partial_match(c, tokens, n, full, key, last, *taken, &m) >= 0) *taken += 2;
+    if (partial_match(c, tokens, n, full, key, last, *taken, &m) >= 0) *taken += 1; /* the block copied into */
     return full * c->block_size + m;
 }
 
@@ -445,13 +460,12 @@ static void file_tail(vt_kv_cache *c, const vt_kv_seq *seq) {
     if (k->ref != 1 || k->filed) return;
     const int32_t parent = lb ? seq->block_table[lb - 1] : -1;
     const uint64_t parent_key = lb ? seq->keys[lb - 1] : FIRST_BLOCK_PARENT_KEY;
+    const int32_t *held = c->tokens + (size_t)b * (size_t)bs;
     int64_t same = 0;
-    if (best_continuation(c, parent_key, parent, c->tokens + (size_t)b * (size_t)bs, n_tail, &same) >= 0 &&
-        same == n_tail)
-        return;
+    if (best_continuation(c, parent_key, parent, held, n_tail, &same) >= 0 && same == n_tail) return;
     k->filed = true;
     k->n_tail = n_tail;
-    k->key = continuation_key(parent_key);
+    k->key = continuation_key(parent_key, held[0]);
     k->parent = parent;
     k->parent_gen = parent >= 0 ? c->blocks[parent].gen : 0;
     vt_kv_block_index_insert(c->index, k->key, b);

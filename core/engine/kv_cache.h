@@ -43,7 +43,7 @@ typedef struct vt_kv_block {
     int32_t parent;      /* filed: the block before it in its chain, -1 for a first block */
     uint32_t parent_gen; /* the parent's gen when this block was filed */
     uint64_t key;        /* filed: its chain key (a tail: its continuation key) */
-    uint64_t continuation; /* filed full: the key of the blocks following its parent (it is filed under both) */
+    uint64_t continuation; /* filed full: its key among the blocks following its parent (filed under both) */
     int32_t n_tail;      /* filed as a tail: the positions holding K/V (a released sequence's partial last
                             block); 0 for a full block */
     int32_t lru_prev, lru_next; /* filed with ref 0: the evictable list, oldest first */
@@ -119,8 +119,7 @@ void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int
 int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n);
 /* Tokens vt_kv_seq_attach_prefix would take, and how many available blocks
  * taking them uses up: the evictable filed blocks it would hold, and with a
- * tail, the block it is copied into and the tail itself (kept from eviction
- * while it is copied); nothing changes. */
+ * partial match the block its positions are copied into; nothing changes. */
 int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *taken);
 
 /* Slots of tokens [start, start + n) of seq (already reserved). */

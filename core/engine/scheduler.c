@@ -892,6 +892,7 @@ static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
             info->n_prefill_tokens += n;
     }
     info->n_entries = s->n_plan;
+    const int64_t chunk = prefill_chunk(s); /* the rule this step was planned under (the step updates it) */
     const double started = now_seconds();
     vt_status st = vt_engine_step(s->engine, s->entries, s->n_plan, err);
     if (st != VT_OK) return st;
@@ -900,7 +901,7 @@ static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     s->stats.n_steps++;
     vt_log(VT_LOG_DEBUG, "sched", "step %llu: %lld decodes, %lld prompt tokens (chunk %lld), forward %.1f ms",
            (unsigned long long)s->stats.n_steps, (long long)info->n_decode_tokens, (long long)info->n_prefill_tokens,
-           (long long)prefill_chunk(s), 1e3 * seconds);
+           (long long)chunk, 1e3 * seconds);
     /* Sampling reads the whole vocabulary once per sequence (a sort of it
      * for a temperature draw), so with several sequences it runs on the
      * engine's threads rather than on this one alone between two steps. */

@@ -3,9 +3,9 @@
  * quiet NaN), in integers, 16 values per AVX-512 step, so the values match
  * what every other part of vt calls bf16.
  *
- * Include it only in a translation unit compiled with AVX-512 F
- * (-mavx512f), and call it only where the CPU has AVX-512 and the OS saves
- * its state (vt_cpu.h says both). */
+ * x86-64 only. The function carries its own target (AVX-512 F), so any
+ * translation unit may include it; call it only where the CPU has AVX-512
+ * and the OS saves its state (vt_cpu.h says both). */
 #ifndef VT_BF16_ROW_H
 #define VT_BF16_ROW_H
 
@@ -14,7 +14,8 @@
 
 #include "vt_quant.h"
 
-static inline void vt_f32_to_bf16_row_avx512(const float *src, vt_bf16_t *dst, int64_t n) {
+__attribute__((target("avx512f"))) static inline void vt_f32_to_bf16_row_avx512(const float *src, vt_bf16_t *dst,
+                                                                                int64_t n) {
     const __m512i round = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1);
     const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), inf = _mm512_set1_epi32(0x7F800000);
     const __m512i quiet = _mm512_set1_epi32(0x40);
