@@ -24,7 +24,7 @@ static bool avx512_here(void) {
 /* Convert bits[0..n) and compare each value with vt_f32_to_bf16; the
  * guard values after n must stay. Returns the mismatches. */
 static int64_t check(const uint32_t *bits, int64_t n) {
-    float *src = malloc((size_t)(n + 1) * sizeof *src);
+    float *src = calloc((size_t)(n + 1), sizeof *src);
     vt_bf16_t *dst = malloc((size_t)(n + 8) * sizeof *dst);
     for (int64_t i = 0; i < n; i++) src[i] = vt_f32_from_bits(bits[i]);
     for (int64_t i = 0; i < n + 8; i++) dst[i] = 0xBEEF;

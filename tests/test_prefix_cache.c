@@ -313,6 +313,32 @@ static void test_partial_blocks(void) {
     vt_kv_cache_free(c);
 }
 
+/* A sequence that fills a block with the same tokens after the same parent
+ * as a filed one holds the filed one and gives its own back: the same
+ * request sent again keeps one copy of its blocks in the pool, not one per
+ * request (which would push out everything else cached). */
+static void test_same_block_kept_once(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 32, &c, NULL), VT_OK); /* 8 blocks of 4 */
+    int32_t a[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    vt_kv_seq s1 = {0}, s2 = {0};
+    CU_ASSERT_EQUAL(store(c, &s1, a, 9), VT_OK); /* 2 full blocks filed, 1 partial */
+    CU_ASSERT_EQUAL(c->n_filed, 2);
+    const int32_t available = vt_kv_cache_available(c);
+    CU_ASSERT_EQUAL(store(c, &s2, a, 9), VT_OK); /* computed again, not attached */
+    CU_ASSERT_EQUAL(c->n_filed, 2);
+    CU_ASSERT_EQUAL(s2.block_table[0], s1.block_table[0]);
+    CU_ASSERT_EQUAL(s2.block_table[1], s1.block_table[1]);
+    CU_ASSERT_NOT_EQUAL(s2.block_table[2], s1.block_table[2]); /* partial blocks stay each its own */
+    CU_ASSERT_EQUAL(c->blocks[s1.block_table[1]].ref, 2);
+    CU_ASSERT_EQUAL(available - vt_kv_cache_available(c), 1); /* only s2's partial block is its own */
+    vt_kv_seq_release(c, &s1);
+    vt_kv_seq_release(c, &s2);
+    CU_ASSERT_EQUAL(c->n_filed, 3); /* the two blocks and one tail */
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), c->num_blocks);
+    vt_kv_cache_free(c);
+}
+
 /* ---- through the engine ---- */
 
 #define PROMPT_LEN 40 /* two full blocks of 16 and a partial one */
@@ -628,6 +654,7 @@ int main(void) {
         {"a budget of cached blocks frees the least recently used beyond it", test_cache_budget},
         {"a fork shares full blocks, copies the partial one", test_fork_shares_full_blocks},
         {"partial matches copy the positions of a tail or a full block", test_partial_blocks},
+        {"a block computed again is kept once", test_same_block_kept_once},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo engine_tests[] = {

@@ -249,6 +249,19 @@ vt_status vt_kv_seq_reserve(vt_kv_cache *c, vt_kv_seq *seq, int64_t n_new, vt_er
     return VT_OK;
 }
 
+/* The filed block holding tokens[0..bs) after block `parent` (-1: first),
+ * filed under key; -1 if none. */
+static int32_t find_filed(const vt_kv_cache *c, uint64_t key, int32_t parent, const int32_t *tokens) {
+    int64_t cursor = -1;
+    for (int32_t b; (b = vt_kv_block_index_next(c->index, key, &cursor)) >= 0;) {
+        const vt_kv_block *k = &c->blocks[b];
+        if (k->n_tail || k->parent != parent || (parent >= 0 && k->parent_gen != c->blocks[parent].gen)) continue;
+        if (memcmp(c->tokens + (size_t)b * (size_t)c->block_size, tokens, (size_t)c->block_size * sizeof *tokens) == 0)
+            return b;
+    }
+    return -1;
+}
+
 void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n) {
     const int32_t bs = c->block_size;
     for (int64_t i = 0; i < n; i++) {
@@ -262,6 +275,18 @@ void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int
         seq->keys[lb] = chain_key(lb ? seq->keys[lb - 1] : FIRST_BLOCK_PARENT_KEY, c->tokens + (size_t)b * (size_t)bs, bs);
         vt_kv_block *k = &c->blocks[b];
         if (!c->prefix_cache || k->filed) continue;
+        /* A block with the same tokens after the same parent is filed
+         * already (the same request sent again computes the same block):
+         * its K/V are these bits too, so seq holds that one and gives its
+         * own back, and the pool keeps one copy instead of one per request. */
+        const int32_t same = find_filed(c, seq->keys[lb], lb ? seq->block_table[lb - 1] : -1,
+                                        c->tokens + (size_t)b * (size_t)bs);
+        if (same >= 0) {
+            if (c->blocks[same].ref++ == 0) lru_unlink(c, same);
+            seq->block_table[lb] = same;
+            give_back(c, b);
+            continue;
+        }
         k->filed = true;
         k->key = seq->keys[lb];
         k->parent = lb ? seq->block_table[lb - 1] : -1;
@@ -272,19 +297,6 @@ void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int
         vt_kv_block_index_insert(c->index, k->continuation, b);
         c->n_filed++;
     }
-}
-
-/* The filed block holding tokens[0..bs) after block `parent` (-1: first),
- * filed under key; -1 if none. */
-static int32_t find_filed(const vt_kv_cache *c, uint64_t key, int32_t parent, const int32_t *tokens) {
-    int64_t cursor = -1;
-    for (int32_t b; (b = vt_kv_block_index_next(c->index, key, &cursor)) >= 0;) {
-        const vt_kv_block *k = &c->blocks[b];
-        if (k->n_tail || k->parent != parent || (parent >= 0 && k->parent_gen != c->blocks[parent].gen)) continue;
-        if (memcmp(c->tokens + (size_t)b * (size_t)c->block_size, tokens, (size_t)c->block_size * sizeof *tokens) == 0)
-            return b;
-    }
-    return -1;
 }
 
 /* The filed blocks holding the first whole blocks of tokens[0..n), at most
@@ -378,9 +390,9 @@ static void take_filed(vt_kv_cache *c, void *arg, int32_t block, uint64_t key) {
 }
 
 int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n) {
-    if (seq->n_tokens != 0 || seq->n_blocks != 0) return 0;
+    if (seq->n_tokens != 0 || seq->n_blocks != 0 || !c->prefix_cache) return 0;
     c->query_tokens += n;
-    if (!c->prefix_cache || n < 2) return 0;
+    if (n < 2) return 0;
     if (!seq_room(seq, (n - 1) / c->block_size + 1)) return 0; /* no memory for the table: compute it all */
     uint64_t key;
     int32_t last;
