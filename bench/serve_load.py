@@ -39,7 +39,8 @@ came back), as chat clients do. It reports TTFT p50/p99 per turn number (turn
 1 shares only the system prompt with the others; later turns also their own
 history), the later turns' TTFT p50 over the first turn's, ITL p50/p99 over
 all turns, output tok/s over the run, and, from the server's /metrics when it
-has vt's histograms, their percentiles and the prefix cache's hit share.
+has vt's histograms, their percentiles and the prefix cache's hit share over
+this run (read before and after it: /metrics counts over the server's life).
 
 Only the Python standard library is used, so it runs wherever the tests run.
 Usage:
@@ -282,8 +283,9 @@ def system_prompt(words):
     return " ".join(out)
 
 
-def scrape_metrics(url, headers):
-    """vt's /metrics histograms and prefix-cache counters, or None."""
+def read_metrics(url, headers):
+    """vt's /metrics histogram buckets and counters as ({base: [(le, count)]},
+    {name: value}), or None (not vt, or unreachable)."""
     try:
         conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=30)
         conn.request("GET", "/metrics", headers=headers)
@@ -304,6 +306,21 @@ def scrape_metrics(url, headers):
             values[name] = float(value)
     if "vt_time_to_first_token_seconds" not in hist:
         return None
+    return hist, values
+
+
+def metrics_since(url, headers, before):
+    """The histograms' percentiles and the prefix cache's hit share over what
+    the server did since `before` (read_metrics' reading at the start of the
+    run: /metrics counts over the server's whole life), or None."""
+    now = read_metrics(url, headers)
+    if now is None:
+        return None
+    hist, values = now
+    if before is not None:
+        hist = {base: [(le, count - dict(before[0].get(base, [])).get(le, 0.0)) for le, count in b]
+                for base, b in hist.items()}
+        values = {name: v - before[1].get(name, 0.0) for name, v in values.items()}
 
     def quantile(buckets, q):  # the upper bound of the bucket holding the q-th share
         total = buckets[-1][1]
@@ -327,6 +344,7 @@ def scrape_metrics(url, headers):
 
 def run_conversations(args, url, headers):
     system = system_prompt(args.system_words)
+    metrics_before = read_metrics(url, headers)
     steal = CpuSteal()
     t0 = time.perf_counter()
     convs = [Conversation(url, headers, system, i, args.turns, args.max_tokens, args.temperature)
@@ -356,7 +374,7 @@ def run_conversations(args, url, headers):
         if later else float("nan"),
         "itl_p50_ms": percentile(gaps, 50) * 1e3, "itl_p99_ms": percentile(gaps, 99) * 1e3,
         "cpu_steal_share": steal.share(),
-        "server_metrics": scrape_metrics(url, headers),
+        "server_metrics": metrics_since(url, headers, metrics_before),
         "errors": [e for c in convs for e in c.errors],
     }
     if args.json:
@@ -374,7 +392,8 @@ def run_conversations(args, url, headers):
               (result["itl_p50_ms"], result["itl_p99_ms"], steal_text(result["cpu_steal_share"])))
         m = result["server_metrics"]
         if m:
-            print("  server /metrics: TTFT p50 <= %ss p99 <= %ss; ITL p50 <= %ss p99 <= %ss; prefix cache hit "
+            print("  server /metrics over this run: TTFT p50 <= %ss p99 <= %ss; ITL p50 <= %ss p99 <= %ss; "
+                  "prefix cache hit "
                   "share %.3f" % (m.get("ttft_p50_le_s"), m.get("ttft_p99_le_s"), m.get("itl_p50_le_s"),
                                   m.get("itl_p99_le_s"), m.get("prefix_cache_hit_share", float("nan"))))
     for e in result["errors"][:5]:
@@ -383,7 +402,7 @@ def run_conversations(args, url, headers):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default="http://127.0.0.1:8080")
     ap.add_argument("--clients", default="1,4,8,16", help="comma-separated concurrency levels")
     ap.add_argument("--duration", type=float, default=30.0, help="seconds per level")

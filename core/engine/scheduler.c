@@ -636,7 +636,7 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         r->state = VT_SCHED_RUNNING;
         r->n_computed = vt_engine_seq_attach_prefix(s->engine, slot, r->tokens, total_tokens(r));
         if (r->n_preemptions == 0) r->n_cached = r->n_computed;
-        vt_log(VT_LOG_DEBUG, "sched", "request %llu starts: %lld tokens, %lld of them from the prefix cache",
+        vt_log(VT_LOG_DEBUG, "sched", "sequence %llu starts: %lld tokens, %lld of them from the prefix cache",
                (unsigned long long)r->id, (long long)total_tokens(r), (long long)r->n_computed);
         s->running[s->n_running++] = r;
         plan_add(s, r, n); /* attach took exactly the hit admission_tokens found */
@@ -899,9 +899,14 @@ static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     const double seconds = now_seconds() - started;
     learn_step_time(s, info, seconds);
     s->stats.n_steps++;
-    vt_log(VT_LOG_DEBUG, "sched", "step %llu: %lld decodes, %lld prompt tokens (chunk %lld), forward %.1f ms",
-           (unsigned long long)s->stats.n_steps, (long long)info->n_decode_tokens, (long long)info->n_prefill_tokens,
-           (long long)chunk, 1e3 * seconds);
+    if (info->n_decode_tokens > 0)
+        vt_log(VT_LOG_DEBUG, "sched",
+               "step %llu: %lld decodes, %lld prompt tokens (at most %lld beside decodes), forward %.1f ms",
+               (unsigned long long)s->stats.n_steps, (long long)info->n_decode_tokens,
+               (long long)info->n_prefill_tokens, (long long)chunk, 1e3 * seconds);
+    else
+        vt_log(VT_LOG_DEBUG, "sched", "step %llu: %lld prompt tokens, no decodes, forward %.1f ms",
+               (unsigned long long)s->stats.n_steps, (long long)info->n_prefill_tokens, 1e3 * seconds);
     /* Sampling reads the whole vocabulary once per sequence (a sort of it
      * for a temperature draw), so with several sequences it runs on the
      * engine's threads rather than on this one alone between two steps. */
