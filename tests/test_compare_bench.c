@@ -732,8 +732,21 @@ static void test_compare_entry_options(void) {
     CU_ASSERT_STRING_EQUAL(nb->str, "simd:isa=avx2");
     CU_ASSERT_EQUAL(num(a, "max_abs_dlogit"), num(b, "max_abs_dlogit"));
     CU_ASSERT_EQUAL(num(a, "greedy_agree_tokens"), num(b, "greedy_agree_tokens"));
+    /* each row names what its backend ran at: the entry's own tier */
+    const json_value *ia = json_get(json_get(a, "isa_by_backend"), "simd");
+    const json_value *ib = json_get(json_get(b, "isa_by_backend"), "simd");
+    CU_ASSERT_FATAL(ia && ib && ia->type == JSON_STRING && ib->type == JSON_STRING);
+    CU_ASSERT_STRING_EQUAL(ib->str, "avx2");
+    CU_ASSERT_STRING_EQUAL(ia->str, simd_isa_expected() + strlen("simd "));
     json_free(&doc);
     char cmd[2048], *out = NULL;
+    /* and the text says it under "runs on", the longer label aligned */
+    snprintf(cmd, sizeof cmd, "'%s' compare -m '%s' --backends simd,simd:isa=avx2 -t 2 --tokens 1,2,3 -n 2",
+             VT_CLI_PATH, model_path);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, NULL), 0);
+    CU_ASSERT(out && strstr(out, "runs on (instruction set)") && strstr(out, "\nsimd:isa=avx2 simd avx2\n"));
+    free(out);
+    out = NULL;
     snprintf(cmd, sizeof cmd, "'%s' compare --trace -m '%s' --backends simd:isa=avx2 -t 2 --tokens 1,2,3 -n 2",
              VT_CLI_PATH, model_path);
     CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, NULL), 0);

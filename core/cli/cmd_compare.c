@@ -95,6 +95,7 @@ typedef struct backend_result {
     char where_name[VT_CLI_MAX_BACKENDS][64];
     int64_t where_count[VT_CLI_MAX_BACKENDS];
     bool where_bf16[VT_CLI_MAX_BACKENDS]; /* that backend multiplies in bf16 (its isa line says so) */
+    char where_isa[VT_CLI_MAX_BACKENDS][VT_BACKEND_ISA_MAX]; /* what it ran at (vt_backend_isa) */
     int64_t plan_nodes;
     char error[VT_ERROR_MSG_SIZE]; /* non-empty: this backend failed (plan refused, op error) */
     vt_status status;              /* error set: the failure's status */
@@ -149,9 +150,9 @@ static vt_status count_nodes(const vt_engine *e, backend_result *r, vt_error *er
     for (int i = 0; i < n; i++) {
         if (counts[i] + dec[i] == 0 || r->n_where == VT_CLI_MAX_BACKENDS) continue;
         const vt_backend_entry *b = vt_registry_at(vt_engine_registry(e), i);
-        char isa[VT_BACKEND_ISA_MAX] = "";
         snprintf(r->where_name[r->n_where], sizeof r->where_name[0], "%s", b->name);
-        r->where_bf16[r->n_where] = strstr(vt_backend_isa(b, isa, sizeof isa), "bf16 matmul") != NULL;
+        vt_backend_isa(b, r->where_isa[r->n_where], sizeof r->where_isa[0]);
+        r->where_bf16[r->n_where] = strstr(r->where_isa[r->n_where], "bf16 matmul") != NULL;
         r->where_count[r->n_where++] = (int64_t)counts[i] + dec[i];
     }
     free(counts);
@@ -400,7 +401,16 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
     return ok ? VERDICT_AGREES : VERDICT_DISAGREES;
 }
 
+/* The width of the backend column: its longest entry (simd:isa=avx2), at least 10. */
+static int name_width(const backend_result *res, int n) {
+    int w = 10;
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(res[i].name) > w) w = (int)strlen(res[i].name);
+    return w;
+}
+
 static void print_verdicts(const compare_job *job, const backend_result *res, int n) {
+    const int nw = name_width(res, n);
     const bool quantized = job->quantized_weights;
     const double scale = reference_scale(job);
     bool any_bf16 = false; /* a row ran nodes on a backend multiplying in bf16 */
@@ -414,7 +424,7 @@ static void print_verdicts(const compare_job *job, const backend_result *res, in
         char why[VT_ERROR_MSG_SIZE + 256], kv[16] = "";
         const verdict_kind v = judge(job, res, i, scale, why, sizeof why);
         if (job->kv_list) snprintf(kv, sizeof kv, "%-6s ", vt_dtype_name(res[i].kv_cache_dtype));
-        printf("  %-10s %s%-10s %s\n", res[i].name, kv, verdict_names[v], why);
+        printf("  %-*s %s%-10s %s\n", nw, res[i].name, kv, verdict_names[v], why);
     }
     printf("\ncolumns: max|dlog|, mean|dlog| = largest and mean |logit - reference's logit| over every prompt "
            "position;\n"
@@ -491,6 +501,13 @@ static void print_json(const compare_job *job, const char *model_path, const bac
             vt_json_string(stdout, r->where_name[k]);
             printf(": %lld", (long long)r->where_count[k]);
         }
+        printf("}, \"isa_by_backend\": {");
+        for (int k = 0; k < r->n_where; k++) {
+            printf("%s", k ? ", " : "");
+            vt_json_string(stdout, r->where_name[k]);
+            printf(": ");
+            vt_json_string(stdout, r->where_isa[k]);
+        }
         printf("}}");
     }
     printf("]}\n");
@@ -529,14 +546,15 @@ static void print_table(const compare_job *job, const char *model_path, const ba
         printf("perplexity: %s, %lld chunks of %lld tokens (second half of each scored)\n", ppl_file,
                (long long)job->ppl_chunks, (long long)job->ppl_ctx);
     printf("metrics vs reference%s over every prompt position\n\n", job->kv_list ? " with an f32 kv cache" : "");
-    printf("%-10s %s%10s %10s %7s %10s %10s %8s %9s %10s %10s  %s\n", "backend", job->kv_list ? "kv     " : "", "max|dlog|", "mean|dlog|", "top-1",
+    const int nw = name_width(res, n);
+    printf("%-*s %s%10s %10s %7s %10s %10s %8s %9s %10s %10s  %s\n", nw, "backend", job->kv_list ? "kv     " : "", "max|dlog|", "mean|dlog|", "top-1",
            "KL mean", "KL max", "greedy", "ppl", "pp tok/s", "tg tok/s", "nodes ran on");
     for (int i = 0; i < n; i++) {
         const backend_result *r = &res[i];
         char kv[16] = "";
         if (job->kv_list) snprintf(kv, sizeof kv, "%-6s ", vt_dtype_name(r->kv_cache_dtype));
         if (r->error[0]) {
-            printf("%-10s %serror: %s\n", r->name, kv, r->error);
+            printf("%-*s %serror: %s\n", nw, r->name, kv, r->error);
             continue;
         }
         char mx[32], mean[32], klm[32], klx[32], ppl[32], pp[32], tg[32], greedy[32], where[512];
@@ -557,8 +575,16 @@ static void print_table(const compare_job *job, const char *model_path, const ba
             if (w < 0) break;
             used += (size_t)w;
         }
-        printf("%-10s %s%10s %10s %6.1f%% %10s %10s %8s %9s %10s %10s  %s\n", r->name, kv, mx, mean,
+        printf("%-*s %s%10s %10s %6.1f%% %10s %10s %8s %9s %10s %10s  %s\n", nw, r->name, kv, mx, mean,
                100.0 * vt_logit_stats_top1(&r->stats), klm, klx, greedy, ppl, pp, tg, where);
+    }
+    printf("\n%-*s runs on (instruction set)\n", nw, "backend");
+    for (int i = 0; i < n; i++) {
+        const backend_result *r = &res[i];
+        if (r->error[0] || r->n_where == 0) continue;
+        printf("%-*s", nw, r->name);
+        for (int k = 0; k < r->n_where; k++) printf("%s%s %s", k ? " + " : " ", r->where_name[k], r->where_isa[k]);
+        printf("\n");
     }
     print_verdicts(job, res, n);
 }
