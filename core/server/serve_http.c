@@ -119,7 +119,10 @@ static enum MHD_Result send_json(struct MHD_Connection *c, request_ctx *rq, int 
 static enum MHD_Result send_error(struct MHD_Connection *c, request_ctx *rq, const vt_serve_error *err) {
     /* The log line says why, not only the status; a message may quote the
      * client's bytes, so control characters are replaced to keep it one line. */
-    if (err->param[0]) snprintf(rq->error, sizeof rq->error, " param=%s: %s", err->param, err->message);
+    const size_t n = strlen(err->param);
+    const char *why = err->message; /* a message that begins with its field's name: said once */
+    if (n && strncmp(why, err->param, n) == 0 && why[n] == ':' && why[n + 1] == ' ') why += n + 2;
+    if (err->param[0]) snprintf(rq->error, sizeof rq->error, " param=%s: %s", err->param, why);
     else snprintf(rq->error, sizeof rq->error, " %s", err->message);
     for (char *p = rq->error; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
