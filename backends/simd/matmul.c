@@ -41,7 +41,7 @@ static int weight_format_of(int32_t dtype, simd_isa isa, bool bf16_dot, int64_t 
     case VT_F32: *f = (weight_format){simd_dot_f32, 1, 4, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
     case VT_F16: *f = (weight_format){simd_dot_f16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0}; return 1;
     case VT_BF16:
-        *f = bf16_dot ? (weight_format){simd_dot_bf16_dp, 1, 2, SIMD_ACT_BF16, SIMD_FLOAT_WROWS, 4, 0}
+        *f = bf16_dot ? (weight_format){simd_dot_bf16_dp, 1, 2, SIMD_ACT_BF16, SIMD_FLOAT_WROWS, SIMD_MAX_ROWS, 0}
                       : (weight_format){simd_dot_bf16, 1, 2, ACT_F32, SIMD_FLOAT_WROWS, 4, 0};
         return 1;
     case VT_Q8_0:

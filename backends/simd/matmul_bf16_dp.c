@@ -29,12 +29,13 @@ SIMD_INLINE __m512 dp(__m512 acc, __m512i w, __m512i x) { return _mm512_dpbf16_p
 
 /* out[j * out_stride + r] = w_j . x_r for NW weight rows and R activation
  * rows (constants after inlining: NW x R accumulators in registers; the
- * 3 x 4 tile takes 12 of the 32 zmm registers, 12 independent chains over
- * the instruction's latency).
+ * 3 x 8 tile takes 24 of the 32 zmm registers, with the 3 weight vectors and
+ * the activation vector in use: per 32 values, 3 weight and 8 activation
+ * loads feed 24 vdpbf16ps, 24 independent chains over its latency).
  *   w: NW rows of [K] bf16, w_stride bytes apart; x: R rows of [K] bf16 */
 SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const vt_bf16_t *x, int64_t K, int R, float *out,
                           int out_stride) {
-    __m512 acc[SIMD_FLOAT_WROWS][4];
+    __m512 acc[SIMD_FLOAT_WROWS][SIMD_MAX_ROWS];
     SIMD_UNROLL
     for (int j = 0; j < NW; j++)
         SIMD_UNROLL
@@ -70,32 +71,36 @@ SIMD_INLINE void dot_tile(const void *w, size_t w_stride, int NW, const vt_bf16_
         for (int r = 0; r < R; r++) out[j * out_stride + r] = _mm512_reduce_add_ps(acc[j][r]);
 }
 
-/* Prefill's 3 x 4 tile as a function of its own, as matmul_float.c keeps
+/* Prefill's 3 x 8 tile as a function of its own, as matmul_float.c keeps
  * its own (a switch of inlined tiles around it spills). */
-static __attribute__((noinline)) void tile_3x4(const void *w, size_t w_stride, const vt_bf16_t *x, int64_t K,
+static __attribute__((noinline)) void tile_3x8(const void *w, size_t w_stride, const vt_bf16_t *x, int64_t K,
                                                float *out, int out_stride) {
-    dot_tile(w, w_stride, 3, x, K, 4, out, out_stride);
+    dot_tile(w, w_stride, 3, x, K, 8, out, out_stride);
 }
 
-/* simd_dot_fn: every tile of NW <= SIMD_FLOAT_WROWS, R <= 4 is native;
- * taller requests are split in groups of 4 rows. */
+/* One tile of nw <= SIMD_FLOAT_WROWS weight rows and r <= 8 activation rows,
+ * each shape with constant bounds. */
+#define BF16_TILE(nw, r) \
+    case (nw) * 16 + (r): dot_tile(w, w_stride, nw, xr, x->K, r, out + r0, R); break;
+
+/* simd_dot_fn: every tile of NW <= SIMD_FLOAT_WROWS, R <= SIMD_MAX_ROWS is
+ * native; taller requests are split in groups of SIMD_MAX_ROWS rows. */
 void simd_dot_bf16_dp(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out) {
-    for (int r0 = 0; r0 < R; r0 += 4) {
-        const int rn = R - r0 < 4 ? R - r0 : 4;
+    for (int r0 = 0; r0 < R; r0 += SIMD_MAX_ROWS) {
+        const int rn = R - r0 < SIMD_MAX_ROWS ? R - r0 : SIMD_MAX_ROWS;
         const vt_bf16_t *xr = x->h + (m0 + r0) * x->K;
-        switch (NW * 8 + rn) {
-        case 8 + 1: dot_tile(w, w_stride, 1, xr, x->K, 1, out + r0, R); break;
-        case 8 + 2: dot_tile(w, w_stride, 1, xr, x->K, 2, out + r0, R); break;
-        case 8 + 3: dot_tile(w, w_stride, 1, xr, x->K, 3, out + r0, R); break;
-        case 8 + 4: dot_tile(w, w_stride, 1, xr, x->K, 4, out + r0, R); break;
-        case 16 + 1: dot_tile(w, w_stride, 2, xr, x->K, 1, out + r0, R); break;
-        case 16 + 2: dot_tile(w, w_stride, 2, xr, x->K, 2, out + r0, R); break;
-        case 16 + 3: dot_tile(w, w_stride, 2, xr, x->K, 3, out + r0, R); break;
-        case 16 + 4: dot_tile(w, w_stride, 2, xr, x->K, 4, out + r0, R); break;
-        case 24 + 1: dot_tile(w, w_stride, 3, xr, x->K, 1, out + r0, R); break;
-        case 24 + 2: dot_tile(w, w_stride, 3, xr, x->K, 2, out + r0, R); break;
-        case 24 + 3: dot_tile(w, w_stride, 3, xr, x->K, 3, out + r0, R); break;
-        default: tile_3x4(w, w_stride, xr, x->K, out + r0, R); break;
+        if (NW == 3 && rn == 8) {
+            tile_3x8(w, w_stride, xr, x->K, out + r0, R);
+            continue;
+        }
+        switch (NW * 16 + rn) {
+            BF16_TILE(1, 1) BF16_TILE(1, 2) BF16_TILE(1, 3) BF16_TILE(1, 4)
+            BF16_TILE(1, 5) BF16_TILE(1, 6) BF16_TILE(1, 7) BF16_TILE(1, 8)
+            BF16_TILE(2, 1) BF16_TILE(2, 2) BF16_TILE(2, 3) BF16_TILE(2, 4)
+            BF16_TILE(2, 5) BF16_TILE(2, 6) BF16_TILE(2, 7) BF16_TILE(2, 8)
+            BF16_TILE(3, 1) BF16_TILE(3, 2) BF16_TILE(3, 3) BF16_TILE(3, 4)
+            BF16_TILE(3, 5) BF16_TILE(3, 6) BF16_TILE(3, 7)
+        default: break; /* NW and R within their bounds: unreachable */
         }
     }
 }
