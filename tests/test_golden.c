@@ -166,7 +166,7 @@ static bool in_bf16(const char *name, int *known) {
         vt_harness *h = vt_harness_open(2);
         const vt_backend_entry *b = h ? vt_harness_backend(h, name) : NULL;
         char isa[VT_BACKEND_ISA_MAX] = "";
-        *known = b && strstr(vt_backend_isa(b, isa, sizeof isa), "bf16 matmul") != NULL;
+        *known = b && vt_isa_line_multiplies_bf16(vt_backend_isa(b, isa, sizeof isa));
         vt_harness_close(h);
     }
     return *known == 1;

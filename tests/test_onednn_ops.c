@@ -186,7 +186,7 @@ static void free_case(matmul_case *c) {
  * F32 and F16 weights stay f32 either way). */
 static bool multiplies_in_bf16(void *ctx, int32_t dtype) {
     const char *isa = onednn->table->isa(ctx);
-    return strstr(isa, "bf16 matmul") != NULL && dtype != VT_F32 && dtype != VT_F16;
+    return vt_isa_line_multiplies_bf16(isa) && dtype != VT_F32 && dtype != VT_F16;
 }
 
 /* Run case c on onednn (ctx) and compare with the reference; returns the

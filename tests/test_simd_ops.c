@@ -218,7 +218,7 @@ static void snap_to_grid(float *x, int64_t K, int64_t M, int64_t block) {
 static bool simd_bf16_matmul(void) {
     char isa[VT_BACKEND_ISA_MAX];
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
-    return simd && strstr(vt_backend_isa(simd, isa, sizeof isa), "bf16 matmul") != NULL;
+    return simd && vt_isa_line_multiplies_bf16(vt_backend_isa(simd, isa, sizeof isa));
 }
 
 /* Run one matmul and check every output element.

@@ -25,6 +25,9 @@
 #include <string.h>
 
 #include "onednn.h"
+/* the bf16 rounding (AVX-512 F, its own target): run only where oneDNN found
+ * AVX-512 with BF16 or AMX (caps.c) */
+#include "vt/vt_bf16_row.h"
 #include "vt/vt_check.h"
 
 int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
@@ -134,7 +137,7 @@ static const void *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, f
         f = buf;
     }
     if (!job->bf16) return f;
-    onednn_f32_to_bf16(f, buf16, nt * job->k);
+    vt_f32_to_bf16_row_avx512(f, buf16, nt * job->k);
     return buf16;
 }
 
@@ -216,7 +219,7 @@ typedef struct round_rows_job {
 static void round_rows_task(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     const round_rows_job *r = arg;
-    onednn_f32_to_bf16(r->x + begin * r->k, r->x16 + begin * r->k, (end - begin) * r->k);
+    vt_f32_to_bf16_row_avx512(r->x + begin * r->k, r->x16 + begin * r->k, (end - begin) * r->k);
 }
 
 vt_status onednn_matmul(void *opaque, const vt_node *node) {

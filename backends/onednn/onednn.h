@@ -114,10 +114,6 @@ void onednn_omp_set_threads(int n);
 /* Create probe primitive descriptors on engine and fill caps. */
 void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps);
 
-/* ---- bf16_convert.c (AVX-512; only where caps.bf16_native) ---- */
-/* dst[i] = vt_f32_to_bf16(src[i]) for i < n. */
-void onednn_f32_to_bf16(const float *src, uint16_t *dst, int64_t n);
-
 /* ---- matmul_cache.c ---- */
 /* The primitive for (precision, k, n_tile, ld_dst) built for `threads` OpenMP threads,
  * creating it on first use; valid until onednn_matmul_cache_free. Call from the op's calling thread only (the cache

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "simd.h"
+#include "vt/vt_bf16_row.h" /* its function carries its own AVX-512 target: called on the bf16 tier only */
 #include "vt/vt_quant.h"
 
 typedef struct weight_format {
@@ -76,6 +77,7 @@ typedef struct quantize_task {
     int16_t *isums; /* [M][K / 32] or NULL */
     int64_t K;
     int kind;
+    vt_bf16_t *h; /* [M][K]: SIMD_ACT_BF16's rows, instead of all the above */
 } quantize_task;
 
 static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
@@ -84,7 +86,7 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
     const int64_t K = t->K;
     for (int64_t m = begin; m < end; m++) {
         if (t->kind == SIMD_ACT_BF16)
-            simd_round_row_bf16(t->x + m * K, (vt_bf16_t *)t->qs + m * K, K);
+            vt_f32_to_bf16_row_avx512(t->x + m * K, t->h + m * K, K);
         else if (t->kind == ACT_Q8_0)
             simd_quantize_row_q8_0(t->x + m * K, t->qs + m * K, t->d + m * (K / 32), K);
         else if (t->kind == SIMD_ACT_Q8_0I)
@@ -199,10 +201,10 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
         return VT_OK;
     }
     const int64_t block = kind == ACT_Q8_0 || kind == SIMD_ACT_Q8_0I ? 32 : 256;
-    if (kind == SIMD_ACT_BF16) { /* rows of bf16, in the space of the 8-bit values */
+    if (kind == SIMD_ACT_BF16) {
         vt_bf16_t *h = simd_scratch(ctx, simd_align_up((size_t)(M * K) * sizeof(vt_bf16_t)));
         if (!h) return VT_ERR_NOMEM;
-        quantize_task q = {.x = X->data, .qs = (int8_t *)h, .K = K, .kind = kind};
+        quantize_task q = {.x = X->data, .h = h, .K = K, .kind = kind};
         if (M == 1)
             quantize_rows(&q, 0, 1, 0);
         else
@@ -219,14 +221,14 @@ vt_status simd_quantize_activations(simd_ctx *ctx, const vt_tensor *X, int kind,
     const size_t isum_bytes = kind == SIMD_ACT_Q8_K32I || kind == SIMD_ACT_Q8_0I ? simd_align_up((size_t)(M * (K / 32)) * sizeof(int16_t)) : 0;
     uint8_t *buf = simd_scratch(ctx, qs_bytes + d_bytes + bsum_bytes + msum_bytes + isum_bytes);
     if (!buf) return VT_ERR_NOMEM;
-    quantize_task q = {X->data,
-                       (int8_t *)buf,
-                       (float *)(buf + qs_bytes),
-                       bsum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes) : NULL,
-                       msum_bytes ? (float *)(buf + qs_bytes + d_bytes + bsum_bytes) : NULL,
-                       isum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes + bsum_bytes + msum_bytes) : NULL,
-                       K,
-                       kind};
+    quantize_task q = {.x = X->data,
+                       .qs = (int8_t *)buf,
+                       .d = (float *)(buf + qs_bytes),
+                       .bsums = bsum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes) : NULL,
+                       .msums = msum_bytes ? (float *)(buf + qs_bytes + d_bytes + bsum_bytes) : NULL,
+                       .isums = isum_bytes ? (int16_t *)(buf + qs_bytes + d_bytes + bsum_bytes + msum_bytes) : NULL,
+                       .K = K,
+                       .kind = kind};
     if (M == 1)
         quantize_rows(&q, 0, 1, 0); /* cheaper than waking the pool */
     else

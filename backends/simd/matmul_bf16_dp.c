@@ -21,9 +21,6 @@
  * same bits alone (M = 1) or among other rows. */
 #include "simd.h"
 #include "simd_vec.h"
-#include "vt/vt_bf16_row.h"
-
-void simd_round_row_bf16(const float *x, vt_bf16_t *y, int64_t K) { vt_f32_to_bf16_row_avx512(x, y, K); }
 
 SIMD_INLINE __m512 dp(__m512 acc, __m512i w, __m512i x) { return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x); }
 

@@ -154,8 +154,6 @@ void simd_dot_bf16(const void *w, size_t w_stride, int NW, const simd_act *x, in
 /* BF16 weights against bf16 activations (x->h) with vdpbf16ps; AVX-512 BF16
  * only (matmul_bf16_dp.c). */
 void simd_dot_bf16_dp(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
-/* x[0..K) rounded to bf16 as vt_f32_to_bf16 rounds; AVX-512 only. */
-void simd_round_row_bf16(const float *x, vt_bf16_t *y, int64_t K);
 void simd_dot_q8_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q4_0(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);
 void simd_dot_q4_k(const void *w, size_t w_stride, int NW, const simd_act *x, int64_t m0, int R, float *out);

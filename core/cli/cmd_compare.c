@@ -94,7 +94,6 @@ typedef struct backend_result {
     int n_where;                /* nodes of both plans per backend that ran them */
     char where_name[VT_CLI_MAX_BACKENDS][64];
     int64_t where_count[VT_CLI_MAX_BACKENDS];
-    bool where_bf16[VT_CLI_MAX_BACKENDS]; /* that backend multiplies in bf16 (its isa line says so) */
     char where_isa[VT_CLI_MAX_BACKENDS][VT_BACKEND_ISA_MAX]; /* what it ran at (vt_backend_isa) */
     int64_t plan_nodes;
     char error[VT_ERROR_MSG_SIZE]; /* non-empty: this backend failed (plan refused, op error) */
@@ -152,7 +151,6 @@ static vt_status count_nodes(const vt_engine *e, backend_result *r, vt_error *er
         const vt_backend_entry *b = vt_registry_at(vt_engine_registry(e), i);
         snprintf(r->where_name[r->n_where], sizeof r->where_name[0], "%s", b->name);
         vt_backend_isa(b, r->where_isa[r->n_where], sizeof r->where_isa[0]);
-        r->where_bf16[r->n_where] = strstr(r->where_isa[r->n_where], "bf16 matmul") != NULL;
         r->where_count[r->n_where++] = (int64_t)counts[i] + dec[i];
     }
     free(counts);
@@ -285,7 +283,8 @@ static double row_tolerance(const backend_result *r, bool quantized_weights, boo
     double tol = 0;
     *loosest = r->name;
     for (int k = 0; k < r->n_where; k++) {
-        const double t = stated_tolerance(r->where_name[k], r->where_bf16[k], quantized_weights, bf16_weights);
+        const double t = stated_tolerance(r->where_name[k], vt_isa_line_multiplies_bf16(r->where_isa[k]),
+                                          quantized_weights, bf16_weights);
         if (t < 0) {
             *loosest = r->where_name[k];
             return -1;
@@ -415,7 +414,7 @@ static void print_verdicts(const compare_job *job, const backend_result *res, in
     const double scale = reference_scale(job);
     bool any_bf16 = false; /* a row ran nodes on a backend multiplying in bf16 */
     for (int i = 0; i < n; i++)
-        for (int k = 0; k < res[i].n_where; k++) any_bf16 = any_bf16 || res[i].where_bf16[k];
+        for (int k = 0; k < res[i].n_where; k++) any_bf16 = any_bf16 || vt_isa_line_multiplies_bf16(res[i].where_isa[k]);
     printf("\nverdict: each backend against reference within its stated tolerance (relative to max(1, max|logit|) "
            "= %.2f: 1e-5 for f32 arithmetic; simd on %s weights %s%s)\n",
            scale, quantized ? "these quantized" : "these float", quantized ? "6e-2, its 8-bit activations" : "1e-5",

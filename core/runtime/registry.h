@@ -78,6 +78,10 @@ void vt_backend_release_weight(const vt_backend_entry *b, void *data);
  * line in buf; "not reported" when b does not say. Returns buf. Callers give
  * it VT_BACKEND_ISA_MAX bytes: a longer line is cut there. */
 #define VT_BACKEND_ISA_MAX 256
+/* Whether an isa line says its backend multiplies in bf16 ("bf16 matmul":
+ * onednn in bf16, simd's BF16 weights on its bf16 tier), which sets the
+ * bound vt compare and the tests hold its results to. */
+bool vt_isa_line_multiplies_bf16(const char *isa_line);
 const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size);
 /* The instruction-set tiers b runs at here (1.6's tiers), best first, as
  * option assignments ("isa=avx2"): up to max of them into out (pointers
