@@ -447,10 +447,259 @@ static void test_decode_option(void) {
     onednn->table->shutdown(ctx);
 }
 
+/* ------------------------------------------------------------------------ */
+/* precision=int8                                                            */
+
+/* An int8 instance, or NULL with the skip said where oneDNN has no integer
+ * matmul that is not its reference kernel (init refuses, naming its limit). */
+static void *int8_instance(const char *options) {
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = options};
+    void *ctx = NULL;
+    char err[256] = "";
+    const vt_status st = onednn->table->init(host, &config, &ctx, err, sizeof err);
+    if (st == VT_ERR_UNSUPPORTED) {
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, "no int8 matmul here"));
+        char why[320];
+        snprintf(why, sizeof why, "onednn's int8 matmul cannot run here: %s", err);
+        vt_test_skip(why);
+        return NULL;
+    }
+    CU_ASSERT_EQUAL(st, VT_OK);
+    if (st != VT_OK) fprintf(stderr, "onednn init(%s): %s\n", options, err);
+    return st == VT_OK ? ctx : NULL;
+}
+
+/* The offer the engine makes for a prefill matmul weight its fallback
+ * decodes from too. */
+static vt_weight_offer matmul_offer(vt_tensor t) {
+    return (vt_weight_offer){.struct_size = sizeof(vt_weight_offer), .name = "test.int8.w", .tensor = t,
+                             .ops = 1u << VT_OP_MATMUL, .phases = 1u << VT_PHASE_PREFILL, .shared = 1};
+}
+
+static const int32_t int8_dtypes[] = {VT_Q8_0, VT_Q4_0, VT_Q4_K, VT_Q5_K, VT_Q6_K};
+
+/* One weight prepared as int8 against the reference at every M of ms:
+ * within the rounding bound per element, and each row's result the same
+ * bits whatever the other rows of the call (M = 1 calls row by row).
+ *
+ * The bound. Row m of x is rounded to sx qx with sx = max|x_m| / 127, each
+ * value within sx / 2; row n of w to sw qw likewise (sw = max|w_n| / 127).
+ * The integer sum of qx qw is exact, so
+ *   |y - x . w| <= (sx / 2) sum|w| + (sw / 2) sum|x| + K sx sw / 4
+ * plus the float steps: the int32 sum converted (2^-24 relative) and two
+ * multiplies, and the reference's own rounding, all within 1e-5 sum|x||w|.
+ * A wrong slice, row or block is off by O(|x||w|) of a block, far above. */
+static int check_int8_weight(void *ctx, int32_t dtype, int64_t k, int64_t n, const int64_t *ms, int n_ms,
+                             uint64_t seed) {
+    float *w_f32 = malloc(sizeof(float) * (size_t)(k * n));
+    double *w_norm = malloc(sizeof(double) * (size_t)n);
+    CU_ASSERT_FATAL(w_f32 && w_norm);
+    uint8_t *w = make_weight(dtype, k, n, &seed, w_f32, w_norm);
+    vt_weight_offer offer = matmul_offer(tensor2(w, dtype, k, n));
+    vt_prepared_weight got = {0};
+    char why[256] = "";
+    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
+    CU_ASSERT(got.bytes >= (size_t)(k * n)); /* a byte per weight, and the scales */
+    double *w_abs = calloc((size_t)n, sizeof(double)), *sw = calloc((size_t)n, sizeof(double));
+    CU_ASSERT_FATAL(w_abs && sw);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t i = 0; i < k; i++) {
+            const double a = fabs(w_f32[r * k + i]);
+            w_abs[r] += a;
+            sw[r] = fmax(sw[r], a / 127.0);
+        }
+    int bad = 0;
+    for (int mi = 0; mi < n_ms; mi++) {
+        const int64_t m = ms[mi];
+        matmul_case c;
+        prepare_case(&c, dtype, k, n, m, w, false, w_norm, &seed);
+        float *y = malloc(sizeof(float) * (size_t)(n * m + GUARD)), *y1 = malloc(sizeof(float) * (size_t)n);
+        CU_ASSERT_FATAL(y && y1);
+        for (int64_t i = 0; i < n * m + GUARD; i++) y[i] = GUARD_VALUE;
+        vt_node node = matmul_node(VT_PHASE_PREFILL, got.data, dtype, c.x, y, VT_F32, k, n, m);
+        node.prepared = 1u;
+        CU_ASSERT_FATAL(onednn->table->supports(ctx, &node) == 1);
+        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+        for (int64_t row = 0; row < m; row++) {
+            double x_abs = 0, sx = 0;
+            for (int64_t i = 0; i < k; i++) {
+                x_abs += fabs(c.x[row * k + i]);
+                sx = fmax(sx, fabs(c.x[row * k + i]) / 127.0);
+            }
+            for (int64_t j = 0; j < n; j++) {
+                const double got_v = y[row * n + j], want = c.y_ref[row * n + j];
+                const double bound = sx / 2 * w_abs[j] + sw[j] / 2 * x_abs + (double)k * sx * sw[j] / 4 +
+                                     1e-5 * c.mag[row * n + j];
+                if (!(fabs(got_v - want) <= bound)) {
+                    if (bad < 3)
+                        fprintf(stderr, "\n  int8 %s K=%lld N=%lld M=%lld: y[%lld][%lld] = %.9g, reference %.9g, bound %.3g",
+                                vt_dtype_name(dtype), (long long)k, (long long)n, (long long)m, (long long)row,
+                                (long long)j, got_v, want, bound);
+                    bad++;
+                }
+            }
+            /* the same row alone: the same bits */
+            vt_node one = matmul_node(VT_PHASE_PREFILL, got.data, dtype, c.x + row * k, y1, VT_F32, k, n, 1);
+            one.prepared = 1u;
+            CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &one), VT_OK);
+            if (memcmp(y1, y + row * n, sizeof(float) * (size_t)n) != 0) bad++;
+        }
+        int overrun = 0;
+        for (int i = 0; i < GUARD; i++) overrun += y[n * m + i] != GUARD_VALUE;
+        CU_ASSERT_EQUAL(overrun, 0);
+        bad += overrun;
+        free(y), free(y1);
+        free_case(&c);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    onednn->table->release_weight(ctx, got.data);
+    free(w_abs), free(sw), free(w_f32), free(w_norm), free(w);
+    return bad;
+}
+
+/* Every quantized dtype, at shapes around oneDNN's 64-row blocks and the
+ * per-thread slices (N = 5: one short slice; 130: two slices with a tail;
+ * 300), K of one block and several, M from decode's 1 to a prefill's 128. */
+static void test_int8_matches_reference(void) {
+    void *ctx = int8_instance("precision=int8");
+    if (!ctx) return;
+    CU_ASSERT_PTR_NOT_NULL(strstr(onednn->table->isa(ctx), "(int8 matmul "));
+    CU_ASSERT(vt_isa_line_multiplies_int8(onednn->table->isa(ctx)));
+    static const int64_t ms[] = {1, 2, 16, 17, 33, 128};
+    static const int64_t ks[] = {256, 1024}, ns[] = {5, 130, 300};
+    uint64_t seed = 11;
+    for (size_t d = 0; d < sizeof int8_dtypes / sizeof *int8_dtypes; d++)
+        for (size_t ki = 0; ki < 2; ki++)
+            for (size_t ni = 0; ni < 3; ni++)
+                if (check_int8_weight(ctx, int8_dtypes[d], ks[ki], ns[ni], ms, 6, seed++)) {
+                    onednn->table->shutdown(ctx);
+                    return; /* one report */
+                }
+    check_int8_weight(ctx, VT_Q4_K, 1024, 3072, ms + 3, 2, 99); /* a qwen3-0.6B ffn */
+    onednn->table->shutdown(ctx);
+}
+
+/* On the int8 grid the int8 path is exact: Q8_0 weights whose every block
+ * holds a +-127 under one scale d (so the row's int8 values are the file's
+ * own, scale d), activation rows whose values are sx times integers with
+ * a +-127 (their own int8 values, scale sx), and the result is
+ * sx d sum qx qw up to float rounding. Whatever the bound above allows
+ * (the zero point's row sums, a slice's offset, a scale applied to the
+ * wrong row), an error of one unit of sx d shows here. Values all
+ * positive, so a sum of the weights that is wrong does not cancel. */
+static void test_int8_exact_on_grid(void) {
+    void *ctx = int8_instance("precision=int8");
+    if (!ctx) return;
+    const int64_t k = 256, n = 130, m = 17;
+    const float d = 1.0f / 64, sx = 1.0f / 32;
+    float *wf = malloc(sizeof(float) * (size_t)(k * n)), *x = malloc(sizeof(float) * (size_t)(k * m));
+    float *y = malloc(sizeof(float) * (size_t)(n * m));
+    const size_t row_bytes = vt_row_size(VT_Q8_0, k);
+    uint8_t *w = malloc(row_bytes * (size_t)n);
+    CU_ASSERT_FATAL(wf && x && y && w);
+    uint64_t seed = 21;
+    for (int64_t i = 0; i < k * n; i++) {
+        const int q = i % 32 == 0 ? 127 : (int)((next_uniform(&seed) + 1.0f) * 63.5f);
+        wf[i] = d * (float)q;
+    }
+    for (int64_t r = 0; r < n; r++) CU_ASSERT_FATAL(vt_from_f32(VT_Q8_0, wf + r * k, w + (size_t)r * row_bytes, k) == VT_OK);
+    for (int64_t i = 0; i < k * m; i++) {
+        const int q = i % k == 3 ? 127 : (int)((next_uniform(&seed) + 1.0f) * 63.5f);
+        x[i] = sx * (float)q;
+    }
+    vt_weight_offer offer = matmul_offer(tensor2(w, VT_Q8_0, k, n));
+    vt_prepared_weight got = {0};
+    char why[256];
+    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
+    vt_node node = matmul_node(VT_PHASE_PREFILL, got.data, VT_Q8_0, x, y, VT_F32, k, n, m);
+    node.prepared = 1u;
+    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+    int bad = 0;
+    for (int64_t row = 0; row < m; row++)
+        for (int64_t j = 0; j < n; j++) {
+            double want = 0;
+            for (int64_t i = 0; i < k; i++) want += (double)x[row * k + i] * wf[j * k + i];
+            /* the int32 sum converted (2^-24) and two multiplies: 3 roundings */
+            if (!(fabs(y[row * n + j] - want) <= 4e-7 * fabs(want))) {
+                if (bad < 3) fprintf(stderr, "\n  grid y[%lld][%lld] = %.9g, exact %.9g", (long long)row, (long long)j, y[row * n + j], want);
+                bad++;
+            }
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    onednn->table->release_weight(ctx, got.data);
+    onednn->table->shutdown(ctx);
+    free(wf), free(x), free(y), free(w);
+}
+
+/* What precision=int8 prepares: quantized matmul weights only. F32, F16
+ * and BF16 weights, weights no matmul reads, and every offer under the
+ * other precisions are declined (no copy, no bytes), and a declined weight
+ * multiplies on the tile path. Decode stays declined (the fallback
+ * decodes from the file's smaller layout). */
+static void test_int8_declines(void) {
+    void *ctx = int8_instance("precision=int8");
+    if (!ctx) return;
+    const int64_t k = 256, n = 64;
+    float *buf = calloc((size_t)(k * n), sizeof(float));
+    CU_ASSERT_FATAL(buf != NULL);
+    static const int32_t kept_float[] = {VT_F32, VT_F16, VT_BF16};
+    char why[256];
+    for (size_t i = 0; i < 3; i++) {
+        vt_weight_offer offer = matmul_offer(tensor2(buf, kept_float[i], k, n));
+        vt_prepared_weight got = {0};
+        CU_ASSERT_EQUAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
+        CU_ASSERT_PTR_NULL(got.data);
+        CU_ASSERT_EQUAL(got.bytes, 0);
+    }
+    vt_weight_offer norm = matmul_offer(tensor2(buf, VT_Q8_0, k, n));
+    norm.ops = 1u << VT_OP_RMS_NORM;
+    vt_prepared_weight got = {0};
+    CU_ASSERT_EQUAL(onednn->table->prepare_weight(ctx, &norm, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NULL(got.data);
+    vt_node dec = matmul_node(VT_PHASE_DECODE, NULL, VT_Q4_K, NULL, NULL, VT_F32, k, n, 1);
+    CU_ASSERT_EQUAL(onednn->table->supports(ctx, &dec), 0);
+    compare_matmul(ctx, VT_Q4_K, 256, 300, 17, 5); /* unprepared: the tile path */
+    onednn->table->shutdown(ctx);
+    /* the default precision keeps no copies */
+    vt_weight_offer q = matmul_offer(tensor2(buf, VT_Q8_0, k, n));
+    memset(&got, 0, sizeof got);
+    CU_ASSERT_EQUAL(onednn->table->prepare_weight(onednn->ctx, &q, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NULL(got.data);
+    free(buf);
+}
+
+/* int8_max_mib bounds what the copies keep: a weight past it is declined
+ * (it runs on the file's bytes), a smaller one still fits. */
+static void test_int8_budget(void) {
+    void *ctx = int8_instance("precision=int8,int8_max_mib=1");
+    if (!ctx) return;
+    uint64_t seed = 3;
+    const int64_t k = 1024, big_n = 1536, small_n = 64; /* 1.5 MiB of int8, then 64 KiB */
+    float *w_f32 = malloc(sizeof(float) * (size_t)(k * big_n));
+    double *w_norm = malloc(sizeof(double) * (size_t)big_n);
+    CU_ASSERT_FATAL(w_f32 && w_norm);
+    uint8_t *big = make_weight(VT_Q8_0, k, big_n, &seed, w_f32, w_norm);
+    uint8_t *small = make_weight(VT_Q8_0, k, small_n, &seed, w_f32, w_norm);
+    char why[256];
+    vt_weight_offer offer = matmul_offer(tensor2(big, VT_Q8_0, k, big_n));
+    vt_prepared_weight got = {0};
+    CU_ASSERT_EQUAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NULL(got.data);
+    offer = matmul_offer(tensor2(small, VT_Q8_0, k, small_n));
+    CU_ASSERT_EQUAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL(got.data);
+    if (got.data) onednn->table->release_weight(ctx, got.data);
+    onednn->table->shutdown(ctx);
+    free(big), free(small), free(w_f32), free(w_norm);
+}
+
 /* Bad options fail init with a reason; nothing leaks (ASan). */
 static void test_bad_options_fail_init(void) {
     static const char *const bad[] = {"threading=tbb", "tile_kib=1", "tile_kib=abc", "colour=blue", "decode",
-                                      "dequant=fast", "precision=f16", "precision="};
+                                      "dequant=fast", "precision=f16", "precision=",  "int8_max_mib=-1",
+                                      "int8_max_mib=1x", "int8_max_mib="};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = bad[i]};
         void *ctx = NULL;
@@ -500,6 +749,11 @@ int main(void) {
         {"precision=f32: every dtype in f32", test_matmul_precision_f32},
         {"precision=bf16: quantized and BF16 weights in bf16 where the CPU has it", test_matmul_precision_bf16},
         {"decode=1 accepts and computes M=1", test_decode_option},
+        {"precision=int8: prepared quantized weights within the rounding bound, rows independent of M",
+         test_int8_matches_reference},
+        {"precision=int8: exact on the int8 grid", test_int8_exact_on_grid},
+        {"precision=int8: float weights, non-matmul weights and decode declined", test_int8_declines},
+        {"precision=int8: int8_max_mib bounds the copies", test_int8_budget},
         {"bad options fail init", test_bad_options_fail_init},
         {"alloc failure gives VT_ERR_NOMEM", test_alloc_failure_is_nomem},
         CU_TEST_INFO_NULL,

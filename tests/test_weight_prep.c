@@ -119,7 +119,7 @@ static void test_matmul_reads_only_the_prepared_copy(void) {
     for (int i = 0; i < M * N; i++) max_diff = fmaxf(max_diff, fabsf(y[i] - want[i]));
     CU_ASSERT(max_diff < 1e-4f);
 
-    const vt_weight_offer offer = {sizeof offer, "w", wt, 1u << VT_OP_MATMUL, 1u << VT_PHASE_PREFILL};
+    const vt_weight_offer offer = {sizeof offer, "w", wt, 1u << VT_OP_MATMUL, 1u << VT_PHASE_PREFILL, 0};
     vt_prepared_weight got;
     char why[200];
     CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(&e, &offer, &got, why, sizeof why), VT_OK);
@@ -139,7 +139,8 @@ static void test_matmul_reads_only_the_prepared_copy(void) {
 
     /* an rms_norm-only weight is declined: no copy, no bytes */
     const vt_tensor norm = {w, VT_F32, 1, {K, 1, 1, 1}, {4, 4 * K, 4 * K, 4 * K}};
-    const vt_weight_offer norm_offer = {sizeof norm_offer, "norm", norm, 1u << VT_OP_RMS_NORM, 1u << VT_PHASE_DECODE};
+    const vt_weight_offer norm_offer = {sizeof norm_offer, "norm", norm, 1u << VT_OP_RMS_NORM, 1u << VT_PHASE_DECODE,
+                                        0};
     CU_ASSERT_EQUAL(vt_backend_prepare_weight(&e, &norm_offer, &got, why, sizeof why), VT_OK);
     CU_ASSERT_PTR_NULL(got.data);
     CU_ASSERT_EQUAL(got.bytes, 0);
@@ -660,7 +661,7 @@ static void test_onednn_one_layout_same_tokens(void) {
         CU_ASSERT_PTR_EQUAL(vt_registry_at(e->registry, node->backend), simd);
         const vt_weight_offer offer = {sizeof offer, d->values[node->src[0]].name,
                                        vt_plan_value_tensor(d, node->src[0], -1, -1, true), 1u << VT_OP_MATMUL,
-                                       1u << VT_PHASE_DECODE};
+                                       1u << VT_PHASE_DECODE, 0};
         vt_prepared_weight copy;
         char why[200];
         CU_ASSERT_EQUAL_FATAL(vt_backend_prepare_weight(simd, &offer, &copy, why, sizeof why), VT_OK);
@@ -693,6 +694,102 @@ static void test_onednn_one_layout_same_tokens(void) {
     vt_model_free(m);
 }
 
+/* --backend onednn with onednn.precision=int8, the real engine: onednn asks
+ * for weights its fallback reads too (VT_PREPARE_SHARED), so every
+ * quantized matmul weight gets an int8 copy its prefill matmuls read while
+ * simd's decode matmuls read the file's bytes, which stay resident (no
+ * original released); the copies are counted as prepared beside the file.
+ * The logits stay within onednn's int8 bound of the reference engine's, and
+ * a row's numbers never depend on the rows beside it: a prompt prefilled
+ * in one call and in two gives its last token the same logits bit for bit. */
+static void test_onednn_int8_copies_beside_file(void) {
+    if (!vt_test_simd_expected() || !vt_test_onednn_expected()) return;
+    vt_model *m = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
+    vt_options o;
+    vt_fixture_options(&o, "onednn", VT_F32);
+    snprintf(o.fallback, sizeof o.fallback, "simd");
+    snprintf(o.backend_options, sizeof o.backend_options, "onednn.precision=int8\n");
+    vt_engine *e = NULL;
+    vt_status st = vt_engine_create(&o, m, false, &e, &err);
+    if (st != VT_OK && strstr(err.msg, "no int8 matmul here")) {
+        char why[VT_ERROR_MSG_SIZE + 64];
+        snprintf(why, sizeof why, "onednn's int8 matmul cannot run here: %s", err.msg);
+        vt_test_skip(why);
+        vt_model_free(m);
+        return;
+    }
+    if (st != VT_OK) fprintf(stderr, "engine: %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, VT_OK);
+
+    int count, n_copies, n_released;
+    size_t matmul_bytes;
+    matmul_weights(&count, &matmul_bytes);
+    int32_t onednn_index = -1;
+    for (int32_t b = 0; b < vt_registry_count(e->registry); b++)
+        if (strcmp(vt_registry_at(e->registry, b)->name, "onednn") == 0) onednn_index = b;
+    CU_ASSERT_FATAL(onednn_index >= 0);
+    const size_t copies = vt_weight_prep_bytes(e->prepared, onednn_index, &n_copies);
+    CU_ASSERT_EQUAL(n_copies, count); /* every matmul weight of this file is quantized */
+    CU_ASSERT(copies >= matmul_bytes); /* a byte per weight: more than the 4- and 6-bit file */
+    CU_ASSERT_EQUAL(vt_weight_prep_released(e->prepared, &n_released), 0);
+    CU_ASSERT_EQUAL(n_released, 0);
+    int prefill_copies = 0, decode_file = 0;
+    for (int k = 0; k < 2; k++) {
+        const vt_plan *p = k == 0 ? e->prefill : e->decode;
+        for (int32_t i = 0; i < p->n_nodes; i++) {
+            const vt_plan_node *node = &p->nodes[i];
+            if (node->op != VT_OP_MATMUL || p->values[node->src[0]].kind != VT_VAL_WEIGHT) continue;
+            if (k == 0) prefill_copies += node->backend == onednn_index && node->prepared[0] != NULL;
+            else decode_file += node->backend != onednn_index && node->prepared[0] == NULL;
+        }
+    }
+    CU_ASSERT(prefill_copies >= count); /* every prefill matmul reads its copy */
+    CU_ASSERT(decode_file >= count);    /* every decode matmul reads the file */
+    char explain[4096] = "";
+    FILE *f = fmemopen(explain, sizeof explain - 1, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    vt_weight_prep_print(e->prepared, f);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(strstr(explain, "prepared beside the file: "));
+
+    /* against the reference engine: the last prompt token's logits */
+    static const int32_t ids[] = {1, 17, 42, 99, 5, 250, 3, 77};
+    const size_t n_vocab = (size_t)m->hp.n_vocab;
+    float *whole = malloc(n_vocab * sizeof(float)), *split = malloc(n_vocab * sizeof(float));
+    float *exact = malloc(n_vocab * sizeof(float));
+    CU_ASSERT_FATAL(whole && split && exact);
+    vt_engine_reset(e);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_eval(e, ids, 8, false, &err), VT_OK);
+    memcpy(whole, vt_engine_logits(e, 0), n_vocab * sizeof(float));
+    vt_engine_reset(e);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_eval(e, ids, 3, false, &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_eval(e, ids + 3, 5, false, &err), VT_OK);
+    memcpy(split, vt_engine_logits(e, 0), n_vocab * sizeof(float));
+    CU_ASSERT_EQUAL(memcmp(whole, split, n_vocab * sizeof(float)), 0);
+
+    vt_options r;
+    vt_fixture_options(&r, "reference", VT_F32);
+    vt_engine *ref = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_engine_create(&r, m, false, &ref, &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_engine_eval(ref, ids, 8, false, &err), VT_OK);
+    memcpy(exact, vt_engine_logits(ref, 0), n_vocab * sizeof(float));
+    float max_diff = 0, scale = 1;
+    for (size_t j = 0; j < n_vocab; j++) {
+        max_diff = fmaxf(max_diff, fabsf(whole[j] - exact[j]));
+        scale = fmaxf(scale, fabsf(exact[j]));
+    }
+    /* vt compare's stated bound for onednn in int8 (cmd_compare.c) */
+    if (max_diff > 1e-1f * scale) fprintf(stderr, "int8 logits differ by %g (scale %g)\n", max_diff, scale);
+    CU_ASSERT(max_diff <= 1e-1f * scale);
+    CU_ASSERT(max_diff > 0); /* int8 rounding shows: the copies were read */
+    free(whole), free(split), free(exact);
+    vt_engine_free(ref);
+    vt_engine_free(e);
+    vt_model_free(m);
+}
+
 int main(void) {
     static char path[1024];
     snprintf(path, sizeof path, "%s/models/qwen3-tiny-q4_k_m.gguf", VT_TEST_DATA_DIR);
@@ -720,6 +817,8 @@ int main(void) {
          test_calibration_times_the_layout_used},
         {"--backend onednn: one layout per weight (none both prepared and read from the file), tokens as before",
          test_onednn_one_layout_same_tokens},
+        {"--backend onednn, precision=int8: copies beside the file for prefill, within the int8 bound, rows independent",
+         test_onednn_int8_copies_beside_file},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("weight_prep", NULL, NULL, tests);

@@ -33,6 +33,29 @@ static bool matmul_implemented(dnnl_engine_t engine, dnnl_data_type_t in_type, c
     return true;
 }
 
+/* Whether oneDNN has an integer matmul here: u8 x s8 -> s32 with the
+ * weights in whatever layout it prefers, at a fixed M (with a run-time M
+ * oneDNN 2.6 falls back to its plain gemm, which never uses AMX). */
+static bool matmul_s8_implemented(dnnl_engine_t engine, char *impl, size_t impl_size) {
+    const int64_t m = 16, k = 256, n = 64;
+    dnnl_memory_desc_t src_md, wei_md, dst_md;
+    dnnl_dims_t src_dims = {m, k}, wei_dims = {k, n}, dst_dims = {m, n};
+    if (dnnl_memory_desc_init_by_tag(&src_md, 2, src_dims, dnnl_u8, dnnl_ab) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&wei_md, 2, wei_dims, dnnl_s8, dnnl_format_tag_any) != dnnl_success ||
+        dnnl_memory_desc_init_by_tag(&dst_md, 2, dst_dims, dnnl_s32, dnnl_ab) != dnnl_success)
+        return false;
+    dnnl_matmul_desc_t desc;
+    if (dnnl_matmul_desc_init(&desc, &src_md, &wei_md, NULL, &dst_md) != dnnl_success) return false;
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) != dnnl_success) return false;
+    const char *name = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name)
+        snprintf(impl, impl_size, "%s", name);
+    dnnl_primitive_desc_destroy(pd);
+    /* its reference kernel is far slower than the tile path: not worth a copy */
+    return strncmp(impl, "ref", 3) != 0;
+}
+
 /* oneDNN's name for the highest instruction set its JIT uses on this CPU. */
 static const char *isa_name(dnnl_cpu_isa_t isa) {
     switch (isa) {
@@ -57,6 +80,7 @@ void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps) {
     snprintf(caps->isa_name, sizeof caps->isa_name, "%s", isa_name(isa));
     caps->matmul_bf16 = matmul_implemented(engine, dnnl_bf16, caps->matmul_bf16_impl, sizeof(caps->matmul_bf16_impl));
     caps->matmul_f16 = matmul_implemented(engine, dnnl_f16, NULL, 0);
+    caps->matmul_s8 = matmul_s8_implemented(engine, caps->matmul_s8_impl, sizeof(caps->matmul_s8_impl));
     /* dnnl_cpu_isa_t values are bit masks in which each level contains the
      * bits of those below, so this is "at least AVX-512 with BF16". */
     caps->bf16_native = caps->matmul_bf16 && (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;

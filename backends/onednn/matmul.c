@@ -49,9 +49,10 @@ int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node) {
     return 1;
 }
 
-/* The precision a weight of dtype multiplies in (see onednn_precision). */
+/* The precision a weight of dtype multiplies in on the tile path (see
+ * onednn_precision; precision=int8's unprepared weights as auto would). */
 static onednn_precision precision_for(const onednn_ctx *ctx, int32_t dtype) {
-    if (ctx->precision == ONEDNN_PRECISION_BF16 && dtype != VT_F32 && dtype != VT_F16) return ONEDNN_PRECISION_BF16;
+    if (ctx->tile_precision == ONEDNN_PRECISION_BF16 && dtype != VT_F32 && dtype != VT_F16) return ONEDNN_PRECISION_BF16;
     return ONEDNN_PRECISION_F32;
 }
 
@@ -237,6 +238,15 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
         .m = x->ne[1],
     };
     atomic_init(&job.status, VT_OK);
+    if (node->prepared & 1u) { /* precision=int8's copy (int8_weight.c) */
+        const onednn_int8_weight *wi = w->data;
+        if (wi->magic != ONEDNN_INT8_MAGIC || wi->k != job.k || wi->n != job.n ||
+            x->nb[1] != (size_t)job.k * sizeof(float) || y->nb[1] != (size_t)job.n * sizeof(float))
+            return VT_ERR_INVALID;
+        const vt_status st = onednn_matmul_int8(ctx, wi, x->data, job.m, y->data);
+        if (st != VT_ERR_UNSUPPORTED) return st;
+        job.w = wi->file_data; /* oneDNN has only its reference kernel at this M: the tiles, on the file's bytes */
+    }
     /* The primitives assume dense rows (the ABI promises contiguous tensors). */
     if (x->nb[1] != (size_t)job.k * sizeof(float) || y->nb[1] != (size_t)job.n * sizeof(float) ||
         job.row_bytes != ctx->host->row_size(job.dtype, job.k))

@@ -5,7 +5,15 @@
  * with per-block scales oneDNN cannot express, or F16/BF16) are dequantized
  * tile by tile (a few hundred output rows x K) into a per-thread buffer
  * (rounded to bf16 for the bf16 matmul) and multiplied right away, so no
- * converted copy of the model ever exists. */
+ * converted copy of the model ever exists.
+ *
+ * precision=int8, asked for by the user, is the exception: every quantized
+ * weight its prefill matmuls read is prepared once (int8_weight.c) as int8
+ * rows with one scale per row, in oneDNN's own blocked layout, and those
+ * matmuls run oneDNN's integer kernels (VNNI, or AMX where the CPU has it)
+ * on activations quantized per row (matmul_int8.c). Decode stays with the
+ * fallback on the file's layout, which is smaller to stream: the copy sits
+ * beside the file (ABI 1.7's VT_PREPARE_SHARED), bounded by int8_max_mib. */
 #ifndef VT_ONEDNN_H
 #define VT_ONEDNN_H
 
@@ -36,6 +44,11 @@ typedef enum onednn_precision {
      * file holds, while a quantized weight's own step is coarser than bf16's
      * and simd already rounds activations for them to 8 bits) */
     ONEDNN_PRECISION_BF16 = 1,
+    /* quantized weights prepared as int8 rows with a scale each, activations
+     * quantized to int8 per row, products summed exactly in int32 (see
+     * matmul_int8.c); weights not prepared (F32/F16/BF16, or read by other
+     * backends too) run as under auto */
+    ONEDNN_PRECISION_INT8 = 2,
 } onednn_precision;
 
 /* What init found oneDNN can do on this machine (primitive descriptors were
@@ -50,6 +63,8 @@ typedef struct onednn_caps {
     bool bf16_native;
     char matmul_f32_impl[64];  /* oneDNN's implementation name, e.g. "gemm:jit" */
     char matmul_bf16_impl[64]; /* e.g. "brg:avx512_core_bf16" */
+    bool matmul_s8;            /* u8 x s8 -> s32 with oneDNN's own weight layout */
+    char matmul_s8_impl[64];   /* e.g. "brg:avx512_core_vnni", "brg:avx512_core_amx_int8" */
     char isa_name[32];         /* oneDNN's instruction-set limit on this CPU */
 } onednn_caps;
 
@@ -88,12 +103,29 @@ typedef struct onednn_ctx {
     bool decode_matmul;    /* accept MATMUL in VT_PHASE_DECODE (default no, see supports) */
     int precision_option;  /* -1 auto (the precision option's default), else an onednn_precision */
     onednn_precision precision; /* what the matmuls run at, chosen at init (see onednn_precision) */
+    /* precision=int8 without prepared weights: what the tile path runs at */
+    onednn_precision tile_precision;
+    size_t int8_max_bytes;      /* int8_max_mib: what prepared weights may keep resident (0: no limit) */
+    size_t int8_bytes;          /* what they keep now */
+    bool int8_full_logged;      /* the warning that int8_max_mib was reached was given */
     onednn_caps caps;
     char isa[128];         /* what vt backends and vt bench print: the ISA limit and the matmuls running */
     uint16_t *x16;         /* [x16_capacity] a matmul's activations rounded to bf16 (bf16 precision) */
     size_t x16_capacity;
     dnnl_engine_t engine;
     onednn_worker *workers; /* [n_threads] */
+
+    /* int8 matmuls (matmul_int8.c): the activations quantized per row, and
+     * the integer products before their scales */
+    uint8_t *x8;
+    size_t x8_capacity;
+    float *x_scale;
+    size_t x_scale_capacity;
+    int32_t *y32;
+    size_t y32_capacity;
+    struct onednn_int8_prim **int8_cache; /* primitives per (K, N, M), see matmul_int8.c */
+    int int8_cache_count;
+    int int8_cache_capacity;
 
     /* [cache_count] of cache_capacity; entries are allocated one by one so a
      * pointer handed out stays valid while the array grows. */
@@ -126,6 +158,60 @@ void onednn_matmul_cache_free(onednn_ctx *ctx);
  * as the entry's precision; dst: {ld_dst, M} f32. */
 vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onednn_worker *worker, int64_t m,
                             const void *x, const void *w, float *dst);
+
+/* ---- int8_weight.c: prepared int8 weights (precision=int8) ---- */
+/* One thread's share of a prepared weight: output rows [n0, n0 + n) (n a
+ * multiple of 64 but maybe the last), in oneDNN's layout for a K x n
+ * matrix. Each thread multiplies its own slices single-threaded, so no
+ * OpenMP team competes with the runtime's threads for the cores. */
+typedef struct onednn_int8_slice {
+    int64_t n0, n;
+    dnnl_memory_desc_t md;
+    void *blocked;
+} onednn_int8_slice;
+
+#define ONEDNN_INT8_MAX_SLICES 64
+
+typedef struct onednn_int8_weight {
+    uint32_t magic;            /* ONEDNN_INT8_MAGIC: the op checks what it was handed */
+    int64_t k, n;
+    int n_slices;
+    onednn_int8_slice slice[ONEDNN_INT8_MAX_SLICES];
+    float *scale;              /* [n]: weight row i ~ scale[i] x its int8 values */
+    int32_t *offset;           /* [n]: 128 x the sum of row i's int8 values (the activations' zero point) */
+    const void *file_data;     /* the file's tensor (mapped while the engine lives): the tile path's input
+                                * for a call oneDNN has only its reference kernel for */
+    size_t bytes;              /* resident: the slices, the scales and this */
+} onednn_int8_weight;
+#define ONEDNN_INT8_MAGIC 0x38746e69u /* "int8" */
+
+/* Whether precision=int8 prepares weights of dtype (the quantized ones). */
+bool onednn_int8_dtype(int32_t dtype);
+/* The memory descriptor oneDNN's int8 matmul wants its K x N weights in
+ * (the same for every M on the CPUs measured; matmul_int8.c gives it
+ * explicitly, so a primitive for any M reads the prepared bytes). */
+bool onednn_int8_weights_md(onednn_ctx *ctx, int64_t k, int64_t n, dnnl_memory_desc_t *md);
+vt_status onednn_prepare_weight(void *ctx, const vt_weight_offer *offer, vt_prepared_weight *out, char *err,
+                                size_t err_size);
+void onednn_release_weight(void *ctx, void *data);
+
+/* ---- int8_rows.c: row conversions around the integer matmul ---- */
+/* q[k] = round(x[k] / scale) with scale = max|x| / 127 (round to nearest,
+ * ties to even), stored as u8[k] = q[k] + 128 (oneDNN's fast integer
+ * matmuls take unsigned activations); returns scale, 0 for a zero row
+ * (whose q are 0), NaN for a row holding an infinity or a NaN. */
+float onednn_quantize_row_u8(const float *x, uint8_t *u8, int64_t k);
+/* As onednn_quantize_row_u8, the plain int8 values (the weights). */
+float onednn_quantize_row_s8(const float *x, int8_t *q, int64_t k);
+/* y[j] = ((float)(s[j] - offset[j]) * w_scale[j]) * x_scale, j < n. */
+void onednn_scale_row(const int32_t *s, const int32_t *offset, const float *w_scale, float x_scale, float *y,
+                      int64_t n);
+
+/* ---- matmul_int8.c ---- */
+/* VT_ERR_UNSUPPORTED: oneDNN has only its reference kernel for this M;
+ * the caller runs the tile path on w->file_data instead. */
+vt_status onednn_matmul_int8(onednn_ctx *ctx, const onednn_int8_weight *w, const float *x, int64_t m, float *y);
+void onednn_int8_cache_free(onednn_ctx *ctx);
 
 /* ---- matmul.c ---- */
 int onednn_matmul_supports(const onednn_ctx *ctx, const vt_node *node);

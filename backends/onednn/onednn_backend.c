@@ -5,8 +5,12 @@
  *   threading=tiles|omp   how tiles use the cores (default tiles; see matmul.c)
  *   tile_kib=N            dequantized tile budget per thread (default 384)
  *   decode=0|1            accept MATMUL in the decode phase (default 0)
- *   precision=auto|f32|bf16  what the matmuls multiply in (default auto: bf16
- *                         where oneDNN runs it in hardware, else f32)
+ *   precision=auto|f32|bf16|int8  what the matmuls multiply in (default auto:
+ *                         bf16 where oneDNN runs it in hardware, else f32;
+ *                         int8: quantized weights prepared as int8, see
+ *                         int8_weight.c, the rest as auto)
+ *   int8_max_mib=N        what int8's prepared weights may keep resident
+ *                         (default 0: no bound)
  * Weight tiles are always converted by host->to_f32, which picks the core's
  * fastest path for the CPU itself. */
 #include <stdio.h>
@@ -54,10 +58,19 @@ static bool set_option(void *opaque, const char *key, const char *value, char *e
         ctx->precision_option = ONEDNN_PRECISION_F32;
     } else if (strcmp(key, "precision") == 0 && strcmp(value, "bf16") == 0) {
         ctx->precision_option = ONEDNN_PRECISION_BF16;
+    } else if (strcmp(key, "precision") == 0 && strcmp(value, "int8") == 0) {
+        ctx->precision_option = ONEDNN_PRECISION_INT8;
+    } else if (strcmp(key, "int8_max_mib") == 0) {
+        long long mib = strtoll(value, &end, 10);
+        if (!*value || *end || mib < 0 || mib > (1LL << 30)) {
+            snprintf(err, err_size, "int8_max_mib=%s: expected 0 (no bound) .. %lld", value, 1LL << 30);
+            return false;
+        }
+        ctx->int8_max_bytes = (size_t)mib << 20;
     } else {
         snprintf(err, err_size,
                  "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1, "
-                 "precision=auto|f32|bf16)",
+                 "precision=auto|f32|bf16|int8, int8_max_mib=N)",
                  key, value);
         return false;
     }
@@ -72,6 +85,7 @@ static void onednn_shutdown(void *opaque) {
     onednn_ctx *ctx = opaque;
     if (!ctx) return;
     onednn_matmul_cache_free(ctx);
+    onednn_int8_cache_free(ctx);
     if (ctx->workers) {
         for (int i = 0; i < ctx->n_threads; i++) {
             onednn_worker *w = &ctx->workers[i];
@@ -83,6 +97,9 @@ static void onednn_shutdown(void *opaque) {
         free(ctx->workers);
     }
     ctx->host->free(ctx->x16);
+    ctx->host->free(ctx->x8);
+    ctx->host->free(ctx->x_scale);
+    ctx->host->free(ctx->y32);
     if (ctx->engine) dnnl_engine_destroy(ctx->engine);
     free(ctx);
 }
@@ -135,14 +152,24 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
         onednn_shutdown(ctx);
         return VT_ERR_UNSUPPORTED;
     }
-    ctx->precision = ctx->precision_option >= 0          ? (onednn_precision)ctx->precision_option
-                     : ctx->caps.bf16_native ? ONEDNN_PRECISION_BF16
-                                             : ONEDNN_PRECISION_F32;
-    const bool bf16 = ctx->precision == ONEDNN_PRECISION_BF16;
+    if (ctx->precision_option == ONEDNN_PRECISION_INT8 && !ctx->caps.matmul_s8) {
+        snprintf(err, err_size, "precision=int8: oneDNN has no int8 matmul here (its instruction-set limit is %s)",
+                 ctx->caps.isa_name);
+        onednn_shutdown(ctx);
+        return VT_ERR_UNSUPPORTED;
+    }
+    const onednn_precision automatic = ctx->caps.bf16_native ? ONEDNN_PRECISION_BF16 : ONEDNN_PRECISION_F32;
+    ctx->precision = ctx->precision_option >= 0 ? (onednn_precision)ctx->precision_option : automatic;
+    ctx->tile_precision = ctx->precision == ONEDNN_PRECISION_INT8 ? automatic : ctx->precision;
+    const bool bf16 = ctx->tile_precision == ONEDNN_PRECISION_BF16;
     const char *f32_impl = ctx->caps.matmul_f32 ? ctx->caps.matmul_f32_impl : "unavailable";
     /* within ctx->isa's 128 bytes (callers read up to 256; oneDNN's names are shorter
      * than these bounds: "brg:avx512_core_amx_bf16" is the longest) */
-    if (bf16)
+    if (ctx->precision == ONEDNN_PRECISION_INT8)
+        snprintf(ctx->isa, sizeof ctx->isa, "%.31s (int8 matmul %.24s; others: %.4s matmul %.24s)",
+                 ctx->caps.isa_name, ctx->caps.matmul_s8_impl, bf16 ? "bf16" : "f32",
+                 bf16 ? ctx->caps.matmul_bf16_impl : f32_impl);
+    else if (bf16)
         snprintf(ctx->isa, sizeof ctx->isa, "%.31s (bf16 matmul %.24s; f32/f16 weights: f32 %.24s)",
                  ctx->caps.isa_name, ctx->caps.matmul_bf16_impl, f32_impl);
     else
@@ -152,7 +179,8 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
               "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s%s, f16 %s; precision=%s threading=%s tile=%zu KiB",
               v->major, v->minor, v->patch, ctx->caps.matmul_f32 ? "yes" : "no", ctx->caps.matmul_f32_impl,
               ctx->caps.matmul_bf16 ? "yes" : "no", ctx->caps.bf16_native ? " (in hardware)" : "",
-              ctx->caps.matmul_f16 ? "yes" : "no", bf16 ? "bf16" : "f32",
+              ctx->caps.matmul_f16 ? "yes" : "no",
+              ctx->precision == ONEDNN_PRECISION_INT8 ? "int8" : bf16 ? "bf16" : "f32",
               ctx->threading == ONEDNN_THREADING_TILES ? "tiles" : "omp", ctx->tile_bytes / 1024);
     /* Without f32 matmul supports() declines everything; that is a working
      * (if useless) backend, not an init failure. */
@@ -177,8 +205,13 @@ static const vt_backend onednn_backend = {
     .shutdown = onednn_shutdown,
     .supports = onednn_supports,
     .matmul = onednn_matmul,
+    .prepare_weight = onednn_prepare_weight,
+    .release_weight = onednn_release_weight,
     .isa = onednn_isa,
     .conventions = 0, /* no attention or store here */
+    /* precision=int8's copies serve the prefill matmuls while the fallback
+     * decodes from the file (int8_weight.c); other precisions decline */
+    .prepare_flags = VT_PREPARE_SHARED,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &onednn_backend; }

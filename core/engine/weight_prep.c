@@ -16,7 +16,8 @@ typedef struct prepared_copy {
     char name[48];
     vt_tensor tensor;
     uint32_t ops, phases;
-    void *data; /* the copy, NULL = declined */
+    bool shared; /* nodes of other backends read the tensor too (a VT_PREPARE_SHARED offer) */
+    void *data;  /* the copy, NULL = declined */
     size_t bytes;
 } prepared_copy;
 
@@ -58,6 +59,13 @@ static void *grow_for_one(void *items, int32_t n, int32_t *cap, size_t size, int
 static bool has_hook(const vt_registry *r, int32_t backend) {
     const vt_backend_entry *e = vt_registry_at(r, backend);
     return e && e->state == VT_BACKEND_LOADED && e->table && e->table->prepare_weight;
+}
+
+/* Whether the backend asked to be offered weights other backends read too
+ * (ABI 1.7; an older table's prepare_flags reads as 0). */
+static bool prepares_shared(const vt_registry *r, int32_t backend) {
+    const vt_backend_entry *e = vt_registry_at(r, backend);
+    return has_hook(r, backend) && (e->table->prepare_flags & VT_PREPARE_SHARED);
 }
 
 static prepared_copy *find_copy(vt_weight_prep *w, int32_t backend, const void *original) {
@@ -152,20 +160,21 @@ static vt_status count_readers(vt_weight_prep *w, vt_plan *const *plans, int n_p
     return VT_OK;
 }
 
-/* The layout rule: is the tensor at original offered for preparation? Only
- * if its readers are nodes of one backend, reading it directly. A prepared
- * copy serves only the backend that made it (backends never see each
- * other's layouts), so a tensor nodes of two backends read would need the
- * file's pages for the other one: the copy would stay resident beside them,
- * two layouts of one weight (twice the weights' bytes resident: 32 GB for a
- * 27B Q4_K_M). Such a tensor stays in the file's layout, which every
- * backend reads, and the backend that would have prepared it runs on that:
- * one resident copy whatever the placement. The same for a tensor some node
- * reads other than as a weight operand (through a view), which no copy can
- * serve. */
-static bool offered(const vt_weight_prep *w, const void *original) {
+/* The layout rule: is the tensor at original offered to backend for
+ * preparation? If its readers are nodes of one backend, reading it
+ * directly. A prepared copy serves only the backend that made it (backends
+ * never see each other's layouts), so a tensor nodes of two backends read
+ * would need the file's pages for the other one: the copy would stay
+ * resident beside them, two layouts of one weight (twice the weights' bytes
+ * resident: 32 GB for a 27B Q4_K_M). Such a tensor stays in the file's
+ * layout, which every backend reads, and the backend that would have
+ * prepared it runs on that: one resident copy whatever the placement;
+ * unless that backend asked for such offers (VT_PREPARE_SHARED, a copy its
+ * configuration asked for and bounds). Never a tensor some node reads other
+ * than as a weight operand (through a view), which no copy can serve. */
+static bool offered(const vt_weight_prep *w, const void *original, int32_t backend) {
     const weight_readers *t = find_readers(w, original);
-    return t && !t->read_plain && !t->several;
+    return t && !t->read_plain && (!t->several || prepares_shared(w->registry, backend));
 }
 
 /* The offers: one per (backend with the hook, tensor the layout rule
@@ -180,7 +189,7 @@ static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, 
             if (!has_hook(w->registry, n->backend)) continue;
             for (int s = 0; s < n->n_src; s++) {
                 const int32_t v = weight_operand(p, n, s);
-                if (v < 0 || !offered(w, p->values[v].data)) continue;
+                if (v < 0 || !offered(w, p->values[v].data, n->backend)) continue;
                 prepared_copy *c = find_copy(w, n->backend, p->values[v].data);
                 if (!c) {
                     prepared_copy *room = grow_for_one(w->copies, w->n, &w->cap, sizeof *room, 64);
@@ -192,6 +201,7 @@ static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, 
                     c->original = p->values[v].data;
                     snprintf(c->name, sizeof c->name, "%s", p->values[v].name);
                     c->tensor = vt_plan_value_tensor(p, v, -1, -1, true);
+                    c->shared = find_readers(w, c->original)->several;
                 }
                 c->ops |= 1u << n->op;
                 c->phases |= 1u << p->phase;
@@ -204,8 +214,8 @@ static vt_status collect(vt_weight_prep *w, vt_plan *const *plans, int n_plans, 
 /* One offer to e's hook; a failure becomes the engine's error naming the
  * backend, the tensor and the backend's reason. */
 static vt_status offer_weight(const vt_backend_entry *e, const char *name, vt_tensor tensor, uint32_t ops,
-                              uint32_t phases, vt_prepared_weight *got, vt_error *err) {
-    const vt_weight_offer offer = {sizeof offer, name, tensor, ops, phases};
+                              uint32_t phases, bool shared, vt_prepared_weight *got, vt_error *err) {
+    const vt_weight_offer offer = {sizeof offer, name, tensor, ops, phases, shared ? 1u : 0u};
     char why[256];
     const vt_status st = vt_backend_prepare_weight(e, &offer, got, why, sizeof why);
     if (st == VT_OK) return VT_OK;
@@ -273,7 +283,7 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
     for (int32_t i = 0; i < w->n && st == VT_OK; i++) {
         prepared_copy *c = &w->copies[i];
         vt_prepared_weight got;
-        st = offer_weight(vt_registry_at(r, c->backend), c->name, c->tensor, c->ops, c->phases, &got, err);
+        st = offer_weight(vt_registry_at(r, c->backend), c->name, c->tensor, c->ops, c->phases, c->shared, &got, err);
         if (st != VT_OK) break;
         c->data = got.data;
         c->bytes = got.bytes;
@@ -342,6 +352,8 @@ static vt_status offer_for_timing(vt_plan *const *plans, int n_plans, const vt_p
      * layout rule keeps it in the file's layout and the node is timed on
      * that (*got left empty, as a decline). */
     uint32_t ops = 1u << n->op, phases = 1u << p->phase;
+    bool others = false; /* some reader stays another backend's (offered only under VT_PREPARE_SHARED) */
+    const bool shares = e->table && (e->table->prepare_flags & VT_PREPARE_SHARED);
     memset(got, 0, sizeof *got);
     for (int k = 0; k < n_plans; k++)
         for (int32_t j = 0; j < plans[k]->n_nodes; j++) {
@@ -351,12 +363,17 @@ static vt_status offer_for_timing(vt_plan *const *plans, int n_plans, const vt_p
                 if (u < 0 || plans[k]->values[u].kind != VT_VAL_WEIGHT || plans[k]->values[u].data != p->values[v].data)
                     continue;
                 if (u != m->src[t] || !vt_is_weight_operand(m->op, t)) return VT_OK; /* no copy could serve it */
-                if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) return VT_OK;
+                if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) {
+                    if (!shares) return VT_OK;
+                    others = true;
+                    continue;
+                }
                 ops |= 1u << m->op;
                 phases |= 1u << plans[k]->phase;
             }
         }
-    return offer_weight(e, p->values[v].name, vt_plan_value_tensor(p, v, -1, -1, true), ops, phases, got, err);
+    return offer_weight(e, p->values[v].name, vt_plan_value_tensor(p, v, -1, -1, true), ops, phases, others, got,
+                        err);
 }
 
 vt_status vt_weight_prep_for_timing(vt_timing_copies *kept, vt_plan *const *plans, int n_plans, const vt_plan *p,
@@ -448,6 +465,15 @@ void vt_weight_prep_print(const vt_weight_prep *w, FILE *f) {
     if (released)
         fprintf(f, "originals released: %.1f MiB of the file's mapping (%d tensors)\n",
                 (double)released / (1024.0 * 1024.0), n);
+    size_t beside = 0;
+    int n_beside = 0;
+    for (int32_t i = 0; i < w->n; i++)
+        if (w->copies[i].shared && w->copies[i].data) beside += w->copies[i].bytes, n_beside++;
+    if (n_beside)
+        fprintf(f,
+                "prepared beside the file: %.1f MiB (%d tensors) of the copies above are of weights other backends "
+                "read in the file's layout, whose pages stay resident too (asked for by the backend's options)\n",
+                (double)beside / (1024.0 * 1024.0), n_beside);
     const size_t shared = vt_weight_prep_shared(w, &n);
     if (!shared) return;
     char names[256];
@@ -460,6 +486,6 @@ void vt_weight_prep_print(const vt_weight_prep *w, FILE *f) {
     fprintf(f,
             "shared weights: %.1f MiB (%d tensors) read by nodes of %s: kept in the file's layout, not offered for "
             "preparation (a backend's copy serves only that backend, so the file's pages would stay resident beside "
-            "it for the others: one resident layout per weight)\n",
-            (double)shared / (1024.0 * 1024.0), n, names);
+            "it for the others: one resident layout per weight)%s\n",
+            (double)shared / (1024.0 * 1024.0), n, names, n_beside ? ", except the copies above" : "");
 }

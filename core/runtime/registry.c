@@ -667,6 +667,8 @@ int vt_backend_tiers(const vt_backend_entry *b, const char **out, int max) {
 
 bool vt_isa_line_multiplies_bf16(const char *isa_line) { return strstr(isa_line, "bf16 matmul") != NULL; }
 
+bool vt_isa_line_multiplies_int8(const char *isa_line) { return strstr(isa_line, "int8 matmul") != NULL; }
+
 const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size) {
     const char *isa = b && b->state == VT_BACKEND_LOADED && b->table && b->table->isa ? b->table->isa(b->ctx) : NULL;
     snprintf(buf, size, "%s", isa && *isa ? isa : "not reported");

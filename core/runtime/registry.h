@@ -82,6 +82,10 @@ void vt_backend_release_weight(const vt_backend_entry *b, void *data);
  * onednn in bf16, simd's BF16 weights on its bf16 tier), which sets the
  * bound vt compare and the tests hold its results to. */
 bool vt_isa_line_multiplies_bf16(const char *isa_line);
+/* Whether a backend's isa line says it multiplies some weights in int8
+ * (onednn's precision=int8: "int8 matmul"), the other rounding vt compare
+ * and the tests state a bound for. */
+bool vt_isa_line_multiplies_int8(const char *isa_line);
 const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size);
 /* The instruction-set tiers b runs at here (1.6's tiers), best first, as
  * option assignments ("isa=avx2"): up to max of them into out (pointers

@@ -198,7 +198,7 @@ static bool prepare_weights(const vt_backend_entry *b, const vt_op_case *c, vt_n
         if (!vt_is_weight_operand(node->op, s)) continue;
         char name[48]; /* "case." + the longest op name + ".src" + an int */
         snprintf(name, sizeof name, "case.%s.src%d", vt_op_name(node->op), s);
-        const vt_weight_offer offer = {sizeof offer, name, node->src[s], 1u << node->op, 1u << node->phase};
+        const vt_weight_offer offer = {sizeof offer, name, node->src[s], 1u << node->op, 1u << node->phase, 0};
         vt_prepared_weight got;
         char why[200];
         if (vt_backend_prepare_weight(b, &offer, &got, why, sizeof why) != VT_OK) {

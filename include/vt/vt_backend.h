@@ -65,7 +65,11 @@
  * gained only if it says it reads it, so a rebuild alone changes nothing.
  * 1.6 adds tiers, the instruction-set tiers a backend can run at on this
  * machine as options it takes, so `vt backends --test` runs each (never read
- * from an older table: such a backend is tested as configured).
+ * from an older table: such a backend is tested as configured). 1.7 adds
+ * prepare_flags (VT_PREPARE_SHARED: a backend may be offered, and copy for
+ * its own nodes, weights other backends read too) and vt_weight_offer.shared
+ * (never read from an older table: such a backend is offered only the
+ * weights its nodes alone read, as before).
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -84,7 +88,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 6
+#define VT_ABI_MINOR 7
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -312,6 +316,15 @@ typedef struct vt_backend_config {
  * resident beside it. A backend must therefore run every weight it accepts
  * on the file's layout too, unmarked.
  *
+ * The one exception is asked for (1.7): a backend whose prepare_flags has
+ * VT_PREPARE_SHARED is offered such a tensor too, with offer->shared = 1,
+ * and its copy then serves its own nodes while the others read the file's
+ * pages, which stay resident: two layouts of the weight. It is for a layout
+ * that pays so much that a user would spend the memory on it (onednn's int8
+ * prefill weights, asked for with its precision=int8 and bounded by its
+ * int8_max_mib); a backend that sets the flag declines shared offers unless
+ * its configuration asked, and --explain reports such copies apart.
+ *
  * Calls: from the thread creating the engine, one offer at a time (never
  * concurrently with each other or with an op on the same ctx); the backend
  * may spread one preparation over the runtime's threads with
@@ -337,6 +350,10 @@ typedef struct vt_weight_offer {
     vt_tensor tensor;     /* dtype, shape and data of the file's tensor (read-only) */
     uint32_t ops;         /* bit (1u << vt_op) of every op that reads it on this backend */
     uint32_t phases;      /* bit (1u << vt_phase) of every phase whose plan reads it here */
+    /* 1.7 (read only when struct_size covers it): 1 = nodes of other
+     * backends read the tensor too (offered only under VT_PREPARE_SHARED):
+     * a copy stays resident beside the file's pages they read */
+    uint32_t shared;
 } vt_weight_offer;
 
 typedef struct vt_prepared_weight {
@@ -413,7 +430,15 @@ typedef struct vt_backend {
      * valid until shutdown. A list of one (or NULL) means there is nothing
      * to choose. Called after init. */
     const char *const *(*tiers)(void *ctx);
+
+    /* 1.7: VT_PREPARE_* bits (0 = none); see "Prepared weights". 64 bits
+     * so the table ends without padding, as every minor's size says. */
+    uint64_t prepare_flags;
 } vt_backend;
+
+/* prepare_flags: offer this backend (with offer->shared = 1) also the
+ * weights nodes of other backends read; its copy serves its own nodes. */
+#define VT_PREPARE_SHARED (1ull << 0)
 
 /* Widened conventions: a dtype a minor allowed an existing op to read or
  * write. One bit each, appended with the minor that widens. */
@@ -430,7 +455,8 @@ typedef struct vt_backend {
     X(arg, 3, offsetof(vt_backend, isa) + sizeof(const char *(*)(void *)))                                             \
     X(arg, 4, offsetof(vt_backend, moe_combine) + sizeof(vt_op_fn))                                                    \
     X(arg, 5, offsetof(vt_backend, conventions) + sizeof(uint64_t))                                                    \
-    X(arg, 6, offsetof(vt_backend, tiers) + sizeof(const char *const *(*)(void *)))
+    X(arg, 6, offsetof(vt_backend, tiers) + sizeof(const char *const *(*)(void *)))                                    \
+    X(arg, 7, offsetof(vt_backend, prepare_flags) + sizeof(uint64_t))
 
 #define VT_BACKEND_SIZE_IF_(minor, m, size) ((minor) == (m)) ? (size_t)(size):
 /* The table's size at minor 1.<m> (0 past VT_ABI_MINOR); a constant
@@ -445,12 +471,14 @@ typedef struct vt_backend {
 #define VT_BACKEND_SIZE_1_4 VT_BACKEND_SIZE_AT_MINOR(4)
 #define VT_BACKEND_SIZE_1_5 VT_BACKEND_SIZE_AT_MINOR(5)
 #define VT_BACKEND_SIZE_1_6 VT_BACKEND_SIZE_AT_MINOR(6)
+#define VT_BACKEND_SIZE_1_7 VT_BACKEND_SIZE_AT_MINOR(7)
 
 /* Each minor's table holds the one before it; the current minor's is the
  * whole table. */
 _Static_assert(VT_BACKEND_SIZE_1_1 >= VT_BACKEND_SIZE_1_0 && VT_BACKEND_SIZE_1_2 >= VT_BACKEND_SIZE_1_1 &&
                    VT_BACKEND_SIZE_1_3 >= VT_BACKEND_SIZE_1_2 && VT_BACKEND_SIZE_1_4 >= VT_BACKEND_SIZE_1_3 &&
-                   VT_BACKEND_SIZE_1_5 >= VT_BACKEND_SIZE_1_4 && VT_BACKEND_SIZE_1_6 >= VT_BACKEND_SIZE_1_5,
+                   VT_BACKEND_SIZE_1_5 >= VT_BACKEND_SIZE_1_4 && VT_BACKEND_SIZE_1_6 >= VT_BACKEND_SIZE_1_5 &&
+                   VT_BACKEND_SIZE_1_7 >= VT_BACKEND_SIZE_1_6,
                "each minor's table holds the one before it");
 _Static_assert(VT_BACKEND_SIZE_AT_MINOR(VT_ABI_MINOR) == sizeof(vt_backend),
                "the table of the current minor is the whole vt_backend: add its line to VT_BACKEND_MINORS");

@@ -1,0 +1,220 @@
+/* matmul_int8.c — MATMUL on a weight precision=int8 prepared
+ * (int8_weight.c): Y[m][n] = sx[m] sw[n] sum_k qx[m][k] qw[n][k].
+ *
+ * Each activation row is quantized on its own (int8_rows.c: its scale is
+ * its max |x| / 127) and handed to oneDNN as qx + 128, unsigned; oneDNN
+ * multiplies by the prepared weights into int32, exactly (|sum| <= 255 x
+ * 127 K < 2^31 for K < 66,000, whatever order its kernel adds in), the
+ * weight row's 128 x sum is taken off, exactly, and each row's products are
+ * scaled back in a fixed order. So a row's result depends on that row and the
+ * weight alone, never on M or the other rows of the call: batch invariance
+ * holds on every CPU oneDNN picks a kernel for.
+ *
+ * Threads: the rows are quantized over the runtime's threads, then each
+ * thread multiplies one slice of the weight's output rows (int8_weight.c)
+ * with oneDNN single-threaded and scales its slice's columns. An OpenMP team
+ * instead would compete for the cores with the runtime's threads, which
+ * spin a while after each op (measured: pp128 on the qwen3-0.6B shape went
+ * from 1.05x simd's with a team of 2 to 1.18x with the passes kept off it).
+ *
+ * oneDNN 2.6 runs its blocked integer kernels (VNNI, AMX) only for a
+ * matmul whose M is known when the primitive is built (with a run-time M it
+ * falls back to a plain gemm that reads plain weights), so primitives are
+ * cached per (K, slice rows, N, M): a handful of prefill chunk lengths and
+ * decode's M in practice. The cache is emptied when it reaches its bound,
+ * so an unusual stream of lengths costs rebuilds, never memory. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onednn.h"
+
+/* Cached primitives at most (then rebuilt as needed). */
+#define INT8_CACHE_MAX 256
+
+typedef struct onednn_int8_prim {
+    int64_t k, n, m;
+    dnnl_memory_desc_t wei_md;
+    dnnl_memory_desc_t scratch_md;
+    size_t scratch_bytes;
+    dnnl_primitive_t prim;
+} onednn_int8_prim;
+
+void onednn_int8_cache_free(onednn_ctx *ctx) {
+    for (int i = 0; i < ctx->int8_cache_count; i++) {
+        dnnl_primitive_destroy(ctx->int8_cache[i]->prim);
+        free(ctx->int8_cache[i]);
+    }
+    free(ctx->int8_cache);
+    ctx->int8_cache = NULL;
+    ctx->int8_cache_count = ctx->int8_cache_capacity = 0;
+}
+
+/* x: m rows of k u8; y: m dense rows of n int32 (a strided y makes
+ * oneDNN 2.6 fall back to its reference kernel). */
+static bool operand_mds(int64_t m, int64_t k, int64_t n, dnnl_memory_desc_t *src_md, dnnl_memory_desc_t *dst_md) {
+    dnnl_dims_t src_dims = {m, k}, src_strides = {k, 1}, dst_dims = {m, n}, dst_strides = {n, 1};
+    return dnnl_memory_desc_init_by_strides(src_md, 2, src_dims, dnnl_u8, src_strides) == dnnl_success &&
+           dnnl_memory_desc_init_by_strides(dst_md, 2, dst_dims, dnnl_s32, dst_strides) == dnnl_success;
+}
+
+/* The primitive for a slice (its layout md, n rows of K) at M = m,
+ * single-threaded with a user scratchpad (threads run slices at once), or
+ * NULL: on failure (logged), or with *reference set when oneDNN offers only
+ * its reference kernel for it (orders of magnitude slower than the tile
+ * path, which the caller then takes). From the op's calling thread only:
+ * the cache is not locked. */
+static const onednn_int8_prim *int8_prim(onednn_ctx *ctx, int64_t k, const onednn_int8_slice *sl, int64_t m,
+                                         bool *reference) {
+    *reference = false;
+    for (int i = 0; i < ctx->int8_cache_count; i++) {
+        const onednn_int8_prim *p = ctx->int8_cache[i];
+        if (p->k == k && p->n == sl->n && p->m == m && dnnl_memory_desc_equal(&p->wei_md, &sl->md)) return p;
+    }
+    if (ctx->int8_cache_count == INT8_CACHE_MAX) onednn_int8_cache_free(ctx);
+    if (ctx->int8_cache_count == ctx->int8_cache_capacity) {
+        const int capacity = ctx->int8_cache_capacity ? ctx->int8_cache_capacity * 2 : 16;
+        onednn_int8_prim **grown = realloc(ctx->int8_cache, (size_t)capacity * sizeof *grown);
+        if (!grown) return NULL;
+        ctx->int8_cache = grown;
+        ctx->int8_cache_capacity = capacity;
+    }
+    onednn_int8_prim *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->k = k, p->n = sl->n, p->m = m, p->wei_md = sl->md;
+    dnnl_memory_desc_t src_md, dst_md;
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    onednn_omp_set_threads(1); /* fixed at creation: one thread per slice */
+    bool ok = operand_mds(m, k, sl->n, &src_md, &dst_md) &&
+              dnnl_matmul_desc_init(&desc, &src_md, &p->wei_md, NULL, &dst_md) == dnnl_success &&
+              dnnl_primitive_attr_create(&attr) == dnnl_success &&
+              dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+              dnnl_primitive_desc_create(&pd, &desc, attr, ctx->engine, NULL) == dnnl_success;
+    const char *impl = NULL;
+    if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+        strncmp(impl, "ref", 3) == 0) {
+        ctx->host->log(VT_LOG_DEBUG, ONEDNN_NAME, "int8 matmul K=%lld N=%lld M=%lld: only %s here, tiles instead",
+                       (long long)k, (long long)sl->n, (long long)m, impl);
+        *reference = true;
+        ok = false;
+    }
+    if (ok) {
+        const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+        if (scratch) p->scratch_md = *scratch, p->scratch_bytes = dnnl_memory_desc_get_size(scratch);
+        ok = dnnl_primitive_create(&p->prim, pd) == dnnl_success;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    if (!ok) {
+        if (!*reference)
+            ctx->host->log(VT_LOG_ERROR, ONEDNN_NAME, "cannot create the int8 matmul primitive K=%lld N=%lld M=%lld",
+                           (long long)k, (long long)sl->n, (long long)m);
+        free(p);
+        return NULL;
+    }
+    ctx->int8_cache[ctx->int8_cache_count++] = p;
+    return p;
+}
+
+/* *buf of at least n elements of `size` bytes (host->alloc), grown from *capacity. */
+static bool ensure(const vt_host *host, void **buf, size_t *capacity, size_t n, size_t size) {
+    if (n <= *capacity) return true;
+    host->free(*buf);
+    *capacity = 0;
+    *buf = host->alloc(n * size, 64);
+    if (!*buf) return false;
+    *capacity = n;
+    return true;
+}
+
+typedef struct int8_job {
+    onednn_ctx *ctx;
+    const onednn_int8_weight *w;
+    const float *x;
+    float *y;
+    int64_t m;
+    const onednn_int8_prim *prim[ONEDNN_INT8_MAX_SLICES];
+    atomic_int status;
+} int8_job;
+
+static void quantize_task(void *arg, int64_t begin, int64_t end, int thread) {
+    (void)thread;
+    const int8_job *j = arg;
+    const int64_t k = j->w->k;
+    for (int64_t r = begin; r < end; r++) j->ctx->x_scale[r] = onednn_quantize_row_u8(j->x + r * k, j->ctx->x8 + r * k, k);
+}
+
+/* Slice s on this thread: its integer products, then its columns scaled. */
+static vt_status run_slice(const int8_job *j, int s, int thread) {
+    onednn_ctx *ctx = j->ctx;
+    const onednn_int8_weight *w = j->w;
+    const onednn_int8_slice *sl = &w->slice[s];
+    const onednn_int8_prim *p = j->prim[s];
+    onednn_worker *worker = &ctx->workers[thread];
+    dnnl_memory_desc_t src_md, dst_md;
+    if (!operand_mds(j->m, w->k, sl->n, &src_md, &dst_md)) return VT_ERR_BACKEND;
+    int32_t *y32 = ctx->y32 + sl->n0 * j->m; /* the slice's own dense rows */
+    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
+    bool ok = dnnl_memory_create(&mem[0], &src_md, ctx->engine, ctx->x8) == dnnl_success &&
+              dnnl_memory_create(&mem[1], &sl->md, ctx->engine, sl->blocked) == dnnl_success &&
+              dnnl_memory_create(&mem[2], &dst_md, ctx->engine, y32) == dnnl_success;
+    int nargs = 3;
+    if (ok && p->scratch_bytes) {
+        ok = dnnl_memory_create(&mem[3], &p->scratch_md, ctx->engine, worker->scratch) == dnnl_success;
+        nargs = 4;
+    }
+    if (ok) {
+        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
+                                   {DNNL_ARG_WEIGHTS, mem[1]},
+                                   {DNNL_ARG_DST, mem[2]},
+                                   {DNNL_ARG_SCRATCHPAD, mem[3]}};
+        ok = dnnl_primitive_execute(p->prim, worker->stream, nargs, args) == dnnl_success &&
+             dnnl_stream_wait(worker->stream) == dnnl_success;
+    }
+    for (int i = 0; i < 4; i++)
+        if (mem[i]) dnnl_memory_destroy(mem[i]);
+    if (!ok) return VT_ERR_BACKEND;
+    for (int64_t r = 0; r < j->m; r++)
+        onednn_scale_row(y32 + r * sl->n, w->offset + sl->n0, w->scale + sl->n0, ctx->x_scale[r],
+                         j->y + r * w->n + sl->n0, sl->n);
+    return VT_OK;
+}
+
+static void slices_task(void *arg, int64_t begin, int64_t end, int thread) {
+    int8_job *j = arg;
+    /* OpenMP's thread count belongs to the calling thread (see matmul.c) */
+    onednn_omp_set_threads(1);
+    for (int64_t s = begin; s < end && atomic_load(&j->status) == VT_OK; s++) {
+        const vt_status st = run_slice(j, (int)s, thread);
+        if (st != VT_OK) {
+            int expected = VT_OK;
+            atomic_compare_exchange_strong(&j->status, &expected, (int)st);
+        }
+    }
+}
+
+vt_status onednn_matmul_int8(onednn_ctx *ctx, const onednn_int8_weight *w, const float *x, int64_t m, float *y) {
+    const vt_host *host = ctx->host;
+    int8_job job = {.ctx = ctx, .w = w, .x = x, .y = y, .m = m};
+    atomic_init(&job.status, VT_OK);
+    size_t scratch = 0;
+    for (int s = 0; s < w->n_slices; s++) {
+        bool reference;
+        job.prim[s] = int8_prim(ctx, w->k, &w->slice[s], m, &reference);
+        if (!job.prim[s]) return reference ? VT_ERR_UNSUPPORTED : VT_ERR_BACKEND;
+        if (job.prim[s]->scratch_bytes > scratch) scratch = job.prim[s]->scratch_bytes;
+    }
+    void *x8 = ctx->x8, *xs = ctx->x_scale, *y32 = ctx->y32;
+    bool ok = ensure(host, &x8, &ctx->x8_capacity, (size_t)(m * w->k), 1) &&
+              ensure(host, &xs, &ctx->x_scale_capacity, (size_t)m, sizeof(float)) &&
+              ensure(host, &y32, &ctx->y32_capacity, (size_t)(m * w->n), sizeof(int32_t));
+    ctx->x8 = x8, ctx->x_scale = xs, ctx->y32 = y32;
+    for (int i = 0; ok && i < ctx->n_threads; i++)
+        ok = ensure(host, &ctx->workers[i].scratch, &ctx->workers[i].scratch_bytes, scratch, 1);
+    if (!ok) return VT_ERR_NOMEM;
+    vt_host_parallel_for(host, m, 4, quantize_task, &job);
+    vt_host_parallel_for(host, w->n_slices, 1, slices_task, &job);
+    return (vt_status)atomic_load(&job.status);
+}
