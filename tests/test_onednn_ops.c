@@ -633,6 +633,104 @@ static void test_int8_exact_on_grid(void) {
     free(wf), free(x), free(y), free(w);
 }
 
+/* The int8 path computes exactly what it specifies, bit for bit: each row
+ * of weights and of activations rounded to q = lrintf(v * (127 / max|v|))
+ * (to nearest, ties to even), the integer sum of qx qw, then
+ * ((float)sum * (max|w| / 127)) * (max|x| / 127). Values off any grid, so a
+ * float path (the tile path, or a sum in f32) gives other bits. */
+static void test_int8_bits_as_specified(void) {
+    void *ctx = int8_instance("precision=int8");
+    if (!ctx) return;
+    const int64_t k = 512, n = 200, m = 17;
+    uint64_t seed = 31;
+    float *w_f32 = malloc(sizeof(float) * (size_t)(k * n)), *x = malloc(sizeof(float) * (size_t)(k * m));
+    double *w_norm = malloc(sizeof(double) * (size_t)n);
+    float *y = malloc(sizeof(float) * (size_t)(n * m)), *want = malloc(sizeof(float) * (size_t)(n * m));
+    int *qw = malloc(sizeof(int) * (size_t)(k * n)), *qx = malloc(sizeof(int) * (size_t)(k * m));
+    float *sw = malloc(sizeof(float) * (size_t)n), *sx = malloc(sizeof(float) * (size_t)m);
+    CU_ASSERT_FATAL(w_f32 && x && w_norm && y && want && qw && qx && sw && sx);
+    uint8_t *w = make_weight(VT_Q4_K, k, n, &seed, w_f32, w_norm); /* w_f32: its values, dequantized */
+    for (int64_t i = 0; i < k * m; i++) x[i] = next_uniform(&seed) * (1.0f + (float)(i % 7));
+    /* the specification, row by row */
+    const float *rows[2] = {w_f32, x};
+    int *q[2] = {qw, qx};
+    float *scale[2] = {sw, sx};
+    const int64_t count[2] = {n, m};
+    for (int side = 0; side < 2; side++)
+        for (int64_t r = 0; r < count[side]; r++) {
+            const float *v = rows[side] + r * k;
+            float amax = 0;
+            for (int64_t i = 0; i < k; i++) amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+            const float inv = 127.0f / amax;
+            for (int64_t i = 0; i < k; i++) q[side][r * k + i] = (int)lrintf(v[i] * inv);
+            scale[side][r] = amax / 127.0f;
+        }
+    for (int64_t r = 0; r < m; r++)
+        for (int64_t j = 0; j < n; j++) {
+            int32_t sum = 0;
+            for (int64_t i = 0; i < k; i++) sum += qx[r * k + i] * qw[j * k + i];
+            want[r * n + j] = (float)sum * sw[j] * sx[r];
+        }
+    vt_weight_offer offer = matmul_offer(tensor2(w, VT_Q4_K, k, n));
+    vt_prepared_weight got = {0};
+    char why[256];
+    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
+    vt_node node = matmul_node(VT_PHASE_PREFILL, got.data, VT_Q4_K, x, y, VT_F32, k, n, m);
+    node.prepared = 1u;
+    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+    int differ = 0;
+    for (int64_t i = 0; i < n * m; i++) differ += memcmp(&y[i], &want[i], sizeof(float)) != 0;
+    if (differ) fprintf(stderr, "\n  %d of %lld results differ from the specification", differ, (long long)(n * m));
+    CU_ASSERT_EQUAL(differ, 0);
+    onednn->table->release_weight(ctx, got.data);
+    onednn->table->shutdown(ctx);
+    free(w_f32), free(x), free(w_norm), free(y), free(want), free(qw), free(qx), free(sw), free(sx), free(w);
+}
+
+/* Many prompt lengths: a primitive per (slice, M) is cached, and the cache
+ * is emptied when it would pass its bound; a call never loses the
+ * primitives it holds (a one-slice and a two-slice weight alternate over
+ * 150 values of M, past the bound), and every result is still right. */
+static void test_int8_many_lengths(void) {
+    void *ctx = int8_instance("precision=int8");
+    if (!ctx) return;
+    const int64_t k = 256, n1 = 5, n2 = 300, m_max = 150;
+    uint64_t seed = 41;
+    float *w_f32 = malloc(sizeof(float) * (size_t)(k * n2));
+    double *w_norm = malloc(sizeof(double) * (size_t)n2);
+    float *x = malloc(sizeof(float) * (size_t)(k * m_max)), *y = malloc(sizeof(float) * (size_t)(n2 * m_max));
+    float *y1 = malloc(sizeof(float) * (size_t)n2);
+    CU_ASSERT_FATAL(w_f32 && w_norm && x && y && y1);
+    uint8_t *w1 = make_weight(VT_Q8_0, k, n1, &seed, w_f32, w_norm), *w2 = make_weight(VT_Q8_0, k, n2, &seed, w_f32, w_norm);
+    for (int64_t i = 0; i < k * m_max; i++) x[i] = next_uniform(&seed);
+    vt_prepared_weight g1 = {0}, g2 = {0};
+    char why[256];
+    vt_weight_offer o1 = matmul_offer(tensor2(w1, VT_Q8_0, k, n1)), o2 = matmul_offer(tensor2(w2, VT_Q8_0, k, n2));
+    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &o1, &g1, why, sizeof why), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &o2, &g2, why, sizeof why), VT_OK);
+    CU_ASSERT_FATAL(g1.data && g2.data);
+    int bad = 0;
+    for (int64_t m = 1; m <= m_max; m++) {
+        vt_node a = matmul_node(VT_PHASE_PREFILL, g1.data, VT_Q8_0, x, y, VT_F32, k, n1, m);
+        a.prepared = 1u;
+        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &a), VT_OK);
+        vt_node b = matmul_node(VT_PHASE_PREFILL, g2.data, VT_Q8_0, x, y, VT_F32, k, n2, m);
+        b.prepared = 1u;
+        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &b), VT_OK);
+        /* its last row equals that row alone (the M = 1 primitive, rebuilt or cached) */
+        vt_node one = matmul_node(VT_PHASE_PREFILL, g2.data, VT_Q8_0, x + (m - 1) * k, y1, VT_F32, k, n2, 1);
+        one.prepared = 1u;
+        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &one), VT_OK);
+        bad += memcmp(y1, y + (m - 1) * n2, sizeof(float) * (size_t)n2) != 0;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    onednn->table->release_weight(ctx, g1.data);
+    onednn->table->release_weight(ctx, g2.data);
+    onednn->table->shutdown(ctx);
+    free(w_f32), free(w_norm), free(x), free(y), free(y1), free(w1), free(w2);
+}
+
 /* What precision=int8 prepares: quantized matmul weights only. F32, F16
  * and BF16 weights, weights no matmul reads, and every offer under the
  * other precisions are declined (no copy, no bytes), and a declined weight
@@ -752,6 +850,8 @@ int main(void) {
         {"precision=int8: prepared quantized weights within the rounding bound, rows independent of M",
          test_int8_matches_reference},
         {"precision=int8: exact on the int8 grid", test_int8_exact_on_grid},
+        {"precision=int8: the specified rounding and integer sums, bit for bit", test_int8_bits_as_specified},
+        {"precision=int8: many prompt lengths past the primitive cache's bound", test_int8_many_lengths},
         {"precision=int8: float weights, non-matmul weights and decode declined", test_int8_declines},
         {"precision=int8: int8_max_mib bounds the copies", test_int8_budget},
         {"bad options fail init", test_bad_options_fail_init},

@@ -458,6 +458,14 @@ static void test_isa_by_minor(void) {
     CU_ASSERT_STRING_EQUAL(tiers[1], "isa=slow");
     CU_ASSERT_EQUAL(vt_backend_tiers(reports, tiers, 1), 1);
     CU_ASSERT_EQUAL(vt_backend_tiers(old, tiers, 8), 0);
+    /* 1.7's prepare_flags: never from an older table, whatever bytes lie there */
+    const vt_backend_entry *shared_old = vt_registry_find(r, "shared_old_minor");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(shared_old); /* a 1.6 plugin loads */
+    CU_ASSERT_EQUAL(shared_old->abi_minor, 6);
+    CU_ASSERT_EQUAL(shared_old->table->prepare_flags, 0);
+    CU_ASSERT_PTR_NOT_NULL(shared_old->table->prepare_weight);
+    const vt_backend_entry *onednn_17 = vt_registry_find(r, "onednn");
+    if (onednn_17) CU_ASSERT_EQUAL(onednn_17->table->prepare_flags, VT_PREPARE_SHARED); /* a 1.7 table: kept */
     const vt_backend_entry *tiers_old = vt_registry_find(r, "tiers_old_minor");
     CU_ASSERT_PTR_NOT_NULL_FATAL(tiers_old); /* a 1.5 plugin loads */
     CU_ASSERT_EQUAL(tiers_old->abi_minor, 5);

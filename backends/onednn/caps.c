@@ -80,7 +80,13 @@ void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps) {
     snprintf(caps->isa_name, sizeof caps->isa_name, "%s", isa_name(isa));
     caps->matmul_bf16 = matmul_implemented(engine, dnnl_bf16, caps->matmul_bf16_impl, sizeof(caps->matmul_bf16_impl));
     caps->matmul_f16 = matmul_implemented(engine, dnnl_f16, NULL, 0);
-    caps->matmul_s8 = matmul_s8_implemented(engine, caps->matmul_s8_impl, sizeof(caps->matmul_s8_impl));
+    /* Integer products exact in int32 need VNNI (or AMX): without it oneDNN's
+     * u8 x s8 kernels add pairs of byte products in saturating int16
+     * (vpmaddubsw), which 255 x 127 x 2 overflows, so precision=int8 is
+     * refused there rather than silently inexact. */
+    const bool vnni = (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
+                      (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+    caps->matmul_s8 = vnni && matmul_s8_implemented(engine, caps->matmul_s8_impl, sizeof(caps->matmul_s8_impl));
     /* dnnl_cpu_isa_t values are bit masks in which each level contains the
      * bits of those below, so this is "at least AVX-512 with BF16". */
     caps->bf16_native = caps->matmul_bf16 && (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;

@@ -107,11 +107,15 @@ static float quantize_row(const float *x, uint8_t *q, int64_t k, int bias) {
     /* A zero row multiplies to zeros; a row with an infinity or a NaN has
      * no finite scale: its results are NaN (as f32 products would be NaN or
      * infinite) rather than finite numbers that hide it. */
-    if (amax == 0.0f || !isfinite(amax)) {
+    if (!isfinite(amax)) {
         for (int64_t i = 0; i < k; i++) q[i] = (uint8_t)bias;
-        return amax == 0.0f ? 0.0f : NAN;
+        return NAN;
     }
     const float inv = 127.0f / amax; /* |x . inv| <= 127 (rounded): no saturation */
+    if (amax == 0.0f || !isfinite(inv)) { /* zero, or below 127 / FLT_MAX (~4e-37): zeros */
+        for (int64_t i = 0; i < k; i++) q[i] = (uint8_t)bias;
+        return 0.0f;
+    }
 #if INT8_ROWS_AVX2
     if (avx2) {
         quantize_avx2(x, q, k, inv, bias);

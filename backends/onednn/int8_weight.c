@@ -91,7 +91,8 @@ static void quantize_rows(void *arg, int64_t begin, int64_t end, int thread) {
 
 static void free_weight(const vt_host *host, onednn_int8_weight *w) {
     if (!w) return;
-    for (int i = 0; i < w->n_slices; i++) host->free(w->slice[i].blocked);
+    for (int i = 0; w->slice && i < w->n_slices; i++) host->free(w->slice[i].blocked);
+    host->free(w->slice);
     host->free(w->scale);
     host->free(w->offset);
     host->free(w);
@@ -148,6 +149,10 @@ static void reorder_slices(void *arg, int64_t begin, int64_t end, int thread) {
  * has no int8 matmul for one. */
 static bool cut_slices(onednn_ctx *ctx, onednn_int8_weight *w) {
     const int64_t per = ((w->n + ctx->n_threads - 1) / ctx->n_threads + 63) / 64 * 64;
+    const int64_t count = (w->n + per - 1) / per;
+    w->slice = ctx->host->alloc(sizeof *w->slice * (size_t)(count < ONEDNN_INT8_MAX_SLICES ? count : ONEDNN_INT8_MAX_SLICES), 64);
+    if (!w->slice) return false;
+    memset(w->slice, 0, sizeof *w->slice * (size_t)(count < ONEDNN_INT8_MAX_SLICES ? count : ONEDNN_INT8_MAX_SLICES));
     w->n_slices = 0;
     for (int64_t n0 = 0; n0 < w->n && w->n_slices < ONEDNN_INT8_MAX_SLICES; n0 += per) {
         onednn_int8_slice *sl = &w->slice[w->n_slices++];
@@ -180,13 +185,13 @@ vt_status onednn_prepare_weight(void *opaque, const vt_weight_offer *offer, vt_p
     w->magic = ONEDNN_INT8_MAGIC;
     w->k = k;
     w->n = n;
-    w->file_data = t->data;
-    if (!cut_slices(ctx, w)) {
-        snprintf(err, err_size, "oneDNN has no int8 matmul for K=%lld N=%lld here", (long long)k, (long long)n);
+    if (!cut_slices(ctx, w)) { /* the weight still runs, on the tile path */
+        host->log(VT_LOG_WARN, ONEDNN_NAME, "%s: no int8 layout for K=%lld N=%lld here: it stays on the file's bytes",
+                  offer->name, (long long)k, (long long)n);
         free_weight(host, w);
-        return VT_ERR_BACKEND;
+        return VT_OK;
     }
-    w->bytes = (size_t)n * (sizeof(float) + sizeof(int32_t)) + sizeof *w;
+    w->bytes = (size_t)n * (sizeof(float) + sizeof(int32_t)) + sizeof *w + sizeof *w->slice * (size_t)w->n_slices;
     for (int i = 0; i < w->n_slices; i++) w->bytes += dnnl_memory_desc_get_size(&w->slice[i].md);
     if (ctx->int8_max_bytes && ctx->int8_bytes + w->bytes > ctx->int8_max_bytes) {
         if (!ctx->int8_full_logged)
@@ -226,19 +231,23 @@ vt_status onednn_prepare_weight(void *opaque, const vt_weight_offer *offer, vt_p
         st = (vt_status)atomic_load(&job.status);
         if (st != VT_OK) snprintf(err, err_size, "cannot dequantize %s (status %d)", offer->name, (int)st);
     }
+    bool reordered = false;
     if (st == VT_OK) {
         reorder_job job = {.ctx = ctx, .w = w, .plain = plain};
         atomic_init(&job.failed, false);
         vt_host_parallel_for(host, w->n_slices, 1, reorder_slices, &job);
-        if (atomic_load(&job.failed)) {
-            snprintf(err, err_size, "oneDNN could not reorder %s into its int8 layout", offer->name);
-            st = VT_ERR_BACKEND;
-        }
+        reordered = !atomic_load(&job.failed);
     }
     host->free(plain);
     if (st != VT_OK) {
         free_weight(host, w);
         return st;
+    }
+    if (!reordered) { /* the weight still runs, on the tile path */
+        host->log(VT_LOG_WARN, ONEDNN_NAME, "%s: oneDNN could not reorder it into its int8 layout: it stays on the "
+                  "file's bytes", offer->name);
+        free_weight(host, w);
+        return VT_OK;
     }
     ctx->int8_bytes += w->bytes;
     out->data = w;

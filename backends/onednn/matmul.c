@@ -243,9 +243,7 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
         if (wi->magic != ONEDNN_INT8_MAGIC || wi->k != job.k || wi->n != job.n ||
             x->nb[1] != (size_t)job.k * sizeof(float) || y->nb[1] != (size_t)job.n * sizeof(float))
             return VT_ERR_INVALID;
-        const vt_status st = onednn_matmul_int8(ctx, wi, x->data, job.m, y->data);
-        if (st != VT_ERR_UNSUPPORTED) return st;
-        job.w = wi->file_data; /* oneDNN has only its reference kernel at this M: the tiles, on the file's bytes */
+        return onednn_matmul_int8(ctx, wi, x->data, job.m, y->data);
     }
     /* The primitives assume dense rows (the ABI promises contiguous tensors). */
     if (x->nb[1] != (size_t)job.k * sizeof(float) || y->nb[1] != (size_t)job.n * sizeof(float) ||

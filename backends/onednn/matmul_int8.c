@@ -20,9 +20,10 @@
  * oneDNN 2.6 runs its blocked integer kernels (VNNI, AMX) only for a
  * matmul whose M is known when the primitive is built (with a run-time M it
  * falls back to a plain gemm that reads plain weights), so primitives are
- * cached per (K, slice rows, N, M): a handful of prefill chunk lengths and
- * decode's M in practice. The cache is emptied when it reaches its bound,
- * so an unusual stream of lengths costs rebuilds, never memory. */
+ * cached per (K, slice rows, M): a handful of prefill chunk lengths and
+ * decode's M in practice. The cache is emptied (between calls) when it
+ * would pass its bound, so an unusual stream of lengths costs rebuilds,
+ * never memory. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,18 +61,14 @@ static bool operand_mds(int64_t m, int64_t k, int64_t n, dnnl_memory_desc_t *src
 
 /* The primitive for a slice (its layout md, n rows of K) at M = m,
  * single-threaded with a user scratchpad (threads run slices at once), or
- * NULL: on failure (logged), or with *reference set when oneDNN offers only
- * its reference kernel for it (orders of magnitude slower than the tile
- * path, which the caller then takes). From the op's calling thread only:
- * the cache is not locked. */
-static const onednn_int8_prim *int8_prim(onednn_ctx *ctx, int64_t k, const onednn_int8_slice *sl, int64_t m,
-                                         bool *reference) {
-    *reference = false;
+ * NULL on failure (logged). Never evicts (onednn_matmul_int8 empties the
+ * cache between calls), so the primitives a call holds stay valid through
+ * it. From the op's calling thread only: the cache is not locked. */
+static const onednn_int8_prim *int8_prim(onednn_ctx *ctx, int64_t k, const onednn_int8_slice *sl, int64_t m) {
     for (int i = 0; i < ctx->int8_cache_count; i++) {
         const onednn_int8_prim *p = ctx->int8_cache[i];
         if (p->k == k && p->n == sl->n && p->m == m && dnnl_memory_desc_equal(&p->wei_md, &sl->md)) return p;
     }
-    if (ctx->int8_cache_count == INT8_CACHE_MAX) onednn_int8_cache_free(ctx);
     if (ctx->int8_cache_count == ctx->int8_cache_capacity) {
         const int capacity = ctx->int8_cache_capacity ? ctx->int8_cache_capacity * 2 : 16;
         onednn_int8_prim **grown = realloc(ctx->int8_cache, (size_t)capacity * sizeof *grown);
@@ -92,13 +89,15 @@ static const onednn_int8_prim *int8_prim(onednn_ctx *ctx, int64_t k, const onedn
               dnnl_primitive_attr_create(&attr) == dnnl_success &&
               dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
               dnnl_primitive_desc_create(&pd, &desc, attr, ctx->engine, NULL) == dnnl_success;
+    /* Only its reference kernel at this M (not seen with dense rows on a
+     * VNNI or AMX CPU): far slower, but the same exact integers, so a row
+     * still gets the same bits at any M. Said once. */
     const char *impl = NULL;
     if (ok && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
-        strncmp(impl, "ref", 3) == 0) {
-        ctx->host->log(VT_LOG_DEBUG, ONEDNN_NAME, "int8 matmul K=%lld N=%lld M=%lld: only %s here, tiles instead",
+        strncmp(impl, "ref", 3) == 0 && !ctx->int8_reference_logged) {
+        ctx->host->log(VT_LOG_WARN, ONEDNN_NAME, "int8 matmul K=%lld N=%lld M=%lld: oneDNN offers only %s (slow)",
                        (long long)k, (long long)sl->n, (long long)m, impl);
-        *reference = true;
-        ok = false;
+        ctx->int8_reference_logged = true;
     }
     if (ok) {
         const dnnl_memory_desc_t *scratch = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
@@ -108,9 +107,8 @@ static const onednn_int8_prim *int8_prim(onednn_ctx *ctx, int64_t k, const onedn
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (!ok) {
-        if (!*reference)
-            ctx->host->log(VT_LOG_ERROR, ONEDNN_NAME, "cannot create the int8 matmul primitive K=%lld N=%lld M=%lld",
-                           (long long)k, (long long)sl->n, (long long)m);
+        ctx->host->log(VT_LOG_ERROR, ONEDNN_NAME, "cannot create the int8 matmul primitive K=%lld N=%lld M=%lld",
+                       (long long)k, (long long)sl->n, (long long)m);
         free(p);
         return NULL;
     }
@@ -200,10 +198,11 @@ vt_status onednn_matmul_int8(onednn_ctx *ctx, const onednn_int8_weight *w, const
     int8_job job = {.ctx = ctx, .w = w, .x = x, .y = y, .m = m};
     atomic_init(&job.status, VT_OK);
     size_t scratch = 0;
+    /* room for this call's primitives first: none is freed while held */
+    if (ctx->int8_cache_count + w->n_slices > INT8_CACHE_MAX) onednn_int8_cache_free(ctx);
     for (int s = 0; s < w->n_slices; s++) {
-        bool reference;
-        job.prim[s] = int8_prim(ctx, w->k, &w->slice[s], m, &reference);
-        if (!job.prim[s]) return reference ? VT_ERR_UNSUPPORTED : VT_ERR_BACKEND;
+        job.prim[s] = int8_prim(ctx, w->k, &w->slice[s], m);
+        if (!job.prim[s]) return VT_ERR_BACKEND;
         if (job.prim[s]->scratch_bytes > scratch) scratch = job.prim[s]->scratch_bytes;
     }
     void *x8 = ctx->x8, *xs = ctx->x_scale, *y32 = ctx->y32;

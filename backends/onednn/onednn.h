@@ -12,8 +12,9 @@
  * rows with one scale per row, in oneDNN's own blocked layout, and those
  * matmuls run oneDNN's integer kernels (VNNI, or AMX where the CPU has it)
  * on activations quantized per row (matmul_int8.c). Decode stays with the
- * fallback on the file's layout, which is smaller to stream: the copy sits
- * beside the file (ABI 1.7's VT_PREPARE_SHARED), bounded by int8_max_mib. */
+ * fallback on the file's layout, which is smaller to stream (unless
+ * decode=1 asks for onednn's decode too): the copy sits beside the file
+ * (ABI 1.7's VT_PREPARE_SHARED), bounded by int8_max_mib. */
 #ifndef VT_ONEDNN_H
 #define VT_ONEDNN_H
 
@@ -108,6 +109,7 @@ typedef struct onednn_ctx {
     size_t int8_max_bytes;      /* int8_max_mib: what prepared weights may keep resident (0: no limit) */
     size_t int8_bytes;          /* what they keep now */
     bool int8_full_logged;      /* the warning that int8_max_mib was reached was given */
+    bool int8_reference_logged; /* the warning that oneDNN offered only its reference int8 kernel was given */
     onednn_caps caps;
     char isa[128];         /* what vt backends and vt bench print: the ISA limit and the matmuls running */
     uint16_t *x16;         /* [x16_capacity] a matmul's activations rounded to bf16 (bf16 precision) */
@@ -175,12 +177,10 @@ typedef struct onednn_int8_slice {
 typedef struct onednn_int8_weight {
     uint32_t magic;            /* ONEDNN_INT8_MAGIC: the op checks what it was handed */
     int64_t k, n;
-    int n_slices;
-    onednn_int8_slice slice[ONEDNN_INT8_MAX_SLICES];
+    int n_slices;              /* <= ONEDNN_INT8_MAX_SLICES */
+    onednn_int8_slice *slice;  /* [n_slices] */
     float *scale;              /* [n]: weight row i ~ scale[i] x its int8 values */
     int32_t *offset;           /* [n]: 128 x the sum of row i's int8 values (the activations' zero point) */
-    const void *file_data;     /* the file's tensor (mapped while the engine lives): the tile path's input
-                                * for a call oneDNN has only its reference kernel for */
     size_t bytes;              /* resident: the slices, the scales and this */
 } onednn_int8_weight;
 #define ONEDNN_INT8_MAGIC 0x38746e69u /* "int8" */
@@ -208,8 +208,6 @@ void onednn_scale_row(const int32_t *s, const int32_t *offset, const float *w_sc
                       int64_t n);
 
 /* ---- matmul_int8.c ---- */
-/* VT_ERR_UNSUPPORTED: oneDNN has only its reference kernel for this M;
- * the caller runs the tile path on w->file_data instead. */
 vt_status onednn_matmul_int8(onednn_ctx *ctx, const onednn_int8_weight *w, const float *x, int64_t m, float *y);
 void onednn_int8_cache_free(onednn_ctx *ctx);
 

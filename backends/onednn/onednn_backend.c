@@ -153,7 +153,9 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
         return VT_ERR_UNSUPPORTED;
     }
     if (ctx->precision_option == ONEDNN_PRECISION_INT8 && !ctx->caps.matmul_s8) {
-        snprintf(err, err_size, "precision=int8: oneDNN has no int8 matmul here (its instruction-set limit is %s)",
+        snprintf(err, err_size,
+                 "precision=int8: oneDNN has no int8 matmul here (its instruction-set limit is %s; exact integer "
+                 "products need avx512_core_vnni, avx2_vnni or AMX)",
                  ctx->caps.isa_name);
         onednn_shutdown(ctx);
         return VT_ERR_UNSUPPORTED;

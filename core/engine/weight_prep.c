@@ -484,8 +484,8 @@ void vt_weight_prep_print(const vt_weight_prep *w, FILE *f) {
             len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", shown++ ? ", " : "",
                             vt_registry_at(w->registry, b)->name);
     fprintf(f,
-            "shared weights: %.1f MiB (%d tensors) read by nodes of %s: kept in the file's layout, not offered for "
-            "preparation (a backend's copy serves only that backend, so the file's pages would stay resident beside "
-            "it for the others: one resident layout per weight)%s\n",
+            "shared weights: %.1f MiB (%d tensors) read by nodes of %s: kept in the file's layout, not prepared "
+            "(a backend's copy serves only that backend, so the file's pages would stay resident beside it for the "
+            "others: one resident layout per weight)%s\n",
             (double)shared / (1024.0 * 1024.0), n, names, n_beside ? ", except the copies above" : "");
 }
