@@ -37,17 +37,8 @@ static bool matmul_implemented(dnnl_engine_t engine, dnnl_data_type_t in_type, c
  * weights in whatever layout it prefers, at a fixed M (with a run-time M
  * oneDNN 2.6 falls back to its plain gemm, which never uses AMX). */
 static bool matmul_s8_implemented(dnnl_engine_t engine, char *impl, size_t impl_size) {
-    const int64_t m = 16, k = 256, n = 64;
-    dnnl_memory_desc_t src_md, wei_md, dst_md;
-    dnnl_dims_t src_dims = {m, k}, wei_dims = {k, n}, dst_dims = {m, n};
-    if (dnnl_memory_desc_init_by_tag(&src_md, 2, src_dims, dnnl_u8, dnnl_ab) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&wei_md, 2, wei_dims, dnnl_s8, dnnl_format_tag_any) != dnnl_success ||
-        dnnl_memory_desc_init_by_tag(&dst_md, 2, dst_dims, dnnl_s32, dnnl_ab) != dnnl_success)
-        return false;
-    dnnl_matmul_desc_t desc;
-    if (dnnl_matmul_desc_init(&desc, &src_md, &wei_md, NULL, &dst_md) != dnnl_success) return false;
-    dnnl_primitive_desc_t pd = NULL;
-    if (dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) != dnnl_success) return false;
+    dnnl_primitive_desc_t pd = onednn_int8_matmul_pd(engine, 16, 256, 64);
+    if (!pd) return false;
     const char *name = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name) == dnnl_success && name)
         snprintf(impl, impl_size, "%s", name);

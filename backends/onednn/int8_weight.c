@@ -35,21 +35,25 @@ bool onednn_int8_dtype(int32_t dtype) {
     return dtype == VT_Q8_0 || dtype == VT_Q4_0 || dtype == VT_Q4_K || dtype == VT_Q5_K || dtype == VT_Q6_K;
 }
 
-bool onednn_int8_weights_md(onednn_ctx *ctx, int64_t k, int64_t n, dnnl_memory_desc_t *md) {
-    /* M = 16: any M gives the same layout on the CPUs measured; matmul_int8.c
-     * names it explicitly for every M, so a CPU where it differed would
-     * still read these bytes (through a kernel that accepts them) */
-    const int64_t m = 16;
+dnnl_primitive_desc_t onednn_int8_matmul_pd(dnnl_engine_t engine, int64_t m, int64_t k, int64_t n) {
     dnnl_memory_desc_t src_md, wei_md, dst_md;
     dnnl_dims_t src_dims = {m, k}, wei_dims = {k, n}, dst_dims = {m, n};
     if (dnnl_memory_desc_init_by_tag(&src_md, 2, src_dims, dnnl_u8, dnnl_ab) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&wei_md, 2, wei_dims, dnnl_s8, dnnl_format_tag_any) != dnnl_success ||
         dnnl_memory_desc_init_by_tag(&dst_md, 2, dst_dims, dnnl_s32, dnnl_ab) != dnnl_success)
-        return false;
+        return NULL;
     dnnl_matmul_desc_t desc;
-    if (dnnl_matmul_desc_init(&desc, &src_md, &wei_md, NULL, &dst_md) != dnnl_success) return false;
+    if (dnnl_matmul_desc_init(&desc, &src_md, &wei_md, NULL, &dst_md) != dnnl_success) return NULL;
     dnnl_primitive_desc_t pd = NULL;
-    if (dnnl_primitive_desc_create(&pd, &desc, NULL, ctx->engine, NULL) != dnnl_success) return false;
+    return dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) == dnnl_success ? pd : NULL;
+}
+
+bool onednn_int8_weights_md(onednn_ctx *ctx, int64_t k, int64_t n, dnnl_memory_desc_t *md) {
+    /* M = 16: any M gives the same layout on the CPUs measured; matmul_int8.c
+     * names it explicitly for every M, so a CPU where it differed would
+     * still read these bytes (through a kernel that accepts them) */
+    dnnl_primitive_desc_t pd = onednn_int8_matmul_pd(ctx->engine, 16, k, n);
+    if (!pd) return false;
     const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     if (w) *md = *w;
     dnnl_primitive_desc_destroy(pd);

@@ -103,18 +103,18 @@ void onednn_matmul_cache_free(onednn_ctx *ctx) {
     ctx->cache_count = ctx->cache_capacity = 0;
 }
 
-vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onednn_worker *worker, int64_t m,
-                            const void *x, const void *w, float *dst) {
-    dnnl_memory_desc_t src_md, wei_md, dst_md;
-    if (!operand_mds(e->precision, m, e->k, e->n_tile, e->ld_dst, &src_md, &wei_md, &dst_md)) return VT_ERR_BACKEND;
+vt_status onednn_execute(const onednn_ctx *ctx, dnnl_primitive_t prim, onednn_worker *worker,
+                         const dnnl_memory_desc_t *src_md, const void *x, const dnnl_memory_desc_t *wei_md,
+                         const void *w, const dnnl_memory_desc_t *dst_md, void *y,
+                         const dnnl_memory_desc_t *scratch_md, size_t scratch_bytes) {
     dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
     /* oneDNN takes non-const handles but only reads src and weights. */
-    bool ok = dnnl_memory_create(&mem[0], &src_md, ctx->engine, (void *)x) == dnnl_success &&
-              dnnl_memory_create(&mem[1], &wei_md, ctx->engine, (void *)w) == dnnl_success &&
-              dnnl_memory_create(&mem[2], &dst_md, ctx->engine, dst) == dnnl_success;
+    bool ok = dnnl_memory_create(&mem[0], src_md, ctx->engine, (void *)x) == dnnl_success &&
+              dnnl_memory_create(&mem[1], wei_md, ctx->engine, (void *)w) == dnnl_success &&
+              dnnl_memory_create(&mem[2], dst_md, ctx->engine, y) == dnnl_success;
     int nargs = 3;
-    if (ok && e->scratch_bytes) {
-        ok = dnnl_memory_create(&mem[3], &e->scratch_md, ctx->engine, worker->scratch) == dnnl_success;
+    if (ok && scratch_bytes) {
+        ok = dnnl_memory_create(&mem[3], scratch_md, ctx->engine, worker->scratch) == dnnl_success;
         nargs = 4;
     }
     if (ok) {
@@ -122,10 +122,18 @@ vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onedn
                                    {DNNL_ARG_WEIGHTS, mem[1]},
                                    {DNNL_ARG_DST, mem[2]},
                                    {DNNL_ARG_SCRATCHPAD, mem[3]}};
-        ok = dnnl_primitive_execute(e->prim, worker->stream, nargs, args) == dnnl_success &&
+        ok = dnnl_primitive_execute(prim, worker->stream, nargs, args) == dnnl_success &&
              dnnl_stream_wait(worker->stream) == dnnl_success;
     }
     for (int i = 0; i < 4; i++)
         if (mem[i]) dnnl_memory_destroy(mem[i]);
     return ok ? VT_OK : VT_ERR_BACKEND;
+}
+
+vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onednn_worker *worker, int64_t m,
+                            const void *x, const void *w, float *dst) {
+    dnnl_memory_desc_t src_md, wei_md, dst_md;
+    if (!operand_mds(e->precision, m, e->k, e->n_tile, e->ld_dst, &src_md, &wei_md, &dst_md)) return VT_ERR_BACKEND;
+    return onednn_execute(ctx, e->prim, worker, &src_md, x, &wei_md, w, &dst_md, dst, &e->scratch_md,
+                          e->scratch_bytes);
 }

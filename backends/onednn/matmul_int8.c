@@ -154,26 +154,9 @@ static vt_status run_slice(const int8_job *j, int s, int thread) {
     dnnl_memory_desc_t src_md, dst_md;
     if (!operand_mds(j->m, w->k, sl->n, &src_md, &dst_md)) return VT_ERR_BACKEND;
     int32_t *y32 = ctx->y32 + sl->n0 * j->m; /* the slice's own dense rows */
-    dnnl_memory_t mem[4] = {NULL, NULL, NULL, NULL};
-    bool ok = dnnl_memory_create(&mem[0], &src_md, ctx->engine, ctx->x8) == dnnl_success &&
-              dnnl_memory_create(&mem[1], &sl->md, ctx->engine, sl->blocked) == dnnl_success &&
-              dnnl_memory_create(&mem[2], &dst_md, ctx->engine, y32) == dnnl_success;
-    int nargs = 3;
-    if (ok && p->scratch_bytes) {
-        ok = dnnl_memory_create(&mem[3], &p->scratch_md, ctx->engine, worker->scratch) == dnnl_success;
-        nargs = 4;
-    }
-    if (ok) {
-        dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]},
-                                   {DNNL_ARG_WEIGHTS, mem[1]},
-                                   {DNNL_ARG_DST, mem[2]},
-                                   {DNNL_ARG_SCRATCHPAD, mem[3]}};
-        ok = dnnl_primitive_execute(p->prim, worker->stream, nargs, args) == dnnl_success &&
-             dnnl_stream_wait(worker->stream) == dnnl_success;
-    }
-    for (int i = 0; i < 4; i++)
-        if (mem[i]) dnnl_memory_destroy(mem[i]);
-    if (!ok) return VT_ERR_BACKEND;
+    const vt_status st = onednn_execute(ctx, p->prim, worker, &src_md, ctx->x8, &sl->md, sl->blocked, &dst_md, y32,
+                                        &p->scratch_md, p->scratch_bytes);
+    if (st != VT_OK) return st;
     for (int64_t r = 0; r < j->m; r++)
         onednn_scale_row(y32 + r * sl->n, w->offset + sl->n0, w->scale + sl->n0, ctx->x_scale[r],
                          j->y + r * w->n + sl->n0, sl->n);

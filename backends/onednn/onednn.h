@@ -155,6 +155,13 @@ void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps);
 const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, onednn_precision precision, int64_t k, int64_t n_tile,
                                              int64_t ld_dst, int threads);
 void onednn_matmul_cache_free(onednn_ctx *ctx);
+/* Run a matmul primitive on the calling thread's worker: src x, weights w,
+ * dst y under their descriptors, the worker's scratchpad when the
+ * primitive needs one (scratch_bytes > 0); waits for it to finish. */
+vt_status onednn_execute(const onednn_ctx *ctx, dnnl_primitive_t prim, onednn_worker *worker,
+                         const dnnl_memory_desc_t *src_md, const void *x, const dnnl_memory_desc_t *wei_md,
+                         const void *w, const dnnl_memory_desc_t *dst_md, void *y,
+                         const dnnl_memory_desc_t *scratch_md, size_t scratch_bytes);
 /* Run entry: dst[m][0..n_tile) (row stride ld_dst floats) = x[m][0..k) . w[n][0..k)
  * for m < M.  x: {k, M}; w: {k, n_tile} (rows of k), both f32 or both bf16
  * as the entry's precision; dst: {ld_dst, M} f32. */
@@ -187,6 +194,10 @@ typedef struct onednn_int8_weight {
 
 /* Whether precision=int8 prepares weights of dtype (the quantized ones). */
 bool onednn_int8_dtype(int32_t dtype);
+/* oneDNN's u8 x s8 -> s32 matmul of m x k by k x n with the weights in the
+ * layout it prefers ("any"), or NULL where it has none; the caller
+ * destroys it. */
+dnnl_primitive_desc_t onednn_int8_matmul_pd(dnnl_engine_t engine, int64_t m, int64_t k, int64_t n);
 /* The memory descriptor oneDNN's int8 matmul wants its K x N weights in
  * (the same for every M on the CPUs measured; matmul_int8.c gives it
  * explicitly, so a primitive for any M reads the prepared bytes). */
