@@ -84,10 +84,13 @@ static int suite_init(void) {
 
 static vt_model *model;
 
-static vt_engine *auto_engine(const char *plugin_dir) {
+/* An auto engine over the backends in plugin_dir and the build's, with
+ * backend options ("NAME.key=value\n" lines). */
+static vt_engine *auto_engine_with(const char *plugin_dir, const char *backend_options) {
     vt_options o;
     vt_fixture_options(&o, "auto", VT_F16);
-    snprintf(o.backend_path, sizeof o.backend_path, "%s", plugin_dir);
+    snprintf(o.backend_path, sizeof o.backend_path, "%.1023s", plugin_dir);
+    snprintf(o.backend_options, sizeof o.backend_options, "%.1023s", backend_options);
     vt_error err = {0};
     if (!model && vt_model_load(model_path, &model, &err) != VT_OK) {
         fprintf(stderr, "%s\n", err.msg);
@@ -97,6 +100,8 @@ static vt_engine *auto_engine(const char *plugin_dir) {
     if (vt_engine_create(&o, model, false, &e, &err) != VT_OK) fprintf(stderr, "auto engine: %s\n", err.msg);
     return e;
 }
+
+static vt_engine *auto_engine(const char *plugin_dir) { return auto_engine_with(plugin_dir, ""); }
 
 static int backend_index(const vt_engine *e, const char *name) {
     for (int i = 0; i < vt_registry_count(e->registry); i++)
@@ -287,6 +292,29 @@ static void test_other_key_is_stale(void) {
     /* and says so, naming the first line of the key that differs */
     CU_ASSERT(strstr(log_text, "is stale (recorded for another machine or setup ('threads") != NULL);
     CU_ASSERT(e->costs->measured > 0);
+    vt_engine_free(e);
+}
+
+/* Backend options are part of the key: times taken under one
+ * configuration of a backend (onednn's precision, simd's tier) are not
+ * used under another, whose file is another; the same options find theirs. */
+static void test_options_are_part_of_the_key(void) {
+    vt_engine *plain = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(plain != NULL);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", plain->costs->cache_path);
+    vt_engine_free(plain);
+    vt_engine *e = auto_engine_with(fast_dir, "simd.isa=avx2\n");
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_STRING_NOT_EQUAL(e->costs->cache_path, path);
+    CU_ASSERT(e->costs->measured > 0);
+    char with_options[1024];
+    snprintf(with_options, sizeof with_options, "%s", e->costs->cache_path);
+    vt_engine_free(e);
+    e = auto_engine_with(fast_dir, "simd.isa=avx2\n");
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_STRING_EQUAL(e->costs->cache_path, with_options);
+    CU_ASSERT(e->costs->cache_hit);
     vt_engine_free(e);
 }
 
@@ -519,6 +547,7 @@ int main(void) {
         {"a corrupt calibration cache is reported and measured again", test_corrupt_cache_is_redone},
         {"a cache recorded under another key is stale and measured again", test_other_key_is_stale},
         {"a changed backend file means another key: measured again", test_changed_backend_file_is_measured_again},
+        {"backend options are part of the key", test_options_are_part_of_the_key},
         {"a backend failing during calibration is left out with a warning; the engine starts",
          test_failing_backend_is_left_out},
         {"a backend that prepares its weights is timed through the prepare hook; a plan on it gives the reference's "

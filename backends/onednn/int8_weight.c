@@ -21,9 +21,10 @@
  * sub-block spans more than a sixteenth of the row's range).
  *
  * The copy keeps 1 byte per weight beside the file: int8_max_mib bounds what
- * the copies keep resident; the weights past it are declined (they run as
- * the other precisions do, on the file's bytes), with a warning naming the
- * first of them, and --explain shows what was prepared. */
+ * the copies keep resident; a weight whose copy would pass it is declined
+ * (it runs as the other precisions do, on the file's bytes; a later, smaller
+ * one may still fit), with a warning naming the first, and --explain shows
+ * what was prepared. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>

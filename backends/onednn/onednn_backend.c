@@ -184,6 +184,9 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
               ctx->caps.matmul_f16 ? "yes" : "no",
               ctx->precision == ONEDNN_PRECISION_INT8 ? "int8" : bf16 ? "bf16" : "f32",
               ctx->threading == ONEDNN_THREADING_TILES ? "tiles" : "omp", ctx->tile_bytes / 1024);
+    if (ctx->int8_max_bytes && ctx->precision != ONEDNN_PRECISION_INT8)
+        host->log(VT_LOG_WARN, ONEDNN_NAME, "int8_max_mib=%zu has nothing to bound: precision is %s, not int8",
+                  ctx->int8_max_bytes >> 20, bf16 ? "bf16" : "f32");
     /* Without f32 matmul supports() declines everything; that is a working
      * (if useless) backend, not an init failure. */
     if (!ctx->caps.matmul_f32)

@@ -48,6 +48,11 @@ void vt_calibration_key(const vt_registry *r, const vt_auto_costs *c, int thread
         n += snprintf(key + n, size - (size_t)n, "backend %s %s %lld %lld abi %u.%u prepares %s\n", b->name, b->path,
                       bytes, mtime, b->abi_major, b->abi_minor, prepares ? "yes" : "no");
     }
+    /* the backends' options: a backend's times hold for the configuration
+     * they were taken in (onednn.precision=int8 against its default: its
+     * matmuls 12x apart), so another configuration is measured again */
+    const char *options = vt_registry_options(r);
+    if (n > 0 && (size_t)n < size) n += snprintf(key + n, size - (size_t)n, "options %zu\n%s", strlen(options), options);
 }
 
 vt_status vt_calibration_path(const char *key, char *path, size_t size, vt_error *err) {

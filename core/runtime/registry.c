@@ -665,6 +665,8 @@ int vt_backend_tiers(const vt_backend_entry *b, const char **out, int max) {
     return n;
 }
 
+const char *vt_registry_options(const vt_registry *r) { return r && r->all_options ? r->all_options : ""; }
+
 bool vt_isa_line_multiplies_bf16(const char *isa_line) { return strstr(isa_line, "bf16 matmul") != NULL; }
 
 bool vt_isa_line_multiplies_int8(const char *isa_line) { return strstr(isa_line, "int8 matmul") != NULL; }

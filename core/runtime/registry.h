@@ -78,6 +78,9 @@ void vt_backend_release_weight(const vt_backend_entry *b, void *data);
  * line in buf; "not reported" when b does not say. Returns buf. Callers give
  * it VT_BACKEND_ISA_MAX bytes: a longer line is cut there. */
 #define VT_BACKEND_ISA_MAX 256
+/* The backends' options the registry was created with ("NAME.key=value\n"
+ * lines, vt_options.backend_options), "" for none. */
+const char *vt_registry_options(const vt_registry *r);
 /* Whether an isa line says its backend multiplies in bf16 ("bf16 matmul":
  * onednn in bf16, simd's BF16 weights on its bf16 tier), which sets the
  * bound vt compare and the tests hold its results to. */
