@@ -29,6 +29,7 @@ nginx installed, or vt serve not built).
 import http.client
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -50,7 +51,19 @@ def check(cond, what):
 
 
 def free_port():
-    with socket.socket() as s:
+    """A port free now, below Linux's ephemeral range (32768-60999): between
+    this check and the server's bind, a port from that range could become the
+    source port of any test's outgoing connection; one below it cannot."""
+    rng = random.Random(os.getpid() ^ int(time.time() * 1e6))
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # the range is crowded: any free port
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
