@@ -27,6 +27,9 @@
 
 #define ONEDNN_NAME "onednn"
 
+/* The isa line's room: what the runtime reads of it (VT_BACKEND_ISA_MAX). */
+#define VT_ONEDNN_ISA_SIZE 256
+
 /* How tiles are spread over cores (measured in bench/onednn_matmul_bench.c). */
 typedef enum onednn_threading {
     /* host->parallel_for over weight tiles; each thread dequantizes its own
@@ -111,7 +114,7 @@ typedef struct onednn_ctx {
     bool int8_full_logged;      /* the warning that int8_max_mib was reached was given */
     bool int8_reference_logged; /* the warning that oneDNN offered only its reference int8 kernel was given */
     onednn_caps caps;
-    char isa[128];         /* what vt backends and vt bench print: the ISA limit and the matmuls running */
+    char isa[VT_ONEDNN_ISA_SIZE]; /* what vt backends and vt bench print: the ISA limit and the matmuls running */
     uint16_t *x16;         /* [x16_capacity] a matmul's activations rounded to bf16 (bf16 precision) */
     size_t x16_capacity;
     dnnl_engine_t engine;

@@ -165,12 +165,16 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
     ctx->tile_precision = ctx->precision == ONEDNN_PRECISION_INT8 ? automatic : ctx->precision;
     const bool bf16 = ctx->tile_precision == ONEDNN_PRECISION_BF16;
     const char *f32_impl = ctx->caps.matmul_f32 ? ctx->caps.matmul_f32_impl : "unavailable";
-    /* within ctx->isa's 128 bytes (callers read up to 256; oneDNN's names are shorter
+    /* within ctx->isa's 256 bytes (all the runtime reads; oneDNN's names are shorter
      * than these bounds: "brg:avx512_core_amx_bf16" is the longest) */
-    if (ctx->precision == ONEDNN_PRECISION_INT8)
-        snprintf(ctx->isa, sizeof ctx->isa, "%.31s (int8 matmul %.24s; others: %.4s matmul %.24s)",
-                 ctx->caps.isa_name, ctx->caps.matmul_s8_impl, bf16 ? "bf16" : "f32",
-                 bf16 ? ctx->caps.matmul_bf16_impl : f32_impl);
+    if (ctx->precision == ONEDNN_PRECISION_INT8 && bf16)
+        snprintf(ctx->isa, sizeof ctx->isa,
+                 "%.31s (int8 matmul %.24s on its copies; unprepared weights: bf16 matmul %.24s, f32/f16 weights "
+                 "f32 %.24s)",
+                 ctx->caps.isa_name, ctx->caps.matmul_s8_impl, ctx->caps.matmul_bf16_impl, f32_impl);
+    else if (ctx->precision == ONEDNN_PRECISION_INT8)
+        snprintf(ctx->isa, sizeof ctx->isa, "%.31s (int8 matmul %.24s on its copies; unprepared weights: f32 %.24s)",
+                 ctx->caps.isa_name, ctx->caps.matmul_s8_impl, f32_impl);
     else if (bf16)
         snprintf(ctx->isa, sizeof ctx->isa, "%.31s (bf16 matmul %.24s; f32/f16 weights: f32 %.24s)",
                  ctx->caps.isa_name, ctx->caps.matmul_bf16_impl, f32_impl);
