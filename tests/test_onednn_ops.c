@@ -476,6 +476,26 @@ static vt_weight_offer matmul_offer(vt_tensor t) {
                              .ops = 1u << VT_OP_MATMUL, .phases = 1u << VT_PHASE_PREFILL, .shared = 1};
 }
 
+/* ctx's int8 copy of the K x N weight w (offered as the engine offers a
+ * shared prefill weight); fails the test if it makes none. */
+static vt_prepared_weight prepare_int8(void *ctx, void *w, int32_t dtype, int64_t k, int64_t n) {
+    vt_weight_offer offer = matmul_offer(tensor2(w, dtype, k, n));
+    vt_prepared_weight got = {0};
+    char why[256] = "";
+    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
+    return got;
+}
+
+/* y (M x N) = x (M x K) times the prepared copy, as a prefill node reads it. */
+static void run_prepared(void *ctx, void *copy, int32_t dtype, const float *x, float *y, int64_t k, int64_t n,
+                         int64_t m) {
+    vt_node node = matmul_node(VT_PHASE_PREFILL, copy, dtype, (void *)x, y, VT_F32, k, n, m);
+    node.prepared = 1u;
+    CU_ASSERT_FATAL(onednn->table->supports(ctx, &node) == 1);
+    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+}
+
 static const int32_t int8_dtypes[] = {VT_Q8_0, VT_Q4_0, VT_Q4_K, VT_Q5_K, VT_Q6_K};
 
 /* One weight prepared as int8 against the reference at every M of ms:
@@ -495,11 +515,7 @@ static int check_int8_weight(void *ctx, int32_t dtype, int64_t k, int64_t n, con
     double *w_norm = malloc(sizeof(double) * (size_t)n);
     CU_ASSERT_FATAL(w_f32 && w_norm);
     uint8_t *w = make_weight(dtype, k, n, &seed, w_f32, w_norm);
-    vt_weight_offer offer = matmul_offer(tensor2(w, dtype, k, n));
-    vt_prepared_weight got = {0};
-    char why[256] = "";
-    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
+    const vt_prepared_weight got = prepare_int8(ctx, w, dtype, k, n);
     CU_ASSERT(got.bytes >= (size_t)(k * n)); /* a byte per weight, and the scales */
     double *w_abs = calloc((size_t)n, sizeof(double)), *sw = calloc((size_t)n, sizeof(double));
     CU_ASSERT_FATAL(w_abs && sw);
@@ -517,10 +533,7 @@ static int check_int8_weight(void *ctx, int32_t dtype, int64_t k, int64_t n, con
         float *y = malloc(sizeof(float) * (size_t)(n * m + GUARD)), *y1 = malloc(sizeof(float) * (size_t)n);
         CU_ASSERT_FATAL(y && y1);
         for (int64_t i = 0; i < n * m + GUARD; i++) y[i] = GUARD_VALUE;
-        vt_node node = matmul_node(VT_PHASE_PREFILL, got.data, dtype, c.x, y, VT_F32, k, n, m);
-        node.prepared = 1u;
-        CU_ASSERT_FATAL(onednn->table->supports(ctx, &node) == 1);
-        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+        run_prepared(ctx, got.data, dtype, c.x, y, k, n, m);
         for (int64_t row = 0; row < m; row++) {
             double x_abs = 0, sx = 0;
             for (int64_t i = 0; i < k; i++) {
@@ -540,9 +553,7 @@ static int check_int8_weight(void *ctx, int32_t dtype, int64_t k, int64_t n, con
                 }
             }
             /* the same row alone: the same bits */
-            vt_node one = matmul_node(VT_PHASE_PREFILL, got.data, dtype, c.x + row * k, y1, VT_F32, k, n, 1);
-            one.prepared = 1u;
-            CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &one), VT_OK);
+            run_prepared(ctx, got.data, dtype, c.x + row * k, y1, k, n, 1);
             if (memcmp(y1, y + row * n, sizeof(float) * (size_t)n) != 0) bad++;
         }
         int overrun = 0;
@@ -608,14 +619,8 @@ static void test_int8_exact_on_grid(void) {
         const int q = i % k == 3 ? 127 : (int)((next_uniform(&seed) + 1.0f) * 63.5f);
         x[i] = sx * (float)q;
     }
-    vt_weight_offer offer = matmul_offer(tensor2(w, VT_Q8_0, k, n));
-    vt_prepared_weight got = {0};
-    char why[256];
-    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
-    vt_node node = matmul_node(VT_PHASE_PREFILL, got.data, VT_Q8_0, x, y, VT_F32, k, n, m);
-    node.prepared = 1u;
-    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+    const vt_prepared_weight got = prepare_int8(ctx, w, VT_Q8_0, k, n);
+    run_prepared(ctx, got.data, VT_Q8_0, x, y, k, n, m);
     int bad = 0;
     for (int64_t row = 0; row < m; row++)
         for (int64_t j = 0; j < n; j++) {
@@ -671,14 +676,8 @@ static void test_int8_bits_as_specified(void) {
             for (int64_t i = 0; i < k; i++) sum += qx[r * k + i] * qw[j * k + i];
             want[r * n + j] = (float)sum * sw[j] * sx[r];
         }
-    vt_weight_offer offer = matmul_offer(tensor2(w, VT_Q4_K, k, n));
-    vt_prepared_weight got = {0};
-    char why[256];
-    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &offer, &got, why, sizeof why), VT_OK);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(got.data);
-    vt_node node = matmul_node(VT_PHASE_PREFILL, got.data, VT_Q4_K, x, y, VT_F32, k, n, m);
-    node.prepared = 1u;
-    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+    const vt_prepared_weight got = prepare_int8(ctx, w, VT_Q4_K, k, n);
+    run_prepared(ctx, got.data, VT_Q4_K, x, y, k, n, m);
     int differ = 0;
     for (int64_t i = 0; i < n * m; i++) differ += memcmp(&y[i], &want[i], sizeof(float)) != 0;
     if (differ) fprintf(stderr, "\n  %d of %lld results differ from the specification", differ, (long long)(n * m));
@@ -704,24 +703,13 @@ static void test_int8_many_lengths(void) {
     CU_ASSERT_FATAL(w_f32 && w_norm && x && y && y1);
     uint8_t *w1 = make_weight(VT_Q8_0, k, n1, &seed, w_f32, w_norm), *w2 = make_weight(VT_Q8_0, k, n2, &seed, w_f32, w_norm);
     for (int64_t i = 0; i < k * m_max; i++) x[i] = next_uniform(&seed);
-    vt_prepared_weight g1 = {0}, g2 = {0};
-    char why[256];
-    vt_weight_offer o1 = matmul_offer(tensor2(w1, VT_Q8_0, k, n1)), o2 = matmul_offer(tensor2(w2, VT_Q8_0, k, n2));
-    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &o1, &g1, why, sizeof why), VT_OK);
-    CU_ASSERT_EQUAL_FATAL(onednn->table->prepare_weight(ctx, &o2, &g2, why, sizeof why), VT_OK);
-    CU_ASSERT_FATAL(g1.data && g2.data);
+    const vt_prepared_weight g1 = prepare_int8(ctx, w1, VT_Q8_0, k, n1), g2 = prepare_int8(ctx, w2, VT_Q8_0, k, n2);
     int bad = 0;
     for (int64_t m = 1; m <= m_max; m++) {
-        vt_node a = matmul_node(VT_PHASE_PREFILL, g1.data, VT_Q8_0, x, y, VT_F32, k, n1, m);
-        a.prepared = 1u;
-        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &a), VT_OK);
-        vt_node b = matmul_node(VT_PHASE_PREFILL, g2.data, VT_Q8_0, x, y, VT_F32, k, n2, m);
-        b.prepared = 1u;
-        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &b), VT_OK);
+        run_prepared(ctx, g1.data, VT_Q8_0, x, y, k, n1, m);
+        run_prepared(ctx, g2.data, VT_Q8_0, x, y, k, n2, m);
         /* its last row equals that row alone (the M = 1 primitive, rebuilt or cached) */
-        vt_node one = matmul_node(VT_PHASE_PREFILL, g2.data, VT_Q8_0, x + (m - 1) * k, y1, VT_F32, k, n2, 1);
-        one.prepared = 1u;
-        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &one), VT_OK);
+        run_prepared(ctx, g2.data, VT_Q8_0, x + (m - 1) * k, y1, k, n2, 1);
         bad += memcmp(y1, y + (m - 1) * n2, sizeof(float) * (size_t)n2) != 0;
     }
     CU_ASSERT_EQUAL(bad, 0);

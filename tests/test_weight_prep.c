@@ -607,6 +607,16 @@ static bool greedy(vt_engine *e, const int32_t *ids, int n_ids, int n, int32_t *
     return true;
 }
 
+/* --backend onednn --fallback simd on model m, with these backend options
+ * ("NAME.key=value\n" lines), an f32 cache. */
+static vt_status onednn_engine(vt_model *m, const char *backend_options, vt_engine **e, vt_error *err) {
+    vt_options o;
+    vt_fixture_options(&o, "onednn", VT_F32);
+    snprintf(o.fallback, sizeof o.fallback, "simd");
+    snprintf(o.backend_options, sizeof o.backend_options, "%s", backend_options);
+    return vt_engine_create(&o, m, false, e, err);
+}
+
 /* --backend onednn, the real engine: onednn runs the prefill matmuls on the
  * file's layout and simd (the fallback) the decode ones, so every matmul
  * weight is read by two backends. Structurally, one layout per weight: no
@@ -620,11 +630,8 @@ static void test_onednn_one_layout_same_tokens(void) {
     vt_model *m = NULL;
     vt_error err = {0};
     CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
-    vt_options o;
-    vt_fixture_options(&o, "onednn", VT_F32);
-    snprintf(o.fallback, sizeof o.fallback, "simd");
     vt_engine *e = NULL;
-    vt_status st = vt_engine_create(&o, m, false, &e, &err);
+    vt_status st = onednn_engine(m, "", &e, &err);
     if (st != VT_OK) fprintf(stderr, "engine: %s\n", err.msg);
     CU_ASSERT_EQUAL_FATAL(st, VT_OK);
 
@@ -707,12 +714,8 @@ static void test_onednn_int8_copies_beside_file(void) {
     vt_model *m = NULL;
     vt_error err = {0};
     CU_ASSERT_EQUAL_FATAL(vt_model_load(model_path, &m, &err), VT_OK);
-    vt_options o;
-    vt_fixture_options(&o, "onednn", VT_F32);
-    snprintf(o.fallback, sizeof o.fallback, "simd");
-    snprintf(o.backend_options, sizeof o.backend_options, "onednn.precision=int8\n");
     vt_engine *e = NULL;
-    vt_status st = vt_engine_create(&o, m, false, &e, &err);
+    vt_status st = onednn_engine(m, "onednn.precision=int8\n", &e, &err);
     if (st != VT_OK && strstr(err.msg, "no int8 matmul here")) {
         char why[VT_ERROR_MSG_SIZE + 64];
         snprintf(why, sizeof why, "onednn's int8 matmul cannot run here: %s", err.msg);

@@ -219,14 +219,9 @@ vt_status onednn_prepare_weight(void *opaque, const vt_weight_offer *offer, vt_p
     int8_t *plain = host->alloc((size_t)(k * n), 64);
     if (!w->scale || !w->offset || !plain) st = VT_ERR_NOMEM;
     for (int i = 0; st == VT_OK && i < ctx->n_threads; i++) { /* a dequantized row per thread */
-        onednn_worker *wk = &ctx->workers[i];
-        if (wk->tile_capacity < (size_t)k) {
-            host->free(wk->tile);
-            wk->tile_capacity = 0;
-            wk->tile = host->alloc((size_t)k * sizeof(float), 64);
-            if (!wk->tile) st = VT_ERR_NOMEM;
-            else wk->tile_capacity = (size_t)k;
-        }
+        void *tile = ctx->workers[i].tile;
+        st = onednn_ensure_buffer(host, &tile, &ctx->workers[i].tile_capacity, (size_t)k, sizeof(float));
+        ctx->workers[i].tile = tile;
     }
     if (st == VT_OK) {
         quantize_job job = {.ctx = ctx, .rows = t->data, .row_bytes = row_bytes, .dtype = t->dtype, .k = k,

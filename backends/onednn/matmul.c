@@ -73,28 +73,16 @@ static int64_t tile_rows(const onednn_ctx *ctx, int64_t k, int64_t n) {
     return rows < n ? rows : n;
 }
 
-/* *buf of at least n elements of `size` bytes (host->alloc, 64-byte
- * aligned), grown from *capacity; its contents are not kept. */
-static vt_status ensure_buffer(const vt_host *host, void **buf, size_t *capacity, size_t n, size_t size) {
-    if (n <= *capacity) return VT_OK;
-    host->free(*buf);
-    *capacity = 0;
-    *buf = host->alloc(n * size, 64);
-    if (!*buf) return VT_ERR_NOMEM;
-    *capacity = n;
-    return VT_OK;
-}
-
 /* Grow a worker's tile buffers (f32 and, for bf16, its rounding) and scratch. */
 static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_floats, size_t tile16_values,
                                size_t scratch_bytes) {
     const vt_host *host = ctx->host;
     void *tile = w->tile, *tile16 = w->tile16;
-    vt_status st = ensure_buffer(host, &tile, &w->tile_capacity, tile_floats, sizeof(float));
+    vt_status st = onednn_ensure_buffer(host, &tile, &w->tile_capacity, tile_floats, sizeof(float));
     w->tile = tile;
-    if (st == VT_OK) st = ensure_buffer(host, &tile16, &w->tile16_capacity, tile16_values, sizeof(uint16_t));
+    if (st == VT_OK) st = onednn_ensure_buffer(host, &tile16, &w->tile16_capacity, tile16_values, sizeof(uint16_t));
     w->tile16 = tile16;
-    if (st == VT_OK) st = ensure_buffer(host, &w->scratch, &w->scratch_bytes, scratch_bytes, 1);
+    if (st == VT_OK) st = onednn_ensure_buffer(host, &w->scratch, &w->scratch_bytes, scratch_bytes, 1);
     return st;
 }
 
@@ -273,7 +261,8 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
     }
     if (job.bf16) { /* the activations rounded once, read by every tile */
         void *x16 = ctx->x16;
-        vt_status st = ensure_buffer(ctx->host, &x16, &ctx->x16_capacity, (size_t)(job.m * job.k), sizeof(uint16_t));
+        vt_status st =
+            onednn_ensure_buffer(ctx->host, &x16, &ctx->x16_capacity, (size_t)(job.m * job.k), sizeof(uint16_t));
         ctx->x16 = x16;
         if (st != VT_OK) return st;
         round_rows_job r = {.x = x->data, .x16 = ctx->x16, .k = job.k};

@@ -137,3 +137,13 @@ vt_status onednn_matmul_run(onednn_ctx *ctx, const onednn_matmul_entry *e, onedn
     return onednn_execute(ctx, e->prim, worker, &src_md, x, &wei_md, w, &dst_md, dst, &e->scratch_md,
                           e->scratch_bytes);
 }
+
+vt_status onednn_ensure_buffer(const vt_host *host, void **buf, size_t *capacity, size_t n, size_t size) {
+    if (n <= *capacity) return VT_OK;
+    host->free(*buf);
+    *capacity = 0;
+    *buf = host->alloc(n * size, 64);
+    if (!*buf) return VT_ERR_NOMEM;
+    *capacity = n;
+    return VT_OK;
+}

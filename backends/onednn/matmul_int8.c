@@ -116,17 +116,6 @@ static const onednn_int8_prim *int8_prim(onednn_ctx *ctx, int64_t k, const onedn
     return p;
 }
 
-/* *buf of at least n elements of `size` bytes (host->alloc), grown from *capacity. */
-static bool ensure(const vt_host *host, void **buf, size_t *capacity, size_t n, size_t size) {
-    if (n <= *capacity) return true;
-    host->free(*buf);
-    *capacity = 0;
-    *buf = host->alloc(n * size, 64);
-    if (!*buf) return false;
-    *capacity = n;
-    return true;
-}
-
 typedef struct int8_job {
     onednn_ctx *ctx;
     const onednn_int8_weight *w;
@@ -189,13 +178,13 @@ vt_status onednn_matmul_int8(onednn_ctx *ctx, const onednn_int8_weight *w, const
         if (job.prim[s]->scratch_bytes > scratch) scratch = job.prim[s]->scratch_bytes;
     }
     void *x8 = ctx->x8, *xs = ctx->x_scale, *y32 = ctx->y32;
-    bool ok = ensure(host, &x8, &ctx->x8_capacity, (size_t)(m * w->k), 1) &&
-              ensure(host, &xs, &ctx->x_scale_capacity, (size_t)m, sizeof(float)) &&
-              ensure(host, &y32, &ctx->y32_capacity, (size_t)(m * w->n), sizeof(int32_t));
+    vt_status st = onednn_ensure_buffer(host, &x8, &ctx->x8_capacity, (size_t)(m * w->k), 1);
+    if (st == VT_OK) st = onednn_ensure_buffer(host, &xs, &ctx->x_scale_capacity, (size_t)m, sizeof(float));
+    if (st == VT_OK) st = onednn_ensure_buffer(host, &y32, &ctx->y32_capacity, (size_t)(m * w->n), sizeof(int32_t));
     ctx->x8 = x8, ctx->x_scale = xs, ctx->y32 = y32;
-    for (int i = 0; ok && i < ctx->n_threads; i++)
-        ok = ensure(host, &ctx->workers[i].scratch, &ctx->workers[i].scratch_bytes, scratch, 1);
-    if (!ok) return VT_ERR_NOMEM;
+    for (int i = 0; st == VT_OK && i < ctx->n_threads; i++)
+        st = onednn_ensure_buffer(host, &ctx->workers[i].scratch, &ctx->workers[i].scratch_bytes, scratch, 1);
+    if (st != VT_OK) return st;
     vt_host_parallel_for(host, m, 4, quantize_task, &job);
     vt_host_parallel_for(host, w->n_slices, 1, slices_task, &job);
     return (vt_status)atomic_load(&job.status);

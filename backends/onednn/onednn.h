@@ -139,6 +139,11 @@ typedef struct onednn_ctx {
     int cache_capacity;
 } onednn_ctx;
 
+/* ---- matmul_cache.c (with the primitives): scratch buffers ---- */
+/* *buf of at least n elements of `size` bytes (host->alloc, 64-byte
+ * aligned), grown from *capacity; its contents are not kept. */
+vt_status onednn_ensure_buffer(const vt_host *host, void **buf, size_t *capacity, size_t n, size_t size);
+
 /* ---- omp_threads.c: the OpenMP runtime oneDNN uses ---- */
 /* Bind omp_set_num_threads of the already loaded OpenMP runtime. false if
  * none is loaded (oneDNN then runs sequentially; nothing to set). */
