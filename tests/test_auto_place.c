@@ -12,7 +12,8 @@
  * backend failing during calibration. Last, a backend that prepares its
  * weights (prep_reversed, whose matmul refuses the file's bytes): it is
  * timed through the prepare hook like the engine runs it, and a plan placing
- * its nodes computes the reference's greedy tokens. */
+ * its nodes computes the reference's greedy tokens. And a class is timed as
+ * it was keyed, even where negotiation changed its first node since. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include "engine.h"
 #include "engine_fixture.h"
 #include "sampler.h"
+#include "synth.h"
 #include "util.h"
 #include "vt/vt.h"
 #include "weight_prep.h"
@@ -33,6 +35,7 @@ static char root[1024];      /* this runner's folder */
 static char fast_dir[1100];  /* holds a copy of auto_fast */
 static char fail_dir[1100];  /* holds a copy of auto_failing */
 static char prep_dir[1100];  /* holds a copy of prep_reversed */
+static char f32_dir[1100];   /* holds a copy of kv_no_convert (matmuls that write f32 only) */
 static char log_text[16384]; /* warnings seen since the last clear */
 
 static void on_log(void *user, int level, const char *who, const char *message) {
@@ -57,16 +60,21 @@ static int suite_init(void) {
     snprintf(fast_dir, sizeof fast_dir, "%s/fast", root);
     snprintf(fail_dir, sizeof fail_dir, "%s/failing", root);
     snprintf(prep_dir, sizeof prep_dir, "%s/prep", root);
+    snprintf(f32_dir, sizeof f32_dir, "%s/f32out", root);
     mkdir(root, 0755);
     mkdir(fast_dir, 0755);
     mkdir(fail_dir, 0755);
     mkdir(prep_dir, 0755);
+    mkdir(f32_dir, 0755);
     char from[1200], to[1200];
     snprintf(from, sizeof from, "%s/libvt-backend-auto_fast.so", VT_TEST_PLUGIN_DIR);
     snprintf(to, sizeof to, "%s/libvt-backend-auto_fast.so", fast_dir);
     if (copy_file(from, to) != 0) return -1;
     snprintf(from, sizeof from, "%s/libvt-backend-auto_failing.so", VT_TEST_PLUGIN_DIR);
     snprintf(to, sizeof to, "%s/libvt-backend-auto_failing.so", fail_dir);
+    if (copy_file(from, to) != 0) return -1;
+    snprintf(from, sizeof from, "%s/libvt-backend-kv_no_convert.so", VT_TEST_PLUGIN_DIR);
+    snprintf(to, sizeof to, "%s/libvt-backend-kv_no_convert.so", f32_dir);
     if (copy_file(from, to) != 0) return -1;
     snprintf(from, sizeof from, "%s/libvt-backend-prep_reversed.so", VT_TEST_PLUGIN_DIR);
     snprintf(to, sizeof to, "%s/libvt-backend-prep_reversed.so", prep_dir);
@@ -476,6 +484,70 @@ static int suite_clean(void) {
     return 0;
 }
 
+/* Node `label` of e's prefill plan, or NULL. */
+static const vt_plan_node *prefill_node(const vt_engine *e, const char *label) {
+    for (int32_t i = 0; i < e->prefill->n_nodes; i++)
+        if (strcmp(e->prefill->nodes[i].label, label) == 0) return &e->prefill->nodes[i];
+    return NULL;
+}
+
+/* A class is timed as it was keyed. In a q4_k_m mix the last layer's attn_v
+ * is Q6_K (Q4_K in the other layer of the tiny shape), a class of its own in
+ * prefill, keyed before negotiation with an f32 output; it writes v for the
+ * KV store, so on the preferred backend, simd, which calibration's plans
+ * place every node on before anything is timed, negotiation makes its
+ * output the cache's f16. kv_no_convert's matmuls write f32 only: the class
+ * as keyed is one it runs, so it must be measured there, not recorded as
+ * declining it (which kept --backend auto from ever placing such a node on
+ * a backend like onednn, whatever its speed). */
+static void test_class_is_timed_as_keyed(void) {
+    vt_synth_params sp = {0};
+    vt_error err = {0};
+    CU_ASSERT_FATAL(vt_synth_shape(&sp, "tiny", &err) == VT_OK);
+    sp.type = "q4_k_m";
+    sp.n_threads = 1;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/keyed-q4_k_m.gguf", root);
+    CU_ASSERT_FATAL(vt_synth_write(&sp, path, &err) == VT_OK);
+    vt_model *m = NULL;
+    CU_ASSERT_FATAL(vt_model_load(path, &m, &err) == VT_OK);
+
+    /* the situation: on simd, the node writes f16 */
+    vt_options o;
+    vt_fixture_options(&o, "simd", VT_F16);
+    vt_engine *e = NULL;
+    CU_ASSERT_FATAL(vt_engine_create(&o, m, false, &e, &err) == VT_OK);
+    const vt_plan_node *v = prefill_node(e, "blk.1.attn_v");
+    CU_ASSERT_FATAL(v != NULL);
+    CU_ASSERT_EQUAL(e->prefill->values[v->dst].dtype, VT_F16);
+    vt_engine_free(e);
+
+    /* a fresh mtime: another calibration key, so this engine times its classes */
+    char so[1200];
+    snprintf(so, sizeof so, "%s/libvt-backend-kv_no_convert.so", f32_dir);
+    CU_ASSERT_FATAL(utime(so, NULL) == 0);
+    vt_fixture_options(&o, "auto", VT_F16);
+    snprintf(o.backend_path, sizeof o.backend_path, "%.1023s", f32_dir);
+    e = NULL;
+    if (vt_engine_create(&o, m, false, &e, &err) != VT_OK) fprintf(stderr, "auto engine: %s\n", err.msg);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT(e->costs->measured > 0);
+    /* so calibration's plans had the f16 node */
+    CU_ASSERT_STRING_EQUAL(vt_registry_at(e->registry, e->preferred)->name, "simd");
+    const int f32_only = backend_index(e, "kv_no_convert");
+    CU_ASSERT_FATAL(f32_only >= 0);
+    CU_ASSERT_FATAL(e->costs->candidate[f32_only]);
+    v = prefill_node(e, "blk.1.attn_v");
+    CU_ASSERT_FATAL(v != NULL && v->cost_class >= 0);
+    const vt_cost_class *k = &e->costs->classes[v->cost_class];
+    CU_ASSERT(strstr(k->key, "w=q6_k") != NULL && strstr(k->key, "y=f32") != NULL);
+    CU_ASSERT_EQUAL(v->cost_dst_dtype, VT_F32);
+    CU_ASSERT(k->seconds[f32_only] >= 0);
+    CU_ASSERT(run_tokens(e) == 0);
+    vt_engine_free(e);
+    vt_model_free(m);
+}
+
 /* A scripted timer: the times each candidate returns in turn, and the
  * order in which the candidates were asked. */
 typedef struct scripted_timer {
@@ -555,6 +627,9 @@ int main(void) {
          test_preparing_backend_is_timed_through_the_hook},
         {"a prepare hook failing during calibration leaves its backend out with its reason",
          test_failing_prepare_hook_is_left_out},
+        {"a class is timed as it was keyed: a backend writing only f32 is measured on a node negotiation made "
+         "write f16",
+         test_class_is_timed_as_keyed},
         {"close calls are timed again alternately, each candidate keeping its fastest", test_close_calls_are_timed_again},
         CU_TEST_INFO_NULL,
     };

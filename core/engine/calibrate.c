@@ -107,7 +107,20 @@ static vt_status load_call(vt_plan *p, vt_kv_cache *kv, int32_t V, calib_call *k
     return vt_plan_load_call(p, &call, err);
 }
 
-/* Time node i of p on backend b: *seconds, or the op's failure. The node
+/* Node i of p in its keyed form (vt_plan_node_keyed_at) in calibration's
+ * call, its output, if retyped, into *scratch (the caller frees it): what
+ * calibration computes is never read. */
+static vt_status keyed_node(const vt_plan *p, int32_t i, vt_node *node, void **scratch) {
+    if (!vt_plan_node_keyed_at(p, i, p->run_tokens, p->run_outputs, node)) return VT_OK;
+    size_t bytes = node->dst.nb[1];
+    for (int d = 1; d < VT_MAX_DIMS; d++) bytes *= (size_t)(node->dst.ne[d] > 0 ? node->dst.ne[d] : 1);
+    *scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!*scratch) return VT_ERR_NOMEM;
+    node->dst.data = *scratch;
+    return VT_OK;
+}
+
+/* Time node i of p (in its keyed form, keyed_node) on backend b: *seconds, or the op's failure. The node
  * is handed over as the engine will run it: its weights first offered to
  * b's prepare hook (the engine's own code, weight_prep.h; the copies are
  * kept for the whole calibration). The warm-up is never judged (a first
@@ -122,9 +135,17 @@ static vt_status time_node(vt_timing_copies *kept, vt_plan *const *plans, int n_
                            int32_t b, double best, bool again, double earlier, double *seconds, vt_error *why) {
     const vt_backend_entry *e = vt_registry_at(p->registry, b);
     vt_node node;
-    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &node);
-    vt_status st = vt_weight_prep_for_timing(kept, plans, n_plans, p, i, b, &node, why);
-    if (st != VT_OK) return st;
+    void *scratch = NULL;
+    vt_status st = keyed_node(p, i, &node, &scratch);
+    if (st != VT_OK) {
+        snprintf(why->msg, sizeof why->msg, "out of memory for the output of %s", p->nodes[i].label);
+        return st;
+    }
+    st = vt_weight_prep_for_timing(kept, plans, n_plans, p, i, b, &node, why);
+    if (st != VT_OK) {
+        free(scratch);
+        return st;
+    }
     const bool long_again = again && earlier >= VT_AUTO_LONG_RUN;
     if (!long_again) st = vt_backend_run(e, &node);
     double runs[MAX_RUNS], total = 0;
@@ -138,6 +159,7 @@ static vt_status time_node(vt_timing_copies *kept, vt_plan *const *plans, int n_
         if (n == 1 && best >= 0 && runs[0] > HOPELESS * best) break;
         if (n == 1 && runs[0] >= VT_AUTO_LONG_RUN && !long_again) min_runs = LONG_RUNS;
     }
+    free(scratch);
     if (st != VT_OK) {
         snprintf(why->msg, sizeof why->msg, "%s", vt_status_name(st));
         return st;
@@ -274,7 +296,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 const int b = order[j];
                 if (c->failed[b] || c->classes[k].seconds[b] != VT_COST_UNMEASURED) continue;
                 const vt_backend_entry *e = vt_registry_at(r, b);
-                if (!vt_plan_node_accepted(p, i, p->run_tokens, p->run_outputs, e)) {
+                if (!vt_plan_node_keyed_accepted(p, i, p->run_tokens, p->run_outputs, e)) {
                     c->classes[k].seconds[b] = VT_COST_DECLINED;
                     continue;
                 }

@@ -30,9 +30,11 @@ void vt_calibration_key(const vt_registry *r, const vt_auto_costs *c, int thread
     vt_machine_describe(&m);
     const char *cpu = m.cpu;
     /* the timing rule is part of the key: times taken by an older rule
-     * (close calls decided by one timing) are measured again */
+     * (close calls decided by one timing; a class timed on its first node as
+     * negotiated rather than as keyed) are measured again */
     int n = snprintf(key, size,
-                     "cpu %s\nthreads %d\nvt %s\ntiming close calls within %.2fx: %d more rounds, one run each from %.0f ms\n",
+                     "cpu %s\nthreads %d\nvt %s\ntiming close calls within %.2fx: %d more rounds, one run each from %.0f ms\n"
+                     "classes timed as keyed: output dtype before negotiation\n",
                      cpu, threads, vt_version(), VT_AUTO_CLOSE, VT_AUTO_RETIME_ROUNDS, VT_AUTO_LONG_RUN * 1e3);
     for (int i = 0; i < vt_registry_count(r) && i < VT_AUTO_MAX_BACKENDS && n > 0 && (size_t)n < size; i++) {
         if (!c->candidate[i]) continue;

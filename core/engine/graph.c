@@ -108,6 +108,7 @@ int32_t graph_node(vt_graph *g, int32_t op, const char *label, const int32_t *sr
     n->dst = dst;
     n->backend = -1;
     n->cost_class = -1;
+    n->cost_dst_dtype = -1;
     snprintf(n->label, sizeof n->label, "%s", label);
     n->proto.struct_size = sizeof(vt_node);
     n->proto.op = op;

@@ -32,6 +32,14 @@ static int32_t value_dtype(const vt_plan *p, int32_t v) {
     return val->dtype;
 }
 
+vt_tensor vt_tensor_retyped(vt_tensor t, int32_t dtype) {
+    t.dtype = dtype;
+    t.nb[0] = vt_dtype_block_bytes(dtype);
+    t.nb[1] = vt_row_size(dtype, t.ne[0]);
+    for (int i = 2; i < VT_MAX_DIMS; i++) t.nb[i] = t.nb[i - 1] * (size_t)t.ne[i - 1];
+    return t;
+}
+
 vt_tensor vt_plan_value_tensor(const vt_plan *p, int32_t v, int64_t n_tokens, int64_t n_outputs, bool with_data) {
     const vt_value *val = &p->values[v];
     vt_tensor t;
@@ -177,13 +185,33 @@ void vt_plan_node_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_n
     }
 }
 
-bool vt_plan_node_accepted(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, const vt_backend_entry *b) {
-    vt_node q;
-    vt_plan_node_at(p, i, T, n_out, &q);
+/* Would b run q, handed over as supports() always sees nodes? */
+static bool accepts_bare(const vt_backend_entry *b, vt_node q) {
     for (int s = 0; s < q.n_src; s++) q.src[s].data = NULL;
     q.dst.data = NULL;
     q.prepared = 0;
     return vt_backend_accepts(b, &q);
+}
+
+bool vt_plan_node_accepted(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, const vt_backend_entry *b) {
+    vt_node q;
+    vt_plan_node_at(p, i, T, n_out, &q);
+    return accepts_bare(b, q);
+}
+
+bool vt_plan_node_keyed_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_node *node) {
+    vt_plan_node_at(p, i, T, n_out, node);
+    const int32_t keyed = p->nodes[i].cost_dst_dtype;
+    if (keyed < 0 || keyed == node->dst.dtype) return false;
+    node->dst = vt_tensor_retyped(node->dst, keyed);
+    node->dst.data = NULL; /* the plan's buffer holds the other dtype */
+    return true;
+}
+
+bool vt_plan_node_keyed_accepted(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, const vt_backend_entry *b) {
+    vt_node q;
+    vt_plan_node_keyed_at(p, i, T, n_out, &q);
+    return accepts_bare(b, q);
 }
 
 /* The plan check: every node exactly as it is about to run, its data

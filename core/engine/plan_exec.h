@@ -14,6 +14,9 @@
  * maximum". with_data: set data (else NULL, as supports() queries get). */
 vt_tensor vt_plan_value_tensor(const vt_plan *p, int32_t v, int64_t n_tokens, int64_t n_outputs, bool with_data);
 
+/* t as a contiguous tensor of another dtype (same shape, same data pointer). */
+vt_tensor vt_tensor_retyped(vt_tensor t, int32_t dtype);
+
 /* "matmul(q4_k[256,768], f32[256,512] -> f32[768,512])" */
 void vt_plan_describe_node(const vt_node *n, char *buf, size_t size);
 
@@ -25,6 +28,20 @@ void vt_plan_node_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_n
 /* Would backend b run node i as the executor hands it over in such a call
  * (data pointers cleared and prepared == 0, as supports() always sees it)? */
 bool vt_plan_node_accepted(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, const vt_backend_entry *b);
+
+/* Node i as its --backend auto shape class was keyed: as vt_plan_node_at,
+ * but with the output in the dtype the class names (cost_dst_dtype), which
+ * negotiation may have changed since (a producer writing k or v in the
+ * cache's dtype for the store), while placement chose the node's backend by
+ * that class. Calibration times and offers weights for this form, so a
+ * class's times stay true to its key: a backend that writes only the keyed
+ * dtype is measured, not recorded as declining a class it would run.
+ * Returns true if the output was retyped: its data is then NULL, the
+ * caller's to give (the plan's buffer holds the other dtype). */
+bool vt_plan_node_keyed_at(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, vt_node *node);
+
+/* vt_plan_node_accepted for node i's keyed form. */
+bool vt_plan_node_keyed_accepted(const vt_plan *p, int32_t i, int64_t T, int64_t n_out, const vt_backend_entry *b);
 
 /* Lay out the activations in one arena, reusing memory of dead values. */
 vt_status vt_plan_allocate(vt_plan *p, vt_error *err);

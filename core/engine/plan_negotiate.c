@@ -22,15 +22,6 @@
 #include "quant.h"
 
 
-/* t as a contiguous tensor of another dtype (same shape). */
-static vt_tensor retyped(vt_tensor t, int32_t dtype) {
-    t.dtype = dtype;
-    t.nb[0] = vt_dtype_block_bytes(dtype);
-    t.nb[1] = vt_row_size(dtype, t.ne[0]);
-    for (int i = 2; i < VT_MAX_DIMS; i++) t.nb[i] = t.nb[i - 1] * (size_t)t.ne[i - 1];
-    return t;
-}
-
 /* The value a view finally reads, and the node (before `before`) writing it. */
 static int32_t producer_of(const vt_plan *p, int32_t v, int32_t before) {
     while (v >= 0 && p->values[v].kind == VT_VAL_VIEW) v = p->values[v].base;
@@ -68,7 +59,7 @@ static bool can_deliver(vt_builder *b, int32_t prod, int32_t d, kv_delivery *how
         return true;
     }
     vt_node emits = node->proto; /* the producer writing d itself */
-    emits.dst = retyped(out, d);
+    emits.dst = vt_tensor_retyped(out, d);
     if (builder_accepts_node(b, node->backend, &emits)) {
         how->direct = true;
         return true;
@@ -80,7 +71,7 @@ static bool can_deliver(vt_builder *b, int32_t prod, int32_t d, kv_delivery *how
     convert.phase = b->g->p->phase;
     convert.n_src = 1;
     convert.src[0] = out;
-    convert.dst = retyped(out, d);
+    convert.dst = vt_tensor_retyped(out, d);
     how->convert_class = builder_node_class(b, &convert);
     int32_t order[VT_AUTO_MAX_BACKENDS];
     const int n_order = builder_backend_order(b, how->convert_class, order, VT_AUTO_MAX_BACKENDS);
@@ -138,8 +129,8 @@ static bool try_kv_store(vt_builder *b, int32_t *si, int32_t store, int32_t d, i
     vt_plan *p = b->g->p;
     builder_refresh_proto(b, &p->nodes[*si]);
     vt_node stores = p->nodes[*si].proto; /* the store reading k/v in d */
-    stores.src[0] = retyped(stores.src[0], d);
-    stores.src[1] = retyped(stores.src[1], d);
+    stores.src[0] = vt_tensor_retyped(stores.src[0], d);
+    stores.src[1] = vt_tensor_retyped(stores.src[1], d);
     const bool store_ok = builder_accepts_node(b, store, &stores);
     const int store_class = builder_node_class(b, &stores);
     if (!store_ok) {

@@ -48,6 +48,8 @@ typedef struct vt_plan_node {
     void *prepared[VT_MAX_SRC]; /* the backend's prepared copy of weight operand s, or NULL (weight_prep.c) */
     vt_node proto;            /* params and phase; tensors filled per call */
     int32_t cost_class;       /* --backend auto: its shape class in the plan's costs, else -1 */
+    int32_t cost_dst_dtype;   /* the output dtype that class was keyed with (negotiation may change
+                               * the node's since), or -1: the node's own */
 } vt_plan_node;
 
 typedef struct vt_plan vt_plan;

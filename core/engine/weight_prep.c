@@ -363,7 +363,7 @@ static vt_status offer_for_timing(vt_plan *const *plans, int n_plans, const vt_p
                 if (u < 0 || plans[k]->values[u].kind != VT_VAL_WEIGHT || plans[k]->values[u].data != p->values[v].data)
                     continue;
                 if (u != m->src[t] || !vt_is_weight_operand(m->op, t)) return VT_OK; /* no copy could serve it */
-                if (!vt_plan_node_accepted(plans[k], j, -1, -1, e)) {
+                if (!vt_plan_node_keyed_accepted(plans[k], j, -1, -1, e)) {
                     if (!shares) return VT_OK;
                     others = true;
                     continue;
