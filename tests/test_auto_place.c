@@ -13,7 +13,9 @@
  * weights (prep_reversed, whose matmul refuses the file's bytes): it is
  * timed through the prepare hook like the engine runs it, and a plan placing
  * its nodes computes the reference's greedy tokens. And a class is timed as
- * it was keyed, even where negotiation changed its first node since. */
+ * it was keyed, even where negotiation changed its first node since; and
+ * the indices a timed node reads are real even when their producer's class
+ * was timed before. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,6 +550,45 @@ static void test_class_is_timed_as_keyed(void) {
     vt_model_free(m);
 }
 
+/* A mixture of experts calibrated at one sequence per step, then at four:
+ * the second engine finds moe_route's class (keyed without the token
+ * count) in the cache but moe_matmul's at four tokens not, so calibration
+ * times moe_matmul without running moe_route. The expert ids it reads must
+ * still be real: with the arena's fill pattern simd refused them, was left
+ * out of auto placement, and the whole model ran on the reference. */
+static void test_index_inputs_are_real_when_their_producer_is_cached(void) {
+    char path[1200], cache[1200];
+    snprintf(path, sizeof path, "%s/models/qwen3moe-tiny-q8_0.gguf", vt_test_data_dir("models"));
+    snprintf(cache, sizeof cache, "%s/moe-cache", root);
+    mkdir(cache, 0755);
+    const char *was = getenv("XDG_CACHE_HOME");
+    char saved[1200];
+    snprintf(saved, sizeof saved, "%s", was ? was : "");
+    setenv("XDG_CACHE_HOME", cache, 1);
+    vt_error err = {0};
+    vt_model *m = NULL;
+    CU_ASSERT_FATAL(vt_model_load(path, &m, &err) == VT_OK);
+    for (int32_t seqs = 1; seqs <= 4; seqs += 3) {
+        vt_options o;
+        vt_fixture_options(&o, "auto", VT_F16);
+        const vt_engine_shape shape = {.all_logits = false, .max_seqs = seqs};
+        log_text[0] = '\0';
+        vt_engine *e = NULL;
+        if (vt_engine_create_shaped(&o, m, &shape, &e, &err) != VT_OK) fprintf(stderr, "auto engine: %s\n", err.msg);
+        CU_ASSERT_FATAL(e != NULL);
+        CU_ASSERT(e->costs->measured > 0); /* the second engine too: its 4-token classes are new */
+        for (int b = 0; b < VT_AUTO_MAX_BACKENDS; b++) CU_ASSERT(!e->costs->failed[b]);
+        CU_ASSERT(strstr(log_text, "failed during calibration") == NULL);
+        int on_simd = 0;
+        for (int32_t i = 0; i < e->decode->n_nodes; i++)
+            on_simd += strcmp(vt_registry_at(e->registry, e->decode->nodes[i].backend)->name, "simd") == 0;
+        CU_ASSERT(on_simd > 0);
+        vt_engine_free(e);
+    }
+    vt_model_free(m);
+    setenv("XDG_CACHE_HOME", saved, 1);
+}
+
 /* A scripted timer: the times each candidate returns in turn, and the
  * order in which the candidates were asked. */
 typedef struct scripted_timer {
@@ -630,6 +671,9 @@ int main(void) {
         {"a class is timed as it was keyed: a backend writing only f32 is measured on a node negotiation made "
          "write f16",
          test_class_is_timed_as_keyed},
+        {"a node's index inputs are real when their producer's class is already timed (mixture of experts, "
+         "1 then 4 sequences)",
+         test_index_inputs_are_real_when_their_producer_is_cached},
         {"close calls are timed again alternately, each candidate keeping its fastest", test_close_calls_are_timed_again},
         CU_TEST_INFO_NULL,
     };

@@ -120,6 +120,42 @@ static vt_status keyed_node(const vt_plan *p, int32_t i, vt_node *node, void **s
     return VT_OK;
 }
 
+/* Calibration runs only the nodes it times, so an input of one may come
+ * from a node it skipped (its class timed on an earlier node, or read from
+ * the cache): float activations left as the fill pattern time like any
+ * others, but indices do not (a moe_matmul reading expert ids its
+ * moe_route never wrote refuses them, and that refusal would leave its
+ * backend out). So before node i is timed, each integer input the plan
+ * computes is written for real: its producer runs once, on the backend the
+ * plan placed it on, right before (the arena keeps a value until its last
+ * reader, so nothing overwrites it in between). A failure there is that
+ * backend's: *failed gets it, *failed_node the producer, why says what. */
+static vt_status write_index_inputs(vt_timing_copies *kept, vt_plan *const *plans, int n_plans, const vt_plan *p,
+                                    int32_t i, int32_t *failed, int32_t *failed_node, vt_error *why) {
+    *failed = -1;
+    *failed_node = -1;
+    const vt_plan_node *n = &p->nodes[i];
+    for (int s = 0; s < n->n_src; s++) {
+        const vt_value *v = &p->values[n->src[s]];
+        if (v->dtype != VT_I32 && v->dtype != VT_I64) continue;
+        const int32_t j = vt_plan_producer(p, n->src[s], i);
+        if (j < 0) continue; /* the call's own inputs: load_call wrote them */
+        vt_node node;
+        vt_plan_node_at(p, j, p->run_tokens, p->run_outputs, &node);
+        vt_status st = vt_weight_prep_for_timing(kept, plans, n_plans, p, j, p->nodes[j].backend, &node, why);
+        if (st == VT_OK) {
+            st = vt_backend_run(vt_registry_at(p->registry, p->nodes[j].backend), &node);
+            if (st != VT_OK) snprintf(why->msg, sizeof why->msg, "%s", vt_status_name(st));
+        }
+        if (st != VT_OK) {
+            *failed = p->nodes[j].backend;
+            *failed_node = j;
+            return st;
+        }
+    }
+    return VT_OK;
+}
+
 /* Time node i of p (in its keyed form, keyed_node) on backend b: *seconds, or the op's failure. The node
  * is handed over as the engine will run it: its weights first offered to
  * b's prepare hook (the engine's own code, weight_prep.h; the copies are
@@ -290,6 +326,14 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 const int b = order[j];
                 const double have = c->classes[k].seconds[b];
                 if (have >= 0 && (best < 0 || have < best)) best = have;
+            }
+            int32_t failed = -1, failed_node = -1;
+            vt_error why_inputs = {0};
+            if (write_index_inputs(kept, plans, n_plans, p, i, &failed, &failed_node, &why_inputs) != VT_OK) {
+                if (show) progress(true, total, total);
+                left_out(c, p, failed_node, failed, why_inputs.msg);
+                progress(show, ++done, total);
+                continue; /* its inputs are not real: timed on a later node of the class, if any */
             }
             bool timed_now[VT_AUTO_MAX_BACKENDS] = {false};
             for (int j = 0; j < n_order; j++) {

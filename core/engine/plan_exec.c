@@ -32,6 +32,13 @@ static int32_t value_dtype(const vt_plan *p, int32_t v) {
     return val->dtype;
 }
 
+int32_t vt_plan_producer(const vt_plan *p, int32_t v, int32_t before) {
+    while (v >= 0 && p->values[v].kind == VT_VAL_VIEW) v = p->values[v].base;
+    for (int32_t i = before - 1; i >= 0; i--)
+        if (p->nodes[i].dst == v) return i;
+    return -1;
+}
+
 vt_tensor vt_tensor_retyped(vt_tensor t, int32_t dtype) {
     t.dtype = dtype;
     t.nb[0] = vt_dtype_block_bytes(dtype);

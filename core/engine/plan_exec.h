@@ -14,6 +14,10 @@
  * maximum". with_data: set data (else NULL, as supports() queries get). */
 vt_tensor vt_plan_value_tensor(const vt_plan *p, int32_t v, int64_t n_tokens, int64_t n_outputs, bool with_data);
 
+/* The node of p before node `before` that writes value v (a view's base),
+ * or -1 (an input, a weight). */
+int32_t vt_plan_producer(const vt_plan *p, int32_t v, int32_t before);
+
 /* t as a contiguous tensor of another dtype (same shape, same data pointer). */
 vt_tensor vt_tensor_retyped(vt_tensor t, int32_t dtype);
 

@@ -22,14 +22,6 @@
 #include "quant.h"
 
 
-/* The value a view finally reads, and the node (before `before`) writing it. */
-static int32_t producer_of(const vt_plan *p, int32_t v, int32_t before) {
-    while (v >= 0 && p->values[v].kind == VT_VAL_VIEW) v = p->values[v].base;
-    for (int32_t i = before - 1; i >= 0; i--)
-        if (p->nodes[i].dst == v) return i;
-    return -1;
-}
-
 typedef struct kv_delivery {
     bool direct;         /* the producer emits the dtype itself */
     int32_t convert_on;  /* else: backend of the convert node */
@@ -171,7 +163,7 @@ static bool try_kv_store(vt_builder *b, int32_t *si, int32_t store, int32_t d, i
 static vt_status negotiate_store(vt_builder *b, int32_t *si) {
     vt_plan *p = b->g->p;
     const vt_plan_node *store_node = &p->nodes[*si];
-    const int32_t k_prod = producer_of(p, store_node->src[0], *si), v_prod = producer_of(p, store_node->src[1], *si);
+    const int32_t k_prod = vt_plan_producer(p, store_node->src[0], *si), v_prod = vt_plan_producer(p, store_node->src[1], *si);
     int layer = -1;
     sscanf(store_node->label, "blk.%d.", &layer);
     if (k_prod < 0 || v_prod < 0)
