@@ -408,6 +408,15 @@ static void test_bad_input(void) {
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", 400,
          "stop[0]"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "stream"},
+        /* OpenAI's rule: stream_options only with a stream (else it would be ignored silently) */
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":{\"include_usage\":true}}", 400,
+         "stream_options"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"stream\":false,\"stream_options\":{}}", 400, "stream_options"},
+        /* a tool of another type is named by its type, not by the function it lacks */
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"code_interpreter\"}]}", 400,
+         "tools[0].type"},
         {"/v1/completions", "{}", 400, "prompt"},
         /* jansson quotes the bad bytes in its message: still a 400 with JSON, not a 500 */
         {"/v1/completions", "{\"prompt\":\"a\\u1\xcb\x9c\x9a\"}", 400, NULL},

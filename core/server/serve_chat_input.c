@@ -86,13 +86,14 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
         json_t *t = json_array_get(tools, j);
         json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
         char param[64];
-        snprintf(param, sizeof param, "tools[%zu].function.name", j);
-        if (!json_is_string(json_is_object(fn) ? json_object_get(fn, "name") : NULL))
-            return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
-        json_t *type = json_object_get(t, "type");
+        /* the type first: a tool of another type has no function to name */
+        json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
         snprintf(param, sizeof param, "tools[%zu].type", j);
         if (type && !(json_is_string(type) && strcmp(json_string_value(type), "function") == 0))
             return vt_serve_fail(err, 400, INVALID, param, "%s: only \"function\" tools are supported", param);
+        snprintf(param, sizeof param, "tools[%zu].function.name", j);
+        if (!json_is_string(json_is_object(fn) ? json_object_get(fn, "name") : NULL))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
     }
     return true;
 }

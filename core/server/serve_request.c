@@ -332,6 +332,11 @@ static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_err
             return vt_serve_fail(err, 400, INVALID, "stream_options.include_usage",
                                  "stream_options.include_usage: expected true or false");
         r->include_usage = iu && json_is_true(iu);
+        /* OpenAI's rule: a reply that is not streamed has no stream to
+         * shape, and the field would otherwise be ignored silently */
+        if (!r->stream)
+            return vt_serve_fail(err, 400, INVALID, "stream_options",
+                                 "stream_options: only allowed with \"stream\": true");
     }
     return parse_stop(root, r, err);
 }
