@@ -143,14 +143,16 @@ SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *x
 
 /* Where decode (one activation row) prefetches its weights: into L1 on
  * the AVX2 tier, as measured on the AVX2 machines; into L2 on the AVX-512
- * VNNI tier, whose tile reads 43 GB/s a thread with the weights in cache.
- * On an AMD EPYC with AVX-512 the L1 prefetches slowed decode's two streams
- * (an L1 prefetch holds one of L1's few miss buffers for a whole DRAM
- * latency): 24-25 GB/s against 30 into L2 or with no software prefetch at
- * all (simd_matmul_bench -P -t 2 -d q4_k -m 1, six alternated rounds), and
- * vt bench's tg was 1.15x. L2 rather than none: the hardware prefetchers
- * stop at page edges. The other layouts' tiles, slower in cache, measured
- * alike either way. */
+ * VNNI tier, whose tile reads 44 GB/s a thread with the weights in cache.
+ * Measured on an AMD EPYC with AVX-512 only (no Intel AVX-512 machine was
+ * at hand): there the L1 prefetches slowed decode's two streams (an L1
+ * prefetch holds one of L1's few miss buffers for a whole DRAM latency),
+ * 24-25 GB/s against 30-31 into L2 and 30 with no software prefetch at all
+ * (simd_matmul_bench -P -t 2 -d q4_k -m 1, six alternated rounds); vt
+ * bench's tg 1.15-1.23x. L2 rather than none, which measured alike: the
+ * kernels' other prefetches are kept for the hardware prefetchers' page
+ * edges, and this keeps the tile's two cases one. The other layouts'
+ * tiles, slower in cache, measured alike either way. */
 #if defined(__AVX512VNNI__)
 #define K4_DECODE_PREFETCH_L2 1
 #else
@@ -171,7 +173,8 @@ SIMD_INLINE void k4_tile(const k4_gblock *const *wg, int NG, const simd_act *x, 
         SIMD_UNROLL
         for (int g = 0; g < NG; g++) {
             w[g] = wg[g] + b;
-            if (stream && (R > 1 || K4_DECODE_PREFETCH_L2)) /* a few rows: their activations own L1 */
+            /* a few rows: their activations own L1; decode on the VNNI tier: see above */
+            if (stream && (R > 1 || K4_DECODE_PREFETCH_L2))
                 simd_prefetch_ahead_l2(w[g], (int)sizeof(k4_gblock));
             else if (stream)
                 simd_prefetch_ahead(w[g], (int)sizeof(k4_gblock));

@@ -60,6 +60,18 @@ void vt_shape_class_key(const vt_node *n, char *key, size_t size) {
     }
 }
 
+bool vt_shape_class_names_dst(const vt_node *n) {
+    switch (n->op) {
+    case VT_OP_MOE_MATMUL:
+    case VT_OP_ATTENTION:
+    case VT_OP_RESHAPE_AND_CACHE:
+    case VT_OP_GET_ROWS:
+        return false;
+    default:
+        return true; /* matmul's y=, the small ops' src->dst */
+    }
+}
+
 int vt_auto_costs_find(const vt_auto_costs *c, const char *key) {
     for (int k = 0; k < c->n; k++)
         if (strcmp(c->classes[k].key, key) == 0) return k;

@@ -107,16 +107,21 @@ static vt_status load_call(vt_plan *p, vt_kv_cache *kv, int32_t V, calib_call *k
     return vt_plan_load_call(p, &call, err);
 }
 
-/* Node i of p in its keyed form (vt_plan_node_keyed_at) in calibration's
- * call, its output, if retyped, into *scratch (the caller frees it): what
- * calibration computes is never read. */
-static vt_status keyed_node(const vt_plan *p, int32_t i, vt_node *node, void **scratch) {
-    if (!vt_plan_node_keyed_at(p, i, p->run_tokens, p->run_outputs, node)) return VT_OK;
-    size_t bytes = node->dst.nb[1];
-    for (int d = 1; d < VT_MAX_DIMS; d++) bytes *= (size_t)(node->dst.ne[d] > 0 ? node->dst.ne[d] : 1);
-    *scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!*scratch) return VT_ERR_NOMEM;
-    node->dst.data = *scratch;
+/* The output buffer node i's keyed form needs when its dtype is not the
+ * plan's (vt_plan_node_keyed_at): *out (NULL when the plan's own serves),
+ * from the host's allocator and touched once, so no timed run pays its
+ * first page faults. What calibration computes there is never read. */
+static vt_status keyed_output(const vt_plan *p, int32_t i, void **out, vt_error *err) {
+    *out = NULL;
+    vt_node node;
+    if (!vt_plan_node_keyed_at(p, i, p->run_tokens, p->run_outputs, &node)) return VT_OK;
+    size_t bytes = node.dst.nb[1];
+    for (int d = 1; d < VT_MAX_DIMS; d++) bytes *= (size_t)(node.dst.ne[d] > 0 ? node.dst.ne[d] : 1);
+    *out = p->host->alloc(bytes, 64);
+    if (!*out)
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory for calibration's output of %s (%zu bytes)", p->nodes[i].label,
+                       bytes);
+    memset(*out, 0, bytes);
     return VT_OK;
 }
 
@@ -156,7 +161,8 @@ static vt_status write_index_inputs(vt_timing_copies *kept, vt_plan *const *plan
     return VT_OK;
 }
 
-/* Time node i of p (in its keyed form, keyed_node) on backend b: *seconds, or the op's failure. The node
+/* Time node i of p in its keyed form (vt_plan_node_keyed_at; a retyped
+ * output into out, keyed_output) on backend b: *seconds, or the op's failure. The node
  * is handed over as the engine will run it: its weights first offered to
  * b's prepare hook (the engine's own code, weight_prep.h; the copies are
  * kept for the whole calibration). The warm-up is never judged (a first
@@ -168,20 +174,13 @@ static vt_status write_index_inputs(vt_timing_copies *kept, vt_plan *const *plan
  * its timings is kept anyway. A failed preparation is b's failure: why says which, else
  * names the op's status. */
 static vt_status time_node(vt_timing_copies *kept, vt_plan *const *plans, int n_plans, const vt_plan *p, int32_t i,
-                           int32_t b, double best, bool again, double earlier, double *seconds, vt_error *why) {
+                           void *out, int32_t b, double best, bool again, double earlier, double *seconds,
+                           vt_error *why) {
     const vt_backend_entry *e = vt_registry_at(p->registry, b);
     vt_node node;
-    void *scratch = NULL;
-    vt_status st = keyed_node(p, i, &node, &scratch);
-    if (st != VT_OK) {
-        snprintf(why->msg, sizeof why->msg, "out of memory for the output of %s", p->nodes[i].label);
-        return st;
-    }
-    st = vt_weight_prep_for_timing(kept, plans, n_plans, p, i, b, &node, why);
-    if (st != VT_OK) {
-        free(scratch);
-        return st;
-    }
+    if (vt_plan_node_keyed_at(p, i, p->run_tokens, p->run_outputs, &node)) node.dst.data = out;
+    vt_status st = vt_weight_prep_for_timing(kept, plans, n_plans, p, i, b, &node, why);
+    if (st != VT_OK) return st;
     const bool long_again = again && earlier >= VT_AUTO_LONG_RUN;
     if (!long_again) st = vt_backend_run(e, &node);
     double runs[MAX_RUNS], total = 0;
@@ -195,7 +194,6 @@ static vt_status time_node(vt_timing_copies *kept, vt_plan *const *plans, int n_
         if (n == 1 && best >= 0 && runs[0] > HOPELESS * best) break;
         if (n == 1 && runs[0] >= VT_AUTO_LONG_RUN && !long_again) min_runs = LONG_RUNS;
     }
-    free(scratch);
     if (st != VT_OK) {
         snprintf(why->msg, sizeof why->msg, "%s", vt_status_name(st));
         return st;
@@ -233,6 +231,7 @@ typedef struct retime_ctx {
     int n_plans;
     const vt_plan *p;
     int32_t node;
+    void *out; /* keyed_output's */
     int backend[2];
     double earlier[2]; /* each one's time before the re-timings */
     vt_error why;
@@ -240,8 +239,8 @@ typedef struct retime_ctx {
 
 static vt_status retime(void *user, int which, double *seconds) {
     retime_ctx *x = user;
-    return time_node(x->kept, x->plans, x->n_plans, x->p, x->node, x->backend[which], -1, true, x->earlier[which], seconds,
-                     &x->why);
+    return time_node(x->kept, x->plans, x->n_plans, x->p, x->node, x->out, x->backend[which], -1, true,
+                     x->earlier[which], seconds, &x->why);
 }
 
 /* Candidates by probe score, highest first: the likely winner is timed
@@ -279,7 +278,7 @@ static void progress(bool on, int done, int total) {
 static void left_out(vt_auto_costs *c, const vt_plan *p, int32_t i, int b, const char *why) {
     char desc[256];
     vt_node q;
-    vt_plan_node_at(p, i, p->run_tokens, p->run_outputs, &q);
+    vt_plan_node_keyed_at(p, i, p->run_tokens, p->run_outputs, &q); /* the form it was timed in */
     vt_plan_describe_node(&q, desc, sizeof desc);
     vt_log(VT_LOG_WARN, "core",
            "runtime.backend = auto: backend '%s' failed during calibration on %s %s (%s): it is left out of auto placement",
@@ -335,6 +334,9 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 progress(show, ++done, total);
                 continue; /* its inputs are not real: timed on a later node of the class, if any */
             }
+            void *out = NULL;
+            st = keyed_output(p, i, &out, err);
+            if (st != VT_OK) break;
             bool timed_now[VT_AUTO_MAX_BACKENDS] = {false};
             for (int j = 0; j < n_order; j++) {
                 const int b = order[j];
@@ -346,7 +348,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 }
                 double s = 0;
                 vt_error why = {0};
-                vt_status run = time_node(kept, plans, n_plans, p, i, b, best, false, -1, &s, &why);
+                vt_status run = time_node(kept, plans, n_plans, p, i, out, b, best, false, -1, &s, &why);
                 if (run != VT_OK) {
                     if (show) progress(true, total, total);
                     left_out(c, p, i, b, why.msg);
@@ -358,7 +360,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 timed_now[b] = true;
             }
             /* the two fastest of those timed now: a close call is timed again */
-            retime_ctx x = {kept, plans, n_plans, p, i, {-1, -1}, {-1, -1}, {0}};
+            retime_ctx x = {kept, plans, n_plans, p, i, out, {-1, -1}, {-1, -1}, {0}};
             for (int j = 0; j < n_order; j++) {
                 const int b = order[j];
                 const double s = c->classes[k].seconds[b];
@@ -383,6 +385,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 }
                 c->retimed += retimed;
             }
+            if (out) p->host->free(out);
             progress(show, ++done, total);
         }
         free_call(&call);

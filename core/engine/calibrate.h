@@ -2,7 +2,9 @@
  * backend, for `--backend auto`.
  *
  * A class is timed on a node of a plan built for this model, run through the
- * backend's op exactly as the executor runs it (vt_plan_node_at): the
+ * backend's op as the executor runs it, in the form the class was keyed in
+ * (vt_plan_node_keyed_at: the output dtype before negotiation, written to a
+ * buffer of calibration's own when negotiation has changed it): the
  * model's real weights (so their memory behaviour is real), first offered
  * to the backend's prepare hook by the engine's own code (weight_prep.h) so
  * a backend that prepares is timed on its own copy, the plan's arena

@@ -104,7 +104,7 @@ static vt_status place(vt_builder *b, int32_t i) {
     vt_plan_node *n = &b->g->p->nodes[i];
     builder_refresh_proto(b, n);
     n->cost_class = builder_node_class(b, &n->proto);
-    n->cost_dst_dtype = n->dst >= 0 ? n->proto.dst.dtype : -1;
+    n->cost_dst_dtype = n->dst >= 0 && vt_shape_class_names_dst(&n->proto) ? n->proto.dst.dtype : -1;
     int32_t order[VT_AUTO_MAX_BACKENDS];
     const int n_order = builder_backend_order(b, n->cost_class, order, VT_AUTO_MAX_BACKENDS);
     for (int j = 0; j < n_order; j++)

@@ -343,6 +343,9 @@ static void explain_costs(const vt_plan *p, const vt_plan_node *n, FILE *f) {
         else if (s >= 0) fprintf(f, " %s%s=%.3fms", name, mark, s * 1e3);
         else fprintf(f, " %s%s=%s", name, mark, s == VT_COST_DECLINED ? "declined" : "-");
     }
+    /* the class's times are of the node as keyed (vt_plan_node_keyed_at) */
+    if (n->cost_dst_dtype >= 0 && n->dst >= 0 && n->cost_dst_dtype != vt_plan_value_tensor(p, n->dst, -1, -1, false).dtype)
+        fprintf(f, " (timed writing %s)", vt_dtype_name(n->cost_dst_dtype));
 }
 
 void vt_plan_explain(const vt_plan *p, FILE *f) {

@@ -51,10 +51,10 @@ size_t vt_weight_prep_shared(const vt_weight_prep *w, int *n_tensors);
 /* --backend auto's calibration times node i of p (one of plans) on backend
  * (a registry index) through this same hook, so a backend that prepares is
  * timed on the layout it will run on: each weight operand of node (built
- * by vt_plan_node_at, unprepared) is offered to backend with the ops and
- * phases of every reader of that tensor in plans (what vt_weight_prep_run
- * offers when auto places all of them there) -- unless backend does not
- * accept one of them or one reads it through a view, in which case the
+ * by vt_plan_node_keyed_at, unprepared) is offered to backend with the ops
+ * and phases of every reader of that tensor in plans (what
+ * vt_weight_prep_run offers when auto places all of them there) -- unless
+ * backend does not accept one of them in its keyed form or one reads it through a view, in which case the
  * tensor will be shared whatever auto decides, is never prepared, and the
  * node is timed on the file's bytes --, and node
  * is pointed at the copies (bits set in node->prepared). The copies are

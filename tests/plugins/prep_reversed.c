@@ -20,7 +20,13 @@
  * VT_TEST_PREP_DECLINE_GET_ROWS=1 makes supports() decline get_rows, so on a
  * model with tied embeddings the fallback reads token_embd while this
  * backend's output matmul reads it too: a tensor nodes of two backends read,
- * which the engine must not offer (one layout resident: the file's). */
+ * which the engine must not offer (one layout resident: the file's).
+ *
+ * VT_TEST_PREP_F32_ONLY=1 makes supports() decline a matmul writing
+ * anything but f32, and its matmul refuse any weight that arrives as the
+ * file's bytes: so --backend auto's calibration must offer it the weights
+ * of matmuls negotiation made write f16 (it runs their classes as keyed,
+ * writing f32), or timing them fails. */
 #define PLUGIN_NAME "prep_reversed"
 #define FWD_MATMUL prep_matmul
 #define FWD_RMS_NORM prep_rms_norm
@@ -32,9 +38,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+static bool f32_only(void) {
+    const char *v = getenv("VT_TEST_PREP_F32_ONLY");
+    return v && strcmp(v, "1") == 0;
+}
+
 static int plugin_supports(void *ctx, const vt_node *node) {
     const char *decline = getenv("VT_TEST_PREP_DECLINE_GET_ROWS");
     if (node->op == VT_OP_GET_ROWS && decline && strcmp(decline, "1") == 0) return 0;
+    if (node->op == VT_OP_MATMUL && f32_only() && node->dst.dtype != VT_F32) return 0;
     return fwd_reference_supports(ctx, node);
 }
 
@@ -123,6 +135,11 @@ static vt_status run_unprepared(void *ctx, const vt_node *node, const char *op, 
     const fwd_ctx *c = ctx;
     vt_status st = fwd_enforce(ctx, node, op);
     if (st != VT_OK) return st;
+    if (need_weight && !(node->prepared & 1u) && f32_only()) {
+        c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s: weight operand src0 arrived as the file's bytes "
+                     "(VT_TEST_PREP_F32_ONLY: every matmul weight must have been offered)", op);
+        return VT_ERR_INVALID;
+    }
     if (need_weight && !(node->prepared & 1u) && holds_copy_of(node->src[0].data)) {
         c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "%s: weight operand src0 arrived as the file's bytes of a tensor it "
                      "prepared (the copy was not wired)", op);
