@@ -149,10 +149,9 @@ SIMD_INLINE void k4_sub_block(const k4_gblock *const *w, int NG, const int8_t *x
  * prefetch holds one of L1's few miss buffers for a whole DRAM latency),
  * 24-25 GB/s against 30-31 into L2 and 30 with no software prefetch at all
  * (simd_matmul_bench -P -t 2 -d q4_k -m 1, six alternated rounds); vt
- * bench's tg 1.15-1.23x. L2 rather than none, which measured alike: the
- * kernels' other prefetches are kept for the hardware prefetchers' page
- * edges, and this keeps the tile's two cases one. The other layouts'
- * tiles, slower in cache, measured alike either way. */
+ * bench's tg 1.15-1.23x. L2 rather than none, which measured alike: one
+ * rule for decode and a few rows. The other layouts' tiles, slower in
+ * cache, measured alike either way. */
 #if defined(__AVX512VNNI__)
 #define K4_DECODE_PREFETCH_L2 1
 #else
