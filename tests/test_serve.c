@@ -417,6 +417,7 @@ static void test_bad_input(void) {
         {"/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"code_interpreter\"}]}", 400,
          "tools[0].type"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[7]}", 400, "tools[0]"},
         {"/v1/completions", "{}", 400, "prompt"},
         /* jansson quotes the bad bytes in its message: still a 400 with JSON, not a 500 */
         {"/v1/completions", "{\"prompt\":\"a\\u1\xcb\x9c\x9a\"}", 400, NULL},

@@ -79,13 +79,13 @@ SIMD_INLINE void k4_tile2_zmm(const uint8_t *wa, const uint8_t *wc, size_t block
                               int64_t m0, int R, int stream, __m256 *res) {
     const int64_t K = x->K, nb = K / 256;
     const __m512i low4 = _mm512_set1_epi8(0x0F), bit0 = _mm512_set1_epi8(0x01), bit1 = _mm512_set1_epi8(0x02);
-    SIMD_ALIGNED float acc[SIMD_MAX_ROWS][16];
+    _Alignas(64) float acc[SIMD_MAX_ROWS][16]; /* 512-bit aligned loads and stores */
     SIMD_UNROLL
     for (int r = 0; r < R; r++) _mm512_store_ps(acc[r], _mm512_setzero_ps());
     for (int64_t b = 0; b < nb; b++) {
         const k4_gblock *a = (const k4_gblock *)(wa + (size_t)b * block_bytes);
         const k4_gblock *c = (const k4_gblock *)(wc + (size_t)b * block_bytes);
-        if (stream) { /* a few rows: their activations own L1 */
+        if (stream) { /* a few rows: their activations own L1; one row: see k4_tile.h */
             simd_prefetch_ahead_l2(a, (int)block_bytes);
             simd_prefetch_ahead_l2(c, (int)block_bytes);
         }

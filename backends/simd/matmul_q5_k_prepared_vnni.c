@@ -4,8 +4,9 @@
  * AVX2 tiles was bound by their arithmetic, not memory: on an AMD EPYC
  * with AVX-512, simd_matmul_bench -P -d q5_k -m 1 read 29 GB/s a thread
  * with the weights in cache and 19-20 from DRAM on 2 threads, against 35-36
- * and 28.5-29 with this tile; tg64 1.25-1.32x on a qwen3-0.6B-shaped
- * Q5_K_M). Used only when the backend's init found the CPU
+ * and 28.5-29 with this tile, which prefetches into L2 as for a few rows
+ * (not measured apart from the tile); tg64 1.25-1.32x on a
+ * qwen3-0.6B-shaped Q5_K_M). Used only when the backend's init found the CPU
  * and OS able to run it (backend.c); bit for bit the AVX2 tier's results,
  * since both tiers' integer sums are exact and their float finish the same. */
 #include "k4_tile2_zmm.h"

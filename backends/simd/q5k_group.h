@@ -22,7 +22,7 @@ void simd_q5k_group_rows(const simd_group_job *j, const uint8_t *wg, int64_t m0,
 void simd_q5k_group_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, __m256 *res);
 
 /* The AVX-512 VNNI tier's layout entry (matmul_q5_k_prepared_vnni.c): the
- * AVX2 tiles plus the two-group 512-bit tile for prefill and a few rows. */
+ * AVX2 tiles plus the two-group 512-bit tile for prefill, a few rows and decode. */
 extern const simd_group_layout simd_q5k_layout_vnni;
 
 #endif

@@ -215,7 +215,7 @@ SIMD_INLINE void simd_prefetch_ahead(const void *p, int bytes) {
  * holds those rows (8 x K bytes, 24 KiB at K = 3072); weights pulled into
  * L1 ahead of use evict them (measured at 8 rows: Q4_K, weights from DRAM,
  * ~1/3 less time into L2 than into L1). Also decode's on the AVX-512
- * tier's prepared Q4_K tile (k4_tile.h says why). */
+ * tier's prepared Q4_K and Q5_K tiles (k4_tile.h says why). */
 SIMD_INLINE void simd_prefetch_ahead_l2(const void *p, int bytes) {
     const char *a = (const char *)p + SIMD_PREFETCH_BYTES;
     for (int off = 0; off < bytes; off += 64) _mm_prefetch(a + off, _MM_HINT_T1);

@@ -25,7 +25,7 @@ static long long m_bucket(int64_t m) {
     return b;
 }
 
-void vt_shape_class_key(const vt_node *n, char *key, size_t size) {
+bool vt_shape_class_key(const vt_node *n, char *key, size_t size) {
     const char *phase = n->phase == VT_PHASE_DECODE ? "decode" : "prefill";
     const char *op = vt_op_name(n->op);
     switch (n->op) {
@@ -33,43 +33,36 @@ void vt_shape_class_key(const vt_node *n, char *key, size_t size) {
         snprintf(key, size, "matmul %s w=%s N=%lld K=%lld y=%s M=%lld", phase, vt_dtype_name(n->src[0].dtype),
                  (long long)n->src[0].ne[1], (long long)n->src[0].ne[0], vt_dtype_name(n->dst.dtype),
                  m_bucket(n->src[1].ne[1]));
-        break;
+        return true;
     case VT_OP_MOE_MATMUL: /* as matmul, per expert: the rows of the call spread over U experts each */
         snprintf(key, size, "moe_matmul %s w=%s N=%lld K=%lld NE=%lld U=%lld M=%lld", phase,
                  vt_dtype_name(n->src[0].dtype), (long long)n->src[0].ne[1], (long long)n->src[0].ne[0],
                  (long long)n->src[0].ne[2], (long long)n->src[2].ne[0], m_bucket(n->src[2].ne[1]));
-        break;
+        return false;
     case VT_OP_ATTENTION:
         snprintf(key, size, "attention %s kv=%s D=%lld H=%lld KVH=%lld", phase, vt_dtype_name(n->src[1].dtype),
                  (long long)n->src[0].ne[0], (long long)n->src[0].ne[1], (long long)n->src[1].ne[1]);
-        break;
+        return false;
     case VT_OP_RESHAPE_AND_CACHE:
         /* by the cache's dtype, not k/v's: negotiation picks k/v's dtype after
          * the store's backend, and every option must find a time here */
         snprintf(key, size, "reshape_and_cache %s cache=%s D=%lld KVH=%lld", phase, vt_dtype_name(n->src[2].dtype),
                  (long long)n->src[0].ne[0], (long long)n->src[0].ne[1]);
-        break;
+        return false;
     case VT_OP_GET_ROWS:
         snprintf(key, size, "get_rows %s table=%s D=%lld", phase, vt_dtype_name(n->src[0].dtype),
                  (long long)n->src[0].ne[0]);
-        break;
+        return false;
     default:
         snprintf(key, size, "%s %s %s->%s n0=%lld", op, phase, vt_dtype_name(n->src[0].dtype),
                  vt_dtype_name(n->dst.dtype), (long long)n->src[0].ne[0]);
-        break;
+        return true;
     }
 }
 
 bool vt_shape_class_names_dst(const vt_node *n) {
-    switch (n->op) {
-    case VT_OP_MOE_MATMUL:
-    case VT_OP_ATTENTION:
-    case VT_OP_RESHAPE_AND_CACHE:
-    case VT_OP_GET_ROWS:
-        return false;
-    default:
-        return true; /* matmul's y=, the small ops' src->dst */
-    }
+    char key[VT_AUTO_KEY_SIZE];
+    return vt_shape_class_key(n, key, sizeof key);
 }
 
 int vt_auto_costs_find(const vt_auto_costs *c, const char *key) {

@@ -66,11 +66,12 @@ typedef struct vt_auto_costs {
 void vt_auto_costs_init(vt_auto_costs *c);
 void vt_auto_costs_free(vt_auto_costs *c);
 
-/* The class key of a node as built (data NULL, maximum shapes). */
-void vt_shape_class_key(const vt_node *node, char *key, size_t size);
+/* The class key of a node as built (data NULL, maximum shapes); returns
+ * whether it names the node's output dtype (matmul and the small ops; not
+ * attention, the MoE ops, get_rows or the store). */
+bool vt_shape_class_key(const vt_node *node, char *key, size_t size);
 
-/* Whether that key names the node's output dtype (matmul and the small
- * ops; not attention, the MoE ops, get_rows or the store). */
+/* vt_shape_class_key's answer alone. */
 bool vt_shape_class_names_dst(const vt_node *node);
 
 /* Index of the class with this key, added (every time unmeasured) when

@@ -128,37 +128,32 @@ static vt_status keyed_output(const vt_plan *p, int32_t i, void **out, vt_error 
 /* Calibration runs only the nodes it times, so an input of one may come
  * from a node it skipped (its class timed on an earlier node, or read from
  * the cache): float activations left as the fill pattern time like any
- * others, but indices do not (a moe_matmul reading expert ids its
- * moe_route never wrote refuses them, and that refusal would leave its
- * backend out). So before node i is timed, each integer input the plan
- * computes is written for real: its producer runs once, on the backend the
- * plan placed it on, right before (the arena keeps a value until its last
- * reader, so nothing overwrites it in between). A failure there is that
- * backend's: *failed gets it, *failed_node the producer, why says what. */
-static vt_status write_index_inputs(vt_timing_copies *kept, vt_plan *const *plans, int n_plans, const vt_plan *p,
-                                    int32_t i, int32_t *failed, int32_t *failed_node, vt_error *why) {
-    *failed = -1;
-    *failed_node = -1;
+ * others, but indices do not. The only indices a plan computes are a
+ * mixture of experts' routed expert ids [T][U] (moe_route's output; the
+ * call's own inputs, tokens and positions, load_call writes). Before node i
+ * is timed they are written here, whatever moe_route left: token t's U
+ * experts are t U .. t U + U - 1 modulo the expert count, distinct within a
+ * token, and T tokens together reach min(T U, NE) experts as real routing
+ * spreads them (routing the fill pattern's logits would give every token
+ * the same U experts, and timing a moe_matmul reading unwritten ids fails).
+ * The arena keeps a value until its last reader, and no node's output
+ * aliases its inputs, so the ids stay while node i is timed on every
+ * candidate. Returns false for an integer input of another producer, which
+ * no plan has yet: node i is then not timed. */
+static bool write_index_inputs(const vt_plan *p, int32_t i) {
     const vt_plan_node *n = &p->nodes[i];
     for (int s = 0; s < n->n_src; s++) {
-        const vt_value *v = &p->values[n->src[s]];
-        if (v->dtype != VT_I32 && v->dtype != VT_I64) continue;
+        const vt_tensor t = vt_plan_value_tensor(p, n->src[s], p->run_tokens, p->run_outputs, true);
+        if (t.dtype != VT_I32 && t.dtype != VT_I64) continue;
         const int32_t j = vt_plan_producer(p, n->src[s], i);
-        if (j < 0) continue; /* the call's own inputs: load_call wrote them */
-        vt_node node;
-        vt_plan_node_at(p, j, p->run_tokens, p->run_outputs, &node);
-        vt_status st = vt_weight_prep_for_timing(kept, plans, n_plans, p, j, p->nodes[j].backend, &node, why);
-        if (st == VT_OK) {
-            st = vt_backend_run(vt_registry_at(p->registry, p->nodes[j].backend), &node);
-            if (st != VT_OK) snprintf(why->msg, sizeof why->msg, "%s", vt_status_name(st));
-        }
-        if (st != VT_OK) {
-            *failed = p->nodes[j].backend;
-            *failed_node = j;
-            return st;
-        }
+        if (j < 0) continue; /* the call's own inputs */
+        if (p->nodes[j].op != VT_OP_MOE_ROUTE || t.dtype != VT_I32) return false;
+        const int64_t NE = vt_plan_value_tensor(p, p->nodes[j].src[0], p->run_tokens, p->run_outputs, false).ne[0];
+        const int64_t U = t.ne[0], T = t.ne[1];
+        int32_t *ids = t.data;
+        for (int64_t k = 0; k < U * T; k++) ids[k] = (int32_t)(k % NE);
     }
-    return VT_OK;
+    return true;
 }
 
 /* Time node i of p in its keyed form (vt_plan_node_keyed_at; a retyped
@@ -326,13 +321,11 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
                 const double have = c->classes[k].seconds[b];
                 if (have >= 0 && (best < 0 || have < best)) best = have;
             }
-            int32_t failed = -1, failed_node = -1;
-            vt_error why_inputs = {0};
-            if (write_index_inputs(kept, plans, n_plans, p, i, &failed, &failed_node, &why_inputs) != VT_OK) {
-                if (show) progress(true, total, total);
-                left_out(c, p, failed_node, failed, why_inputs.msg);
+            if (!write_index_inputs(p, i)) {
+                vt_log(VT_LOG_WARN, "core", "runtime.backend = auto: %s reads indices calibration cannot make: not timed",
+                       p->nodes[i].label);
                 progress(show, ++done, total);
-                continue; /* its inputs are not real: timed on a later node of the class, if any */
+                continue;
             }
             void *out = NULL;
             st = keyed_output(p, i, &out, err);

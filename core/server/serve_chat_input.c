@@ -84,10 +84,12 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
     if (!json_is_array(tools)) return vt_serve_fail(err, 400, INVALID, "tools", "tools: expected an array");
     for (size_t j = 0; j < json_array_size(tools); j++) {
         json_t *t = json_array_get(tools, j);
-        json_t *fn = json_is_object(t) ? json_object_get(t, "function") : NULL;
         char param[64];
+        snprintf(param, sizeof param, "tools[%zu]", j);
+        if (!json_is_object(t)) return vt_serve_fail(err, 400, INVALID, param, "%s: expected an object", param);
+        json_t *fn = json_object_get(t, "function");
         /* the type first: a tool of another type has no function to name */
-        json_t *type = json_is_object(t) ? json_object_get(t, "type") : NULL;
+        json_t *type = json_object_get(t, "type");
         snprintf(param, sizeof param, "tools[%zu].type", j);
         if (type && !(json_is_string(type) && strcmp(json_string_value(type), "function") == 0))
             return vt_serve_fail(err, 400, INVALID, param, "%s: only \"function\" tools are supported", param);
