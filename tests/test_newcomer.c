@@ -451,6 +451,44 @@ static void test_config_file_mistakes_exit_2(void) {
     }
 }
 
+/* A file given that is no regular file (a directory) is a bad argument,
+ * exit 2, for -f and --ppl as for -m; synth refuses --vocab beside
+ * --vocab-from (its size follows the file) and a --vocab-from it cannot
+ * open. */
+static void test_given_files_exit_2(void) {
+    const char *dir = vt_test_tmpdir();
+    result r = run("", "run -m '%s' -f '%s' -n 1", model, dir);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "-f ") && has(r.err, "not a regular file"));
+    result_free(&r);
+    r = run("", "compare -m '%s' --ppl '%s' --backends reference", model, dir);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "--ppl ") && has(r.err, "not a regular file"));
+    result_free(&r);
+    char vocab[1024], out[1024];
+    snprintf(vocab, sizeof vocab, "%s/models/vocab/ggml-vocab-llama-spm.gguf", vt_test_data_dir("models"));
+    vt_test_tmpfile(out, sizeof out, "newcomer-synth.gguf");
+    r = run("", "synth --shape tiny --type q8_0 --vocab 1000 --vocab-from '%s' -o '%s'", vocab, out);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "--vocab and --vocab-from"));
+    result_free(&r);
+    r = run("", "synth --shape tiny --type q8_0 --vocab-from '%s/nonexistent.gguf' -o '%s'", dir, out);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "--vocab-from"));
+    result_free(&r);
+}
+
+/* vt eval names the configuration it ran: under --backend auto "auto" (it
+ * places node by node), not its preferred backend's name. */
+static void test_eval_names_auto(void) {
+    char prefix[1200];
+    snprintf(prefix, sizeof prefix, "XDG_CACHE_HOME='%s/eval-auto-cache'", vt_test_tmpdir());
+    result r = run(prefix, "eval -m '%s' --tokens 1,2,3 --top-k 1 --backend auto", model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.out, "\"backend\": \"auto\""));
+    result_free(&r);
+}
+
 /* A command's --help lists only flags it takes, each once; one it takes and
  * cannot use is refused, not ignored. */
 static void test_help_lists_what_applies(void) {
@@ -510,6 +548,8 @@ int main(void) {
         {"vt compare ends with a verdict per backend and a legend", test_compare_ends_with_verdicts},
         {"vt config refuses what vt run refuses, and lists backend options", test_config_refuses_what_run_refuses},
         {"every mistake in a config file exits 2", test_config_file_mistakes_exit_2},
+        {"a given file that is a directory, and synth's vocabulary flags, exit 2", test_given_files_exit_2},
+        {"vt eval --backend auto says auto", test_eval_names_auto},
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "model.h"
@@ -454,6 +455,39 @@ static void test_vocab_from(void) {
     vt_gguf_close(g);
 }
 
+/* An output that is the vocabulary file itself (or a link to it) is refused
+ * before anything is written: opening the output empties it, and the
+ * vocabulary it copies from was lost. */
+static void test_vocab_from_itself_is_refused(void) {
+    const char *data = vt_test_data_dir("synth vocab_from");
+    if (!data) return;
+    char src[1024], copy[1024], link[1024];
+    snprintf(src, sizeof src, "%s/models/vocab/ggml-vocab-llama-spm.gguf", data);
+    size_t n = 0;
+    char *bytes = vt_test_read_file(src, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+    vt_test_tmpfile(copy, sizeof copy, "own-vocab.gguf");
+    FILE *f = fopen(copy, "wb");
+    CU_ASSERT_FATAL(f && fwrite(bytes, 1, n, f) == n && fclose(f) == 0);
+    vt_test_tmpfile(link, sizeof link, "own-vocab-link.gguf");
+    unlink(link);
+    CU_ASSERT_FATAL(symlink(copy, link) == 0);
+    vt_synth_params p = small_params("llama", "q8_0");
+    p.n_vocab = 0;
+    p.vocab_from = copy;
+    const char *outs[2] = {copy, link};
+    for (int i = 0; i < 2; i++) {
+        vt_error err = {0};
+        CU_ASSERT_EQUAL(vt_synth_write(&p, outs[i], &err), VT_ERR_INVALID);
+        CU_ASSERT(strstr(err.msg, "the file the vocabulary is copied from") != NULL);
+        size_t m = 0;
+        char *after = vt_test_read_file(copy, &m);
+        CU_ASSERT(after && m == n && memcmp(after, bytes, n) == 0);
+        free(after);
+    }
+    free(bytes);
+}
+
 /* qwen3moe: the expert keys, the router and the 3-D expert stacks (no dense
  * FFN), the q4_k_m mix on them, and the file loads through the model loader
  * with the hparams asked for. Random blocks fill the stacks too. */
@@ -587,6 +621,7 @@ int main(void) {
         {"explicit head_dim", test_explicit_head_dim},
         {"qwen3moe: expert stacks, mix, loader round trip, shapes, bad counts", test_qwen3moe},
         {"tokenizer copied from vocab_from", test_vocab_from},
+        {"an output that is the vocabulary file itself is refused, the file intact", test_vocab_from_itself_is_refused},
         {"bad parameters are refused", test_bad_params},
         CU_TEST_INFO_NULL,
     };

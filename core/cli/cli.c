@@ -407,6 +407,7 @@ vt_status vt_cli_prompt_check(const vt_cli_prompt *p, vt_error *err) {
 static vt_status prompt_text(const vt_cli_prompt *p, char **owned, const char **text, size_t *len, vt_error *err) {
     *owned = NULL;
     if (p->file || (p->text && strcmp(p->text, "-") == 0)) {
+        if (p->file && vt_cli_given_file(p->file, err) != VT_OK) return vt_error_prefix(err, "-f ");
         FILE *f = p->file ? fopen(p->file, "rb") : stdin;
         if (!f) return vt_fail(err, VT_ERR_INVALID, "-f %s: cannot open: %s", p->file, strerror(errno));
         *owned = vt_cli_read_all(f, len);

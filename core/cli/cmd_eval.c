@@ -104,9 +104,10 @@ static vt_status run_eval(const eval_opts *o, vt_error *err) {
         for (int32_t i = 0; i < V; i++) printf("%s%.9g", i ? ", " : "", (double)last[i]);
         printf("]");
     }
+    /* auto places node by node: its preferred backend only takes the classes it never measured */
     printf(", \"backend\": \"%s\", \"kv_cache_dtype\": \"%s\", \"path\": \"%s\"}\n",
-           vt_registry_at(vt_engine_registry(e), vt_engine_preferred(e))->name, vt_dtype_name(vt_engine_kv_dtype(e)),
-           o->decode ? "decode" : "prefill");
+           vt_engine_costs(e) ? "auto" : vt_registry_at(vt_engine_registry(e), vt_engine_preferred(e))->name,
+           vt_dtype_name(vt_engine_kv_dtype(e)), o->decode ? "decode" : "prefill");
 done:
     free(top);
     free(tokens);

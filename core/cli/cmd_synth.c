@@ -163,6 +163,14 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
     if (moe && p->n_expert_used > p->n_expert)
         return vt_fail(err, VT_ERR_INVALID, "synth: --n-expert-used %d must be in 1..--n-expert (%d)",
                        p->n_expert_used, p->n_expert);
+    if (o->vocab_from) {
+        for (size_t k = 0; k < N_INT_FLAGS; k++)
+            if (o->has[k] && strcmp(int_flags[k].flag, "--vocab") == 0)
+                return vt_fail(err, VT_ERR_INVALID,
+                               "synth: --vocab and --vocab-from: the vocabulary size follows --vocab-from's file; give "
+                               "one of them");
+        if (vt_cli_given_file(o->vocab_from, err) != VT_OK) return vt_error_prefix(err, "synth: --vocab-from ");
+    }
     if (o->tied >= 0) p->tied_output = o->tied == 1;
     p->type = o->type;
     p->seed = (uint64_t)o->seed;

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf.h"
@@ -531,6 +532,12 @@ vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *e
     const mix *m = find_mix(p->type);
     vt_synth_params q = *p;
     if (p->vocab_from && (st = vocab_size_from(p->vocab_from, &q.n_vocab, err))) return st;
+    struct stat from, to;
+    /* opening the output empties it: the file it copies the tokenizer from must be another */
+    if (p->vocab_from && stat(p->vocab_from, &from) == 0 && stat(path, &to) == 0 && from.st_dev == to.st_dev &&
+        from.st_ino == to.st_ino)
+        return vt_fail(err, VT_ERR_INVALID, "synth: the output %s is the file the vocabulary is copied from (%s)", path,
+                       p->vocab_from);
     bool is_llama = !strcmp(p->arch, "llama");
     float rope_base = p->rope_base > 0 ? p->rope_base : (is_llama ? 10000.0f : 1000000.0f);
     float eps = p->rms_eps > 0 ? p->rms_eps : (is_llama ? 1e-5f : 1e-6f);
