@@ -612,6 +612,23 @@ static void test_index_inputs_are_real_when_their_producer_is_cached(void) {
         vt_engine_free(e);
     }
     vt_model_free(m);
+    /* a dense model on the same cache: the engine counts its own classes,
+     * not the mixture's the cache holds too */
+    if (!model) CU_ASSERT_FATAL(vt_model_load(model_path, &model, &err) == VT_OK);
+    vt_options o;
+    vt_fixture_options(&o, "auto", VT_F16);
+    vt_engine *e = NULL;
+    CU_ASSERT_FATAL(vt_engine_create(&o, model, false, &e, &err) == VT_OK);
+    int distinct = 0;
+    for (int k = 0; k < e->costs->n; k++) {
+        bool used = false;
+        for (int32_t i = 0; i < e->prefill->n_nodes; i++) used |= e->prefill->nodes[i].cost_class == k;
+        for (int32_t i = 0; i < e->decode->n_nodes; i++) used |= e->decode->nodes[i].cost_class == k;
+        distinct += used;
+    }
+    CU_ASSERT_EQUAL(vt_engine_n_classes(e), distinct);
+    CU_ASSERT(distinct < e->costs->n); /* the cache holds the mixture's classes too */
+    vt_engine_free(e);
     if (had) setenv("XDG_CACHE_HOME", saved, 1);
     else unsetenv("XDG_CACHE_HOME");
 }

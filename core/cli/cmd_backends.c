@@ -208,9 +208,10 @@ static vt_status run_calibrate(const backends_opts *o, vt_error *err) {
     if (st == VT_OK) {
         const vt_auto_costs *c = vt_engine_costs(e);
         printf("calibrated %d shape classes (%d times, %d more for close calls) in %.2f s on %d threads; cache: %s\n",
-               c->n, c->measured, c->retimed,
-               c->calibration_seconds, vt_engine_host(e)->n_threads, c->cache_path[0] ? c->cache_path : "none");
+               vt_engine_n_classes(e), c->measured, c->retimed, c->calibration_seconds, vt_engine_host(e)->n_threads,
+               c->cache_path[0] ? c->cache_path : "none");
         for (int k = 0; k < c->n; k++) {
+            if (!vt_engine_uses_class(e, k)) continue; /* another model's, kept in the cache */
             const int best = vt_auto_costs_best(c, k, vt_engine_preferred(e));
             printf("  %-52s", c->classes[k].key);
             for (int b = 0; b < c->n_backends && b < VT_AUTO_MAX_BACKENDS; b++) {

@@ -612,6 +612,20 @@ void vt_engine_parallel_for(vt_engine *e, int64_t n, int64_t grain, vt_range_fn 
     vt_threadpool_parallel_for(e->pool, n, grain, fn, arg);
 }
 
+bool vt_engine_uses_class(const vt_engine *e, int k) {
+    const vt_plan *plans[2] = {e->prefill, e->decode};
+    for (int pi = 0; pi < 2; pi++)
+        for (int32_t i = 0; plans[pi] && i < plans[pi]->n_nodes; i++)
+            if (plans[pi]->nodes[i].cost_class == k) return true;
+    return false;
+}
+
+int vt_engine_n_classes(const vt_engine *e) {
+    int n = 0;
+    for (int k = 0; e->costs && k < e->costs->n; k++) n += vt_engine_uses_class(e, k);
+    return n;
+}
+
 void vt_engine_explain(const vt_engine *e, FILE *f) {
     vt_plan_explain(e->prefill, f);
     vt_plan_explain(e->decode, f);
@@ -624,10 +638,11 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
         fprintf(f, "backend: auto (from %s): each node on the candidate with the lowest measured time of its shape "
                    "class; unmeasured: %s, then %s\n",
                 vt_options_source(&e->opt, "runtime.backend"), pb->name, fb ? fb->name : "none");
-        fprintf(f, "auto: %d shape classes, %d times measured now (%d more for close calls) in %.2f s, %d from the "
-                   "cache%s%s\n",
-                c->n, c->measured, c->retimed, c->calibration_seconds, c->from_cache, c->cache_path[0] ? " " : "",
-                c->cache_path);
+        /* the cache also holds other models' classes: its totals are said as its own */
+        fprintf(f, "auto: %d shape classes in these plans, %d times measured now (%d more for close calls) in %.2f s; "
+                   "the calibration cache%s%s holds %d classes (%d times read from it)\n",
+                vt_engine_n_classes(e), c->measured, c->retimed, c->calibration_seconds, c->cache_path[0] ? " " : "",
+                c->cache_path, c->n, c->from_cache);
     } else {
         fprintf(f, "backend: %s (fallback: %s); backend from %s; fallback from %s\n", pb->name,
                 fb ? fb->name : "none",

@@ -136,6 +136,11 @@ vt_registry *vt_engine_registry(const vt_engine *e);
 int32_t vt_engine_preferred(const vt_engine *e);
 vt_plan *vt_engine_plan(const vt_engine *e, int phase);
 const vt_auto_costs *vt_engine_costs(const vt_engine *e);
+/* --backend auto: whether class k of the costs is one of this engine's
+ * plans' (the cache also holds other models' classes). */
+bool vt_engine_uses_class(const vt_engine *e, int k);
+/* How many of the costs' classes this engine's plans use. */
+int vt_engine_n_classes(const vt_engine *e);
 const vt_host *vt_engine_host(const vt_engine *e);
 const vt_weight_prep *vt_engine_prepared(const vt_engine *e);
 int32_t vt_engine_kv_dtype(const vt_engine *e);
