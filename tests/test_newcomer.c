@@ -478,6 +478,23 @@ static void test_given_files_exit_2(void) {
     result_free(&r);
 }
 
+/* vt backends judges backend options as a run does, listing or testing:
+ * one for no backend found exits 2, one its backend refuses 5 (they were
+ * taken silently, and ignored for a backend other than the one tested). */
+static void test_backends_judges_backend_options(void) {
+    static const char *const commands[] = {"backends", "backends --test reference --ops rms_norm"};
+    for (int i = 0; i < 2; i++) {
+        result r = run("", "%s --backend-option nosuch.x=1", commands[i]);
+        CU_ASSERT_EQUAL(r.rc, 2);
+        CU_ASSERT(has(r.err, "no backend named 'nosuch'"));
+        result_free(&r);
+        r = run("", "%s --backend-option reference.foo=1", commands[i]);
+        CU_ASSERT_EQUAL(r.rc, 5);
+        CU_ASSERT(has(r.err, "reference.foo=1") && has(r.err, "refused"));
+        result_free(&r);
+    }
+}
+
 /* vt eval names the configuration it ran: under --backend auto "auto" (it
  * places node by node), not its preferred backend's name. */
 static void test_eval_names_auto(void) {
@@ -550,6 +567,7 @@ int main(void) {
         {"every mistake in a config file exits 2", test_config_file_mistakes_exit_2},
         {"a given file that is a directory, and synth's vocabulary flags, exit 2", test_given_files_exit_2},
         {"vt eval --backend auto says auto", test_eval_names_auto},
+        {"vt backends judges backend options as a run does", test_backends_judges_backend_options},
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},

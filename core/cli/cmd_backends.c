@@ -161,6 +161,29 @@ static void check_file(const backends_opts *o, const vt_host *host, bool *refuse
     vt_registry_release_checked(&entry);
 }
 
+/* The backend options given (--backend-option, the ini), judged as a run
+ * judges them: one for a backend not found is a bad argument (exit 2), one
+ * its backend refuses is that backend's refusal (exit 5). --test and the
+ * list load the backends with them too, so an option was otherwise taken
+ * and, for a backend other than the one tested, ignored. */
+static vt_status check_backend_options(const backends_opts *o, vt_error *err) {
+    if (!o->c.opt.backend_options[0]) return VT_OK;
+    vt_threadpool *pool = NULL;
+    vt_registry *r = NULL;
+    int32_t preferred = -1, fallback = -1;
+    vt_status st = vt_threadpool_create(1, &pool, err);
+    if (st == VT_OK)
+        st = vt_registry_create(vt_host_get(pool), o->c.opt.backend_path[0] ? o->c.opt.backend_path : NULL,
+                                o->c.opt.backend_options, &r, err);
+    vt_options opt = o->c.opt;
+    opt.backend[0] = opt.fallback[0] = '\0'; /* only the options are judged here */
+    if (st == VT_OK) st = vt_engine_resolve_backends(&opt, r, true, &preferred, &fallback, err);
+    vt_registry_destroy(r);
+    vt_host_release_pool(pool);
+    vt_threadpool_destroy(pool);
+    return st;
+}
+
 /* Check the one file, or list every backend found. */
 static vt_status run_backends(const backends_opts *o, bool *refused, vt_error *err) {
     vt_threadpool *pool = NULL;
@@ -242,6 +265,7 @@ int vt_cmd_backends(int argc, char **argv) {
     }
     vt_backends_test_request req;
     if (st == VT_OK) st = validate_backends(&o, &req, &err);
+    if (st == VT_OK && !o.check) st = check_backend_options(&o, &err);
     if (st == VT_OK && o.test) {
         int code = 0;
         st = vt_backends_test_run(&req, &code, &err);
