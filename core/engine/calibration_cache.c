@@ -131,6 +131,11 @@ static bool parse_class(char *line, const vt_registry *r, vt_auto_costs *c) {
 
 vt_calibration_read vt_calibration_load(const char *path, const char *key, const vt_registry *r, vt_auto_costs *c,
                                         char *why, size_t why_size) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* a directory reads as nothing, not as a corrupt file */
+        snprintf(why, why_size, "not a regular file");
+        return VT_CALIBRATION_CORRUPT;
+    }
     size_t len = 0;
     char *text = read_all(path, &len);
     if (!text) return VT_CALIBRATION_MISSING;
