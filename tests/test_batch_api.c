@@ -174,6 +174,7 @@ static void test_greedy_batched_equals_each_alone(void) {
     for (int i = 0; i <= N_REQ; i++) CU_ASSERT_EQUAL(vt_batch_remove(b, ids[i], err, sizeof err), VT_OK);
     vt_batch_output out;
     CU_ASSERT_EQUAL(vt_batch_read(b, ids[0], &out, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_read(b, ids[0], NULL, err, sizeof err), VT_ERR_INVALID); /* no output to fill */
     vt_batch_close(b);
 }
 

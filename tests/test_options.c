@@ -778,7 +778,10 @@ static void test_library_alone_knows_no_server_section(void) {
     vt_error err;
     CU_ASSERT_EQUAL(load_text(&o, "[server]\nport = 9000\n", &err), VT_ERR_FORMAT);
     CU_ASSERT(contains(err.msg, "section [server] holds vt serve's settings"));
+    CU_ASSERT(contains(err.msg, ":2:")); /* at its first key */
     CU_ASSERT(contains(err.msg, "[runtime], [kv_cache], [backends], [sampling], [backend.NAME]"));
+    /* the header alone, as the installed template has it (every key commented out), is no setting */
+    CU_ASSERT_EQUAL(load_text(&o, "[runtime]\nthreads = 2\n[server]\n; port = 8080\n", &err), VT_OK);
     vt_options_defaults(&o);
     CU_ASSERT_EQUAL(vt_options_set(&o, "server.port", "9000", "cli", &err), VT_ERR_INVALID);
     CU_ASSERT_EQUAL(vt_options_key_count(), VT_OPTIONS_KEY_COUNT);

@@ -75,6 +75,18 @@ static void test_settings_are_validated_like_the_cli(void) {
     const char *no_eq[] = {"kv_cache.dtype", NULL};
     o.settings = no_eq;
     CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);
+    /* sampling is a request's (vt_batch_request), never a setting libvt would take and ignore */
+    const char *sampling[] = {"sampling.temp=1.5", NULL};
+    o.settings = sampling;
+    CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "sampling.temp") && strstr(err, "per request") ? err : NULL);
+    vt_batch *b = NULL;
+    CU_ASSERT_EQUAL(vt_batch_open(model_path, &o, &b, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(b);
+    /* NULL out-pointers are refused with a message, not written through */
+    o.settings = NULL;
+    CU_ASSERT_EQUAL(vt_session_open(model_path, &o, NULL, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_open(model_path, &o, NULL, err, sizeof err), VT_ERR_INVALID);
     CU_ASSERT_EQUAL(vt_session_open("/nonexistent/model.gguf", NULL, &s, err, sizeof err), VT_ERR_IO);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "/nonexistent/model.gguf"));
     /* options whose struct_size was never set (or ends before settings) are
@@ -94,6 +106,7 @@ static void test_token_bytes_and_reset(void) {
     vt_session *s = NULL;
     char err[512] = "";
     CU_ASSERT_EQUAL_FATAL(vt_session_open(model_path, NULL, &s, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(vt_session_eval(s, NULL, 1, err, sizeof err), VT_ERR_INVALID); /* no ids to read */
     int checked = 0;
     for (int32_t id = 0; id < vt_session_n_vocab(s); id++) {
         char whole[256], part[256];

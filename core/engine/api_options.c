@@ -44,5 +44,18 @@ vt_status vt_api_options(const vt_session_options *options, vt_options *opt, boo
     vt_options_defaults(opt);
     vt_status st = vt_options_load(opt, o.config_path, e);
     for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(opt, *kv, e);
+    /* a program on libvt samples per request (vt_batch_request's fields; a
+     * session never samples): [sampling] set here would be taken and then
+     * have no effect, so it is refused, as [server] is */
+    for (int i = 0; st == VT_OK && i < vt_options_key_count(); i++) {
+        const char *key = vt_options_key(i);
+        const char *source = vt_options_source(opt, key);
+        if (strncmp(key, "sampling.", 9) != 0 || !source || strcmp(source, "default") == 0) continue;
+        const bool from_file = strncmp(source, "ini", 3) == 0;
+        st = vt_fail(e, VT_ERR_INVALID,
+                     "%s (set by %s%s): a program on libvt chooses sampling per request (vt_batch_request's "
+                     "fields); [sampling] is read by vt run, vt chat and vt serve",
+                     key, from_file ? "the config file " : "the settings", from_file ? opt->config_path : "");
+    }
     return st;
 }

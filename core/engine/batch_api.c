@@ -71,6 +71,7 @@ static vt_status copy_meta_strings(vt_batch *b, vt_error *e) {
 vt_status vt_batch_open(const char *model_path, const vt_session_options *options, vt_batch **out, char *err,
                         size_t err_size) {
     vt_error e = {0};
+    if (!out) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_open: NULL out"}, err, err_size);
     *out = NULL;
     if (!model_path) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_open: no model path"}, err, err_size);
     vt_options opt;
@@ -327,6 +328,7 @@ static vt_finish public_finish(vt_sched_finish f) {
 
 vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!b || !out) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_read: NULL argument"}, err, err_size);
     vt_sched_output o;
     memset(out, 0, sizeof *out);
     vt_status st = vt_sched_read(b->sched, id, &o, &e);

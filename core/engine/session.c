@@ -13,6 +13,7 @@ struct vt_session {
 vt_status vt_session_open(const char *model_path, const vt_session_options *options, vt_session **out, char *err,
                           size_t err_size) {
     vt_error e = {0};
+    if (!out) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_session_open: NULL out"}, err, err_size);
     *out = NULL;
     if (!model_path) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_session_open: no model path"}, err, err_size);
     vt_options opt;
@@ -62,6 +63,8 @@ int32_t vt_session_token_bytes(const vt_session *s, int32_t id, char *buf, size_
 
 vt_status vt_session_eval(vt_session *s, const int32_t *ids, size_t n, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!s || (!ids && n > 0))
+        return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_session_eval: NULL argument"}, err, err_size);
     vt_status st = vt_engine_eval(s->engine, ids, (int64_t)n, n == 1, &e);
     return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
