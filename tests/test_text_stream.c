@@ -158,6 +158,19 @@ static void test_bad_stop_strings_are_refused_naming_the_field(void) {
     CU_ASSERT_PTR_NULL(t);
     CU_ASSERT_EQUAL(vt_text_stream_create(many, 16, &t, &e), VT_OK);
     vt_text_stream_free(t);
+    /* the text they are matched against is valid UTF-8: a stop that is not
+     * (a lone byte, a cut character, an overlong form, a surrogate, past
+     * U+10FFFF) could never match, and is refused */
+    static const char *const invalid[] = {"\xff", "a\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"};
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+        t = NULL;
+        CU_ASSERT_EQUAL(vt_text_stream_create(&invalid[i], 1, &t, &e), VT_ERR_INVALID);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "stop_strings[0]: not valid UTF-8"));
+        CU_ASSERT_PTR_NULL(t);
+    }
+    static const char *const valid[] = {"\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xf4\x8f\xbf\xbf"};
+    CU_ASSERT_EQUAL(vt_text_stream_create(valid, 4, &t, &e), VT_OK);
+    vt_text_stream_free(t);
 }
 
 int main(void) {

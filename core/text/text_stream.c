@@ -26,6 +26,32 @@ struct vt_text_stream {
     bool finished; /* no more input: everything pending is final */
 };
 
+/* Whether s[0..n) is well-formed UTF-8 (no overlong form, surrogate or code
+ * point past U+10FFFF): what the stream's text always is. */
+static bool valid_utf8(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = s[i];
+        size_t len;
+        uint32_t cp, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F, min = 0x80;
+        else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F, min = 0x800;
+        else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07, min = 0x10000;
+        else return false;
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += len;
+    }
+    return true;
+}
+
 vt_status vt_text_stream_create(const char *const *stops, size_t n_stops, vt_text_stream **out, vt_error *err) {
     *out = NULL;
     if (n_stops > VT_TEXT_STREAM_MAX_STOPS)
@@ -37,6 +63,11 @@ vt_status vt_text_stream_create(const char *const *stops, size_t n_stops, vt_tex
         if (len == 0 || len > VT_TEXT_STREAM_MAX_STOP_LEN)
             return vt_fail(err, VT_ERR_INVALID, "stop_strings[%zu]: %s (accepted: 1..%d bytes)", i,
                            !stops[i] ? "NULL" : len == 0 ? "empty" : "too long", VT_TEXT_STREAM_MAX_STOP_LEN);
+        /* the generated text it is matched against is valid UTF-8 (malformed
+         * bytes become U+FFFD), so such a string could never match */
+        if (!valid_utf8((const unsigned char *)stops[i], len))
+            return vt_fail(err, VT_ERR_INVALID, "stop_strings[%zu]: not valid UTF-8, so it could never match the text",
+                           i);
     }
     vt_text_stream *t = calloc(1, sizeof *t);
     if (!t) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
