@@ -10,6 +10,7 @@
  *    choices still equal their separate requests; cancelling every choice
  *    frees every block. */
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,6 +324,75 @@ static void test_cancel_every_choice(void) {
     vt_batch_close(b);
 }
 
+/* Whether s[0..n) is well-formed UTF-8 on its own (an independent check,
+ * not the library's). */
+static bool whole_characters(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = s[i];
+        const size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (len == 0 || i + len > n) return false;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+        if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F) || (c == 0xF0 && s[i + 1] < 0x90) ||
+            (c == 0xF4 && s[i + 1] > 0x8F))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
+/* text_offset indexes the text vt_batch_read returns: at a hot
+ * temperature the trained model's 512-token vocabulary (half of it single
+ * bytes) yields bytes that are no character, which the text holds as U+FFFD
+ * (3 bytes). Wherever a token's bytes are whole characters the text at its
+ * offset is those bytes, including after a U+FFFD (where offsets counted
+ * from the tokens' own bytes went wrong); every offset is within the text
+ * and none goes back. */
+static void test_text_offsets_index_the_text(void) {
+    vt_batch *b = open_batch("reference", 4);
+    CU_ASSERT_FATAL(b != NULL);
+    char err[512] = "";
+    int checked_after_replacement = 0;
+    for (uint64_t seed = 1; seed <= 8; seed++) {
+        vt_batch_request r;
+        sampled_request(&r, "Once upon a time", seed, 40);
+        r.temperature = 3.0f;
+        r.logprobs = true;
+        uint64_t id;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+        char text[4096];
+        size_t n_text = 0, n_tok = 0;
+        int32_t tokens[64];
+        int64_t offsets[64];
+        for (bool done = false; !done;) {
+            int32_t n_seqs = -1;
+            CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
+            vt_batch_output o;
+            CU_ASSERT_EQUAL_FATAL(vt_batch_read(b, id, &o, err, sizeof err), VT_OK);
+            vt_batch_logprobs lp = {.struct_size = sizeof lp};
+            CU_ASSERT_EQUAL_FATAL(vt_batch_read_logprobs(b, id, &lp, err, sizeof err), VT_OK);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(lp.text_offset);
+            CU_ASSERT_FATAL(n_text + o.n_text <= sizeof text && n_tok + o.n_tokens <= 64);
+            memcpy(text + n_text, o.text, o.n_text);
+            n_text += o.n_text;
+            for (size_t t = 0; t < o.n_tokens; t++, n_tok++) tokens[n_tok] = o.tokens[t], offsets[n_tok] = lp.text_offset[t];
+            done = o.finish != VT_FINISH_NONE;
+        }
+        for (size_t t = 0; t < n_tok; t++) {
+            CU_ASSERT(offsets[t] >= (t ? offsets[t - 1] : 0) && offsets[t] <= (int64_t)n_text);
+            char bytes[64];
+            const int32_t n = vt_batch_token_bytes(b, tokens[t], bytes, sizeof bytes);
+            if (n <= 0 || !whole_characters((const unsigned char *)bytes, (size_t)n)) continue;
+            CU_ASSERT_FATAL(offsets[t] + n <= (int64_t)n_text);
+            CU_ASSERT_EQUAL(memcmp(text + offsets[t], bytes, (size_t)n), 0);
+            if (memmem(text, (size_t)offsets[t], "\xEF\xBF\xBD", 3)) checked_after_replacement++;
+        }
+        CU_ASSERT_EQUAL_FATAL(vt_batch_remove(b, id, err, sizeof err), VT_OK);
+    }
+    CU_ASSERT(checked_after_replacement > 0); /* the case offsets from raw bytes got wrong was met */
+    vt_batch_close(b);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"logprobs are the log-softmax of the logits", test_logprobs_are_the_log_softmax_of_the_logits},
@@ -332,6 +402,7 @@ int main(void) {
         {"greedy choices are identical", test_greedy_choices_are_identical},
         {"choices without enough sequences", test_choices_without_enough_sequences},
         {"cancel every choice", test_cancel_every_choice},
+        {"text offsets index the text", test_text_offsets_index_the_text},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("batch choices", suite_init, NULL, tests);

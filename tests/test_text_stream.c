@@ -173,6 +173,51 @@ static void test_bad_stop_strings_are_refused_naming_the_field(void) {
     vt_text_stream_free(t);
 }
 
+/* Where each token begins in the text (vt_batch_logprobs.text_offset):
+ * the text's length before it, counting a byte that is no character as the
+ * U+FFFD the text has in its place; a token continuing a held-back
+ * character has that character's start; one that ends a held-back
+ * character that cannot complete begins after its U+FFFD; after a stop
+ * string, the text's end. Every offset is checked against the text itself. */
+static void test_token_offsets_index_the_text(void) {
+    const char *const stops[] = {"STOP"};
+    vt_text_stream *t = make(stops, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    collected c = {{0}, 0};
+    static const struct {
+        const char *bytes;
+        size_t n;
+        size_t offset;
+    } tokens[] = {
+        {"ab", 2, 0},          /* "ab" */
+        {"\xC3", 1, 2},        /* the start of "é": held back */
+        {"\xA9" "c", 2, 2},       /* continues it: the character's start */
+        {"\xFF", 1, 5},        /* no character: U+FFFD at 5 */
+        {"d", 1, 8},           /* after the 3 bytes of that U+FFFD */
+        {"\xE2\x82", 2, 9},    /* the start of "€", never completed */
+        {"e", 1, 12},          /* ends it: it becomes U+FFFD (9..12), "e" after */
+        {"", 0, 13},           /* no text: where the text ends */
+        {"fST", 3, 13},        /* "f", then "ST" held back (it may become the stop string) */
+        {"OPgh", 4, 16},       /* the stop string matches at 14: the text ends there */
+        {"ij", 2, 14},         /* after the stop string: the text's end */
+    };
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
+        CU_ASSERT_EQUAL(vt_text_stream_offset_of(t, tokens[i].bytes, tokens[i].n), tokens[i].offset);
+        feed_take(t, &c, tokens[i].bytes, tokens[i].n);
+    }
+    finish_take(t, &c);
+    CU_ASSERT_EQUAL(c.n, 14);
+    CU_ASSERT_STRING_EQUAL(c.buf, "ab\xC3\xA9" "c\xEF\xBF\xBD" "d\xEF\xBF\xBD" "ef");
+    /* the text at each offset is the token's own where its bytes are characters */
+    CU_ASSERT_EQUAL(memcmp(c.buf + 0, "ab", 2), 0);
+    CU_ASSERT_EQUAL(memcmp(c.buf + 2, "\xC3\xA9", 2), 0);
+    CU_ASSERT_EQUAL(memcmp(c.buf + 5, "\xEF\xBF\xBD", 3), 0);
+    CU_ASSERT_EQUAL(memcmp(c.buf + 8, "d", 1), 0);
+    CU_ASSERT_EQUAL(memcmp(c.buf + 12, "e", 1), 0);
+    CU_ASSERT_EQUAL(memcmp(c.buf + 13, "f", 1), 0);
+    vt_text_stream_free(t);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"split characters wait until whole", test_split_characters_wait_until_whole},
@@ -182,6 +227,7 @@ int main(void) {
         {"overlapping prefixes hold back the longest", test_overlapping_prefixes_hold_back_the_longest},
         {"the earliest of several stop strings wins", test_the_earliest_of_several_stop_strings_wins},
         {"bad stop strings are refused naming the field", test_bad_stop_strings_are_refused_naming_the_field},
+        {"token offsets index the text", test_token_offsets_index_the_text},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("text stream", NULL, NULL, tests);

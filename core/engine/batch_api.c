@@ -356,6 +356,7 @@ vt_status vt_batch_read_logprobs(vt_batch *b, uint64_t id, vt_batch_logprobs *ou
         .sampled = o.sampled,
         .top = o.top,
         .n_top = o.n_top,
+        .text_offset = o.text_offset,
     };
     memcpy(out, &full, out->struct_size < sizeof full ? out->struct_size : sizeof full);
     return VT_OK;

@@ -43,6 +43,7 @@ typedef struct request {
     int32_t n_top;
     vt_token_logprob *lp_sampled; /* [cap_lp] */
     vt_token_logprob *lp_top;     /* [cap_lp * n_top] */
+    int64_t *lp_text_offset;      /* [cap_lp] where each token begins in the text; NULL without text */
     int64_t cap_lp;
     vt_token_logprob lp_step[1 + VT_BATCH_MAX_TOP_LOGPROBS]; /* this step's, written while sampling */
     int64_t last_read_from, last_read_n; /* the generated tokens the last read returned */
@@ -201,6 +202,7 @@ static void free_request(request *r) {
     vt_text_stream_free(r->text);
     free(r->lp_sampled);
     free(r->lp_top);
+    free(r->lp_text_offset);
     free(r->followers);
     vt_grammar_sampling_free(r->grammar);
     free(r);
@@ -476,6 +478,7 @@ vt_status vt_sched_read_logprobs(vt_sched *s, uint64_t id, vt_sched_logprobs *ou
     out->n_top = r->n_top;
     out->sampled = r->lp_sampled ? r->lp_sampled + r->last_read_from : NULL;
     out->top = r->lp_top ? r->lp_top + r->last_read_from * r->n_top : NULL;
+    out->text_offset = r->lp_text_offset ? r->lp_text_offset + r->last_read_from : NULL;
     return VT_OK;
 }
 
@@ -731,6 +734,9 @@ static vt_status append_text(vt_sched *s, request *r, int32_t token, vt_error *e
     int32_t n = 0;
     vt_status st = token_bytes(s, token, &n, err);
     if (st != VT_OK) return st;
+    if (r->logprobs)
+        r->lp_text_offset[r->n_generated] =
+            (int64_t)vt_text_stream_offset_of(r->text, s->token_bytes, n > 0 ? (size_t)n : 0);
     if (r->grammar && !vt_grammar_sampling_accept(r->grammar, s->token_bytes, n))
         return vt_fail(err, VT_ERR_INTERNAL, "token %d left the request's grammar", token);
     return n > 0 ? vt_text_stream_feed(r->text, s->token_bytes, (size_t)n, NULL, err) : VT_OK;
@@ -802,6 +808,11 @@ static bool keep_logprobs(request *r) {
             if (!top) return false;
             r->lp_top = top;
         }
+        if (r->text) {
+            int64_t *offset = realloc(r->lp_text_offset, (size_t)cap * sizeof *offset);
+            if (!offset) return false;
+            r->lp_text_offset = offset;
+        }
         r->cap_lp = cap;
     }
     r->lp_sampled[r->n_generated] = r->lp_step[0];
@@ -818,6 +829,10 @@ static void accept_token(vt_sched *s, request *r, int32_t token, vt_sched_step_i
         return;
     }
     bool ok = keep_logprobs(r);
+    /* where the text ends, for a token that adds none (append_text says
+     * where one that does begins) */
+    if (ok && r->text && r->logprobs)
+        r->lp_text_offset[r->n_generated] = (int64_t)vt_text_stream_offset_of(r->text, NULL, 0);
     if (ok && r->text && !is_stop_id(r, token)) {
         vt_error text_err = {0};
         ok = append_text(s, r, token, &text_err) == VT_OK;

@@ -175,6 +175,7 @@ typedef struct vt_sched_logprobs {
     const vt_token_logprob *sampled; /* [n_tokens] */
     const vt_token_logprob *top;     /* [n_tokens * n_top] */
     int32_t n_top;
+    const int64_t *text_offset;      /* [n_tokens] (vt_batch_logprobs); NULL without text */
 } vt_sched_logprobs;
 vt_status vt_sched_read_logprobs(vt_sched *s, uint64_t id, vt_sched_logprobs *out, vt_error *err);
 

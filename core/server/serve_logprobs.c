@@ -23,11 +23,11 @@ static bool grow(void **p, size_t *cap, size_t need, size_t item) {
 
 /* entry for (id, logprob), its token's bytes appended to the arena. */
 static bool make_entry(vt_serve_logprobs *lp, const vt_batch *b, vt_token_logprob t, vt_serve_logprob_entry *out) {
-    *out = (vt_serve_logprob_entry){t.id, t.logprob, lp->n_bytes, 0};
+    *out = (vt_serve_logprob_entry){t.id, t.logprob, lp->n_bytes, 0, 0};
     if (t.id < 0) return true;
     char small[128];
     int32_t n = vt_batch_token_bytes(b, t.id, small, sizeof small);
-    if (n < 0) n = 0;
+    if (n <= 0) return true; /* a token of no text (a control token) */
     if (!grow((void **)&lp->bytes, &lp->cap_bytes, lp->n_bytes + (size_t)n, 1)) return false;
     if ((size_t)n <= sizeof small) memcpy(lp->bytes + lp->n_bytes, small, (size_t)n);
     else vt_batch_token_bytes(b, t.id, lp->bytes + lp->n_bytes, (size_t)n);
@@ -53,6 +53,7 @@ bool vt_serve_logprobs_append(vt_serve_logprobs *lp, const vt_batch *b, const vt
             lp->n_bytes = bytes_before;
             return false;
         }
+        e[0].text_offset = src->text_offset ? src->text_offset[t] : 0; /* NULL: no tokenizer, no text */
     }
     lp->n_tokens += n;
     return true;
@@ -119,8 +120,6 @@ static json_t *chat_json(const vt_serve_logprobs *lp, size_t from, size_t to) {
 
 static json_t *completion_json(const vt_serve_logprobs *lp, size_t from, size_t to) {
     const size_t row = 1 + (size_t)lp->n_top;
-    size_t offset = 0;
-    for (size_t t = 0; t < from; t++) offset += lp->e[t * row].len;
     json_t *tokens = json_array(), *values = json_array(), *tops = json_array(), *offsets = json_array();
     bool ok = tokens && values && tops && offsets;
     for (size_t t = from; ok && t < to; t++) {
@@ -143,8 +142,7 @@ static json_t *completion_json(const vt_serve_logprobs *lp, size_t from, size_t 
         }
         ok = top && json_array_append_new(tokens, text_of(lp, &e[0])) == 0 &&
              json_array_append_new(values, number(e[0].logprob)) == 0 && json_array_append_new(tops, top) == 0 &&
-             json_array_append_new(offsets, json_integer((json_int_t)offset)) == 0;
-        offset += e[0].len;
+             json_array_append_new(offsets, json_integer((json_int_t)e[0].text_offset)) == 0;
     }
     if (!ok) {
         json_decref(tokens);

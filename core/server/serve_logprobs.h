@@ -14,7 +14,9 @@
  * A completions top_logprobs dict holds the N alternatives and the sampled
  * token (OpenAI's "up to logprobs + 1"); two tokens of the same text are one
  * key there, the more likely one's. text_offset counts bytes of the choice's
- * UTF-8 text. A log-probability of -inf (a token of probability 0) is
+ * UTF-8 text (vt_batch_logprobs.text_offset: a byte the model produced that
+ * is no character counts as the U+FFFD the text has in its place). A
+ * log-probability of -inf (a token of probability 0) is
  * written -9999.0, as OpenAI does, since JSON has no infinity. */
 #ifndef VT_SERVE_LOGPROBS_H
 #define VT_SERVE_LOGPROBS_H
@@ -32,6 +34,7 @@ typedef struct vt_serve_logprob_entry {
     float logprob;
     size_t off;    /* its token's bytes in the arena */
     uint32_t len;
+    int64_t text_offset; /* a sampled token's: where it begins in the choice's text */
 } vt_serve_logprob_entry;
 
 typedef struct vt_serve_logprobs {

@@ -22,6 +22,7 @@ struct vt_text_stream {
     size_t n_pending, cap_pending;
     char *taken; /* what the last take returned */
     size_t cap_taken;
+    size_t n_taken_total; /* every take's bytes: the text before pending */
     bool stopped;  /* a stop string matched: pending ends before it, nothing more is appended */
     bool finished; /* no more input: everything pending is final */
 };
@@ -141,6 +142,12 @@ vt_status vt_text_stream_feed(vt_text_stream *t, const char *bytes, size_t n, bo
 
 bool vt_text_stream_stopped(const vt_text_stream *t) { return t->stopped; }
 
+size_t vt_text_stream_offset_of(const vt_text_stream *t, const char *bytes, size_t n) {
+    const size_t length = t->n_taken_total + t->n_pending;
+    if (t->stopped || t->finished || n == 0 || t->utf8.n_pending == 0) return length;
+    return vt_utf8_stream_continues(&t->utf8, (unsigned char)bytes[0]) ? length : length + 3;
+}
+
 void vt_text_stream_finish(vt_text_stream *t) {
     if (t->finished) return;
     t->finished = true;
@@ -183,6 +190,7 @@ vt_status vt_text_stream_take(vt_text_stream *t, const char **text, size_t *n, v
         memcpy(t->taken, t->pending, final);
         memmove(t->pending, t->pending + final, t->n_pending - final);
         t->n_pending -= final;
+        t->n_taken_total += final;
     }
     *text = t->taken;
     *n = final;

@@ -40,6 +40,12 @@ void vt_text_stream_free(vt_text_stream *t);
 vt_status vt_text_stream_feed(vt_text_stream *t, const char *bytes, size_t n, bool *stopped, vt_error *err);
 bool vt_text_stream_stopped(const vt_text_stream *t);
 
+/* Where n bytes fed next would begin in the text, in bytes from its start:
+ * its length so far; where they continue a character held back incomplete,
+ * that character's start; where they end one, after the U+FFFD it becomes.
+ * Once stopped, the text's length. */
+size_t vt_text_stream_offset_of(const vt_text_stream *t, const char *bytes, size_t n);
+
 /* No more bytes will come: what was held back becomes final. */
 void vt_text_stream_finish(vt_text_stream *t);
 

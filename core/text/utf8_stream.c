@@ -61,6 +61,10 @@ size_t vt_utf8_stream_push(vt_utf8_stream *s, const char *in, size_t n, char *ou
     return w;
 }
 
+int vt_utf8_stream_continues(const vt_utf8_stream *s, unsigned char c) {
+    return s->n_pending > 0 && continuation_ok(s->pending[0], s->n_pending, c);
+}
+
 size_t vt_utf8_stream_flush(vt_utf8_stream *s, char *out) {
     if (s->n_pending == 0) return 0;
     s->n_pending = 0;

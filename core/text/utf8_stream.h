@@ -23,6 +23,9 @@ typedef struct vt_utf8_stream {
 /* Feed n bytes; writes complete, valid UTF-8 to out (at least
  * VT_UTF8_STREAM_OUT_MAX(n) bytes) and returns how many. */
 size_t vt_utf8_stream_push(vt_utf8_stream *s, const char *in, size_t n, char *out);
+/* Whether byte c, pushed next, continues the incomplete sequence held back
+ * (false when none is). */
+int vt_utf8_stream_continues(const vt_utf8_stream *s, unsigned char c);
 /* End of stream: a held-back incomplete sequence becomes U+FFFD. */
 size_t vt_utf8_stream_flush(vt_utf8_stream *s, char *out);
 

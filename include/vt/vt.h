@@ -201,6 +201,13 @@ typedef struct vt_batch_logprobs {
     const vt_token_logprob *top;     /* [n_tokens * n_top]: row i holds token i's n_top most likely
                                       * alternatives, most likely first (ties to the lower id) */
     int32_t n_top;                   /* the request's top_logprobs */
+    /* [n_tokens]: where each token begins in the request's text, in bytes
+     * from its start (the text vt_batch_read returns, read after read). A
+     * byte that is no character stands there as U+FFFD (3 bytes); a token
+     * beginning inside a character has the character's start; one after a
+     * stop string, or adding no text, has the text's length then. NULL for a
+     * model without a tokenizer. */
+    const int64_t *text_offset;
 } vt_batch_logprobs;
 
 /* What vt_batch_read reports. */

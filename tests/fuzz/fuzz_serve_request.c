@@ -107,10 +107,10 @@ static void fake_logprobs(const char *text, int32_t n_top, vt_serve_logprobs *lp
     for (size_t off = 0, t = 0; off < n; t++) {
         const uint32_t len = (uint32_t)(1 + (off + t) % 3 < n - off ? 1 + (off + t) % 3 : n - off);
         vt_serve_logprob_entry *e = lp->e + t * row;
-        e[0] = (vt_serve_logprob_entry){(int32_t)t, -(float)t, off, len};
+        e[0] = (vt_serve_logprob_entry){(int32_t)t, -(float)t, off, len, (int64_t)off};
         for (int32_t k = 0; k < n_top; k++)
             e[1 + k] = (vt_serve_logprob_entry){k == n_top - 1 && t % 2 ? -1 : (int32_t)k,
-                                                k == 1 ? -INFINITY : -(float)k, off, len};
+                                                k == 1 ? -INFINITY : -(float)k, off, len, 0};
         off += len;
         lp->n_tokens = t + 1;
     }
