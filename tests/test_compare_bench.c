@@ -506,6 +506,35 @@ static void test_bench_parallel_json(void) {
     json_free(&doc);
 }
 
+/* A mixture of experts: bytes_per_token is one token's experts, and a step
+ * of one sequence is charged that; a step of several reads every expert
+ * its tokens chose, which depends on the routing, so it gets no GB/s and no
+ * fraction (null) rather than one token's bytes (which read as a fraction
+ * of what the step moved). */
+static void test_bench_parallel_moe_has_no_step_bytes(void) {
+    char args[2048], moe[1024];
+    snprintf(moe, sizeof moe, "%s/models/qwen3moe-tiny-q8_0.gguf", vt_test_data_dir("moe model"));
+    snprintf(args, sizeof args, "bench -m '%s' --json --backends reference --parallel 1,3 -p 4 -n 2 -r 1 -t 2 --membw-mib 64",
+             moe);
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *results = json_get(&doc, "results");
+    CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 4);
+    const double bpt = num(&doc, "bytes_per_token"), bw = num(&doc, "bandwidth_gb_s");
+    for (size_t i = 1; i < results->n; i += 2) { /* the tg rows */
+        const json_value *r = &results->items[i], *gb = json_get(r, "gb_s"), *f = json_get(r, "fraction_of_limit");
+        CU_ASSERT_FATAL(gb && f);
+        if (num(r, "n_seqs") == 1) {
+            VT_ASSERT_NEAR(gb->number, num(r, "tok_s_median") * bpt * 1e-9, 1e-6 * gb->number);
+            VT_ASSERT_NEAR(f->number, gb->number / bw, 1e-6 * f->number);
+        } else {
+            CU_ASSERT_EQUAL(gb->type, JSON_NULL);
+            CU_ASSERT_EQUAL(f->type, JSON_NULL);
+        }
+    }
+    json_free(&doc);
+}
+
 /* The repetitions are interleaved: with --parallel 1,2,3 there are three
  * configurations; round r runs each once, starting with configuration
  * r mod 3, so configuration c runs at position (c - r) mod 3 of round r. Each
@@ -1000,6 +1029,8 @@ int main(void) {
          test_compare_kv_dtype_list},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
         {"bench --parallel --json: n_seqs, aggregate and per-sequence rates", test_bench_parallel_json},
+        {"bench --parallel on a mixture of experts: no step bytes past one sequence",
+         test_bench_parallel_moe_has_no_step_bytes},
         {"bench interleaves configurations round-robin, medians per configuration", test_bench_interleaves_runs},
         {"bench --backends NAME,NAME: two engines of one plan, the second labelled NAME#2",
          test_bench_repeated_backend},

@@ -320,14 +320,23 @@ static void bench_interleaved(bench_job *job, bench_config *cfgs, int n, vt_erro
 /* Decode steps per second: a step of S sequences reads the weights once. */
 static double steps_per_s(const bench_result *r) { return r->median / (double)r->n_seqs; }
 
-static double fraction_of_limit(const bench_result *r, int64_t bytes_per_token, double bw_gb_s) {
-    if (!r->is_tg || !(bw_gb_s > 0)) return NAN;
+/* Whether the weights a decode step reads are known: one token's, or for a
+ * step of several sequences the same once for all. Not for a mixture of
+ * experts' step of several: it reads every expert any of its tokens chose,
+ * between one token's and all of them, as the routing fell. */
+static bool step_bytes_known(const bench_job *job, const bench_result *r) {
+    return job->model->hp.n_expert == 0 || r->n_seqs == 1;
+}
+
+static double fraction_of_limit(const bench_job *job, const bench_result *r, int64_t bytes_per_token,
+                                double bw_gb_s) {
+    if (!r->is_tg || !(bw_gb_s > 0) || !step_bytes_known(job, r)) return NAN;
     return steps_per_s(r) * (double)bytes_per_token / (bw_gb_s * 1e9);
 }
 
 /* GB/s of weights the median decode rate implies. */
-static double implied_gb_s(const bench_result *r, int64_t bytes_per_token) {
-    return r->is_tg ? steps_per_s(r) * (double)bytes_per_token * 1e-9 : NAN;
+static double implied_gb_s(const bench_job *job, const bench_result *r, int64_t bytes_per_token) {
+    return r->is_tg && step_bytes_known(job, r) ? steps_per_s(r) * (double)bytes_per_token * 1e-9 : NAN;
 }
 
 /* The KV-cache dtypes whose bytes per token bench reports, every one the
@@ -411,9 +420,9 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
                    r->calibration_seconds, r->calibration_measured, r->calibration_cache_hit ? "true" : "false");
         if (r->is_tg) {
             printf(", \"gb_s\": ");
-            vt_json_number(stdout, implied_gb_s(r, bpt));
+            vt_json_number(stdout, implied_gb_s(job, r, bpt));
             printf(", \"fraction_of_limit\": ");
-            vt_json_number(stdout, fraction_of_limit(r, bpt, bw));
+            vt_json_number(stdout, fraction_of_limit(job, r, bpt, bw));
         }
         printf("}");
     }
@@ -448,9 +457,9 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
         putchar(',');
         csv_number(r->stdev);
         putchar(',');
-        csv_number(implied_gb_s(r, bpt));
+        csv_number(implied_gb_s(job, r, bpt));
         putchar(',');
-        csv_number(fraction_of_limit(r, bpt, bw));
+        csv_number(fraction_of_limit(job, r, bpt, bw));
         printf(",%lld,%lld,%lld,", (long long)job->model->weight_bytes, (long long)job->model->n_params,
                (long long)bpt);
         csv_number(bw);
@@ -487,7 +496,11 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     if (bw > 0)
         printf("memory read bandwidth (measured now): %.1f GB/s -> decode limit %.1f tok/s\n", bw,
                bw * 1e9 / (double)bpt);
-    if (job->parallel)
+    if (job->parallel && job->model->hp.n_expert > 0)
+        printf("tok/s: all sequences together; per seq: each sequence's rate; GB/s and the limit are per decode\n"
+               "step: one sequence's reads one token's experts; a step of several reads every expert its tokens\n"
+               "chose, which depends on the routing, so no GB/s is given there (-)\n");
+    else if (job->parallel)
         printf("tok/s: all sequences together; per seq: each sequence's rate; GB/s and the limit are per decode\n"
                "step, which reads the weights once for all its sequences\n");
     printf("runs interleaved: each round runs every configuration once, round r starting with the r-th;\n"
@@ -506,8 +519,9 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
         printf("%-*s %5d %-8s %14.2f %10.2f %10.2f %8.3f", w, r->backend, r->n_seqs, r->test, r->median,
                r->median / (double)r->n_seqs, r->stdev, r->ratio);
         if (r->is_tg) {
-            printf(" %9.2f", implied_gb_s(r, bpt));
-            double f = fraction_of_limit(r, bpt, bw);
+            const double gb_s = implied_gb_s(job, r, bpt), f = fraction_of_limit(job, r, bpt, bw);
+            if (isfinite(gb_s)) printf(" %9.2f", gb_s);
+            else printf(" %9s", "-");
             if (isfinite(f)) printf(" %8.1f%%", 100.0 * f);
         }
         putchar('\n');
