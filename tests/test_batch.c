@@ -128,12 +128,12 @@ static void together(const char *backend, double tol) {
     comparison c = {.want = want};
 
     /* step 1: A and B whole, the first 9 tokens of C (no logits wanted for C) */
-    vt_step_entry s1[3] = {{0, prompt_a, 5, true}, {1, prompt_b, 11, true}, {2, prompt_c, 9, false}};
+    vt_step_entry s1[3] = {{0, prompt_a, 5, true, false}, {1, prompt_b, 11, true, false}, {2, prompt_c, 9, false, false}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, s1, 3, &err), VT_OK);
     CU_ASSERT_PTR_NULL(vt_engine_step_logits(e, 2));
     for (int s = 0; s < 2; s++) compare_entry(&c, e, s, s);
     /* step 2: A and B decode, the rest of C's prompt: a mixed prefill step */
-    vt_step_entry s2[3] = {{0, &c.next[0], 1, true}, {1, &c.next[1], 1, true}, {2, prompt_c + 9, 8, true}};
+    vt_step_entry s2[3] = {{0, &c.next[0], 1, true, true}, {1, &c.next[1], 1, true, true}, {2, prompt_c + 9, 8, true, false}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, s2, 3, &err), VT_OK);
     for (int s = 0; s < 3; s++) compare_entry(&c, e, s, s);
     /* decode steps of all three (the decode plan) until each has N_DECODE */
@@ -143,7 +143,7 @@ static void together(const char *backend, double tol) {
         for (int s = 0; s < N_SEQS; s++) {
             if (c.step_of[s] > N_DECODE) continue;
             seqs[n] = s;
-            d[n++] = (vt_step_entry){s, &c.next[s], 1, true};
+            d[n++] = (vt_step_entry){s, &c.next[s], 1, true, true};
         }
         CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, d, n, &err), VT_OK);
         for (int32_t i = 0; i < n; i++) compare_entry(&c, e, i, seqs[i]);
@@ -199,12 +199,12 @@ static void test_context_full_changes_nothing(void) {
     vt_engine *e = open_engine("reference", 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     vt_error err = {0};
-    vt_step_entry first[2] = {{0, prompt_b, 11, true}, {1, prompt_c, 17, true}};
+    vt_step_entry first[2] = {{0, prompt_b, 11, true, false}, {1, prompt_c, 17, true, false}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, first, 2, &err), VT_OK);
     const int32_t free_before = vt_engine_free_blocks(e);
     int32_t *big = calloc(250, sizeof *big); /* 250 more tokens: the 256-token pool cannot hold them */
     CU_ASSERT_PTR_NOT_NULL_FATAL(big);
-    vt_step_entry over[2] = {{0, prompt_a, 5, true}, {2, big, 250, true}};
+    vt_step_entry over[2] = {{0, prompt_a, 5, true, false}, {2, big, 250, true, false}};
     CU_ASSERT_EQUAL(vt_engine_step(e, over, 2, &err), VT_ERR_CONTEXT_FULL);
     VT_ASSERT_ERROR(err, VT_ERR_CONTEXT_FULL);
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), free_before);
@@ -213,7 +213,7 @@ static void test_context_full_changes_nothing(void) {
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 2), 0);
     /* and the sequences carry on */
     const int32_t t = 5;
-    vt_step_entry d[2] = {{0, &t, 1, true}, {1, &t, 1, true}};
+    vt_step_entry d[2] = {{0, &t, 1, true, true}, {1, &t, 1, true, true}};
     CU_ASSERT_EQUAL(vt_engine_step(e, d, 2, &err), VT_OK);
     free(big);
     vt_engine_free(e);
@@ -224,18 +224,18 @@ static void test_bad_steps_are_refused(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     vt_error err = {0};
     const int32_t ok[2] = {1, 2}, oov[2] = {1, 100000};
-    vt_step_entry dup[2] = {{0, ok, 2, true}, {0, ok, 1, true}};
+    vt_step_entry dup[2] = {{0, ok, 2, true, false}, {0, ok, 1, true, false}};
     CU_ASSERT_EQUAL(vt_engine_step(e, dup, 2, &err), VT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "sequence 0 appears in entries 0 and 1"));
-    vt_step_entry bad_seq[1] = {{5, ok, 2, true}};
+    vt_step_entry bad_seq[1] = {{5, ok, 2, true, false}};
     CU_ASSERT_EQUAL(vt_engine_step(e, bad_seq, 1, &err), VT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "sequence 5"));
-    vt_step_entry bad_tok[1] = {{1, oov, 2, true}};
+    vt_step_entry bad_tok[1] = {{1, oov, 2, true, false}};
     CU_ASSERT_EQUAL(vt_engine_step(e, bad_tok, 1, &err), VT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "outside the vocabulary"));
-    vt_step_entry empty[1] = {{1, ok, 0, true}};
+    vt_step_entry empty[1] = {{1, ok, 0, true, false}};
     CU_ASSERT_EQUAL(vt_engine_step(e, empty, 1, &err), VT_ERR_INVALID);
-    vt_step_entry three[3] = {{0, ok, 1, true}, {1, ok, 1, true}, {1, ok, 1, true}};
+    vt_step_entry three[3] = {{0, ok, 1, true, false}, {1, ok, 1, true, false}, {1, ok, 1, true, false}};
     CU_ASSERT_EQUAL(vt_engine_step(e, three, 3, &err), VT_ERR_INVALID); /* more entries than sequences */
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 0), 0);
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 1), 0);
@@ -251,14 +251,14 @@ static void test_fork_continues_like_a_fresh_sequence(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
     vt_error err = {0};
     const int32_t free_at_start = vt_engine_free_blocks(e);
-    vt_step_entry p[1] = {{0, prompt_b, 11, true}};
+    vt_step_entry p[1] = {{0, prompt_b, 11, true, false}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, p, 1, &err), VT_OK);
     CU_ASSERT_EQUAL_FATAL(vt_engine_seq_fork(e, 0, 1, &err), VT_OK);
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 1), 11);
     CU_ASSERT_EQUAL(vt_engine_seq_fork(e, 0, 1, &err), VT_ERR_INVALID); /* dst not empty */
     CU_ASSERT_EQUAL(vt_engine_seq_fork(e, 0, 0, &err), VT_ERR_INVALID);
     const int32_t t0 = 7, t1 = 42;
-    vt_step_entry d[2] = {{0, &t0, 1, true}, {1, &t1, 1, true}};
+    vt_step_entry d[2] = {{0, &t0, 1, true, true}, {1, &t1, 1, true, true}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, d, 2, &err), VT_OK);
     float *forked = malloc((size_t)V * sizeof *forked), *orig = malloc((size_t)V * sizeof *orig);
     CU_ASSERT_FATAL(forked && orig);
@@ -267,11 +267,11 @@ static void test_fork_continues_like_a_fresh_sequence(void) {
     int32_t fresh_tokens[12];
     memcpy(fresh_tokens, prompt_b, sizeof prompt_b);
     fresh_tokens[11] = t1;
-    vt_step_entry f[1] = {{2, fresh_tokens, 12, true}};
+    vt_step_entry f[1] = {{2, fresh_tokens, 12, true, false}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, f, 1, &err), VT_OK);
     CU_ASSERT_EQUAL(memcmp(forked, vt_engine_step_logits(e, 0), (size_t)V * sizeof *forked), 0);
     fresh_tokens[11] = t0;
-    vt_step_entry g[1] = {{3, fresh_tokens, 12, true}};
+    vt_step_entry g[1] = {{3, fresh_tokens, 12, true, false}};
     CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, g, 1, &err), VT_OK);
     CU_ASSERT_EQUAL(memcmp(orig, vt_engine_step_logits(e, 0), (size_t)V * sizeof *orig), 0);
     for (int s = 0; s < 4; s++) vt_engine_seq_release(e, s);

@@ -324,6 +324,140 @@ static void test_cancel_every_choice(void) {
     vt_batch_close(b);
 }
 
+/* ---- plans that compute apart --------------------------------------------- */
+
+/* On onednn, prefill matmuls run on oneDNN and decode on the fallback: the
+ * engine's two plans compute differently (which is why the prefix cache is
+ * off there). A token's numbers must still not depend on what shares its
+ * step: a prompt's tokens always go through the prefill plan and generated
+ * ones through the decode plan. */
+static vt_batch *open_onednn(int max_seqs, int ctx) {
+    char seqs[64], ctx_size[64], path[1024];
+    snprintf(seqs, sizeof seqs, "runtime.max_seqs=%d", max_seqs);
+    snprintf(ctx_size, sizeof ctx_size, "kv_cache.ctx_size=%d", ctx);
+    /* quantized weights: oneDNN's prefill and the fallback's decode differ in their last bits */
+    snprintf(path, sizeof path, "%s/models/llama-gqa-tiny-q4_k_m.gguf", vt_test_data_dir("onednn model"));
+    const char *const settings[] = {"runtime.backend=onednn", "runtime.threads=2", seqs, ctx_size, NULL};
+    const vt_session_options o = {sizeof o, NULL, settings, false};
+    vt_batch *b = NULL;
+    char err[512] = "";
+    if (vt_batch_open(path, &o, &b, err, sizeof err) != VT_OK) printf("\n  vt_batch_open: %s\n", err);
+    if (b) { /* the case this is about: the plans disagree, so the prefix cache is off */
+        vt_batch_cache_stats cs = {.struct_size = sizeof cs};
+        vt_batch_get_cache_stats(b, &cs);
+        CU_ASSERT_FALSE(cs.enabled);
+    }
+    return b;
+}
+
+/* Request: ids[0..n), max_new tokens, sampled with seed at temperature 1, logprobs. */
+static void id_request(vt_batch_request *r, const int32_t *ids, size_t n, int64_t max_new, uint64_t seed) {
+    vt_batch_request_init(r);
+    r->ids = ids;
+    r->n_ids = n;
+    r->max_new_tokens = max_new;
+    r->ignore_eos = true;
+    r->temperature = 1.0f;
+    r->seed = seed;
+    r->logprobs = true;
+}
+
+static bool same_generation(const generated *a, const generated *b) {
+    return a->n == b->n && memcmp(a->tokens, b->tokens, (size_t)a->n * sizeof *a->tokens) == 0 &&
+           memcmp(a->sampled, b->sampled, (size_t)a->n * sizeof *a->sampled) == 0; /* logprobs bit for bit */
+}
+
+static void test_onednn_steps_shared_do_not_change_a_sequence(void) {
+    if (!vt_test_onednn_expected()) return; /* it said why */
+    int32_t pa[8], pb[100];
+    for (int i = 0; i < 8; i++) pa[i] = 5 + i;
+    for (int i = 0; i < 100; i++) pb[i] = 20 + i;
+    char err[512] = "";
+    /* A alone */
+    vt_batch *b = open_onednn(2, 256);
+    CU_ASSERT_FATAL(b != NULL);
+    vt_batch_request r;
+    uint64_t ia, ib;
+    id_request(&r, pa, 8, 24, 3);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ia, err, sizeof err), VT_OK);
+    static generated alone, mixed[2];
+    memset(&alone, 0, sizeof alone);
+    run_to_end(b, &ia, 1, true, &alone);
+    vt_batch_close(b);
+    CU_ASSERT_EQUAL(alone.n, 24);
+    /* A again, with B's 100-token prompt arriving after A's fourth step:
+     * B's prompt chunks share steps with A's decodes */
+    b = open_onednn(2, 256);
+    CU_ASSERT_FATAL(b != NULL);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ia, err, sizeof err), VT_OK);
+    memset(mixed, 0, sizeof mixed);
+    uint64_t both[2] = {ia, 0};
+    for (int k = 0; k < 4; k++) {
+        int32_t n_seqs;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
+        vt_batch_output o;
+        CU_ASSERT_EQUAL_FATAL(vt_batch_read(b, ia, &o, err, sizeof err), VT_OK);
+        vt_batch_logprobs lp = {.struct_size = sizeof lp};
+        CU_ASSERT_EQUAL_FATAL(vt_batch_read_logprobs(b, ia, &lp, err, sizeof err), VT_OK);
+        for (size_t t = 0; t < o.n_tokens; t++, mixed[0].n++)
+            mixed[0].tokens[mixed[0].n] = o.tokens[t], mixed[0].sampled[mixed[0].n] = lp.sampled[t];
+    }
+    vt_batch_request rb;
+    id_request(&rb, pb, 100, 4, 4);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &rb, &ib, err, sizeof err), VT_OK);
+    both[1] = ib;
+    run_to_end(b, both, 2, true, mixed);
+    vt_batch_close(b);
+    CU_ASSERT(same_generation(&alone, &mixed[0]));
+}
+
+static void test_onednn_choices_and_preemption_equal_separate_requests(void) {
+    if (!vt_test_onednn_expected()) return; /* it said why */
+    int32_t p[20];
+    for (int i = 0; i < 20; i++) p[i] = 40 + 3 * i;
+    char err[512] = "";
+    static generated separate[3], together[3];
+    memset(separate, 0, sizeof separate);
+    memset(together, 0, sizeof together);
+    vt_batch_request r;
+    for (int i = 0; i < 3; i++) {
+        vt_batch *b = open_onednn(1, 256);
+        CU_ASSERT_FATAL(b != NULL);
+        uint64_t id;
+        id_request(&r, p, 20, 30, 70 + (uint64_t)i);
+        CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+        run_to_end(b, &id, 1, true, &separate[i]);
+        vt_batch_close(b);
+    }
+    /* three choices on one sequence: choice 0 computes the prompt, the
+     * others wait and compute it again with the first token each drew from
+     * its logits */
+    vt_batch *b = open_onednn(1, 256);
+    CU_ASSERT_FATAL(b != NULL);
+    uint64_t ids[3];
+    id_request(&r, p, 20, 30, 70);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add_n(b, &r, 3, ids, err, sizeof err), VT_OK);
+    run_to_end(b, ids, 3, true, together);
+    vt_batch_close(b);
+    for (int i = 0; i < 3; i++) CU_ASSERT(same_generation(&separate[i], &together[i]));
+    /* two requests in a pool of 4 blocks of 16 that each grow to 3: the
+     * younger is preempted and later computes its prompt and its generated
+     * tokens again */
+    b = open_onednn(2, 64);
+    CU_ASSERT_FATAL(b != NULL);
+    id_request(&r, p, 20, 30, 70);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[0], err, sizeof err), VT_OK);
+    id_request(&r, p, 20, 30, 71);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &ids[1], err, sizeof err), VT_OK);
+    memset(together, 0, sizeof together);
+    run_to_end(b, ids, 2, true, together);
+    vt_batch_stats st;
+    vt_batch_get_stats(b, &st);
+    CU_ASSERT(st.n_preemptions > 0);
+    vt_batch_close(b);
+    for (int i = 0; i < 2; i++) CU_ASSERT(same_generation(&separate[i], &together[i]));
+}
+
 /* Whether s[0..n) is well-formed UTF-8 on its own (an independent check,
  * not the library's). */
 static bool whole_characters(const unsigned char *s, size_t n) {
@@ -403,6 +537,9 @@ int main(void) {
         {"choices without enough sequences", test_choices_without_enough_sequences},
         {"cancel every choice", test_cancel_every_choice},
         {"text offsets index the text", test_text_offsets_index_the_text},
+        {"onednn: steps shared do not change a sequence", test_onednn_steps_shared_do_not_change_a_sequence},
+        {"onednn: choices and preemption equal separate requests",
+         test_onednn_choices_and_preemption_equal_separate_requests},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("batch choices", suite_init, NULL, tests);

@@ -115,7 +115,8 @@ static void together(const char *backend) {
     for (int k = 0; k <= N_DECODE; k++) {
         vt_step_entry step[N_SEQS];
         for (int s = 0; s < N_SEQS; s++)
-            step[s] = k == 0 ? (vt_step_entry){s, prompts[s], prompt_len[s], true} : (vt_step_entry){s, &next[s], 1, true};
+            step[s] = k == 0 ? (vt_step_entry){s, prompts[s], prompt_len[s], true, false}
+                           : (vt_step_entry){s, &next[s], 1, true, true};
         CU_ASSERT_EQUAL_FATAL(vt_engine_step(e, step, N_SEQS, &err), VT_OK);
         for (int s = 0; s < N_SEQS; s++) {
             const float *got = vt_engine_step_logits(e, s);

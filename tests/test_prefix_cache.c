@@ -395,18 +395,18 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     prompt_tokens(q + 36, 4, 9);
     float *fresh_q = malloc((size_t)V * sizeof *fresh_q);
     vt_kv_cache_set_prefix_cache(e->kv, false); /* q computed whole, nothing filed */
-    vt_step_entry eq = {2, q, PROMPT_LEN, true};
+    vt_step_entry eq = {2, q, PROMPT_LEN, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &eq, 1, 0, fresh_q));
     vt_engine_seq_release(e, 2);
     vt_kv_cache_set_prefix_cache(e->kv, true);
     /* computed whole */
-    vt_step_entry en = {0, p, PROMPT_LEN, true};
+    vt_step_entry en = {0, p, PROMPT_LEN, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &en, 1, 0, fresh));
     int32_t greedy_fresh[8], greedy_hit[8];
     int32_t tok = vt_argmax(fresh, V);
     for (int k = 0; k < 8; k++) {
         greedy_fresh[k] = tok;
-        vt_step_entry d = {0, &tok, 1, true};
+        vt_step_entry d = {0, &tok, 1, true, true};
         float *l = hit; /* scratch */
         CU_ASSERT_TRUE_FATAL(step(e, &d, 1, 0, l));
         tok = vt_argmax(l, V);
@@ -415,13 +415,13 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     /* a hit, alone: two full blocks, and of the third (p's last 8 tokens and
      * the 8 decoded) the 7 positions that leave one token to compute */
     CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, p, PROMPT_LEN), PROMPT_LEN - 1);
-    vt_step_entry rest = {1, p + PROMPT_LEN - 1, 1, true};
+    vt_step_entry rest = {1, p + PROMPT_LEN - 1, 1, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &rest, 1, 0, hit));
     CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
     tok = vt_argmax(hit, V);
     for (int k = 0; k < 8; k++) {
         greedy_hit[k] = tok;
-        vt_step_entry d = {1, &tok, 1, true};
+        vt_step_entry d = {1, &tok, 1, true, true};
         CU_ASSERT_TRUE_FATAL(step(e, &d, 1, 0, hit));
         tok = vt_argmax(hit, V);
     }
@@ -429,17 +429,17 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     vt_engine_seq_release(e, 1);
     /* a hit in the middle of a running batch: sequence 0 decodes another
      * prompt in the same step as sequence 2 computes the rest of p */
-    vt_step_entry o0 = {0, other, PROMPT_LEN, true};
+    vt_step_entry o0 = {0, other, PROMPT_LEN, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &o0, 1, 0, hit));
     int32_t t0 = vt_argmax(hit, V);
     CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 2, p, PROMPT_LEN), PROMPT_LEN - 1);
-    const vt_step_entry both[2] = {{0, &t0, 1, true}, {2, p + PROMPT_LEN - 1, 1, true}};
+    const vt_step_entry both[2] = {{0, &t0, 1, true, true}, {2, p + PROMPT_LEN - 1, 1, true, false}};
     CU_ASSERT_TRUE_FATAL(step(e, both, 2, 1, hit));
     CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
     vt_engine_seq_release(e, 0);
     vt_engine_seq_release(e, 2);
     CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, q, PROMPT_LEN), 36);
-    vt_step_entry q_rest = {1, q + 36, 4, true};
+    vt_step_entry q_rest = {1, q + 36, 4, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &q_rest, 1, 0, hit));
     CU_ASSERT_EQUAL(memcmp(fresh_q, hit, (size_t)V * sizeof *hit), 0);
     vt_engine_seq_release(e, 1);
@@ -449,15 +449,15 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     memcpy(o3, other, sizeof other);
     prompt_tokens(o3 + PROMPT_LEN, 3, 10);
     vt_kv_cache_set_prefix_cache(e->kv, false); /* o3 computed whole, nothing filed */
-    vt_step_entry eo = {2, o3, PROMPT_LEN + 3, true};
+    vt_step_entry eo = {2, o3, PROMPT_LEN + 3, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &eo, 1, 0, fresh_q));
     vt_engine_seq_release(e, 2);
     vt_kv_cache_set_prefix_cache(e->kv, true);
-    vt_step_entry eo40 = {2, other, PROMPT_LEN, true};
+    vt_step_entry eo40 = {2, other, PROMPT_LEN, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &eo40, 1, 0, hit));
     vt_engine_seq_release(e, 2); /* its last block, 8 positions, filed as a tail */
     CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, o3, PROMPT_LEN + 3), PROMPT_LEN);
-    vt_step_entry o_rest = {1, o3 + PROMPT_LEN, 3, true};
+    vt_step_entry o_rest = {1, o3 + PROMPT_LEN, 3, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &o_rest, 1, 0, hit));
     CU_ASSERT_EQUAL(memcmp(fresh_q, hit, (size_t)V * sizeof *hit), 0);
     vt_engine_seq_release(e, 1);
@@ -466,7 +466,7 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
      * computing p again (a miss) still gives the same bits */
     vt_kv_cache_set_prefix_cache(e->kv, false);
     CU_ASSERT_EQUAL(vt_engine_seq_attach_prefix(e, 1, p, PROMPT_LEN), 0);
-    vt_step_entry again = {1, p, PROMPT_LEN, true};
+    vt_step_entry again = {1, p, PROMPT_LEN, true, false};
     CU_ASSERT_TRUE_FATAL(step(e, &again, 1, 0, hit));
     CU_ASSERT_EQUAL(memcmp(fresh, hit, (size_t)V * sizeof *hit), 0);
     free(fresh);

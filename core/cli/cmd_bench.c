@@ -159,7 +159,7 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
         int64_t room = budget;
         for (int32_t s = first; s < S && room > 0; s++) {
             const int64_t chunk = job->n_prompt - done[s] < room ? job->n_prompt - done[s] : room;
-            entries[n++] = (vt_step_entry){s, job->tokens + done[s], chunk, done[s] + chunk == job->n_prompt};
+            entries[n++] = (vt_step_entry){s, job->tokens + done[s], chunk, done[s] + chunk == job->n_prompt, false};
             room -= chunk;
         }
         st = vt_engine_step(e, entries, n, err);
@@ -171,7 +171,7 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
     if (st == VT_OK) st = profile_phase(job, backend, S, "tg", err);
     t0 = vt_cli_now();
     for (int64_t k = 0; k < n_gen && st == VT_OK; k++) {
-        for (int32_t s = 0; s < S; s++) entries[s] = (vt_step_entry){s, &job->tokens[k], 1, true};
+        for (int32_t s = 0; s < S; s++) entries[s] = (vt_step_entry){s, &job->tokens[k], 1, true, true};
         st = vt_engine_step(e, entries, S, err);
     }
     t = vt_cli_now() - t0;

@@ -358,7 +358,8 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         st = vt_weight_prep_run(e->registry, plans, 2, model->gguf, &e->prepared, err);
     }
     if (st == VT_OK) warn_inexact_kv(e);
-    if (st == VT_OK) vt_kv_cache_set_prefix_cache(e->kv, opt->prefix_cache && plans_agree(e));
+    if (st == VT_OK) e->plans_agree = plans_agree(e);
+    if (st == VT_OK) vt_kv_cache_set_prefix_cache(e->kv, opt->prefix_cache && e->plans_agree);
     if (st == VT_OK && opt->prefix_cache_blocks > 0) vt_kv_cache_set_cache_budget(e->kv, opt->prefix_cache_blocks);
     if (st == VT_OK) {
         e->logits_cap = e->prefill->max_outputs > e->decode->max_outputs ? e->prefill->max_outputs
@@ -419,10 +420,13 @@ static vt_status ensure_logits(vt_engine *e, int64_t rows, vt_error *err) {
 /* One run of `plan` over entries whose blocks are reserved: tokens in entry
  * order at their sequences' next positions, each entry's last row giving its
  * logits when it asks for them (a plan without row selection computes every
- * row). Logits go to `logits`; *rows gets how many. Sequences are not
- * advanced: the caller does that when the run succeeded. */
-static vt_status run_entries(vt_engine *e, vt_plan *plan, const vt_step_entry *entries, int32_t n_entries,
-                             int64_t total, float *logits, int64_t *rows, vt_error *err) {
+ * row). Logits go to the engine's rows from row_base on; *rows gets how
+ * many; entry i is the step's entry index[i] (NULL: i) for
+ * vt_engine_step_logits. Sequences are not advanced: the caller does that
+ * when the run succeeded. */
+static vt_status run_entries(vt_engine *e, vt_plan *plan, const vt_step_entry *entries, const int32_t *index,
+                             int32_t n_entries, int64_t total, int64_t row_base, int64_t *rows, vt_error *err) {
+    float *logits = e->logits + row_base * e->model->hp.n_vocab;
     vt_status st = VT_OK;
     const int32_t **tables = malloc((size_t)n_entries * sizeof *tables);
     int32_t *table_len = malloc((size_t)n_entries * sizeof *table_len);
@@ -446,9 +450,10 @@ static vt_status run_entries(vt_engine *e, vt_plan *plan, const vt_step_entry *e
             positions[t] = (int32_t)(sq->n_tokens + k);
             seq_idx[t] = i;
         }
-        e->step_rows[i] = -1;
+        const int32_t step_entry = index ? index[i] : i;
+        e->step_rows[step_entry] = -1;
         if (en->logits) {
-            e->step_rows[i] = (int32_t)(select ? n_out : t - 1);
+            e->step_rows[step_entry] = (int32_t)(row_base + (select ? n_out : t - 1));
             out_rows[n_out++] = (int32_t)(t - 1);
         }
     }
@@ -476,14 +481,13 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
     if ((st = ensure_logits(e, rows, err)) != VT_OK) return st;
     if ((st = vt_kv_seq_reserve(e->kv, seq, n, err)) != VT_OK) return st;
     vt_plan *plan = use_decode ? e->decode : e->prefill;
-    const int32_t V = e->model->hp.n_vocab;
     for (int64_t done = 0; done < n && st == VT_OK;) {
         /* decode: one token per call, as a decode step of one sequence is */
         const int64_t most = use_decode ? 1 : plan->max_tokens;
         const int64_t chunk = n - done < most ? n - done : most;
-        const vt_step_entry entry = {0, tokens + done, chunk, true};
+        const vt_step_entry entry = {0, tokens + done, chunk, true, use_decode};
         int64_t ignored;
-        st = run_entries(e, plan, &entry, 1, chunk, e->all_logits ? e->logits + done * V : e->logits, &ignored, err);
+        st = run_entries(e, plan, &entry, NULL, 1, chunk, e->all_logits ? done : 0, &ignored, err);
         if (st == VT_OK) vt_kv_seq_commit(e->kv, seq, tokens + done, chunk); /* the next chunk's positions follow */
         done += chunk;
     }
@@ -508,6 +512,27 @@ void vt_engine_reset(vt_engine *e) {
     e->logits_rows = 0; /* the last eval's rows are no longer the sequence's */
 }
 
+/* The entries of one forward of a step: those of one kind when the plans
+ * disagree, else all; and the plan that runs them. */
+typedef struct step_group {
+    vt_plan *plan;
+    vt_step_entry *entries;
+    int32_t *index; /* each one's entry index in the step */
+    int32_t n;
+    int64_t total;  /* tokens */
+    int64_t rows;   /* logits rows it writes */
+} step_group;
+
+/* Rows of logits a group's run writes: the entries that ask (one at least),
+ * or every token for a plan without row selection. */
+static int64_t group_rows(const step_group *g) {
+    int64_t asking = 0;
+    for (int32_t i = 0; i < g->n; i++) asking += g->entries[i].logits;
+    return g->plan->v_out_rows >= 0 ? (asking ? asking : 1) : g->total;
+}
+
+bool vt_engine_plans_agree(const vt_engine *e) { return e->plans_agree; }
+
 vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_entries, vt_error *err) {
     if (n_entries < 1 || n_entries > e->max_seqs)
         return vt_fail(err, VT_ERR_INVALID, "step: %d entries, the engine takes 1..%d sequences per step", n_entries,
@@ -531,23 +556,63 @@ vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_e
         total += en->n_tokens;
         all_single &= en->n_tokens == 1;
     }
-    vt_plan *plan = all_single && n_entries <= e->decode->max_tokens ? e->decode : e->prefill;
-    if (total > plan->max_tokens)
-        return vt_fail(err, VT_ERR_INVALID, "step: %lld tokens, one step takes at most %lld (runtime.batch_size)",
-                       (long long)total, (long long)plan->max_tokens);
+    /* group 0: one forward of everything (plans agree), or the prompts'
+     * entries through the prefill plan; group 1: the generated ones through
+     * the decode plan */
+    vt_step_entry *sorted = malloc((size_t)n_entries * sizeof *sorted);
+    int32_t *index = malloc((size_t)n_entries * sizeof *index);
+    if (!sorted || !index) {
+        free(sorted), free(index);
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    }
+    step_group g[2] = {{0}, {0}};
+    int32_t n_groups = 1;
+    if (e->plans_agree) {
+        g[0].plan = all_single && n_entries <= e->decode->max_tokens ? e->decode : e->prefill;
+        for (int32_t i = 0; i < n_entries; i++) sorted[i] = entries[i], index[i] = i;
+        g[0] = (step_group){g[0].plan, sorted, index, n_entries, total, 0};
+    } else {
+        int32_t n_prompt = 0;
+        for (int32_t i = 0; i < n_entries; i++) n_prompt += !entries[i].generated;
+        g[0] = (step_group){e->prefill, sorted, index, 0, 0, 0};
+        g[1] = (step_group){e->decode, sorted + n_prompt, index + n_prompt, 0, 0, 0};
+        for (int32_t i = 0; i < n_entries; i++) {
+            step_group *k = &g[entries[i].generated];
+            k->entries[k->n] = entries[i];
+            k->index[k->n++] = i;
+            k->total += entries[i].n_tokens;
+        }
+        if (g[0].n == 0) g[0] = g[1];
+        else n_groups = g[1].n > 0 ? 2 : 1;
+    }
+    vt_status st = VT_OK;
+    for (int32_t k = 0; k < n_groups && st == VT_OK; k++)
+        if (g[k].total > g[k].plan->max_tokens)
+            st = vt_fail(err, VT_ERR_INVALID, "step: %lld %stokens, one step takes at most %lld (%s)",
+                         (long long)g[k].total, e->plans_agree ? "" : g[k].plan == e->decode ? "generated " : "prompt ",
+                         (long long)g[k].plan->max_tokens,
+                         g[k].plan == e->decode ? "a generated token of each sequence" : "runtime.batch_size");
+    if (st != VT_OK) {
+        free(sorted), free(index);
+        return st;
+    }
     vt_host_use(e->pool);
 
     /* Blocks for every entry, or for none. */
-    vt_status st = VT_OK;
     int32_t reserved = 0;
     for (; reserved < n_entries && st == VT_OK; reserved++)
         st = vt_kv_seq_reserve(e->kv, &e->seqs[entries[reserved].seq], entries[reserved].n_tokens, err);
-    /* Rows of logits this run writes: the entries that ask (one at least),
-     * or every token for a plan without row selection. */
-    int64_t rows = 0, asking = 0;
-    for (int32_t i = 0; i < n_entries; i++) asking += entries[i].logits;
-    if (st == VT_OK) st = ensure_logits(e, plan->v_out_rows >= 0 ? (asking ? asking : 1) : total, err);
-    if (st == VT_OK) st = run_entries(e, plan, entries, n_entries, total, e->logits, &rows, err);
+    int64_t rows = 0;
+    for (int32_t k = 0; k < n_groups; k++) rows += group_rows(&g[k]);
+    if (st == VT_OK) st = ensure_logits(e, rows, err);
+    /* The groups touch distinct sequences, and a run advances none: the
+     * second sees the pool as the first left it. */
+    for (int32_t k = 0, base = 0; k < n_groups && st == VT_OK; k++) {
+        int64_t written = 0;
+        st = run_entries(e, g[k].plan, g[k].entries, g[k].index, g[k].n, g[k].total, base, &written, err);
+        base += (int32_t)written;
+    }
+    free(sorted), free(index);
     if (st != VT_OK) {
         for (int32_t i = 0; i < reserved; i++) {
             vt_kv_seq_trim(e->kv, &e->seqs[entries[i].seq]);

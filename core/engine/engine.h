@@ -75,19 +75,30 @@ void vt_engine_reset(vt_engine *e);
 
 /* ---- Many sequences in one forward ----
  * Sequences 0..max_seqs-1 share the KV pool; each grows block by block as its
- * tokens are stored and gives its blocks back when released. A step runs one
- * forward over entries of distinct sequences: each entry appends its tokens
- * to its sequence (a decode token, or a chunk of a prompt). All entries of
- * one token go through the decode plan when they fit it, otherwise the
- * prefill plan (at most its max_tokens tokens in all). Either every entry's
- * tokens are stored or, on failure, none: VT_ERR_CONTEXT_FULL when the pool
- * lacks blocks, the sequences unchanged. */
+ * tokens are stored and gives its blocks back when released. A step runs
+ * entries of distinct sequences: each entry appends its tokens to its
+ * sequence (a decode token, or a chunk of a prompt). Where the two plans
+ * compute alike (vt_engine_plans_agree), a step is one forward: all entries
+ * of one token go through the decode plan when they fit it, otherwise the
+ * prefill plan (at most its max_tokens tokens in all). Where they do not, a
+ * token's numbers must not depend on what shares its step: prompt entries
+ * go through the prefill plan and generated ones through the decode plan,
+ * whatever their size (the generated ones at most max_seqs tokens in all),
+ * a step holding both running two forwards. Either every entry's tokens are
+ * stored or, on failure, none: VT_ERR_CONTEXT_FULL when the pool lacks
+ * blocks, the sequences unchanged. */
 typedef struct vt_step_entry {
     int32_t seq;           /* 0..max_seqs-1, each at most once per step */
     const int32_t *tokens;
     int64_t n_tokens;      /* >= 1 */
     bool logits;           /* logits of its last token wanted */
+    bool generated;        /* tokens the model generated (decodes, or recomputing them), not a prompt's */
 } vt_step_entry;
+
+/* Whether both plans compute every node they share on the same backend with
+ * the same dtypes: a token's K/V and logits are then the same whichever plan
+ * computed them. */
+bool vt_engine_plans_agree(const vt_engine *e);
 
 vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_entries, vt_error *err);
 /* Logits of entry i of the last step ([n_vocab]), or NULL if it asked for none. */

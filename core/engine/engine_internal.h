@@ -20,6 +20,9 @@ struct vt_engine {
     int32_t max_seqs;
     vt_plan *prefill;
     vt_plan *decode;
+    /* Both plans compute every node they share alike (plans_agree): else a
+     * step runs a prompt's tokens and generated ones through their own plans. */
+    bool plans_agree;
     vt_auto_costs *costs;     /* --backend auto: the measured times the plans were placed by; else NULL */
     vt_weight_prep *prepared; /* the backends' prepared weight copies (ABI 1.2), read by both plans */
     double create_seconds;    /* wall time of vt_engine_create, preparation included */

@@ -65,6 +65,7 @@ struct vt_sched {
     int32_t block_size;
     int64_t ctx_size;
     int64_t budget;      /* tokens per step */
+    bool plans_agree;    /* vt_engine_plans_agree: else an entry holds tokens of one plan (same_plan_tokens) */
     int32_t max_running; /* sequences per step, never above budget so every running request gets a token */
     int32_t max_waiting;
     uint64_t next_id;
@@ -112,6 +113,18 @@ static int64_t blocks_for(const vt_sched *s, int64_t tokens) { return (tokens + 
 /* Blocks computing n more tokens of r takes from the pool. */
 static int32_t new_blocks(const vt_sched *s, const request *r, int64_t n) {
     return (int32_t)(blocks_for(s, r->n_computed + n) - blocks_for(s, r->n_computed));
+}
+
+/* Of n tokens of r from position `from` on, those one step may compute
+ * together. Where the engine's plans compute differently
+ * (vt_engine_plans_agree), a prompt's tokens go through the prefill plan and
+ * generated ones through the decode plan, so no token's numbers depend on
+ * the step it shares: an entry then holds prompt tokens only, or one
+ * generated token (recomputing generated tokens after a preemption goes as
+ * decoding them went, one a step). */
+static int64_t same_plan_tokens(const vt_sched *s, const request *r, int64_t from, int64_t n) {
+    if (s->plans_agree) return n;
+    return from < r->n_prompt ? min64(n, r->n_prompt - from) : min64(n, 1);
 }
 
 /* Free blocks the planned entries have not claimed. */
@@ -237,6 +250,7 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     s->block_size = vt_engine_block_size(engine);
     s->ctx_size = vt_engine_ctx_size(engine);
     s->budget = o.token_budget ? o.token_budget : step_max;
+    s->plans_agree = vt_engine_plans_agree(engine);
     s->max_running = (int32_t)min64(vt_engine_max_seqs(engine), s->budget);
     s->max_waiting = o.max_waiting;
     s->fixed_prefill_chunk = o.prefill_chunk;
@@ -569,7 +583,8 @@ static bool plan_running(vt_sched *s, bool one_token, bool preempt, vt_sched_ste
         const int64_t left = total_tokens(r) - r->n_computed;
         if ((left == 1) != one_token) continue;
         while (s->plan_budget > 0) {
-            const int64_t n = min64(min64(left, s->plan_budget), tokens_that_fit(s, r));
+            const int64_t n =
+                same_plan_tokens(s, r, r->n_computed, min64(min64(left, s->plan_budget), tokens_that_fit(s, r)));
             if (n >= 1) {
                 plan_add(s, r, n);
                 break;
@@ -616,7 +631,7 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
     int32_t taken = 0;
     *hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &taken);
     if (shares_blocks_in_flight(s, r, *hit)) return 0;
-    const int64_t n = min64(total_tokens(r) - *hit, s->plan_budget);
+    const int64_t n = same_plan_tokens(s, r, *hit, min64(total_tokens(r) - *hit, s->plan_budget));
     *blocks = (int32_t)(blocks_for(s, *hit + n) - blocks_for(s, *hit)) + taken;
     return *blocks > available_blocks(s) ? 0 : n;
 }
@@ -900,7 +915,8 @@ static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     for (int32_t i = 0; i < s->n_plan; i++) {
         const request *r = s->plan_req[i];
         const int64_t n = s->plan_n[i];
-        s->entries[i] = (vt_step_entry){r->slot, r->tokens + r->n_computed, n, r->n_computed + n == total_tokens(r)};
+        s->entries[i] = (vt_step_entry){r->slot, r->tokens + r->n_computed, n, r->n_computed + n == total_tokens(r),
+                                        r->n_computed >= r->n_prompt};
         if (n == 1 && r->n_computed + 1 == total_tokens(r) && r->n_generated > 0)
             info->n_decode_tokens++;
         else
