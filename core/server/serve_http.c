@@ -76,7 +76,9 @@ typedef struct request_ctx {
 
 /* ---- plumbing ------------------------------------------------------------ */
 
-/* Did the peer hang up? (Data waiting to be read is not a hang-up.) */
+/* Did the peer hang up? (Data waiting to be read is not a hang-up.) A
+ * half-close counts: until an answer is written, TCP cannot tell it from a
+ * closed socket (docs/SERVING.md). */
 static bool peer_left(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!info) return false;
