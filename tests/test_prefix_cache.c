@@ -339,6 +339,83 @@ static void test_same_block_kept_once(void) {
     vt_kv_cache_free(c);
 }
 
+/* K of position p of seq: a hash of its token prefix (what a forward
+ * computes from), written where the pool keeps it. */
+static uint32_t prefix_hash(const int32_t *t, int64_t n) {
+    uint32_t h = 2166136261u;
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint32_t)t[i]) * 16777619u;
+    return h | 1;
+}
+static void compute(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *all, int64_t from, int64_t n) {
+    for (int64_t p = from; p < from + n; p++) {
+        int64_t slot;
+        vt_kv_seq_slots(c, seq, p, 1, &slot);
+        ((uint32_t *)c->k[0])[slot * 8] = prefix_hash(all, p + 1); /* 8 floats a row */
+    }
+}
+
+/* vt_engine_eval's undoing of a prompt whose later chunk failed: the
+ * earlier chunk filled (and filed) a block, or found it filed already and
+ * took that one; truncating back leaves no block filed under tokens it will
+ * no longer hold, and no block another sequence holds written on. */
+static void test_undoing_stored_tokens(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 64, &c, NULL), VT_OK); /* 16 blocks of 4 */
+    const int32_t x[8] = {7, 1, 2, 3, 4, 5, 6, 8}, y[8] = {7, 9, 2, 3, 4, 5, 6, 8};
+    for (int shared = 0; shared < 2; shared++) {
+        vt_kv_seq other = {0}, s = {0};
+        if (shared) { /* another sequence holds x's first block, filed */
+            CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &other, 5, NULL), VT_OK);
+            compute(c, &other, x, 0, 5);
+            vt_kv_seq_commit(c, &other, x, 5);
+        }
+        CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &s, 1, NULL), VT_OK);
+        compute(c, &s, x, 0, 1);
+        vt_kv_seq_commit(c, &s, x, 1);
+        /* an eval of x's next 7 tokens: the first chunk of 3 is stored, the next fails */
+        CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &s, 7, NULL), VT_OK);
+        compute(c, &s, x, 1, 3);
+        vt_kv_seq_commit(c, &s, x + 1, 3);
+        CU_ASSERT_EQUAL(c->blocks[s.block_table[0]].filed, true);
+        if (shared) CU_ASSERT_EQUAL(s.block_table[0], other.block_table[0]);
+        vt_kv_seq_truncate(c, &s, 1);
+        CU_ASSERT_EQUAL(s.n_tokens, 1);
+        CU_ASSERT_EQUAL(s.n_blocks, 1);
+        CU_ASSERT_FALSE(c->blocks[s.block_table[0]].filed);
+        CU_ASSERT_EQUAL(c->blocks[s.block_table[0]].ref, 1);
+        CU_ASSERT_EQUAL(c->tokens[s.block_table[0] * 4], 7); /* its first position kept */
+        if (shared) {
+            CU_ASSERT_NOT_EQUAL(s.block_table[0], other.block_table[0]);
+            CU_ASSERT_EQUAL(c->blocks[other.block_table[0]].ref, 1);
+        }
+        /* the next eval stores y, which differs from x at position 1 */
+        CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &s, 7, NULL), VT_OK);
+        compute(c, &s, y, 1, 7);
+        vt_kv_seq_commit(c, &s, y + 1, 7);
+        vt_kv_seq_release(c, &s);
+        if (shared) { /* other's block still holds x's tokens and K */
+            CU_ASSERT_EQUAL(memcmp(c->tokens + other.block_table[0] * 4, x, 4 * sizeof *x), 0);
+            int64_t slot;
+            vt_kv_seq_slots(c, &other, 3, 1, &slot);
+            CU_ASSERT_EQUAL(((uint32_t *)c->k[0])[slot * 8], prefix_hash(x, 4));
+        }
+        /* whatever a new sequence takes for x or y holds K computed from its own prefix */
+        for (int which = 0; which < 2; which++) {
+            const int32_t *t = which ? y : x;
+            vt_kv_seq n = {0};
+            const int64_t hit = vt_kv_seq_attach_prefix(c, &n, t, 8);
+            for (int64_t p = 0; p < hit; p++) {
+                int64_t slot;
+                vt_kv_seq_slots(c, &n, p, 1, &slot);
+                CU_ASSERT_EQUAL(((uint32_t *)c->k[0])[slot * 8], prefix_hash(t, p + 1));
+            }
+            vt_kv_seq_release(c, &n);
+        }
+        vt_kv_seq_release(c, &other);
+    }
+    vt_kv_cache_free(c);
+}
+
 /* ---- through the engine ---- */
 
 #define PROMPT_LEN 40 /* two full blocks of 16 and a partial one */
@@ -655,6 +732,7 @@ int main(void) {
         {"a fork shares full blocks, copies the partial one", test_fork_shares_full_blocks},
         {"partial matches copy the positions of a tail or a full block", test_partial_blocks},
         {"a block computed again is kept once", test_same_block_kept_once},
+        {"undoing stored tokens files nothing stale, writes on nothing shared", test_undoing_stored_tokens},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo engine_tests[] = {

@@ -492,8 +492,9 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
         done += chunk;
     }
     if (st != VT_OK) {
-        seq->n_tokens = start; /* the sequence keeps its old length and blocks */
-        vt_kv_seq_trim(e->kv, seq);
+        /* the sequence keeps its old length and blocks (the earlier chunks
+         * stored tokens: a block they filled and filed is unfiled or copied) */
+        vt_kv_seq_truncate(e->kv, seq, start);
         return st;
     }
     e->logits_rows = rows;

@@ -85,6 +85,20 @@ static int32_t take_block(vt_kv_cache *c) {
     return b;
 }
 
+/* Block to's first m positions (K and V of every layer, and the tokens)
+ * become block from's. */
+static void copy_positions(vt_kv_cache *c, int32_t from, int32_t to, int64_t m) {
+    const size_t bytes = (size_t)m * (c->block_bytes / (size_t)c->block_size);
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        memcpy((char *)c->k[l] + (size_t)to * c->block_bytes, (const char *)c->k[l] + (size_t)from * c->block_bytes,
+               bytes);
+        memcpy((char *)c->v[l] + (size_t)to * c->block_bytes, (const char *)c->v[l] + (size_t)from * c->block_bytes,
+               bytes);
+    }
+    memcpy(c->tokens + (size_t)to * (size_t)c->block_size, c->tokens + (size_t)from * (size_t)c->block_size,
+           (size_t)m * sizeof *c->tokens);
+}
+
 /* Free the oldest evictable blocks beyond the budget. */
 static void trim_to_budget(vt_kv_cache *c) {
     while (c->max_evictable >= 0 && c->n_evictable > c->max_evictable) {
@@ -402,15 +416,7 @@ int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *t
     if (from >= 0) { /* its first m positions, copied into a block of seq's own */
         if (c->blocks[from].ref++ == 0) lru_unlink(c, from); /* not the block take_block evicts */
         const int32_t to = take_block(c);
-        const size_t bytes = (size_t)m * (c->block_bytes / (size_t)c->block_size);
-        for (int32_t l = 0; l < c->n_layer; l++) {
-            memcpy((char *)c->k[l] + (size_t)to * c->block_bytes, (const char *)c->k[l] + (size_t)from * c->block_bytes,
-                   bytes);
-            memcpy((char *)c->v[l] + (size_t)to * c->block_bytes, (const char *)c->v[l] + (size_t)from * c->block_bytes,
-                   bytes);
-        }
-        memcpy(c->tokens + (size_t)to * (size_t)c->block_size, c->tokens + (size_t)from * (size_t)c->block_size,
-               (size_t)m * sizeof *c->tokens);
+        copy_positions(c, from, to, m);
         give_back(c, from); /* unheld: evictable again, as the most recently used */
         seq->block_table[seq->n_blocks++] = to;
         seq->n_tokens += m;
@@ -442,13 +448,7 @@ vt_status vt_kv_seq_fork(vt_kv_cache *c, const vt_kv_seq *src, vt_kv_seq *dst, v
     dst->n_blocks = (int32_t)full;
     if (tail) { /* the partial one is written on: each its own */
         const int32_t from = src->block_table[full], to = take_block(c);
-        for (int32_t l = 0; l < c->n_layer; l++) {
-            memcpy((char *)c->k[l] + (size_t)to * c->block_bytes, (const char *)c->k[l] + (size_t)from * c->block_bytes,
-                   c->block_bytes);
-            memcpy((char *)c->v[l] + (size_t)to * c->block_bytes, (const char *)c->v[l] + (size_t)from * c->block_bytes,
-                   c->block_bytes);
-        }
-        memcpy(c->tokens + (size_t)to * (size_t)bs, c->tokens + (size_t)from * (size_t)bs, (size_t)tail * sizeof *c->tokens);
+        copy_positions(c, from, to, tail);
         dst->block_table[dst->n_blocks++] = to;
     }
     dst->n_tokens = src->n_tokens;
@@ -458,6 +458,27 @@ vt_status vt_kv_seq_fork(vt_kv_cache *c, const vt_kv_seq *src, vt_kv_seq *dst, v
 void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq) {
     const int64_t keep = (seq->n_tokens + c->block_size - 1) / c->block_size;
     while (seq->n_blocks > keep) give_back(c, seq->block_table[--seq->n_blocks]);
+}
+
+void vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n) {
+    if (n < 0 || n > seq->n_tokens) return;
+    seq->n_tokens = n;
+    vt_kv_seq_trim(c, seq);
+    const int64_t lb = n / c->block_size, m = n % c->block_size;
+    if (m == 0 || lb >= seq->n_blocks) return;
+    const int32_t b = seq->block_table[lb];
+    if (c->blocks[b].ref == 1) { /* ours alone: its later positions are written again under another key */
+        unfile(c, b);
+        return;
+    }
+    /* Shared: stored tokens filled it and it was the same as a filed block,
+     * which seq took instead of its own (vt_kv_seq_commit); that own block
+     * went back to the pool, so one is available for the copy. */
+    if (vt_kv_cache_available(c) < 1) return;
+    const int32_t to = take_block(c);
+    copy_positions(c, b, to, m);
+    seq->block_table[lb] = to;
+    give_back(c, b);
 }
 
 /* File seq's partial last block as a tail of the block before it, unless

@@ -131,6 +131,12 @@ vt_status vt_kv_seq_fork(vt_kv_cache *c, const vt_kv_seq *src, vt_kv_seq *dst, v
 /* Return the blocks a reservation took beyond what the sequence's n_tokens
  * need (undoing a vt_kv_seq_reserve whose tokens were never stored). */
 void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq);
+/* Take seq back to its first n tokens (n <= its n_tokens), undoing stored
+ * tokens: the blocks past them are given back, and a partial last block the
+ * sequence will write again becomes its own alone, no longer filed under
+ * the tokens it held (or shared with another holder: a copy of its first
+ * positions then takes its place). */
+void vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n);
 /* Give the sequence's blocks back and reset it: filed blocks nobody else
  * holds become evictable (its last blocks first, so a shared beginning is
  * evicted last), the others free. */
