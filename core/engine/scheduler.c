@@ -949,9 +949,11 @@ static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
  * stop conditions, the end of the request); a leader's first token starts
  * its followers first. */
 static vt_status update(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
+    /* the engine stored every entry's tokens: each request's progress first,
+     * so a failure below leaves none behind its sequence */
+    for (int32_t i = 0; i < s->n_plan; i++) s->plan_req[i]->n_computed += s->plan_n[i];
     for (int32_t i = 0; i < s->n_plan; i++) {
         request *r = s->plan_req[i];
-        r->n_computed += s->plan_n[i];
         if (!s->entries[i].logits) continue;
         if (s->sampled[i] == NO_LOGITS)
             return vt_fail(err, VT_ERR_INTERNAL, "scheduler: step entry %d (request %llu) got no logits", i,
