@@ -552,6 +552,35 @@ static void test_bench_runs_the_default_first(void) {
     result_free(&r);
 }
 
+/* vt run and vt chat generate through the scheduler as vt serve does, and
+ * take its settings as it does: a token budget over what one forward takes
+ * is refused (exit 2, naming the setting), one within it sets how many
+ * prompt tokens a step computes. */
+static void test_run_and_chat_take_the_scheduler_settings(void) {
+    result r = run("", "run -m '%s' -p hi -n 2 -c 128 --token-budget 1024 --backend reference -t 1", model);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "runtime.token_budget = 1024: one forward takes at most 128 tokens"));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
+    result_free(&r);
+    r = run("echo hi |", "chat -m '%s' --chat-template chatml -c 128 --token-budget 1024 --backend reference -t 1", model);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "runtime.token_budget = 1024"));
+    result_free(&r);
+    r = run("", "config -c 128 --token-budget 1024");
+    CU_ASSERT_EQUAL(r.rc, 2); /* vt config refuses what vt run refuses */
+    CU_ASSERT(has(r.err, "runtime.token_budget = 1024: one forward takes at most 128 tokens"));
+    result_free(&r);
+    /* 16 prompt tokens at 4 a step: four steps of prompt tokens */
+    r = run("VT_LOG=debug", "run -m '%s' -p 'Once upon a time there' -n 2 --token-budget 4 --backend reference -t 1",
+            model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    int steps = 0;
+    for (const char *p = r.err; (p = strstr(p, "4 prompt tokens, no decodes")) != NULL; p++) steps++;
+    CU_ASSERT_EQUAL(steps, 4);
+    CU_ASSERT(!has(r.err, "5 prompt tokens"));
+    result_free(&r);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"the default seed is random, printed, and replays", test_default_seed_is_random_and_replayable},
@@ -572,6 +601,7 @@ int main(void) {
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
         {"vt bench runs the default backend first", test_bench_runs_the_default_first},
+        {"vt run and vt chat take the scheduler's settings", test_run_and_chat_take_the_scheduler_settings},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("newcomer", find_model, NULL, tests);

@@ -670,7 +670,9 @@ static vt_status run_chat(chat_opts *o, vt_error *err) {
                 (long long)vt_engine_ctx_size(e));
         goto done;
     }
-    if (st == VT_OK) st = vt_sched_create(e, NULL, &ch.sched, err);
+    /* the scheduler's settings as vt serve takes them (refused alike when out of range) */
+    const vt_sched_options so = vt_sched_options_of(&o->c.opt);
+    if (st == VT_OK) st = vt_sched_create(e, &so, &ch.sched, err);
     if (st == VT_OK && o->system && !(ch.system = strdup(o->system))) st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) {
         ch.e = e;

@@ -12,8 +12,8 @@ static void help(void) {
     printf("usage: vt config [--config FILE] [any engine flag]\n\n"
            "Print every knob's value and its source after resolving command line > environment >\n"
            "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
-           "and a backend, fallback or backend option a run would refuse is refused here with the\n"
-           "same message and exit status. The last line is the plan check, set only by\n"
+           "and a backend, fallback, backend option or token budget a run would refuse is refused here\n"
+           "with the same message and exit status. The last line is the plan check, set only by\n"
            "the environment: VT_CHECK_PLAN=1 makes the first run of each plan re-offer every node,\n"
            "as executed, to its backend and fail naming a node it declines (default: on in Debug\n"
            "and sanitizer builds, off in Release; 0 turns it off).\n");
@@ -103,7 +103,19 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
     return VT_OK;
 }
 
-/* config has no rules across its flags: each value is checked as it is set. */
+/* The one rule across settings a run checks before any model is read: the
+ * token budget within one forward (the batch size, and the context when it
+ * is given; a context the model decides is checked when a run opens it). */
+static vt_status check_token_budget(const vt_options *opt, vt_error *err) {
+    const int64_t step_max = opt->ctx_size > 0 && opt->ctx_size < opt->batch_size ? opt->ctx_size : opt->batch_size;
+    if (opt->token_budget <= step_max) return VT_OK;
+    return vt_fail(err, VT_ERR_INVALID,
+                   "runtime.token_budget = %d: one forward takes at most %lld tokens (runtime.batch_size, capped by "
+                   "kv_cache.ctx_size); accepted values are 0 or 1..%lld",
+                   opt->token_budget, (long long)step_max, (long long)step_max);
+}
+
+/* Each value is checked as it is set; across them, the token budget. */
 int vt_cmd_config(int argc, char **argv) {
     vt_error err = {0};
     config_opts o;
@@ -116,6 +128,7 @@ int vt_cmd_config(int argc, char **argv) {
     if (st == VT_OK && (o.c.special || o.c.explain || o.c.dry_run || o.c.model_path))
         st = vt_fail(&err, VT_ERR_INVALID, "config: %s applies to a run; vt config prints settings",
                      o.c.special ? "--special" : o.c.explain ? "--explain" : o.c.dry_run ? "--dry-run" : "-m");
+    if (st == VT_OK) st = check_token_budget(&o.c.opt, &err);
     if (st == VT_OK) st = run_config(&o, &err);
     return vt_cli_exit(st, &err);
 }

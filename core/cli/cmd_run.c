@@ -62,7 +62,9 @@ typedef struct run_result {
 static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model, const int32_t *tokens,
                           int64_t n_tokens, int64_t n_predict, uint64_t seed, run_result *res, vt_error *err) {
     vt_sched *sched = NULL;
-    vt_status st = vt_sched_create(e, NULL, &sched, err);
+    /* the scheduler's settings as vt serve takes them (refused alike when out of range) */
+    const vt_sched_options so = vt_sched_options_of(&o->c.opt);
+    vt_status st = vt_sched_create(e, &so, &sched, err);
     if (st != VT_OK) return st;
     size_t n_eog = 0;
     const int32_t *eog = model->tokenizer ? vt_tokenizer_eog_ids(model->tokenizer, &n_eog) : NULL;

@@ -96,14 +96,8 @@ vt_status vt_batch_open_resolved(const char *model_path, const vt_options *optio
         const vt_engine_shape shape = {false, opt->max_seqs, false};
         st = vt_engine_create_shaped(opt, b->model, &shape, &b->engine, &e);
     }
-    if (st == VT_OK && opt->token_budget > vt_engine_max_step_tokens(b->engine))
-        st = vt_fail(&e, VT_ERR_INVALID,
-                     "runtime.token_budget = %d: one forward takes at most %lld tokens (runtime.batch_size, capped "
-                     "by kv_cache.ctx_size); accepted values are 0 or 1..%lld",
-                     opt->token_budget, (long long)vt_engine_max_step_tokens(b->engine),
-                     (long long)vt_engine_max_step_tokens(b->engine));
     if (st == VT_OK) {
-        const vt_sched_options so = {opt->max_waiting, opt->token_budget, opt->prefill_chunk};
+        const vt_sched_options so = vt_sched_options_of(opt);
         st = vt_sched_create(b->engine, &so, &b->sched, &e);
     }
     if (st != VT_OK) {

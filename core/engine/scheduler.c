@@ -104,6 +104,11 @@ vt_sched_options vt_sched_default_options(void) {
     return (vt_sched_options){.max_waiting = 256, .token_budget = 0, .prefill_chunk = 0};
 }
 
+vt_sched_options vt_sched_options_of(const vt_options *opt) {
+    return (vt_sched_options){.max_waiting = opt->max_waiting, .token_budget = opt->token_budget,
+                              .prefill_chunk = opt->prefill_chunk};
+}
+
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 static int64_t total_tokens(const request *r) { return r->n_prompt + r->n_generated; }
@@ -228,15 +233,16 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     const vt_sched_options o = opt ? *opt : vt_sched_default_options();
     const int64_t step_max = vt_engine_max_step_tokens(engine);
     if (o.max_waiting < 1 || o.max_waiting > (1 << 20))
-        return vt_fail(err, VT_ERR_INVALID, "scheduler: max_waiting %d (accepted: 1..%d)", o.max_waiting, 1 << 20);
+        return vt_fail(err, VT_ERR_INVALID, "runtime.max_waiting = %d: accepted values are 1..%d", o.max_waiting,
+                       1 << 20);
     if (o.prefill_chunk < 0)
-        return vt_fail(err, VT_ERR_INVALID, "scheduler: prefill_chunk %lld (accepted: 0 for automatic, or >= 1)",
+        return vt_fail(err, VT_ERR_INVALID, "runtime.prefill_chunk = %lld: accepted values are 0 (automatic) or >= 1",
                        (long long)o.prefill_chunk);
     if (o.token_budget < 0 || o.token_budget > step_max)
         return vt_fail(err, VT_ERR_INVALID,
-                       "scheduler: token_budget %lld (accepted: 1..%lld, the engine's tokens per step "
-                       "(runtime.batch_size), or 0 for that)",
-                       (long long)o.token_budget, (long long)step_max);
+                       "runtime.token_budget = %lld: one forward takes at most %lld tokens (runtime.batch_size, capped "
+                       "by kv_cache.ctx_size); accepted values are 0 or 1..%lld",
+                       (long long)o.token_budget, (long long)step_max, (long long)step_max);
     for (int32_t q = 0; q < vt_engine_max_seqs(engine); q++)
         if (vt_engine_seq_len(engine, q) != 0)
             return vt_fail(err, VT_ERR_INVALID, "scheduler: engine sequence %d is in use (%lld tokens); the scheduler "

@@ -53,6 +53,8 @@ typedef struct vt_sched_options {
 } vt_sched_options;
 
 /* max_waiting 256, token_budget 0, prefill_chunk 0. */
+/* The runtime.max_waiting, token_budget and prefill_chunk settings. */
+vt_sched_options vt_sched_options_of(const vt_options *opt);
 vt_sched_options vt_sched_default_options(void);
 
 /* A request as the caller gives it; vt_sched_add copies everything. */
