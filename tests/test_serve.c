@@ -615,6 +615,36 @@ static void test_disconnect_frees_blocks(void) {
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* A client that gives up waiting for a whole (not streamed) answer while
+ * the engine is held after the request's first forward: the request is
+ * cancelled, and its log line counts the prompt computed for it and the
+ * token generated (not zeros). */
+static void test_waiting_client_leaving_is_logged_with_its_tokens(void) {
+    serve_server srv = {0};
+    serve_gate gate;
+    CU_ASSERT_FATAL(serve_gate_init(&gate, "left-waiting-gate"));
+    static const char *const args[] = {"--parallel", "1", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&srv, &gate, MODEL, "left-waiting.log", args));
+    long base = serve_gate_reached(&gate);
+    serve_gate_allow(&gate, base + 1);
+    int left_before = log_count(&srv, "(client left)");
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/completions", srv.port);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "{\"prompt\":\"Greetings\",\"max_tokens\":400,\"temperature\":0}");
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 1500L); /* the held engine never answers: it gives up */
+    CU_ASSERT_EQUAL(curl_easy_perform(h), CURLE_OPERATION_TIMEDOUT);
+    curl_easy_cleanup(h);
+    CU_ASSERT(log_grows(&srv, "(client left)", left_before, 60));
+    CU_ASSERT_EQUAL(log_count(&srv, "499 prompt=0 "), 0);
+    CU_ASSERT(log_count(&srv, "completion=1 ") + log_count(&srv, "completion=2 ") >= 1);
+    serve_gate_open(&gate);
+    CU_ASSERT(serve_metric_reaches(&srv, "vt_requests_running", 0, 60));
+    int status = serve_stop(&srv);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A client that never reads its stream does not hold up another. The bound
  * is not a speed claim: a stalled engine would never answer the second
  * request, and 10 s is 100x what its 8 tokens take here. */
@@ -1029,6 +1059,7 @@ int main(void) {
         {"stop string", test_stop_string},
         {"prefix cache: cached_tokens in usage, the same text", test_prefix_cache_in_usage},
         {"a client leaving mid-stream frees its blocks", test_disconnect_frees_blocks},
+        {"a waiting client that leaves is logged with its tokens", test_waiting_client_leaving_is_logged_with_its_tokens},
         {"a client that does not read does not stall others", test_slow_reader},
         {"full queue 503, time limit ends as length", test_queue_full_and_time_limit},
         {"a chat request stops at the template's end of turn", test_chat_stops_at_end_of_turn},

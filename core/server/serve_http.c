@@ -368,6 +368,11 @@ static bool wait_while(struct MHD_Connection *c, vt_serve_engine *e, vt_serve_jo
 }
 
 static enum MHD_Result client_left(vt_serve_engine *e, vt_serve_job *job, request_ctx *rq) {
+    /* the log line counts what was computed for it before it left */
+    vt_serve_engine_lock(e);
+    rq->prompt_tokens = job->n_prompt;
+    rq->completion_tokens = job->n_generated;
+    vt_serve_engine_unlock(e);
     vt_serve_job_abandon(e, job);
     vt_serve_job_release(e, job);
     rq->client_left = true;
