@@ -22,6 +22,7 @@
 #define BUG_Q6K_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_matmul_q6_k.so"
 #define CRASH_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_rope_decode_crash.so"
 #define BAD_ABI_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bad_abi_major.so"
+#define OPTIONS_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-options_probe.so"
 
 /* `vt ARGS`: exit status, stdout and stderr (caller frees). */
 static int run_vt(const char *args, char **out, char **err) {
@@ -298,6 +299,28 @@ static void test_refused_plugin(void) {
     free(err);
 }
 
+/* A plugin file is loaded with the options given for its backend, by
+ * --test (a tier's option reaches it the same way) and by --check, though it
+ * is not on the search path: options_probe refuses to start when its options
+ * say refuse=1, and its refusal is the answer; with refuse=0 it loads. */
+static void test_a_file_gets_its_options(void) {
+    char *out = NULL, *err = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test '" OPTIONS_PLUGIN "' --backend-option options_probe.refuse=1", &out, &err), 2);
+    CU_ASSERT(err && strstr(err, "refusing as asked by its options 'refuse=1'") != NULL);
+    free(out), free(err);
+    out = err = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --check '" OPTIONS_PLUGIN "' --backend-option options_probe.refuse=1", &out, &err), 1);
+    CU_ASSERT(out && strstr(out, "refused: init failed: options_probe: refusing as asked by its options 'refuse=1'"));
+    free(out), free(err);
+    out = err = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test '" OPTIONS_PLUGIN "' --ops rms_norm --backend-option options_probe.refuse=0",
+                           &out, &err),
+                    0);
+    CU_ASSERT(out && strstr(out, "options_probe: 0 OK, 0 FAIL") != NULL);
+    CU_ASSERT(!err || !strstr(err, "no backend named"));
+    free(out), free(err);
+}
+
 /* The generator: the same seed gives the same bytes, another seed others;
  * every case follows the conventions (the reference accepts it) except the
  * combinations the convention does not have, which are exactly swiglu with
@@ -361,6 +384,7 @@ int main(void) {
         {"a plugin that does not load: exit 2 with the reason", test_refused_plugin},
         {"the case generator is deterministic and follows the conventions", test_generator},
         {"nmse", test_nmse},
+        {"a plugin file gets its options (--test, --check)", test_a_file_gets_its_options},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("backends --test", NULL, NULL, tests);

@@ -162,14 +162,14 @@ static void test_check_file_matches_registry(void) {
         bool junk = strcmp(c->name, "garbage") == 0 || strcmp(c->name, "Bad.Name") == 0;
         snprintf(path, sizeof path, "%s/libvt-backend-%s.so", junk ? junk_dir() : VT_TEST_PLUGIN_DIR, c->name);
         vt_error_clear(&err);
-        CU_ASSERT_EQUAL(vt_registry_check_file(host, path, &e, &err), VT_ERR_BACKEND);
+        CU_ASSERT_EQUAL(vt_registry_check_file(host, path, NULL, &e, &err), VT_ERR_BACKEND);
         CU_ASSERT_EQUAL(e.state, VT_BACKEND_REFUSED);
         CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, c->reason));
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, c->reason));
         CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, path)); /* the message names the file */
     }
     snprintf(path, sizeof path, "%s/libvt-backend-good_minimal.so", VT_TEST_PLUGIN_DIR);
-    CU_ASSERT_EQUAL(vt_registry_check_file(host, path, &e, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_registry_check_file(host, path, NULL, &e, &err), VT_OK);
     CU_ASSERT_EQUAL(e.state, VT_BACKEND_LOADED);
     CU_ASSERT_STRING_EQUAL(e.name, "good_minimal");
     CU_ASSERT_PTR_NOT_NULL_FATAL(e.table);
@@ -181,18 +181,18 @@ static void test_check_file_matches_registry(void) {
     vt_registry_release_checked(&e); /* a second release is a no-op */
 
     /* a file that is not there is said to be missing, before its name is judged */
-    CU_ASSERT_EQUAL(vt_registry_check_file(host, "/nonexistent/libvt-backend-x.so", &e, &err), VT_ERR_BACKEND);
+    CU_ASSERT_EQUAL(vt_registry_check_file(host, "/nonexistent/libvt-backend-x.so", NULL, &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "No such file or directory"));
-    CU_ASSERT_EQUAL(vt_registry_check_file(host, "/nonexistent/whatever.so", &e, &err), VT_ERR_BACKEND);
+    CU_ASSERT_EQUAL(vt_registry_check_file(host, "/nonexistent/whatever.so", NULL, &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "No such file or directory"));
     char misnamed[1024];
     CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(misnamed, sizeof misnamed, "whatever.so", ""));
-    CU_ASSERT_EQUAL(vt_registry_check_file(host, misnamed, &e, &err), VT_ERR_BACKEND);
+    CU_ASSERT_EQUAL(vt_registry_check_file(host, misnamed, NULL, &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "is not libvt-backend-NAME.so"));
     char garbage[1024]; /* named right, not a shared object */
     CU_ASSERT_PTR_NOT_NULL_FATAL(
         vt_test_write_tmpfile(garbage, sizeof garbage, "libvt-backend-garbage.so", "not an ELF file"));
-    CU_ASSERT_EQUAL(vt_registry_check_file(host, garbage, &e, &err), VT_ERR_BACKEND);
+    CU_ASSERT_EQUAL(vt_registry_check_file(host, garbage, NULL, &e, &err), VT_ERR_BACKEND);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "not a loadable shared object"));
 }
 
@@ -499,12 +499,12 @@ static void test_init_out_of_memory_is_a_refusal(void) {
     vt_backend_entry e;
     vt_error err;
     vt_host_fail_alloc_after(1);
-    CU_ASSERT_EQUAL(vt_registry_check_file(host, path, &e, &err), VT_ERR_BACKEND);
+    CU_ASSERT_EQUAL(vt_registry_check_file(host, path, NULL, &e, &err), VT_ERR_BACKEND);
     vt_host_fail_alloc_after(0);
     CU_ASSERT(e.refused_by_init);
     CU_ASSERT_EQUAL(e.init_status, VT_ERR_NOMEM);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.reason, "out of memory")); /* the reason vt backends shows says so */
-    CU_ASSERT_EQUAL_FATAL(vt_registry_check_file(host, path, &e, &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_registry_check_file(host, path, NULL, &e, &err), VT_OK);
     vt_registry_release_checked(&e);
 }
 

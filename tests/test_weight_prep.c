@@ -91,7 +91,7 @@ static void test_matmul_reads_only_the_prepared_copy(void) {
     CU_ASSERT_EQUAL_FATAL(vt_threadpool_create(1, &pool, &err), VT_OK);
     const vt_host *host = vt_host_get(pool);
     vt_backend_entry e;
-    if (vt_registry_check_file(host, PLUGIN, &e, &err) != VT_OK) {
+    if (vt_registry_check_file(host, PLUGIN, NULL, &e, &err) != VT_OK) {
         fprintf(stderr, "%s\n", err.msg);
         CU_FAIL_FATAL("prep_reversed does not load");
     }

@@ -152,7 +152,7 @@ static bool load_backends(const vt_backends_test_request *req, const vt_host *ho
         return false;
     }
     if (strchr(req->target, '/')) {
-        if (vt_registry_check_file(host, req->target, file_entry, &err) != VT_OK) {
+        if (vt_registry_check_file(host, req->target, req->backend_options, file_entry, &err) != VT_OK) {
             snprintf(why, why_size, "%.1000s: refused: %.500s", req->target,
                      file_entry->reason[0] ? file_entry->reason : err.msg);
             return false;

@@ -151,7 +151,7 @@ static vt_status validate_backends(const backends_opts *o, vt_backends_test_requ
 static void check_file(const backends_opts *o, const vt_host *host, bool *refused) {
     vt_backend_entry entry = {0};
     vt_error why = {0};
-    if (vt_registry_check_file(host, o->check, &entry, &why) != VT_OK) {
+    if (vt_registry_check_file(host, o->check, o->c.opt.backend_options, &entry, &why) != VT_OK) {
         printf("%s: refused: %s\n", o->check, entry.reason[0] ? entry.reason : why.msg);
         *refused = true;
         return;
@@ -168,14 +168,33 @@ static void check_file(const backends_opts *o, const vt_host *host, bool *refuse
  * and, for a backend other than the one tested, ignored. */
 static vt_status check_backend_options(const backends_opts *o, vt_error *err) {
     if (!o->c.opt.backend_options[0]) return VT_OK;
+    vt_options opt = o->c.opt;
+    /* --test FILE: that file's backend takes its options when it loads
+     * (refusing them is its refusal), wherever it lies; the rest are judged
+     * against the search path */
+    char name[64];
+    if (o->test && strchr(o->test, '/') && vt_registry_file_backend_name(o->test, name, sizeof name)) {
+        const size_t n = strlen(name);
+        size_t used = 0;
+        for (const char *line = o->c.opt.backend_options; *line;) {
+            const char *end = strchr(line, '\n');
+            const size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+            if (!(strncmp(line, name, n) == 0 && line[n] == '.')) {
+                memcpy(opt.backend_options + used, line, len);
+                used += len;
+            }
+            line += len;
+        }
+        opt.backend_options[used] = '\0';
+        if (!used) return VT_OK;
+    }
     vt_threadpool *pool = NULL;
     vt_registry *r = NULL;
     int32_t preferred = -1, fallback = -1;
     vt_status st = vt_threadpool_create(1, &pool, err);
     if (st == VT_OK)
-        st = vt_registry_create(vt_host_get(pool), o->c.opt.backend_path[0] ? o->c.opt.backend_path : NULL,
-                                o->c.opt.backend_options, &r, err);
-    vt_options opt = o->c.opt;
+        st = vt_registry_create(vt_host_get(pool), opt.backend_path[0] ? opt.backend_path : NULL,
+                                opt.backend_options, &r, err);
     opt.backend[0] = opt.fallback[0] = '\0'; /* only the options are judged here */
     if (st == VT_OK) st = vt_engine_resolve_backends(&opt, r, true, &preferred, &fallback, err);
     vt_registry_destroy(r);

@@ -37,21 +37,14 @@ struct vt_registry {
     int n_option_strings;
 };
 
-/* Backend `name`'s options out of "NAME.key=value\n" lines, as "key=value,...":
- * malloc'ed and kept by the registry (a backend may keep config->options). */
-static const char *options_for(vt_registry *r, const char *name) {
-    if (!r->all_options || !*r->all_options) return "";
-    size_t name_len = strlen(name), cap = strlen(r->all_options) + 1, used = 0;
-    char *out = malloc(cap);
-    char **list = out ? realloc(r->option_strings, (size_t)(r->n_option_strings + 1) * sizeof *list) : NULL;
-    if (!list) {
-        free(out);
-        return NULL; /* the caller refuses the backend: running it without its options would be wrong */
-    }
-    r->option_strings = list;
-    r->option_strings[r->n_option_strings++] = out;
+/* Backend `name`'s options out of "NAME.key=value\n" lines (all, not
+ * NULL), as "key=value,...", malloc'ed; NULL when out of memory. */
+static char *options_of(const char *all, const char *name) {
+    size_t name_len = strlen(name), used = 0;
+    char *out = malloc(strlen(all) + 1);
+    if (!out) return NULL;
     out[0] = '\0';
-    for (const char *line = r->all_options; *line;) {
+    for (const char *line = all; *line;) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
         if (len > name_len + 1 && strncmp(line, name, name_len) == 0 && line[name_len] == '.') {
@@ -62,6 +55,20 @@ static const char *options_for(vt_registry *r, const char *name) {
         }
         line += len + (end ? 1 : 0);
     }
+    return out;
+}
+
+/* options_of, kept by the registry (a backend may keep config->options). */
+static const char *options_for(vt_registry *r, const char *name) {
+    if (!r->all_options || !*r->all_options) return "";
+    char *out = options_of(r->all_options, name);
+    char **list = out ? realloc(r->option_strings, (size_t)(r->n_option_strings + 1) * sizeof *list) : NULL;
+    if (!list) {
+        free(out);
+        return NULL; /* the caller refuses the backend: running it without its options would be wrong */
+    }
+    r->option_strings = list;
+    r->option_strings[r->n_option_strings++] = out;
     return out;
 }
 
@@ -520,7 +527,13 @@ void vt_registry_destroy(vt_registry *r) {
     free(r);
 }
 
-vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backend_entry *entry, vt_error *err) {
+bool vt_registry_file_backend_name(const char *path, char *name, size_t size) {
+    const char *slash = strrchr(path, '/');
+    return name_from_file(slash ? slash + 1 : path, name, size) > 0;
+}
+
+vt_status vt_registry_check_file(const vt_host *host, const char *path, const char *backend_options_ini,
+                                 vt_backend_entry *entry, vt_error *err) {
     if (!host || !path || !entry) return vt_fail(err, VT_ERR_INVALID, "registry: check_file needs host, path, entry");
     const char *slash = strrchr(path, '/');
     const char *file = slash ? slash + 1 : path;
@@ -541,12 +554,19 @@ vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backe
         else refuse(entry, "file name '%s' is not libvt-backend-NAME.so", file);
         return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
     }
-    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = ""};
+    /* its options, as a registry hands them (kept by the entry: a backend may keep them) */
+    char *options = options_of(backend_options_ini ? backend_options_ini : "", name);
+    if (!options) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = options};
     /* a bare file name is the file in this folder (dlopen would search the library path for it) */
     char here[PATH_MAX];
     if (!slash) format_into(here, sizeof here, "./%s", path);
     load_file(host, &config, slash ? path : here, name, entry);
-    if (entry->state != VT_BACKEND_LOADED) return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
+    if (entry->state != VT_BACKEND_LOADED) {
+        free(options);
+        return vt_fail(err, VT_ERR_BACKEND, "%s: %s", path, entry->reason);
+    }
+    entry->owned_options = options;
     /* The ctx stays live so the caller can ask supports() (the capability
      * matrix of `vt backends --check`) until vt_registry_release_checked. */
     return VT_OK;
@@ -555,6 +575,8 @@ vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backe
 void vt_registry_release_checked(vt_backend_entry *entry) {
     if (!entry || entry->state != VT_BACKEND_LOADED || !entry->table) return;
     if (entry->table->shutdown) entry->table->shutdown(entry->ctx);
+    free(entry->owned_options);
+    entry->owned_options = NULL;
     entry->ctx = NULL;
     entry->state = VT_BACKEND_REFUSED;
     snprintf(entry->reason, sizeof entry->reason, "released after the check");

@@ -32,6 +32,7 @@ typedef struct vt_backend_entry {
     int score;                /* loaded: its probe's score (1 without a probe); ranks the default backend */
     bool refused_by_init;     /* refused: its init failed (the one step that reads its options) */
     vt_status init_status;    /* refused_by_init: what init returned (VT_ERR_NOMEM: it ran out of memory) */
+    char *owned_options;      /* a checked file's options (vt_registry_check_file); NULL in a registry */
 } vt_backend_entry;
 
 typedef struct vt_registry vt_registry;
@@ -44,10 +45,15 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
                              vt_registry **out, vt_error *err);
 void vt_registry_destroy(vt_registry *r);
 
-/* Check one file without keeping it (vt backends --check): VT_OK and its
- * entry, or the refusal reason in err. On VT_OK the entry is LOADED with a live
- * ctx (so supports() can be asked) until vt_registry_release_checked(). */
-vt_status vt_registry_check_file(const vt_host *host, const char *path, vt_backend_entry *entry, vt_error *err);
+/* Check one file without keeping it (vt backends --check, --test FILE): VT_OK
+ * and its entry, or the refusal reason in err. backend_options_ini as
+ * vt_registry_create's: the file's backend gets its keys (NULL = none). On
+ * VT_OK the entry is LOADED with a live ctx (so supports() can be asked)
+ * until vt_registry_release_checked(). */
+vt_status vt_registry_check_file(const vt_host *host, const char *path, const char *backend_options_ini,
+                                 vt_backend_entry *entry, vt_error *err);
+/* The backend name a file libvt-backend-NAME.so holds; false when its name is not of that form. */
+bool vt_registry_file_backend_name(const char *path, char *name, size_t size);
 /* End what vt_registry_check_file started (the backend's shutdown); safe on a
  * refused entry and twice. */
 void vt_registry_release_checked(vt_backend_entry *entry);
