@@ -23,6 +23,7 @@
 #define CRASH_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_rope_decode_crash.so"
 #define BAD_ABI_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bad_abi_major.so"
 #define OPTIONS_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-options_probe.so"
+#define NAN_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_rms_norm_nan.so"
 
 /* `vt ARGS`: exit status, stdout and stderr (caller frees). */
 static int run_vt(const char *args, char **out, char **err) {
@@ -321,6 +322,33 @@ static void test_a_file_gets_its_options(void) {
     free(out), free(err);
 }
 
+/* A plugin whose rms_norm writes NaN: --test fails exactly its rms_norm
+ * cases, and a generation on it stops (exit 5) saying a backend wrote a
+ * non-finite logit instead of printing what a sampler makes of NaN. */
+static void test_nan_writing_plugin(void) {
+    json_value doc;
+    CU_ASSERT_EQUAL(run_test_json("'" NAN_PLUGIN "' --ops rms_norm,add --dtypes f32", &doc), 1);
+    const json_value *cases = array(&doc, "cases");
+    size_t failed_norm = 0, other_failed = 0;
+    for (size_t i = 0; i < cases->n; i++) {
+        const bool norm = strcmp(str(&cases->items[i], "op"), "rms_norm") == 0;
+        if (!is_true(&cases->items[i], "ok")) {
+            if (norm) failed_norm++;
+            else other_failed++;
+        }
+    }
+    CU_ASSERT(failed_norm > 0);
+    CU_ASSERT_EQUAL(other_failed, 0);
+    json_free(&doc);
+    char *out = NULL, *err = NULL, args[2048];
+    snprintf(args, sizeof args, "run -m '%s/models/qwen3-tiny-f32.gguf' -p Hello -n 8 -t 1 --backend bug_rms_norm_nan "
+             "--backend-path '%s'", vt_test_data_dir("qwen3 tiny"), VT_TEST_PLUGIN_DIR);
+    CU_ASSERT_EQUAL(run_vt(args, &out, &err), 5);
+    CU_ASSERT(err && strstr(err, "the forward wrote a non-finite logit") != NULL);
+    CU_ASSERT(out && strspn(out, "\n") == strlen(out)); /* nothing generated */
+    free(out), free(err);
+}
+
 /* The generator: the same seed gives the same bytes, another seed others;
  * every case follows the conventions (the reference accepts it) except the
  * combinations the convention does not have, which are exactly swiglu with
@@ -385,6 +413,7 @@ int main(void) {
         {"the case generator is deterministic and follows the conventions", test_generator},
         {"nmse", test_nmse},
         {"a plugin file gets its options (--test, --check)", test_a_file_gets_its_options},
+        {"a plugin writing NaN: --test fails its op, a run stops saying so", test_nan_writing_plugin},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("backends --test", NULL, NULL, tests);

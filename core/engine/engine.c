@@ -2,6 +2,7 @@
 #include "engine_internal.h"
 
 #include <stdatomic.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -417,6 +418,28 @@ static vt_status ensure_logits(vt_engine *e, int64_t rows, vt_error *err) {
     return VT_OK;
 }
 
+/* A forward's logits are finite: a NaN or an infinity there comes from a
+ * backend's kernel (a sampler would draw from it without a word, and a
+ * greedy pick of it is arbitrary), so the step fails saying so. One pass
+ * over the rows, small beside the forward that wrote them. */
+static vt_status check_finite(const float *logits, int64_t rows, int32_t n_vocab, vt_error *err) {
+    const int64_t n = rows * n_vocab;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i += 4096) {
+        const int64_t end = i + 4096 < n ? i + 4096 : n;
+        bool any = false;
+        for (int64_t k = i; k < end; k++) any |= !isfinite(logits[k]);
+        if (any)
+            for (int64_t k = i; k < end && bad < 0; k++)
+                if (!isfinite(logits[k])) bad = k;
+    }
+    if (bad < 0) return VT_OK;
+    return vt_fail(err, VT_ERR_BACKEND,
+                   "the forward wrote a non-finite logit (%g for token id %lld of row %lld): a backend produced NaN or "
+                   "infinity; `vt compare --trace --backends NAME` names the first node that diverges",
+                   (double)logits[bad], (long long)(bad % n_vocab), (long long)(bad / n_vocab));
+}
+
 /* One run of `plan` over entries whose blocks are reserved: tokens in entry
  * order at their sequences' next positions, each entry's last row giving its
  * logits when it asks for them (a plan without row selection computes every
@@ -462,6 +485,7 @@ static vt_status run_entries(vt_engine *e, vt_plan *plan, const vt_step_entry *e
                          select ? out_rows : NULL, select ? n_out : total, logits};
     st = vt_plan_run(plan, &call, err);
     if (st == VT_OK) *rows = select ? n_out : total;
+    if (st == VT_OK) st = check_finite(logits, *rows, e->model->hp.n_vocab, err);
 done:
     free(tables), free(table_len), free(tokens), free(positions), free(seq_idx), free(out_rows), free(slots);
     return st;
