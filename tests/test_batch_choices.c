@@ -409,6 +409,15 @@ static void test_onednn_steps_shared_do_not_change_a_sequence(void) {
     run_to_end(b, both, 2, true, mixed);
     vt_batch_close(b);
     CU_ASSERT(same_generation(&alone, &mixed[0]));
+    /* and B, its prompt computed in chunks beside A's decodes, as B alone */
+    static generated b_alone;
+    memset(&b_alone, 0, sizeof b_alone);
+    b = open_onednn(2, 256);
+    CU_ASSERT_FATAL(b != NULL);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &rb, &ib, err, sizeof err), VT_OK);
+    run_to_end(b, &ib, 1, true, &b_alone);
+    vt_batch_close(b);
+    CU_ASSERT(same_generation(&b_alone, &mixed[1]));
 }
 
 static void test_onednn_choices_and_preemption_equal_separate_requests(void) {

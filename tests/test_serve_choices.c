@@ -492,6 +492,39 @@ static void test_greedy_choices_are_identical(void) {
     answer_free(&a);
 }
 
+/* A stop string spelled over several tokens: the text ends before it
+ * (whole or streamed), and in a whole answer the tokens that spelled it
+ * (listed up to the one that completed it) begin where the text ends, no
+ * offset past it. (A stream has sent the first of them before the stop
+ * string was certain, at the offsets they would have had.) */
+static void test_offsets_with_a_stop_string(void) {
+    for (int stream = 0; stream < 2; stream++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"prompt\":\"Once upon a time\",\"max_tokens\":40,\"temperature\":0,\"logprobs\":1,"
+                 "\"stop\":[\"etals\"],\"stream\":%s}",
+                 stream ? "true" : "false");
+        answer a = ask("/v1/completions", body);
+        CU_ASSERT_EQUAL_FATAL(a.status, 200);
+        const json_value *ch = stream ? NULL : &json_get(&a.whole, "choices")->items[0];
+        const char *text = stream ? a.c[0].text.s : json_get(ch, "text")->str;
+        const size_t n_text = stream ? a.c[0].text.n : json_get(ch, "text")->len;
+        CU_ASSERT_STRING_EQUAL(stream ? a.c[0].finish : json_get(ch, "finish_reason")->str, "stop");
+        CU_ASSERT(n_text > 0 && strstr(text, "etals") == NULL);
+        if (!stream) {
+            const json_value *lp = json_get(ch, "logprobs"), *offsets = json_get(lp, "text_offset");
+            int at_end = 0;
+            for (size_t t = 0; t < offsets->n; t++) {
+                CU_ASSERT(offsets->items[t].number <= (double)n_text);
+                CU_ASSERT(t == 0 || offsets->items[t].number >= offsets->items[t - 1].number);
+                at_end += offsets->items[t].number == (double)n_text;
+            }
+            CU_ASSERT(at_end >= 2); /* "etals" took more than one token */
+        }
+        answer_free(&a);
+    }
+}
+
 static void test_refusals_name_the_field(void) {
     static const struct {
         const char *path, *body, *param;
@@ -605,6 +638,7 @@ int main(void) {
         {"chat logprobs: shape, bytes, streamed = whole", test_chat_logprobs_shape_and_stream},
         {"n choices equal separate requests; prompt once", test_n_choices_equal_separate_requests},
         {"greedy choices are identical", test_greedy_choices_are_identical},
+        {"text offsets with a stop string", test_offsets_with_a_stop_string},
         {"bad n / logprobs: 400 naming the field", test_refusals_name_the_field},
         {"a client leaving cancels every choice", test_client_leaving_cancels_every_choice},
         CU_TEST_INFO_NULL,

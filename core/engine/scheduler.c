@@ -210,6 +210,14 @@ static void finish(vt_sched *s, request *r, vt_sched_finish why) {
     vt_sampler_free(r->sampler);
     r->sampler = NULL;
     if (r->text) vt_text_stream_finish(r->text);
+    /* The text ended before the stop string, which the last tokens spelled:
+     * they begin where it ends (tokens read before it matched were told
+     * where they would begin had it not). */
+    if (why == VT_SCHED_FINISH_STOP_STRING && r->lp_text_offset) {
+        const int64_t end = (int64_t)vt_text_stream_offset_of(r->text, NULL, 0);
+        for (int64_t k = r->n_read; k < r->n_generated; k++)
+            if (r->lp_text_offset[k] > end) r->lp_text_offset[k] = end;
+    }
 }
 
 static void free_request(request *r) {
@@ -849,7 +857,12 @@ static void accept_token(vt_sched *s, request *r, int32_t token, vt_sched_step_i
         info->n_finished++;
         return;
     }
-    bool ok = keep_logprobs(r);
+    if (!keep_logprobs(r)) { /* no memory for its log-probabilities: it ends before this token */
+        finish(s, r, VT_SCHED_FINISH_LENGTH);
+        info->n_finished++;
+        return;
+    }
+    bool ok = true;
     /* where the text ends, for a token that adds none (append_text says
      * where one that does begins) */
     if (ok && r->text && r->logprobs)

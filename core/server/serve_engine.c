@@ -376,6 +376,8 @@ static int64_t collect_choice(vt_serve_engine *e, vt_serve_job *job, vt_serve_ch
         finish = VT_FINISH_CANCELLED;
     }
     if (finish != VT_FINISH_NONE) c->finish = finish;
+    /* a stop string's tokens, read before it matched, begin where the text ends */
+    if (finish == VT_FINISH_STOP_STRING) vt_serve_logprobs_clamp(&c->logprobs, (int64_t)c->n_text);
     pthread_mutex_unlock(&e->lock);
     if (!ok) vt_batch_cancel(e->batch, c->batch_id, msg, sizeof msg);
     *finished = finish != VT_FINISH_NONE;

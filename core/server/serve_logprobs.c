@@ -59,6 +59,12 @@ bool vt_serve_logprobs_append(vt_serve_logprobs *lp, const vt_batch *b, const vt
     return true;
 }
 
+void vt_serve_logprobs_clamp(vt_serve_logprobs *lp, int64_t end) {
+    const size_t row = 1 + (size_t)lp->n_top;
+    for (size_t t = 0; t < lp->n_tokens; t++)
+        if (lp->e[t * row].text_offset > end) lp->e[t * row].text_offset = end;
+}
+
 void vt_serve_logprobs_free(vt_serve_logprobs *lp) {
     free(lp->e);
     free(lp->bytes);

@@ -50,6 +50,8 @@ typedef struct vt_serve_logprobs {
  * when out of memory (nothing appended). */
 bool vt_serve_logprobs_append(vt_serve_logprobs *lp, const vt_batch *b, const vt_batch_logprobs *src, size_t n);
 void vt_serve_logprobs_free(vt_serve_logprobs *lp);
+/* No token's text offset past end (the text's length once a stop string cut it). */
+void vt_serve_logprobs_clamp(vt_serve_logprobs *lp, int64_t end);
 
 /* The object for tokens [from, to) in kind's shape (NULL: out of memory). */
 json_t *vt_serve_logprobs_json(const vt_serve_logprobs *lp, vt_serve_kind kind, size_t from, size_t to);

@@ -204,8 +204,10 @@ typedef struct vt_batch_logprobs {
     /* [n_tokens]: where each token begins in the request's text, in bytes
      * from its start (the text vt_batch_read returns, read after read). A
      * byte that is no character stands there as U+FFFD (3 bytes); a token
-     * beginning inside a character has the character's start; one after a
-     * stop string, or adding no text, has the text's length then. NULL for a
+     * beginning inside a character has the character's start; one adding no
+     * text has the text's length then. The tokens that spell a stop string
+     * begin where the text ends once it matched (those read before it was
+     * complete were told where they would begin without it). NULL for a
      * model without a tokenizer. */
     const int64_t *text_offset;
 } vt_batch_logprobs;
