@@ -212,6 +212,22 @@ static void test_logprobs_refusals(void) {
     r.top_logprobs = 1000;
     CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
     CU_ASSERT_EQUAL(vt_batch_read_logprobs(b, id, &lp, err, sizeof err), VT_ERR_INVALID);
+    /* a caller built before text offsets: nothing is written past its struct_size */
+    vt_batch_request_init(&r);
+    r.text = "Once upon a time";
+    r.max_new_tokens = 2;
+    r.logprobs = true;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+    int32_t n_seqs;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
+    vt_batch_output o;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_read(b, id, &o, err, sizeof err), VT_OK);
+    const int64_t canary = 0x5eed;
+    vt_batch_logprobs old = {.struct_size = (uint32_t)offsetof(vt_batch_logprobs, text_offset),
+                             .text_offset = (const int64_t *)&canary};
+    CU_ASSERT_EQUAL(vt_batch_read_logprobs(b, id, &old, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(old.n_tokens, o.n_tokens);
+    CU_ASSERT_PTR_EQUAL(old.text_offset, &canary);
     vt_batch_close(b);
 }
 
