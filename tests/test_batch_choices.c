@@ -307,6 +307,31 @@ static void test_choices_without_enough_sequences(void) {
     check_choices_equal_separate("reference", 2, 4, 1.0f);
 }
 
+/* Seeds are 0..VT_SEED_MAX (what a JSON seed holds): choice 1 of a request
+ * seeded VT_SEED_MAX draws as a request seeded 0, and a seed past the
+ * largest is refused naming the field. */
+static void test_seeds_wrap_and_past_the_largest_are_refused(void) {
+    vt_batch *b = open_batch("reference", 2);
+    CU_ASSERT_FATAL(b != NULL);
+    char err[512] = "";
+    vt_batch_request r;
+    uint64_t ids[2], id;
+    sampled_request(&r, "Once upon a time", (uint64_t)VT_SEED_MAX, 16);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add_n(b, &r, 2, ids, err, sizeof err), VT_OK);
+    static generated together[2], alone;
+    memset(together, 0, sizeof together);
+    memset(&alone, 0, sizeof alone);
+    run_to_end(b, ids, 2, false, together);
+    sampled_request(&r, "Once upon a time", 0, 16);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+    run_to_end(b, &id, 1, false, &alone);
+    CU_ASSERT(together[1].n == alone.n && memcmp(together[1].tokens, alone.tokens, (size_t)alone.n * sizeof(int32_t)) == 0);
+    sampled_request(&r, "Once upon a time", (uint64_t)VT_SEED_MAX + 1, 16);
+    CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT(strstr(err, "request.seed") != NULL);
+    vt_batch_close(b);
+}
+
 static void test_cancel_every_choice(void) {
     vt_batch *b = open_batch("reference", 4);
     CU_ASSERT_FATAL(b != NULL);
@@ -561,6 +586,7 @@ int main(void) {
         {"greedy choices are identical", test_greedy_choices_are_identical},
         {"choices without enough sequences", test_choices_without_enough_sequences},
         {"cancel every choice", test_cancel_every_choice},
+        {"seeds wrap; past the largest is refused", test_seeds_wrap_and_past_the_largest_are_refused},
         {"text offsets index the text", test_text_offsets_index_the_text},
         {"onednn: steps shared do not change a sequence", test_onednn_steps_shared_do_not_change_a_sequence},
         {"onednn: choices and preemption equal separate requests",

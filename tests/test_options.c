@@ -258,7 +258,7 @@ static void test_ini_sets_every_key(void) {
                             "max_seqs = 8\ntoken_budget = 64\nprefill_chunk = 32\nmax_waiting = 9\n"
                             "[kv_cache]\ndtype = bf16\nctx_size = 8192\nblock_size = 32\nprefix_cache = 0\nprefix_cache_blocks = 12\n"
                             "[backends]\npath = /opt/a:/opt/b ; inline comment\n"
-                            "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 18446744073709551615\n"
+                            "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 9223372036854775807\n"
                             "[server]\nhost = ::1\nport = 0\nchat_template = llama3\nchat_template_file = /t.jinja\nmodel_alias = my model\n"
                             "body_limit = 1024\ntimeout = 0.5\nshutdown_grace = 0\n",
                             &err);
@@ -282,7 +282,7 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_EQUAL(o.top_k, 0);
     CU_ASSERT_EQUAL(o.top_p, 0.5f);
     CU_ASSERT_EQUAL(o.min_p, 1.0f);
-    CU_ASSERT_EQUAL(o.seed, UINT64_MAX);
+    CU_ASSERT_EQUAL(o.seed, (uint64_t)INT64_MAX);
     CU_ASSERT_STRING_EQUAL(vt_serve_options_of(&o)->host, "::1");
     CU_ASSERT_EQUAL(vt_serve_options_of(&o)->port, 0);
     CU_ASSERT_STRING_EQUAL(vt_serve_options_of(&o)->chat_template, "llama3");
@@ -406,9 +406,10 @@ static const bad_value bad_values[] = {
     {"sampling.top_p", "1e-300", "(0, 1]"}, /* > 0 as a double, 0 as the float it is stored as */
     {"sampling.min_p", "-0.01", "[0, 1]"},
     {"sampling.min_p", "1.5", "[0, 1]"},
-    {"sampling.seed", "-2", "-1 (a fresh random seed for each run and request) or integers 0..18446744073709551615"},
-    {"sampling.seed", "18446744073709551616", "integers 0..18446744073709551615"},
-    {"sampling.seed", "12a", "integers 0..18446744073709551615"},
+    {"sampling.seed", "-2", "-1 (a fresh random seed for each run and request) or integers 0..9223372036854775807"},
+    {"sampling.seed", "9223372036854775808", "integers 0..9223372036854775807"}, /* past a JSON seed's int64 */
+    {"sampling.seed", "18446744073709551616", "integers 0..9223372036854775807"},
+    {"sampling.seed", "12a", "integers 0..9223372036854775807"},
 };
 
 /* Each bad value is refused from the CLI with the key, the value and the

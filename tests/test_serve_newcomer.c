@@ -18,14 +18,17 @@
 
 #define MODEL "aidreams260k-f32.gguf"
 
-static serve_server random_srv, numbered_srv;
+static serve_server random_srv, numbered_srv, last_seed_srv;
 
 static int suite_init(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     static const char *const random_args[] = {"-c", "128", "--backend", "reference", NULL};
     static const char *const numbered_args[] = {"-c", "128", "--backend", "reference", "--seed", "100", NULL};
+    static const char *const last_seed_args[] = {"-c", "128", "--backend", "reference", "--seed", "9223372036854775807",
+                                                 NULL};
     return serve_start(&random_srv, MODEL, "random.log", random_args) &&
-                   serve_start(&numbered_srv, MODEL, "numbered.log", numbered_args)
+                   serve_start(&numbered_srv, MODEL, "numbered.log", numbered_args) &&
+                   serve_start(&last_seed_srv, MODEL, "last-seed.log", last_seed_args)
                ? 0
                : 1;
 }
@@ -33,6 +36,7 @@ static int suite_init(void) {
 static int suite_cleanup(void) {
     if (random_srv.pid > 0) serve_stop(&random_srv);
     if (numbered_srv.pid > 0) serve_stop(&numbered_srv);
+    if (last_seed_srv.pid > 0) serve_stop(&last_seed_srv);
     curl_global_cleanup();
     return 0;
 }
@@ -116,6 +120,24 @@ static void test_given_seed_numbers_requests(void) {
         free(text);
         free(line);
     }
+}
+
+/* Every seed the server names can be sent back: --seed at the largest
+ * seed (a JSON integer's int64) numbers the next request 0, and both
+ * replay their texts. */
+static void test_numbered_seeds_wrap_and_replay(void) {
+    char *text[2];
+    for (int k = 0; k < 2; k++) {
+        text[k] = completion_text(&last_seed_srv, "");
+        char *line = log_line(&last_seed_srv, "POST /v1/completions 200", k);
+        CU_ASSERT(line && strstr(line, k ? " seed=0 " : " seed=9223372036854775807 ") != NULL);
+        free(line);
+    }
+    char *again0 = completion_text(&last_seed_srv, ",\"seed\":9223372036854775807");
+    char *again1 = completion_text(&last_seed_srv, ",\"seed\":0");
+    CU_ASSERT(text[0] && again0 && strcmp(text[0], again0) == 0);
+    CU_ASSERT(text[1] && again1 && strcmp(text[1], again1) == 0);
+    free(text[0]), free(text[1]), free(again0), free(again1);
 }
 
 /* A 400's log line gives the field and the reason the client was told. */
@@ -213,6 +235,7 @@ int main(void) {
         {"parallel_tool_calls, service_tier, store: decided per field", test_openai_habit_fields_decided_per_field},
         {"listen errors say what bind said", test_listen_errors_say_what_bind_said},
         {"a bad --chat-template-file is refused before listening", test_bad_template_refused_before_listening},
+        {"--seed numbers wrap at the largest seed and replay", test_numbered_seeds_wrap_and_replay},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve newcomer", suite_init, suite_cleanup, tests);

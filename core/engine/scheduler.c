@@ -10,6 +10,7 @@
 #include "scheduler.h"
 
 #include <math.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -335,6 +336,9 @@ static vt_status check_request(const vt_sched *s, const vt_sched_request *q, vt_
         (st = vt_sampling_check(VT_KNOB_FREQUENCY_PENALTY, q->frequency_penalty, "request.frequency_penalty", err)) !=
             VT_OK)
         return st;
+    if (p->seed > (uint64_t)VT_SEED_MAX)
+        return vt_fail(err, VT_ERR_INVALID, "request.seed: %" PRIu64 " (accepted: 0..%" PRId64 ")", p->seed,
+                       (int64_t)VT_SEED_MAX);
     if (q->n_stop_ids < 0 || (q->n_stop_ids > 0 && !q->stop_ids))
         return vt_fail(err, VT_ERR_INVALID, "request.stop_ids: %d ids%s", q->n_stop_ids,
                        q->n_stop_ids > 0 ? " but no array" : " (accepted: >= 0)");
@@ -448,7 +452,7 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
     request **followers = n > 1 ? malloc((size_t)(n - 1) * sizeof *followers) : NULL;
     if (n > 1 && !followers) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < n; i++) {
-        st = new_request(s, q, q->sampler.seed + (uint64_t)i, &made[i], err);
+        st = new_request(s, q, (q->sampler.seed + (uint64_t)i) & (uint64_t)VT_SEED_MAX, &made[i], err);
         if (st != VT_OK) {
             for (int32_t j = 0; j < i; j++) free_request(made[j]);
             free(followers);

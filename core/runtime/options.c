@@ -19,6 +19,7 @@
  * error, not a silent default (VT_CONFIG excepted, as options.h says). */
 #include "options.h"
 #include "sampling_rules.h"
+#include "vt/vt.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -115,7 +116,7 @@ static const option_spec option_specs[OPT_COUNT] = {
     [OPT_TOP_P] = {"sampling.top_p", "sampling", "top_p", NULL},
     [OPT_MIN_P] = {"sampling.min_p", "sampling", "min_p", NULL},
     [OPT_SEED] = {"sampling.seed", "sampling", "seed",
-                  "-1 (a fresh random seed for each run and request) or integers 0..18446744073709551615"},
+                  "-1 (a fresh random seed for each run and request) or integers 0..9223372036854775807"},
 };
 
 /* ---- the layer above the library ----------------------------------------
@@ -387,7 +388,7 @@ static bool store_value(vt_options *o, int id, const char *value) {
             o->seed = 0;
             return true;
         }
-        if (!parse_u64(value, &u64)) return false;
+        if (!parse_u64(value, &u64) || u64 > (uint64_t)VT_SEED_MAX) return false;
         o->seed = u64;
         o->seed_random = false;
         return true;

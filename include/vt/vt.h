@@ -118,6 +118,12 @@ VT_API void vt_session_explain(const vt_session *s, FILE *f);
  * Threads: a batch is used from one thread at a time, like a session. */
 typedef struct vt_batch vt_batch;
 
+/* The largest sampling seed: a JSON integer (OpenAI's seed) holds it, so any
+ * seed vt uses or prints can be sent back to replay what it drew. Seeds vt
+ * derives from one (choice i: seed + i; vt serve --seed N: N, N + 1, ...)
+ * wrap around within 0..VT_SEED_MAX. */
+#define VT_SEED_MAX INT64_MAX
+
 /* Why a request ended. */
 typedef enum vt_finish {
     VT_FINISH_NONE = 0,      /* still waiting or running */
@@ -139,7 +145,7 @@ typedef struct vt_batch_request {
     int32_t top_k;            /* >= 0; 0 = off */
     float top_p;              /* (0, 1]; 1 = off */
     float min_p;              /* [0, 1]; 0 = off */
-    uint64_t seed;
+    uint64_t seed;            /* 0..VT_SEED_MAX */
     /* Ids that end the request; n_stop_ids 0: the model's end-of-generation
      * ids (EOS, EOT), vt_batch_default_stop_ids gives them. */
     const int32_t *stop_ids;
@@ -292,7 +298,7 @@ VT_API size_t vt_batch_default_stop_ids(const vt_batch *b, int32_t *ids, size_t 
 VT_API vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, char *err, size_t err_size);
 
 /* Queue n requests of one prompt (OpenAI's n choices): choice i is request
- * r with seed r->seed + i, ids[i] its id, read and cancelled like any
+ * r with seed (r->seed + i) mod (VT_SEED_MAX + 1), ids[i] its id, read and cancelled like any
  * request. The prompt is computed once: when its last token's logits are
  * out, every other choice samples its first token from them and continues
  * on a fork of the first choice's KV blocks (full blocks shared, the partial
