@@ -111,7 +111,9 @@ static void test_requests_without_seed_are_random_and_replayable(void) {
     free(line0), free(line1), free(line2);
 }
 
-/* --seed N: requests without a seed get N, N + 1, ... in arrival order. */
+/* --seed N: requests without a seed get N, N + 1, ... in arrival order; a
+ * request of n choices takes n of them (choice i draws with seed + i), so
+ * the next one does not repeat its last choice. */
 static void test_given_seed_numbers_requests(void) {
     for (int k = 0; k < 2; k++) {
         char *text = completion_text(&numbered_srv, "");
@@ -120,6 +122,16 @@ static void test_given_seed_numbers_requests(void) {
         free(text);
         free(line);
     }
+    serve_reply r = serve_http(&numbered_srv, NULL, "/v1/completions",
+                               "{\"prompt\":\"Once upon a time\",\"max_tokens\":4,\"n\":3}", NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
+    char *text = completion_text(&numbered_srv, "");
+    char *n_line = log_line(&numbered_srv, "POST /v1/completions 200", 2);
+    char *next = log_line(&numbered_srv, "POST /v1/completions 200", 3);
+    CU_ASSERT_EQUAL(logged_seed(n_line), 102);
+    CU_ASSERT_EQUAL(logged_seed(next), 105);
+    free(text), free(n_line), free(next);
 }
 
 /* Every seed the server names can be sent back: --seed at the largest

@@ -131,7 +131,8 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
         /* Chosen here, before the handler logs the request, so the log line
          * can name the seed that replays it. */
         job->req.seed = e->cfg.draw_seed ? e->cfg.draw_seed() : e->next_seed;
-        if (!e->cfg.draw_seed) e->next_seed = (e->next_seed + 1) & (uint64_t)VT_SEED_MAX;
+        /* its n choices take seed .. seed + n - 1: the next request starts after them */
+        if (!e->cfg.draw_seed) e->next_seed = (e->next_seed + (uint64_t)job->req.n) & (uint64_t)VT_SEED_MAX;
         job->req.has_seed = true;
     }
     job->refs++;
