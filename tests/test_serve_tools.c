@@ -176,6 +176,19 @@ static void same_calls(const answer *a, const answer *b) {
     }
 }
 
+/* A tool whose parameters schema says no type (as {} does): a forced
+ * call's arguments are an object of it, and the answer is a call. */
+static void test_forced_call_of_a_typeless_schema(void) {
+    answer a = ask("{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"g\", \"parameters\": "
+                   "{\"additionalProperties\": false}}}], "
+                   "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}, \"seed\": 3, "
+                   "\"max_tokens\": 200}",
+                   0);
+    CU_ASSERT_STRING_EQUAL(a.finish, "tool_calls");
+    CU_ASSERT_EQUAL(a.n_calls, 1);
+    if (a.n_calls == 1) CU_ASSERT_STRING_EQUAL(a.calls[0].name, "g");
+}
+
 static void test_named_call_whole_and_streamed(void) {
     const char *named = "{" USER ", " TOOLS ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": "
                         "\"get_weather\"}}, \"seed\": 11, \"max_tokens\": 200%s}";
@@ -329,6 +342,24 @@ static void test_refusals_name_the_field(void) {
                "tool_choice.function.name");
     expect_400("{" USER ", " TOOLS ", \"response_format\": {\"type\": \"json_object\"}}", "tools");
     expect_400("{" USER ", " TOOLS ", \"parallel_tool_calls\": \"yes\"}", "parallel_tool_calls");
+    /* OpenAI's function names, and parameters that are an object's schema */
+    static const char *const bad_names[] = {"", "has space", "a\\\"b", "\\u00fcn",
+                                            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof *bad_names; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"%s\"}}]}",
+                 bad_names[i]);
+        expect_400(body, "tools[0].function.name");
+    }
+    static const char *const bad_params[] = {"\"str\"", "{\"type\": \"string\", \"enum\": [\"x\"]}",
+                                             "{\"type\": \"array\"}", "5"};
+    for (size_t i = 0; i < sizeof bad_params / sizeof *bad_params; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"g\", \"parameters\": %s}}]}",
+                 bad_params[i]);
+        expect_400(body, "tools[0].function.parameters");
+    }
     /* a schema the grammar converter refuses, only when a call is forced */
     expect_400("{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\":"
                " \"object\", \"not\": {}}}}], \"tool_choice\": \"required\"}",
@@ -342,6 +373,7 @@ int main(void) {
     }
     static CU_TestInfo tests[] = {
         {"a named call, whole and streamed", test_named_call_whole_and_streamed},
+        {"a forced call of a tool whose schema names no type", test_forced_call_of_a_typeless_schema},
         {"required, n=2, one call each, streamed with usage", test_required_n2_streamed_with_usage},
         {"auto without a call streams all its content", test_auto_without_a_call_streams_all_content},
         {"round trip: call, tool result, final answer", test_round_trip},

@@ -7,6 +7,7 @@
  * given; chat_template_kwargs' keys as extra variables. */
 #include <jansson.h>
 #include <stdio.h>
+#include <ctype.h>
 #include <string.h>
 
 #include "serve_request.h"
@@ -80,6 +81,16 @@ static bool one_message(const json_t *m, const vt_serve_message *parsed, size_t 
     return true;
 }
 
+/* OpenAI's rule for a function's name: ^[a-zA-Z0-9_-]{1,64}$. */
+static bool tool_name_ok(const char *name) {
+    size_t n = 0;
+    for (; name[n]; n++)
+        if (!isalnum((unsigned char)name[n]) || (unsigned char)name[n] >= 0x80) {
+            if (name[n] != '_' && name[n] != '-') return false;
+        }
+    return n >= 1 && n <= 64;
+}
+
 static bool check_tools(const json_t *tools, vt_serve_error *err) {
     if (!json_is_array(tools)) return vt_serve_fail(err, 400, INVALID, "tools", "tools: expected an array");
     for (size_t j = 0; j < json_array_size(tools); j++) {
@@ -94,8 +105,19 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
         if (type && !(json_is_string(type) && strcmp(json_string_value(type), "function") == 0))
             return vt_serve_fail(err, 400, INVALID, param, "%s: only \"function\" tools are supported", param);
         snprintf(param, sizeof param, "tools[%zu].function.name", j);
-        if (!json_is_string(json_is_object(fn) ? json_object_get(fn, "name") : NULL))
-            return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
+        const json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        if (!json_is_string(name)) return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
+        if (!tool_name_ok(json_string_value(name)))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: 1 to 64 of a-z, A-Z, 0-9, _ and - (as OpenAI's)", param);
+        /* the arguments a call writes are a JSON object: its schema is one,
+         * of type "object" when it says a type ({} or none: any object) */
+        const json_t *params = json_object_get(fn, "parameters");
+        const json_t *ptype = json_is_object(params) ? json_object_get(params, "type") : NULL;
+        snprintf(param, sizeof param, "tools[%zu].function.parameters", j);
+        if (params && !json_is_null(params) &&
+            (!json_is_object(params) || (ptype && !(json_is_string(ptype) && strcmp(json_string_value(ptype), "object") == 0))))
+            return vt_serve_fail(err, 400, INVALID, param,
+                                 "%s: a JSON Schema of type \"object\" (a call's arguments are an object)", param);
     }
     return true;
 }

@@ -87,9 +87,11 @@ static bool tool_named(const json_t *tools, const char *name) {
     return false;
 }
 
-/* "call_" and 24 hex digits, unique in this process and unlikely to repeat
- * across restarts; drawn from nothing the sampler uses. */
-static void new_call_id(char out[40]) {
+/* A call id, unique in this process and unlikely to repeat across
+ * restarts; drawn from nothing the sampler uses. "call_" and 24 hex digits,
+ * or for Mistral's format 9 letters and digits: its templates refuse any
+ * other id when the call comes back in the history. */
+static void new_call_id(vt_tool_format f, char out[40]) {
     static atomic_uint_fast64_t counter;
     uint64_t k = atomic_fetch_add(&counter, 1);
     struct timespec ts;
@@ -99,19 +101,27 @@ static void new_call_id(char out[40]) {
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
     x ^= x >> 31;
-    snprintf(out, 40, "call_%016llx%08llx", (unsigned long long)x, (unsigned long long)(k & 0xffffffffu));
+    if (f != VT_TOOL_FORMAT_MISTRAL) {
+        snprintf(out, 40, "call_%016llx%08llx", (unsigned long long)x, (unsigned long long)(k & 0xffffffffu));
+        return;
+    }
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    x ^= k * 0x9e3779b97f4a7c15u; /* the counter keeps ids of one instant apart */
+    for (int i = 0; i < 9; i++, x /= 62) out[i] = alnum[x % 62];
+    out[9] = '\0';
 }
 
 typedef enum { ADD_OK, ADD_NOT_A_CALL, ADD_OOM } add_result;
 
 /* Append the call (name, args object) to calls. */
-static add_result add_call(json_t *calls, const json_t *tools, const json_t *name, const json_t *args) {
+static add_result add_call(vt_tool_format f, json_t *calls, const json_t *tools, const json_t *name,
+                           const json_t *args) {
     if (!json_is_string(name) || !json_is_object(args) || !tool_named(tools, json_string_value(name)))
         return ADD_NOT_A_CALL;
     char *text = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
     if (!text) return ADD_OOM;
     char id[40];
-    new_call_id(id);
+    new_call_id(f, id);
     json_t *call = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name", name,
                              "arguments", text);
     free(text);
@@ -120,10 +130,11 @@ static add_result add_call(json_t *calls, const json_t *tools, const json_t *nam
 }
 
 /* A {"name", argument_key: {...}} object as a call. */
-static add_result add_object(json_t *calls, const json_t *tools, const json_t *obj, const char *argument_key) {
+static add_result add_object(vt_tool_format f, json_t *calls, const json_t *tools, const json_t *obj,
+                             const char *argument_key) {
     if (!json_is_object(obj)) return ADD_NOT_A_CALL;
     const json_t *args = json_object_get(obj, argument_key);
-    return add_call(calls, tools, json_object_get(obj, "name"), args);
+    return add_call(f, calls, tools, json_object_get(obj, "name"), args);
 }
 
 /* Hermes: <tool_call> JSON </tool_call>, repeated, whitespace between. */
@@ -133,7 +144,7 @@ static add_result parse_hermes(cursor *c, json_t *calls, const json_t *tools) {
         skip_space(c);
         json_t *obj = take_json(c);
         if (!obj) return ADD_NOT_A_CALL;
-        add_result r = add_object(calls, tools, obj, "arguments");
+        add_result r = add_object(VT_TOOL_FORMAT_HERMES, calls, tools, obj, "arguments");
         json_decref(obj);
         if (r != ADD_OK) return r;
         skip_space(c);
@@ -149,7 +160,8 @@ static add_result parse_llama3(cursor *c, json_t *calls, const json_t *tools) {
     json_t *obj = take_json(c);
     if (!obj) return ADD_NOT_A_CALL;
     /* the tag's form is sometimes written with "arguments" */
-    add_result r = add_object(calls, tools, obj, json_object_get(obj, "parameters") ? "parameters" : "arguments");
+    add_result r = add_object(VT_TOOL_FORMAT_LLAMA3, calls, tools, obj,
+                              json_object_get(obj, "parameters") ? "parameters" : "arguments");
     json_decref(obj);
     skip_space(c);
     return r == ADD_OK && c->pos != c->n ? ADD_NOT_A_CALL : r;
@@ -171,7 +183,7 @@ static add_result parse_mistral(cursor *c, json_t *calls, const json_t *tools) {
             json_t *obj;
             add_result r = ADD_OK;
             json_array_foreach(arr, i, obj) {
-                r = add_object(calls, tools, obj, "arguments");
+                r = add_object(VT_TOOL_FORMAT_MISTRAL, calls, tools, obj, "arguments");
                 if (r != ADD_OK) break;
             }
             json_decref(arr);
@@ -183,7 +195,7 @@ static add_result parse_mistral(cursor *c, json_t *calls, const json_t *tools) {
             if (!name) return ADD_NOT_A_CALL;
             c->pos = args_at + strlen(MISTRAL_ARGS);
             json_t *args = take_json(c);
-            add_result r = args ? add_call(calls, tools, name, args) : ADD_NOT_A_CALL;
+            add_result r = args ? add_call(VT_TOOL_FORMAT_MISTRAL, calls, tools, name, args) : ADD_NOT_A_CALL;
             json_decref(name);
             json_decref(args);
             if (r != ADD_OK) return r;
@@ -273,7 +285,18 @@ size_t vt_tool_calls_content_prefix(vt_tool_format f, const char *text, size_t n
  * "required": ["name", KEY]} for one tool; NULL when out of memory. */
 static json_t *call_schema(const json_t *function, const char *argument_key) {
     const json_t *params = json_object_get(function, "parameters");
-    json_t *p = params && !json_is_null(params) ? json_incref((json_t *)params) : json_pack("{s:s}", "type", "object");
+    json_t *p = NULL;
+    if (!json_is_object(params)) {
+        p = json_pack("{s:s}", "type", "object"); /* none: any object */
+    } else if (!json_object_get(params, "type")) { /* {} or a type-less schema: an object of it (the request checked the rest) */
+        p = json_deep_copy(params);
+        if (p && json_object_set_new(p, "type", json_string("object")) != 0) {
+            json_decref(p);
+            p = NULL;
+        }
+    } else {
+        p = json_incref((json_t *)params);
+    }
     json_t *props = json_pack("{s:{s:O}}", "name", "const", json_object_get(function, "name"));
     if (!p || !props || json_object_set_new(props, argument_key, p) != 0) {
         json_decref(props);
