@@ -360,6 +360,9 @@ static void test_refusals_name_the_field(void) {
                  bad_params[i]);
         expect_400(body, "tools[0].function.parameters");
     }
+    /* template variables the request's own fields set are not set twice */
+    expect_400("{" USER ", \"chat_template_kwargs\": {\"tools\": 5}}", "chat_template_kwargs.tools");
+    expect_400("{" USER ", \"chat_template_kwargs\": {\"messages\": []}}", "chat_template_kwargs.messages");
     /* a schema the grammar converter refuses, only when a call is forced */
     expect_400("{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\":"
                " \"object\", \"not\": {}}}}], \"tool_choice\": \"required\"}",

@@ -194,6 +194,16 @@ bool vt_serve_parse_chat_input(const json_t *root, vt_serve_request *r, vt_serve
     if (kw && !json_is_null(kw)) {
         if (!json_is_object(kw))
             return vt_serve_fail(err, 400, INVALID, "chat_template_kwargs", "chat_template_kwargs: expected an object");
+        /* the variables the request's own fields set: a second way to set
+         * them would be unchecked (tools) or ignored (the rest) */
+        static const char *const own[] = {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"};
+        for (size_t k = 0; k < sizeof own / sizeof *own; k++)
+            if (json_object_get(kw, own[k])) {
+                char param[64];
+                snprintf(param, sizeof param, "chat_template_kwargs.%s", own[k]);
+                return vt_serve_fail(err, 400, INVALID, param, "%s: set by the request itself%s", param,
+                                     k < 3 ? " (its own field)" : " (the model's)");
+            }
         if (json_object_set(in, "kwargs", kw)) return oom(err);
     }
     json_t *agp = json_object_get(root, "add_generation_prompt");
