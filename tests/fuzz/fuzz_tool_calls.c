@@ -9,12 +9,14 @@
  *
  * What must hold for every input, besides "no crash, no leak, no UB":
  *  - the content is a prefix of the text; calls, when any, are no more than
- *    allowed, each with a "call_" id, type "function", a name among the
+ *    allowed, each with an id ("call_" and 24 hex digits; Mistral's format:
+ *    9 letters and digits), type "function", a name among the
  *    tools and arguments that parse as a JSON object;
  *  - while streaming, the content released for every prefix of the text
  *    grows with the prefix and never reaches into what the whole text
  *    turns out to be calls (text once sent as content cannot be taken back);
  *  - a grammar that is built compiles, or its schema is the one refused. */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,13 @@ static void fuzz_parse(vt_tool_format f, size_t max_calls, const char *text, siz
         json_t *call;
         json_array_foreach(p.calls, i, call) {
             const char *id = json_string_value(json_object_get(call, "id"));
-            CHECK(id && strncmp(id, "call_", 5) == 0);
+            if (f == VT_TOOL_FORMAT_MISTRAL) {
+                size_t k = 0;
+                while (id && isalnum((unsigned char)id[k])) k++;
+                CHECK(id && k == 9 && !id[k]);
+            } else {
+                CHECK(id && strncmp(id, "call_", 5) == 0 && strlen(id) == 29);
+            }
             CHECK(json_is_string(json_object_get(call, "type")));
             const json_t *fn = json_object_get(call, "function");
             const char *name = json_string_value(json_object_get(fn, "name"));
