@@ -393,7 +393,7 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
     int64_t room = ctx - (int64_t)n_tokens;
     int64_t max_new = ch->o->gen.n_predict_given && ch->o->gen.n_predict < room ? ch->o->gen.n_predict : room;
     const vt_sched_request req = vt_cli_gen_request(&ch->o->c, &ch->o->gen, tokens, (int64_t)n_tokens, max_new,
-                                                    (ch->seed + (uint64_t)ch->turn) & (uint64_t)VT_SEED_MAX, ch->stop_ids, ch->n_stop_ids);
+                                                    vt_seed_after(ch->seed, (uint64_t)ch->turn), ch->stop_ids, ch->n_stop_ids);
     uint64_t id = 0;
     st = vt_sched_add(ch->sched, &req, &id, err);
     bytes reply = {0};
@@ -490,7 +490,7 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
         if (n_gen > 1) snprintf(rate, sizeof rate, " (%.1f tok/s)", (double)(n_gen - 1) / (t_gen > 0 ? t_gen : 1e-9));
         char seed_note[48] = "";
         if (ch->o->c.opt.temp > 0)
-            snprintf(seed_note, sizeof seed_note, ", seed %" PRIu64, (ch->seed + (uint64_t)(ch->turn - 1)) & (uint64_t)VT_SEED_MAX);
+            snprintf(seed_note, sizeof seed_note, ", seed %" PRIu64, vt_seed_after(ch->seed, (uint64_t)(ch->turn - 1)));
         fprintf(stderr, "[turn %d: prompt %zu tokens, %lld from the cache; generated %zu tokens in %.3f s%s%s]\n",
                 ch->turn, n_tokens, (long long)n_cached, n_gen, t_end - t0, rate, seed_note);
     }

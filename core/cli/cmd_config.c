@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "host.h"
 #include "registry.h"
+#include "scheduler.h"
 #include "threadpool.h"
 
 static void help(void) {
@@ -108,11 +109,7 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
  * is given; a context the model decides is checked when a run opens it). */
 static vt_status check_token_budget(const vt_options *opt, vt_error *err) {
     const int64_t step_max = opt->ctx_size > 0 && opt->ctx_size < opt->batch_size ? opt->ctx_size : opt->batch_size;
-    if (opt->token_budget <= step_max) return VT_OK;
-    return vt_fail(err, VT_ERR_INVALID,
-                   "runtime.token_budget = %d: one forward takes at most %lld tokens (runtime.batch_size, capped by "
-                   "kv_cache.ctx_size); accepted values are 0 or 1..%lld",
-                   opt->token_budget, (long long)step_max, (long long)step_max);
+    return vt_sched_check_token_budget(opt->token_budget, step_max, err);
 }
 
 /* Each value is checked as it is set; across them, the token budget. */

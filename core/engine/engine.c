@@ -541,11 +541,10 @@ void vt_engine_reset(vt_engine *e) {
  * disagree, else all; and the plan that runs them. */
 typedef struct step_group {
     vt_plan *plan;
-    vt_step_entry *entries;
-    int32_t *index; /* each one's entry index in the step */
+    const vt_step_entry *entries;
+    const int32_t *index; /* each one's entry index in the step; NULL: the step's own order */
     int32_t n;
-    int64_t total;  /* tokens */
-    int64_t rows;   /* logits rows it writes */
+    int64_t total; /* tokens */
 } step_group;
 
 /* Rows of logits a group's run writes: the entries that ask (one at least),
@@ -584,28 +583,30 @@ vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_e
     /* group 0: one forward of everything (plans agree), or the prompts'
      * entries through the prefill plan; group 1: the generated ones through
      * the decode plan */
-    vt_step_entry *sorted = malloc((size_t)n_entries * sizeof *sorted);
-    int32_t *index = malloc((size_t)n_entries * sizeof *index);
-    if (!sorted || !index) {
-        free(sorted), free(index);
-        return vt_fail(err, VT_ERR_NOMEM, "out of memory");
-    }
-    step_group g[2] = {{0}, {0}};
+    step_group g[2];
     int32_t n_groups = 1;
+    vt_step_entry *sorted = NULL; /* plans apart: the prompts' entries, then the generated ones */
+    int32_t *index = NULL;
     if (e->plans_agree) {
-        g[0].plan = all_single && n_entries <= e->decode->max_tokens ? e->decode : e->prefill;
-        for (int32_t i = 0; i < n_entries; i++) sorted[i] = entries[i], index[i] = i;
-        g[0] = (step_group){g[0].plan, sorted, index, n_entries, total, 0};
+        g[0] = (step_group){all_single && n_entries <= e->decode->max_tokens ? e->decode : e->prefill, entries, NULL,
+                            n_entries, total};
     } else {
-        int32_t n_prompt = 0;
+        sorted = malloc((size_t)n_entries * sizeof *sorted);
+        index = malloc((size_t)n_entries * sizeof *index);
+        if (!sorted || !index) {
+            free(sorted), free(index);
+            return vt_fail(err, VT_ERR_NOMEM, "out of memory");
+        }
+        int32_t n_prompt = 0, at[2] = {0, 0};
         for (int32_t i = 0; i < n_entries; i++) n_prompt += !entries[i].generated;
-        g[0] = (step_group){e->prefill, sorted, index, 0, 0, 0};
-        g[1] = (step_group){e->decode, sorted + n_prompt, index + n_prompt, 0, 0, 0};
+        g[0] = (step_group){e->prefill, sorted, index, n_prompt, 0};
+        g[1] = (step_group){e->decode, sorted + n_prompt, index + n_prompt, n_entries - n_prompt, 0};
         for (int32_t i = 0; i < n_entries; i++) {
-            step_group *k = &g[entries[i].generated];
-            k->entries[k->n] = entries[i];
-            k->index[k->n++] = i;
-            k->total += entries[i].n_tokens;
+            const int kind = entries[i].generated;
+            const int32_t j = (kind ? n_prompt : 0) + at[kind]++;
+            sorted[j] = entries[i];
+            index[j] = i;
+            g[kind].total += entries[i].n_tokens;
         }
         if (g[0].n == 0) g[0] = g[1];
         else n_groups = g[1].n > 0 ? 2 : 1;

@@ -105,6 +105,14 @@ vt_sched_options vt_sched_default_options(void) {
     return (vt_sched_options){.max_waiting = 256, .token_budget = 0, .prefill_chunk = 0};
 }
 
+vt_status vt_sched_check_token_budget(int64_t budget, int64_t step_max, vt_error *err) {
+    if (budget >= 0 && budget <= step_max) return VT_OK;
+    return vt_fail(err, VT_ERR_INVALID,
+                   "runtime.token_budget = %lld: one forward takes at most %lld tokens (runtime.batch_size, capped by "
+                   "kv_cache.ctx_size); accepted values are 0 or 1..%lld",
+                   (long long)budget, (long long)step_max, (long long)step_max);
+}
+
 vt_sched_options vt_sched_options_of(const vt_options *opt) {
     return (vt_sched_options){.max_waiting = opt->max_waiting, .token_budget = opt->token_budget,
                               .prefill_chunk = opt->prefill_chunk};
@@ -247,11 +255,8 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     if (o.prefill_chunk < 0)
         return vt_fail(err, VT_ERR_INVALID, "runtime.prefill_chunk = %lld: accepted values are 0 (automatic) or >= 1",
                        (long long)o.prefill_chunk);
-    if (o.token_budget < 0 || o.token_budget > step_max)
-        return vt_fail(err, VT_ERR_INVALID,
-                       "runtime.token_budget = %lld: one forward takes at most %lld tokens (runtime.batch_size, capped "
-                       "by kv_cache.ctx_size); accepted values are 0 or 1..%lld",
-                       (long long)o.token_budget, (long long)step_max, (long long)step_max);
+    vt_status st = vt_sched_check_token_budget(o.token_budget, step_max, err);
+    if (st != VT_OK) return st;
     for (int32_t q = 0; q < vt_engine_max_seqs(engine); q++)
         if (vt_engine_seq_len(engine, q) != 0)
             return vt_fail(err, VT_ERR_INVALID, "scheduler: engine sequence %d is in use (%lld tokens); the scheduler "
@@ -452,7 +457,7 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
     request **followers = n > 1 ? malloc((size_t)(n - 1) * sizeof *followers) : NULL;
     if (n > 1 && !followers) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; i < n; i++) {
-        st = new_request(s, q, (q->sampler.seed + (uint64_t)i) & (uint64_t)VT_SEED_MAX, &made[i], err);
+        st = new_request(s, q, vt_seed_after(q->sampler.seed, (uint64_t)i), &made[i], err);
         if (st != VT_OK) {
             for (int32_t j = 0; j < i; j++) free_request(made[j]);
             free(followers);

@@ -53,6 +53,9 @@ typedef struct vt_sched_options {
 } vt_sched_options;
 
 /* max_waiting 256, token_budget 0, prefill_chunk 0. */
+/* A token budget within what one forward of step_max tokens takes (0: that
+ * many); else refused naming runtime.token_budget and the limit. */
+vt_status vt_sched_check_token_budget(int64_t budget, int64_t step_max, vt_error *err);
 /* The runtime.max_waiting, token_budget and prefill_chunk settings. */
 vt_sched_options vt_sched_options_of(const vt_options *opt);
 vt_sched_options vt_sched_default_options(void);

@@ -132,7 +132,7 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
          * can name the seed that replays it. */
         job->req.seed = e->cfg.draw_seed ? e->cfg.draw_seed() : e->next_seed;
         /* its n choices take seed .. seed + n - 1: the next request starts after them */
-        if (!e->cfg.draw_seed) e->next_seed = (e->next_seed + (uint64_t)job->req.n) & (uint64_t)VT_SEED_MAX;
+        if (!e->cfg.draw_seed) e->next_seed = vt_seed_after(e->next_seed, (uint64_t)job->req.n);
         job->req.has_seed = true;
     }
     job->refs++;

@@ -123,6 +123,8 @@ typedef struct vt_batch vt_batch;
  * derives from one (choice i: seed + i; vt serve --seed N: N, N + 1, ...)
  * wrap around within 0..VT_SEED_MAX. */
 #define VT_SEED_MAX INT64_MAX
+/* The seed k after seed, wrapping within 0..VT_SEED_MAX. */
+static inline uint64_t vt_seed_after(uint64_t seed, uint64_t k) { return (seed + k) & (uint64_t)VT_SEED_MAX; }
 
 /* Why a request ended. */
 typedef enum vt_finish {
