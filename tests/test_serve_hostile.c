@@ -425,6 +425,57 @@ static void test_upload_cut_short(void) {
     free(log);
 }
 
+/* ---- 7b: a body over the limit -------------------------------------------------------------- */
+
+/* Clients such as the openai SDKs write the whole body before they read an
+ * answer: the 413 must reach them after it, not a connection closed under
+ * the upload (which they take for a network error and retry). */
+static void test_body_over_limit_sent_whole(void) {
+    const size_t n = (size_t)5 << 20; /* over the default --body-limit of 4 MiB */
+    char head[256];
+    snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n", n);
+    char *body = malloc(n);
+    CU_ASSERT_FATAL(body != NULL);
+    memset(body, 'a', n);
+    int fd = dial(&srv, "127.0.0.1");
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(send_all(fd, head, strlen(head)));
+    /* every byte is taken: a server that closed early makes this fail
+     * (EPIPE or a reset) once the socket buffers are full */
+    CU_ASSERT(send_all(fd, body, n));
+    static const char next[] = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    send_all(fd, next, sizeof next - 1);
+    raw_reply r = read_until_close(fd, 30);
+    close(fd);
+    free(body);
+    CU_ASSERT_EQUAL(status_of(&r), 413);
+    /* the body was read to its end, so the connection goes on to the next request */
+    CU_ASSERT_EQUAL(status_lines(&r), 2);
+    char *second = r.s ? strstr(r.s + 1, "HTTP/1.1 ") : NULL;
+    CU_ASSERT(second && strncmp(second, "HTTP/1.1 200 ", 13) == 0);
+    if (second) { /* the 413's own bytes: one error document */
+        *second = '\0';
+        r.n = (size_t)(second - r.s);
+    }
+    char type[64];
+    error_type_of(&r, type, sizeof type);
+    CU_ASSERT_STRING_EQUAL(type, "invalid_request_error");
+    free(r.s);
+
+    /* A client that asks first (Expect: 100-continue) is told before it sends. */
+    snprintf(head, sizeof head,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: %zu\r\n\r\n", n);
+    fd = dial(&srv, "127.0.0.1");
+    CU_ASSERT_FATAL(fd >= 0);
+    CU_ASSERT(send_all(fd, head, strlen(head)));
+    r = read_until_close(fd, 30);
+    close(fd);
+    CU_ASSERT_EQUAL(status_of(&r), 413);
+    CU_ASSERT(r.s && !strstr(r.s, "HTTP/1.1 100"));
+    CU_ASSERT(r.closed);
+    free(r.s);
+}
+
 /* ---- 8b: a stream whose client leaves ------------------------------------------------------ */
 
 static void test_stream_left_is_499(void) {
@@ -639,6 +690,7 @@ int main(void) {
         {"one address is capped, another is served", test_connection_limits},
         {"a half-open head is closed after the head timeout", test_half_open_head_times_out},
         {"an upload cut short is 499, not 500", test_upload_cut_short},
+        {"a body over the limit sent whole gets its 413 after it, or before it if asked", test_body_over_limit_sent_whole},
         {"a stream whose client leaves is 499, not 200", test_stream_left_is_499},
         {"gauges count a request during its prefill", test_gauges_during_prefill},
         {"out of time before the first token: 503", test_timed_out_while_queued},

@@ -42,6 +42,9 @@
 #define MAX_CONNECTIONS 4096u
 /* Descriptors kept for everything but connections (model files, backends, logs). */
 #define RESERVED_FDS 64u
+/* A body declared past --body-limit is read and thrown away before its 413
+ * up to this many bytes (see the head's handling in on_request). */
+#define DISCARD_LIMIT (UINT64_C(256) << 20)
 
 struct vt_server {
     struct MHD_Daemon *daemon;
@@ -747,11 +750,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         /* The head is in: from here the body and the answer get the longer pause. */
         MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, BODY_TIMEOUT);
-        /* A declared length over the limit is refused before reading the body. */
+        /* A declared length over the limit is refused. A client that asked
+         * to be told first (Expect: 100-continue) is told before it sends
+         * the body, and so is one whose body would pass DISCARD_LIMIT (the
+         * connection then closes under its upload). Any other is told after
+         * its body was read and thrown away: clients such as the openai
+         * SDKs write the whole body before they read an answer, and a
+         * connection closed under their upload reads to them as a network
+         * error, which they retry, instead of the 413. */
         const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (len && strtoull(len, NULL, 10) > s->cfg.body_limit) {
+        unsigned long long declared = len ? strtoull(len, NULL, 10) : 0;
+        if (declared > s->cfg.body_limit) {
             rq->too_large = true;
-            return too_large(c, rq);
+            const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+            if (expect || declared > DISCARD_LIMIT) return too_large(c, rq);
         }
         return MHD_YES;
     }
