@@ -94,6 +94,16 @@ static void test_parse_accepts_the_syntax(void) {
     CU_ASSERT_FALSE(matches(g, "A\xC3\xA9\xF0\x9F\x99\x82" "Z!" "abababab" "c"));
     vt_grammar_free(g);
 
+    /* rules named as the parser's own group rules might be (parent, a dash,
+     * a number) are the grammar's own: defined once, referred to as written */
+    g = parse_ok("root ::= (\"a\" | \"b\") root-1 root-2 root-3\nroot-1 ::= \"x\"\nroot-2 ::= (\"y\")*\n"
+                 "root-3 ::= \"z\"\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(matches(g, "axyyz"));
+    CU_ASSERT_TRUE(matches(g, "bxz"));
+    CU_ASSERT_FALSE(matches(g, "ax"));
+    vt_grammar_free(g);
+
     /* "abc"* repeats the whole literal; [a-c]{0,2} bounds */
     g = parse_ok("root ::= \"ab\"* [a-c]{0,2}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);

@@ -5,6 +5,7 @@
  * dates are real dates, patterns match as Python's re would. The validity
  * of whole sampled documents is test_serve_grammar's (python-jsonschema). */
 #include <jansson.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,6 +245,150 @@ static void test_combinations(void) {
     vt_grammar_free(g);
 }
 
+/* Repeated groups that may match nothing ((a?)+, ([a-z]*\s*)*): the same
+ * strings as POSIX's regexec (the oracle) over every string of up to 6
+ * characters of a small alphabet. */
+static void test_patterns_repeating_empty_groups(void) {
+    static const char *const patterns[] = {
+        "^(a?)+$",     "^(a*)*b$",       "^([ab]*[ ]*)*$", "^(a|b?)*(ba)?$",  "^((a*)(b?))+$", "^(a*|b)+.$",
+        "^(a?b?){2,3}$", "^(a?){2,}b$", "^((a?)*)*$",     "^(.?)*$",         "^a*(b*a?)+$",   "^(a?b)*(a*){1,2}$",
+        "^((a|b)?(b|a)?)*b$", "^(a{0,2}b{0,1}){0,3}$", "^(ab|a?){3}$", "^()*a$", "^(()|a)+$"};
+    static const char alphabet[] = "ab .";
+    for (size_t i = 0; i < sizeof patterns / sizeof *patterns; i++) {
+        regex_t re;
+        CU_ASSERT_FATAL(regcomp(&re, patterns[i], REG_EXTENDED | REG_NOSUB) == 0);
+        char schema[256];
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":\"%s\"}", patterns[i]);
+        vt_grammar *g = compile(schema);
+        CU_ASSERT_PTR_NOT_NULL(g);
+        if (!g) {
+            regfree(&re);
+            continue;
+        }
+        int wrong = 0;
+        char text[16], quoted[20];
+        for (int len = 0; len <= 6; len++) {
+            int total = 1;
+            for (int k = 0; k < len; k++) total *= 4;
+            for (int v = 0; v < total; v++) {
+                int code = v;
+                for (int k = 0; k < len; k++, code /= 4) text[k] = alphabet[code % 4];
+                text[len] = 0;
+                snprintf(quoted, sizeof quoted, "\"%s\"", text);
+                const bool want = regexec(&re, text, 0, NULL, 0) == 0;
+                if (accepts(g, quoted) != want && wrong++ < 3)
+                    printf("\n  %s: '%s' %s", patterns[i], text, want ? "refused" : "accepted");
+            }
+        }
+        CU_ASSERT_EQUAL(wrong, 0);
+        vt_grammar_free(g);
+        regfree(&re);
+    }
+}
+
+/* Rule names come from the schema's property names, cut to a length: long
+ * names alike in their first characters, and deep nesting, still give
+ * every rule a name of its own. */
+static void test_rule_names_unique(void) {
+    char schema[4096] = "{\"type\":\"object\",\"properties\":{";
+    for (int i = 0; i <= 10; i++)
+        snprintf(schema + strlen(schema), sizeof schema - strlen(schema),
+                 "%s\"notification_preferences_for_the_user_account_%d\":{\"type\":\"integer\",\"minimum\":1,"
+                 "\"maximum\":3}",
+                 i ? "," : "", i);
+    strcat(schema, "},\"required\":[");
+    for (int i = 0; i <= 10; i++)
+        snprintf(schema + strlen(schema), sizeof schema - strlen(schema),
+                 "%s\"notification_preferences_for_the_user_account_%d\"", i ? "," : "", i);
+    strcat(schema, "],\"additionalProperties\":false}");
+    vt_grammar *g = compile(schema);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    char doc[2048] = "{";
+    for (int i = 0; i <= 10; i++)
+        snprintf(doc + strlen(doc), sizeof doc - strlen(doc), "%s\"notification_preferences_for_the_user_account_%d\":%d",
+                 i ? "," : "", i, 1 + i % 3);
+    strcat(doc, "}");
+    CU_ASSERT_TRUE(accepts(g, doc));
+    vt_grammar_free(g);
+    /* arrays nested 40 deep around a string */
+    char nested[1024] = "";
+    for (int i = 0; i < 40; i++) strcat(nested, "{\"type\":\"array\",\"items\":");
+    strcat(nested, "{\"type\":\"string\"}");
+    for (int i = 0; i < 40; i++) strcat(nested, "}");
+    g = compile(nested);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    char text[256] = "";
+    for (int i = 0; i < 40; i++) strcat(text, "[");
+    strcat(text, "\"x\"");
+    for (int i = 0; i < 40; i++) strcat(text, "]");
+    CU_ASSERT_TRUE(accepts(g, text));
+    vt_grammar_free(g);
+}
+
+/* Pointers are URI fragments (percent-escapes decoded, RFC 6901 section 6);
+ * an optional property of schema false never appears; a deep schema's
+ * refusal still says why. */
+static void test_refs_false_properties_deep_paths(void) {
+    vt_grammar *g = compile("{\"$defs\":{\"a b\":{\"const\":1},\"c/d\":{\"const\":2}},\"type\":\"array\","
+                            "\"prefixItems\":[{\"$ref\":\"#/$defs/a%20b\"},{\"$ref\":\"#/$defs/c~1d\"}],\"items\":false}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "[1,2]"));
+    CU_ASSERT_FALSE(accepts(g, "[2,1]"));
+    vt_grammar_free(g);
+    g = compile("{\"type\":\"object\",\"properties\":{\"a\":{\"const\":1},\"b\":false},\"required\":[\"a\"]}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "{\"a\":1}"));
+    CU_ASSERT_FALSE(accepts(g, "{\"a\":1,\"b\":1}"));
+    vt_grammar_free(g);
+    char why[512] = "";
+    char *gbnf = convert("{\"type\":\"object\",\"properties\":{\"b\":false},\"required\":[\"b\"]}", why, sizeof why);
+    CU_ASSERT_PTR_NULL(gbnf);
+    CU_ASSERT(strstr(why, "admits no value") != NULL);
+    free(gbnf);
+    char deep[2048] = "";
+    for (int i = 0; i < 80; i++) strcat(deep, "{\"type\":\"array\",\"items\":");
+    strcat(deep, "{\"type\":\"string\"}");
+    for (int i = 0; i < 80; i++) strcat(deep, "}");
+    gbnf = convert(deep, why, sizeof why);
+    CU_ASSERT_PTR_NULL(gbnf);
+    if (!strstr(why, "schemas nested deeper than")) printf("\n  %s", why);
+    CU_ASSERT(strstr(why, "schemas nested deeper than") != NULL);
+    free(gbnf);
+}
+
+/* Bounds are exact integers as the JSON gave them, past what a double holds. */
+static void test_integer_bounds_exact(void) {
+    static const struct {
+        const char *schema, *yes[2], *no[2];
+    } cases[] = {
+        {"{\"type\":\"integer\",\"minimum\":9007199254740993,\"maximum\":9007199254740993}",
+         {"9007199254740993", NULL}, {"9007199254740992", "9007199254740994"}},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":9007199254740992,\"maximum\":9007199254740994}",
+         {"9007199254740993", "9007199254740994"}, {"9007199254740992", "9007199254740995"}},
+        {"{\"type\":\"integer\",\"maximum\":-9999999999999999}", {"-9999999999999999", NULL},
+         {"-9999999999999998", "0"}},
+        {"{\"type\":\"integer\",\"minimum\":9999999999999999}", {"9999999999999999", NULL},
+         {"9999999999999998", "0"}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vt_grammar *g = compile(cases[i].schema);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        for (int k = 0; k < 2; k++) {
+            if (cases[i].yes[k] && !accepts(g, cases[i].yes[k])) printf("\n  %s refused %s", cases[i].schema, cases[i].yes[k]);
+            if (cases[i].no[k] && accepts(g, cases[i].no[k])) printf("\n  %s accepted %s", cases[i].schema, cases[i].no[k]);
+            CU_ASSERT(!cases[i].yes[k] || accepts(g, cases[i].yes[k]));
+            CU_ASSERT(!cases[i].no[k] || !accepts(g, cases[i].no[k]));
+        }
+        vt_grammar_free(g);
+    }
+    /* the refusal spells the bound as given */
+    char why[512] = "";
+    char *gbnf = convert("{\"type\":\"integer\",\"minimum\":12345678901234567}", why, sizeof why);
+    CU_ASSERT_PTR_NULL(gbnf);
+    CU_ASSERT(strstr(why, "minimum 12345678901234567: beyond") != NULL);
+    free(gbnf);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"integer ranges are exact", test_integer_ranges_are_exact},
@@ -252,6 +397,10 @@ int main(void) {
         {"strings, dates, patterns", test_strings_dates_patterns},
         {"enum, const, recursive $ref", test_enum_const_ref},
         {"allOf, oneOf, type arrays, array counts", test_combinations},
+        {"rule names stay unique (long property names, deep nesting)", test_rule_names_unique},
+        {"integer bounds exact past a double's precision", test_integer_bounds_exact},
+        {"$ref fragments, optional false properties, deep refusals", test_refs_false_properties_deep_paths},
+        {"patterns repeating groups that may match nothing", test_patterns_repeating_empty_groups},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("JSON Schema -> GBNF", NULL, NULL, tests);

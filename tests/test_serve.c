@@ -443,6 +443,19 @@ static void test_bad_input(void) {
     m = post(&main_srv, "/v1/completions", "{\"prompt\":[5, 99999999]}");
     CU_ASSERT(m.body.s && strstr(m.body.s, "prompt[1]: token id 99999999") && !strstr(m.body.s, "request."));
     serve_reply_free(&m);
+    /* valid JSON vt cannot hold is said as such, not called malformed */
+    static const struct {
+        const char *body, *says;
+    } held[] = {{"{\"prompt\":\"a\\u0000b\"}", "\\\\u0000"},
+                {"{\"prompt\":\"x\",\"seed\":123456789012345678901}", "an integer past 64 bits"},
+                {"{\"prompt\":\"x\",\"temperature\":1e400}", "past a double's range"}};
+    for (size_t i = 0; i < sizeof held / sizeof *held; i++) {
+        m = post(&main_srv, "/v1/completions", held[i].body);
+        assert_error(&m, 400, NULL);
+        CU_ASSERT(m.body.s && strstr(m.body.s, held[i].says) && !strstr(m.body.s, "not valid JSON"));
+        if (!m.body.s || !strstr(m.body.s, held[i].says)) fprintf(stderr, "%s -> %s\n", held[i].body, m.body.s);
+        serve_reply_free(&m);
+    }
     /* Fields the API does not define are ignored. */
     completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":2,\"no_such_field\":[1,{}],\"user\":\"u\"");
     CU_ASSERT_PTR_NOT_NULL(c.text);

@@ -102,10 +102,12 @@ static uint32_t new_rule(parser *p, const char *name, size_t len) {
     return p->n_rules++;
 }
 
-/* A rule made for a group or a repetition inside rule parent. */
+/* A rule made for a group or a repetition inside rule parent. Its name
+ * (seen only in messages) holds a '/', which no written rule name may, so it
+ * never meets one a grammar defines or refers to. */
 static uint32_t generated_rule(parser *p, uint32_t parent) {
     char name[96];
-    int n = snprintf(name, sizeof name, "%.60s-%u", p->rules[parent].name, p->n_rules);
+    int n = snprintf(name, sizeof name, "%.60s/%u", p->rules[parent].name, p->n_rules);
     return new_rule(p, name, (size_t)n);
 }
 

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,7 +115,14 @@ __attribute__((format(printf, 3, 4))) static char *fail(conv *c, const char *pat
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    snprintf(c->err, c->err_size, "%s: %s", path[0] ? path : "(the schema)", msg);
+    /* a deep path keeps its beginning and its end, so the reason after it
+     * still fits the caller's buffer */
+    const size_t n = strlen(path);
+    if (n > 160) {
+        const char *tail = path + n - 80, *slash = strchr(tail, '/');
+        snprintf(c->err, c->err_size, "%.60s/...%s: %s", path, slash ? slash : tail, msg);
+    } else
+        snprintf(c->err, c->err_size, "%s: %s", path[0] ? path : "(the schema)", msg);
     return NULL;
 }
 
@@ -309,23 +317,50 @@ static char *visit(conv *c, const json_t *s, const char *hint, const char *path)
 /* ---- $ref ---------------------------------------------------------------- */
 
 /* The schema a local reference ("#", "#/$defs/x", "#/definitions/x/...") points to. */
+static int hex_digit(char ch) {
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/* What local reference ref ("#/a/b") points to, or NULL (failed). The part
+ * after '#' is a URI fragment: percent-escapes are decoded first, then the
+ * pointer's ~1 and ~0 (RFC 6901, sections 6 and 4). */
 static const json_t *resolve(conv *c, const char *ref, const char *path) {
     if (ref[0] != '#') return fail(c, path, "$ref '%.100s': only local references (starting with '#') are supported", ref), NULL;
-    const json_t *at = c->root;
-    const char *p = ref + 1;
-    if (*p && *p != '/') return fail(c, path, "$ref '%.100s': only JSON pointers ('#/...') are supported", ref), NULL;
-    while (*p == '/') {
-        p++;
-        char seg[256];
-        size_t n = 0;
-        while (*p && *p != '/' && n + 1 < sizeof seg) {
-            if (p[0] == '~' && p[1] == '1') seg[n++] = '/', p += 2;
-            else if (p[0] == '~' && p[1] == '0') seg[n++] = '~', p += 2;
-            else seg[n++] = *p++;
+    const size_t len = strlen(ref + 1);
+    char *pointer = malloc(len + 1), *seg = malloc(len + 1);
+    if (!pointer || !seg) {
+        free(pointer), free(seg);
+        return oom(c), NULL;
+    }
+    size_t n = 0;
+    for (const char *q = ref + 1; *q; q++) {
+        const int hi = q[0] == '%' ? hex_digit(q[1]) : -1, lo = hi >= 0 ? hex_digit(q[2]) : -1;
+        if (lo >= 0) {
+            pointer[n++] = (char)(hi * 16 + lo);
+            q += 2;
+        } else {
+            pointer[n++] = *q;
         }
-        seg[n] = 0;
+    }
+    pointer[n] = 0;
+    const json_t *at = c->root;
+    const char *p = pointer, *pend = pointer + n;
+    if (p < pend && *p != '/') {
+        at = NULL;
+        fail(c, path, "$ref '%.100s': only JSON pointers ('#/...') are supported", ref);
+    }
+    while (at && p < pend && *p == '/') {
+        p++;
+        size_t k = 0;
+        while (p < pend && *p != '/') {
+            if (p[0] == '~' && p + 1 < pend && p[1] == '1') seg[k++] = '/', p += 2;
+            else if (p[0] == '~' && p + 1 < pend && p[1] == '0') seg[k++] = '~', p += 2;
+            else seg[k++] = *p++;
+        }
+        seg[k] = 0;
         if (json_is_object(at)) {
-            at = json_object_get(at, seg);
+            /* a key holding U+0000 (percent-decoded) is no key a schema has */
+            at = strlen(seg) == k ? json_object_get(at, seg) : NULL;
         } else if (json_is_array(at)) {
             char *end;
             long i = strtol(seg, &end, 10);
@@ -333,8 +368,9 @@ static const json_t *resolve(conv *c, const char *ref, const char *path) {
         } else {
             at = NULL;
         }
-        if (!at) return fail(c, path, "$ref '%.100s' points to nothing in the schema", ref), NULL;
+        if (!at) fail(c, path, "$ref '%.100s' points to nothing in the schema", ref);
     }
+    free(pointer), free(seg);
     return at;
 }
 
@@ -516,6 +552,38 @@ static void integer_range(sbuf *b, long long lo, long long hi) {
     sb_puts(b, ")");
 }
 
+/* The integer bound a number gives: the least integer at or above v (a
+ * lower bound) or the greatest at or below it (an upper one), one step in
+ * when the bound is exclusive and met; clamped to +-INT_LIMIT. Integers are
+ * taken as the JSON gave them (a double cannot hold every 17-digit one). */
+static long long integer_from(const json_t *v, bool upper, bool exclusive) {
+    long long r;
+    if (json_is_integer(v)) {
+        const json_int_t x = json_integer_value(v);
+        r = x > INT_LIMIT ? INT_LIMIT + 1 : x < -INT_LIMIT ? -INT_LIMIT - 1 : (long long)x;
+    } else {
+        const double x = json_number_value(v), f = upper ? floor(x) : ceil(x);
+        /* +-1e16 is where INT_LIMIT rounds to as a double */
+        r = f >= 1e16 ? INT_LIMIT + 1 : f <= -1e16 ? -INT_LIMIT - 1 : (long long)f;
+        exclusive = exclusive && f == x;
+    }
+    return exclusive ? r + (upper ? -1 : 1) : r;
+}
+
+/* The number as the JSON spelled it, near enough: an integer exactly, a
+ * real in the fewest digits that read back as the same double. */
+static void spell_number(const json_t *v, char *buf, size_t size) {
+    if (json_is_integer(v)) {
+        snprintf(buf, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        return;
+    }
+    const double x = json_number_value(v);
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(buf, size, "%.*g", digits, x);
+        if (strtod(buf, NULL) == x) return;
+    }
+}
+
 /* A bound from minimum/maximum and their exclusive forms (draft 4's
  * booleans or draft 6's numbers), as an integer bound; false on an error. */
 static bool integer_bound(conv *c, const json_t *s, bool upper, long long *out, const char *path) {
@@ -526,33 +594,19 @@ static bool integer_bound(conv *c, const json_t *s, bool upper, long long *out, 
     if (incl && !json_is_number(incl)) return fail(c, path, "%s: expected a number", iname), false;
     if (excl && !json_is_number(excl) && !json_is_boolean(excl))
         return fail(c, path, "%s: expected a number", ename), false;
-    /* a lower bound at or above 1e16 (past the largest integer generated,
-     * INT_LIMIT, which a double rounds to 1e16), or an upper one at or
-     * below -1e16, leaves nothing that can be generated */
-    const json_t *const given[2] = {incl, excl};
+    const json_t *const given[2] = {incl, json_is_number(excl) ? excl : NULL};
     for (int k = 0; k < 2; k++) {
-        if (!given[k] || !json_is_number(given[k])) continue;
-        const double v = json_number_value(given[k]);
-        if (upper ? v <= -1e16 : v >= 1e16)
-            return fail(c, path, "%s %g: beyond the 16 digits an integer is generated with", k ? ename : iname, v),
+        if (!given[k]) continue;
+        const long long r = integer_from(given[k], upper, k == 1 || json_is_true(excl));
+        /* a lower bound past the largest integer generated (INT_LIMIT), or
+         * an upper one below the least, leaves nothing to generate */
+        if (upper ? r < -INT_LIMIT : r > INT_LIMIT) {
+            char spelled[40];
+            spell_number(given[k], spelled, sizeof spelled);
+            return fail(c, path, "%s %s: beyond the 16 digits an integer is generated with", k ? ename : iname, spelled),
                    false;
-    }
-    if (incl) {
-        double v = json_number_value(incl);
-        bool exclusive = json_is_true(excl);
-        double r = upper ? floor(v) : ceil(v);
-        if (exclusive && r == v) r += upper ? -1 : 1;
-        if (r > (double)INT_LIMIT) r = (double)INT_LIMIT;
-        if (r < -(double)INT_LIMIT) r = -(double)INT_LIMIT;
-        if (upper ? r < (double)*out : r > (double)*out) *out = (long long)r;
-    }
-    if (excl && json_is_number(excl)) {
-        double v = json_number_value(excl);
-        double r = upper ? floor(v) : ceil(v);
-        if (r == v) r += upper ? -1 : 1;
-        if (r > (double)INT_LIMIT) r = (double)INT_LIMIT;
-        if (r < -(double)INT_LIMIT) r = -(double)INT_LIMIT;
-        if (upper ? r < (double)*out : r > (double)*out) *out = (long long)r;
+        }
+        if (upper ? r < *out : r > *out) *out = r;
     }
     return true;
 }
@@ -751,25 +805,9 @@ static bool re_class(regex *x, sbuf *b) {
     return true;
 }
 
-static bool re_alt(regex *x, sbuf *b);
-
+/* An atom other than a group, into b (a language without the empty string). */
 static bool re_atom(regex *x, sbuf *b) {
     char ch = *x->p;
-    if (ch == '(') {
-        if (++x->depth > 32) return re_fail(x, "groups nested too deep");
-        x->p++;
-        if (x->p < x->end && *x->p == '?') {
-            if (x->p + 1 < x->end && x->p[1] == ':') x->p += 2;
-            else return re_fail(x, "lookarounds and named groups are not supported");
-        }
-        sb_puts(b, "(");
-        if (!re_alt(x, b)) return false;
-        if (x->p >= x->end || *x->p != ')') return re_fail(x, "a '(' without its ')'");
-        x->p++;
-        x->depth--;
-        sb_puts(b, ")");
-        return true;
-    }
     if (ch == '[') return re_class(x, b);
     if (ch == '.') {
         x->p++;
@@ -816,52 +854,204 @@ static bool re_count(regex *x, unsigned *out) {
     return true;
 }
 
-static bool re_seq(regex *x, sbuf *b) {
-    bool any = false;
-    while (x->p < x->end && *x->p != '|' && *x->p != ')') {
-        if (*x->p == '$' && x->p + 1 == x->end) break;
-        if (any) sb_puts(b, " ");
-        sb_puts(b, "(");
-        if (!re_atom(x, b)) return false;
-        sb_puts(b, ")");
-        any = true;
-        if (x->p < x->end && (*x->p == '*' || *x->p == '+' || *x->p == '?')) {
-            sb_putn(b, x->p, 1);
-            x->p++;
-        } else if (x->p < x->end && *x->p == '{') {
-            x->p++;
-            unsigned m, n;
-            if (!re_count(x, &m)) return false;
-            n = m;
-            bool open = false;
-            if (x->p < x->end && *x->p == ',') {
-                x->p++;
-                open = x->p < x->end && *x->p == '}';
-                if (!open && !re_count(x, &n)) return false;
-            }
-            if (x->p >= x->end || *x->p != '}') return re_fail(x, "a malformed {m,n}");
-            x->p++;
-            if (!open && n < m) return re_fail(x, "{m,n} with n below m");
-            if (open) sb_printf(b, "{%u,}", m);
-            else sb_printf(b, "{%u,%u}", m, n);
-        } else {
-            continue;
-        }
-        /* lazy or possessive: the same set of strings */
-        if (x->p < x->end && (*x->p == '?' || *x->p == '+')) x->p++;
-        if (x->p < x->end && (*x->p == '*' || *x->p == '+' || *x->p == '?' || *x->p == '{'))
-            return re_fail(x, "a quantifier after a quantifier");
+/* A part of a pattern as GBNF, twice: `all` matches what the part matches;
+ * `some` (when !none) matches the same strings but the empty one. A part
+ * that matches the empty string (nullable) is repeated through `some`: a
+ * repetition of something that may match nothing would make the grammar
+ * reach its repetition rule again before consuming a character, which the
+ * grammar engine refuses as left recursion, and (X)* is (X without "")*. */
+/* pre, s (NULL: nothing), post: texts of any length (sb_printf cuts at 512 bytes). */
+static void sb_wrap(sbuf *b, const char *pre, const char *s, const char *post) {
+    sb_puts(b, pre);
+    if (s) sb_puts(b, s);
+    sb_puts(b, post);
+}
+
+typedef struct re_part {
+    sbuf all, some;
+    bool nullable, none; /* none: `some` is empty, the part matches "" only */
+} re_part;
+
+static void re_part_free(re_part *v) {
+    free(v->all.s);
+    free(v->some.s);
+    *v = (re_part){0};
+}
+
+/* Sizes are checked as parts grow: `some` of a sequence of nullable parts
+ * repeats its later parts once per part, which nesting could multiply. */
+static bool re_too_big(regex *x, const re_part *v) {
+    if (v->all.oom || v->some.oom) return oom(x->c), true;
+    if (v->all.n + v->some.n > VT_SCHEMA_MAX_GRAMMAR) {
+        re_fail(x, "a grammar too large (repeated groups that may match nothing, nested)");
+        return true;
     }
-    if (!any) sb_puts(b, "\"\"");
+    return false;
+}
+
+static bool re_alt(regex *x, re_part *v);
+
+static bool re_group_or_atom(regex *x, re_part *v) {
+    *v = (re_part){0};
+    if (*x->p != '(') {
+        if (!re_atom(x, &v->all)) return false;
+        sb_puts(&v->some, v->all.s ? v->all.s : "");
+        return true;
+    }
+    if (++x->depth > 32) return re_fail(x, "groups nested too deep");
+    x->p++;
+    if (x->p < x->end && *x->p == '?') {
+        if (x->p + 1 < x->end && x->p[1] == ':') x->p += 2;
+        else return re_fail(x, "lookarounds and named groups are not supported");
+    }
+    if (!re_alt(x, v)) return false;
+    if (x->p >= x->end || *x->p != ')') return re_fail(x, "a '(' without its ')'");
+    x->p++;
+    x->depth--;
     return true;
 }
 
-static bool re_alt(regex *x, sbuf *b) {
-    if (!re_seq(x, b)) return false;
+/* Apply a quantifier to part a (taken) into q: '?', '*', '+', or {m,n}
+ * (n = UINT_MAX when open). */
+static void re_quantify(re_part *a, char kind, unsigned m, unsigned n, re_part *q) {
+    *q = (re_part){0};
+    if (kind == '?') {
+        sb_wrap(&q->all, "(", a->all.s, ")?");
+        q->nullable = true;
+        q->none = a->none;
+        if (!a->none) sb_wrap(&q->some, "(", a->some.s, ")");
+        re_part_free(a);
+        return;
+    }
+    if (kind == '*') m = 0, n = UINT_MAX;
+    if (kind == '+') m = 1, n = UINT_MAX;
+    if (a->none || n == 0) { /* repetitions of "" only, or none at all */
+        sb_puts(&q->all, "\"\"");
+        q->nullable = q->none = true;
+        re_part_free(a);
+        return;
+    }
+    /* a nullable part's m required copies may each be empty: (some){0,n} */
+    const char *unit = a->nullable ? a->some.s : a->all.s;
+    const unsigned lo = a->nullable ? 0 : m;
+    if (n == UINT_MAX) {
+        sb_wrap(&q->all, "(", unit, lo == 0 ? ")*" : lo == 1 ? ")+" : ")");
+        if (lo > 1) sb_printf(&q->all, "{%u,}", lo);
+        sb_wrap(&q->some, "(", unit, lo <= 1 ? ")+" : ")");
+        if (lo > 1) sb_printf(&q->some, "{%u,}", lo);
+    } else {
+        sb_wrap(&q->all, "(", unit, ")");
+        sb_printf(&q->all, "{%u,%u}", lo, n);
+        sb_wrap(&q->some, "(", unit, ")");
+        sb_printf(&q->some, "{%u,%u}", lo ? lo : 1, n);
+    }
+    q->nullable = lo == 0;
+    re_part_free(a);
+}
+
+static bool re_seq(regex *x, re_part *v) {
+    *v = (re_part){0};
+    re_part *items = NULL;
+    size_t n_items = 0;
+    bool ok = true;
+    while (ok && x->p < x->end && *x->p != '|' && *x->p != ')') {
+        if (*x->p == '$' && x->p + 1 == x->end) break;
+        re_part *grown = realloc(items, (n_items + 1) * sizeof *items);
+        if (!grown) {
+            ok = false;
+            oom(x->c);
+            break;
+        }
+        items = grown;
+        re_part a;
+        if (!re_group_or_atom(x, &a)) {
+            re_part_free(&a);
+            ok = false;
+            break;
+        }
+        char kind = 0;
+        unsigned m = 0, n = 0;
+        if (x->p < x->end && (*x->p == '*' || *x->p == '+' || *x->p == '?')) {
+            kind = *x->p++;
+        } else if (x->p < x->end && *x->p == '{') {
+            x->p++;
+            kind = '{';
+            ok = re_count(x, &m);
+            n = m;
+            if (ok && x->p < x->end && *x->p == ',') {
+                x->p++;
+                if (x->p < x->end && *x->p == '}') n = UINT_MAX;
+                else ok = re_count(x, &n);
+            }
+            if (ok && (x->p >= x->end || *x->p != '}')) ok = re_fail(x, "a malformed {m,n}");
+            if (ok) x->p++;
+            if (ok && n < m) ok = re_fail(x, "{m,n} with n below m");
+        }
+        if (!ok) {
+            re_part_free(&a);
+            break;
+        }
+        if (kind) {
+            re_quantify(&a, kind, m, n, &items[n_items++]);
+            /* lazy or possessive: the same set of strings */
+            if (x->p < x->end && (*x->p == '?' || *x->p == '+')) x->p++;
+            if (x->p < x->end && (*x->p == '*' || *x->p == '+' || *x->p == '?' || *x->p == '{'))
+                ok = re_fail(x, "a quantifier after a quantifier");
+        } else {
+            /* a group keeps its parentheses (an alternation inside it) */
+            re_part g = {0};
+            sb_wrap(&g.all, "(", a.all.s, ")");
+            if (!a.none) sb_wrap(&g.some, "(", a.some.s, ")");
+            g.nullable = a.nullable;
+            g.none = a.none;
+            re_part_free(&a);
+            items[n_items++] = g;
+        }
+        if (ok && re_too_big(x, &items[n_items - 1])) ok = false;
+    }
+    if (ok) {
+        v->nullable = true;
+        for (size_t i = 0; i < n_items; i++) {
+            sb_wrap(&v->all, i ? " " : "", items[i].all.s, "");
+            v->nullable = v->nullable && items[i].nullable;
+        }
+        if (n_items == 0) sb_puts(&v->all, "\"\"");
+        if (!v->nullable) {
+            sb_puts(&v->some, v->all.s);
+        } else {
+            /* all may be empty: the first non-empty one is part i, every one
+             * before it matched "" */
+            bool any = false;
+            for (size_t i = 0; i < n_items; i++) {
+                if (items[i].none) continue;
+                sb_wrap(&v->some, any ? " | " : "", items[i].some.s, "");
+                for (size_t k = i + 1; k < n_items; k++) sb_wrap(&v->some, " ", items[k].all.s, "");
+                any = true;
+            }
+            v->none = !any;
+        }
+        ok = !re_too_big(x, v);
+    }
+    for (size_t i = 0; i < n_items; i++) re_part_free(&items[i]);
+    free(items);
+    return ok;
+}
+
+static bool re_alt(regex *x, re_part *v) {
+    if (!re_seq(x, v)) return false;
     while (x->p < x->end && *x->p == '|') {
         x->p++;
-        sb_puts(b, " | ");
-        if (!re_seq(x, b)) return false;
+        re_part next;
+        if (!re_seq(x, &next)) {
+            re_part_free(&next);
+            return false;
+        }
+        sb_wrap(&v->all, " | ", next.all.s, "");
+        if (!next.none) sb_wrap(&v->some, v->none ? "" : " | ", next.some.s, "");
+        v->none = v->none && next.none;
+        v->nullable = v->nullable || next.nullable;
+        re_part_free(&next);
+        if (re_too_big(x, v)) return false;
     }
     return true;
 }
@@ -884,17 +1074,20 @@ static char *gen_pattern(conv *c, const json_t *s, const char *hint, const char 
     sb_puts(&b, "\"\\\"\" ");
     /* unanchored: the match may sit anywhere in the string */
     if (!anchored_start) sb_puts(&b, "json-char* ");
-    sb_puts(&b, "(");
-    if (!re_alt(&x, &b)) {
+    re_part v;
+    if (!re_alt(&x, &v)) {
+        re_part_free(&v);
         free(b.s);
         return NULL;
     }
     if (x.p < x.end && !(anchored_end && x.p + 1 == x.end)) {
+        re_part_free(&v);
         free(b.s);
         re_fail(&x, "a ')' without its '('");
         return NULL;
     }
-    sb_puts(&b, ")");
+    sb_wrap(&b, "(", v.all.s, ")");
+    re_part_free(&v);
     if (!anchored_end) sb_puts(&b, " json-char*");
     sb_puts(&b, " \"\\\"\"");
     return sb_rule(c, hint, &b);
@@ -1104,6 +1297,9 @@ static char *gen_object(conv *c, const json_t *s, const char *hint, const char *
     size_t n = 0;
     const char *key;
     json_object_foreach((json_t *)props, key, v) {
+        /* an optional property of schema false is one that never appears
+         * (a required one admits no document: refused by the visit) */
+        if (json_is_false(v) && !listed(req, key)) continue;
         child_path(sub, sizeof sub, path, "properties", key);
         m[n] = (member){key, member_rule(c, key, v, hint, sub), listed(req, key)};
         if (!m[n++].kv) break;

@@ -387,9 +387,20 @@ bool vt_serve_parse_request(vt_serve_kind kind, const char *body, size_t len, co
     out->n = 1;
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
+    if (!root) {
+        /* valid JSON that vt cannot hold is said as such, not as malformed */
+        const enum json_error_code code = json_error_code(&jerr);
+        const bool integer = strstr(jerr.text, "integer") != NULL;
+        const char *why = code == json_error_null_character ? "a string holding \\u0000, which vt does not take"
+                          : code != json_error_numeric_overflow ? NULL
+                          : integer ? "an integer past 64 bits, which vt does not take"
+                                    : "a number past a double's range, which vt does not take";
+        if (why)
+            return vt_serve_fail(err, 400, INVALID, NULL, "the body holds %s (line %d, column %d)", why, jerr.line,
+                                 jerr.column);
         return vt_serve_fail(err, 400, INVALID, NULL, "the body is not valid JSON: %s at line %d, column %d",
                              jerr.text, jerr.line, jerr.column);
+    }
     bool ok = json_is_object(root) ? parse_root(kind, root, out, err)
                                    : vt_serve_fail(err, 400, INVALID, NULL, "the body must be a JSON object");
     json_decref(root);
