@@ -73,6 +73,22 @@ static const struct {
      "1/0/4/4F:system 2/1/3/4:user 3/2/2/4:assistant 4/3/1/4L:user "},
     {"{% for x in empty %}x{% else %}none{% endfor %}",
      "none"},
+    /* a set in a loop's body lasts for its iteration; a namespace() carries over */
+    {"{% for m in msgs %}{% if loop.first %}{% set first_role = m.role %}{% endif %}{{ first_role|default('-') }};{% endfor %}",
+     "system;-;-;-;"},
+    {"{% set c = 0 %}{% for m in msgs %}{{ c }}{% set c = c + 1 %}{% endfor %}{{ c }}",
+     "00000"},
+    {"{% set ns = namespace(c=0) %}{% for m in msgs %}{% set ns.c = ns.c + 1 %}{% endfor %}{{ ns.c }}",
+     "4"},
+    /* Python's whitespace is Unicode's: U+00A0, U+3000, U+2029, U+2003, U+0085, U+202F, U+205F */
+    {"{{ '\xc2\xa0" "x\xe3\x80\x80" "'|trim }}|{{ 'a\xc2\xa0" "b\xe3\x80\x80" "c\xe2\x80\xa9" "d'.split()|join(',') }}|{{ '\xe2\x80\x83" " y \xc2\x85" "'.strip() }}|{{ ' \xe3\x80\x80" "z'.lstrip() }}|{{ 'z\xe2\x80\xaf" "'.rstrip() }}|{{ 'a\xe3\x80\x80" "b c\xe2\x81\x9f" "'.rsplit(None, 1)|join(',') }}|{{ '\xe3\x80\x80" " '.isspace() }}{{ 'a\xe3\x80\x80" "'.isspace() }}",
+     "x|a,b,c,d|y|z|z|a\xe3\x80\x80" "b,c|TrueFalse"},
+    /* no C hexadecimal floats: Python's float() has none */
+    {"{{ '0x1A'|int }}|{{ '0x1A'|float }}|{{ ' 12 '|int }}|{{ '1e3'|int }}|{{ '2.5'|float }}",
+     "0|0.0|12|1000|2.5"},
+    /* a container inside itself is written as Python writes it */
+    {"{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}",
+     "<Namespace {'a': <Namespace {...}>}>"},
     {"{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}",
      "b=2;a=1;C=3;"},
     {"{% for m in msgs if m.role == 'user' %}{{ m.content }}{{ loop.length }}{% endfor %}",
@@ -203,6 +219,21 @@ static void test_limits_are_errors_not_crashes(void) {
     expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested deeper");
     expect_error("{% for i in range(2000) %}{{ 'y' * 10000 }}{% endfor %}", "output larger");
     expect_error("{{ 'x' * 100000000 }}", "output limit");
+    /* values deeper than the bound, or holding themselves, are written and
+     * compared without running off the stack (jinja2's sandbox refuses
+     * list.append; vt takes it, so a list can hold itself) */
+    char why[512] = "";
+    char *got = render("{% set l = [] %}{% set _ = l.append(l) %}{{ l }}|{{ l == l }}", why, sizeof why);
+    CU_ASSERT(got && strcmp(got, "[[...]]|True") == 0);
+    if (got && strcmp(got, "[[...]]|True") != 0) printf("\n  self-holding list: %s", got);
+    free(got);
+    got = render("{% set ns = namespace(a=[], b=[]) %}{% for i in range(100000) %}{% set ns.a = [ns.a] %}"
+                 "{% set ns.b = [ns.b] %}{% endfor %}{{ (ns.a|string)|length }}|{{ ns.a == ns.b }}",
+                 why, sizeof why);
+    /* 200 lists open, then [...] where the bound is reached, then 200 closed */
+    CU_ASSERT(got && strcmp(got, "405|False") == 0);
+    if (!got || strcmp(got, "405|False") != 0) printf("\n  deep lists: %s", got ? got : why);
+    free(got);
     /* Deep nesting is refused by the parser, not by the stack. */
     size_t depth = 5000;
     char *deep = malloc(2 * depth + 8);

@@ -106,6 +106,37 @@ jv jinja_buf_string(jinja_render *r, int line, jv_buf *b) {
 
 bool jinja_is_py_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
 
+/* Python's str.isspace() beyond ASCII, as UTF-8: U+0085, U+00A0, U+1680,
+ * U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. */
+size_t jinja_py_space_len(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    if (n == 0) return 0;
+    if (jinja_is_py_space(p[0])) return 1;
+    if (n >= 2 && p[0] == 0xC2 && (p[1] == 0x85 || p[1] == 0xA0)) return 2;
+    if (n < 3) return 0;
+    if (p[0] == 0xE1 && p[1] == 0x9A && p[2] == 0x80) return 3;
+    if (p[0] == 0xE2 && p[1] == 0x80 && (p[2] <= 0x8A || p[2] == 0xA8 || p[2] == 0xA9 || p[2] == 0xAF) && p[2] >= 0x80)
+        return 3;
+    if (p[0] == 0xE2 && p[1] == 0x81 && p[2] == 0x9F) return 3;
+    if (p[0] == 0xE3 && p[1] == 0x80 && p[2] == 0x80) return 3;
+    return 0;
+}
+
+size_t jinja_py_space_len_before(const char *s, size_t end) {
+    for (size_t k = 1; k <= 3 && k <= end; k++)
+        if (jinja_py_space_len(s + end - k, k) == k) return k;
+    return 0;
+}
+
+void jinja_strip_span(const char *d, size_t *b, size_t *e, const char *chars, size_t clen, bool left, bool right) {
+    size_t k;
+    while (left && *b < *e &&
+           (k = chars ? memchr(chars, d[*b], clen) != NULL : jinja_py_space_len(d + *b, *e - *b)) > 0)
+        *b += k;
+    while (right && *e > *b && (k = chars ? memchr(chars, d[*e - 1], clen) != NULL : jinja_py_space_len_before(d + *b, *e - *b)) > 0)
+        *e -= k;
+}
+
 size_t jinja_cp_offset(const char *s, size_t len, size_t cp) { return cp_offset(s, len, cp); }
 
 /* Byte offset of the code point number cp in s (len when past the end). */
@@ -810,6 +841,19 @@ static bool exec_for(jinja_render *r, jframe *f, const jnode *n) {
             jinja_fail(r, n->line, "more than %u loop iterations", VT_JINJA_MAX_ITERATIONS);
             ok = false;
             break;
+        }
+        /* Each iteration starts with the names of the loop alone: a set in
+         * the body lasts until the iteration ends, as in jinja2 (only a
+         * namespace() carries a value across iterations). */
+        if (i > 0) {
+            jv fresh = jv_dict_new();
+            if (jv_is_oom(fresh)) {
+                oom(r, n->line);
+                ok = false;
+                break;
+            }
+            jv_decref(lf.vars);
+            lf.vars = fresh;
         }
         ok = bind_targets(r, n->line, &lf, n->names, n->n_names, kept.u.l->items[i]) &&
              set_loop_vars(r, n->line, &lf, kept, i) && exec_body(r, &lf, n->c);

@@ -147,10 +147,7 @@ static jv f_trim(jinja_render *r, int line, jv v, const jinja_args *a) {
     if (jv_is_oom(s)) return oom(r, line);
     size_t b = 0, e = s.u.s->len;
     const char *d = s.u.s->data;
-#define STRIPPABLE(c) (chars ? memchr(chars, (c), clen) != NULL : jinja_is_py_space((unsigned char)(c)))
-    while (b < e && STRIPPABLE(d[b])) b++;
-    while (e > b && STRIPPABLE(d[e - 1])) e--;
-#undef STRIPPABLE
+    jinja_strip_span(d, &b, &e, chars, clen, true, true);
     jv out = jv_string(d + b, e - b);
     jv_decref(s);
     return jv_is_oom(out) ? oom(r, line) : out;
@@ -276,6 +273,10 @@ static jv f_escape(jinja_render *r, int line, jv v, const jinja_args *a) {
 
 /* ---- numbers ---- */
 
+/* strtod reads C's hexadecimal floats ("0x1A"), which Python's float() does
+ * not: such a text is no number to the int and float filters. */
+static bool hex_float(const char *s) { return strpbrk(s, "xX") != NULL; }
+
 static jv f_int(jinja_render *r, int line, jv v, const jinja_args *a) {
     int64_t def;
     if (!arg_int(r, line, a, 0, "default", 0, &def)) return jv_undefined(NULL);
@@ -293,7 +294,7 @@ static jv f_int(jinja_render *r, int line, jv v, const jinja_args *a) {
         if (end != s && !*end) return jv_int(i);
         double f = strtod(s, &end);
         while (*end && jinja_is_py_space((unsigned char)*end)) end++;
-        if (end != s && !*end && isfinite(f) && fabs(f) < 9.2e18) return jv_int((int64_t)f);
+        if (end != s && !*end && !hex_float(s) && isfinite(f) && fabs(f) < 9.2e18) return jv_int((int64_t)f);
         return jv_int(def);
     }
     default: return jv_int(def);
@@ -309,7 +310,7 @@ static jv f_float(jinja_render *r, int line, jv v, const jinja_args *a) {
         char *end;
         double f = strtod(v.u.s->data, &end);
         while (*end && jinja_is_py_space((unsigned char)*end)) end++;
-        if (end != v.u.s->data && !*end) return jv_float(f);
+        if (end != v.u.s->data && !*end && !hex_float(v.u.s->data)) return jv_float(f);
     }
     return jv_float(def);
 }

@@ -178,6 +178,14 @@ jv jinja_buf_string(jinja_render *r, int line, jv_buf *b);
 jv jinja_escape(jinja_render *r, int line, jv v);
 /* Python's str.strip() whitespace. */
 bool jinja_is_py_space(unsigned char c);
+/* The bytes of the Python whitespace character (Unicode's, as str.strip()
+ * and str.split() take them) that starts s (n bytes there), or that ends
+ * at s[end - 1]; 0 when none does. */
+size_t jinja_py_space_len(const char *s, size_t n);
+size_t jinja_py_space_len_before(const char *s, size_t end);
+/* Narrow d[*b, *e) past leading (left) and trailing (right) bytes of chars
+ * (clen of them), or with chars NULL past Python's whitespace. */
+void jinja_strip_span(const char *d, size_t *b, size_t *e, const char *chars, size_t clen, bool left, bool right);
 /* Code point counts and offsets of UTF-8 text. */
 size_t jinja_cp_offset(const char *s, size_t len, size_t cp);
 /* Python's < on numbers, strings, lists; records an error for others. */

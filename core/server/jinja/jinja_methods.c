@@ -54,12 +54,7 @@ static jv strip(jinja_render *r, int line, jv self, const jinja_args *a, bool le
     }
     const char *d = self.u.s->data;
     size_t b = 0, e = self.u.s->len;
-#define STRIPPABLE(c) (chars ? memchr(chars, (c), clen) != NULL : jinja_is_py_space((unsigned char)(c)))
-    if (left)
-        while (b < e && STRIPPABLE(d[b])) b++;
-    if (right)
-        while (e > b && STRIPPABLE(d[e - 1])) e--;
-#undef STRIPPABLE
+    jinja_strip_span(d, &b, &e, chars, clen, left, right);
     jv out = jv_string(d + b, e - b);
     return jv_is_oom(out) ? oom(r, line) : out;
 }
@@ -88,21 +83,21 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
     const char *s = self.u.s->data;
     size_t n = self.u.s->len;
     bool ok = true;
-    if (!sepv || sepv->type == JV_NONE) { /* runs of whitespace, no empty strings */
+    if (!sepv || sepv->type == JV_NONE) { /* runs of whitespace (Unicode's too), no empty strings */
         int64_t done = 0;
         if (!from_right) {
             size_t i = 0;
             while (ok) {
-                while (i < n && jinja_is_py_space((unsigned char)s[i])) i++;
+                jinja_strip_span(s, &i, &n, NULL, 0, true, false);
                 if (i >= n) break;
                 if (max >= 0 && done >= max) {
                     size_t e = n;
-                    while (e > i && jinja_is_py_space((unsigned char)s[e - 1])) e--;
+                    jinja_strip_span(s, &i, &e, NULL, 0, false, true);
                     ok = push_str(out, s + i, e - i, false);
                     break;
                 }
                 size_t j = i;
-                while (j < n && !jinja_is_py_space((unsigned char)s[j])) j++;
+                while (j < n && jinja_py_space_len(s + j, n - j) == 0) j++;
                 ok = push_str(out, s + i, j - i, false);
                 done++;
                 i = j;
@@ -110,16 +105,17 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
         } else {
             size_t e = n;
             while (ok) {
-                while (e > 0 && jinja_is_py_space((unsigned char)s[e - 1])) e--;
+                size_t zero = 0;
+                jinja_strip_span(s, &zero, &e, NULL, 0, false, true);
                 if (e == 0) break;
                 if (max >= 0 && done >= max) {
                     size_t b = 0;
-                    while (b < e && jinja_is_py_space((unsigned char)s[b])) b++;
+                    jinja_strip_span(s, &b, &e, NULL, 0, true, false);
                     ok = push_str(out, s + b, e - b, true);
                     break;
                 }
                 size_t b = e;
-                while (b > 0 && !jinja_is_py_space((unsigned char)s[b - 1])) b--;
+                while (b > 0 && jinja_py_space_len_before(s, b) == 0) b--;
                 ok = push_str(out, s + b, e - b, true);
                 done++;
                 e = b;
@@ -309,7 +305,6 @@ static bool all_chars(jv self, int (*pred)(int)) {
 }
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
 static int is_alpha(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80; }
-static int is_space_c(int c) { return jinja_is_py_space((unsigned char)c); }
 static jv m_isdigit(jinja_render *r, int line, jv self, const jinja_args *a) {
     (void)r, (void)line, (void)a;
     return jv_bool(all_chars(self, is_digit));
@@ -320,7 +315,9 @@ static jv m_isalpha(jinja_render *r, int line, jv self, const jinja_args *a) {
 }
 static jv m_isspace(jinja_render *r, int line, jv self, const jinja_args *a) {
     (void)r, (void)line, (void)a;
-    return jv_bool(all_chars(self, is_space_c));
+    size_t b = 0, e = self.u.s->len;
+    jinja_strip_span(self.u.s->data, &b, &e, NULL, 0, true, false);
+    return jv_bool(self.u.s->len > 0 && b == e);
 }
 
 /* ---- dict ---- */

@@ -194,7 +194,11 @@ double jv_as_double(jv v) {
     }
 }
 
-bool jv_equal(jv a, jv b) {
+/* ==, at most VT_JINJA_MAX_DEPTH containers deep: the same container is
+ * equal to itself without a look inside (so one that holds itself compares),
+ * and two compared deeper than the bound are unequal rather than a stack
+ * overflow. */
+static bool equal_at(jv a, jv b, int depth) {
     if (jv_is_number(a) && jv_is_number(b)) {
         if (a.type != JV_FLOAT && b.type != JV_FLOAT) {
             int64_t x = a.type == JV_BOOL ? a.u.b : a.u.i, y = b.type == JV_BOOL ? b.u.b : b.u.i;
@@ -208,20 +212,24 @@ bool jv_equal(jv a, jv b) {
     case JV_NONE: return true;
     case JV_STRING: return a.u.s->len == b.u.s->len && memcmp(a.u.s->data, b.u.s->data, a.u.s->len) == 0;
     case JV_LIST:
-        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple) return false;
+        if (a.u.l == b.u.l) return true;
+        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple || depth >= VT_JINJA_MAX_DEPTH) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->items[i], b.u.l->items[i])) return false;
+            if (!equal_at(a.u.l->items[i], b.u.l->items[i], depth + 1)) return false;
         return true;
     case JV_DICT:
-        if (a.u.d->n != b.u.d->n) return false;
+        if (a.u.d == b.u.d) return true;
+        if (a.u.d->n != b.u.d->n || depth >= VT_JINJA_MAX_DEPTH) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             const jv *o = jv_dict_get(b, a.u.d->e[i].key);
-            if (!o || !jv_equal(a.u.d->e[i].value, *o)) return false;
+            if (!o || !equal_at(a.u.d->e[i].value, *o, depth + 1)) return false;
         }
         return true;
     default: return a.u.d == b.u.d; /* namespaces and callables: identity */
     }
 }
+
+bool jv_equal(jv a, jv b) { return equal_at(a, b, 0); }
 
 size_t jv_utf8_count(const char *s, size_t len) {
     size_t n = 0;
@@ -337,48 +345,77 @@ static void write_str_repr(jv_buf *b, const char *s, size_t len) {
     jv_buf_putc(b, quote);
 }
 
-static void write_container(jv_buf *b, jv v) {
+/* The containers being written, outermost first: one met again inside
+ * itself is written as Python writes it, [...] or {...}, and so is any
+ * past VT_JINJA_MAX_DEPTH (where Python would stop with a RecursionError). */
+typedef struct open_containers {
+    const void *at[VT_JINJA_MAX_DEPTH];
+    int n;
+} open_containers;
+
+static void write_value(jv_buf *b, jv v, bool repr, open_containers *open);
+
+static void write_container(jv_buf *b, jv v, open_containers *open) {
+    const void *self = v.type == JV_LIST ? (const void *)v.u.l : (const void *)v.u.d;
+    bool again = open->n >= VT_JINJA_MAX_DEPTH;
+    for (int i = 0; i < open->n && !again; i++) again = open->at[i] == self;
+    if (again) {
+        jv_buf_puts(b, v.type == JV_LIST        ? (v.u.l->tuple ? "(...)" : "[...]")
+                       : v.type == JV_NAMESPACE ? "<Namespace {...}>"
+                                                : "{...}");
+        return;
+    }
+    open->at[open->n++] = self;
     if (v.type == JV_LIST) {
         bool t = v.u.l->tuple;
         jv_buf_putc(b, t ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jv_buf_puts(b, ", ");
-            jv_write_repr(b, v.u.l->items[i]);
+            write_value(b, v.u.l->items[i], true, open);
         }
         if (t && v.u.l->n == 1) jv_buf_putc(b, ',');
         jv_buf_putc(b, t ? ')' : ']');
-        return;
+    } else {
+        if (v.type == JV_NAMESPACE) jv_buf_puts(b, "<Namespace ");
+        jv_buf_putc(b, '{');
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            if (i) jv_buf_puts(b, ", ");
+            write_value(b, v.u.d->e[i].key, true, open);
+            jv_buf_puts(b, ": ");
+            write_value(b, v.u.d->e[i].value, true, open);
+        }
+        jv_buf_putc(b, '}');
+        if (v.type == JV_NAMESPACE) jv_buf_putc(b, '>');
     }
-    if (v.type == JV_NAMESPACE) jv_buf_puts(b, "<Namespace ");
-    jv_buf_putc(b, '{');
-    for (size_t i = 0; i < v.u.d->n; i++) {
-        if (i) jv_buf_puts(b, ", ");
-        jv_write_repr(b, v.u.d->e[i].key);
-        jv_buf_puts(b, ": ");
-        jv_write_repr(b, v.u.d->e[i].value);
-    }
-    jv_buf_putc(b, '}');
-    if (v.type == JV_NAMESPACE) jv_buf_putc(b, '>');
+    open->n--;
 }
 
-void jv_write_str(jv_buf *b, jv v) {
+static void write_value(jv_buf *b, jv v, bool repr, open_containers *open) {
     switch (v.type) {
     case JV_UNDEFINED: break;
     case JV_NONE: jv_buf_puts(b, "None"); break;
     case JV_BOOL: jv_buf_puts(b, v.u.b ? "True" : "False"); break;
     case JV_INT: jv_buf_printf(b, "%lld", (long long)v.u.i); break;
     case JV_FLOAT: jv_write_float(b, v.u.f); break;
-    case JV_STRING: jv_buf_put(b, v.u.s->data, v.u.s->len); break;
+    case JV_STRING:
+        if (repr) write_str_repr(b, v.u.s->data, v.u.s->len);
+        else jv_buf_put(b, v.u.s->data, v.u.s->len);
+        break;
     case JV_LIST:
     case JV_DICT:
-    case JV_NAMESPACE: write_container(b, v); break;
+    case JV_NAMESPACE: write_container(b, v, open); break;
     case JV_FUNC: jv_buf_puts(b, "<function>"); break;
     }
 }
 
+void jv_write_str(jv_buf *b, jv v) {
+    open_containers open = {.n = 0};
+    write_value(b, v, false, &open);
+}
+
 void jv_write_repr(jv_buf *b, jv v) {
-    if (v.type == JV_STRING) write_str_repr(b, v.u.s->data, v.u.s->len);
-    else jv_write_str(b, v);
+    open_containers open = {.n = 0};
+    write_value(b, v, true, &open);
 }
 
 jv jv_to_string(jv v) {
