@@ -181,6 +181,15 @@ void serve_read_events(const char *body, bool chat, serve_streamed *out) {
                 out->bad_event = true;
                 break;
             }
+            const json_value *error = json_get(&v, "error");
+            if (error) {
+                const json_value *code = json_get(error, "code");
+                snprintf(out->error_code, sizeof out->error_code, "%s",
+                         code && code->type == JSON_STRING ? code->str : "-");
+                json_free(&v);
+                p = end + 2;
+                continue;
+            }
             const json_value *obj = json_get(&v, "object");
             if (!obj || obj->type != JSON_STRING ||
                 strcmp(obj->str, chat ? "chat.completion.chunk" : "text_completion") != 0)

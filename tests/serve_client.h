@@ -60,11 +60,13 @@ bool serve_metric_reaches(const serve_server *s, const char *name, double v, dou
 
 /* A streamed answer: the concatenated text, the finish reason, the usage
  * chunk's token counts (-1 without one), whether [DONE] ended it, the chunk
- * count, and whether any event was malformed. */
+ * count, whether any event was malformed, and an error event's code ("" for
+ * none; "-" for an error without one). */
 typedef struct serve_streamed {
     char *text;
     size_t n_text;
     char finish[16];
+    char error_code[32];
     long usage_prompt, usage_completion;
     bool done, first_has_role, bad_event;
     int chunks;

@@ -670,6 +670,46 @@ static void test_timed_out_while_queued(void) {
 
 /* After all of the above the server still stops cleanly: exit 0 (under the
  * sanitizers, also no leak and no error report, which change the status). */
+/* A stream that has begun (its 200 and first event out) and then runs out
+ * of time before its first token ends with the error as an SSE event
+ * ("data: " and the error object, which the openai SDKs raise), then [DONE].
+ * The prompt is prefilled 4 tokens a step (the token budget) and the engine is held in the
+ * first of those steps while the 3 s limit passes on the wall clock; the
+ * next step finds the request past its deadline with no token. Held states
+ * only: no machine's speed changes it. */
+static void test_stream_error_is_an_event(void) {
+    serve_server s = {0};
+    serve_gate g;
+    CU_ASSERT_FATAL(serve_gate_init(&g, "stream-timeout-gate"));
+    static const char *const args[] = {"--parallel", "1", "--timeout", "3", "--token-budget", "4", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "stream-timeout.log", args));
+    serve_gate_hold(&g);
+    const long base = serve_gate_reached(&g);
+    request_thread a = {&s,
+                        "{\"prompt\":\"one two three four five six seven eight nine ten eleven twelve\","
+                        "\"temperature\":0,\"stream\":true}",
+                        {0}};
+    const double sent = serve_now();
+    pthread_t ta;
+    pthread_create(&ta, NULL, request_main, &a);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
+    while (serve_now() < sent + 3.5) serve_sleep_ms(20);
+    serve_gate_open(&g);
+    pthread_join(ta, NULL);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    serve_streamed st;
+    serve_read_events(a.r.body.s, false, &st);
+    CU_ASSERT(!st.bad_event);
+    CU_ASSERT_STRING_EQUAL(st.error_code, "timeout");
+    CU_ASSERT(st.done);
+    CU_ASSERT_EQUAL(st.n_text, 0);
+    if (st.bad_event || strcmp(st.error_code, "timeout") != 0) fprintf(stderr, "stream: [%s]\n", a.r.body.s);
+    free(st.text);
+    serve_reply_free(&a.r);
+    int status = serve_stop(&s);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void test_stops_cleanly(void) {
     int status = serve_stop(&srv);
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -694,6 +734,7 @@ int main(void) {
         {"a stream whose client leaves is 499, not 200", test_stream_left_is_499},
         {"gauges count a request during its prefill", test_gauges_during_prefill},
         {"out of time before the first token: 503", test_timed_out_while_queued},
+        {"a begun stream out of time: the error is an SSE event", test_stream_error_is_an_event},
         {"the server stops cleanly after all this", test_stops_cleanly},
         CU_TEST_INFO_NULL,
     };

@@ -316,8 +316,13 @@ static bool next_events(stream_ctx *st) {
     st->rq->completion_tokens = usage.completion_tokens;
     if (ok && done) {
         st->finished = true;
-        if (error.status) ok = push_event(st, vt_serve_error_json(&error)) && push_event(st, strdup("\n\n"));
-        if (ok && job->req.include_usage) ok = push_event(st, vt_serve_chunk_sse(&st->ids, NULL, &usage));
+        /* the error is an event of the stream ("data: " and the error
+         * object, as vLLM sends it and the openai SDKs raise it), its last
+         * before [DONE]: no usage chunk after it */
+        if (error.status)
+            ok = push_event(st, strdup("data: ")) && push_event(st, vt_serve_error_json(&error)) &&
+                 push_event(st, strdup("\n\n"));
+        else if (ok && job->req.include_usage) ok = push_event(st, vt_serve_chunk_sse(&st->ids, NULL, &usage));
         if (ok) ok = push_event(st, strdup("data: [DONE]\n\n"));
     }
     return ok;
