@@ -729,6 +729,9 @@ static const corrupt_case corrupt_cases[] = {
     {"dims product overflows", PUT64, "ne:a.weight", 8, 1ull << 60, {"tensor 'a.weight'", "element count overflows"}},
     {"dimension over int64", PUT64, "ne:c.weight", 0, UINT64_MAX, {"tensor 'c.weight'", "overflows"}},
     {"bytes overflow size_t", PUT64, "ne:a.weight", 8, 1ull << 59, {"tensor 'a.weight'", "byte size that overflows"}},
+    /* 2^62 + 1 elements of 4 bytes: the row's bytes wrap to 4, which would fit the file */
+    {"row bytes wrap to a small size", PUT64, "ne:c.weight", 0, (1ull << 62) + 1,
+      {"tensor 'c.weight'", "byte size that overflows"}},
     {"unknown dtype", PUT32, "dtype:a.weight", 0, 99, {"tensor 'a.weight'", "unknown or unsupported type 99"}},
     {"unsupported ggml dtype", PUT32, "dtype:a.weight", 0, 3, {"tensor 'a.weight'", "type 3"}},
     {"row not whole blocks", PUT64, "ne:b.weight", 0, 48,

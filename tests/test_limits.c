@@ -175,6 +175,19 @@ static void test_hparams_disagree_with_shapes(void) {
     free_result(&r);
 }
 
+/* A mixture of experts whose file asks for more experts than vt bounds (a
+ * routing cost the file would choose) is refused naming the key. */
+static void test_expert_count_bounded(void) {
+    char many[512];
+    vt_test_tmpfile(many, sizeof many, "many-experts.gguf");
+    vt_error err = {0};
+    CU_ASSERT_FATAL(gmw_copy_with_u32(VT_TEST_DATA_DIR "/models/qwen3moe-tiny-f32.gguf", many, "qwen3moe.expert_count",
+                                      1u << 20, &err) == VT_OK);
+    result r = vt("run -m '%s' --tokens 5 --backend reference", many);
+    EXPECT_ERROR(r, 2, "expert_count 1048576", "1..512");
+    free_result(&r);
+}
+
 static void test_malformed_files_one_line(void) {
     const char *files[] = {bad_dtype, truncated};
     for (int i = 0; i < 2; i++) {
@@ -211,6 +224,7 @@ int main(void) {
         {"absurd -c: refused (exit 2) or out of memory (exit 6)", test_absurd_context},
         {"hyperparameters that disagree with tensor shapes name the tensor", test_hparams_disagree_with_shapes},
         {"malformed GGUF: vt info / vt run print one line", test_malformed_files_one_line},
+        {"a mixture's expert_count is bounded", test_expert_count_bounded},
         {"a config file that never ends (/dev/zero) is refused at its first line", test_endless_config_line},
         CU_TEST_INFO_NULL,
     };

@@ -91,7 +91,9 @@ static vt_status load_hparams(const vt_gguf *g, vt_hparams *hp, vt_error *err) {
         if ((st = get_u32_key(g, a, "expert_count", true, &hp->n_expert, err))) return st;
         if ((st = get_u32_key(g, a, "expert_used_count", true, &hp->n_expert_used, err))) return st;
         if ((st = get_u32_key(g, a, "expert_feed_forward_length", true, &hp->n_ff_exp, err))) return st;
-        if (hp->n_expert < 1 || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
+        if (hp->n_expert < 1 || hp->n_expert > VT_MODEL_MAX_EXPERTS)
+            return vt_fail(err, VT_ERR_FORMAT, "expert_count %d must be in 1..%d", hp->n_expert, VT_MODEL_MAX_EXPERTS);
+        if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
             return vt_fail(err, VT_ERR_FORMAT, "expert_used_count %d must be in 1..expert_count (%d)",
                            hp->n_expert_used, hp->n_expert);
         hp->norm_top_k = true; /* qwen3moe renormalizes the chosen experts' probabilities */

@@ -16,6 +16,11 @@
 
 typedef enum vt_arch { VT_ARCH_LLAMA = 0, VT_ARCH_QWEN2 = 1, VT_ARCH_QWEN3 = 2, VT_ARCH_QWEN3MOE = 3 } vt_arch;
 
+/* Experts a mixture may have: past what any published model uses (Qwen3's
+ * 128, DeepSeek's 256), and a bound on what a file may make each token's
+ * routing cost. */
+#define VT_MODEL_MAX_EXPERTS 512
+
 typedef struct vt_hparams {
     vt_arch arch;
     char arch_name[32];

@@ -63,11 +63,14 @@ static inline const char *vt_dtype_name(int32_t dtype) {
 static inline int64_t vt_dtype_block_length(int32_t dtype) { return vt_dtype_info_of(dtype).block_length; }
 /* Bytes per block; 0 if invalid. */
 static inline size_t vt_dtype_block_bytes(int32_t dtype) { return vt_dtype_info_of(dtype).block_bytes; }
-/* Bytes of n elements; 0 if the dtype is invalid or n is not a whole number of blocks. */
+/* Bytes of n elements; 0 if the dtype is invalid, n is not a whole number of
+ * blocks, or the size does not fit a size_t. */
 static inline size_t vt_row_size(int32_t dtype, int64_t n) {
     const vt_dtype_info i = vt_dtype_info_of(dtype);
     if (!i.name || n < 0 || n % i.block_length != 0) return 0;
-    return (size_t)(n / i.block_length) * i.block_bytes;
+    const uint64_t blocks = (uint64_t)(n / i.block_length);
+    if (blocks > SIZE_MAX / i.block_bytes) return 0;
+    return (size_t)blocks * i.block_bytes;
 }
 /* Inverse of vt_dtype_name (case-insensitive); -1 if unknown. */
 static inline int32_t vt_dtype_from_name(const char *name) {
