@@ -89,7 +89,10 @@ vt_status gmw_finish(vt_gguf_writer *w, vt_error *err) {
     return vt_gguf_writer_finish(w, err);
 }
 
-vt_status gmw_copy_with_u32(const char *src, const char *dst, const char *key, uint32_t value, vt_error *err) {
+/* src copied to dst with key set to value (added when src lacks it) and, when
+ * extra is given, one tensor more. */
+static vt_status copy_with(const char *src, const char *dst, const char *key, uint32_t value, const gmw_tensor *extra,
+                           vt_error *err) {
     vt_gguf *g = NULL;
     vt_status st = vt_gguf_open(src, &g, err);
     if (st != VT_OK) return st;
@@ -104,25 +107,39 @@ vt_status gmw_copy_with_u32(const char *src, const char *dst, const char *key, u
         const vt_gguf_kv *kv = vt_gguf_kv_at(g, i);
         char name[256];
         snprintf(name, sizeof name, "%.*s", (int)kv->key.len, kv->key.data);
-        if (strcmp(name, key) == 0) {
+        if (key && strcmp(name, key) == 0) {
             vt_gguf_writer_set_u32(w, name, value);
             seen = true;
         } else {
             vt_gguf_writer_set_value(w, name, &kv->value);
         }
     }
-    if (!seen) vt_gguf_writer_set_u32(w, key, value);
+    if (key && !seen) vt_gguf_writer_set_u32(w, key, value);
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         vt_gguf_writer_add_tensor(w, t->name, t->dtype, t->ndim, t->ne);
     }
+    if (extra) vt_gguf_writer_add_tensor(w, extra->name, VT_F32, extra->ndim, extra->ne);
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         vt_gguf_writer_write_data(w, t->data, t->nbytes);
     }
+    if (extra) {
+        size_t n = 1;
+        for (int d = 0; d < extra->ndim; d++) n *= (size_t)extra->ne[d];
+        vt_gguf_writer_write_data(w, extra->data, n * sizeof(float));
+    }
     st = gmw_finish(w, err);
     vt_gguf_close(g);
     return st;
+}
+
+vt_status gmw_copy_with_u32(const char *src, const char *dst, const char *key, uint32_t value, vt_error *err) {
+    return copy_with(src, dst, key, value, NULL, err);
+}
+
+vt_status gmw_copy_with_tensor(const char *src, const char *dst, const gmw_tensor *extra, vt_error *err) {
+    return copy_with(src, dst, NULL, 0, extra, err);
 }
 
 static vt_status write_bytes(const char *dst, const void *data, size_t n, vt_error *err) {

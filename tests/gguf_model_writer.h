@@ -77,6 +77,17 @@ vt_status gmw_finish(vt_gguf_writer *w, vt_error *err);
  * when src lacks it); everything else as in src. */
 vt_status gmw_copy_with_u32(const char *src, const char *dst, const char *key, uint32_t value, vt_error *err);
 
+/* An f32 tensor to add to a copy: its name, shape and values. */
+typedef struct gmw_tensor {
+    const char *name;
+    int32_t ndim;
+    int64_t ne[4];
+    const float *data;
+} gmw_tensor;
+
+/* src copied to dst with one f32 tensor more. */
+vt_status gmw_copy_with_tensor(const char *src, const char *dst, const gmw_tensor *extra, vt_error *err);
+
 /* The first `bytes` bytes of src, at dst. */
 vt_status gmw_copy_truncated(const char *src, const char *dst, long bytes, vt_error *err);
 

@@ -579,9 +579,42 @@ static void test_widened_conventions_are_opt_in(void) {
     free(ref_out);
 }
 
+/* ABI 1.8 widened ROPE to Llama 3.1's frequency factors (a third operand).
+ * A plugin of an earlier minor, or one of this minor that does not set
+ * VT_CONVENTION_ROPE_FACTORS, is never offered such a rope: on a model with
+ * rope_freqs.weight its rope nodes run on the fallback, every other node on
+ * the plugin, and the tokens are the reference's (which reads the factors). */
+static void test_rope_factors_only_to_backends_that_read_them(void) {
+    const char *model = VT_TEST_DATA_DIR "/models/llama-gqa-tiny-ropefreqs-bias-f32.gguf";
+    static const char *const plugins[] = {"kv_q8_0_abi_1_4", "kv_q8_0_not_opted"};
+    char *ref_out = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_vt_checked(&ref_out, NULL, "run -m '%s' --tokens 1,20,30,40 -n 8 --temp 0 --ids "
+                                                 "--backend reference", model), 0);
+    for (size_t i = 0; i < sizeof plugins / sizeof *plugins; i++) {
+        char *out = NULL, *err = NULL;
+        int rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens 1,20,30,40 -n 8 --temp 0 --ids --backend %s "
+                                        "--fallback reference --explain", model, plugins[i]);
+        CU_ASSERT_EQUAL(rc, 0);
+        vt_explain x;
+        CU_ASSERT_FATAL(vt_explain_parse(err, &x));
+        const int ropes = vt_explain_count(&x, NULL, "rope", NULL, NULL, NULL);
+        CU_ASSERT(ropes > 0);
+        CU_ASSERT_EQUAL(vt_explain_count(&x, NULL, "rope", "reference", NULL, NULL), ropes);
+        CU_ASSERT_EQUAL(vt_explain_count(&x, NULL, "rope", plugins[i], NULL, NULL), 0);
+        CU_ASSERT(vt_explain_count(&x, NULL, "matmul", plugins[i], NULL, NULL) > 0);
+        vt_explain_free(&x);
+        CU_ASSERT(out && strcmp(out, ref_out) == 0);
+        free(out);
+        free(err);
+    }
+    free(ref_out);
+}
+
 int main(void) {
     if (synth_models() != 0) return 1;
     CU_TestInfo tests[] = {
+        {"rope frequency factors (ABI 1.8) are offered only to backends that read them",
+         test_rope_factors_only_to_backends_that_read_them},
         {"kv_bf16_only, reference fallback: f32/f16/bf16 caches each met exactly, forward completes",
          test_bf16_only_with_fallback_keeps_every_cache_dtype},
         {"kv_bf16_only, no fallback: f32/f16 requests narrowed to bf16, marked in --explain, one warning line",

@@ -6,6 +6,7 @@
  * tests/hostile_models.c. Malformed GGUF files in bulk are test_gguf's job;
  * here two of them are only checked to reach the user as one line. */
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +189,31 @@ static void test_expert_count_bounded(void) {
     free_result(&r);
 }
 
+/* A tensor no part of vt's graph reads (a feature of the model vt does not
+ * run) is refused naming it, not left out of the computation; q/k/v biases
+ * are read on every architecture that has them. */
+static void test_unread_tensors_refused(void) {
+    const char *base = VT_TEST_DATA_DIR "/models/llama-gqa-tiny-f32.gguf";
+    char extra[512], biased[512];
+    vt_test_tmpfile(extra, sizeof extra, "unread-tensor.gguf");
+    vt_test_tmpfile(biased, sizeof biased, "llama-q-bias.gguf");
+    static float values[512];
+    for (int i = 0; i < 512; i++) values[i] = 0.5f * sinf((float)i);
+    vt_error err = {0};
+    const gmw_tensor unread = {"blk.0.attn_output.bias", 1, {256, 1, 1, 1}, values};
+    CU_ASSERT_FATAL(gmw_copy_with_tensor(base, extra, &unread, &err) == VT_OK);
+    result r = vt("run -m '%s' --tokens 5", extra);
+    EXPECT_ERROR(r, 4, "blk.0.attn_output.bias", "not one vt's llama graph reads");
+    free_result(&r);
+    const gmw_tensor bias = {"blk.0.attn_q.bias", 1, {256, 1, 1, 1}, values};
+    CU_ASSERT_FATAL(gmw_copy_with_tensor(base, biased, &bias, &err) == VT_OK);
+    result with = vt("run -m '%s' --tokens 1,20,30,40 -n 8 --temp 0 --ids --backend reference", biased);
+    result without = vt("run -m '%s' --tokens 1,20,30,40 -n 8 --temp 0 --ids --backend reference", base);
+    CU_ASSERT(with.rc == 0 && without.rc == 0 && with.out && without.out && strcmp(with.out, without.out) != 0);
+    free_result(&with);
+    free_result(&without);
+}
+
 static void test_malformed_files_one_line(void) {
     const char *files[] = {bad_dtype, truncated};
     for (int i = 0; i < 2; i++) {
@@ -225,6 +251,7 @@ int main(void) {
         {"hyperparameters that disagree with tensor shapes name the tensor", test_hparams_disagree_with_shapes},
         {"malformed GGUF: vt info / vt run print one line", test_malformed_files_one_line},
         {"a mixture's expert_count is bounded", test_expert_count_bounded},
+        {"a tensor the graph does not read is refused; biases are read", test_unread_tensors_refused},
         {"a config file that never ends (/dev/zero) is refused at its first line", test_endless_config_line},
         CU_TEST_INFO_NULL,
     };

@@ -963,11 +963,20 @@ static void test_rope(void) {
             vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 3, (const int64_t[]){cases[c].D, cases[c].heads, cases[c].T}, seed++, -1, 1));
             vt_harness_set_src(&node, 1, vt_harness_i32(cases[c].T, positions + (c % 2)));
             node.dst = vt_harness_zeros(float_dtypes[y], 3, (const int64_t[]){cases[c].D, cases[c].heads, cases[c].T});
-            outputs o = run_both(&node);
-            double *tol = relative_tol(&o, 0.0, float_dtypes[y], 4 * FLT_EPSILON);
-            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("rope", &o, tol, 0);
-            free(tol);
-            outputs_free(&o);
+            /* with Llama 3.1's frequency factors, 1 to 8 per pair (the same bound: the angles are exact to a double) */
+            for (int with_factors = 0; with_factors < 2; with_factors++) {
+                if (with_factors) {
+                    node.n_src = 3;
+                    vt_harness_set_src(&node, 2,
+                                       vt_harness_random(VT_F32, 1, (const int64_t[]){cases[c].n_rot / 2}, seed++, 1, 8));
+                }
+                outputs o = run_both(&node);
+                CU_ASSERT(o.simd_status == VT_OK && o.ref_status == VT_OK);
+                double *tol = relative_tol(&o, 0.0, float_dtypes[y], 4 * FLT_EPSILON);
+                if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("rope", &o, tol, 0);
+                free(tol);
+                outputs_free(&o);
+            }
             vt_harness_node_free(&node);
         }
 }
@@ -1194,7 +1203,7 @@ int main(void) {
          test_attention_shared_blocks},
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},
         {"rms_norm", test_rms_norm},
-        {"rope norm and neox, partial rotation", test_rope},
+        {"rope norm and neox, partial rotation, frequency factors", test_rope},
         {"swiglu", test_swiglu},
         {"add, same shape and broadcast row", test_add},
         {"get_rows, every table dtype", test_get_rows},

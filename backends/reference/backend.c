@@ -98,7 +98,8 @@ static const vt_backend reference_backend = {
     VT_OP_LIST(REF_OP_ENTRY_)
 #undef REF_OP_ENTRY_
     .isa = ref_isa,
-    .conventions = VT_CONVENTION_KV_Q8_0, /* attention and the store read and write Q8_0 caches */
+    /* attention and the store read and write Q8_0 caches; rope reads frequency factors */
+    .conventions = VT_CONVENTION_KV_Q8_0 | VT_CONVENTION_ROPE_FACTORS,
 };
 
 VT_BACKEND_EXPORT const vt_backend *vt_backend_entry(void) { return &reference_backend; }

@@ -1,7 +1,8 @@
 /* rope.c — rotary position embedding of the first n_rot values of each head.
  *
  * Pair i (0 <= i < n_rot/2) is rotated by theta_i = pos * freq_scale *
- * freq_base^(-2i/n_rot), computed in double:
+ * freq_base^(-2i/n_rot) (divided by the frequency factor f[i] when the node
+ * has them, src2), computed in double:
  *   (a, b) -> (a cos theta - b sin theta, a sin theta + b cos theta).
  * NORM pairs the adjacent values (2i, 2i+1), NEOX the halves (i, i + n_rot/2).
  * Values from n_rot to D are copied. Work is split over (token, head) rows. */
@@ -25,6 +26,7 @@ static void rope_rows(void *arg, int64_t begin, int64_t end, int thread) {
     const int64_t D = job->D, half = p->n_rot / 2;
     const float *x_all = job->node->src[0].data;       /* [T][heads][D] */
     const int32_t *positions = job->node->src[1].data; /* [T] */
+    const float *factors = job->node->n_src > 2 ? job->node->src[2].data : NULL; /* [n_rot / 2] */
     const vt_tensor *y = &job->node->dst;
     const size_t y_row_bytes = h->row_size(y->dtype, D);
     float *out = ref_scratch_slice(&job->scratch, thread); /* [D] */
@@ -36,7 +38,8 @@ static void rope_rows(void *arg, int64_t begin, int64_t end, int thread) {
             /* NORM: (2i, 2i+1); NEOX: (i, i + n_rot/2) */
             const int64_t ia = p->mode == VT_ROPE_NEOX ? i : 2 * i;
             const int64_t ib = p->mode == VT_ROPE_NEOX ? i + half : 2 * i + 1;
-            const double theta = pos * (double)p->freq_scale * pow((double)p->freq_base, -2.0 * (double)i / (double)p->n_rot);
+            double theta = pos * (double)p->freq_scale * pow((double)p->freq_base, -2.0 * (double)i / (double)p->n_rot);
+            if (factors) theta /= (double)factors[i];
             const double cos_t = cos(theta), sin_t = sin(theta), a = x[ia], b = x[ib];
             out[ia] = (float)(a * cos_t - b * sin_t);
             out[ib] = (float)(a * sin_t + b * cos_t);

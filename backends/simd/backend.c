@@ -155,7 +155,8 @@ static const vt_backend simd_backend = {
     .prepare_weight = simd_prepare_weight,
     .release_weight = simd_release_weight,
     .isa = simd_isa_name,
-    .conventions = VT_CONVENTION_KV_Q8_0, /* attention and the store read and write Q8_0 caches */
+    /* attention and the store read and write Q8_0 caches; rope reads frequency factors */
+    .conventions = VT_CONVENTION_KV_Q8_0 | VT_CONVENTION_ROPE_FACTORS,
     .tiers = simd_tiers,
 };
 

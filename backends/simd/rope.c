@@ -1,5 +1,6 @@
 /* rope.c — rotary position embedding, pairs rotated by theta_i = pos *
- * freq_scale * freq_base^(-2i/n_rot), i < n_rot/2:
+ * freq_scale * freq_base^(-2i/n_rot) / f[i], i < n_rot/2 (f: the node's
+ * frequency factors, src2, when it has them; else 1):
  *   NORM (llama): pairs (2i, 2i+1);  NEOX (qwen): pairs (i, i + n_rot/2).
  * (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos); values past n_rot are copied.
  * The frequencies are computed once per call and the angles once per token,
@@ -95,7 +96,11 @@ vt_status simd_rope(void *opaque, const vt_node *node) {
     double *freq = (double *)buf;
     /* once per call, not once per token (a pow per pair and token was most of
      * prefill's rope time); the same doubles as before, so the same angles */
-    for (int64_t i = 0; i < half; i++) freq[i] = pow((double)t.p.freq_base, -2.0 * (double)i / (double)t.p.n_rot);
+    const float *factors = node->n_src > 2 ? node->src[2].data : NULL;
+    for (int64_t i = 0; i < half; i++) {
+        freq[i] = pow((double)t.p.freq_base, -2.0 * (double)i / (double)t.p.n_rot);
+        if (factors) freq[i] /= (double)factors[i];
+    }
     t.freq = freq;
     t.tables = (float *)(buf + freq_bytes);
     if (T == 1)

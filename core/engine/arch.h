@@ -23,10 +23,10 @@ void vt_arch_qwen3moe(vt_graph *g);
 
 /* ---- shared blocks (arch_blocks.c) ---- */
 
-/* How a layer's attention differs between the architectures. */
+/* How a layer's attention differs between the architectures (the q, k and v
+ * biases are added wherever the file has them: qwen2's always are). */
 typedef struct arch_attention_style {
-    bool qkv_bias; /* qwen2: biases added to q, k and v */
-    bool qk_norm;  /* qwen3: an RMS norm of every head of q and k */
+    bool qk_norm; /* qwen3: an RMS norm of every head of q and k */
 } arch_attention_style;
 
 /* What a decoder-only architecture chooses per layer. */

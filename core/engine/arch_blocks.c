@@ -33,22 +33,19 @@ int32_t arch_attention(vt_graph *g, int il, int32_t x, arch_attention_style styl
     int32_t q = graph_matmul(g, layer_label(l, il, "attn_q"), graph_weight(g, w->wq), h);
     int32_t k = graph_matmul(g, layer_label(l, il, "attn_k"), graph_weight(g, w->wk), h);
     int32_t v = graph_matmul(g, layer_label(l, il, "attn_v"), graph_weight(g, w->wv), h);
-    if (style.qkv_bias) {
-        int32_t bq = graph_view(g, graph_weight(g, w->bq), "bq", 2, H * D, 1, 1);
-        int32_t bk = graph_view(g, graph_weight(g, w->bk), "bk", 2, KVH * D, 1, 1);
-        int32_t bv = graph_view(g, graph_weight(g, w->bv), "bv", 2, KVH * D, 1, 1);
-        q = graph_add(g, layer_label(l, il, "attn_q.bias"), q, bq);
-        k = graph_add(g, layer_label(l, il, "attn_k.bias"), k, bk);
-        v = graph_add(g, layer_label(l, il, "attn_v.bias"), v, bv);
-    }
+    /* the biases the file has (qwen2 has all three; other architectures may) */
+    if (w->bq) q = graph_add(g, layer_label(l, il, "attn_q.bias"), q, graph_view(g, graph_weight(g, w->bq), "bq", 2, H * D, 1, 1));
+    if (w->bk) k = graph_add(g, layer_label(l, il, "attn_k.bias"), k, graph_view(g, graph_weight(g, w->bk), "bk", 2, KVH * D, 1, 1));
+    if (w->bv) v = graph_add(g, layer_label(l, il, "attn_v.bias"), v, graph_view(g, graph_weight(g, w->bv), "bv", 2, KVH * D, 1, 1));
     if (style.qk_norm) { /* per head: q and k seen as rows of head_dim */
         q = graph_rms_norm(g, layer_label(l, il, "attn_q_norm"), graph_view(g, q, "q_heads", 2, D, H * T, 1),
                            graph_weight(g, w->q_norm));
         k = graph_rms_norm(g, layer_label(l, il, "attn_k_norm"), graph_view(g, k, "k_heads", 2, D, KVH * T, 1),
                            graph_weight(g, w->k_norm));
     }
-    int32_t qr = graph_rope(g, layer_label(l, il, "rope_q"), graph_view(g, q, "q3", 3, D, H, T));
-    int32_t kr = graph_rope(g, layer_label(l, il, "rope_k"), graph_view(g, k, "k3", 3, D, KVH, T));
+    const int32_t factors = g->model->rope_freqs ? graph_weight(g, g->model->rope_freqs) : -1;
+    int32_t qr = graph_rope(g, layer_label(l, il, "rope_q"), graph_view(g, q, "q3", 3, D, H, T), factors);
+    int32_t kr = graph_rope(g, layer_label(l, il, "rope_k"), graph_view(g, k, "k3", 3, D, KVH, T), factors);
     int32_t kc = graph_kv_cache(g, il, 0), vc = graph_kv_cache(g, il, 1);
     graph_store_kv(g, layer_label(l, il, "store_kv"), kr, graph_view(g, v, "v3", 3, D, KVH, T), kc, vc);
     int32_t o = graph_attention(g, layer_label(l, il, "attention"), qr, kc, vc);

@@ -3,5 +3,5 @@
 #include "arch.h"
 
 void vt_arch_qwen2(vt_graph *g) {
-    arch_decoder(g, (arch_decoder_style){.attention = {.qkv_bias = true, .qk_norm = false}, .ffn = arch_ffn});
+    arch_decoder(g, (arch_decoder_style){.attention = {.qk_norm = false}, .ffn = arch_ffn});
 }

@@ -3,5 +3,5 @@
 #include "arch.h"
 
 void vt_arch_qwen3(vt_graph *g) {
-    arch_decoder(g, (arch_decoder_style){.attention = {.qkv_bias = false, .qk_norm = true}, .ffn = arch_ffn});
+    arch_decoder(g, (arch_decoder_style){.attention = {.qk_norm = true}, .ffn = arch_ffn});
 }

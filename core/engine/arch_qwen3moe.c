@@ -5,5 +5,5 @@
 #include "arch.h"
 
 void vt_arch_qwen3moe(vt_graph *g) {
-    arch_decoder(g, (arch_decoder_style){.attention = {.qkv_bias = false, .qk_norm = true}, .ffn = arch_moe_ffn});
+    arch_decoder(g, (arch_decoder_style){.attention = {.qk_norm = true}, .ffn = arch_moe_ffn});
 }

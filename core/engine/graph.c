@@ -153,9 +153,10 @@ int32_t graph_rms_norm(vt_graph *g, const char *label, int32_t x, int32_t w) {
     return same_shape(g, VT_OP_RMS_NORM, label, (int32_t[]){x, w}, 2, x, &params);
 }
 
-int32_t graph_rope(vt_graph *g, const char *label, int32_t x) {
+int32_t graph_rope(vt_graph *g, const char *label, int32_t x, int32_t factors) {
     vt_node params = {.params.rope = g->rope};
-    return same_shape(g, VT_OP_ROPE, label, (int32_t[]){x, g->p->v_positions}, 2, x, &params);
+    return same_shape(g, VT_OP_ROPE, label, (int32_t[]){x, g->p->v_positions, factors}, factors >= 0 ? 3 : 2, x,
+                      &params);
 }
 
 int32_t graph_add(vt_graph *g, const char *label, int32_t a, int32_t b) {

@@ -49,8 +49,9 @@ int32_t graph_kv_cache(vt_graph *g, int il, int which);
 int32_t graph_matmul(vt_graph *g, const char *label, int32_t w, int32_t x);
 /* x / rms(x) * w over rows of x (the graph's norm params). */
 int32_t graph_rms_norm(vt_graph *g, const char *label, int32_t x, int32_t w);
-/* Rotary embedding of x {D, heads, T} at the call's positions. */
-int32_t graph_rope(vt_graph *g, const char *label, int32_t x);
+/* Rotary embedding of x {D, heads, T} at the call's positions; factors: the
+ * model's per-pair frequency factors (a weight value), or -1 for none. */
+int32_t graph_rope(vt_graph *g, const char *label, int32_t x, int32_t factors);
 /* a + b (b may be a single row). */
 int32_t graph_add(vt_graph *g, const char *label, int32_t a, int32_t b);
 /* silu(gate) * up. */

@@ -36,11 +36,19 @@ static vt_status get_f32_key(const vt_gguf *g, const char *arch, const char *suf
     return VT_OK;
 }
 
+/* The file's tensors as the graph binds them: each one bound is marked, so
+ * that a tensor nothing binds (a feature the file's model has and vt's graph
+ * lacks: a bias, RoPE frequency factors) is refused instead of left out. */
+typedef struct binder {
+    const vt_gguf *g;
+    bool *used; /* [vt_gguf_n_tensors] */
+} binder;
+
 /* Look up a tensor and check its shape; ne1 = 0 means a 1-D tensor, ne2 the
  * experts of a stack of expert matrices (1 for a plain matrix). */
-static vt_status bind_stack(const vt_gguf *g, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
+static vt_status bind_stack(binder *b, const char *name, int64_t ne0, int64_t ne1, int64_t ne2, bool required,
                             const vt_gguf_tensor **out, vt_error *err) {
-    const vt_gguf_tensor *t = vt_gguf_find_tensor(g, name);
+    const vt_gguf_tensor *t = vt_gguf_find_tensor(b->g, name);
     *out = t;
     if (!t) {
         if (required) return vt_fail(err, VT_ERR_FORMAT, "missing tensor '%s'", name);
@@ -58,12 +66,14 @@ static vt_status bind_stack(const vt_gguf *g, const char *name, int64_t ne0, int
         return vt_fail(err, VT_ERR_UNSUPPORTED, "tensor '%s' has dtype %s, which vt does not support for a %s", name,
                        vt_dtype_name(t->dtype), matrix ? "weight matrix" : "norm or bias (must be f32)");
     }
+    for (int64_t i = 0; i < vt_gguf_n_tensors(b->g); i++)
+        if (vt_gguf_tensor_at(b->g, i) == t) b->used[i] = true;
     return VT_OK;
 }
 
-static vt_status bind(const vt_gguf *g, const char *name, int64_t ne0, int64_t ne1, bool required,
+static vt_status bind(binder *b, const char *name, int64_t ne0, int64_t ne1, bool required,
                       const vt_gguf_tensor **out, vt_error *err) {
-    return bind_stack(g, name, ne0, ne1, 1, required, out, err);
+    return bind_stack(b, name, ne0, ne1, 1, required, out, err);
 }
 
 static vt_status load_hparams(const vt_gguf *g, vt_hparams *hp, vt_error *err) {
@@ -144,7 +154,7 @@ static vt_status load_hparams(const vt_gguf *g, vt_hparams *hp, vt_error *err) {
     return VT_OK;
 }
 
-static vt_status bind_weights(vt_model *m, vt_error *err) {
+static vt_status bind_weights(vt_model *m, binder *b, vt_error *err) {
     const vt_gguf *g = m->gguf;
     vt_hparams *hp = &m->hp;
     int64_t E = hp->n_embd, D = hp->head_dim, H = hp->n_head, KVH = hp->n_head_kv, F = hp->n_ff;
@@ -159,10 +169,12 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
         return vt_fail(err, VT_ERR_FORMAT, "token_embd.weight has %lld rows", (long long)emb->ne[1]);
     int64_t V = hp->n_vocab;
     vt_status st;
-    if ((st = bind(g, "token_embd.weight", E, V, true, &m->tok_embd, err))) return st;
-    if ((st = bind(g, "output_norm.weight", E, 0, true, &m->output_norm, err))) return st;
-    if ((st = bind(g, "output.weight", E, V, false, &m->output, err))) return st;
+    if ((st = bind(b, "token_embd.weight", E, V, true, &m->tok_embd, err))) return st;
+    if ((st = bind(b, "output_norm.weight", E, 0, true, &m->output_norm, err))) return st;
+    if ((st = bind(b, "output.weight", E, V, false, &m->output, err))) return st;
     if (!m->output) m->output = m->tok_embd;
+    /* Llama 3.1's RoPE scaling: a factor dividing each pair's frequency */
+    if ((st = bind(b, "rope_freqs.weight", hp->n_rot / 2, 0, false, &m->rope_freqs, err))) return st;
     /* Every layer has tensors of its own: a block_count above the file's
      * tensor count is a corrupt header, refused before it sizes anything. */
     if ((int64_t)hp->n_layer > vt_gguf_n_tensors(g))
@@ -179,7 +191,7 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
         char n[96];
 #define BIND(field, suffix, ne0, ne1, req)                                   \
     snprintf(n, sizeof n, "blk.%d.%s", i, suffix);                           \
-    if ((st = bind(g, n, ne0, ne1, req, &l->field, err)) != VT_OK) return st
+    if ((st = bind(b, n, ne0, ne1, req, &l->field, err)) != VT_OK) return st
         BIND(attn_norm, "attn_norm.weight", E, 0, true);
         BIND(wq, "attn_q.weight", E, H * D, true);
         BIND(wk, "attn_k.weight", E, KVH * D, true);
@@ -190,6 +202,7 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
         BIND(ffn_up, "ffn_up.weight", E, F, dense);
         BIND(ffn_down, "ffn_down.weight", F, E, dense);
         BIND(ffn_gate_inp, "ffn_gate_inp.weight", E, NE, moe);
+        /* required of qwen2; any architecture's file may have them (llama.cpp adds those it finds) */
         BIND(bq, "attn_q.bias", H * D, 0, qwen2);
         BIND(bk, "attn_k.bias", KVH * D, 0, qwen2);
         BIND(bv, "attn_v.bias", KVH * D, 0, qwen2);
@@ -198,7 +211,7 @@ static vt_status bind_weights(vt_model *m, vt_error *err) {
 #undef BIND
 #define BIND_EXPERTS(field, suffix, ne0, ne1)                                \
     snprintf(n, sizeof n, "blk.%d.%s", i, suffix);                           \
-    if ((st = bind_stack(g, n, ne0, ne1, NE, true, &l->field, err)) != VT_OK) return st
+    if ((st = bind_stack(b, n, ne0, ne1, NE, true, &l->field, err)) != VT_OK) return st
         if (moe) {
             BIND_EXPERTS(ffn_gate_exps, "ffn_gate_exps.weight", E, FE);
             BIND_EXPERTS(ffn_up_exps, "ffn_up_exps.weight", E, FE);
@@ -219,7 +232,16 @@ vt_status vt_model_load(const char *path, vt_model **out, vt_error *err) {
         return st;
     }
     st = load_hparams(m->gguf, &m->hp, err);
-    if (st == VT_OK) st = bind_weights(m, err);
+    binder b = {m->gguf, calloc((size_t)vt_gguf_n_tensors(m->gguf) + 1, sizeof(bool))};
+    if (st == VT_OK && !b.used) st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    if (st == VT_OK) st = bind_weights(m, &b, err);
+    for (int64_t i = 0; st == VT_OK && i < vt_gguf_n_tensors(m->gguf); i++)
+        if (!b.used[i])
+            st = vt_fail(err, VT_ERR_UNSUPPORTED,
+                         "tensor '%s' is not one vt's %s graph reads (the model has a part vt does not run); "
+                         "refused rather than computed without it",
+                         vt_gguf_tensor_at(m->gguf, i)->name, m->hp.arch_name);
+    free(b.used);
     if (st != VT_OK) {
         vt_error_prefix(err, "%s: ", path);
         vt_model_free(m);

@@ -64,6 +64,7 @@ typedef struct vt_model {
     const vt_gguf_tensor *tok_embd;    /* {E, V} */
     const vt_gguf_tensor *output_norm; /* {E} */
     const vt_gguf_tensor *output;      /* {E, V}; == tok_embd when tied */
+    const vt_gguf_tensor *rope_freqs;  /* {n_rot / 2}: Llama 3.1's RoPE frequency factors, or NULL */
     vt_layer_weights *layers;          /* [n_layer] */
     vt_tokenizer *tokenizer;           /* NULL if the file has none or it failed to load */
     char tokenizer_error[VT_ERROR_MSG_SIZE];

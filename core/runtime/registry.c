@@ -611,7 +611,9 @@ vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *u
 /* The widened conventions b reads (vt_backend.conventions): its own word
  * from 1.5 on; before, those of its minor, as it was offered them then. */
 static uint64_t conventions_read(const vt_backend_entry *b) {
-    if (b->abi_minor >= 5) return b->table->conventions;
+    /* a bit is read only from a table of a minor that had it */
+    const uint64_t known = VT_CONVENTION_KV_Q8_0 | (b->abi_minor >= 8 ? VT_CONVENTION_ROPE_FACTORS : 0);
+    if (b->abi_minor >= 5) return b->table->conventions & known;
     return b->abi_minor >= 1 ? VT_CONVENTION_KV_Q8_0 : 0;
 }
 
@@ -625,6 +627,7 @@ static bool uses_convention_not_read(const vt_backend_entry *b, const vt_node *n
             (node->src[first].dtype == VT_Q8_0 || node->src[first + 1].dtype == VT_Q8_0))
             return true;
     }
+    if (!(read & VT_CONVENTION_ROPE_FACTORS) && node->op == VT_OP_ROPE && node->n_src > 2) return true;
     return false;
 }
 

@@ -125,20 +125,24 @@ static const rows_shape norm_prefill[] = {{{896, 7, 1}, 2}, {{64, 8, 5}, 3}};
 static const rows_shape norm_decode[] = {{{896, 1, 1}, 2}, {{128, 4, 1}, 3}};
 
 /* rope: {D, heads, T}, rotating n_rot of D, positions up to 4095 (angles
- * where f32 argument reduction starts to matter). */
+ * where f32 argument reduction starts to matter); factors: with Llama 3.1's
+ * per-pair frequency factors (1.8's third operand). */
 typedef struct rope_shape {
     int64_t D, heads, T;
     int32_t n_rot, mode;
     float base, scale;
     int32_t pos0, step;
+    bool factors;
 } rope_shape;
 static const rope_shape rope_prefill[] = {
-    {64, 8, 7, 64, VT_ROPE_NEOX, 10000.0f, 1.0f, 0, 1},
-    {128, 2, 5, 64, VT_ROPE_NORM, 1000000.0f, 0.5f, 1000, 613}, /* partial rotation, scaled */
+    {64, 8, 7, 64, VT_ROPE_NEOX, 10000.0f, 1.0f, 0, 1, false},
+    {128, 2, 5, 64, VT_ROPE_NORM, 1000000.0f, 0.5f, 1000, 613, false}, /* partial rotation, scaled */
+    {64, 4, 9, 64, VT_ROPE_NORM, 500000.0f, 1.0f, 3, 401, true},       /* Llama 3.1 */
 };
 static const rope_shape rope_decode[] = {
-    {128, 4, 1, 128, VT_ROPE_NEOX, 1000000.0f, 1.0f, 4095, 0},
-    {64, 2, 3, 64, VT_ROPE_NORM, 10000.0f, 1.0f, 17, 40}, /* batched decode: three sequences */
+    {128, 4, 1, 128, VT_ROPE_NEOX, 1000000.0f, 1.0f, 4095, 0, false},
+    {64, 2, 3, 64, VT_ROPE_NORM, 10000.0f, 1.0f, 17, 40, false}, /* batched decode: three sequences */
+    {128, 2, 2, 128, VT_ROPE_NORM, 500000.0f, 1.0f, 2999, 7, true}, /* Llama 3.1 */
 };
 
 /* Mixture of experts: NE experts, U used per token, T tokens; N odd (the
@@ -464,17 +468,20 @@ static bool build_rope(vt_op_case *c, int32_t y, const rope_shape *s, uint64_t *
     int32_t pos[16];
     for (int64_t t = 0; t < s->T; t++) pos[t] = s->pos0 + (int32_t)t * s->step;
     vt_node *n = &c->node;
-    n->n_src = 2;
+    n->n_src = s->factors ? 3 : 2;
     n->src[0] = describe(VT_F32, 3, s->D, s->heads, s->T, 1);
     n->src[1] = describe(VT_I32, 1, s->T, 1, 1, 1);
+    if (s->factors) n->src[2] = describe(VT_F32, 1, s->n_rot / 2, 1, 1, 1);
     n->dst = describe(y, 3, s->D, s->heads, s->T, 1);
     n->params.rope = (vt_rope_params){s->n_rot, s->mode, s->base, s->scale};
     c->out_dtype = y;
     snprintf(c->dtypes, sizeof c->dtypes, "f32->%s", vt_dtype_name(y));
-    snprintf(c->shape, sizeof c->shape, "D=%lld heads=%lld T=%lld n_rot=%d %s", (long long)s->D, (long long)s->heads,
-             (long long)s->T, (int)s->n_rot, s->mode == VT_ROPE_NEOX ? "neox" : "norm");
+    snprintf(c->shape, sizeof c->shape, "D=%lld heads=%lld T=%lld n_rot=%d %s%s", (long long)s->D,
+             (long long)s->heads, (long long)s->T, (int)s->n_rot, s->mode == VT_ROPE_NEOX ? "neox" : "norm",
+             s->factors ? " factors" : "");
     c->bytes = (4.0 + (double)vt_dtype_block_bytes(y)) * (double)(s->D * s->heads * s->T);
-    return random_fill(c, &n->src[0], rng, -1.0f, 1.0f) && index_fill(c, &n->src[1], pos) && zeros(c, &n->dst);
+    return random_fill(c, &n->src[0], rng, -1.0f, 1.0f) && index_fill(c, &n->src[1], pos) &&
+           (!s->factors || random_fill(c, &n->src[2], rng, 1.0f, 8.0f)) && zeros(c, &n->dst);
 }
 
 static bool build_elementwise(vt_op_case *c, int op, int32_t y, int32_t x, int64_t M, bool broadcast, uint64_t *rng) {

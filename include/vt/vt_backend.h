@@ -69,7 +69,10 @@
  * prepare_flags (VT_PREPARE_SHARED: a backend may be offered, and copy for
  * its own nodes, weights other backends read too) and vt_weight_offer.shared
  * (never read from an older table: such a backend is offered only the
- * weights its nodes alone read, as before).
+ * weights its nodes alone read, as before). 1.8 widens ROPE to a third
+ * operand, the frequency factors of Llama 3.1's RoPE scaling
+ * (VT_CONVENTION_ROPE_FACTORS; a table of an earlier minor, or one that
+ * leaves the bit 0, is never offered such a node).
  *   - a major bump is needed to remove or reorder anything, change a field's
  *     type or meaning, or change an existing op's operand convention.
  */
@@ -88,7 +91,7 @@ extern "C" {
 #endif
 
 #define VT_ABI_MAJOR 1
-#define VT_ABI_MINOR 7
+#define VT_ABI_MINOR 8
 
 /* Maximum number of source operands of one node. */
 #define VT_MAX_SRC 6
@@ -161,7 +164,10 @@ typedef struct vt_moe_params {
  *                   through f32), so every backend writes the same bytes.
  * RMS_NORM          src0 X {D, R} F32, src1 weight {D} F32
  *                   dst  {D, R} F32|F16|BF16
- * ROPE              src0 X {D, heads, T} F32, src1 positions I32 {T}
+ * ROPE              src0 X {D, heads, T} F32, src1 positions I32 {T},
+ *                   (1.8) optional src2 frequency factors F32 {n_rot / 2}:
+ *                   pair i's angle pos * freq_scale * freq_base^(-2i/n_rot)
+ *                   is divided by src2[i] (llama.cpp's rope_freqs)
  *                   dst  same shape, F32|F16|BF16
  * SWIGLU            src0 gate {F, M} F32, src1 up {F, M} F32
  *                   dst  {F, M} F32: silu(gate) * up
@@ -417,7 +423,8 @@ typedef struct vt_backend {
     /* 1.5: the widened conventions (VT_CONVENTION_*) this backend's ops
      * read. Nodes using one are offered only to a backend that sets its bit:
      * a table of 1.5 or later that leaves this 0 is never offered a Q8_0 KV
-     * cache, whatever its supports() would say. Tables of 1.1 to 1.4 are
+     * cache (nor, from 1.8, a ROPE with frequency factors), whatever its
+     * supports() would say. Tables of 1.1 to 1.4 are
      * taken to read the conventions of their minor (what they were offered
      * then); a 1.0 table none. */
     uint64_t conventions;
@@ -442,7 +449,8 @@ typedef struct vt_backend {
 
 /* Widened conventions: a dtype a minor allowed an existing op to read or
  * write. One bit each, appended with the minor that widens. */
-#define VT_CONVENTION_KV_Q8_0 (1ull << 0) /* 1.1: ATTENTION reads, RESHAPE_AND_CACHE writes Q8_0 caches */
+#define VT_CONVENTION_KV_Q8_0 (1ull << 0)        /* 1.1: ATTENTION reads, RESHAPE_AND_CACHE writes Q8_0 caches */
+#define VT_CONVENTION_ROPE_FACTORS (1ull << 1) /* 1.8: ROPE reads frequency factors (src2) */
 
 /* The table's size at each minor 1.<m>: the least struct_size a plugin of
  * that minor may declare, and all of its table the runtime reads. A new
@@ -456,7 +464,8 @@ typedef struct vt_backend {
     X(arg, 4, offsetof(vt_backend, moe_combine) + sizeof(vt_op_fn))                                                    \
     X(arg, 5, offsetof(vt_backend, conventions) + sizeof(uint64_t))                                                    \
     X(arg, 6, offsetof(vt_backend, tiers) + sizeof(const char *const *(*)(void *)))                                    \
-    X(arg, 7, offsetof(vt_backend, prepare_flags) + sizeof(uint64_t))
+    X(arg, 7, offsetof(vt_backend, prepare_flags) + sizeof(uint64_t))                                                  \
+    X(arg, 8, offsetof(vt_backend, prepare_flags) + sizeof(uint64_t))
 
 #define VT_BACKEND_SIZE_IF_(minor, m, size) ((minor) == (m)) ? (size_t)(size):
 /* The table's size at minor 1.<m> (0 past VT_ABI_MINOR); a constant
@@ -472,13 +481,14 @@ typedef struct vt_backend {
 #define VT_BACKEND_SIZE_1_5 VT_BACKEND_SIZE_AT_MINOR(5)
 #define VT_BACKEND_SIZE_1_6 VT_BACKEND_SIZE_AT_MINOR(6)
 #define VT_BACKEND_SIZE_1_7 VT_BACKEND_SIZE_AT_MINOR(7)
+#define VT_BACKEND_SIZE_1_8 VT_BACKEND_SIZE_AT_MINOR(8)
 
 /* Each minor's table holds the one before it; the current minor's is the
  * whole table. */
 _Static_assert(VT_BACKEND_SIZE_1_1 >= VT_BACKEND_SIZE_1_0 && VT_BACKEND_SIZE_1_2 >= VT_BACKEND_SIZE_1_1 &&
                    VT_BACKEND_SIZE_1_3 >= VT_BACKEND_SIZE_1_2 && VT_BACKEND_SIZE_1_4 >= VT_BACKEND_SIZE_1_3 &&
                    VT_BACKEND_SIZE_1_5 >= VT_BACKEND_SIZE_1_4 && VT_BACKEND_SIZE_1_6 >= VT_BACKEND_SIZE_1_5 &&
-                   VT_BACKEND_SIZE_1_7 >= VT_BACKEND_SIZE_1_6,
+                   VT_BACKEND_SIZE_1_7 >= VT_BACKEND_SIZE_1_6 && VT_BACKEND_SIZE_1_8 >= VT_BACKEND_SIZE_1_7,
                "each minor's table holds the one before it");
 _Static_assert(VT_BACKEND_SIZE_AT_MINOR(VT_ABI_MINOR) == sizeof(vt_backend),
                "the table of the current minor is the whole vt_backend: add its line to VT_BACKEND_MINORS");

@@ -195,7 +195,8 @@ static inline bool vt_check_rms_norm(const vt_node *node, char *why, size_t why_
 static inline bool vt_check_rope(const vt_node *node, char *why, size_t why_size) {
     const vt_tensor *x = &node->src[0], *pos = &node->src[1], *y = &node->dst;
     const vt_rope_params *p = &node->params.rope;
-    if (!vt_check_n_src(node, 2, why, why_size)) return false;
+    if (node->n_src != 2 && node->n_src != 3)
+        return vt_check_reject(why, why_size, "has %d sources, want 2 (or 3 with frequency factors)", node->n_src);
     if (!vt_check_tensor_of(x, "src0 (X)", 3, VT_F32, why, why_size)) return false;
     if (!vt_check_tensor_of(pos, "src1 (positions)", 1, VT_I32, why, why_size)) return false;
     if (!vt_check_tensor(y, "dst", 3, vt_dtype_is_float, why, why_size)) return false;
@@ -207,6 +208,12 @@ static inline bool vt_check_rope(const vt_node *node, char *why, size_t why_size
     if (p->mode != VT_ROPE_NORM && p->mode != VT_ROPE_NEOX) return vt_check_reject(why, why_size, "unknown rope mode %d", (int)p->mode);
     if (!(p->freq_base > 0.0f) || !isfinite(p->freq_base) || !isfinite(p->freq_scale))
         return vt_check_reject(why, why_size, "freq_base %g / freq_scale %g out of range", (double)p->freq_base, (double)p->freq_scale);
+    if (node->n_src == 3) {
+        if (!vt_check_tensor_of(&node->src[2], "src2 (frequency factors)", 1, VT_F32, why, why_size)) return false;
+        if (node->src[2].ne[0] != p->n_rot / 2)
+            return vt_check_reject(why, why_size, "%lld frequency factors for n_rot %d (want n_rot / 2)",
+                                   (long long)node->src[2].ne[0], (int)p->n_rot);
+    }
     return true;
 }
 

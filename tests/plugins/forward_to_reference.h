@@ -51,7 +51,7 @@
 #endif
 /* The reference reads every widened convention; a plugin may opt out. */
 #ifndef FWD_CONVENTIONS
-#define FWD_CONVENTIONS VT_CONVENTION_KV_Q8_0
+#define FWD_CONVENTIONS (VT_CONVENTION_KV_Q8_0 | VT_CONVENTION_ROPE_FACTORS)
 #endif
 #ifndef FWD_MATMUL
 #define FWD_MATMUL fwd_matmul
