@@ -88,7 +88,7 @@ bool serve_metric_reaches(const serve_server *s, const char *name, double v, dou
     return serve_metric(s, name) == v;
 }
 
-bool serve_start(serve_server *s, const char *model_file, const char *log_name, const char *const *extra) {
+bool serve_spawn(serve_server *s, const char *model_file, const char *log_name, const char *const *extra) {
     const char *dir = vt_test_data_dir("test models");
     if (!dir) return false;
     char model[512];
@@ -116,7 +116,13 @@ bool serve_start(serve_server *s, const char *model_file, const char *log_name, 
         free(log);
         if (!s->port) serve_sleep_ms(20);
     }
-    while (s->port && serve_now() < end) {
+    return s->port != 0;
+}
+
+bool serve_start(serve_server *s, const char *model_file, const char *log_name, const char *const *extra) {
+    if (!serve_spawn(s, model_file, log_name, extra)) return false;
+    double end = serve_now() + 60;
+    while (serve_now() < end) {
         serve_reply r = serve_http(s, NULL, "/health", NULL, NULL);
         long st = r.status;
         serve_reply_free(&r);

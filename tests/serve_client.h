@@ -37,6 +37,8 @@ void serve_sleep_ms(int ms);
  * with stderr to a temporary file named log_name; true once /health answers
  * 200 (within 60 s). */
 bool serve_start(serve_server *s, const char *model, const char *log_name, const char *const *extra);
+/* The same, but true once it listens (its port known), loaded or not. */
+bool serve_spawn(serve_server *s, const char *model, const char *log_name, const char *const *extra);
 /* SIGTERM, then wait: the wait status. */
 int serve_stop(serve_server *s);
 

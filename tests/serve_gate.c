@@ -36,8 +36,9 @@ bool serve_gate_wait_reached(const serve_gate *g, long n, double seconds) {
     return serve_gate_reached(g) >= n;
 }
 
-bool serve_start_gated(serve_server *s, const serve_gate *g, const char *model, const char *log_name,
-                       const char *const *extra) {
+/* serve_start or serve_spawn on the step_gate backend with gate g. */
+static bool start_gated(bool (*start)(serve_server *, const char *, const char *, const char *const *), serve_server *s,
+                        const serve_gate *g, const char *model, const char *log_name, const char *const *extra) {
     const char *argv[40] = {"--backend", "step_gate"};
     int n = 2;
     for (; *extra && n < 38; extra++) argv[n++] = *extra;
@@ -45,8 +46,32 @@ bool serve_start_gated(serve_server *s, const serve_gate *g, const char *model, 
     /* The child inherits them; nothing else in this runner loads backends. */
     setenv("VT_BACKEND_PATH", VT_TEST_PLUGIN_DIR, 1);
     setenv("VT_TEST_STEP_GATE", g->dir, 1);
-    bool ok = serve_start(s, model, log_name, argv);
+    bool ok = start(s, model, log_name, argv);
     unsetenv("VT_TEST_STEP_GATE");
     unsetenv("VT_BACKEND_PATH");
     return ok;
+}
+
+bool serve_start_gated(serve_server *s, const serve_gate *g, const char *model, const char *log_name,
+                       const char *const *extra) {
+    return start_gated(serve_start, s, g, model, log_name, extra);
+}
+
+bool serve_spawn_gated(serve_server *s, const serve_gate *g, const char *model, const char *log_name,
+                       const char *const *extra) {
+    return start_gated(serve_spawn, s, g, model, log_name, extra);
+}
+
+void serve_gate_hold_load(const serve_gate *g) { gate_write_number(g->dir, "hold-init", 1); }
+
+void serve_gate_release_load(const serve_gate *g) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/hold-init", g->dir);
+    unlink(path);
+}
+
+bool serve_gate_wait_load_held(const serve_gate *g, double seconds) {
+    double end = serve_now() + seconds;
+    while (gate_read_number(g->dir, "init-reached") < 1 && serve_now() < end) serve_sleep_ms(5);
+    return gate_read_number(g->dir, "init-reached") >= 1;
 }

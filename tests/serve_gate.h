@@ -33,5 +33,13 @@ bool serve_gate_wait_reached(const serve_gate *g, long n, double seconds);
 /* serve_start on the step_gate backend with this gate. */
 bool serve_start_gated(serve_server *s, const serve_gate *g, const char *model, const char *log_name,
                        const char *const *extra);
+/* Hold the next load in the backend's init (before serve_spawn_gated), let it
+ * go, and wait up to seconds until a load is held there. */
+void serve_gate_hold_load(const serve_gate *g);
+void serve_gate_release_load(const serve_gate *g);
+bool serve_gate_wait_load_held(const serve_gate *g, double seconds);
+/* serve_spawn on the step_gate backend with this gate. */
+bool serve_spawn_gated(serve_server *s, const serve_gate *g, const char *model, const char *log_name,
+                       const char *const *extra);
 
 #endif

@@ -867,6 +867,64 @@ static void test_shutdown_before_first_token(void) {
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* SIGTERM while the model loads ends the process at once (exit 0), not after
+ * the load: the load is held in the backend's init (step_gate's load gate),
+ * so "still loading" is certain, and the process must be gone while it is
+ * still held. A second signal during a drain ends the running requests
+ * without waiting out the grace period. */
+static void test_sigterm_while_loading_and_twice(void) {
+    serve_server s = {0};
+    serve_gate g;
+    CU_ASSERT_FATAL(serve_gate_init(&g, "load-gate"));
+    serve_gate_hold_load(&g);
+    static const char *const args[] = {"-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_spawn_gated(&s, &g, MODEL, "sigterm-loading.log", args));
+    CU_ASSERT_FATAL(serve_gate_wait_load_held(&g, 60));
+    serve_reply h = serve_http(&s, NULL, "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(h.status, 503);
+    serve_reply_free(&h);
+    kill(s.pid, SIGTERM);
+    int status = 0;
+    pid_t got = 0;
+    for (double end = serve_now() + 30; (got = waitpid(s.pid, &status, WNOHANG)) == 0 && serve_now() < end;)
+        serve_sleep_ms(20);
+    CU_ASSERT_EQUAL(got, s.pid);
+    if (got == s.pid) CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    serve_gate_release_load(&g);
+    if (got != s.pid) {
+        kill(s.pid, SIGKILL);
+        waitpid(s.pid, &status, 0);
+    }
+    s.pid = 0;
+    CU_ASSERT(log_grows(&s, "SIGTERM while loading: stopped before serving", 0, 10));
+
+    /* Twice: the drain's grace is an hour, the request would run for
+     * thousands of tokens; the second SIGTERM ends it as length at once. The
+     * engine is held after the first token, so the request certainly runs
+     * when both signals arrive. */
+    serve_gate g2;
+    CU_ASSERT_FATAL(serve_gate_init(&g2, "twice-gate"));
+    static const char *const args2[] = {"--parallel", "1", "--shutdown-grace", "3600", "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g2, MODEL, "sigterm-twice.log", args2));
+    long base = serve_gate_reached(&g2);
+    serve_gate_allow(&g2, base + 1);
+    stream_thread a = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
+    pthread_t ta;
+    pthread_create(&ta, NULL, stream_main, &a);
+    CU_ASSERT(serve_gate_wait_reached(&g2, base + 2, 60));
+    kill(s.pid, SIGTERM);
+    CU_ASSERT(log_grows(&s, "SIGTERM: no new requests; 1 running or waiting", 0, 60));
+    kill(s.pid, SIGTERM);
+    CU_ASSERT(log_grows(&s, "SIGTERM again: ending the running requests now", 0, 60));
+    serve_gate_open(&g2);
+    pthread_join(ta, NULL);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    serve_reply_free(&a.r);
+    CU_ASSERT_EQUAL(waitpid(s.pid, &status, 0), s.pid);
+    s.pid = 0;
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* The gauges count what the next step will admit as running, and the
  * scheduler, not the free sequences, decides that: with 4 sequences but a
  * token budget of 2 a step runs at most 2 requests (each running one gets a
@@ -1097,6 +1155,7 @@ int main(void) {
         {"every engine lever reaches vt serve; --dry-run", test_engine_levers_dry_run},
         {"--help describes each flag once", test_help_says_each_flag_once},
         {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},
+        {"SIGTERM while loading stops at once; a second SIGTERM ends the drain", test_sigterm_while_loading_and_twice},
         {"SIGTERM: a request without a token yet is 503", test_shutdown_before_first_token},
         {"the gauges follow the token budget, not only free sequences", test_gauges_follow_token_budget},
         CU_TEST_INFO_NULL,

@@ -13,7 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -233,24 +235,64 @@ static const char *base_name(const char *path) {
     return slash ? slash + 1 : path;
 }
 
-/* Wait for SIGTERM/SIGINT (blocked in every thread), then drain. */
-static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double grace) {
+/* SIGTERM and SIGINT, blocked in every thread, taken by one thread of
+ * their own from before the model loads: while it loads, a signal ends the
+ * process at once (nothing is served yet, and a large model would otherwise
+ * load to the end while a service manager waits to kill it); once ready, the
+ * first starts the drain; another during the drain ends the running
+ * requests without waiting out the grace period. */
+typedef struct signal_watch {
+    sem_t first;     /* posted at the first signal once serving */
+    atomic_int sig;  /* that signal */
+    atomic_int phase; /* WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING */
+    atomic_int hurry; /* a signal came during the drain */
+} signal_watch;
+enum { WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING };
+
+static const char *signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+static void *watch_signals(void *arg) {
+    signal_watch *w = arg;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
-    int sig = 0;
-    sigwait(&set, &sig);
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0) continue;
+        /* only this thread moves serving to draining; the main thread, loading to serving */
+        const int phase = atomic_load(&w->phase);
+        if (phase == WATCH_LOADING) {
+            fprintf(stderr, "vt serve: %s while loading: stopped before serving\n", signal_name(sig));
+            _exit(0);
+        }
+        if (phase == WATCH_SERVING) {
+            atomic_store(&w->sig, sig);
+            atomic_store(&w->phase, WATCH_DRAINING);
+            sem_post(&w->first);
+        } else {
+            fprintf(stderr, "vt serve: %s again: ending the running requests now\n", signal_name(sig));
+            atomic_store(&w->hurry, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Wait for the first signal once serving, then drain. */
+static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double grace, signal_watch *w) {
+    atomic_store(&w->phase, WATCH_SERVING);
+    while (sem_wait(&w->first) != 0) continue;
     fprintf(stderr, "vt serve: %s: no new requests; %d running or waiting get %g s to finish\n",
-            sig == SIGTERM ? "SIGTERM" : "SIGINT", vt_serve_engine_in_flight(engine), grace);
+            signal_name(atomic_load(&w->sig)), vt_serve_engine_in_flight(engine), grace);
     vt_server_quiesce(server);
     vt_serve_engine_refuse_new(engine);
     double end = vt_serve_now() + grace;
     struct timespec tick = {0, 20 * 1000000L};
-    while (vt_serve_engine_in_flight(engine) > 0 && vt_serve_now() < end) nanosleep(&tick, NULL);
+    while (vt_serve_engine_in_flight(engine) > 0 && vt_serve_now() < end && !atomic_load(&w->hurry))
+        nanosleep(&tick, NULL);
     if (vt_serve_engine_in_flight(engine) > 0) {
-        fprintf(stderr, "vt serve: grace period over: ending %d requests (as length, or 503 before their first token)\n",
-                vt_serve_engine_in_flight(engine));
+        fprintf(stderr, "vt serve: %s: ending %d requests (as length, or 503 before their first token)\n",
+                atomic_load(&w->hurry) ? "stopping now" : "grace period over", vt_serve_engine_in_flight(engine));
         vt_serve_engine_cancel_all(engine);
         while (vt_serve_engine_in_flight(engine) > 0) nanosleep(&tick, NULL);
     }
@@ -284,14 +326,22 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     vt_status st = VT_OK;
     const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
 
-    /* Signals are taken by sigwait on this thread only; the peer's hang-up
-     * is seen by polling, never by SIGPIPE. */
+    /* Signals are taken by the watcher thread only (every thread started
+     * after this blocks them too); the peer's hang-up is seen by polling,
+     * never by SIGPIPE. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    static signal_watch watch;
+    sem_init(&watch.first, 0, 0);
+    atomic_init(&watch.phase, WATCH_LOADING);
+    pthread_t watcher;
+    if (pthread_create(&watcher, NULL, watch_signals, &watch) != 0)
+        return vt_fail(err, VT_ERR_NOMEM, "cannot start the signal thread");
+    pthread_detach(watcher);
 
     static vt_chat_source chat;
     vt_serve_metrics metrics;
@@ -355,7 +405,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
                 "tool calls %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
                 chat.have ? chat.name : "none (only /v1/completions)", vt_tool_format_name(tool_format));
-        wait_and_drain(server, engine, so->shutdown_grace);
+        wait_and_drain(server, engine, so->shutdown_grace, &watch);
     }
     vt_server_stop(server);
     vt_serve_engine_stop(engine);

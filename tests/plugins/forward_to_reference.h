@@ -53,6 +53,9 @@
 #ifndef FWD_CONVENTIONS
 #define FWD_CONVENTIONS (VT_CONVENTION_KV_Q8_0 | VT_CONVENTION_ROPE_FACTORS)
 #endif
+#ifndef FWD_INIT
+#define FWD_INIT fwd_init
+#endif
 #ifndef FWD_MATMUL
 #define FWD_MATMUL fwd_matmul
 #endif
@@ -208,7 +211,7 @@ FWD_OP(moe_combine)
         .struct_size = (uint32_t)(FWD_STRUCT_SIZE),                                   \
         .name = PLUGIN_NAME,                                                          \
         .description = description_,                                                  \
-        .init = fwd_init,                                                             \
+        .init = FWD_INIT,                                                             \
         .shutdown = fwd_shutdown,                                                     \
         .supports = plugin_supports,                                                  \
         .matmul = FWD_MATMUL,                                                         \

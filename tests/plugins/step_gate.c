@@ -17,7 +17,12 @@
  * So a test holds the engine before the next forward by writing the current
  * `reached` into `allow`, lets k more forwards through by adding k, and
  * opens the gate by removing the file. A forward held for more than 120 s
- * fails (the engine reports a failed step) rather than hang a broken test. */
+ * fails (the engine reports a failed step) rather than hang a broken test.
+ *
+ * The load can be held too: while the file hold-init exists, the backend's
+ * init (part of loading the model) writes init-reached (1) and waits, so a
+ * test makes "the server is still loading" certain (120 s at most, then
+ * init fails). */
 #include <errno.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -25,6 +30,9 @@
 #define PLUGIN_NAME "step_gate"
 #define FWD_SUPPORTS_AS_REFERENCE
 #define FWD_GET_ROWS gated_get_rows
+#define FWD_INIT gated_init
+#include <unistd.h>
+
 #include "forward_to_reference.h"
 #include "../gate_file.h"
 
@@ -47,6 +55,24 @@ static vt_status pass_gate(const fwd_ctx *c, const char *dir, long n) {
     }
     c->host->log(VT_LOG_ERROR, PLUGIN_NAME, "forward %ld held for more than %d s: failing it", n, GATE_LIMIT_SECONDS);
     return VT_ERR_BACKEND;
+}
+
+static vt_status gated_init(const vt_host *host, const vt_backend_config *config, void **ctx, char *err,
+                             size_t err_size) {
+    const char *dir = getenv("VT_TEST_STEP_GATE");
+    char hold[4200];
+    snprintf(hold, sizeof hold, "%s/hold-init", dir ? dir : "");
+    if (dir && *dir && access(hold, F_OK) == 0) {
+        gate_write_number(dir, "init-reached", 1);
+        struct timespec pause = {0, 1000000}; /* 1 ms */
+        long waited = 0;
+        while (access(hold, F_OK) == 0 && waited++ < GATE_LIMIT_SECONDS * 1000L) nanosleep(&pause, NULL);
+        if (access(hold, F_OK) == 0) {
+            snprintf(err, err_size, "init held for more than %d s", GATE_LIMIT_SECONDS);
+            return VT_ERR_BACKEND;
+        }
+    }
+    return fwd_init(host, config, ctx, err, err_size);
 }
 
 static vt_status gated_get_rows(void *ctx, const vt_node *node) {
