@@ -1,7 +1,10 @@
 # VtDebian.cmake — `cpack -G DEB` in the build folder makes three packages,
 # one per install component:
-#   vt         /usr/bin/vt, the backends (/usr/lib/vt), /etc/vt/*.ini
-#              (conffiles), the systemd unit vt-serve.service (not enabled)
+#   vt-llm     /usr/bin/vt, the backends (/usr/lib/vt), /etc/vt/*.ini
+#              (conffiles), the systemd unit vt-serve.service (not enabled).
+#              Not named vt: Debian has a package vt (genomics tools, a
+#              higher version, its own /usr/bin/vt) that an upgrade would
+#              put in its place; vt-llm conflicts with it instead.
 #   libvt      libvt.so.<major> for embedders
 #   libvt-dev  headers, vt.pc, the CMake package (find_package(vt)),
 #              the libvt.so link name
@@ -29,7 +32,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 
 # CPack makes CPACK_PACKAGE_DESCRIPTION_SUMMARY every package's synopsis line
 # and indents these as the long description.
-set(CPACK_DEBIAN_VT_PACKAGE_NAME vt)
+set(CPACK_DEBIAN_VT_PACKAGE_NAME vt-llm)
+set(CPACK_DEBIAN_VT_PACKAGE_CONFLICTS vt)
 set(CPACK_DEBIAN_VT_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_VT_DESCRIPTION "The vt command and its backends. vt runs, checks and serves GGUF language
 models on the CPU. `vt serve` is an OpenAI-compatible HTTP server; the unit
@@ -43,12 +47,12 @@ set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_LIBVT-DEV_DESCRIPTION "Development files: headers, pkg-config file and CMake package for embedding
 libvt and for building backend plugins out of tree.")
 
-# libvt loads its backends from the vt package (<libdir>/vt); the CMake
+# libvt loads its backends from the vt-llm package (<libdir>/vt); the CMake
 # package names libvt.so and /usr/bin/vt (vt::cli), so find_package(vt) needs
 # both installed. The versions are pinned: the plugin ABI and the exported
 # targets are those of this exact build.
-set(CPACK_DEBIAN_LIBVT_PACKAGE_RECOMMENDS "vt (= ${PROJECT_VERSION})")
-set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_DEPENDS "libvt (= ${PROJECT_VERSION}), vt (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_LIBVT_PACKAGE_RECOMMENDS "vt-llm (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_DEPENDS "libvt (= ${PROJECT_VERSION}), vt-llm (= ${PROJECT_VERSION})")
 
 # The Debian libraries the binaries link, computed by dpkg-shlibdeps (package
 # dpkg-dev) from the ELF files themselves; without it, the list by hand (what

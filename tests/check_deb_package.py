@@ -57,7 +57,7 @@ def main():
         if not check(out.returncode == 0, "cpack failed:\n%s%s" % (out.stdout, out.stderr)):
             return report()
         debs = {}
-        for name in ("vt", "libvt", "libvt-dev"):
+        for name in ("vt-llm", "libvt", "libvt-dev"):
             path = os.path.join(tmp, "%s_%s_amd64.deb" % (name, version))
             if not os.path.exists(path):
                 found = [n for n in os.listdir(tmp) if n.startswith(name + "_") and n.endswith(".deb")]
@@ -80,35 +80,37 @@ def main():
             info = run(["dpkg-deb", "-I", deb])
             check(info.returncode == 0, "dpkg-deb -I %s failed: %s" % (deb, info.stderr))
 
-        vt_deps = field(debs["vt"], "Depends")
+        # Debian's own package vt (genomics tools) ships /usr/bin/vt too: never both
+        check(field(debs["vt-llm"], "Conflicts") == "vt", "vt-llm: Conflicts is %r" % field(debs["vt-llm"], "Conflicts"))
+        vt_deps = field(debs["vt-llm"], "Depends")
         want = ["libc6", "libffi8", "libinih1"]
         if serve_built:
             want += ["libmicrohttpd12", "libjansson4"]
         if "libvt-backend-onednn.so" in backends:
             want += ["libdnnl"]
         for lib in want:
-            check(lib in vt_deps, "vt: Depends lacks %s: %s" % (lib, vt_deps))
+            check(lib in vt_deps, "vt-llm: Depends lacks %s: %s" % (lib, vt_deps))
         check("libc6" in field(debs["libvt"], "Depends"), "libvt: Depends lacks libc6")
         dev_deps = field(debs["libvt-dev"], "Depends")
-        for pin in ("libvt (= %s)" % version, "vt (= %s)" % version):
+        for pin in ("libvt (= %s)" % version, "vt-llm (= %s)" % version):
             check(pin in dev_deps, "libvt-dev: Depends lacks %s: %s" % (pin, dev_deps))
 
-        vt_files = files(debs["vt"])
+        vt_files = files(debs["vt-llm"])
         for f in ["/usr/bin/vt", "/etc/vt/vt.ini", "/etc/vt/vt-serve.ini", "/lib/systemd/system/vt-serve.service"] + [
                 "/usr/lib/vt/" + b for b in backends]:
-            check(f in vt_files, "vt: no %s in the package" % f)
-        conf = run(["dpkg-deb", "--info", debs["vt"], "conffiles"]).stdout.split()
-        check(sorted(conf) == ["/etc/vt/vt-serve.ini", "/etc/vt/vt.ini"], "vt: conffiles %s" % conf)
+            check(f in vt_files, "vt-llm: no %s in the package" % f)
+        conf = run(["dpkg-deb", "--info", debs["vt-llm"], "conffiles"]).stdout.split()
+        check(sorted(conf) == ["/etc/vt/vt-serve.ini", "/etc/vt/vt.ini"], "vt-llm: conffiles %s" % conf)
         # Maintainer scripts: present, executable, valid sh, and none enables the unit.
         ctl = os.path.join(tmp, "control")
-        run(["dpkg-deb", "-e", debs["vt"], ctl])
+        run(["dpkg-deb", "-e", debs["vt-llm"], ctl])
         for script in ("postinst", "prerm", "postrm"):
             path = os.path.join(ctl, script)
-            if check(os.path.exists(path), "vt: no %s" % script):
-                check(os.access(path, os.X_OK), "vt: %s is not executable" % script)
-                check(run(["sh", "-n", path]).returncode == 0, "vt: %s is not valid sh" % script)
+            if check(os.path.exists(path), "vt-llm: no %s" % script):
+                check(os.access(path, os.X_OK), "vt-llm: %s is not executable" % script)
+                check(run(["sh", "-n", path]).returncode == 0, "vt-llm: %s is not valid sh" % script)
                 check(not re.search(r"(systemctl|deb-systemd-helper) +enable", open(path).read()),
-                      "vt: %s enables the service" % script)
+                      "vt-llm: %s enables the service" % script)
         lib_files = files(debs["libvt"])
         check(any(f.startswith("/usr/lib/libvt.so.") for f in lib_files), "libvt: no libvt.so.N: %s" % lib_files)
         dev_files = files(debs["libvt-dev"])

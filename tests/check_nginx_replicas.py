@@ -122,7 +122,7 @@ def nginx_config(template, tmp, listen, replicas):
     params = servers[0].group(1)
     lines = "".join("    server 127.0.0.1:%d %s;\n" % (p, params) for p in replicas)
     text = text[:servers[0].start()] + "\n" + lines.rstrip("\n") + text[servers[-1].end():]
-    text, n = re.subn(r"^(\s*)listen \d+;", r"\1listen 127.0.0.1:%d;\n\1add_header X-Upstream $upstream_addr always;"
+    text, n = re.subn(r"^(\s*)listen (?:127\.0\.0\.1:)?\d+;", r"\1listen 127.0.0.1:%d;\n\1add_header X-Upstream $upstream_addr always;"
                       % listen, text, flags=re.M)
     if n != 1:
         raise SystemExit("check_nginx_replicas: %s: expected one listen line" % template)
@@ -201,6 +201,25 @@ def main():
         if not check(wait_for(lambda: not refuses(pn)), "nginx is not listening"):
             return report(tmp)
         up_a, up_b, up_c = ("127.0.0.1:%d" % p for p in (pa, pb, pc))
+
+        # 0. A body over the proxy's limit: nginx's own 413, in vt's JSON error shape. The head
+        # alone, declaring 5 MiB and asking first (Expect): nginx answers without the body.
+        with socket.create_connection(("127.0.0.1", pn), timeout=HANG_GUARD) as sock:
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n" % (5 << 20))
+            answer = b""
+            while True:
+                piece = sock.recv(65536)
+                if not piece:
+                    break
+                answer += piece
+        head, _, text = answer.decode("utf-8", "replace").partition("\r\n\r\n")
+        ok = head.startswith("HTTP/1.1 413") and "application/json" in head.lower()
+        try:
+            ok = ok and json.loads(text)["error"]["type"] == "invalid_request_error"
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        check(ok, "a body over nginx's limit: %s" % answer[:300])
 
         # 1. Affinity: which replica each key reaches, twice.
         owner = {}

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -480,6 +481,47 @@ static void test_auth_and_routes(void) {
     r = serve_http(&main_srv, "DELETE", "/health", NULL, NULL);
     assert_error(&r, 405, NULL);
     serve_reply_free(&r);
+}
+
+static bool log_grows(const serve_server *srv, const char *needle, int before, double seconds);
+
+/* The key from a file (--api-key-file, or VT_API_KEY_FILE): its first line,
+ * trailing whitespace off; a file others can read is warned about; a missing
+ * or empty file, or both flags, refuse to start. */
+static void test_api_key_file(void) {
+    char keyfile[512];
+    vt_test_tmpfile(keyfile, sizeof keyfile, "api-key");
+    FILE *f = fopen(keyfile, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs("file-key-42  \nsecond line ignored\n", f);
+    fclose(f);
+    chmod(keyfile, 0644);
+    serve_server s = {0};
+    const char *const args[] = {"--api-key-file", keyfile, "-c", "512", NULL};
+    CU_ASSERT_FATAL(serve_start(&s, MODEL, "key-file.log", args));
+    serve_reply r = serve_http(&s, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", "file-key-42");
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
+    r = serve_http(&s, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", "file-key-42  ");
+    CU_ASSERT_EQUAL(r.status, 401);
+    serve_reply_free(&r);
+    r = serve_http(&s, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", NULL);
+    CU_ASSERT_EQUAL(r.status, 401);
+    serve_reply_free(&r);
+    CU_ASSERT(log_grows(&s, "is readable by other users", 0, 10));
+    serve_stop(&s);
+    const char *dir = vt_test_data_dir("test models");
+    CU_ASSERT_FATAL(dir != NULL);
+    char *err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(NULL, &err, "serve -m %s/models/%s --port 0 --api-key-file %s.missing", dir,
+                                           MODEL, keyfile), 2);
+    CU_ASSERT(err && strstr(err, "cannot open"));
+    free(err);
+    err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(NULL, &err, "serve -m %s/models/%s --port 0 --api-key k --api-key-file %s",
+                                           dir, MODEL, keyfile), 2);
+    CU_ASSERT(err && strstr(err, "give one of them"));
+    free(err);
 }
 
 static void test_body_limit_and_context(void) {
@@ -1144,6 +1186,7 @@ int main(void) {
         {"tokenize and detokenize", test_tokenize_detokenize},
         {"bad input: 400 naming the field", test_bad_input},
         {"API key, unknown path, wrong method", test_auth_and_routes},
+        {"the API key from a file", test_api_key_file},
         {"body limit, prompt past the context, max_tokens past it", test_body_limit_and_context},
         {"stop string", test_stop_string},
         {"prefix cache: cached_tokens in usage, the same text", test_prefix_cache_in_usage},

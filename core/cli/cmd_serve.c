@@ -16,8 +16,10 @@
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,6 +45,8 @@ static void help(void) {
            "                           sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
            "      --max-waiting N      requests queued before 503 + Retry-After ([runtime] max_waiting; default 256)\n"
            "      --api-key KEY        require \"Authorization: Bearer KEY\" (default: env VT_API_KEY, else none)\n"
+           "      --api-key-file PATH  the same, the key read from the file's first line (default: env\n"
+           "                           VT_API_KEY_FILE); keeps the key off command lines and unit files\n"
            "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
            "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
            "      --model-alias NAME   the model's name in /v1/models and answers (default: the file name)\n"
@@ -52,7 +56,8 @@ static void help(void) {
            "      --special            /v1/completions prompts: control-token text becomes its token (chat always)\n"
            "      --explain            print the negotiated plans to stderr once loaded, then serve\n"
            "      --dry-run            load, print the plans and the chat template, exit without serving\n"
-           "Each of these but --api-key, --special, --explain and --dry-run is also an ini key ([server], [runtime];\n"
+           "Each of these but --api-key, --api-key-file, --special, --explain and --dry-run is also an ini key\n"
+           "([server], [runtime];\n"
            "vt config lists them). Requests without temperature/top_p/top_k/min_p use --temp/--top-p/--top-k/--min-p;\n"
            "without a seed, each a fresh random one (the request's log line names it: seed=N replays it), or\n"
            "with --seed N, N, N + 1, ... in arrival order. The engine options:\n");
@@ -63,7 +68,8 @@ static void help(void) {
 
 typedef struct serve_opts {
     vt_cli_common c;
-    const char *api_key;
+    const char *api_key, *api_key_file;
+    char key_read[512]; /* the key read from api_key_file */
     bool help;
 } serve_opts;
 
@@ -90,6 +96,7 @@ static vt_arg_result serve_arg(void *opts, int argc, char **argv, int *i, vt_err
     serve_opts *o = opts;
     const char *a = argv[*i];
     if (strcmp(a, "--api-key") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key, err);
+    if (strcmp(a, "--api-key-file") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key_file, err);
     for (size_t k = 0; k < sizeof server_flags / sizeof *server_flags; k++) {
         if (strcmp(a, server_flags[k].flag) != 0) continue;
         const char *v = vt_cli_value(argc, argv, i, err);
@@ -103,12 +110,38 @@ static vt_arg_result serve_arg(void *opts, int argc, char **argv, int *i, vt_err
     return VT_ARG_NOT_MINE;
 }
 
+/* The API key in path: its first line, trailing whitespace off. A key
+ * readable by other users is said (a warning: the file is the operator's). */
+static vt_status read_key_file(const char *path, char *key, size_t size, vt_error *err) {
+    FILE *f = fopen(path, "r");
+    if (!f) return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0077))
+        fprintf(stderr, "vt serve: warning: the API key file %s is readable by other users (chmod 600 it)\n", path);
+    const bool got = fgets(key, (int)size, f) != NULL;
+    fclose(f);
+    size_t n = got ? strlen(key) : 0;
+    if (got && n == size - 1 && key[n - 1] != '\n')
+        return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: the key is longer than %zu bytes", path, size - 2);
+    while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ' || key[n - 1] == '\t')) key[--n] = 0;
+    if (n == 0) return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: no key on its first line", path);
+    return VT_OK;
+}
+
 static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {.name = "serve", .see_help = true, .own = serve_arg};
     *o = (serve_opts){0};
     vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
     if (st != VT_OK || o->help) return st;
-    if (!o->api_key) o->api_key = getenv("VT_API_KEY");
+    if (o->api_key && o->api_key_file)
+        return vt_fail(err, VT_ERR_INVALID, "--api-key and --api-key-file: give one of them");
+    if (!o->api_key && !o->api_key_file) o->api_key = getenv("VT_API_KEY");
+    if (!o->api_key && !o->api_key_file) o->api_key_file = getenv("VT_API_KEY_FILE");
+    if (o->api_key_file && *o->api_key_file) {
+        st = read_key_file(o->api_key_file, o->key_read, sizeof o->key_read, err);
+        if (st != VT_OK) return st;
+        o->api_key = o->key_read;
+    }
     /* A server decodes 4 sequences together unless told (--parallel, --max-seqs, ini). */
     if (strcmp(vt_options_source(&o->c.opt, "runtime.max_seqs"), "default") == 0)
         st = vt_options_set(&o->c.opt, "runtime.max_seqs", "4", SERVE_DEFAULT, err);
@@ -375,6 +408,11 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     }
     fprintf(stderr, "vt serve: listening on http://%s:%d (loading %s)\n", so->host, vt_server_port(server),
             o->c.model_path);
+    const bool loopback = strncmp(so->host, "127.", 4) == 0 || strcmp(so->host, "::1") == 0 ||
+                          strcmp(so->host, "localhost") == 0;
+    if (!loopback && !(o->api_key && *o->api_key))
+        fprintf(stderr, "vt serve: warning: listening on %s without an API key: whoever reaches the port can use it "
+                "(--api-key-file)\n", so->host);
 
     vt_batch *batch = NULL;
     st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
