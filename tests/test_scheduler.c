@@ -524,6 +524,40 @@ static void test_automatic_prefill_chunk(void) {
     two_to_end(s, e, ids, want, got);
 }
 
+/* A fresh scheduler whose first prompts were too short to time a prompt
+ * token (2 tokens) but whose decodes were timed: a long prompt arriving then
+ * is taken a KV block's worth beside the decodes until its cost is measured,
+ * not the whole budget at once (which stalled the streams for seconds). */
+static void test_automatic_chunk_before_a_prompt_is_timed(void) {
+    enum { LONG_PROMPT = 150 };
+    int32_t pa[2], pb[LONG_PROMPT];
+    make_prompt(pa, 2, 52);
+    make_prompt(pb, LONG_PROMPT, 53);
+    const vt_sched_request qa = greedy_request(pa, 2, 40), qb = greedy_request(pb, LONG_PROMPT, 4);
+    generation want[2], got[2];
+    two_alone(&qa, &qb, want, got);
+    vt_engine *e = open_engine("reference", 2, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    vt_sched *s = open_sched(e, 16, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    vt_error err = {0};
+    uint64_t ids[2];
+    vt_sched_step_info info;
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qa, &ids[0], &err), VT_OK);
+    for (int k = 0; k < 3; k++) { /* the 2-token prompt, then two decode-only steps */
+        CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+        collect(s, ids[0], &got[0]);
+    }
+    CU_ASSERT_EQUAL(vt_sched_get_stats(s).prefill_chunk, 16); /* the engine's block size */
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qb, &ids[1], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+    CU_ASSERT_EQUAL(info.n_decode_tokens, 1);
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 16);
+    collect(s, ids[0], &got[0]);
+    collect(s, ids[1], &got[1]);
+    two_to_end(s, e, ids, want, got);
+}
+
 /* ---- cancellation ------------------------------------------------------ */
 
 static void test_cancel_frees_blocks_at_once(void) {
@@ -983,6 +1017,7 @@ int main(void) {
         {"a prompt over the budget is prefilled in chunks", test_chunked_prefill},
         {"a step that decodes takes at most prefill_chunk prompt tokens", test_fixed_prefill_chunk_beside_decodes},
         {"the automatic prefill chunk is kept by every step that decodes", test_automatic_prefill_chunk},
+        {"before a prompt token is timed, the automatic chunk is a KV block", test_automatic_chunk_before_a_prompt_is_timed},
         {"cancel frees blocks at once, in any state", test_cancel_frees_blocks_at_once},
         {"stop token and context end", test_stop_token_and_context_end},
         {"requests start in arrival order", test_fifo_admission},

@@ -150,11 +150,21 @@ static int64_t tokens_that_fit(const vt_sched *s, const request *r) {
     return slack + (int64_t)available_blocks(s) * s->block_size;
 }
 
+/* Fewer prompt tokens than this in a step are too short to say what one costs. */
+#define MIN_TIMED_PROMPT 8
+
 /* The prompt tokens a step that decodes may take (see prefill_chunk in
  * scheduler.h): at most what takes as long as the decodes themselves, so such
  * a step lasts about two decode steps however long the prompt waiting. */
 static int64_t prefill_chunk(const vt_sched *s) {
     if (s->fixed_prefill_chunk > 0) return s->fixed_prefill_chunk;
+    /* Decodes have run but no prompt step long enough to time (the first
+     * prompts were short): a KV block's worth, at least what a step must
+     * hold to measure a prompt token (learn_step_time), until measured. */
+    if (s->decode_step_s > 0 && s->prompt_token_s <= 0) {
+        const int64_t first = s->block_size > MIN_TIMED_PROMPT ? s->block_size : MIN_TIMED_PROMPT;
+        return first < s->budget ? first : s->budget;
+    }
     if (s->decode_step_s <= 0 || s->prompt_token_s <= 0) return s->budget;
     const double n = s->decode_step_s / s->prompt_token_s;
     return n < s->block_size ? s->block_size : n > (double)s->budget ? s->budget : (int64_t)n;
@@ -548,7 +558,7 @@ int32_t vt_sched_n_waiting(const vt_sched *s) { return s->n_waiting; }
 int32_t vt_sched_n_running(const vt_sched *s) { return s->n_running; }
 vt_sched_stats vt_sched_get_stats(const vt_sched *s) {
     vt_sched_stats st = s->stats;
-    const bool known = s->fixed_prefill_chunk > 0 || (s->decode_step_s > 0 && s->prompt_token_s > 0);
+    const bool known = s->fixed_prefill_chunk > 0 || s->decode_step_s > 0;
     st.prefill_chunk = known ? prefill_chunk(s) : 0;
     return st;
 }
@@ -706,7 +716,7 @@ static void learn_step_time(vt_sched *s, const vt_sched_step_info *info, double 
             s->decode_step_s = s->decode_step_s > 0 ? (1 - w) * s->decode_step_s + w * seconds : seconds;
         return;
     }
-    if (info->n_prefill_tokens < 8) return;
+    if (info->n_prefill_tokens < MIN_TIMED_PROMPT) return;
     const double prompt_s = seconds - (info->n_decode_tokens > 0 ? s->decode_step_s : 0);
     if (prompt_s <= 0) return;
     const double per_token = prompt_s / (double)info->n_prefill_tokens;

@@ -47,8 +47,9 @@ typedef struct vt_sched_options {
      * takes when it also decodes, so the running requests' next tokens do
      * not wait behind a long prefill. 0 = automatic: about as many as take
      * one decode step's time (VT_SCHED_PROMPT_PER_DECODE: measured on the
-     * steps already run, never fewer than a KV block's worth; no cap until
-     * both times are known). N >= 1: at most N (the budget: no cap). */
+     * steps already run, never fewer than a KV block's worth; a block's
+     * worth once decodes have run and before a prompt token was timed; no
+     * cap before any decode). N >= 1: at most N (the budget: no cap). */
     int64_t prefill_chunk;
 } vt_sched_options;
 
