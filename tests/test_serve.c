@@ -229,6 +229,14 @@ static void test_health_models_metrics(void) {
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) CU_ASSERT(r.body.s && strstr(r.body.s, names[i]));
     serve_reply_free(&r);
     CU_ASSERT(serve_metric(&main_srv, "vt_kv_blocks_total") == CTX / 16);
+    /* /health, a probe, is not counted; each /metrics read is (after its answer) */
+    const double before = serve_metric(&main_srv, "vt_requests_total{status=\"200\"}");
+    for (int i = 0; i < 3; i++) {
+        serve_reply p = serve_http(&main_srv, NULL, "/health", NULL, NULL);
+        CU_ASSERT_EQUAL(p.status, 200);
+        serve_reply_free(&p);
+    }
+    CU_ASSERT_EQUAL(serve_metric(&main_srv, "vt_requests_total{status=\"200\"}"), before + 1);
 }
 
 /* `vt run --temp 0` on the same prompt: its stdout without the final newline. */

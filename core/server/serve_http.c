@@ -816,7 +816,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
      * its drain ended the stream). */
     if (left && status == 200 && !rq->stream_delivered && toe != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN)
         status = 499;
-    vt_serve_metrics_request(s->metrics, status);
+    /* /health is a probe, asked every few seconds and 503 while the model
+     * loads: counting it would make the request counters (and an alert on
+     * their 503s) about the prober */
+    if (strcmp(rq->path, "/health") != 0) vt_serve_metrics_request(s->metrics, status);
     char method[4 * sizeof rq->method], path[4 * sizeof rq->path];
     vt_serve_log_escape(rq->method, method, sizeof method);
     vt_serve_log_escape(rq->path, path, sizeof path);
