@@ -108,6 +108,23 @@ static void test_context_full(void) {
     free_result(&r);
 }
 
+/* A prompt that fills the context leaves no room to generate (prompt and
+ * answer fit the cache together, as vt serve counts them); one token less
+ * leaves room for one. -n 0 evaluates a full one. */
+static void test_prompt_filling_the_context(void) {
+    result r = vt("run -m '%s' --tokens 5,6,7,8,9,10,11,12,13,14,15,16 -c 12 -n 10 --temp 0", tiny);
+    EXPECT_ERROR(r, 3, "fill the KV cache", "raise -c");
+    free_result(&r);
+    r = vt("run -m '%s' --tokens 5,6,7,8,9,10,11,12,13,14,15 -c 12 -n 10 --temp 0 --ids", tiny);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.err && strstr(r.err, "generating 1 token instead of 10"));
+    CU_ASSERT(r.out && !strchr(r.out, ','));
+    free_result(&r);
+    r = vt("run -m '%s' --tokens 5,6,7,8,9,10,11,12,13,14,15,16 -c 12 -n 0", tiny);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    free_result(&r);
+}
+
 static void test_zero_token_prompt(void) {
     /* a vocab without BOS: "" tokenizes to nothing */
     result r = vt("run -m '%s' -p '' -n 2 --backend reference", nobos);
@@ -244,6 +261,7 @@ static void test_endless_config_line(void) {
 int main(void) {
     CU_TestInfo tests[] = {
         {"-c 16 with a 40-token prompt: context full, exit 3", test_context_full},
+        {"a prompt filling the context: exit 3; one token less generates one", test_prompt_filling_the_context},
         {"zero-token prompt (-p '' without BOS, --tokens ''): exit 2", test_zero_token_prompt},
         {"-n 0 evaluates the prompt and exits 0", test_n_predict_zero},
         {"-t 0 and -t 10000: exit 2 naming the range", test_threads_range},

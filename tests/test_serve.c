@@ -559,6 +559,25 @@ static void test_body_limit_and_context(void) {
     CU_ASSERT_STRING_EQUAL(c.finish, "length");
     CU_ASSERT_EQUAL(c.prompt_tokens + c.completion_tokens, CTX);
     free(c.text);
+    /* A prompt of CTX - 1 token ids leaves room for one token; one of CTX
+     * ids fills the context: 400, as a longer one. */
+    for (int n = CTX - 1; n <= CTX; n++) {
+        char *ids = malloc((size_t)n * 4 + 64);
+        CU_ASSERT_FATAL(ids != NULL);
+        strcpy(ids, "{\"prompt\":[");
+        for (int i = 0; i < n; i++) strcat(ids, i ? ",5" : "5");
+        strcat(ids, "],\"max_tokens\":10,\"temperature\":0}");
+        r = post(&main_srv, "/v1/completions", ids);
+        if (n == CTX - 1) {
+            CU_ASSERT_EQUAL(r.status, 200);
+            CU_ASSERT(r.body.s && strstr(r.body.s, "\"completion_tokens\":1") && strstr(r.body.s, "\"length\""));
+        } else {
+            assert_error(&r, 400, "prompt");
+            CU_ASSERT(r.body.s && strstr(r.body.s, "room for the answer"));
+        }
+        serve_reply_free(&r);
+        free(ids);
+    }
 }
 
 /* The same prompt twice: the second takes all of it but the last token

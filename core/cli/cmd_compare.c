@@ -870,11 +870,23 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
     /* KV cache: exactly what the longest run needs, unless -c was given. */
     int64_t need = (int64_t)n_tokens + o->n_greedy;
     if (ppl_tokens && job.ppl_ctx > need) need = job.ppl_ctx;
-    if (c.opt.ctx_size == 0) c.opt.ctx_size = need;
-    else if (c.opt.ctx_size < need) {
-        st = vt_fail(err, VT_ERR_CONTEXT_FULL,
-                     "the run needs %lld tokens of KV cache (prompt + -n%s) but -c/--ctx-size is %lld",
-                     (long long)need, ppl_tokens ? ", or the perplexity chunk" : "", (long long)c.opt.ctx_size);
+    if (c.opt.ctx_size == 0) {
+        /* set as a source of its own, which warnings name (the trained-context one) */
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)need);
+        st = vt_options_set(&c.opt, "kv_cache.ctx_size", v,
+                            ppl_tokens && job.ppl_ctx == need ? "--ppl-ctx" : "the run's length (prompt + -n)", err);
+        if (st != VT_OK) goto done;
+    } else if (c.opt.ctx_size < need) {
+        if (ppl_tokens && job.ppl_ctx == need)
+            st = vt_fail(err, VT_ERR_CONTEXT_FULL,
+                         "a perplexity chunk is %lld tokens (--ppl-ctx) but -c/--ctx-size is %lld: lower --ppl-ctx "
+                         "or raise -c",
+                         (long long)need, (long long)c.opt.ctx_size);
+        else
+            st = vt_fail(err, VT_ERR_CONTEXT_FULL,
+                         "the run needs %lld tokens of KV cache (prompt + -n) but -c/--ctx-size is %lld",
+                         (long long)need, (long long)c.opt.ctx_size);
         goto done;
     }
 

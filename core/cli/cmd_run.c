@@ -112,10 +112,17 @@ static vt_status run_run(run_opts *o, vt_error *err) {
         st = vt_fail(err, VT_ERR_CONTEXT_FULL,
                      "the prompt has %zu tokens but the KV cache holds %lld (-c/--ctx-size %lld); raise -c", n_tokens,
                      (long long)vt_engine_ctx_size(e), (long long)vt_engine_ctx_size(e));
+    /* Prompt and answer together fit the cache (vt serve's rule too): a
+     * prompt that fills it leaves no room to generate. */
+    if (st == VT_OK && n_predict > 0 && (int64_t)n_tokens == vt_engine_ctx_size(e))
+        st = vt_fail(err, VT_ERR_CONTEXT_FULL,
+                     "the prompt's %zu tokens fill the KV cache (-c/--ctx-size %lld): no room to generate; raise -c",
+                     n_tokens, (long long)vt_engine_ctx_size(e));
     if (st == VT_OK && (int64_t)n_tokens + n_predict > vt_engine_ctx_size(e)) {
-        fprintf(stderr, "vt: note: generating %lld tokens instead of %lld: the KV cache holds %lld tokens\n",
-                (long long)(vt_engine_ctx_size(e) - (int64_t)n_tokens), (long long)n_predict, (long long)vt_engine_ctx_size(e));
-        n_predict = vt_engine_ctx_size(e) - (int64_t)n_tokens;
+        const int64_t room = vt_engine_ctx_size(e) - (int64_t)n_tokens;
+        fprintf(stderr, "vt: note: generating %lld token%s instead of %lld: the KV cache holds %lld tokens\n",
+                (long long)room, room == 1 ? "" : "s", (long long)n_predict, (long long)vt_engine_ctx_size(e));
+        n_predict = room;
     }
     /* Drawn once for the run and printed, so a random run can be repeated
      * with --seed. */

@@ -270,9 +270,12 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
             finish_failed(e, job, &err, true);
             return;
         }
-    if ((int64_t)n > e->n_ctx) {
+    /* prompt and answer together fit the context (usage.total_tokens never
+     * passes it): a prompt that fills it leaves no room for one token */
+    if ((int64_t)n >= e->n_ctx) {
         vt_serve_fail(&err, 400, "invalid_request_error", param,
-                      "%s: the prompt has %zu tokens but the context holds %lld (start vt serve with a larger -c)",
+                      "%s: the prompt has %zu tokens but the context holds %lld, which must leave room for the answer "
+                      "(start vt serve with a larger -c)",
                       param, n, (long long)e->n_ctx);
         free(owned);
         finish_failed(e, job, &err, true);
@@ -284,7 +287,7 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     vt_batch_request_init(&r);
     r.ids = ids;
     r.n_ids = n;
-    r.max_new_tokens = max_new > 0 ? max_new : 1; /* a full context ends the request as length at once */
+    r.max_new_tokens = max_new;
     r.temperature = job->req.temperature;
     r.top_k = job->req.top_k;
     r.top_p = job->req.top_p;
