@@ -86,6 +86,9 @@ static const struct {
     /* no C hexadecimal floats: Python's float() has none */
     {"{{ '0x1A'|int }}|{{ '0x1A'|float }}|{{ ' 12 '|int }}|{{ '1e3'|int }}|{{ '2.5'|float }}",
      "0|0.0|12|1000|2.5"},
+    /* octal escapes as Python reads them */
+    {"{{ 'oct\\101' }}|{{ '\\0'|length }}|{{ '\\012' == '\\n' }}|{{ '\\1234'|length }}",
+     "octA|1|True|2"},
     /* a container inside itself is written as Python writes it */
     {"{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}",
      "<Namespace {'a': <Namespace {...}>}>"},
@@ -198,6 +201,7 @@ static void test_errors_name_the_line(void) {
     expect_error("{% if t %}never closed", "expected {% endif %}");
     expect_error("{% endfor %}", "unexpected {% endfor %}");
     expect_error("{{ 'unterminated }}", "unterminated string");
+    expect_error("{{ '\\N{BULLET}' }}", "\\N{...} escapes (characters by name) are not supported");
     expect_error("{{ n +* 2 }}", "line 1, column");
     expect_error("{% frobnicate %}", "unknown statement 'frobnicate'");
     expect_error("{{ 1 // 0 }}", "by zero");

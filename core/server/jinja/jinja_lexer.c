@@ -131,6 +131,20 @@ static size_t trim_after(const lexer *L, size_t pos, bool strip_all, bool block_
     return pos;
 }
 
+/* Code point cp (<= 0x10FFFF) as UTF-8. */
+static void put_utf8(jv_buf *b, unsigned long cp) {
+    char u[4];
+    size_t n;
+    if (cp < 0x80) u[0] = (char)cp, n = 1;
+    else if (cp < 0x800) u[0] = (char)(0xC0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 63)), n = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xE0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63)), n = 3;
+    else
+        u[0] = (char)(0xF0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)),
+        u[3] = (char)(0x80 | (cp & 63)), n = 4;
+    jv_buf_put(b, u, n);
+}
+
 static bool lex_string(lexer *L, size_t *p, int line, int col) {
     char q = L->src[*p];
     size_t i = *p + 1;
@@ -157,11 +171,22 @@ static bool lex_string(lexer *L, size_t *p, int line, int col) {
         case 'f': jv_buf_putc(&b, '\f'); break;
         case 'v': jv_buf_putc(&b, '\v'); break;
         case 'a': jv_buf_putc(&b, '\a'); break;
-        case '0': jv_buf_putc(&b, '\0'); break;
         case '\\': jv_buf_putc(&b, '\\'); break;
         case '\'': jv_buf_putc(&b, '\''); break;
         case '"': jv_buf_putc(&b, '"'); break;
         case '\n': break; /* a line continuation */
+        case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
+            /* octal, up to three digits, as Python reads them ('\101' is 'A', '\0' NUL) */
+            unsigned long cp = (unsigned long)(e - '0');
+            for (int k = 1; k < 3 && i < L->len && L->src[i] >= '0' && L->src[i] <= '7'; k++, i++)
+                cp = cp * 8 + (unsigned long)(L->src[i] - '0');
+            put_utf8(&b, cp);
+            break;
+        }
+        case 'N':
+            free(b.data);
+            return lex_fail(L, i, "\\N{...} escapes (characters by name) are not supported; write the character or "
+                                  "its \\u escape");
         case 'x':
         case 'u':
         case 'U': {
@@ -179,17 +204,7 @@ static bool lex_string(lexer *L, size_t *p, int line, int col) {
                 free(b.data);
                 return lex_fail(L, i, "escape beyond Unicode in a string");
             }
-            char u[4];
-            size_t n;
-            if (cp < 0x80) u[0] = (char)cp, n = 1;
-            else if (cp < 0x800) u[0] = (char)(0xC0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 63)), n = 2;
-            else if (cp < 0x10000)
-                u[0] = (char)(0xE0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63)),
-                n = 3;
-            else
-                u[0] = (char)(0xF0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 63)),
-                u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63)), n = 4;
-            jv_buf_put(&b, u, n);
+            put_utf8(&b, cp);
             break;
         }
         default: /* Python keeps an unknown escape as written */
