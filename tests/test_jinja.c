@@ -89,9 +89,6 @@ static const struct {
     /* octal escapes as Python reads them */
     {"{{ 'oct\\101' }}|{{ '\\0'|length }}|{{ '\\012' == '\\n' }}|{{ '\\1234'|length }}",
      "octA|1|True|2"},
-    /* a container inside itself is written as Python writes it */
-    {"{% set ns = namespace(a=1) %}{% set ns.a = ns %}{{ ns }}",
-     "<Namespace {'a': <Namespace {...}>}>"},
     {"{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}",
      "b=2;a=1;C=3;"},
     {"{% for m in msgs if m.role == 'user' %}{{ m.content }}{{ loop.length }}{% endfor %}",
@@ -223,15 +220,17 @@ static void test_limits_are_errors_not_crashes(void) {
     expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested deeper");
     expect_error("{% for i in range(2000) %}{{ 'y' * 10000 }}{% endfor %}", "output larger");
     expect_error("{{ 'x' * 100000000 }}", "output limit");
-    /* values deeper than the bound, or holding themselves, are written and
-     * compared without running off the stack (jinja2's sandbox refuses
-     * list.append; vt takes it, so a list can hold itself) */
+    /* A value may not hold itself (reference counts would never free it):
+     * jinja2's sandbox refuses list.append, vt takes it, so it refuses the
+     * cycle instead, naming the line. */
+    expect_error("{% set l = [] %}\n{% set _ = l.append(l) %}", "line 2: append(): a list may not hold itself");
+    expect_error("{% set l = [1] %}{% set m = [l] %}{% set _ = l.extend([m]) %}", "a list may not hold itself");
+    expect_error("{% set l = [] %}{% set _ = l.append(l.append) %}", "a list may not hold itself");
+    expect_error("{% set ns = namespace(a=1) %}{% set ns.a = [ns] %}", "a namespace may not hold itself");
+    /* Values deeper than the bound are written and compared without running
+     * off the stack, and freed without it (100,000 lists deep). */
     char why[512] = "";
-    char *got = render("{% set l = [] %}{% set _ = l.append(l) %}{{ l }}|{{ l == l }}", why, sizeof why);
-    CU_ASSERT(got && strcmp(got, "[[...]]|True") == 0);
-    if (got && strcmp(got, "[[...]]|True") != 0) printf("\n  self-holding list: %s", got);
-    free(got);
-    got = render("{% set ns = namespace(a=[], b=[]) %}{% for i in range(100000) %}{% set ns.a = [ns.a] %}"
+    char *got = render("{% set ns = namespace(a=[], b=[]) %}{% for i in range(100000) %}{% set ns.a = [ns.a] %}"
                  "{% set ns.b = [ns.b] %}{% endfor %}{{ (ns.a|string)|length }}|{{ ns.a == ns.b }}",
                  why, sizeof why);
     /* 200 lists open, then [...] where the bound is reached, then 200 closed */

@@ -61,37 +61,93 @@ jv jv_incref(jv v) {
     return v;
 }
 
+/* Add v to the values waiting to be released; false when out of memory. */
+static bool pend(jv **pending, size_t *n, size_t *cap, jv v) {
+    if (v.type != JV_STRING && v.type != JV_LIST && v.type != JV_DICT && v.type != JV_NAMESPACE && v.type != JV_FUNC)
+        return true; /* holds no reference */
+    if (*n == *cap) {
+        size_t grown = *cap ? 2 * *cap : 64;
+        jv *p = realloc(*pending, grown * sizeof *p);
+        if (!p) return false;
+        *pending = p;
+        *cap = grown;
+    }
+    (*pending)[(*n)++] = v;
+    return true;
+}
+
+/* Drop one reference to v. A value whose last reference this was is freed
+ * and the references it held are dropped the same way, from a list of
+ * values waiting instead of by recursion: a list nested 100,000 deep (a
+ * loop can build one) must not take as many stack frames to free. Should
+ * that list not grow, the value is released by recursion instead. */
 void jv_decref(jv v) {
-    switch (v.type) {
-    case JV_STRING:
-        if (--v.u.s->refs == 0) free(v.u.s);
-        break;
-    case JV_LIST:
-        if (--v.u.l->refs == 0) {
-            for (size_t i = 0; i < v.u.l->n; i++) jv_decref(v.u.l->items[i]);
-            free(v.u.l->items);
-            free(v.u.l);
+    jv *pending = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        switch (v.type) {
+        case JV_STRING:
+            if (--v.u.s->refs == 0) free(v.u.s);
+            break;
+        case JV_LIST:
+            if (--v.u.l->refs == 0) {
+                for (size_t i = 0; i < v.u.l->n; i++)
+                    if (!pend(&pending, &n, &cap, v.u.l->items[i])) jv_decref(v.u.l->items[i]);
+                free(v.u.l->items);
+                free(v.u.l);
+            }
+            break;
+        case JV_DICT:
+        case JV_NAMESPACE:
+            if (--v.u.d->refs == 0) {
+                for (size_t i = 0; i < v.u.d->n; i++) {
+                    if (!pend(&pending, &n, &cap, v.u.d->e[i].key)) jv_decref(v.u.d->e[i].key);
+                    if (!pend(&pending, &n, &cap, v.u.d->e[i].value)) jv_decref(v.u.d->e[i].value);
+                }
+                free(v.u.d->e);
+                free(v.u.d);
+            }
+            break;
+        case JV_FUNC:
+            if (--v.u.fn->refs == 0) {
+                if (!pend(&pending, &n, &cap, v.u.fn->bound)) jv_decref(v.u.fn->bound);
+                free(v.u.fn);
+            }
+            break;
+        default: break;
         }
-        break;
+        if (n == 0) break;
+        v = pending[--n];
+    }
+    free(pending);
+}
+
+/* Does v hold (or is it) the container at `target`, within depth containers? */
+static bool holds_at(jv v, const void *target, int depth) {
+    switch (v.type) {
+    case JV_LIST:
+        if ((const void *)v.u.l == target) return true;
+        if (depth >= VT_JINJA_MAX_DEPTH) return false;
+        for (size_t i = 0; i < v.u.l->n; i++)
+            if (holds_at(v.u.l->items[i], target, depth + 1)) return true;
+        return false;
     case JV_DICT:
     case JV_NAMESPACE:
-        if (--v.u.d->refs == 0) {
-            for (size_t i = 0; i < v.u.d->n; i++) {
-                jv_decref(v.u.d->e[i].key);
-                jv_decref(v.u.d->e[i].value);
-            }
-            free(v.u.d->e);
-            free(v.u.d);
-        }
-        break;
-    case JV_FUNC:
-        if (--v.u.fn->refs == 0) {
-            jv_decref(v.u.fn->bound);
-            free(v.u.fn);
-        }
-        break;
-    default: break;
+        if ((const void *)v.u.d == target) return true;
+        if (depth >= VT_JINJA_MAX_DEPTH) return false;
+        for (size_t i = 0; i < v.u.d->n; i++)
+            if (holds_at(v.u.d->e[i].value, target, depth + 1)) return true;
+        return false;
+    case JV_FUNC: return depth < VT_JINJA_MAX_DEPTH && holds_at(v.u.fn->bound, target, depth + 1);
+    default: return false;
     }
+}
+
+bool jv_holds(jv v, jv container) {
+    const void *target = container.type == JV_LIST ? (const void *)container.u.l
+                         : container.type == JV_DICT || container.type == JV_NAMESPACE ? (const void *)container.u.d
+                                                                                        : NULL;
+    return target && holds_at(v, target, 0);
 }
 
 bool jv_list_append(jv list, jv item) {
