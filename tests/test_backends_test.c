@@ -300,6 +300,21 @@ static void test_refused_plugin(void) {
     free(err);
 }
 
+/* A case the runtime never offers (a widened convention the table does not
+ * read) is listed among the declined with why, not as if supports() said no:
+ * kv_q8_0_not_opted leaves vt_backend.conventions 0, so no rope with
+ * frequency factors (ABI 1.8) reaches it. */
+static void test_not_offered_says_why(void) {
+    char *out = NULL, *err = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test '" VT_TEST_PLUGIN_DIR "/libvt-backend-kv_q8_0_not_opted.so' --ops rope",
+                           &out, &err),
+                    0);
+    CU_ASSERT(out && strstr(out, "f32+factors->f32"));
+    CU_ASSERT(out && strstr(out, "(not offered: VT_CONVENTION_ROPE_FACTORS)"));
+    CU_ASSERT(out && strstr(out, " 0 FAIL"));
+    free(out), free(err);
+}
+
 /* A plugin file is loaded with the options given for its backend, by
  * --test (a tier's option reaches it the same way) and by --check, though it
  * is not on the search path: options_probe refuses to start when its options
@@ -410,6 +425,7 @@ int main(void) {
         {"a crashing op is that case's FAIL, the run goes on", test_crash_is_a_case_fail},
         {"unknown op or dtype lists the valid ones", test_unknown_op_or_dtype},
         {"a plugin that does not load: exit 2 with the reason", test_refused_plugin},
+        {"a case never offered is declined saying why", test_not_offered_says_why},
         {"the case generator is deterministic and follows the conventions", test_generator},
         {"nmse", test_nmse},
         {"a plugin file gets its options (--test, --check)", test_a_file_gets_its_options},

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,33 @@ static void test_install_exports_the_sdk(void) {
         if (!file_exists(path)) printf("\nmissing: %s\n", path);
         CU_ASSERT(file_exists(path));
     }
+}
+
+/* Every installed header compiles alone, as C11 under -Wall -Wextra -Werror
+ * and as C++17 (a plugin may be written in C++; g++ has no _Static_assert). */
+static void test_headers_compile_alone_in_c_and_cpp(void) {
+    CU_ASSERT_FATAL(sdk_ready());
+    char dir[1024], cmd[4096];
+    fmt(dir, sizeof dir, "%s/include/vt", s.prefix);
+    DIR *d = opendir(dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    int headers = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 3 || strcmp(e->d_name + n - 2, ".h") != 0) continue;
+        headers++;
+        static const char *const compilers[] = {"cc -x c -std=c11", "g++ -x c++ -std=c++17"};
+        for (int k = 0; k < 2; k++) {
+            fmt(cmd, sizeof cmd, "printf '#include <vt/%s>\\nint vt_header_probe;\\n' | %s -Wall -Wextra -Werror -I'%s/include' "
+                "-c -o /dev/null -", e->d_name, compilers[k], s.prefix);
+            char what[128];
+            fmt(what, sizeof what, "%s alone (%s)", e->d_name, compilers[k]);
+            CU_ASSERT_EQUAL(run_logged(what, cmd, NULL, NULL), 0);
+        }
+    }
+    closedir(d);
+    CU_ASSERT(headers >= 5);
 }
 
 /* The plugin's compile lines name the prefix's include folder and nothing of
@@ -714,6 +742,7 @@ static void test_plugin_runs_under_a_later_minor_host(void) {
 int main(void) {
     static CU_TestInfo tests[] = {
         {"install exports headers, CMake package, vt.pc, libvt, vt and backends", test_install_exports_the_sdk},
+        {"every installed header compiles alone as C11 and as C++17", test_headers_compile_alone_in_c_and_cpp},
         {"the example plugin builds out of tree from the prefix alone", test_plugin_builds_from_the_prefix_alone},
         {"the example plugin builds with pkg-config", test_plugin_builds_with_pkg_config},
         {"vt backends --check validates the plugin and prints its matrix", test_check_validates_the_plugin},

@@ -111,6 +111,7 @@ static const refusal_case refusals[] = {
     {"bad_name_mismatch", "name 'impostor' does not match file name 'bad_name_mismatch'"},
     {"bad_init_fails", "init failed: no device found"},
     {"bad_prepare_unpaired", "table has prepare_weight but no release_weight"},
+    {"bad_unknown_convention", "conventions has bits ABI 1." MINOR_TEXT(VT_ABI_MINOR) " does not define: 0x200"},
     {"bad_nonsense_caps", "capability nonsense: supports() accepts op 17, which does not exist"},
     {"Bad.Name", "does not give a backend name of [a-z0-9_-]"},
 };

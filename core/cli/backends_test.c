@@ -349,6 +349,9 @@ static void print_op_summary(const collected *all, int first, int op, bool imple
             printf(" (every case)");
             continue;
         }
+        /* declined by supports(), or never offered: a run of entries with
+         * one reason ends with it, "(not offered: VT_CONVENTION_...)" */
+        const char *note = "";
         for (int i = first; i < all->n; i++) {
             const record *r = &all->cases[i];
             if (r->phase != phase || r->result.verdict != VT_OP_CASE_DECLINED) continue;
@@ -356,8 +359,12 @@ static void print_op_summary(const collected *all, int first, int op, bool imple
             for (int j = first; j < i && !seen; j++)
                 seen = all->cases[j].result.verdict == VT_OP_CASE_DECLINED && all->cases[j].phase == phase &&
                        strcmp(all->cases[j].dtypes, r->dtypes) == 0;
-            if (!seen) printf(" %s", r->dtypes);
+            if (seen) continue;
+            if (strcmp(note, r->result.note) != 0 && note[0]) printf(" (%s)", note);
+            note = r->result.note;
+            printf(" %s", r->dtypes);
         }
+        if (note[0]) printf(" (%s)", note);
     }
     printf("\n");
 }
@@ -417,7 +424,12 @@ static void print_json(const vt_backends_test_request *req, const collected *all
         if (seen) continue;
         printf("%s{\"op\": \"%s\", \"dtypes\": ", k++ ? ", " : "", vt_op_name(r->op));
         vt_json_string(stdout, r->dtypes);
-        printf(", \"phase\": \"%s\"}", phase_name(r->phase));
+        printf(", \"phase\": \"%s\"", phase_name(r->phase));
+        if (r->result.note[0]) {
+            printf(", \"note\": ");
+            vt_json_string(stdout, r->result.note);
+        }
+        printf("}");
     }
     printf("]}\n");
 }

@@ -123,6 +123,11 @@ static void format_into(char *dst, size_t size, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* The VT_CONVENTION_* bits ABI 1.<minor> defines. */
+static uint64_t conventions_defined_at(uint32_t minor) {
+    return (minor >= 1 ? VT_CONVENTION_KV_Q8_0 : 0) | (minor >= 8 ? VT_CONVENTION_ROPE_FACTORS : 0);
+}
+
 static void refuse(vt_backend_entry *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void refuse(vt_backend_entry *e, const char *fmt, ...) {
     va_list ap;
@@ -251,6 +256,13 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
     }
     if (strcmp(t->name, name) != 0) {
         refuse(e, "name '%.64s' does not match file name '%s'", t->name, name);
+        return;
+    }
+    /* a conventions bit its minor did not define says the table is not
+     * what the plugin meant (the field is read from 1.5 on) */
+    if (e->abi_minor >= 5 && (t->conventions & ~conventions_defined_at(e->abi_minor))) {
+        refuse(e, "conventions has bits ABI 1.%u does not define: 0x%llx", e->abi_minor,
+               (unsigned long long)(t->conventions & ~conventions_defined_at(e->abi_minor)));
         return;
     }
     void *ctx = NULL;
@@ -611,31 +623,37 @@ vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *u
 /* The widened conventions b reads (vt_backend.conventions): its own word
  * from 1.5 on; before, those of its minor, as it was offered them then. */
 static uint64_t conventions_read(const vt_backend_entry *b) {
-    /* a bit is read only from a table of a minor that had it */
-    const uint64_t known = VT_CONVENTION_KV_Q8_0 | (b->abi_minor >= 8 ? VT_CONVENTION_ROPE_FACTORS : 0);
-    if (b->abi_minor >= 5) return b->table->conventions & known;
+    if (b->abi_minor >= 5) return b->table->conventions & conventions_defined_at(b->abi_minor);
     return b->abi_minor >= 1 ? VT_CONVENTION_KV_Q8_0 : 0;
 }
 
-/* Does the node use a widened convention b does not read? Then b is not
- * asked (its supports() may check shapes only): the node runs elsewhere. */
-static bool uses_convention_not_read(const vt_backend_entry *b, const vt_node *node) {
+/* The widened convention the node uses that b does not read, by name, or
+ * NULL. Then b is not asked (its supports() may check shapes only): the node
+ * runs elsewhere. */
+static const char *convention_not_read(const vt_backend_entry *b, const vt_node *node) {
     const uint64_t read = conventions_read(b);
     if (!(read & VT_CONVENTION_KV_Q8_0)) {
         const int first = node->op == VT_OP_ATTENTION ? 1 : node->op == VT_OP_RESHAPE_AND_CACHE ? 2 : -1;
         if (first >= 0 && node->n_src >= first + 2 &&
             (node->src[first].dtype == VT_Q8_0 || node->src[first + 1].dtype == VT_Q8_0))
-            return true;
+            return "VT_CONVENTION_KV_Q8_0";
     }
-    if (!(read & VT_CONVENTION_ROPE_FACTORS) && node->op == VT_OP_ROPE && node->n_src > 2) return true;
-    return false;
+    if (!(read & VT_CONVENTION_ROPE_FACTORS) && node->op == VT_OP_ROPE && node->n_src > 2)
+        return "VT_CONVENTION_ROPE_FACTORS";
+    return NULL;
+}
+
+const char *vt_backend_not_offered(const vt_backend_entry *b, const vt_node *node) {
+    if (vt_op_since_minor(node->op) > (int)b->abi_minor) return "an op newer than the table's ABI minor";
+    const char *convention = convention_not_read(b, node);
+    if (convention) return b->abi_minor >= 5 ? convention : "a convention newer than the table's ABI minor";
+    return NULL;
 }
 
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node) {
     if (!b || !node || b->state != VT_BACKEND_LOADED || !b->table) return false;
     if (!vt_backend_op(b->table, node->op)) return false;
-    if (vt_op_since_minor(node->op) > (int)b->abi_minor) return false; /* the plugin never heard of it */
-    if (uses_convention_not_read(b, node)) return false;
+    if (vt_backend_not_offered(b, node)) return false; /* never asked */
     return b->table->supports(b->ctx, node) != 0;
 }
 

@@ -74,6 +74,10 @@ vt_status vt_registry_wrap_tables(vt_registry *r, vt_table_wrap_fn wrap, void *u
 /* Ask a loaded backend whether it runs node (its op pointer non-NULL and
  * supports() says yes). */
 bool vt_backend_accepts(const vt_backend_entry *b, const vt_node *node);
+/* Why the runtime never asks b about node (an op of a later minor than b's
+ * table; a widened convention b does not read: its VT_CONVENTION_* name), or
+ * NULL when it asks. */
+const char *vt_backend_not_offered(const vt_backend_entry *b, const vt_node *node);
 /* Offer one weight to b's prepare_weight (1.2): VT_OK with out->data NULL
  * when b declines or has no hook; an error with b's one-line reason in why.
  * A copy goes back through vt_backend_release_weight, before b's shutdown. */

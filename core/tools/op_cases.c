@@ -138,6 +138,7 @@ static const rope_shape rope_prefill[] = {
     {64, 8, 7, 64, VT_ROPE_NEOX, 10000.0f, 1.0f, 0, 1, false},
     {128, 2, 5, 64, VT_ROPE_NORM, 1000000.0f, 0.5f, 1000, 613, false}, /* partial rotation, scaled */
     {64, 4, 9, 64, VT_ROPE_NORM, 500000.0f, 1.0f, 3, 401, true},       /* Llama 3.1 */
+    {128, 2, 5, 64, VT_ROPE_NEOX, 500000.0f, 0.5f, 7, 913, true},      /* factors, neox, partial, scaled */
 };
 static const rope_shape rope_decode[] = {
     {128, 4, 1, 128, VT_ROPE_NEOX, 1000000.0f, 1.0f, 4095, 0, false},
@@ -475,7 +476,7 @@ static bool build_rope(vt_op_case *c, int32_t y, const rope_shape *s, uint64_t *
     n->dst = describe(y, 3, s->D, s->heads, s->T, 1);
     n->params.rope = (vt_rope_params){s->n_rot, s->mode, s->base, s->scale};
     c->out_dtype = y;
-    snprintf(c->dtypes, sizeof c->dtypes, "f32->%s", vt_dtype_name(y));
+    snprintf(c->dtypes, sizeof c->dtypes, "f32%s->%s", s->factors ? "+factors" : "", vt_dtype_name(y));
     snprintf(c->shape, sizeof c->shape, "D=%lld heads=%lld T=%lld n_rot=%d %s%s", (long long)s->D,
              (long long)s->heads, (long long)s->T, (int)s->n_rot, s->mode == VT_ROPE_NEOX ? "neox" : "norm",
              s->factors ? " factors" : "");

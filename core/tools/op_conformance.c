@@ -226,6 +226,8 @@ vt_status vt_op_case_judge(const vt_backend_entry *backend, const vt_backend_ent
     r->error = NAN;
     if (!vt_op_case_accepted(backend, c)) {
         r->verdict = VT_OP_CASE_DECLINED;
+        const char *why = vt_backend_not_offered(backend, &c->node);
+        if (why) snprintf(r->note, sizeof r->note, "not offered: %s", why);
         return VT_OK;
     }
     vt_status st = vt_backend_run(reference, &c->ref_node);

@@ -485,12 +485,12 @@ typedef struct vt_backend {
 
 /* Each minor's table holds the one before it; the current minor's is the
  * whole table. */
-_Static_assert(VT_BACKEND_SIZE_1_1 >= VT_BACKEND_SIZE_1_0 && VT_BACKEND_SIZE_1_2 >= VT_BACKEND_SIZE_1_1 &&
+VT_STATIC_ASSERT(VT_BACKEND_SIZE_1_1 >= VT_BACKEND_SIZE_1_0 && VT_BACKEND_SIZE_1_2 >= VT_BACKEND_SIZE_1_1 &&
                    VT_BACKEND_SIZE_1_3 >= VT_BACKEND_SIZE_1_2 && VT_BACKEND_SIZE_1_4 >= VT_BACKEND_SIZE_1_3 &&
                    VT_BACKEND_SIZE_1_5 >= VT_BACKEND_SIZE_1_4 && VT_BACKEND_SIZE_1_6 >= VT_BACKEND_SIZE_1_5 &&
                    VT_BACKEND_SIZE_1_7 >= VT_BACKEND_SIZE_1_6 && VT_BACKEND_SIZE_1_8 >= VT_BACKEND_SIZE_1_7,
                "each minor's table holds the one before it");
-_Static_assert(VT_BACKEND_SIZE_AT_MINOR(VT_ABI_MINOR) == sizeof(vt_backend),
+VT_STATIC_ASSERT(VT_BACKEND_SIZE_AT_MINOR(VT_ABI_MINOR) == sizeof(vt_backend),
                "the table of the current minor is the whole vt_backend: add its line to VT_BACKEND_MINORS");
 
 /* Exported symbols' types, for dlsym. */
@@ -522,7 +522,7 @@ static inline size_t vt_backend_op_offset(int op) {
 
 /* Every op's pointer lies within the table of the minor it arrived in. */
 #define VT_OP_IN_TABLE_(ID, name, n_src, weight_src, since_minor, params)                                             \
-    _Static_assert(offsetof(vt_backend, name) + sizeof(vt_op_fn) <=                                                    \
+    VT_STATIC_ASSERT(offsetof(vt_backend, name) + sizeof(vt_op_fn) <=                                                    \
                        VT_BACKEND_SIZE_AT_MINOR(since_minor),                                                          \
                    "op " #name ": its pointer is past the table of ABI 1." #since_minor);
 VT_OP_LIST(VT_OP_IN_TABLE_)

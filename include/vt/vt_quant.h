@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vt_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -58,11 +60,11 @@ typedef struct vt_block_q6_k {
     vt_fp16_t d;
 } vt_block_q6_k;
 
-_Static_assert(sizeof(vt_block_q8_0) == 34, "q8_0 block is 34 bytes");
-_Static_assert(sizeof(vt_block_q4_0) == 18, "q4_0 block is 18 bytes");
-_Static_assert(sizeof(vt_block_q4_k) == 144, "q4_k block is 144 bytes");
-_Static_assert(sizeof(vt_block_q5_k) == 176, "q5_k block is 176 bytes");
-_Static_assert(sizeof(vt_block_q6_k) == 210, "q6_k block is 210 bytes");
+VT_STATIC_ASSERT(sizeof(vt_block_q8_0) == 34, "q8_0 block is 34 bytes");
+VT_STATIC_ASSERT(sizeof(vt_block_q4_0) == 18, "q4_0 block is 18 bytes");
+VT_STATIC_ASSERT(sizeof(vt_block_q4_k) == 144, "q4_k block is 144 bytes");
+VT_STATIC_ASSERT(sizeof(vt_block_q5_k) == 176, "q5_k block is 176 bytes");
+VT_STATIC_ASSERT(sizeof(vt_block_q6_k) == 210, "q6_k block is 210 bytes");
 
 /* The j-th (0..7) 6-bit scale and min of a Q4_K/Q5_K block. */
 static inline void vt_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {

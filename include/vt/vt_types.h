@@ -55,6 +55,14 @@ typedef enum vt_dtype {
 } vt_dtype;
 
 /* Maximum number of dimensions of a tensor descriptor. */
+/* A compile-time check that C11 and C++11 compilers both read (C++ has
+ * static_assert, not C's _Static_assert keyword). */
+#ifdef __cplusplus
+#define VT_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define VT_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 #define VT_MAX_DIMS 4
 
 /* A tensor descriptor: a view of memory the caller owns.
@@ -83,7 +91,8 @@ typedef struct vt_tensor {
  *   ID          VT_OP_<ID>
  *   name        its name in messages and tables, and the vt_backend field
  *               holding its pointer
- *   n_src       operand count (vt_backend.h gives each op's convention)
+ *   n_src       operand count (vt_backend.h gives each op's convention; a
+ *               widened convention may add one: ROPE's frequency factors, 1.8)
  *   weight_src  the operand that is a weight tensor of the file, which the
  *               runtime may offer to prepare_weight; -1 for none
  *   since_minor the ABI minor 1.<since_minor> the op arrived in: a plugin
