@@ -33,7 +33,11 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 # CPack makes CPACK_PACKAGE_DESCRIPTION_SUMMARY every package's synopsis line
 # and indents these as the long description.
 set(CPACK_DEBIAN_VT_PACKAGE_NAME vt-llm)
+# Conflicts and Replaces together (Debian policy 7.6.2): installing vt-llm
+# removes a package named vt and takes over /usr/bin/vt, whether that is
+# Debian's or this project's earlier package of that name.
 set(CPACK_DEBIAN_VT_PACKAGE_CONFLICTS vt)
+set(CPACK_DEBIAN_VT_PACKAGE_REPLACES vt)
 set(CPACK_DEBIAN_VT_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_VT_DESCRIPTION "The vt command and its backends. vt runs, checks and serves GGUF language
 models on the CPU. `vt serve` is an OpenAI-compatible HTTP server; the unit

@@ -82,6 +82,7 @@ def main():
 
         # Debian's own package vt (genomics tools) ships /usr/bin/vt too: never both
         check(field(debs["vt-llm"], "Conflicts") == "vt", "vt-llm: Conflicts is %r" % field(debs["vt-llm"], "Conflicts"))
+        check(field(debs["vt-llm"], "Replaces") == "vt", "vt-llm: Replaces is %r" % field(debs["vt-llm"], "Replaces"))
         vt_deps = field(debs["vt-llm"], "Depends")
         want = ["libc6", "libffi8", "libinih1"]
         if serve_built:

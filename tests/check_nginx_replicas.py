@@ -331,6 +331,17 @@ def main():
         print("A exited %s; B during the run: %s" % (rc, busy))
         if not check(wait_for(b_idle), "B's /metrics does not show every block free"):
             failures.append(request(pb, "GET", "/metrics")[2][:2000])
+
+        # 7. Every replica gone: nginx's own answer is a 503 with Retry-After in vt's JSON error shape.
+        procs["b"].send_signal(signal.SIGTERM)
+        procs["b"].wait(HANG_GUARD)
+        status, headers, text = completion(pn, "after-all-gone")
+        try:
+            shape = json.loads(text)["error"]["type"] == "server_error"
+        except (ValueError, KeyError, TypeError):
+            shape = False
+        check(status == 503 and "retry-after" in headers and shape,
+              "no replica left: %s %s %s" % (status, headers, text[:200]))
     finally:
         for name, p in procs.items():
             if p.poll() is None:

@@ -223,14 +223,22 @@ static void test_limits_are_errors_not_crashes(void) {
     /* A value may not hold itself (reference counts would never free it):
      * jinja2's sandbox refuses list.append, vt takes it, so it refuses the
      * cycle instead, naming the line. */
+    char why[512] = "";
+    char *got = NULL;
     expect_error("{% set l = [] %}\n{% set _ = l.append(l) %}", "line 2: append(): a list may not hold itself");
     expect_error("{% set l = [1] %}{% set m = [l] %}{% set _ = l.extend([m]) %}", "a list may not hold itself");
     expect_error("{% set l = [] %}{% set _ = l.append(l.append) %}", "a list may not hold itself");
     expect_error("{% set ns = namespace(a=1) %}{% set ns.a = [ns] %}", "a namespace may not hold itself");
+    /* the check searches a shared part once: a value doubled 32 times (2^32
+     * paths to its bottom) is checked at once, and assigned */
+    got = render("{% set ns = namespace(a=[1]) %}{% for i in range(32) %}{% set ns.a = [ns.a, ns.a] %}{% endfor %}"
+                 "{{ ns.a|length }}",
+                 why, sizeof why);
+    CU_ASSERT(got && strcmp(got, "2") == 0);
+    free(got);
     /* Values deeper than the bound are written and compared without running
      * off the stack, and freed without it (100,000 lists deep). */
-    char why[512] = "";
-    char *got = render("{% set ns = namespace(a=[], b=[]) %}{% for i in range(100000) %}{% set ns.a = [ns.a] %}"
+    got = render("{% set ns = namespace(a=[], b=[]) %}{% for i in range(100000) %}{% set ns.a = [ns.a] %}"
                  "{% set ns.b = [ns.b] %}{% endfor %}{{ (ns.a|string)|length }}|{{ ns.a == ns.b }}",
                  why, sizeof why);
     /* 200 lists open, then [...] where the bound is reached, then 200 closed */

@@ -254,6 +254,21 @@ static void test_patterns_repeating_empty_groups(void) {
         "^(a?b?){2,3}$", "^(a?){2,}b$", "^((a?)*)*$",     "^(.?)*$",         "^a*(b*a?)+$",   "^(a?b)*(a*){1,2}$",
         "^((a|b)?(b|a)?)*b$", "^(a{0,2}b{0,1}){0,3}$", "^(ab|a?){3}$", "^()*a$", "^(()|a)+$"};
     static const char alphabet[] = "ab .";
+    /* A sequence of parts that may all match nothing writes its non-empty
+     * form quadratically in the parts: refused at the grammar's bound as it
+     * grows (this one once took 1.3 GB before its refusal). */
+    char big[64 * 1024] = "{\"type\":\"string\",\"pattern\":\"^(";
+    for (int k = 0; k < 100; k++) {
+        strcat(big, "(");
+        for (int a = 0; a < 200; a++) strcat(big, "a?");
+        strcat(big, ")*");
+    }
+    strcat(big, ")$\"}");
+    char why[512] = "";
+    char *gbnf = convert(big, why, sizeof why);
+    CU_ASSERT_PTR_NULL(gbnf);
+    CU_ASSERT(strstr(why, "a grammar too large") != NULL);
+    free(gbnf);
     for (size_t i = 0; i < sizeof patterns / sizeof *patterns; i++) {
         regex_t re;
         CU_ASSERT_FATAL(regcomp(&re, patterns[i], REG_EXTENDED | REG_NOSUB) == 0);

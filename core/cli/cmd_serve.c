@@ -119,10 +119,12 @@ static vt_status read_key_file(const char *path, char *key, size_t size, vt_erro
     if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0077))
         fprintf(stderr, "vt serve: warning: the API key file %s is readable by other users (chmod 600 it)\n", path);
     const bool got = fgets(key, (int)size, f) != NULL;
-    fclose(f);
     size_t n = got ? strlen(key) : 0;
-    if (got && n == size - 1 && key[n - 1] != '\n')
-        return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: the key is longer than %zu bytes", path, size - 2);
+    /* a line that filled the buffer without its newline: too long if more of it follows */
+    const int next = got && n == size - 1 && key[n - 1] != '\n' ? fgetc(f) : EOF;
+    fclose(f);
+    if (next != EOF && next != '\n' && next != '\r')
+        return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: the key is longer than %zu bytes", path, size - 1);
     while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ' || key[n - 1] == '\t')) key[--n] = 0;
     if (n == 0) return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: no key on its first line", path);
     return VT_OK;
@@ -313,7 +315,6 @@ static void *watch_signals(void *arg) {
 
 /* Wait for the first signal once serving, then drain. */
 static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double grace, signal_watch *w) {
-    atomic_store(&w->phase, WATCH_SERVING);
     while (sem_wait(&w->first) != 0) continue;
     fprintf(stderr, "vt serve: %s: no new requests; %d running or waiting get %g s to finish\n",
             signal_name(atomic_load(&w->sig)), vt_serve_engine_in_flight(engine), grace);
@@ -438,6 +439,9 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         /* the call syntax the template shows (tool_calls.h); none for a built-in family */
         const vt_tool_format tool_format = chat.text ? vt_tool_format_detect(chat.text) : VT_TOOL_FORMAT_NONE;
         vt_server_set_tool_format(server, tool_format);
+        /* from here a signal drains: requests may be admitted as soon as
+         * the engine is set */
+        atomic_store(&watch.phase, WATCH_SERVING);
         vt_server_set_engine(server, engine);
         fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s, "
                 "tool calls %s\n",

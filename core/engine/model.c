@@ -66,8 +66,9 @@ static vt_status bind_stack(binder *b, const char *name, int64_t ne0, int64_t ne
         return vt_fail(err, VT_ERR_UNSUPPORTED, "tensor '%s' has dtype %s, which vt does not support for a %s", name,
                        vt_dtype_name(t->dtype), matrix ? "weight matrix" : "norm or bias (must be f32)");
     }
-    for (int64_t i = 0; i < vt_gguf_n_tensors(b->g); i++)
-        if (vt_gguf_tensor_at(b->g, i) == t) b->used[i] = true;
+    /* the reader keeps its tensors in one array, in file order */
+    const int64_t index = t - vt_gguf_tensor_at(b->g, 0);
+    if (index >= 0 && index < vt_gguf_n_tensors(b->g)) b->used[index] = true;
     return VT_OK;
 }
 

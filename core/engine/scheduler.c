@@ -718,8 +718,12 @@ static void learn_step_time(vt_sched *s, const vt_sched_step_info *info, double 
     }
     if (info->n_prefill_tokens < MIN_TIMED_PROMPT) return;
     const double prompt_s = seconds - (info->n_decode_tokens > 0 ? s->decode_step_s : 0);
-    if (prompt_s <= 0) return;
-    const double per_token = prompt_s / (double)info->n_prefill_tokens;
+    /* prompt tokens too cheap to show beside the decodes' own time (or the
+     * step ran quicker than the average decode): as cheap as the whole
+     * budget in a decode step's time, rather than never learned */
+    const double per_token = prompt_s > 0 ? prompt_s / (double)info->n_prefill_tokens
+                                          : s->decode_step_s / (double)s->budget;
+    if (per_token <= 0) return;
     s->prompt_token_s = s->prompt_token_s > 0 ? (1 - w) * s->prompt_token_s + w * per_token : per_token;
 }
 

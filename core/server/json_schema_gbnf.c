@@ -1011,26 +1011,35 @@ static bool re_seq(regex *x, re_part *v) {
     }
     if (ok) {
         v->nullable = true;
-        for (size_t i = 0; i < n_items; i++) {
+        for (size_t i = 0; ok && i < n_items; i++) {
             sb_wrap(&v->all, i ? " " : "", items[i].all.s, "");
             v->nullable = v->nullable && items[i].nullable;
+            ok = !re_too_big(x, v);
         }
         if (n_items == 0) sb_puts(&v->all, "\"\"");
-        if (!v->nullable) {
+        if (!ok) {
+            /* refused above */
+        } else if (!v->nullable) {
             sb_puts(&v->some, v->all.s);
         } else {
             /* all may be empty: the first non-empty one is part i, every one
              * before it matched "" */
             bool any = false;
-            for (size_t i = 0; i < n_items; i++) {
+            for (size_t i = 0; ok && i < n_items; i++) {
                 if (items[i].none) continue;
                 sb_wrap(&v->some, any ? " | " : "", items[i].some.s, "");
-                for (size_t k = i + 1; k < n_items; k++) sb_wrap(&v->some, " ", items[k].all.s, "");
+                /* the size checked as it grows: this text is quadratic in
+                 * the parts, and must stop at the bound, not past it */
+                for (size_t k = i + 1; ok && k < n_items; k++) {
+                    sb_wrap(&v->some, " ", items[k].all.s, "");
+                    ok = !re_too_big(x, v);
+                }
+                ok = ok && !re_too_big(x, v);
                 any = true;
             }
             v->none = !any;
         }
-        ok = !re_too_big(x, v);
+        ok = ok && !re_too_big(x, v);
     }
     for (size_t i = 0; i < n_items; i++) re_part_free(&items[i]);
     free(items);

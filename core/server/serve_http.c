@@ -65,6 +65,7 @@ typedef struct request_ctx {
     char *body;
     size_t n_body, body_cap;
     bool too_large;
+    uint64_t n_discarded; /* bytes of a body over the limit read and thrown away */
     int status;
     int64_t prompt_tokens, completion_tokens;
     char error[640]; /* an error answer's param and message, for the log line */
@@ -768,7 +769,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (declared > s->cfg.body_limit) {
             rq->too_large = true;
             const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-            if (expect || declared > DISCARD_LIMIT) return too_large(c, rq);
+            if ((expect && strcasecmp(expect, "100-continue") == 0) || declared > DISCARD_LIMIT) return too_large(c, rq);
         }
         return MHD_YES;
     }
@@ -787,6 +788,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             rq->body[rq->n_body] = '\0';
         } else {
             rq->too_large = true;
+            /* a body of no declared length is thrown away up to the same
+             * bound, then the connection is closed under it */
+            rq->n_discarded += *upload_size;
+            if (rq->n_discarded > DISCARD_LIMIT) return MHD_NO;
         }
         *upload_size = 0;
         return MHD_YES;

@@ -122,23 +122,62 @@ void jv_decref(jv v) {
     free(pending);
 }
 
+/* Containers already searched, by address (open addressing): a value that
+ * shares its parts (x = [y, y], doubled in a loop) is searched once per part,
+ * not once per path to it, which is exponential in the doublings. */
+typedef struct seen_set {
+    const void **slot;
+    size_t cap, n;
+    bool failed; /* out of memory: the search goes on unpruned */
+} seen_set;
+
+/* True when p was not in the set (and is now). */
+static bool seen_first(seen_set *s, const void *p) {
+    if (s->failed) return true;
+    if (2 * (s->n + 1) > s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        const void **slot = calloc(cap, sizeof *slot);
+        if (!slot) {
+            s->failed = true;
+            return true;
+        }
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->slot[i]) continue;
+            size_t h = ((uintptr_t)s->slot[i] >> 4) & (cap - 1);
+            while (slot[h]) h = (h + 1) & (cap - 1);
+            slot[h] = s->slot[i];
+        }
+        free(s->slot);
+        s->slot = slot;
+        s->cap = cap;
+    }
+    size_t h = ((uintptr_t)p >> 4) & (s->cap - 1);
+    while (s->slot[h]) {
+        if (s->slot[h] == p) return false;
+        h = (h + 1) & (s->cap - 1);
+    }
+    s->slot[h] = p;
+    s->n++;
+    return true;
+}
+
 /* Does v hold (or is it) the container at `target`, within depth containers? */
-static bool holds_at(jv v, const void *target, int depth) {
+static bool holds_at(jv v, const void *target, int depth, seen_set *seen) {
     switch (v.type) {
     case JV_LIST:
         if ((const void *)v.u.l == target) return true;
-        if (depth >= VT_JINJA_MAX_DEPTH) return false;
+        if (depth >= VT_JINJA_MAX_DEPTH || !seen_first(seen, v.u.l)) return false;
         for (size_t i = 0; i < v.u.l->n; i++)
-            if (holds_at(v.u.l->items[i], target, depth + 1)) return true;
+            if (holds_at(v.u.l->items[i], target, depth + 1, seen)) return true;
         return false;
     case JV_DICT:
     case JV_NAMESPACE:
         if ((const void *)v.u.d == target) return true;
-        if (depth >= VT_JINJA_MAX_DEPTH) return false;
+        if (depth >= VT_JINJA_MAX_DEPTH || !seen_first(seen, v.u.d)) return false;
         for (size_t i = 0; i < v.u.d->n; i++)
-            if (holds_at(v.u.d->e[i].value, target, depth + 1)) return true;
+            if (holds_at(v.u.d->e[i].value, target, depth + 1, seen)) return true;
         return false;
-    case JV_FUNC: return depth < VT_JINJA_MAX_DEPTH && holds_at(v.u.fn->bound, target, depth + 1);
+    case JV_FUNC: return depth < VT_JINJA_MAX_DEPTH && holds_at(v.u.fn->bound, target, depth + 1, seen);
     default: return false;
     }
 }
@@ -147,7 +186,11 @@ bool jv_holds(jv v, jv container) {
     const void *target = container.type == JV_LIST ? (const void *)container.u.l
                          : container.type == JV_DICT || container.type == JV_NAMESPACE ? (const void *)container.u.d
                                                                                         : NULL;
-    return target && holds_at(v, target, 0);
+    if (!target) return false;
+    seen_set seen = {0};
+    const bool held = holds_at(v, target, 0, &seen);
+    free(seen.slot);
+    return held;
 }
 
 bool jv_list_append(jv list, jv item) {
