@@ -296,6 +296,11 @@ static void test_refusals_name_the_field(void) {
                "response_format.json_schema.schema", "/properties/t: 'uniqueItems' is not supported");
     expect_400(c, COMPLETION(RF_SCHEMA("{\"not\":{\"type\":\"string\"}}")), "response_format.json_schema.schema",
                "'not' is not supported");
+    /* the schema's name follows OpenAI's rule (a missing one is taken) */
+    expect_400(c,
+               COMPLETION("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"has space!\","
+                          "\"schema\":{\"type\":\"integer\"}}}"),
+               "response_format.json_schema.name", "1 to 64 letters");
     expect_400(c, COMPLETION(RF_SCHEMA("{\"type\":\"object\",\"patternProperties\":{\"^x\":{}}}")),
                "response_format.json_schema.schema", "'patternProperties' is not supported");
     expect_400(c, COMPLETION(RF_SCHEMA("{\"type\":\"string\",\"format\":\"hostname\"}")),

@@ -81,8 +81,7 @@ static bool one_message(const json_t *m, const vt_serve_message *parsed, size_t 
     return true;
 }
 
-/* OpenAI's rule for a function's name: ^[a-zA-Z0-9_-]{1,64}$. */
-static bool tool_name_ok(const char *name) {
+bool vt_serve_name_ok(const char *name) {
     size_t n = 0;
     for (; name[n]; n++)
         if (!isalnum((unsigned char)name[n]) || (unsigned char)name[n] >= 0x80) {
@@ -107,7 +106,7 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
         snprintf(param, sizeof param, "tools[%zu].function.name", j);
         const json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
         if (!json_is_string(name)) return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
-        if (!tool_name_ok(json_string_value(name)))
+        if (!vt_serve_name_ok(json_string_value(name)))
             return vt_serve_fail(err, 400, INVALID, param, "%s: 1 to 64 of a-z, A-Z, 0-9, _ and - (as OpenAI's)", param);
         /* the arguments a call writes are a JSON object: its schema is one,
          * of type "object" when it says a type ({} or none: any object) */

@@ -71,6 +71,11 @@ static bool from_response_format(const json_t *rf, char **gbnf, vt_serve_error *
         snprintf(param, sizeof param, "response_format.json_schema.%.40s", key);
         if (strcmp(key, "name") == 0 || strcmp(key, "description") == 0) {
             if (!json_is_string(v)) return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string", param);
+            /* OpenAI's rule; a missing name is taken, as llama-server takes it */
+            if (strcmp(key, "name") == 0 && !vt_serve_name_ok(json_string_value(v)))
+                return vt_serve_fail(err, 400, INVALID, param,
+                                     "%s: 1 to 64 letters, digits, '_' or '-' (got '%.70s')", param,
+                                     json_string_value(v));
         } else if (strcmp(key, "strict") == 0) {
             /* the output always follows the schema: strict or not, the same */
             if (!json_is_boolean(v) && !json_is_null(v))

@@ -117,6 +117,9 @@ void vt_serve_request_free(vt_serve_request *r);
  * tool_call_id, name, chat_template_kwargs, add_generation_prompt) into
  * r->chat_input; false with err 400 naming the field. */
 bool vt_serve_parse_chat_input(const struct json_t *root, vt_serve_request *r, vt_serve_error *err);
+/* OpenAI's rule for a function's name and a response format's name:
+ * ^[a-zA-Z0-9_-]{1,64}$. */
+bool vt_serve_name_ok(const char *name);
 
 /* One request header as received. */
 typedef struct vt_serve_header {
