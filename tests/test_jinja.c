@@ -86,6 +86,10 @@ static const struct {
     /* no C hexadecimal floats: Python's float() has none */
     {"{{ '0x1A'|int }}|{{ '0x1A'|float }}|{{ ' 12 '|int }}|{{ '1e3'|int }}|{{ '2.5'|float }}",
      "0|0.0|12|1000|2.5"},
+    /* str.splitlines, Python's line breaks (U+2028 too) */
+    {"{{ 'a\\nb\\r\\nc\\r\\rd\\n'.splitlines()|join('|') }}/{{ 'x\\ny\\n'.splitlines(True)|length }}/"
+     "{{ ''.splitlines()|length }}/{{ 'e\xe2\x80\xa8" "f'.splitlines()|join('|') }}",
+     "a|b|c||d/2/0/e|f"},
     /* octal escapes as Python reads them */
     {"{{ 'oct\\101' }}|{{ '\\0'|length }}|{{ '\\012' == '\\n' }}|{{ '\\1234'|length }}",
      "octA|1|True|2"},

@@ -166,6 +166,39 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
 static jv m_split(jinja_render *r, int line, jv self, const jinja_args *a) { return split(r, line, self, a, false); }
 static jv m_rsplit(jinja_render *r, int line, jv self, const jinja_args *a) { return split(r, line, self, a, true); }
 
+/* The bytes of the line break (Python's str.splitlines: \n, \r\n, \r, \v,
+ * \f, \x1c-\x1e, U+0085, U+2028, U+2029) starting at s (n bytes), or 0. */
+static size_t line_break_len(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    if (p[0] == '\r') return n > 1 && p[1] == '\n' ? 2 : 1;
+    if (p[0] == '\n' || p[0] == '\v' || p[0] == '\f' || (p[0] >= 0x1c && p[0] <= 0x1e)) return 1;
+    if (n >= 2 && p[0] == 0xC2 && p[1] == 0x85) return 2;
+    if (n >= 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) return 3;
+    return 0;
+}
+
+static jv m_splitlines(jinja_render *r, int line, jv self, const jinja_args *a) {
+    const jv *keep = jinja_arg(a, 0, "keepends");
+    const bool keepends = keep && jv_truthy(*keep);
+    jv out = jv_list_new();
+    if (jv_is_oom(out)) return oom(r, line);
+    const char *s = self.u.s->data;
+    const size_t n = self.u.s->len;
+    size_t start = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t k = line_break_len(s + i, n - i);
+        if (!k) {
+            i++;
+            continue;
+        }
+        if (!push_str(out, s + start, i - start + (keepends ? k : 0), false)) return jv_decref(out), oom(r, line);
+        i += k;
+        start = i;
+    }
+    if (start < n && !push_str(out, s + start, n - start, false)) return jv_decref(out), oom(r, line);
+    return out;
+}
+
 static jv m_upper(jinja_render *r, int line, jv self, const jinja_args *a) {
     (void)a;
     return jinja_apply_filter(r, line, "upper", self, &(jinja_args){0});
@@ -430,6 +463,7 @@ typedef struct method {
 
 static const method methods[] = {
     {JV_STRING, "startswith", m_startswith}, {JV_STRING, "endswith", m_endswith}, {JV_STRING, "split", m_split},
+    {JV_STRING, "splitlines", m_splitlines},
     {JV_STRING, "rsplit", m_rsplit},         {JV_STRING, "strip", m_strip},       {JV_STRING, "lstrip", m_lstrip},
     {JV_STRING, "rstrip", m_rstrip},         {JV_STRING, "upper", m_upper},       {JV_STRING, "lower", m_lower},
     {JV_STRING, "title", m_title},           {JV_STRING, "capitalize", m_capitalize}, {JV_STRING, "replace", m_replace},
