@@ -90,6 +90,11 @@ static const struct {
     {"{{ 'a\\nb\\r\\nc\\r\\rd\\n'.splitlines()|join('|') }}/{{ 'x\\ny\\n'.splitlines(True)|length }}/"
      "{{ ''.splitlines()|length }}/{{ 'e\xe2\x80\xa8" "f'.splitlines()|join('|') }}",
      "a|b|c||d/2/0/e|f"},
+    /* printf-style formatting: the % operator and the format filter */
+    {"{{ '%s-%d'|format('x', 3) }}|{{ '%05.1f|%-4s|%+d|% d|%x|%X|%o|%e|%g|%c|%%' % (3.14159, 'ab', 5, 7, 255, 255, 8, "
+     "1234.5, 0.0001, 65) }}|{{ '%r' % ('q',) }}|{{ 'n=%s' % [1, 2] }}|{{ '%.2s' % 'h\xc3\xa9llo' }}|"
+     "{{ '%5s|' % '\xc3\xa9' }}|{{ '%d' % 3.9 }}|{{ '%s' % none }}",
+     "x-3|003.1|ab  |+5| 7|ff|FF|10|1.234500e+03|0.0001|A|%|'q'|n=[1, 2]|h\xc3\xa9|    \xc3\xa9||3|None"},
     /* octal escapes as Python reads them */
     {"{{ 'oct\\101' }}|{{ '\\0'|length }}|{{ '\\012' == '\\n' }}|{{ '\\1234'|length }}",
      "octA|1|True|2"},
@@ -202,6 +207,10 @@ static void test_errors_name_the_line(void) {
     expect_error("{% if t %}never closed", "expected {% endif %}");
     expect_error("{% endfor %}", "unexpected {% endfor %}");
     expect_error("{{ 'unterminated }}", "unterminated string");
+    expect_error("{{ '%s %s' % ('a',) }}", "not enough arguments for format string");
+    expect_error("{{ '%s' % ('a', 'b') }}", "not all arguments converted");
+    expect_error("{{ '%d' % 'x' }}", "%d requires a number, not str");
+    expect_error("{{ '%(a)s' % {'a': 1} }}", "'%(name)' keys are not supported");
     expect_error("{{ '\\N{BULLET}' }}", "\\N{...} escapes (characters by name) are not supported");
     expect_error("{{ n +* 2 }}", "line 1, column");
     expect_error("{% frobnicate %}", "unknown statement 'frobnicate'");
@@ -233,6 +242,14 @@ static void test_limits_are_errors_not_crashes(void) {
     expect_error("{% set l = [1] %}{% set m = [l] %}{% set _ = l.extend([m]) %}", "a list may not hold itself");
     expect_error("{% set l = [] %}{% set _ = l.append(l.append) %}", "a list may not hold itself");
     expect_error("{% set ns = namespace(a=1) %}{% set ns.a = [ns] %}", "a namespace may not hold itself");
+    /* at any depth, and however the parts are shared: a cycle through a
+     * path 198 or 300 lists deep, the container also reached shallower */
+    expect_error("{% set l = [] %}{% set x = [[l]] %}{% set ns = namespace(c=x) %}{% for i in range(198) %}"
+                 "{% set ns.c = [ns.c] %}{% endfor %}{% set _ = l.append([ns.c, x]) %}",
+                 "a list may not hold itself");
+    expect_error("{% set l = [] %}{% set ns = namespace(c=l) %}{% for i in range(300) %}{% set ns.c = [ns.c] %}"
+                 "{% endfor %}{% set _ = l.append(ns.c) %}",
+                 "a list may not hold itself");
     /* the check searches a shared part once: a value doubled 32 times (2^32
      * paths to its bottom) is checked at once, and assigned */
     got = render("{% set ns = namespace(a=[1]) %}{% for i in range(32) %}{% set ns.a = [ns.a, ns.a] %}{% endfor %}"

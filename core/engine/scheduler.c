@@ -718,11 +718,11 @@ static void learn_step_time(vt_sched *s, const vt_sched_step_info *info, double 
     }
     if (info->n_prefill_tokens < MIN_TIMED_PROMPT) return;
     const double prompt_s = seconds - (info->n_decode_tokens > 0 ? s->decode_step_s : 0);
-    /* prompt tokens too cheap to show beside the decodes' own time (or the
-     * step ran quicker than the average decode): as cheap as the whole
-     * budget in a decode step's time, rather than never learned */
-    const double per_token = prompt_s > 0 ? prompt_s / (double)info->n_prefill_tokens
-                                          : s->decode_step_s / (double)s->budget;
+    /* prompt tokens too cheap to show beside the decodes' own time (the
+     * step ran no longer than an average decode): the whole step's time
+     * over its prompt tokens, an upper bound, rather than never learned
+     * (which would keep the first, one-block chunk) or taken as free */
+    const double per_token = (prompt_s > 0 ? prompt_s : seconds) / (double)info->n_prefill_tokens;
     if (per_token <= 0) return;
     s->prompt_token_s = s->prompt_token_s > 0 ? (1 - w) * s->prompt_token_s + w * per_token : per_token;
 }

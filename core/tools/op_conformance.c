@@ -226,7 +226,10 @@ vt_status vt_op_case_judge(const vt_backend_entry *backend, const vt_backend_ent
     r->error = NAN;
     if (!vt_op_case_accepted(backend, c)) {
         r->verdict = VT_OP_CASE_DECLINED;
-        const char *why = vt_backend_not_offered(backend, &c->node);
+        /* an op the backend implements, never asked about this node */
+        const char *why = backend->table && vt_backend_op(backend->table, c->node.op)
+                              ? vt_backend_not_offered(backend, &c->node)
+                              : NULL;
         if (why) snprintf(r->note, sizeof r->note, "not offered: %s", why);
         return VT_OK;
     }

@@ -424,7 +424,8 @@ typedef struct vt_backend {
      * read. Nodes using one are offered only to a backend that sets its bit:
      * a table of 1.5 or later that leaves this 0 is never offered a Q8_0 KV
      * cache (nor, from 1.8, a ROPE with frequency factors), whatever its
-     * supports() would say. Tables of 1.1 to 1.4 are
+     * supports() would say. A bit the table's own minor does not define
+     * gets the plugin refused at load. Tables of 1.1 to 1.4 are
      * taken to read the conventions of their minor (what they were offered
      * then); a 1.0 table none. */
     uint64_t conventions;

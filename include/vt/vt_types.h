@@ -54,7 +54,6 @@ typedef enum vt_dtype {
     VT_DTYPE_COUNT = 31 /* one past the largest id; not every id below is valid */
 } vt_dtype;
 
-/* Maximum number of dimensions of a tensor descriptor. */
 /* A compile-time check that C11 and C++11 compilers both read (C++ has
  * static_assert, not C's _Static_assert keyword). */
 #ifdef __cplusplus
@@ -63,6 +62,7 @@ typedef enum vt_dtype {
 #define VT_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
 #endif
 
+/* Maximum number of dimensions of a tensor descriptor. */
 #define VT_MAX_DIMS 4
 
 /* A tensor descriptor: a view of memory the caller owns.

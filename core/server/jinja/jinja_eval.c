@@ -290,6 +290,11 @@ static jv repeat(jinja_render *r, int line, jv seq, int64_t times) {
 
 static jv arith(jinja_render *r, int line, jop op, jv a, jv b) {
     static const char *const names[] = {"+", "-", "*", "/", "//", "%", "**"};
+    /* str % args: a tuple gives the arguments, anything else is the one argument */
+    if (op == JOP_MOD && a.type == JV_STRING) {
+        const bool tuple = b.type == JV_LIST && b.u.l->tuple;
+        return jinja_percent_format(r, line, a.u.s->data, a.u.s->len, tuple ? b.u.l->items : &b, tuple ? b.u.l->n : 1);
+    }
     if (a.type == JV_UNDEFINED || b.type == JV_UNDEFINED)
         return jinja_fail(r, line, "'%s' is undefined (in arithmetic with '%s')",
                           undefined_what(a.type == JV_UNDEFINED ? a : b), names[op]);

@@ -139,6 +139,16 @@ static jv f_capitalize(jinja_render *r, int line, jv v, const jinja_args *a) {
 }
 static jv f_title(jinja_render *r, int line, jv v, const jinja_args *a) { (void)a; return change_case(r, line, v, CASE_TITLE_FILTER); }
 
+/* jinja2's format filter: value % args, positional arguments only. */
+static jv f_format(jinja_render *r, int line, jv v, const jinja_args *a) {
+    if (a->n_kw) return jinja_fail(r, line, "format: keyword arguments are not supported");
+    jv s = jv_to_string(v);
+    if (jv_is_oom(s)) return oom(r, line);
+    jv out = jinja_percent_format(r, line, s.u.s->data, s.u.s->len, a->pos, a->n_pos);
+    jv_decref(s);
+    return out;
+}
+
 static jv f_trim(jinja_render *r, int line, jv v, const jinja_args *a) {
     size_t clen = 0;
     const char *chars = arg_str(r, line, a, 0, "chars", NULL, &clen);
@@ -737,7 +747,7 @@ static const struct {
     const char *name;
     filter_fn fn;
 } filters[] = {
-    {"tojson", f_tojson},       {"trim", f_trim},           {"length", f_length},     {"count", f_length},
+    {"tojson", f_tojson},       {"trim", f_trim},           {"format", f_format},           {"length", f_length},     {"count", f_length},
     {"items", f_items},         {"upper", f_upper},         {"lower", f_lower},       {"capitalize", f_capitalize},
     {"title", f_title},         {"replace", f_replace},     {"join", f_join},         {"first", f_first},
     {"last", f_last},           {"default", f_default},     {"d", f_default},         {"map", f_map},

@@ -191,6 +191,12 @@ size_t jinja_cp_offset(const char *s, size_t len, size_t cp);
 /* Python's < on numbers, strings, lists; records an error for others. */
 int jinja_compare(jinja_render *r, int line, jv a, jv b, bool *ok);
 
+/* ---- printf-style formatting (jinja_format.c) ---- */
+
+/* fmt (len bytes) % args: Python's `'%s and %d' % (a, b)` for the
+ * conversions s r d i u f F e E g G x X o c, flags, width and precision. */
+jv jinja_percent_format(jinja_render *r, int line, const char *fmt, size_t len, const jv *args, size_t n_args);
+
 /* ---- tojson (jinja_json.c) ---- */
 
 typedef struct jinja_json_opts {

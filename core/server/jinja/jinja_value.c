@@ -124,7 +124,8 @@ void jv_decref(jv v) {
 
 /* Containers already searched, by address (open addressing): a value that
  * shares its parts (x = [y, y], doubled in a loop) is searched once per part,
- * not once per path to it, which is exponential in the doublings. */
+ * not once per path to it, which is exponential in the doublings. Out of
+ * memory, the set stops pruning (the search stays right, only slower). */
 typedef struct seen_set {
     const void **slot;
     size_t cap, n;
@@ -161,25 +162,44 @@ static bool seen_first(seen_set *s, const void *p) {
     return true;
 }
 
-/* Does v hold (or is it) the container at `target`, within depth containers? */
-static bool holds_at(jv v, const void *target, int depth, seen_set *seen) {
-    switch (v.type) {
-    case JV_LIST:
-        if ((const void *)v.u.l == target) return true;
-        if (depth >= VT_JINJA_MAX_DEPTH || !seen_first(seen, v.u.l)) return false;
-        for (size_t i = 0; i < v.u.l->n; i++)
-            if (holds_at(v.u.l->items[i], target, depth + 1, seen)) return true;
-        return false;
-    case JV_DICT:
-    case JV_NAMESPACE:
-        if ((const void *)v.u.d == target) return true;
-        if (depth >= VT_JINJA_MAX_DEPTH || !seen_first(seen, v.u.d)) return false;
-        for (size_t i = 0; i < v.u.d->n; i++)
-            if (holds_at(v.u.d->e[i].value, target, depth + 1, seen)) return true;
-        return false;
-    case JV_FUNC: return depth < VT_JINJA_MAX_DEPTH && holds_at(v.u.fn->bound, target, depth + 1, seen);
-    default: return false;
+/* Does v hold (or is it) the container at `target`? Every container v
+ * reaches is searched once (the seen set), from a list of containers still
+ * to search rather than by recursion, so neither a deep value nor one that
+ * shares its parts costs more than its size. */
+static bool holds(jv v, const void *target, seen_set *seen) {
+    jv *todo = NULL;
+    size_t n = 0, cap = 0;
+    bool found = false;
+    for (;;) {
+        const void *self = v.type == JV_LIST                               ? (const void *)v.u.l
+                           : v.type == JV_DICT || v.type == JV_NAMESPACE ? (const void *)v.u.d
+                           : v.type == JV_FUNC                           ? (const void *)v.u.fn
+                                                                         : NULL;
+        if (self == target) {
+            found = true;
+            break;
+        }
+        if (self && seen_first(seen, self)) {
+            size_t k = v.type == JV_LIST ? v.u.l->n : v.type == JV_FUNC ? 1 : v.u.d->n;
+            if (n + k > cap) {
+                size_t grown = cap ? cap : 64;
+                while (grown < n + k) grown *= 2;
+                jv *t = realloc(todo, grown * sizeof *t);
+                if (!t) { /* out of memory: say it holds it, so nothing is built that might be a cycle */
+                    found = true;
+                    break;
+                }
+                todo = t;
+                cap = grown;
+            }
+            for (size_t i = 0; i < k; i++)
+                todo[n++] = v.type == JV_LIST ? v.u.l->items[i] : v.type == JV_FUNC ? v.u.fn->bound : v.u.d->e[i].value;
+        }
+        if (n == 0) break;
+        v = todo[--n];
     }
+    free(todo);
+    return found;
 }
 
 bool jv_holds(jv v, jv container) {
@@ -188,7 +208,7 @@ bool jv_holds(jv v, jv container) {
                                                                                         : NULL;
     if (!target) return false;
     seen_set seen = {0};
-    const bool held = holds_at(v, target, 0, &seen);
+    const bool held = holds(v, target, &seen);
     free(seen.slot);
     return held;
 }

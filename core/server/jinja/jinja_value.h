@@ -103,9 +103,9 @@ const jv *jv_dict_get_cstr(jv dict, const char *key);
 /* Python semantics. */
 bool jv_truthy(jv v);
 bool jv_equal(jv a, jv b); /* ==: 1 == 1.0 == True, deep on lists and dicts */
-/* Is container (a list, dict or namespace) v itself, or held by v within
- * VT_JINJA_MAX_DEPTH levels? Putting v into it would make a value that
- * holds itself, which reference counts never free. */
+/* Is container (a list, dict or namespace) v itself, or held by v at any
+ * depth? Putting v into it would make a value that holds itself, which
+ * reference counts never free. */
 bool jv_holds(jv v, jv container);
 bool jv_is_number(jv v);   /* int, float or bool (Python's bool is an int) */
 double jv_as_double(jv v);
