@@ -24,6 +24,7 @@
 #define VT_JINJA_MAX_OUTPUT (16u << 20)
 #define VT_JINJA_MAX_ITERATIONS 1000000u
 #define VT_JINJA_MAX_DEPTH 200
+#define VT_JINJA_MAX_DEPTH_TEXT "200"
 
 typedef struct vt_jinja_template vt_jinja_template;
 

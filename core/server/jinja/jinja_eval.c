@@ -918,10 +918,10 @@ static bool exec_stmt(jinja_render *r, jframe *f, const jnode *n) {
                 jinja_fail(r, n->line, "cannot assign attribute '%s' of '%s': not a namespace()", n->attr, n->name);
                 return false;
             }
-            if (jv_holds(v, *ns)) {
+            const char *why = jv_holds(v, *ns);
+            if (why) {
                 jv_decref(v);
-                jinja_fail(r, n->line, "cannot assign attribute '%s' of '%s': a namespace may not hold itself", n->attr,
-                           n->name);
+                jinja_fail(r, n->line, "cannot assign attribute '%s' of '%s': a namespace %s", n->attr, n->name, why);
                 return false;
             }
             if (!jv_dict_set_cstr(*ns, n->attr, v)) return oom(r, n->line), false;

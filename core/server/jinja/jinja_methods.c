@@ -409,7 +409,8 @@ static jv m_dict_pop(jinja_render *r, int line, jv self, const jinja_args *a) {
 
 static jv m_append(jinja_render *r, int line, jv self, const jinja_args *a) {
     if (a->n_pos != 1) return jinja_fail(r, line, "append() takes one argument");
-    if (jv_holds(a->pos[0], self)) return jinja_fail(r, line, "append(): a list may not hold itself");
+    const char *why = jv_holds(a->pos[0], self);
+    if (why) return jinja_fail(r, line, "append(): a list %s", why);
     if (!jv_list_append(self, jv_incref(a->pos[0]))) return oom(r, line);
     return jv_none();
 }
@@ -421,8 +422,9 @@ static jv m_extend(jinja_render *r, int line, jv self, const jinja_args *a) {
     size_t n = l.u.l->n; /* l may be self */
     for (size_t i = 0; i < n; i++)
         if (jv_holds(l.u.l->items[i], self)) {
+            const char *why = jv_holds(l.u.l->items[i], self);
             jv_decref(l);
-            return jinja_fail(r, line, "extend(): a list may not hold itself");
+            return jinja_fail(r, line, "extend(): a list %s", why);
         }
     for (size_t i = 0; i < n; i++)
         if (!jv_list_append(self, jv_incref(l.u.l->items[i]))) {

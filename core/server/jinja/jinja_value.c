@@ -162,21 +162,35 @@ static bool seen_first(seen_set *s, const void *p) {
     return true;
 }
 
-/* Does v hold (or is it) the container at `target`? Every container v
- * reaches is searched once (the seen set), from a list of containers still
- * to search rather than by recursion, so neither a deep value nor one that
- * shares its parts costs more than its size. */
-static bool holds(jv v, const void *target, seen_set *seen) {
-    jv *todo = NULL;
+/* Does v hold (or is it) the container at `target`, and how deep does it
+ * go? HOLDS_DEEP when some part lies deeper than VT_JINJA_MAX_DEPTH
+ * containers (no value may be stored that deep, so no cycle hides past the
+ * bound). Each container is searched once (the seen set: a container met
+ * again by a shorter path has nothing new, since its first search found
+ * neither the target nor a part too deep), from a list of containers still
+ * to search rather than by recursion. */
+enum { HOLDS_NOT, HOLDS_TARGET, HOLDS_DEEP };
+
+typedef struct pending_part {
+    jv v;
+    int depth;
+} pending_part;
+
+static int holds(jv v, const void *target, seen_set *seen) {
+    pending_part *todo = NULL;
     size_t n = 0, cap = 0;
-    bool found = false;
+    int depth = 0, verdict = HOLDS_NOT;
     for (;;) {
         const void *self = v.type == JV_LIST                               ? (const void *)v.u.l
                            : v.type == JV_DICT || v.type == JV_NAMESPACE ? (const void *)v.u.d
                            : v.type == JV_FUNC                           ? (const void *)v.u.fn
                                                                          : NULL;
         if (self == target) {
-            found = true;
+            verdict = HOLDS_TARGET;
+            break;
+        }
+        if (self && depth >= VT_JINJA_MAX_DEPTH) {
+            verdict = HOLDS_DEEP;
             break;
         }
         if (self && seen_first(seen, self)) {
@@ -184,33 +198,40 @@ static bool holds(jv v, const void *target, seen_set *seen) {
             if (n + k > cap) {
                 size_t grown = cap ? cap : 64;
                 while (grown < n + k) grown *= 2;
-                jv *t = realloc(todo, grown * sizeof *t);
-                if (!t) { /* out of memory: say it holds it, so nothing is built that might be a cycle */
-                    found = true;
+                pending_part *t = realloc(todo, grown * sizeof *t);
+                if (!t) { /* out of memory: refuse, so nothing is built that might be a cycle */
+                    verdict = HOLDS_DEEP;
                     break;
                 }
                 todo = t;
                 cap = grown;
             }
             for (size_t i = 0; i < k; i++)
-                todo[n++] = v.type == JV_LIST ? v.u.l->items[i] : v.type == JV_FUNC ? v.u.fn->bound : v.u.d->e[i].value;
+                todo[n++] = (pending_part){v.type == JV_LIST   ? v.u.l->items[i]
+                                           : v.type == JV_FUNC ? v.u.fn->bound
+                                                               : v.u.d->e[i].value,
+                                           depth + 1};
         }
         if (n == 0) break;
-        v = todo[--n];
+        n--;
+        v = todo[n].v;
+        depth = todo[n].depth;
     }
     free(todo);
-    return found;
+    return verdict;
 }
 
-bool jv_holds(jv v, jv container) {
+const char *jv_holds(jv v, jv container) {
     const void *target = container.type == JV_LIST ? (const void *)container.u.l
                          : container.type == JV_DICT || container.type == JV_NAMESPACE ? (const void *)container.u.d
                                                                                         : NULL;
-    if (!target) return false;
+    if (!target) return NULL;
     seen_set seen = {0};
-    const bool held = holds(v, target, &seen);
+    const int verdict = holds(v, target, &seen);
     free(seen.slot);
-    return held;
+    return verdict == HOLDS_TARGET ? "may not hold itself"
+           : verdict == HOLDS_DEEP ? "may not hold a value nested deeper than " VT_JINJA_MAX_DEPTH_TEXT
+                                   : NULL;
 }
 
 bool jv_list_append(jv list, jv item) {

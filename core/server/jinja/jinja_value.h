@@ -103,10 +103,11 @@ const jv *jv_dict_get_cstr(jv dict, const char *key);
 /* Python semantics. */
 bool jv_truthy(jv v);
 bool jv_equal(jv a, jv b); /* ==: 1 == 1.0 == True, deep on lists and dicts */
-/* Is container (a list, dict or namespace) v itself, or held by v at any
- * depth? Putting v into it would make a value that holds itself, which
- * reference counts never free. */
-bool jv_holds(jv v, jv container);
+/* Why v may not be put into container (a list, dict or namespace): it is
+ * the container or holds it (a value that holds itself, which reference
+ * counts never free), or it goes deeper than VT_JINJA_MAX_DEPTH containers
+ * (so no such cycle can hide past the search's bound); NULL when it may. */
+const char *jv_holds(jv v, jv container);
 bool jv_is_number(jv v);   /* int, float or bool (Python's bool is an int) */
 double jv_as_double(jv v);
 size_t jv_utf8_count(const char *s, size_t len);
