@@ -420,12 +420,13 @@ static jv m_extend(jinja_render *r, int line, jv self, const jinja_args *a) {
     jv l = jinja_to_list(r, line, a->pos[0]);
     if (r->failed) return jv_undefined(NULL);
     size_t n = l.u.l->n; /* l may be self */
-    for (size_t i = 0; i < n; i++)
-        if (jv_holds(l.u.l->items[i], self)) {
-            const char *why = jv_holds(l.u.l->items[i], self);
+    for (size_t i = 0; i < n; i++) {
+        const char *why = jv_holds(l.u.l->items[i], self);
+        if (why) {
             jv_decref(l);
             return jinja_fail(r, line, "extend(): a list %s", why);
         }
+    }
     for (size_t i = 0; i < n; i++)
         if (!jv_list_append(self, jv_incref(l.u.l->items[i]))) {
             jv_decref(l);

@@ -485,33 +485,25 @@ static void write_str_repr(jv_buf *b, const char *s, size_t len) {
     jv_buf_putc(b, quote);
 }
 
-/* The containers being written, outermost first: one met again inside
- * itself is written as Python writes it, [...] or {...}, and so is any
- * past VT_JINJA_MAX_DEPTH (where Python would stop with a RecursionError). */
-typedef struct open_containers {
-    const void *at[VT_JINJA_MAX_DEPTH];
-    int n;
-} open_containers;
+/* Containers are written to VT_JINJA_MAX_DEPTH levels; deeper ones (a
+ * temporary that wraps a value stored at the bound) as Python writes a
+ * container it will not descend into, [...] or {...}. No value holds itself
+ * (jv_holds refuses that), so the depth alone bounds the walk. */
+static void write_value(jv_buf *b, jv v, bool repr, int depth);
 
-static void write_value(jv_buf *b, jv v, bool repr, open_containers *open);
-
-static void write_container(jv_buf *b, jv v, open_containers *open) {
-    const void *self = v.type == JV_LIST ? (const void *)v.u.l : (const void *)v.u.d;
-    bool again = open->n >= VT_JINJA_MAX_DEPTH;
-    for (int i = 0; i < open->n && !again; i++) again = open->at[i] == self;
-    if (again) {
+static void write_container(jv_buf *b, jv v, int depth) {
+    if (depth >= VT_JINJA_MAX_DEPTH) {
         jv_buf_puts(b, v.type == JV_LIST        ? (v.u.l->tuple ? "(...)" : "[...]")
                        : v.type == JV_NAMESPACE ? "<Namespace {...}>"
                                                 : "{...}");
         return;
     }
-    open->at[open->n++] = self;
     if (v.type == JV_LIST) {
         bool t = v.u.l->tuple;
         jv_buf_putc(b, t ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jv_buf_puts(b, ", ");
-            write_value(b, v.u.l->items[i], true, open);
+            write_value(b, v.u.l->items[i], true, depth + 1);
         }
         if (t && v.u.l->n == 1) jv_buf_putc(b, ',');
         jv_buf_putc(b, t ? ')' : ']');
@@ -520,17 +512,16 @@ static void write_container(jv_buf *b, jv v, open_containers *open) {
         jv_buf_putc(b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) jv_buf_puts(b, ", ");
-            write_value(b, v.u.d->e[i].key, true, open);
+            write_value(b, v.u.d->e[i].key, true, depth + 1);
             jv_buf_puts(b, ": ");
-            write_value(b, v.u.d->e[i].value, true, open);
+            write_value(b, v.u.d->e[i].value, true, depth + 1);
         }
         jv_buf_putc(b, '}');
         if (v.type == JV_NAMESPACE) jv_buf_putc(b, '>');
     }
-    open->n--;
 }
 
-static void write_value(jv_buf *b, jv v, bool repr, open_containers *open) {
+static void write_value(jv_buf *b, jv v, bool repr, int depth) {
     switch (v.type) {
     case JV_UNDEFINED: break;
     case JV_NONE: jv_buf_puts(b, "None"); break;
@@ -543,20 +534,14 @@ static void write_value(jv_buf *b, jv v, bool repr, open_containers *open) {
         break;
     case JV_LIST:
     case JV_DICT:
-    case JV_NAMESPACE: write_container(b, v, open); break;
+    case JV_NAMESPACE: write_container(b, v, depth); break;
     case JV_FUNC: jv_buf_puts(b, "<function>"); break;
     }
 }
 
-void jv_write_str(jv_buf *b, jv v) {
-    open_containers open = {.n = 0};
-    write_value(b, v, false, &open);
-}
+void jv_write_str(jv_buf *b, jv v) { write_value(b, v, false, 0); }
 
-void jv_write_repr(jv_buf *b, jv v) {
-    open_containers open = {.n = 0};
-    write_value(b, v, true, &open);
-}
+void jv_write_repr(jv_buf *b, jv v) { write_value(b, v, true, 0); }
 
 jv jv_to_string(jv v) {
     if (v.type == JV_STRING) return jv_incref(v);

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Write a golden file (the format of this folder's others) for a model, from
-llama.cpp through the developers' oracle harness (../shared/oracle, built by
-its build_oracle.sh into /tmp/oracle): the same three sequences as
+llama.cpp through a harness program that prints its raw logits as JSON (the
+developers' oracle harness: `HARNESS MODEL eval -t N --kv f32 --fa off
+--tokens ... [--topk K --full-last | --gen N]`): the same three sequences as
 llama-gqa-tiny-f32.json (1, 7 and 40 tokens) and 32 greedy tokens after the
 7-token one, 2 threads, f32 KV cache, flash attention off. Used for models
-added after that folder was made; a development tool, not run by the tests.
+added after this folder was made; a development tool, not run by the tests.
 
-usage: make_golden.py MODEL.gguf OUT.json [HARNESS]"""
+usage: make_golden.py HARNESS MODEL.gguf OUT.json"""
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ def harness_eval(harness, model, tokens, extra):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
-def main(model, out, harness='/tmp/oracle/llama_harness'):
+def main(harness, model, out):
     template = json.load(open(os.path.join(HERE, 'llama-gqa-tiny-f32.json')))
     sequences = []
     for seq in template['sequences']:
