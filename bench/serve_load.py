@@ -41,6 +41,15 @@ history), the later turns' TTFT p50 over the first turn's, ITL p50/p99 over
 all turns, output tok/s over the run, and, from the server's /metrics when it
 has vt's histograms, their percentiles and the prefix cache's hit share over
 this run (read before and after it: /metrics counts over the server's life).
+Per turn it also says over how long that turn's requests were sent, and
+over the run how late this client woke from a 10 ms sleep (a fraction of a
+millisecond when it has a CPU): a load generator sharing the server's CPUs
+at a lower priority (a server at nice -15, this at 0) can be starved while
+the server computes: it then reads answers late, and requests that clients
+on other machines would send together reach the server one by one (seen
+once here: a turn's 8 requests started ~250 ms apart, where at the server's
+priority they came within a step), which changes every figure it reports.
+Run it at the server's priority (bench/serve_multiturn_vs_llama.sh does).
 
 Only the Python standard library is used, so it runs wherever the tests run.
 Usage:
@@ -169,6 +178,31 @@ class CpuSteal:
         return (s1 - self.s0) / (wall * (os.cpu_count() or 1)) if wall > 0 else None
 
 
+class WakeLag(threading.Thread):
+    """How late this process wakes from a 10 ms sleep, all along the run: a
+    few hundred microseconds when it has a CPU; tens or hundreds of
+    milliseconds when the server, at a higher priority on the same CPUs,
+    starves it, and then every time this client measures is late by as much."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.lags, self.done = [], threading.Event()
+        self.start()
+
+    def run(self):
+        while not self.done.is_set():
+            t = time.perf_counter()
+            time.sleep(0.01)
+            self.lags.append(time.perf_counter() - t - 0.01)
+
+    def stop(self):
+        self.done.set()
+        self.join()
+
+    def percentile_ms(self, p):
+        return percentile(self.lags, p) * 1e3
+
+
 def steal_text(share):
     return "-" if share is None else "%.1f%%" % (100 * share)
 
@@ -207,7 +241,7 @@ def run_level(url, body, headers, clients, duration):
 
 
 def stream_chat(url, headers, body):
-    """One streamed chat request: (ttft s, [gaps s], text, usage)."""
+    """One streamed chat request: (sent at s, ttft s, [gaps s], text, usage)."""
     conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=1800)
     t0 = time.perf_counter()
     conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
@@ -233,7 +267,7 @@ def stream_chat(url, headers, body):
     conn.close()
     if usage is None:
         raise RuntimeError("stream ended without usage")
-    return ttft, gaps, "".join(parts), usage
+    return t0, ttft, gaps, "".join(parts), usage
 
 
 class Conversation(threading.Thread):
@@ -245,6 +279,7 @@ class Conversation(threading.Thread):
         self.system, self.turns = system, turns
         self.max_tokens, self.temperature = max_tokens, temperature
         self.ttft = []  # per turn
+        self.sent = []  # per turn: when its request went out (perf_counter)
         self.prompt_tokens, self.cached_tokens = [], []  # per turn, from the response's usage
         self.gaps = []
         self.tokens = 0
@@ -259,7 +294,8 @@ class Conversation(threading.Thread):
                 body = {"model": "vt", "messages": messages, "max_tokens": self.max_tokens,
                         "temperature": self.temperature, "stream": True,
                         "stream_options": {"include_usage": True}}
-                ttft, gaps, text, usage = stream_chat(self.url, self.headers, body)
+                sent, ttft, gaps, text, usage = stream_chat(self.url, self.headers, body)
+                self.sent.append(sent)
                 self.ttft.append(ttft if ttft is not None else float("nan"))
                 self.gaps.extend(gaps)
                 self.tokens += usage["completion_tokens"]
@@ -346,6 +382,7 @@ def run_conversations(args, url, headers):
     system = system_prompt(args.system_words)
     metrics_before = read_metrics(url, headers)
     steal = CpuSteal()
+    lag = WakeLag()
     t0 = time.perf_counter()
     convs = [Conversation(url, headers, system, i, args.turns, args.max_tokens, args.temperature)
              for i in range(args.conversations)]
@@ -359,10 +396,13 @@ def run_conversations(args, url, headers):
         v = [c.ttft[t] for c in convs if len(c.ttft) > t]
         prompt = sum(c.prompt_tokens[t] for c in convs if len(c.prompt_tokens) > t)
         cached = sum(c.cached_tokens[t] for c in convs if len(c.cached_tokens) > t)
+        sent = [c.sent[t] for c in convs if len(c.sent) > t]
         by_turn.append({"turn": t + 1, "n": len(v), "ttft_p50_ms": percentile(v, 50) * 1e3,
-                        "ttft_p99_ms": percentile(v, 99) * 1e3, "prompt_tokens": prompt, "cached_tokens": cached})
+                        "ttft_p99_ms": percentile(v, 99) * 1e3, "prompt_tokens": prompt, "cached_tokens": cached,
+                        "sent_over_ms": (max(sent) - min(sent)) * 1e3 if sent else float("nan")})
     later = [c.ttft[t] for c in convs for t in range(1, len(c.ttft))]
     gaps = [g for c in convs for g in c.gaps]
+    lag.stop()
     result = {
         "conversations": args.conversations, "turns": args.turns, "system_words": args.system_words,
         "max_tokens": args.max_tokens, "wall_s": wall,
@@ -373,6 +413,7 @@ def run_conversations(args, url, headers):
         "later_over_first_turn_p50": percentile(later, 50) / percentile([c.ttft[0] for c in convs if c.ttft], 50)
         if later else float("nan"),
         "itl_p50_ms": percentile(gaps, 50) * 1e3, "itl_p99_ms": percentile(gaps, 99) * 1e3,
+        "client_wake_lag_p99_ms": lag.percentile_ms(99), "client_wake_lag_max_ms": lag.percentile_ms(100),
         "cpu_steal_share": steal.share(),
         "server_metrics": metrics_since(url, headers, metrics_before),
         "errors": [e for c in convs for e in c.errors],
@@ -384,10 +425,13 @@ def run_conversations(args, url, headers):
               "output %.1f tok/s" % (args.conversations, args.turns, args.system_words, args.max_tokens, wall,
                                      result["output_tok_s"]))
         for b in by_turn:
-            print("  turn %d: TTFT p50 %8.0f ms  p99 %8.0f ms  (%d requests; %d prompt tokens, %d of them cached)" %
-                  (b["turn"], b["ttft_p50_ms"], b["ttft_p99_ms"], b["n"], b["prompt_tokens"], b["cached_tokens"]))
+            print("  turn %d: TTFT p50 %8.0f ms  p99 %8.0f ms  (%d requests sent over %.0f ms; %d prompt tokens, "
+                  "%d of them cached)" % (b["turn"], b["ttft_p50_ms"], b["ttft_p99_ms"], b["n"], b["sent_over_ms"],
+                                          b["prompt_tokens"], b["cached_tokens"]))
         print("  later turns' TTFT p50 %.0f ms = %.3f x the first turn's" %
               (result["later_turns_ttft_p50_ms"], result["later_over_first_turn_p50"]))
+        print("  this client's 10 ms sleeps woke late by p99 %.1f ms, at most %.1f ms (tens of ms: it was starved)" %
+              (result["client_wake_lag_p99_ms"], result["client_wake_lag_max_ms"]))
         print("  ITL p50 %.1f ms  p99 %.1f ms; CPU stolen by the hypervisor: %s" %
               (result["itl_p50_ms"], result["itl_p99_ms"], steal_text(result["cpu_steal_share"])))
         m = result["server_metrics"]

@@ -16,7 +16,10 @@
 #     LLAMA_SERVER  ik_llama.cpp's llama-server (build: bench/prefill_vs_ik.sh)
 #   env: CONVERSATIONS (8), TURNS (3), SLOTS (4), THREADS (2), MAX_TOKENS (32),
 #        SYSTEM_WORDS (1150), CTX (16384: the KV pool; llama-server: CTX/SLOTS a slot),
-#        NICE (0: run both servers at this niceness, e.g. -15 on a shared machine),
+#        NICE (0: run both servers, and the load generator, at this niceness,
+#        e.g. -15 on a shared machine; the load generator stands for clients
+#        on other machines, and below the servers' priority it is starved
+#        while they compute: see serve_load.py),
 #        TEMPERATURE (0.8, as chat clients sample; 0 is greedy — on a random
 #        model a greedy answer repeats one token whose text re-tokenizes
 #        differently when the client sends it back, so no server's cache can
@@ -41,7 +44,7 @@ echo "model: $MODEL; $C conversations x $T turns, system prompt $WORDS words, $M
 echo "== vt serve: $VT serve -m MODEL -t $THREADS --max-seqs $SLOTS -c $CTX"
 serve_start "$SERVE_DIR/vt.log" 18131 nice -n "$NICE" "$VT" serve -m "$MODEL" --port 18131 -t "$THREADS" \
     --max-seqs "$SLOTS" -c "$CTX"
-python3 "$here/serve_load.py" --url http://127.0.0.1:18131 --conversations "$C" --turns "$T" \
+nice -n "$NICE" python3 "$here/serve_load.py" --url http://127.0.0.1:18131 --conversations "$C" --turns "$T" \
     --system-words "$WORDS" --max-tokens "$MAXTOK" --temperature "$TEMP"
 serve_stop
 
@@ -49,7 +52,7 @@ echo "== ik_llama.cpp llama-server: $LLAMA_SERVER -m MODEL -t $THREADS -np $SLOT
 # shellcheck disable=SC2086 # LLAMA_ARGS is a list of arguments
 serve_start "$SERVE_DIR/llama.log" 18132 nice -n "$NICE" "$LLAMA_SERVER" -m "$MODEL" --port 18132 -t "$THREADS" \
     -np "$SLOTS" -c "$CTX" $LLAMA_ARGS
-python3 "$here/serve_load.py" --url http://127.0.0.1:18132 --conversations "$C" --turns "$T" \
+nice -n "$NICE" python3 "$here/serve_load.py" --url http://127.0.0.1:18132 --conversations "$C" --turns "$T" \
     --system-words "$WORDS" --max-tokens "$MAXTOK" --temperature "$TEMP"
 serve_stop
 echo "done $(uptime)"
