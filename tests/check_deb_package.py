@@ -5,7 +5,8 @@ Builds the packages from the build folder into a temporary folder, then checks
 with dpkg-deb what an operator gets: each package's name and Depends (the
 Debian libraries the binaries link, the pinned libvt/vt of libvt-dev), the
 file list (/usr/bin/vt, every built backend in /usr/lib/vt, the headers,
-vt.pc, the CMake package, the systemd unit, the ini files as conffiles), and
+vt.pc, the CMake package, the systemd unit, the ini files as conffiles, each
+package's /usr/share/doc/PACKAGE/copyright), and
 nothing outside /usr, /etc and /lib/systemd. Then it extracts all three into a
 scratch root (dpkg-deb -x: no root rights needed) and runs the extracted vt
 with an empty environment: `vt version`, `vt backends` (every backend loaded
@@ -118,8 +119,11 @@ def main():
         for f in ["/usr/include/vt/" + h for h in headers] + [
                 "/usr/lib/pkgconfig/vt.pc", "/usr/lib/cmake/vt/vtConfig.cmake", "/usr/lib/cmake/vt/vtTargets.cmake"]:
             check(f in dev_files, "libvt-dev: no %s in the package" % f)
+        for name, got in (("vt-llm", vt_files), ("libvt", lib_files), ("libvt-dev", dev_files)):
+            check("/usr/share/doc/%s/copyright" % name in got, "%s: no /usr/share/doc/%s/copyright" % (name, name))
         for f in vt_files | lib_files | dev_files:
-            check(f.startswith(("/usr/bin/", "/usr/lib/", "/usr/include/", "/etc/vt/", "/lib/systemd/system/"))
+            check(f.startswith(("/usr/bin/", "/usr/lib/", "/usr/include/", "/etc/vt/", "/lib/systemd/system/",
+                                "/usr/share/doc/"))
                   and not f.startswith("/usr/local"), "file outside the package layout: %s" % f)
 
         root = os.path.join(tmp, "root")
