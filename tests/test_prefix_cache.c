@@ -416,6 +416,47 @@ static void test_undoing_stored_tokens(void) {
     vt_kv_cache_free(c);
 }
 
+/* Truncating into a block that a later block was filed under (a first
+ * chunk filled two blocks, the second chunk failed): the block is written
+ * again with other tokens, so what was filed as its child no longer
+ * continues it, whatever the chain keys say: the parent's generation moved
+ * on, and the child's parent check (parent block and its generation)
+ * refuses it without relying on the 64-bit key. */
+static void test_truncate_orphans_children(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 64, &c, NULL), VT_OK); /* 16 blocks of 4 */
+    const int32_t x[10] = {7, 1, 2, 3, 4, 5, 6, 8, 9, 9}, y[10] = {7, 9, 2, 3, 4, 5, 6, 8, 9, 9};
+    vt_kv_seq s = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &s, 1, NULL), VT_OK);
+    compute(c, &s, x, 0, 1);
+    vt_kv_seq_commit(c, &s, x, 1);
+    CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &s, 9, NULL), VT_OK);
+    compute(c, &s, x, 1, 8);
+    vt_kv_seq_commit(c, &s, x + 1, 8); /* blocks 0 and 1 full and filed, 1 under 0 */
+    const int32_t b0 = s.block_table[0], b1 = s.block_table[1];
+    CU_ASSERT_FATAL(c->blocks[b0].filed && c->blocks[b1].filed);
+    CU_ASSERT_EQUAL(c->blocks[b1].parent, b0);
+    vt_kv_seq_truncate(c, &s, 1);
+    CU_ASSERT_EQUAL(s.block_table[0], b0); /* ours alone: written again in place */
+    const bool still_continues = c->blocks[b1].filed && c->blocks[b1].parent == b0 &&
+                                 c->blocks[b1].parent_gen == c->blocks[b0].gen;
+    CU_ASSERT_FALSE(still_continues);
+    CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &s, 3, NULL), VT_OK);
+    compute(c, &s, y, 1, 3);
+    vt_kv_seq_commit(c, &s, y + 1, 3); /* block 0 now holds y's first 4 tokens, filed */
+    vt_kv_seq n = {0};
+    const int64_t hit = vt_kv_seq_attach_prefix(c, &n, y, 10);
+    CU_ASSERT_EQUAL(hit, 4); /* y's first block, and nothing of x's second */
+    for (int64_t p = 0; p < hit; p++) {
+        int64_t slot;
+        vt_kv_seq_slots(c, &n, p, 1, &slot);
+        CU_ASSERT_EQUAL(((uint32_t *)c->k[0])[slot * 8], prefix_hash(y, p + 1));
+    }
+    vt_kv_seq_release(c, &n);
+    vt_kv_seq_release(c, &s);
+    vt_kv_cache_free(c);
+}
+
 /* ---- through the engine ---- */
 
 #define PROMPT_LEN 40 /* two full blocks of 16 and a partial one */
@@ -694,6 +735,40 @@ static void test_shared_beginning_computed_once(void) {
     }
 }
 
+/* vt_sched_n_admit_next (what vt serve publishes as running and waiting,
+ * and checks a full queue by) predicts what the step starts: of three
+ * requests queued together with one 99-token beginning not cached yet, and
+ * budget for all three, only the first starts; the others wait for its
+ * blocks, then start together. */
+static void test_admission_prediction_with_blocks_in_flight(void) {
+    char m[1024];
+    vt_fixture f;
+    CU_ASSERT_TRUE_FATAL(open_engine(&f, model_path("qwen3-tiny-q4_k_m", m, sizeof m), "reference", VT_F16, 4));
+    vt_sched *s = NULL;
+    vt_error err = {0};
+    const vt_sched_options so = {.max_waiting = 8, .token_budget = 0, .prefill_chunk = 0};
+    CU_ASSERT_EQUAL_FATAL(vt_sched_create(f.engine, &so, &s, &err), VT_OK);
+    int32_t prompts[3][100];
+    for (int r = 0; r < 3; r++) {
+        prompt_tokens(prompts[r], 99, 5);
+        prompt_tokens(prompts[r] + 99, 1, 6 + r);
+        const vt_sched_request q = {.prompt = prompts[r], .n_prompt = 100, .max_new_tokens = 4,
+                                    .sampler = {0, 0, 1.0f, 0.0f, 1}};
+        uint64_t id;
+        CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q, &id, &err), VT_OK);
+    }
+    static const int32_t want[2] = {1, 2};
+    for (int k = 0; k < 2; k++) {
+        const int32_t predicted = vt_sched_n_admit_next(s);
+        vt_sched_step_info info;
+        CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+        CU_ASSERT_EQUAL(info.n_admitted, want[k]);
+        CU_ASSERT_EQUAL(predicted, info.n_admitted);
+    }
+    vt_sched_free(s);
+    vt_fixture_close(&f);
+}
+
 /* --explain says whether the cache is on, and why it is off: the setting,
  * or plans whose phases compute differently (onednn's prefill matmuls). */
 static void test_explain_says_why(void) {
@@ -733,6 +808,7 @@ int main(void) {
         {"partial matches copy the positions of a tail or a full block", test_partial_blocks},
         {"a block computed again is kept once", test_same_block_kept_once},
         {"undoing stored tokens files nothing stale, writes on nothing shared", test_undoing_stored_tokens},
+        {"truncating into a block orphans the blocks filed under it", test_truncate_orphans_children},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo engine_tests[] = {
@@ -741,6 +817,8 @@ int main(void) {
         {"scheduler: the same tokens with the cache on and off", test_scheduler_same_tokens},
         {"scheduler: requests arriving together compute their shared beginning once",
          test_shared_beginning_computed_once},
+        {"the admission prediction counts requests waiting for blocks in flight",
+         test_admission_prediction_with_blocks_in_flight},
         {"--explain says whether it is on, and why not", test_explain_says_why},
         CU_TEST_INFO_NULL,
     };

@@ -321,6 +321,11 @@ static void preemption_completes_every_request(const char *backend) {
     CU_ASSERT_EQUAL(st.n_preemptions, per_request);
     CU_ASSERT_EQUAL(st.n_preemptions, t.preempted);
     CU_ASSERT(st.n_recomputed >= 1);
+    /* the prefix cache's counts are of the prompts, each once: a
+     * recomputation finds its own blocks again, which is no prompt hit */
+    CU_ASSERT_FATAL(vt_engine_kv_cache(e)->prefix_cache);
+    CU_ASSERT_EQUAL(st.n_prompt_looked_up, lens[0] + lens[1] + lens[2] + lens[3]);
+    CU_ASSERT_EQUAL(st.n_prompt_hit, 0); /* four different prompts */
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), all_free);
     vt_sched_free(s);
     vt_engine_free(e);

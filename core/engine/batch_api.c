@@ -422,8 +422,8 @@ void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *out) {
         .enabled = c->prefix_cache,
         .cached_blocks = c->n_filed,
         .evictable_blocks = c->n_evictable,
-        .hit_tokens = c->hit_tokens,
-        .query_tokens = c->query_tokens,
+        .hit_tokens = vt_sched_get_stats(b->sched).n_prompt_hit,
+        .query_tokens = vt_sched_get_stats(b->sched).n_prompt_looked_up,
     };
     memcpy(out, &s, out->struct_size < sizeof s ? out->struct_size : sizeof s);
 }

@@ -405,7 +405,6 @@ static void take_filed(vt_kv_cache *c, void *arg, int32_t block, uint64_t key) {
 
 int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n) {
     if (seq->n_tokens != 0 || seq->n_blocks != 0 || !c->prefix_cache) return 0;
-    c->query_tokens += n;
     if (n < 2) return 0;
     if (!seq_room(seq, (n - 1) / c->block_size + 1)) return 0; /* no memory for the table: compute it all */
     uint64_t key;
@@ -421,7 +420,6 @@ int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *t
         seq->block_table[seq->n_blocks++] = to;
         seq->n_tokens += m;
     }
-    c->hit_tokens += seq->n_tokens;
     return seq->n_tokens;
 }
 
@@ -469,6 +467,9 @@ void vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n) {
     const int32_t b = seq->block_table[lb];
     if (c->blocks[b].ref == 1) { /* ours alone: its later positions are written again under another key */
         unfile(c, b);
+        /* a new generation, as take_block gives: blocks filed as its
+         * children describe contents it will no longer hold */
+        c->blocks[b].gen++;
         return;
     }
     /* Shared: stored tokens filled it and it was the same as a filed block,

@@ -71,8 +71,6 @@ typedef struct vt_kv_cache {
     int32_t n_evictable;
     int32_t max_evictable; /* the most evictable blocks kept (vt_kv_cache_set_cache_budget); -1 = no limit */
     int32_t n_filed;
-    int64_t hit_tokens;   /* prompt tokens taken from filed blocks, since creation */
-    int64_t query_tokens; /* prompt tokens looked up */
 } vt_kv_cache;
 
 typedef struct vt_kv_seq {

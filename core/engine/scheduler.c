@@ -96,6 +96,7 @@ struct vt_sched {
     int64_t plan_budget;  /* tokens still unplanned */
     vt_step_entry *entries;
     int32_t *sampled; /* [max_seqs] entry i's token, or NO_LOGITS */
+    int64_t *admit_hit; /* [max_seqs] vt_sched_n_admit_next: the hits of the requests it counts */
     vt_token_trie *trie; /* the vocabulary's token texts, built for the first request with a grammar */
 
     vt_sched_stats stats;
@@ -294,10 +295,11 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     s->plan_n = malloc(seqs * sizeof *s->plan_n);
     s->entries = malloc(seqs * sizeof *s->entries);
     s->sampled = malloc(seqs * sizeof *s->sampled);
+    s->admit_hit = malloc(seqs * sizeof *s->admit_hit);
     s->cap_token_bytes = 64; /* grown when a token renders to more */
     s->token_bytes = malloc(s->cap_token_bytes);
     if (!s->token_bytes || !s->waiting || !s->running || !s->slot_owner || !s->plan_req || !s->plan_n || !s->entries ||
-        !s->sampled) {
+        !s->sampled || !s->admit_hit) {
         vt_sched_free(s);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
@@ -319,6 +321,7 @@ void vt_sched_free(vt_sched *s) {
     free(s->plan_n);
     free(s->entries);
     free(s->sampled);
+    free(s->admit_hit);
     free(s->token_bytes);
     vt_token_trie_free(s->trie);
     free(s);
@@ -635,17 +638,22 @@ static bool plan_running(vt_sched *s, bool one_token, bool preempt, vt_sched_ste
  * to be filed rather than compute the same tokens beside it (two requests
  * arriving together with one system prompt compute it once). The running
  * request makes progress every step, so the wait ends. */
+/* Whether q, a request with q_computed tokens computed, is still computing
+ * whole blocks r's prompt begins with beyond r's hit. */
+static bool computes_blocks_of(const vt_sched *s, const request *q, int64_t q_computed, const request *r,
+                               int64_t hit) {
+    if (q_computed >= q->n_prompt) return false; /* its prompt's blocks are filed */
+    const int64_t n = min64(q->n_prompt, total_tokens(r) - 1);
+    int64_t same = 0;
+    while (same < n && q->tokens[same] == r->tokens[same]) same++;
+    const int64_t whole = same / s->block_size * s->block_size;
+    return whole > hit && q_computed < whole;
+}
+
 static bool shares_blocks_in_flight(const vt_sched *s, const request *r, int64_t hit) {
     if (!vt_engine_kv_cache(s->engine)->prefix_cache) return false;
-    for (int32_t i = 0; i < s->n_running; i++) {
-        const request *q = s->running[i];
-        if (q->n_computed >= q->n_prompt) continue; /* its prompt's blocks are filed */
-        const int64_t n = min64(q->n_prompt, total_tokens(r) - 1);
-        int64_t same = 0;
-        while (same < n && q->tokens[same] == r->tokens[same]) same++;
-        const int64_t whole = same / s->block_size * s->block_size;
-        if (whole > hit && q->n_computed < whole) return true;
-    }
+    for (int32_t i = 0; i < s->n_running; i++)
+        if (computes_blocks_of(s, s->running[i], s->running[i]->n_computed, r, hit)) return true;
     return false;
 }
 
@@ -686,7 +694,13 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         r->slot = slot;
         r->state = VT_SCHED_RUNNING;
         r->n_computed = vt_engine_seq_attach_prefix(s->engine, slot, r->tokens, total_tokens(r));
-        if (r->n_preemptions == 0) r->n_cached = r->n_computed;
+        if (r->n_preemptions == 0) {
+            r->n_cached = r->n_computed;
+            if (vt_engine_kv_cache(s->engine)->prefix_cache) {
+                s->stats.n_prompt_looked_up += r->n_prompt;
+                s->stats.n_prompt_hit += min64(r->n_computed, r->n_prompt);
+            }
+        }
         vt_log(VT_LOG_DEBUG, "sched", "sequence %llu starts: %lld tokens, %lld of them from the prefix cache",
                (unsigned long long)r->id, (long long)total_tokens(r), (long long)r->n_computed);
         s->running[s->n_running++] = r;
@@ -755,6 +769,15 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
             int32_t blocks;
             const int64_t n = admission_tokens(s, r, s->n_running + n_admit, &hit, &blocks);
             if (n == 0) break;
+            /* a request the step starts computes from its hit on: a later
+             * one sharing blocks beyond its own hit waits for them, as in
+             * the step (admission_tokens sees only the running ones) */
+            bool waits = false;
+            for (int32_t k = 0; k < n_admit && !waits; k++)
+                waits = vt_engine_kv_cache(s->engine)->prefix_cache &&
+                        computes_blocks_of(s, s->waiting[k], s->admit_hit[k], r, hit);
+            if (waits) break;
+            s->admit_hit[n_admit] = hit;
             /* as plan_add would after the prefix is attached (two waiting
              * requests sharing an evictable prefix count its blocks twice
              * here, once in the step: the prediction can only be short) */

@@ -254,8 +254,9 @@ typedef struct vt_batch_cache_stats {
                               * differently (--explain says which) */
     int32_t cached_blocks;   /* KV blocks filed in the cache, held by requests or not */
     int32_t evictable_blocks; /* of those, held by none: reclaimed (least recently used first) when needed */
-    int64_t hit_tokens;      /* prompt tokens taken from the cache since the batch opened */
-    int64_t query_tokens;    /* prompt tokens looked up in it */
+    int64_t hit_tokens;      /* prompt tokens taken from the cache since the batch opened (by requests
+                              * starting: not recomputations after preemption, not forked choices) */
+    int64_t query_tokens;    /* prompt tokens looked up in it (the same requests' whole prompts) */
 } vt_batch_cache_stats;
 
 /* Greedy, filters off, seed 0, max_new_tokens 16, the model's stop ids, no prompt. */
