@@ -85,10 +85,11 @@ static const json_value *choice0(const json_value *v) {
 }
 
 /* The error answer: status, and error.message/type present, error.param as
- * expected (NULL = null); error.code null but on a 503 (which says which). */
-static void assert_error(const serve_reply *r, long status, const char *param) {
+ * expected (NULL = null); error.code as OpenAI's for the case (NULL: null,
+ * but on a 503, which says which). */
+static void assert_error_as(const serve_reply *r, long status, const char *param, const char *code) {
     CU_ASSERT_EQUAL(r->status, status);
-    if (status != 503) assert_error_code(r, NULL);
+    if (status != 503 || code) assert_error_code(r, code);
     json_value v;
     CU_ASSERT_FATAL(parse(r, &v));
     const json_value *msg = path_get(&v, "error", "message"), *type = path_get(&v, "error", "type"),
@@ -104,6 +105,10 @@ static void assert_error(const serve_reply *r, long status, const char *param) {
         CU_ASSERT(p->type == JSON_NULL);
     }
     json_free(&v);
+}
+
+static void assert_error(const serve_reply *r, long status, const char *param) {
+    assert_error_as(r, status, param, NULL);
 }
 
 /* A greedy /v1/completions: its text (malloc'ed), finish reason and usage. */
@@ -199,7 +204,7 @@ static void test_health_models_metrics(void) {
     json_free(&v);
     serve_reply_free(&r);
     r = serve_http(&main_srv, NULL, "/v1/models/other", NULL, KEY);
-    assert_error(&r, 404, "model");
+    assert_error_as(&r, 404, "model", "model_not_found");
     serve_reply_free(&r);
     r = serve_http(&main_srv, NULL, "/v1/models/tiny", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 401);
@@ -473,11 +478,11 @@ static void test_bad_input(void) {
 
 static void test_auth_and_routes(void) {
     serve_reply r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", NULL);
-    assert_error(&r, 401, NULL);
+    assert_error_as(&r, 401, NULL, "invalid_api_key");
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "WWW-Authenticate"));
     serve_reply_free(&r);
     r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", "wrong");
-    assert_error(&r, 401, NULL);
+    assert_error_as(&r, 401, NULL, "invalid_api_key");
     serve_reply_free(&r);
     r = serve_http(&main_srv, NULL, "/v1/nothing", NULL, KEY);
     assert_error(&r, 404, NULL);
@@ -549,7 +554,7 @@ static void test_body_limit_and_context(void) {
     for (size_t i = 0; i < words; i++) strcat(longp, " cat 7");
     strcat(longp, "\"}");
     r = post(&main_srv, "/v1/completions", longp);
-    assert_error(&r, 400, "prompt");
+    assert_error_as(&r, 400, "prompt", "context_length_exceeded");
     CU_ASSERT(r.body.s && strstr(r.body.s, "512") && strstr(r.body.s, "tokens"));
     serve_reply_free(&r);
     free(longp);
@@ -572,7 +577,7 @@ static void test_body_limit_and_context(void) {
             CU_ASSERT_EQUAL(r.status, 200);
             CU_ASSERT(r.body.s && strstr(r.body.s, "\"completion_tokens\":1") && strstr(r.body.s, "\"length\""));
         } else {
-            assert_error(&r, 400, "prompt");
+            assert_error_as(&r, 400, "prompt", "context_length_exceeded");
             CU_ASSERT(r.body.s && strstr(r.body.s, "room for the answer"));
         }
         serve_reply_free(&r);

@@ -5,7 +5,9 @@
  * reach the template as an object, a tool result, chat_template_kwargs'
  * enable_thinking false), a chat completion through it, 400s naming the
  * field for bad arguments and for what the built-in templates cannot render,
- * a template's raise_exception as a 400 naming its line, and one BOS when a
+ * a template's raise_exception as a 400 naming its line, tools, tool calls
+ * and tool results refused by a template that would drop them from the
+ * prompt (Phi-3.5's), and one BOS when a
  * template writes bos_token itself (Llama 3.1's on a Llama vocabulary).
  * Needs python3-jinja2 for the expected prompt (bash .ci/install-deps). */
 #include <stdio.h>
@@ -127,11 +129,17 @@ static void test_model_template_renders_as_jinja2_and_serves(void) {
     free(object);
     serve_reply_free(&r);
 
+    /* arguments that are not JSON (a model's, cut short) are taken as
+     * OpenAI takes them, and reach the template as the string */
     r = serve_http(&s, "POST", "/apply-template",
-                   "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", \"function\": "
-                   "{\"name\": \"f\", \"arguments\": \"{not json\"}}]}]}",
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"tool_calls\": "
+                   "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{not json\"}}]}]}",
                    NULL);
-    assert_refused_field(&r, "messages[0].tool_calls[0].function.arguments");
+    CU_ASSERT_EQUAL(r.status, 200);
+    prompt = serve_field(&r, "prompt", NULL);
+    CU_ASSERT(prompt && strstr(prompt, "\"arguments\": {not json}"));
+    if (prompt && !strstr(prompt, "\"arguments\": {not json}")) printf("\n  prompt: %s\n", prompt);
+    free(prompt);
     serve_reply_free(&r);
 
     r = serve_http(&s, "POST", "/apply-template",
@@ -160,6 +168,44 @@ static void test_builtin_template_refuses_what_it_cannot_render(void) {
     char *prompt = serve_field(&r, "prompt", NULL);
     CU_ASSERT(prompt && strcmp(prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n") == 0);
     free(prompt);
+    serve_reply_free(&r);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+}
+
+/* A template that writes no tools, tool calls or tool results (Phi-3.5's
+ * has branches for system, user and assistant only): a request carrying
+ * them is refused naming the part the model would never see, not answered
+ * as if it had not sent it; a plain chat renders. */
+static void test_template_ignoring_tools_refuses_them(void) {
+    static const char *const args[] = {"--chat-template-file", TEMPLATES "microsoft-Phi-3.5-mini-instruct.jinja", "-c",
+                                       "512", NULL};
+    serve_server s;
+    CU_ASSERT_FATAL(serve_start(&s, "qwen3-tiny-f32.gguf", "chat-template-no-tools.log", args));
+    serve_reply r = serve_http(&s, "POST", "/apply-template", "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}",
+                               NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
+    static const struct {
+        const char *body, *param;
+    } cases[] = {
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], \"tools\": [{\"type\": \"function\", "
+         "\"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\"}}}]}",
+         "tools"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"tool_calls\": "
+         "[{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{}\"}}]}]}",
+         "messages[1].tool_calls"},
+        {"{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}, {\"role\": \"assistant\", \"content\": "
+         "\"Looking.\"}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"21 C\"}]}",
+         "messages[2]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        r = serve_http(&s, "POST", "/apply-template", cases[i].body, NULL);
+        assert_refused_field(&r, cases[i].param);
+        CU_ASSERT(r.body.s && strstr(r.body.s, "this chat template does not write"));
+        serve_reply_free(&r);
+    }
+    r = serve_http(&s, "POST", "/v1/chat/completions", cases[0].body, NULL);
+    assert_refused_field(&r, "tools");
     serve_reply_free(&r);
     CU_ASSERT_EQUAL(serve_stop(&s), 0);
 }
@@ -233,6 +279,7 @@ int main(void) {
         {"the model's template renders as jinja2 and serves", test_model_template_renders_as_jinja2_and_serves},
         {"a built-in template refuses what it cannot render", test_builtin_template_refuses_what_it_cannot_render},
         {"a template's BOS once, its errors name the line", test_template_bos_once_and_its_errors_name_the_line},
+        {"a template that ignores tools refuses them", test_template_ignoring_tools_refuses_them},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve chat template", NULL, NULL, tests);

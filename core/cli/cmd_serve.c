@@ -152,6 +152,58 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
 
 /* ---- chat rendering (the HTTP side calls it; no vt_batch involved) ---- */
 
+/* The parts of a chat a template may ignore. */
+typedef enum chat_part { PART_TOOLS, PART_TOOL_CALLS, PART_TOOL_RESULTS } chat_part;
+
+/* Whether the template renders ji the same with one part of it left out
+ * (its tools, the tool calls of its assistant messages, its tool messages):
+ * then the template ignores that part, and the request would be answered as
+ * if it had not sent it. A render that fails counts as different. */
+static bool renders_without(const vt_chat_source *c, vt_chat_jinja_input ji, const char *text, size_t len,
+                            chat_part part) {
+    json_t *messages = NULL;
+    if (part == PART_TOOLS) {
+        ji.tools = NULL;
+    } else {
+        messages = json_array();
+        if (!messages) return false;
+        size_t i;
+        json_t *m;
+        json_array_foreach(ji.messages, i, m) {
+            if (part == PART_TOOL_RESULTS && strcmp(json_string_value(json_object_get(m, "role")), "tool") == 0)
+                continue;
+            json_t *kept = json_copy(m); /* shallow: only its tool_calls key may go */
+            if (!kept || json_array_append_new(messages, kept)) {
+                json_decref(messages);
+                return false;
+            }
+            if (part == PART_TOOL_CALLS) json_object_del(kept, "tool_calls");
+        }
+        ji.messages = messages;
+    }
+    char *other = NULL, msg[400];
+    size_t other_len = 0;
+    const bool same = vt_chat_jinja_render(c->jinja, &ji, &other, &other_len, msg, sizeof msg) && other_len == len &&
+                      memcmp(other, text, len) == 0;
+    free(other);
+    json_decref(messages);
+    return same;
+}
+
+/* The first message of the chat with tool calls (part PART_TOOL_CALLS) or
+ * of role tool (PART_TOOL_RESULTS), or -1. */
+static long first_with(const json_t *messages, chat_part part) {
+    size_t i;
+    const json_t *m;
+    json_array_foreach(messages, i, m) {
+        const json_t *calls = json_object_get(m, "tool_calls");
+        if (part == PART_TOOL_CALLS && json_is_array(calls) && json_array_size(calls) > 0) return (long)i;
+        if (part == PART_TOOL_RESULTS && strcmp(json_string_value(json_object_get(m, "role")), "tool") == 0)
+            return (long)i;
+    }
+    return -1;
+}
+
 static char *render_jinja(const vt_chat_source *c, const vt_serve_request *req, bool *add_bos, int *status, char *err,
                           size_t err_size) {
     const json_t *in = req->chat_input;
@@ -168,6 +220,26 @@ static char *render_jinja(const vt_chat_source *c, const vt_serve_request *req, 
          * order, ...); any other failure is the template's own. */
         *status = strstr(msg, "the template raised") ? 400 : 500;
         snprintf(err, err_size, "the chat template failed: %s", msg);
+        return NULL;
+    }
+    /* Tools or tool calls the template does not write into the prompt are
+     * refused, as the built-in templates refuse them: never dropped. */
+    const bool has_tools = json_is_array(ji.tools) && json_array_size(ji.tools) > 0;
+    const long calls = first_with(ji.messages, PART_TOOL_CALLS), results = first_with(ji.messages, PART_TOOL_RESULTS);
+    if (has_tools && renders_without(c, ji, text, len, PART_TOOLS))
+        snprintf(err, err_size, "tools: this chat template does not write the tools into the prompt, so the model "
+                 "would never see them; use a template that renders tools (--chat-template-file)");
+    else if (calls >= 0 && renders_without(c, ji, text, len, PART_TOOL_CALLS))
+        snprintf(err, err_size, "messages[%ld].tool_calls: this chat template does not write tool calls into the "
+                 "prompt; use a template that renders them (--chat-template-file)", calls);
+    else if (results >= 0 && renders_without(c, ji, text, len, PART_TOOL_RESULTS))
+        snprintf(err, err_size, "messages[%ld]: this chat template does not write tool results (role tool) into the "
+                 "prompt; use a template that renders them (--chat-template-file)", results);
+    else
+        err[0] = 0;
+    if (err[0]) {
+        free(text);
+        *status = 400;
         return NULL;
     }
     /* As transformers and vLLM tokenize a rendered chat: no BOS added, the

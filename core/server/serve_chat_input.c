@@ -3,7 +3,8 @@
  * and llama-server hand to the template: messages with their role (developer
  * read as system), content as a string (text parts joined, null as ""), name,
  * tool_call_id, reasoning_content, and tool_calls whose function.arguments
- * (a JSON string from OpenAI clients) are parsed into an object; tools as
+ * (a JSON string from OpenAI clients) are parsed into an object (a string
+ * that is not JSON stays the string); tools as
  * given; chat_template_kwargs' keys as extra variables. */
 #include <jansson.h>
 #include <stdio.h>
@@ -33,10 +34,13 @@ static bool tool_calls(const json_t *calls, size_t i, json_t *out_msg, vt_serve_
         if (!args) parsed = json_object();
         else if (json_is_object(args)) parsed = json_deep_copy(args);
         else if (json_is_string(args)) {
+            /* Arguments a model wrote that are not JSON (cut short, or
+             * malformed) come back as it wrote them, as OpenAI takes them:
+             * the template gets the string, which templates write as is. */
             json_error_t jerr;
             parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, &jerr);
-            if (!parsed)
-                return vt_serve_fail(err, 400, INVALID, param, "%s: not valid JSON: %s", param, jerr.text);
+            if (!parsed) parsed = json_deep_copy(args);
+            if (!parsed) return oom(err);
         } else return vt_serve_fail(err, 400, INVALID, param, "%s: expected a JSON string or an object", param);
         json_t *id = json_object_get(c, "id");
         json_t *call = json_pack("{s:s, s:{s:O, s:o}}", "type", "function", "function", "name", name, "arguments", parsed);

@@ -277,6 +277,7 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
                       "%s: the prompt has %zu tokens but the context holds %lld, which must leave room for the answer "
                       "(start vt serve with a larger -c)",
                       param, n, (long long)e->n_ctx);
+        err.code = "context_length_exceeded"; /* OpenAI's code for it */
         free(owned);
         finish_failed(e, job, &err, true);
         return;

@@ -153,8 +153,14 @@ static enum MHD_Result render_failed(struct MHD_Connection *c, request_ctx *rq, 
         const size_t n = strlen(fields[i]);
         if (strncmp(msg, fields[i], n) == 0 && msg[n] == ':') return fail(c, rq, status, type, fields[i], "%s", msg);
     }
-    /* "messages[3]: ..." names its message already */
-    return fail(c, rq, status, type, "messages", strncmp(msg, "messages[", 9) == 0 ? "%s" : "messages: %s", msg);
+    /* "messages[3].tool_calls: ..." names its field: the param too */
+    const char *colon = strchr(msg, ':');
+    if (strncmp(msg, "messages[", 9) == 0 && colon && colon - msg < 96) {
+        char param[96];
+        snprintf(param, sizeof param, "%.*s", (int)(colon - msg), msg);
+        return fail(c, rq, status, type, param, "%s", msg);
+    }
+    return fail(c, rq, status, type, "messages", "messages: %s", msg);
 }
 
 /* 503 while the model loads. */
@@ -597,7 +603,12 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
         return e ? send_json(c, rq, 200, strdup("{\"status\":\"ok\"}"))
                  : loading(c, rq);
     if (found == 1) return send_body(c, rq, 200, vt_serve_metrics_text(s->metrics), "text/plain; version=0.0.4");
-    if (!authorized(c, s)) return fail(c, rq, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
+    if (!authorized(c, s)) {
+        vt_serve_error err;
+        vt_serve_fail(&err, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
+        err.code = "invalid_api_key"; /* OpenAI's code: clients branch on it */
+        return send_error(c, rq, &err);
+    }
     if (!e) return loading(c, rq);
     if (found == 2) return send_json(c, rq, 200, vt_serve_models_json(s->alias, s->started));
     if (found == 7) {
@@ -606,6 +617,7 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
         vt_serve_error err;
         vt_serve_fail(&err, 404, "not_found_error", "model", "the model '%s' does not exist (this server serves '%s')",
                       id, s->alias);
+        err.code = "model_not_found";
         return send_error(c, rq, &err);
     }
     if (found == 8) return apply_template(c, rq);
