@@ -403,6 +403,11 @@ static void test_bad_input(void) {
          "messages[0].tool_call_id"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 400,
          "messages[0].content[0].type"},
+        /* a refusal part is an assistant's only */
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"refusal\",\"refusal\":\"no\"}]}]}",
+         400, "messages[0].content[0].type"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":"
+         "[{\"type\":\"refusal\"}]}]}", 400, "messages[1].content[0].refusal"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":9}", 400, "n"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400,
          "temperature"},

@@ -169,6 +169,16 @@ static void test_builtin_template_refuses_what_it_cannot_render(void) {
     CU_ASSERT(prompt && strcmp(prompt, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n") == 0);
     free(prompt);
     serve_reply_free(&r);
+    /* an assistant's refusal part, as OpenAI's API returns one, is what it said */
+    r = serve_http(&s, "POST", "/apply-template",
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": "
+                   "[{\"type\": \"refusal\", \"refusal\": \"I cannot.\"}]}], \"add_generation_prompt\": false}",
+                   NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    prompt = serve_field(&r, "prompt", NULL);
+    CU_ASSERT(prompt && strstr(prompt, "<|im_start|>assistant\nI cannot.<|im_end|>"));
+    free(prompt);
+    serve_reply_free(&r);
     CU_ASSERT_EQUAL(serve_stop(&s), 0);
 }
 

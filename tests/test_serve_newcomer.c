@@ -163,7 +163,8 @@ static void test_bad_request_log_names_field_and_reason(void) {
 }
 
 /* parallel_tool_calls: changes nothing without tools, so a boolean is
- * accepted; service_tier: "auto"/"default" only; store: false only. */
+ * accepted; service_tier: "auto"/"default" only; store: false only;
+ * verbosity: "medium" (OpenAI's default) only. */
 static void test_openai_habit_fields_decided_per_field(void) {
     static const struct {
         const char *field;
@@ -173,6 +174,7 @@ static void test_openai_habit_fields_decided_per_field(void) {
         {"\"parallel_tool_calls\":\"yes\"", 400}, {"\"service_tier\":\"auto\"", 200},
         {"\"service_tier\":\"default\"", 200}, {"\"service_tier\":\"flex\"", 400},
         {"\"store\":false", 200},  {"\"store\":true", 400},
+        {"\"verbosity\":\"medium\"", 200}, {"\"verbosity\":\"low\"", 400},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char body[256];
@@ -244,7 +246,8 @@ int main(void) {
         {"requests without a seed: random, logged, replayable", test_requests_without_seed_are_random_and_replayable},
         {"--seed N numbers requests N, N + 1, ...", test_given_seed_numbers_requests},
         {"a 400's log line names the field and the reason", test_bad_request_log_names_field_and_reason},
-        {"parallel_tool_calls, service_tier, store: decided per field", test_openai_habit_fields_decided_per_field},
+        {"parallel_tool_calls, service_tier, store, verbosity: decided per field",
+         test_openai_habit_fields_decided_per_field},
         {"listen errors say what bind said", test_listen_errors_say_what_bind_said},
         {"a bad --chat-template-file is refused before listening", test_bad_template_refused_before_listening},
         {"--seed numbers wrap at the largest seed and replay", test_numbered_seeds_wrap_and_replay},

@@ -140,6 +140,12 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
                                            strcmp(json_string_value(tier), "default") == 0)))
         return vt_serve_fail(err, 400, INVALID, "service_tier",
                              "service_tier: only \"auto\" or \"default\" (this server has one tier)");
+    /* verbosity: OpenAI's default, "medium", is what every answer is;
+     * asking for shorter or longer ones asks for what is not done */
+    json_t *verbosity = field(root, "verbosity");
+    if (verbosity && !(json_is_string(verbosity) && strcmp(json_string_value(verbosity), "medium") == 0))
+        return vt_serve_fail(err, 400, INVALID, "verbosity",
+                             "verbosity: only \"medium\" (OpenAI's default; vt serve does not adjust an answer's length)");
     json_t *store = field(root, "store");
     if (store && !json_is_false(store))
         return vt_serve_fail(err, 400, INVALID, "store", "store: only false (this server keeps no completions)");
@@ -147,7 +153,18 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
 }
 
 /* Text of a message's content: a string, or an array of {"type":"text","text"} parts. */
-static bool message_content(const json_t *content, size_t i, char **out, vt_serve_error *err) {
+/* The text of content part `part`: a text part's text, or in an assistant
+ * message a refusal part's refusal (what the model said, as OpenAI's API
+ * sends it back in the history); NULL when the part is neither. */
+static const json_t *part_text(const json_t *part, bool assistant) {
+    const json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
+    if (!json_is_string(type)) return NULL;
+    if (strcmp(json_string_value(type), "text") == 0) return json_object_get(part, "text");
+    if (assistant && strcmp(json_string_value(type), "refusal") == 0) return json_object_get(part, "refusal");
+    return NULL;
+}
+
+static bool message_content(const json_t *content, size_t i, bool assistant, char **out, vt_serve_error *err) {
     char param[96];
     snprintf(param, sizeof param, "messages[%zu].content", i);
     if (!content) {
@@ -163,14 +180,16 @@ static bool message_content(const json_t *content, size_t i, char **out, vt_serv
     size_t total = 0, n = json_array_size(content);
     for (size_t j = 0; j < n; j++) {
         json_t *part = json_array_get(content, j);
-        json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
-        json_t *text = json_is_object(part) ? json_object_get(part, "text") : NULL;
-        if (!json_is_string(type) || strcmp(json_string_value(type), "text") != 0) {
+        const json_t *text = part_text(part, assistant);
+        const json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
+        const bool is_text = json_is_string(type) && strcmp(json_string_value(type), "text") == 0;
+        if (!is_text && !(assistant && json_is_string(type) && strcmp(json_string_value(type), "refusal") == 0)) {
             snprintf(param, sizeof param, "messages[%zu].content[%zu].type", i, j);
-            return vt_serve_fail(err, 400, INVALID, param, "%s: only \"text\" parts are supported", param);
+            return vt_serve_fail(err, 400, INVALID, param, "%s: only \"text\" parts are supported%s", param,
+                                 assistant ? " (and \"refusal\" in an assistant message)" : "");
         }
         if (!json_is_string(text)) {
-            snprintf(param, sizeof param, "messages[%zu].content[%zu].text", i, j);
+            snprintf(param, sizeof param, "messages[%zu].content[%zu].%s", i, j, is_text ? "text" : "refusal");
             return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string", param);
         }
         total += json_string_length(text);
@@ -179,7 +198,7 @@ static bool message_content(const json_t *content, size_t i, char **out, vt_serv
     if (!s) return out_of_memory(err);
     size_t used = 0;
     for (size_t j = 0; j < n; j++) {
-        json_t *text = json_object_get(json_array_get(content, j), "text");
+        const json_t *text = part_text(json_array_get(content, j), assistant);
         memcpy(s + used, json_string_value(text), json_string_length(text));
         used += json_string_length(text);
     }
@@ -223,7 +242,7 @@ static bool parse_messages(const json_t *root, vt_serve_request *r, vt_serve_err
             snprintf(param, sizeof param, "messages[%zu].content", i);
             return vt_serve_fail(err, 400, INVALID, param, "%s: required for a %s message", param, rs);
         }
-        if (!message_content(content, i, &r->messages[i].content, err)) return false;
+        if (!message_content(content, i, strcmp(rs, "assistant") == 0, &r->messages[i].content, err)) return false;
     }
     return true;
 }
