@@ -308,6 +308,8 @@ static void test_streaming_equals_whole(void) {
     const json_value *msg = choice0(&v) ? json_get(choice0(&v), "message") : NULL;
     const json_value *content = msg ? json_get(msg, "content") : NULL, *role = msg ? json_get(msg, "role") : NULL;
     CU_ASSERT(role && strcmp(role->str, "assistant") == 0);
+    const json_value *refusal = msg ? json_get(msg, "refusal") : NULL; /* present, as OpenAI's */
+    CU_ASSERT(refusal && refusal->type == JSON_NULL);
     CU_ASSERT_FATAL(content && content->type == JSON_STRING);
     const json_value *obj = json_get(&v, "object"), *id = json_get(&v, "id");
     CU_ASSERT(obj && strcmp(obj->str, "chat.completion") == 0);

@@ -99,8 +99,10 @@ static json_t *choice_object(const vt_serve_ids *ids, vt_serve_choice_json *c, b
         return json_pack("{s:i, s:o, s:o, s:o}", "index", c->index, "text", text_string(c->text, c->n_text),
                          "logprobs", logprobs, "finish_reason", finish);
     if (!chunk) {
-        json_t *message = json_pack("{s:s, s:o}", "role", "assistant", "content",
-                                    c->null_content ? json_null() : text_string(c->text, c->n_text));
+        /* refusal null as OpenAI's messages carry it: a model here never
+         * refuses apart from its text */
+        json_t *message = json_pack("{s:s, s:o, s:n}", "role", "assistant", "content",
+                                    c->null_content ? json_null() : text_string(c->text, c->n_text), "refusal");
         if (message && calls && json_object_set_new(message, "tool_calls", calls) != 0) {
             json_decref(message);
             message = NULL;
