@@ -630,6 +630,33 @@ static void test_bench_csv(void) {
     free(out);
 }
 
+/* A mixture of experts whose q8_0 cache alone sends reference's tokens
+ * elsewhere (a routing flip: the greedy continuation departs at once): the
+ * cache's share then is as large as any error, so a row at that dtype is
+ * not judged by the logits (it was "agrees" with any error up to it), and
+ * says why and what judges it. */
+static void test_compare_cache_share_that_moves_greedy(void) {
+    const bool simd = vt_test_simd_expected();
+    char path[1024], args[2048];
+    snprintf(path, sizeof path, "%s/models/qwen3moe-tiny-f32.gguf", vt_test_data_dir("models"));
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends %s -t 2 --kv-cache-dtype f32,q8_0", path,
+             simd ? "reference,simd" : "reference,reference");
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 4);
+    /* reference's own q8_0 row departs from the baseline's greedy tokens */
+    const json_value *ref_q8 = &backends->items[1];
+    CU_ASSERT(num(ref_q8, "greedy_agree_tokens") < num(&doc, "greedy_tokens"));
+    if (simd) {
+        const json_value *row = &backends->items[3], *v = json_get(row, "verdict"), *why = json_get(row, "verdict_reason");
+        CU_ASSERT(v && v->type == JSON_STRING && strcmp(v->str, "not judged") == 0);
+        CU_ASSERT(why && why->type == JSON_STRING && strstr(why->str, "cache alone moves reference's own greedy tokens") &&
+                  strstr(why->str, "--trace"));
+    }
+    json_free(&doc);
+}
+
 /* --kv-cache-dtype f32,f16,bf16: every backend, reference included, at
  * every cache dtype, each row against reference@f32 (the top-level
  * kv_cache_dtype); reference@f16 vs reference@f32 is the cache's own term,
@@ -1025,6 +1052,8 @@ int main(void) {
         {"compare --profile counts every op call of both plans", test_compare_profile_counts_every_op_call},
         {"compare and bench report a backend whose plan fails and measure the rest", test_compare_reports_a_failing_backend},
         {"compare without -m synthesizes a cached default model", test_compare_default_model_is_cached},
+        {"compare: a cache dtype that moves reference's greedy tokens leaves its rows not judged",
+         test_compare_cache_share_that_moves_greedy},
         {"compare --kv-cache-dtype f32,f16,bf16: every backend at every cache dtype vs reference@f32",
          test_compare_kv_dtype_list},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},

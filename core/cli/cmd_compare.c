@@ -338,13 +338,31 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
     /* With several cache dtypes the reference's own row at this dtype is the
      * cache's share, allowed on top of the backend's bound. */
     double cache_share = 0;
+    const backend_result *cache_row = NULL;
     for (int k = 0; job->kv_list && k < i; k++)
-        if (strcmp(res[k].name, "reference") == 0 && res[k].kv_cache_dtype == r->kv_cache_dtype && !res[k].error[0])
+        if (strcmp(res[k].name, "reference") == 0 && res[k].kv_cache_dtype == r->kv_cache_dtype && !res[k].error[0]) {
             cache_share = res[k].stats.max_abs_dlogit;
+            cache_row = &res[k];
+        }
     if (strcmp(r->name, "reference") == 0) {
         if (i == 0) snprintf(why, size, "the baseline every row is measured against");
         else snprintf(why, size, "the %s cache's own share of the difference", vt_dtype_name(r->kv_cache_dtype));
         return VERDICT_BASELINE;
+    }
+    /* The cache's share is a rounding share only while reference's own row
+     * at that dtype keeps the baseline's greedy tokens: once the cache alone
+     * changes them (on a mixture of experts, a token routed to another
+     * expert), that share is as large as any error, and a bound that adds
+     * it would pass anything. */
+    if (cache_row && job->n_greedy > 0 && cache_row->greedy_agree < job->n_greedy && i > 0) {
+        snprintf(why, size,
+                 "the %s cache alone moves reference's own greedy tokens (%lld/%lld, max|dlog| %.2e%s), so the "
+                 "cache's share would hide any error and the logits cannot judge this row; vt compare --trace "
+                 "--backends %s --kv-cache-dtype %s judges it node by node",
+                 vt_dtype_name(r->kv_cache_dtype), (long long)cache_row->greedy_agree, (long long)job->n_greedy,
+                 cache_share, job->model->hp.n_expert > 0 ? ", a mixture of experts' routing" : "", r->name,
+                 vt_dtype_name(r->kv_cache_dtype));
+        return VERDICT_NOT_JUDGED;
     }
     const double rel = row_tolerance(r, job->quantized_weights, job->bf16_weights, &loosest);
     if (rel < 0) {
