@@ -56,15 +56,18 @@ static const char *input_file(const char *name, const char *text) {
 typedef struct turn_stats {
     int turn;
     long prompt, cached, generated;
+    double t_prompt, t_gen, rate; /* rate: 0 without one (a single token) */
 } turn_stats;
 
 /* The --stats lines of stderr, in order; returns how many. */
 static int read_stats(const char *err, turn_stats *t, int max) {
     int n = 0;
     for (const char *p = err; p && n < max && (p = strstr(p, "[turn ")); p++) {
-        if (sscanf(p, "[turn %d: prompt %ld tokens, %ld from the cache; generated %ld tokens", &t[n].turn, &t[n].prompt,
-                   &t[n].cached, &t[n].generated) == 4)
-            n++;
+        t[n].rate = 0;
+        const int got = sscanf(p, "[turn %d: prompt %ld tokens, %ld from the cache, in %lf s; generated %ld tokens in %lf s "
+                               "(%lf tok/s)", &t[n].turn, &t[n].prompt, &t[n].cached, &t[n].t_prompt, &t[n].generated,
+                               &t[n].t_gen, &t[n].rate);
+        if (got >= 6) n++;
     }
     return n;
 }
@@ -99,6 +102,15 @@ static void test_two_turns_keep_history(void) {
     CU_ASSERT_EQUAL(t[0].turn, 1);
     CU_ASSERT_EQUAL(t[1].turn, 2);
     CU_ASSERT(t[0].generated > 0 && t[1].generated > 0);
+    /* The printed time and rate go together: the tokens after the first over
+     * the decode time, within what printing 3 decimals and 1 rounds off. */
+    for (int k = 0; k < 2; k++) {
+        if (t[k].generated < 2) continue;
+        const double after_first = (double)(t[k].generated - 1);
+        CU_ASSERT(t[k].rate > 0);
+        CU_ASSERT((t[k].rate - 0.05) * (t[k].t_gen - 0.0005) <= after_first &&
+                  after_first <= (t[k].rate + 0.05) * (t[k].t_gen + 0.0005));
+    }
     /* Turn 1 is the user line after Qwen3's opening; turn 2 begins with all
      * of turn 1's prompt (then its answer, then the new line). */
     CU_ASSERT_STRING_EQUAL(prompts[0], "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n");

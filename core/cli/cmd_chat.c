@@ -491,8 +491,11 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
         char seed_note[48] = "";
         if (ch->o->c.opt.temp > 0)
             snprintf(seed_note, sizeof seed_note, ", seed %" PRIu64, vt_seed_after(ch->seed, (uint64_t)(ch->turn - 1)));
-        fprintf(stderr, "[turn %d: prompt %zu tokens, %lld from the cache; generated %zu tokens in %.3f s%s%s]\n",
-                ch->turn, n_tokens, (long long)n_cached, n_gen, t_end - t0, rate, seed_note);
+        /* as vt run's timing line: the prompt up to the first token, then
+         * the decode steps after it, whose rate the tokens after the first give */
+        const double t_prompt = (t_first >= 0 ? t_first : t_end) - t0;
+        fprintf(stderr, "[turn %d: prompt %zu tokens, %lld from the cache, in %.3f s; generated %zu tokens in %.3f s%s%s]\n",
+                ch->turn, n_tokens, (long long)n_cached, t_prompt, n_gen, t_gen, rate, seed_note);
     }
     free(reply.data);
     free(gen);
