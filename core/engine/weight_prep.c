@@ -3,8 +3,11 @@
  * "Prepared weights" rules in vt_backend.h. */
 #include "weight_prep.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "plan_exec.h"
 #include "quant.h"
@@ -273,6 +276,43 @@ static void release_all(vt_weight_prep *w) {
     }
 }
 
+/* A weight's bytes: its outermost stride times its outermost extent. */
+static size_t tensor_bytes(const vt_tensor *t) { return t->nb[t->ndim - 1] * (size_t)t->ne[t->ndim - 1]; }
+
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A progress line for a preparation that takes long (a large model's
+ * weights read from disk and repacked take tens of seconds): on a terminal
+ * only, from its second second, at most ten times a second, erased when
+ * done, as calibration's line. */
+typedef struct prep_progress {
+    bool on, shown;
+    double t0, t_drawn;
+    size_t done, total; /* bytes of the tensors offered, of all */
+} prep_progress;
+
+static void prep_progress_step(prep_progress *p, const char *backend, size_t bytes) {
+    p->done += bytes;
+    if (!p->on) return;
+    const double now = seconds_now();
+    if (now - p->t0 < 1.0 || now - p->t_drawn < 0.1) return;
+    p->t_drawn = now;
+    p->shown = true;
+    fprintf(stderr, "\r\033[Kpreparing weights (%s): %.0f of %.0f MiB", backend, (double)p->done / 1048576.0,
+            (double)p->total / 1048576.0);
+    fflush(stderr);
+}
+
+static void prep_progress_end(prep_progress *p) {
+    if (!p->shown) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
 vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_plans, const vt_gguf *g,
                              vt_weight_prep **out, vt_error *err) {
     *out = NULL;
@@ -280,15 +320,20 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
     if (!w) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     w->registry = r;
     vt_status st = collect(w, plans, n_plans, err);
+    prep_progress bar = {.on = isatty(2) != 0, .t0 = seconds_now()};
+    for (int32_t i = 0; i < w->n; i++) bar.total += tensor_bytes(&w->copies[i].tensor);
     for (int32_t i = 0; i < w->n && st == VT_OK; i++) {
         prepared_copy *c = &w->copies[i];
+        prep_progress_step(&bar, vt_registry_at(r, c->backend)->name, 0);
         vt_prepared_weight got;
         st = offer_weight(vt_registry_at(r, c->backend), c->name, c->tensor, c->ops, c->phases, c->shared, &got, err);
         if (st != VT_OK) break;
         c->data = got.data;
         c->bytes = got.bytes;
         release_original_if_unread(w, plans, n_plans, g, i);
+        prep_progress_step(&bar, vt_registry_at(r, c->backend)->name, tensor_bytes(&c->tensor));
     }
+    prep_progress_end(&bar);
     if (st != VT_OK) {
         vt_weight_prep_free(w); /* the engine does not start half-prepared */
         return st;
