@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "engine_internal.h"
@@ -932,7 +933,22 @@ static void test_synth_cli(void) {
     err = NULL;
     CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
     CU_ASSERT(err && strstr(err, "4 experts (2 used) of 32") != NULL);
+    CU_ASSERT(err && strstr(err, "(matrices: ") != NULL);
     free(err);
+    /* rows that fit no K-quant block (100 values) are written F16, and the
+     * summary says so rather than only naming the mix */
+    char odd[1024];
+    vt_test_tmpfile(odd, sizeof odd, "cli-moe-odd.gguf");
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth --arch qwen3moe --n-embd 200 --n-layer 1 --n-head 2 --n-head-kv 1 --n-expert 4 "
+             "--n-expert-used 2 --n-ff-exp 100 --vocab 300 --type q4_k_m -o '%s'",
+             VT_CLI_PATH, odd);
+    err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 0);
+    CU_ASSERT(err && strstr(err, "q4_k_m (matrices: 1 f32, 9 f16)") != NULL);
+    if (err && !strstr(err, "q4_k_m (matrices: 1 f32, 9 f16)")) fprintf(stderr, "\n%s\n", err);
+    free(err);
+    unlink(odd);
     CU_ASSERT_FATAL(vt_model_load(path, &m, &e) == VT_OK);
     CU_ASSERT_STRING_EQUAL(m->hp.arch_name, "qwen3moe");
     CU_ASSERT(m->hp.n_expert == 4 && m->hp.n_expert_used == 2 && m->hp.n_ff_exp == 32);
@@ -947,6 +963,8 @@ static void test_synth_cli(void) {
         {"--n-expert 4 --n-expert-used 0 --n-ff-exp 32", "--n-expert-used"},
         {"--n-expert-used 2 --n-ff-exp 32", "--n-expert is required"},
         {"--n-expert 4 --n-expert-used 2", "--n-ff-exp is required"},
+        /* more experts than vt loads: refused before anything is written */
+        {"--n-expert 1024 --n-expert-used 2 --n-ff-exp 32", "--n-expert 1024: expected an integer in 1..512"},
     };
     for (size_t i = 0; i < sizeof moe_bad / sizeof *moe_bad; i++) {
         snprintf(cmd, sizeof cmd,
@@ -965,9 +983,10 @@ static void test_synth_cli(void) {
     CU_ASSERT(err && strstr(err, "--n-expert needs --arch qwen3moe") != NULL);
     free(err);
 
-    /* errors: no -o, no shape and no sizes, an unknown type */
+    /* errors: no -o, no shape and no sizes, an unknown type, a folder that is not there */
     const char *bad[] = {"synth --shape tiny", "synth --arch qwen3 -o /dev/null",
-                         "synth --shape tiny --type q3_k -o /dev/null", "synth --shape huge -o /dev/null"};
+                         "synth --shape tiny --type q3_k -o /dev/null", "synth --shape huge -o /dev/null",
+                         "synth --shape tiny -o /nonexistent-vt-folder/x.gguf"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         snprintf(cmd, sizeof cmd, "'%s' %s", VT_CLI_PATH, bad[i]);
         CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, NULL), 2);

@@ -1,9 +1,13 @@
 /* cmd_synth.c — `vt synth`: write a random-weight GGUF of a named or given
  * shape (core/synth.c does the writing, streamed tensor by tensor). */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "model.h"
+#include "vt/vt_dtype.h"
 #include "progress.h"
 #include "synth.h"
 
@@ -32,7 +36,10 @@ static void help(void) {
            "                           q4_k_m/q5_k_m are llama-quantize's mixes: Q6_K for the output matrix\n"
            "                           and for attn_v/ffn_down of the first eighth, last eighth and every\n"
            "                           third layer between (ffn_down_exps for qwen3moe); Q4_K (Q5_K)\n"
-           "                           elsewhere. Norms and the qwen3moe router stay f32.\n"
+           "                           elsewhere. Norms and the qwen3moe router stay f32. A matrix whose\n"
+           "                           rows do not fit the type's blocks (256 values for K-quants, 32 for\n"
+           "                           q8_0/q4_0) is written Q8_0 when they fit 32, else F16: the summary\n"
+           "                           line counts the matrices written of each type.\n"
            "      --seed S             random seed (default 1)\n"
            "      --ctx N              context_length metadata (default: the shape's, else 4096)\n"
            "      --random-blocks      quantized matrices as random blocks drawn directly (uniform codes, fixed\n"
@@ -64,8 +71,9 @@ static const int_flag int_flags[] = {
     {"--n-ff", offsetof(vt_synth_params, n_ff), 1, 1 << 22},
     {"--vocab", offsetof(vt_synth_params, n_vocab), 1, 1 << 24},
     {"--ctx", offsetof(vt_synth_params, n_ctx), 1, 1 << 24},
-    {"--n-expert", offsetof(vt_synth_params, n_expert), 1, 1 << 16},
-    {"--n-expert-used", offsetof(vt_synth_params, n_expert_used), 1, 1 << 16},
+    /* what vt loads: a file it could not run is refused before it is written */
+    {"--n-expert", offsetof(vt_synth_params, n_expert), 1, VT_MODEL_MAX_EXPERTS},
+    {"--n-expert-used", offsetof(vt_synth_params, n_expert_used), 1, VT_MODEL_MAX_EXPERTS},
     {"--n-ff-exp", offsetof(vt_synth_params, n_ff_exp), 1, 1 << 22},
 };
 
@@ -160,9 +168,13 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
         if (o->has[k] && !moe &&
             (strncmp(int_flags[k].flag, "--n-expert", 10) == 0 || strcmp(int_flags[k].flag, "--n-ff-exp") == 0))
             return vt_fail(err, VT_ERR_INVALID, "synth: %s needs --arch qwen3moe", int_flags[k].flag);
-    if (moe && p->n_expert_used > p->n_expert)
-        return vt_fail(err, VT_ERR_INVALID, "synth: --n-expert-used %d must be in 1..--n-expert (%d)",
-                       p->n_expert_used, p->n_expert);
+    if (moe && p->n_expert_used > p->n_expert) {
+        bool used_given = false;
+        for (size_t k = 0; k < N_INT_FLAGS; k++)
+            used_given |= o->has[k] && strcmp(int_flags[k].flag, "--n-expert-used") == 0;
+        return vt_fail(err, VT_ERR_INVALID, "synth: --n-expert-used %d%s must be in 1..--n-expert (%d)",
+                       p->n_expert_used, used_given ? "" : " (the shape's: give --n-expert-used too)", p->n_expert);
+    }
     if (o->vocab_from) {
         for (size_t k = 0; k < N_INT_FLAGS; k++)
             if (o->has[k] && strcmp(int_flags[k].flag, "--vocab") == 0)
@@ -176,6 +188,15 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
     p->seed = (uint64_t)o->seed;
     p->vocab_from = o->vocab_from;
     p->random_blocks = o->random_blocks;
+    /* a folder that is not there or not writable is the argument's fault
+     * (exit 2), said before minutes of generating */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", o->out);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    if (access(dir, W_OK | X_OK) != 0)
+        return vt_fail(err, VT_ERR_INVALID, "synth: -o %s: cannot write in %s: %s", o->out, dir, strerror(errno));
     return VT_OK;
 }
 
@@ -200,11 +221,23 @@ static vt_status run_synth(const synth_opts *o, vt_error *err) {
     if (hp->n_expert > 0)
         snprintf(experts, sizeof experts, "%d experts (%d used) of %d, ", hp->n_expert, hp->n_expert_used,
                  hp->n_ff_exp);
+    /* the matrices' dtypes as written: rows that do not fit the mix's
+     * blocks were written in another (see --help), which shows here */
+    int64_t count[VT_DTYPE_COUNT] = {0};
+    for (int64_t i = 0; i < vt_gguf_n_tensors(m->gguf); i++) {
+        const vt_gguf_tensor *t = vt_gguf_tensor_at(m->gguf, i);
+        if (t->ndim >= 2 && t->dtype >= 0 && t->dtype < VT_DTYPE_COUNT) count[t->dtype]++;
+    }
+    char matrices[256] = "";
+    for (int d = 0, n = 0; d < VT_DTYPE_COUNT; d++)
+        if (count[d] > 0 && (size_t)n < sizeof matrices)
+            n += snprintf(matrices + n, sizeof matrices - (size_t)n, "%s%lld %s", n ? ", " : "", (long long)count[d],
+                          vt_dtype_name(d));
     fprintf(stderr,
-            "vt: wrote %s: %s, %d layers, n_embd %d, %d heads (%d kv) of %d, n_ff %d, %svocab %d, %s, %.2f M params, "
-            "%.2f MiB of weights\n",
+            "vt: wrote %s: %s, %d layers, n_embd %d, %d heads (%d kv) of %d, n_ff %d, %svocab %d, %s (matrices: %s), "
+            "%.2f M params, %.2f MiB of weights\n",
             o->out, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff, experts,
-            hp->n_vocab, o->type, (double)m->n_params * 1e-6, (double)m->weight_bytes / (1024.0 * 1024.0));
+            hp->n_vocab, o->type, matrices, (double)m->n_params * 1e-6, (double)m->weight_bytes / (1024.0 * 1024.0));
     vt_model_free(m);
     return VT_OK;
 }
