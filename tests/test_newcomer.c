@@ -260,6 +260,12 @@ static void test_info_tokenize_backends(void) {
     /* the summary comes before the tables */
     CU_ASSERT(strstr(info.out, "summary:") < strstr(info.out, "metadata:"));
     CU_ASSERT(!strstr(info.out, "mixture") && !strstr(info.out, "active per token"));
+    CU_ASSERT(has(info.out, "\nvt runs it: yes\n"));
+    /* a file vt would refuse says so, with loading's reason */
+    result vocab_info = run("", "info '%s'", bpe);
+    CU_ASSERT_EQUAL(vocab_info.rc, 0);
+    CU_ASSERT(has(vocab_info.out, "\nvt cannot run it: ") && has(vocab_info.out, "vocabulary-only GGUF cannot run"));
+    result_free(&vocab_info);
     /* a mixture of experts: its experts, and the parameters a token reads (the
      * fixture's 3 expert stacks x 2 layers hold 3145728 parameters, of which a
      * token uses 2 of 8 experts: 3.68 M - 3145728 * 6/8 = 1.32 M) */

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "gguf.h"
+#include "model.h"
 #include "quant.h"
 
 static void print_value(const vt_gguf_value *v) {
@@ -98,7 +99,7 @@ static int64_t expert_params(const vt_gguf *g) {
 }
 
 static void print_params(int64_t params) {
-    if (params >= 1000000) printf("%.2f M", (double)params / 1e6);
+    if (params >= 10000) printf("%.2f M", (double)params / 1e6);
     else printf("%lld", (long long)params);
 }
 
@@ -190,6 +191,14 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
     }
     printf("file: %s\n", path);
     print_summary(g, params);
+    /* The summary reads the metadata; whether vt can run the file is what
+     * loading it says (every tensor's shape against the hyperparameters),
+     * so a file that would be refused says so here, with the reason. */
+    vt_model *m = NULL;
+    vt_error why = {0};
+    if (vt_model_load(path, &m, &why) == VT_OK) printf("vt runs it: yes\n");
+    else printf("vt cannot run it: %s\n", why.msg);
+    vt_model_free(m);
     printf("version: %u, alignment %zu, %lld metadata keys, %lld tensors, %zu bytes\n\nmetadata:\n",
            vt_gguf_version(g), vt_gguf_alignment(g), (long long)vt_gguf_n_kv(g), (long long)vt_gguf_n_tensors(g),
            vt_gguf_file_size(g));
