@@ -628,9 +628,12 @@ static size_t greedy_agreement(const char *shared, size_t mi, int b) {
  * top-2 gap on the path 0.026 on F32, 0.036 on Q8_0) must give llama.cpp's 32
  * tokens exactly on every backend (Q4_0 diverges at a near-tie on every
  * backend: llama.cpp's own rounding decides it). simd, whose activation
- * rounding is llama.cpp's, also runs every other model: 32/32 on all 15. reference and onednn (whose decode plan is
- * reference's) measured 32/32 on 11 of 15, the others near-ties too; they run
- * the aidreams files only, to keep the ASan run short. */
+ * rounding is llama.cpp's, also runs every other model: 32/32 on 18 of the 19
+ * (qwen3moe-tiny-q4_k_m departs at token 30, a near-tie 1.0e-4 wide that
+ * llama.cpp itself resolves our way when it computes those 37 tokens in one
+ * batch). reference and onednn (whose decode plan is reference's) measured
+ * 32/32 on 11 of the first 15, the others near-ties too; they run the
+ * aidreams files only, to keep the ASan run short. */
 static void test_greedy(void) {
     const char *shared = vt_test_data_dir("greedy goldens");
     if (!shared) return;
