@@ -171,7 +171,8 @@ static void test_install_exports_the_sdk(void) {
 }
 
 /* Every installed header compiles alone, as C11 under -Wall -Wextra -Werror
- * and as C++17 (a plugin may be written in C++; g++ has no _Static_assert). */
+ * -pedantic and as C++11 and C++17 (a plugin or an embedder may be written
+ * in C++; g++ has no _Static_assert, C++ no compound literals). */
 static void test_headers_compile_alone_in_c_and_cpp(void) {
     CU_ASSERT_FATAL(sdk_ready());
     char dir[1024], cmd[4096];
@@ -184,8 +185,11 @@ static void test_headers_compile_alone_in_c_and_cpp(void) {
         size_t n = strlen(e->d_name);
         if (n < 3 || strcmp(e->d_name + n - 2, ".h") != 0) continue;
         headers++;
-        static const char *const compilers[] = {"cc -x c -std=c11", "g++ -x c++ -std=c++17"};
-        for (int k = 0; k < 2; k++) {
+        /* -pedantic: nothing of GNU C or of C alone (C++ has no compound
+         * literals), as an embedder's strict build sees them */
+        static const char *const compilers[] = {"cc -x c -std=c11 -pedantic", "g++ -x c++ -std=c++11 -pedantic",
+                                                "g++ -x c++ -std=c++17 -pedantic"};
+        for (int k = 0; k < 3; k++) {
             fmt(cmd, sizeof cmd, "printf '#include <vt/%s>\\nint vt_header_probe;\\n' | %s -Wall -Wextra -Werror -I'%s/include' "
                 "-c -o /dev/null -", e->d_name, compilers[k], s.prefix);
             char what[128];
@@ -742,7 +746,7 @@ static void test_plugin_runs_under_a_later_minor_host(void) {
 int main(void) {
     static CU_TestInfo tests[] = {
         {"install exports headers, CMake package, vt.pc, libvt, vt and backends", test_install_exports_the_sdk},
-        {"every installed header compiles alone as C11 and as C++17", test_headers_compile_alone_in_c_and_cpp},
+        {"every installed header compiles alone as C11 and C++11/17, -pedantic", test_headers_compile_alone_in_c_and_cpp},
         {"the example plugin builds out of tree from the prefix alone", test_plugin_builds_from_the_prefix_alone},
         {"the example plugin builds with pkg-config", test_plugin_builds_with_pkg_config},
         {"vt backends --check validates the plugin and prints its matrix", test_check_validates_the_plugin},

@@ -25,23 +25,34 @@ typedef struct vt_dtype_info {
     bool is_float;        /* F32, F16, BF16: activation and KV-cache types */
 } vt_dtype_info;
 
+/* One dtype's facts (a function rather than compound literals, which C++
+ * does not have: the header compiles as C++ with -pedantic too). */
+static inline vt_dtype_info vt_dtype_info_make(const char *name, int64_t block_length, size_t block_bytes,
+                                               bool is_weight, bool is_float) {
+    vt_dtype_info i;
+    i.name = name;
+    i.block_length = block_length;
+    i.block_bytes = block_bytes;
+    i.is_weight = is_weight;
+    i.is_float = is_float;
+    return i;
+}
+
 /* The facts of `dtype`; every field zero (name NULL) for an id vt does not accept. */
 static inline vt_dtype_info vt_dtype_info_of(int32_t dtype) {
-    vt_dtype_info i = {NULL, 0, 0, false, false};
     switch (dtype) {
-    case VT_F32: i = (vt_dtype_info){"f32", 1, sizeof(float), true, true}; break;
-    case VT_F16: i = (vt_dtype_info){"f16", 1, sizeof(vt_fp16_t), true, true}; break;
-    case VT_BF16: i = (vt_dtype_info){"bf16", 1, sizeof(vt_bf16_t), true, true}; break;
-    case VT_Q8_0: i = (vt_dtype_info){"q8_0", VT_QK8_0, sizeof(vt_block_q8_0), true, false}; break;
-    case VT_Q4_0: i = (vt_dtype_info){"q4_0", VT_QK4_0, sizeof(vt_block_q4_0), true, false}; break;
-    case VT_Q4_K: i = (vt_dtype_info){"q4_k", VT_QK_K, sizeof(vt_block_q4_k), true, false}; break;
-    case VT_Q5_K: i = (vt_dtype_info){"q5_k", VT_QK_K, sizeof(vt_block_q5_k), true, false}; break;
-    case VT_Q6_K: i = (vt_dtype_info){"q6_k", VT_QK_K, sizeof(vt_block_q6_k), true, false}; break;
-    case VT_I32: i = (vt_dtype_info){"i32", 1, sizeof(int32_t), false, false}; break;
-    case VT_I64: i = (vt_dtype_info){"i64", 1, sizeof(int64_t), false, false}; break;
-    default: break;
+    case VT_F32: return vt_dtype_info_make("f32", 1, sizeof(float), true, true);
+    case VT_F16: return vt_dtype_info_make("f16", 1, sizeof(vt_fp16_t), true, true);
+    case VT_BF16: return vt_dtype_info_make("bf16", 1, sizeof(vt_bf16_t), true, true);
+    case VT_Q8_0: return vt_dtype_info_make("q8_0", VT_QK8_0, sizeof(vt_block_q8_0), true, false);
+    case VT_Q4_0: return vt_dtype_info_make("q4_0", VT_QK4_0, sizeof(vt_block_q4_0), true, false);
+    case VT_Q4_K: return vt_dtype_info_make("q4_k", VT_QK_K, sizeof(vt_block_q4_k), true, false);
+    case VT_Q5_K: return vt_dtype_info_make("q5_k", VT_QK_K, sizeof(vt_block_q5_k), true, false);
+    case VT_Q6_K: return vt_dtype_info_make("q6_k", VT_QK_K, sizeof(vt_block_q6_k), true, false);
+    case VT_I32: return vt_dtype_info_make("i32", 1, sizeof(int32_t), false, false);
+    case VT_I64: return vt_dtype_info_make("i64", 1, sizeof(int64_t), false, false);
+    default: return vt_dtype_info_make(NULL, 0, 0, false, false);
     }
-    return i;
 }
 
 /* True for the dtypes vt accepts anywhere (F32 F16 BF16 Q8_0 Q4_0 Q4_K Q5_K Q6_K I32 I64). */
