@@ -573,10 +573,15 @@ vt_status vt_gguf_open(const char *path, vt_gguf **out, vt_error *err) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return vt_fail(err, VT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = errno;
+    if (fstat(fd, &sb) != 0) {
+        const int e = errno;
         close(fd);
-        return vt_fail(err, VT_ERR_IO, "%s: not a regular file%s%s", path, e ? ": " : "", e ? strerror(e) : "");
+        return vt_fail(err, VT_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) { /* errno says nothing here: fstat succeeded */
+        close(fd);
+        return vt_fail(err, VT_ERR_IO, "%s: not a regular file (%s)", path,
+                       S_ISDIR(sb.st_mode) ? "a directory" : "a device, pipe or socket");
     }
     vt_gguf *g = calloc(1, sizeof *g);
     char *path_copy = strdup(path);
