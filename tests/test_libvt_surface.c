@@ -4,6 +4,7 @@
  * receives the log through its own callback. */
 #include <ctype.h>
 #include <dirent.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,19 @@ static void test_exports_only_the_public_api(void) {
     CU_ASSERT(has_open && has_version);
     free(headers);
     free(out);
+}
+
+/* vt_batch_stats has no struct_size: a field added to it would be written
+ * past the struct of a program built before, so its layout is fixed (new
+ * counters go to a struct with struct_size). */
+static void test_stats_layout_is_frozen(void) {
+    CU_ASSERT_EQUAL(sizeof(vt_batch_stats), 40);
+    CU_ASSERT_EQUAL(offsetof(vt_batch_stats, n_waiting), 0);
+    CU_ASSERT_EQUAL(offsetof(vt_batch_stats, n_running), 4);
+    CU_ASSERT_EQUAL(offsetof(vt_batch_stats, free_kv_blocks), 8);
+    CU_ASSERT_EQUAL(offsetof(vt_batch_stats, n_steps), 16);
+    CU_ASSERT_EQUAL(offsetof(vt_batch_stats, n_preemptions), 24);
+    CU_ASSERT_EQUAL(offsetof(vt_batch_stats, total_kv_blocks), 32);
 }
 
 static void test_version(void) {
@@ -170,6 +184,7 @@ static void test_an_embedder_builds_and_runs(void) {
 int main(void) {
     static CU_TestInfo tests[] = {
         {"libvt.so exports only what include/vt/ declares", test_exports_only_the_public_api},
+        {"vt_batch_stats (no struct_size) keeps its layout", test_stats_layout_is_frozen},
         {"vt_version and vt_version_number agree with the project", test_version},
         {"a program built on vt.h alone runs a session and gets the log", test_an_embedder_builds_and_runs},
         CU_TEST_INFO_NULL,

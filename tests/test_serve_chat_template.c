@@ -10,6 +10,7 @@
  * prompt (Phi-3.5's), and one BOS when a
  * template writes bos_token itself (Llama 3.1's on a Llama vocabulary).
  * Needs python3-jinja2 for the expected prompt (bash .ci/install-deps). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,61 @@ static void test_builtin_template_refuses_what_it_cannot_render(void) {
     CU_ASSERT_EQUAL(serve_stop(&s), 0);
 }
 
+/* Many clients render one Jinja template at once (each HTTP connection has
+ * its thread): every answer is the prompt one client alone gets. The
+ * template's values are shared, their reference counts plain integers:
+ * renders at once used to lose counts and free what the template still
+ * held (heap corruption within a thousand renders; ASan reports it at once). */
+#define RENDER_CLIENTS 8
+#define RENDERS_EACH 60
+
+typedef struct render_client {
+    const serve_server *s;
+    const char *want;
+    int same, asked;
+} render_client;
+
+static void *render_main(void *arg) {
+    render_client *c = arg;
+    for (int i = 0; i < RENDERS_EACH; i++) {
+        serve_reply r = serve_http(c->s, "POST", "/apply-template", chat_body, NULL);
+        char *prompt = r.status == 200 ? serve_field(&r, "prompt", NULL) : NULL;
+        c->same += prompt && strcmp(prompt, c->want) == 0;
+        c->asked++;
+        free(prompt);
+        serve_reply_free(&r);
+    }
+    return NULL;
+}
+
+static void test_one_template_rendered_by_many_clients_at_once(void) {
+    static const char *const args[] = {"--chat-template-file", TEMPLATES "Qwen-Qwen3-0.6B.jinja", "-c", "1024", NULL};
+    serve_server s;
+    CU_ASSERT_FATAL(serve_start(&s, "qwen3-tiny-f32.gguf", "chat-template-threads.log", args));
+    serve_reply r = serve_http(&s, "POST", "/apply-template", chat_body, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.status, 200);
+    char *want = serve_field(&r, "prompt", NULL);
+    serve_reply_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    pthread_t threads[RENDER_CLIENTS];
+    render_client clients[RENDER_CLIENTS];
+    for (int i = 0; i < RENDER_CLIENTS; i++) {
+        clients[i] = (render_client){&s, want, 0, 0};
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&threads[i], NULL, render_main, &clients[i]), 0);
+    }
+    int same = 0, asked = 0;
+    for (int i = 0; i < RENDER_CLIENTS; i++) {
+        pthread_join(threads[i], NULL);
+        same += clients[i].same;
+        asked += clients[i].asked;
+    }
+    printf("\n  %d of %d renders from %d clients at once equal one client's ", same, asked, RENDER_CLIENTS);
+    CU_ASSERT_EQUAL(asked, RENDER_CLIENTS * RENDERS_EACH);
+    CU_ASSERT_EQUAL(same, asked);
+    free(want);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0); /* the server is still there, and stops cleanly */
+}
+
 /* A template that writes no tools, tool calls or tool results (Phi-3.5's
  * has branches for system, user and assistant only): a request carrying
  * them is refused naming the part the model would never see, not answered
@@ -290,6 +346,7 @@ int main(void) {
         {"a built-in template refuses what it cannot render", test_builtin_template_refuses_what_it_cannot_render},
         {"a template's BOS once, its errors name the line", test_template_bos_once_and_its_errors_name_the_line},
         {"a template that ignores tools refuses them", test_template_ignoring_tools_refuses_them},
+        {"one template rendered by many clients at once", test_one_template_rendered_by_many_clients_at_once},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve chat template", NULL, NULL, tests);

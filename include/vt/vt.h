@@ -113,7 +113,9 @@ VT_API void vt_session_explain(const vt_session *s, FILE *f);
  *
  * Settings and config file as for vt_session_open (vt_session_options;
  * all_logits is ignored): "runtime.max_seqs=8", "runtime.token_budget=256",
- * "runtime.max_waiting=64", "runtime.backend=simd", ...
+ * "runtime.max_waiting=64", "runtime.backend=simd", ... The defaults are
+ * runtime.max_seqs 1 (one sequence per forward: set it to batch; vt serve
+ * sets 4), runtime.max_waiting 256 and runtime.token_budget 0.
  *
  * Threads: a batch is used from one thread at a time, like a session. */
 typedef struct vt_batch vt_batch;
@@ -235,8 +237,11 @@ typedef struct vt_batch_output {
     size_t n_text;
 } vt_batch_output;
 
+/* This struct has no struct_size, so it keeps its fields as they are: new
+ * counters go to a struct that has one (as vt_batch_cache_stats). */
 typedef struct vt_batch_stats {
-    int32_t n_waiting;        /* requests queued (not started, or set back to be recomputed) */
+    int32_t n_waiting;        /* requests queued (not started, or set back to be recomputed; not the
+                               * choices of vt_batch_add_n waiting with their first) */
     int32_t n_running;        /* requests holding a sequence */
     int32_t free_kv_blocks;   /* KV-cache blocks no sequence holds */
     int64_t n_steps;          /* steps that ran a forward */
@@ -245,9 +250,11 @@ typedef struct vt_batch_stats {
 } vt_batch_stats;
 
 /* Automatic prefix caching (ini kv_cache.prefix_cache, on by default): a
- * request whose prompt begins with whole KV blocks an earlier request
- * computed takes them from the cache instead of computing them again,
- * bit for bit what computing them gives. */
+ * request whose prompt begins with tokens an earlier request computed takes
+ * them from the cache instead of computing them again (whole KV blocks
+ * shared, the matching positions of a partly matching block copied; at
+ * least its last token is computed, for its logits), bit for bit what
+ * computing them gives. */
 typedef struct vt_batch_cache_stats {
     uint32_t struct_size;    /* sizeof(vt_batch_cache_stats) as the caller knows it */
     bool enabled;            /* off by the setting, or because this engine's prefill and decode plans compute
@@ -307,7 +314,9 @@ VT_API vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *
  * on a fork of the first choice's KV blocks (full blocks shared, the partial
  * last one copied); a choice that finds no free sequence or block then
  * waits and takes the prompt from the prefix cache when it starts. n is
- * 1..VT_BATCH_MAX_CHOICES; the checks and refusals are vt_batch_add's. */
+ * 1..VT_BATCH_MAX_CHOICES; the checks and refusals are vt_batch_add's,
+ * counting the first choice only: the others wait with it, outside
+ * runtime.max_waiting and vt_batch_stats.n_waiting. */
 #define VT_BATCH_MAX_CHOICES 64
 VT_API vt_status vt_batch_add_n(vt_batch *b, const vt_batch_request *r, size_t n, uint64_t *ids, char *err,
                                 size_t err_size);

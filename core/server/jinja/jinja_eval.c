@@ -985,7 +985,19 @@ static bool exec_body(jinja_render *r, jframe *f, const jnode *n) {
     return ok && !r->failed;
 }
 
+static bool render_locked(const vt_jinja_template *t, jv ctx, char **out, size_t *out_len, char *err,
+                          size_t err_size);
+
 bool vt_jinja_render(const vt_jinja_template *t, jv ctx, char **out, size_t *out_len, char *err, size_t err_size) {
+    pthread_mutex_t *lock = (pthread_mutex_t *)&t->render_lock; /* the template's only mutable part */
+    pthread_mutex_lock(lock);
+    const bool ok = render_locked(t, ctx, out, out_len, err, err_size);
+    pthread_mutex_unlock(lock);
+    return ok;
+}
+
+static bool render_locked(const vt_jinja_template *t, jv ctx, char **out, size_t *out_len, char *err,
+                          size_t err_size) {
     *out = NULL;
     if (out_len) *out_len = 0;
     jv_buf buf = {.limit = VT_JINJA_MAX_OUTPUT};

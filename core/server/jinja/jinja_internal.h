@@ -6,6 +6,7 @@
 #include "jinja.h"
 #include "jinja_value.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -99,6 +100,12 @@ void jinja_node_free(jnode *n);
 
 struct vt_jinja_template {
     jnode *root;
+    /* A render increments and decrements the reference counts of the values
+     * the parsed template owns (its literals), which are plain integers: two
+     * renders of one template at once would lose counts and free a literal
+     * the template still holds. Renders of one template take this, one at a
+     * time (a render takes milliseconds). */
+    pthread_mutex_t render_lock;
 };
 
 /* ---- callables ---- */

@@ -904,11 +904,13 @@ vt_jinja_template *vt_jinja_parse(const char *src, size_t len, char *err, size_t
         return NULL;
     }
     t->root = root;
+    pthread_mutex_init(&t->render_lock, NULL);
     return t;
 }
 
 void vt_jinja_free(vt_jinja_template *t) {
     if (!t) return;
     jinja_node_free(t->root);
+    pthread_mutex_destroy(&t->render_lock);
     free(t);
 }
