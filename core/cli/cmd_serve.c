@@ -351,10 +351,10 @@ static const char *base_name(const char *path) {
 typedef struct signal_watch {
     sem_t first;     /* posted at the first signal once serving */
     atomic_int sig;  /* that signal */
-    atomic_int phase; /* WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING */
+    atomic_int phase; /* WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING, WATCH_EXITING */
     atomic_int hurry; /* a signal came during the drain */
 } signal_watch;
-enum { WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING };
+enum { WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING, WATCH_EXITING };
 
 static const char *signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : "SIGINT"; }
 
@@ -367,9 +367,12 @@ static void *watch_signals(void *arg) {
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0) continue;
-        /* only this thread moves serving to draining; the main thread, loading to serving */
-        const int phase = atomic_load(&w->phase);
-        if (phase == WATCH_LOADING) {
+        /* Loading ends in serving (the main thread) or in exiting (this
+         * one), whichever claims it first: a signal just as loading ends
+         * must not exit under requests the engine was already given. Only
+         * this thread moves serving to draining. */
+        int phase = WATCH_LOADING;
+        if (atomic_compare_exchange_strong(&w->phase, &phase, WATCH_EXITING)) {
             fprintf(stderr, "vt serve: %s while loading: stopped before serving\n", signal_name(sig));
             _exit(0);
         }
@@ -512,8 +515,11 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         const vt_tool_format tool_format = chat.text ? vt_tool_format_detect(chat.text) : VT_TOOL_FORMAT_NONE;
         vt_server_set_tool_format(server, tool_format);
         /* from here a signal drains: requests may be admitted as soon as
-         * the engine is set */
-        atomic_store(&watch.phase, WATCH_SERVING);
+         * the engine is set. A signal that claimed the end of loading
+         * first is ending the process: nothing is served. */
+        int loading = WATCH_LOADING;
+        if (!atomic_compare_exchange_strong(&watch.phase, &loading, WATCH_SERVING))
+            for (;;) pause(); /* until the watcher's _exit */
         vt_server_set_engine(server, engine);
         fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s, "
                 "tool calls %s\n",
