@@ -94,6 +94,71 @@ static void test_stats_layout_is_frozen(void) {
     CU_ASSERT_EQUAL(offsetof(vt_batch_stats, total_kv_blocks), 32);
 }
 
+static void count_ctx_warnings(void *user, int level, const char *who, const char *msg) {
+    (void)level;
+    (void)who;
+    if (msg && strstr(msg, "larger than the model's trained context")) ++*(int *)user;
+}
+
+/* A context past the trained one is said once per model and context, not
+ * once per process: a program's second model gets its own warning, a second
+ * session of the same one none. */
+static void test_ctx_warning_per_model(void) {
+    const char *dir = vt_test_data_dir("test models");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    int warnings = 0;
+    vt_set_log_callback(count_ctx_warnings, &warnings);
+    vt_set_log_level(1);
+    const char *settings[] = {"runtime.backend=reference", "runtime.threads=1", "kv_cache.ctx_size=8192", NULL};
+    vt_session_options o;
+    vt_session_options_init(&o);
+    o.settings = settings;
+    static const char *const models[] = {"qwen3-tiny-q4_k_m.gguf", "qwen3-tiny-q4_k_m.gguf", "aidreams260k-q8_0.gguf"};
+    static const int after[] = {1, 1, 2}; /* trained 4096 and 128 tokens: both past at 8192 */
+    for (int i = 0; i < 3; i++) {
+        char path[1024], err[512] = "";
+        snprintf(path, sizeof path, "%s/models/%s", dir, models[i]);
+        vt_session *s = NULL;
+        CU_ASSERT_EQUAL(vt_session_open(path, &o, &s, err, sizeof err), VT_OK);
+        if (!s) printf("\n  %s: %s\n", models[i], err);
+        vt_session_close(s);
+        CU_ASSERT_EQUAL(warnings, after[i]);
+    }
+    vt_set_log_callback(NULL, NULL);
+}
+
+/* The embedding example (examples/embed_batch.c) builds as the docs say,
+ * strict C11, against vt.h and libvt.so alone, and runs: both requests
+ * answered with text, every KV block free at the end. */
+static void test_the_embedding_example_builds_and_runs(void) {
+    const char *dir = vt_test_data_dir("test models");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char exe[1024], cmd[4096], *out = NULL, *errs = NULL;
+    vt_test_tmpfile(exe, sizeof exe, "embed_batch");
+    snprintf(cmd, sizeof cmd,
+             "cc -std=c11 -Wall -Wextra -Werror -pedantic %s -I'" VT_SOURCE_DIR "/include' '" VT_SOURCE_DIR
+             "/examples/embed_batch.c' -o '%s' -L'" VT_BUILD_DIR "/lib' -lvt -Wl,-rpath,'" VT_BUILD_DIR "/lib'",
+             VT_TEST_SANITIZE_FLAGS, exe);
+    int rc = vt_test_run_cmd(cmd, &out, &errs);
+    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    free(out);
+    free(errs);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/models/qwen3-tiny-q4_k_m.gguf'", exe, dir);
+    rc = vt_test_run_cmd(cmd, &out, &errs);
+    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(out && strstr(out, "[0] ") && strstr(out, "[1] "));
+    int steps = 0, free_blocks = -1, total = -2;
+    const char *last = out ? strstr(out, " steps; ") : NULL;
+    while (last && last > out && last[-1] >= '0' && last[-1] <= '9') last--;
+    CU_ASSERT(last && sscanf(last, "%d steps; %d of %d KV blocks free", &steps, &free_blocks, &total) == 3);
+    CU_ASSERT(steps > 0);
+    CU_ASSERT_EQUAL(free_blocks, total);
+    free(out);
+    free(errs);
+}
+
 static void test_version(void) {
     CU_ASSERT_STRING_EQUAL(vt_version(), VT_TEST_PROJECT_VERSION);
     unsigned major = 0, minor = 0, patch = 0;
@@ -116,7 +181,10 @@ static const char embedder_source[] =
     "    vt_set_log_callback(on_log, &messages);\n"
     "    vt_set_log_level(3);\n"
     "    const char *settings[] = {\"runtime.backend=reference\", \"runtime.threads=1\", NULL};\n"
-    "    vt_session_options o = {sizeof o, NULL, settings, false};\n"
+    "    vt_session_options o;\n"
+    "    vt_session_options_init(&o);\n"
+    "    if (o.struct_size != sizeof o || o.config_path || o.settings || o.all_logits) return 3;\n"
+    "    o.settings = settings;\n"
     "    vt_session *s = NULL;\n"
     "    char err[512];\n"
     "    if (vt_session_open(argv[1], &o, &s, err, sizeof err) != VT_OK) { printf(\"open: %s\\n\", err); return 1; }\n"
@@ -185,6 +253,8 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"libvt.so exports only what include/vt/ declares", test_exports_only_the_public_api},
         {"vt_batch_stats (no struct_size) keeps its layout", test_stats_layout_is_frozen},
+        {"a context past the trained one is said per model", test_ctx_warning_per_model},
+        {"the embedding example builds and runs", test_the_embedding_example_builds_and_runs},
         {"vt_version and vt_version_number agree with the project", test_version},
         {"a program built on vt.h alone runs a session and gets the log", test_an_embedder_builds_and_runs},
         CU_TEST_INFO_NULL,

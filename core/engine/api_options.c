@@ -29,6 +29,10 @@ static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
     return vt_options_set(o, key, eq + 1, "api", e);
 }
 
+void vt_session_options_init(vt_session_options *o) {
+    if (o) *o = (vt_session_options){sizeof *o, NULL, NULL, false};
+}
+
 vt_status vt_api_options(const vt_session_options *options, vt_options *opt, bool *all_logits, vt_error *e) {
     vt_session_options o = {sizeof o, NULL, NULL, false};
     if (options) { /* read only the fields the caller's struct has */

@@ -204,12 +204,15 @@ static void warn_inexact_kv(const vt_engine *e) {
 }
 
 /* Positions past the trained context are allowed (RoPE computes them) but
- * the model has never seen them, so its text degrades there: said once per
- * process, however many engines a command creates. */
+ * the model has never seen them, so its text degrades there: said once for
+ * each context and trained context in a row, however many engines a command
+ * creates for one model (bench, compare), and again for a program's next
+ * model that is asked past its own. */
 static void warn_ctx_past_training(const vt_options *opt, const vt_hparams *hp) {
-    static atomic_bool warned;
+    static _Atomic uint64_t warned; /* the last pair said, ctx_size << 32 | n_ctx_train */
     if (opt->ctx_size <= 0 || hp->n_ctx_train <= 0 || opt->ctx_size <= hp->n_ctx_train) return;
-    if (atomic_exchange(&warned, true)) return;
+    const uint64_t pair = (uint64_t)opt->ctx_size << 32 | ((uint64_t)hp->n_ctx_train & 0xffffffffu);
+    if (atomic_exchange(&warned, pair) == pair) return;
     vt_log(VT_LOG_WARN, "core",
            "context size %lld (from %s) is larger than the model's trained context of %lld tokens: positions past "
            "it may give poor text",

@@ -64,6 +64,10 @@ typedef struct vt_session_options {
     bool all_logits;               /* every evaluated token gets a row of logits, not only the last */
 } vt_session_options;
 
+/* struct_size set, every other field empty: what NULL options mean, ready to
+ * fill (a struct_size left 0 is refused: it would drop the settings silently). */
+VT_API void vt_session_options_init(vt_session_options *o);
+
 /* Open model_path with the given options (NULL = defaults). */
 VT_API vt_status vt_session_open(const char *model_path, const vt_session_options *options, vt_session **out, char *err,
                           size_t err_size);
