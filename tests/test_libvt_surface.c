@@ -159,6 +159,34 @@ static void test_the_embedding_example_builds_and_runs(void) {
     free(errs);
 }
 
+/* libvt.so copied alone (without its vt/ folder of backends): opening says
+ * where it looked for backends and how to point it elsewhere. */
+static void test_libvt_without_backends_says_where_it_looked(void) {
+    const char *dir = vt_test_data_dir("test models");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char lone[512], cmd[8192], *out = NULL, *errs = NULL;
+    vt_test_tmpfile(lone, sizeof lone, "lone-libvt");
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && mkdir -p '%s' && cp -P '" VT_BUILD_DIR "'/lib/libvt.so* '%s'/ && cc -std=c11 %s -I'"
+             VT_SOURCE_DIR "/include' '" VT_SOURCE_DIR "/examples/embed_batch.c' -o '%s/embed' -L'%s' -lvt "
+             "-Wl,-rpath,'%s'",
+             lone, lone, lone, VT_TEST_SANITIZE_FLAGS, lone, lone, lone);
+    int rc = vt_test_run_cmd(cmd, &out, &errs);
+    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
+    CU_ASSERT_EQUAL_FATAL(rc, 0);
+    free(out);
+    free(errs);
+    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s/embed' '%s/models/qwen3-tiny-q4_k_m.gguf'", lone, dir);
+    rc = vt_test_run_cmd(cmd, &out, &errs);
+    CU_ASSERT_EQUAL(rc, 1);
+    char want[1200];
+    snprintf(want, sizeof want, "no libvt-backend-*.so in %s/vt", lone);
+    CU_ASSERT(errs && strstr(errs, want) && strstr(errs, "VT_BACKEND_PATH"));
+    if (!errs || !strstr(errs, want)) printf("\n  %s\n", errs ? errs : "");
+    free(out);
+    free(errs);
+}
+
 static void test_version(void) {
     CU_ASSERT_STRING_EQUAL(vt_version(), VT_TEST_PROJECT_VERSION);
     unsigned major = 0, minor = 0, patch = 0;
@@ -255,6 +283,7 @@ int main(void) {
         {"vt_batch_stats (no struct_size) keeps its layout", test_stats_layout_is_frozen},
         {"a context past the trained one is said per model", test_ctx_warning_per_model},
         {"the embedding example builds and runs", test_the_embedding_example_builds_and_runs},
+        {"libvt without its backends says where it looked", test_libvt_without_backends_says_where_it_looked},
         {"vt_version and vt_version_number agree with the project", test_version},
         {"a program built on vt.h alone runs a session and gets the log", test_an_embedder_builds_and_runs},
         CU_TEST_INFO_NULL,

@@ -524,6 +524,9 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
     return VT_OK;
 }
 
+int vt_registry_n_folders(const vt_registry *r) { return r->n_folders; }
+const char *vt_registry_folder(const vt_registry *r, int i) { return i >= 0 && i < r->n_folders ? r->folders_seen[i] : ""; }
+
 void vt_registry_destroy(vt_registry *r) {
     if (!r) return;
     /* Reverse load order, the usual teardown order for things set up in sequence. */

@@ -59,6 +59,10 @@ bool vt_registry_file_backend_name(const char *path, char *name, size_t size);
 void vt_registry_release_checked(vt_backend_entry *entry);
 
 int vt_registry_count(const vt_registry *r);                 /* all entries, refused and shadowed too */
+/* The folders it looked in (VT_BACKEND_PATH's, [backends] path's, the
+ * install's), in order, whether they held a backend or not. */
+int vt_registry_n_folders(const vt_registry *r);
+const char *vt_registry_folder(const vt_registry *r, int i);
 const vt_backend_entry *vt_registry_at(const vt_registry *r, int i);
 /* A loaded backend by name, or NULL. */
 const vt_backend_entry *vt_registry_find(const vt_registry *r, const char *name);
