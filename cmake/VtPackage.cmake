@@ -25,9 +25,15 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/vtConfig.cmake.in
   INSTALL_DESTINATION ${VT_CMAKE_INSTALL_DIR}
   PATH_VARS CMAKE_INSTALL_INCLUDEDIR VT_INSTALL_BACKEND_DIR)
 # The package version is the project's; the plugin ABI is versioned apart
-# (vt_ABI_MAJOR/MINOR) and checked at load time, not here.
+# (vt_ABI_MAJOR/MINOR) and checked at load time, not here. Before 1.0 a
+# minor release may change the API, so a request for 0.1 takes 0.1.x only.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(_vt_compat SameMinorVersion)
+else()
+  set(_vt_compat SameMajorVersion)
+endif()
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/vtConfigVersion.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+  VERSION ${PROJECT_VERSION} COMPATIBILITY ${_vt_compat})
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vtConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/vtConfigVersion.cmake
   DESTINATION ${VT_CMAKE_INSTALL_DIR} COMPONENT libvt-dev)
 

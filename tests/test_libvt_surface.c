@@ -192,6 +192,9 @@ static void test_version(void) {
     unsigned major = 0, minor = 0, patch = 0;
     CU_ASSERT_EQUAL(sscanf(vt_version(), "%u.%u.%u", &major, &minor, &patch), 3);
     CU_ASSERT_EQUAL(vt_version_number(), major * 10000 + minor * 100 + patch);
+    /* the header's version is the library's (one release) */
+    CU_ASSERT_EQUAL(VT_VERSION_NUMBER, vt_version_number());
+    CU_ASSERT(VT_VERSION_MAJOR == major && VT_VERSION_MINOR == minor && VT_VERSION_PATCH == patch);
 }
 
 /* A stranger's program: vt.h and libvt.so only. */

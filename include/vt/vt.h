@@ -36,6 +36,14 @@
 extern "C" {
 #endif
 
+/* The version of this vt.h, for a program to test at compile time what its
+ * headers have (vt_version() is the library's it runs with; they are the
+ * same release when the two come from one install). */
+#define VT_VERSION_MAJOR 0
+#define VT_VERSION_MINOR 1
+#define VT_VERSION_PATCH 0
+#define VT_VERSION_NUMBER (VT_VERSION_MAJOR * 10000 + VT_VERSION_MINOR * 100 + VT_VERSION_PATCH)
+
 /* The library's version: "MAJOR.MINOR.PATCH", and MAJOR*10000 + MINOR*100 + PATCH. */
 VT_API const char *vt_version(void);
 VT_API uint32_t vt_version_number(void);
@@ -51,7 +59,7 @@ VT_API const char *vt_status_name(vt_status code);
  * VT_LOG_WARN, or VT_LOG=debug|info|warn|error in the environment). */
 typedef void (*vt_log_fn)(void *user, int level, const char *who, const char *message);
 VT_API void vt_set_log_callback(vt_log_fn fn, void *user);
-VT_API void vt_set_log_level(int level); /* a vt_log_level of vt_backend.h: 0 error .. 3 debug */
+VT_API void vt_set_log_level(int level); /* 0 errors, 1 warnings, 2 info, 3 debug (vt_backend.h's vt_log_level); outside that, the nearest */
 
 typedef struct vt_session vt_session;
 
