@@ -55,9 +55,8 @@ static char *render(const char *src, char *err, size_t err_size) {
     jv ctx = context();
     char *out = NULL;
     size_t len = 0;
-    if (!vt_jinja_render(t, ctx, &out, &len, err, err_size)) out = NULL;
+    if (!vt_jinja_render(t, ctx, &out, &len, err, err_size)) out = NULL; /* releases ctx */
     else CU_ASSERT_EQUAL(len, strlen(out));
-    jv_decref(ctx);
     vt_jinja_free(t);
     return out;
 }

@@ -81,8 +81,7 @@ bool vt_chat_jinja_render(const vt_jinja_template *t, const vt_chat_jinja_input 
         return false;
     }
     size_t n = 0;
-    ok = vt_jinja_render(t, ctx, out, &n, err, err_size);
-    jv_decref(ctx);
+    ok = vt_jinja_render(t, ctx, out, &n, err, err_size); /* releases ctx */
     if (len) *len = n;
     return ok;
 }

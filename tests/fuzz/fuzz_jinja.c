@@ -85,8 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(out);
     } else {
         CHECK(!out && (strncmp(err, "line ", 5) == 0 || strcmp(err, "out of memory") == 0));
-    }
-    jv_decref(ctx);
+    } /* the render released ctx */
     vt_jinja_free(t);
     return 0;
 }

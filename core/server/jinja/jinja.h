@@ -36,9 +36,10 @@ void vt_jinja_free(vt_jinja_template *t);
 /* Render with the variables of ctx (a dict: its keys become template
  * variables). *out is malloc'ed and NUL-terminated, *out_len excludes the
  * NUL. False on a runtime error ("line L: what", including the message of
- * raise_exception) with *out NULL. Threads may render one template at once:
- * its renders run one at a time (the template's values are shared). ctx's
- * values must not be shared with a render on another thread. */
+ * raise_exception) with *out NULL. ctx is the render's: it is released before
+ * the call returns. Threads may render one template at once: its renders
+ * run one at a time (the template's values are shared, and may end up in
+ * ctx). ctx's values must not be shared with a render on another thread. */
 bool vt_jinja_render(const vt_jinja_template *t, jv ctx, char **out, size_t *out_len, char *err, size_t err_size);
 
 #endif

@@ -992,6 +992,10 @@ bool vt_jinja_render(const vt_jinja_template *t, jv ctx, char **out, size_t *out
     pthread_mutex_t *lock = (pthread_mutex_t *)&t->render_lock; /* the template's only mutable part */
     pthread_mutex_lock(lock);
     const bool ok = render_locked(t, ctx, out, out_len, err, err_size);
+    /* released under the lock too: a template may have stored its own
+     * values into ctx's lists ({% set _ = messages.append('x') %}), and the
+     * last reference to such a value goes with ctx */
+    jv_decref(ctx);
     pthread_mutex_unlock(lock);
     return ok;
 }
