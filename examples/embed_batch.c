@@ -7,6 +7,7 @@
  *   ./embed_batch MODEL.gguf
  *
  * (tests/test_libvt_surface.c builds and runs this file as it is.) */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,18 +53,20 @@ int main(int argc, char **argv) {
 
     /* One forward per step, for every request at once; read each after it. */
     int finished = 0;
-    while (finished < N_PROMPTS) {
+    bool failed = false;
+    while (finished < N_PROMPTS && !failed) {
         int32_t n_seqs = 0;
         if (vt_batch_step(batch, &n_seqs, err, sizeof err) != VT_OK) {
             fprintf(stderr, "step: %s\n", err);
+            failed = true;
             break;
         }
         finished = 0;
-        for (int i = 0; i < N_PROMPTS; i++) {
+        for (int i = 0; i < N_PROMPTS && !failed; i++) {
             vt_batch_output out;
             if (vt_batch_read(batch, ids[i], &out, err, sizeof err) != VT_OK) {
                 fprintf(stderr, "read: %s\n", err);
-                finished = N_PROMPTS;
+                failed = true;
                 break;
             }
             if (out.n_text > 0) printf("[%d] %.*s\n", i, (int)out.n_text, out.text);
@@ -76,5 +79,5 @@ int main(int argc, char **argv) {
     printf("%lld steps; %d of %d KV blocks free\n", (long long)stats.n_steps, stats.free_kv_blocks,
            stats.total_kv_blocks);
     vt_batch_close(batch);
-    return finished == N_PROMPTS ? 0 : 1;
+    return failed ? 1 : 0;
 }

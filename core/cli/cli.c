@@ -1,6 +1,7 @@
 /* cli.c — common flags and helpers of the vt subcommands. */
 #include "cli.h"
 
+#include "clock.h"
 #include <errno.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -257,11 +258,7 @@ vt_status vt_cli_engine_for_backend(const vt_cli_common *c, vt_model *model, con
     return VT_OK;
 }
 
-double vt_cli_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double vt_cli_now(void) { return vt_now_seconds(); }
 
 void vt_cli_common_help(FILE *f) { vt_cli_common_help_except(f, NULL); }
 

@@ -196,8 +196,10 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
      * so a file that would be refused says so here, with the reason. */
     vt_model *m = NULL;
     vt_error why = {0};
-    if (vt_model_load(path, &m, &why) == VT_OK) printf("vt runs it: yes\n");
-    else printf("vt cannot run it: %s\n", why.msg);
+    if (vt_model_load(path, &m, &why) != VT_OK) printf("vt cannot run it: %s\n", why.msg);
+    else if (!m->tokenizer)
+        printf("vt runs it from token ids only (--tokens): its tokenizer cannot be used: %s\n", m->tokenizer_error);
+    else printf("vt runs it: yes\n");
     vt_model_free(m);
     printf("version: %u, alignment %zu, %lld metadata keys, %lld tensors, %zu bytes\n\nmetadata:\n",
            vt_gguf_version(g), vt_gguf_alignment(g), (long long)vt_gguf_n_kv(g), (long long)vt_gguf_n_tensors(g),

@@ -1,6 +1,7 @@
 /* progress.c — see progress.h. */
 #include "progress.h"
 
+#include "clock.h"
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -8,22 +9,16 @@
 
 #define BAR_WIDTH 30
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void vt_progress_begin(vt_progress *p, const char *label, double total) {
     memset(p, 0, sizeof *p);
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total = total > 0 ? total : 1;
-    p->t_start = now_s();
+    p->t_start = vt_now_seconds();
     p->enabled = isatty(STDERR_FILENO) == 1;
 }
 
 static void draw(vt_progress *p) {
-    double t = now_s();
+    double t = vt_now_seconds();
     if (!p->enabled || t - p->t_start < 1.0 || t - p->t_drawn < 0.1) return;
     p->t_drawn = t;
     double frac = p->done / p->total;

@@ -2,6 +2,7 @@
  * (see calibrate.h for what is timed and how). */
 #include "calibrate.h"
 
+#include "clock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,12 +29,6 @@
  * ends that backend's timing: it cannot win, and a slow backend must not
  * make calibration slow. */
 #define HOPELESS 4.0
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int by_value(const void *a, const void *b) {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -181,9 +176,9 @@ static vt_status time_node(vt_timing_copies *kept, vt_plan *const *plans, int n_
     double runs[MAX_RUNS], total = 0;
     int n = 0, min_runs = long_again ? 1 : MIN_RUNS;
     while (st == VT_OK && (n < min_runs || (n < MAX_RUNS && total < MIN_SECONDS))) {
-        const double t0 = now();
+        const double t0 = vt_now_seconds();
         st = vt_backend_run(e, &node);
-        runs[n] = now() - t0;
+        runs[n] = vt_now_seconds() - t0;
         if (st != VT_OK) break;
         total += runs[n++];
         if (n == 1 && best >= 0 && runs[0] > HOPELESS * best) break;
@@ -283,7 +278,7 @@ static void left_out(vt_auto_costs *c, const vt_plan *p, int32_t i, int b, const
 }
 
 vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv, vt_auto_costs *c, vt_error *err) {
-    const double t_start = now();
+    const double t_start = vt_now_seconds();
     c->measured = 0;
     c->retimed = 0;
     if (n_plans < 1) return VT_OK;
@@ -385,6 +380,6 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
     }
     if (show) progress(true, total, total);
     vt_timing_copies_free(kept, r);
-    c->calibration_seconds = now() - t_start;
+    c->calibration_seconds = vt_now_seconds() - t_start;
     return st;
 }

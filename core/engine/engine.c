@@ -156,12 +156,14 @@ static vt_status choose_backends(const vt_options *opt, const vt_registry *r, in
             /* none found at all (a libvt copied without its lib/vt folder):
              * where it looked, and how to point it elsewhere */
             if (vt_registry_count(r) == 0 && n > 0 && (size_t)n < sizeof why) {
-                n += snprintf(why + n, sizeof why - (size_t)n, "; no libvt-backend-*.so in");
+                if (vt_registry_n_folders(r) == 0)
+                    n += snprintf(why + n, sizeof why - (size_t)n, "; no backend folder was searched");
+                else
+                    n += snprintf(why + n, sizeof why - (size_t)n, "; no libvt-backend-*.so in");
                 for (int i = 0; i < vt_registry_n_folders(r) && n > 0 && (size_t)n < sizeof why; i++)
                     n += snprintf(why + n, sizeof why - (size_t)n, "%s %.200s", i ? "," : "", vt_registry_folder(r, i));
                 if (n > 0 && (size_t)n < sizeof why)
-                    snprintf(why + n, sizeof why - (size_t)n, "%s; VT_BACKEND_PATH or [backends] path names another "
-                             "folder", vt_registry_n_folders(r) ? "" : " no folder");
+                    snprintf(why + n, sizeof why - (size_t)n, "; VT_BACKEND_PATH or [backends] path names another folder");
             }
             return vt_fail(err, VT_ERR_BACKEND, "%s", why);
         }

@@ -468,7 +468,9 @@ void vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n) {
     if (c->blocks[b].ref == 1) { /* ours alone: its later positions are written again under another key */
         unfile(c, b);
         /* a new generation, as take_block gives: blocks filed as its
-         * children describe contents it will no longer hold */
+         * children describe contents it will no longer hold, and no lookup
+         * matches them now; they stay filed (and counted) until they are the
+         * least recently used and taken, as an evicted parent's children do */
         c->blocks[b].gen++;
         return;
     }

@@ -9,6 +9,7 @@
  * prompt. */
 #include "scheduler.h"
 
+#include "clock.h"
 #include <math.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -633,11 +634,6 @@ static bool plan_running(vt_sched *s, bool one_token, bool preempt, vt_sched_ste
     return true;
 }
 
-/* Whether a running request is still computing whole blocks that r's
- * prompt begins with, beyond the hit r would take now: r then waits for them
- * to be filed rather than compute the same tokens beside it (two requests
- * arriving together with one system prompt compute it once). The running
- * request makes progress every step, so the wait ends. */
 /* Whether q, a request with q_computed tokens computed, is still computing
  * whole blocks r's prompt begins with beyond r's hit. */
 static bool computes_blocks_of(const vt_sched *s, const request *q, int64_t q_computed, const request *r,
@@ -650,6 +646,11 @@ static bool computes_blocks_of(const vt_sched *s, const request *q, int64_t q_co
     return whole > hit && q_computed < whole;
 }
 
+/* Whether a running request is still computing whole blocks that r's
+ * prompt begins with, beyond the hit r would take now: r then waits for them
+ * to be filed rather than compute the same tokens beside it (two requests
+ * arriving together with one system prompt compute it once). The running
+ * request makes progress every step, so the wait ends. */
 static bool shares_blocks_in_flight(const vt_sched *s, const request *r, int64_t hit) {
     if (!vt_engine_kv_cache(s->engine)->prefix_cache) return false;
     for (int32_t i = 0; i < s->n_running; i++)
@@ -739,12 +740,6 @@ static void learn_step_time(vt_sched *s, const vt_sched_step_info *info, double 
     const double per_token = (prompt_s > 0 ? prompt_s : seconds) / (double)info->n_prefill_tokens;
     if (per_token <= 0) return;
     s->prompt_token_s = s->prompt_token_s > 0 ? (1 - w) * s->prompt_token_s + w * per_token : per_token;
-}
-
-static double now_seconds(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static void plan_begin(vt_sched *s) {
@@ -989,10 +984,10 @@ static vt_status execute(vt_sched *s, vt_sched_step_info *info, vt_error *err) {
     }
     info->n_entries = s->n_plan;
     const int64_t chunk = prefill_chunk(s); /* the rule this step was planned under (the step updates it) */
-    const double started = now_seconds();
+    const double started = vt_now_seconds();
     vt_status st = vt_engine_step(s->engine, s->entries, s->n_plan, err);
     if (st != VT_OK) return st;
-    const double seconds = now_seconds() - started;
+    const double seconds = vt_now_seconds() - started;
     learn_step_time(s, info, seconds);
     s->stats.n_steps++;
     if (info->n_decode_tokens > 0)

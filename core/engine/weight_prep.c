@@ -3,10 +3,10 @@
  * "Prepared weights" rules in vt_backend.h. */
 #include "weight_prep.h"
 
+#include "clock.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "plan_exec.h"
@@ -279,11 +279,6 @@ static void release_all(vt_weight_prep *w) {
 /* A weight's bytes: its outermost stride times its outermost extent. */
 static size_t tensor_bytes(const vt_tensor *t) { return t->nb[t->ndim - 1] * (size_t)t->ne[t->ndim - 1]; }
 
-static double seconds_now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* A progress line for a preparation that takes long (a large model's
  * weights read from disk and repacked take tens of seconds): on a terminal
@@ -298,7 +293,7 @@ typedef struct prep_progress {
 static void prep_progress_step(prep_progress *p, const char *backend, size_t bytes) {
     p->done += bytes;
     if (!p->on) return;
-    const double now = seconds_now();
+    const double now = vt_now_seconds();
     if (now - p->t0 < 1.0 || now - p->t_drawn < 0.1) return;
     p->t_drawn = now;
     p->shown = true;
@@ -320,7 +315,7 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
     if (!w) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     w->registry = r;
     vt_status st = collect(w, plans, n_plans, err);
-    prep_progress bar = {.on = isatty(2) != 0, .t0 = seconds_now()};
+    prep_progress bar = {.on = isatty(2) != 0, .t0 = vt_now_seconds()};
     for (int32_t i = 0; i < w->n; i++) bar.total += tensor_bytes(&w->copies[i].tensor);
     for (int32_t i = 0; i < w->n && st == VT_OK; i++) {
         prepared_copy *c = &w->copies[i];

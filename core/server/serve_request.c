@@ -127,11 +127,13 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
     json_t *echo = field(root, "echo");
     if (kind == VT_SERVE_COMPLETION && echo && !json_is_false(echo))
         return vt_serve_fail(err, 400, INVALID, "echo", "echo: only false is supported");
-    /* Three of OpenAI's fields clients send by habit, decided one by one:
+    /* Four of OpenAI's fields clients send by habit, decided one by one:
      * parallel_tool_calls (a boolean; chat reads it with its tools); there is
      * one service tier here, so "auto" and "default" are that tier and any
-     * other asks for what is not there; nothing is ever stored, so store
-     * false is what happens and true asks for what is not done. */
+     * other asks for what is not there; verbosity "medium", OpenAI's
+     * default, is what every answer is, and shorter or longer ones are not
+     * done; nothing is ever stored, so store false is what happens and true
+     * asks for what is not done. */
     json_t *ptc = field(root, "parallel_tool_calls");
     if (ptc && !json_is_boolean(ptc))
         return vt_serve_fail(err, 400, INVALID, "parallel_tool_calls", "parallel_tool_calls: expected true or false");
@@ -140,8 +142,6 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
                                            strcmp(json_string_value(tier), "default") == 0)))
         return vt_serve_fail(err, 400, INVALID, "service_tier",
                              "service_tier: only \"auto\" or \"default\" (this server has one tier)");
-    /* verbosity: OpenAI's default, "medium", is what every answer is;
-     * asking for shorter or longer ones asks for what is not done */
     json_t *verbosity = field(root, "verbosity");
     if (verbosity && !(json_is_string(verbosity) && strcmp(json_string_value(verbosity), "medium") == 0))
         return vt_serve_fail(err, 400, INVALID, "verbosity",
@@ -152,18 +152,19 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
     return true;
 }
 
-/* Text of a message's content: a string, or an array of {"type":"text","text"} parts. */
-/* The text of content part `part`: a text part's text, or in an assistant
- * message a refusal part's refusal (what the model said, as OpenAI's API
- * sends it back in the history); NULL when the part is neither. */
-static const json_t *part_text(const json_t *part, bool assistant) {
+/* The key holding the text of content part `part`: "text" for a text part,
+ * "refusal" for an assistant message's refusal part (what the model said,
+ * as OpenAI's API sends it back in the history); NULL for any other part. */
+static const char *part_text_key(const json_t *part, bool assistant) {
     const json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
     if (!json_is_string(type)) return NULL;
-    if (strcmp(json_string_value(type), "text") == 0) return json_object_get(part, "text");
-    if (assistant && strcmp(json_string_value(type), "refusal") == 0) return json_object_get(part, "refusal");
+    if (strcmp(json_string_value(type), "text") == 0) return "text";
+    if (assistant && strcmp(json_string_value(type), "refusal") == 0) return "refusal";
     return NULL;
 }
 
+/* Text of a message's content: a string, or an array of text parts (and of
+ * refusal parts in an assistant message), joined. */
 static bool message_content(const json_t *content, size_t i, bool assistant, char **out, vt_serve_error *err) {
     char param[96];
     snprintf(param, sizeof param, "messages[%zu].content", i);
@@ -179,17 +180,16 @@ static bool message_content(const json_t *content, size_t i, bool assistant, cha
         return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string or an array of text parts", param);
     size_t total = 0, n = json_array_size(content);
     for (size_t j = 0; j < n; j++) {
-        json_t *part = json_array_get(content, j);
-        const json_t *text = part_text(part, assistant);
-        const json_t *type = json_is_object(part) ? json_object_get(part, "type") : NULL;
-        const bool is_text = json_is_string(type) && strcmp(json_string_value(type), "text") == 0;
-        if (!is_text && !(assistant && json_is_string(type) && strcmp(json_string_value(type), "refusal") == 0)) {
+        const json_t *part = json_array_get(content, j);
+        const char *key = part_text_key(part, assistant);
+        if (!key) {
             snprintf(param, sizeof param, "messages[%zu].content[%zu].type", i, j);
             return vt_serve_fail(err, 400, INVALID, param, "%s: only \"text\" parts are supported%s", param,
                                  assistant ? " (and \"refusal\" in an assistant message)" : "");
         }
+        const json_t *text = json_object_get(part, key);
         if (!json_is_string(text)) {
-            snprintf(param, sizeof param, "messages[%zu].content[%zu].%s", i, j, is_text ? "text" : "refusal");
+            snprintf(param, sizeof param, "messages[%zu].content[%zu].%s", i, j, key);
             return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string", param);
         }
         total += json_string_length(text);
@@ -198,7 +198,8 @@ static bool message_content(const json_t *content, size_t i, bool assistant, cha
     if (!s) return out_of_memory(err);
     size_t used = 0;
     for (size_t j = 0; j < n; j++) {
-        const json_t *text = part_text(json_array_get(content, j), assistant);
+        const json_t *part = json_array_get(content, j);
+        const json_t *text = json_object_get(part, part_text_key(part, assistant));
         memcpy(s + used, json_string_value(text), json_string_length(text));
         used += json_string_length(text);
     }
