@@ -463,6 +463,7 @@ static void test_bad_input(void) {
     serve_reply_free(&m);
     m = post(&main_srv, "/v1/completions", "{\"prompt\":[5, 99999999]}");
     CU_ASSERT(m.body.s && strstr(m.body.s, "prompt[1]: token id 99999999") && !strstr(m.body.s, "request."));
+    assert_error(&m, 400, "prompt[1]"); /* the param names the id, as the message */
     serve_reply_free(&m);
     /* valid JSON vt cannot hold is said as such, not called malformed */
     static const struct {

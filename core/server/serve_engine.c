@@ -263,9 +263,10 @@ static void start_generate(vt_serve_engine *e, vt_serve_job *job) {
     const int32_t n_vocab = vt_batch_n_vocab(e->batch);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= n_vocab) {
-            vt_serve_fail(&err, 400, "invalid_request_error", param,
-                          "%s[%zu]: token id %d is not a token of the model (ids 0..%d)", param, i, ids[i],
-                          n_vocab - 1);
+            char at[96];
+            snprintf(at, sizeof at, "%s[%zu]", param, i); /* the param names the id, as the message does */
+            vt_serve_fail(&err, 400, "invalid_request_error", at, "%s: token id %d is not a token of the model (ids 0..%d)",
+                          at, ids[i], n_vocab - 1);
             free(owned);
             finish_failed(e, job, &err, true);
             return;

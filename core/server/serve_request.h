@@ -35,8 +35,10 @@ typedef struct vt_serve_error {
     const char *type; /* "invalid_request_error", "authentication_error", ... */
     char message[512];
     char param[96];
-    /* error.code: NULL (null), or which 503 it is, for clients that retry:
-     * "queue_full", "timeout", "shutting_down", "loading" */
+    /* error.code: NULL (null), OpenAI's code where it sets one
+     * ("invalid_api_key", "model_not_found", "context_length_exceeded"), or
+     * which 503 it is, for clients that retry: "queue_full", "timeout",
+     * "shutting_down", "loading" */
     const char *code;
 } vt_serve_error;
 
