@@ -446,7 +446,7 @@ static void test_bad_input(void) {
         {"/v1/completions", "{\"prompt\":[1,-2]}", 400, "prompt[1]"},
         {"/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
         {"/v1/completions", "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, "presence_penalty"},
-        {"/v1/completions", "{\"prompt\":[5, 99999999]}", 400, "prompt"},
+        {"/v1/completions", "{\"prompt\":[5, 99999999]}", 400, "prompt[1]"},
         {"/v1/completions", "{\"prompt\":[]}", 400, "prompt"},
         {"/tokenize", "{\"content\":5}", 400, "content"},
         {"/detokenize", "{}", 400, "tokens"},
