@@ -72,6 +72,9 @@ static void test_settings_are_validated_like_the_cli(void) {
     o.settings = unknown;
     CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "colour")); /* names the key it does not know */
+    /* and lists the keys it takes: not [sampling]'s, which libvt refuses */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "kv_cache.dtype"));
+    CU_ASSERT_PTR_NULL(strstr(err, "sampling."));
     const char *no_eq[] = {"kv_cache.dtype", NULL};
     o.settings = no_eq;
     CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);

@@ -26,6 +26,20 @@ static vt_status apply_setting(vt_options *o, const char *kv, vt_error *e) {
         if (st != VT_OK) vt_error_prefix(e, "setting '%s': ", kv);
         return st;
     }
+    bool known = false;
+    for (int i = 0; i < vt_options_key_count() && !known; i++) known = strcmp(vt_options_key(i), key) == 0;
+    if (!known) {
+        /* the keys a program on libvt may set: sampling is a request's
+         * (vt_batch_request), so [sampling]'s keys are not among them */
+        char keys[512];
+        size_t used = 0;
+        keys[0] = '\0';
+        for (int i = 0; i < vt_options_key_count() && used < sizeof keys; i++)
+            if (strncmp(vt_options_key(i), "sampling.", 9) != 0)
+                used += (size_t)snprintf(keys + used, sizeof keys - used, "%s%s", used ? ", " : "", vt_options_key(i));
+        return vt_fail(e, VT_ERR_INVALID, "setting '%s': unknown option '%s'; a program on libvt sets %s", kv, key,
+                       keys);
+    }
     return vt_options_set(o, key, eq + 1, "api", e);
 }
 
