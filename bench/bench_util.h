@@ -7,11 +7,9 @@
 #include <stdint.h>
 #include <time.h>
 
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "clock.h"
+
+static inline double now_s(void) { return vt_now_seconds(); }
 
 /* CPU seconds of the whole process, every thread: on a machine shared with
  * other jobs it shows what the kernels cost when they do run (wall time

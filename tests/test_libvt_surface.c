@@ -4,6 +4,7 @@
  * receives the log through its own callback. */
 #include <ctype.h>
 #include <dirent.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,22 @@ static void test_ctx_warning_per_model(void) {
     vt_set_log_callback(NULL, NULL);
 }
 
+/* Build examples/embed_batch.c as exe, strict C11 as the docs say, against
+ * vt.h and the libvt.so in lib_dir (run from there); false on failure,
+ * with the compiler's output printed. */
+static bool build_example(const char *exe, const char *lib_dir) {
+    char cmd[4096], *out = NULL, *errs = NULL;
+    snprintf(cmd, sizeof cmd,
+             "cc -std=c11 -Wall -Wextra -Werror -pedantic %s -I'" VT_SOURCE_DIR "/include' '" VT_SOURCE_DIR
+             "/examples/embed_batch.c' -o '%s' -L'%s' -lvt -Wl,-rpath,'%s'",
+             VT_TEST_SANITIZE_FLAGS, exe, lib_dir, lib_dir);
+    const int rc = vt_test_run_cmd(cmd, &out, &errs);
+    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
+    free(out);
+    free(errs);
+    return rc == 0;
+}
+
 /* The embedding example (examples/embed_batch.c) builds as the docs say,
  * strict C11, against vt.h and libvt.so alone, and runs: both requests
  * answered with text, every KV block free at the end. */
@@ -135,17 +152,9 @@ static void test_the_embedding_example_builds_and_runs(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
     char exe[1024], cmd[4096], *out = NULL, *errs = NULL;
     vt_test_tmpfile(exe, sizeof exe, "embed_batch");
-    snprintf(cmd, sizeof cmd,
-             "cc -std=c11 -Wall -Wextra -Werror -pedantic %s -I'" VT_SOURCE_DIR "/include' '" VT_SOURCE_DIR
-             "/examples/embed_batch.c' -o '%s' -L'" VT_BUILD_DIR "/lib' -lvt -Wl,-rpath,'" VT_BUILD_DIR "/lib'",
-             VT_TEST_SANITIZE_FLAGS, exe);
-    int rc = vt_test_run_cmd(cmd, &out, &errs);
-    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
-    free(out);
-    free(errs);
+    CU_ASSERT_FATAL(build_example(exe, VT_BUILD_DIR "/lib"));
     snprintf(cmd, sizeof cmd, "'%s' '%s/models/qwen3-tiny-q4_k_m.gguf'", exe, dir);
-    rc = vt_test_run_cmd(cmd, &out, &errs);
+    int rc = vt_test_run_cmd(cmd, &out, &errs);
     if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT(out && strstr(out, "[0] ") && strstr(out, "[1] "));
@@ -164,20 +173,15 @@ static void test_the_embedding_example_builds_and_runs(void) {
 static void test_libvt_without_backends_says_where_it_looked(void) {
     const char *dir = vt_test_data_dir("test models");
     CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
-    char lone[512], cmd[8192], *out = NULL, *errs = NULL;
+    char lone[512], exe[1024], cmd[4096], *out = NULL, *errs = NULL;
     vt_test_tmpfile(lone, sizeof lone, "lone-libvt");
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s' && mkdir -p '%s' && cp -P '" VT_BUILD_DIR "'/lib/libvt.so* '%s'/ && cc -std=c11 %s -I'"
-             VT_SOURCE_DIR "/include' '" VT_SOURCE_DIR "/examples/embed_batch.c' -o '%s/embed' -L'%s' -lvt "
-             "-Wl,-rpath,'%s'",
-             lone, lone, lone, VT_TEST_SANITIZE_FLAGS, lone, lone, lone);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && cp -P '" VT_BUILD_DIR "'/lib/libvt.so* '%s'/", lone,
+             lone, lone);
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, NULL, NULL), 0);
+    snprintf(exe, sizeof exe, "%s/embed", lone);
+    CU_ASSERT_FATAL(build_example(exe, lone));
+    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s' '%s/models/qwen3-tiny-q4_k_m.gguf'", exe, dir);
     int rc = vt_test_run_cmd(cmd, &out, &errs);
-    if (rc) printf("\n%s\n%s%s", cmd, out ? out : "", errs ? errs : "");
-    CU_ASSERT_EQUAL_FATAL(rc, 0);
-    free(out);
-    free(errs);
-    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s/embed' '%s/models/qwen3-tiny-q4_k_m.gguf'", lone, dir);
-    rc = vt_test_run_cmd(cmd, &out, &errs);
     CU_ASSERT_EQUAL(rc, 1);
     char want[1200];
     snprintf(want, sizeof want, "no libvt-backend-*.so in %s/vt", lone);
