@@ -88,6 +88,17 @@ static void assert_refused_field(const serve_reply *r, const char *param) {
     free(got);
 }
 
+/* POST body to /apply-template: a 200 whose prompt contains want. */
+static void assert_prompt_has(const serve_server *s, const char *body, const char *want) {
+    serve_reply r = serve_http(s, "POST", "/apply-template", body, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    char *prompt = serve_field(&r, "prompt", NULL);
+    CU_ASSERT(prompt && strstr(prompt, want));
+    if (!prompt || !strstr(prompt, want)) printf("\n  want %s in: %s\n", want, prompt ? prompt : r.body.s);
+    free(prompt);
+    serve_reply_free(&r);
+}
+
 /* Field a.b of r's JSON body as a number, or -1. */
 static double field_number(const serve_reply *r, const char *a, const char *b) {
     json_value v;
@@ -132,16 +143,10 @@ static void test_model_template_renders_as_jinja2_and_serves(void) {
 
     /* arguments that are not JSON (a model's, cut short) are taken as
      * OpenAI takes them, and reach the template as the string */
-    r = serve_http(&s, "POST", "/apply-template",
-                   "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"tool_calls\": "
-                   "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{not json\"}}]}]}",
-                   NULL);
-    CU_ASSERT_EQUAL(r.status, 200);
-    prompt = serve_field(&r, "prompt", NULL);
-    CU_ASSERT(prompt && strstr(prompt, "\"arguments\": {not json}"));
-    if (prompt && !strstr(prompt, "\"arguments\": {not json}")) printf("\n  prompt: %s\n", prompt);
-    free(prompt);
-    serve_reply_free(&r);
+    assert_prompt_has(&s,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", \"tool_calls\": "
+                      "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{not json\"}}]}]}",
+                      "\"arguments\": {not json}");
 
     r = serve_http(&s, "POST", "/apply-template",
                    "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", NULL);
@@ -171,15 +176,10 @@ static void test_builtin_template_refuses_what_it_cannot_render(void) {
     free(prompt);
     serve_reply_free(&r);
     /* an assistant's refusal part, as OpenAI's API returns one, is what it said */
-    r = serve_http(&s, "POST", "/apply-template",
-                   "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": "
-                   "[{\"type\": \"refusal\", \"refusal\": \"I cannot.\"}]}], \"add_generation_prompt\": false}",
-                   NULL);
-    CU_ASSERT_EQUAL(r.status, 200);
-    prompt = serve_field(&r, "prompt", NULL);
-    CU_ASSERT(prompt && strstr(prompt, "<|im_start|>assistant\nI cannot.<|im_end|>"));
-    free(prompt);
-    serve_reply_free(&r);
+    assert_prompt_has(&s,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", \"content\": "
+                      "[{\"type\": \"refusal\", \"refusal\": \"I cannot.\"}]}], \"add_generation_prompt\": false}",
+                      "<|im_start|>assistant\nI cannot.<|im_end|>");
     CU_ASSERT_EQUAL(serve_stop(&s), 0);
 }
 
