@@ -697,7 +697,9 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         r->n_computed = vt_engine_seq_attach_prefix(s->engine, slot, r->tokens, total_tokens(r));
         if (r->n_preemptions == 0) {
             r->n_cached = r->n_computed;
-            if (vt_engine_kv_cache(s->engine)->prefix_cache) {
+            /* a request's other choices share its prompt: counted once,
+             * with the first, as usage's cached_tokens counts it */
+            if (vt_engine_kv_cache(s->engine)->prefix_cache && !r->is_follower) {
                 s->stats.n_prompt_looked_up += r->n_prompt;
                 s->stats.n_prompt_hit += min64(r->n_computed, r->n_prompt);
             }

@@ -143,8 +143,9 @@ typedef struct vt_sched_stats {
     int64_t n_forks;           /* choices that continued on a fork of their leader's prompt */
     /* Prompt tokens of requests starting for the first time: looked up in
      * the prefix cache, and of those taken from it. A recomputation after
-     * preemption (its own blocks found again) and a fork (nothing looked
-     * up) are not counted: these are the cache's hits on prompts. */
+     * preemption (its own blocks found again) and a request's other choices
+     * (forked, or queued and finding the first's prompt) are not counted:
+     * these are the cache's hits on prompts, each prompt once. */
     int64_t n_prompt_looked_up;
     int64_t n_prompt_hit;
 } vt_sched_stats;

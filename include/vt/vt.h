@@ -277,7 +277,8 @@ typedef struct vt_batch_cache_stats {
     int32_t cached_blocks;   /* KV blocks filed in the cache, held by requests or not */
     int32_t evictable_blocks; /* of those, held by none: reclaimed (least recently used first) when needed */
     int64_t hit_tokens;      /* prompt tokens taken from the cache since the batch opened (by requests
-                              * starting: not recomputations after preemption, not forked choices) */
+                              * starting: not recomputations after preemption, not a request's other
+                              * choices, whose prompt is its first's) */
     int64_t query_tokens;    /* prompt tokens looked up in it (the same requests' whole prompts) */
 } vt_batch_cache_stats;
 
