@@ -576,6 +576,51 @@ static void test_text_offsets_index_the_text(void) {
     vt_batch_close(b);
 }
 
+/* A request of 4 choices on 2 sequences: its first two run, the other two
+ * queue. Counted as requests (what vt serve publishes and limits by): one
+ * running, none waiting; and another request added with max_waiting 1 is
+ * taken, not refused for the first one's queued choices. */
+static void test_queued_choices_count_as_their_request(void) {
+    char be[] = "runtime.backend=reference";
+    const char *const settings[] = {be, "runtime.threads=1", "runtime.max_seqs=2", "runtime.max_waiting=1",
+                                    "kv_cache.ctx_size=256", NULL};
+    const vt_session_options o = {sizeof o, NULL, settings, false};
+    vt_batch *b = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(vt_batch_open(model_path, &o, &b, err, sizeof err), VT_OK);
+    vt_batch_request r;
+    sampled_request(&r, "Once upon a time", 7, 8);
+    uint64_t ids[4], other;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add_n(b, &r, 4, ids, err, sizeof err), VT_OK);
+    vt_batch_stats st;
+    vt_batch_get_stats(b, &st);
+    CU_ASSERT_EQUAL(st.n_waiting, 1);
+    CU_ASSERT_EQUAL(vt_batch_n_admit_next(b), 1);
+    int32_t n_seqs = 0;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK); /* the prompt; two choices fork */
+    CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL(n_seqs, 2);
+    vt_batch_get_stats(b, &st);
+    CU_ASSERT_EQUAL(st.n_running, 1);
+    CU_ASSERT_EQUAL(st.n_waiting, 0);
+    sampled_request(&r, "The dog", 9, 4);
+    CU_ASSERT_EQUAL(vt_batch_add(b, &r, &other, err, sizeof err), VT_OK);
+    if (err[0]) printf("\n  %s\n", err);
+    vt_batch_get_stats(b, &st);
+    CU_ASSERT_EQUAL(st.n_waiting, 1);
+    /* a third is refused: one request waits, max_waiting 1 */
+    uint64_t third;
+    CU_ASSERT_EQUAL(vt_batch_add(b, &r, &third, err, sizeof err), VT_ERR_UNSUPPORTED);
+    generated got[5];
+    memset(got, 0, sizeof got);
+    const uint64_t all[5] = {ids[0], ids[1], ids[2], ids[3], other};
+    run_to_end(b, all, 5, false, got);
+    vt_batch_get_stats(b, &st);
+    CU_ASSERT_EQUAL(st.n_running, 0);
+    CU_ASSERT_EQUAL(st.n_waiting, 0);
+    vt_batch_close(b);
+}
+
 int main(void) {
     static CU_TestInfo tests[] = {
         {"logprobs are the log-softmax of the logits", test_logprobs_are_the_log_softmax_of_the_logits},
@@ -587,6 +632,7 @@ int main(void) {
         {"cancel every choice", test_cancel_every_choice},
         {"seeds wrap; past the largest is refused", test_seeds_wrap_and_past_the_largest_are_refused},
         {"text offsets index the text", test_text_offsets_index_the_text},
+        {"queued choices count as their request", test_queued_choices_count_as_their_request},
         {"onednn: steps shared do not change a sequence", test_onednn_steps_shared_do_not_change_a_sequence},
         {"onednn: choices and preemption equal separate requests",
          test_onednn_choices_and_preemption_equal_separate_requests},

@@ -370,15 +370,15 @@ vt_status vt_batch_remove(vt_batch *b, uint64_t id, char *err, size_t err_size) 
 
 void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out) {
     const vt_sched_stats s = vt_sched_get_stats(b->sched);
-    out->n_waiting = vt_sched_n_waiting(b->sched);
-    out->n_running = vt_sched_n_running(b->sched);
+    out->n_waiting = vt_sched_n_waiting_requests(b->sched);
+    out->n_running = vt_sched_n_running_requests(b->sched);
     out->free_kv_blocks = vt_engine_free_blocks(b->engine);
     out->n_steps = s.n_steps;
     out->n_preemptions = s.n_preemptions;
     out->total_kv_blocks = vt_engine_total_blocks(b->engine);
 }
 
-int32_t vt_batch_n_admit_next(const vt_batch *b) { return vt_sched_n_admit_next(b->sched); }
+int32_t vt_batch_n_admit_next(const vt_batch *b) { return vt_sched_n_admit_next_requests(b->sched); }
 
 vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t len, bool add_bos, bool parse_special,
                             int32_t **ids, size_t *n_ids, char *err, size_t err_size) {

@@ -24,6 +24,7 @@
 
 typedef struct request {
     uint64_t id;
+    uint64_t group;       /* the id of its client request's first choice (its own id for n = 1) */
     vt_sched_state state;
     vt_sched_finish finish;
     int32_t *tokens;      /* [n_prompt + max_generated]: the prompt, then every generated token */
@@ -444,11 +445,14 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
         return vt_fail(err, VT_ERR_INVALID, "request.n: %d choices (accepted: 1..%d)", n, VT_BATCH_MAX_CHOICES);
     vt_status st = check_request(s, q, err);
     if (st != VT_OK) return st;
-    if (s->n_waiting >= s->max_waiting)
+    /* requests, each one's n choices once: another request's queued
+     * choices do not fill the queue (its first admitted them) */
+    const int32_t waiting = vt_sched_n_waiting_requests(s);
+    if (waiting >= s->max_waiting)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
                        "waiting queue full: %d requests wait to start (max_waiting %d); add again when some have "
                        "started or finished",
-                       s->n_waiting, s->max_waiting);
+                       waiting, s->max_waiting);
     if (s->n_all + n > s->cap_all) {
         int32_t cap = s->cap_all ? s->cap_all : 16;
         while (cap < s->n_all + n) cap *= 2;
@@ -483,6 +487,7 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
     for (int32_t i = 0; i < n; i++) {
         request *r = made[i];
         r->id = s->next_id++;
+        r->group = made[0]->id;
         ids[i] = r->id;
         s->all[s->n_all++] = r;
         if (i > 0) {
@@ -559,6 +564,28 @@ int64_t vt_sched_cached_tokens(const vt_sched *s, uint64_t id) {
 }
 
 int32_t vt_sched_n_waiting(const vt_sched *s) { return s->n_waiting; }
+
+/* Whether list[0, n) holds a choice of group. */
+static bool group_listed(request *const *list, int32_t n, uint64_t group) {
+    for (int32_t i = 0; i < n; i++)
+        if (list[i]->group == group) return true;
+    return false;
+}
+
+int32_t vt_sched_n_running_requests(const vt_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_running; i++) n += !group_listed(s->running, i, s->running[i]->group);
+    return n;
+}
+
+int32_t vt_sched_n_waiting_requests(const vt_sched *s) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < s->n_waiting; i++) {
+        const uint64_t g = s->waiting[i]->group;
+        n += !group_listed(s->waiting, i, g) && !group_listed(s->running, s->n_running, g);
+    }
+    return n;
+}
 int32_t vt_sched_n_running(const vt_sched *s) { return s->n_running; }
 vt_sched_stats vt_sched_get_stats(const vt_sched *s) {
     vt_sched_stats st = s->stats;
@@ -783,6 +810,16 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
         }
     plan_begin(s);
     return n_admit;
+}
+
+int32_t vt_sched_n_admit_next_requests(vt_sched *s) {
+    const int32_t n_admit = vt_sched_n_admit_next(s);
+    int32_t n = 0;
+    for (int32_t i = 0; i < n_admit; i++) {
+        const uint64_t g = s->waiting[i]->group;
+        n += !group_listed(s->waiting, i, g) && !group_listed(s->running, s->n_running, g);
+    }
+    return n;
 }
 
 /* ---- one step ----------------------------------------------------------- */

@@ -255,9 +255,10 @@ typedef struct vt_batch_output {
 /* This struct has no struct_size, so it keeps its fields as they are: new
  * counters go to a struct that has one (as vt_batch_cache_stats). */
 typedef struct vt_batch_stats {
-    int32_t n_waiting;        /* requests queued (not started, or set back to be recomputed; not the
-                               * choices of vt_batch_add_n waiting with their first) */
-    int32_t n_running;        /* requests holding a sequence */
+    /* Requests as added: vt_batch_add_n's n choices count as one request. */
+    int32_t n_waiting;        /* requests queued (not started, or set back to be recomputed), none of
+                               * whose choices runs */
+    int32_t n_running;        /* requests with a choice holding a sequence */
     int32_t free_kv_blocks;   /* KV-cache blocks no sequence holds */
     int64_t n_steps;          /* steps that ran a forward */
     int64_t n_preemptions;    /* requests set back for lack of KV blocks */
@@ -368,7 +369,7 @@ VT_API void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *ou
 /* Prompt tokens request id took from the prefix cache (OpenAI's
  * usage.prompt_tokens_details.cached_tokens); -1 for an unknown id. */
 VT_API int64_t vt_batch_cached_tokens(const vt_batch *b, uint64_t id);
-/* How many of the n_waiting requests the next vt_batch_step would start:
+/* How many of the n_waiting requests (n choices counted once) the next vt_batch_step would start:
  * as many as its token budget, free sequences and free KV blocks let in,
  * oldest first. Changes no request; not safe alongside another call on b. */
 VT_API int32_t vt_batch_n_admit_next(const vt_batch *b);
