@@ -587,6 +587,27 @@ static void test_run_and_chat_take_the_scheduler_settings(void) {
     result_free(&r);
 }
 
+/* --backend auto's cost tables hold the first 32 backend files found: with
+ * 33 stale files ahead of the real backends, auto says so and stops (it
+ * read and wrote past its tables, placing nothing by cost), while a named
+ * backend still runs. */
+static void test_auto_past_its_tables_says_so(void) {
+    char dir[400], cmd[2048];
+    vt_test_tmpfile(dir, sizeof dir, "many-backend-files");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s' && for i in $(seq -w 0 32); do : > '%s'/libvt-backend-a$i.so; "
+             "done", dir, dir, dir);
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, NULL, NULL), 0);
+    char prefix[900];
+    snprintf(prefix, sizeof prefix, "VT_BACKEND_PATH='%s' XDG_CACHE_HOME='%s'", dir, dir);
+    result r = run(prefix, "run -m '%s' --backend auto -p hi -n 2 --temp 0 -t 1", model);
+    CU_ASSERT_EQUAL(r.rc, 5);
+    CU_ASSERT(has(r.err, "runtime.backend = auto places among the first 32 backend files found"));
+    result named = run(prefix, "run -m '%s' --backend reference -p hi -n 2 --temp 0 -t 1", model);
+    CU_ASSERT_EQUAL(named.rc, 0);
+    result_free(&r);
+    result_free(&named);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"the default seed is random, printed, and replays", test_default_seed_is_random_and_replayable},
@@ -608,6 +629,7 @@ int main(void) {
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
         {"vt bench runs the default backend first", test_bench_runs_the_default_first},
         {"vt run and vt chat take the scheduler's settings", test_run_and_chat_take_the_scheduler_settings},
+        {"--backend auto past its tables says so", test_auto_past_its_tables_says_so},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("newcomer", find_model, NULL, tests);

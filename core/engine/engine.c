@@ -298,6 +298,18 @@ static vt_status place_by_cost(vt_engine *e, vt_error *err) {
  * the slow oracle that takes only what nobody else accepts) and the times
  * the calibration cache holds for them. */
 static vt_status start_auto(vt_engine *e, bool recalibrate, vt_error *err) {
+    /* The cost tables hold VT_AUTO_MAX_BACKENDS registry entries, refused
+     * and shadowed files included: a loaded backend past them could be
+     * neither timed nor placed (its index would run off the tables). */
+    for (int i = VT_AUTO_MAX_BACKENDS; i < vt_registry_count(e->registry); i++) {
+        const vt_backend_entry *b = vt_registry_at(e->registry, i);
+        if (b->state == VT_BACKEND_LOADED)
+            return vt_fail(err, VT_ERR_BACKEND,
+                           "runtime.backend = auto places among the first %d backend files found, and '%s' is file "
+                           "%d (%s): remove the refused or shadowed files before it (see `vt backends`), or name a "
+                           "backend",
+                           VT_AUTO_MAX_BACKENDS, b->name, i + 1, b->path);
+    }
     vt_auto_costs *c = calloc(1, sizeof *c);
     if (!c) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     vt_auto_costs_init(c);
