@@ -685,6 +685,8 @@ static const corrupt_case corrupt_cases[] = {
     {"cut in the dims", CUT, "ne:c.weight", 4, 0, {"truncated", "dimensions of tensor 'c.weight'"}},
     {"cut in the dtype", CUT, "dtype:c.weight", 2, 0, {"truncated", "type of tensor 'c.weight'"}},
     {"cut in the offset", CUT, "off:c.weight", 7, 0, {"truncated", "offset of tensor 'c.weight'"}},
+    /* b's data moved onto a's: one set of bytes read as two dtypes and shapes */
+    {"two tensors on the same bytes", PUT64, "off:b.weight", 0, 0, {"share data bytes", "'a.weight' and 'b.weight'"}},
     {"cut after the tables", CUT, "tables_end", 0, 0, {"tensor 'a.weight': data", "outside the file"}},
     {"cut in the data", CUT, "data:b.weight", 40, 0, {"tensor 'b.weight': data", "outside the file"}},
     {"cut in the last tensor", CUT, "data:c.weight", 15, 0, {"tensor 'c.weight'", "outside the file"}},

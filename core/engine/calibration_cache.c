@@ -258,9 +258,16 @@ vt_status vt_calibration_save(const char *path, const char *key, const vt_regist
     if (!text) return vt_fail(err, VT_ERR_NOMEM, "out of memory writing the calibration cache");
     const unsigned long long sum = (unsigned long long)vt_calibration_checksum(text, n);
     vt_status st = make_parent(path, err);
+    /* a temporary file of its own (engines of one process, or of several,
+     * may save at once), renamed over the cache whole */
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = st == VT_OK ? fopen(tmp, "wb") : NULL;
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    const int fd = st == VT_OK ? mkstemp(tmp) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !f) {
+        close(fd);
+        remove(tmp);
+    }
     if (st == VT_OK && !f) st = vt_fail(err, VT_ERR_IO, "calibration cache: cannot write %s: %s", tmp, strerror(errno));
     if (f) {
         bool ok = fwrite(text, 1, n, f) == n && fprintf(f, "checksum %016llx\n", sum) > 0;

@@ -70,10 +70,21 @@ int32_t graph_view(vt_graph *g, int32_t base, const char *name, int ndim, int64_
     return id;
 }
 
+/* Whether weight value v is tensor t: the same bytes read as the same dtype
+ * and shape (a tied output is the embedding itself; two tensors a file
+ * places at one offset are not one value: each keeps the dtype and shape
+ * the model checked for it). */
+static bool value_is_tensor(const vt_value *v, const vt_gguf_tensor *t) {
+    if (v->kind != VT_VAL_WEIGHT || v->data != t->data || v->dtype != t->dtype || v->ndim != t->ndim) return false;
+    for (int d = 0; d < t->ndim; d++)
+        if (v->ne[d] != t->ne[d]) return false;
+    return true;
+}
+
 int32_t graph_weight(vt_graph *g, const vt_gguf_tensor *t) {
     if (!t || g->status != VT_OK) return -1;
     for (int32_t i = 0; i < g->p->n_values; i++) /* a tied output reuses the embedding's value */
-        if (g->p->values[i].kind == VT_VAL_WEIGHT && g->p->values[i].data == t->data) return i;
+        if (value_is_tensor(&g->p->values[i], t)) return i;
     const int32_t id = graph_value(g, VT_VAL_WEIGHT, t->name, t->dtype, t->ndim, t->ne, VT_SCALE_NONE, 0);
     if (id >= 0) g->p->values[id].data = (void *)t->data;
     return id;

@@ -491,6 +491,38 @@ static vt_status parse_tensor_info(vt_gguf *g, cursor *c, uint64_t i, vt_gguf_te
     return VT_OK;
 }
 
+typedef struct tensor_span {
+    uint64_t begin, end;
+    int64_t index;
+} tensor_span;
+
+static int by_begin(const void *a, const void *b) {
+    const tensor_span *x = a, *y = b;
+    return (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+/* No two tensors share bytes: each is read as its own dtype and shape, so
+ * bytes two of them claimed would be one tensor's data read as another's
+ * (and one prepared layout of them serve both). */
+static vt_status check_no_overlap(const vt_gguf *g, vt_error *err) {
+    if (g->n_tensors < 2) return VT_OK;
+    tensor_span *s = malloc((size_t)g->n_tensors * sizeof *s);
+    if (!s) return vt_fail(err, VT_ERR_NOMEM, "gguf: out of memory checking the tensors' data");
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        s[i] = (tensor_span){g->tensors[i].offset, g->tensors[i].offset + g->tensors[i].nbytes, i};
+    qsort(s, (size_t)g->n_tensors, sizeof *s, by_begin);
+    vt_status st = VT_OK;
+    for (int64_t i = 1; i < g->n_tensors && st == VT_OK; i++)
+        if (s[i].begin < s[i - 1].end)
+            st = vt_fail(err, VT_ERR_FORMAT,
+                         "gguf: tensors '%s' and '%s' share data bytes (%llu..%llu and %llu..%llu of the data section)",
+                         g->tensors[s[i - 1].index].name, g->tensors[s[i].index].name,
+                         (unsigned long long)s[i - 1].begin, (unsigned long long)s[i - 1].end,
+                         (unsigned long long)s[i].begin, (unsigned long long)s[i].end);
+    free(s);
+    return st;
+}
+
 static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
     if (n_tensors > cursor_left(c) / GGUF_MIN_TENSOR_BYTES)
         return vt_fail(c->err, VT_ERR_FORMAT,
@@ -531,7 +563,7 @@ static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
                            t->name, (unsigned long long)t->offset, g->size);
         t->data = g->base + g->data_offset + t->offset;
     }
-    return VT_OK;
+    return check_no_overlap(g, c->err);
 }
 
 static vt_status parse(vt_gguf *g, vt_error *err) {
