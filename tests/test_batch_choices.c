@@ -576,6 +576,42 @@ static void test_text_offsets_index_the_text(void) {
     vt_batch_close(b);
 }
 
+/* A request of 3 choices whose first is cancelled before it starts (another
+ * request holds the one sequence): the others start on their own, and the
+ * prefix cache's counts still hold its prompt once. */
+static void test_prompt_counted_once_when_its_first_choice_never_starts(void) {
+    const char *const settings[] = {"runtime.backend=reference", "runtime.threads=1", "runtime.max_seqs=1",
+                                    "kv_cache.ctx_size=256", NULL};
+    const vt_session_options o = {sizeof o, NULL, settings, false};
+    vt_batch *b = NULL;
+    char err[512] = "";
+    CU_ASSERT_EQUAL_FATAL(vt_batch_open(model_path, &o, &b, err, sizeof err), VT_OK);
+    static const char first[] = "The little dog", second[] = "Once upon a time there was";
+    vt_batch_request r;
+    sampled_request(&r, first, 3, 6);
+    uint64_t busy, ids[3];
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add(b, &r, &busy, err, sizeof err), VT_OK);
+    int32_t n_seqs = 0;
+    CU_ASSERT_EQUAL_FATAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK); /* busy holds the sequence */
+    sampled_request(&r, second, 5, 4);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_add_n(b, &r, 3, ids, err, sizeof err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_batch_cancel(b, ids[0], err, sizeof err), VT_OK); /* before it ever started */
+    generated got[3];
+    memset(got, 0, sizeof got);
+    const uint64_t rest[3] = {busy, ids[1], ids[2]};
+    run_to_end(b, rest, 3, false, got);
+    CU_ASSERT(got[1].n > 0 && got[2].n > 0);
+    int32_t *tokens = NULL;
+    const size_t n_first = tokenize(b, first, &tokens);
+    free(tokens);
+    const size_t n_second = tokenize(b, second, &tokens);
+    free(tokens);
+    vt_batch_cache_stats cs = {.struct_size = sizeof cs};
+    vt_batch_get_cache_stats(b, &cs);
+    CU_ASSERT_EQUAL(cs.query_tokens, (int64_t)(n_first + n_second));
+    vt_batch_close(b);
+}
+
 /* A request of 4 choices on 2 sequences: its first two run, the other two
  * queue. Counted as requests (what vt serve publishes and limits by): one
  * running, none waiting; and another request added with max_waiting 1 is
@@ -633,6 +669,8 @@ int main(void) {
         {"seeds wrap; past the largest is refused", test_seeds_wrap_and_past_the_largest_are_refused},
         {"text offsets index the text", test_text_offsets_index_the_text},
         {"queued choices count as their request", test_queued_choices_count_as_their_request},
+        {"a prompt is counted once when its first choice never starts",
+         test_prompt_counted_once_when_its_first_choice_never_starts},
         {"onednn: steps shared do not change a sequence", test_onednn_steps_shared_do_not_change_a_sequence},
         {"onednn: choices and preemption equal separate requests",
          test_onednn_choices_and_preemption_equal_separate_requests},

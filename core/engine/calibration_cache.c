@@ -263,6 +263,9 @@ vt_status vt_calibration_save(const char *path, const char *key, const vt_regist
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
     const int fd = st == VT_OK ? mkstemp(tmp) : -1;
+    /* mkstemp makes it 0600; the cache it replaces was made as any file
+     * (others may read it: a shared XDG_CACHE_HOME, a service account) */
+    if (fd >= 0) (void)fchmod(fd, 0644);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (fd >= 0 && !f) {
         close(fd);

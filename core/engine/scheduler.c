@@ -25,6 +25,8 @@
 typedef struct request {
     uint64_t id;
     uint64_t group;       /* the id of its client request's first choice (its own id for n = 1) */
+    bool counts_prompt;   /* its first admission counts its prompt in the prefix cache's stats: the
+                           * first choice, or the choice that starts first when it never did */
     vt_sched_state state;
     vt_sched_finish finish;
     int32_t *tokens;      /* [n_prompt + max_generated]: the prompt, then every generated token */
@@ -99,6 +101,8 @@ struct vt_sched {
     vt_step_entry *entries;
     int32_t *sampled; /* [max_seqs] entry i's token, or NO_LOGITS */
     int64_t *admit_hit; /* [max_seqs] vt_sched_n_admit_next: the hits of the requests it counts */
+    uint64_t *groups;   /* [cap_groups] distinct_groups' scratch */
+    size_t cap_groups;
     vt_token_trie *trie; /* the vocabulary's token texts, built for the first request with a grammar */
 
     vt_sched_stats stats;
@@ -206,6 +210,10 @@ static void release_slot(vt_sched *s, request *r) {
  * to start on their own (from the prefix cache): they arrived with it, so
  * they wait at the front of the queue, in their order. */
 static void release_followers(vt_sched *s, request *r) {
+    /* a first choice ending before it was ever admitted leaves the count of
+     * its prompt to the choice that starts first in its place */
+    const bool never_admitted = r->state == VT_SCHED_WAITING && r->n_preemptions == 0;
+    if (r->counts_prompt && never_admitted && r->n_followers > 0) r->followers[0]->counts_prompt = true;
     for (int32_t i = 0; i < r->n_followers; i++) {
         request *f = r->followers[i];
         f->leader = NULL;
@@ -324,6 +332,7 @@ void vt_sched_free(vt_sched *s) {
     free(s->entries);
     free(s->sampled);
     free(s->admit_hit);
+    free(s->groups);
     free(s->token_bytes);
     vt_token_trie_free(s->trie);
     free(s);
@@ -488,6 +497,7 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
         request *r = made[i];
         r->id = s->next_id++;
         r->group = made[0]->id;
+        r->counts_prompt = i == 0;
         ids[i] = r->id;
         s->all[s->n_all++] = r;
         if (i > 0) {
@@ -572,20 +582,46 @@ static bool group_listed(request *const *list, int32_t n, uint64_t group) {
     return false;
 }
 
-int32_t vt_sched_n_running_requests(const vt_sched *s) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < s->n_running; i++) n += !group_listed(s->running, i, s->running[i]->group);
-    return n;
+static int by_group(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
 }
 
-int32_t vt_sched_n_waiting_requests(const vt_sched *s) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < s->n_waiting; i++) {
-        const uint64_t g = s->waiting[i]->group;
-        n += !group_listed(s->waiting, i, g) && !group_listed(s->running, s->n_running, g);
+/* The requests among list[0, n) as clients sent them, each one's choices
+ * once, leaving out those with a choice running when skip_running. Sorted
+ * group ids, so a long queue costs n log n, not n^2 (vt serve asks after
+ * every step); without any request of several choices, n itself. */
+static int32_t distinct_groups(vt_sched *s, request *const *list, int32_t n, bool skip_running) {
+    if (s->n_follower_requests == 0) return n; /* each request its own group, in one list only */
+    const size_t need = (size_t)n + (size_t)s->n_running;
+    if (need > s->cap_groups) {
+        uint64_t *grown = realloc(s->groups, need * sizeof *grown);
+        if (!grown) { /* no memory for the sort: the same count by scanning */
+            int32_t k = 0;
+            for (int32_t i = 0; i < n; i++)
+                k += !group_listed(list, i, list[i]->group) &&
+                     !(skip_running && group_listed(s->running, s->n_running, list[i]->group));
+            return k;
+        }
+        s->groups = grown;
+        s->cap_groups = need;
     }
-    return n;
+    uint64_t *running = s->groups, *listed = s->groups + s->n_running;
+    for (int32_t i = 0; i < s->n_running; i++) running[i] = s->running[i]->group;
+    for (int32_t i = 0; i < n; i++) listed[i] = list[i]->group;
+    qsort(running, (size_t)s->n_running, sizeof *running, by_group);
+    qsort(listed, (size_t)n, sizeof *listed, by_group);
+    int32_t k = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (i > 0 && listed[i] == listed[i - 1]) continue;
+        k += !(skip_running && bsearch(&listed[i], running, (size_t)s->n_running, sizeof *running, by_group));
+    }
+    return k;
 }
+
+int32_t vt_sched_n_running_requests(vt_sched *s) { return distinct_groups(s, s->running, s->n_running, false); }
+
+int32_t vt_sched_n_waiting_requests(vt_sched *s) { return distinct_groups(s, s->waiting, s->n_waiting, true); }
 int32_t vt_sched_n_running(const vt_sched *s) { return s->n_running; }
 vt_sched_stats vt_sched_get_stats(const vt_sched *s) {
     vt_sched_stats st = s->stats;
@@ -726,7 +762,7 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
             r->n_cached = r->n_computed;
             /* a request's other choices share its prompt: counted once,
              * with the first, as usage's cached_tokens counts it */
-            if (vt_engine_kv_cache(s->engine)->prefix_cache && !r->is_follower) {
+            if (vt_engine_kv_cache(s->engine)->prefix_cache && r->counts_prompt) {
                 s->stats.n_prompt_looked_up += r->n_prompt;
                 s->stats.n_prompt_hit += min64(r->n_computed, r->n_prompt);
             }
@@ -813,13 +849,7 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
 }
 
 int32_t vt_sched_n_admit_next_requests(vt_sched *s) {
-    const int32_t n_admit = vt_sched_n_admit_next(s);
-    int32_t n = 0;
-    for (int32_t i = 0; i < n_admit; i++) {
-        const uint64_t g = s->waiting[i]->group;
-        n += !group_listed(s->waiting, i, g) && !group_listed(s->running, s->n_running, g);
-    }
-    return n;
+    return distinct_groups(s, s->waiting, vt_sched_n_admit_next(s), true);
 }
 
 /* ---- one step ----------------------------------------------------------- */

@@ -202,22 +202,23 @@ vt_status vt_sched_cancel(vt_sched *s, uint64_t id, vt_error *err);
 vt_status vt_sched_remove(vt_sched *s, uint64_t id, vt_error *err);
 
 /* Requests waiting and running: when both are 0 a step has nothing to do.
- * Each of a request's n choices (vt_sched_add_n) counts here. */
+ * Each choice of vt_sched_add_n counts here once it is queued or running on
+ * its own (choices waiting for their first's prompt are in neither). */
 int32_t vt_sched_n_waiting(const vt_sched *s);
 /* Prompt tokens request id took from the prefix cache; -1 for an unknown id. */
 int64_t vt_sched_cached_tokens(const vt_sched *s, uint64_t id);
 int32_t vt_sched_n_running(const vt_sched *s);
 /* The same counted as a client's requests, its n choices once: those with a
  * choice running, and those with none running and one waiting. */
-int32_t vt_sched_n_running_requests(const vt_sched *s);
-int32_t vt_sched_n_waiting_requests(const vt_sched *s);
+int32_t vt_sched_n_running_requests(vt_sched *s);
+int32_t vt_sched_n_waiting_requests(vt_sched *s);
 vt_sched_stats vt_sched_get_stats(const vt_sched *s);
 /* How many of the waiting requests the next step would start, decided by
  * the same test the step applies (a token budget, a free sequence, the
  * blocks of the first chunk, no preemption). Changes no request. */
 int32_t vt_sched_n_admit_next(vt_sched *s);
 /* Of those, how many are requests that start running (their n choices once;
- * none of whose choices ran before). */
+ * none of whose choices is running now: a preempted request counts again). */
 int32_t vt_sched_n_admit_next_requests(vt_sched *s);
 
 #endif
