@@ -592,7 +592,7 @@ static int by_group(const void *a, const void *b) {
  * group ids, so a long queue costs n log n, not n^2 (vt serve asks after
  * every step); without any request of several choices, n itself. */
 static int32_t distinct_groups(vt_sched *s, request *const *list, int32_t n, bool skip_running) {
-    if (s->n_follower_requests == 0) return n; /* each request its own group, in one list only */
+    if (s->n_follower_requests == 0 || n == 0) return n; /* each request its own group, in one list only */
     const size_t need = (size_t)n + (size_t)s->n_running;
     if (need > s->cap_groups) {
         uint64_t *grown = realloc(s->groups, need * sizeof *grown);
@@ -609,12 +609,14 @@ static int32_t distinct_groups(vt_sched *s, request *const *list, int32_t n, boo
     uint64_t *running = s->groups, *listed = s->groups + s->n_running;
     for (int32_t i = 0; i < s->n_running; i++) running[i] = s->running[i]->group;
     for (int32_t i = 0; i < n; i++) listed[i] = list[i]->group;
-    qsort(running, (size_t)s->n_running, sizeof *running, by_group);
+    /* n > 0 here, so the scratch is allocated; running may be empty */
+    if (s->n_running > 0) qsort(running, (size_t)s->n_running, sizeof *running, by_group);
     qsort(listed, (size_t)n, sizeof *listed, by_group);
     int32_t k = 0;
     for (int32_t i = 0; i < n; i++) {
         if (i > 0 && listed[i] == listed[i - 1]) continue;
-        k += !(skip_running && bsearch(&listed[i], running, (size_t)s->n_running, sizeof *running, by_group));
+        k += !(skip_running && s->n_running > 0 &&
+               bsearch(&listed[i], running, (size_t)s->n_running, sizeof *running, by_group));
     }
     return k;
 }
