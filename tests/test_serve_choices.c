@@ -9,6 +9,7 @@
  * Skipped only when vt serve was not built. */
 #include <curl/curl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -580,6 +581,52 @@ static size_t hang_up(char *p, size_t size, size_t n, void *user) {
     return 0; /* aborts the transfer */
 }
 
+typedef struct posted {
+    const serve_server *s;
+    const char *body;
+    long status;
+} posted;
+
+static void *post_main(void *arg) {
+    posted *p = arg;
+    serve_reply r = serve_http(p->s, NULL, "/v1/completions", p->body, NULL);
+    p->status = r.status;
+    serve_reply_free(&r);
+    return NULL;
+}
+
+/* One request of 8 choices on 2 sequences: two run and six queue behind
+ * them, yet as requests one runs and none waits, so with --max-waiting 1 the
+ * next request is taken (it was refused queue_full for the first one's
+ * queued choices). The engine is held after the prompt's forward, so the
+ * six certainly wait when the second request arrives. */
+static void test_queued_choices_leave_the_queue_to_requests(void) {
+    serve_server gated = {0};
+    serve_gate gate;
+    CU_ASSERT_FATAL(serve_gate_init(&gate, "choices-queue-gate"));
+    static const char *const args[] = {"--max-seqs", "2", "--max-waiting", "1", "-c", "512", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&gated, &gate, MODEL, "choices-queue.log", args));
+    const long base = serve_gate_reached(&gate);
+    serve_gate_allow(&gate, base + 1);
+    posted a = {&gated, "{\"prompt\":\"Once upon a time\",\"max_tokens\":3,\"n\":8,\"seed\":1}", 0};
+    posted b = {&gated, "{\"prompt\":\"The dog\",\"max_tokens\":3,\"seed\":2}", 0};
+    pthread_t ta, tb;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, post_main, &a), 0);
+    CU_ASSERT(serve_gate_wait_reached(&gate, base + 2, 60)); /* the prompt computed; held before the next */
+    CU_ASSERT(serve_metric_reaches(&gated, "vt_requests_running", 1, 60));
+    CU_ASSERT_EQUAL(serve_metric(&gated, "vt_requests_waiting"), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&tb, NULL, post_main, &b), 0);
+    CU_ASSERT(serve_metric_reaches(&gated, "vt_requests_waiting", 1, 60)); /* b is taken: it waits */
+    serve_gate_open(&gate);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    CU_ASSERT_EQUAL(a.status, 200);
+    CU_ASSERT_EQUAL(b.status, 200);
+    CU_ASSERT_EQUAL(log_count(&gated, " 503"), 0);
+    int status = serve_stop(&gated);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A client that leaves a streamed n = 3 request ends all three choices:
  * the engine is held after the forward that computed the prompt, so the
  * three certainly run (and hold blocks) when the client hangs up at its
@@ -641,6 +688,7 @@ int main(void) {
         {"text offsets with a stop string", test_offsets_with_a_stop_string},
         {"bad n / logprobs: 400 naming the field", test_refusals_name_the_field},
         {"a client leaving cancels every choice", test_client_leaving_cancels_every_choice},
+        {"queued choices leave the queue to requests", test_queued_choices_leave_the_queue_to_requests},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("vt serve choices", suite_init, suite_cleanup, tests);
