@@ -41,6 +41,12 @@ void serve_reply_free(serve_reply *r) {
     memset(r, 0, sizeof *r);
 }
 
+void *serve_post_main(void *post) {
+    serve_post *p = post;
+    p->r = serve_http(p->s, NULL, "/v1/completions", p->body, NULL);
+    return NULL;
+}
+
 serve_reply serve_http(const serve_server *s, const char *method, const char *path, const char *body, const char *key) {
     serve_reply r = {0};
     CURL *c = curl_easy_init();

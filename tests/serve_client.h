@@ -47,6 +47,14 @@ size_t serve_collect(char *p, size_t size, size_t n, void *user);
 /* One request; body NULL = GET unless method says otherwise; key NULL = no
  * Authorization header. */
 serve_reply serve_http(const serve_server *s, const char *method, const char *path, const char *body, const char *key);
+/* A POST of body to /v1/completions made on a thread of its own:
+ * pthread_create(&t, NULL, serve_post_main, &post), then r once joined. */
+typedef struct serve_post {
+    const serve_server *s;
+    const char *body;
+    serve_reply r;
+} serve_post;
+void *serve_post_main(void *post);
 void serve_reply_free(serve_reply *r);
 
 /* Field a (or a.b) of r's JSON body as a malloc'ed string: NULL when the

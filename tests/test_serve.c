@@ -792,26 +792,15 @@ static void test_slow_reader(void) {
 
 /* ---- the small server: full queue, time limit, no template, drain ---------- */
 
-typedef struct stream_thread {
-    const serve_server *s;
-    const char *body;
-    serve_reply r;
-} stream_thread;
-
-static void *stream_main(void *arg) {
-    stream_thread *t = arg;
-    t->r = serve_http(t->s, NULL, "/v1/completions", t->body, NULL);
-    return NULL;
-}
 
 typedef struct request_thread {
-    stream_thread t;
+    serve_post t;
     atomic_bool done;
 } request_thread;
 
 static void *request_main(void *arg) {
     request_thread *t = arg;
-    stream_main(&t->t);
+    serve_post_main(&t->t);
     atomic_store(&t->done, true);
     return NULL;
 }
@@ -828,9 +817,9 @@ static void test_queue_full_and_time_limit(void) {
     serve_gate_hold(&small_gate);
     long base = serve_gate_reached(&small_gate);
     int limit_lines = log_count(&small_srv, "exceeded the time limit");
-    stream_thread a = {&small_srv, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0,\"stream\":true}", {0}};
+    serve_post a = {&small_srv, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0,\"stream\":true}", {0}};
     pthread_t ta, tb, tc;
-    pthread_create(&ta, NULL, stream_main, &a);
+    pthread_create(&ta, NULL, serve_post_main, &a);
     CU_ASSERT(serve_gate_wait_reached(&small_gate, base + 1, 60));
     static const char body[] = "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}";
     request_thread b = {{&small_srv, body, {0}}, false}, c = {{&small_srv, body, {0}}, false};
@@ -881,9 +870,9 @@ static void test_no_template_and_drain(void) {
      * gate opens it runs to its end well within the 30 s grace. */
     serve_gate_hold(&small_gate);
     long base = serve_gate_reached(&small_gate);
-    stream_thread a = {&small_srv, "{\"prompt\":\"Greetings\",\"max_tokens\":300,\"temperature\":0,\"stream\":true}", {0}};
+    serve_post a = {&small_srv, "{\"prompt\":\"Greetings\",\"max_tokens\":300,\"temperature\":0,\"stream\":true}", {0}};
     pthread_t ta;
-    pthread_create(&ta, NULL, stream_main, &a);
+    pthread_create(&ta, NULL, serve_post_main, &a);
     CU_ASSERT(serve_gate_wait_reached(&small_gate, base + 1, 60));
     kill(small_srv.pid, SIGTERM);
     CU_ASSERT(log_grows(&small_srv, "SIGTERM: no new requests; 1 running or waiting", 0, 60));
@@ -920,13 +909,13 @@ static void test_shutdown_before_first_token(void) {
     CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "drain503.log", args));
     long base = serve_gate_reached(&g);
     serve_gate_allow(&g, base + 1);
-    stream_thread a = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
-    stream_thread b = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
+    serve_post a = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
+    serve_post b = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
     pthread_t ta, tb;
-    pthread_create(&ta, NULL, stream_main, &a);
+    pthread_create(&ta, NULL, serve_post_main, &a);
     CU_ASSERT(serve_gate_wait_reached(&g, base + 2, 60));
     CU_ASSERT(serve_metric_reaches(&s, "vt_generation_tokens_total", 1, 60));
-    pthread_create(&tb, NULL, stream_main, &b);
+    pthread_create(&tb, NULL, serve_post_main, &b);
     CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 60));
     kill(s.pid, SIGTERM);
     CU_ASSERT(log_grows(&s, "SIGTERM: no new requests; 2 running or waiting", 0, 60));
@@ -994,9 +983,9 @@ static void test_sigterm_while_loading_and_twice(void) {
     CU_ASSERT_FATAL(serve_start_gated(&s, &g2, MODEL, "sigterm-twice.log", args2));
     long base = serve_gate_reached(&g2);
     serve_gate_allow(&g2, base + 1);
-    stream_thread a = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
+    serve_post a = {&s, "{\"prompt\":\"Greetings\",\"max_tokens\":4000,\"temperature\":0}", {0}};
     pthread_t ta;
-    pthread_create(&ta, NULL, stream_main, &a);
+    pthread_create(&ta, NULL, serve_post_main, &a);
     CU_ASSERT(serve_gate_wait_reached(&g2, base + 2, 60));
     kill(s.pid, SIGTERM);
     CU_ASSERT(log_grows(&s, "SIGTERM: no new requests; 1 running or waiting", 0, 60));
@@ -1031,12 +1020,12 @@ static void test_gauges_follow_token_budget(void) {
     long base = serve_gate_reached(&g);
     /* one-token prompts: each request's first forward is its whole prefill */
     static const char body[] = "{\"prompt\":[5],\"max_tokens\":8,\"temperature\":0}";
-    stream_thread a = {&s, body, {0}}, b = {&s, body, {0}}, c = {&s, body, {0}};
+    serve_post a = {&s, body, {0}}, b = {&s, body, {0}}, c = {&s, body, {0}};
     pthread_t ta, tb, tc;
-    pthread_create(&ta, NULL, stream_main, &a);
+    pthread_create(&ta, NULL, serve_post_main, &a);
     CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
-    pthread_create(&tb, NULL, stream_main, &b);
-    pthread_create(&tc, NULL, stream_main, &c);
+    pthread_create(&tb, NULL, serve_post_main, &b);
+    pthread_create(&tc, NULL, serve_post_main, &c);
     CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 2, 60)); /* both queued behind the held forward */
     serve_gate_allow(&g, base + 2);
     CU_ASSERT(serve_gate_wait_reached(&g, base + 2, 60));

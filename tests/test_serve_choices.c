@@ -581,20 +581,6 @@ static size_t hang_up(char *p, size_t size, size_t n, void *user) {
     return 0; /* aborts the transfer */
 }
 
-typedef struct posted {
-    const serve_server *s;
-    const char *body;
-    long status;
-} posted;
-
-static void *post_main(void *arg) {
-    posted *p = arg;
-    serve_reply r = serve_http(p->s, NULL, "/v1/completions", p->body, NULL);
-    p->status = r.status;
-    serve_reply_free(&r);
-    return NULL;
-}
-
 /* One request of 8 choices on 2 sequences: two run and six queue behind
  * them, yet as requests one runs and none waits, so with --max-waiting 1 the
  * next request is taken (it was refused queue_full for the first one's
@@ -608,20 +594,22 @@ static void test_queued_choices_leave_the_queue_to_requests(void) {
     CU_ASSERT_FATAL(serve_start_gated(&gated, &gate, MODEL, "choices-queue.log", args));
     const long base = serve_gate_reached(&gate);
     serve_gate_allow(&gate, base + 1);
-    posted a = {&gated, "{\"prompt\":\"Once upon a time\",\"max_tokens\":3,\"n\":8,\"seed\":1}", 0};
-    posted b = {&gated, "{\"prompt\":\"The dog\",\"max_tokens\":3,\"seed\":2}", 0};
+    serve_post a = {&gated, "{\"prompt\":\"Once upon a time\",\"max_tokens\":3,\"n\":8,\"seed\":1}", {0}};
+    serve_post b = {&gated, "{\"prompt\":\"The dog\",\"max_tokens\":3,\"seed\":2}", {0}};
     pthread_t ta, tb;
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, post_main, &a), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&ta, NULL, serve_post_main, &a), 0);
     CU_ASSERT(serve_gate_wait_reached(&gate, base + 2, 60)); /* the prompt computed; held before the next */
     CU_ASSERT(serve_metric_reaches(&gated, "vt_requests_running", 1, 60));
     CU_ASSERT_EQUAL(serve_metric(&gated, "vt_requests_waiting"), 0);
-    CU_ASSERT_EQUAL_FATAL(pthread_create(&tb, NULL, post_main, &b), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&tb, NULL, serve_post_main, &b), 0);
     CU_ASSERT(serve_metric_reaches(&gated, "vt_requests_waiting", 1, 60)); /* b is taken: it waits */
     serve_gate_open(&gate);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);
-    CU_ASSERT_EQUAL(a.status, 200);
-    CU_ASSERT_EQUAL(b.status, 200);
+    CU_ASSERT_EQUAL(a.r.status, 200);
+    CU_ASSERT_EQUAL(b.r.status, 200);
+    serve_reply_free(&a.r);
+    serve_reply_free(&b.r);
     CU_ASSERT_EQUAL(log_count(&gated, " 503"), 0);
     int status = serve_stop(&gated);
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);

@@ -596,18 +596,6 @@ static void test_gauges_during_prefill(void) {
 
 /* ---- 7: out of time while queued ---------------------------------------------------------------- */
 
-typedef struct request_thread {
-    const serve_server *s;
-    const char *body;
-    serve_reply r;
-} request_thread;
-
-static void *request_main(void *arg) {
-    request_thread *t = arg;
-    t->r = serve_http(t->s, NULL, "/v1/completions", t->body, NULL);
-    return NULL;
-}
-
 static void test_timed_out_while_queued(void) {
     /* One sequence, a 3 s limit, on the step_gate backend (serve_gate.h).
      * The engine is held before A is sent, so A's time runs only while A
@@ -626,12 +614,12 @@ static void test_timed_out_while_queued(void) {
     CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "queued-timeout.log", args));
     serve_gate_hold(&g);
     const long base = serve_gate_reached(&g);
-    request_thread a = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"stream\":true}", {0}};
-    request_thread b = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"max_tokens\":4}", {0}};
+    serve_post a = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"stream\":true}", {0}};
+    serve_post b = {&s, "{\"prompt\":\"Greetings\",\"temperature\":0,\"max_tokens\":4}", {0}};
     pthread_t ta, tb;
-    pthread_create(&ta, NULL, request_main, &a);
+    pthread_create(&ta, NULL, serve_post_main, &a);
     CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
-    pthread_create(&tb, NULL, request_main, &b);
+    pthread_create(&tb, NULL, serve_post_main, &b);
     CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 60));
     const double queued_by = serve_now(); /* both limits end by queued_by + 3 */
     while (serve_now() < queued_by + 3.5) serve_sleep_ms(20);
@@ -686,12 +674,12 @@ static void test_stream_error_is_an_event(void) {
     CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "stream-timeout.log", args));
     serve_gate_hold(&g);
     const long base = serve_gate_reached(&g);
-    request_thread a = {&s,
+    serve_post a = {&s,
                         "{\"prompt\":\"one two three four five six seven eight nine ten eleven twelve\","
                         "\"temperature\":0,\"stream\":true}",
                         {0}};
     pthread_t ta;
-    pthread_create(&ta, NULL, request_main, &a);
+    pthread_create(&ta, NULL, serve_post_main, &a);
     CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
     /* its limit began when it arrived, before its first forward was held
      * here: 3.5 s from now is past it however slow the arrival was */
