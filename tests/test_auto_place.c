@@ -253,6 +253,64 @@ static void test_plan_is_cheapest_by_recorded_costs(void) {
     vt_engine_free(e);
 }
 
+/* Two engines that calibrated at once (processes sharing a cache folder)
+ * each save what they timed under one key: the second save keeps the
+ * first's classes it did not time, and its own times win where both timed
+ * a class. Before saves merged, the later writer dropped the earlier's
+ * classes and a third engine measured them again. */
+static void test_saves_of_one_key_merge(void) {
+    vt_engine *e = auto_engine(fast_dir);
+    CU_ASSERT_FATAL(e != NULL);
+    CU_ASSERT_FATAL(e->costs->n >= 3);
+    char key[8192], path[1100];
+    vt_calibration_key(e->registry, e->costs, e->host->n_threads, key, sizeof key);
+    snprintf(path, sizeof path, "%s.merge", e->costs->cache_path);
+    remove(path);
+    const int b = e->preferred, n = e->costs->n;
+    /* first: classes [0, n/2] at 1 ms; second: [n/2, n) at 2 ms, class n/2 in both */
+    vt_auto_costs first = *e->costs, second = *e->costs;
+    first.classes = malloc((size_t)n * sizeof *first.classes);
+    second.classes = malloc((size_t)n * sizeof *second.classes);
+    CU_ASSERT_FATAL(first.classes && second.classes);
+    first.cap = second.cap = n;
+    for (int k = 0; k < n; k++) {
+        first.classes[k] = second.classes[k] = e->costs->classes[k];
+        for (int j = 0; j < VT_AUTO_MAX_BACKENDS; j++)
+            first.classes[k].seconds[j] = second.classes[k].seconds[j] = VT_COST_UNMEASURED;
+        if (k <= n / 2) first.classes[k].seconds[b] = 1e-3;
+        if (k >= n / 2) second.classes[k].seconds[b] = 2e-3;
+    }
+    vt_error err = {0};
+    CU_ASSERT_FATAL(vt_calibration_save(path, key, e->registry, &first, &err) == VT_OK);
+    CU_ASSERT_FATAL(vt_calibration_save(path, key, e->registry, &second, &err) == VT_OK);
+    vt_auto_costs read = *e->costs;
+    read.classes = NULL, read.n = read.cap = 0;
+    char why[256];
+    CU_ASSERT_FATAL(vt_calibration_load(path, key, e->registry, &read, why, sizeof why) == VT_CALIBRATION_READ);
+    CU_ASSERT_EQUAL(read.n, n);
+    for (int k = 0; k < n; k++) {
+        const int j = vt_auto_costs_find(&read, e->costs->classes[k].key);
+        CU_ASSERT_FATAL(j >= 0);
+        CU_ASSERT_EQUAL(read.classes[j].seconds[b], k < n / 2 ? 1e-3 : 2e-3);
+    }
+    /* under another key the file is replaced, nothing of it kept */
+    char other[8192];
+    vt_calibration_key(e->registry, e->costs, e->host->n_threads + 1, other, sizeof other);
+    CU_ASSERT_FATAL(vt_calibration_save(path, other, e->registry, &second, &err) == VT_OK);
+    vt_auto_costs_free(&read);
+    read.n = read.cap = 0;
+    CU_ASSERT_FATAL(vt_calibration_load(path, other, e->registry, &read, why, sizeof why) == VT_CALIBRATION_READ);
+    CU_ASSERT_EQUAL(read.n, n - n / 2);
+    vt_auto_costs_free(&read);
+    vt_auto_costs_free(&first);
+    vt_auto_costs_free(&second);
+    char lock[1200];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    remove(path);
+    remove(lock);
+    vt_engine_free(e);
+}
+
 /* A flipped byte: reported as corrupt, measured again, the file rewritten valid. */
 static void test_corrupt_cache_is_redone(void) {
     vt_engine *e = auto_engine(fast_dir);
@@ -701,6 +759,7 @@ int main(void) {
          test_plugin_is_timed_and_cache_reused},
         {"the plan is the cheapest by the recorded costs; the plugin fastest on one class gets exactly its nodes",
          test_plan_is_cheapest_by_recorded_costs},
+        {"saves of one key keep each other's classes; another key replaces the file", test_saves_of_one_key_merge},
         {"a corrupt calibration cache is reported and measured again", test_corrupt_cache_is_redone},
         {"a cache recorded under another key is stale and measured again", test_other_key_is_stale},
         {"a changed backend file means another key: measured again", test_changed_backend_file_is_measured_again},

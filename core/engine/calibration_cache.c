@@ -3,9 +3,11 @@
 #include "calibration_cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -227,8 +229,48 @@ static vt_status make_parent(const char *path, vt_error *err) {
     return VT_OK;
 }
 
+static vt_status write_file(const char *path, const char *key, const vt_registry *r, const vt_auto_costs *c,
+                            vt_error *err);
+
+/* Engines that open at once (several processes, or threads of one) each
+ * time some classes: a save takes the file's lock, reads what the others
+ * saved under the same key, keeps it for every class and backend this
+ * engine did not time, and replaces the file while still holding the lock,
+ * so no writer's times are lost to a later one. */
 vt_status vt_calibration_save(const char *path, const char *key, const vt_registry *r, const vt_auto_costs *c,
                               vt_error *err) {
+    vt_status st = make_parent(path, err);
+    if (st != VT_OK) return st;
+    char lock_path[1100];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    const int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock < 0) return vt_fail(err, VT_ERR_IO, "calibration cache: cannot open %s: %s", lock_path, strerror(errno));
+    int locked;
+    while ((locked = flock(lock, LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    if (locked != 0) {
+        st = vt_fail(err, VT_ERR_IO, "calibration cache: cannot lock %s: %s", lock_path, strerror(errno));
+        close(lock);
+        return st;
+    }
+    vt_auto_costs merged = *c;
+    merged.classes = c->n ? malloc((size_t)c->n * sizeof *c->classes) : NULL;
+    if (c->n && !merged.classes) st = vt_fail(err, VT_ERR_NOMEM, "out of memory writing the calibration cache");
+    if (st == VT_OK) {
+        if (c->n) memcpy(merged.classes, c->classes, (size_t)c->n * sizeof *c->classes);
+        merged.cap = c->n;
+        char why[256];
+        /* stale, corrupt or missing: nothing to keep, the file is replaced */
+        (void)vt_calibration_load(path, key, r, &merged, why, sizeof why);
+        st = write_file(path, key, r, &merged, err);
+    }
+    vt_auto_costs_free(&merged);
+    close(lock); /* releases the lock */
+    return st;
+}
+
+static vt_status write_file(const char *path, const char *key, const vt_registry *r, const vt_auto_costs *c,
+                            vt_error *err) {
     size_t cap = 4096 + strlen(key), n = 0;
     char *text = malloc(cap);
     if (!text) return vt_fail(err, VT_ERR_NOMEM, "out of memory writing the calibration cache");
@@ -257,12 +299,12 @@ vt_status vt_calibration_save(const char *path, const char *key, const vt_regist
     }
     if (!text) return vt_fail(err, VT_ERR_NOMEM, "out of memory writing the calibration cache");
     const unsigned long long sum = (unsigned long long)vt_calibration_checksum(text, n);
-    vt_status st = make_parent(path, err);
+    vt_status st = VT_OK;
     /* a temporary file of its own (engines of one process, or of several,
      * may save at once), renamed over the cache whole */
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    const int fd = st == VT_OK ? mkstemp(tmp) : -1;
+    const int fd = mkstemp(tmp);
     /* mkstemp makes it 0600; the cache it replaces was made as any file
      * (others may read it: a shared XDG_CACHE_HOME, a service account) */
     if (fd >= 0) (void)fchmod(fd, 0644);

@@ -44,7 +44,9 @@ vt_calibration_read vt_calibration_load(const char *path, const char *key, const
                                         char *why, size_t why_size);
 
 /* Write every measured time of c with key, atomically (a temporary file
- * renamed), creating the folder. */
+ * renamed), creating the folder; times another engine saved under the same
+ * key meanwhile are kept where c has none (the file's lock, path.lock,
+ * makes the read and the replacement one step). */
 vt_status vt_calibration_save(const char *path, const char *key, const vt_registry *r, const vt_auto_costs *c,
                               vt_error *err);
 
