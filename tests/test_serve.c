@@ -767,7 +767,8 @@ static void test_waiting_client_leaving_is_logged_with_its_tokens(void) {
 
 /* A client that never reads its stream does not hold up another. The bound
  * is not a speed claim: a stalled engine would never answer the second
- * request, and 10 s is 100x what its 8 tokens take here. */
+ * request (the client gives up after 120 s), and 60 s is far past what its
+ * 8 tokens take on any machine, under ASan and beside another test. */
 static void test_slow_reader(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)main_srv.port),
@@ -785,10 +786,10 @@ static void test_slow_reader(void) {
     double t0 = serve_now();
     completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":8,\"temperature\":0");
     CU_ASSERT_PTR_NOT_NULL(c.text);
-    CU_ASSERT(serve_now() - t0 < 10);
+    CU_ASSERT(serve_now() - t0 < 60);
     free(c.text);
     /* The unread request ran to its end meanwhile (the engine buffers for it). */
-    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_requests_running", 0, 20));
+    CU_ASSERT(serve_metric_reaches(&main_srv, "vt_requests_running", 0, 120));
     close(fd);
     CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
 }
@@ -856,7 +857,8 @@ static void test_queue_full_and_time_limit(void) {
     serve_reply_free(&b.t.r);
     serve_reply_free(&c.t.r);
     CU_ASSERT(log_count(&small_srv, "exceeded the time limit of 2 s after 1 tokens") == limit_lines + 1);
-    CU_ASSERT(log_count(&small_srv, "POST /v1/completions 503") >= 1);
+    /* logged when the connection ends, which may follow the client's answer */
+    CU_ASSERT(log_grows(&small_srv, "POST /v1/completions 503", 0, 60));
     CU_ASSERT(serve_metric_reaches(&small_srv, "vt_kv_blocks_used", 0, 60));
 }
 

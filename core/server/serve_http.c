@@ -348,6 +348,11 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         if (!next_events(st)) {
             st->rq->client_left = true;
+            /* the engine stops the job now, not when the response is
+             * destroyed: libmicrohttpd logs the request's completion
+             * ("client left") before that, and the forwards between would
+             * compute tokens nobody reads */
+            vt_serve_job_abandon(st->engine, st->job);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
