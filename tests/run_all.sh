@@ -6,6 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install-deps
 jobs=${VT_JOBS:-$(nproc)}
+# The machine, first: a failure that depends on the CPU (its ISA, its speed)
+# is read against it.
+cpu=$(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null | sed 's/^[^:]*: *//' || true)
+isa=$(grep -o -w 'avx2\|avx512f\|avx512_vnni\|avx512_bf16\|amx_int8\|amx_bf16' /proc/cpuinfo 2>/dev/null | sort -u |
+  tr '\n' ' ' || true)
+echo "== machine: ${cpu:-unknown CPU}, $(nproc) CPUs; ISA: ${isa:-none of avx2/avx512/amx}"
 
 echo "== Release build and tests"
 # Tests and -Werror on explicitly: a build folder configured by README's main
