@@ -113,6 +113,11 @@ static const struct {
      "Hi Bo! Hi Al?"},
     {"{% macro wrap() %}<{{ caller() }}>{% endmacro %}{% call wrap() %}inside {{ n }}{% endcall %}",
      "<inside 7>"},
+    /* a body that reads varargs / kwargs takes extra arguments there (a tuple, a dict) */
+    {"{% macro m(a, b=2) %}{{ a }}{{ b }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1, 3, 5, 6, z=1) }}|{{ m(1, b=3) }}",
+     "13(5, 6){'z': 1}|13(){}"},
+    {"{% macro row() %}{{ varargs | join(',') }}{% endmacro %}{{ row(1, 2) }}",
+     "1,2"},
     {"{% filter upper %}shout {{ s }}{% endfilter %}",
      "SHOUT HELLO, WORLD"},
     {"{% raw %}{{ not rendered }}{% endraw %}",
@@ -218,6 +223,12 @@ static void test_errors_name_the_line(void) {
     expect_error("{{ x is no_such_test }}", "unknown test 'no_such_test'");
     expect_error("{% set ns = 1 %}{% set ns.a = 2 %}", "not a namespace()");
     expect_error("{{ d | tojson(indent=[]) }}", "indent");
+    /* extra arguments a macro's body does not read are errors, as in jinja2 */
+    expect_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, c=4) }}", "macro 'm' takes no argument named 'c'");
+    expect_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", "macro 'm' takes at most 1 arguments (2 given)");
+    expect_error("{% macro m(a) %}{{ kwargs }}{% endmacro %}{{ m(1, a=2) }}", "macro 'm' got two values for 'a'");
+    expect_error("{% macro w() %}{{ caller(1, 2) }}{% endmacro %}{% call(x) w() %}{{ x }}{% endcall %}",
+                 "caller() takes at most 1 arguments (2 given)");
     expect_error("{% for a, b in xs %}{% endfor %}", "line 1: a int is not iterable");
     expect_error("{% for a, b in [[1, 2, 3]] %}{% endfor %}", "cannot unpack 3 values into 2 names");
     /* a value made into a list to unpack (a string's characters): the

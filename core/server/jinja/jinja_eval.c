@@ -492,44 +492,61 @@ static jv capture(jinja_render *r, jframe *f, const jnode *body) {
     return jv_is_oom(s) ? oom(r, body->line) : s;
 }
 
-/* Bind parameters (names, defaults in list) of a macro or caller. */
+/* Bind parameters (names, defaults in list) of a macro or caller. Extra
+ * positional arguments go to varargs (a tuple) and unknown keywords to
+ * kwargs (a dict) when the body reads them, and are an error otherwise, as
+ * jinja2 has it; so is a parameter given both by position and by name. */
 static bool bind_params(jinja_render *r, int line, jframe *mf, const jnode *def, const jinja_args *args,
                         const char *what) {
-    if (args->n_pos > def->n_names)
+    if (args->n_pos > def->n_names && !def->uses_varargs)
         return jinja_fail(r, line, "%s takes at most %zu arguments (%zu given)", what, def->n_names, args->n_pos),
                false;
-    jv kwargs = jv_dict_new();
-    if (jv_is_oom(kwargs)) return oom(r, line), false;
     for (size_t k = 0; k < args->n_kw; k++) {
+        size_t p = 0;
+        while (p < def->n_names && strcmp(def->names[p], args->kw_names[k]) != 0) p++;
+        if (p < def->n_names && p < args->n_pos)
+            return jinja_fail(r, line, "%s got two values for '%s' (by position and by name)", what,
+                              args->kw_names[k]),
+                   false;
+        if (p == def->n_names && !def->uses_kwargs)
+            return jinja_fail(r, line, "%s takes no argument named '%s'", what, args->kw_names[k]), false;
+    }
+    jv kwargs = jv_dict_new(), varargs = jv_list_new();
+    if (jv_is_oom(kwargs) || jv_is_oom(varargs)) {
+        jv_decref(kwargs);
+        jv_decref(varargs);
+        return oom(r, line), false;
+    }
+    varargs.u.l->tuple = true;
+    bool ok = true;
+    for (size_t k = 0; ok && k < args->n_kw; k++) {
         bool known = false;
         for (size_t p = 0; p < def->n_names; p++) known |= strcmp(def->names[p], args->kw_names[k]) == 0;
-        if (!known && !jv_dict_set_cstr(kwargs, args->kw_names[k], jv_incref(args->kw[k]))) {
-            jv_decref(kwargs);
-            return oom(r, line), false;
-        }
+        if (!known) ok = jv_dict_set_cstr(kwargs, args->kw_names[k], jv_incref(args->kw[k]));
+    }
+    for (size_t i = def->n_names; ok && i < args->n_pos; i++) ok = jv_list_append(varargs, jv_incref(args->pos[i]));
+    if (!ok) {
+        jv_decref(kwargs);
+        jv_decref(varargs);
+        return oom(r, line), false;
     }
     for (size_t p = 0; p < def->n_names; p++) {
-        const jv *given = jinja_arg(&(jinja_args){.pos = args->pos, .n_pos = args->n_pos, .kw_names = args->kw_names,
-                                                  .kw = args->kw, .n_kw = args->n_kw},
-                                    p, def->names[p]);
+        const jv *given = jinja_arg(args, p, def->names[p]);
         jv v;
         if (given) v = jv_incref(*given);
         else if (p < def->n_list && def->list[p]) {
             v = eval(r, mf, def->list[p]);
             if (r->failed) {
                 jv_decref(kwargs);
+                jv_decref(varargs);
                 return false;
             }
         } else v = jv_undefined(def->names[p]);
         if (!assign(r, line, mf, def->names[p], v)) {
             jv_decref(kwargs);
+            jv_decref(varargs);
             return false;
         }
-    }
-    jv varargs = jv_list_new();
-    if (jv_is_oom(varargs)) {
-        jv_decref(kwargs);
-        return oom(r, line), false;
     }
     return assign(r, line, mf, "kwargs", kwargs) && assign(r, line, mf, "varargs", varargs);
 }
@@ -555,7 +572,10 @@ jv jinja_call(jinja_render *r, int line, jv fn, const jinja_args *args) {
     const jnode *def = f->macro;
     jv out = jv_undefined(NULL);
     r->depth++;
-    bool ok = bind_params(r, line, &mf, def, args, f->kind == JF_CALLER ? "caller()" : def->name);
+    char what[96];
+    if (f->kind == JF_CALLER) snprintf(what, sizeof what, "caller()");
+    else snprintf(what, sizeof what, "macro '%.80s'", def->name);
+    bool ok = bind_params(r, line, &mf, def, args, what);
     if (ok && caller.type == JV_FUNC) {
         ok = assign(r, line, &mf, "caller", caller);
         caller = jv_undefined(NULL);

@@ -94,6 +94,10 @@ struct jnode {
     char **names;
     size_t n_names;
     jv value;
+    /* JN_MACRO, JN_CALL_BLOCK: whether the body reads varargs / kwargs,
+     * which then take the extra positional / keyword arguments (as jinja2
+     * decides, from the body's names); otherwise such arguments are an error */
+    bool uses_varargs, uses_kwargs;
 };
 
 void jinja_node_free(jnode *n);

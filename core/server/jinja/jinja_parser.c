@@ -633,6 +633,24 @@ static bool parse_params(parser *P, jnode *n) {
     }
 }
 
+/* Whether a name `name` is read anywhere below n. */
+static bool mentions(const jnode *n, const char *name) {
+    if (!n) return false;
+    if (n->kind == JE_NAME && n->name && strcmp(n->name, name) == 0) return true;
+    if (mentions(n->a, name) || mentions(n->b, name) || mentions(n->c, name) || mentions(n->d, name)) return true;
+    for (size_t i = 0; i < n->n_list; i++)
+        if (mentions(n->list[i], name)) return true;
+    for (size_t i = 0; i < n->n_list2; i++)
+        if (mentions(n->list2[i], name)) return true;
+    return false;
+}
+
+/* A macro's or caller's body decides what extra arguments it takes. */
+static void note_extra_params(jnode *n) {
+    n->uses_varargs = mentions(n->c, "varargs");
+    n->uses_kwargs = mentions(n->c, "kwargs");
+}
+
 static jnode *parse_statement(parser *P) {
     const jtok *kw = next(P);
     if (kw->kind != JT_NAME) return pfail(P, kw, "expected a statement name after '{%%'");
@@ -757,6 +775,7 @@ static jnode *parse_statement(parser *P) {
         static const char *const ends[] = {"endmacro", NULL};
         const char *which;
         if (!(n->c = parse_body(P, ends, &which))) goto fail;
+        note_extra_params(n);
         if (peek(P)->kind == JT_NAME) next(P); /* {% endmacro name %} */
         if (!expect_block_end(P)) goto fail;
         return n;
@@ -772,6 +791,7 @@ static jnode *parse_statement(parser *P) {
         static const char *const ends[] = {"endcall", NULL};
         const char *which;
         if (!expect_block_end(P) || !(n->c = parse_body(P, ends, &which)) || !expect_block_end(P)) goto fail;
+        note_extra_params(n);
         return n;
     }
     if (strcmp(w, "filter") == 0) {
