@@ -371,6 +371,9 @@ static void test_concurrent_same_as_alone(void) {
     CU_ASSERT(serve_metric_reaches(&main_srv, "vt_kv_blocks_used", 0, 5));
 }
 
+
+static bool log_grows(const serve_server *srv, const char *needle, int before, double seconds);
+
 static void test_tokenize_detokenize(void) {
     serve_reply r = post(&main_srv, "/tokenize", "{\"content\":\"Hello world\"}");
     json_value v;
@@ -394,6 +397,21 @@ static void test_tokenize_detokenize(void) {
     r = post(&main_srv, "/detokenize", "{\"tokens\":[1, 99999999]}");
     assert_error(&r, 400, "tokens[1]");
     serve_reply_free(&r);
+    /* their log lines name no seed: they sample nothing (logged when the
+     * connection ends, so waited for) */
+    CU_ASSERT(log_grows(&main_srv, "POST /tokenize 200", 0, 60));
+    CU_ASSERT(log_grows(&main_srv, "POST /detokenize 200", 0, 60));
+    CU_ASSERT(log_grows(&main_srv, "POST /detokenize 400", 0, 60));
+    char *log = vt_test_read_file(main_srv.log, NULL);
+    CU_ASSERT_FATAL(log != NULL);
+    int lines = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"))
+        if (strstr(line, "POST /tokenize ") || strstr(line, "POST /detokenize ")) {
+            lines++;
+            CU_ASSERT(strstr(line, " seed=") == NULL);
+        }
+    CU_ASSERT_EQUAL(lines, 3);
+    free(log);
 }
 
 /* Every refusal names its field. */
@@ -510,8 +528,6 @@ static void test_auth_and_routes(void) {
     assert_error(&r, 405, NULL);
     serve_reply_free(&r);
 }
-
-static bool log_grows(const serve_server *srv, const char *needle, int before, double seconds);
 
 /* The key from a file (--api-key-file, or VT_API_KEY_FILE): its first line,
  * trailing whitespace off; a file others can read is warned about; a missing

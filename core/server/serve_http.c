@@ -541,8 +541,6 @@ static enum MHD_Result tokens(struct MHD_Connection *c, request_ctx *rq, vt_serv
         vt_serve_job_release(e, job);
         return send_error(c, rq, &err);
     }
-    rq->has_seed = true;
-    rq->seed = job->req.seed; /* fixed by the submission */
     if (!wait_while(c, e, job, true)) return client_left(e, job, rq);
     enum MHD_Result ret;
     if (job->state == VT_JOB_FAILED) ret = send_error(c, rq, &job->error);
