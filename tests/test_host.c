@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "host.h"
+#include "vt/vt.h"
 #include "quant.h"
 #include "util.h"
 
@@ -240,6 +241,76 @@ static void test_log_level_api(void) {
 /* ------------------------------------------------------------------------ */
 /* Dtype services are core/quant/quant.h's                                          */
 
+/* A callback that takes its time, counting who is inside it. */
+static atomic_int inside_callback, callback_calls;
+static void slow_callback(void *user, int level, const char *who, const char *message) {
+    (void)level, (void)who, (void)message;
+    atomic_fetch_add(&inside_callback, 1);
+    atomic_fetch_add(&callback_calls, 1);
+    CU_ASSERT_EQUAL(*(int *)user, 42); /* still the embedder's live value */
+    usleep(2000);
+    atomic_fetch_sub(&inside_callback, 1);
+}
+
+static void reentrant_callback(void *user, int level, const char *who, const char *message) {
+    (void)level, (void)who, (void)message;
+    atomic_fetch_add(&callback_calls, 1);
+    vt_set_log_callback(NULL, NULL); /* refused from in here (it would wait for itself) */
+    if (*(int *)user == 0) {
+        *(int *)user = 1;
+        vt_log(VT_LOG_ERROR, "test", "logged from inside the callback");
+    }
+}
+
+static void quiet_callback(void *user, int level, const char *who, const char *message) {
+    (void)user, (void)level, (void)who, (void)message;
+}
+
+static atomic_bool logging;
+static void *log_loop(void *arg) {
+    (void)arg;
+    while (atomic_load(&logging)) {
+        vt_log(VT_LOG_ERROR, "test", "a message from another thread");
+        usleep(50); /* a logger that never pauses would keep the sink's lock read-held */
+    }
+    return NULL;
+}
+
+/* Once vt_set_log_callback returns, no thread is inside the previous
+ * callback, so an embedder may free what it passed as user. Without the
+ * wait, another thread that had read the old sink called it afterwards. */
+static void test_log_callback_replaced_only_when_idle(void) {
+    int *user = malloc(sizeof *user);
+    CU_ASSERT_FATAL(user != NULL);
+    *user = 42;
+    atomic_store(&logging, true);
+    pthread_t t;
+    CU_ASSERT_FATAL(pthread_create(&t, NULL, log_loop, NULL) == 0);
+    for (int round = 0; round < 20; round++) {
+        atomic_store(&callback_calls, 0);
+        vt_set_log_callback(slow_callback, user);
+        while (atomic_load(&callback_calls) == 0) usleep(100);
+        vt_set_log_callback(quiet_callback, NULL);
+        CU_ASSERT_EQUAL(atomic_load(&inside_callback), 0);
+        const int calls = atomic_load(&callback_calls);
+        usleep(5000);
+        CU_ASSERT_EQUAL(atomic_load(&callback_calls), calls); /* the old sink is never called again */
+    }
+    atomic_store(&logging, false);
+    pthread_join(t, NULL);
+    *user = 0;
+    free(user);
+    /* from inside a callback: no change of sink (nor a deadlock), and the
+     * callback may log itself */
+    int once = 0;
+    atomic_store(&callback_calls, 0);
+    vt_set_log_callback(reentrant_callback, &once);
+    vt_log(VT_LOG_ERROR, "test", "to the re-entrant callback");
+    CU_ASSERT_EQUAL(once, 1);
+    CU_ASSERT_EQUAL(atomic_load(&callback_calls), 2); /* its own message reached it: the sink stayed */
+    vt_set_log_callback(NULL, NULL);
+}
+
 static void test_dtype_forwards(void) {
     const vt_host *h = vt_host_get(NULL);
     CU_ASSERT_EQUAL(h->row_size(VT_F32, 10), 40);
@@ -278,6 +349,8 @@ int main(int argc, char **argv) {
         {"VT_FAIL_ALLOC_AT fails the n-th alloc of a process", test_fail_alloc_env},
         {"VT_LOG sets the log threshold", test_log_threshold_from_env},
         {"vt_log_set_level clamps and sticks", test_log_level_api},
+        {"vt_set_log_callback returns once the old callback is idle; refused from inside it",
+         test_log_callback_replaced_only_when_idle},
         {"dtype services forward to core/quant/quant.h", test_dtype_forwards},
         CU_TEST_INFO_NULL,
     };

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,16 @@ static int parse_level(const char *s) {
     return -1;
 }
 
-/* Where messages go: stderr, or the embedder's callback (vt_set_log_callback). */
-static pthread_mutex_t log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Where messages go: stderr, or the embedder's callback (vt_set_log_callback).
+ * A message is delivered under the read lock and a change of sink takes the
+ * write lock, so vt_set_log_callback returns only once no thread is still
+ * inside the previous callback: the embedder may free its `user` then. */
+static pthread_rwlock_t log_sink_lock = PTHREAD_RWLOCK_INITIALIZER;
 static vt_log_fn log_sink;
 static void *log_sink_user;
+/* Set while this thread is inside the callback: a change of sink from
+ * there would wait for itself. */
+static _Thread_local bool in_log_callback;
 
 static void read_log_env(void) {
     const char *env = getenv("VT_LOG");
@@ -70,19 +77,28 @@ void vt_log(int level, const char *who, const char *fmt, ...) {
     va_end(ap);
     size_t len = strlen(line);
     if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
-    pthread_mutex_lock(&log_sink_lock);
-    vt_log_fn fn = log_sink;
-    void *user = log_sink_user;
-    pthread_mutex_unlock(&log_sink_lock);
-    if (fn) fn(user, level, who && *who ? who : "core", line + head);
-    else fprintf(stderr, "%s\n", line);
+    pthread_rwlock_rdlock(&log_sink_lock);
+    if (log_sink) {
+        const bool outer = !in_log_callback;
+        in_log_callback = true;
+        log_sink(log_sink_user, level, who && *who ? who : "core", line + head);
+        if (outer) in_log_callback = false;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    pthread_rwlock_unlock(&log_sink_lock);
 }
 
 void vt_set_log_callback(vt_log_fn fn, void *user) {
-    pthread_mutex_lock(&log_sink_lock);
+    if (in_log_callback) {
+        fprintf(stderr, "vt: warning: vt_set_log_callback called from inside the log callback: the sink is not "
+                        "changed (change it outside the callback)\n");
+        return;
+    }
+    pthread_rwlock_wrlock(&log_sink_lock);
     log_sink = fn;
     log_sink_user = user;
-    pthread_mutex_unlock(&log_sink_lock);
+    pthread_rwlock_unlock(&log_sink_lock);
 }
 
 void vt_set_log_level(int level) { vt_log_set_level(level); }

@@ -55,6 +55,10 @@ VT_API const char *vt_status_name(vt_status code);
  * narrowed KV cache) go to stderr as "vt[who] level: message" unless a
  * callback is set: then each message is handed to it whole, one line without
  * its newline, on whatever thread logged it. fn = NULL restores stderr.
+ * vt_set_log_callback returns once no thread is still inside the previous
+ * callback (so its user data may be freed then); calling it from inside the
+ * callback changes nothing (a warning on stderr says so). A callback may
+ * itself log.
  * Messages above the level are dropped before formatting (default
  * VT_LOG_WARN, or VT_LOG=debug|info|warn|error in the environment). */
 typedef void (*vt_log_fn)(void *user, int level, const char *who, const char *message);
