@@ -2,8 +2,14 @@
  * real engine path: settings validated like the CLI's, the same logits as
  * the engine the CLI uses, errors as messages, explain output. */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "engine_fixture.h"
 #include "explain_parse.h"
@@ -155,12 +161,120 @@ static void test_explain_names_the_api_as_source(void) {
     vt_session_close(s);
 }
 
+/* Sessions are independent and may be used from different threads at once
+ * (vt.h): three threads, each opening, running and closing sessions of its
+ * own backend (simd, reference, auto calibrating into one shared cache
+ * folder) twice, while a fourth changes the log level and callback, get
+ * the greedy tokens each backend gives alone. */
+enum { CONCURRENT_TOKENS = 6, CONCURRENT_ROUNDS = 2 };
+
+typedef struct session_job {
+    const char *backend;
+    int32_t alone[CONCURRENT_TOKENS];
+    int32_t got[CONCURRENT_ROUNDS][CONCURRENT_TOKENS];
+    int failures;
+    char err[512];
+} session_job;
+
+/* Greedy tokens after a fixed prompt; false (err set) on any failure. */
+static bool greedy_tokens(const char *backend, int32_t out[CONCURRENT_TOKENS], char *err, size_t err_size) {
+    char be[64];
+    snprintf(be, sizeof be, "runtime.backend=%s", backend);
+    const char *settings[] = {be, "runtime.threads=1", "kv_cache.ctx_size=64", NULL};
+    vt_session_options o;
+    vt_session_options_init(&o);
+    o.settings = settings;
+    vt_session *s = NULL;
+    if (vt_session_open(model_path, &o, &s, err, err_size) != VT_OK) return false;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    bool ok = vt_session_tokenize(s, "Once upon a time there was", 26, true, &ids, &n, err, err_size) == VT_OK &&
+              vt_session_eval(s, ids, n, err, err_size) == VT_OK;
+    for (int k = 0; ok && k < CONCURRENT_TOKENS; k++) {
+        const float *l = vt_session_logits(s, 0);
+        const int32_t V = vt_session_n_vocab(s);
+        int32_t best = 0;
+        for (int32_t i = 1; l && i < V; i++)
+            if (l[i] > l[best]) best = i;
+        out[k] = best;
+        ok = l && vt_session_eval(s, &best, 1, err, err_size) == VT_OK;
+    }
+    free(ids);
+    vt_session_close(s);
+    return ok;
+}
+
+static void *session_rounds(void *arg) {
+    session_job *j = arg;
+    for (int r = 0; r < CONCURRENT_ROUNDS; r++)
+        if (!greedy_tokens(j->backend, j->got[r], j->err, sizeof j->err)) j->failures++;
+    return NULL;
+}
+
+static atomic_bool flipping;
+static atomic_int flipped_messages;
+static void count_message(void *user, int level, const char *who, const char *message) {
+    (void)user, (void)level, (void)who, (void)message;
+    atomic_fetch_add(&flipped_messages, 1);
+}
+static void *flip_logging(void *arg) {
+    (void)arg;
+    for (int i = 0; atomic_load(&flipping); i++) {
+        vt_set_log_level(i % 2 ? VT_LOG_DEBUG : VT_LOG_WARN);
+        vt_set_log_callback(count_message, NULL);
+        struct timespec pause = {0, 500000};
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+static void test_sessions_on_threads_at_once(void) {
+    char cache[1024];
+    vt_test_tmpfile(cache, sizeof cache, "session-cache");
+    CU_ASSERT_FATAL(mkdir(cache, 0700) == 0 || errno == EEXIST);
+    const char *was = getenv("XDG_CACHE_HOME");
+    char *saved = was ? strdup(was) : NULL;
+    setenv("XDG_CACHE_HOME", cache, 1);
+    session_job jobs[] = {{.backend = "simd"}, {.backend = "reference"}, {.backend = "auto"}};
+    enum { N = sizeof jobs / sizeof *jobs };
+    for (int i = 0; i < N; i++)
+        if (!greedy_tokens(jobs[i].backend, jobs[i].alone, jobs[i].err, sizeof jobs[i].err)) {
+            fprintf(stderr, "\n  %s alone: %s\n", jobs[i].backend, jobs[i].err);
+            CU_FAIL("a backend alone failed");
+        }
+    /* auto measured into the cache above; start it from an empty one so
+     * the threads calibrate and save at once */
+    char file[1200];
+    snprintf(file, sizeof file, "rm -rf '%s'/vt", cache);
+    CU_ASSERT(system(file) == 0);
+    atomic_store(&flipping, true);
+    pthread_t logger, threads[N];
+    CU_ASSERT_FATAL(pthread_create(&logger, NULL, flip_logging, NULL) == 0);
+    for (int i = 0; i < N; i++) CU_ASSERT_FATAL(pthread_create(&threads[i], NULL, session_rounds, &jobs[i]) == 0);
+    for (int i = 0; i < N; i++) pthread_join(threads[i], NULL);
+    atomic_store(&flipping, false);
+    pthread_join(logger, NULL);
+    vt_set_log_callback(NULL, NULL);
+    vt_set_log_level(VT_LOG_WARN);
+    for (int i = 0; i < N; i++) {
+        CU_ASSERT_EQUAL(jobs[i].failures, 0);
+        if (jobs[i].failures) fprintf(stderr, "\n  %s on a thread: %s\n", jobs[i].backend, jobs[i].err);
+        for (int r = 0; r < CONCURRENT_ROUNDS; r++)
+            CU_ASSERT(memcmp(jobs[i].got[r], jobs[i].alone, sizeof jobs[i].alone) == 0);
+    }
+    if (saved) setenv("XDG_CACHE_HOME", saved, 1);
+    else unsetenv("XDG_CACHE_HOME");
+    free(saved);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"token bytes: snprintf's rule; no logits after reset", test_token_bytes_and_reset},
         {"a session's logits equal the engine path's, prefill and decode", test_logits_equal_the_engine_path},
         {"settings are validated like the command line's", test_settings_are_validated_like_the_cli},
         {"explain shows the plans and 'from api'", test_explain_names_the_api_as_source},
+        {"sessions of three backends on three threads at once give the tokens each gives alone",
+         test_sessions_on_threads_at_once},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("session api", write_model, NULL, tests);
