@@ -1,13 +1,13 @@
 /* test_session_api.c — the public embedder API (include/vt/vt.h) on the
  * real engine path: settings validated like the CLI's, the same logits as
  * the engine the CLI uses, errors as messages, explain output. */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include <sys/stat.h>
 #include <time.h>
 
