@@ -218,7 +218,10 @@ void vt_threadpool_parallel_for(vt_threadpool *p, int64_t n, int64_t grain, vt_r
     if (was_in_use) {
         /* A call from inside a task (or from a second thread) breaks the
          * one-job-at-a-time contract: a bug, loud in debug builds; release
-         * builds run it inline rather than corrupt the job in flight. */
+         * builds run it inline, leaving the job in flight alone. Inline on a
+         * second thread it runs under that thread's index (0 outside the
+         * pool), which the caller in flight may be using too: per-thread
+         * scratch indexed by it is then shared. */
         assert(!"vt_threadpool_parallel_for is not reentrant");
         fn(arg, 0, n, current_thread_index);
         return;
