@@ -243,7 +243,9 @@ vt_status vt_calibration_save(const char *path, const char *key, const vt_regist
     if (st != VT_OK) return st;
     char lock_path[1100];
     snprintf(lock_path, sizeof lock_path, "%s.lock", path);
-    const int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* read-only is enough for flock, and opens another user's lock file in
+     * a shared cache folder */
+    const int lock = open(lock_path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
     if (lock < 0) return vt_fail(err, VT_ERR_IO, "calibration cache: cannot open %s: %s", lock_path, strerror(errno));
     int locked;
     while ((locked = flock(lock, LOCK_EX)) != 0 && errno == EINTR) {
