@@ -981,6 +981,36 @@ static void test_rope(void) {
         }
 }
 
+/* simd keeps the last call's cos/sin tables for the next call with the same
+ * positions and frequencies: a call whose positions or factors changed in
+ * place (same addresses, same counts) must not reuse them. */
+static void test_rope_tables_follow_their_inputs(void) {
+    if (!simd_available()) return;
+    const int64_t D = 64, heads = 2, T = 4;
+    vt_node node = vt_harness_node(VT_OP_ROPE, VT_PHASE_PREFILL);
+    node.params.rope = (vt_rope_params){D, VT_ROPE_NEOX, 1e6f, 1.0f};
+    vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 3, (const int64_t[]){D, heads, T}, 6100, -1, 1));
+    const int32_t positions[] = {3, 4, 5, 6};
+    vt_harness_set_src(&node, 1, vt_harness_i32(T, positions));
+    node.n_src = 3;
+    vt_harness_set_src(&node, 2, vt_harness_random(VT_F32, 1, (const int64_t[]){D / 2}, 6101, 1, 8));
+    node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){D, heads, T});
+    for (int step = 0; step < 5; step++) {
+        int32_t *pos = node.src[1].data;
+        float *factors = node.src[2].data;
+        if (step == 1) pos[2] += 1000;       /* one position moved */
+        if (step == 2) factors[5] *= 2.0f;   /* one factor changed */
+        if (step == 3) node.params.rope.freq_scale = 0.5f;
+        if (step == 4) node.params.rope.mode = VT_ROPE_NORM;
+        outputs o = run_both(&node);
+        double *tol = relative_tol(&o, 0.0, VT_F32, 4 * FLT_EPSILON);
+        if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("rope after a change", &o, tol, 0);
+        free(tol);
+        outputs_free(&o);
+    }
+    vt_harness_node_free(&node);
+}
+
 /* silu(g) u with the vector exp (relative error <= 2e-7), one division and
  * two products: relative error <= 2e-7 + 4 eps; tolerance 1e-6 relative. Gates span [-30, 30] so both tails of the sigmoid
  * are exercised; 4099 elements leave a scalar tail. */
@@ -1204,6 +1234,8 @@ int main(void) {
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},
         {"rms_norm", test_rms_norm},
         {"rope norm and neox, partial rotation, frequency factors", test_rope},
+        {"rope's kept tables follow positions, factors and parameters changed in place",
+         test_rope_tables_follow_their_inputs},
         {"swiglu", test_swiglu},
         {"add, same shape and broadcast row", test_add},
         {"get_rows, every table dtype", test_get_rows},

@@ -92,6 +92,7 @@ static void simd_shutdown(void *opaque) {
     simd_ctx *ctx = opaque;
     if (!ctx) return;
     const vt_host *host = ctx->host;
+    simd_rope_tables_free(ctx);
     host->free(ctx->scratch);
     host->free(ctx);
 }

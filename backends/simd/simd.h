@@ -26,6 +26,21 @@ typedef enum simd_isa {
                                  and Q6_K's decode on the file's layout, attention */
 } simd_isa;
 
+/* The angles rope last rotated by, as cos/sin tables per token: every
+ * layer's q and k rope of one step use the same positions and frequencies,
+ * so the step computes them once (rope.c). */
+typedef struct simd_rope_tables {
+    bool valid;
+    int64_t n_tokens, n_rot;
+    int32_t mode;
+    float freq_base, freq_scale;
+    bool has_factors;
+    int32_t *pos;    /* [n_tokens] */
+    float *factors;  /* [n_rot / 2] when has_factors */
+    float *cos_sin;  /* [n_tokens][2 * n_rot]: rope_tokens' cos_t then sin_t */
+    int64_t cap_tokens, cap_rot;
+} simd_rope_tables;
+
 typedef struct simd_ctx {
     const vt_host *host;
     int n_threads;
@@ -35,7 +50,11 @@ typedef struct simd_ctx {
      * concurrently on one ctx): quantized activations, per-thread tiles. */
     void *scratch;
     size_t scratch_size;
+    simd_rope_tables rope;
 } simd_ctx;
+
+/* Free what ctx->rope holds. */
+void simd_rope_tables_free(simd_ctx *ctx);
 
 /* A scratch area of at least `size` bytes (SIMD_ALIGN-aligned), or NULL when
  * the host cannot allocate it. Invalidates earlier results of this call. */
