@@ -293,6 +293,33 @@ static void test_saves_of_one_key_merge(void) {
         CU_ASSERT_FATAL(j >= 0);
         CU_ASSERT_EQUAL(read.classes[j].seconds[b], k < n / 2 ? 1e-3 : 2e-3);
     }
+    /* an engine whose calibration saw the backend fail keeps none of its
+     * times, the file's included: the next engine times it again */
+    int second_b = -1; /* a second candidate, timed, so the classes stay in the file */
+    for (int j = 0; j < VT_AUTO_MAX_BACKENDS && second_b < 0; j++)
+        if (j != b && e->costs->candidate[j]) second_b = j;
+    CU_ASSERT_FATAL(second_b >= 0);
+    vt_auto_costs failing = first;
+    failing.classes = malloc((size_t)n * sizeof *failing.classes);
+    CU_ASSERT_FATAL(failing.classes != NULL);
+    for (int k = 0; k < n; k++) {
+        failing.classes[k] = first.classes[k];
+        failing.classes[k].seconds[b] = VT_COST_UNMEASURED;
+        failing.classes[k].seconds[second_b] = 3e-3;
+    }
+    failing.failed[b] = true;
+    CU_ASSERT_FATAL(vt_calibration_save(path, key, e->registry, &failing, &err) == VT_OK);
+    vt_auto_costs_free(&failing);
+    vt_auto_costs_free(&read);
+    read.n = read.cap = 0;
+    CU_ASSERT_FATAL(vt_calibration_load(path, key, e->registry, &read, why, sizeof why) == VT_CALIBRATION_READ);
+    CU_ASSERT_EQUAL(read.n, n);
+    for (int k = 0; k < read.n; k++) {
+        CU_ASSERT_EQUAL(read.classes[k].seconds[b], VT_COST_UNMEASURED);
+        CU_ASSERT_EQUAL(read.classes[k].seconds[second_b], 3e-3);
+    }
+    CU_ASSERT_FATAL(vt_calibration_save(path, key, e->registry, &first, &err) == VT_OK);
+    CU_ASSERT_FATAL(vt_calibration_save(path, key, e->registry, &second, &err) == VT_OK);
     /* under another key the file is replaced, nothing of it kept */
     char other[8192];
     vt_calibration_key(e->registry, e->costs, e->host->n_threads + 1, other, sizeof other);

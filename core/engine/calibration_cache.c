@@ -9,9 +9,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "calibrate.h"
+#include "host.h"
 #include "machine.h"
 #include "vt/vt.h"
 
@@ -237,25 +239,58 @@ static vt_status write_file(const char *path, const char *key, const vt_registry
  * saved under the same key, keeps it for every class and backend this
  * engine did not time, and replaces the file while still holding the lock,
  * so no writer's times are lost to a later one. */
+/* How long a save waits for another engine's save to finish. */
+#define LOCK_WAIT_SECONDS 10
+
+/* The cache's lock, held (an fd to close), or -1: a folder whose file
+ * system has no flock (some network mounts), a lock file that cannot be
+ * opened, or a holder that does not let go. The save goes on without it,
+ * as atomic as ever, only not merged under the lock. */
+static int take_lock(const char *path) {
+    char lock_path[1100];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
+    /* write access where it can be had (NFS's flock needs it); read-only
+     * opens another user's lock file in a shared cache folder */
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) (void)fchmod(fd, 0644); /* others may share the folder, whatever the umask */
+    else fd = open(lock_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        vt_log(VT_LOG_DEBUG, "core", "calibration cache: cannot open %s (%s): saving without the lock", lock_path,
+               strerror(errno));
+        return -1;
+    }
+    int why = 0;
+    for (int waited_ms = 0;; waited_ms += 10) {
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+        why = errno;
+        if ((why != EWOULDBLOCK && why != EINTR) || waited_ms >= LOCK_WAIT_SECONDS * 1000) break;
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    /* a holder stuck past the wait is worth a warning; a file system
+     * without flock (ENOLCK, EOPNOTSUPP) is how the folder is */
+    vt_log(why == EWOULDBLOCK ? VT_LOG_WARN : VT_LOG_DEBUG, "core",
+           "calibration cache: cannot lock %s (%s): saving without the lock", lock_path,
+           why == EWOULDBLOCK ? "another engine held it too long" : strerror(why));
+    close(fd);
+    return -1;
+}
+
+/* Engines that open at once (several processes, or threads of one) each
+ * time some classes: a save takes the file's lock, reads what the others
+ * saved under the same key, keeps it for every class and backend this
+ * engine did not time, and replaces the file while still holding the lock,
+ * so no writer's times are lost to a later one. */
 vt_status vt_calibration_save(const char *path, const char *key, const vt_registry *r, const vt_auto_costs *c,
                               vt_error *err) {
     vt_status st = make_parent(path, err);
     if (st != VT_OK) return st;
-    char lock_path[1100];
-    snprintf(lock_path, sizeof lock_path, "%s.lock", path);
-    /* read-only is enough for flock, and opens another user's lock file in
-     * a shared cache folder */
-    const int lock = open(lock_path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-    if (lock < 0) return vt_fail(err, VT_ERR_IO, "calibration cache: cannot open %s: %s", lock_path, strerror(errno));
-    int locked;
-    while ((locked = flock(lock, LOCK_EX)) != 0 && errno == EINTR) {
-    }
-    if (locked != 0) {
-        st = vt_fail(err, VT_ERR_IO, "calibration cache: cannot lock %s: %s", lock_path, strerror(errno));
-        close(lock);
-        return st;
-    }
+    const int lock = take_lock(path);
     vt_auto_costs merged = *c;
+    /* a backend that failed this calibration keeps no times, neither its
+     * own nor the file's: the next engine times it again */
+    for (int b = 0; b < VT_AUTO_MAX_BACKENDS; b++)
+        if (c->failed[b]) merged.candidate[b] = false;
     merged.classes = c->n ? malloc((size_t)c->n * sizeof *c->classes) : NULL;
     if (c->n && !merged.classes) st = vt_fail(err, VT_ERR_NOMEM, "out of memory writing the calibration cache");
     if (st == VT_OK) {
@@ -267,7 +302,7 @@ vt_status vt_calibration_save(const char *path, const char *key, const vt_regist
         st = write_file(path, key, r, &merged, err);
     }
     vt_auto_costs_free(&merged);
-    close(lock); /* releases the lock */
+    if (lock >= 0) close(lock); /* releases the lock */
     return st;
 }
 
