@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "host.h"
@@ -241,6 +242,12 @@ static void test_log_level_api(void) {
 /* ------------------------------------------------------------------------ */
 /* Dtype services are core/quant/quant.h's                                          */
 
+static double seconds_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* A callback that takes its time, counting who is inside it. */
 static atomic_int inside_callback, callback_calls;
 static void slow_callback(void *user, int level, const char *who, const char *message) {
@@ -269,10 +276,8 @@ static void quiet_callback(void *user, int level, const char *who, const char *m
 static atomic_bool logging;
 static void *log_loop(void *arg) {
     (void)arg;
-    while (atomic_load(&logging)) {
-        vt_log(VT_LOG_ERROR, "test", "a message from another thread");
-        usleep(50); /* a logger that never pauses would keep the sink's lock read-held */
-    }
+    /* without a pause: a change of sink must still get its turn */
+    while (atomic_load(&logging)) vt_log(VT_LOG_ERROR, "test", "a message from another thread");
     return NULL;
 }
 
@@ -289,7 +294,9 @@ static void test_log_callback_replaced_only_when_idle(void) {
     for (int round = 0; round < 20; round++) {
         atomic_store(&callback_calls, 0);
         vt_set_log_callback(slow_callback, user);
-        while (atomic_load(&callback_calls) == 0) usleep(100);
+        const double until = seconds_now() + 60; /* a bound for a broken sink, not a speed */
+        while (atomic_load(&callback_calls) == 0 && seconds_now() < until) usleep(100);
+        CU_ASSERT_FATAL(atomic_load(&callback_calls) > 0);
         vt_set_log_callback(quiet_callback, NULL);
         CU_ASSERT_EQUAL(atomic_load(&inside_callback), 0);
         const int calls = atomic_load(&callback_calls);

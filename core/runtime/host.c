@@ -34,13 +34,28 @@ static int parse_level(const char *s) {
 /* Where messages go: stderr, or the embedder's callback (vt_set_log_callback).
  * A message is delivered under the read lock and a change of sink takes the
  * write lock, so vt_set_log_callback returns only once no thread is still
- * inside the previous callback: the embedder may free its `user` then. */
-static pthread_rwlock_t log_sink_lock = PTHREAD_RWLOCK_INITIALIZER;
+ * inside the previous callback: the embedder may free its `user` then. The
+ * lock prefers writers, so threads logging without pause cannot hold a
+ * change off for ever. */
+static pthread_rwlock_t log_sink_lock;
+static pthread_once_t log_lock_once = PTHREAD_ONCE_INIT;
 static vt_log_fn log_sink;
 static void *log_sink_user;
-/* Set while this thread is inside the callback: a change of sink from
- * there would wait for itself. */
+/* Set while this thread is inside the callback, holding the read lock: a
+ * message it logs goes to the sink without locking again (a second read
+ * lock would wait behind a waiting writer), and a change of sink from there
+ * would wait for itself. */
 static _Thread_local bool in_log_callback;
+
+static void init_log_lock(void) {
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+#ifdef __GLIBC__
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+    pthread_rwlock_init(&log_sink_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+}
 
 static void read_log_env(void) {
     const char *env = getenv("VT_LOG");
@@ -77,12 +92,16 @@ void vt_log(int level, const char *who, const char *fmt, ...) {
     va_end(ap);
     size_t len = strlen(line);
     if (len > 0 && line[len - 1] == '\n') line[--len] = '\0';
+    if (in_log_callback) { /* logged by the callback: the read lock is held */
+        log_sink(log_sink_user, level, who && *who ? who : "core", line + head);
+        return;
+    }
+    pthread_once(&log_lock_once, init_log_lock);
     pthread_rwlock_rdlock(&log_sink_lock);
     if (log_sink) {
-        const bool outer = !in_log_callback;
         in_log_callback = true;
         log_sink(log_sink_user, level, who && *who ? who : "core", line + head);
-        if (outer) in_log_callback = false;
+        in_log_callback = false;
     } else {
         fprintf(stderr, "%s\n", line);
     }
@@ -95,6 +114,7 @@ void vt_set_log_callback(vt_log_fn fn, void *user) {
                         "changed (change it outside the callback)\n");
         return;
     }
+    pthread_once(&log_lock_once, init_log_lock);
     pthread_rwlock_wrlock(&log_sink_lock);
     log_sink = fn;
     log_sink_user = user;
