@@ -118,6 +118,9 @@ static const struct {
      "13(5, 6){'z': 1}|13(){}"},
     {"{% macro row() %}{{ varargs | join(',') }}{% endmacro %}{{ row(1, 2) }}",
      "1,2"},
+    /* a parameter given by position and by name: the name is an extra keyword */
+    {"{% macro m(a, b) %}{{ a }}{{ b }}{{ kwargs }}{% endmacro %}{{ m(1, b=3, a=2) }}",
+     "13{'a': 2}"},
     {"{% filter upper %}shout {{ s }}{% endfilter %}",
      "SHOUT HELLO, WORLD"},
     {"{% raw %}{{ not rendered }}{% endraw %}",
@@ -226,7 +229,7 @@ static void test_errors_name_the_line(void) {
     /* extra arguments a macro's body does not read are errors, as in jinja2 */
     expect_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, c=4) }}", "macro 'm' takes no argument named 'c'");
     expect_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", "macro 'm' takes at most 1 arguments (2 given)");
-    expect_error("{% macro m(a) %}{{ kwargs }}{% endmacro %}{{ m(1, a=2) }}", "macro 'm' got two values for 'a'");
+    expect_error("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, a=2) }}", "macro 'm' takes no argument named 'a'");
     expect_error("{% macro w() %}{{ caller(1, 2) }}{% endmacro %}{% call(x) w() %}{{ x }}{% endcall %}",
                  "caller() takes at most 1 arguments (2 given)");
     expect_error("{% for a, b in xs %}{% endfor %}", "line 1: a int is not iterable");

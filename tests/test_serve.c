@@ -410,7 +410,7 @@ static void test_tokenize_detokenize(void) {
             lines++;
             CU_ASSERT(strstr(line, " seed=") == NULL);
         }
-    CU_ASSERT_EQUAL(lines, 3);
+    CU_ASSERT(lines >= 3); /* this test's three, and any other test's */
     free(log);
 }
 

@@ -982,8 +982,9 @@ static void test_rope(void) {
 }
 
 /* simd keeps the last call's cos/sin tables for the next call with the same
- * positions and frequencies: a call whose positions or factors changed in
- * place (same addresses, same counts) must not reuse them. */
+ * positions and frequencies (a step's q and k of every layer): a call with
+ * other positions, factors or parameters (same counts) must not reuse them,
+ * and one that reuses them, on other values and heads, rotates as fresh. */
 static void test_rope_tables_follow_their_inputs(void) {
     if (!simd_available()) return;
     const int64_t D = 64, heads = 2, T = 4;
@@ -995,13 +996,19 @@ static void test_rope_tables_follow_their_inputs(void) {
     node.n_src = 3;
     vt_harness_set_src(&node, 2, vt_harness_random(VT_F32, 1, (const int64_t[]){D / 2}, 6101, 1, 8));
     node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){D, heads, T});
-    for (int step = 0; step < 5; step++) {
+    for (int step = 0; step < 6; step++) {
         int32_t *pos = node.src[1].data;
         float *factors = node.src[2].data;
         if (step == 1) pos[2] += 1000;       /* one position moved */
         if (step == 2) factors[5] *= 2.0f;   /* one factor changed */
         if (step == 3) node.params.rope.freq_scale = 0.5f;
         if (step == 4) node.params.rope.mode = VT_ROPE_NORM;
+        if (step == 5) { /* the same angles as step 4 (reused) on other values, more heads: k after q */
+            vt_harness_tensor_free(&node.src[0]);
+            vt_harness_set_src(&node, 0, vt_harness_random(VT_F32, 3, (const int64_t[]){D, 2 * heads, T}, 6102, -1, 1));
+            vt_harness_tensor_free(&node.dst);
+            node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){D, 2 * heads, T});
+        }
         outputs o = run_both(&node);
         double *tol = relative_tol(&o, 0.0, VT_F32, 4 * FLT_EPSILON);
         if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close("rope after a change", &o, tol, 0);

@@ -492,25 +492,27 @@ static jv capture(jinja_render *r, jframe *f, const jnode *body) {
     return jv_is_oom(s) ? oom(r, body->line) : s;
 }
 
+/* Whether keyword argument k names a parameter that no positional argument
+ * filled: otherwise it is an extra one (jinja2 files a parameter already
+ * given by position under kwargs too). */
+static bool names_open_param(const jnode *def, const jinja_args *args, size_t k) {
+    for (size_t p = args->n_pos; p < def->n_names; p++)
+        if (strcmp(def->names[p], args->kw_names[k]) == 0) return true;
+    return false;
+}
+
 /* Bind parameters (names, defaults in list) of a macro or caller. Extra
- * positional arguments go to varargs (a tuple) and unknown keywords to
- * kwargs (a dict) when the body reads them, and are an error otherwise, as
- * jinja2 has it; so is a parameter given both by position and by name. */
+ * positional arguments go to varargs (a tuple) and extra keywords to kwargs
+ * (a dict) when the body reads them, and are an error otherwise, as jinja2
+ * has it. */
 static bool bind_params(jinja_render *r, int line, jframe *mf, const jnode *def, const jinja_args *args,
                         const char *what) {
     if (args->n_pos > def->n_names && !def->uses_varargs)
         return jinja_fail(r, line, "%s takes at most %zu arguments (%zu given)", what, def->n_names, args->n_pos),
                false;
-    for (size_t k = 0; k < args->n_kw; k++) {
-        size_t p = 0;
-        while (p < def->n_names && strcmp(def->names[p], args->kw_names[k]) != 0) p++;
-        if (p < def->n_names && p < args->n_pos)
-            return jinja_fail(r, line, "%s got two values for '%s' (by position and by name)", what,
-                              args->kw_names[k]),
-                   false;
-        if (p == def->n_names && !def->uses_kwargs)
+    for (size_t k = 0; k < args->n_kw && !def->uses_kwargs; k++)
+        if (!names_open_param(def, args, k))
             return jinja_fail(r, line, "%s takes no argument named '%s'", what, args->kw_names[k]), false;
-    }
     jv kwargs = jv_dict_new(), varargs = jv_list_new();
     if (jv_is_oom(kwargs) || jv_is_oom(varargs)) {
         jv_decref(kwargs);
@@ -519,11 +521,8 @@ static bool bind_params(jinja_render *r, int line, jframe *mf, const jnode *def,
     }
     varargs.u.l->tuple = true;
     bool ok = true;
-    for (size_t k = 0; ok && k < args->n_kw; k++) {
-        bool known = false;
-        for (size_t p = 0; p < def->n_names; p++) known |= strcmp(def->names[p], args->kw_names[k]) == 0;
-        if (!known) ok = jv_dict_set_cstr(kwargs, args->kw_names[k], jv_incref(args->kw[k]));
-    }
+    for (size_t k = 0; ok && k < args->n_kw; k++)
+        if (!names_open_param(def, args, k)) ok = jv_dict_set_cstr(kwargs, args->kw_names[k], jv_incref(args->kw[k]));
     for (size_t i = def->n_names; ok && i < args->n_pos; i++) ok = jv_list_append(varargs, jv_incref(args->pos[i]));
     if (!ok) {
         jv_decref(kwargs);
