@@ -51,7 +51,7 @@ if ! command -v clang >/dev/null; then
 fi
 cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release -DVT_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_gguf fuzz_options fuzz_tokenizer fuzz_vocab fuzz_model \
-  fuzz_serve_request fuzz_grammar fuzz_json_schema fuzz_jinja fuzz_tool_calls
+  fuzz_serve_request fuzz_grammar fuzz_json_schema fuzz_jinja fuzz_tool_calls fuzz_chat_render
 bash tests/fuzz/run_fuzz.sh build-fuzz "$fuzz_seconds"
 echo "== all tests passed (Release, ASan+UBSan, without oneDNN) and fuzzing found nothing"
 # Any failure above has already stopped the script (set -e, pipefail). A runner

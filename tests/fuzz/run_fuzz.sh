@@ -27,11 +27,12 @@ fi
 # target:corpus directory (relative to tests/fuzz)
 targets=(fuzz_gguf:corpus fuzz_options:corpus-options fuzz_tokenizer:corpus-tokenizer fuzz_vocab:corpus-vocab
          fuzz_model:corpus-model fuzz_serve_request:corpus-serve fuzz_grammar:corpus-grammar
-         fuzz_json_schema:corpus-json-schema fuzz_jinja:corpus-jinja fuzz_tool_calls:corpus-tool-calls)
+         fuzz_json_schema:corpus-json-schema fuzz_jinja:corpus-jinja fuzz_tool_calls:corpus-tool-calls
+         fuzz_chat_render:corpus-chat-render)
 # Longest input per target: the GGUF ones default to their largest seed; the
 # text ones may grow past their short seeds (long prompts, long ini files).
 declare -A max_len=([fuzz_options]=4096 [fuzz_tokenizer]=4096 [fuzz_serve_request]=4096 [fuzz_grammar]=4096
-                   [fuzz_json_schema]=4096 [fuzz_jinja]=20000 [fuzz_tool_calls]=4096)
+                   [fuzz_json_schema]=4096 [fuzz_jinja]=20000 [fuzz_tool_calls]=4096 [fuzz_chat_render]=8192)
 per=$(( total / ${#targets[@]} ))
 
 for t in "${targets[@]}"; do
