@@ -3,8 +3,8 @@
  * tokenizer that comes with it.
  *
  * The input is a whole GGUF file, written to a temporary file because
- * vt_model_load takes a path (as the CLI does). Seeds are tiny llama, qwen2
- * and qwen3 models from make_fuzz_seeds. fuzz_gguf covers the reader itself;
+ * vt_model_load takes a path (as the CLI does). Seeds are tiny llama, qwen2,
+ * qwen3 and qwen3moe models from make_fuzz_seeds. fuzz_gguf covers the reader itself;
  * this target's mutations that survive the reader reach model.c.
  *
  * What must hold: a refused file says why and names it; an accepted model is
@@ -56,10 +56,17 @@ static void check_shape(const vt_gguf_tensor *t, int64_t ne0, int64_t ne1) {
     CHECK(t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == 1 && t->ne[3] == 1);
 }
 
+/* A 3-D expert stack {ne0, ne1, NE}. */
+static void check_stack(const vt_gguf_tensor *t, int64_t ne0, int64_t ne1, int64_t ne2) {
+    CHECK(t != NULL);
+    CHECK(t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == ne2 && t->ne[3] == 1);
+}
+
 static void check_model(const vt_model *m) {
     const vt_hparams *hp = &m->hp;
     CHECK(hp->n_embd > 0 && hp->n_layer > 0 && hp->n_head > 0 && hp->n_head_kv > 0 && hp->head_dim > 0);
-    CHECK(hp->n_ff > 0 && hp->n_vocab > 0 && hp->n_ctx_train > 0);
+    CHECK((hp->n_ff > 0 || hp->n_expert > 0) && hp->n_vocab > 0 && hp->n_ctx_train > 0);
+    if (hp->n_expert > 0) CHECK(hp->n_expert_used >= 1 && hp->n_expert_used <= hp->n_expert && hp->n_ff_exp > 0);
     CHECK(hp->n_head % hp->n_head_kv == 0);
     CHECK(hp->n_rot > 0 && hp->n_rot <= hp->head_dim && hp->n_rot % 2 == 0);
     CHECK(hp->rope_base > 0 && hp->rms_eps > 0 && hp->rope_freq_scale > 0);
@@ -75,9 +82,17 @@ static void check_model(const vt_model *m) {
         check_shape(l->wv, E, KVH * D);
         check_shape(l->wo, H * D, E);
         check_shape(l->ffn_norm, E, 1);
-        check_shape(l->ffn_gate, E, F);
-        check_shape(l->ffn_up, E, F);
-        check_shape(l->ffn_down, F, E);
+        if (hp->n_expert > 0) { /* a mixture of experts: the router and the experts' stacks */
+            const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
+            check_shape(l->ffn_gate_inp, E, NE);
+            check_stack(l->ffn_gate_exps, E, FE, NE);
+            check_stack(l->ffn_up_exps, E, FE, NE);
+            check_stack(l->ffn_down_exps, FE, E, NE);
+        } else {
+            check_shape(l->ffn_gate, E, F);
+            check_shape(l->ffn_up, E, F);
+            check_shape(l->ffn_down, F, E);
+        }
         if (hp->arch == VT_ARCH_QWEN2) check_shape(l->bq, H * D, 1);
         if (hp->arch == VT_ARCH_QWEN3) check_shape(l->q_norm, D, 1);
     }

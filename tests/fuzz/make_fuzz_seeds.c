@@ -151,10 +151,12 @@ static int model_seeds(const char *dir) {
         const char *arch, *vocab, *type;
         int32_t head_dim;
         bool tied;
+        int32_t n_expert; /* qwen3moe: 4 experts of 8, 2 used */
     } models[] = {
-        {"llama", NULL, "f32", 0, false},
-        {"qwen2", "bpe-qwen2.gguf", "f32", 0, true},
-        {"qwen3", "bpe-llama3.gguf", "f32", 8, true},
+        {"llama", NULL, "f32", 0, false, 0},
+        {"qwen2", "bpe-qwen2.gguf", "f32", 0, true, 0},
+        {"qwen3", "bpe-llama3.gguf", "f32", 8, true, 0},
+        {"qwen3moe", "bpe-qwen2.gguf", "f32", 8, true, 4},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
@@ -165,7 +167,8 @@ static int model_seeds(const char *dir) {
             .arch = models[i].arch, .n_embd = 8, .n_layer = 1, .n_head = 2, .n_head_kv = 1,
             .head_dim = models[i].head_dim, .n_ff = 16, .n_vocab = 259, .n_ctx = 64,
             .tied_output = models[i].tied, .type = models[i].type, .seed = 1 + i,
-            .vocab_from = models[i].vocab ? vocab : NULL,
+            .vocab_from = models[i].vocab ? vocab : NULL, .n_expert = models[i].n_expert,
+            .n_expert_used = models[i].n_expert ? 2 : 0, .n_ff_exp = models[i].n_expert ? 8 : 0,
         };
         vt_error err = {0};
         if (vt_synth_write(&p, path, &err) != VT_OK) {
