@@ -211,6 +211,11 @@ static void check_downstream(const vt_serve_request *r) {
         char *event = vt_serve_chunk_sse(&ids, &chunk, NULL);
         CHECK(event != NULL);
         free(event);
+        if (r->include_usage) { /* the stream's usage chunk, no choices */
+            event = vt_serve_chunk_sse(&ids, NULL, &usage);
+            CHECK(event != NULL && strstr(event, "\"usage\"") != NULL);
+            free(event);
+        }
         vt_serve_logprobs_free(&lp);
     }
 }
