@@ -510,9 +510,6 @@ static bool bind_params(jinja_render *r, int line, jframe *mf, const jnode *def,
     if (args->n_pos > def->n_names && !def->uses_varargs)
         return jinja_fail(r, line, "%s takes at most %zu arguments (%zu given)", what, def->n_names, args->n_pos),
                false;
-    for (size_t k = 0; k < args->n_kw && !def->uses_kwargs; k++)
-        if (!names_open_param(def, args, k))
-            return jinja_fail(r, line, "%s takes no argument named '%s'", what, args->kw_names[k]), false;
     jv kwargs = jv_dict_new(), varargs = jv_list_new();
     if (jv_is_oom(kwargs) || jv_is_oom(varargs)) {
         jv_decref(kwargs);
@@ -521,8 +518,15 @@ static bool bind_params(jinja_render *r, int line, jframe *mf, const jnode *def,
     }
     varargs.u.l->tuple = true;
     bool ok = true;
-    for (size_t k = 0; ok && k < args->n_kw; k++)
-        if (!names_open_param(def, args, k)) ok = jv_dict_set_cstr(kwargs, args->kw_names[k], jv_incref(args->kw[k]));
+    for (size_t k = 0; ok && k < args->n_kw; k++) {
+        if (names_open_param(def, args, k)) continue;
+        if (!def->uses_kwargs) {
+            jv_decref(kwargs);
+            jv_decref(varargs);
+            return jinja_fail(r, line, "%s takes no argument named '%s'", what, args->kw_names[k]), false;
+        }
+        ok = jv_dict_set_cstr(kwargs, args->kw_names[k], jv_incref(args->kw[k]));
+    }
     for (size_t i = def->n_names; ok && i < args->n_pos; i++) ok = jv_list_append(varargs, jv_incref(args->pos[i]));
     if (!ok) {
         jv_decref(kwargs);
