@@ -462,7 +462,11 @@ static void test_bench_json(void) {
         const double first = num(&results->items[tg ? 1 : 0], "tok_s_median");
         VT_ASSERT_NEAR(num(r, "tok_s_ratio_to_first"), num(r, "tok_s_median") / first, 1e-6);
         if (tg) {
-            double want = num(r, "tok_s_median") * bpt / (bw * 1e9);
+            /* a step reads the weights and the K/V rows of every position so
+             * far: 4 steps from an empty sequence see (4 + 1) / 2 on average */
+            const double step = bpt + (4 + 1) / 2.0 * num(kv, "f16");
+            VT_ASSERT_NEAR(num(r, "bytes_per_step"), step, 1e-9 * step);
+            double want = num(r, "tok_s_median") * step / (bw * 1e9);
             VT_ASSERT_NEAR(num(r, "fraction_of_limit"), want, 1e-6 * want);
         } else {
             CU_ASSERT_PTR_NULL(json_get(r, "fraction_of_limit"));
@@ -483,6 +487,7 @@ static void test_bench_parallel_json(void) {
     json_value doc;
     CU_ASSERT_FATAL(run_json(args, &doc, NULL));
     const double bpt = num(&doc, "bytes_per_token"), bw = num(&doc, "bandwidth_gb_s");
+    const double kv = num(&doc, "kv_cache_bytes_per_token");
     const json_value *results = json_get(&doc, "results");
     CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 4);
     static const int seqs[4] = {1, 1, 3, 3};
@@ -498,7 +503,11 @@ static void test_bench_parallel_json(void) {
         if (tg) {
             const double per_seq = num(r, "tok_s_per_seq_median");
             VT_ASSERT_NEAR(per_seq, num(r, "tok_s_median") / seqs[i], 1e-9 * per_seq);
-            const double want = per_seq * bpt / (bw * 1e9);
+            /* the weights once per step, each sequence's K/V rows (3 steps
+             * after 8 prompt tokens: 8 + (3 + 1) / 2 positions on average) */
+            const double step = bpt + seqs[i] * (8 + (3 + 1) / 2.0) * kv;
+            VT_ASSERT_NEAR(num(r, "bytes_per_step"), step, 1e-9 * step);
+            const double want = per_seq * step / (bw * 1e9);
             VT_ASSERT_NEAR(num(r, "fraction_of_limit"), want, 1e-6 * want);
         } else {
             CU_ASSERT_PTR_NULL(json_get(r, "tok_s_per_seq_median"));
@@ -526,14 +535,86 @@ static void test_bench_parallel_moe_has_no_step_bytes(void) {
         const json_value *r = &results->items[i], *gb = json_get(r, "gb_s"), *f = json_get(r, "fraction_of_limit");
         CU_ASSERT_FATAL(gb && f);
         if (num(r, "n_seqs") == 1) {
-            VT_ASSERT_NEAR(gb->number, num(r, "tok_s_median") * bpt * 1e-9, 1e-6 * gb->number);
+            const double step = bpt + (4 + (2 + 1) / 2.0) * num(&doc, "kv_cache_bytes_per_token");
+            VT_ASSERT_NEAR(num(r, "bytes_per_step"), step, 1e-9 * step);
+            VT_ASSERT_NEAR(gb->number, num(r, "tok_s_median") * step * 1e-9, 1e-6 * gb->number);
             VT_ASSERT_NEAR(f->number, gb->number / bw, 1e-6 * f->number);
         } else {
             CU_ASSERT_EQUAL(gb->type, JSON_NULL);
             CU_ASSERT_EQUAL(f->type, JSON_NULL);
+            CU_ASSERT_EQUAL(json_get(r, "bytes_per_step")->type, JSON_NULL);
         }
     }
     json_free(&doc);
+}
+
+/* Op calls of `op` under one profile section of --profile's stderr ("profile
+ * [NAME]: ..." then a row per backend and op), summed over backends; -1 if
+ * the section is missing. */
+static long profile_calls(const char *text, const char *section, const char *op) {
+    char head[128];
+    snprintf(head, sizeof head, "profile [%s]:", section);
+    const char *p = text ? strstr(text, head) : NULL;
+    if (!p) return -1;
+    const char *end = strstr(p + 1, "profile [");
+    long calls = 0;
+    for (p = strchr(p, '\n'); p && (!end || p < end); p = strchr(p + 1, '\n')) {
+        char backend[64], name[64];
+        long n;
+        if (sscanf(p + 1, "%63s %63s %ld", backend, name, &n) == 3 && strcmp(name, op) == 0) calls += n;
+    }
+    return calls;
+}
+
+/* -d N: every timed pp and tg starts from a sequence already holding N
+ * tokens, prefilled before each run outside the timed part (its op calls
+ * under a section of their own, none in pp's or tg's), and tg's bytes per
+ * step count the K/V rows its steps read: on average N + (n + 1) / 2
+ * positions for each sequence (and the prompt with --parallel), beside the
+ * weights once per step. */
+static void test_bench_depth(void) {
+    vt_model *m = NULL;
+    vt_error e = {0};
+    CU_ASSERT_FATAL(vt_model_load(model_path, &m, &e) == VT_OK);
+    const double layers = m->hp.n_layer;
+    const double kv_f16 = 2.0 * m->hp.n_layer * m->hp.n_head_kv * m->hp.head_dim * 2;
+    vt_model_free(m);
+    static const int seqs[2] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        char args[2048], *err = NULL;
+        snprintf(args, sizeof args,
+                 "bench -m '%s' --json --backends reference%s -p 4 -n 3 -d 20 -r 2 -t 2 --membw-mib 16 --profile",
+                 model_path, seqs[k] > 1 ? " --parallel 3" : "");
+        json_value doc;
+        CU_ASSERT_FATAL(run_json(args, &doc, &err));
+        const json_value *results = json_get(&doc, "results");
+        CU_ASSERT_FATAL(results && results->type == JSON_ARRAY && results->n == 2);
+        const double bpt = num(&doc, "bytes_per_token"), bw = num(&doc, "bandwidth_gb_s");
+        for (size_t i = 0; i < 2; i++) {
+            const json_value *r = &results->items[i], *test = json_get(r, "test");
+            CU_ASSERT_FATAL(test && test->type == JSON_STRING);
+            CU_ASSERT_STRING_EQUAL(test->str, i ? "tg3 @ d20" : "pp4 @ d20");
+            CU_ASSERT_EQUAL(num(r, "n_tokens"), seqs[k] * (i ? 3 : 4)); /* the depth is not counted */
+            CU_ASSERT(num(r, "tok_s_median") > 0);
+        }
+        const json_value *tg = &results->items[1];
+        /* with --parallel the decode steps continue the 4-token prompts */
+        const double want = bpt + seqs[k] * kv_f16 * (20 + (seqs[k] > 1 ? 4 : 0) + (3 + 1) / 2.0);
+        VT_ASSERT_NEAR(num(tg, "bytes_per_step"), want, 1e-9 * want);
+        const double steps = num(tg, "tok_s_median") / seqs[k];
+        VT_ASSERT_NEAR(num(tg, "fraction_of_limit"), steps * want / (bw * 1e9), 1e-6 * steps * want / (bw * 1e9));
+        /* profiled: two timed rounds, each filling the depth before its pp
+         * and its tg (one prefill call per sequence: 20 tokens fit one step)
+         * and running pp (one call per layer) and 3 decode steps */
+        const char *pp = seqs[k] > 1 ? "reference x3 pp" : "reference pp";
+        const char *tgs = seqs[k] > 1 ? "reference x3 tg" : "reference tg";
+        const long fills = seqs[k] > 1 ? 2L * 3 : 2L * 2; /* --parallel fills once for its pp and tg */
+        CU_ASSERT_EQUAL(profile_calls(err, "depth prefill (untimed)", "attention"), (long)(fills * layers));
+        CU_ASSERT_EQUAL(profile_calls(err, pp, "attention"), (long)(2 * layers));
+        CU_ASSERT_EQUAL(profile_calls(err, tgs, "attention"), (long)(2 * 3 * layers));
+        free(err);
+        json_free(&doc);
+    }
 }
 
 /* The repetitions are interleaved: with --parallel 1,2,3 there are three
@@ -869,6 +950,8 @@ static void test_bad_flags_are_errors(void) {
         {"bench -m '%s' --json --csv", 2},                  /* exclusive */
         {"bench -m '%s' --parallel 2,0", 2},                /* a number of sequences out of range */
         {"bench -m '%s' --parallel 4x", 2},                 /* not a list of numbers */
+        {"bench -m '%s' -p 8 -n 4 -d 100 -c 64", 3},        /* the depth and the run overflow the cache */
+        {"bench -m '%s' -d -1", 2},                         /* out of range */
         {"compare -m '%s' --backends nosuch", 2},           /* a name no backend has: a bad argument */
         {"compare -m '%s' --backend simd", 2},              /* singular flag on a multi-backend command */
         {"compare -m '%s' -n 8 -c 4 --tokens 1,2", 3},      /* KV cache too small for the run */
@@ -1085,6 +1168,8 @@ int main(void) {
         {"bench --backends NAME,NAME: two engines of one plan, the second labelled NAME#2",
          test_bench_repeated_backend},
         {"bench --csv: header and one row per test", test_bench_csv},
+        {"bench -d N: pp and tg from a sequence of N tokens, filled untimed; K/V reads in the step bytes",
+         test_bench_depth},
         {"bench --backends NAME:key=value: an entry with its own backend options", test_bench_entry_options},
         {"compare --backends NAME:key=value: the entry's options reach its engine", test_compare_entry_options},
         {"--backends entries never share a label", test_entry_labels_never_collide},

@@ -34,7 +34,7 @@
 #define VT_BENCH_MAX_PARALLEL 16
 
 static void help(void) {
-    printf("usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-r N] [-t N] [--kv-cache-dtype D]\n"
+    printf("usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-d N] [-r N] [-t N] [--kv-cache-dtype D]\n"
            "                [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
            "Prefill (pp: one call of -p tokens on a fresh sequence) and decode (tg: -n single-token steps from\n"
            "an empty sequence) tokens/s per backend: a warm-up, then -r repetitions; median and stdev. The\n"
@@ -50,6 +50,9 @@ static void help(void) {
            "                           with those backend options (simd,simd:isa=avx2: two tiers side by side)\n"
            "  -p, --n-prompt N         prefill tokens (default 512; 0 = skip pp)\n"
            "  -n, --n-gen N            decode steps (default 128; 0 = skip tg)\n"
+           "  -d, --depth N            start pp and tg from a sequence already holding N tokens, prefilled\n"
+           "                           before every run and not timed (tests named \"pp512 @ d4096\"): what a\n"
+           "                           chat's later turn costs (default 0)\n"
            "  -r, --repetitions N      timed repetitions (default 5)\n"
            "      --parallel LIST      numbers of sequences, e.g. 1,2,4,8: S prompts of -p tokens prefilled\n"
            "                           together, then -n decode steps of S tokens (aggregate and per-sequence\n"
@@ -102,8 +105,10 @@ typedef struct bench_job {
     const vt_cli_common *c;
     vt_model *model;
     int64_t n_prompt, n_gen, reps;
+    int64_t depth;         /* tokens every sequence holds before a timed pp or tg */
     bool parallel;     /* --parallel given: pp and tg of S sequences, tg after the prompts */
     int32_t *tokens;   /* [max(n_prompt, n_gen)] random ids */
+    int32_t *depth_tokens; /* [depth] random ids, other than tokens' */
     vt_profiler *profiler;
     vt_progress *bar;
     size_t peak_rss_bytes; /* the process's resident high-water mark once every run is done */
@@ -121,20 +126,41 @@ static vt_status profile_phase(bench_job *job, const char *backend, int32_t S, c
     return vt_profiler_section(job->profiler, name, err);
 }
 
-/* One prefill of n_prompt tokens on a fresh sequence: tokens/s. */
-static vt_status run_pp(bench_job *job, vt_engine *e, double *tok_s, vt_error *err) {
+/* With --profile, the depth's prefill counts apart from every timed run, in
+ * one section for all backends. */
+static vt_status depth_phase(bench_job *job, vt_error *err) {
+    return job->profiler ? vt_profiler_section(job->profiler, "depth prefill (untimed)", err) : VT_OK;
+}
+
+/* The untimed part of a run: sequence 0 emptied and given the depth's
+ * tokens (op calls counted apart, under "depth"), then the section the
+ * timed part counts under. */
+static vt_status start_at_depth(bench_job *job, vt_engine *e, const char *backend, const char *test, vt_error *err) {
     vt_engine_reset(e);
+    vt_status st = VT_OK;
+    if (job->depth > 0) {
+        st = depth_phase(job, err);
+        if (st == VT_OK) st = vt_engine_eval(e, job->depth_tokens, job->depth, false, err);
+    }
+    return st == VT_OK ? profile_phase(job, backend, 1, test, err) : st;
+}
+
+/* One prefill of n_prompt tokens on a fresh sequence (or one holding the
+ * depth): tokens/s. */
+static vt_status run_pp(bench_job *job, vt_engine *e, const char *backend, double *tok_s, vt_error *err) {
+    vt_status st = start_at_depth(job, e, backend, "pp", err);
+    if (st != VT_OK) return st;
     double t0 = vt_cli_now();
-    vt_status st = vt_engine_eval(e, job->tokens, job->n_prompt, false, err);
+    st = vt_engine_eval(e, job->tokens, job->n_prompt, false, err);
     double t = vt_cli_now() - t0;
     *tok_s = t > 0 ? (double)job->n_prompt / t : NAN;
     return st;
 }
 
-/* n steps of one token each through the decode plan, from an empty sequence. */
-static vt_status run_tg(bench_job *job, vt_engine *e, int64_t n, double *tok_s, vt_error *err) {
-    vt_engine_reset(e);
-    vt_status st = VT_OK;
+/* n steps of one token each through the decode plan, from an empty sequence
+ * (or one holding the depth). */
+static vt_status run_tg(bench_job *job, vt_engine *e, const char *backend, int64_t n, double *tok_s, vt_error *err) {
+    vt_status st = start_at_depth(job, e, backend, "tg", err);
     double t0 = vt_cli_now();
     for (int64_t k = 0; k < n && st == VT_OK; k++) st = vt_engine_eval(e, &job->tokens[k], 1, true, err);
     double t = vt_cli_now() - t0;
@@ -150,8 +176,20 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
                               double *pp_tok_s, double *tg_tok_s, vt_error *err) {
     for (int32_t s = 0; s < S; s++) vt_engine_seq_release(e, s);
     vt_step_entry entries[VT_BENCH_MAX_SEQS];
-    vt_status st = profile_phase(job, backend, S, "pp", err);
     const int64_t budget = vt_engine_max_step_tokens(e);
+    vt_status st = VT_OK;
+    /* the depth, untimed: each sequence its own copy of the depth's tokens
+     * (the engine shares nothing between them, as sequences of different
+     * conversations would not) */
+    if (job->depth > 0) st = depth_phase(job, err);
+    for (int32_t s = 0; s < S && st == VT_OK; s++)
+        for (int64_t filled = 0; filled < job->depth && st == VT_OK;) {
+            const int64_t chunk = job->depth - filled < budget ? job->depth - filled : budget;
+            entries[0] = (vt_step_entry){s, job->depth_tokens + filled, chunk, false, false};
+            st = vt_engine_step(e, entries, 1, err);
+            filled += chunk;
+        }
+    if (st == VT_OK) st = profile_phase(job, backend, S, "pp", err);
     int64_t done[VT_BENCH_MAX_SEQS] = {0};
     double t0 = vt_cli_now();
     for (int32_t first = 0; first < S && st == VT_OK && job->n_prompt > 0;) {
@@ -248,8 +286,8 @@ static vt_status config_warm_up(bench_job *job, bench_config *cfg, vt_error *err
     const int64_t warm = job->n_gen < 2 ? job->n_gen : 2;
     vt_status st = VT_OK;
     if (job->parallel) return run_parallel(job, cfg->label, cfg->e, cfg->S, warm, &ignored, &ignored_too, err);
-    if (job->n_prompt > 0) st = run_pp(job, cfg->e, &ignored, err);
-    if (st == VT_OK && job->n_gen > 0) st = run_tg(job, cfg->e, warm, &ignored, err);
+    if (job->n_prompt > 0) st = run_pp(job, cfg->e, cfg->label, &ignored, err);
+    if (st == VT_OK && job->n_gen > 0) st = run_tg(job, cfg->e, cfg->label, warm, &ignored, err);
     return st;
 }
 
@@ -262,13 +300,11 @@ static vt_status config_run(bench_job *job, bench_config *cfg, int64_t r, vt_err
         return st;
     }
     if (job->n_prompt > 0) {
-        st = profile_phase(job, cfg->label, 1, "pp", err);
-        if (st == VT_OK) st = run_pp(job, cfg->e, &cfg->pp->runs[r], err);
+        st = run_pp(job, cfg->e, cfg->label, &cfg->pp->runs[r], err);
         vt_progress_add(job->bar, (double)job->n_prompt);
     }
     if (st == VT_OK && job->n_gen > 0) {
-        st = profile_phase(job, cfg->label, 1, "tg", err);
-        if (st == VT_OK) st = run_tg(job, cfg->e, job->n_gen, &cfg->tg->runs[r], err);
+        st = run_tg(job, cfg->e, cfg->label, job->n_gen, &cfg->tg->runs[r], err);
         vt_progress_add(job->bar, (double)job->n_gen);
     }
     return st;
@@ -328,15 +364,34 @@ static bool step_bytes_known(const bench_job *job, const bench_result *r) {
     return job->model->hp.n_expert == 0 || r->n_seqs == 1;
 }
 
-static double fraction_of_limit(const bench_job *job, const bench_result *r, int64_t bytes_per_token,
-                                double bw_gb_s) {
-    if (!r->is_tg || !(bw_gb_s > 0) || !step_bytes_known(job, r)) return NAN;
-    return steps_per_s(r) * (double)bytes_per_token / (bw_gb_s * 1e9);
+static size_t kv_bytes_per_token(const bench_job *job, int32_t d);
+
+/* Positions a decode step of the tg run attends to on average: step k of n
+ * after s tokens sees s + k + 1, their mean is s + (n + 1) / 2, where s is
+ * the depth (and with --parallel the prompt the steps continue). */
+static double tg_mean_positions(const bench_job *job) {
+    return (double)(job->depth + (job->parallel ? job->n_prompt : 0)) + (double)(job->n_gen + 1) / 2.0;
 }
 
-/* GB/s of weights the median decode rate implies. */
+/* Bytes a decode step of the tg run reads on average: the weights once, and
+ * each sequence's K/V rows of every position it attends to. NAN where the
+ * weights it reads are not known. */
+static double step_bytes(const bench_job *job, const bench_result *r, int64_t bytes_per_token) {
+    if (!r->is_tg || !step_bytes_known(job, r)) return NAN;
+    const double positions = tg_mean_positions(job);
+    return (double)bytes_per_token +
+           (double)r->n_seqs * positions * (double)kv_bytes_per_token(job, job->c->opt.kv_cache_dtype);
+}
+
+static double fraction_of_limit(const bench_job *job, const bench_result *r, int64_t bytes_per_token,
+                                double bw_gb_s) {
+    if (!(bw_gb_s > 0)) return NAN;
+    return steps_per_s(r) * step_bytes(job, r, bytes_per_token) / (bw_gb_s * 1e9);
+}
+
+/* GB/s of weights and K/V the median decode rate implies. */
 static double implied_gb_s(const bench_job *job, const bench_result *r, int64_t bytes_per_token) {
-    return r->is_tg && step_bytes_known(job, r) ? steps_per_s(r) * (double)bytes_per_token * 1e-9 : NAN;
+    return steps_per_s(r) * step_bytes(job, r, bytes_per_token) * 1e-9;
 }
 
 /* The KV-cache dtypes whose bytes per token bench reports, every one the
@@ -419,6 +474,8 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
             printf(", \"calibration_seconds\": %.3f, \"calibration_measured\": %d, \"calibration_cache_hit\": %s",
                    r->calibration_seconds, r->calibration_measured, r->calibration_cache_hit ? "true" : "false");
         if (r->is_tg) {
+            printf(", \"bytes_per_step\": ");
+            vt_json_number(stdout, step_bytes(job, r, bpt));
             printf(", \"gb_s\": ");
             vt_json_number(stdout, implied_gb_s(job, r, bpt));
             printf(", \"fraction_of_limit\": ");
@@ -494,8 +551,12 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     }
     printf("\n");
     if (bw > 0)
-        printf("memory read bandwidth (measured now): %.1f GB/s -> decode limit %.1f tok/s\n", bw,
+        printf("memory read bandwidth (measured now): %.1f GB/s -> decode limit %.1f tok/s (weights alone)\n", bw,
                bw * 1e9 / (double)bpt);
+    if (job->n_gen > 0)
+        printf("tg's GB/s and of limit count what a decode step reads: the weights, and the K/V rows of every\n"
+               "position so far (%.1f on average)\n",
+               tg_mean_positions(job));
     if (job->parallel && job->model->hp.n_expert > 0)
         printf("tok/s: all sequences together; per seq: each sequence's rate; GB/s and the limit are per decode\n"
                "step: one sequence's reads one token's experts; a step of several reads every expert its tokens\n"
@@ -508,7 +569,10 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     int w = 10; /* the backend column: as wide as the longest entry */
     for (int i = 0; i < n; i++)
         if ((int)strlen(res[i].backend) > w) w = (int)strlen(res[i].backend);
-    printf("\n%-*s %5s %-8s %14s %10s %10s %8s %9s %9s\n", w, "backend", "seqs", "test", "tok/s", "per seq", "stdev",
+    int tw = 8; /* the test column: "pp512 @ d4096" with --depth */
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(res[i].test) > tw) tw = (int)strlen(res[i].test);
+    printf("\n%-*s %5s %-*s %14s %10s %10s %8s %9s %9s\n", w, "backend", "seqs", tw, "test", "tok/s", "per seq", "stdev",
            "x first", "GB/s", "of limit");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
@@ -516,7 +580,7 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
             printf("%-*s error: %s\n", w, r->backend, r->error);
             continue;
         }
-        printf("%-*s %5d %-8s %14.2f %10.2f %10.2f %8.3f", w, r->backend, r->n_seqs, r->test, r->median,
+        printf("%-*s %5d %-*s %14.2f %10.2f %10.2f %8.3f", w, r->backend, r->n_seqs, tw, r->test, r->median,
                r->median / (double)r->n_seqs, r->stdev, r->ratio);
         if (r->is_tg) {
             const double gb_s = implied_gb_s(job, r, bpt), f = fraction_of_limit(job, r, bpt, bw);
@@ -565,7 +629,7 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
 typedef struct bench_opts {
     vt_cli_common c;
     const char *backends;
-    int64_t n_prompt, n_gen, reps, membw_mib;
+    int64_t n_prompt, n_gen, depth, reps, membw_mib;
     int32_t parallel[VT_BENCH_MAX_PARALLEL]; /* sequences per entry; {1} without --parallel */
     int n_parallel;
     bool parallel_given;
@@ -581,6 +645,8 @@ static vt_arg_result bench_arg(void *opts, int argc, char **argv, int *i, vt_err
         return vt_cli_int_arg(argc, argv, i, a, 0, 1 << 20, &o->n_prompt, err);
     if (strcmp(a, "-n") == 0 || strcmp(a, "--n-gen") == 0)
         return vt_cli_int_arg(argc, argv, i, a, 0, 1 << 20, &o->n_gen, err);
+    if (strcmp(a, "-d") == 0 || strcmp(a, "--depth") == 0)
+        return vt_cli_int_arg(argc, argv, i, a, 0, 1 << 20, &o->depth, err);
     if (strcmp(a, "-r") == 0 || strcmp(a, "--repetitions") == 0)
         return vt_cli_int_arg(argc, argv, i, a, 1, 1000, &o->reps, err);
     if (strcmp(a, "--membw-mib") == 0) return vt_cli_int_arg(argc, argv, i, a, 0, 65536, &o->membw_mib, err);
@@ -633,12 +699,12 @@ static vt_status parse_bench(int argc, char **argv, bench_opts *o, vt_error *err
  * largest number of sequences each holding a prompt and its decode steps in
  * whole blocks. */
 static int64_t longest_run(const bench_opts *o) {
-    if (!o->parallel_given) return o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen;
+    if (!o->parallel_given) return o->depth + (o->n_prompt > o->n_gen ? o->n_prompt : o->n_gen);
     int32_t most = 1;
     for (int i = 0; i < o->n_parallel; i++)
         if (o->parallel[i] > most) most = o->parallel[i];
     const int64_t bs = o->c.opt.block_size;
-    return (int64_t)most * ((o->n_prompt + o->n_gen + bs - 1) / bs * bs);
+    return (int64_t)most * ((o->depth + o->n_prompt + o->n_gen + bs - 1) / bs * bs);
 }
 
 static vt_status validate_bench(bench_opts *o, vt_error *err) {
@@ -676,7 +742,12 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     bench_config *cfgs = NULL;
     double *runs = NULL;
     int *order = NULL;
-    bench_job job = {.c = &o->c, .n_prompt = n_prompt, .n_gen = n_gen, .reps = reps, .parallel = o->parallel_given};
+    bench_job job = {.c = &o->c,
+                     .n_prompt = n_prompt,
+                     .n_gen = n_gen,
+                     .depth = o->depth,
+                     .reps = reps,
+                     .parallel = o->parallel_given};
     vt_machine_describe(&job.machine);
     const int n_par = o->n_parallel, n_cfg = set->n * n_par;
     vt_progress bar;
@@ -692,21 +763,24 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
     job.profiler = profiler;
     job.bar = &bar;
     job.tokens = malloc((size_t)(need + 1) * sizeof *job.tokens);
+    job.depth_tokens = malloc((size_t)(o->depth + 1) * sizeof *job.depth_tokens);
     results = calloc((size_t)n_cfg * 2, sizeof *results);
     slots = calloc((size_t)n_cfg * 2, sizeof *slots);
     cfgs = calloc((size_t)n_cfg, sizeof *cfgs);
     runs = calloc((size_t)n_cfg * 2 * (size_t)reps, sizeof *runs);
     order = calloc((size_t)n_cfg * 2 * (size_t)reps, sizeof *order);
-    if (!job.tokens || !results || !slots || !cfgs || !runs || !order) {
+    if (!job.tokens || !job.depth_tokens || !results || !slots || !cfgs || !runs || !order) {
         st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
         goto done;
     }
     /* Random token ids (xorshift64*, fixed seed): the same for every backend
      * and every run; ids do not change the work, only the rows fetched. */
     uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (int64_t i = 0; i <= need; i++) {
+    for (int64_t i = 0; i <= need + o->depth; i++) {
         x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
-        job.tokens[i] = (int32_t)((x * 0x2545F4914F6CDD1Dull >> 33) % (uint64_t)model->hp.n_vocab);
+        const int32_t id = (int32_t)((x * 0x2545F4914F6CDD1Dull >> 33) % (uint64_t)model->hp.n_vocab);
+        if (i <= need) job.tokens[i] = id;
+        else job.depth_tokens[i - need - 1] = id;
     }
 
     /* Bandwidth first, with a pool of the same thread count, while no engine
@@ -732,8 +806,10 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
         for (int t = 0; t < 2; t++) {
             bench_result *r = t ? cfg->tg : cfg->pp;
             snprintf(r->backend, sizeof r->backend, "%s", cfg->label);
-            if (t) snprintf(r->test, sizeof r->test, "tg%lld", (long long)n_gen);
-            else snprintf(r->test, sizeof r->test, "pp%lld", (long long)n_prompt);
+            /* llama-bench's names: "pp512", "tg128 @ d4096" */
+            int k = snprintf(r->test, sizeof r->test, "%s%lld", t ? "tg" : "pp", (long long)(t ? n_gen : n_prompt));
+            if (o->depth > 0 && k > 0 && (size_t)k < sizeof r->test)
+                snprintf(r->test + k, sizeof r->test - (size_t)k, " @ d%lld", (long long)o->depth);
             r->is_tg = t;
             r->n_seqs = cfg->S;
             r->n_tokens = cfg->S * (t ? n_gen : n_prompt);
@@ -791,6 +867,7 @@ done:
     free(slots);
     free(results);
     free(job.tokens);
+    free(job.depth_tokens);
     vt_model_free(model);
     vt_profiler_free(profiler);
     return vt_cli_first_failure(st, &first_failure, err);
