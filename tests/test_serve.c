@@ -566,6 +566,20 @@ static void test_api_key_file(void) {
                                            dir, MODEL, keyfile), 2);
     CU_ASSERT(err && strstr(err, "give one of them"));
     free(err);
+    /* an empty key, on the command line or in the environment, is refused
+     * (unset, the variables mean no key) */
+    static const char *const empty[] = {"--api-key ''", "--api-key-file ''", "", ""};
+    static const char *const env[] = {NULL, NULL, "VT_API_KEY", "VT_API_KEY_FILE"};
+    static const char *const named[] = {"--api-key is empty", "--api-key-file is empty", "VT_API_KEY is empty",
+                                        "VT_API_KEY_FILE is empty"};
+    for (int i = 0; i < 4; i++) {
+        if (env[i]) setenv(env[i], "", 1);
+        err = NULL;
+        CU_ASSERT_EQUAL(vt_test_run_vt_checked(NULL, &err, "serve -m %s/models/%s --port 0 %s", dir, MODEL, empty[i]), 2);
+        CU_ASSERT(err && strstr(err, named[i]));
+        free(err);
+        if (env[i]) unsetenv(env[i]);
+    }
 }
 
 static void test_body_limit_and_context(void) {

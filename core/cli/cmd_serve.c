@@ -137,9 +137,16 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
     if (st != VT_OK || o->help) return st;
     if (o->api_key && o->api_key_file)
         return vt_fail(err, VT_ERR_INVALID, "--api-key and --api-key-file: give one of them");
-    if (!o->api_key && !o->api_key_file) o->api_key = getenv("VT_API_KEY");
-    if (!o->api_key && !o->api_key_file) o->api_key_file = getenv("VT_API_KEY_FILE");
-    if (o->api_key_file && *o->api_key_file) {
+    /* An empty key, given or set, is refused rather than read as "no key":
+     * `--api-key "$KEY"` with KEY unset would otherwise serve without one. */
+    const char *key_from = o->api_key ? "--api-key" : o->api_key_file ? "--api-key-file" : NULL;
+    if (!key_from && getenv("VT_API_KEY")) o->api_key = getenv("VT_API_KEY"), key_from = "VT_API_KEY";
+    if (!key_from && getenv("VT_API_KEY_FILE")) o->api_key_file = getenv("VT_API_KEY_FILE"), key_from = "VT_API_KEY_FILE";
+    if (key_from && !*(o->api_key ? o->api_key : o->api_key_file))
+        return vt_fail(err, VT_ERR_INVALID,
+                       "%s is empty: an empty key would leave the server open; give a key, or none to serve without one",
+                       key_from);
+    if (o->api_key_file) {
         st = read_key_file(o->api_key_file, o->key_read, sizeof o->key_read, err);
         if (st != VT_OK) return st;
         o->api_key = o->key_read;
