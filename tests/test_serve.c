@@ -473,6 +473,18 @@ static void test_bad_input(void) {
         {"/v1/completions", "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, "presence_penalty"},
         {"/v1/completions", "{\"prompt\":[5, 99999999]}", 400, "prompt[1]"},
         {"/v1/completions", "{\"prompt\":[]}", 400, "prompt"},
+        /* llama-server's and vLLM's fields that would change the answer */
+        {"/v1/completions", "{\"prompt\":\"x\",\"repeat_penalty\":1.5}", 400, "repeat_penalty"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"n_predict\":5}", 400, "n_predict"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"mirostat\":2}", 400, "mirostat"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"skip_special_tokens\":false}", 400, "skip_special_tokens"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_json\":{\"type\":\"object\"}}", 400,
+         "guided_json"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"min_tokens\":50}", 400,
+         "min_tokens"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[5]}",
+         400, "stop_token_ids"},
         {"/tokenize", "{\"content\":5}", 400, "content"},
         {"/detokenize", "{}", 400, "tokens"},
     };
@@ -503,8 +515,18 @@ static void test_bad_input(void) {
         if (!m.body.s || !strstr(m.body.s, held[i].says)) fprintf(stderr, "%s -> %s\n", held[i].body, m.body.s);
         serve_reply_free(&m);
     }
-    /* Fields the API does not define are ignored. */
-    completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":2,\"no_such_field\":[1,{}],\"user\":\"u\"");
+    /* the refusal says what to use instead where vt has it */
+    m = post(&main_srv, "/v1/completions", "{\"prompt\":\"x\",\"repetition_penalty\":1.2}");
+    assert_error(&m, 400, "repetition_penalty");
+    CU_ASSERT(m.body.s && strstr(m.body.s, "presence_penalty or frequency_penalty"));
+    serve_reply_free(&m);
+    /* Fields the API does not define are ignored; those other servers
+     * define are accepted where they change nothing (their neutral value,
+     * or off). */
+    completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":2,\"no_such_field\":[1,{}],\"user\":\"u\","
+                                       "\"repeat_penalty\":1,\"typical_p\":1.0,\"mirostat\":0,\"top_n_sigma\":-1,"
+                                       "\"skip_special_tokens\":true,\"stop_token_ids\":[],\"guided_json\":null,"
+                                       "\"cache_prompt\":true");
     CU_ASSERT_PTR_NOT_NULL(c.text);
     free(c.text);
 }

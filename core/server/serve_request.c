@@ -103,12 +103,70 @@ static bool is_off(const json_t *v) {
            (json_is_object(v) && json_object_size(v) == 0) || (json_is_array(v) && json_array_size(v) == 0);
 }
 
+/* Fields llama-server or vLLM define, outside OpenAI's API, that would
+ * change the output and that vt does not implement: clients written for
+ * those servers send them, and an answer that ignored them would look like
+ * theirs without being it. Each is accepted at the value that changes
+ * nothing: off as is_off says, or `neutral`; where `true_is_neutral`, only
+ * true or null. Where vt has a field that does the job, the error names it. */
+typedef struct extension_field {
+    const char *name;
+    double neutral; /* NAN: only is_off's values */
+    bool true_is_neutral;
+    const char *instead;
+} extension_field;
+
+static const extension_field extension_fields[] = {
+    {"n_predict", NAN, false, "max_tokens"},
+    {"repeat_penalty", 1, false, "presence_penalty or frequency_penalty"},
+    {"repetition_penalty", 1, false, "presence_penalty or frequency_penalty"},
+    {"typical_p", 1, false, NULL},
+    {"tfs_z", 1, false, NULL},
+    {"mirostat", NAN, false, NULL},
+    {"dynatemp_range", NAN, false, NULL},
+    {"xtc_probability", NAN, false, NULL},
+    {"dry_multiplier", NAN, false, NULL},
+    {"top_n_sigma", -1, false, NULL},
+    {"t_max_predict_ms", NAN, false, NULL},
+    {"samplers", NAN, false, NULL},
+    {"n_probs", NAN, false, "logprobs and top_logprobs"},
+    {"min_tokens", NAN, false, NULL},
+    {"stop_token_ids", NAN, false, "stop"},
+    {"bad_words", NAN, false, NULL},
+    {"allowed_token_ids", NAN, false, NULL},
+    {"use_beam_search", NAN, false, NULL},
+    {"include_stop_str_in_output", NAN, false, NULL},
+    {"skip_special_tokens", NAN, true, NULL},
+    {"prompt_logprobs", NAN, false, NULL},
+    {"truncate_prompt_tokens", NAN, false, NULL},
+    {"guided_json", NAN, false, "response_format {\"type\": \"json_schema\"}"},
+    {"guided_regex", NAN, false, "grammar"},
+    {"guided_choice", NAN, false, "grammar"},
+    {"guided_grammar", NAN, false, "grammar"},
+    {"structured_outputs", NAN, false, "response_format or grammar"},
+};
+
+static bool extension_is_neutral(const json_t *v, const extension_field *f) {
+    if (f->true_is_neutral) return !v || json_is_null(v) || json_is_true(v); /* false is what changes the answer */
+    if (is_off(v)) return true;
+    return !isnan(f->neutral) && json_is_number(v) && json_number_value(v) == f->neutral;
+}
+
 static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_error *err) {
     static const char *const both[] = {"logit_bias", "functions",
                                        "function_call", "audio", "prediction", "reasoning_effort",
                                        "web_search_options", "suffix"};
     for (size_t i = 0; i < sizeof both / sizeof *both; i++)
         if (!refuse_if_used(both[i], !is_off(json_object_get(root, both[i])), err)) return false;
+    for (size_t i = 0; i < sizeof extension_fields / sizeof *extension_fields; i++) {
+        const extension_field *f = &extension_fields[i];
+        if (extension_is_neutral(json_object_get(root, f->name), f)) continue;
+        if (f->instead)
+            return vt_serve_fail(err, 400, INVALID, f->name,
+                                 "%s is not supported by vt serve; use %s instead, or remove it from the request",
+                                 f->name, f->instead);
+        return refuse_if_used(f->name, true, err);
+    }
     /* Chat reads tool_choice with its tools (serve_chat_input.c). */
     json_t *tc = field(root, "tool_choice");
     if (kind != VT_SERVE_CHAT && tc && !(json_is_string(tc) && (strcmp(json_string_value(tc), "none") == 0 ||
