@@ -530,6 +530,18 @@ static void test_help_lists_what_applies(void) {
         CU_ASSERT_EQUAL(r.rc, 2);
         result_free(&r);
     }
+    /* the commands that never sample refuse the sampling flags, saying so
+     * (before the model is looked at: x.gguf does not exist) */
+    static const char *const no_sampling[] = {"eval -m x.gguf --tokens 1 --temp 5", "compare -m x.gguf --seed 7",
+                                              "bench -m x.gguf --top-p 0.5", "bench -m x.gguf --min-p=0.1",
+                                              "compare -m x.gguf --top-k 3"};
+    for (size_t i = 0; i < sizeof no_sampling / sizeof *no_sampling; i++) {
+        result r = run("", "%s", no_sampling[i]);
+        CU_ASSERT_EQUAL(r.rc, 2);
+        CU_ASSERT(strstr(r.err, "does not sample") != NULL);
+        if (!strstr(r.err, "does not sample")) printf("\nvt %s: rc %d: %s", no_sampling[i], r.rc, r.err);
+        result_free(&r);
+    }
     /* vt compare takes --special for its prompt: "</s>" is one token with it, several without */
     const char *dir = vt_test_data_dir("test models");
     result with = run("", "compare -m '%s/models/aidreams260k-f32.gguf' -p '</s>' --special -n 1 --backends reference --json", dir);

@@ -64,6 +64,13 @@ static const struct {
     {"--seed", NULL, "sampling.seed"},
 };
 
+/* The sampling knob argv entry `a` names, or NULL. */
+static const char *sampling_flag(const char *a) {
+    for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++)
+        if (strncmp(knobs[k].key, "sampling.", 9) == 0 && is_flag(a, knobs[k].flag)) return knobs[k].flag;
+    return NULL;
+}
+
 vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i, vt_error *err) {
     const char *a = argv[*i];
     for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++) {
@@ -198,6 +205,11 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
         if (r == VT_ARG_NOT_MINE && p->several_backends && is_flag(a, "--backend"))
             return vt_fail(err, VT_ERR_INVALID, "%s runs several backends: use --backends NAME[,NAME...] or all",
                            p->name);
+        /* a command that never samples refuses the sampling flags rather
+         * than take them and change nothing */
+        if (r == VT_ARG_NOT_MINE && c && !p->samples && sampling_flag(a))
+            return vt_fail(err, VT_ERR_INVALID, "%s: vt %s does not sample; %s is for vt run, vt chat and vt serve",
+                           sampling_flag(a), p->name, sampling_flag(a));
         if (r == VT_ARG_NOT_MINE && c) r = vt_cli_common_arg(c, argc, argv, &i, err);
         if (r == VT_ARG_ERROR) return err->code;
         if (r == VT_ARG_TAKEN) continue;

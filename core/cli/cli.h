@@ -74,6 +74,7 @@ typedef struct vt_cli_parser {
     bool operands;
     bool see_help;
     bool several_backends; /* compare, bench: --backend is refused, pointing to --backends */
+    bool samples;          /* run, chat, serve (and config, which shows them): takes the sampling flags */
     vt_cli_arg_fn own;     /* NULL: the command has no flags of its own */
 } vt_cli_parser;
 

@@ -96,7 +96,7 @@ static vt_arg_result chat_arg(void *opts, int argc, char **argv, int *i, vt_erro
 }
 
 static vt_status parse_chat(int argc, char **argv, chat_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "chat", .see_help = true, .own = chat_arg};
+    static const vt_cli_parser parser = {.name = "chat", .see_help = true, .samples = true, .own = chat_arg};
     *o = (chat_opts){0};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }

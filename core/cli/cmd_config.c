@@ -27,7 +27,7 @@ typedef struct config_opts {
 } config_opts;
 
 static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "config"};
+    static const vt_cli_parser parser = {.name = "config", .samples = true};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 

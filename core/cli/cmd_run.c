@@ -38,7 +38,7 @@ static vt_arg_result run_arg(void *opts, int argc, char **argv, int *i, vt_error
 }
 
 static vt_status parse_run(int argc, char **argv, run_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "run", .see_help = true, .own = run_arg};
+    static const vt_cli_parser parser = {.name = "run", .see_help = true, .samples = true, .own = run_arg};
     *o = (run_opts){.gen = {.n_predict = 32}};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }

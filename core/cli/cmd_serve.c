@@ -131,7 +131,7 @@ static vt_status read_key_file(const char *path, char *key, size_t size, vt_erro
 }
 
 static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "serve", .see_help = true, .own = serve_arg};
+    static const vt_cli_parser parser = {.name = "serve", .see_help = true, .samples = true, .own = serve_arg};
     *o = (serve_opts){0};
     vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
     if (st != VT_OK || o->help) return st;
