@@ -237,6 +237,28 @@ static void test_bad_template_refused_before_listening(void) {
     }
 }
 
+/* A model file vt cannot run (cut short, or not a model at all) is refused
+ * before the port opens, with one line saying why, as a missing one is. */
+static void test_bad_model_refused_before_listening(void) {
+    const char *dir = vt_test_data_dir("test models");
+    char path[1024], cut[1024], cmd[3200], *err = NULL;
+    snprintf(path, sizeof path, "%s/models/%s", dir, MODEL);
+    size_t n = 0;
+    char *bytes = vt_test_read_file(path, &n);
+    CU_ASSERT_FATAL(bytes != NULL && n > 4096);
+    vt_test_tmpfile(cut, sizeof cut, "cut-short.gguf");
+    FILE *f = fopen(cut, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    CU_ASSERT_EQUAL(fwrite(bytes, 1, n / 2, f), n / 2); /* its tensors' data now lie past the end */
+    fclose(f);
+    free(bytes);
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s' -t 1 --port 0", VT_CLI_PATH, cut);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 2);
+    CU_ASSERT(err && strstr(err, "lies outside the file") && !strstr(err, "listening"));
+    if (err && strstr(err, "listening")) printf("\n  %s", err);
+    free(err);
+}
+
 int main(void) {
     if (!VT_TEST_HAVE_SERVE) {
         printf("SKIP: vt serve was not built (libmicrohttpd or jansson missing at configure time)\n");
@@ -250,6 +272,7 @@ int main(void) {
          test_openai_habit_fields_decided_per_field},
         {"listen errors say what bind said", test_listen_errors_say_what_bind_said},
         {"a bad --chat-template-file is refused before listening", test_bad_template_refused_before_listening},
+        {"a model file vt cannot run is refused before listening", test_bad_model_refused_before_listening},
         {"--seed numbers wrap at the largest seed and replay", test_numbered_seeds_wrap_and_replay},
         CU_TEST_INFO_NULL,
     };

@@ -551,9 +551,17 @@ int vt_cmd_serve(int argc, char **argv) {
         help();
         return 0;
     }
-    /* a model that cannot even be opened is said before the port opens: a
-     * load balancer should never see this server listen */
+    /* a model that cannot even be opened, or whose file is not a model vt
+     * runs (truncated, another architecture, a tensor it does not read), is
+     * said before the port opens: a load balancer should never see this
+     * server listen. Reading the file's header and tensor table takes
+     * milliseconds; the weights are read once serving loads. */
     if (st == VT_OK) st = vt_cli_require_model(o.c.model_path, &err);
+    if (st == VT_OK) {
+        vt_model *checked = NULL;
+        st = vt_model_load(o.c.model_path, &checked, &err);
+        vt_model_free(checked);
+    }
     if (st == VT_OK) st = o.c.dry_run ? dry_run(&o, &err) : serve(&o, &err);
     return vt_cli_exit(st, &err);
 }
