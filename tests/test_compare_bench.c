@@ -268,6 +268,21 @@ static void test_compare_perplexity(void) {
         CU_ASSERT(fabs(p / ref_ppl - 1.0) < 0.01);
     }
     json_free(&doc);
+    /* without --ppl-ctx the chunk is the default (512) or the model's
+     * trained context if shorter: aidreams260k was trained on 128 positions,
+     * so its chunks are 128 and nothing warns of positions past training */
+    char aidreams[1024], *err = NULL;
+    snprintf(aidreams, sizeof aidreams, "%s/models/aidreams260k-q8_0.gguf", vt_test_data_dir("trained model"));
+    f = fopen(text, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    for (int i = 0; i < 80; i++) fprintf(f, "A small boat crossed the bay at dawn, and the gulls followed it. ");
+    fclose(f);
+    snprintf(args, sizeof args, "compare -m '%s' --json -n 2 --backends reference --ppl '%s'", aidreams, text);
+    CU_ASSERT_FATAL(run_json(args, &doc, &err));
+    CU_ASSERT_EQUAL(num(&doc, "ppl_ctx"), 128);
+    CU_ASSERT(err && !strstr(err, "trained context"));
+    free(err);
+    json_free(&doc);
 }
 
 static void test_compare_profile_counts_every_op_call(void) {

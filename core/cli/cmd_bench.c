@@ -721,12 +721,19 @@ static vt_status validate_bench(bench_opts *o, vt_error *err) {
     vt_options *opt = &o->c.opt;
     int64_t need = longest_run(o);
     /* with --parallel prompts go in steps of -b tokens, sequences side by side */
+    char v[32];
     if (!o->parallel_given && !strcmp(vt_options_source(opt, "runtime.batch_size"), "default") &&
-        o->n_prompt > opt->batch_size)
-        opt->batch_size = (int32_t)o->n_prompt;
-    if (opt->ctx_size == 0)
-        opt->ctx_size = need;
-    else if (opt->ctx_size < need)
+        o->n_prompt > opt->batch_size) {
+        snprintf(v, sizeof v, "%lld", (long long)o->n_prompt);
+        vt_status st = vt_options_set(opt, "runtime.batch_size", v, "-p", err);
+        if (st != VT_OK) return st;
+    }
+    /* set as a source of its own, which warnings name (the trained-context one) */
+    if (opt->ctx_size == 0) {
+        snprintf(v, sizeof v, "%lld", (long long)need);
+        vt_status st = vt_options_set(opt, "kv_cache.ctx_size", v, "the run's length (-d, -p, -n, --parallel)", err);
+        if (st != VT_OK) return st;
+    } else if (opt->ctx_size < need)
         return vt_fail(err, VT_ERR_CONTEXT_FULL, "bench needs %lld tokens of KV cache but -c/--ctx-size is %lld",
                        (long long)need, (long long)opt->ctx_size);
     return vt_cli_backend_set(opt, o->backends, VT_BACKEND_SET_SKIP_REFERENCE | VT_BACKEND_SET_KEEP_REPEATS, &o->set, err);

@@ -64,7 +64,8 @@ static void help(void) {
            "      --tokens IDS         prompt as comma-separated token ids instead\n"
            "  -n, --n-predict N        greedy continuation length (default %d)\n"
            "      --ppl FILE           also compute perplexity over the text of FILE\n"
-           "      --ppl-ctx N          perplexity chunk size in tokens (default %d, capped at the text's length);\n"
+           "      --ppl-ctx N          perplexity chunk size in tokens (default %d or the model's trained context\n"
+           "                           if shorter, capped at the text's length);\n"
            "                           like llama-perplexity, each chunk scores its second half\n"
            "      --kv-cache-dtype LIST  f32, f16, bf16, q8_0, or a list (f32,f16,q8_0): each backend, reference\n"
            "                           included, runs at each cache dtype, every row against reference at f32\n"
@@ -695,6 +696,7 @@ typedef struct compare_opts {
     const char *backends, *ppl_file;
     const char *kv_dtypes; /* --kv-cache-dtype as given: one dtype, or a list */
     int64_t n_greedy, ppl_ctx;
+    bool ppl_ctx_given; /* else the default, at most the model's trained context */
     bool json, profile;
     bool trace, trace_all;
     bool help;
@@ -711,7 +713,10 @@ static vt_arg_result compare_arg(void *opts, int argc, char **argv, int *i, vt_e
     if (strcmp(a, "--kv-cache-dtype") == 0) return vt_cli_text_arg(argc, argv, i, &o->kv_dtypes, err);
     if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)
         return vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 20, &o->n_greedy, err);
-    if (strcmp(a, "--ppl-ctx") == 0) return vt_cli_int_arg(argc, argv, i, "--ppl-ctx", 4, 1 << 20, &o->ppl_ctx, err);
+    if (strcmp(a, "--ppl-ctx") == 0) {
+        o->ppl_ctx_given = true;
+        return vt_cli_int_arg(argc, argv, i, "--ppl-ctx", 4, 1 << 20, &o->ppl_ctx, err);
+    }
     if (strcmp(a, "--json") == 0) o->json = true;
     else if (strcmp(a, "--profile") == 0) o->profile = true;
     else if (strcmp(a, "--trace") == 0) o->trace = true;
@@ -880,8 +885,13 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
         st = vt_cli_prompt_tokens_for(&c, model, &given, &tokens, &n_tokens, err);
     }
     if (st == VT_OK && n_tokens == 0) st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens");
+    /* the default chunk stays within the positions the model was trained
+     * on: a perplexity past them measures the extrapolation, not the model */
+    int64_t ppl_ctx = o->ppl_ctx;
+    if (st == VT_OK && !o->ppl_ctx_given && model->hp.n_ctx_train >= 4 && model->hp.n_ctx_train < ppl_ctx)
+        ppl_ctx = model->hp.n_ctx_train;
     if (st == VT_OK && o->ppl_file)
-        st = load_ppl_tokens(model, o->ppl_file, o->ppl_ctx, &ppl_tokens, &job.ppl_ctx, &job.ppl_chunks, err);
+        st = load_ppl_tokens(model, o->ppl_file, ppl_ctx, &ppl_tokens, &job.ppl_ctx, &job.ppl_chunks, err);
     if (st == VT_OK && o->profile) st = vt_profiler_create(&profiler, err);
     if (st != VT_OK) goto done;
 
@@ -893,7 +903,10 @@ static vt_status run_compare(const compare_opts *o, bool *diverged, vt_error *er
         char v[32];
         snprintf(v, sizeof v, "%lld", (long long)need);
         st = vt_options_set(&c.opt, "kv_cache.ctx_size", v,
-                            ppl_tokens && job.ppl_ctx == need ? "--ppl-ctx" : "the run's length (prompt + -n)", err);
+                            ppl_tokens && job.ppl_ctx == need
+                                ? (o->ppl_ctx_given ? "--ppl-ctx" : "the --ppl-ctx default")
+                                : "the run's length (prompt + -n)",
+                            err);
         if (st != VT_OK) goto done;
     } else if (c.opt.ctx_size < need) {
         if (ppl_tokens && job.ppl_ctx == need)
