@@ -530,6 +530,15 @@ static void test_help_lists_what_applies(void) {
         CU_ASSERT_EQUAL(r.rc, 2);
         result_free(&r);
     }
+    /* a VT_LOG the library does not know is refused by the command, naming
+     * it (the library alone warns and keeps its default: test_host) */
+    result bad_log = run("VT_LOG=loud", "version");
+    CU_ASSERT_EQUAL(bad_log.rc, 2);
+    CU_ASSERT(strstr(bad_log.err, "VT_LOG=loud") != NULL);
+    result_free(&bad_log);
+    result fine_log = run("VT_LOG=Info", "version");
+    CU_ASSERT_EQUAL(fine_log.rc, 0);
+    result_free(&fine_log);
     /* the commands that never sample refuse the sampling flags, saying so
      * (before the model is looked at: x.gguf does not exist) */
     static const char *const no_sampling[] = {"eval -m x.gguf --tokens 1 --temp 5", "compare -m x.gguf --seed 7",

@@ -1,8 +1,10 @@
 /* main.c — `vt COMMAND ...`: a thin layer over the engine. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "host.h"
 #include "serve_options.h"
 
 /* Under AddressSanitizer (the test builds): gcc 12's LeakSanitizer can crash
@@ -76,6 +78,13 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) return vt_cmd_version(argc - 1, argv + 1);
+    /* as every other setting, a bad VT_LOG is an error naming it (the
+     * library alone can only warn and keep its default) */
+    const char *log_env = getenv("VT_LOG");
+    if (log_env && *log_env && !vt_log_level_name_ok(log_env)) {
+        fprintf(stderr, "vt: VT_LOG=%s: expected debug, info, warn or error (or 0..3)\n", log_env);
+        return 2;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "vt: unknown command '%s'\n", argv[1]);

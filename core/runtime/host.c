@@ -31,6 +31,8 @@ static int parse_level(const char *s) {
     return -1;
 }
 
+bool vt_log_level_name_ok(const char *s) { return s && parse_level(s) >= 0; }
+
 /* Where messages go: stderr, or the embedder's callback (vt_set_log_callback).
  * A message is delivered under the read lock and a change of sink takes the
  * write lock, so vt_set_log_callback returns only once no thread is still

@@ -3,6 +3,8 @@
 #ifndef VT_CORE_HOST_H
 #define VT_CORE_HOST_H
 
+#include <stdbool.h>
+
 #include "threadpool.h"
 #include "vt/vt_backend.h"
 
@@ -33,6 +35,10 @@ void vt_host_fail_alloc_after(long n);
 
 /* Log level threshold for host->log and the core (default WARN; VT_LOG=debug|info|warn|error). */
 void vt_log_set_level(int level);
+/* Whether s names a level as VT_LOG takes it (debug, info, warn/warning,
+ * error, any case, or 0..3). The library warns of another value and keeps
+ * WARN; the vt command refuses it. */
+bool vt_log_level_name_ok(const char *s);
 int vt_log_get_level(void);
 void vt_log(int level, const char *who, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
