@@ -530,6 +530,20 @@ static void test_help_lists_what_applies(void) {
         CU_ASSERT_EQUAL(r.rc, 2);
         result_free(&r);
     }
+    /* a backend folder the user names that cannot be opened is warned of,
+     * once however many engines scan it (compare builds one per backend) */
+    const char *models = vt_test_data_dir("test models");
+    result no_folder = run("VT_BACKEND_PATH=/nonexistent-vt-a",
+                           "compare -m '%s/models/qwen3-tiny-q8_0.gguf' -n 1 --backends reference,reference "
+                           "--backend-path /nonexistent-vt-b",
+                           models);
+    CU_ASSERT_EQUAL(no_folder.rc, 0);
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "/nonexistent-vt-b" : "/nonexistent-vt-a";
+        const char *at = strstr(no_folder.err, name);
+        CU_ASSERT(at && strstr(no_folder.err, "cannot be opened") && !strstr(at + 1, name));
+    }
+    result_free(&no_folder);
     /* a VT_LOG the library does not know is refused by the command, naming
      * it (the library alone warns and keeps its default: test_host) */
     result bad_log = run("VT_LOG=loud", "version");

@@ -349,13 +349,31 @@ static vt_status folder_seen(vt_registry *r, const char *folder, bool *seen) {
     return VT_OK;
 }
 
-static vt_status scan_folder(vt_registry *r, const char *folder, vt_error *err) {
+/* A folder the user named (VT_BACKEND_PATH, --backend-path) that cannot be
+ * opened is a likely typo: warned about once per process and folder, as
+ * every engine's registry scans the same list. */
+static void warn_missing_folder(const char *folder, int error) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static char warned[8][256];
+    static int n_warned;
+    pthread_mutex_lock(&lock);
+    bool before = false;
+    for (int i = 0; i < n_warned && !before; i++) before = strcmp(warned[i], folder) == 0;
+    if (!before && n_warned < 8) snprintf(warned[n_warned++], sizeof warned[0], "%s", folder);
+    pthread_mutex_unlock(&lock);
+    if (!before)
+        vt_log(VT_LOG_WARN, "registry", "backend folder %s (VT_BACKEND_PATH or --backend-path) cannot be opened: %s",
+               folder, strerror(error));
+}
+
+static vt_status scan_folder(vt_registry *r, const char *folder, bool named_by_user, vt_error *err) {
     bool seen;
     if (folder_seen(r, folder, &seen) != VT_OK) return vt_fail(err, VT_ERR_NOMEM, "registry: out of memory");
     if (seen) return VT_OK;
     DIR *dir = opendir(folder);
     if (!dir) {
-        vt_log(VT_LOG_DEBUG, "registry", "skipping backend folder %s: cannot open it", folder);
+        if (named_by_user) warn_missing_folder(folder, errno);
+        else vt_log(VT_LOG_DEBUG, "registry", "skipping backend folder %s: cannot open it", folder);
         return VT_OK;
     }
     /* Sorted, so which of two same-named files wins does not depend on readdir. */
@@ -443,7 +461,7 @@ static vt_status scan_path_list(vt_registry *r, const char *list, vt_error *err)
             if (len < sizeof folder) {
                 memcpy(folder, p, len);
                 folder[len] = '\0';
-                vt_status st = scan_folder(r, folder, err);
+                vt_status st = scan_folder(r, folder, true, err);
                 if (st != VT_OK) return st;
             } else {
                 vt_log(VT_LOG_WARN, "registry", "skipping a backend folder name of %zu bytes", len);
@@ -515,7 +533,7 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
     default_folder(folder, sizeof folder);
     vt_status st = scan_path_list(r, getenv("VT_BACKEND_PATH"), err);
     if (st == VT_OK) st = scan_path_list(r, extra_path, err);
-    if (st == VT_OK && folder[0]) st = scan_folder(r, folder, err);
+    if (st == VT_OK && folder[0]) st = scan_folder(r, folder, false, err);
     if (st != VT_OK) {
         vt_registry_destroy(r);
         return st;
