@@ -11,7 +11,7 @@ static void help(void) {
     printf("usage: vt eval -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) [--top-k K] [--decode] [--json] [options]\n\n"
            "Evaluate the tokens in one prefill (or, with --decode, one token per decode step) and print\n"
            "{\"tokens\", \"argmax\" (per position), \"top\" (last position's K best [id, logit]), \"backend\",\n"
-           "\"kv_cache_dtype\"} as one JSON object.\n\n"
+           "\"kv_cache_dtype\", \"path\" (prefill or decode)} as one JSON object.\n\n"
            "      --tokens IDS         comma-separated token ids\n"
            "  -p, --prompt TEXT        text, tokenized with the model's vocabulary (BOS as its metadata says);\n"
            "                           - reads stdin\n"
