@@ -433,7 +433,9 @@ static void test_ignore_eos_runs_past_end_of_generation(void) {
     vt_batch_close(b);
 }
 
-/* A full waiting queue refuses with VT_ERR_UNSUPPORTED; a step makes room. */
+/* A full waiting queue refuses with VT_ERR_UNSUPPORTED: max_waiting
+ * requests beyond those the next step starts; steps that end requests make
+ * room. */
 static void test_full_queue_refuses_until_a_step(void) {
     static const char *const small[] = {"runtime.backend=reference", "runtime.threads=2", "runtime.max_seqs=2",
                                         "runtime.max_waiting=2", "kv_cache.ctx_size=256", NULL};
@@ -447,13 +449,18 @@ static void test_full_queue_refuses_until_a_step(void) {
     r.n_ids = 3;
     r.max_new_tokens = 2;
     uint64_t id;
-    CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
-    CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
+    /* two start at the next step (two free sequences), two wait */
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
     CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_ERR_UNSUPPORTED);
     CU_ASSERT(contains(err, "max_waiting"));
     int32_t n_seqs = 0;
     CU_ASSERT_EQUAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
     CU_ASSERT_EQUAL(n_seqs, 2);
+    /* both sequences run: the two still wait, the queue is still full */
+    CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_ERR_UNSUPPORTED);
+    /* two new tokens each: the first two end within a few steps, and the
+     * waiting two are then next to start */
+    for (int k = 0; k < 4; k++) CU_ASSERT_EQUAL(vt_batch_step(b, &n_seqs, err, sizeof err), VT_OK);
     CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_OK);
     vt_batch_close(b); /* with requests still running and unread: frees them all */
 }

@@ -794,14 +794,21 @@ static void test_bad_requests_are_refused(void) {
     q.stop_ids = NULL;
     expect_refused(s, &q, VT_ERR_INVALID, "request.stop_ids");
 
-    /* the queue holds two; a third waits nowhere */
-    uint64_t a, b;
-    CU_ASSERT_EQUAL(vt_sched_add(s, &ok, &a, &err), VT_OK);
-    CU_ASSERT_EQUAL(vt_sched_add(s, &ok, &b, &err), VT_OK);
-    CU_ASSERT(a >= 1 && b > a);
-    expect_refused(s, &ok, VT_ERR_UNSUPPORTED, "waiting queue full: 2 requests wait to start (max_waiting 2)");
-    /* once they start, there is room again */
+    /* the queue holds two beyond those the next step starts: with both
+     * sequences free, four are taken and a fifth waits nowhere */
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++) CU_ASSERT_EQUAL(vt_sched_add(s, &ok, &ids[i], &err), VT_OK);
+    CU_ASSERT(ids[0] >= 1 && ids[1] > ids[0]);
+    expect_refused(s, &ok, VT_ERR_UNSUPPORTED, "waiting queue full: 2 requests wait for a sequence (max_waiting 2)");
+    /* a step starts two; the other two still wait, both sequences busy */
     CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, NULL, &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_sched_n_running(s), 2);
+    expect_refused(s, &ok, VT_ERR_UNSUPPORTED, "waiting queue full: 2 requests wait for a sequence (max_waiting 2)");
+    /* once the first two end, the next step starts the other two: room again */
+    for (int step = 0; step < 20 && vt_sched_n_waiting(s) == 2; step++) {
+        CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, NULL, &err), VT_OK);
+        if (vt_sched_n_running(s) == 0 || vt_sched_n_admit_next(s) > 0) break;
+    }
     uint64_t c;
     CU_ASSERT_EQUAL(vt_sched_add(s, &ok, &c, &err), VT_OK);
     vt_sched_free(s);

@@ -1105,6 +1105,41 @@ static void test_gauges_follow_token_budget(void) {
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* --max-waiting counts requests that wait for a sequence, not those about
+ * to start: with 8 sequences and --max-waiting 2, six requests that arrive
+ * together are all served. A's first forward is held while the other five
+ * queue behind it (the gauge shows them waiting: they do, until the forward
+ * ends), then everything runs. One-token prompts and --prefill-chunk 64 let
+ * the step after the held one start all five beside A's decode, so what
+ * the scheduler admits does not depend on the machine's speed. */
+static void test_burst_at_idle_is_not_queue_full(void) {
+    serve_server s = {0};
+    serve_gate g;
+    CU_ASSERT_FATAL(serve_gate_init(&g, "burst-gate"));
+    static const char *const args[] = {"--parallel", "8", "--max-waiting", "2", "--prefill-chunk", "64",
+                                       "-c", "4096", NULL};
+    CU_ASSERT_FATAL(serve_start_gated(&s, &g, MODEL, "burst.log", args));
+    serve_gate_hold(&g);
+    long base = serve_gate_reached(&g);
+    static const char body[] = "{\"prompt\":[5],\"max_tokens\":3,\"temperature\":0}";
+    serve_post posts[6];
+    pthread_t threads[6];
+    for (int i = 0; i < 6; i++) posts[i] = (serve_post){&s, body, {0}};
+    pthread_create(&threads[0], NULL, serve_post_main, &posts[0]);
+    CU_ASSERT(serve_gate_wait_reached(&g, base + 1, 60));
+    for (int i = 1; i < 6; i++) pthread_create(&threads[i], NULL, serve_post_main, &posts[i]);
+    CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 5, 60));
+    serve_gate_open(&g);
+    for (int i = 0; i < 6; i++) {
+        pthread_join(threads[i], NULL);
+        CU_ASSERT_EQUAL(posts[i].r.status, 200);
+        if (posts[i].r.status != 200) fprintf(stderr, "request %d: %ld %s\n", i, posts[i].r.status, posts[i].r.body.s);
+        serve_reply_free(&posts[i].r);
+    }
+    int status = serve_stop(&s);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* A chat request ends at the template's end of turn: the trained
  * aidreams260k, asked for a story in Llama 2's format, closes it with "</s>"
  * well before max_tokens (checked with vt run); the answer stops there, as
@@ -1291,6 +1326,7 @@ int main(void) {
         {"SIGTERM while loading stops at once; a second SIGTERM ends the drain", test_sigterm_while_loading_and_twice},
         {"SIGTERM: a request without a token yet is 503", test_shutdown_before_first_token},
         {"the gauges follow the token budget, not only free sequences", test_gauges_follow_token_budget},
+        {"a burst at an idle server is served, not refused as a full queue", test_burst_at_idle_is_not_queue_full},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve", suite_init, suite_cleanup, tests);

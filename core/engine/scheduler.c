@@ -448,6 +448,8 @@ vt_status vt_sched_add(vt_sched *s, const vt_sched_request *req, uint64_t *id, v
     return vt_sched_add_n(s, req, 1, id, err);
 }
 
+static int32_t distinct_groups(vt_sched *s, request *const *list, int32_t n, bool skip_running);
+
 vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint64_t *ids, vt_error *err) {
     for (int32_t i = 0; i < n; i++) ids[i] = 0;
     if (n < 1 || n > VT_BATCH_MAX_CHOICES)
@@ -456,11 +458,17 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
     if (st != VT_OK) return st;
     /* requests, each one's n choices once: another request's queued
      * choices do not fill the queue (its first admitted them) */
-    const int32_t waiting = vt_sched_n_waiting_requests(s);
+    /* what the next step admits is about to run, not waiting: a burst that
+     * arrives at an idle batch is not refused as a full queue (the
+     * prediction is reckoned only at the limit; past the first request it
+     * cannot admit it stops, so a full queue costs one look at each
+     * running request) */
+    int32_t waiting = vt_sched_n_waiting_requests(s);
+    if (waiting >= s->max_waiting) waiting -= distinct_groups(s, s->waiting, vt_sched_n_admit_next(s), true);
     if (waiting >= s->max_waiting)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
-                       "waiting queue full: %d requests wait to start (max_waiting %d); add again when some have "
-                       "started or finished",
+                       "waiting queue full: %d requests wait for a sequence (max_waiting %d); add again when some "
+                       "have started or finished",
                        waiting, s->max_waiting);
     if (s->n_all + n > s->cap_all) {
         int32_t cap = s->cap_all ? s->cap_all : 16;

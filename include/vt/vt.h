@@ -123,7 +123,9 @@ VT_API void vt_session_explain(const vt_session *s, FILE *f);
  * engine carries up to runtime.max_seqs sequences per forward over one
  * shared KV cache, with a scheduler in front: requests (a prompt, a number of
  * new tokens, their own sampler and seed, stop ids) wait in a FIFO queue of
- * runtime.max_waiting entries; each vt_batch_step runs one forward holding
+ * runtime.max_waiting entries beyond those the next step starts (a burst
+ * added to an idle batch with free sequences is not refused); each
+ * vt_batch_step runs one forward holding
  * the next token of every running request and chunks of waiting prompts, at
  * most runtime.token_budget tokens in all (0 = runtime.batch_size). When the
  * KV cache runs out of blocks, the latest started request is set back and
