@@ -833,9 +833,10 @@ static uint32_t rnd(uint32_t n) {
 
 /* Small enough to keep the run short under AddressSanitizer: requests of at
  * most 12 + 16 tokens, three sequences over a pool of 6 blocks of 8 tokens
- * (one request needs up to 4), 12 tokens per step. */
+ * (one request needs up to 4), 12 tokens per step. A third of the requests
+ * ask for 2 or 3 choices, each a tracked request of its own. */
 #define N_OPS 1000
-#define MAX_TRACKED N_OPS
+#define MAX_TRACKED (3 * N_OPS)
 #define RANDOM_PROMPT_MAX 12
 #define RANDOM_NEW_MAX 16
 #define RANDOM_SEQS 3
@@ -852,13 +853,17 @@ typedef struct tracked {
     bool cancelled, removed;
 } tracked;
 
-/* KV blocks held by the engine's sequences, from their lengths. */
+/* KV blocks some sequence holds (prompts share prefix blocks, choices
+ * their prompt's: counted once each). */
 static int32_t held_blocks(const vt_engine *e) {
     int32_t n = 0;
-    for (int32_t q = 0; q < e->max_seqs; q++)
-        n += (int32_t)((vt_engine_seq_len(e, q) + e->kv->block_size - 1) / e->kv->block_size);
+    for (int32_t b = 0; b < e->kv->num_blocks; b++) n += e->kv->blocks[b].ref > 0;
     return n;
 }
+
+/* Three beginnings prompts draw on, so that requests share prefix blocks
+ * (live ones, and ended ones' cached blocks) as chats and agents do. */
+static int32_t shared_beginnings[3][RANDOM_PROMPT_MAX];
 
 typedef struct random_run {
     vt_engine *engine;
@@ -870,10 +875,14 @@ typedef struct random_run {
 } random_run;
 
 static void random_add(random_run *r) {
+    if (r->n_tr + 3 > MAX_TRACKED) return;
     tracked *t = &r->tr[r->n_tr];
     const int64_t len = 1 + rnd(RANDOM_PROMPT_MAX);
     const uint32_t n_vocab = (uint32_t)small_model->hp.n_vocab;
-    for (int64_t k = 0; k < len; k++) t->prompt[k] = (int32_t)rnd(n_vocab);
+    /* the first `shared` tokens from one of the shared beginnings */
+    const int32_t *beginning = shared_beginnings[rnd(3)];
+    const int64_t shared = rnd(RANDOM_PROMPT_MAX + 1);
+    for (int64_t k = 0; k < len; k++) t->prompt[k] = k < shared ? beginning[k] : (int32_t)rnd(n_vocab);
     t->q = greedy_request(t->prompt, len, 1 + rnd(RANDOM_NEW_MAX));
     if (rnd(2)) t->q.sampler = (vt_sampler_params){0.8f, (int32_t)rnd(50), 0.9f, 0.0f, rnd(1000)};
     if (rnd(4) == 0) { /* the model's end of text, or any token */
@@ -883,10 +892,23 @@ static void random_add(random_run *r) {
         t->q.n_stop_ids = 1;
     }
     vt_error err = {0};
-    const vt_status st = vt_sched_add(r->sched, &t->q, &t->id, &err);
+    const int32_t n = rnd(3) == 0 ? 2 + (int32_t)rnd(2) : 1;
+    uint64_t ids[3];
+    const vt_status st = vt_sched_add_n(r->sched, &t->q, n, ids, &err);
     CU_ASSERT_FATAL(st == VT_OK || st == VT_ERR_UNSUPPORTED); /* the queue may be full */
     if (st == VT_OK) {
-        r->n_tr++;
+        /* choice i is the request with seed + i: each is checked alone */
+        for (int32_t i = 0; i < n; i++) {
+            tracked *u = &r->tr[r->n_tr + i];
+            if (i > 0) {
+                *u = *t;
+                u->q.prompt = u->prompt;
+                if (u->q.n_stop_ids) u->q.stop_ids = &u->stop;
+                u->q.sampler.seed = vt_seed_after(t->q.sampler.seed, (uint64_t)i);
+            }
+            u->id = ids[i];
+        }
+        r->n_tr += n;
         r->adds++;
     } else {
         r->refused++;
@@ -894,9 +916,11 @@ static void random_add(random_run *r) {
 }
 
 /* One step, the invariants, and a read of every request. The step admits
- * what vt_sched_n_admit_next predicted just before it, whichever of the
- * budget, the sequences or the blocks limits it; a step that preempts
- * admits none, and the prediction says so. */
+ * at least what vt_sched_n_admit_next predicted just before it, whichever of
+ * the budget, the sequences or the blocks limits it (two waiting requests
+ * sharing cached blocks no one holds count them twice in the prediction,
+ * once in the step: it can only be short); a step that preempts admits
+ * none, and the prediction says so. */
 static void random_step(random_run *r) {
     vt_sched_step_info info;
     vt_error err = {0};
@@ -904,8 +928,8 @@ static void random_step(random_run *r) {
     const int32_t predicted = vt_sched_n_admit_next(r->sched);
     CU_ASSERT(vt_sched_n_waiting(r->sched) == waiting && vt_sched_n_running(r->sched) == running); /* moved none */
     CU_ASSERT_EQUAL_FATAL(vt_sched_step(r->sched, &info, &err), VT_OK);
-    CU_ASSERT_EQUAL(info.n_preempted ? 0 : info.n_admitted, predicted);
-    if ((info.n_preempted ? 0 : info.n_admitted) != predicted)
+    CU_ASSERT(info.n_preempted ? predicted == 0 : info.n_admitted >= predicted);
+    if (info.n_preempted ? predicted != 0 : info.n_admitted < predicted)
         fprintf(stderr, "step %d: predicted %d admissions, the step made %d (%d preempted)\n", r->steps, predicted,
                 info.n_admitted, info.n_preempted);
     r->steps++;
@@ -953,6 +977,9 @@ static void test_random_operations(void) {
     const double t0 = seconds_now();
     const clock_t c0 = clock();
     random_run r = {0};
+    for (int w = 0; w < 3; w++)
+        for (int k = 0; k < RANDOM_PROMPT_MAX; k++)
+            shared_beginnings[w][k] = (int32_t)rnd((uint32_t)small_model->hp.n_vocab);
     r.engine = open_engine_on(small_model, "reference", RANDOM_SEQS, RANDOM_CTX, RANDOM_BLOCK);
     CU_ASSERT_PTR_NOT_NULL_FATAL(r.engine);
     r.all_free = vt_engine_free_blocks(r.engine);
@@ -1006,13 +1033,16 @@ static void test_random_operations(void) {
     const vt_sched_stats st = vt_sched_get_stats(s);
     printf("\n  %d adds (%d refused: queue full), %d steps, %d cancels, %d removes; %d finished (%d on a stop token, "
            "%d equal alone), "
-           "%d cancelled; %lld preemptions, %lld tokens recomputed; %.1f s (CPU %.1f s)",
+           "%d cancelled; %lld preemptions, %lld tokens recomputed; %lld of %lld prompt tokens from the prefix cache; "
+           "%.1f s (CPU %.1f s)",
            r.adds, r.refused, r.steps, r.cancels, r.removes, finished, stopped, same, cancelled, (long long)st.n_preemptions,
-           (long long)st.n_recomputed, seconds_now() - t0, (double)(clock() - c0) / CLOCKS_PER_SEC);
+           (long long)st.n_recomputed, (long long)st.n_prompt_hit, (long long)st.n_prompt_looked_up, seconds_now() - t0,
+           (double)(clock() - c0) / CLOCKS_PER_SEC);
     CU_ASSERT_EQUAL(same, finished);
     CU_ASSERT(finished >= 1);
     CU_ASSERT(cancelled >= 1);
     CU_ASSERT(st.n_preemptions >= 1);
+    CU_ASSERT(st.n_prompt_hit >= 1); /* the shared beginnings were found in the cache */
     free(tr);
     vt_sched_free(s);
     vt_engine_free(e);
@@ -1034,7 +1064,7 @@ int main(void) {
         {"stop token and context end", test_stop_token_and_context_end},
         {"requests start in arrival order", test_fifo_admission},
         {"bad requests are refused naming the field", test_bad_requests_are_refused},
-        {"1,000 random operations end with every block free", test_random_operations},
+        {"1,000 random operations (shared beginnings, choices) end with every block free", test_random_operations},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("scheduler", suite_init, suite_cleanup, tests);
