@@ -17,6 +17,7 @@
 #include "scheduler.h"
 #include "threadpool.h"
 #include "util.h"
+#include "vt/vt_dtype.h"
 
 static vt_threadpool *pool;
 static const vt_host *host;
@@ -592,6 +593,54 @@ static void check_hits_exact(const char *model, const char *backend, int32_t kv)
     vt_fixture_close(&f);
 }
 
+/* A chat's next turn resends the previous answer: blocks its tokens filled
+ * one decode step at a time are hits too, and bit for bit what computing
+ * them as a prompt gives. A 21-token prompt and 45 greedy decode steps
+ * (each feeds the token sampled last: positions 21..65 stored by decodes),
+ * released; then that whole text and 5 more tokens take all 66 stored
+ * positions from the cache, and the last logits of the 71 equal those of
+ * the 71 computed with the cache off. */
+static void check_decoded_hit(const char *model, const char *backend, int32_t kv) {
+    vt_fixture f;
+    if (!open_engine(&f, model, backend, kv, 2)) {
+        printf("\n  %s on %s: %s", model, backend, f.err.msg);
+        CU_FAIL("engine");
+        vt_fixture_close(&f);
+        return;
+    }
+    vt_engine *e = f.engine;
+    CU_ASSERT_TRUE_FATAL(e->kv->prefix_cache);
+    const int32_t V = f.model->hp.n_vocab;
+    float *l = malloc((size_t)V * sizeof *l), *hit = malloc((size_t)V * sizeof *hit);
+    int32_t all[80];
+    int64_t n = 21;
+    prompt_tokens(all, (int)n, 5);
+    vt_step_entry prompt = {0, all, n, true, false};
+    CU_ASSERT_TRUE_FATAL(step(e, &prompt, 1, 0, l));
+    for (int k = 0; k < 45; k++) {
+        all[n] = vt_argmax(l, V);
+        vt_step_entry d = {0, all + n, 1, true, true};
+        n++;
+        CU_ASSERT_TRUE_FATAL(step(e, &d, 1, 0, l));
+    }
+    vt_engine_seq_release(e, 0); /* 66 positions stored */
+    prompt_tokens(all + n, 5, 6);
+    n += 5;
+    const int64_t got = vt_engine_seq_attach_prefix(e, 1, all, n);
+    CU_ASSERT_EQUAL(got, 66); /* every position the steps stored, 45 of them by decodes */
+    vt_step_entry rest = {1, all + got, n - got, true, false};
+    CU_ASSERT_TRUE_FATAL(step(e, &rest, 1, 0, hit));
+    vt_engine_seq_release(e, 1);
+    vt_kv_cache_set_prefix_cache(e->kv, false);
+    vt_step_entry cold = {1, all, n, true, false};
+    CU_ASSERT_TRUE_FATAL(step(e, &cold, 1, 0, l));
+    CU_ASSERT_EQUAL(memcmp(l, hit, (size_t)V * sizeof *hit), 0);
+    if (memcmp(l, hit, (size_t)V * sizeof *hit) != 0) printf("\n  %s %s kv %s: hit differs", model, backend, vt_dtype_name(kv));
+    free(l);
+    free(hit);
+    vt_fixture_close(&f);
+}
+
 static const char *model_path(const char *name, char *buf, size_t size) {
     const char *dir = vt_test_data_dir("test models");
     snprintf(buf, size, "%s/models/%s.gguf", dir ? dir : ".", name);
@@ -602,7 +651,10 @@ static void test_hits_exact_reference(void) {
     char m[1024];
     model_path("qwen3-tiny-q4_k_m", m, sizeof m);
     const int32_t kvs[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
-    for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++) check_hits_exact(m, "reference", kvs[i]);
+    for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++) {
+        check_hits_exact(m, "reference", kvs[i]);
+        check_decoded_hit(m, "reference", kvs[i]);
+    }
 }
 
 static void test_hits_exact_simd(void) {
@@ -611,8 +663,10 @@ static void test_hits_exact_simd(void) {
     const char *models[] = {"qwen3-tiny-q4_k_m", "qwen3-tiny-f16", "qwen3moe-tiny-q4_k_m"};
     const int32_t kvs[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
     for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++)
-        for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++)
+        for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++) {
             check_hits_exact(model_path(models[mi], m, sizeof m), "simd", kvs[i]);
+            check_decoded_hit(model_path(models[mi], m, sizeof m), "simd", kvs[i]);
+        }
 }
 
 /* The scheduler: a conversation's second turn (its first turn's prompt and
