@@ -417,6 +417,38 @@ static void test_undoing_stored_tokens(void) {
     vt_kv_cache_free(c);
 }
 
+/* The undoing above copies the shared block's first positions into the
+ * block its own went back as; should no block be free for that copy, the
+ * sequence is released (false) rather than left to write into a block
+ * another sequence holds, and that one's tokens and K stay as they were. */
+static void test_truncate_without_a_free_block_releases(void) {
+    vt_kv_cache *c = NULL;
+    CU_ASSERT_EQUAL_FATAL(vt_kv_cache_create(host, VT_F32, 1, 1, 8, 4, 64, &c, NULL), VT_OK); /* 16 blocks of 4 */
+    const int32_t x[8] = {7, 1, 2, 3, 4, 5, 6, 8};
+    vt_kv_seq other = {0}, s = {0}, filler = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &other, 5, NULL), VT_OK);
+    compute(c, &other, x, 0, 5);
+    vt_kv_seq_commit(c, &other, x, 5);
+    CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &s, 4, NULL), VT_OK);
+    compute(c, &s, x, 0, 4);
+    vt_kv_seq_commit(c, &s, x, 4); /* its one block is other's, filed; its own went back */
+    CU_ASSERT_EQUAL_FATAL(s.block_table[0], other.block_table[0]);
+    const int64_t left = vt_kv_cache_available(c);
+    CU_ASSERT_EQUAL_FATAL(vt_kv_seq_reserve(c, &filler, left * 4, NULL), VT_OK);
+    CU_ASSERT_EQUAL(vt_kv_cache_available(c), 0);
+    CU_ASSERT_FALSE(vt_kv_seq_truncate(c, &s, 1));
+    CU_ASSERT_EQUAL(s.n_tokens, 0);
+    CU_ASSERT_EQUAL(s.n_blocks, 0);
+    CU_ASSERT_EQUAL(c->blocks[other.block_table[0]].ref, 1);
+    CU_ASSERT_EQUAL(memcmp(c->tokens + other.block_table[0] * 4, x, 4 * sizeof *x), 0);
+    int64_t slot;
+    vt_kv_seq_slots(c, &other, 3, 1, &slot);
+    CU_ASSERT_EQUAL(((uint32_t *)c->k[0])[slot * 8], prefix_hash(x, 4));
+    vt_kv_seq_release(c, &filler);
+    vt_kv_seq_release(c, &other);
+    vt_kv_cache_free(c);
+}
+
 /* Truncating into a block that a later block was filed under (a first
  * chunk filled two blocks, the second chunk failed): the block is written
  * again with other tokens, so what was filed as its child no longer
@@ -863,6 +895,8 @@ int main(void) {
         {"a block computed again is kept once", test_same_block_kept_once},
         {"undoing stored tokens files nothing stale, writes on nothing shared", test_undoing_stored_tokens},
         {"truncating into a block orphans the blocks filed under it", test_truncate_orphans_children},
+        {"truncating into a shared block with no block free releases the sequence",
+         test_truncate_without_a_free_block_releases},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo engine_tests[] = {

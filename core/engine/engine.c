@@ -544,8 +544,13 @@ vt_status vt_engine_eval(vt_engine *e, const int32_t *tokens, int64_t n, bool us
     }
     if (st != VT_OK) {
         /* the sequence keeps its old length and blocks (the earlier chunks
-         * stored tokens: a block they filled and filed is unfiled or copied) */
-        vt_kv_seq_truncate(e->kv, seq, start);
+         * stored tokens: a block they filled and filed is unfiled or copied;
+         * the copy always finds the block the filed one freed, and should it
+         * not, the sequence is emptied rather than left writing into a
+         * block others hold, and the error says so) */
+        if (!vt_kv_seq_truncate(e->kv, seq, start))
+            vt_error_prefix(err, "the sequence was reset (no KV block to keep its last %lld tokens): ",
+                            (long long)(start % e->kv->block_size));
         return st;
     }
     e->logits_rows = rows;

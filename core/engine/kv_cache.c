@@ -458,12 +458,12 @@ void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq) {
     while (seq->n_blocks > keep) give_back(c, seq->block_table[--seq->n_blocks]);
 }
 
-void vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n) {
-    if (n < 0 || n > seq->n_tokens) return;
+bool vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n) {
+    if (n < 0 || n > seq->n_tokens) return false;
     seq->n_tokens = n;
     vt_kv_seq_trim(c, seq);
     const int64_t lb = n / c->block_size, m = n % c->block_size;
-    if (m == 0 || lb >= seq->n_blocks) return;
+    if (m == 0 || lb >= seq->n_blocks) return true;
     const int32_t b = seq->block_table[lb];
     if (c->blocks[b].ref == 1) { /* ours alone: its later positions are written again under another key */
         unfile(c, b);
@@ -472,16 +472,22 @@ void vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n) {
          * matches them now; they stay filed (and counted) until they are the
          * least recently used and taken, as an evicted parent's children do */
         c->blocks[b].gen++;
-        return;
+        return true;
     }
     /* Shared: stored tokens filled it and it was the same as a filed block,
      * which seq took instead of its own (vt_kv_seq_commit); that own block
-     * went back to the pool, so one is available for the copy. */
-    if (vt_kv_cache_available(c) < 1) return;
+     * went back to the pool, so one is available for the copy. Should none
+     * be, the sequence must not keep writing into a block others hold: it
+     * is released, and the caller told. */
+    if (vt_kv_cache_available(c) < 1) {
+        vt_kv_seq_release(c, seq);
+        return false;
+    }
     const int32_t to = take_block(c);
     copy_positions(c, b, to, m);
     seq->block_table[lb] = to;
     give_back(c, b);
+    return true;
 }
 
 /* File seq's partial last block as a tail of the block before it, unless

@@ -133,8 +133,10 @@ void vt_kv_seq_trim(vt_kv_cache *c, vt_kv_seq *seq);
  * tokens: the blocks past them are given back, and a partial last block the
  * sequence will write again becomes its own alone, no longer filed under
  * the tokens it held (or shared with another holder: a copy of its first
- * positions then takes its place). */
-void vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n);
+ * positions then takes its place). False when that copy found no block (the
+ * sequence is then released: empty, holding nothing) or n is out of range
+ * (nothing done). */
+bool vt_kv_seq_truncate(vt_kv_cache *c, vt_kv_seq *seq, int64_t n);
 /* Give the sequence's blocks back and reset it: filed blocks nobody else
  * holds become evictable (its last blocks first, so a shared beginning is
  * evicted last), the others free. */
