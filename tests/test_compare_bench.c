@@ -509,6 +509,8 @@ static void test_bench_parallel_json(void) {
     for (size_t i = 0; i < results->n; i++) {
         const json_value *r = &results->items[i];
         const bool tg = i % 2 == 1;
+        /* one engine (one prepared copy of the weights) for every --parallel entry */
+        CU_ASSERT_EQUAL(num(r, "create_seconds"), num(&results->items[0], "create_seconds"));
         const json_value *test = json_get(r, "test");
         CU_ASSERT_FATAL(test && test->type == JSON_STRING);
         CU_ASSERT_STRING_EQUAL(test->str, tg ? "tg3" : "pp8");

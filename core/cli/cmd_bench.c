@@ -174,7 +174,9 @@ static vt_status run_tg(bench_job *job, vt_engine *e, const char *backend, int64
  * of each phase. */
 static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e, int32_t S, int64_t n_gen,
                               double *pp_tok_s, double *tg_tok_s, vt_error *err) {
-    for (int32_t s = 0; s < S; s++) vt_engine_seq_release(e, s);
+    /* every sequence of the shared engine emptied, those another entry's
+     * run left too: each run starts from the same empty cache */
+    for (int32_t s = 0; s < vt_engine_max_seqs(e); s++) vt_engine_seq_release(e, s);
     vt_step_entry entries[VT_BENCH_MAX_SEQS];
     const int64_t budget = vt_engine_max_step_tokens(e);
     vt_status st = VT_OK;
@@ -218,24 +220,37 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
 }
 
 /* One configuration measured: a backend at a number of sequences, its
- * engine, and the pp/tg results it fills. */
+ * engine, and the pp/tg results it fills. The --parallel entries of one
+ * --backends entry share one engine, shaped for the most sequences any of
+ * them runs (as vt serve runs any number up to its --parallel on one): one
+ * prepared copy of the weights, not one per entry, which a large model
+ * would not have room for. */
 typedef struct bench_config {
     const char *backend; /* what the engine runs on */
     const char *options; /* its --backends entry's own backend options ("" for none) */
     const char *label;   /* what its results are called: the backend, or BACKEND#K when --backends repeats it */
     int32_t S;
+    int32_t engine_seqs; /* sequences the shared engine is shaped for */
+    int first;           /* index of the configuration that creates and frees the shared engine */
     vt_engine *e;        /* NULL once it failed (the error is in pp->error) */
     bench_result *pp, *tg;
 } bench_config;
 
-/* Record a failure in the configuration's first slot (reported in its own
- * entry; the others still run, and the exit status says something failed). */
-static void config_failed(bench_config *cfg, const vt_error *err, vt_error *first_failure) {
-    snprintf(cfg->pp->error, sizeof cfg->pp->error, "%s", err->msg);
-    cfg->pp->status = err->code;
+/* Record a failure in the first slot of every configuration of the engine
+ * (reported in their own entries; the others still run, and the exit status
+ * says something failed): an engine that failed once is not trusted again. */
+static void config_failed(bench_config *cfgs, int n, int c, const vt_error *err, vt_error *first_failure) {
     if (first_failure->code == VT_OK) *first_failure = *err;
-    vt_engine_free(cfg->e);
-    cfg->e = NULL;
+    const int owner = cfgs[c].first;
+    vt_engine *e = cfgs[c].e;
+    for (int k = 0; k < n; k++) {
+        bench_config *cfg = &cfgs[k];
+        if (cfg->first != owner || cfg->pp->error[0]) continue;
+        snprintf(cfg->pp->error, sizeof cfg->pp->error, "%s", err->msg);
+        cfg->pp->status = err->code;
+        cfg->e = NULL;
+    }
+    vt_engine_free(e);
 }
 
 /* "onednn avx512_core (...) + simd avx2": every backend that runs a node of
@@ -257,10 +272,16 @@ static void engine_isa(const vt_engine *e, char *buf, size_t size) {
     }
 }
 
-static vt_status config_create(bench_job *job, bench_config *cfg, vt_error *err) {
-    const vt_engine_shape shape = {false, cfg->S, false};
-    vt_status st = vt_cli_engine_for_backend(job->c, job->model, cfg->backend, cfg->options, &shape, &cfg->e, err);
-    if (st != VT_OK) return st;
+static vt_status config_create(bench_job *job, bench_config *cfgs, int c, vt_error *err) {
+    bench_config *cfg = &cfgs[c];
+    if (cfg->first != c) {
+        cfg->e = cfgs[cfg->first].e; /* failed already, or shared */
+        if (!cfg->e) return VT_OK;
+    } else {
+        const vt_engine_shape shape = {false, cfg->engine_seqs, false};
+        vt_status st = vt_cli_engine_for_backend(job->c, job->model, cfg->backend, cfg->options, &shape, &cfg->e, err);
+        if (st != VT_OK) return st;
+    }
     const vt_engine *e = cfg->e;
     for (bench_result *r = cfg->pp; r <= cfg->tg; r++) {
         if (vt_engine_costs(e)) {
@@ -319,34 +340,36 @@ static vt_status config_run(bench_job *job, bench_config *cfg, int64_t r, vt_err
 static void bench_interleaved(bench_job *job, bench_config *cfgs, int n, vt_error *first_failure) {
     vt_error err = {0};
     for (int c = 0; c < n; c++)
-        if (config_create(job, &cfgs[c], &err) != VT_OK) config_failed(&cfgs[c], &err, first_failure);
+        if (config_create(job, cfgs, c, &err) != VT_OK) config_failed(cfgs, n, c, &err, first_failure);
     for (int c = 0; c < n && !job->c->dry_run; c++) {
         if (!cfgs[c].e) continue;
         vt_progress_label(job->bar, cfgs[c].label);
         if (config_warm_up(job, &cfgs[c], &err) != VT_OK) {
             vt_error_prefix(&err, "backend %s: ", cfgs[c].label);
-            config_failed(&cfgs[c], &err, first_failure);
+            config_failed(cfgs, n, c, &err, first_failure);
         }
     }
     /* profile only the timed runs: attached once every warm-up is done (a
      * wrapped table is shared by every registry of the process) */
     for (int c = 0; c < n && job->profiler; c++)
-        if (cfgs[c].e && vt_profiler_attach(job->profiler, vt_engine_registry(cfgs[c].e), &err) != VT_OK)
-            config_failed(&cfgs[c], &err, first_failure);
+        if (cfgs[c].e && cfgs[c].first == c &&
+            vt_profiler_attach(job->profiler, vt_engine_registry(cfgs[c].e), &err) != VT_OK)
+            config_failed(cfgs, n, c, &err, first_failure);
     for (int64_t r = 0; r < job->reps && !job->c->dry_run; r++)
         for (int i = 0; i < n; i++) {
-            bench_config *cfg = &cfgs[(r + i) % n];
+            const int c = (int)((r + i) % n);
+            bench_config *cfg = &cfgs[c];
             if (!cfg->e) continue;
             cfg->pp->order[r] = cfg->tg->order[r] = i;
             vt_progress_label(job->bar, cfg->label);
             vt_status st = config_run(job, cfg, r, &err);
             if (st != VT_OK) {
                 vt_error_prefix(&err, "backend %s: ", cfg->label);
-                config_failed(cfg, &err, first_failure);
+                config_failed(cfgs, n, c, &err, first_failure);
             }
         }
     for (int c = 0; c < n; c++) {
-        vt_engine_free(cfgs[c].e);
+        if (cfgs[c].first == c) vt_engine_free(cfgs[c].e);
         cfgs[c].e = NULL;
     }
 }
@@ -601,13 +624,13 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     /* released: the file's pages of tensors only prepared copies read (they
      * left the resident set); shared: weights nodes of several backends
      * read, kept in the file's layout (one resident layout per weight) */
-    printf("\n%-*s %5s %10s %13s %11s  %s\n", w, "backend", "seqs", "create s", "released MiB", "shared MiB",
-           "prepared weights");
+    printf("\n%-*s %10s %13s %11s  %s\n", w, "backend", "create s", "released MiB", "shared MiB", "prepared weights");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
-        if (r->error[0] || (i > 0 && strcmp(r->backend, res[i - 1].backend) == 0 && r->n_seqs == res[i - 1].n_seqs))
-            continue; /* one engine per backend and sequence count */
-        printf("%-*s %5d %10.3f %13.1f %11.1f  %s\n", w, r->backend, r->n_seqs, r->create_seconds,
+        bool seen = false; /* one engine per backend, whatever --parallel runs on it */
+        for (int j = 0; j < i && !seen; j++) seen = !res[j].error[0] && strcmp(res[j].backend, r->backend) == 0;
+        if (r->error[0] || seen) continue;
+        printf("%-*s %10.3f %13.1f %11.1f  %s\n", w, r->backend, r->create_seconds,
                (double)r->released_bytes / (1024.0 * 1024.0), (double)r->shared_bytes / (1024.0 * 1024.0),
                r->prepared);
     }
@@ -808,6 +831,10 @@ static vt_status run_bench(const bench_opts *o, vt_error *err) {
         cfg->options = set->options[c / n_par];
         cfg->label = set->labels[c / n_par];
         cfg->S = o->parallel[c % n_par];
+        cfg->first = c - c % n_par;
+        cfg->engine_seqs = 1;
+        for (int k = 0; k < n_par; k++)
+            if (o->parallel[k] > cfg->engine_seqs) cfg->engine_seqs = o->parallel[k];
         cfg->pp = &slots[2 * c];
         cfg->tg = &slots[2 * c + 1];
         for (int t = 0; t < 2; t++) {
