@@ -53,15 +53,15 @@ static void test_chain_and_refcounts(void) {
     CU_ASSERT_EQUAL(store(c, &s1, a, 14), VT_OK); /* 3 full blocks filed, a partial one */
     CU_ASSERT_EQUAL(c->n_filed, 3);
     int32_t evictable = -1;
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 14, &evictable), 12);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 14, &evictable, NULL), 12);
     CU_ASSERT_EQUAL(evictable, 0); /* s1 holds them */
     /* one token is left to compute: 2 blocks, and 3 positions of the third copied */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 12, &evictable), 11);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 12, &evictable, NULL), 11);
     CU_ASSERT_EQUAL(evictable, 1); /* the block to copy them into (s1 holds the one they come from) */
     /* the chain breaks at b's 6th token: a's second block gives its first position */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 14, &evictable), 5);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 14, &evictable, NULL), 5);
     /* a chain is matched whole from the start: a's second block alone is no hit */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a + 4, 10, &evictable), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a + 4, 10, &evictable, NULL), 0);
     CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &s2, a, 14), 12);
     CU_ASSERT_EQUAL(s2.n_tokens, 12);
     for (int i = 0; i < 3; i++) {
@@ -111,20 +111,20 @@ static void test_eviction_order_and_reclaim(void) {
     CU_ASSERT_EQUAL(c->n_evictable, 6); /* the partial blocks too, as tails */
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), 8);
     int32_t ev;
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev), 9); /* 2 blocks and a's tail */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev, NULL), 9); /* 2 blocks and a's tail */
     CU_ASSERT_EQUAL(ev, 2 + 1); /* both blocks evictable, and the block the tail is copied into */
     /* 4 blocks: the 2 free ones, then the oldest evictable, a's tail and a's second block */
     CU_ASSERT_EQUAL(store(c, &sd, d, 16), VT_OK);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev), 4); /* a keeps its first block */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 10, &ev), 9);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev), 8); /* one token is left to compute */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 10, &ev, NULL), 4); /* a keeps its first block */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 10, &ev, NULL), 9);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev, NULL), 8); /* one token is left to compute */
     /* the whole pool for one sequence: every evictable block is reclaimed, nothing refused */
     vt_kv_seq_release(c, &sd);
     vt_kv_seq big = {0};
     CU_ASSERT_EQUAL(store(c, &big, d, 32), VT_OK);
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), 0);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev), 0);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev, NULL), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 9, &ev, NULL), 0);
     vt_kv_seq one = {0};
     CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &one, 1, NULL), VT_ERR_CONTEXT_FULL); /* only then is it full */
     vt_kv_seq_release(c, &big);
@@ -133,7 +133,7 @@ static void test_eviction_order_and_reclaim(void) {
     CU_ASSERT_EQUAL(c->n_filed, 0);
     vt_kv_seq x = {0};
     CU_ASSERT_EQUAL(store(c, &x, a, 9), VT_OK);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 9, &ev, NULL), 0);
     vt_kv_seq_release(c, &x);
     CU_ASSERT_EQUAL(c->free_list != NULL && c->n_free == c->num_blocks, true);
     vt_kv_cache_free(c);
@@ -156,15 +156,15 @@ static void test_cache_budget(void) {
     CU_ASSERT_EQUAL(c->n_evictable, 3); /* its last full block went first */
     CU_ASSERT_EQUAL(c->n_filed, 3);
     int32_t ev;
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 17, &ev), 12);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 17, &ev, NULL), 12);
     CU_ASSERT_EQUAL(store(c, &sb, b, 17), VT_OK);
     vt_kv_seq_release(c, &sb); /* b's blocks are newer: a's go */
     CU_ASSERT_EQUAL(c->n_evictable, 3);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 17, &ev), 0);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 17, &ev), 12);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, a, 17, &ev, NULL), 0);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 17, &ev, NULL), 12);
     vt_kv_cache_set_cache_budget(c, 1);
     CU_ASSERT_EQUAL(c->n_evictable, 1);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 17, &ev), 4);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, b, 17, &ev, NULL), 4);
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), c->num_blocks);
     vt_kv_cache_free(c);
 
@@ -229,7 +229,7 @@ static void test_partial_blocks(void) {
     CU_ASSERT_EQUAL(c->blocks[tail].n_tail, 3);
     CU_ASSERT_EQUAL(c->n_filed, 2);
     int32_t taken;
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 6); /* q leaves a at its 7th token */
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken, NULL), 6); /* q leaves a at its 7th token */
     CU_ASSERT_EQUAL(taken, 1 + 1);
     const int32_t available = vt_kv_cache_available(c);
     CU_ASSERT_EQUAL(vt_kv_seq_attach_prefix(c, &sq, q, 8), 6);
@@ -272,10 +272,10 @@ static void test_partial_blocks(void) {
     vt_kv_seq_release(c, &s0); /* its two blocks evictable, the others free */
     CU_ASSERT_EQUAL(vt_kv_seq_reserve(c, &hog, 4 * (c->num_blocks - 2), NULL), VT_OK); /* the free ones */
     CU_ASSERT_EQUAL(vt_kv_cache_available(c), 2);
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 4);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken, NULL), 4);
     CU_ASSERT_EQUAL(taken, 1);
     vt_kv_seq_trim(c, &hog); /* nothing stored: every block free again */
-    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken), 6);
+    CU_ASSERT_EQUAL(vt_kv_cache_match_prefix(c, q, 8, &taken, NULL), 6);
     vt_kv_seq_release(c, &hog);
     /* the tail copied from is the least recently used block and none is
      * free: the copy goes to the next evictable one, not onto the tail */

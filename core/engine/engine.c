@@ -711,8 +711,13 @@ int64_t vt_engine_seq_attach_prefix(vt_engine *e, int32_t seq, const int32_t *to
     return vt_kv_seq_attach_prefix(e->kv, &e->seqs[seq], tokens, n);
 }
 
-int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *taken) {
-    return vt_kv_cache_match_prefix(e->kv, tokens, n, taken);
+int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *taken,
+                               uint8_t *marked) {
+    return vt_kv_cache_match_prefix(e->kv, tokens, n, taken, marked);
+}
+
+int32_t vt_engine_kv_blocks(const vt_engine *e) {
+    return e->kv->num_blocks;
 }
 
 const vt_model *vt_engine_model(const vt_engine *e) { return e->model; }

@@ -122,8 +122,12 @@ int64_t vt_engine_seq_attach_prefix(vt_engine *e, int32_t seq, const int32_t *to
 
 /* The tokens of tokens[0..n) whose KV the prefix cache holds from the start
  * (what vt_engine_seq_attach_prefix would take), and into *taken how many
- * of the free blocks taking them uses up (kv_cache.h). */
-int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *taken);
+ * of the free blocks taking them uses up; marked: NULL, or the blocks an
+ * earlier match of the same prediction counted (kv_cache.h). */
+int64_t vt_engine_match_prefix(const vt_engine *e, const int32_t *tokens, int64_t n, int32_t *taken,
+                               uint8_t *marked);
+/* Blocks of the engine's KV pool (the size of match_prefix's marks). */
+int32_t vt_engine_kv_blocks(const vt_engine *e);
 
 /* What a client of the engine (the scheduler, the commands) reads of it. */
 const vt_model *vt_engine_model(const vt_engine *e);

@@ -379,16 +379,29 @@ static int32_t partial_match(const vt_kv_cache *c, const int32_t *tokens, int64_
     return from;
 }
 
+typedef struct evictable_count {
+    int32_t n;
+    uint8_t *marked; /* NULL, or blocks counted before: not again */
+} evictable_count;
+
 static void count_evictable(vt_kv_cache *c, void *arg, int32_t block, uint64_t key) {
     (void)key;
-    *(int32_t *)arg += c->blocks[block].ref == 0;
+    evictable_count *count = arg;
+    if (c->blocks[block].ref != 0) return;
+    if (count->marked) {
+        if (count->marked[block]) return;
+        count->marked[block] = 1;
+    }
+    count->n++;
 }
 
-int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *taken) {
-    *taken = 0;
+int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *taken,
+                                 uint8_t *marked) {
     uint64_t key;
     int32_t last;
-    const int64_t full = walk_filed(c, tokens, n, count_evictable, taken, &key, &last);
+    evictable_count count = {0, marked};
+    const int64_t full = walk_filed(c, tokens, n, count_evictable, &count, &key, &last);
+    *taken = count.n;
     int64_t m = 0;
     if (partial_match(c, tokens, n, full, key, last, *taken, &m) >= 0) *taken += 1; /* the block copied into */
     return full * c->block_size + m;

@@ -117,8 +117,12 @@ void vt_kv_seq_commit(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int
 int64_t vt_kv_seq_attach_prefix(vt_kv_cache *c, vt_kv_seq *seq, const int32_t *tokens, int64_t n);
 /* Tokens vt_kv_seq_attach_prefix would take, and how many available blocks
  * taking them uses up: the evictable filed blocks it would hold, and with a
- * partial match the block its positions are copied into; nothing changes. */
-int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *taken);
+ * partial match the block its positions are copied into; nothing changes.
+ * marked (NULL, or num_blocks bytes): evictable blocks marked there are not
+ * counted (an earlier attach of the same prediction holds them already),
+ * and those counted now are marked. */
+int64_t vt_kv_cache_match_prefix(const vt_kv_cache *c, const int32_t *tokens, int64_t n, int32_t *taken,
+                                 uint8_t *marked);
 
 /* Slots of tokens [start, start + n) of seq (already reserved). */
 void vt_kv_seq_slots(const vt_kv_cache *c, const vt_kv_seq *seq, int64_t start, int64_t n, int64_t *slots);

@@ -101,6 +101,7 @@ struct vt_sched {
     vt_step_entry *entries;
     int32_t *sampled; /* [max_seqs] entry i's token, or NO_LOGITS */
     int64_t *admit_hit; /* [max_seqs] vt_sched_n_admit_next: the hits of the requests it counts */
+    uint8_t *admit_marks; /* [KV blocks] and the evictable blocks their attaches would hold (zero between calls) */
     uint64_t *groups;   /* [cap_groups] distinct_groups' scratch */
     size_t cap_groups;
     vt_token_trie *trie; /* the vocabulary's token texts, built for the first request with a grammar */
@@ -306,10 +307,11 @@ vt_status vt_sched_create(vt_engine *engine, const vt_sched_options *opt, vt_sch
     s->entries = malloc(seqs * sizeof *s->entries);
     s->sampled = malloc(seqs * sizeof *s->sampled);
     s->admit_hit = malloc(seqs * sizeof *s->admit_hit);
+    s->admit_marks = calloc((size_t)vt_engine_kv_blocks(s->engine), 1);
     s->cap_token_bytes = 64; /* grown when a token renders to more */
     s->token_bytes = malloc(s->cap_token_bytes);
     if (!s->token_bytes || !s->waiting || !s->running || !s->slot_owner || !s->plan_req || !s->plan_n || !s->entries ||
-        !s->sampled || !s->admit_hit) {
+        !s->sampled || !s->admit_hit || !s->admit_marks) {
         vt_sched_free(s);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
@@ -332,6 +334,7 @@ void vt_sched_free(vt_sched *s) {
     free(s->entries);
     free(s->sampled);
     free(s->admit_hit);
+    free(s->admit_marks);
     free(s->groups);
     free(s->token_bytes);
     vt_token_trie_free(s->trie);
@@ -448,8 +451,6 @@ vt_status vt_sched_add(vt_sched *s, const vt_sched_request *req, uint64_t *id, v
     return vt_sched_add_n(s, req, 1, id, err);
 }
 
-static int32_t distinct_groups(vt_sched *s, request *const *list, int32_t n, bool skip_running);
-
 vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint64_t *ids, vt_error *err) {
     for (int32_t i = 0; i < n; i++) ids[i] = 0;
     if (n < 1 || n > VT_BATCH_MAX_CHOICES)
@@ -464,7 +465,7 @@ vt_status vt_sched_add_n(vt_sched *s, const vt_sched_request *q, int32_t n, uint
      * cannot admit it stops, so a full queue costs one look at each
      * running request) */
     int32_t waiting = vt_sched_n_waiting_requests(s);
-    if (waiting >= s->max_waiting) waiting -= distinct_groups(s, s->waiting, vt_sched_n_admit_next(s), true);
+    if (waiting >= s->max_waiting) waiting -= vt_sched_n_admit_next_requests(s);
     if (waiting >= s->max_waiting)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
                        "waiting queue full: %d requests wait for a sequence (max_waiting %d); add again when some "
@@ -736,7 +737,7 @@ static bool shares_blocks_in_flight(const vt_sched *s, const request *r, int64_t
  * budget left, no sequence (max_running, so every running request gets a
  * token), or too few free blocks for that first chunk. */
 static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_running, int64_t *hit,
-                                int32_t *blocks) {
+                                int32_t *blocks, uint8_t *marks) {
     *hit = 0;
     *blocks = 0;
     if (s->plan_budget <= 0 || n_running >= s->max_running) return 0;
@@ -744,7 +745,7 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
      * no budget, and of the available blocks it uses only those no one
      * holds now (and a tail's copy). */
     int32_t taken = 0;
-    *hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &taken);
+    *hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &taken, marks);
     if (shares_blocks_in_flight(s, r, *hit)) return 0;
     const int64_t n = same_plan_tokens(s, r, *hit, min64(total_tokens(r) - *hit, s->plan_budget));
     *blocks = (int32_t)(blocks_for(s, *hit + n) - blocks_for(s, *hit)) + taken;
@@ -758,7 +759,7 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
         request *r = s->waiting[0];
         int64_t hit = 0;
         int32_t blocks = 0;
-        const int64_t n = admission_tokens(s, r, s->n_running, &hit, &blocks);
+        const int64_t n = admission_tokens(s, r, s->n_running, &hit, &blocks, NULL);
         if (n == 0) break;
         int32_t slot = 0;
         while (s->slot_owner[slot]) slot++; /* one is free: n_running < max_running <= max_seqs */
@@ -837,7 +838,7 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
             request *r = s->waiting[n_admit];
             int64_t hit;
             int32_t blocks;
-            const int64_t n = admission_tokens(s, r, s->n_running + n_admit, &hit, &blocks);
+            const int64_t n = admission_tokens(s, r, s->n_running + n_admit, &hit, &blocks, s->admit_marks);
             if (n == 0) break;
             /* a request the step starts computes from its hit on: a later
              * one sharing blocks beyond its own hit waits for them, as in
@@ -848,13 +849,14 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
                         computes_blocks_of(s, s->waiting[k], s->admit_hit[k], r, hit);
             if (waits) break;
             s->admit_hit[n_admit] = hit;
-            /* as plan_add would after the prefix is attached (two waiting
-             * requests sharing an evictable prefix count its blocks twice
-             * here, once in the step: the prediction can only be short) */
+            /* as plan_add would after the prefix is attached (an evictable
+             * block an earlier admission holds by then is marked: counted
+             * once, as in the step) */
             s->plan_budget -= n;
             s->plan_blocks += blocks;
         }
     plan_begin(s);
+    memset(s->admit_marks, 0, (size_t)vt_engine_kv_blocks(s->engine)); /* a byte a block: cheap beside a step */
     return n_admit;
 }
 
