@@ -194,7 +194,8 @@ static void test_q8_0_cache_batched_equals_alone(void) {
 }
 
 /* A step that does not fit the pool changes nothing: every sequence keeps its
- * tokens and blocks, and the pool's free count is back where it was. */
+ * tokens and blocks, and the pool's free count is back where it was; it has
+ * no logits to give. */
 static void test_context_full_changes_nothing(void) {
     vt_engine *e = open_engine("reference", 4);
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);
@@ -204,9 +205,13 @@ static void test_context_full_changes_nothing(void) {
     const int32_t free_before = vt_engine_free_blocks(e);
     int32_t *big = calloc(250, sizeof *big); /* 250 more tokens: the 256-token pool cannot hold them */
     CU_ASSERT_PTR_NOT_NULL_FATAL(big);
-    vt_step_entry over[2] = {{0, prompt_a, 5, true, false}, {2, big, 250, true, false}};
+    /* the entry that does not fit first: the one after it reserves nothing */
+    vt_step_entry over[2] = {{2, big, 250, true, false}, {0, prompt_a, 5, true, false}};
+    CU_ASSERT_PTR_NOT_NULL(vt_engine_step_logits(e, 1)); /* the first step's */
     CU_ASSERT_EQUAL(vt_engine_step(e, over, 2, &err), VT_ERR_CONTEXT_FULL);
     VT_ASSERT_ERROR(err, VT_ERR_CONTEXT_FULL);
+    /* a failed step gives no entry logits, not the previous step's */
+    for (int i = 0; i < 4; i++) CU_ASSERT_PTR_NULL(vt_engine_step_logits(e, i));
     CU_ASSERT_EQUAL(vt_engine_free_blocks(e), free_before);
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 0), 11);
     CU_ASSERT_EQUAL(vt_engine_seq_len(e, 1), 17);

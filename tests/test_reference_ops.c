@@ -1112,6 +1112,19 @@ static void test_supports_rejects_other_bad_nodes(void) {
     CU_ASSERT_FALSE(accepts(&bad));
     bad = c, bad.phase = 7;
     CU_ASSERT_FALSE(accepts(&bad));
+
+    /* moe_matmul: X shared {K, T} or per expert {K, U, T}; a 2-D {K, U}
+     * with T = 1 is neither (it would read as both) */
+    vt_node m = vt_harness_node(VT_OP_MOE_MATMUL, VT_PHASE_DECODE);
+    vt_harness_set_src(&m, 0, shape(VT_Q8_0, 3, NE(64, 32, 8)));
+    vt_harness_set_src(&m, 1, shape(VT_F32, 3, NE(64, 2, 1)));
+    vt_harness_set_src(&m, 2, shape(VT_I32, 2, NE(2, 1)));
+    m.dst = shape(VT_F32, 3, NE(32, 2, 1));
+    CU_ASSERT(accepts(&m)); /* per expert */
+    bad = m, bad.src[1] = shape(VT_F32, 2, NE(64, 1));
+    CU_ASSERT(accepts(&bad)); /* shared */
+    bad = m, bad.src[1] = shape(VT_F32, 2, NE(64, 2));
+    CU_ASSERT_FALSE(accepts(&bad));
 }
 
 /* An op handed a node that breaks the convention refuses it rather than

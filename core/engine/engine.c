@@ -590,6 +590,9 @@ static int64_t group_rows(const step_group *g) {
 bool vt_engine_plans_agree(const vt_engine *e) { return e->plans_agree; }
 
 vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_entries, vt_error *err) {
+    /* no entry has logits until this step gives them: a failed step's are
+     * none, not the previous step's */
+    for (int32_t i = 0; i < e->max_seqs; i++) e->step_rows[i] = -1;
     if (n_entries < 1 || n_entries > e->max_seqs)
         return vt_fail(err, VT_ERR_INVALID, "step: %d entries, the engine takes 1..%d sequences per step", n_entries,
                        e->max_seqs);
@@ -672,10 +675,11 @@ vt_status vt_engine_step(vt_engine *e, const vt_step_entry *entries, int32_t n_e
     }
     free(sorted), free(index);
     if (st != VT_OK) {
-        for (int32_t i = 0; i < reserved; i++) {
-            vt_kv_seq_trim(e->kv, &e->seqs[entries[i].seq]);
-            e->step_rows[i] = -1;
-        }
+        /* the blocks reserved for this step back (reserved counts the entry
+         * whose reservation failed too: trimming it gives nothing back), and
+         * no entry's logits (a group that ran set some) */
+        for (int32_t i = 0; i < reserved; i++) vt_kv_seq_trim(e->kv, &e->seqs[entries[i].seq]);
+        for (int32_t i = 0; i < n_entries; i++) e->step_rows[i] = -1;
         return st;
     }
     for (int32_t i = 0; i < n_entries; i++)

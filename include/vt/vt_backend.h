@@ -186,8 +186,9 @@ typedef struct vt_moe_params {
  *                   probable). U = params.moe.n_used <= NE.
  * MOE_MATMUL        src0 W {K, N, NE}, any dtype MATMUL accepts: expert e's
  *                   matrix is rows [e*N, (e+1)*N) of a {K, N*NE} matrix
- *                   src1 X {K, T} F32 (each token's row feeds all its
- *                   experts) or {K, U, T} (row u feeds its u-th expert)
+ *                   src1 X {K, T} F32, 2-D (each token's row feeds all
+ *                   its experts) or {K, U, T}, 3-D (row u feeds its u-th
+ *                   expert)
  *                   src2 ids {U, T} I32, each in [0, NE)
  *                   dst  Y {N, U, T} F32:
  *                   Y[t][u][n] = sum_k X[t](u)[k] W[ids[t][u]][n][k]

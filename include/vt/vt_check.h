@@ -290,7 +290,9 @@ static inline bool vt_check_moe_matmul(const vt_node *node, char *why, size_t wh
     if (x->ne[0] != K)
         return vt_check_reject(why, why_size, "X has %lld columns, W has K = %lld", (long long)x->ne[0], (long long)K);
     const bool shared = x->ndim <= 2 && vt_tensor_dim(x, 1) == T;
-    const bool per_expert = vt_tensor_dim(x, 1) == U && vt_tensor_dim(x, 2) == T;
+    /* 3-D only: a 2-D {K, U} with T = 1 would read as either form, and the
+     * kernels take a 2-D X as shared */
+    const bool per_expert = x->ndim == 3 && vt_tensor_dim(x, 1) == U && vt_tensor_dim(x, 2) == T;
     if (!shared && !per_expert)
         return vt_check_reject(why, why_size, "X is {%lld, %lld, %lld}, want {K, T=%lld} or {K, U=%lld, T}",
                                (long long)x->ne[0], (long long)vt_tensor_dim(x, 1), (long long)vt_tensor_dim(x, 2),
