@@ -85,7 +85,10 @@ static vt_status load_call(vt_plan *p, vt_kv_cache *kv, int32_t V, calib_call *k
         k->tokens[i] = (int32_t)((i * 7919 + 1) % V);
         k->positions[i] = (int32_t)(decode ? pos0 : i);
         k->seq_idx[i] = decode ? (int32_t)i : 0;
-        k->slots[i] = k->positions[i];
+        /* each token its own cache slot: the decode tokens share a position,
+         * and two writes of one slot from two threads would race (what
+         * attention reads there is timed, not used) */
+        k->slots[i] = decode ? (pos0 + i) % cap : k->positions[i];
     }
     int64_t n_out = T;
     if (p->v_out_rows >= 0) {
