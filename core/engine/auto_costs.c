@@ -34,10 +34,12 @@ bool vt_shape_class_key(const vt_node *n, char *key, size_t size) {
                  (long long)n->src[0].ne[1], (long long)n->src[0].ne[0], vt_dtype_name(n->dst.dtype),
                  m_bucket(n->src[1].ne[1]));
         return true;
-    case VT_OP_MOE_MATMUL: /* as matmul, per expert: the rows of the call spread over U experts each */
-        snprintf(key, size, "moe_matmul %s w=%s N=%lld K=%lld NE=%lld U=%lld M=%lld", phase,
+    case VT_OP_MOE_MATMUL: /* as matmul, per expert: the rows of the call spread over U experts each; a
+                            * shared X (gate, up) is read once per token, a per-expert one (down) U times */
+        snprintf(key, size, "moe_matmul %s w=%s N=%lld K=%lld NE=%lld U=%lld M=%lld x=%s", phase,
                  vt_dtype_name(n->src[0].dtype), (long long)n->src[0].ne[1], (long long)n->src[0].ne[0],
-                 (long long)n->src[0].ne[2], (long long)n->src[2].ne[0], m_bucket(n->src[2].ne[1]));
+                 (long long)n->src[0].ne[2], (long long)n->src[2].ne[0], m_bucket(n->src[2].ne[1]),
+                 n->src[1].ndim == 3 ? "per-expert" : "shared");
         return false;
     case VT_OP_ATTENTION:
         snprintf(key, size, "attention %s kv=%s D=%lld H=%lld KVH=%lld", phase, vt_dtype_name(n->src[1].dtype),
@@ -53,6 +55,11 @@ bool vt_shape_class_key(const vt_node *n, char *key, size_t size) {
         snprintf(key, size, "get_rows %s table=%s D=%lld", phase, vt_dtype_name(n->src[0].dtype),
                  (long long)n->src[0].ne[0]);
         return false;
+    case VT_OP_ADD: /* a bias (one row for all) and a residual (a row each) are different work */
+        snprintf(key, size, "add %s %s->%s n0=%lld b=%s", phase, vt_dtype_name(n->src[0].dtype),
+                 vt_dtype_name(n->dst.dtype), (long long)n->src[0].ne[0],
+                 (n->src[1].ndim < 2 || n->src[1].ne[1] == 1) ? "row" : "rows");
+        return true;
     default:
         snprintf(key, size, "%s %s %s->%s n0=%lld", op, phase, vt_dtype_name(n->src[0].dtype),
                  vt_dtype_name(n->dst.dtype), (long long)n->src[0].ne[0]);
