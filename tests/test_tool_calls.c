@@ -272,6 +272,13 @@ static void test_forced_call_grammar(void) {
     CU_ASSERT_TRUE(grammar_accepts(g, "{\"name\": \"now\", \"parameters\": {}}"));
     CU_ASSERT_FALSE(grammar_accepts(g, "{\"name\": \"now\", \"arguments\": {}}"));
     free(g);
+    /* a tool without parameters has an empty parameter list (OpenAI's rule):
+     * its forced call's arguments are {} and nothing else */
+    g = vt_tool_call_gbnf(VT_TOOL_FORMAT_HERMES, tools, "now", false, why, sizeof why);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(grammar_accepts(g, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
+    CU_ASSERT_FALSE(grammar_accepts(g, "<tool_call>\n{\"name\": \"now\", \"arguments\": {\"x\": 3.8}}\n</tool_call>"));
+    free(g);
     /* refusals name what they are about */
     CU_ASSERT_PTR_NULL(vt_tool_call_gbnf(VT_TOOL_FORMAT_NONE, tools, NULL, true, why, sizeof why));
     CU_ASSERT_PTR_NOT_NULL(strstr(why, "no tool-call syntax"));
@@ -283,8 +290,37 @@ static void test_forced_call_grammar(void) {
     json_decref(bad);
 }
 
+/* arguments as the model wrote them: every number the same text where a
+ * double holds it (3.8, not the 3.7999999999999998 of 17 digits), keys in
+ * their order, strings escaped, nothing but the whitespace taken out */
+static void test_arguments_text(void) {
+    static const struct {
+        const char *written, *want;
+    } cases[] = {
+        {"{\"x\": 3.8, \"y\": 0.1, \"z\": -2.5e-7}", "{\"x\":3.8,\"y\":0.1,\"z\":-2.5e-07}"},
+        {"{\"b\": 1, \"a\": 2.0, \"c\": 1e300, \"d\": 0.30000000000000004}",
+         "{\"b\":1,\"a\":2.0,\"c\":1e+300,\"d\":0.30000000000000004}"},
+        {"{\"s\": \"a\\\"b\\n\\u00e9\\u0001\", \"t\": [true, false, null, {}, []]}",
+         "{\"s\":\"a\\\"b\\n\xc3\xa9\\u0001\",\"t\":[true,false,null,{},[]]}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *v = json_loads(cases[i].written, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+        char *text = vt_tool_arguments_text(v);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+        if (strcmp(text, cases[i].want) != 0) printf("\n  %s -> %s, want %s", cases[i].written, text, cases[i].want);
+        CU_ASSERT_STRING_EQUAL(text, cases[i].want);
+        json_t *back = json_loads(text, 0, NULL); /* and the same value */
+        CU_ASSERT_TRUE(back && json_equal(back, v));
+        json_decref(back);
+        free(text);
+        json_decref(v);
+    }
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
+        {"arguments keep the model's numbers and key order", test_arguments_text},
         {"Hermes/Qwen <tool_call>", test_hermes},
         {"Llama 3 JSON and <|python_tag|>", test_llama3},
         {"Mistral [TOOL_CALLS]", test_mistral},

@@ -111,6 +111,124 @@ static void new_call_id(vt_tool_format f, char out[40]) {
     out[9] = '\0';
 }
 
+/* ---- arguments as compact JSON ---------------------------------------- */
+
+/* The arguments re-serialized compactly, numbers as the model wrote them
+ * where a double holds them: a real is printed with the fewest digits that
+ * read back to the same double (3.8 stays 3.8; jansson's 17 digits would
+ * make it 3.7999999999999998, another number to a client that parses it as
+ * text or decimal), keys in the order written, strings escaped as jansson
+ * does. */
+typedef struct text_buf {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} text_buf;
+
+static void put(text_buf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *grown = realloc(b->s, cap);
+        if (!grown) {
+            b->oom = true;
+            return;
+        }
+        b->s = grown, b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+}
+
+static void put_str(text_buf *b, const char *s) { put(b, s, strlen(s)); }
+
+static void put_string(text_buf *b, const char *s, size_t n) {
+    put(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char ch = (unsigned char)s[i];
+        char esc[8];
+        if (ch == '"' || ch == '\\') {
+            esc[0] = '\\', esc[1] = (char)ch;
+            put(b, esc, 2);
+        } else if (ch < 0x20) {
+            const char *named = ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : ch == '\b' ? "\\b"
+                                : ch == '\f' ? "\\f" : NULL;
+            if (named) put_str(b, named);
+            else {
+                snprintf(esc, sizeof esc, "\\u%04x", ch);
+                put_str(b, esc);
+            }
+        } else {
+            put(b, s + i, 1);
+        }
+    }
+    put(b, "\"", 1);
+}
+
+static void put_real(text_buf *b, double x) {
+    char num[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(num, sizeof num, "%.*g", digits, x);
+        if (strtod(num, NULL) == x) break;
+    }
+    put_str(b, num);
+    if (!strpbrk(num, ".eE")) put_str(b, ".0"); /* still a real, as jansson writes one */
+}
+
+static void put_json(text_buf *b, const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        const json_t *item;
+        bool first = true;
+        put(b, "{", 1);
+        json_object_foreach((json_t *)v, key, item) {
+            if (!first) put(b, ",", 1);
+            first = false;
+            put_string(b, key, strlen(key));
+            put(b, ":", 1);
+            put_json(b, item);
+        }
+        put(b, "}", 1);
+        break;
+    }
+    case JSON_ARRAY: {
+        size_t i;
+        const json_t *item;
+        put(b, "[", 1);
+        json_array_foreach(v, i, item) {
+            if (i) put(b, ",", 1);
+            put_json(b, item);
+        }
+        put(b, "]", 1);
+        break;
+    }
+    case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER: {
+        char num[32];
+        snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        put_str(b, num);
+        break;
+    }
+    case JSON_REAL: put_real(b, json_real_value(v)); break;
+    case JSON_TRUE: put_str(b, "true"); break;
+    case JSON_FALSE: put_str(b, "false"); break;
+    case JSON_NULL: put_str(b, "null"); break;
+    }
+}
+
+char *vt_tool_arguments_text(const json_t *args) {
+    text_buf b = {0};
+    put_json(&b, args);
+    if (b.oom) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
 typedef enum { ADD_OK, ADD_NOT_A_CALL, ADD_OOM } add_result;
 
 /* Append the call (name, args object) to calls. */
@@ -118,7 +236,7 @@ static add_result add_call(vt_tool_format f, json_t *calls, const json_t *tools,
                            const json_t *args) {
     if (!json_is_string(name) || !json_is_object(args) || !tool_named(tools, json_string_value(name)))
         return ADD_NOT_A_CALL;
-    char *text = json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
+    char *text = vt_tool_arguments_text(args);
     if (!text) return ADD_OOM;
     char id[40];
     new_call_id(f, id);
@@ -286,8 +404,8 @@ size_t vt_tool_calls_content_prefix(vt_tool_format f, const char *text, size_t n
 static json_t *call_schema(const json_t *function, const char *argument_key) {
     const json_t *params = json_object_get(function, "parameters");
     json_t *p = NULL;
-    if (!json_is_object(params)) {
-        p = json_pack("{s:s}", "type", "object"); /* none: any object */
+    if (!json_is_object(params)) { /* none: no parameters (OpenAI's rule), so the arguments are {} */
+        p = json_pack("{s:s, s:{}, s:b}", "type", "object", "properties", "additionalProperties", 0);
     } else if (!json_object_get(params, "type")) { /* {} or a type-less schema: an object of it (the request checked the rest) */
         p = json_deep_copy(params);
         if (p && json_object_set_new(p, "type", json_string("object")) != 0) {
