@@ -260,7 +260,7 @@ static void test_ini_sets_every_key(void) {
                             "[backends]\npath = /opt/a:/opt/b ; inline comment\n"
                             "[sampling]\ntemp = 0\ntop_k = 0\ntop_p = 0.5\nmin_p = 1\nseed = 9223372036854775807\n"
                             "[server]\nhost = ::1\nport = 0\nchat_template = llama3\nchat_template_file = /t.jinja\nmodel_alias = my model\n"
-                            "body_limit = 1024\ntimeout = 0.5\nshutdown_grace = 0\n",
+                            "body_limit = 1024\ntimeout = 0.5\nshutdown_grace = 0\ncors_origin = http://[::1]:3000\n",
                             &err);
     if (s != VT_OK) printf("\n  %s\n", err.msg);
     CU_ASSERT_EQUAL_FATAL(s, VT_OK);
@@ -291,6 +291,7 @@ static void test_ini_sets_every_key(void) {
     CU_ASSERT_EQUAL(vt_serve_options_of(&o)->body_limit, 1024);
     CU_ASSERT_EQUAL(vt_serve_options_of(&o)->timeout, 0.5);
     CU_ASSERT_EQUAL(vt_serve_options_of(&o)->shutdown_grace, 0);
+    CU_ASSERT_STRING_EQUAL(vt_serve_options_of(&o)->cors_origin, "http://[::1]:3000");
     for (int i = 0; i < vt_options_key_count(); i++)
         CU_ASSERT_NSTRING_EQUAL(vt_options_source(&o, vt_options_key(i)), "ini ", 4);
 }

@@ -23,7 +23,8 @@ static serve_server random_srv, numbered_srv, last_seed_srv;
 static int suite_init(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     static const char *const random_args[] = {"-c", "128", "--backend", "reference", NULL};
-    static const char *const numbered_args[] = {"-c", "128", "--backend", "reference", "--seed", "100", NULL};
+    static const char *const numbered_args[] = {"-c",   "128", "--backend",     "reference",
+                                                 "--seed", "100", "--cors-origin", "https://app.example.com", NULL};
     static const char *const last_seed_args[] = {"-c", "128", "--backend", "reference", "--seed", "9223372036854775807",
                                                  NULL};
     return serve_start(&random_srv, MODEL, "random.log", random_args) &&
@@ -237,6 +238,46 @@ static void test_bad_template_refused_before_listening(void) {
     }
 }
 
+/* --cors-origin: a browser's preflight gets 204 with the method the path
+ * takes and the headers requests carry, without a key; every answer, an
+ * error too, names the origin. Without it a preflight is 405 saying what to
+ * start the server with, and answers name no origin. */
+static void test_cors(void) {
+    serve_reply r = serve_http(&numbered_srv, "OPTIONS", "/v1/chat/completions", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 204);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Origin: https://app.example.com") &&
+              strstr(r.headers.s, "Access-Control-Allow-Methods: POST") &&
+              strstr(r.headers.s, "Access-Control-Allow-Headers: Authorization, Content-Type"));
+    serve_reply_free(&r);
+    r = serve_http(&numbered_srv, "OPTIONS", "/v1/models", NULL, NULL);
+    CU_ASSERT(r.status == 204 && r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Methods: GET"));
+    serve_reply_free(&r);
+    r = serve_http(&numbered_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Origin: https://app.example.com"));
+    serve_reply_free(&r);
+    r = serve_http(&numbered_srv, NULL, "/v1/completions", "{\"prompt\":5}", NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Origin: https://app.example.com"));
+    serve_reply_free(&r);
+    r = serve_http(&numbered_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1,\"stream\":true}", NULL);
+    CU_ASSERT(r.status == 200 && r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Origin"));
+    serve_reply_free(&r);
+    r = serve_http(&random_srv, "OPTIONS", "/v1/chat/completions", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 405);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "--cors-origin"));
+    CU_ASSERT(r.headers.s && !strstr(r.headers.s, "Access-Control-Allow-Origin"));
+    serve_reply_free(&r);
+    /* an origin is scheme://host[:port], nothing more */
+    const char *dir = vt_test_data_dir("test models");
+    char cmd[2048], *err = NULL;
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s/models/%s' --port 0 --cors-origin https://a.example/x",
+             VT_CLI_PATH, dir, MODEL);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 2);
+    CU_ASSERT(err && strstr(err, "cors_origin"));
+    free(err);
+}
+
 /* A model file vt cannot run (cut short, or not a model at all) is refused
  * before the port opens, with one line saying why, as a missing one is. */
 static void test_bad_model_refused_before_listening(void) {
@@ -273,6 +314,7 @@ int main(void) {
         {"listen errors say what bind said", test_listen_errors_say_what_bind_said},
         {"a bad --chat-template-file is refused before listening", test_bad_template_refused_before_listening},
         {"a model file vt cannot run is refused before listening", test_bad_model_refused_before_listening},
+        {"--cors-origin: preflights and the origin on every answer", test_cors},
         {"--seed numbers wrap at the largest seed and replay", test_numbered_seeds_wrap_and_replay},
         CU_TEST_INFO_NULL,
     };

@@ -53,6 +53,8 @@ static void help(void) {
            "      --body-limit BYTES   largest request body (default 4194304); larger ones get 413\n"
            "      --timeout SECONDS    a request running longer ends with finish_reason length (default 600; 0 = none)\n"
            "      --shutdown-grace SECONDS   on SIGTERM/SIGINT, time running requests get to finish (default 30)\n"
+           "      --cors-origin ORIGIN|*     let web pages of ORIGIN (https://app.example.com) or of any origin (*)\n"
+           "                           call the server from a browser: CORS headers and preflights (default: none)\n"
            "      --special            /v1/completions prompts: control-token text becomes its token (chat always)\n"
            "      --explain            print the negotiated plans to stderr once loaded, then serve\n"
            "      --dry-run            load, print the plans and the chat template, exit without serving\n"
@@ -88,6 +90,7 @@ static const struct {
     {"--body-limit", "server.body_limit"},
     {"--timeout", "server.timeout"},
     {"--shutdown-grace", "server.shutdown_grace"},
+    {"--cors-origin", "server.cors_origin"},
     {"--parallel", "runtime.max_seqs"},
     {"-np", "runtime.max_seqs"},
 };
@@ -467,6 +470,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         .port = so->port,
         .api_key = o->api_key,
         .model_alias = so->model_alias[0] ? so->model_alias : base_name(o->c.model_path),
+        .cors_origin = so->cors_origin,
         .body_limit = (size_t)so->body_limit,
         .defaults = {o->c.opt.temp, o->c.opt.top_p, o->c.opt.min_p, o->c.opt.top_k},
         .completion_special = o->c.special,

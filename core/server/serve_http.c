@@ -50,6 +50,7 @@ struct vt_server {
     struct MHD_Daemon *daemon;
     vt_server_config cfg;
     char *host, *api_key, *alias;
+    char *cors_origin; /* NULL: browsers' pages of other origins may not read answers */
     vt_serve_metrics *metrics;
     _Atomic(vt_serve_engine *) engine;
     atomic_uint_fast64_t next_id;
@@ -90,6 +91,13 @@ static bool peer_left(struct MHD_Connection *c) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
 }
 
+/* With --cors-origin, every answer says which origin's pages may read it. */
+static void add_cors(struct MHD_Response *r, const vt_server *s) {
+    if (!s->cors_origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", s->cors_origin);
+    if (strcmp(s->cors_origin, "*") != 0) MHD_add_response_header(r, "Vary", "Origin");
+}
+
 static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int status, char *body,
                                  const char *content_type) {
     if (!body) {
@@ -106,6 +114,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int 
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (rq->framing_error) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    add_cors(r, rq->server);
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, strncmp(rq->path, "/v1/models", 10) == 0 ||
                                                                   strcmp(rq->path, "/health") == 0 ||
@@ -521,6 +530,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    add_cors(r, s);
     rq->status = 200;
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
@@ -584,6 +594,22 @@ static bool authorized(struct MHD_Connection *c, const vt_server *s) {
     return h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0;
 }
 
+/* A browser's preflight before a cross-origin request (CORS): the method
+ * the path takes and the headers its requests carry (the key, a JSON body)
+ * are allowed, for ten minutes; no key is asked (a preflight carries none). */
+static enum MHD_Result cors_preflight(struct MHD_Connection *c, request_ctx *rq, const char *path_method) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    add_cors(r, rq->server);
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", path_method);
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    rq->status = 204;
+    enum MHD_Result ret = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method) {
     vt_server *s = rq->server;
     /* a path ending in '/' names every path below it: /v1/models/{id} */
@@ -599,8 +625,13 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
             found = (int)i;
     }
     if (found < 0) return fail(c, rq, 404, "not_found_error", NULL, "no such endpoint: %s", url);
+    if (strcmp(method, "OPTIONS") == 0 && s->cors_origin) return cors_preflight(c, rq, routes[found].method);
     if (strcmp(method, routes[found].method) != 0)
-        return fail(c, rq, 405, "invalid_request_error", NULL, "%s: method not allowed", url);
+        return fail(c, rq, 405, "invalid_request_error", NULL,
+                    strcmp(method, "OPTIONS") == 0
+                        ? "%s: method not allowed (a browser's CORS preflight: start vt serve with --cors-origin)"
+                        : "%s: method not allowed",
+                    url);
     vt_serve_engine *e = atomic_load(&s->engine);
     if (found == 0)
         return e ? send_json(c, rq, 200, strdup("{\"status\":\"ok\"}"))
@@ -895,6 +926,7 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
     s->host = strdup(cfg->host ? cfg->host : "127.0.0.1");
     s->alias = strdup(cfg->model_alias ? cfg->model_alias : "model");
     s->api_key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
+    s->cors_origin = cfg->cors_origin && cfg->cors_origin[0] ? strdup(cfg->cors_origin) : NULL;
     s->started = (int64_t)time(NULL);
     atomic_init(&s->engine, NULL);
     atomic_init(&s->active, 0);
@@ -964,5 +996,6 @@ void vt_server_stop(vt_server *s) {
     free(s->host);
     free(s->alias);
     free(s->api_key);
+    free(s->cors_origin);
     free(s);
 }

@@ -33,6 +33,7 @@ typedef struct vt_server_config {
     int port;                  /* 0 = any free port (vt_server_port says which) */
     const char *api_key;       /* NULL or "" = no key */
     const char *model_alias;   /* the name /v1/models lists and answers carry */
+    const char *cors_origin;   /* NULL or "" = no CORS headers; "*" or one origin browsers' pages may call from */
     size_t body_limit;         /* bytes; larger bodies get 413 */
     vt_serve_defaults defaults;/* sampling fields a request leaves out */
     bool completion_special;   /* /v1/completions text prompts: control-token text becomes its token (--special) */

@@ -10,7 +10,7 @@
 
 _Static_assert(sizeof(vt_serve_options) <= VT_OPTIONS_LAYER_BYTES, "[server] values fit the options' layer room");
 
-enum { HOST, PORT, CHAT_TEMPLATE, CHAT_TEMPLATE_FILE, MODEL_ALIAS, BODY_LIMIT, TIMEOUT, SHUTDOWN_GRACE, N_KEYS };
+enum { HOST, PORT, CHAT_TEMPLATE, CHAT_TEMPLATE_FILE, MODEL_ALIAS, BODY_LIMIT, TIMEOUT, SHUTDOWN_GRACE, CORS_ORIGIN, N_KEYS };
 
 static const char *const names[N_KEYS] = {
     [HOST] = "host",
@@ -21,6 +21,7 @@ static const char *const names[N_KEYS] = {
     [BODY_LIMIT] = "body_limit",
     [TIMEOUT] = "timeout",
     [SHUTDOWN_GRACE] = "shutdown_grace",
+    [CORS_ORIGIN] = "cors_origin",
 };
 
 /* chat_template's: the built-in families' names, from chat_template.c. */
@@ -35,6 +36,8 @@ static const char *accepted[N_KEYS] = {
     [BODY_LIMIT] = "integers 1024..1073741824 (bytes)",
     [TIMEOUT] = "seconds 0..10000000 (0 = no limit)",
     [SHUTDOWN_GRACE] = "seconds 0..10000000",
+    [CORS_ORIGIN] = "an origin (http:// or https://, a host, perhaps :port; up to 255 characters), * for any, or empty "
+                    "for none",
 };
 
 static void defaults(void *values) {
@@ -97,6 +100,13 @@ static bool store(void *values, int k, const char *value) {
         if (!vt_options_parse_number(value, &d) || d < 0 || d > 1e7) return false;
         *(k == TIMEOUT ? &s->timeout : &s->shutdown_grace) = d;
         return true;
+    case CORS_ORIGIN: /* what a browser sends as Origin: scheme://host[:port], no path */
+        if (value[0] && strcmp(value, "*") != 0 &&
+            !((strncmp(value, "http://", 7) == 0 || strncmp(value, "https://", 8) == 0) &&
+              is_text_of(value, 8, 255, ":/.-_[]") && !strchr(strchr(value, ':') + 3, '/')))
+            return false;
+        snprintf(s->cors_origin, sizeof s->cors_origin, "%s", value);
+        return true;
     default: return false;
     }
 }
@@ -112,6 +122,7 @@ static void show(const void *values, int k, char *buf, size_t size) {
     case BODY_LIMIT: snprintf(buf, size, "%" PRId64, s->body_limit); break;
     case TIMEOUT: vt_options_show_number(buf, size, s->timeout); break;
     case SHUTDOWN_GRACE: vt_options_show_number(buf, size, s->shutdown_grace); break;
+    case CORS_ORIGIN: snprintf(buf, size, "%s", s->cors_origin); break;
     default: snprintf(buf, size, "?"); break;
     }
 }

@@ -20,6 +20,7 @@ typedef struct vt_serve_options {
     int64_t body_limit;            /* bytes, 1024..1 GiB; default 4 MiB */
     double timeout;                /* seconds a request may run, 0..1e7 (0 = none); default 600 */
     double shutdown_grace;         /* seconds running requests get on SIGTERM, 0..1e7; default 30 */
+    char cors_origin[256];         /* "" = no CORS (default); "*" or an origin whose pages may call the server */
 } vt_serve_options;
 
 /* The [server] layer's table (static). */
