@@ -58,6 +58,14 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
     memset(c, 0, sizeof *c);
     if (forced[0] && file[0])
         return vt_fail(err, VT_ERR_INVALID, "--chat-template and --chat-template-file: give one of them");
+    /* the vocabulary's BOS and EOS text: a Jinja template writes them, and
+     * a built-in family's rendering is shown with the BOS its tokenizing adds */
+    vt_gguf *g = NULL;
+    vt_error e = {0};
+    if (vt_gguf_open(model_path, &g, &e) != VT_OK) g = NULL;
+    special_token(g, "tokenizer.ggml.bos_token_id", c->bos, sizeof c->bos);
+    special_token(g, "tokenizer.ggml.eos_token_id", c->eos, sizeof c->eos);
+    if (g) vt_gguf_close(g);
     if (forced[0]) {
         if (!vt_chat_family_by_name(forced, &c->family, msg, sizeof msg))
             return vt_fail(err, VT_ERR_INVALID, "--chat-template: %s", msg);
@@ -90,12 +98,6 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
                                  msg);
     c->have = true;
     snprintf(c->name, sizeof c->name, "%.140s (Jinja)", file[0] ? file : "the model's own");
-    vt_gguf *g = NULL;
-    vt_error e = {0};
-    if (vt_gguf_open(model_path, &g, &e) != VT_OK) g = NULL;
-    special_token(g, "tokenizer.ggml.bos_token_id", c->bos, sizeof c->bos);
-    special_token(g, "tokenizer.ggml.eos_token_id", c->eos, sizeof c->eos);
-    if (g) vt_gguf_close(g);
     return VT_OK;
 }
 

@@ -366,8 +366,8 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
         fprintf(stderr, "[%s]\n", err->msg);
         return VT_OK;
     }
-    if (ch->o->show_prompt) {
-        fprintf(stderr, "[prompt]\n");
+    if (ch->o->show_prompt) { /* as the model sees it: with the BOS the tokenizer adds */
+        fprintf(stderr, "[prompt]\n%s", ch->add_bos && vt_tokenizer_add_bos(ch->tok) ? ch->src.bos : "");
         fwrite(text, 1, len, stderr);
         fprintf(stderr, "\n[/prompt]\n");
     }

@@ -51,6 +51,7 @@ struct vt_server {
     vt_server_config cfg;
     char *host, *api_key, *alias;
     char *cors_origin; /* NULL: browsers' pages of other origins may not read answers */
+    char *bos_text;    /* what a rendering tokenized with add_bos starts with (vt_server_set_bos_text) */
     vt_serve_metrics *metrics;
     _Atomic(vt_serve_engine *) engine;
     atomic_uint_fast64_t next_id;
@@ -579,7 +580,8 @@ static enum MHD_Result apply_template(struct MHD_Connection *c, request_ctx *rq)
     char *text = s->cfg.render(s->cfg.render_user, &req, &add_bos, &status, msg, sizeof msg);
     vt_serve_request_free(&req);
     if (!text) return render_failed(c, rq, status, msg);
-    json_t *body = json_pack("{s:s}", "prompt", text);
+    /* as the model sees it: with the BOS the tokenizer adds to the rendering */
+    json_t *body = json_pack("{s:s+}", "prompt", add_bos && s->bos_text ? s->bos_text : "", text);
     free(text);
     char *out = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -983,6 +985,11 @@ void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user) {
     s->cfg.render_user = user;
 }
 
+void vt_server_set_bos_text(vt_server *s, const char *bos) {
+    free(s->bos_text);
+    s->bos_text = bos && bos[0] ? strdup(bos) : NULL;
+}
+
 void vt_server_set_engine(vt_server *s, vt_serve_engine *e) { atomic_store(&s->engine, e); }
 
 void vt_server_quiesce(vt_server *s) {
@@ -997,5 +1004,6 @@ void vt_server_stop(vt_server *s) {
     free(s->alias);
     free(s->api_key);
     free(s->cors_origin);
+    free(s->bos_text);
     free(s);
 }
