@@ -299,6 +299,12 @@ static void test_streaming_equals_whole(void) {
     CU_ASSERT(whole.text && strcmp(s.text, whole.text) == 0);
     CU_ASSERT_STRING_EQUAL(s.finish, whole.finish);
     CU_ASSERT_EQUAL(s.usage_completion, whole.completion_tokens);
+    /* OpenAI's rule with include_usage: every chunk before the usage one
+     * carries "usage": null; there is one per "choices" entry of text */
+    int with_choices = 0, usage_null = 0;
+    for (const char *p = r.body.s; p && (p = strstr(p, "\"choices\":[{")); p++) with_choices++;
+    for (const char *p = r.body.s; p && (p = strstr(p, "\"usage\":null")); p++) usage_null++;
+    CU_ASSERT(with_choices >= 1 && usage_null == with_choices);
     free(s.text);
     free(whole.text);
     serve_reply_free(&r);
@@ -326,6 +332,7 @@ static void test_streaming_equals_whole(void) {
     serve_read_events(rs.body.s, true, &s);
     CU_ASSERT(!s.bad_event && s.done && s.first_has_role);
     CU_ASSERT_EQUAL(s.usage_completion, -1); /* no include_usage: no usage chunk */
+    CU_ASSERT(rs.body.s && !strstr(rs.body.s, "\"usage\"")); /* nor usage in the others */
     CU_ASSERT(strcmp(s.text, content->str) == 0);
     const json_value *finish = json_get(choice0(&v), "finish_reason");
     CU_ASSERT(finish && strcmp(s.finish, finish->str) == 0);

@@ -482,7 +482,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     uint64_t n = atomic_fetch_add(&s->next_id, 1);
     char id[40];
     snprintf(id, sizeof id, "%s-%016llx", kind == VT_SERVE_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)n);
-    vt_serve_ids ids = {kind, id, (int64_t)time(NULL), s->alias};
+    vt_serve_ids ids = {kind, id, (int64_t)time(NULL), s->alias, stream && job->req.include_usage};
     if (!stream) {
         vt_serve_usage usage = {job->n_prompt, job->n_generated, job->n_cached};
         vt_serve_choice_json choices[VT_SERVE_MAX_CHOICES];

@@ -155,6 +155,7 @@ char *vt_serve_chunk_sse(const vt_serve_ids *ids, vt_serve_choice_json *choice, 
         choices ? envelope(ids, ids->kind == VT_SERVE_CHAT ? "chat.completion.chunk" : "text_completion", choices)
                 : NULL;
     if (root && !choice && usage) json_object_set_new(root, "usage", usage_object(usage));
+    else if (root && ids->usage_chunk) json_object_set_new(root, "usage", json_null());
     char *body = dump(root);
     if (!body) return NULL;
     size_t n = strlen(body);

@@ -19,6 +19,7 @@ typedef struct vt_serve_ids {
     const char *id;     /* "chatcmpl-..." / "cmpl-..." */
     int64_t created;    /* unix seconds */
     const char *model;
+    bool usage_chunk;   /* a stream that ends with a usage chunk: every other chunk says "usage": null (OpenAI's) */
 } vt_serve_ids;
 
 typedef struct vt_serve_usage {

@@ -174,7 +174,7 @@ static void check_downstream(const vt_serve_request *r) {
         text = r->messages[n - 1].content;
     }
     if (text) {
-        vt_serve_ids ids = {r->kind, "cmpl-fuzz", 0, "model"};
+        vt_serve_ids ids = {r->kind, "cmpl-fuzz", 0, "model", r->include_usage};
         vt_serve_usage usage = {1, 1, 0};
         vt_serve_logprobs lp;
         fake_logprobs(text, r->top_logprobs, &lp);
