@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_buf.h"
+
 static const char *const family_names[VT_CHAT_N_FAMILIES] = {
     [VT_CHAT_CHATML] = "chatml",
     [VT_CHAT_LLAMA2] = "llama2",
@@ -69,32 +71,6 @@ const char *const *vt_chat_end_of_turn(vt_chat_family f) {
     }
 }
 
-/* A growable string; on allocation failure it stays failed and the render
- * reports it once at the end. */
-typedef struct text_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} text_buf;
-
-static void put(text_buf *b, const char *s) {
-    size_t n = strlen(s);
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n + 1);
-    b->len += n;
-}
-
 static const char *role_name(vt_chat_role r) {
     switch (r) {
     case VT_CHAT_SYSTEM: return "system";
@@ -104,33 +80,33 @@ static const char *role_name(vt_chat_role r) {
     return NULL;
 }
 
-static void render_chatml(text_buf *b, const vt_chat_message *m, size_t n, bool gen) {
+static void render_chatml(vt_text_buf *b, const vt_chat_message *m, size_t n, bool gen) {
     for (size_t i = 0; i < n; i++) {
-        put(b, "<|im_start|>");
-        put(b, role_name(m[i].role));
-        put(b, "\n");
-        put(b, m[i].content);
-        put(b, "<|im_end|>\n");
+        vt_text_puts(b, "<|im_start|>");
+        vt_text_puts(b, role_name(m[i].role));
+        vt_text_puts(b, "\n");
+        vt_text_puts(b, m[i].content);
+        vt_text_puts(b, "<|im_end|>\n");
     }
-    if (gen) put(b, "<|im_start|>assistant\n");
+    if (gen) vt_text_puts(b, "<|im_start|>assistant\n");
 }
 
-static void render_llama3(text_buf *b, const vt_chat_message *m, size_t n, bool gen) {
+static void render_llama3(vt_text_buf *b, const vt_chat_message *m, size_t n, bool gen) {
     /* <|begin_of_text|> is the BOS: the tokenizer adds it. */
     for (size_t i = 0; i < n; i++) {
-        put(b, "<|start_header_id|>");
-        put(b, role_name(m[i].role));
-        put(b, "<|end_header_id|>\n\n");
-        put(b, m[i].content);
-        put(b, "<|eot_id|>");
+        vt_text_puts(b, "<|start_header_id|>");
+        vt_text_puts(b, role_name(m[i].role));
+        vt_text_puts(b, "<|end_header_id|>\n\n");
+        vt_text_puts(b, m[i].content);
+        vt_text_puts(b, "<|eot_id|>");
     }
-    if (gen) put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (gen) vt_text_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* Llama 2 and Mistral: [INST] user [/INST] answer</s>, a system message
  * inside the first [INST]. Meta's Llama 2 template puts spaces around the
  * answer and a BOS before every later [INST]; Mistral's does neither. */
-static bool render_inst(text_buf *b, vt_chat_family f, const vt_chat_message *m, size_t n, char *err,
+static bool render_inst(vt_text_buf *b, vt_chat_family f, const vt_chat_message *m, size_t n, char *err,
                         size_t err_size) {
     const char *system = NULL;
     size_t i = 0;
@@ -146,28 +122,28 @@ static bool render_inst(text_buf *b, vt_chat_family f, const vt_chat_message *m,
             return false;
         }
         if (want == VT_CHAT_USER) {
-            if (!first_turn && f == VT_CHAT_LLAMA2) put(b, "<s>");
-            put(b, "[INST] ");
+            if (!first_turn && f == VT_CHAT_LLAMA2) vt_text_puts(b, "<s>");
+            vt_text_puts(b, "[INST] ");
             if (first_turn && system) {
                 if (f == VT_CHAT_LLAMA2) {
-                    put(b, "<<SYS>>\n");
-                    put(b, system);
-                    put(b, "\n<</SYS>>\n\n");
+                    vt_text_puts(b, "<<SYS>>\n");
+                    vt_text_puts(b, system);
+                    vt_text_puts(b, "\n<</SYS>>\n\n");
                 } else {
-                    put(b, system);
-                    put(b, "\n\n");
+                    vt_text_puts(b, system);
+                    vt_text_puts(b, "\n\n");
                 }
             }
-            put(b, m[i].content);
-            put(b, " [/INST]");
+            vt_text_puts(b, m[i].content);
+            vt_text_puts(b, " [/INST]");
             first_turn = false;
         } else if (f == VT_CHAT_LLAMA2) {
-            put(b, " ");
-            put(b, m[i].content);
-            put(b, " </s>");
+            vt_text_puts(b, " ");
+            vt_text_puts(b, m[i].content);
+            vt_text_puts(b, " </s>");
         } else {
-            put(b, m[i].content);
-            put(b, "</s>");
+            vt_text_puts(b, m[i].content);
+            vt_text_puts(b, "</s>");
         }
     }
     if (first_turn && system) {
@@ -196,23 +172,21 @@ bool vt_chat_render(vt_chat_family f, const vt_chat_message *msgs, size_t n, boo
             return false;
         }
     }
-    text_buf b = {0};
-    put(&b, ""); /* an empty chat still renders to a valid empty string */
+    vt_text_buf b = {0};
     bool ok = true;
     switch (f) {
     case VT_CHAT_CHATML: render_chatml(&b, msgs, n, add_generation_prompt); break;
     case VT_CHAT_LLAMA3: render_llama3(&b, msgs, n, add_generation_prompt); break;
     default: ok = render_inst(&b, f, msgs, n, err, err_size); break;
     }
-    if (ok && b.failed) {
-        set_err(err, err_size, "chat template: out of memory rendering %zu messages", n);
-        ok = false;
-    }
-    if (!ok) {
-        free(b.data);
+    const size_t rendered = b.len;
+    char *out = vt_text_take(&b); /* an empty chat renders to a valid empty string */
+    if (ok && !out) set_err(err, err_size, "chat template: out of memory rendering %zu messages", n);
+    if (!ok || !out) {
+        free(out);
         return false;
     }
-    *text = b.data;
-    *len = b.len;
+    *text = out;
+    *len = rendered;
     return true;
 }

@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_buf.h"
+
 /* Counts above this are not generated (GBNF expands repetitions). */
 #define MAX_COUNT 1000
 /* json-int has at most 16 digits: bounds past these are no bound for it. */
@@ -21,65 +23,20 @@
 
 /* ---- text ---------------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *g = realloc(b->s, cap);
-        if (!g) {
-            b->oom = true;
-            return;
-        }
-        b->s = g;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) sb_putn(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* Take the text out of b (NULL when out of memory). */
-static char *sb_take(sbuf *b) {
-    if (b->oom) {
-        free(b->s);
-        return NULL;
-    }
-    if (!b->s) return calloc(1, 1);
-    return b->s;
-}
-
 /* A GBNF string literal matching bytes s[0..n) exactly. */
-static void sb_literal(sbuf *b, const char *s, size_t n) {
-    sb_puts(b, "\"");
+static void sb_literal(vt_text_buf *b, const char *s, size_t n) {
+    vt_text_puts(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '"') sb_puts(b, "\\\"");
-        else if (c == '\\') sb_puts(b, "\\\\");
-        else if (c == '\n') sb_puts(b, "\\n");
-        else if (c == '\r') sb_puts(b, "\\r");
-        else if (c == '\t') sb_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) sb_printf(b, "\\x%02X", c);
-        else sb_putn(b, (const char *)&c, 1);
+        if (c == '"') vt_text_puts(b, "\\\"");
+        else if (c == '\\') vt_text_puts(b, "\\\\");
+        else if (c == '\n') vt_text_puts(b, "\\n");
+        else if (c == '\r') vt_text_puts(b, "\\r");
+        else if (c == '\t') vt_text_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) vt_text_printf(b, "\\x%02X", c);
+        else vt_text_put(b, (const char *)&c, 1);
     }
-    sb_puts(b, "\"");
+    vt_text_puts(b, "\"");
 }
 
 /* ---- the converter ------------------------------------------------------- */
@@ -198,7 +155,7 @@ static char *new_rule(conv *c, const char *hint, char *body) {
     return name;
 }
 
-static char *sb_rule(conv *c, const char *hint, sbuf *b) { return new_rule(c, hint, sb_take(b)); }
+static char *sb_rule(conv *c, const char *hint, vt_text_buf *b) { return new_rule(c, hint, vt_text_take(b)); }
 
 /* ---- primitives ---------------------------------------------------------- */
 
@@ -450,7 +407,7 @@ static char *visit_enum(conv *c, const json_t *s, const char *hint, const char *
     const json_t *cst = json_object_get(s, "const");
     const json_t *en = json_object_get(s, "enum");
     if (en && (!json_is_array(en) || json_array_size(en) == 0)) return fail(c, path, "enum: expected a non-empty array");
-    sbuf b = {0};
+    vt_text_buf b = {0};
     int n = 0;
     for (size_t i = 0; i < (cst ? 1 : json_array_size(en)); i++) {
         const json_t *v = cst ? cst : json_array_get(en, i);
@@ -462,15 +419,15 @@ static char *visit_enum(conv *c, const json_t *s, const char *hint, const char *
         }
         char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         if (!text) {
-            free(b.s);
+            free(b.data);
             return oom(c);
         }
-        if (n++) sb_puts(&b, " | ");
+        if (n++) vt_text_puts(&b, " | ");
         sb_literal(&b, text, strlen(text));
         free(text);
     }
     if (n == 0) {
-        free(b.s);
+        free(b.data);
         return fail(c, path, "no value of the %s has the schema's type", cst ? "const" : "enum");
     }
     return sb_rule(c, hint, &b);
@@ -479,23 +436,23 @@ static char *visit_enum(conv *c, const json_t *s, const char *hint, const char *
 /* ---- integers and numbers ------------------------------------------------------ */
 
 /* Digits of a range of equal-length numbers lo..hi (decimal strings). */
-static void digits_range(sbuf *b, const char *lo, const char *hi) {
+static void digits_range(vt_text_buf *b, const char *lo, const char *hi) {
     size_t n = strlen(lo);
     if (n == 0) return;
     /* 0..0 to 9..9: any digits (else both halves below would split again: exponential) */
     if (strspn(lo, "0") == n && strspn(hi, "9") == n) {
-        sb_printf(b, "[0-9]{%zu}", n);
+        vt_text_printf(b, "[0-9]{%zu}", n);
         return;
     }
     if (n == 1) {
-        if (lo[0] == hi[0]) sb_printf(b, "\"%c\"", lo[0]);
-        else sb_printf(b, "[%c-%c]", lo[0], hi[0]);
+        if (lo[0] == hi[0]) vt_text_printf(b, "\"%c\"", lo[0]);
+        else vt_text_printf(b, "[%c-%c]", lo[0], hi[0]);
         return;
     }
     if (lo[0] == hi[0]) {
-        sb_printf(b, "\"%c\" (", lo[0]);
+        vt_text_printf(b, "\"%c\" (", lo[0]);
         digits_range(b, lo + 1, hi + 1);
-        sb_puts(b, ")");
+        vt_text_puts(b, ")");
         return;
     }
     char nines[24], zeros[24];
@@ -503,18 +460,18 @@ static void digits_range(sbuf *b, const char *lo, const char *hi) {
     nines[n - 1] = 0;
     memset(zeros, '0', n - 1);
     zeros[n - 1] = 0;
-    sb_printf(b, "(\"%c\" (", lo[0]);
+    vt_text_printf(b, "(\"%c\" (", lo[0]);
     digits_range(b, lo + 1, nines);
-    sb_puts(b, ")");
-    if (hi[0] - lo[0] >= 2) sb_printf(b, " | [%c-%c] [0-9]{%zu}", lo[0] + 1, hi[0] - 1, n - 1);
-    sb_printf(b, " | \"%c\" (", hi[0]);
+    vt_text_puts(b, ")");
+    if (hi[0] - lo[0] >= 2) vt_text_printf(b, " | [%c-%c] [0-9]{%zu}", lo[0] + 1, hi[0] - 1, n - 1);
+    vt_text_printf(b, " | \"%c\" (", hi[0]);
     digits_range(b, zeros, hi + 1);
-    sb_puts(b, "))");
+    vt_text_puts(b, "))");
 }
 
 /* The natural numbers lo..hi (0 <= lo <= hi <= INT_LIMIT), without leading zeros. */
-static void natural_range(sbuf *b, long long lo, long long hi) {
-    sb_puts(b, "(");
+static void natural_range(vt_text_buf *b, long long lo, long long hi) {
+    vt_text_puts(b, "(");
     bool first = true;
     long long start = lo;
     while (start <= hi) {
@@ -524,32 +481,32 @@ static void natural_range(sbuf *b, long long lo, long long hi) {
         for (int i = 1; i < len; i++) top = top * 10 + 9;
         long long end = top < hi ? top : hi;
         snprintf(z, sizeof z, "%lld", end);
-        if (!first) sb_puts(b, " | ");
+        if (!first) vt_text_puts(b, " | ");
         first = false;
-        sb_puts(b, "(");
+        vt_text_puts(b, "(");
         digits_range(b, a, z);
-        sb_puts(b, ")");
+        vt_text_puts(b, ")");
         if (end == hi) break;
         start = end + 1;
     }
-    sb_puts(b, ")");
+    vt_text_puts(b, ")");
 }
 
 /* Integers lo..hi (|bounds| <= INT_LIMIT). */
-static void integer_range(sbuf *b, long long lo, long long hi) {
+static void integer_range(vt_text_buf *b, long long lo, long long hi) {
     bool any = false;
-    sb_puts(b, "(");
+    vt_text_puts(b, "(");
     if (lo < 0) {
         long long nlo = hi < 0 ? -hi : 1, nhi = -lo;
-        sb_puts(b, "\"-\" ");
+        vt_text_puts(b, "\"-\" ");
         natural_range(b, nlo, nhi);
         any = true;
     }
     if (hi >= 0) {
-        if (any) sb_puts(b, " | ");
+        if (any) vt_text_puts(b, " | ");
         natural_range(b, lo > 0 ? lo : 0, hi);
     }
-    sb_puts(b, ")");
+    vt_text_puts(b, ")");
 }
 
 /* The integer bound a number gives: the least integer at or above v (a
@@ -624,7 +581,7 @@ static char *gen_number(conv *c, const json_t *s, bool integer, const char *hint
     if (lo > hi)
         return fail(c, path, "no integer lies within minimum/maximum%s",
                     integer ? "" : " (a bounded number is generated as an integer in its range)");
-    sbuf b = {0};
+    vt_text_buf b = {0};
     integer_range(&b, lo, hi);
     return sb_rule(c, hint, &b);
 }
@@ -638,20 +595,20 @@ typedef struct regex {
 } regex;
 
 /* A code point of the string, as the JSON text spells it (escaped where JSON must). */
-static void json_spelling(sbuf *b, uint32_t cp) {
-    if (cp == '"') sb_puts(b, "\"\\\\\\\"\"");
-    else if (cp == '\\') sb_puts(b, "\"\\\\\\\\\"");
-    else if (cp == '\n') sb_puts(b, "\"\\\\n\"");
-    else if (cp == '\t') sb_puts(b, "\"\\\\t\"");
-    else if (cp == '\r') sb_puts(b, "\"\\\\r\"");
-    else if (cp < 0x20) sb_printf(b, "\"\\\\u%04x\"", cp);
-    else if (cp < 0x10000) sb_printf(b, "\"\\u%04X\"", cp);
-    else sb_printf(b, "\"\\U%08X\"", cp);
+static void json_spelling(vt_text_buf *b, uint32_t cp) {
+    if (cp == '"') vt_text_puts(b, "\"\\\\\\\"\"");
+    else if (cp == '\\') vt_text_puts(b, "\"\\\\\\\\\"");
+    else if (cp == '\n') vt_text_puts(b, "\"\\\\n\"");
+    else if (cp == '\t') vt_text_puts(b, "\"\\\\t\"");
+    else if (cp == '\r') vt_text_puts(b, "\"\\\\r\"");
+    else if (cp < 0x20) vt_text_printf(b, "\"\\\\u%04x\"", cp);
+    else if (cp < 0x10000) vt_text_printf(b, "\"\\u%04X\"", cp);
+    else vt_text_printf(b, "\"\\U%08X\"", cp);
 }
 
-static void class_member(sbuf *b, uint32_t cp) {
-    if (cp < 0x10000) sb_printf(b, "\\u%04X", cp);
-    else sb_printf(b, "\\U%08X", cp);
+static void class_member(vt_text_buf *b, uint32_t cp) {
+    if (cp < 0x10000) vt_text_printf(b, "\\u%04X", cp);
+    else vt_text_printf(b, "\\U%08X", cp);
 }
 
 typedef struct range {
@@ -660,10 +617,10 @@ typedef struct range {
 
 /* A set of code points as the JSON text may spell them: raw where JSON allows
  * it, escaped for '"', '\' and control characters. */
-static void positive_class(sbuf *b, const range *r, int n) {
-    sb_puts(b, "(");
+static void positive_class(vt_text_buf *b, const range *r, int n) {
+    vt_text_puts(b, "(");
     bool any = false;
-    sbuf raw = {0};
+    vt_text_buf raw = {0};
     for (int i = 0; i < n; i++) {
         /* the raw part: minus controls, '"' and '\' */
         uint32_t lo = r[i].lo < 0x20 ? 0x20 : r[i].lo, hi = r[i].hi;
@@ -673,41 +630,41 @@ static void positive_class(sbuf *b, const range *r, int n) {
             if (cuts[k] < a || cuts[k] > hi) continue;
             if (cuts[k] > a) {
                 class_member(&raw, a);
-                if (cuts[k] - 1 > a) sb_puts(&raw, "-"), class_member(&raw, cuts[k] - 1);
+                if (cuts[k] - 1 > a) vt_text_puts(&raw, "-"), class_member(&raw, cuts[k] - 1);
             }
             a = cuts[k] + 1;
         }
         if (a <= hi && lo <= hi) {
             class_member(&raw, a);
-            if (hi > a) sb_puts(&raw, "-"), class_member(&raw, hi);
+            if (hi > a) vt_text_puts(&raw, "-"), class_member(&raw, hi);
         }
     }
-    if (raw.n) {
-        sb_puts(b, "[");
-        sb_putn(b, raw.s, raw.n);
-        sb_puts(b, "]");
+    if (raw.len) {
+        vt_text_puts(b, "[");
+        vt_text_put(b, raw.data, raw.len);
+        vt_text_puts(b, "]");
         any = true;
     }
-    free(raw.s);
+    free(raw.data);
     for (int i = 0; i < n; i++)
         for (uint32_t cp = r[i].lo; cp <= r[i].hi && cp < 0x80; cp++)
             if (cp < 0x20 || cp == '"' || cp == '\\') {
-                if (any) sb_puts(b, " | ");
+                if (any) vt_text_puts(b, " | ");
                 json_spelling(b, cp);
                 any = true;
             }
-    if (!any) sb_puts(b, "[^\\u0000-\\U0010FFFF]"); /* empty: matches nothing */
-    sb_puts(b, ")");
+    if (!any) vt_text_puts(b, "[^\\u0000-\\U0010FFFF]"); /* empty: matches nothing */
+    vt_text_puts(b, ")");
 }
 
 /* Raw characters outside r (escapes aside: a subset of what the class allows). */
-static void negative_class(sbuf *b, const range *r, int n) {
-    sb_puts(b, "[^\\\"\\\\\\x00-\\x1F");
+static void negative_class(vt_text_buf *b, const range *r, int n) {
+    vt_text_puts(b, "[^\\\"\\\\\\x00-\\x1F");
     for (int i = 0; i < n; i++) {
         class_member(b, r[i].lo);
-        if (r[i].hi > r[i].lo) sb_puts(b, "-"), class_member(b, r[i].hi);
+        if (r[i].hi > r[i].lo) vt_text_puts(b, "-"), class_member(b, r[i].hi);
     }
-    sb_puts(b, "]");
+    vt_text_puts(b, "]");
 }
 
 static bool re_fail(regex *x, const char *what) {
@@ -761,7 +718,7 @@ static bool escape_char(regex *x, char e, uint32_t *cp) {
     return false;
 }
 
-static bool re_class(regex *x, sbuf *b) {
+static bool re_class(regex *x, vt_text_buf *b) {
     x->p++; /* '[' */
     bool negated = false;
     if (x->p < x->end && *x->p == '^') negated = true, x->p++;
@@ -806,12 +763,12 @@ static bool re_class(regex *x, sbuf *b) {
 }
 
 /* An atom other than a group, into b (a language without the empty string). */
-static bool re_atom(regex *x, sbuf *b) {
+static bool re_atom(regex *x, vt_text_buf *b) {
     char ch = *x->p;
     if (ch == '[') return re_class(x, b);
     if (ch == '.') {
         x->p++;
-        sb_puts(b, "[^\\\"\\\\\\x00-\\x1F]");
+        vt_text_puts(b, "[^\\\"\\\\\\x00-\\x1F]");
         return true;
     }
     if (ch == '\\') {
@@ -861,28 +818,28 @@ static bool re_count(regex *x, unsigned *out) {
  * reach its repetition rule again before consuming a character, which the
  * grammar engine refuses as left recursion, and (X)* is (X without "")*. */
 /* pre, s (NULL: nothing), post: texts of any length (sb_printf cuts at 512 bytes). */
-static void sb_wrap(sbuf *b, const char *pre, const char *s, const char *post) {
-    sb_puts(b, pre);
-    if (s) sb_puts(b, s);
-    sb_puts(b, post);
+static void sb_wrap(vt_text_buf *b, const char *pre, const char *s, const char *post) {
+    vt_text_puts(b, pre);
+    if (s) vt_text_puts(b, s);
+    vt_text_puts(b, post);
 }
 
 typedef struct re_part {
-    sbuf all, some;
+    vt_text_buf all, some;
     bool nullable, none; /* none: `some` is empty, the part matches "" only */
 } re_part;
 
 static void re_part_free(re_part *v) {
-    free(v->all.s);
-    free(v->some.s);
+    free(v->all.data);
+    free(v->some.data);
     *v = (re_part){0};
 }
 
 /* Sizes are checked as parts grow: `some` of a sequence of nullable parts
  * repeats its later parts once per part, which nesting could multiply. */
 static bool re_too_big(regex *x, const re_part *v) {
-    if (v->all.oom || v->some.oom) return oom(x->c), true;
-    if (v->all.n + v->some.n > VT_SCHEMA_MAX_GRAMMAR) {
+    if (v->all.failed || v->some.failed) return oom(x->c), true;
+    if (v->all.len + v->some.len > VT_SCHEMA_MAX_GRAMMAR) {
         re_fail(x, "a grammar too large (repeated groups that may match nothing, nested)");
         return true;
     }
@@ -895,7 +852,7 @@ static bool re_group_or_atom(regex *x, re_part *v) {
     *v = (re_part){0};
     if (*x->p != '(') {
         if (!re_atom(x, &v->all)) return false;
-        sb_puts(&v->some, v->all.s ? v->all.s : "");
+        vt_text_puts(&v->some, v->all.data ? v->all.data : "");
         return true;
     }
     if (++x->depth > 32) return re_fail(x, "groups nested too deep");
@@ -916,34 +873,34 @@ static bool re_group_or_atom(regex *x, re_part *v) {
 static void re_quantify(re_part *a, char kind, unsigned m, unsigned n, re_part *q) {
     *q = (re_part){0};
     if (kind == '?') {
-        sb_wrap(&q->all, "(", a->all.s, ")?");
+        sb_wrap(&q->all, "(", a->all.data, ")?");
         q->nullable = true;
         q->none = a->none;
-        if (!a->none) sb_wrap(&q->some, "(", a->some.s, ")");
+        if (!a->none) sb_wrap(&q->some, "(", a->some.data, ")");
         re_part_free(a);
         return;
     }
     if (kind == '*') m = 0, n = UINT_MAX;
     if (kind == '+') m = 1, n = UINT_MAX;
     if (a->none || n == 0) { /* repetitions of "" only, or none at all */
-        sb_puts(&q->all, "\"\"");
+        vt_text_puts(&q->all, "\"\"");
         q->nullable = q->none = true;
         re_part_free(a);
         return;
     }
     /* a nullable part's m required copies may each be empty: (some){0,n} */
-    const char *unit = a->nullable ? a->some.s : a->all.s;
+    const char *unit = a->nullable ? a->some.data : a->all.data;
     const unsigned lo = a->nullable ? 0 : m;
     if (n == UINT_MAX) {
         sb_wrap(&q->all, "(", unit, lo == 0 ? ")*" : lo == 1 ? ")+" : ")");
-        if (lo > 1) sb_printf(&q->all, "{%u,}", lo);
+        if (lo > 1) vt_text_printf(&q->all, "{%u,}", lo);
         sb_wrap(&q->some, "(", unit, lo <= 1 ? ")+" : ")");
-        if (lo > 1) sb_printf(&q->some, "{%u,}", lo);
+        if (lo > 1) vt_text_printf(&q->some, "{%u,}", lo);
     } else {
         sb_wrap(&q->all, "(", unit, ")");
-        sb_printf(&q->all, "{%u,%u}", lo, n);
+        vt_text_printf(&q->all, "{%u,%u}", lo, n);
         sb_wrap(&q->some, "(", unit, ")");
-        sb_printf(&q->some, "{%u,%u}", lo ? lo : 1, n);
+        vt_text_printf(&q->some, "{%u,%u}", lo ? lo : 1, n);
     }
     q->nullable = lo == 0;
     re_part_free(a);
@@ -1000,8 +957,8 @@ static bool re_seq(regex *x, re_part *v) {
         } else {
             /* a group keeps its parentheses (an alternation inside it) */
             re_part g = {0};
-            sb_wrap(&g.all, "(", a.all.s, ")");
-            if (!a.none) sb_wrap(&g.some, "(", a.some.s, ")");
+            sb_wrap(&g.all, "(", a.all.data, ")");
+            if (!a.none) sb_wrap(&g.some, "(", a.some.data, ")");
             g.nullable = a.nullable;
             g.none = a.none;
             re_part_free(&a);
@@ -1012,26 +969,26 @@ static bool re_seq(regex *x, re_part *v) {
     if (ok) {
         v->nullable = true;
         for (size_t i = 0; ok && i < n_items; i++) {
-            sb_wrap(&v->all, i ? " " : "", items[i].all.s, "");
+            sb_wrap(&v->all, i ? " " : "", items[i].all.data, "");
             v->nullable = v->nullable && items[i].nullable;
             ok = !re_too_big(x, v);
         }
-        if (n_items == 0) sb_puts(&v->all, "\"\"");
+        if (n_items == 0) vt_text_puts(&v->all, "\"\"");
         if (!ok) {
             /* refused above */
         } else if (!v->nullable) {
-            sb_puts(&v->some, v->all.s);
+            vt_text_puts(&v->some, v->all.data);
         } else {
             /* all may be empty: the first non-empty one is part i, every one
              * before it matched "" */
             bool any = false;
             for (size_t i = 0; ok && i < n_items; i++) {
                 if (items[i].none) continue;
-                sb_wrap(&v->some, any ? " | " : "", items[i].some.s, "");
+                sb_wrap(&v->some, any ? " | " : "", items[i].some.data, "");
                 /* the size checked as it grows: this text is quadratic in
                  * the parts, and must stop at the bound, not past it */
                 for (size_t k = i + 1; ok && k < n_items; k++) {
-                    sb_wrap(&v->some, " ", items[k].all.s, "");
+                    sb_wrap(&v->some, " ", items[k].all.data, "");
                     ok = !re_too_big(x, v);
                 }
                 ok = ok && !re_too_big(x, v);
@@ -1055,8 +1012,8 @@ static bool re_alt(regex *x, re_part *v) {
             re_part_free(&next);
             return false;
         }
-        sb_wrap(&v->all, " | ", next.all.s, "");
-        if (!next.none) sb_wrap(&v->some, v->none ? "" : " | ", next.some.s, "");
+        sb_wrap(&v->all, " | ", next.all.data, "");
+        if (!next.none) sb_wrap(&v->some, v->none ? "" : " | ", next.some.data, "");
         v->none = v->none && next.none;
         v->nullable = v->nullable || next.nullable;
         re_part_free(&next);
@@ -1079,26 +1036,26 @@ static char *gen_pattern(conv *c, const json_t *s, const char *hint, const char 
     bool anchored_end = n > 0 && p[n - 1] == '$' && (n < 2 || p[n - 2] != '\\');
     const char *chr = prim(c, "json-char");
     if (!chr) return oom(c);
-    sbuf b = {0};
-    sb_puts(&b, "\"\\\"\" ");
+    vt_text_buf b = {0};
+    vt_text_puts(&b, "\"\\\"\" ");
     /* unanchored: the match may sit anywhere in the string */
-    if (!anchored_start) sb_puts(&b, "json-char* ");
+    if (!anchored_start) vt_text_puts(&b, "json-char* ");
     re_part v;
     if (!re_alt(&x, &v)) {
         re_part_free(&v);
-        free(b.s);
+        free(b.data);
         return NULL;
     }
     if (x.p < x.end && !(anchored_end && x.p + 1 == x.end)) {
         re_part_free(&v);
-        free(b.s);
+        free(b.data);
         re_fail(&x, "a ')' without its '('");
         return NULL;
     }
-    sb_wrap(&b, "(", v.all.s, ")");
+    sb_wrap(&b, "(", v.all.data, ")");
     re_part_free(&v);
-    if (!anchored_end) sb_puts(&b, " json-char*");
-    sb_puts(&b, " \"\\\"\"");
+    if (!anchored_end) vt_text_puts(&b, " json-char*");
+    vt_text_puts(&b, " \"\\\"\"");
     return sb_rule(c, hint, &b);
 }
 
@@ -1127,13 +1084,13 @@ static char *gen_string(conv *c, const json_t *s, const char *hint, const char *
             return fail(c, path,
                         "format '%.60s' is not supported (supported: date, time, date-time, uuid, email, ipv4)",
                         f ? f : "(not a string)");
-        sbuf b = {0};
+        vt_text_buf b = {0};
         if (!strcmp(rule, "date-time")) {
             if (!prim(c, "json-date") || !prim(c, "json-time")) return oom(c);
-            sb_puts(&b, "\"\\\"\" json-date \"T\" json-time \"\\\"\"");
+            vt_text_puts(&b, "\"\\\"\" json-date \"T\" json-time \"\\\"\"");
         } else {
             if (!prim(c, rule)) return oom(c);
-            sb_printf(&b, "\"\\\"\" %s \"\\\"\"", rule);
+            vt_text_printf(&b, "\"\\\"\" %s \"\\\"\"", rule);
         }
         return sb_rule(c, hint, &b);
     }
@@ -1142,9 +1099,9 @@ static char *gen_string(conv *c, const json_t *s, const char *hint, const char *
     if (max >= 0 && max < min) return fail(c, path, "maxLength is below minLength");
     if (max > MAX_COUNT) max = MAX_COUNT; /* longer strings are valid but not generated */
     if (!prim(c, "json-char")) return oom(c);
-    sbuf b = {0};
-    if (max < 0) sb_printf(&b, "\"\\\"\" json-char{%lld,} \"\\\"\"", min);
-    else sb_printf(&b, "\"\\\"\" json-char{%lld,%lld} \"\\\"\"", min, max);
+    vt_text_buf b = {0};
+    if (max < 0) vt_text_printf(&b, "\"\\\"\" json-char{%lld,} \"\\\"\"", min);
+    else vt_text_printf(&b, "\"\\\"\" json-char{%lld,%lld} \"\\\"\"", min, max);
     return sb_rule(c, hint, &b);
 }
 
@@ -1181,8 +1138,8 @@ static char *gen_array(conv *c, const json_t *s, const char *hint, const char *p
         rest_max = 0;
     }
     if (!prim(c, "ws")) return oom(c);
-    sbuf b = {0};
-    sb_puts(&b, "\"[\" ws");
+    vt_text_buf b = {0};
+    vt_text_puts(&b, "\"[\" ws");
     for (long long i = 0; i < used; i++) {
         char idx[24];
         snprintf(idx, sizeof idx, "%lld", i);
@@ -1191,10 +1148,10 @@ static char *gen_array(conv *c, const json_t *s, const char *hint, const char *p
         snprintf(h, sizeof h, "%s-%lld", hint, i);
         char *e = visit(c, json_array_get(prefix, (size_t)i), h, sub);
         if (!e) {
-            free(b.s);
+            free(b.data);
             return NULL;
         }
-        sb_printf(&b, " %s%s ws", i ? "\",\" ws " : "", e);
+        vt_text_printf(&b, " %s%s ws", i ? "\",\" ws " : "", e);
         free(e);
     }
     if (rest_max != 0) {
@@ -1208,7 +1165,7 @@ static char *gen_array(conv *c, const json_t *s, const char *hint, const char *p
             r = visit(c, rest, h, sub);
         }
         if (!r) {
-            free(b.s);
+            free(b.data);
             return NULL;
         }
         /* the repetition of ("," item) after a first item: {lo,hi} or {lo,} */
@@ -1216,12 +1173,12 @@ static char *gen_array(conv *c, const json_t *s, const char *hint, const char *p
         const long long lo = used > 0 ? rest_min : (rest_min > 0 ? rest_min - 1 : 0);
         if (rest_max < 0) snprintf(reps, sizeof reps, "{%lld,}", lo);
         else snprintf(reps, sizeof reps, "{%lld,%lld}", lo, used > 0 ? rest_max : rest_max - 1);
-        if (used > 0) sb_printf(&b, " (\",\" ws %s ws)%s", r, reps);
-        else if (rest_min == 0) sb_printf(&b, " (%s ws (\",\" ws %s ws)%s)?", r, r, reps);
-        else sb_printf(&b, " %s ws (\",\" ws %s ws)%s", r, r, reps);
+        if (used > 0) vt_text_printf(&b, " (\",\" ws %s ws)%s", r, reps);
+        else if (rest_min == 0) vt_text_printf(&b, " (%s ws (\",\" ws %s ws)%s)?", r, r, reps);
+        else vt_text_printf(&b, " %s ws (\",\" ws %s ws)%s", r, r, reps);
         free(r);
     }
-    sb_puts(&b, " \"]\"");
+    vt_text_puts(&b, " \"]\"");
     return sb_rule(c, hint, &b);
 }
 
@@ -1254,9 +1211,9 @@ static char *member_rule(conv *c, const char *name, const json_t *schema, const 
         free(v);
         return oom(c);
     }
-    sbuf b = {0};
+    vt_text_buf b = {0};
     sb_literal(&b, key, strlen(key));
-    sb_printf(&b, " ws \":\" ws %s ws", v);
+    vt_text_printf(&b, " ws \":\" ws %s ws", v);
     free(key);
     free(v);
     snprintf(h, sizeof h, "%s-%s-kv", hint, name);
@@ -1280,9 +1237,9 @@ static char *gen_object(conv *c, const json_t *s, const char *hint, const char *
     if (!prim(c, "ws")) return oom(c);
     const size_t n_props = props ? json_object_size(props) : 0;
     if (n_props == 0 && json_array_size(req) == 0) {
-        sbuf b = {0};
+        vt_text_buf b = {0};
         if (json_is_false(addl)) {
-            sb_puts(&b, "\"{\" ws \"}\"");
+            vt_text_puts(&b, "\"{\" ws \"}\"");
         } else if (json_is_object(addl)) { /* a map: any keys, values of one schema */
             child_path(sub, sizeof sub, path, "additionalProperties", NULL);
             char h[96];
@@ -1292,7 +1249,7 @@ static char *gen_object(conv *c, const json_t *s, const char *hint, const char *
                 free(val);
                 return c->failed ? NULL : oom(c);
             }
-            sb_printf(&b, "\"{\" ws ( json-string ws \":\" ws %s ws ( \",\" ws json-string ws \":\" ws %s ws )* )? \"}\"",
+            vt_text_printf(&b, "\"{\" ws ( json-string ws \":\" ws %s ws ( \",\" ws json-string ws \":\" ws %s ws )* )? \"}\"",
                       val, val);
             free(val);
         } else {
@@ -1337,25 +1294,25 @@ static char *gen_object(conv *c, const json_t *s, const char *hint, const char *
         char **tail = calloc(n + 1, sizeof *tail);
         if (!tail) oom(c);
         for (size_t k = n; tail && k-- > 0 && !c->failed;) {
-            sbuf b = {0};
-            sb_printf(&b, m[k].required ? "\",\" ws %s" : "(\",\" ws %s)?", m[k].kv);
-            if (tail[k + 1]) sb_printf(&b, " %s", tail[k + 1]);
+            vt_text_buf b = {0};
+            vt_text_printf(&b, m[k].required ? "\",\" ws %s" : "(\",\" ws %s)?", m[k].kv);
+            if (tail[k + 1]) vt_text_printf(&b, " %s", tail[k + 1]);
             char h[128];
             snprintf(h, sizeof h, "%s-tail", hint);
             tail[k] = sb_rule(c, h, &b);
         }
         if (!c->failed) {
             /* the first member present is one of those up to the first required one */
-            sbuf b = {0};
-            sb_puts(&b, "\"{\" ws (");
+            vt_text_buf b = {0};
+            vt_text_puts(&b, "\"{\" ws (");
             bool required_seen = false;
             for (size_t k = 0; k < n && !required_seen; k++) {
-                if (k) sb_puts(&b, " |");
-                sb_printf(&b, " %s%s%s", m[k].kv, tail[k + 1] ? " " : "", tail[k + 1] ? tail[k + 1] : "");
+                if (k) vt_text_puts(&b, " |");
+                vt_text_printf(&b, " %s%s%s", m[k].kv, tail[k + 1] ? " " : "", tail[k + 1] ? tail[k + 1] : "");
                 required_seen = m[k].required;
             }
-            if (!required_seen) sb_puts(&b, " |");
-            sb_puts(&b, " ) \"}\"");
+            if (!required_seen) vt_text_puts(&b, " |");
+            vt_text_puts(&b, " ) \"}\"");
             result = sb_rule(c, hint, &b);
         }
         for (size_t k = 0; tail && k <= n; k++) free(tail[k]);
@@ -1424,13 +1381,13 @@ static const json_t *fixed_value(conv *c, const json_t *obj, const char *name) {
 /* Append rule e as alternative i of b (" | " between alternatives) and
  * free it; for a NULL e (a branch that failed) free b instead and return
  * false. */
-static bool add_alternative(sbuf *b, size_t i, char *e) {
+static bool add_alternative(vt_text_buf *b, size_t i, char *e) {
     if (!e) {
-        free(b->s);
-        b->s = NULL;
+        free(b->data);
+        b->data = NULL;
         return false;
     }
-    sb_printf(b, "%s%s", i ? " | " : "", e);
+    vt_text_printf(b, "%s%s", i ? " | " : "", e);
     free(e);
     return true;
 }
@@ -1485,7 +1442,7 @@ static char *gen_any_of(conv *c, const json_t *s, const char *kw, const char *hi
                         "differ, or when they are objects told apart by a required property with a different "
                         "const in each); use anyOf");
     }
-    sbuf b = {0};
+    vt_text_buf b = {0};
     for (size_t i = 0; i < n; i++) {
         char idx[24], sub[512], h[96];
         snprintf(idx, sizeof idx, "%zu", i);
@@ -1673,11 +1630,11 @@ static char *visit_object(conv *c, const json_t *s, const char *hint, const char
     if (json_is_string(type)) return gen_type(c, s, json_string_value(type), hint, path);
     if (!json_is_array(type) || json_array_size(type) == 0)
         return fail(c, path, "type: expected a type name or a non-empty array of them");
-    sbuf b = {0};
+    vt_text_buf b = {0};
     size_t i;
     json_array_foreach(type, i, v) {
         if (!json_is_string(v)) {
-            free(b.s);
+            free(b.data);
             return fail(c, path, "type[%zu]: expected a type name", i);
         }
         char h[96];
@@ -1728,23 +1685,23 @@ char *vt_json_schema_to_gbnf_rule(const json_t *schema, const char *rule, char *
     conv c = {.root = schema, .err = err ? err : scratch, .err_size = err ? err_size : sizeof scratch};
     if (c.err_size) c.err[0] = 0;
     char *top = visit(&c, schema, rule, "");
-    sbuf out = {0};
-    if (top && strcmp(top, rule) != 0) sb_printf(&out, "%s ::= %s\n", rule, top);
+    vt_text_buf out = {0};
+    if (top && strcmp(top, rule) != 0) vt_text_printf(&out, "%s ::= %s\n", rule, top);
     free(top);
     for (size_t i = 0; !c.failed && i < c.n_rules; i++) {
-        sb_puts(&out, c.rules[i].name);
-        sb_puts(&out, " ::= ");
-        sb_puts(&out, c.rules[i].body);
-        sb_puts(&out, "\n");
+        vt_text_puts(&out, c.rules[i].name);
+        vt_text_puts(&out, " ::= ");
+        vt_text_puts(&out, c.rules[i].body);
+        vt_text_puts(&out, "\n");
     }
-    bool ok = !c.failed && !out.oom;
-    if (!c.failed && out.oom) fail(&c, "", "out of memory converting the schema");
+    bool ok = !c.failed && !out.failed;
+    if (!c.failed && out.failed) fail(&c, "", "out of memory converting the schema");
     free_conv(&c);
     if (!ok) {
-        free(out.s);
+        free(out.data);
         return NULL;
     }
-    return sb_take(&out);
+    return vt_text_take(&out);
 }
 
 char *vt_json_object_gbnf(void) {

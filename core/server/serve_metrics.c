@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_buf.h"
+
 /* 499: the client left before its answer was complete (nginx's code; logged,
  * never sent); 408: the client stopped sending its request. */
 static const int counted_statuses[VT_SERVE_STATUS_SLOTS] = {200, 400, 401, 404, 405, 408, 413, 499, 500, 501, 503, 0};
@@ -78,64 +80,31 @@ void vt_serve_metrics_prefix_cache(vt_serve_metrics *m, int64_t cached_blocks, i
     pthread_mutex_unlock(&m->lock);
 }
 
-/* A growing text buffer; a failed allocation makes the whole text NULL. */
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    bool failed;
-} text;
-
-__attribute__((format(printf, 2, 3))) static void add(text *t, const char *fmt, ...) {
-    if (t->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->s ? t->s + t->len : NULL, t->s ? t->cap - t->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if (t->s && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = (t->cap ? t->cap * 2 : 4096) + (size_t)n;
-        char *s = realloc(t->s, cap);
-        if (!s) {
-            t->failed = true;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-}
-
-static void add_histogram(text *t, const char *name, const char *help, const vt_serve_histogram *h) {
-    add(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+static void add_histogram(vt_text_buf *t, const char *name, const char *help, const vt_serve_histogram *h) {
+    vt_text_printf(t, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
     uint64_t cumulative = 0;
     for (int b = 0; b < VT_SERVE_HIST_BUCKETS; b++) {
         cumulative += h->counts[b];
-        add(t, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[b], (unsigned long long)cumulative);
+        vt_text_printf(t, "%s_bucket{le=\"%g\"} %llu\n", name, h->bounds[b], (unsigned long long)cumulative);
     }
-    add(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, (unsigned long long)h->count, name,
+    vt_text_printf(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name, (unsigned long long)h->count, name,
         h->sum, name, (unsigned long long)h->count);
 }
 
 /* One metric without labels: its HELP and TYPE lines, then its value. */
-static void add_metric(text *t, const char *name, const char *type, const char *help, long long value) {
-    add(t, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, value);
+static void add_metric(vt_text_buf *t, const char *name, const char *type, const char *help, long long value) {
+    vt_text_printf(t, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, value);
 }
 
 char *vt_serve_metrics_text(vt_serve_metrics *m) {
-    text t = {0};
+    vt_text_buf t = {0};
     pthread_mutex_lock(&m->lock);
-    add(&t, "# HELP vt_requests_total HTTP requests answered, by status.\n# TYPE vt_requests_total counter\n");
+    vt_text_printf(&t, "# HELP vt_requests_total HTTP requests answered, by status.\n# TYPE vt_requests_total counter\n");
     for (int i = 0; i < VT_SERVE_STATUS_SLOTS; i++)
         if (counted_statuses[i])
-            add(&t, "vt_requests_total{status=\"%d\"} %llu\n", counted_statuses[i],
+            vt_text_printf(&t, "vt_requests_total{status=\"%d\"} %llu\n", counted_statuses[i],
                 (unsigned long long)m->requests[i]);
-    add(&t, "vt_requests_total{status=\"other\"} %llu\n", (unsigned long long)m->requests[VT_SERVE_STATUS_SLOTS]);
+    vt_text_printf(&t, "vt_requests_total{status=\"other\"} %llu\n", (unsigned long long)m->requests[VT_SERVE_STATUS_SLOTS]);
     add_metric(&t, "vt_prompt_tokens_total", "counter", "Prompt tokens of the requests that started.",
                (long long)m->prompt_tokens);
     add_metric(&t, "vt_generation_tokens_total", "counter", "Tokens generated.", (long long)m->generated_tokens);
@@ -152,9 +121,5 @@ char *vt_serve_metrics_text(vt_serve_metrics *m) {
     add_histogram(&t, "vt_time_to_first_token_seconds", "Time from a request's arrival to its first token.", &m->ttft);
     add_histogram(&t, "vt_inter_token_latency_seconds", "Time between two tokens of one request.", &m->itl);
     pthread_mutex_unlock(&m->lock);
-    if (t.failed) {
-        free(t.s);
-        return NULL;
-    }
-    return t.s;
+    return vt_text_take(&t);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "json_schema_gbnf.h"
+#include "text_buf.h"
 
 static const char HERMES_OPEN[] = "<tool_call>", HERMES_CLOSE[] = "</tool_call>";
 static const char PYTHON_TAG[] = "<|python_tag|>";
@@ -114,119 +115,71 @@ static void new_call_id(vt_tool_format f, char out[40]) {
 /* ---- arguments as compact JSON ---------------------------------------- */
 
 /* The arguments re-serialized compactly, numbers as the model wrote them
- * where a double holds them: a real is printed with the fewest digits that
- * read back to the same double (3.8 stays 3.8; jansson's 17 digits would
- * make it 3.7999999999999998, another number to a client that parses it as
- * text or decimal), keys in the order written, strings escaped as jansson
- * does. */
-typedef struct text_buf {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} text_buf;
-
-static void put(text_buf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *grown = realloc(b->s, cap);
-        if (!grown) {
-            b->oom = true;
-            return;
-        }
-        b->s = grown, b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
-static void put_str(text_buf *b, const char *s) { put(b, s, strlen(s)); }
-
-static void put_string(text_buf *b, const char *s, size_t n) {
-    put(b, "\"", 1);
+ * where a double holds them: a real is written as Python's json.dumps
+ * writes it, with the fewest digits that read back to the same double (3.8
+ * stays 3.8; jansson's 17 digits would make it 3.7999999999999998, another
+ * number to a client that reads it as text or decimal), keys in the order
+ * written, strings escaped as jansson does. */
+static void put_string(vt_text_buf *b, const char *s, size_t n) {
+    vt_text_putc(b, '"');
     for (size_t i = 0; i < n; i++) {
         const unsigned char ch = (unsigned char)s[i];
-        char esc[8];
         if (ch == '"' || ch == '\\') {
-            esc[0] = '\\', esc[1] = (char)ch;
-            put(b, esc, 2);
+            vt_text_putc(b, '\\');
+            vt_text_putc(b, (char)ch);
         } else if (ch < 0x20) {
             const char *named = ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : ch == '\b' ? "\\b"
                                 : ch == '\f' ? "\\f" : NULL;
-            if (named) put_str(b, named);
-            else {
-                snprintf(esc, sizeof esc, "\\u%04x", ch);
-                put_str(b, esc);
-            }
+            if (named) vt_text_puts(b, named);
+            else vt_text_printf(b, "\\u%04x", ch);
         } else {
-            put(b, s + i, 1);
+            vt_text_putc(b, (char)ch);
         }
     }
-    put(b, "\"", 1);
+    vt_text_putc(b, '"');
 }
 
-static void put_real(text_buf *b, double x) {
-    char num[40];
-    for (int digits = 15; digits <= 17; digits++) {
-        snprintf(num, sizeof num, "%.*g", digits, x);
-        if (strtod(num, NULL) == x) break;
-    }
-    put_str(b, num);
-    if (!strpbrk(num, ".eE")) put_str(b, ".0"); /* still a real, as jansson writes one */
-}
-
-static void put_json(text_buf *b, const json_t *v) {
+static void put_json(vt_text_buf *b, const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         const char *key;
         const json_t *item;
         bool first = true;
-        put(b, "{", 1);
+        vt_text_putc(b, '{');
         json_object_foreach((json_t *)v, key, item) {
-            if (!first) put(b, ",", 1);
+            if (!first) vt_text_putc(b, ',');
             first = false;
             put_string(b, key, strlen(key));
-            put(b, ":", 1);
+            vt_text_putc(b, ':');
             put_json(b, item);
         }
-        put(b, "}", 1);
+        vt_text_putc(b, '}');
         break;
     }
     case JSON_ARRAY: {
         size_t i;
         const json_t *item;
-        put(b, "[", 1);
+        vt_text_putc(b, '[');
         json_array_foreach(v, i, item) {
-            if (i) put(b, ",", 1);
+            if (i) vt_text_putc(b, ',');
             put_json(b, item);
         }
-        put(b, "]", 1);
+        vt_text_putc(b, ']');
         break;
     }
     case JSON_STRING: put_string(b, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER: {
-        char num[32];
-        snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        put_str(b, num);
-        break;
-    }
-    case JSON_REAL: put_real(b, json_real_value(v)); break;
-    case JSON_TRUE: put_str(b, "true"); break;
-    case JSON_FALSE: put_str(b, "false"); break;
-    case JSON_NULL: put_str(b, "null"); break;
+    case JSON_INTEGER: vt_text_printf(b, "%" JSON_INTEGER_FORMAT, json_integer_value(v)); break;
+    case JSON_REAL: vt_text_put_float(b, json_real_value(v)); break; /* finite: JSON has no nan or inf */
+    case JSON_TRUE: vt_text_puts(b, "true"); break;
+    case JSON_FALSE: vt_text_puts(b, "false"); break;
+    case JSON_NULL: vt_text_puts(b, "null"); break;
     }
 }
 
 char *vt_tool_arguments_text(const json_t *args) {
-    text_buf b = {0};
+    vt_text_buf b = {0};
     put_json(&b, args);
-    if (b.oom) {
-        free(b.s);
-        return NULL;
-    }
-    return b.s;
+    return vt_text_take(&b);
 }
 
 typedef enum { ADD_OK, ADD_NOT_A_CALL, ADD_OOM } add_result;

@@ -53,9 +53,9 @@ bool vt_tool_calls_parse(vt_tool_format f, const char *text, size_t n, const jso
 size_t vt_tool_calls_content_prefix(vt_tool_format f, const char *text, size_t n);
 
 /* A call's arguments object as the `arguments` string: compact JSON, keys in
- * the order written, every real with the fewest digits that read back to
- * the same double (the number the model wrote, where a double holds it).
- * malloc'ed; NULL when out of memory. */
+ * the order written, every real as Python's json.dumps writes it, with the
+ * fewest digits that read back to the same double (the number the model
+ * wrote, where a double holds it). malloc'ed; NULL when out of memory. */
 char *vt_tool_arguments_text(const json_t *args);
 
 /* The GBNF grammar of a forced call in format f: one call of the tool named

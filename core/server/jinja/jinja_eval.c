@@ -96,7 +96,7 @@ static bool py_index(int64_t i, size_t n, size_t *out) {
 
 static size_t cp_offset(const char *s, size_t len, size_t cp);
 
-jv jinja_buf_string(jinja_render *r, int line, jv_buf *b) {
+jv jinja_buf_string(jinja_render *r, int line, vt_text_buf *b) {
     jv s = b->failed ? jv_undefined("out of memory") : jv_string(b->data ? b->data : "", b->len);
     free(b->data);
     b->data = NULL;
@@ -209,18 +209,18 @@ static jv eval_slice(jinja_render *r, int line, jv obj, const jv *parts) {
             }
         return out;
     }
-    jv_buf b = {0};
+    vt_text_buf b = {0};
     const char *s = obj.u.s->data;
     size_t slen = obj.u.s->len;
     if (step == 1) {
         if (start < stop) {
             size_t a = cp_offset(s, slen, (size_t)start), e = cp_offset(s, slen, (size_t)stop);
-            jv_buf_put(&b, s + a, e - a);
+            vt_text_put(&b, s + a, e - a);
         }
     } else {
         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
             size_t a = cp_offset(s, slen, (size_t)i), e = cp_offset(s, slen, (size_t)i + 1);
-            jv_buf_put(&b, s + a, e - a);
+            vt_text_put(&b, s + a, e - a);
         }
     }
     jv out = b.failed ? jv_undefined("out of memory") : jv_string(b.data ? b.data : "", b.len);
@@ -257,7 +257,7 @@ int jinja_compare(jinja_render *r, int line, jv a, jv b, bool *ok) {
 }
 
 static jv concat_strings(jinja_render *r, int line, jv a, jv b) {
-    jv_buf buf = {0};
+    vt_text_buf buf = {0};
     jv_write_str(&buf, a);
     jv_write_str(&buf, b);
     jv s = buf.failed ? jv_undefined("out of memory") : jv_string(buf.data ? buf.data : "", buf.len);
@@ -271,8 +271,8 @@ static jv repeat(jinja_render *r, int line, jv seq, int64_t times) {
     if (unit && (uint64_t)times > VT_JINJA_MAX_OUTPUT / unit)
         return jinja_fail(r, line, "repetition larger than the output limit (%u bytes)", VT_JINJA_MAX_OUTPUT);
     if (seq.type == JV_STRING) {
-        jv_buf b = {0};
-        for (int64_t i = 0; i < times; i++) jv_buf_put(&b, seq.u.s->data, seq.u.s->len);
+        vt_text_buf b = {0};
+        for (int64_t i = 0; i < times; i++) vt_text_put(&b, seq.u.s->data, seq.u.s->len);
         jv s = b.failed ? jv_undefined("out of memory") : jv_string(b.data ? b.data : "", b.len);
         free(b.data);
         return jv_is_oom(s) ? oom(r, line) : s;
@@ -474,8 +474,8 @@ const jv *jinja_arg(const jinja_args *a, size_t pos, const char *kw) {
 
 /* Render a body into a string (block set, filter block, macro, caller). */
 static jv capture(jinja_render *r, jframe *f, const jnode *body) {
-    jv_buf buf = {.limit = VT_JINJA_MAX_OUTPUT};
-    jv_buf *saved = r->out;
+    vt_text_buf buf = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf *saved = r->out;
     r->out = &buf;
     bool ok = exec_body(r, f, body);
     r->out = saved;
@@ -1027,7 +1027,7 @@ static bool render_locked(const vt_jinja_template *t, jv ctx, char **out, size_t
                           size_t err_size) {
     *out = NULL;
     if (out_len) *out_len = 0;
-    jv_buf buf = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf buf = {.limit = VT_JINJA_MAX_OUTPUT};
     jinja_render r = {.out = &buf, .err = err, .err_size = err_size, .pending_caller = jv_undefined(NULL)};
     jframe globals, top;
     if (!frame_init(&r, 1, &globals, NULL)) return false;

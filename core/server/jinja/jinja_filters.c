@@ -110,8 +110,8 @@ typedef enum { CASE_UPPER, CASE_LOWER, CASE_CAPITALIZE, CASE_TITLE_FILTER } case
 static jv change_case(jinja_render *r, int line, jv v, case_mode m) {
     jv s = jv_to_string(v);
     if (jv_is_oom(s)) return oom(r, line);
-    jv_buf b = {0};
-    jv_buf_put(&b, s.u.s->data, s.u.s->len);
+    vt_text_buf b = {0};
+    vt_text_put(&b, s.u.s->data, s.u.s->len);
     bool word_start = true;
     for (size_t i = 0; i < b.len; i++) {
         char c = b.data[i];
@@ -172,28 +172,28 @@ static jv f_replace(jinja_render *r, int line, jv v, const jinja_args *a) {
     if (!arg_int(r, line, a, 2, "count", -1, &count)) return jv_undefined(NULL);
     jv s = jv_to_string(v);
     if (jv_is_oom(s)) return oom(r, line);
-    jv_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
     const char *d = s.u.s->data;
     size_t len = s.u.s->len, i = 0;
     int64_t done = 0;
     if (olen == 0) { /* Python inserts new around every character */
         while (count < 0 || done < count) {
-            jv_buf_put(&b, new, nlen);
+            vt_text_put(&b, new, nlen);
             done++;
             if (i >= len) break;
             size_t j = i + 1;
             while (j < len && ((unsigned char)d[j] & 0xC0) == 0x80) j++;
-            jv_buf_put(&b, d + i, j - i);
+            vt_text_put(&b, d + i, j - i);
             i = j;
         }
-        jv_buf_put(&b, d + i, len - i);
+        vt_text_put(&b, d + i, len - i);
     } else {
         while (i < len) {
             if ((count < 0 || done < count) && i + olen <= len && memcmp(d + i, old, olen) == 0) {
-                jv_buf_put(&b, new, nlen);
+                vt_text_put(&b, new, nlen);
                 i += olen;
                 done++;
-            } else jv_buf_putc(&b, d[i++]);
+            } else vt_text_putc(&b, d[i++]);
         }
     }
     jv_decref(s);
@@ -203,11 +203,11 @@ static jv f_replace(jinja_render *r, int line, jv v, const jinja_args *a) {
 static jv f_indent(jinja_render *r, int line, jv v, const jinja_args *a) {
     const jv *w = jinja_arg(a, 0, "width");
     bool first = arg_bool(a, 1, "first", false), blank = arg_bool(a, 2, "blank", false);
-    jv_buf ind = {0};
-    if (!w) jv_buf_puts(&ind, "    ");
-    else if (w->type == JV_STRING) jv_buf_put(&ind, w->u.s->data, w->u.s->len);
+    vt_text_buf ind = {0};
+    if (!w) vt_text_puts(&ind, "    ");
+    else if (w->type == JV_STRING) vt_text_put(&ind, w->u.s->data, w->u.s->len);
     else if (w->type == JV_INT)
-        for (int64_t i = 0; i < w->u.i && i < 4096; i++) jv_buf_putc(&ind, ' ');
+        for (int64_t i = 0; i < w->u.i && i < 4096; i++) vt_text_putc(&ind, ' ');
     else return jinja_fail(r, line, "indent: width must be an integer or a string");
     jv s = jv_to_string(v);
     if (jv_is_oom(s)) {
@@ -216,23 +216,23 @@ static jv f_indent(jinja_render *r, int line, jv v, const jinja_args *a) {
     }
     /* jinja2: s + "\n", split into lines, indent every line after the
      * first (blank ones only with blank=True), join with "\n". */
-    jv_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
     const char *d = s.u.s->data;
     size_t len = s.u.s->len, i = 0;
     bool first_line = true;
     while (i < len) {
         size_t j = i;
         while (j < len && d[j] != '\n' && d[j] != '\r') j++;
-        if (!first_line) jv_buf_putc(&b, '\n');
+        if (!first_line) vt_text_putc(&b, '\n');
         bool empty = j == i;
         if ((first_line && first) || (!first_line && (blank || !empty)))
-            if (ind.len) jv_buf_put(&b, ind.data, ind.len);
-        jv_buf_put(&b, d + i, j - i);
+            if (ind.len) vt_text_put(&b, ind.data, ind.len);
+        vt_text_put(&b, d + i, j - i);
         first_line = false;
         if (j < len && d[j] == '\r' && j + 1 < len && d[j + 1] == '\n') j++;
         i = j + 1;
     }
-    if (first_line && first && ind.len) jv_buf_put(&b, ind.data, ind.len);
+    if (first_line && first && ind.len) vt_text_put(&b, ind.data, ind.len);
     free(ind.data);
     jv_decref(s);
     return jinja_buf_string(r, line, &b);
@@ -258,16 +258,16 @@ jv jinja_escape(jinja_render *r, int line, jv v) {
     if (v.type == JV_STRING && v.u.s->markup) return jv_incref(v);
     jv s = jv_to_string(v);
     if (jv_is_oom(s)) return oom(r, line);
-    jv_buf b = {0};
+    vt_text_buf b = {0};
     for (size_t i = 0; i < s.u.s->len; i++) {
         char c = s.u.s->data[i];
         switch (c) {
-        case '&': jv_buf_puts(&b, "&amp;"); break;
-        case '<': jv_buf_puts(&b, "&lt;"); break;
-        case '>': jv_buf_puts(&b, "&gt;"); break;
-        case '"': jv_buf_puts(&b, "&#34;"); break;
-        case '\'': jv_buf_puts(&b, "&#39;"); break;
-        default: jv_buf_putc(&b, c);
+        case '&': vt_text_puts(&b, "&amp;"); break;
+        case '<': vt_text_puts(&b, "&lt;"); break;
+        case '>': vt_text_puts(&b, "&gt;"); break;
+        case '"': vt_text_puts(&b, "&#34;"); break;
+        case '\'': vt_text_puts(&b, "&#39;"); break;
+        default: vt_text_putc(&b, c);
         }
     }
     jv_decref(s);
@@ -418,7 +418,7 @@ static jv f_reverse(jinja_render *r, int line, jv v, const jinja_args *a) {
     jv l = jinja_to_list(r, line, v);
     if (r->failed) return jv_undefined(NULL);
     if (v.type == JV_STRING) {
-        jv_buf b = {0};
+        vt_text_buf b = {0};
         for (size_t i = l.u.l->n; i-- > 0;) jv_write_str(&b, l.u.l->items[i]);
         jv_decref(l);
         return jinja_buf_string(r, line, &b);
@@ -437,9 +437,9 @@ static jv f_join(jinja_render *r, int line, jv v, const jinja_args *a) {
     if (!d) return jv_undefined(NULL);
     jv l = jinja_to_list(r, line, v);
     if (r->failed) return jv_undefined(NULL);
-    jv_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
     for (size_t i = 0; !r->failed && i < l.u.l->n; i++) {
-        if (i) jv_buf_put(&b, d, dlen);
+        if (i) vt_text_put(&b, d, dlen);
         if (attr && attr->type == JV_STRING) {
             jv x = get_path(r, line, l.u.l->items[i], attr->u.s->data);
             jv_write_str(&b, x);
@@ -735,7 +735,7 @@ static jv f_tojson(jinja_render *r, int line, jv v, const jinja_args *a) {
         o.item_sep = sep->u.l->items[0].u.s->data;
         o.key_sep = sep->u.l->items[1].u.s->data;
     }
-    jv_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
     if (!jinja_tojson(r, line, v, &o, &b)) {
         free(b.data);
         return jv_undefined(NULL);

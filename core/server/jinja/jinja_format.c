@@ -19,21 +19,21 @@ static size_t code_points(const char *s, size_t n) {
 
 /* text (n bytes) in a field: at most precision code points (< 0: all),
  * padded with spaces to width code points, on the left unless left-aligned. */
-static void put_field(jv_buf *b, const char *text, size_t n, int width, int precision, bool left) {
+static void put_field(vt_text_buf *b, const char *text, size_t n, int width, int precision, bool left) {
     if (precision >= 0) n = jinja_cp_offset(text, n, (size_t)precision);
     const size_t cps = code_points(text, n);
     const size_t pad = width > 0 && (size_t)width > cps ? (size_t)width - cps : 0;
-    for (size_t i = 0; !left && i < pad; i++) jv_buf_putc(b, ' ');
-    jv_buf_put(b, text, n);
-    for (size_t i = 0; left && i < pad; i++) jv_buf_putc(b, ' ');
+    for (size_t i = 0; !left && i < pad; i++) vt_text_putc(b, ' ');
+    vt_text_put(b, text, n);
+    for (size_t i = 0; left && i < pad; i++) vt_text_putc(b, ' ');
 }
 
 jv jinja_percent_format(jinja_render *r, int line, const char *fmt, size_t len, const jv *args, size_t n_args) {
-    jv_buf b = {0};
+    vt_text_buf b = {0};
     size_t used = 0;
     for (size_t i = 0; i < len; i++) {
         if (fmt[i] != '%') {
-            jv_buf_putc(&b, fmt[i]);
+            vt_text_putc(&b, fmt[i]);
             continue;
         }
         if (++i >= len) {
@@ -41,7 +41,7 @@ jv jinja_percent_format(jinja_render *r, int line, const char *fmt, size_t len, 
             return jinja_fail(r, line, "string formatting: incomplete format");
         }
         if (fmt[i] == '%') {
-            jv_buf_putc(&b, '%');
+            vt_text_putc(&b, '%');
             continue;
         }
         if (fmt[i] == '(') {
@@ -77,7 +77,7 @@ jv jinja_percent_format(jinja_render *r, int line, const char *fmt, size_t len, 
         const jv v = args[used++];
         const bool left = strchr(flags, '-') != NULL;
         if (conv == 's' || conv == 'r') {
-            jv_buf t = {0};
+            vt_text_buf t = {0};
             if (conv == 's') jv_write_str(&t, v);
             else jv_write_repr(&t, v);
             put_field(&b, t.data ? t.data : "", t.len, width, precision, left);
@@ -134,7 +134,7 @@ jv jinja_percent_format(jinja_render *r, int line, const char *fmt, size_t len, 
         } else {
             n = snprintf(out, sizeof out, spec, jv_as_double(v));
         }
-        jv_buf_put(&b, out, n > 0 ? ((size_t)n < sizeof out ? (size_t)n : sizeof out - 1) : 0);
+        vt_text_put(&b, out, n > 0 ? ((size_t)n < sizeof out ? (size_t)n : sizeof out - 1) : 0);
     }
     if (used < n_args) {
         free(b.data);

@@ -67,7 +67,7 @@ static jv g_dict(jinja_render *r, int line, jv self, const jinja_args *a) {
 
 static jv g_raise_exception(jinja_render *r, int line, jv self, const jinja_args *a) {
     (void)self;
-    jv_buf b = {.limit = 300};
+    vt_text_buf b = {.limit = 300};
     if (a->n_pos > 0) jv_write_str(&b, a->pos[0]);
     jv out = jinja_fail(r, line, "the template raised: %s", b.data ? b.data : "");
     free(b.data);

@@ -148,7 +148,7 @@ typedef struct jframe {
 } jframe;
 
 typedef struct jinja_render {
-    jv_buf *out;
+    vt_text_buf *out;
     jframe *globals;
     int depth;           /* macro calls and nested evaluation */
     uint64_t iterations; /* loop iterations so far */
@@ -184,7 +184,7 @@ const jv *jinja_arg(const jinja_args *a, size_t pos, const char *kw);
 jv jinja_to_list(jinja_render *r, int line, jv v);
 /* The buffer as a new string value (its data freed); undefined and an
  * error recorded when it failed. */
-jv jinja_buf_string(jinja_render *r, int line, jv_buf *b);
+jv jinja_buf_string(jinja_render *r, int line, vt_text_buf *b);
 /* jinja2's escape(): HTML-escaped Markup (a Markup is returned as is). */
 jv jinja_escape(jinja_render *r, int line, jv v);
 /* Python's str.strip() whitespace. */
@@ -215,6 +215,6 @@ typedef struct jinja_json_opts {
     const char *indent; /* NULL: none; else the text of one level */
     const char *item_sep, *key_sep;
 } jinja_json_opts;
-bool jinja_tojson(jinja_render *r, int line, jv v, const jinja_json_opts *o, jv_buf *out);
+bool jinja_tojson(jinja_render *r, int line, jv v, const jinja_json_opts *o, vt_text_buf *out);
 
 #endif

@@ -9,26 +9,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void write_string(jv_buf *b, const char *s, size_t len, bool ensure_ascii) {
-    jv_buf_putc(b, '"');
+static void write_string(vt_text_buf *b, const char *s, size_t len, bool ensure_ascii) {
+    vt_text_putc(b, '"');
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': jv_buf_puts(b, "\\\""); continue;
-        case '\\': jv_buf_puts(b, "\\\\"); continue;
-        case '\n': jv_buf_puts(b, "\\n"); continue;
-        case '\r': jv_buf_puts(b, "\\r"); continue;
-        case '\t': jv_buf_puts(b, "\\t"); continue;
-        case '\b': jv_buf_puts(b, "\\b"); continue;
-        case '\f': jv_buf_puts(b, "\\f"); continue;
+        case '"': vt_text_puts(b, "\\\""); continue;
+        case '\\': vt_text_puts(b, "\\\\"); continue;
+        case '\n': vt_text_puts(b, "\\n"); continue;
+        case '\r': vt_text_puts(b, "\\r"); continue;
+        case '\t': vt_text_puts(b, "\\t"); continue;
+        case '\b': vt_text_puts(b, "\\b"); continue;
+        case '\f': vt_text_puts(b, "\\f"); continue;
         default: break;
         }
         if (c < 0x20 || (ensure_ascii && c == 0x7f)) {
-            jv_buf_printf(b, "\\u%04x", c);
+            vt_text_printf(b, "\\u%04x", c);
             continue;
         }
         if (c < 0x80 || !ensure_ascii) {
-            jv_buf_putc(b, (char)c);
+            vt_text_putc(b, (char)c);
             continue;
         }
         /* Decode one UTF-8 sequence; a malformed byte is written as U+FFFD. */
@@ -49,15 +49,15 @@ static void write_string(jv_buf *b, const char *s, size_t len, bool ensure_ascii
         }
         if (cp >= 0x10000) {
             cp -= 0x10000;
-            jv_buf_printf(b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
-        } else jv_buf_printf(b, "\\u%04x", cp);
+            vt_text_printf(b, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+        } else vt_text_printf(b, "\\u%04x", cp);
     }
-    jv_buf_putc(b, '"');
+    vt_text_putc(b, '"');
 }
 
-static void newline_indent(jv_buf *b, const jinja_json_opts *o, int level) {
-    jv_buf_putc(b, '\n');
-    for (int i = 0; i < level; i++) jv_buf_puts(b, o->indent);
+static void newline_indent(vt_text_buf *b, const jinja_json_opts *o, int level) {
+    vt_text_putc(b, '\n');
+    for (int i = 0; i < level; i++) vt_text_puts(b, o->indent);
 }
 
 static int key_cmp(const void *x, const void *y) {
@@ -68,39 +68,39 @@ static int key_cmp(const void *x, const void *y) {
     return a->key.u.s->len < b->key.u.s->len ? -1 : a->key.u.s->len > b->key.u.s->len;
 }
 
-static bool dump(jinja_render *r, int line, jv v, const jinja_json_opts *o, jv_buf *b, int level) {
+static bool dump(jinja_render *r, int line, jv v, const jinja_json_opts *o, vt_text_buf *b, int level) {
     if (level > VT_JINJA_MAX_DEPTH) {
         jinja_fail(r, line, "tojson: value nested deeper than %d", VT_JINJA_MAX_DEPTH);
         return false;
     }
     switch (v.type) {
-    case JV_NONE: jv_buf_puts(b, "null"); return true;
-    case JV_BOOL: jv_buf_puts(b, v.u.b ? "true" : "false"); return true;
-    case JV_INT: jv_buf_printf(b, "%lld", (long long)v.u.i); return true;
+    case JV_NONE: vt_text_puts(b, "null"); return true;
+    case JV_BOOL: vt_text_puts(b, v.u.b ? "true" : "false"); return true;
+    case JV_INT: vt_text_printf(b, "%lld", (long long)v.u.i); return true;
     case JV_FLOAT:
-        if (isnan(v.u.f)) jv_buf_puts(b, "NaN");
-        else if (isinf(v.u.f)) jv_buf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
-        else jv_write_float(b, v.u.f);
+        if (isnan(v.u.f)) vt_text_puts(b, "NaN");
+        else if (isinf(v.u.f)) vt_text_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
+        else vt_text_put_float(b, v.u.f);
         return true;
     case JV_STRING: write_string(b, v.u.s->data, v.u.s->len, o->ensure_ascii); return true;
     case JV_LIST:
         if (v.u.l->n == 0) {
-            jv_buf_puts(b, "[]");
+            vt_text_puts(b, "[]");
             return true;
         }
-        jv_buf_putc(b, '[');
+        vt_text_putc(b, '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) jv_buf_puts(b, o->item_sep);
+            if (i) vt_text_puts(b, o->item_sep);
             if (o->indent) newline_indent(b, o, level + 1);
             if (!dump(r, line, v.u.l->items[i], o, b, level + 1)) return false;
         }
         if (o->indent) newline_indent(b, o, level);
-        jv_buf_putc(b, ']');
+        vt_text_putc(b, ']');
         return true;
     case JV_DICT: {
         size_t n = v.u.d->n;
         if (n == 0) {
-            jv_buf_puts(b, "{}");
+            vt_text_puts(b, "{}");
             return true;
         }
         const jv_dict_entry **order = malloc(n * sizeof *order);
@@ -114,28 +114,28 @@ static bool dump(jinja_render *r, int line, jv v, const jinja_json_opts *o, jv_b
             all_strings &= order[i]->key.type == JV_STRING;
         }
         if (o->sort_keys && all_strings) qsort(order, n, sizeof *order, key_cmp);
-        jv_buf_putc(b, '{');
+        vt_text_putc(b, '{');
         bool ok = true;
         for (size_t i = 0; ok && i < n; i++) {
-            if (i) jv_buf_puts(b, o->item_sep);
+            if (i) vt_text_puts(b, o->item_sep);
             if (o->indent) newline_indent(b, o, level + 1);
             jv k = order[i]->key;
             if (k.type == JV_STRING) write_string(b, k.u.s->data, k.u.s->len, o->ensure_ascii);
             else if (k.type == JV_NONE || k.type == JV_BOOL) {
                 /* json.dumps writes these keys as their JSON words */
-                jv_buf_puts(b, k.type == JV_NONE ? "\"null\"" : k.u.b ? "\"true\"" : "\"false\"");
+                vt_text_puts(b, k.type == JV_NONE ? "\"null\"" : k.u.b ? "\"true\"" : "\"false\"");
             } else {
-                jv_buf_putc(b, '"');
+                vt_text_putc(b, '"');
                 jv_write_str(b, k);
-                jv_buf_putc(b, '"');
+                vt_text_putc(b, '"');
             }
-            jv_buf_puts(b, o->key_sep);
+            vt_text_puts(b, o->key_sep);
             ok = dump(r, line, order[i]->value, o, b, level + 1);
         }
         free(order);
         if (!ok) return false;
         if (o->indent) newline_indent(b, o, level);
-        jv_buf_putc(b, '}');
+        vt_text_putc(b, '}');
         return true;
     }
     case JV_UNDEFINED: jinja_fail(r, line, "tojson: '%s' is undefined", v.undef_name ? v.undef_name : "value"); return false;
@@ -143,7 +143,7 @@ static bool dump(jinja_render *r, int line, jv v, const jinja_json_opts *o, jv_b
     }
 }
 
-bool jinja_tojson(jinja_render *r, int line, jv v, const jinja_json_opts *o, jv_buf *out) {
+bool jinja_tojson(jinja_render *r, int line, jv v, const jinja_json_opts *o, vt_text_buf *out) {
     if (!dump(r, line, v, o, out, 0)) return false;
     if (out->failed) {
         jinja_fail(r, line, "tojson: output too large (or out of memory)");

@@ -132,7 +132,7 @@ static size_t trim_after(const lexer *L, size_t pos, bool strip_all, bool block_
 }
 
 /* Code point cp (<= 0x10FFFF) as UTF-8. */
-static void put_utf8(jv_buf *b, unsigned long cp) {
+static void put_utf8(vt_text_buf *b, unsigned long cp) {
     char u[4];
     size_t n;
     if (cp < 0x80) u[0] = (char)cp, n = 1;
@@ -142,13 +142,13 @@ static void put_utf8(jv_buf *b, unsigned long cp) {
     else
         u[0] = (char)(0xF0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)),
         u[3] = (char)(0x80 | (cp & 63)), n = 4;
-    jv_buf_put(b, u, n);
+    vt_text_put(b, u, n);
 }
 
 static bool lex_string(lexer *L, size_t *p, int line, int col) {
     char q = L->src[*p];
     size_t i = *p + 1;
-    jv_buf b = {0};
+    vt_text_buf b = {0};
     for (;;) {
         if (i >= L->len) {
             free(b.data);
@@ -157,23 +157,23 @@ static bool lex_string(lexer *L, size_t *p, int line, int col) {
         char c = L->src[i];
         if (c == q) break;
         if (c != '\\' || i + 1 >= L->len) {
-            jv_buf_putc(&b, c);
+            vt_text_putc(&b, c);
             i++;
             continue;
         }
         char e = L->src[i + 1];
         i += 2;
         switch (e) {
-        case 'n': jv_buf_putc(&b, '\n'); break;
-        case 't': jv_buf_putc(&b, '\t'); break;
-        case 'r': jv_buf_putc(&b, '\r'); break;
-        case 'b': jv_buf_putc(&b, '\b'); break;
-        case 'f': jv_buf_putc(&b, '\f'); break;
-        case 'v': jv_buf_putc(&b, '\v'); break;
-        case 'a': jv_buf_putc(&b, '\a'); break;
-        case '\\': jv_buf_putc(&b, '\\'); break;
-        case '\'': jv_buf_putc(&b, '\''); break;
-        case '"': jv_buf_putc(&b, '"'); break;
+        case 'n': vt_text_putc(&b, '\n'); break;
+        case 't': vt_text_putc(&b, '\t'); break;
+        case 'r': vt_text_putc(&b, '\r'); break;
+        case 'b': vt_text_putc(&b, '\b'); break;
+        case 'f': vt_text_putc(&b, '\f'); break;
+        case 'v': vt_text_putc(&b, '\v'); break;
+        case 'a': vt_text_putc(&b, '\a'); break;
+        case '\\': vt_text_putc(&b, '\\'); break;
+        case '\'': vt_text_putc(&b, '\''); break;
+        case '"': vt_text_putc(&b, '"'); break;
         case '\n': break; /* a line continuation */
         case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
             /* octal, up to three digits, as Python reads them ('\101' is 'A', '\0' NUL) */
@@ -208,8 +208,8 @@ static bool lex_string(lexer *L, size_t *p, int line, int col) {
             break;
         }
         default: /* Python keeps an unknown escape as written */
-            jv_buf_putc(&b, '\\');
-            jv_buf_putc(&b, e);
+            vt_text_putc(&b, '\\');
+            vt_text_putc(&b, e);
         }
     }
     if (b.failed) {

@@ -265,15 +265,15 @@ static jv m_join(jinja_render *r, int line, jv self, const jinja_args *a) {
     if (a->n_pos < 1) return jinja_fail(r, line, "join() needs an iterable");
     jv l = jinja_to_list(r, line, a->pos[0]);
     if (r->failed) return jv_undefined(NULL);
-    jv_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
     for (size_t i = 0; i < l.u.l->n; i++) {
         if (l.u.l->items[i].type != JV_STRING) {
             jv_decref(l);
             free(b.data);
             return jinja_fail(r, line, "join(): item %zu is a %s, not a string", i, jv_type_name(l.u.l->items[i]));
         }
-        if (i) jv_buf_put(&b, self.u.s->data, self.u.s->len);
-        jv_buf_put(&b, l.u.l->items[i].u.s->data, l.u.l->items[i].u.s->len);
+        if (i) vt_text_put(&b, self.u.s->data, self.u.s->len);
+        vt_text_put(&b, l.u.l->items[i].u.s->data, l.u.l->items[i].u.s->len);
     }
     jv_decref(l);
     return jinja_buf_string(r, line, &b);
@@ -281,22 +281,22 @@ static jv m_join(jinja_render *r, int line, jv self, const jinja_args *a) {
 
 /* str.format with "{}", "{0}" and "{name}" fields (no format specs). */
 static jv m_format(jinja_render *r, int line, jv self, const jinja_args *a) {
-    jv_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
     const char *s = self.u.s->data;
     size_t n = self.u.s->len, auto_i = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '{' && i + 1 < n && s[i + 1] == '{') {
-            jv_buf_putc(&b, '{');
+            vt_text_putc(&b, '{');
             i++;
             continue;
         }
         if (s[i] == '}' && i + 1 < n && s[i + 1] == '}') {
-            jv_buf_putc(&b, '}');
+            vt_text_putc(&b, '}');
             i++;
             continue;
         }
         if (s[i] != '{') {
-            jv_buf_putc(&b, s[i]);
+            vt_text_putc(&b, s[i]);
             continue;
         }
         const char *close = memchr(s + i, '}', n - i);

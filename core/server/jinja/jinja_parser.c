@@ -181,12 +181,12 @@ static jnode *parse_primary(parser *P) {
     case JT_STRING: {
         n = node(P, JE_LITERAL, t->line);
         if (!n) return NULL;
-        jv_buf b = {0};
-        jv_buf_put(&b, t->text, t->len);
+        vt_text_buf b = {0};
+        vt_text_put(&b, t->text, t->len);
         /* Adjacent string literals concatenate, as in Python. */
         while (peek(P)->kind == JT_STRING) {
             const jtok *u = next(P);
-            jv_buf_put(&b, u->text, u->len);
+            vt_text_put(&b, u->text, u->len);
         }
         n->value = jv_string(b.data ? b.data : "", b.len);
         free(b.data);

@@ -385,167 +385,88 @@ const char *jv_type_name(jv v) {
 
 /* ---- the buffer ---- */
 
-void jv_buf_put(jv_buf *b, const char *s, size_t n) {
-    if (b->failed || n == 0) return;
-    if (b->limit && b->len + n > b->limit) {
-        b->failed = true;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->data, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-}
-void jv_buf_puts(jv_buf *b, const char *s) { jv_buf_put(b, s, strlen(s)); }
-void jv_buf_putc(jv_buf *b, char c) { jv_buf_put(b, &c, 1); }
-void jv_buf_printf(jv_buf *b, const char *fmt, ...) {
-    char tmp[128];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n > 0) jv_buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
 /* ---- str() and repr() ---- */
 
-void jv_write_float(jv_buf *b, double f) {
-    if (isnan(f)) {
-        jv_buf_puts(b, "nan");
-        return;
-    }
-    if (isinf(f)) {
-        jv_buf_puts(b, f < 0 ? "-inf" : "inf");
-        return;
-    }
-    /* Shortest digits that round-trip, then Python's layout: positional for
-     * decimal exponents -4..15, scientific otherwise. */
-    char e[40];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(e, sizeof e, "%.*e", p - 1, f);
-        if (strtod(e, NULL) == f) break;
-    }
-    char digits[24];
-    size_t nd = 0;
-    const char *q = e;
-    bool neg = *q == '-';
-    if (neg) q++;
-    for (; *q && *q != 'e'; q++)
-        if (*q >= '0' && *q <= '9') digits[nd++] = *q;
-    int exp = atoi(q + 1);
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
-    if (neg) jv_buf_putc(b, '-');
-    if (exp >= -4 && exp < 16) {
-        if (exp < 0) {
-            jv_buf_puts(b, "0.");
-            for (int i = -1; i > exp; i--) jv_buf_putc(b, '0');
-            jv_buf_put(b, digits, nd);
-        } else {
-            for (int i = 0; i <= exp; i++) jv_buf_putc(b, (size_t)i < nd ? digits[i] : '0');
-            jv_buf_putc(b, '.');
-            if ((size_t)exp + 1 < nd) jv_buf_put(b, digits + exp + 1, nd - (size_t)exp - 1);
-            else jv_buf_putc(b, '0');
-        }
-    } else {
-        jv_buf_putc(b, digits[0]);
-        if (nd > 1) {
-            jv_buf_putc(b, '.');
-            jv_buf_put(b, digits + 1, nd - 1);
-        }
-        jv_buf_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    }
-}
-
-static void write_str_repr(jv_buf *b, const char *s, size_t len) {
+static void write_str_repr(vt_text_buf *b, const char *s, size_t len) {
     bool has_single = memchr(s, '\'', len) != NULL, has_double = memchr(s, '"', len) != NULL;
     char quote = has_single && !has_double ? '"' : '\'';
-    jv_buf_putc(b, quote);
+    vt_text_putc(b, quote);
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
-        if (c == '\\') jv_buf_puts(b, "\\\\");
+        if (c == '\\') vt_text_puts(b, "\\\\");
         else if (c == (unsigned char)quote) {
-            jv_buf_putc(b, '\\');
-            jv_buf_putc(b, (char)c);
-        } else if (c == '\n') jv_buf_puts(b, "\\n");
-        else if (c == '\r') jv_buf_puts(b, "\\r");
-        else if (c == '\t') jv_buf_puts(b, "\\t");
-        else if (c < 0x20 || c == 0x7f) jv_buf_printf(b, "\\x%02x", c);
-        else jv_buf_putc(b, (char)c);
+            vt_text_putc(b, '\\');
+            vt_text_putc(b, (char)c);
+        } else if (c == '\n') vt_text_puts(b, "\\n");
+        else if (c == '\r') vt_text_puts(b, "\\r");
+        else if (c == '\t') vt_text_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) vt_text_printf(b, "\\x%02x", c);
+        else vt_text_putc(b, (char)c);
     }
-    jv_buf_putc(b, quote);
+    vt_text_putc(b, quote);
 }
 
 /* Containers are written to VT_JINJA_MAX_DEPTH levels; deeper ones (a
  * temporary that wraps a value stored at the bound) as Python writes a
  * container it will not descend into, [...] or {...}. No value holds itself
  * (jv_holds refuses that), so the depth alone bounds the walk. */
-static void write_value(jv_buf *b, jv v, bool repr, int depth);
+static void write_value(vt_text_buf *b, jv v, bool repr, int depth);
 
-static void write_container(jv_buf *b, jv v, int depth) {
+static void write_container(vt_text_buf *b, jv v, int depth) {
     if (depth >= VT_JINJA_MAX_DEPTH) {
-        jv_buf_puts(b, v.type == JV_LIST        ? (v.u.l->tuple ? "(...)" : "[...]")
+        vt_text_puts(b, v.type == JV_LIST        ? (v.u.l->tuple ? "(...)" : "[...]")
                        : v.type == JV_NAMESPACE ? "<Namespace {...}>"
                                                 : "{...}");
         return;
     }
     if (v.type == JV_LIST) {
         bool t = v.u.l->tuple;
-        jv_buf_putc(b, t ? '(' : '[');
+        vt_text_putc(b, t ? '(' : '[');
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) jv_buf_puts(b, ", ");
+            if (i) vt_text_puts(b, ", ");
             write_value(b, v.u.l->items[i], true, depth + 1);
         }
-        if (t && v.u.l->n == 1) jv_buf_putc(b, ',');
-        jv_buf_putc(b, t ? ')' : ']');
+        if (t && v.u.l->n == 1) vt_text_putc(b, ',');
+        vt_text_putc(b, t ? ')' : ']');
     } else {
-        if (v.type == JV_NAMESPACE) jv_buf_puts(b, "<Namespace ");
-        jv_buf_putc(b, '{');
+        if (v.type == JV_NAMESPACE) vt_text_puts(b, "<Namespace ");
+        vt_text_putc(b, '{');
         for (size_t i = 0; i < v.u.d->n; i++) {
-            if (i) jv_buf_puts(b, ", ");
+            if (i) vt_text_puts(b, ", ");
             write_value(b, v.u.d->e[i].key, true, depth + 1);
-            jv_buf_puts(b, ": ");
+            vt_text_puts(b, ": ");
             write_value(b, v.u.d->e[i].value, true, depth + 1);
         }
-        jv_buf_putc(b, '}');
-        if (v.type == JV_NAMESPACE) jv_buf_putc(b, '>');
+        vt_text_putc(b, '}');
+        if (v.type == JV_NAMESPACE) vt_text_putc(b, '>');
     }
 }
 
-static void write_value(jv_buf *b, jv v, bool repr, int depth) {
+static void write_value(vt_text_buf *b, jv v, bool repr, int depth) {
     switch (v.type) {
     case JV_UNDEFINED: break;
-    case JV_NONE: jv_buf_puts(b, "None"); break;
-    case JV_BOOL: jv_buf_puts(b, v.u.b ? "True" : "False"); break;
-    case JV_INT: jv_buf_printf(b, "%lld", (long long)v.u.i); break;
-    case JV_FLOAT: jv_write_float(b, v.u.f); break;
+    case JV_NONE: vt_text_puts(b, "None"); break;
+    case JV_BOOL: vt_text_puts(b, v.u.b ? "True" : "False"); break;
+    case JV_INT: vt_text_printf(b, "%lld", (long long)v.u.i); break;
+    case JV_FLOAT: vt_text_put_float(b, v.u.f); break;
     case JV_STRING:
         if (repr) write_str_repr(b, v.u.s->data, v.u.s->len);
-        else jv_buf_put(b, v.u.s->data, v.u.s->len);
+        else vt_text_put(b, v.u.s->data, v.u.s->len);
         break;
     case JV_LIST:
     case JV_DICT:
     case JV_NAMESPACE: write_container(b, v, depth); break;
-    case JV_FUNC: jv_buf_puts(b, "<function>"); break;
+    case JV_FUNC: vt_text_puts(b, "<function>"); break;
     }
 }
 
-void jv_write_str(jv_buf *b, jv v) { write_value(b, v, false, 0); }
+void jv_write_str(vt_text_buf *b, jv v) { write_value(b, v, false, 0); }
 
-void jv_write_repr(jv_buf *b, jv v) { write_value(b, v, true, 0); }
+void jv_write_repr(vt_text_buf *b, jv v) { write_value(b, v, true, 0); }
 
 jv jv_to_string(jv v) {
     if (v.type == JV_STRING) return jv_incref(v);
-    jv_buf b = {0};
+    vt_text_buf b = {0};
     jv_write_str(&b, v);
     if (b.failed) {
         free(b.data);

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "text_buf.h"
+
 typedef enum jv_type {
     JV_UNDEFINED, /* jinja2's default Undefined: prints "", falsy, iterates as empty */
     JV_NONE,
@@ -113,23 +115,11 @@ double jv_as_double(jv v);
 size_t jv_utf8_count(const char *s, size_t len);
 const char *jv_type_name(jv v);
 
-/* A growable byte buffer with a ceiling (the render's output limit). */
-typedef struct jv_buf {
-    char *data;
-    size_t len, cap, limit; /* limit 0: none */
-    bool failed;            /* out of memory or over the limit */
-} jv_buf;
-void jv_buf_put(jv_buf *b, const char *s, size_t n);
-void jv_buf_puts(jv_buf *b, const char *s);
-void jv_buf_putc(jv_buf *b, char c);
-void jv_buf_printf(jv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* str(v) and repr(v) as Python writes them ({{ v }} prints str(v); lists and
  * dicts print their items' repr). */
-void jv_write_str(jv_buf *b, jv v);
-void jv_write_repr(jv_buf *b, jv v);
-/* repr() of a float: the shortest text that reads back as the same double. */
-void jv_write_float(jv_buf *b, double f);
+void jv_write_str(vt_text_buf *b, jv v);
+void jv_write_repr(vt_text_buf *b, jv v);
 /* str(v) as a new string value. */
 jv jv_to_string(jv v);
 
