@@ -484,6 +484,8 @@ static void test_bad_input(void) {
         {"/v1/completions", "{\"prompt\":\"x\",\"repeat_penalty\":1.5}", 400, "repeat_penalty"},
         {"/v1/completions", "{\"prompt\":\"x\",\"n_predict\":5}", 400, "n_predict"},
         {"/v1/completions", "{\"prompt\":\"x\",\"mirostat\":2}", 400, "mirostat"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"repeat_penalty\":0}", 400, "repeat_penalty"}, /* 0 is no "off" there */
+        {"/v1/completions", "{\"prompt\":\"x\",\"prompt_logprobs\":0}", 400, "prompt_logprobs"},
         {"/v1/completions", "{\"prompt\":\"x\",\"skip_special_tokens\":false}", 400, "skip_special_tokens"},
         {"/v1/chat/completions",
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"guided_json\":{\"type\":\"object\"}}", 400,
@@ -532,6 +534,7 @@ static void test_bad_input(void) {
      * or off). */
     completion c = complete(&main_srv, "\"prompt\":\"Hi\",\"max_tokens\":2,\"no_such_field\":[1,{}],\"user\":\"u\","
                                        "\"repeat_penalty\":1,\"typical_p\":1.0,\"mirostat\":0,\"top_n_sigma\":-1,"
+                                       "\"n_predict\":-1,\"prompt_logprobs\":null,"
                                        "\"skip_special_tokens\":true,\"stop_token_ids\":[],\"guided_json\":null,"
                                        "\"cache_prompt\":true");
     CU_ASSERT_PTR_NOT_NULL(c.text);

@@ -8,6 +8,7 @@
  *
  * The model is the trained aidreams260k (its sampled text varies with the
  * seed); nothing here depends on how fast the machine is. */
+#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,32 @@ static void test_bad_template_refused_before_listening(void) {
     }
 }
 
+/* A browser's preflight of path asking for the request headers `asked`. */
+static serve_reply preflight(const serve_server *s, const char *path, const char *asked) {
+    serve_reply r = {0};
+    CURL *c = curl_easy_init();
+    char url[256], line[512];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
+    snprintf(line, sizeof line, "Access-Control-Request-Headers: %s", asked);
+    struct curl_slist *h = curl_slist_append(NULL, "Origin: https://app.example.com");
+    h = curl_slist_append(h, "Access-Control-Request-Method: POST");
+    h = curl_slist_append(h, line);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "OPTIONS");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, serve_collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, serve_collect);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    r.rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return r;
+}
+
 /* --cors-origin: a browser's preflight gets 204 with the method the path
  * takes and the headers requests carry, without a key; every answer, an
  * error too, names the origin. Without it a preflight is 405 saying what to
@@ -248,6 +275,17 @@ static void test_cors(void) {
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Origin: https://app.example.com") &&
               strstr(r.headers.s, "Access-Control-Allow-Methods: POST") &&
               strstr(r.headers.s, "Access-Control-Allow-Headers: Authorization, Content-Type"));
+    serve_reply_free(&r);
+    /* the headers the page's client names are allowed (the openai SDK sends
+     * its own beside the key), and a list that is not header names is not
+     * echoed */
+    r = preflight(&numbered_srv, "/v1/chat/completions", "authorization, content-type, x-stainless-os, x-stainless-retry-count");
+    CU_ASSERT(r.status == 204 && r.headers.s &&
+              strstr(r.headers.s, "Access-Control-Allow-Headers: authorization, content-type, x-stainless-os, "
+                                  "x-stainless-retry-count"));
+    serve_reply_free(&r);
+    r = preflight(&numbered_srv, "/v1/chat/completions", "x-a;y=1");
+    CU_ASSERT(r.status == 204 && r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Headers: Authorization, Content-Type"));
     serve_reply_free(&r);
     r = serve_http(&numbered_srv, "OPTIONS", "/v1/models", NULL, NULL);
     CU_ASSERT(r.status == 204 && r.headers.s && strstr(r.headers.s, "Access-Control-Allow-Methods: GET"));

@@ -47,7 +47,8 @@ static void help(void) {
            "      --stats              after each answer, a line on stderr: prompt tokens, those taken from\n"
            "                           the cache (earlier turns), tokens generated and their rate\n"
            "      --show-prompt        before each answer, the rendered conversation on stderr between\n"
-           "                           lines [prompt] and [/prompt]\n");
+           "                           lines [prompt] and [/prompt], as the model sees it (with the BOS\n"
+           "                           the tokenizer adds to a built-in template's rendering)\n");
     vt_cli_gen_help(stdout, "tokens per answer at most (default: until the end of the turn or of the context)");
     static const char *const not_here[] = {"--special", NULL};
     vt_cli_common_help_except(stdout, not_here);

@@ -43,7 +43,8 @@ static void help(void) {
            "      --port N             TCP port, 0 = any free one (default 8080)\n"
            "      --parallel N, -np N, --max-seqs N\n"
            "                           sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
-           "      --max-waiting N      requests queued before 503 + Retry-After ([runtime] max_waiting; default 256)\n"
+           "      --max-waiting N      requests waiting for a sequence before 503 + Retry-After ([runtime] max_waiting;\n"
+           "                           default 256)\n"
            "      --api-key KEY        require \"Authorization: Bearer KEY\" (default: env VT_API_KEY, else none)\n"
            "      --api-key-file PATH  the same, the key read from the file's first line (default: env\n"
            "                           VT_API_KEY_FILE); keeps the key off command lines and unit files\n"
@@ -522,15 +523,6 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     }
     if (st == VT_OK) {
         if (chat.have) vt_server_set_render(server, render_chat, &chat);
-        /* the BOS the vocabulary adds where a built-in family's rendering
-         * leaves it to the tokenizer, for /apply-template to show */
-        int32_t *bos_ids = NULL;
-        size_t n_bos = 0;
-        char bos_msg[128];
-        if (chat.have && vt_batch_tokenize(batch, "", 0, true, true, &bos_ids, &n_bos, bos_msg, sizeof bos_msg) == VT_OK &&
-            n_bos == 1)
-            vt_server_set_bos_text(server, chat.bos);
-        free(bos_ids);
         /* the call syntax the template shows (tool_calls.h); none for a built-in family */
         const vt_tool_format tool_format = chat.text ? vt_tool_format_detect(chat.text) : VT_TOOL_FORMAT_NONE;
         vt_server_set_tool_format(server, tool_format);

@@ -102,25 +102,32 @@ void vt_serve_job_abandon(vt_serve_engine *e, vt_serve_job *job) {
     pthread_mutex_unlock(&e->lock);
 }
 
-/* The gauges from the batch as last read and the queue as it is now (lock
- * held). Published at every change a client could see, not only between
- * steps: a step (a long prefill) can take seconds. */
 /* Requests that count against --max-waiting (lock held): the batch's
  * waiting, and of the jobs the engine thread has not handed to the batch
- * yet those the free sequences will not take: a burst that arrives at an
- * idle server is about to run, and must not be refused as a full queue.
- * (The gauge counts every job still in the hand-off queue as waiting: while
- * a step's forward runs, and it may take seconds, they do wait.) */
+ * yet those the free sequences will not take, in arrival order, each job
+ * its n choices: a burst that arrives at an idle server is about to run,
+ * and must not be refused as a full queue. (The gauge counts every job
+ * still in the hand-off queue as waiting: while a step's forward runs, and
+ * it may take seconds, they do wait.) */
 static int64_t waiting_for_gate_locked(const vt_serve_engine *e) {
     /* behind requests the batch already keeps waiting (for KV blocks, say),
      * every queued one waits too */
     const int64_t free_seqs = e->n_batch_waiting > 0                  ? 0
                               : e->cfg.max_seqs > e->n_batch_running ? e->cfg.max_seqs - e->n_batch_running
                                                                      : 0;
-    const int64_t queued_waiting = e->n_queued_generate > free_seqs ? e->n_queued_generate - free_seqs : 0;
-    return (int64_t)e->n_batch_waiting + queued_waiting;
+    int64_t taken = 0, seqs = 0;
+    for (const vt_serve_job *job = e->queue_head; job; job = job->next) {
+        if (job->req.kind != VT_SERVE_CHAT && job->req.kind != VT_SERVE_COMPLETION) continue;
+        seqs += job->req.n;
+        if (seqs > free_seqs) break;
+        taken++;
+    }
+    return (int64_t)e->n_batch_waiting + (e->n_queued_generate > taken ? e->n_queued_generate - taken : 0);
 }
 
+/* The gauges from the batch as last read and the queue as it is now (lock
+ * held). Published at every change a client could see, not only between
+ * steps: a step (a long prefill) can take seconds. */
 static void publish_locked(vt_serve_engine *e) {
     const vt_batch_stats *s = &e->batch_stats;
     vt_serve_metrics_gauges(e->metrics, e->n_batch_running, (int64_t)e->n_batch_waiting + e->n_queued_generate,

@@ -51,7 +51,6 @@ struct vt_server {
     vt_server_config cfg;
     char *host, *api_key, *alias;
     char *cors_origin; /* NULL: browsers' pages of other origins may not read answers */
-    char *bos_text;    /* what a rendering tokenized with add_bos starts with (vt_server_set_bos_text) */
     vt_serve_metrics *metrics;
     _Atomic(vt_serve_engine *) engine;
     atomic_uint_fast64_t next_id;
@@ -580,8 +579,10 @@ static enum MHD_Result apply_template(struct MHD_Connection *c, request_ctx *rq)
     char *text = s->cfg.render(s->cfg.render_user, &req, &add_bos, &status, msg, sizeof msg);
     vt_serve_request_free(&req);
     if (!text) return render_failed(c, rq, status, msg);
-    /* as the model sees it: with the BOS the tokenizer adds to the rendering */
-    json_t *body = json_pack("{s:s+}", "prompt", add_bos && s->bos_text ? s->bos_text : "", text);
+    /* as llama-server's: the rendering, without the BOS a built-in family
+     * leaves to the tokenizer, so that sent to /v1/completions (which adds
+     * the vocabulary's BOS) it is the prompt the chat request has */
+    json_t *body = json_pack("{s:s}", "prompt", text);
     free(text);
     char *out = body ? json_dumps(body, JSON_COMPACT) : NULL;
     json_decref(body);
@@ -596,15 +597,33 @@ static bool authorized(struct MHD_Connection *c, const vt_server *s) {
     return h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0;
 }
 
+/* A header list as a preflight may name it: header names (RFC 9110 tokens
+ * as browsers send them: letters, digits, '-', '_') separated by commas and
+ * spaces, nothing else, so echoing it writes no other header. */
+static bool header_list_ok(const char *s) {
+    size_t n = 0;
+    for (; s[n]; n++) {
+        const unsigned char ch = (unsigned char)s[n];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+              ch == '_' || ch == ',' || ch == ' '))
+            return false;
+    }
+    return n > 0 && n <= 1024;
+}
+
 /* A browser's preflight before a cross-origin request (CORS): the method
- * the path takes and the headers its requests carry (the key, a JSON body)
- * are allowed, for ten minutes; no key is asked (a preflight carries none). */
+ * the path takes and the headers the page's requests will carry are
+ * allowed, for ten minutes; no key is asked (a preflight carries none). The
+ * headers are the ones the preflight names: clients such as the openai SDK
+ * send their own (x-stainless-...) beside the key and the JSON body's type. */
 static enum MHD_Result cors_preflight(struct MHD_Connection *c, request_ctx *rq, const char *path_method) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
     add_cors(r, rq->server);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", path_method);
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                            asked && header_list_ok(asked) ? asked : "Authorization, Content-Type");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
     rq->status = 204;
     enum MHD_Result ret = MHD_queue_response(c, 204, r);
@@ -985,11 +1004,6 @@ void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user) {
     s->cfg.render_user = user;
 }
 
-void vt_server_set_bos_text(vt_server *s, const char *bos) {
-    free(s->bos_text);
-    s->bos_text = bos && bos[0] ? strdup(bos) : NULL;
-}
-
 void vt_server_set_engine(vt_server *s, vt_serve_engine *e) { atomic_store(&s->engine, e); }
 
 void vt_server_quiesce(vt_server *s) {
@@ -1004,6 +1018,5 @@ void vt_server_stop(vt_server *s) {
     free(s->alias);
     free(s->api_key);
     free(s->cors_origin);
-    free(s->bos_text);
     free(s);
 }

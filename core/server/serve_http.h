@@ -48,11 +48,6 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
 int vt_server_port(const vt_server *s);
 /* Chat messages are rendered with fn from now on (set before the engine). */
 void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user);
-/* The BOS text tokenizing a rendering adds where the renderer leaves it to
- * the tokenizer (add_bos): /apply-template shows the prompt with it, as the
- * model sees it. "" (the default) when the vocabulary adds none. Copied;
- * set before the engine. */
-void vt_server_set_bos_text(vt_server *s, const char *bos);
 /* The tool-call syntax chat answers are parsed for and forced calls are
  * written in (from the chat template; set before the engine). */
 void vt_server_set_tool_format(vt_server *s, vt_tool_format f);

@@ -106,50 +106,59 @@ static bool is_off(const json_t *v) {
 /* Fields llama-server or vLLM define, outside OpenAI's API, that would
  * change the output and that vt does not implement: clients written for
  * those servers send them, and an answer that ignored them would look like
- * theirs without being it. Each is accepted at the value that changes
- * nothing: off as is_off says, or `neutral`; where `true_is_neutral`, only
- * true or null. Where vt has a field that does the job, the error names it. */
+ * theirs without being it. Each is accepted absent, null, or at the value
+ * its server reads as "do nothing": `off` (false, 0, [] or {}: the field
+ * is off at zero), the number `neutral` (a penalty of 1, n_predict -1 for
+ * no limit: 0 would be a real setting there), true (skip_special_tokens),
+ * or only null. Where vt has a field that does the job, the error names it. */
+typedef enum { NEUTRAL_OFF, NEUTRAL_NUMBER, NEUTRAL_TRUE, NEUTRAL_NULL } neutral_kind;
+
 typedef struct extension_field {
     const char *name;
-    double neutral; /* NAN: only is_off's values */
-    bool true_is_neutral;
+    neutral_kind kind;
+    double neutral; /* NEUTRAL_NUMBER's value */
     const char *instead;
 } extension_field;
 
 static const extension_field extension_fields[] = {
-    {"n_predict", NAN, false, "max_tokens"},
-    {"repeat_penalty", 1, false, "presence_penalty or frequency_penalty"},
-    {"repetition_penalty", 1, false, "presence_penalty or frequency_penalty"},
-    {"typical_p", 1, false, NULL},
-    {"tfs_z", 1, false, NULL},
-    {"mirostat", NAN, false, NULL},
-    {"dynatemp_range", NAN, false, NULL},
-    {"xtc_probability", NAN, false, NULL},
-    {"dry_multiplier", NAN, false, NULL},
-    {"top_n_sigma", -1, false, NULL},
-    {"t_max_predict_ms", NAN, false, NULL},
-    {"samplers", NAN, false, NULL},
-    {"n_probs", NAN, false, "logprobs and top_logprobs"},
-    {"min_tokens", NAN, false, NULL},
-    {"stop_token_ids", NAN, false, "stop"},
-    {"bad_words", NAN, false, NULL},
-    {"allowed_token_ids", NAN, false, NULL},
-    {"use_beam_search", NAN, false, NULL},
-    {"include_stop_str_in_output", NAN, false, NULL},
-    {"skip_special_tokens", NAN, true, NULL},
-    {"prompt_logprobs", NAN, false, NULL},
-    {"truncate_prompt_tokens", NAN, false, NULL},
-    {"guided_json", NAN, false, "response_format {\"type\": \"json_schema\"}"},
-    {"guided_regex", NAN, false, "grammar"},
-    {"guided_choice", NAN, false, "grammar"},
-    {"guided_grammar", NAN, false, "grammar"},
-    {"structured_outputs", NAN, false, "response_format or grammar"},
+    {"n_predict", NEUTRAL_NUMBER, -1, "max_tokens"},
+    {"repeat_penalty", NEUTRAL_NUMBER, 1, "presence_penalty or frequency_penalty"},
+    {"repetition_penalty", NEUTRAL_NUMBER, 1, "presence_penalty or frequency_penalty"},
+    {"typical_p", NEUTRAL_NUMBER, 1, NULL},
+    {"tfs_z", NEUTRAL_NUMBER, 1, NULL},
+    {"top_n_sigma", NEUTRAL_NUMBER, -1, NULL},
+    {"mirostat", NEUTRAL_OFF, 0, NULL},
+    {"dynatemp_range", NEUTRAL_OFF, 0, NULL},
+    {"xtc_probability", NEUTRAL_OFF, 0, NULL},
+    {"dry_multiplier", NEUTRAL_OFF, 0, NULL},
+    {"t_max_predict_ms", NEUTRAL_OFF, 0, NULL},
+    {"n_probs", NEUTRAL_OFF, 0, "logprobs and top_logprobs"},
+    {"min_tokens", NEUTRAL_OFF, 0, NULL},
+    {"stop_token_ids", NEUTRAL_OFF, 0, "stop"},
+    {"bad_words", NEUTRAL_OFF, 0, NULL},
+    {"use_beam_search", NEUTRAL_OFF, 0, NULL},
+    {"include_stop_str_in_output", NEUTRAL_OFF, 0, NULL},
+    {"skip_special_tokens", NEUTRAL_TRUE, 0, NULL},
+    {"samplers", NEUTRAL_NULL, 0, NULL},
+    {"allowed_token_ids", NEUTRAL_NULL, 0, NULL},
+    {"prompt_logprobs", NEUTRAL_NULL, 0, NULL},
+    {"truncate_prompt_tokens", NEUTRAL_NULL, 0, NULL},
+    {"guided_json", NEUTRAL_NULL, 0, "response_format {\"type\": \"json_schema\"}"},
+    {"guided_regex", NEUTRAL_NULL, 0, "grammar"},
+    {"guided_choice", NEUTRAL_NULL, 0, "grammar"},
+    {"guided_grammar", NEUTRAL_NULL, 0, "grammar"},
+    {"structured_outputs", NEUTRAL_NULL, 0, "response_format or grammar"},
 };
 
 static bool extension_is_neutral(const json_t *v, const extension_field *f) {
-    if (f->true_is_neutral) return !v || json_is_null(v) || json_is_true(v); /* false is what changes the answer */
-    if (is_off(v)) return true;
-    return !isnan(f->neutral) && json_is_number(v) && json_number_value(v) == f->neutral;
+    if (!v || json_is_null(v)) return true;
+    switch (f->kind) {
+    case NEUTRAL_OFF: return is_off(v);
+    case NEUTRAL_NUMBER: return json_is_number(v) && json_number_value(v) == f->neutral;
+    case NEUTRAL_TRUE: return json_is_true(v);
+    case NEUTRAL_NULL: return false;
+    }
+    return false;
 }
 
 static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_error *err) {
