@@ -172,6 +172,17 @@ static vt_status run_tg(bench_job *job, vt_engine *e, const char *backend, int64
  * the prefill plan's size (whole prompts side by side, the last one split if
  * it does not fit), then n_gen decode steps of S tokens. Aggregate tokens/s
  * of each phase. */
+/* Sequence s's ids for base[0..n): its own tokens, as another conversation
+ * has (the same ids would let the prefix cache keep one copy of every block
+ * for all sequences, and each step read it once: not what S conversations
+ * cost). Sequence 0's are base's; the others' are written into out. */
+static const int32_t *sequence_ids(const bench_job *job, const int32_t *base, int32_t s, int64_t n, int32_t *out) {
+    if (s == 0) return base;
+    const int64_t V = job->model->hp.n_vocab;
+    for (int64_t i = 0; i < n; i++) out[i] = (int32_t)(((int64_t)base[i] + (int64_t)s * 7919) % V);
+    return out;
+}
+
 static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e, int32_t S, int64_t n_gen,
                               double *pp_tok_s, double *tg_tok_s, vt_error *err) {
     /* every sequence of the shared engine emptied, those another entry's
@@ -179,15 +190,16 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
     for (int32_t s = 0; s < vt_engine_max_seqs(e); s++) vt_engine_seq_release(e, s);
     vt_step_entry entries[VT_BENCH_MAX_SEQS];
     const int64_t budget = vt_engine_max_step_tokens(e);
+    /* one step's ids: at most budget prompt tokens, or one token a sequence */
+    int32_t *ids = malloc((size_t)(budget > S ? budget : S) * sizeof *ids);
+    if (!ids) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     vt_status st = VT_OK;
-    /* the depth, untimed: each sequence its own copy of the depth's tokens
-     * (the engine shares nothing between them, as sequences of different
-     * conversations would not) */
+    /* the depth, untimed: each sequence its own */
     if (job->depth > 0) st = depth_phase(job, err);
     for (int32_t s = 0; s < S && st == VT_OK; s++)
         for (int64_t filled = 0; filled < job->depth && st == VT_OK;) {
             const int64_t chunk = job->depth - filled < budget ? job->depth - filled : budget;
-            entries[0] = (vt_step_entry){s, job->depth_tokens + filled, chunk, false, false};
+            entries[0] = (vt_step_entry){s, sequence_ids(job, job->depth_tokens + filled, s, chunk, ids), chunk, false, false};
             st = vt_engine_step(e, entries, 1, err);
             filled += chunk;
         }
@@ -199,7 +211,8 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
         int64_t room = budget;
         for (int32_t s = first; s < S && room > 0; s++) {
             const int64_t chunk = job->n_prompt - done[s] < room ? job->n_prompt - done[s] : room;
-            entries[n++] = (vt_step_entry){s, job->tokens + done[s], chunk, done[s] + chunk == job->n_prompt, false};
+            const int32_t *t = sequence_ids(job, job->tokens + done[s], s, chunk, ids + (budget - room));
+            entries[n++] = (vt_step_entry){s, t, chunk, done[s] + chunk == job->n_prompt, false};
             room -= chunk;
         }
         st = vt_engine_step(e, entries, n, err);
@@ -211,11 +224,12 @@ static vt_status run_parallel(bench_job *job, const char *backend, vt_engine *e,
     if (st == VT_OK) st = profile_phase(job, backend, S, "tg", err);
     t0 = vt_cli_now();
     for (int64_t k = 0; k < n_gen && st == VT_OK; k++) {
-        for (int32_t s = 0; s < S; s++) entries[s] = (vt_step_entry){s, &job->tokens[k], 1, true, true};
+        for (int32_t s = 0; s < S; s++) entries[s] = (vt_step_entry){s, sequence_ids(job, &job->tokens[k], s, 1, ids + s), 1, true, true};
         st = vt_engine_step(e, entries, S, err);
     }
     t = vt_cli_now() - t0;
     *tg_tok_s = t > 0 ? (double)(S * n_gen) / t : NAN;
+    free(ids);
     return st;
 }
 
