@@ -48,6 +48,11 @@ void *serve_post_main(void *post) {
 }
 
 serve_reply serve_http(const serve_server *s, const char *method, const char *path, const char *body, const char *key) {
+    return serve_http_with(s, method, path, body, key, NULL);
+}
+
+serve_reply serve_http_with(const serve_server *s, const char *method, const char *path, const char *body,
+                            const char *key, const char *const *headers) {
     serve_reply r = {0};
     CURL *c = curl_easy_init();
     char url[256], auth[128];
@@ -58,6 +63,7 @@ serve_reply serve_http(const serve_server *s, const char *method, const char *pa
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", key);
         h = curl_slist_append(h, auth);
     }
+    for (const char *const *line = headers; line && *line; line++) h = curl_slist_append(h, *line);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, serve_collect);

@@ -47,6 +47,9 @@ size_t serve_collect(char *p, size_t size, size_t n, void *user);
 /* One request; body NULL = GET unless method says otherwise; key NULL = no
  * Authorization header. */
 serve_reply serve_http(const serve_server *s, const char *method, const char *path, const char *body, const char *key);
+/* The same with more header lines ("Name: value", NULL-terminated). */
+serve_reply serve_http_with(const serve_server *s, const char *method, const char *path, const char *body,
+                            const char *key, const char *const *headers);
 /* A POST of body to /v1/completions made on a thread of its own:
  * pthread_create(&t, NULL, serve_post_main, &post), then r once joined. */
 typedef struct serve_post {

@@ -8,7 +8,6 @@
  *
  * The model is the trained aidreams260k (its sampled text varies with the
  * seed); nothing here depends on how fast the machine is. */
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,28 +240,10 @@ static void test_bad_template_refused_before_listening(void) {
 
 /* A browser's preflight of path asking for the request headers `asked`. */
 static serve_reply preflight(const serve_server *s, const char *path, const char *asked) {
-    serve_reply r = {0};
-    CURL *c = curl_easy_init();
-    char url[256], line[512];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", s->port, path);
+    char line[512];
     snprintf(line, sizeof line, "Access-Control-Request-Headers: %s", asked);
-    struct curl_slist *h = curl_slist_append(NULL, "Origin: https://app.example.com");
-    h = curl_slist_append(h, "Access-Control-Request-Method: POST");
-    h = curl_slist_append(h, line);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "OPTIONS");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, serve_collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, serve_collect);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    r.rc = curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return r;
+    const char *const headers[] = {"Origin: https://app.example.com", "Access-Control-Request-Method: POST", line, NULL};
+    return serve_http_with(s, "OPTIONS", path, NULL, NULL, headers);
 }
 
 /* --cors-origin: a browser's preflight gets 204 with the method the path
