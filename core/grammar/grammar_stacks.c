@@ -185,7 +185,9 @@ typedef struct expander {
  * st[0..n) is as it was on return (the caller's alternatives reuse it); only
  * st[n-1] is written below n, and it is put back. */
 static void expand(expander *x, uint32_t n) {
-    if (x->oom || x->budget == 0) return;
+    /* a full set takes no new stack (add_stack drops them): the rest of the
+     * walk could only find duplicates, at a look over the whole set each */
+    if (x->oom || x->budget == 0 || x->out->n >= VT_GRAMMAR_MAX_STACKS) return;
     x->budget--;
     if (n == 0 || x->g->elems[x->st[n - 1]].type != VT_G_RULE_REF) {
         if (!add_stack(x->out, x->st, n)) x->oom = true;
