@@ -328,7 +328,7 @@ static void test_bad_input_is_refused_naming_the_field(void) {
     CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_ERR_INVALID);
     CU_ASSERT(contains(err, "request.temperature"));
     r.temperature = 0;
-    r.top_p = 0;
+    r.top_p = -0.25f;
     CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_ERR_INVALID);
     CU_ASSERT(contains(err, "request.top_p"));
     r.top_p = 1;

@@ -224,7 +224,7 @@ static void test_bad_levers(void) {
     static const char *const cli[][2] = {
         {"runtime.threads", "0"},        {"runtime.threads", "10000"}, {"kv_cache.ctx_size", "1000000000000"},
         {"kv_cache.block_size", "3"},    {"kv_cache.dtype", "F32"},    {"runtime.batch_size", "0x10"},
-        {"sampling.temp", "nan"},        {"sampling.top_p", "0"},      {"sampling.seed", "-2"}, /* -1 is "random" */
+        {"sampling.temp", "nan"},        {"sampling.top_p", "-1"},     {"sampling.seed", "-2"}, /* -1 is "random" */
         {"no.such_key", "1"},
     };
     for (size_t i = 0; i < sizeof cli / sizeof cli[0]; i++) {

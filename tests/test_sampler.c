@@ -189,6 +189,13 @@ static void test_top_p_keeps_smallest_prefix(void) {
     const double only_first[] = {1, 0, 0, 0};
     check_probs(one, logits, 4, only_first);
     vt_sampler_free(one);
+
+    /* top_p = 0 (OpenAI's range is [0, 1]) keeps the most likely token only,
+     * at any temperature: the first token of the order reaches any mass >= 0 */
+    vt_sampler *zero = make(5.0f, 0, 0.0f, 0.0f, 99);
+    check_probs(zero, logits, 4, only_first);
+    check_frequencies(zero, logits, 4, only_first);
+    vt_sampler_free(zero);
 }
 
 static void test_min_p_drops_tokens_below_fraction_of_max(void) {

@@ -779,7 +779,7 @@ static void test_bad_requests_are_refused(void) {
     q.sampler.top_k = -1;
     expect_refused(s, &q, VT_ERR_INVALID, "request.sampler.top_k");
     q = ok;
-    q.sampler.top_p = 0;
+    q.sampler.top_p = -0.25f;
     expect_refused(s, &q, VT_ERR_INVALID, "request.sampler.top_p");
     q.sampler.top_p = 1.5f;
     expect_refused(s, &q, VT_ERR_INVALID, "request.sampler.top_p");

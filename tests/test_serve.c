@@ -279,6 +279,14 @@ static void test_completion_equals_vt_run(void) {
         CU_ASSERT(strcmp(c.finish, "stop") == 0 || strcmp(c.finish, "length") == 0);
         CU_ASSERT(c.completion_tokens >= 1 && c.completion_tokens <= 24);
         CU_ASSERT(c.prompt_tokens >= 2);
+        /* top_p 0 (in OpenAI's range [0, 1]) keeps the most likely token
+         * alone: greedy at any temperature */
+        snprintf(fields, sizeof fields, "\"prompt\":\"%s\",\"max_tokens\":24,\"temperature\":1.5,\"top_p\":0",
+                 prompts[i]);
+        completion z = complete(&main_srv, fields);
+        CU_ASSERT_PTR_NOT_NULL(z.text);
+        if (z.text && expected) CU_ASSERT_STRING_EQUAL(z.text, expected);
+        free(z.text);
         free(c.text);
         free(expected);
     }
@@ -457,7 +465,7 @@ static void test_bad_input(void) {
          "response_format.type"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":0}", 400,
          "max_tokens"},
-        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":0}", 400, "top_p"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_p\":-0.5}", 400, "top_p"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[1]}", 400,
          "stop[0]"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "stream"},
