@@ -73,7 +73,8 @@ serve_reply serve_http_with(const serve_server *s, const char *method, const cha
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (method && strcmp(method, "HEAD") == 0) curl_easy_setopt(c, CURLOPT_NOBODY, 1L); /* else curl waits for a body */
+    else if (method) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     r.rc = curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
     curl_slist_free_all(h);

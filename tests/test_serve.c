@@ -566,6 +566,21 @@ static void test_auth_and_routes(void) {
     serve_reply_free(&r);
     r = serve_http(&main_srv, "DELETE", "/health", NULL, NULL);
     assert_error(&r, 405, NULL);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "Allow: GET, HEAD"));
+    serve_reply_free(&r);
+    /* HEAD of a GET endpoint: GET's status and headers, no body (load
+     * balancers probe /health so); of a POST endpoint: 405 */
+    r = serve_http(&main_srv, "HEAD", "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.body.n == 0);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "Content-Type: application/json"));
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, "HEAD", "/v1/models", NULL, KEY);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.body.n == 0);
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, "HEAD", "/v1/completions", NULL, KEY);
+    CU_ASSERT_EQUAL(r.status, 405);
     serve_reply_free(&r);
 }
 

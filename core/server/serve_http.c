@@ -119,7 +119,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int 
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, strncmp(rq->path, "/v1/models", 10) == 0 ||
                                                                   strcmp(rq->path, "/health") == 0 ||
                                                                   strcmp(rq->path, "/metrics") == 0
-                                                              ? "GET"
+                                                              ? "GET, HEAD"
                                                               : "POST");
     rq->status = status;
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
@@ -647,7 +647,10 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
     }
     if (found < 0) return fail(c, rq, 404, "not_found_error", NULL, "no such endpoint: %s", url);
     if (strcmp(method, "OPTIONS") == 0 && s->cors_origin) return cors_preflight(c, rq, routes[found].method);
-    if (strcmp(method, routes[found].method) != 0)
+    /* HEAD is GET without the body (RFC 9110; load balancers probe /health
+     * so): libmicrohttpd leaves the body out of a HEAD's answer itself */
+    const bool head_of_get = strcmp(method, "HEAD") == 0 && strcmp(routes[found].method, "GET") == 0;
+    if (strcmp(method, routes[found].method) != 0 && !head_of_get)
         return fail(c, rq, 405, "invalid_request_error", NULL,
                     strcmp(method, "OPTIONS") == 0
                         ? "%s: method not allowed (a browser's CORS preflight: start vt serve with --cors-origin)"
