@@ -451,6 +451,12 @@ static void test_bad_input(void) {
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":"
          "[{\"type\":\"refusal\"}]}]}", 400, "messages[1].content[0].refusal"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":9}", 400, "n"},
+        /* parts of a turn a prompt cannot hold are refused, not dropped */
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+         "\"audio\":{\"id\":\"a1\"}}]}", 400, "messages[1].audio"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\","
+         "\"content\":null,\"function_call\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}", 400,
+         "messages[1].function_call"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"temperature\":\"hot\"}", 400,
          "temperature"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":3}", 400,

@@ -311,6 +311,17 @@ static bool parse_messages(const json_t *root, vt_serve_request *r, vt_serve_err
             return vt_serve_fail(err, 400, INVALID, param, "%s: required for a %s message", param, rs);
         }
         if (!message_content(content, i, strcmp(rs, "assistant") == 0, &r->messages[i].content, err)) return false;
+        /* an assistant's reference to an earlier audio answer, and the
+         * deprecated function_call: parts of the turn vt cannot render,
+         * refused rather than dropped from the prompt */
+        static const char *const unrendered[] = {"audio", "function_call"};
+        for (size_t k = 0; k < sizeof unrendered / sizeof *unrendered; k++)
+            if (!is_off(json_object_get(m, unrendered[k]))) {
+                snprintf(param, sizeof param, "messages[%zu].%s", i, unrendered[k]);
+                return vt_serve_fail(err, 400, INVALID, param,
+                                     "%s is not supported by vt serve%s; remove it from the message", param,
+                                     k == 1 ? " (use tool_calls)" : "");
+            }
     }
     return true;
 }
