@@ -827,7 +827,13 @@ static void plan_begin(vt_sched *s) {
 /* The plan is scratch that every step starts afresh, so the prediction
  * plans the running requests as the step would and then counts what
  * admission_tokens admits, moving no request. A step that would preempt
- * admits none (after a preemption the pool is short). */
+ * admits none (after a preemption the pool is short). One case it does not
+ * model: with no free block left, an admitted request's tail copy evicts the
+ * least recently used cached block, which a later waiting request may have
+ * matched; that request's hit, and so its blocks, change in the step. The
+ * count can then be off by the requests behind it (seen in a stress run
+ * with a 10-block pool); only the gauges and --max-waiting read it, never
+ * the blocks. */
 int32_t vt_sched_n_admit_next(vt_sched *s) {
     plan_begin(s);
     int32_t n_admit = 0;
