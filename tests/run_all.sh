@@ -59,6 +59,7 @@ echo "== all tests passed (Release, ASan+UBSan, without oneDNN) and fuzzing foun
 count() { grep -hcE "$1" build/ctest.log build-asan/ctest.log build-no-onednn/ctest.log | awk '{s += $1} END {print s + 0}'; }
 passed=$(count 'Test +#[0-9]+: .* Passed')
 skipped=$(count 'Test +#[0-9]+: .*\*\*\*Skipped')
-echo "counts are CUnit runners (one ctest entry per tests/test_*.c) over the Release, ASan+UBSan and"
-echo "no-oneDNN passes; the no-oneDNN pass skips the runners that need onednn by design"
+echo "counts are CUnit runners (one ctest entry per tests/test_*.c; test_simd_ops twice, its own tier and avx2)"
+echo "over the Release, ASan+UBSan and no-oneDNN passes; the no-oneDNN pass skips the runners that need"
+echo "onednn by design"
 echo "tests: $passed passed, 0 failed, $skipped skipped"

@@ -26,8 +26,18 @@
 
 static vt_harness *harness;
 
+/* VT_TEST_SIMD_ISA=avx2 (ctest's test_simd_ops_avx2) runs every case on
+ * simd's avx2 tier: on a CPU with a higher tier, test_simd_ops alone would
+ * never hold the avx2 kernels to reference element by element. */
+static const char *forced_isa(void) {
+    const char *v = getenv("VT_TEST_SIMD_ISA");
+    return v && *v ? v : NULL;
+}
+
 static int suite_init(void) {
-    harness = vt_harness_open(2);
+    char options[64] = "";
+    if (forced_isa()) snprintf(options, sizeof options, "simd.isa=%s\n", forced_isa());
+    harness = vt_harness_open_with(2, options[0] ? options : NULL);
     if (!harness) return 1;
     if (!vt_harness_backend(harness, "reference")) {
         fprintf(stderr, "test_simd_ops: the reference backend is not loaded\n");
@@ -45,7 +55,20 @@ static int suite_cleanup(void) {
  * AVX2/FMA/F16C (asked of cpuid in tests/util.c, independently of the
  * backend's own probe); elsewhere the test is skipped. */
 static int simd_available(void) {
-    if (vt_harness_backend(harness, "simd")) return 1;
+    /* forced to avx2 where that is the CPU's own tier: test_simd_ops runs it */
+    const char *missing = vt_test_simd_avx512_missing();
+    if (forced_isa() && strcmp(forced_isa(), "avx2") == 0 && missing && vt_test_simd_expected()) {
+        char why[160];
+        snprintf(why, sizeof why, "simd's avx2 tier is this CPU's own (it lacks %s): test_simd_ops runs it", missing);
+        vt_test_skip(why);
+        return 0;
+    }
+    const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
+    if (simd && forced_isa()) {
+        char isa[VT_BACKEND_ISA_MAX];
+        CU_ASSERT_STRING_EQUAL(vt_backend_isa(simd, isa, sizeof isa), forced_isa()); /* the tier asked for runs */
+    }
+    if (simd) return 1;
     if (vt_test_simd_expected()) CU_FAIL("simd backend not loaded on a CPU with AVX2/FMA/F16C");
     return 0;
 }
@@ -661,8 +684,11 @@ static void test_attention_decode(void) {
                            .max_blocks = 8, .T = 1};
             const int32_t pos[] = {100}, seq[] = {0};
             check_attention(&c, cache_dtypes[k], pos, seq, VT_PHASE_DECODE, seed++);
-            /* batched decode: three sequences at different lengths, one inside its first block */
-            attn_case b = {.D = 64, .H = 16, .KVH = 16 / ratios[r], .BS = 16, .n_blocks = 17, .n_seqs = 3,
+            /* batched decode: three sequences at different lengths, one
+             * inside its first block; every other ratio with a head dim off
+             * the vector widths (52: three zmm or six ymm and a 4-wide
+             * scalar tail; Q8_0 keeps whole blocks of 32) */
+            attn_case b = {.D = r % 2 && cache_dtypes[k] != VT_Q8_0 ? 52 : 64, .H = 16, .KVH = 16 / ratios[r], .BS = 16, .n_blocks = 17, .n_seqs = 3,
                            .max_blocks = 5, .T = 3};
             const int32_t bpos[] = {3, 47, 79}, bseq[] = {2, 0, 1};
             check_attention(&b, cache_dtypes[k], bpos, bseq, VT_PHASE_DECODE, seed++);
@@ -681,13 +707,18 @@ static void test_attention_prefill(void) {
                            .max_blocks = 3, .T = 37};
             for (int t = 0; t < 37; t++) pos[t] = t, seq[t] = 0;
             check_attention(&c, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
-            /* a continuation chunk at positions 20..39 with block size 5 and an
-             * odd head dim (vector loop plus scalar tail; for Q8_0, whose head
-             * dim is whole blocks of 32, an odd number of blocks) */
-            attn_case d = {.D = cache_dtypes[k] == VT_Q8_0 ? 96 : 40, .H = 8, .KVH = 8 / ratios[r], .BS = 5,
-                           .n_blocks = 12, .n_seqs = 2, .max_blocks = 8, .T = 20};
-            for (int t = 0; t < 20; t++) pos[t] = 20 + t, seq[t] = 1;
-            check_attention(&d, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            /* a continuation chunk at positions 20..39 with block size 5 and
+             * head dims off the vector widths: 40 (two zmm and half of one,
+             * five ymm) and 36 or 12 (a 4-wide rest after the 8- and 16-wide
+             * loops, or only that rest: the scalar tails); for Q8_0, whose
+             * head dim is whole blocks of 32, an odd number of blocks */
+            const int64_t odd_dims[] = {40, r % 2 ? 12 : 36};
+            for (size_t od = 0; od < (cache_dtypes[k] == VT_Q8_0 ? 1u : 2u); od++) {
+                attn_case d = {.D = cache_dtypes[k] == VT_Q8_0 ? 96 : odd_dims[od], .H = 8, .KVH = 8 / ratios[r],
+                               .BS = 5, .n_blocks = 12, .n_seqs = 2, .max_blocks = 8, .T = 20};
+                for (int t = 0; t < 20; t++) pos[t] = 20 + t, seq[t] = 1;
+                check_attention(&d, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            }
             /* two sequences in one call, switching inside a group of 4 query
              * tokens, positions not in order */
             attn_case e = {.D = 64, .H = 8, .KVH = 8 / ratios[r], .BS = 16, .n_blocks = 7, .n_seqs = 2,
@@ -871,7 +902,9 @@ static void test_attention_shared_blocks(void) {
             for (int32_t s = 0; s < ODD_SEQS; s++)
                 for (int32_t i = 0; i < ODD_MAX_BLOCKS; i++)
                     otables[s * ODD_MAX_BLOCKS + i] = i < shared ? i : (int32_t)shared + s * ODD_MAX_BLOCKS + i;
-            attn_case c = {.D = cache_dtypes[k] == VT_Q8_0 ? 96 : 40, .H = 6, .KVH = 2, .BS = BS,
+            /* head dims off the vector widths (see the prefill case): 40, and
+             * 20 (a 4-wide scalar tail) with the other block size */
+            attn_case c = {.D = cache_dtypes[k] == VT_Q8_0 ? 96 : b ? 20 : 40, .H = 6, .KVH = 2, .BS = BS,
                            .n_blocks = shared + ODD_SEQS * ODD_MAX_BLOCKS, .n_seqs = ODD_SEQS,
                            .max_blocks = ODD_MAX_BLOCKS, .T = ODD_SEQS};
             check_attention_tables(&c, cache_dtypes[k], opos, oseq, VT_PHASE_DECODE, seed, otables);

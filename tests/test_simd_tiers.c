@@ -44,12 +44,7 @@ static int suite_cleanup(void) {
 
 /* Both simd instances, or a skip naming what the CPU lacks. */
 static bool tiers_available(void) {
-    const vt_cpu_features f = vt_cpu_detect();
-    const char *missing = !vt_test_simd_expected() ? "AVX2/FMA/F16C"
-                          : !f.os_saves_zmm        ? "the OS's AVX-512 state (XCR0 bits 5-7)"
-                          : !f.avx512f || !f.avx512bw || !f.avx512vl ? "AVX-512 F/BW/VL"
-                          : !f.avx512_vnni                            ? "AVX-512 VNNI"
-                                                                      : NULL;
+    const char *missing = vt_test_simd_avx512_missing();
     if (missing) {
         char why[160];
         snprintf(why, sizeof why, "simd's avx512 tier cannot run here: the CPU lacks %s", missing);

@@ -190,6 +190,15 @@ int vt_test_run_vt_checked(char **out, char **err, const char *fmt, ...) {
     return vt_test_run_cmd(cmd, out, err);
 }
 
+const char *vt_test_simd_avx512_missing(void) {
+    const vt_cpu_features f = vt_cpu_detect();
+    return !vt_test_simd_expected()                   ? "AVX2/FMA/F16C"
+           : !f.os_saves_zmm                          ? "the OS's AVX-512 state (XCR0 bits 5-7)"
+           : !f.avx512f || !f.avx512bw || !f.avx512vl ? "AVX-512 F/BW/VL"
+           : !f.avx512_vnni                           ? "AVX-512 VNNI"
+                                                      : NULL;
+}
+
 const char *vt_test_simd_avx512_isa(void) {
     return vt_cpu_detect().avx512_bf16
                ? "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; "

@@ -35,6 +35,9 @@ bool vt_test_simd_expected(void);
  * for BF16 weights only where it has AVX-512 BF16): the one place the tests
  * spell which ops that tier covers. */
 const char *vt_test_simd_avx512_isa(void);
+/* What this CPU (or its OS) lacks for simd's avx512 tier, named for a skip;
+ * NULL when the tier can run. */
+const char *vt_test_simd_avx512_missing(void);
 /* The onednn backend was built (VT_TEST_HAVE_ONEDNN); false after
  * vt_test_skip() otherwise. */
 bool vt_test_onednn_expected(void);
