@@ -114,7 +114,7 @@ static int via_hook;
 static void *prepare_src0(vt_node *node, void **file_data) {
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
     vt_weight_offer offer = {.struct_size = sizeof offer, .name = "test.matmul.src0", .tensor = node->src[0],
-                             .ops = 1u << VT_OP_MATMUL,
+                             .ops = 1u << node->op,
                              .phases = (1u << VT_PHASE_PREFILL) | (1u << VT_PHASE_DECODE)};
     vt_prepared_weight out = {0};
     char why[256] = "";
@@ -140,13 +140,14 @@ static outputs run_both(const vt_node *node) {
     CU_ASSERT(vt_harness_accepts(harness, "simd", node));
     vt_node a = vt_harness_node_copy(node), b = vt_harness_node_copy(node);
     void *file_data = NULL, *copy = NULL;
-    if (via_hook && a.op == VT_OP_MATMUL) {
+    const bool offered = via_hook && (a.op == VT_OP_MATMUL || a.op == VT_OP_MOE_MATMUL);
+    if (offered) {
         copy = prepare_src0(&a, &file_data);
         /* the dtypes simd lays out for itself: a decline is a regression */
         if (simd_prepares(a.src[0].dtype)) CU_ASSERT_PTR_NOT_NULL(copy);
     }
     o.simd_status = vt_harness_run(harness, "simd", &a);
-    if (via_hook && a.op == VT_OP_MATMUL) release_src0(&a, copy, file_data);
+    if (offered) release_src0(&a, copy, file_data);
     o.ref_status = vt_harness_run(harness, "reference", &b);
     CU_ASSERT_EQUAL(o.simd_status, VT_OK);
     CU_ASSERT_EQUAL(o.ref_status, VT_OK);
@@ -244,9 +245,9 @@ static bool simd_bf16_matmul(void) {
     return simd && vt_isa_line_multiplies_bf16(vt_backend_isa(simd, isa, sizeof isa));
 }
 
-/* Run one matmul and check every output element.
- *
- * Tolerance of element (m, n), with A = sum_k |w_nk| |x_mk|:
+/* How far simd's w . x (K values; w of w_dtype widened to f32, the row of
+ * output element (m, n); x the activation row m) may be from reference's;
+ * snapped: x already on its 8-bit grid. With A = sum_k |w_nk| |x_mk|:
  *  - float rounding: the kernels sum in f32, per block (integer dot products
  *    are exact) or per 8-lane FMA step (float weights), then across blocks:
  *    at most (steps + 8) roundings of relative size FLT_EPSILON, each bounded
@@ -266,6 +267,28 @@ static bool simd_bf16_matmul(void) {
  *    and a 16-lane sum). With grid activations (already bf16 values) E = 0:
  *    then the check is as tight as for the FMA kernels.
  *  - the output dtype's rounding: one ulp (see narrow_ulp). */
+static double dot_tolerance(int32_t w_dtype, const float *w, const float *x, int64_t K, int snapped) {
+    const int64_t block = act_block(w_dtype);
+    const bool in_bf16 = w_dtype == VT_BF16 && simd_bf16_matmul();
+    const double steps = block ? (double)(K / block) : in_bf16 ? (double)K / 16.0 + 16.0 : (double)K / 8.0;
+    double A = 0.0, E = 0.0;
+    for (int64_t k = 0; k < K; k++) A += fabs((double)w[k] * x[k]);
+    if (block && !snapped)
+        for (int64_t b = 0; b < K; b += block) {
+            double amax = 0.0, wsum = 0.0;
+            for (int64_t i = 0; i < block; i++) {
+                amax = fmax(amax, fabs((double)x[b + i]));
+                wsum += fabs((double)w[b + i]);
+            }
+            E += wsum * amax / 254.0;
+        }
+    if (block == 32 && !snapped) E += (A + E) / 2048.0;
+    if (in_bf16 && !snapped) E += A / 256.0;
+    return (steps + 8.0) * FLT_EPSILON * A + E;
+}
+
+/* Run one matmul and check every output element: within dot_tolerance and
+ * one ulp of the output dtype (narrow_ulp). */
 static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N, int64_t M, int phase, int snapped,
                          uint64_t seed) {
     char what[160];
@@ -288,24 +311,8 @@ static void check_matmul(int32_t w_dtype, int32_t y_dtype, int64_t K, int64_t N,
 
     float *w = vt_harness_to_f32(&node.src[0]);
     double *tol = malloc((size_t)(N * M) * sizeof(double));
-    const double steps = block ? (double)(K / block) : in_bf16 ? (double)K / 16.0 + 16.0 : (double)K / 8.0;
     for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            double A = 0.0, E = 0.0;
-            for (int64_t k = 0; k < K; k++) A += fabs((double)w[n * K + k] * xf[m * K + k]);
-            if (block && !snapped)
-                for (int64_t b = 0; b < K; b += block) {
-                    double amax = 0.0, wsum = 0.0;
-                    for (int64_t i = 0; i < block; i++) {
-                        amax = fmax(amax, fabs((double)xf[m * K + b + i]));
-                        wsum += fabs((double)w[n * K + b + i]);
-                    }
-                    E += wsum * amax / 254.0;
-                }
-            if (block == 32 && !snapped) E += (A + E) / 2048.0;
-            if (in_bf16 && !snapped) E += A / 256.0;
-            tol[m * N + n] = (steps + 8.0) * FLT_EPSILON * A + E;
-        }
+        for (int64_t n = 0; n < N; n++) tol[m * N + n] = dot_tolerance(w_dtype, w + n * K, xf + m * K, K, snapped);
     outputs o = run_both(&node);
     for (int64_t i = 0; i < N * M; i++) tol[i] += narrow_ulp(y_dtype, fmax(fabs(o.ref[i]), fabs(o.simd[i])));
     if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, tol, 0);
@@ -470,6 +477,189 @@ static void test_matmul_prepared(void) {
         }
     }
     via_hook = 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* MOE_MATMUL, MOE_ROUTE, MOE_COMBINE                                         */
+
+/* MOE_MATMUL on a stack of NE experts (K x N each), U of them per token, T
+ * tokens, against reference: each output (token, slot, n) is expert
+ * ids[t][u]'s row n times the token's activation row (shared, or the slot's
+ * own: per_expert), so it has check_matmul's bound (dot_tolerance) for that
+ * weight row and activation row. Expert 0 serves every token but every
+ * fifth, which takes expert NE - 1, so at T >= 9 one expert has more rows
+ * than the few-row tiles take; the rest are distinct random experts.
+ * prepared: the stack offered to simd's prepare hook as the engine offers
+ * an expert stack (a decline of the dtypes simd lays out is a failure). */
+static void check_moe_matmul(int32_t w_dtype, int64_t K, int64_t N, int64_t NE, int64_t U, int64_t T, int per_expert,
+                             int prepared, int snapped, uint64_t seed) {
+    char what[200];
+    snprintf(what, sizeof what, "moe_matmul %s K=%lld N=%lld NE=%lld U=%lld T=%lld X %s, %s%s", vt_dtype_name(w_dtype),
+             (long long)K, (long long)N, (long long)NE, (long long)U, (long long)T,
+             per_expert ? "per expert" : "shared", prepared ? "prepared" : "file layout",
+             snapped ? " (grid activations)" : "");
+    vt_node node = vt_harness_node(VT_OP_MOE_MATMUL, T == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
+    vt_tensor w = vt_harness_weight(w_dtype, K, N * NE, seed); /* NE stacked K x N experts */
+    w.ndim = 3;
+    w.ne[1] = N, w.ne[2] = NE;
+    w.nb[2] = w.nb[1] * (size_t)N;
+    w.nb[3] = w.nb[2] * (size_t)NE;
+    vt_harness_set_src(&node, 0, w);
+    const int64_t rows = per_expert ? U * T : T;
+    vt_tensor x = per_expert ? vt_harness_random(VT_F32, 3, (const int64_t[]){K, U, T}, seed + 1, -1.0f, 1.0f)
+                             : vt_harness_random(VT_F32, 2, (const int64_t[]){K, T}, seed + 1, -1.0f, 1.0f);
+    float *xf = x.data;
+    if (snapped && act_block(w_dtype)) snap_to_grid(xf, K, rows, act_block(w_dtype));
+    if (snapped && w_dtype == VT_BF16 && simd_bf16_matmul())
+        for (int64_t i = 0; i < K * rows; i++) xf[i] = vt_bf16_to_f32(vt_f32_to_bf16(xf[i]));
+    vt_harness_set_src(&node, 1, x);
+    int32_t *ids = malloc((size_t)(U * T) * sizeof *ids);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
+    uint64_t rng = seed + 2;
+    for (int64_t t = 0; t < T; t++) {
+        ids[t * U] = t % 5 == 4 ? (int32_t)NE - 1 : 0;
+        for (int64_t u = 1; u < U; u++) {
+            bool taken = true;
+            while (taken) {
+                ids[t * U + u] = (int32_t)(vt_harness_rand_u64(&rng) % (uint64_t)NE);
+                taken = false;
+                for (int64_t j = 0; j < u; j++) taken = taken || ids[t * U + j] == ids[t * U + u];
+            }
+        }
+    }
+    vt_tensor id = vt_harness_i32(U * T, ids);
+    id.ndim = 2;
+    id.ne[0] = U, id.ne[1] = T;
+    id.nb[1] = (size_t)U * sizeof(int32_t);
+    id.nb[2] = id.nb[3] = id.nb[1] * (size_t)T;
+    vt_harness_set_src(&node, 2, id);
+    node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){N, U, T});
+
+    float *wf = vt_harness_to_f32(&node.src[0]);
+    double *tol = malloc((size_t)(N * U * T) * sizeof(double));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wf && tol);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t u = 0; u < U; u++)
+            for (int64_t n = 0; n < N; n++)
+                tol[(t * U + u) * N + n] = dot_tolerance(w_dtype, wf + (ids[t * U + u] * N + n) * K,
+                                                         xf + (per_expert ? t * U + u : t) * K, K, snapped);
+    via_hook = prepared;
+    outputs o = run_both(&node);
+    via_hook = 0;
+    if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, tol, 0);
+    outputs_free(&o);
+    free(tol);
+    free(wf);
+    free(ids);
+    vt_harness_node_free(&node);
+}
+
+/* Every weight dtype, prepared and on the file's layout, activations shared
+ * and per expert; decode (T = 1), a few tokens, and prefill with one expert
+ * past the few-row tiles; K of several blocks (and past 4096, where the
+ * avx512 tier's file-layout kernels change tiles), N with a tail after the
+ * row groups. The engine's qwen3moe forward goes through these kernels; the
+ * battery of `vt backends --test` holds them only to an error-energy bound. */
+static void test_moe_matmul(void) {
+    if (!simd_available()) return;
+    uint64_t seed = 7600;
+    for (size_t d = 0; d < sizeof weight_dtypes / sizeof *weight_dtypes; d++) {
+        const int32_t wt = weight_dtypes[d];
+        const int64_t K = act_block(wt) == 256 ? 768 : act_block(wt) == 32 ? 800 : 515;
+        for (int prepared = 0; prepared < 2; prepared++)
+            for (int per_expert = 0; per_expert < 2; per_expert++) {
+                check_moe_matmul(wt, K, 37, 6, 2, 1, per_expert, prepared, 0, seed++);
+                check_moe_matmul(wt, K, 45, 8, 3, 4, per_expert, prepared, 1, seed++);
+                check_moe_matmul(wt, K, 19, 5, 2, 11, per_expert, prepared, per_expert, seed++);
+            }
+        const int64_t long_k = act_block(wt) == 256 ? 4352 : act_block(wt) == 32 ? 4128 : 4099;
+        check_moe_matmul(wt, long_k, 13, 4, 2, 9, 0, 0, 0, seed++);
+        check_moe_matmul(wt, long_k, 13, 4, 2, 9, 0, 1, 0, seed++);
+    }
+}
+
+/* Router logits [NE][T] with ties (every fourth value repeats the one
+ * before it, and one pair is +0 and -0): MOE_ROUTE's lower-index rule
+ * decides them. */
+static vt_tensor router_logits(int64_t NE, int64_t T, uint64_t seed) {
+    vt_tensor l = vt_harness_random(VT_F32, 2, (const int64_t[]){NE, T}, seed, -4.0f, 4.0f);
+    float *v = l.data;
+    for (int64_t i = 3; i < NE * T; i += 4) v[i] = v[i - 1];
+    if (NE >= 6) v[4] = 0.0f, v[5] = -0.0f;
+    return l;
+}
+
+/* MOE_ROUTE: each token's U experts, ids equal to reference's (an integer
+ * choice: no tolerance), qwen3moe's 128 experts and 8 used among others. */
+static void test_moe_route(void) {
+    if (!simd_available()) return;
+    static const int64_t shapes[][3] = {{128, 8, 1}, {128, 8, 19}, {8, 2, 7}, {6, 4, 3}, {60, 4, 33}};
+    uint64_t seed = 7700;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const int64_t NE = shapes[i][0], U = shapes[i][1], T = shapes[i][2];
+        vt_node node = vt_harness_node(VT_OP_MOE_ROUTE, T == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
+        node.params.moe.n_used = (int32_t)U;
+        vt_harness_set_src(&node, 0, router_logits(NE, T, seed++));
+        node.dst = vt_harness_zeros(VT_I32, 2, (const int64_t[]){U, T});
+        char what[96];
+        snprintf(what, sizeof what, "moe_route NE=%lld U=%lld T=%lld", (long long)NE, (long long)U, (long long)T);
+        outputs o = run_both(&node);
+        if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, NULL, 0);
+        outputs_free(&o);
+        vt_harness_node_free(&node);
+    }
+}
+
+/* MOE_COMBINE: out[t][n] = sum_u w_u y[t][u][n], the weights a softmax of
+ * the chosen (norm_top_k) or of all router logits. Reference weighs in
+ * double; simd rounds each w_u to f32 (relative 2^-24) and sums U products
+ * with f32 FMAs in u order, each rounding at most 2^-24 of a partial sum,
+ * and every partial sum is at most sum_u w_u |y_u| <= max_u |y_u[n]| (the
+ * weights sum to at most 1); reference's result is rounded to f32 once
+ * more. So |simd - reference| <= (U + 2) FLT_EPSILON max_u |y[t][u][n]|. */
+static void test_moe_combine(void) {
+    if (!simd_available()) return;
+    static const int64_t shapes[][4] = {{1001, 128, 8, 1}, {67, 128, 8, 19}, {37, 8, 2, 7}, {19, 6, 4, 3}};
+    uint64_t seed = 7800;
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
+        for (int norm = 0; norm < 2; norm++) {
+            const int64_t N = shapes[i][0], NE = shapes[i][1], U = shapes[i][2], T = shapes[i][3];
+            vt_node node = vt_harness_node(VT_OP_MOE_COMBINE, T == 1 ? VT_PHASE_DECODE : VT_PHASE_PREFILL);
+            node.params.moe.n_used = (int32_t)U;
+            node.params.moe.norm_top_k = norm;
+            vt_tensor y = vt_harness_random(VT_F32, 3, (const int64_t[]){N, U, T}, seed++, -3.0f, 3.0f);
+            int32_t *ids = malloc((size_t)(U * T) * sizeof *ids);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t u = 0; u < U; u++) ids[t * U + u] = (int32_t)((t * 7 + u * (NE / U + 1)) % NE);
+            vt_tensor id = vt_harness_i32(U * T, ids);
+            id.ndim = 2;
+            id.ne[0] = U, id.ne[1] = T;
+            id.nb[1] = (size_t)U * sizeof(int32_t);
+            id.nb[2] = id.nb[3] = id.nb[1] * (size_t)T;
+            double *tol = malloc((size_t)(N * T) * sizeof(double));
+            CU_ASSERT_PTR_NOT_NULL_FATAL(tol);
+            const float *yv = y.data;
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t n = 0; n < N; n++) {
+                    double m = 0.0;
+                    for (int64_t u = 0; u < U; u++) m = fmax(m, fabs((double)yv[(t * U + u) * N + n]));
+                    tol[t * N + n] = (double)(U + 2) * FLT_EPSILON * m;
+                }
+            vt_harness_set_src(&node, 0, y);
+            vt_harness_set_src(&node, 1, id);
+            vt_harness_set_src(&node, 2, router_logits(NE, T, seed++));
+            node.dst = vt_harness_zeros(VT_F32, 2, (const int64_t[]){N, T});
+            char what[112];
+            snprintf(what, sizeof what, "moe_combine N=%lld NE=%lld U=%lld T=%lld %s", (long long)N, (long long)NE,
+                     (long long)U, (long long)T, norm ? "renormalized" : "softmax");
+            outputs o = run_both(&node);
+            if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, tol, 0);
+            outputs_free(&o);
+            free(tol);
+            free(ids);
+            vt_harness_node_free(&node);
+        }
 }
 
 /* The isa option: avx2 runs on every machine simd loads on, avx512 where
@@ -1281,6 +1471,9 @@ int main(void) {
         {"get_rows, every table dtype", test_get_rows},
         {"get_rows on prepared tables equals the reference bit for bit", test_get_rows_prepared},
         {"convert, every dtype pair", test_convert},
+        {"moe_matmul, every weight dtype, prepared and not, activations shared and per expert", test_moe_matmul},
+        {"moe_route picks reference's experts, ties included", test_moe_route},
+        {"moe_combine, softmax over all or the chosen experts", test_moe_combine},
         {"supports() accepts the model's nodes in both phases", test_supports_model_shapes},
         {"matmul fails with NOMEM when scratch cannot grow", test_matmul_nomem},
         CU_TEST_INFO_NULL,
