@@ -437,13 +437,16 @@ static void test_matmul_precision_bf16(void) {
     sweep_instance("precision=bf16,threading=omp,tile_kib=64");
 }
 
-/* decode=1 accepts decode nodes, and M=1 is computed right. */
+/* decode=1 accepts decode nodes, and M=1 is computed right, every weight
+ * dtype (K = 768: whole blocks of 32 and 256; N past the 64-row blocks with
+ * a tail). */
 static void test_decode_option(void) {
     void *ctx = onednn_instance("decode=1");
     if (!ctx) return;
     vt_node node = matmul_node(VT_PHASE_DECODE, NULL, VT_Q4_K, NULL, NULL, VT_F32, 256, 64, 1);
     CU_ASSERT_EQUAL(onednn->table->supports(ctx, &node), 1);
     compare_matmul(ctx, VT_Q4_K, 256, 300, 1, 99);
+    for (size_t d = 0; d < N_WEIGHT_DTYPES; d++) compare_matmul(ctx, weight_dtypes[d], 768, 131, 1, 100 + d);
     onednn->table->shutdown(ctx);
 }
 
@@ -588,6 +591,13 @@ static void test_int8_matches_reference(void) {
                     return; /* one report */
                 }
     check_int8_weight(ctx, VT_Q4_K, 1024, 3072, ms + 3, 2, 99); /* a qwen3-0.6B ffn */
+    /* blocks of 32 with K not a multiple of 256: one row of three blocks,
+     * 25, and 129 */
+    static const int64_t ks32[] = {96, 800, 4128};
+    for (size_t ki = 0; ki < 3; ki++) {
+        check_int8_weight(ctx, VT_Q8_0, ks32[ki], 37, ms, 6, 200 + ki);
+        check_int8_weight(ctx, VT_Q4_0, ks32[ki], 37, ms, 6, 210 + ki);
+    }
     onednn->table->shutdown(ctx);
 }
 
