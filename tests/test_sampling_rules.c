@@ -31,8 +31,8 @@ static const probe probes[] = {
     {VT_KNOB_TEMPERATURE, 3e38, false},      {VT_KNOB_TOP_K, 0, true},
     {VT_KNOB_TOP_K, -1, false},              {VT_KNOB_TOP_K, 2147483647.0, true},
     {VT_KNOB_TOP_K, 2147483648.0, false},    {VT_KNOB_TOP_P, 1, true},
-    {VT_KNOB_TOP_P, 0, false},               {VT_KNOB_TOP_P, 1e-300, false}, /* 0 as a float */
-    {VT_KNOB_TOP_P, 1e-30, true},            {VT_KNOB_TOP_P, 1.5, false},
+    {VT_KNOB_TOP_P, 0, true},                {VT_KNOB_TOP_P, -1e-300, true}, /* -0 as a float */
+    {VT_KNOB_TOP_P, -1e-30, false},          {VT_KNOB_TOP_P, 1.5, false},
     {VT_KNOB_MIN_P, 0, true},                {VT_KNOB_MIN_P, 1, true},
     {VT_KNOB_MIN_P, -0.01, false},           {VT_KNOB_MIN_P, 1.01, false},
     {VT_KNOB_PRESENCE_PENALTY, -2, true},    {VT_KNOB_PRESENCE_PENALTY, 2, true},
