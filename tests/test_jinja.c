@@ -246,6 +246,26 @@ static void test_limits_are_errors_not_crashes(void) {
     expect_error("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "nested deeper");
     expect_error("{% for i in range(2000) %}{{ 'y' * 10000 }}{% endfor %}", "output larger");
     expect_error("{{ 'x' * 100000000 }}", "output limit");
+    /* Work within one render is bounded too (VT_JINJA_MAX_WORK), so a short
+     * template from a model file cannot run for hours: 16 MB strings made
+     * in a loop, searched (`in`, find, count, split, replace: linear now,
+     * and counted), or doubled past the output limit; lists too long. Each
+     * of these ran for minutes or ran out of memory before (fuzz_jinja's
+     * campaign). */
+    expect_error("{% for i in range(100) %}{% set x = 'a' * 16000000 %}{% endfor %}", "built or searched more than");
+    expect_error("{% set n = 'aaaaaaaaaaaaaaaa' * 65536 %}{% for i in range(1000) %}{% set _ = (n ~ 'b') in (n ~ n) %}"
+                 "{% endfor %}",
+                 "built or searched more than");
+    expect_error("{% set n = 'ab' * 4000000 %}{% for i in range(1000) %}{% set _ = n.count('zz') %}{% endfor %}",
+                 "built or searched more than");
+    expect_error("{% set x = 'aaaaaaaaaaaaaaaa' * 1000000 %}{% set x = x ~ x %}{% set x = x ~ x %}",
+                 "longer than the output limit");
+    expect_error("{% set a = [0] * 16000000 %}", "more than 1000000 list items");
+    expect_error("{% set a = [0] * 900000 %}{% set a = a + a %}", "more than 1000000 items");
+    /* from the right the search is a compare at each offset, its worst
+     * case (length times needle) counted before it runs */
+    expect_error("{% set n = 'ab' * 4000000 %}{{ n.rfind('z' * 64) }}", "built or searched more than");
+    expect_error("{% set n = 'ab' * 4000000 %}{{ n.rsplit('z' * 64, 1) }}", "built or searched more than");
     /* A value may not hold itself (reference counts would never free it):
      * jinja2's sandbox refuses list.append, vt takes it, so it refuses the
      * cycle instead, naming the line. */

@@ -9,9 +9,13 @@
  * error naming the template line, never a silent difference.
  *
  * Limits: a template of at most VT_JINJA_MAX_TEMPLATE bytes, output of at
- * most VT_JINJA_MAX_OUTPUT bytes, VT_JINJA_MAX_ITERATIONS loop iterations in
- * one render, nesting (expressions, statements, macro calls) at most
- * VT_JINJA_MAX_DEPTH deep. Exceeding one is an error, as a bad template is. */
+ * most VT_JINJA_MAX_OUTPUT bytes (and no string built along the way
+ * longer), lists of at most VT_JINJA_MAX_ITERATIONS items, that many loop
+ * iterations in one render, at most VT_JINJA_MAX_WORK bytes of strings and
+ * list slots built or searched in one render (a template from a model file
+ * cannot make a render run for hours with a short loop over large strings),
+ * nesting (expressions, statements, macro calls) at most VT_JINJA_MAX_DEPTH
+ * deep. Exceeding one is an error, as a bad template is. */
 #ifndef VT_JINJA_H
 #define VT_JINJA_H
 
@@ -23,6 +27,10 @@
 #define VT_JINJA_MAX_TEMPLATE (1u << 20)
 #define VT_JINJA_MAX_OUTPUT (16u << 20)
 #define VT_JINJA_MAX_ITERATIONS 1000000u
+/* 16 outputs' worth: a real template builds and searches a few times its
+ * messages' text (each message's content looked at a few times), and its
+ * output is at most one VT_JINJA_MAX_OUTPUT. */
+#define VT_JINJA_MAX_WORK (16ull * VT_JINJA_MAX_OUTPUT)
 #define VT_JINJA_MAX_DEPTH 200
 #define VT_JINJA_MAX_DEPTH_TEXT "200"
 

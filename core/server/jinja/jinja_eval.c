@@ -29,6 +29,26 @@ jv jinja_fail(jinja_render *r, int line, const char *fmt, ...) {
 
 static jv oom(jinja_render *r, int line) { return jinja_fail(r, line, "out of memory"); }
 
+bool jinja_work(jinja_render *r, int line, uint64_t bytes) {
+    r->work += bytes;
+    if (r->work <= VT_JINJA_MAX_WORK) return true;
+    jinja_fail(r, line, "the template built or searched more than %llu bytes of strings and lists",
+               (unsigned long long)VT_JINJA_MAX_WORK);
+    return false;
+}
+
+int64_t jinja_find(jinja_render *r, int line, const char *hay, size_t n, size_t from, const char *needle, size_t m) {
+    if (from > n) return -1;
+    if (m == 0) return (int64_t)from;
+    /* glibc's memmem is linear (two-way) where a memcmp at every offset is
+     * n times m: a 64-byte template searching 16 MiB strings ran for hours */
+    const char *at = memmem(hay + from, n - from, needle, m);
+    /* what was read: up to the match's end, or all */
+    const size_t scanned = at ? (size_t)(at - (hay + from)) + m : n - from;
+    if (!jinja_work(r, line, scanned)) return -1;
+    return at ? (int64_t)(at - hay) : -1;
+}
+
 jv jinja_func_new(jfunc_kind kind, const char *name) {
     jv_func *f = calloc(1, sizeof *f);
     if (!f) return jv_undefined("out of memory");
@@ -257,10 +277,15 @@ int jinja_compare(jinja_render *r, int line, jv a, jv b, bool *ok) {
 }
 
 static jv concat_strings(jinja_render *r, int line, jv a, jv b) {
-    vt_text_buf buf = {0};
+    vt_text_buf buf = {.limit = VT_JINJA_MAX_OUTPUT};
     jv_write_str(&buf, a);
     jv_write_str(&buf, b);
-    jv s = buf.failed ? jv_undefined("out of memory") : jv_string(buf.data ? buf.data : "", buf.len);
+    if (buf.failed) {
+        free(buf.data);
+        return jinja_fail(r, line, "a string longer than the output limit (%u bytes), or out of memory",
+                          VT_JINJA_MAX_OUTPUT);
+    }
+    jv s = jv_string(buf.data ? buf.data : "", buf.len);
     free(buf.data);
     return jv_is_oom(s) ? oom(r, line) : s;
 }
@@ -268,13 +293,24 @@ static jv concat_strings(jinja_render *r, int line, jv a, jv b) {
 static jv repeat(jinja_render *r, int line, jv seq, int64_t times) {
     if (times < 0) times = 0;
     size_t unit = seq.type == JV_STRING ? seq.u.s->len : seq.u.l->n;
-    if (unit && (uint64_t)times > VT_JINJA_MAX_OUTPUT / unit)
+    if (seq.type == JV_STRING && unit && (uint64_t)times > VT_JINJA_MAX_OUTPUT / unit)
         return jinja_fail(r, line, "repetition larger than the output limit (%u bytes)", VT_JINJA_MAX_OUTPUT);
+    if (seq.type == JV_LIST && unit && (uint64_t)times > VT_JINJA_MAX_ITERATIONS / unit)
+        return jinja_fail(r, line, "repetition of more than %u list items", VT_JINJA_MAX_ITERATIONS);
     if (seq.type == JV_STRING) {
-        vt_text_buf b = {0};
-        for (int64_t i = 0; i < times; i++) vt_text_put(&b, seq.u.s->data, seq.u.s->len);
-        jv s = b.failed ? jv_undefined("out of memory") : jv_string(b.data ? b.data : "", b.len);
-        free(b.data);
+        /* the whole length at once, filled by doubling: a one-byte unit
+         * repeated 16 million times is a few copies, not 16 million writes */
+        const size_t len = unit * (size_t)times;
+        char *data = malloc(len + 1);
+        if (!data) return oom(r, line);
+        if (len) memcpy(data, seq.u.s->data, unit);
+        for (size_t done = unit; done < len;) {
+            const size_t n = done < len - done ? done : len - done;
+            memcpy(data + done, data, n);
+            done += n;
+        }
+        jv s = jv_string(data, len);
+        free(data);
         return jv_is_oom(s) ? oom(r, line) : s;
     }
     jv out = jv_list_new();
@@ -367,6 +403,8 @@ static jv arith(jinja_render *r, int line, jop op, jv a, jv b) {
         return s;
     }
     if (op == JOP_ADD && a.type == JV_LIST && b.type == JV_LIST) {
+        if (a.u.l->n + b.u.l->n > VT_JINJA_MAX_ITERATIONS)
+            return jinja_fail(r, line, "a list of more than %u items", VT_JINJA_MAX_ITERATIONS);
         jv out = jv_list_new();
         if (jv_is_oom(out)) return oom(r, line);
         for (size_t i = 0; i < a.u.l->n; i++)
@@ -391,12 +429,12 @@ static int contains(jinja_render *r, int line, jv item, jv container) {
             jinja_fail(r, line, "'in <string>' requires a string on the left, not %s", jv_type_name(item));
             return -1;
         }
-        if (item.u.s->len == 0) return 1;
         if (item.u.s->len > container.u.s->len) return 0;
-        for (size_t i = 0; i + item.u.s->len <= container.u.s->len; i++)
-            if (memcmp(container.u.s->data + i, item.u.s->data, item.u.s->len) == 0) return 1;
-        return 0;
+        if (jinja_find(r, line, container.u.s->data, container.u.s->len, 0, item.u.s->data, item.u.s->len) >= 0)
+            return 1;
+        return r->failed ? -1 : 0;
     case JV_LIST:
+        if (!jinja_work(r, line, container.u.l->n * sizeof(jv))) return -1;
         for (size_t i = 0; i < container.u.l->n; i++)
             if (jv_equal(item, container.u.l->items[i])) return 1;
         return 0;
@@ -616,7 +654,24 @@ static jv eval_filter(jinja_render *r, jframe *f, const jnode *n, jv input) {
     return out;
 }
 
+static jv eval_node(jinja_render *r, jframe *f, const jnode *n);
+
+/* Every value an expression builds is counted as work (VT_JINJA_MAX_WORK):
+ * a string or list no one else holds yet (one reference) was just made,
+ * at a cost of its size; a name or a literal hands out one already held. */
 static jv eval(jinja_render *r, jframe *f, const jnode *n) {
+    jv v = eval_node(r, f, n);
+    uint64_t built = 0;
+    if (v.type == JV_STRING && v.u.s->refs == 1) built = v.u.s->len;
+    if (v.type == JV_LIST && v.u.l->refs == 1) built = v.u.l->n * sizeof(jv);
+    if (built && !jinja_work(r, n->line, built)) {
+        jv_decref(v);
+        return jv_undefined(NULL);
+    }
+    return v;
+}
+
+static jv eval_node(jinja_render *r, jframe *f, const jnode *n) {
     if (r->failed) return jv_undefined(NULL);
     jv a, b, out;
     switch (n->kind) {

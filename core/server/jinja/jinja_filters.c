@@ -188,12 +188,16 @@ static jv f_replace(jinja_render *r, int line, jv v, const jinja_args *a) {
         }
         vt_text_put(&b, d + i, len - i);
     } else {
-        while (i < len) {
-            if ((count < 0 || done < count) && i + olen <= len && memcmp(d + i, old, olen) == 0) {
-                vt_text_put(&b, new, nlen);
-                i += olen;
-                done++;
-            } else vt_text_putc(&b, d[i++]);
+        for (int64_t at; (count < 0 || done < count) && (at = jinja_find(r, line, d, len, i, old, olen)) >= 0; done++) {
+            vt_text_put(&b, d + i, (size_t)at - i);
+            vt_text_put(&b, new, nlen);
+            i = (size_t)at + olen;
+        }
+        vt_text_put(&b, d + i, len - i);
+        if (r->failed) {
+            free(b.data);
+            jv_decref(s);
+            return jv_undefined(NULL);
         }
     }
     jv_decref(s);

@@ -152,6 +152,7 @@ typedef struct jinja_render {
     jframe *globals;
     int depth;           /* macro calls and nested evaluation */
     uint64_t iterations; /* loop iterations so far */
+    uint64_t work;       /* bytes of strings and list slots built or searched so far */
     bool failed;
     char *err;
     size_t err_size;
@@ -162,6 +163,12 @@ typedef struct jinja_render {
 /* Record the first error ("line N: ..."); returns an undefined value for
  * convenience. */
 jv jinja_fail(jinja_render *r, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Count bytes built or searched against VT_JINJA_MAX_WORK; false (the
+ * error recorded) past it. */
+bool jinja_work(jinja_render *r, int line, uint64_t bytes);
+/* The first occurrence of needle (m bytes) in hay (n bytes) at or after
+ * offset from, or -1; linear in n + m, its bytes counted as work. */
+int64_t jinja_find(jinja_render *r, int line, const char *hay, size_t n, size_t from, const char *needle, size_t m);
 jv jinja_call(jinja_render *r, int line, jv fn, const jinja_args *args);
 /* Attribute lookup as jinja2's getattr does (missing: undefined). */
 jv jinja_getattr(jinja_render *r, int line, jv obj, const char *name);

@@ -134,17 +134,23 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
         }
         int64_t done = 0;
         if (!from_right) {
-            size_t start = 0, i = 0;
-            while (i + m <= n && (max < 0 || done < max)) {
-                if (memcmp(s + i, sep, m) == 0) {
-                    ok = ok && push_str(out, s + start, i - start, false);
-                    i += m;
-                    start = i;
-                    done++;
-                } else i++;
+            size_t start = 0;
+            for (int64_t at; (max < 0 || done < max) && (at = jinja_find(r, line, s, n, start, sep, m)) >= 0; done++) {
+                ok = ok && push_str(out, s + start, (size_t)at - start, false);
+                start = (size_t)at + m;
+            }
+            if (r->failed) {
+                jv_decref(out);
+                return jv_undefined(NULL);
             }
             ok = ok && push_str(out, s + start, n - start, false);
         } else {
+            /* from the right, a compare at each offset: its worst case, n
+             * times m, is counted as work up front */
+            if (!jinja_work(r, line, (uint64_t)n * m)) {
+                jv_decref(out);
+                return jv_undefined(NULL);
+            }
             size_t end = n, i = n;
             while (i >= m && (max < 0 || done < max)) {
                 if (memcmp(s + i - m, sep, m) == 0) {
@@ -238,10 +244,14 @@ static jv find(jinja_render *r, int line, jv self, const jinja_args *a, bool las
     const char *s = self.u.s->data;
     size_t n = self.u.s->len;
     if (m > n) return jv_int(-1);
-    for (size_t k = 0; k + m <= n; k++) {
-        size_t i = last ? n - m - k : k;
-        if (memcmp(s + i, sub, m) == 0) return jv_int((int64_t)jv_utf8_count(s, i));
+    if (!last) {
+        const int64_t at = jinja_find(r, line, s, n, 0, sub, m);
+        return r->failed ? jv_undefined(NULL) : jv_int(at < 0 ? -1 : (int64_t)jv_utf8_count(s, (size_t)at));
     }
+    /* from the right, a compare at each offset: its worst case counted up front */
+    if (!jinja_work(r, line, (uint64_t)n * (m ? m : 1))) return jv_undefined(NULL);
+    for (size_t k = 0; k + m <= n; k++)
+        if (memcmp(s + n - m - k, sub, m) == 0) return jv_int((int64_t)jv_utf8_count(s, n - m - k));
     return jv_int(-1);
 }
 static jv m_find(jinja_render *r, int line, jv self, const jinja_args *a) { return find(r, line, self, a, false); }
@@ -253,12 +263,10 @@ static jv m_count(jinja_render *r, int line, jv self, const jinja_args *a) {
     if (!sub) return jv_undefined(NULL);
     if (m == 0) return jv_int((int64_t)jv_utf8_count(self.u.s->data, self.u.s->len) + 1);
     int64_t c = 0;
-    for (size_t i = 0; i + m <= self.u.s->len;)
-        if (memcmp(self.u.s->data + i, sub, m) == 0) {
-            c++;
-            i += m;
-        } else i++;
-    return jv_int(c);
+    for (int64_t at = 0; (at = jinja_find(r, line, self.u.s->data, self.u.s->len, (size_t)at, sub, m)) >= 0;
+         at += (int64_t)m)
+        c++;
+    return r->failed ? jv_undefined(NULL) : jv_int(c);
 }
 
 static jv m_join(jinja_render *r, int line, jv self, const jinja_args *a) {
