@@ -9,14 +9,14 @@
 #include <stdint.h>
 
 static const vt_sampling_rule rules[VT_KNOB_COUNT] = {
-    [VT_KNOB_TEMPERATURE] = {"temp", "temperature", 0, 1e6, false, false, 0.8, 0,
+    [VT_KNOB_TEMPERATURE] = {"temp", "temperature", 0, 1e6, false, 0.8, 0,
                              "finite numbers in [0, 1e+06] (0 = greedy)"},
-    [VT_KNOB_TOP_K] = {"top_k", "top_k", 0, INT32_MAX, false, true, 40, 0, "integers 0..2147483647 (0 = off)"},
-    [VT_KNOB_TOP_P] = {"top_p", "top_p", 0, 1, false, false, 0.95, 1,
+    [VT_KNOB_TOP_K] = {"top_k", "top_k", 0, INT32_MAX, true, 40, 0, "integers 0..2147483647 (0 = off)"},
+    [VT_KNOB_TOP_P] = {"top_p", "top_p", 0, 1, false, 0.95, 1,
                        "numbers in [0, 1] (1 = off, 0 = the most likely token only)"},
-    [VT_KNOB_MIN_P] = {"min_p", "min_p", 0, 1, false, false, 0.05, 0, "numbers in [0, 1] (0 = off)"},
-    [VT_KNOB_PRESENCE_PENALTY] = {NULL, "presence_penalty", -2, 2, false, false, 0, 0, "numbers in [-2, 2] (0 = off)"},
-    [VT_KNOB_FREQUENCY_PENALTY] = {NULL, "frequency_penalty", -2, 2, false, false, 0, 0,
+    [VT_KNOB_MIN_P] = {"min_p", "min_p", 0, 1, false, 0.05, 0, "numbers in [0, 1] (0 = off)"},
+    [VT_KNOB_PRESENCE_PENALTY] = {NULL, "presence_penalty", -2, 2, false, 0, 0, "numbers in [-2, 2] (0 = off)"},
+    [VT_KNOB_FREQUENCY_PENALTY] = {NULL, "frequency_penalty", -2, 2, false, 0, 0,
                                    "numbers in [-2, 2] (0 = off)"},
 };
 
@@ -29,7 +29,7 @@ bool vt_sampling_accepts(vt_sampling_knob k, double value) {
     if (!r || !isfinite(value)) return false;
     if (r->integer && value != floor(value)) return false;
     const double stored = r->integer ? value : (double)(float)value;
-    return (r->lo_open ? stored > r->lo : stored >= r->lo) && stored <= r->hi;
+    return stored >= r->lo && stored <= r->hi;
 }
 
 vt_status vt_sampling_check(vt_sampling_knob k, double value, const char *name, vt_error *err) {

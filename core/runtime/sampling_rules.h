@@ -23,8 +23,7 @@ typedef enum vt_sampling_knob {
 typedef struct vt_sampling_rule {
     const char *ini_key;  /* its key in [sampling] ("temp"); NULL: not an ini setting */
     const char *api_name; /* its field in requests ("temperature") */
-    double lo, hi;        /* the accepted range, [lo, hi] or (lo, hi] */
-    bool lo_open;
+    double lo, hi;        /* the accepted range, [lo, hi] */
     bool integer;
     double preset;        /* vt run's and vt serve's default (conf/vt.ini's commented value) */
     double off;           /* the value that leaves tokens untouched: an API request's default */
@@ -34,7 +33,7 @@ typedef struct vt_sampling_rule {
 const vt_sampling_rule *vt_sampling_rule_of(vt_sampling_knob k);
 
 /* Is value accepted, judged as what it is stored as (a float, or an int32
- * for top_k): 1e-300 is > 0 as a double but 0 as a float. */
+ * for top_k): -1e-300 is < 0 as a double but -0 (in range) as a float. */
 bool vt_sampling_accepts(vt_sampling_knob k, double value);
 
 /* VT_OK, or VT_ERR_INVALID naming the setting as the caller spells it

@@ -67,7 +67,6 @@ static bool out_of_memory(vt_serve_error *err) {
     return vt_serve_fail(err, 500, "server_error", NULL, "out of memory reading the request");
 }
 
-/* A number field in [lo, hi] (lo_open: lo excluded) into *out, if given. */
 /* A sampling field, judged by the rule vt_batch applies (vt.h). */
 static bool sampling_field(const json_t *obj, const char *name, float *out, vt_serve_error *err) {
     json_t *v = field(obj, name);

@@ -168,7 +168,7 @@ typedef struct vt_batch_request {
     int64_t max_new_tokens;   /* >= 1 */
     float temperature;        /* >= 0; 0 = greedy */
     int32_t top_k;            /* >= 0; 0 = off */
-    float top_p;              /* (0, 1]; 1 = off */
+    float top_p;              /* [0, 1]; 1 = off, 0 = the most likely token only */
     float min_p;              /* [0, 1]; 0 = off */
     uint64_t seed;            /* 0..VT_SEED_MAX */
     /* Ids that end the request; n_stop_ids 0: the model's end-of-generation
@@ -295,8 +295,8 @@ VT_API void vt_batch_request_init(vt_batch_request *r);
 /* The rule vt_batch_add applies to a sampling field of a request, by its
  * name ("temperature", "top_k", "top_p", "min_p", "presence_penalty",
  * "frequency_penalty"): true if value is accepted. Either way *accepted (when
- * not NULL) gets what the field accepts, in words ("numbers in (0, 1] (1 =
- * off)"), or NULL for a name that is not a sampling field. For callers
+ * not NULL) gets what the field accepts, in words ("numbers in [0, 1] (1 =
+ * off, ...)"), or NULL for a name that is not a sampling field. For callers
  * that check input before building a request (vt serve names the JSON
  * field). */
 VT_API bool vt_sampling_field_ok(const char *field, double value, const char **accepted);

@@ -16,7 +16,7 @@
  *    (so a parsed request never reaches it with a value the parser should
  *    have refused): a chat has >= 1 message with role system/user/assistant/tool
  *    and content; a completion has a prompt text or >= 1 id; ids >= 0;
- *    temperature >= 0, top_p in (0, 1], min_p in [0, 1], penalties in
+ *    temperature >= 0, top_p in [0, 1], min_p in [0, 1], penalties in
  *    [-2, 2], max_tokens 0 (not given) or >= 1; at most 16 stop strings of
  *    1..256 bytes without NUL; n in 1..8; logprobs alternatives in 0..20
  *    (chat) or 0..5 (completions), none without logprobs;
@@ -74,7 +74,7 @@ static void check_accepted(const vt_serve_request *r) {
     if (r->kind == VT_SERVE_TOKENIZE) CHECK(r->prompt != NULL);
     for (size_t i = 0; i < r->n_ids; i++) CHECK(r->ids[i] >= 0);
     CHECK(isfinite(r->temperature) && r->temperature >= 0);
-    CHECK(r->top_p > 0 && r->top_p <= 1);
+    CHECK(r->top_p >= 0 && r->top_p <= 1);
     CHECK(r->min_p >= 0 && r->min_p <= 1);
     CHECK(r->top_k >= 0);
     CHECK(r->presence_penalty >= -2 && r->presence_penalty <= 2);

@@ -83,7 +83,7 @@ static int option_seeds(const char *dir) {
                      "VT_KV_CACHE_F32=0"},
         {"env-invalid", "\x02" SEP "VT_THREADS=" SEP "VT_KV_CACHE_F32=2"},
         {"argv-limits", "\x04" SEP "-c" SEP "1000000000000" SEP "-t" SEP "0" SEP "--threads=10000" SEP "-b"},
-        {"sets", "\x08" SEP "runtime.batch_size=65536" SEP "kv_cache.block_size=48" SEP "sampling.top_p=0" SEP
+        {"sets", "\x08" SEP "runtime.batch_size=65536" SEP "kv_cache.block_size=48" SEP "sampling.top_p=-0.5" SEP
                  "sampling.seed=9223372036854775807" SEP "sampling.min_p=1e-300" SEP "runtime.fallback=none"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
