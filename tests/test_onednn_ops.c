@@ -594,10 +594,10 @@ static void test_int8_matches_reference(void) {
     /* blocks of 32 with K not a multiple of 256: one row of three blocks,
      * 25, and 129 */
     static const int64_t ks32[] = {96, 800, 4128};
-    for (size_t ki = 0; ki < 3; ki++) {
-        check_int8_weight(ctx, VT_Q8_0, ks32[ki], 37, ms, 6, 200 + ki);
-        check_int8_weight(ctx, VT_Q4_0, ks32[ki], 37, ms, 6, 210 + ki);
-    }
+    for (size_t ki = 0; ki < 3; ki++)
+        if (check_int8_weight(ctx, VT_Q8_0, ks32[ki], 37, ms, 6, 200 + ki) ||
+            check_int8_weight(ctx, VT_Q4_0, ks32[ki], 37, ms, 6, 210 + ki))
+            break; /* one report */
     onednn->table->shutdown(ctx);
 }
 

@@ -580,6 +580,7 @@ static void test_auth_and_routes(void) {
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT(r.body.n == 0);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "Content-Type: application/json"));
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "Content-Length: 15")); /* GET's {"status":"ok"} */
     serve_reply_free(&r);
     r = serve_http(&main_srv, "HEAD", "/v1/models", NULL, KEY);
     CU_ASSERT_EQUAL(r.status, 200);

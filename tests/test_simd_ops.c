@@ -487,7 +487,7 @@ static void test_matmul_prepared(void) {
  * ids[t][u]'s row n times the token's activation row (shared, or the slot's
  * own: per_expert), so it has check_matmul's bound (dot_tolerance) for that
  * weight row and activation row. Expert 0 serves every token but every
- * fifth, which takes expert NE - 1, so at T >= 9 one expert has more rows
+ * fifth, which takes expert NE - 1, so at T >= 11 one expert has more rows
  * than the few-row tiles take; the rest are distinct random experts.
  * prepared: the stack offered to simd's prepare hook as the engine offers
  * an expert stack (a decline of the dtypes simd lays out is a failure). */
@@ -537,7 +537,7 @@ static void check_moe_matmul(int32_t w_dtype, int64_t K, int64_t N, int64_t NE, 
 
     float *wf = vt_harness_to_f32(&node.src[0]);
     double *tol = malloc((size_t)(N * U * T) * sizeof(double));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(wf && tol);
+    CU_ASSERT_FATAL(wf && tol);
     for (int64_t t = 0; t < T; t++)
         for (int64_t u = 0; u < U; u++)
             for (int64_t n = 0; n < N; n++)
@@ -573,8 +573,10 @@ static void test_moe_matmul(void) {
                 check_moe_matmul(wt, K, 19, 5, 2, 11, per_expert, prepared, per_expert, seed++);
             }
         const int64_t long_k = act_block(wt) == 256 ? 4352 : act_block(wt) == 32 ? 4128 : 4099;
-        check_moe_matmul(wt, long_k, 13, 4, 2, 9, 0, 0, 0, seed++);
-        check_moe_matmul(wt, long_k, 13, 4, 2, 9, 0, 1, 0, seed++);
+        /* activations on their grid: the bound is then float rounding
+         * alone, which a block lost past 4096 would exceed */
+        check_moe_matmul(wt, long_k, 13, 4, 2, 9, 0, 0, 1, seed++);
+        check_moe_matmul(wt, long_k, 13, 4, 2, 9, 0, 1, 1, seed++);
     }
 }
 
@@ -878,8 +880,8 @@ static void test_attention_decode(void) {
              * inside its first block; every other ratio with a head dim off
              * the vector widths (52: three zmm or six ymm and a 4-wide
              * scalar tail; Q8_0 keeps whole blocks of 32) */
-            attn_case b = {.D = r % 2 && cache_dtypes[k] != VT_Q8_0 ? 52 : 64, .H = 16, .KVH = 16 / ratios[r], .BS = 16, .n_blocks = 17, .n_seqs = 3,
-                           .max_blocks = 5, .T = 3};
+            attn_case b = {.D = r % 2 && cache_dtypes[k] != VT_Q8_0 ? 52 : 64, .H = 16, .KVH = 16 / ratios[r],
+                           .BS = 16, .n_blocks = 17, .n_seqs = 3, .max_blocks = 5, .T = 3};
             const int32_t bpos[] = {3, 47, 79}, bseq[] = {2, 0, 1};
             check_attention(&b, cache_dtypes[k], bpos, bseq, VT_PHASE_DECODE, seed++);
         }
