@@ -646,7 +646,8 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
             found = (int)i;
     }
     if (found < 0) return fail(c, rq, 404, "not_found_error", NULL, "no such endpoint: %s", url);
-    if (strcmp(method, "OPTIONS") == 0 && s->cors_origin) return cors_preflight(c, rq, routes[found].method);
+    if (strcmp(method, "OPTIONS") == 0 && s->cors_origin)
+        return cors_preflight(c, rq, strcmp(routes[found].method, "GET") == 0 ? "GET, HEAD" : routes[found].method);
     /* HEAD is GET without the body (RFC 9110; load balancers probe /health
      * so): libmicrohttpd leaves the body out of a HEAD's answer itself */
     const bool head_of_get = strcmp(method, "HEAD") == 0 && strcmp(routes[found].method, "GET") == 0;
