@@ -482,6 +482,16 @@ static void test_matmul_prepared(void) {
 /* ------------------------------------------------------------------------ */
 /* MOE_MATMUL, MOE_ROUTE, MOE_COMBINE                                         */
 
+/* The [U][T] expert ids tensor of ids (U per token, T tokens). */
+static vt_tensor expert_ids(const int32_t *ids, int64_t U, int64_t T) {
+    vt_tensor id = vt_harness_i32(U * T, ids);
+    id.ndim = 2;
+    id.ne[0] = U, id.ne[1] = T;
+    id.nb[1] = (size_t)U * sizeof(int32_t);
+    id.nb[2] = id.nb[3] = id.nb[1] * (size_t)T;
+    return id;
+}
+
 /* MOE_MATMUL on a stack of NE experts (K x N each), U of them per token, T
  * tokens, against reference: each output (token, slot, n) is expert
  * ids[t][u]'s row n times the token's activation row (shared, or the slot's
@@ -527,12 +537,7 @@ static void check_moe_matmul(int32_t w_dtype, int64_t K, int64_t N, int64_t NE, 
             }
         }
     }
-    vt_tensor id = vt_harness_i32(U * T, ids);
-    id.ndim = 2;
-    id.ne[0] = U, id.ne[1] = T;
-    id.nb[1] = (size_t)U * sizeof(int32_t);
-    id.nb[2] = id.nb[3] = id.nb[1] * (size_t)T;
-    vt_harness_set_src(&node, 2, id);
+    vt_harness_set_src(&node, 2, expert_ids(ids, U, T));
     node.dst = vt_harness_zeros(VT_F32, 3, (const int64_t[]){N, U, T});
 
     float *wf = vt_harness_to_f32(&node.src[0]);
@@ -634,11 +639,7 @@ static void test_moe_combine(void) {
             CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
             for (int64_t t = 0; t < T; t++)
                 for (int64_t u = 0; u < U; u++) ids[t * U + u] = (int32_t)((t * 7 + u * (NE / U + 1)) % NE);
-            vt_tensor id = vt_harness_i32(U * T, ids);
-            id.ndim = 2;
-            id.ne[0] = U, id.ne[1] = T;
-            id.nb[1] = (size_t)U * sizeof(int32_t);
-            id.nb[2] = id.nb[3] = id.nb[1] * (size_t)T;
+            vt_tensor id = expert_ids(ids, U, T);
             double *tol = malloc((size_t)(N * T) * sizeof(double));
             CU_ASSERT_PTR_NOT_NULL_FATAL(tol);
             const float *yv = y.data;
