@@ -29,7 +29,9 @@ void vt_text_put(vt_text_buf *b, const char *s, size_t n) {
     b->data[b->len] = 0;
 }
 
-void vt_text_puts(vt_text_buf *b, const char *s) { vt_text_put(b, s, strlen(s)); }
+void vt_text_puts(vt_text_buf *b, const char *s) {
+    if (!b->failed) vt_text_put(b, s, strlen(s)); /* a failed buffer takes nothing: not even a look at s */
+}
 
 void vt_text_putc(vt_text_buf *b, char c) { vt_text_put(b, &c, 1); }
 

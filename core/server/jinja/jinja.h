@@ -11,9 +11,10 @@
  * Limits: a template of at most VT_JINJA_MAX_TEMPLATE bytes, output of at
  * most VT_JINJA_MAX_OUTPUT bytes (and no string built along the way
  * longer), lists of at most VT_JINJA_MAX_ITERATIONS items, that many loop
- * iterations in one render, at most VT_JINJA_MAX_WORK bytes of strings and
- * list slots built or searched in one render (a template from a model file
- * cannot make a render run for hours with a short loop over large strings),
+ * iterations in one render, at most VT_JINJA_MAX_WORK units of work in one
+ * render (jv_meter_tick: bytes built, searched, compared, copied or
+ * written, a list slot's size per item walked; a template from a model file
+ * cannot make a render run for hours),
  * nesting (expressions, statements, macro calls) at most VT_JINJA_MAX_DEPTH
  * deep. Exceeding one is an error, as a bad template is. */
 #ifndef VT_JINJA_H
@@ -27,10 +28,10 @@
 #define VT_JINJA_MAX_TEMPLATE (1u << 20)
 #define VT_JINJA_MAX_OUTPUT (16u << 20)
 #define VT_JINJA_MAX_ITERATIONS 1000000u
-/* 16 outputs' worth: a real template builds and searches a few times its
- * messages' text (each message's content looked at a few times), and its
- * output is at most one VT_JINJA_MAX_OUTPUT. */
-#define VT_JINJA_MAX_WORK (16ull * VT_JINJA_MAX_OUTPUT)
+/* 4 outputs' worth: a real template builds and searches a few times its
+ * messages' text (each message's content looked at a few times), and no
+ * context window's prompt is near the 16 MiB output limit. */
+#define VT_JINJA_MAX_WORK (4ull * VT_JINJA_MAX_OUTPUT)
 #define VT_JINJA_MAX_DEPTH 200
 #define VT_JINJA_MAX_DEPTH_TEXT "200"
 

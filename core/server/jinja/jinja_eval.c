@@ -30,9 +30,8 @@ jv jinja_fail(jinja_render *r, int line, const char *fmt, ...) {
 static jv oom(jinja_render *r, int line) { return jinja_fail(r, line, "out of memory"); }
 
 bool jinja_work(jinja_render *r, int line, uint64_t bytes) {
-    r->work += bytes;
-    if (r->work <= VT_JINJA_MAX_WORK) return true;
-    jinja_fail(r, line, "the template built or searched more than %llu bytes of strings and lists",
+    if (jv_meter_tick(bytes)) return true;
+    jinja_fail(r, line, "the template's work passed its limit (%llu: bytes built, searched, compared or written)",
                (unsigned long long)VT_JINJA_MAX_WORK);
     return false;
 }
@@ -40,13 +39,21 @@ bool jinja_work(jinja_render *r, int line, uint64_t bytes) {
 int64_t jinja_find(jinja_render *r, int line, const char *hay, size_t n, size_t from, const char *needle, size_t m) {
     if (from > n) return -1;
     if (m == 0) return (int64_t)from;
-    /* glibc's memmem is linear (two-way) where a memcmp at every offset is
-     * n times m: a 64-byte template searching 16 MiB strings ran for hours */
-    const char *at = memmem(hay + from, n - from, needle, m);
-    /* what was read: up to the match's end, or all */
-    const size_t scanned = at ? (size_t)(at - (hay + from)) + m : n - from;
-    if (!jinja_work(r, line, scanned)) return -1;
-    return at ? (int64_t)(at - hay) : -1;
+    /* memchr to each place the first byte occurs, then a compare there:
+     * what is read (the bytes skipped, m per compare) is counted as it is
+     * read, so a search that would compare at every offset (n times m) stops
+     * at the work limit. (glibc's memmem is linear, but AddressSanitizer
+     * checks its whole haystack on every call, which made a fuzzing run of
+     * a million-piece split quadratic.) */
+    const char *p = hay + from, *const end = hay + n;
+    while ((size_t)(end - p) >= m) {
+        const char *c = memchr(p, needle[0], (size_t)(end - p) - m + 1);
+        if (!jinja_work(r, line, (uint64_t)((c ? c : end) - p) + (c ? m : 0))) return -1;
+        if (!c) return -1;
+        if (memcmp(c, needle, m) == 0) return (int64_t)(c - hay);
+        p = c + 1;
+    }
+    return -1;
 }
 
 jv jinja_func_new(jfunc_kind kind, const char *name) {
@@ -167,6 +174,7 @@ static size_t cp_offset(const char *s, size_t len, size_t cp) {
         while (i < len && ((unsigned char)s[i] & 0xC0) == 0x80) i++;
         cp--;
     }
+    jv_meter_tick(i); /* a walk from the start: a step slice calls it per character */
     return i;
 }
 
@@ -229,7 +237,7 @@ static jv eval_slice(jinja_render *r, int line, jv obj, const jv *parts) {
             }
         return out;
     }
-    vt_text_buf b = {0};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
     const char *s = obj.u.s->data;
     size_t slen = obj.u.s->len;
     if (step == 1) {
@@ -238,12 +246,16 @@ static jv eval_slice(jinja_render *r, int line, jv obj, const jv *parts) {
             vt_text_put(&b, s + a, e - a);
         }
     } else {
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+        for (int64_t i = start; (step > 0 ? i < stop : i > stop) && !jv_meter_spent() && !b.failed; i += step) {
             size_t a = cp_offset(s, slen, (size_t)i), e = cp_offset(s, slen, (size_t)i + 1);
             vt_text_put(&b, s + a, e - a);
         }
     }
-    jv out = b.failed ? jv_undefined("out of memory") : jv_string(b.data ? b.data : "", b.len);
+    if (b.failed) {
+        free(b.data);
+        return jinja_fail(r, line, "a slice longer than the output limit, or out of memory");
+    }
+    jv out = jv_string(b.data ? b.data : "", b.len);
     free(b.data);
     return jv_is_oom(out) ? oom(r, line) : out;
 }
@@ -260,6 +272,9 @@ int jinja_compare(jinja_render *r, int line, jv a, jv b, bool *ok) {
     }
     if (a.type == JV_STRING && b.type == JV_STRING) {
         size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
+        /* sorts compare n log n times; past the meter no more bytes are
+         * read (the render fails on it) */
+        if (!jv_meter_tick(JV_METER_ITEM + n)) return 0;
         int c = memcmp(a.u.s->data, b.u.s->data, n);
         if (c) return c < 0 ? -1 : 1;
         return a.u.s->len < b.u.s->len ? -1 : a.u.s->len > b.u.s->len;
@@ -435,7 +450,7 @@ static int contains(jinja_render *r, int line, jv item, jv container) {
         return r->failed ? -1 : 0;
     case JV_LIST:
         if (!jinja_work(r, line, container.u.l->n * sizeof(jv))) return -1;
-        for (size_t i = 0; i < container.u.l->n; i++)
+        for (size_t i = 0; i < container.u.l->n && !jv_meter_spent(); i++)
             if (jv_equal(item, container.u.l->items[i])) return 1;
         return 0;
     case JV_DICT:
@@ -604,6 +619,9 @@ jv jinja_call(jinja_render *r, int line, jv fn, const jinja_args *args) {
     }
     if (r->depth >= VT_JINJA_MAX_DEPTH)
         return jinja_fail(r, line, "macro calls nested deeper than %d", VT_JINJA_MAX_DEPTH);
+    /* a call costs work even when it writes nothing: a macro calling itself
+     * twice, 40 deep, is 2^41 calls */
+    if (!jinja_work(r, line, 1024)) return jv_undefined(NULL);
     if (f->kind == JF_CALLER && f->dead) return jinja_fail(r, line, "caller() used after its call block ended");
     jframe mf;
     jframe *parent = f->kind == JF_CALLER ? f->frame : r->globals;
@@ -664,7 +682,7 @@ static jv eval(jinja_render *r, jframe *f, const jnode *n) {
     uint64_t built = 0;
     if (v.type == JV_STRING && v.u.s->refs == 1) built = v.u.s->len;
     if (v.type == JV_LIST && v.u.l->refs == 1) built = v.u.l->n * sizeof(jv);
-    if (built && !jinja_work(r, n->line, built)) {
+    if ((built && !jinja_work(r, n->line, built)) || (jv_meter_spent() && !jinja_work(r, n->line, 0))) {
         jv_decref(v);
         return jv_undefined(NULL);
     }
@@ -822,6 +840,9 @@ jv jinja_to_list(jinja_render *r, int line, jv v) {
         if (jv_is_oom(out)) return oom(r, line);
         const char *s = v.u.s->data;
         size_t len = v.u.s->len;
+        if (jv_utf8_count(s, len) > VT_JINJA_MAX_ITERATIONS)
+            return jinja_fail(r, line, "a string of more than %u characters made a list", VT_JINJA_MAX_ITERATIONS);
+        if (!jinja_work(r, line, len + jv_utf8_count(s, len) * sizeof(jv))) return jv_undefined(NULL);
         for (size_t i = 0; i < len;) {
             size_t j = i + 1;
             while (j < len && ((unsigned char)s[j] & 0xC0) == 0x80) j++;
@@ -1058,7 +1079,11 @@ static bool exec_body(jinja_render *r, jframe *f, const jnode *n) {
     }
     r->depth++;
     bool ok = true;
-    for (size_t i = 0; ok && i < n->n_list && !r->break_state; i++) ok = exec_stmt(r, f, n->list[i]);
+    for (size_t i = 0; ok && i < n->n_list && !r->break_state; i++) {
+        ok = exec_stmt(r, f, n->list[i]);
+        /* a statement's own writing (its output, a loop's body) ticks too */
+        if (ok && jv_meter_spent()) ok = jinja_work(r, n->list[i]->line, 0);
+    }
     r->depth--;
     return ok && !r->failed;
 }
@@ -1069,7 +1094,9 @@ static bool render_locked(const vt_jinja_template *t, jv ctx, char **out, size_t
 bool vt_jinja_render(const vt_jinja_template *t, jv ctx, char **out, size_t *out_len, char *err, size_t err_size) {
     pthread_mutex_t *lock = (pthread_mutex_t *)&t->render_lock; /* the template's only mutable part */
     pthread_mutex_lock(lock);
+    jv_meter_start(VT_JINJA_MAX_WORK);
     const bool ok = render_locked(t, ctx, out, out_len, err, err_size);
+    jv_meter_start(0);
     /* released under the lock too: a template may have stored its own
      * values into ctx's lists ({% set _ = messages.append('x') %}), and the
      * last reference to such a value goes with ctx */

@@ -361,7 +361,9 @@ static jv f_round(jinja_render *r, int line, jv v, const jinja_args *a) {
 static jv f_length(jinja_render *r, int line, jv v, const jinja_args *a) {
     (void)a;
     switch (v.type) {
-    case JV_STRING: return jv_int((int64_t)jv_utf8_count(v.u.s->data, v.u.s->len));
+    case JV_STRING:
+        if (!jinja_work(r, line, v.u.s->len)) return jv_undefined(NULL);
+        return jv_int((int64_t)jv_utf8_count(v.u.s->data, v.u.s->len));
     case JV_LIST: return jv_int((int64_t)v.u.l->n);
     case JV_DICT:
     case JV_NAMESPACE: return jv_int((int64_t)v.u.d->n);
@@ -442,7 +444,7 @@ static jv f_join(jinja_render *r, int line, jv v, const jinja_args *a) {
     jv l = jinja_to_list(r, line, v);
     if (r->failed) return jv_undefined(NULL);
     vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT};
-    for (size_t i = 0; !r->failed && i < l.u.l->n; i++) {
+    for (size_t i = 0; !r->failed && !jv_meter_spent() && i < l.u.l->n; i++) {
         if (i) vt_text_put(&b, d, dlen);
         if (attr && attr->type == JV_STRING) {
             jv x = get_path(r, line, l.u.l->items[i], attr->u.s->data);
@@ -490,7 +492,7 @@ static jv filter_items(jinja_render *r, int line, jv v, const jinja_args *a, boo
     jv l = jinja_to_list(r, line, v);
     if (r->failed) return jv_undefined(NULL);
     jv out = new_list(r, line);
-    for (size_t i = 0; !r->failed && i < l.u.l->n; i++) {
+    for (size_t i = 0; !r->failed && !jv_meter_spent() && i < l.u.l->n; i++) {
         jv item = l.u.l->items[i];
         jv x = attr ? get_path(r, line, item, attr) : jv_incref(item);
         if (r->failed) break;
@@ -525,7 +527,7 @@ static jv f_map(jinja_render *r, int line, jv v, const jinja_args *a) {
     jv l = jinja_to_list(r, line, v);
     if (r->failed) return jv_undefined(NULL);
     jv out = new_list(r, line);
-    for (size_t i = 0; !r->failed && i < l.u.l->n; i++) {
+    for (size_t i = 0; !r->failed && !jv_meter_spent() && i < l.u.l->n; i++) {
         jv x;
         if (filter) x = jinja_apply_filter(r, line, filter, l.u.l->items[i], &fargs);
         else {
@@ -545,6 +547,8 @@ static jv f_map(jinja_render *r, int line, jv v, const jinja_args *a) {
 
 static jv lowered(jv v) {
     if (v.type != JV_STRING) return jv_incref(v);
+    /* a copy per item; past the meter none (the render fails on it) */
+    if (!jv_meter_tick(v.u.s->len)) return jv_incref(v);
     jv s = jv_string(v.u.s->data, v.u.s->len);
     if (jv_is_oom(s)) return s;
     for (size_t i = 0; i < s.u.s->len; i++)
@@ -558,13 +562,13 @@ static jv f_unique(jinja_render *r, int line, jv v, const jinja_args *a) {
     jv l = jinja_to_list(r, line, v);
     if (r->failed) return jv_undefined(NULL);
     jv out = new_list(r, line), seen = new_list(r, line);
-    for (size_t i = 0; !r->failed && i < l.u.l->n; i++) {
+    for (size_t i = 0; !r->failed && !jv_meter_spent() && i < l.u.l->n; i++) {
         jv item = l.u.l->items[i];
         jv key = attr && attr->type == JV_STRING ? get_path(r, line, item, attr->u.s->data) : jv_incref(item);
         jv k = cs ? jv_incref(key) : lowered(key);
         jv_decref(key);
         bool dup = false;
-        for (size_t j = 0; j < seen.u.l->n && !dup; j++) dup = jv_equal(seen.u.l->items[j], k);
+        for (size_t j = 0; j < seen.u.l->n && !dup && !jv_meter_spent(); j++) dup = jv_equal(seen.u.l->items[j], k);
         if (dup) jv_decref(k);
         else if (!jv_list_append(seen, k) || !jv_list_append(out, jv_incref(item))) oom(r, line);
     }
@@ -660,7 +664,7 @@ static jv f_batch(jinja_render *r, int line, jv v, const jinja_args *a) {
     jv l = jinja_to_list(r, line, v);
     if (r->failed) return jv_undefined(NULL);
     jv out = new_list(r, line), cur = jv_undefined(NULL);
-    for (size_t i = 0; !r->failed && i < l.u.l->n; i++) {
+    for (size_t i = 0; !r->failed && !jv_meter_spent() && i < l.u.l->n; i++) {
         if (cur.type == JV_UNDEFINED) cur = new_list(r, line);
         if (r->failed || !jv_list_append(cur, jv_incref(l.u.l->items[i]))) break;
         if ((int64_t)cur.u.l->n == size) {
@@ -682,7 +686,7 @@ static jv fold(jinja_render *r, int line, jv v, const jinja_args *a, int kind) {
     if (r->failed) return jv_undefined(NULL);
     const char *attr = arg_str(r, line, a, kind == 2 ? 0 : 1, "attribute", NULL, NULL);
     jv acc = kind == 2 ? jv_incref(jinja_arg(a, 1, "start") ? *jinja_arg(a, 1, "start") : jv_int(0)) : jv_undefined("empty sequence");
-    for (size_t i = 0; !r->failed && i < l.u.l->n; i++) {
+    for (size_t i = 0; !r->failed && i < l.u.l->n && jinja_work(r, line, JV_METER_ITEM); i++) {
         jv x = attr ? get_path(r, line, l.u.l->items[i], attr) : jv_incref(l.u.l->items[i]);
         if (kind == 2) {
             jv s;
@@ -765,6 +769,18 @@ static const struct {
 
 jv jinja_apply_filter(jinja_render *r, int line, const char *name, jv input, const jinja_args *args) {
     for (size_t i = 0; i < sizeof filters / sizeof *filters; i++)
-        if (strcmp(filters[i].name, name) == 0) return filters[i].fn(r, line, input, args);
+        if (strcmp(filters[i].name, name) == 0) {
+            /* a fresh string or list is work however the filter was reached
+             * (map, select and methods call filters without eval) */
+            jv v = filters[i].fn(r, line, input, args);
+            const uint64_t built = v.type == JV_STRING && v.u.s->refs == 1 ? v.u.s->len
+                                   : v.type == JV_LIST && v.u.l->refs == 1 ? v.u.l->n * sizeof(jv)
+                                                                           : 0;
+            if (built && !jinja_work(r, line, built)) {
+                jv_decref(v);
+                return jv_undefined(NULL);
+            }
+            return v;
+        }
     return jinja_fail(r, line, "unknown filter '%s'", name);
 }

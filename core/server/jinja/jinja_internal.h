@@ -152,7 +152,6 @@ typedef struct jinja_render {
     jframe *globals;
     int depth;           /* macro calls and nested evaluation */
     uint64_t iterations; /* loop iterations so far */
-    uint64_t work;       /* bytes of strings and list slots built or searched so far */
     bool failed;
     char *err;
     size_t err_size;

@@ -10,8 +10,9 @@
 #include <string.h>
 
 static void write_string(vt_text_buf *b, const char *s, size_t len, bool ensure_ascii) {
+    if (!jv_meter_tick(len)) return; /* the render fails on its meter */
     vt_text_putc(b, '"');
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = 0; i < len && !b->failed; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
         case '"': vt_text_puts(b, "\\\""); continue;
@@ -69,6 +70,10 @@ static int key_cmp(const void *x, const void *y) {
 }
 
 static bool dump(jinja_render *r, int line, jv v, const jinja_json_opts *o, vt_text_buf *b, int level) {
+    /* a full buffer or a spent meter ends the walk (a list holding itself
+     * twice per level, 60 levels deep, has 2^60 paths) */
+    if (b->failed) return false;
+    if (!jv_meter_tick(JV_METER_ITEM)) return jinja_work(r, line, 0);
     if (level > VT_JINJA_MAX_DEPTH) {
         jinja_fail(r, line, "tojson: value nested deeper than %d", VT_JINJA_MAX_DEPTH);
         return false;
@@ -144,7 +149,7 @@ static bool dump(jinja_render *r, int line, jv v, const jinja_json_opts *o, vt_t
 }
 
 bool jinja_tojson(jinja_render *r, int line, jv v, const jinja_json_opts *o, vt_text_buf *out) {
-    if (!dump(r, line, v, o, out, 0)) return false;
+    if (!dump(r, line, v, o, out, 0) && !out->failed) return false;
     if (out->failed) {
         jinja_fail(r, line, "tojson: output too large (or out of memory)");
         return false;

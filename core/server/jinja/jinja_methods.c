@@ -62,11 +62,19 @@ static jv m_strip(jinja_render *r, int line, jv self, const jinja_args *a) { ret
 static jv m_lstrip(jinja_render *r, int line, jv self, const jinja_args *a) { return strip(r, line, self, a, true, false); }
 static jv m_rstrip(jinja_render *r, int line, jv self, const jinja_args *a) { return strip(r, line, self, a, false, true); }
 
-static bool push_str(jv list, const char *s, size_t n, bool front) {
+/* One piece of split, rsplit or splitlines into list: at most
+ * VT_JINJA_MAX_ITERATIONS of them (an error), each counted as work. */
+static bool push_str(jinja_render *r, int line, jv list, const char *s, size_t n, bool front) {
+    if (list.u.l->n >= VT_JINJA_MAX_ITERATIONS) {
+        jinja_fail(r, line, "a split into more than %u pieces", VT_JINJA_MAX_ITERATIONS);
+        return false;
+    }
+    if (!jinja_work(r, line, JV_METER_ITEM + n)) return false;
     jv x = jv_string(s, n);
     if (jv_is_oom(x) || !jv_list_append(list, x)) return false;
-    if (front) { /* rsplit collects from the end */
+    if (front) { /* rsplit collects from the end (its moves counted as work) */
         jv_list *l = list.u.l;
+        jv_meter_tick(l->n * JV_METER_ITEM);
         memmove(l->items + 1, l->items, (l->n - 1) * sizeof *l->items);
         l->items[0] = x;
     }
@@ -93,12 +101,12 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
                 if (max >= 0 && done >= max) {
                     size_t e = n;
                     jinja_strip_span(s, &i, &e, NULL, 0, false, true);
-                    ok = push_str(out, s + i, e - i, false);
+                    ok = push_str(r, line, out, s + i, e - i, false);
                     break;
                 }
                 size_t j = i;
                 while (j < n && jinja_py_space_len(s + j, n - j) == 0) j++;
-                ok = push_str(out, s + i, j - i, false);
+                ok = push_str(r, line, out, s + i, j - i, false);
                 done++;
                 i = j;
             }
@@ -111,12 +119,12 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
                 if (max >= 0 && done >= max) {
                     size_t b = 0;
                     jinja_strip_span(s, &b, &e, NULL, 0, true, false);
-                    ok = push_str(out, s + b, e - b, true);
+                    ok = push_str(r, line, out, s + b, e - b, true);
                     break;
                 }
                 size_t b = e;
                 while (b > 0 && jinja_py_space_len_before(s, b) == 0) b--;
-                ok = push_str(out, s + b, e - b, true);
+                ok = push_str(r, line, out, s + b, e - b, true);
                 done++;
                 e = b;
             }
@@ -136,14 +144,14 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
         if (!from_right) {
             size_t start = 0;
             for (int64_t at; (max < 0 || done < max) && (at = jinja_find(r, line, s, n, start, sep, m)) >= 0; done++) {
-                ok = ok && push_str(out, s + start, (size_t)at - start, false);
+                ok = ok && push_str(r, line, out, s + start, (size_t)at - start, false);
                 start = (size_t)at + m;
             }
             if (r->failed) {
                 jv_decref(out);
                 return jv_undefined(NULL);
             }
-            ok = ok && push_str(out, s + start, n - start, false);
+            ok = ok && push_str(r, line, out, s + start, n - start, false);
         } else {
             /* from the right, a compare at each offset: its worst case, n
              * times m, is counted as work up front */
@@ -154,13 +162,13 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
             size_t end = n, i = n;
             while (i >= m && (max < 0 || done < max)) {
                 if (memcmp(s + i - m, sep, m) == 0) {
-                    ok = ok && push_str(out, s + i, end - i, true);
+                    ok = ok && push_str(r, line, out, s + i, end - i, true);
                     i -= m;
                     end = i;
                     done++;
                 } else i--;
             }
-            ok = ok && push_str(out, s, end, true);
+            ok = ok && push_str(r, line, out, s, end, true);
         }
     }
     if (!ok) {
@@ -197,11 +205,11 @@ static jv m_splitlines(jinja_render *r, int line, jv self, const jinja_args *a) 
             i++;
             continue;
         }
-        if (!push_str(out, s + start, i - start + (keepends ? k : 0), false)) return jv_decref(out), oom(r, line);
+        if (!push_str(r, line, out, s + start, i - start + (keepends ? k : 0), false)) return jv_decref(out), oom(r, line);
         i += k;
         start = i;
     }
-    if (start < n && !push_str(out, s + start, n - start, false)) return jv_decref(out), oom(r, line);
+    if (start < n && !push_str(r, line, out, s + start, n - start, false)) return jv_decref(out), oom(r, line);
     return out;
 }
 
@@ -454,6 +462,7 @@ static jv m_list_pop(jinja_render *r, int line, jv self, const jinja_args *a) {
         if (i < 0 || i >= (int64_t)l->n) return jinja_fail(r, line, "pop index out of range");
     }
     jv v = l->items[i];
+    jv_meter_tick((l->n - (size_t)i) * JV_METER_ITEM); /* pop(0) in a loop moves the list each time */
     memmove(l->items + i, l->items + i + 1, (l->n - (size_t)i - 1) * sizeof *l->items);
     l->n--;
     return v;
@@ -461,7 +470,7 @@ static jv m_list_pop(jinja_render *r, int line, jv self, const jinja_args *a) {
 
 static jv m_index(jinja_render *r, int line, jv self, const jinja_args *a) {
     if (a->n_pos < 1) return jinja_fail(r, line, "index() needs a value");
-    for (size_t i = 0; i < self.u.l->n; i++)
+    for (size_t i = 0; i < self.u.l->n && !jv_meter_spent(); i++)
         if (jv_equal(self.u.l->items[i], a->pos[0])) return jv_int((int64_t)i);
     return jinja_fail(r, line, "index(): value not in list");
 }

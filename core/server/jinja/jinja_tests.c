@@ -120,9 +120,12 @@ static int t_ge(jinja_render *r, int line, jv v, const jinja_args *a) { return o
 static int t_in(jinja_render *r, int line, jv v, const jinja_args *a) {
     const jv *c = jinja_arg(a, 0, "seq");
     if (!c) return jinja_fail(r, line, "the 'in' test needs a container"), -1;
-    if (c->type == JV_STRING && v.type == JV_STRING) return strstr(c->u.s->data, v.u.s->data) != NULL;
+    if (c->type == JV_STRING && v.type == JV_STRING) {
+        const int64_t at = jinja_find(r, line, c->u.s->data, c->u.s->len, 0, v.u.s->data, v.u.s->len);
+        return r->failed ? -1 : at >= 0;
+    }
     if (c->type == JV_LIST) {
-        for (size_t i = 0; i < c->u.l->n; i++)
+        for (size_t i = 0; i < c->u.l->n && !jv_meter_spent(); i++)
             if (jv_equal(v, c->u.l->items[i])) return 1;
         return 0;
     }

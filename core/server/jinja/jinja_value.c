@@ -10,6 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+static _Thread_local uint64_t meter_used, meter_limit;
+
+void jv_meter_start(uint64_t limit) {
+    meter_used = 0;
+    meter_limit = limit;
+}
+
+bool jv_meter_tick(uint64_t units) {
+    if (meter_limit == 0) return true;
+    meter_used = units > UINT64_MAX - meter_used ? UINT64_MAX : meter_used + units;
+    return meter_used <= meter_limit;
+}
+
+bool jv_meter_spent(void) { return meter_limit != 0 && meter_used > meter_limit; }
+
 static const char oom_name[] = "out of memory";
 
 jv jv_undefined(const char *name) {
@@ -169,7 +184,7 @@ static bool seen_first(seen_set *s, const void *p) {
  * again by a shorter path has nothing new, since its first search found
  * neither the target nor a part too deep), from a list of containers still
  * to search rather than by recursion. */
-enum { HOLDS_NOT, HOLDS_TARGET, HOLDS_DEEP };
+enum { HOLDS_NOT, HOLDS_TARGET, HOLDS_DEEP, HOLDS_SPENT };
 
 typedef struct pending_part {
     jv v;
@@ -181,6 +196,10 @@ static int holds(jv v, const void *target, seen_set *seen) {
     size_t n = 0, cap = 0;
     int depth = 0, verdict = HOLDS_NOT;
     for (;;) {
+        if (!jv_meter_tick(JV_METER_ITEM)) { /* refused, as a cycle would be: the render fails on its meter anyway */
+            verdict = HOLDS_SPENT;
+            break;
+        }
         const void *self = v.type == JV_LIST                               ? (const void *)v.u.l
                            : v.type == JV_DICT || v.type == JV_NAMESPACE ? (const void *)v.u.d
                            : v.type == JV_FUNC                           ? (const void *)v.u.fn
@@ -229,9 +248,10 @@ const char *jv_holds(jv v, jv container) {
     seen_set seen = {0};
     const int verdict = holds(v, target, &seen);
     free(seen.slot);
-    return verdict == HOLDS_TARGET ? "may not hold itself"
-           : verdict == HOLDS_DEEP ? "may not hold a value nested deeper than " VT_JINJA_MAX_DEPTH_TEXT
-                                   : NULL;
+    return verdict == HOLDS_TARGET  ? "may not hold itself"
+           : verdict == HOLDS_DEEP  ? "may not hold a value nested deeper than " VT_JINJA_MAX_DEPTH_TEXT
+           : verdict == HOLDS_SPENT ? "cannot be checked within the template's work limit"
+                                    : NULL;
 }
 
 bool jv_list_append(jv list, jv item) {
@@ -339,6 +359,7 @@ double jv_as_double(jv v) {
  * and two compared deeper than the bound are unequal rather than a stack
  * overflow. */
 static bool equal_at(jv a, jv b, int depth) {
+    if (!jv_meter_tick(JV_METER_ITEM)) return false; /* the render fails on its meter */
     if (jv_is_number(a) && jv_is_number(b)) {
         if (a.type != JV_FLOAT && b.type != JV_FLOAT) {
             int64_t x = a.type == JV_BOOL ? a.u.b : a.u.i, y = b.type == JV_BOOL ? b.u.b : b.u.i;
@@ -350,7 +371,9 @@ static bool equal_at(jv a, jv b, int depth) {
     switch (a.type) {
     case JV_UNDEFINED:
     case JV_NONE: return true;
-    case JV_STRING: return a.u.s->len == b.u.s->len && memcmp(a.u.s->data, b.u.s->data, a.u.s->len) == 0;
+    case JV_STRING:
+        return a.u.s->len == b.u.s->len && jv_meter_tick(a.u.s->len) &&
+               memcmp(a.u.s->data, b.u.s->data, a.u.s->len) == 0;
     case JV_LIST:
         if (a.u.l == b.u.l) return true;
         if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple || depth >= VT_JINJA_MAX_DEPTH) return false;
@@ -388,10 +411,11 @@ const char *jv_type_name(jv v) {
 /* ---- str() and repr() ---- */
 
 static void write_str_repr(vt_text_buf *b, const char *s, size_t len) {
+    if (b->failed || !jv_meter_tick(len)) return;
     bool has_single = memchr(s, '\'', len) != NULL, has_double = memchr(s, '"', len) != NULL;
     char quote = has_single && !has_double ? '"' : '\'';
     vt_text_putc(b, quote);
-    for (size_t i = 0; i < len; i++) {
+    for (size_t i = 0; i < len && !b->failed; i++) {
         unsigned char c = (unsigned char)s[i];
         if (c == '\\') vt_text_puts(b, "\\\\");
         else if (c == (unsigned char)quote) {
@@ -413,6 +437,7 @@ static void write_str_repr(vt_text_buf *b, const char *s, size_t len) {
 static void write_value(vt_text_buf *b, jv v, bool repr, int depth);
 
 static void write_container(vt_text_buf *b, jv v, int depth) {
+    if (b->failed || !jv_meter_tick(JV_METER_ITEM)) return; /* a full buffer fails the render; so does a spent meter */
     if (depth >= VT_JINJA_MAX_DEPTH) {
         vt_text_puts(b, v.type == JV_LIST        ? (v.u.l->tuple ? "(...)" : "[...]")
                        : v.type == JV_NAMESPACE ? "<Namespace {...}>"
@@ -422,7 +447,7 @@ static void write_container(vt_text_buf *b, jv v, int depth) {
     if (v.type == JV_LIST) {
         bool t = v.u.l->tuple;
         vt_text_putc(b, t ? '(' : '[');
-        for (size_t i = 0; i < v.u.l->n; i++) {
+        for (size_t i = 0; i < v.u.l->n && !b->failed && !jv_meter_spent(); i++) {
             if (i) vt_text_puts(b, ", ");
             write_value(b, v.u.l->items[i], true, depth + 1);
         }
@@ -431,7 +456,7 @@ static void write_container(vt_text_buf *b, jv v, int depth) {
     } else {
         if (v.type == JV_NAMESPACE) vt_text_puts(b, "<Namespace ");
         vt_text_putc(b, '{');
-        for (size_t i = 0; i < v.u.d->n; i++) {
+        for (size_t i = 0; i < v.u.d->n && !b->failed && !jv_meter_spent(); i++) {
             if (i) vt_text_puts(b, ", ");
             write_value(b, v.u.d->e[i].key, true, depth + 1);
             vt_text_puts(b, ": ");
@@ -451,7 +476,7 @@ static void write_value(vt_text_buf *b, jv v, bool repr, int depth) {
     case JV_FLOAT: vt_text_put_float(b, v.u.f); break;
     case JV_STRING:
         if (repr) write_str_repr(b, v.u.s->data, v.u.s->len);
-        else vt_text_put(b, v.u.s->data, v.u.s->len);
+        else if (jv_meter_tick(v.u.s->len)) vt_text_put(b, v.u.s->data, v.u.s->len);
         break;
     case JV_LIST:
     case JV_DICT:
@@ -466,7 +491,7 @@ void jv_write_repr(vt_text_buf *b, jv v) { write_value(b, v, true, 0); }
 
 jv jv_to_string(jv v) {
     if (v.type == JV_STRING) return jv_incref(v);
-    vt_text_buf b = {0};
+    vt_text_buf b = {.limit = VT_JINJA_MAX_OUTPUT}; /* no string is longer than an output */
     jv_write_str(&b, v);
     if (b.failed) {
         free(b.data);

@@ -56,6 +56,21 @@ typedef struct jv {
     const char *undef_name; /* JV_UNDEFINED: what was looked up (static or template text), for errors */
 } jv;
 
+/* The work meter of the render running on this thread (vt_jinja_render
+ * starts and stops it). Every loop over a value's parts, and every string
+ * built or searched, ticks it; once past its limit it reads spent, the loops
+ * stop early (their results no longer matter) and the render fails at its
+ * next check. So no template, however short, makes one render run for
+ * hours: a budget counted where the work is done, not guessed per
+ * construct. Outside a render (limit 0) ticks count nothing. */
+void jv_meter_start(uint64_t limit);
+/* What a step over one item of a list or dict counts (a list slot's bytes,
+ * as building one does). */
+#define JV_METER_ITEM ((uint64_t)sizeof(jv))
+/* Adds units; false once the meter is spent. */
+bool jv_meter_tick(uint64_t units);
+bool jv_meter_spent(void);
+
 typedef struct jv_list {
     int refs;
     bool tuple; /* a Python tuple: prints as (a, b) and is not equal to a list */
