@@ -275,6 +275,9 @@ static void test_limits_are_errors_not_crashes(void) {
                  "{% set ns.y = [ns.y, ns.y] %}{% endfor %}{{ ns.x == ns.y }}",
                  "work passed its limit");
     expect_error("{% set s = 'a' * 16000000 %}{{ s[::2]|length }}", "work passed its limit");
+    expect_error("{% set ns = namespace(x=[1]) %}{% for i in range(60) %}{% set ns.x = [ns.x, ns.x] %}{% endfor %}"
+                 "{{ ns.x }}",
+                 "work passed its limit"); /* written out: the cut output is never the result */
     expect_error("{{ range(1000000)|unique|length }}", "work passed its limit");
     expect_error("{{ ('a,' * 8000000).split(',')|length }}", "more than 1000000 pieces");
     /* from the right the search is a compare at each offset, its worst

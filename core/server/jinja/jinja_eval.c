@@ -1124,6 +1124,9 @@ static bool render_locked(const vt_jinja_template *t, jv ctx, char **out, size_t
     if (ok && frame_init(&r, 1, &top, &globals)) {
         r.globals = &top;
         ok = exec_body(&r, &top, t->root);
+        /* a template of one statement has no body loop to check after it:
+         * output cut short by a spent meter is a failure, never a result */
+        if (ok && jv_meter_spent()) ok = jinja_work(&r, t->root->line, 0);
         jv_decref(top.vars);
     } else ok = false;
     if (ok && r.break_state) ok = true; /* break outside a loop: jinja2 refuses it at parse time; ignore */
