@@ -169,6 +169,10 @@ static const struct {
      "a\n  b\n\n  c|  a\n  b|[('a', 1), ('b', 2), ('C', 3)]|[[1, 2], [3, 4], [5]]|3|5x|<a>|[3, 1, 2]"},
     {"{{ s.startswith('Hell') }}{{ s.endswith(('x', 'ld')) }}|{{ s.split(', ') }}|{{ ' a  b '.split() }}|{{ 'a,b,c'.rsplit(',', 1) }}|{{ '  x '.strip() }}|{{ 'xxhixx'.lstrip('x') }}|{{ 'xxhixx'.rstrip('x') }}|{{ 'hi there'.title() }}|{{ s.upper() }}{{ s.lower() }}|{{ s.replace('o', '0') }}|{{ s.find('World') }}|{{ '{} and {}'.format('a', 1) }}",
      "TrueTrue|['Hello', 'World']|['a', 'b']|['a,b', 'c']|x|hixx|xxhi|Hi There|HELLO, WORLDhello, world|Hell0, W0rld|7|a and 1"},
+    /* rsplit in order whatever the number of pieces (collected from the
+     * end, put in order once: 200,000 pieces are not 200,000 moves) */
+    {"{{ 'aaa'.rsplit('aa') }}|{{ 'a b  c'.rsplit() }}|{{ 'a,b,c,d'.rsplit(',') }}|{{ ('x,' * 200000).rsplit(',')|length }}",
+     "['a', '']|['a', 'b', 'c']|['a', 'b', 'c', 'd']|200001"},
     {"{{ range(3) | list }}{{ range(1, 7, 2) | list }}|{{ dict(a=1) }}|{{ namespace(x=1).x }}",
      "[0, 1, 2][1, 3, 5]|{'a': 1}|1"},
     {"{{ missing }}|{{ missing is defined }}|{{ missing | default('dflt') }}|{{ '' | default('e', true) }}|{{ missing | length }}|{{ nothing.x is defined }}",

@@ -64,21 +64,14 @@ static jv m_rstrip(jinja_render *r, int line, jv self, const jinja_args *a) { re
 
 /* One piece of split, rsplit or splitlines into list: at most
  * VT_JINJA_MAX_ITERATIONS of them (an error), each counted as work. */
-static bool push_str(jinja_render *r, int line, jv list, const char *s, size_t n, bool front) {
+static bool push_str(jinja_render *r, int line, jv list, const char *s, size_t n) {
     if (list.u.l->n >= VT_JINJA_MAX_ITERATIONS) {
         jinja_fail(r, line, "a split into more than %u pieces", VT_JINJA_MAX_ITERATIONS);
         return false;
     }
     if (!jinja_work(r, line, JV_METER_ITEM + n)) return false;
     jv x = jv_string(s, n);
-    if (jv_is_oom(x) || !jv_list_append(list, x)) return false;
-    if (front) { /* rsplit collects from the end (its moves counted as work) */
-        jv_list *l = list.u.l;
-        jv_meter_tick(l->n * JV_METER_ITEM);
-        memmove(l->items + 1, l->items, (l->n - 1) * sizeof *l->items);
-        l->items[0] = x;
-    }
-    return true;
+    return !jv_is_oom(x) && jv_list_append(list, x);
 }
 
 static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool from_right) {
@@ -101,12 +94,12 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
                 if (max >= 0 && done >= max) {
                     size_t e = n;
                     jinja_strip_span(s, &i, &e, NULL, 0, false, true);
-                    ok = push_str(r, line, out, s + i, e - i, false);
+                    ok = push_str(r, line, out, s + i, e - i);
                     break;
                 }
                 size_t j = i;
                 while (j < n && jinja_py_space_len(s + j, n - j) == 0) j++;
-                ok = push_str(r, line, out, s + i, j - i, false);
+                ok = push_str(r, line, out, s + i, j - i);
                 done++;
                 i = j;
             }
@@ -119,12 +112,12 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
                 if (max >= 0 && done >= max) {
                     size_t b = 0;
                     jinja_strip_span(s, &b, &e, NULL, 0, true, false);
-                    ok = push_str(r, line, out, s + b, e - b, true);
+                    ok = push_str(r, line, out, s + b, e - b);
                     break;
                 }
                 size_t b = e;
                 while (b > 0 && jinja_py_space_len_before(s, b) == 0) b--;
-                ok = push_str(r, line, out, s + b, e - b, true);
+                ok = push_str(r, line, out, s + b, e - b);
                 done++;
                 e = b;
             }
@@ -144,14 +137,14 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
         if (!from_right) {
             size_t start = 0;
             for (int64_t at; (max < 0 || done < max) && (at = jinja_find(r, line, s, n, start, sep, m)) >= 0; done++) {
-                ok = ok && push_str(r, line, out, s + start, (size_t)at - start, false);
+                ok = ok && push_str(r, line, out, s + start, (size_t)at - start);
                 start = (size_t)at + m;
             }
             if (r->failed) {
                 jv_decref(out);
                 return jv_undefined(NULL);
             }
-            ok = ok && push_str(r, line, out, s + start, n - start, false);
+            ok = ok && push_str(r, line, out, s + start, n - start);
         } else {
             /* from the right, a compare at each offset: its worst case, n
              * times m, is counted as work up front */
@@ -162,18 +155,26 @@ static jv split(jinja_render *r, int line, jv self, const jinja_args *a, bool fr
             size_t end = n, i = n;
             while (i >= m && (max < 0 || done < max)) {
                 if (memcmp(s + i - m, sep, m) == 0) {
-                    ok = ok && push_str(r, line, out, s + i, end - i, true);
+                    ok = ok && push_str(r, line, out, s + i, end - i);
                     i -= m;
                     end = i;
                     done++;
                 } else i--;
             }
-            ok = ok && push_str(r, line, out, s, end, true);
+            ok = ok && push_str(r, line, out, s, end);
         }
     }
     if (!ok) {
         jv_decref(out);
         return oom(r, line);
+    }
+    if (from_right) { /* collected from the end: into order once (not a move of the list per piece) */
+        jv_list *l = out.u.l;
+        for (size_t i = 0, j = l->n; i + 1 < j; i++, j--) {
+            const jv t = l->items[i];
+            l->items[i] = l->items[j - 1];
+            l->items[j - 1] = t;
+        }
     }
     return out;
 }
@@ -205,11 +206,11 @@ static jv m_splitlines(jinja_render *r, int line, jv self, const jinja_args *a) 
             i++;
             continue;
         }
-        if (!push_str(r, line, out, s + start, i - start + (keepends ? k : 0), false)) return jv_decref(out), oom(r, line);
+        if (!push_str(r, line, out, s + start, i - start + (keepends ? k : 0))) return jv_decref(out), oom(r, line);
         i += k;
         start = i;
     }
-    if (start < n && !push_str(r, line, out, s + start, n - start, false)) return jv_decref(out), oom(r, line);
+    if (start < n && !push_str(r, line, out, s + start, n - start)) return jv_decref(out), oom(r, line);
     return out;
 }
 
