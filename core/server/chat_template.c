@@ -80,27 +80,30 @@ static const char *role_name(vt_chat_role r) {
     return NULL;
 }
 
-static void render_chatml(vt_text_buf *b, const vt_chat_message *m, size_t n, bool gen) {
-    for (size_t i = 0; i < n; i++) {
-        vt_text_puts(b, "<|im_start|>");
-        vt_text_puts(b, role_name(m[i].role));
-        vt_text_puts(b, "\n");
-        vt_text_puts(b, m[i].content);
-        vt_text_puts(b, "<|im_end|>\n");
-    }
-    if (gen) vt_text_puts(b, "<|im_start|>assistant\n");
-}
+/* A format that writes every message as open, role, close, content, end;
+ * the generation prompt is open "assistant" close. */
+typedef struct role_header_format {
+    const char *open, *close, *end;
+} role_header_format;
 
-static void render_llama3(vt_text_buf *b, const vt_chat_message *m, size_t n, bool gen) {
-    /* <|begin_of_text|> is the BOS: the tokenizer adds it. */
+static const role_header_format chatml = {"<|im_start|>", "\n", "<|im_end|>\n"};
+/* <|begin_of_text|> is the BOS: the tokenizer adds it. */
+static const role_header_format llama3 = {"<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>"};
+
+static void render_role_headers(vt_text_buf *b, const role_header_format *f, const vt_chat_message *m, size_t n,
+                                bool gen) {
     for (size_t i = 0; i < n; i++) {
-        vt_text_puts(b, "<|start_header_id|>");
+        vt_text_puts(b, f->open);
         vt_text_puts(b, role_name(m[i].role));
-        vt_text_puts(b, "<|end_header_id|>\n\n");
+        vt_text_puts(b, f->close);
         vt_text_puts(b, m[i].content);
-        vt_text_puts(b, "<|eot_id|>");
+        vt_text_puts(b, f->end);
     }
-    if (gen) vt_text_puts(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    if (gen) {
+        vt_text_puts(b, f->open);
+        vt_text_puts(b, "assistant");
+        vt_text_puts(b, f->close);
+    }
 }
 
 /* Llama 2 and Mistral: [INST] user [/INST] answer</s>, a system message
@@ -175,8 +178,8 @@ bool vt_chat_render(vt_chat_family f, const vt_chat_message *msgs, size_t n, boo
     vt_text_buf b = {0};
     bool ok = true;
     switch (f) {
-    case VT_CHAT_CHATML: render_chatml(&b, msgs, n, add_generation_prompt); break;
-    case VT_CHAT_LLAMA3: render_llama3(&b, msgs, n, add_generation_prompt); break;
+    case VT_CHAT_CHATML: render_role_headers(&b, &chatml, msgs, n, add_generation_prompt); break;
+    case VT_CHAT_LLAMA3: render_role_headers(&b, &llama3, msgs, n, add_generation_prompt); break;
     default: ok = render_inst(&b, f, msgs, n, err, err_size); break;
     }
     const size_t rendered = b.len;
