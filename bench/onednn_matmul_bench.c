@@ -11,7 +11,7 @@
  * weights converted one tile at a time (onednn's default 384 KiB tile) into
  * one reused buffer on one thread, through the scalar and the AVX2 path.
  *
- * e.g. onednn_matmul_bench -m 128,1 build/lib/vt/libvt-backend-onednn.so:threading=omp
+ * e.g. onednn_matmul_bench -m 128,1 build/lib/vt/libvt-backend-onednn.so:precision=f32
  *      build/lib/vt/libvt-backend-reference.so
  * Nodes are built with phase PREFILL so a backend that declines decode still
  * runs M=1 here (that is the measurement the decline is based on).

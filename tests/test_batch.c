@@ -193,6 +193,28 @@ static void test_q8_0_cache_batched_equals_alone(void) {
     cache_dtype = VT_F16;
 }
 
+/* onednn: its prefill matmuls are oneDNN's gemm, whose kernels (and so
+ * summation orders) change with M; the backend gives every call a size at
+ * which they agree (backends/onednn/README.md), so a sequence's prompt
+ * computed beside others gives the bits it gets alone. Float weights
+ * (oneDNN's f32 gemm), quantized ones (bf16 tiles where the CPU has it),
+ * and a mixture of experts (its router is f32). Decode tokens run on the
+ * fallback (simd). */
+static void test_onednn_batched_equals_alone(void) {
+    if (!vt_test_onednn_expected()) return; /* it said why */
+    static const char *const models[] = {"qwen3-tiny-q4_k_m", "qwen3-tiny-f32", "qwen3-tiny-q8_0", "qwen3moe-tiny-q8_0"};
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        vt_model_free(model);
+        model = NULL;
+        CU_ASSERT_EQUAL_FATAL(load_model(models[i]), 0);
+        printf("\n  %s:", models[i]);
+        together("onednn", 0.0);
+    }
+    vt_model_free(model);
+    model = NULL;
+    CU_ASSERT_EQUAL_FATAL(load_model("qwen3-tiny-q4_k_m"), 0);
+}
+
 /* A step that does not fit the pool changes nothing: every sequence keeps its
  * tokens and blocks, and the pool's free count is back where it was; it has
  * no logits to give. */
@@ -359,6 +381,7 @@ int main(void) {
         {"simd: batched steps give each sequence its own logits bit for bit, quantized and float weights",
          test_simd_batched_equals_alone},
         {"q8_0 cache: batched = alone bit for bit on the reference and on simd", test_q8_0_cache_batched_equals_alone},
+        {"onednn: batched steps give each sequence its own logits bit for bit", test_onednn_batched_equals_alone},
         {"a step that does not fit the KV pool changes nothing", test_context_full_changes_nothing},
         {"bad steps are refused naming the entry", test_bad_steps_are_refused},
         {"a forked sequence continues like a fresh one, the original untouched", test_fork_continues_like_a_fresh_sequence},

@@ -4,8 +4,8 @@
  * node). Every weight dtype vt loads is multiplied by both backends on the
  * same data and compared element by element, over shapes that hit the tiling
  * edges: N smaller than a tile, N not a multiple of the tile (a tail tile),
- * many tiles (tile_kib=16), K of one block, M = 1, 16, 17, 33, 128; in both
- * threading modes. Weight tiles go through host->to_f32, whose paths are
+ * many tiles (tile_kib=16), K of one block, M = 1, 16, 17, 33, 128; and a
+ * row's bits whatever M (batch invariance). Weight tiles go through host->to_f32, whose paths are
  * compared bit for bit in test_quant.c. supports() is checked for what it must
  * accept and decline.
  *
@@ -25,8 +25,8 @@
 #include "util.h"
 
 /* Under ASan: gcc 12's LeakSanitizer crashes at exit ("Tracer caught signal
- * 11") scanning the dynamic TLS of the libgomp worker thread that the
- * threading=omp test leaves alive; not intercepting __tls_get_addr avoids it
+ * 11") scanning the dynamic TLS of a libgomp worker thread oneDNN's OpenMP
+ * runtime leaves alive; not intercepting __tls_get_addr avoids it
  * (leak checking still runs). Same as ASAN_OPTIONS=intercept_tls_get_addr=0. */
 #if defined(__SANITIZE_ADDRESS__)
 #define VT_ASAN 1
@@ -233,8 +233,27 @@ static int check_case(void *ctx, const matmul_case *c) {
     int overrun = 0;
     for (int i = 0; i < GUARD; i++) overrun += y[n * m + i] != GUARD_VALUE;
     CU_ASSERT_EQUAL(overrun, 0);
+    /* batch invariance: a row alone gives the bits it got among the others
+     * (the first, a middle and the last: a call's last rows are where
+     * oneDNN's kernels change) */
+    int moved = 0;
+    float *y1 = malloc(sizeof(float) * (size_t)n);
+    CU_ASSERT_FATAL(y1 != NULL);
+    const int64_t rows[3] = {0, m / 2, m - 1};
+    for (int i = 0; i < 3 && m > 1; i++) {
+        const int64_t row = rows[i];
+        vt_node one = matmul_node(VT_PHASE_PREFILL, c->w, c->dtype, c->x + row * c->k, y1, VT_F32, c->k, n, 1);
+        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &one), VT_OK);
+        if (memcmp(y1, y + row * n, sizeof(float) * (size_t)n) != 0) {
+            fprintf(stderr, "\n  %s K=%lld N=%lld M=%lld: row %lld alone gives other bits", vt_dtype_name(c->dtype),
+                    (long long)c->k, (long long)n, (long long)m, (long long)row);
+            moved++;
+        }
+    }
+    CU_ASSERT_EQUAL(moved, 0);
+    free(y1);
     free(y);
-    return bad + overrun;
+    return bad + overrun + moved;
 }
 
 /* A one-off case: prepare, check on ctx, free. */
@@ -329,9 +348,6 @@ static void sweep_instance(const char *options) {
 /* Tiles of 16 rows (16 KiB budget): many tiles, runs of tiles per thread. */
 static void test_matmul_many_small_tiles(void) { sweep_instance("tile_kib=16"); }
 
-/* One oneDNN call at a time on OpenMP threads, tiles dequantized in parallel. */
-static void test_matmul_omp_threading(void) { sweep_instance("threading=omp,tile_kib=64"); }
-
 /* A layer-sized case: K=1024, N=3072 (a qwen3-0.6B ffn), M=33. */
 static void test_matmul_model_sized(void) {
     compare_matmul(onednn->ctx, VT_Q4_K, 1024, 3072, 33, 7);
@@ -397,8 +413,7 @@ static void test_supports_is_exact(void) {
 }
 
 /* precision=f32: every dtype in f32, on every machine (the default where
- * the CPU has no bf16 in hardware), in both threading modes (where bf16 is
- * the default, the other OpenMP test runs it). */
+ * the CPU has no bf16 in hardware). */
 static void test_matmul_precision_f32(void) {
     void *ctx = onednn_instance("precision=f32");
     if (!ctx) return;
@@ -406,12 +421,11 @@ static void test_matmul_precision_f32(void) {
     matmul_all_dtypes(ctx, false);
     compare_matmul(ctx, VT_Q4_K, 1024, 3072, 33, 7);
     onednn->table->shutdown(ctx);
-    sweep_instance("precision=f32,threading=omp,tile_kib=64");
 }
 
 /* precision=bf16 where oneDNN runs bf16 in hardware (AVX-512 BF16, AMX):
- * quantized and BF16 weights multiply in bf16, within the bf16 bound, in
- * both threading modes; elsewhere init refuses it, naming what oneDNN
+ * quantized and BF16 weights multiply in bf16, within the bf16 bound;
+ * elsewhere init refuses it, naming what oneDNN
  * found, and the bf16 checks are skipped. */
 static void test_matmul_precision_bf16(void) {
     vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = "precision=bf16"};
@@ -434,7 +448,6 @@ static void test_matmul_precision_bf16(void) {
     compare_matmul(ctx, VT_Q4_K, 1024, 3072, 33, 7);
     compare_matmul(ctx, VT_BF16, 1024, 600, 17, 9);
     onednn->table->shutdown(ctx);
-    sweep_instance("precision=bf16,threading=omp,tile_kib=64");
 }
 
 /* decode=1 accepts decode nodes, and M=1 is computed right, every weight
@@ -804,6 +817,13 @@ static void test_bad_options_fail_init(void) {
         CU_ASSERT_PTR_NULL(ctx);
         CU_ASSERT(err[0] != '\0');
     }
+    /* oneDNN's own threading is refused saying why and what to use */
+    vt_backend_config config = {.struct_size = sizeof config, .n_threads = host->n_threads, .options = "threading=omp"};
+    void *ctx = NULL;
+    char err[256] = "";
+    CU_ASSERT_EQUAL(onednn->table->init(host, &config, &ctx, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NULL(ctx);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "threading=tiles"));
 }
 
 /* A failed host allocation gives VT_ERR_NOMEM, and the next call succeeds. */
@@ -826,22 +846,63 @@ static void test_alloc_failure_is_nomem(void) {
     free(y);
 }
 
+
+/* Every row of one set of activations gets the same bits whatever the
+ * call's M (1..40, and sizes past oneDNN's M blocking) as in one call of
+ * 600: which kernel oneDNN sums a row with depends on M, and matmul.c's
+ * call sizes must hide that (batch invariance). The first failing M is
+ * reported. */
+static int rows_same_bits_every_m(void *ctx, int32_t dtype, int64_t k, int64_t n) {
+    uint64_t seed = 5;
+    float *w_f32 = malloc(sizeof(float) * (size_t)(k * n));
+    double *w_norm = malloc(sizeof(double) * (size_t)n);
+    CU_ASSERT_FATAL(w_f32 && w_norm);
+    uint8_t *w = make_weight(dtype, k, n, &seed, w_f32, w_norm);
+    enum { M_ALL = 600 };
+    float *x = malloc(sizeof(float) * (size_t)(k * M_ALL)), *y_all = malloc(sizeof(float) * (size_t)(n * M_ALL)),
+          *y = malloc(sizeof(float) * (size_t)(n * M_ALL));
+    CU_ASSERT_FATAL(x && y_all && y);
+    for (int64_t i = 0; i < k * M_ALL; i++) x[i] = next_uniform(&seed);
+    vt_node node = matmul_node(VT_PHASE_PREFILL, w, dtype, x, y_all, VT_F32, k, n, M_ALL);
+    CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+    static const int64_t past_40[] = {61, 145, 151, 159, 173, 225, 257, 376, 558};
+    int64_t first_bad = 0;
+    for (int i = 0; i < 40 + (int)(sizeof past_40 / sizeof *past_40) && !first_bad; i++) {
+        const int64_t m = i < 40 ? i + 1 : past_40[i - 40];
+        node = matmul_node(VT_PHASE_PREFILL, w, dtype, x, y, VT_F32, k, n, m);
+        CU_ASSERT_EQUAL_FATAL(onednn->table->matmul(ctx, &node), VT_OK);
+        if (memcmp(y, y_all, sizeof(float) * (size_t)(n * m)) != 0) first_bad = m;
+    }
+    if (first_bad)
+        fprintf(stderr, "\n  %s K=%lld N=%lld: rows of a call of M=%lld differ from the same rows at M=%d",
+                vt_dtype_name(dtype), (long long)k, (long long)n, (long long)first_bad, M_ALL);
+    CU_ASSERT_EQUAL(first_bad, 0);
+    free(x), free(y_all), free(y), free(w), free(w_f32), free(w_norm);
+    return first_bad != 0;
+}
+
+/* F32 weights (oneDNN's f32 gemm in place) and quantized ones (bf16 where
+ * the CPU has it, else f32), on the default instance and precision=f32; an
+ * odd short K too. */
+static void test_rows_independent_of_m(void) {
+    rows_same_bits_every_m(onednn->ctx, VT_F32, 7, 5);
+    rows_same_bits_every_m(onednn->ctx, VT_F32, 1024, 128);
+    rows_same_bits_every_m(onednn->ctx, VT_Q8_0, 1024, 256);
+    void *f32 = onednn_instance("precision=f32");
+    if (!f32) return;
+    rows_same_bits_every_m(f32, VT_Q4_K, 1024, 256);
+    onednn->table->shutdown(f32);
+}
+
 int main(void) {
-    /* libgomp (loaded with the onednn backend in suite_init, so after this)
-     * otherwise keeps its idle workers spinning after every parallel region:
-     * with threading=omp, the 216 small matmuls of the sweep spent ~13 ms of
-     * CPU each spinning against the dequantizing pool threads on 2 cores
-     * (7 s of the suite's 12 s; 0.03 s passive). The results checked do not
-     * depend on how idle threads wait. An explicit setting is kept. */
-    setenv("OMP_WAIT_POLICY", "passive", 0);
     if (!vt_test_onednn_expected()) return 77; /* not built: every test here needs it */
     static CU_TestInfo tests[] = {
         {"supports() is exact", test_supports_is_exact},
         {"matmul matches reference, every weight dtype", test_matmul_matches_reference_every_dtype},
         {"matmul with many small tiles", test_matmul_many_small_tiles},
-        {"matmul with OpenMP threading", test_matmul_omp_threading},
         {"matmul at a model's layer size", test_matmul_model_sized},
         {"matmul reuses cached primitives across M", test_matmul_repeated_shapes},
+        {"a row's result does not depend on M (batch invariance)", test_rows_independent_of_m},
         {"precision=f32: every dtype in f32", test_matmul_precision_f32},
         {"precision=bf16: quantized and BF16 weights in bf16 where the CPU has it", test_matmul_precision_bf16},
         {"decode=1 accepts and computes M=1", test_decode_option},

@@ -13,13 +13,14 @@
  *         activations rounded once per matmul, the products summed in f32;
  *         BF16 weights are read in place. F32 and F16 weights run in f32.
  *
- * Threading (ctx->threading, measured in bench/onednn_matmul_bench.c):
- *   TILES  host->parallel_for over tiles; each thread dequantizes and
- *          multiplies its own tiles with oneDNN single-threaded (OpenMP team
- *          of 1), so n threads keep exactly n cores busy and the dequantizing
- *          runs in parallel too.
- *   OMP    tiles one after another: dequantize with host->parallel_for, then
- *          one oneDNN call on n OpenMP threads.
+ * Threading: host->parallel_for over tiles; each thread dequantizes and
+ * multiplies its own tiles with oneDNN single-threaded (OpenMP team of 1),
+ * so n threads keep exactly n cores busy and the dequantizing runs in
+ * parallel too. oneDNN's own threads are not used: they split a call's rows
+ * among themselves by the call's size, which changes the kernel a row is
+ * summed by (measured with ONEDNN_MAX_CPU_ISA=AVX2), so a row's bits would
+ * depend on the other rows of the call; one thread per call keeps the
+ * sizes below the only thing that decides them.
  */
 #include <stdatomic.h>
 #include <string.h>
@@ -58,14 +59,14 @@ static onednn_precision precision_for(const onednn_ctx *ctx, int32_t dtype) {
 
 /* Output rows per tile for K inputs: the tile (rows x K f32) fits the
  * configured budget, is a multiple of 16 rows (the AVX2 gemm's register block
- * is a multiple of 8 columns), and in TILES mode there are at least as many
- * tiles as threads. */
+ * is a multiple of 8 columns), and there are at least as many tiles as
+ * threads. */
 static int64_t tile_rows(const onednn_ctx *ctx, int64_t k, int64_t n) {
     int64_t rows = (int64_t)(ctx->tile_bytes / ((size_t)k * sizeof(float)));
     rows = rows / 16 * 16;
     if (rows < 16) rows = 16;
     if (rows > 1024) rows = 1024;
-    if (ctx->threading == ONEDNN_THREADING_TILES && ctx->n_threads > 1) {
+    if (ctx->n_threads > 1) {
         int64_t per_thread = (n + ctx->n_threads - 1) / ctx->n_threads;
         per_thread = (per_thread + 15) / 16 * 16;
         if (per_thread < rows) rows = per_thread;
@@ -86,6 +87,31 @@ static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_fl
     return st;
 }
 
+/* How many rows a oneDNN call gets. oneDNN's gemm picks its kernels by M,
+ * and they sum in different orders: a row's bits would depend on how many
+ * rows share its call, so on the other sequences of a step (batch
+ * invariance). Measured here (AMD EPYC with AVX-512, oneDNN 2.6.3; the rows
+ * of calls of M = 1..40 and up to 1,100 against the same rows in one large
+ * call):
+ *   - AVX-512 kernels: f32 calls of fewer than 16 rows and bf16 calls of one
+ *     row give other bits; every larger call the same;
+ *   - AVX2 kernels (ONEDNN_MAX_CPU_ISA=AVX2, what an AVX2-only CPU runs):
+ *     the last 1 to 3 rows past a call's 6-row blocks give other bits, and
+ *     so do some rows of calls of 6k rows (145..1,048: its M blocking);
+ *     calls of 12k rows, and of 16 (two blocks and 4 rows, summed as whole
+ *     blocks), agree with each other.
+ * So a call gets 16 rows, or a multiple of 12 of at least 24: M itself when
+ * it is such a size, else the activations are copied into a buffer padded
+ * with zero rows to the next one (at most 11 more), whose results are
+ * dropped. Both kernel families then give each row the same bits whatever
+ * M; test_onednn_ops holds this bit for bit on whatever CPU runs it (the
+ * list above is what it found on this one). */
+static int64_t call_rows(int64_t m) {
+    if (m <= 16) return 16;
+    const int64_t r = (m + 11) / 12 * 12;
+    return r < 24 ? 24 : r;
+}
+
 /* One matmul call split into tiles of `rows` output rows. */
 typedef struct matmul_job {
     onednn_ctx *ctx;
@@ -96,6 +122,10 @@ typedef struct matmul_job {
     const void *x;      /* {K, M} of the precision (the node's f32, or its bf16 rounding) */
     float *y;           /* {N, M} */
     int64_t k, n, m, rows;
+    size_t x_value_bytes; /* of one activation value: 4 (f32) or 2 (bf16) */
+    int64_t call_m;       /* rows each oneDNN call multiplies: call_rows(m) */
+    const void *call_x;   /* {K, call_m}: x itself, or x's rows then zero rows */
+    float *call_y;        /* {N, call_m}: y itself, or a buffer whose first m rows go to y */
     const onednn_matmul_entry *full; /* tiles of `rows` rows */
     const onednn_matmul_entry *tail; /* the last tile when rows does not divide N */
     atomic_int status;               /* first error, VT_OK if none */
@@ -130,12 +160,23 @@ static const void *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, f
     return buf16;
 }
 
+/* The tile's products with every activation row: tile columns [n0, n0 +
+ * nt) of Y (entry e multiplies that many weight rows, wt). */
+static vt_status run_tile(const matmul_job *job, const onednn_matmul_entry *e, onednn_worker *worker,
+                          const void *wt, int64_t n0, int64_t nt) {
+    vt_status st = onednn_matmul_run(job->ctx, e, worker, job->call_m, job->call_x, wt, job->call_y + n0);
+    if (st == VT_OK && job->call_y != job->y) /* the real rows, while the tile's columns are in cache */
+        for (int64_t r = 0; r < job->m; r++)
+            memcpy(job->y + r * job->n + n0, job->call_y + r * job->n + n0, sizeof(float) * (size_t)nt);
+    return st;
+}
+
 static void fail(matmul_job *job, vt_status st) {
     int expected = VT_OK;
     atomic_compare_exchange_strong(&job->status, &expected, (int)st);
 }
 
-/* TILES: tiles [begin, end) on this thread, oneDNN single-threaded. */
+/* Tiles [begin, end) on this thread, oneDNN single-threaded. */
 static void tiles_task(void *arg, int64_t begin, int64_t end, int thread) {
     matmul_job *job = arg;
     onednn_worker *worker = &job->ctx->workers[thread];
@@ -148,54 +189,9 @@ static void tiles_task(void *arg, int64_t begin, int64_t end, int thread) {
         const onednn_matmul_entry *e = tile_entry(job, n0, &nt);
         vt_status st;
         const void *wt = tile_weights(job, n0, nt, worker->tile, worker->tile16, &st);
-        if (st == VT_OK) st = onednn_matmul_run(job->ctx, e, worker, job->m, job->x, wt, job->y + n0);
+        if (st == VT_OK) st = run_tile(job, e, worker, wt, n0, nt);
         if (st != VT_OK) fail(job, st);
     }
-}
-
-/* OMP: dequantize rows [begin, end) of the tile starting at weight row n0
- * (tile_weights on a slice of the tile). */
-typedef struct dequant_job {
-    const matmul_job *job;
-    int64_t n0;
-    float *buf;
-    uint16_t *buf16;
-    atomic_int status;
-} dequant_job;
-
-static void dequant_task(void *arg, int64_t begin, int64_t end, int thread) {
-    (void)thread;
-    dequant_job *d = arg;
-    const matmul_job *job = d->job;
-    vt_status st;
-    uint16_t *buf16 = job->bf16 ? d->buf16 + begin * job->k : NULL; /* allocated for bf16 only */
-    tile_weights(job, d->n0 + begin, end - begin, d->buf + begin * job->k, buf16, &st);
-    if (st != VT_OK) {
-        int expected = VT_OK;
-        atomic_compare_exchange_strong(&d->status, &expected, (int)st);
-    }
-}
-
-static vt_status run_omp(matmul_job *job) {
-    onednn_ctx *ctx = job->ctx;
-    onednn_worker *worker = &ctx->workers[0];
-    int64_t n_tiles = (job->n + job->rows - 1) / job->rows;
-    for (int64_t t = 0; t < n_tiles; t++) {
-        int64_t n0 = t * job->rows, nt;
-        const onednn_matmul_entry *e = tile_entry(job, n0, &nt);
-        const void *wt = job->w + (size_t)n0 * job->row_bytes;
-        if (!reads_in_place(job)) {
-            dequant_job d = {.job = job, .n0 = n0, .buf = worker->tile, .buf16 = worker->tile16};
-            atomic_init(&d.status, VT_OK);
-            vt_host_parallel_for(ctx->host, nt, 8, dequant_task, &d);
-            if (atomic_load(&d.status) != VT_OK) return (vt_status)atomic_load(&d.status);
-            wt = job->bf16 ? (const void *)worker->tile16 : worker->tile;
-        }
-        onednn_omp_set_threads(ctx->n_threads);
-        vt_status st = onednn_matmul_run(ctx, e, worker, job->m, job->x, wt, job->y + n0);
-        if (st != VT_OK) return st;
-    }
-    return VT_OK;
 }
 
 /* The activations rounded to bf16, rows [begin, end). */
@@ -209,6 +205,29 @@ static void round_rows_task(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     const round_rows_job *r = arg;
     vt_f32_to_bf16_row_avx512(r->x + begin * r->k, r->x16 + begin * r->k, (end - begin) * r->k);
+}
+
+/* Point job's calls at x and y when M is a call size, else at ctx's
+ * buffers: x's rows then zero rows, and room for every row's results. */
+static vt_status pad_rows(onednn_ctx *ctx, matmul_job *job) {
+    job->call_m = call_rows(job->m);
+    job->call_x = job->x;
+    job->call_y = job->y;
+    if (job->call_m == job->m) return VT_OK;
+    const size_t row_bytes = (size_t)job->k * job->x_value_bytes;
+    vt_status st = onednn_ensure_buffer(ctx->host, &ctx->pad_x, &ctx->pad_x_bytes, (size_t)job->call_m * row_bytes, 1);
+    void *pad_y = ctx->pad_y;
+    if (st == VT_OK)
+        st = onednn_ensure_buffer(ctx->host, &pad_y, &ctx->pad_y_capacity, (size_t)(job->call_m * job->n),
+                                  sizeof(float));
+    ctx->pad_y = pad_y;
+    if (st != VT_OK) return st;
+    memcpy(ctx->pad_x, job->x, (size_t)job->m * row_bytes);
+    /* zero is zero in f32 and bf16 alike */
+    memset((uint8_t *)ctx->pad_x + (size_t)job->m * row_bytes, 0, (size_t)(job->call_m - job->m) * row_bytes);
+    job->call_x = ctx->pad_x;
+    job->call_y = ctx->pad_y;
+    return VT_OK;
 }
 
 vt_status onednn_matmul(void *opaque, const vt_node *node) {
@@ -240,11 +259,11 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
 
     const onednn_precision precision = precision_for(ctx, job.dtype);
     job.bf16 = precision == ONEDNN_PRECISION_BF16;
+    job.x_value_bytes = job.bf16 ? sizeof(uint16_t) : sizeof(float);
     job.rows = tile_rows(ctx, job.k, job.n);
-    int threads = ctx->threading == ONEDNN_THREADING_OMP ? ctx->n_threads : 1;
-    job.full = onednn_matmul_get(ctx, precision, job.k, job.rows, job.n, threads);
+    job.full = onednn_matmul_get(ctx, precision, job.k, job.rows, job.n, 1);
     int64_t tail_rows = job.n % job.rows;
-    job.tail = tail_rows ? onednn_matmul_get(ctx, precision, job.k, tail_rows, job.n, threads) : job.full;
+    job.tail = tail_rows ? onednn_matmul_get(ctx, precision, job.k, tail_rows, job.n, 1) : job.full;
     if (!job.full || !job.tail) return VT_ERR_BACKEND;
 
     size_t scratch = job.full->scratch_bytes > job.tail->scratch_bytes ? job.full->scratch_bytes
@@ -254,8 +273,7 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
     const size_t tile_values = reads_in_place(&job) ? 0 : (size_t)(job.rows * job.k);
     const size_t tile_floats = job.dtype == VT_F32 ? 0 : tile_values;
     const size_t tile16_values = job.bf16 ? tile_values : 0;
-    int n_workers = ctx->threading == ONEDNN_THREADING_OMP ? 1 : ctx->n_threads;
-    for (int i = 0; i < n_workers; i++) {
+    for (int i = 0; i < ctx->n_threads; i++) {
         vt_status st = ensure_worker(ctx, &ctx->workers[i], tile_floats, tile16_values, scratch);
         if (st != VT_OK) return st;
     }
@@ -269,8 +287,9 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
         vt_host_parallel_for(ctx->host, job.m, 16, round_rows_task, &r);
         job.x = ctx->x16;
     }
+    vt_status st = pad_rows(ctx, &job);
+    if (st != VT_OK) return st;
 
-    if (ctx->threading == ONEDNN_THREADING_OMP) return run_omp(&job);
     int64_t n_tiles = (job.n + job.rows - 1) / job.rows;
     vt_host_parallel_for(ctx->host, n_tiles, 1, tiles_task, &job);
     return (vt_status)atomic_load(&job.status);

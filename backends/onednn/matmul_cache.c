@@ -33,7 +33,7 @@ static bool create_entry(onednn_ctx *ctx, onednn_matmul_entry *e) {
 
     dnnl_primitive_attr_t attr = NULL;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
-    /* User scratchpad: two threads may run primitives at once (TILES mode);
+    /* User scratchpad: two threads may run primitives at once;
      * the library-managed one can be shared between primitives. */
     bool ok = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
 

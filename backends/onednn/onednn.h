@@ -30,16 +30,6 @@
 /* The isa line's room: what the runtime reads of it (VT_BACKEND_ISA_MAX). */
 #define VT_ONEDNN_ISA_SIZE 256
 
-/* How tiles are spread over cores (measured in bench/onednn_matmul_bench.c). */
-typedef enum onednn_threading {
-    /* host->parallel_for over weight tiles; each thread dequantizes its own
-     * tile and runs oneDNN single-threaded (OpenMP team of 1). */
-    ONEDNN_THREADING_TILES = 0,
-    /* one tile at a time: the tile is dequantized with host->parallel_for, then
-     * one oneDNN call runs on host->n_threads OpenMP threads. */
-    ONEDNN_THREADING_OMP = 1
-} onednn_threading;
-
 /* The number format the matmuls multiply in. */
 typedef enum onednn_precision {
     ONEDNN_PRECISION_F32 = 0,  /* weights and activations as f32 */
@@ -102,7 +92,6 @@ typedef struct onednn_worker {
 typedef struct onednn_ctx {
     const vt_host *host;
     int n_threads;
-    onednn_threading threading;
     size_t tile_bytes;     /* target size of one dequantized tile (per thread) */
     bool decode_matmul;    /* accept MATMUL in VT_PHASE_DECODE (default no, see supports) */
     int precision_option;  /* -1 auto (the precision option's default), else an onednn_precision */
@@ -117,6 +106,11 @@ typedef struct onednn_ctx {
     char isa[VT_ONEDNN_ISA_SIZE]; /* what vt backends and vt bench print: the ISA limit and the matmuls running */
     uint16_t *x16;         /* [x16_capacity] a matmul's activations rounded to bf16 (bf16 precision) */
     size_t x16_capacity;
+    /* a matmul's last rows padded to a whole call (matmul.c, ONEDNN_CALL_ROWS) */
+    void *pad_x;           /* [pad_x_bytes] those activation rows, then zero rows */
+    size_t pad_x_bytes;
+    float *pad_y;          /* [pad_y_capacity] their results, all N columns */
+    size_t pad_y_capacity;
     dnnl_engine_t engine;
     onednn_worker *workers; /* [n_threads] */
 

@@ -2,7 +2,8 @@
  * supports.
  *
  * Options ([backend.onednn] in the ini, "key=value,..."):
- *   threading=tiles|omp   how tiles use the cores (default tiles; see matmul.c)
+ *   threading=tiles       how tiles use the cores: vt's threads over weight
+ *                         tiles (the only mode; omp is refused, see matmul.c)
  *   tile_kib=N            dequantized tile budget per thread (default 384)
  *   decode=0|1            accept MATMUL in the decode phase (default 0)
  *   precision=auto|f32|bf16|int8  what the matmuls multiply in (default auto:
@@ -40,9 +41,12 @@ static bool set_option(void *opaque, const char *key, const char *value, char *e
     onednn_ctx *ctx = opaque;
     char *end = NULL;
     if (strcmp(key, "threading") == 0 && strcmp(value, "tiles") == 0) {
-        ctx->threading = ONEDNN_THREADING_TILES;
+        /* the only mode */
     } else if (strcmp(key, "threading") == 0 && strcmp(value, "omp") == 0) {
-        ctx->threading = ONEDNN_THREADING_OMP;
+        snprintf(err, err_size,
+                 "threading=omp is not offered: oneDNN's threads split a call's rows by its size, so a "
+                 "sequence's results would depend on the others in its step; threading=tiles is the only mode");
+        return false;
     } else if (strcmp(key, "tile_kib") == 0) {
         long kib = strtol(value, &end, 10);
         if (!*value || *end || kib < 16 || kib > 65536) {
@@ -69,7 +73,7 @@ static bool set_option(void *opaque, const char *key, const char *value, char *e
         ctx->int8_max_bytes = (size_t)mib << 20;
     } else {
         snprintf(err, err_size,
-                 "unknown option or value '%s=%s' (threading=tiles|omp, tile_kib=N, decode=0|1, "
+                 "unknown option or value '%s=%s' (threading=tiles, tile_kib=N, decode=0|1, "
                  "precision=auto|f32|bf16|int8, int8_max_mib=N)",
                  key, value);
         return false;
@@ -97,6 +101,8 @@ static void onednn_shutdown(void *opaque) {
         free(ctx->workers);
     }
     ctx->host->free(ctx->x16);
+    ctx->host->free(ctx->pad_x);
+    ctx->host->free(ctx->pad_y);
     ctx->host->free(ctx->x8);
     ctx->host->free(ctx->x_scale);
     ctx->host->free(ctx->y32);
@@ -111,7 +117,6 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
     if (!ctx) return VT_ERR_NOMEM;
     ctx->host = host;
     ctx->n_threads = host->n_threads > 0 ? host->n_threads : 1;
-    ctx->threading = ONEDNN_THREADING_TILES;
     ctx->tile_bytes = (size_t)ONEDNN_DEFAULT_TILE_KIB * 1024;
     ctx->precision_option = -1;
     if (!parse_options(ctx, config ? config->options : NULL, err, err_size)) {
@@ -182,12 +187,11 @@ static vt_status onednn_init(const vt_host *host, const vt_backend_config *confi
         snprintf(ctx->isa, sizeof ctx->isa, "%.31s (f32 matmul %.24s)", ctx->caps.isa_name, f32_impl);
     const dnnl_version_t *v = dnnl_version();
     host->log(VT_LOG_INFO, ONEDNN_NAME,
-              "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s%s, f16 %s; precision=%s threading=%s tile=%zu KiB",
+              "oneDNN %d.%d.%d: f32 matmul %s (%s), bf16 %s%s, f16 %s; precision=%s tile=%zu KiB",
               v->major, v->minor, v->patch, ctx->caps.matmul_f32 ? "yes" : "no", ctx->caps.matmul_f32_impl,
               ctx->caps.matmul_bf16 ? "yes" : "no", ctx->caps.bf16_native ? " (in hardware)" : "",
               ctx->caps.matmul_f16 ? "yes" : "no",
-              ctx->precision == ONEDNN_PRECISION_INT8 ? "int8" : bf16 ? "bf16" : "f32",
-              ctx->threading == ONEDNN_THREADING_TILES ? "tiles" : "omp", ctx->tile_bytes / 1024);
+              ctx->precision == ONEDNN_PRECISION_INT8 ? "int8" : bf16 ? "bf16" : "f32", ctx->tile_bytes / 1024);
     if (ctx->int8_max_bytes && ctx->precision != ONEDNN_PRECISION_INT8)
         host->log(VT_LOG_WARN, ONEDNN_NAME, "int8_max_mib=%zu has nothing to bound: precision is %s, not int8",
                   ctx->int8_max_bytes >> 20, bf16 ? "bf16" : "f32");
