@@ -535,6 +535,23 @@ static void test_no_q8_0_backend_sends_cache_ops_to_fallback(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "runtime.fallback is --fallback"));
     free(out);
     free(err);
+    /* a fallback naming the backend itself is no fallback, and both the
+     * refusal and --explain say that is why */
+    out = err = NULL;
+    rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 4 --temp 0 --ids --backend kv_no_q8_0 "
+                                "--fallback kv_no_q8_0 --kv-cache-dtype q8_0", qwen3_path, prompt);
+    CU_ASSERT_EQUAL(rc, 4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "and there is no fallback (runtime.fallback names this backend itself)"));
+    free(out);
+    free(err);
+    out = err = NULL;
+    rc = vt_test_run_vt_checked(&out, &err, "run -m '%s' --tokens %s -n 4 --backend kv_no_q8_0 --fallback kv_no_q8_0 "
+                                "--dry-run", qwen3_path, prompt);
+    CU_ASSERT_EQUAL(rc, 0);
+    /* --dry-run's plan goes to stderr */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err ? err : "", "(fallback: none: runtime.fallback names the backend itself)"));
+    free(out);
+    free(err);
 }
 
 /* A plugin built at ABI 1.0 accepts any cache its supports() sees, but the

@@ -15,6 +15,14 @@
 /* `--backend auto`: not a backend's name but the placement by measured cost. */
 static bool is_auto(const vt_options *o) { return strcmp(o->backend, "auto") == 0; }
 
+/* No fallback because runtime.fallback names the preferred backend (a
+ * backend cannot take the nodes it declines itself): said where the
+ * missing fallback shows, as it is easy to set by mistake. */
+static bool fallback_is_self(const vt_engine *e) {
+    const vt_backend_entry *pb = e->preferred >= 0 ? vt_registry_at(e->registry, e->preferred) : NULL;
+    return e->fallback < 0 && pb && e->opt.fallback[0] && strcmp(e->opt.fallback, pb->name) == 0;
+}
+
 static int32_t find_loaded(const vt_registry *r, const char *name) {
     for (int i = 0; i < vt_registry_count(r); i++) {
         const vt_backend_entry *b = vt_registry_at(r, i);
@@ -255,7 +263,15 @@ static bool plans_agree(const vt_engine *e) {
 }
 
 static vt_status build_plans(vt_engine *e, vt_error *err) {
-    vt_plan_config pc = {e->model, e->kv, e->registry, e->host, e->preferred, e->fallback, e->opt.check_plan, e->costs};
+    vt_plan_config pc = {.model = e->model,
+                         .kv = e->kv,
+                         .registry = e->registry,
+                         .host = e->host,
+                         .preferred = e->preferred,
+                         .fallback = e->fallback,
+                         .fallback_is_self = fallback_is_self(e),
+                         .check_plan = e->opt.check_plan,
+                         .costs = e->costs};
     const int64_t batch = e->opt.batch_size < e->ctx_size ? e->opt.batch_size : e->ctx_size;
     const vt_plan_shape prefill = {VT_PHASE_PREFILL, batch, e->max_seqs, e->all_logits};
     const vt_plan_shape decode = {VT_PHASE_DECODE, 0, e->max_seqs, e->all_logits};
@@ -777,7 +793,9 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
                 c->cache_path, c->n, c->from_cache);
     } else {
         fprintf(f, "backend: %s (fallback: %s); backend from %s; fallback from %s\n", pb->name,
-                fb ? fb->name : "none",
+                fb                           ? fb->name
+                : fallback_is_self(e)        ? "none: runtime.fallback names the backend itself"
+                                             : "none",
                 e->opt.backend[0] ? vt_options_source(&e->opt, "runtime.backend") : "the highest probe score",
                 e->opt.fallback[0] ? vt_options_source(&e->opt, "runtime.fallback")
                                    : "the highest probe score after the preferred backend");

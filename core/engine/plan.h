@@ -27,6 +27,7 @@ typedef struct vt_plan_config {
     const vt_host *host;
     int32_t preferred;        /* registry index of the preferred backend */
     int32_t fallback;         /* registry index, or -1 = none */
+    bool fallback_is_self;    /* none because runtime.fallback names the preferred backend itself */
     bool check_plan;          /* the first run re-offers every node as executed (vt_plan_run) */
     /* --backend auto: place each node on the candidate with the lowest
      * measured time of its shape class (classes not yet known are added,

@@ -116,11 +116,14 @@ static vt_status place(vt_builder *b, int32_t i) {
     vt_plan_describe_node(&n->proto, desc, sizeof desc);
     const vt_backend_entry *pe = builder_entry(b, b->cfg->preferred), *fe = builder_entry(b, b->cfg->fallback);
     const bool reads_cache = n->op == VT_OP_ATTENTION;
+    const char *no_fallback = b->cfg->fallback_is_self
+                                  ? " and there is no fallback (runtime.fallback names this backend itself)"
+                                  : " and there is no fallback";
     return graph_fail(b->g, VT_ERR_UNSUPPORTED,
                       "plan build refused (%s): node %s %s is declined by backend '%s'%s%s%s. Fix: choose another "
                       "%sruntime.backend, or allow a fallback backend (runtime.fallback = reference)",
                       builder_phase_name(b), n->label, desc, pe ? pe->name : "?",
-                      fe ? " and by fallback '" : " and there is no fallback", fe ? fe->name : "", fe ? "'" : "",
+                      fe ? " and by fallback '" : no_fallback, fe ? fe->name : "", fe ? "'" : "",
                       reads_cache ? "kv_cache.dtype, another " : "");
 }
 
