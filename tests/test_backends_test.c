@@ -270,6 +270,12 @@ static void test_unknown_op_or_dtype(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "f32, f16, bf16, q8_0, q4_0, q4_k, q5_k, q6_k"));
     free(out);
     free(err);
+    /* known names that select no case of the battery test nothing: not a pass */
+    CU_ASSERT_EQUAL(run_vt("backends --test reference --ops swiglu --dtypes f16", &out, &err), 2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "nothing was tested"));
+    free(out);
+    free(err);
 }
 
 /* A plugin file that does not load: exit 2 with the reason --check gives. */

@@ -601,6 +601,15 @@ vt_status vt_backends_test_run(const vt_backends_test_request *req, int *exit_co
         }
         free(options);
     }
+    if (st == VT_OK && !refused && all.n_ok + all.n_failed + all.n_declined == 0) {
+        /* a filter that selects nothing tests nothing: not a pass */
+        fprintf(stderr, "vt: backends --test %s: no case of the battery has the ops and dtypes asked for, so "
+                        "nothing was tested (`vt backends` shows which ops each dtype has)\n",
+                req->target);
+        *exit_code = 2;
+        free(all.cases);
+        return VT_OK;
+    }
     if (st == VT_OK && !refused) {
         if (req->json) print_json(req, &all);
         else if (all.n_tiers)
