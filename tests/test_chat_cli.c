@@ -246,6 +246,13 @@ static void test_refusals(void) {
     expect_refusal("chat -m " MODEL " --chat-template-file /nonexistent/t.jinja", 2, "/nonexistent/t.jinja");
     snprintf(args, sizeof args, "chat -m %s --chat-template-file %s", MODEL, bad_template);
     expect_refusal(args, 2, bad_template);
+    /* one that parses but fails on a chat of one user message answers no
+     * turn: refused at start, not per turn with exit 0 */
+    char failing[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(failing, sizeof failing, "failing.jinja",
+                                                       "{{ messages[0].content | nosuchfilter }}"));
+    snprintf(args, sizeof args, "chat -m %s --chat-template-file %s < /dev/null", MODEL, failing);
+    expect_refusal(args, 2, "a chat of one user message fails");
     /* qwen3-tiny carries no template: the message names the way out. */
     expect_refusal("chat -m " MODEL " < /dev/null", 4, "--chat-template-file");
     expect_refusal("chat -m /nonexistent/model.gguf --chat-template chatml", 2, "/nonexistent/model.gguf");

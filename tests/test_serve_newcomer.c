@@ -218,21 +218,26 @@ static void test_listen_errors_say_what_bind_said(void) {
     free(err);
 }
 
-/* A template the flags name that cannot be read, or does not parse, is
- * refused before the port opens and the model loads (a typo must not cost a
- * load, nor show a load balancer a listening server that then exits). */
+/* A template the flags name that cannot be read, does not parse, or fails
+ * on a chat of one user message is refused before the port opens and the
+ * model loads (a typo must not cost a load, nor show a load balancer a
+ * listening server that then exits), with --dry-run too. */
 static void test_bad_template_refused_before_listening(void) {
     const char *dir = vt_test_data_dir("test models");
-    char bad[1024], cmd[3200], *err = NULL;
+    char bad[1024], failing[1024], cmd[3200], *err = NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(
         vt_test_write_tmpfile(bad, sizeof bad, "broken.jinja", "{% for m in messages %}{{ m.content }"));
-    const char *files[] = {"/nonexistent/t.jinja", bad};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s/models/%s' -t 1 --port 0 --chat-template-file '%s'",
-                 VT_CLI_PATH, dir, MODEL, files[i]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(
+        vt_test_write_tmpfile(failing, sizeof failing, "failing.jinja", "{{ messages[0].content | nosuchfilter }}"));
+    const char *files[] = {"/nonexistent/t.jinja", bad, failing, failing};
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s/models/%s' -t 1 --port 0 --chat-template-file '%s'%s",
+                 VT_CLI_PATH, dir, MODEL, files[i], i == 3 ? " --dry-run" : "");
         CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 2);
-        CU_ASSERT(err && strstr(err, files[i]) && !strstr(err, "listening"));
-        if (err && strstr(err, "listening")) printf("\n  %s", err);
+        /* refused before the port opens, and before a dry run loads and prints the plans */
+        CU_ASSERT(err && strstr(err, files[i]) && !strstr(err, "listening") && !strstr(err, "backend:"));
+        if (i >= 2) CU_ASSERT(err && strstr(err, "a chat of one user message fails: line 1: unknown filter 'nosuchfilter'"));
+        if (err && (strstr(err, "listening") || strstr(err, "backend:"))) printf("\n  %s", err);
         free(err);
         err = NULL;
     }

@@ -422,12 +422,27 @@ static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double gr
     while (vt_server_active_requests(server) > 0 && vt_serve_now() < sent) nanosleep(&tick, NULL);
 }
 
+/* A template the flags name is read, parsed and tried before the port opens
+ * and the model loads: a typo must not cost a load. (The model's own
+ * template can only be read once it is open.) */
+static vt_status check_given_template(const serve_opts *o, vt_error *err) {
+    const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
+    if (!so->chat_template[0] && !so->chat_template_file[0]) return VT_OK;
+    vt_chat_source given;
+    const vt_status st =
+        vt_chat_source_open(&given, so->chat_template, so->chat_template_file, NULL, o->c.model_path, err);
+    vt_chat_source_free(&given);
+    return st;
+}
+
 /* --dry-run: load as serving would, print the plans and what would be
  * served, and stop there (no listener). */
 static vt_status dry_run(const serve_opts *o, vt_error *err) {
+    vt_status st = check_given_template(o, err);
+    if (st != VT_OK) return st;
     vt_batch *batch = NULL;
     char msg[512] = "";
-    vt_status st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
+    st = vt_batch_open_resolved(o->c.model_path, &o->c.opt, &batch, msg, sizeof msg);
     if (st != VT_OK) return vt_fail(err, st, "%s", msg);
     vt_batch_explain(batch, stderr);
     vt_chat_source chat;
@@ -477,17 +492,10 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         .completion_special = o->c.special,
     };
     char msg[512] = "";
-    /* A template the flags name is read and parsed before the port opens
-     * and the model loads, too: a typo must not cost a load. (The model's
-     * own template can only be read once it is open.) */
-    if (so->chat_template[0] || so->chat_template_file[0]) {
-        vt_chat_source given;
-        st = vt_chat_source_open(&given, so->chat_template, so->chat_template_file, NULL, o->c.model_path, err);
-        vt_chat_source_free(&given);
-        if (st != VT_OK) {
-            vt_serve_metrics_destroy(&metrics);
-            return st;
-        }
+    st = check_given_template(o, err);
+    if (st != VT_OK) {
+        vt_serve_metrics_destroy(&metrics);
+        return st;
     }
     vt_server *server = vt_server_start(&cfg, &metrics, msg, sizeof msg);
     if (!server) {
