@@ -405,6 +405,12 @@ static void test_config_names_the_fallback(void) {
         CU_ASSERT(has(named.out, "other than runtime.backend: simd here)"));
     result_free(&plain);
     result_free(&named);
+    /* and what only the environment sets: backend folders searched first, the log level */
+    result env = run("env VT_LOG=error VT_BACKEND_PATH=/nonexistent-vt-backends", "config");
+    CU_ASSERT_EQUAL(env.rc, 0);
+    CU_ASSERT(has(env.out, "VT_BACKEND_PATH      = /nonexistent-vt-backends (env VT_BACKEND_PATH"));
+    CU_ASSERT(has(env.out, "VT_LOG               = error        (env VT_LOG)"));
+    result_free(&env);
 }
 
 /* vt config resolves "exactly as vt run would": what a run refuses it

@@ -1,6 +1,7 @@
 /* cmd_config.c — `vt config`: every knob's resolved value and where it came
  * from (cli, env VAR, ini LINE, default), after the same resolution the
  * engine commands do. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -14,8 +15,9 @@ static void help(void) {
            "Print every knob's value and its source after resolving command line > environment >\n"
            "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
            "and a backend, fallback, backend option or token budget a run would refuse is refused here\n"
-           "with the same message and exit status. The last line is the plan check, set only by\n"
-           "the environment: VT_CHECK_PLAN=1 makes the first run of each plan re-offer every node,\n"
+           "with the same message and exit status. The last lines are what only the environment sets:\n"
+           "VT_BACKEND_PATH (backend folders searched before backends.path), VT_LOG (the log level),\n"
+           "and the plan check: VT_CHECK_PLAN=1 makes the first run of each plan re-offer every node,\n"
            "as executed, to its backend and fail naming a node it declines (default: on in Debug\n"
            "and sanitizer builds, off in Release; 0 turns it off).\n");
 }
@@ -100,6 +102,11 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
             printf("%-20s = %-12s (%s)\n", key, value, vt_options_source(opt, key));
     }
     print_backend_options(opt);
+    /* what only the environment sets (the CLI refused a bad VT_LOG before this) */
+    const char *path = getenv("VT_BACKEND_PATH"), *log = getenv("VT_LOG");
+    printf("%-20s = %-12s (%s)\n", "VT_BACKEND_PATH", path ? path : "",
+           path && *path ? "env VT_BACKEND_PATH: searched before backends.path" : "not set");
+    printf("%-20s = %-12s (%s)\n", "VT_LOG", log && *log ? log : "warn", log && *log ? "env VT_LOG" : "default");
     printf("%-20s = %-12s (%s)\n", "VT_CHECK_PLAN", opt->check_plan ? "1" : "0", opt->check_plan_source);
     return VT_OK;
 }
