@@ -389,9 +389,11 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
                       cache_share > 0 ? " + the cache's share at " : "",
                       cache_share > 0 ? vt_dtype_name(r->kv_cache_dtype) : "");
     bool ok = max_d <= tol;
+    /* the table shows this cache's run: an f32 run's greedy is named as such */
+    const char *greedy_run = r->at_f32 ? " with the f32 cache" : "";
     if (job->n_greedy > 0 && n > 0 && (size_t)n < size) {
         if (isnan(greedy_gap)) {
-            snprintf(why + n, size - (size_t)n, "; greedy %lld/%lld", (long long)greedy_agree,
+            snprintf(why + n, size - (size_t)n, "; greedy%s %lld/%lld", greedy_run, (long long)greedy_agree,
                      (long long)job->n_greedy);
         } else {
             /* Logits each within tol of reference's can swap two tokens whose
@@ -399,9 +401,9 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
              * expected (random-weight models have many), a wider gap is not. */
             const bool near_tie = greedy_gap <= 2 * tol;
             snprintf(why + n, size - (size_t)n,
-                     "; greedy differs at token %lld of %lld, where reference's top two are %.2e apart (%s 2 x %.2e: "
-                     "%s)",
-                     (long long)greedy_agree + 1, (long long)job->n_greedy, greedy_gap, near_tie ? "<=" : ">",
+                     "; greedy%s differs at token %lld of %lld, where reference's top two are %.2e apart (%s 2 x "
+                     "%.2e: %s)",
+                     greedy_run, (long long)greedy_agree + 1, (long long)job->n_greedy, greedy_gap, near_tie ? "<=" : ">",
                      tol, near_tie ? "a near-tie the rounding can flip, expected" : "not explained by rounding");
             ok = ok && near_tie;
         }
