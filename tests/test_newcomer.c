@@ -326,6 +326,11 @@ static void test_compare_ends_with_verdicts(void) {
                         VT_TEST_PLUGIN_DIR);
     CU_ASSERT_EQUAL(plugin.rc, 0);
     CU_ASSERT(has(plugin.out, "kv_wrong_store not judged no stated tolerance for kv_wrong_store"));
+    /* an entry listed twice runs once (its rows would be the first's), and says so */
+    result twice = run("", "compare -m '%s' -t 1 -n 2 --backends reference,reference", q4);
+    CU_ASSERT_EQUAL(twice.rc, 0);
+    CU_ASSERT(has(twice.err, "--backends lists reference again; it runs once"));
+    result_free(&twice);
     result json = run("", "compare -m '%s' -t 1 -n 4 --backends reference --json", q4);
     CU_ASSERT(has(json.out, "\"verdict\": \"baseline\""));
     /* a mixture of experts whose logits move past the rounding bound is not

@@ -134,6 +134,9 @@ vt_status vt_cli_backend_set(const vt_options *opt, const char *spec, unsigned f
                     return vt_fail(err, VT_ERR_INVALID, "--backends: at most %d entries", VT_CLI_MAX_BACKENDS);
                 memcpy(out->names[out->n], name, name_len + 1);
                 memcpy(out->options[out->n++], options, sizeof options);
+            } else { /* its results would be the first's, bit for bit */
+                fprintf(stderr, "vt: --backends lists %s%s%s again; it runs once\n", name, options[0] ? ":" : "",
+                        options);
             }
             p = comma ? comma + 1 : p + len;
         }
