@@ -141,7 +141,7 @@ static vt_status run_run(run_opts *o, vt_error *err) {
         res.t_prompt = vt_cli_now() - t0;
     }
     if (st == VT_OK) {
-        printf("\n");
+        if (n_predict > 0) printf("\n"); /* ends the text (-n 0 wrote none) */
         fflush(stdout); /* the text before the timing line, wherever both go */
         /* The decode rate counts the tokens after the first (the first comes
          * from the prompt's logits): with one token there is no rate to give. */
