@@ -499,6 +499,11 @@ static void test_given_files_exit_2(void) {
     CU_ASSERT_EQUAL(r.rc, 2);
     CU_ASSERT(has(r.err, "--vocab-from"));
     result_free(&r);
+    /* a folder as the output is the argument's fault too, said before generating */
+    r = run("", "synth --shape tiny --type q8_0 -o '%s'", dir);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "is a folder"));
+    result_free(&r);
 }
 
 /* vt backends judges backend options as a run does, listing or testing:

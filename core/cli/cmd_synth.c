@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -197,6 +198,9 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
     else snprintf(dir, sizeof dir, ".");
     if (access(dir, W_OK | X_OK) != 0)
         return vt_fail(err, VT_ERR_INVALID, "synth: -o %s: cannot write in %s: %s", o->out, dir, strerror(errno));
+    struct stat st;
+    if (stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
+        return vt_fail(err, VT_ERR_INVALID, "synth: -o %s is a folder: name the file to write", o->out);
     return VT_OK;
 }
 
