@@ -591,7 +591,10 @@ static next_step command(chat *ch, const char *line, vt_error *err, vt_status *s
         fprintf(stderr, "[conversation cleared]\n");
     } else if (is_command(line, "/system", &arg)) {
         if (!*arg) {
-            fprintf(stderr, ch->system ? "[system message: %s]\n" : "[no system message]\n", ch->system);
+            if (ch->system) fprintf(stderr, "[system message: %s]\n", ch->system);
+            else /* some templates write a default one of their own (Qwen2's) */
+                fprintf(stderr, "[no system message given; the template may write its own: --show-prompt shows "
+                                "what the model sees]\n");
             return GO_ON;
         }
         char *s = strdup(arg);
