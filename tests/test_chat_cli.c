@@ -134,6 +134,37 @@ static void test_two_turns_keep_history(void) {
     free(err);
 }
 
+/* The prefix-cache levers, each in the forms the docs give, through the
+ * same two turns: off (--no-prefix-cache, --prefix-cache 0, the ini's
+ * prefix_cache = 0) takes nothing from the cache; --prefix-cache-blocks 1
+ * keeps one block of turn 1 (16 tokens); on by default it takes more. */
+static void test_prefix_cache_levers(void) {
+    const char *in = input_file("levers.txt", "hello there how are you today\nand what comes next\n");
+    char ini[512];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(ini, sizeof ini, "no-prefix.ini", "[kv_cache]\nprefix_cache = 0\n"));
+    char ini_flag[600];
+    snprintf(ini_flag, sizeof ini_flag, "--config '%s'", ini);
+    const struct {
+        const char *flags;
+        long min_cached, max_cached; /* turn 2's tokens from the cache */
+    } cases[] = {
+        {"", 17, 100000}, {"--prefix-cache 1", 17, 100000}, {"--no-prefix-cache", 0, 0},
+        {"--prefix-cache 0", 0, 0}, {ini_flag, 0, 0}, {"--prefix-cache-blocks 1", 1, 16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *out = NULL, *err = NULL;
+        int rc = vt_test_run_vt_checked(&out, &err, CHAT_ARGS " -n 4 --seed 7 --stats %s < '%s'", cases[i].flags, in);
+        CU_ASSERT_EQUAL(rc, 0);
+        turn_stats t[4];
+        CU_ASSERT_EQUAL_FATAL(read_stats(err, t, 4), 2);
+        const bool ok = t[1].cached >= cases[i].min_cached && t[1].cached <= cases[i].max_cached;
+        if (!ok) printf("\n  %s: turn 2 took %ld tokens from the cache", cases[i].flags, t[1].cached);
+        CU_ASSERT(ok);
+        free(out);
+        free(err);
+    }
+}
+
 static void test_reset_forgets(void) {
     const char *in = input_file("reset.txt", "hello there\n/reset\nwhat comes next\n");
     char *out = NULL, *err = NULL;
@@ -506,6 +537,7 @@ static void test_terminal_ctrl_c_at_the_prompt_ends(void) {
 int main(void) {
     static CU_TestInfo piped[] = {
         {"two turns: the second prompt holds the first, from the cache", test_two_turns_keep_history},
+        {"the prefix-cache levers (flags, ini) change what turn 2 takes from the cache", test_prefix_cache_levers},
         {"/reset forgets the conversation", test_reset_forgets},
         {"--system and /system put the system message first", test_system_message},
         {"the seed a chat drew is printed and replays it", test_seeded_output_repeats},
