@@ -627,6 +627,15 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
         }
         putchar('\n');
     }
+    /* A decode above the measured limit means the limit was not one here. */
+    for (int i = 0; i < n; i++)
+        if (!res[i].error[0] && res[i].is_tg && fraction_of_limit(job, &res[i], bpt, bw) > 1.0) {
+            printf("note: a decode read faster than the %.1f GB/s measured at the start, so \"of limit\" is no bound in\n"
+                   "this run: weights that fit in the CPU's caches are not read from memory, or the measurement\n"
+                   "was disturbed (another job; --membw-mib sets its buffers)\n",
+                   bw);
+            break;
+        }
     for (int i = 0; i < n; i++)
         if (res[i].is_auto && !res[i].error[0]) {
             printf("auto: calibration %.2f s at engine creation (%s)\n", res[i].calibration_seconds,
