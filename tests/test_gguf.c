@@ -688,7 +688,7 @@ static const corrupt_case corrupt_cases[] = {
     /* b's data moved onto a's: one set of bytes read as two dtypes and shapes */
     {"two tensors on the same bytes", PUT64, "off:b.weight", 0, 0, {"share data bytes", "'a.weight' and 'b.weight'"}},
     {"cut after the tables", CUT, "tables_end", 0, 0, {"tensor 'a.weight': data", "outside the file"}},
-    {"cut in the data", CUT, "data:b.weight", 40, 0, {"tensor 'b.weight': data", "outside the file"}},
+    {"cut in the data", CUT, "data:b.weight", 40, 0, {"tensor 'b.weight': data", "past the file's end: truncated?"}},
     {"cut in the last tensor", CUT, "data:c.weight", 15, 0, {"tensor 'c.weight'", "outside the file"}},
     /* header */
     {"bad magic", PUT8, "magic", 0, 'X', {"bad magic", "not a GGUF file"}},
