@@ -780,10 +780,44 @@ static void test_close_calls_are_timed_again(void) {
     CU_ASSERT_EQUAL(retimed, 2);
 }
 
+/* `vt backends --calibrate -m MODEL` (the command the docs give for timing
+ * again) times the model's classes on every candidate, names each winner,
+ * and leaves the cache a run with --backend auto then reads every time from
+ * (the build's backends only: the test plugins are more than auto takes). */
+static void test_calibrate_command_writes_the_cache(void) {
+    char cmd[3000], *out = NULL, *err = NULL;
+    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH -u VT_CONFIG '%s' backends --calibrate -m '%s' -t 1", VT_CLI_PATH,
+             model_path);
+    int rc = vt_test_run_cmd(cmd, &out, &err);
+    if (rc != 0) printf("\n  rc %d: %s", rc, err ? err : "");
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    unsigned classes = 0;
+    const char *line = strstr(out, "calibrated ");
+    CU_ASSERT(line && sscanf(line, "calibrated %u shape classes", &classes) == 1 && classes > 0);
+    const char *at = line ? strstr(line, "cache: ") : NULL;
+    char cache[1200] = "";
+    if (at) sscanf(at, "cache: %1199s", cache);
+    struct stat st;
+    CU_ASSERT(cache[0] && stat(cache, &st) == 0 && st.st_size > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "simd*=") ? out : strstr(out, "reference*=")); /* each class's winner */
+    free(out);
+    free(err);
+    out = err = NULL;
+    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH -u VT_CONFIG '%s' run -m '%s' --backend auto -p hi -n 1 -t 1 --explain",
+             VT_CLI_PATH, model_path);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &err), 0);
+    CU_ASSERT(err && strstr(err, "0 times measured now") && strstr(err, cache));
+    if (err && !strstr(err, "0 times measured now")) printf("\n  %s", err);
+    free(out);
+    free(err);
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"a third-party plugin is timed like any backend; the second engine reads the cache",
          test_plugin_is_timed_and_cache_reused},
+        {"vt backends --calibrate -m MODEL writes the cache --backend auto then reads", test_calibrate_command_writes_the_cache},
         {"the plan is the cheapest by the recorded costs; the plugin fastest on one class gets exactly its nodes",
          test_plan_is_cheapest_by_recorded_costs},
         {"saves of one key keep each other's classes; another key replaces the file", test_saves_of_one_key_merge},
