@@ -881,6 +881,15 @@ static int rows_same_bits_every_m(void *ctx, int32_t dtype, int64_t k, int64_t n
     return first_bad != 0;
 }
 
+/* Run with ONEDNN_MAX_CPU_ISA=AVX2 (ctest's test_onednn_ops_avx2), the
+ * backend runs oneDNN's AVX2 kernels: said so, or that run would repeat
+ * the default one unnoticed. */
+static void test_isa_limit_asked_for_runs(void) {
+    const char *isa = onednn->table->isa(onednn->ctx);
+    CU_ASSERT(strncmp(isa, "avx2 ", 5) == 0);
+    if (strncmp(isa, "avx2 ", 5) != 0) printf("\n  isa line: %s", isa);
+}
+
 /* F32 weights (oneDNN's f32 gemm in place) and quantized ones (bf16 where
  * the CPU has it, else f32), on the default instance and precision=f32; an
  * odd short K too. */
@@ -915,8 +924,14 @@ int main(void) {
         {"precision=int8: int8_max_mib bounds the copies", test_int8_budget},
         {"bad options fail init", test_bad_options_fail_init},
         {"alloc failure gives VT_ERR_NOMEM", test_alloc_failure_is_nomem},
+        {"ONEDNN_MAX_CPU_ISA=AVX2 runs oneDNN's AVX2 kernels", test_isa_limit_asked_for_runs}, /* its run only */
         CU_TEST_INFO_NULL,
     };
+    const char *limit = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!limit || strcmp(limit, "AVX2") != 0) { /* the default run: that case is not there */
+        size_t n = sizeof tests / sizeof *tests;
+        tests[n - 2] = tests[n - 1];
+    }
     vt_test_add_suite("onednn ops", suite_init, suite_cleanup, tests);
     return vt_test_run();
 }

@@ -101,11 +101,15 @@ static vt_status ensure_worker(onednn_ctx *ctx, onednn_worker *w, size_t tile_fl
  *     calls of 12k rows, and of 16 (two blocks and 4 rows, summed as whole
  *     blocks), agree with each other.
  * So a call gets 16 rows, or a multiple of 12 of at least 24: M itself when
- * it is such a size, else the activations are copied into a buffer padded
- * with zero rows to the next one (at most 11 more), whose results are
- * dropped. Both kernel families then give each row the same bits whatever
- * M; test_onednn_ops holds this bit for bit on whatever CPU runs it (the
- * list above is what it found on this one). */
+ * it is such a size (Y written in place), else the activations are copied
+ * into a buffer padded with zero rows to the next one (at most 15 more),
+ * and each tile's results go to its thread's buffer (the tile's columns of
+ * every row, so it stays tile-sized whatever N) and their real rows on to
+ * Y. One call per tile either way: splitting the rows into a direct call
+ * and a padded one cost a second call per tile (pp37 0.67x here). Both
+ * kernel families then give each row the same bits whatever M;
+ * test_onednn_ops holds this bit for bit on whatever CPU runs it (the list
+ * above is what it found on this one). */
 static int64_t call_rows(int64_t m) {
     if (m <= 16) return 16;
     const int64_t r = (m + 11) / 12 * 12;
@@ -125,8 +129,8 @@ typedef struct matmul_job {
     size_t x_value_bytes; /* of one activation value: 4 (f32) or 2 (bf16) */
     int64_t call_m;       /* rows each oneDNN call multiplies: call_rows(m) */
     const void *call_x;   /* {K, call_m}: x itself, or x's rows then zero rows */
-    float *call_y;        /* {N, call_m}: y itself, or a buffer whose first m rows go to y */
-    const onednn_matmul_entry *full; /* tiles of `rows` rows */
+    bool padded;          /* call_m > m: results through each worker's tile_y */
+    const onednn_matmul_entry *full; /* tiles of `rows` rows (writing Y, or tile_y when padded) */
     const onednn_matmul_entry *tail; /* the last tile when rows does not divide N */
     atomic_int status;               /* first error, VT_OK if none */
 } matmul_job;
@@ -161,13 +165,20 @@ static const void *tile_weights(const matmul_job *job, int64_t n0, int64_t nt, f
 }
 
 /* The tile's products with every activation row: tile columns [n0, n0 +
- * nt) of Y (entry e multiplies that many weight rows, wt). */
+ * nt) of Y (entry e multiplies that many weight rows, wt). Padded, they go
+ * to the worker's tile_y (rows nt floats apart) and the real rows on to Y
+ * while they are in cache. */
 static vt_status run_tile(const matmul_job *job, const onednn_matmul_entry *e, onednn_worker *worker,
                           const void *wt, int64_t n0, int64_t nt) {
-    vt_status st = onednn_matmul_run(job->ctx, e, worker, job->call_m, job->call_x, wt, job->call_y + n0);
-    if (st == VT_OK && job->call_y != job->y) /* the real rows, while the tile's columns are in cache */
+    if (!job->padded) return onednn_matmul_run(job->ctx, e, worker, job->call_m, job->call_x, wt, job->y + n0);
+    void *tile_y = worker->tile_y;
+    vt_status st = onednn_ensure_buffer(job->ctx->host, &tile_y, &worker->tile_y_capacity, (size_t)(job->call_m * nt),
+                                        sizeof(float));
+    worker->tile_y = tile_y;
+    if (st == VT_OK) st = onednn_matmul_run(job->ctx, e, worker, job->call_m, job->call_x, wt, worker->tile_y);
+    if (st == VT_OK)
         for (int64_t r = 0; r < job->m; r++)
-            memcpy(job->y + r * job->n + n0, job->call_y + r * job->n + n0, sizeof(float) * (size_t)nt);
+            memcpy(job->y + r * job->n + n0, worker->tile_y + r * nt, sizeof(float) * (size_t)nt);
     return st;
 }
 
@@ -207,26 +218,18 @@ static void round_rows_task(void *arg, int64_t begin, int64_t end, int thread) {
     vt_f32_to_bf16_row_avx512(r->x + begin * r->k, r->x16 + begin * r->k, (end - begin) * r->k);
 }
 
-/* Point job's calls at x and y when M is a call size, else at ctx's
- * buffers: x's rows then zero rows, and room for every row's results. */
+/* Point job's calls at x when M is a call size, else at ctx's copy of it
+ * with zero rows after. */
 static vt_status pad_rows(onednn_ctx *ctx, matmul_job *job) {
-    job->call_m = call_rows(job->m);
     job->call_x = job->x;
-    job->call_y = job->y;
-    if (job->call_m == job->m) return VT_OK;
+    if (!job->padded) return VT_OK;
     const size_t row_bytes = (size_t)job->k * job->x_value_bytes;
     vt_status st = onednn_ensure_buffer(ctx->host, &ctx->pad_x, &ctx->pad_x_bytes, (size_t)job->call_m * row_bytes, 1);
-    void *pad_y = ctx->pad_y;
-    if (st == VT_OK)
-        st = onednn_ensure_buffer(ctx->host, &pad_y, &ctx->pad_y_capacity, (size_t)(job->call_m * job->n),
-                                  sizeof(float));
-    ctx->pad_y = pad_y;
     if (st != VT_OK) return st;
-    memcpy(ctx->pad_x, job->x, (size_t)job->m * row_bytes);
+    if (job->m > 0) memcpy(ctx->pad_x, job->x, (size_t)job->m * row_bytes);
     /* zero is zero in f32 and bf16 alike */
     memset((uint8_t *)ctx->pad_x + (size_t)job->m * row_bytes, 0, (size_t)(job->call_m - job->m) * row_bytes);
     job->call_x = ctx->pad_x;
-    job->call_y = ctx->pad_y;
     return VT_OK;
 }
 
@@ -261,9 +264,12 @@ vt_status onednn_matmul(void *opaque, const vt_node *node) {
     job.bf16 = precision == ONEDNN_PRECISION_BF16;
     job.x_value_bytes = job.bf16 ? sizeof(uint16_t) : sizeof(float);
     job.rows = tile_rows(ctx, job.k, job.n);
-    job.full = onednn_matmul_get(ctx, precision, job.k, job.rows, job.n, 1);
+    job.call_m = call_rows(job.m);
+    job.padded = job.call_m != job.m;
+    /* padded, a tile's results are rows of its own width in tile_y */
     int64_t tail_rows = job.n % job.rows;
-    job.tail = tail_rows ? onednn_matmul_get(ctx, precision, job.k, tail_rows, job.n, 1) : job.full;
+    job.full = onednn_matmul_get(ctx, precision, job.k, job.rows, job.padded ? job.rows : job.n);
+    job.tail = tail_rows ? onednn_matmul_get(ctx, precision, job.k, tail_rows, job.padded ? tail_rows : job.n) : job.full;
     if (!job.full || !job.tail) return VT_ERR_BACKEND;
 
     size_t scratch = job.full->scratch_bytes > job.tail->scratch_bytes ? job.full->scratch_bytes

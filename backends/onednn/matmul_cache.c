@@ -1,7 +1,7 @@
 /* matmul_cache.c — matmul primitives, created once per shape class.
  *
  * Creating a primitive costs a tenth of a millisecond or more, far more than a small
- * tile's multiply, so each (precision, K, tile rows, dst row stride, threads) class is
+ * tile's multiply, so each (precision, K, tile rows, dst row stride) class is
  * built once with M left to run time (DNNL_RUNTIME_DIM_VAL) and reused for
  * every call and every M. A model has a handful of weight shapes, so the cache
  * is a short array searched linearly. */
@@ -38,8 +38,9 @@ static bool create_entry(onednn_ctx *ctx, onednn_matmul_entry *e) {
     bool ok = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
 
     /* The primitive's internal threading is fixed at creation from the
-     * calling thread's OpenMP thread count. */
-    onednn_omp_set_threads(e->threads);
+     * calling thread's OpenMP thread count: one, as every call runs on one of
+     * vt's threads (matmul.c says why oneDNN's own threads are not used). */
+    onednn_omp_set_threads(1);
     dnnl_primitive_desc_t pd = NULL;
     ok = ok && dnnl_primitive_desc_create(&pd, &desc, attr, ctx->engine, NULL) == dnnl_success;
     dnnl_primitive_attr_destroy(attr);
@@ -59,12 +60,10 @@ static bool create_entry(onednn_ctx *ctx, onednn_matmul_entry *e) {
 }
 
 const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, onednn_precision precision, int64_t k, int64_t n_tile,
-                                             int64_t ld_dst, int threads) {
+                                             int64_t ld_dst) {
     for (int i = 0; i < ctx->cache_count; i++) {
         const onednn_matmul_entry *e = ctx->cache[i];
-        if (e->precision == precision && e->k == k && e->n_tile == n_tile && e->ld_dst == ld_dst &&
-            e->threads == threads)
-            return e;
+        if (e->precision == precision && e->k == k && e->n_tile == n_tile && e->ld_dst == ld_dst) return e;
     }
     if (ctx->cache_count == ctx->cache_capacity) {
         int capacity = ctx->cache_capacity ? ctx->cache_capacity * 2 : 16;
@@ -79,7 +78,6 @@ const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, onednn_precision p
     e->k = k;
     e->n_tile = n_tile;
     e->ld_dst = ld_dst;
-    e->threads = threads;
     if (!create_entry(ctx, e)) {
         ctx->host->log(VT_LOG_ERROR, ONEDNN_NAME, "cannot create %s matmul primitive K=%lld N=%lld ld=%lld",
                        precision == ONEDNN_PRECISION_BF16 ? "bf16" : "f32", (long long)k, (long long)n_tile,
@@ -88,8 +86,8 @@ const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, onednn_precision p
         return NULL;
     }
     ctx->cache[ctx->cache_count++] = e;
-    ctx->host->log(VT_LOG_DEBUG, ONEDNN_NAME, "matmul primitive K=%lld N=%lld ld=%lld threads=%d scratch=%zu",
-                   (long long)k, (long long)n_tile, (long long)ld_dst, threads, e->scratch_bytes);
+    ctx->host->log(VT_LOG_DEBUG, ONEDNN_NAME, "matmul primitive K=%lld N=%lld ld=%lld scratch=%zu", (long long)k,
+                   (long long)n_tile, (long long)ld_dst, e->scratch_bytes);
     return e;
 }
 

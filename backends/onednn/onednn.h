@@ -64,14 +64,13 @@ typedef struct onednn_caps {
 
 /* One cached matmul primitive: Y[M][ld] (columns 0..n_tile, f32) = X[M][K] x
  * Wt, Wt being n_tile weight rows of K values (oneDNN's "ba" layout), X and
- * Wt both of the entry's precision, M given at execution. Keyed by
- * (precision, k, n_tile, ld_dst, threads it was built for). */
+ * Wt both of the entry's precision, M given at execution, one OpenMP thread.
+ * Keyed by (precision, k, n_tile, ld_dst). */
 typedef struct onednn_matmul_entry {
     onednn_precision precision;
     int64_t k;
     int64_t n_tile;
     int64_t ld_dst;
-    int threads;
     dnnl_primitive_t prim;
     dnnl_memory_desc_t scratch_md; /* user-managed scratchpad the primitive needs */
     size_t scratch_bytes;
@@ -87,6 +86,8 @@ typedef struct onednn_worker {
     size_t tile16_capacity;
     void *scratch;      /* oneDNN scratchpad */
     size_t scratch_bytes;
+    float *tile_y;      /* [tile_y_capacity] a padded call's results for one tile (matmul.c, call_rows) */
+    size_t tile_y_capacity;
 } onednn_worker;
 
 typedef struct onednn_ctx {
@@ -106,11 +107,9 @@ typedef struct onednn_ctx {
     char isa[VT_ONEDNN_ISA_SIZE]; /* what vt backends and vt bench print: the ISA limit and the matmuls running */
     uint16_t *x16;         /* [x16_capacity] a matmul's activations rounded to bf16 (bf16 precision) */
     size_t x16_capacity;
-    /* a matmul's last rows padded to a whole call (matmul.c, ONEDNN_CALL_ROWS) */
-    void *pad_x;           /* [pad_x_bytes] those activation rows, then zero rows */
+    /* a matmul's activations padded to a call's size (matmul.c, call_rows) */
+    void *pad_x;           /* [pad_x_bytes] every row, then zero rows */
     size_t pad_x_bytes;
-    float *pad_y;          /* [pad_y_capacity] their results, all N columns */
-    size_t pad_y_capacity;
     dnnl_engine_t engine;
     onednn_worker *workers; /* [n_threads] */
 
@@ -151,11 +150,11 @@ void onednn_omp_set_threads(int n);
 void onednn_caps_query(dnnl_engine_t engine, onednn_caps *caps);
 
 /* ---- matmul_cache.c ---- */
-/* The primitive for (precision, k, n_tile, ld_dst) built for `threads` OpenMP threads,
+/* The primitive for (precision, k, n_tile, ld_dst), single-threaded,
  * creating it on first use; valid until onednn_matmul_cache_free. Call from the op's calling thread only (the cache
  * is not locked). NULL on failure (logged). */
 const onednn_matmul_entry *onednn_matmul_get(onednn_ctx *ctx, onednn_precision precision, int64_t k, int64_t n_tile,
-                                             int64_t ld_dst, int threads);
+                                             int64_t ld_dst);
 void onednn_matmul_cache_free(onednn_ctx *ctx);
 /* Run a matmul primitive on the calling thread's worker: src x, weights w,
  * dst y under their descriptors, the worker's scratchpad when the

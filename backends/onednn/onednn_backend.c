@@ -97,12 +97,12 @@ static void onednn_shutdown(void *opaque) {
             ctx->host->free(w->tile);
             ctx->host->free(w->tile16);
             ctx->host->free(w->scratch);
+            ctx->host->free(w->tile_y);
         }
         free(ctx->workers);
     }
     ctx->host->free(ctx->x16);
     ctx->host->free(ctx->pad_x);
-    ctx->host->free(ctx->pad_y);
     ctx->host->free(ctx->x8);
     ctx->host->free(ctx->x_scale);
     ctx->host->free(ctx->y32);

@@ -604,7 +604,7 @@ vt_status vt_backends_test_run(const vt_backends_test_request *req, int *exit_co
     if (st == VT_OK && !refused && all.n_ok + all.n_failed + all.n_declined == 0) {
         /* a filter that selects nothing tests nothing: not a pass */
         fprintf(stderr, "vt: backends --test %s: no case of the battery has the ops and dtypes asked for, so "
-                        "nothing was tested (`vt backends` shows which ops each dtype has)\n",
+                        "nothing was tested (without --ops and --dtypes it runs and lists every case)\n",
                 req->target);
         *exit_code = 2;
         free(all.cases);

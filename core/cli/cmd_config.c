@@ -108,7 +108,10 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
     const char *path = getenv("VT_BACKEND_PATH"), *log = getenv("VT_LOG");
     printf("%-20s = %-12s (%s)\n", "VT_BACKEND_PATH", path ? path : "",
            path && *path ? "env VT_BACKEND_PATH: searched before backends.path" : "not set");
-    printf("%-20s = %-12s (%s)\n", "VT_LOG", log && *log ? log : "warn", log && *log ? "env VT_LOG" : "default");
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    const int level = vt_log_get_level();
+    printf("%-20s = %-12s (%s)\n", "VT_LOG", level >= 0 && level <= 3 ? levels[level] : "?",
+           log && *log ? "env VT_LOG" : "default");
     printf("%-20s = %-12s (%s)\n", "VT_CHECK_PLAN", opt->check_plan ? "1" : "0", opt->check_plan_source);
     return VT_OK;
 }
