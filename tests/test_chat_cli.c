@@ -283,7 +283,7 @@ static void test_refusals(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(failing, sizeof failing, "failing.jinja",
                                                        "{{ messages[0].content | nosuchfilter }}"));
     snprintf(args, sizeof args, "chat -m %s --chat-template-file %s < /dev/null", MODEL, failing);
-    expect_refusal(args, 2, "a chat of one user message fails");
+    expect_refusal(args, 2, "fails on a chat of one user message: line 1: unknown filter 'nosuchfilter'");
     /* qwen3-tiny carries no template: the message names the way out. */
     expect_refusal("chat -m " MODEL " < /dev/null", 4, "--chat-template-file");
     expect_refusal("chat -m /nonexistent/model.gguf --chat-template chatml", 2, "/nonexistent/model.gguf");

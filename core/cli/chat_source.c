@@ -104,27 +104,18 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
     c->have = true;
     snprintf(c->name, sizeof c->name, "%.140s (Jinja)", file[0] ? file : "the model's own");
 #if VT_HAVE_SERVE
-    /* A template that cannot render a chat of one user message renders no
-     * chat: refused now, as one that does not parse is, rather than failing
-     * every turn or request later. */
+    /* Tried on a chat of one user message, the least any chat is: its
+     * failure is said at the start rather than at every turn or request. */
     json_t *one = json_pack("[{s:s, s:s}]", "role", "user", "content", "Hello");
     const vt_chat_jinja_input ji = {
         .messages = one, .add_generation_prompt = true, .bos_token = c->bos, .eos_token = c->eos};
     char *out = NULL;
     size_t out_len = 0;
-    const bool renders = one && vt_chat_jinja_render(c->jinja, &ji, &out, &out_len, msg, sizeof msg);
+    if (!one) snprintf(c->one_message_error, sizeof c->one_message_error, "out of memory");
+    else if (!vt_chat_jinja_render(c->jinja, &ji, &out, &out_len, msg, sizeof msg))
+        snprintf(c->one_message_error, sizeof c->one_message_error, "%.511s", msg);
     free(out);
     json_decref(one);
-    if (!renders) {
-        if (!one) snprintf(msg, sizeof msg, "out of memory");
-        return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s: a chat of one user message fails: %s",
-                                 file, msg)
-                       : vt_fail(err, VT_ERR_UNSUPPORTED,
-                                 "the model's chat template (tokenizer.chat_template): a chat of one user message "
-                                 "fails: %s; start with --chat-template chatml|llama2|llama3|mistral or "
-                                 "--chat-template-file PATH",
-                                 msg);
-    }
 #endif
     return VT_OK;
 }

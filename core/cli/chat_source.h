@@ -22,6 +22,12 @@ typedef struct vt_chat_source {
                                * the tool-call syntax from */
     char name[160];           /* what a log line says */
     char bos[128], eos[128];  /* the vocabulary's BOS and EOS as text, "" when it has none */
+    /* Why a Jinja template fails on a chat of one user message ("" when it
+     * renders one): it may want variables only a request's
+     * chat_template_kwargs give (firefunction-v2's `functions`), so the
+     * caller judges: vt chat, which has no way to give them, refuses;
+     * vt serve warns. */
+    char one_message_error[512];
 } vt_chat_source;
 
 /* forced: --chat-template's value ("" for none); file: --chat-template-file's

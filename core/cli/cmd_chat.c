@@ -527,6 +527,11 @@ static vt_status open_template(const chat_opts *o, vt_chat_source *src, vt_error
     const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
     st = vt_chat_source_open(src, so->chat_template, so->chat_template_file, jinja, o->c.model_path, err);
     free(jinja);
+    /* a chat here has no chat_template_kwargs to give what it is missing */
+    if (st == VT_OK && src->one_message_error[0])
+        st = vt_fail(err, so->chat_template_file[0] ? VT_ERR_INVALID : VT_ERR_UNSUPPORTED,
+                     "the chat template %s fails on a chat of one user message: %s", src->name,
+                     src->one_message_error);
     if (st == VT_OK && !src->have)
         st = vt_fail(err, VT_ERR_UNSUPPORTED,
                      "%s has no chat template (tokenizer.chat_template): give --chat-template "

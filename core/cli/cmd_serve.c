@@ -309,6 +309,16 @@ static vt_status chat_setup(const serve_opts *o, vt_batch *b, vt_chat_source *c,
                                vt_batch_meta_string(b, "tokenizer.chat_template"), o->c.model_path, err);
 }
 
+/* A template that fails on a chat of one user message may still serve
+ * requests whose chat_template_kwargs give what it lacks (firefunction-v2
+ * wants `functions`): said at the start, not refused. */
+static void warn_one_message(const vt_chat_source *c) {
+    if (c->one_message_error[0])
+        fprintf(stderr, "vt serve: warning: the chat template %s fails on a chat of one user message: %s; chat "
+                "requests fail so too unless their chat_template_kwargs give what it lacks\n",
+                c->name, c->one_message_error);
+}
+
 /* The ids a chat request stops on: the model's end-of-generation ids, and
  * each end-of-turn text of the family that is one control token of this
  * vocabulary (one id when control-token text is matched, something else
@@ -425,12 +435,18 @@ static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double gr
 /* A template the flags name is read, parsed and tried before the port opens
  * and the model loads: a typo must not cost a load. (The model's own
  * template can only be read once it is open.) */
+static bool given_template(const serve_opts *o) {
+    const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
+    return so->chat_template[0] || so->chat_template_file[0];
+}
+
 static vt_status check_given_template(const serve_opts *o, vt_error *err) {
     const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
-    if (!so->chat_template[0] && !so->chat_template_file[0]) return VT_OK;
+    if (!given_template(o)) return VT_OK;
     vt_chat_source given;
     const vt_status st =
         vt_chat_source_open(&given, so->chat_template, so->chat_template_file, NULL, o->c.model_path, err);
+    if (st == VT_OK) warn_one_message(&given);
     vt_chat_source_free(&given);
     return st;
 }
@@ -447,6 +463,7 @@ static vt_status dry_run(const serve_opts *o, vt_error *err) {
     vt_batch_explain(batch, stderr);
     vt_chat_source chat;
     st = chat_setup(o, batch, &chat, err);
+    if (st == VT_OK && !given_template(o)) warn_one_message(&chat); /* a given one was warned of before the load */
     if (st == VT_OK)
         fprintf(stderr, "vt serve: dry run: would serve %s, sequences per step %d, context %lld tokens, chat template %s; "
                 "not listening\n",
@@ -515,6 +532,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     if (st != VT_OK) vt_fail(err, st, "%s", msg);
     if (st == VT_OK && o->c.explain) vt_batch_explain(batch, stderr);
     if (st == VT_OK) st = chat_setup(o, batch, &chat, err);
+    if (st == VT_OK && !given_template(o)) warn_one_message(&chat); /* a given one was warned of before the load */
     vt_serve_engine *engine = NULL;
     int32_t stop_ids[MAX_CHAT_STOP_IDS];
     size_t n_stop_ids = st == VT_OK && chat.have ? chat_stop_ids(batch, &chat, stop_ids) : 0;
