@@ -442,6 +442,41 @@ static void test_chunked_prefill(void) {
     two_to_end(s, e, ids, want, got);
 }
 
+/* A short request arriving while a long prompt is prefilled (no decode
+ * beside it, budget 32) starts in the next step with its whole prompt,
+ * beside the long one's shortened chunk (32 - 10 = 22 tokens), and has its
+ * first token there instead of after every chunk of the long one; both
+ * generate what they generate alone. */
+static void test_short_prompt_not_behind_long_one(void) {
+    int32_t pl[150], ps[10];
+    make_prompt(pl, 150, 32);
+    make_prompt(ps, 10, 33);
+    const vt_sched_request ql = greedy_request(pl, 150, 4), qs = greedy_request(ps, 10, 4);
+    generation want[2], got[2];
+    two_alone(&ql, &qs, want, got);
+
+    vt_engine *e = open_engine("reference", 2, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    vt_sched *s = open_sched(e, 16, 32);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    vt_error err = {0};
+    uint64_t ids[2];
+    vt_sched_step_info info;
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &ql, &ids[0], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 32);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qs, &ids[1], &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_sched_n_admit_next(s), 1); /* the prediction plans the step alike */
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+    CU_ASSERT_EQUAL(info.n_entries, 2);
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 32);
+    collect(s, ids[0], &got[0]);
+    collect(s, ids[1], &got[1]);
+    CU_ASSERT_EQUAL(got[1].n, 1); /* the short one's first token */
+    CU_ASSERT_EQUAL(got[0].n, 0); /* the long one still prefilling: 54 of 150 */
+    two_to_end(s, e, ids, want, got);
+}
+
 /* A step that decodes takes at most prefill_chunk prompt tokens: a fixed 4
  * cuts a 23-token prompt arriving beside a decoding request into chunks of
  * 4, while a prompt with no decode beside it takes the whole budget; the
@@ -1062,6 +1097,7 @@ int main(void) {
         {"before a prompt token is timed, the automatic chunk is a KV block", test_automatic_chunk_before_a_prompt_is_timed},
         {"cancel frees blocks at once, in any state", test_cancel_frees_blocks_at_once},
         {"stop token and context end", test_stop_token_and_context_end},
+        {"a short prompt starts beside a long one's prefill, not after it", test_short_prompt_not_behind_long_one},
         {"requests start in arrival order", test_fifo_admission},
         {"bad requests are refused naming the field", test_bad_requests_are_refused},
         {"1,000 random operations (shared beginnings, choices) end with every block free", test_random_operations},

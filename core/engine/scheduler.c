@@ -752,6 +752,44 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
     return *blocks > available_blocks(s) ? 0 : n;
 }
 
+/* The budget the running prompts leave for the oldest waiting request: its
+ * whole uncomputed prompt when that is shorter than what a running prompt
+ * still has to compute (a short request arriving behind a long prompt then
+ * starts in the next step, instead of after every chunk of the long one:
+ * shortest remaining first between the two, which lowers their mean time to
+ * a first token and delays the long one by the short one's tokens alone);
+ * 0 otherwise (first come, first served among like prompts), and never all
+ * of the budget: the running prompts keep at least a block a step, so a
+ * stream of short arrivals cannot stop a long one. Which tokens a step
+ * takes never changes what they compute (batch invariance). */
+static int64_t reserve_for_waiting(const vt_sched *s) {
+    if (s->n_waiting == 0 || s->n_running >= s->max_running || s->plan_budget <= s->block_size) return 0;
+    int64_t running_left = 0;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const request *q = s->running[i];
+        const int64_t left = total_tokens(q) - q->n_computed;
+        if (left > 1 && left > running_left) running_left = left;
+    }
+    if (running_left == 0) return 0;
+    const request *r = s->waiting[0];
+    int32_t taken = 0;
+    const int64_t hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &taken, NULL);
+    if (shares_blocks_in_flight(s, r, hit)) return 0; /* it waits for those blocks either way */
+    const int64_t need = total_tokens(r) - hit;
+    if (need >= running_left) return 0;
+    return min64(need, s->plan_budget - s->block_size);
+}
+
+/* The running requests' prompt chunks, after leaving reserve_for_waiting's
+ * budget to the admissions that follow. */
+static bool plan_running_prompts(vt_sched *s, bool preempt, vt_sched_step_info *info) {
+    const int64_t reserve = reserve_for_waiting(s);
+    s->plan_budget -= reserve;
+    const bool fit = plan_running(s, false, preempt, info);
+    s->plan_budget += reserve;
+    return fit;
+}
+
 /* Start waiting requests, oldest first, while admission_tokens lets them.
  * The oldest that cannot start holds back the younger ones. */
 static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
@@ -839,7 +877,7 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
     int32_t n_admit = 0;
     const bool decodes_fit = plan_running(s, true, false, NULL);
     cap_prompt_tokens(s);
-    if (decodes_fit && plan_running(s, false, false, NULL))
+    if (decodes_fit && plan_running_prompts(s, false, NULL))
         for (; n_admit < s->n_waiting; n_admit++) {
             request *r = s->waiting[n_admit];
             int64_t hit;
@@ -1049,7 +1087,7 @@ static void schedule(vt_sched *s, vt_sched_step_info *info) {
     plan_begin(s);
     plan_running(s, true, true, info);
     cap_prompt_tokens(s);
-    plan_running(s, false, true, info);
+    plan_running_prompts(s, true, info);
     /* After a preemption the pool is short: starting more requests would
      * only have them preempted again. */
     if (info->n_preempted == 0 || s->n_running == 0) plan_admissions(s, info);
