@@ -778,11 +778,19 @@ typedef struct framing_headers {
     vt_serve_header h[MAX_FRAMING_HEADERS];
     size_t n;
     bool overflow;
+    char spaced_name[64]; /* a header name holding whitespace, as sent (cut to fit) */
 } framing_headers;
 
 static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
     (void)kind;
     framing_headers *f = cls;
+    /* "Content-Length : 5" is no Content-Length to libmicrohttpd, but is
+     * one to a proxy that trims the name: the two would end the body in
+     * different places (RFC 9112 5.1: refuse whitespace before the colon) */
+    if (key && strpbrk(key, " \t") && !f->spaced_name[0]) {
+        snprintf(f->spaced_name, sizeof f->spaced_name, "%s", key);
+        return MHD_NO;
+    }
     if (!key || (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 &&
                  strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) != 0))
         return MHD_YES;
@@ -799,6 +807,9 @@ static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const
 static bool framing_ok(struct MHD_Connection *c, vt_serve_error *err) {
     framing_headers f = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, collect_framing, &f);
+    if (f.spaced_name[0])
+        return vt_serve_fail(err, 400, "invalid_request_error", NULL,
+                             "the header name '%s' holds whitespace (none may come before the colon)", f.spaced_name);
     if (f.overflow)
         return vt_serve_fail(err, 400, "invalid_request_error", NULL, "more than %d Content-Length and "
                              "Transfer-Encoding headers", MAX_FRAMING_HEADERS);
