@@ -325,6 +325,26 @@ static void test_transfer_encodings(void) {
     raw_reply r = exchange(req, 30);
     CU_ASSERT_EQUAL(status_of(&r), 200);
     free(r.s);
+    /* malformed chunked framing is refused by libmicrohttpd as it reads the
+     * body: one JSON error and a close, counted and logged at that status
+     * (not a 500 of a client that left) */
+    const double before_500 = serve_metric(&srv, "vt_requests_total{status=\"500\"}");
+    static const struct {
+        const char *chunks;
+        int status;
+    } bad[] = {{"zz\r\n{}\r\n0\r\n\r\n", 400}, {"2\r\n{}XX0\r\n\r\n", 400}, {"1ffffffffffffffff\r\n{}", 413}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%s",
+                 bad[i].chunks);
+        expect_refused_and_closed(req, bad[i].status);
+        r = exchange(req, 30);
+        char type[64];
+        error_type_of(&r, type, sizeof type);
+        CU_ASSERT_STRING_EQUAL(type, "invalid_request_error");
+        free(r.s);
+    }
+    CU_ASSERT(log_contains(&srv, "/v1/completions 400 prompt=0 completion=0", 10));
+    CU_ASSERT_EQUAL(serve_metric(&srv, "vt_requests_total{status=\"500\"}"), before_500);
 }
 
 /* ---- 5: log injection ------------------------------------------------------------------ */
@@ -725,7 +745,8 @@ int main(void) {
         {"a malformed Content-Length is a 400 and a close", test_bad_content_length},
         {"two Content-Lengths, one beside Transfer-Encoding, or a spaced name: 400 and close",
          test_two_content_lengths},
-        {"a transfer coding other than chunked: 501 and close", test_transfer_encodings},
+        {"a transfer coding other than chunked: 501, malformed chunks 400/413, each a JSON error and close",
+         test_transfer_encodings},
         {"the log escapes what the client chose", test_log_escapes_the_path},
         {"one address is capped, another is served", test_connection_limits},
         {"a half-open head is closed after the head timeout", test_half_open_head_times_out},

@@ -75,6 +75,7 @@ typedef struct request_ctx {
     bool client_left;
     bool stream_delivered; /* a stream's last byte was handed over: a close after it is no leaving */
     bool framing_error; /* the body's length is unknowable: answer, then close */
+    bool body_refused;  /* libmicrohttpd refused the body's framing; vt answered (on_library_message) */
     /* as the client sent them (escaped only for the log) */
     char method[16], path[256];
 } request_ctx;
@@ -710,6 +711,17 @@ static _Thread_local struct {
     char path[256];
 } head_being_read;
 
+/* The same for a body being read, which libmicrohttpd also refuses itself
+ * when its chunked framing is malformed (a chunk size that is not hex, or
+ * past 64 bits, a chunk without its CRLF): vt answers in JSON there too, and
+ * the request, whose handler had started, is logged and counted at the
+ * status the client got (it was counted a 500 and logged as a client that
+ * left). Open from the head's end until the body is in. */
+static _Thread_local struct {
+    struct MHD_Connection *conn;
+    request_ctx *rq;
+} body_being_read;
+
 static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c) {
     (void)cls;
     head_being_read.conn = c;
@@ -734,25 +746,19 @@ static void send_briefly(int fd, const char *p, size_t n) {
     }
 }
 
-static void on_library_message(void *cls, const char *fmt, va_list ap) {
-    static const char refusal[] = "Error processing request (HTTP response code is %u";
-    vt_server *s = cls;
-    struct MHD_Connection *c = head_being_read.conn;
-    if (!c || strncmp(fmt, refusal, sizeof refusal - 1) != 0) return;
-    head_being_read.conn = NULL;
-    va_list args;
-    va_copy(args, ap);
-    unsigned status = va_arg(args, unsigned);
-    va_end(args);
+/* One JSON error with `status` on c's socket, then the socket shut (the
+ * library's own answer, written after, goes nowhere); false if it could not
+ * be written. */
+static bool answer_refusal(struct MHD_Connection *c, unsigned status, const char *what) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     const char *reason = MHD_get_reason_phrase_for(status);
-    if (!info || status < 400 || status > 599 || !reason || !*reason) return;
+    if (!info || status < 400 || status > 599 || !reason || !*reason) return false;
     vt_serve_error err;
-    vt_serve_fail(&err, (int)status, "invalid_request_error", NULL,
-                  "the request's head was refused (%s): check Content-Length and the header lines", reason);
+    vt_serve_fail(&err, (int)status, "invalid_request_error", NULL, "%s (%s)", what, reason);
     char *body = vt_serve_error_json(&err);
     size_t n_body = body ? strlen(body) : 0;
     char *answer = body ? malloc(n_body + 256) : NULL;
+    bool sent = false;
     if (answer) {
         int n = snprintf(answer, 256,
                          "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
@@ -762,14 +768,43 @@ static void on_library_message(void *cls, const char *fmt, va_list ap) {
             memcpy(answer + n, body, n_body);
             send_briefly(info->connect_fd, answer, (size_t)n + n_body);
             shutdown(info->connect_fd, SHUT_RDWR);
-            vt_serve_metrics_request(s->metrics, (int)status);
-            char path[4 * sizeof head_being_read.path];
-            vt_serve_log_escape(head_being_read.path, path, sizeof path);
-            fprintf(stderr, "vt serve: %s %u (refused while reading the head)\n", path, status);
+            sent = true;
         }
     }
     free(answer);
     free(body);
+    return sent;
+}
+
+static void on_library_message(void *cls, const char *fmt, va_list ap) {
+    static const char refusal[] = "Error processing request (HTTP response code is %u";
+    vt_server *s = cls;
+    if (strncmp(fmt, refusal, sizeof refusal - 1) != 0) return;
+    va_list args;
+    va_copy(args, ap);
+    unsigned status = va_arg(args, unsigned);
+    va_end(args);
+    if (head_being_read.conn) {
+        struct MHD_Connection *c = head_being_read.conn;
+        head_being_read.conn = NULL;
+        if (!answer_refusal(c, status, "the request's head was refused: check Content-Length and the header lines"))
+            return;
+        vt_serve_metrics_request(s->metrics, (int)status);
+        char path[4 * sizeof head_being_read.path];
+        vt_serve_log_escape(head_being_read.path, path, sizeof path);
+        fprintf(stderr, "vt serve: %s %u (refused while reading the head)\n", path, status);
+    } else if (body_being_read.conn) {
+        request_ctx *rq = body_being_read.rq;
+        struct MHD_Connection *c = body_being_read.conn;
+        body_being_read.conn = NULL;
+        /* on_completed logs and counts it, at this status */
+        const char *what = status == 413 ? "a chunk of the request's body is larger than a body may be"
+                                         : "the request's body was refused: its chunked framing is malformed";
+        if (!answer_refusal(c, status, what)) return;
+        rq->status = (int)status;
+        rq->body_refused = true;
+        snprintf(rq->error, sizeof rq->error, " %s", what);
+    }
 }
 
 /* The headers that say where the body ends, as the client sent them. */
@@ -853,6 +888,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
             if ((expect && strcasecmp(expect, "100-continue") == 0) || declared > DISCARD_LIMIT) return too_large(c, rq);
         }
+        body_being_read.conn = c;
+        body_being_read.rq = rq;
         return MHD_YES;
     }
     if (*upload_size) {
@@ -878,6 +915,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (body_being_read.rq == rq) body_being_read.conn = NULL; /* the body is in */
     if (rq->status) return MHD_YES; /* answered already (413 on the first call) */
     if (rq->too_large) return too_large(c, rq);
     return route(c, rq, url, method);
@@ -888,6 +926,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     request_ctx *rq = *con_cls;
     if (!rq) return;
     *con_cls = NULL;
+    if (body_being_read.rq == rq) body_being_read.conn = NULL, body_being_read.rq = NULL;
     /* The next request on this connection starts with its head again. */
     MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, HEAD_TIMEOUT);
     /* Ended before an answer was queued because the client stopped sending
@@ -897,7 +936,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     bool cut_short = !rq->status && (toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ||
                                      toe == MHD_REQUEST_TERMINATED_READ_ERROR);
     int status = rq->status ? rq->status : timed_out ? 408 : cut_short ? 499 : 500;
-    bool left = rq->client_left || (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !timed_out);
+    bool left = !rq->body_refused && (rq->client_left || (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && !timed_out));
     /* A stream's 200 went out with its first event; a client that hangs up
      * before the last one left all the same (not a server that is stopping:
      * its drain ended the stream). */
