@@ -598,6 +598,43 @@ static void test_automatic_chunk_before_a_prompt_is_timed(void) {
     two_to_end(s, e, ids, want, got);
 }
 
+/* The other way round: prompts timed (a long one prefilled alone) but no
+ * step has decoded alone, when a short request starts beside it and
+ * decodes. Its decodes' steps take one block of the long prompt, not the
+ * whole budget (a step of the whole budget would hold its tokens back as
+ * long as a 64-token prefill); both generate what they do alone. */
+static void test_automatic_chunk_before_a_decode_is_timed(void) {
+    enum { LONG_PROMPT = 200 };
+    int32_t pl[LONG_PROMPT], ps[10];
+    make_prompt(pl, LONG_PROMPT, 54);
+    make_prompt(ps, 10, 55);
+    const vt_sched_request ql = greedy_request(pl, LONG_PROMPT, 4), qs = greedy_request(ps, 10, 8);
+    generation want[2], got[2];
+    two_alone(&ql, &qs, want, got);
+    vt_engine *e = open_engine("reference", 2, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    vt_sched *s = open_sched(e, 16, 64);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    vt_error err = {0};
+    uint64_t ids[2];
+    vt_sched_step_info info;
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &ql, &ids[0], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK); /* 64 prompt tokens alone: timed */
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 64);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &qs, &ids[1], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK); /* the short one's prompt beside the long one's */
+    CU_ASSERT_EQUAL(info.n_decode_tokens, 0);
+    collect(s, ids[0], &got[0]);
+    collect(s, ids[1], &got[1]);
+    CU_ASSERT_EQUAL(got[1].n, 1);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK); /* its first decode beside the long prompt */
+    CU_ASSERT_EQUAL(info.n_decode_tokens, 1);
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 16); /* the engine's block size */
+    collect(s, ids[0], &got[0]);
+    collect(s, ids[1], &got[1]);
+    two_to_end(s, e, ids, want, got);
+}
+
 /* ---- cancellation ------------------------------------------------------ */
 
 static void test_cancel_frees_blocks_at_once(void) {
@@ -1095,6 +1132,7 @@ int main(void) {
         {"a step that decodes takes at most prefill_chunk prompt tokens", test_fixed_prefill_chunk_beside_decodes},
         {"the automatic prefill chunk is kept by every step that decodes", test_automatic_prefill_chunk},
         {"before a prompt token is timed, the automatic chunk is a KV block", test_automatic_chunk_before_a_prompt_is_timed},
+        {"automatic chunk beside decodes before a step decoded alone: one block", test_automatic_chunk_before_a_decode_is_timed},
         {"cancel frees blocks at once, in any state", test_cancel_frees_blocks_at_once},
         {"stop token and context end", test_stop_token_and_context_end},
         {"a short prompt starts beside a long one's prefill, not after it", test_short_prompt_not_behind_long_one},

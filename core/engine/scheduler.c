@@ -166,14 +166,16 @@ static int64_t tokens_that_fit(const vt_sched *s, const request *r) {
  * a step lasts about two decode steps however long the prompt waiting. */
 static int64_t prefill_chunk(const vt_sched *s) {
     if (s->fixed_prefill_chunk > 0) return s->fixed_prefill_chunk;
-    /* Decodes have run but no prompt step long enough to time (the first
-     * prompts were short): a KV block's worth, at least what a step must
-     * hold to measure a prompt token (learn_step_time), until measured. */
-    if (s->decode_step_s > 0 && s->prompt_token_s <= 0) {
+    /* Either time not measured yet: a KV block's worth, at least what a step
+     * must hold to measure a prompt token (learn_step_time), until both are.
+     * Decodes have run but no prompt step long enough to time (the first
+     * prompts were short); or prompts were timed but no step has decoded
+     * alone (a request started while another's long prompt was computed,
+     * which would otherwise take the whole budget beside its decodes). */
+    if (s->decode_step_s <= 0 || s->prompt_token_s <= 0) {
         const int64_t first = s->block_size > MIN_TIMED_PROMPT ? s->block_size : MIN_TIMED_PROMPT;
         return first < s->budget ? first : s->budget;
     }
-    if (s->decode_step_s <= 0 || s->prompt_token_s <= 0) return s->budget;
     const double n = s->decode_step_s / s->prompt_token_s;
     return n < s->block_size ? s->block_size : n > (double)s->budget ? s->budget : (int64_t)n;
 }
@@ -846,6 +848,14 @@ static void learn_step_time(vt_sched *s, const vt_sched_step_info *info, double 
         return;
     }
     if (info->n_prefill_tokens < MIN_TIMED_PROMPT) return;
+    /* Decodes beside timed prompts before any step decoded alone: the
+     * decodes' share is the step less its prompt tokens at their measured
+     * cost, a first estimate that decode-only steps then refine. */
+    if (info->n_decode_tokens > 0 && s->decode_step_s <= 0 && s->prompt_token_s > 0) {
+        const double decodes_s = seconds - (double)info->n_prefill_tokens * s->prompt_token_s;
+        if (decodes_s > 0) s->decode_step_s = decodes_s;
+        return;
+    }
     const double prompt_s = seconds - (info->n_decode_tokens > 0 ? s->decode_step_s : 0);
     /* prompt tokens too cheap to show beside the decodes' own time (the
      * step ran no longer than an average decode): the whole step's time
