@@ -782,13 +782,17 @@ static int64_t reserve_for_waiting(const vt_sched *s) {
     return min64(need, s->plan_budget - s->block_size);
 }
 
-/* The running requests' prompt chunks, after leaving reserve_for_waiting's
- * budget to the admissions that follow. */
+/* The running requests' prompt chunks, leaving reserve_for_waiting's
+ * budget to the admissions that follow. Beside a short prompt starting they
+ * take one block, so the step lasts about as long as that prompt, whose
+ * first token it gives (a step of the whole budget at a long context takes
+ * seconds); the next steps cap them as decodes do. */
 static bool plan_running_prompts(vt_sched *s, bool preempt, vt_sched_step_info *info) {
-    const int64_t reserve = reserve_for_waiting(s);
-    s->plan_budget -= reserve;
+    const int64_t budget = s->plan_budget, reserve = reserve_for_waiting(s);
+    const int64_t allowed = reserve > 0 ? min64(budget - reserve, s->block_size) : budget;
+    s->plan_budget = allowed;
     const bool fit = plan_running(s, false, preempt, info);
-    s->plan_budget += reserve;
+    s->plan_budget = budget - (allowed - s->plan_budget);
     return fit;
 }
 
