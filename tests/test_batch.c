@@ -166,20 +166,26 @@ static void test_reference_batched_equals_alone(void) { together("reference", 0.
  * are quantized per row, so rows never mix). No kernel's does, for quantized
  * and float weights alike (matmul_float.c), so bit for bit here too: the
  * suite's Q4_K_M model, then the same model in F16, BF16 and F32. */
-static void test_simd_batched_equals_alone(void) {
-    if (!vt_test_simd_expected()) return;
-    together("simd", 0.0);
-    static const char *const float_models[] = {"qwen3-tiny-f16", "qwen3-tiny-bf16", "qwen3-tiny-f32"};
-    for (size_t i = 0; i < sizeof float_models / sizeof *float_models; i++) {
+/* together() on backend for each of the n models, bit for bit; the suite's
+ * model is loaded again after. */
+static void together_on_models(const char *backend, const char *const *models, size_t n) {
+    for (size_t i = 0; i < n; i++) {
         vt_model_free(model);
         model = NULL;
-        CU_ASSERT_EQUAL_FATAL(load_model(float_models[i]), 0);
-        printf("\n  %s:", float_models[i]);
-        together("simd", 0.0);
+        CU_ASSERT_EQUAL_FATAL(load_model(models[i]), 0);
+        printf("\n  %s:", models[i]);
+        together(backend, 0.0);
     }
     vt_model_free(model);
     model = NULL;
     CU_ASSERT_EQUAL_FATAL(load_model("qwen3-tiny-q4_k_m"), 0);
+}
+
+static void test_simd_batched_equals_alone(void) {
+    if (!vt_test_simd_expected()) return;
+    together("simd", 0.0);
+    static const char *const float_models[] = {"qwen3-tiny-f16", "qwen3-tiny-bf16", "qwen3-tiny-f32"};
+    together_on_models("simd", float_models, sizeof float_models / sizeof *float_models);
 }
 
 /* With a q8_0 cache (quantized on store, one block per 32 values of a head):
@@ -203,16 +209,7 @@ static void test_q8_0_cache_batched_equals_alone(void) {
 static void test_onednn_batched_equals_alone(void) {
     if (!vt_test_onednn_expected()) return; /* it said why */
     static const char *const models[] = {"qwen3-tiny-q4_k_m", "qwen3-tiny-f32", "qwen3-tiny-q8_0", "qwen3moe-tiny-q8_0"};
-    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
-        vt_model_free(model);
-        model = NULL;
-        CU_ASSERT_EQUAL_FATAL(load_model(models[i]), 0);
-        printf("\n  %s:", models[i]);
-        together("onednn", 0.0);
-    }
-    vt_model_free(model);
-    model = NULL;
-    CU_ASSERT_EQUAL_FATAL(load_model("qwen3-tiny-q4_k_m"), 0);
+    together_on_models("onednn", models, sizeof models / sizeof *models);
 }
 
 /* A step that does not fit the pool changes nothing: every sequence keeps its
