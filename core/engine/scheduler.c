@@ -756,14 +756,14 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
 
 /* The budget the running prompts leave for the oldest waiting request: its
  * whole uncomputed prompt when that is shorter than what a running prompt
- * still has to compute (a short request arriving behind a long prompt then
- * starts in the next step, instead of after every chunk of the long one:
- * shortest remaining first between the two, which lowers their mean time to
- * a first token and delays the long one by the short one's tokens alone);
- * 0 otherwise (first come, first served among like prompts), and never all
- * of the budget: the running prompts keep at least a block a step, so a
- * stream of short arrivals cannot stop a long one. Which tokens a step
- * takes never changes what they compute (batch invariance). */
+ * still has to compute and it can start now (a sequence and the KV blocks
+ * for it and a block of the running prompt are free), so a short request
+ * arriving behind a long prompt starts in the next step instead of after
+ * every chunk of the long one (shortest remaining first between the two);
+ * 0 otherwise (first come, first served among like prompts). Never the
+ * whole budget: the running prompts keep a block a step however many short
+ * ones arrive. Which tokens a step takes never changes what they compute
+ * (batch invariance). */
 static int64_t reserve_for_waiting(const vt_sched *s) {
     if (s->n_waiting == 0 || s->n_running >= s->max_running || s->plan_budget <= s->block_size) return 0;
     int64_t running_left = 0;
@@ -779,7 +779,10 @@ static int64_t reserve_for_waiting(const vt_sched *s) {
     if (shares_blocks_in_flight(s, r, hit)) return 0; /* it waits for those blocks either way */
     const int64_t need = total_tokens(r) - hit;
     if (need >= running_left) return 0;
-    return min64(need, s->plan_budget - s->block_size);
+    const int64_t reserve = min64(need, s->plan_budget - s->block_size);
+    /* blocks it would take, and the running prompt's block beside it */
+    const int64_t blocks = blocks_for(s, hit + reserve) - blocks_for(s, hit) + taken + 1;
+    return blocks > available_blocks(s) ? 0 : reserve;
 }
 
 /* The running requests' prompt chunks, leaving reserve_for_waiting's
