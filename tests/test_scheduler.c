@@ -477,6 +477,58 @@ static void test_short_prompt_not_behind_long_one(void) {
     two_to_end(s, e, ids, want, got);
 }
 
+/* The same beside a decoding stream (a fixed chunk of 16): D decodes, L's
+ * 200-token prompt is being computed, then S (6 tokens) and a younger long
+ * L2 arrive. The next step holds D's decode, one block of L and S's whole
+ * prompt, not L2 (younger, and long: it waits its turn); every request
+ * generates what it does alone. */
+static void test_short_prompt_beside_decodes(void) {
+    enum { N = 4 };
+    int32_t pd[5], pl[200], ps[6], pl2[100];
+    make_prompt(pd, 5, 34);
+    make_prompt(pl, 200, 35);
+    make_prompt(ps, 6, 36);
+    make_prompt(pl2, 100, 37);
+    const vt_sched_request q[N] = {greedy_request(pd, 5, 12), greedy_request(pl, 200, 3), greedy_request(ps, 6, 3),
+                                   greedy_request(pl2, 100, 3)};
+    generation want[N], got[N];
+    memset(got, 0, sizeof got);
+    vt_engine *one = open_engine("reference", 1, 256);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    for (int i = 0; i < N; i++) generate_alone(one, &q[i], &want[i]);
+    vt_engine_free(one);
+
+    vt_engine *e = open_engine("reference", 4, 512);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    const vt_sched_options o = {16, 64, 16};
+    vt_sched *s = NULL;
+    vt_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_sched_create(e, &o, &s, &err), VT_OK);
+    uint64_t ids[N];
+    vt_sched_step_info info;
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q[0], &ids[0], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK); /* D's prompt */
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q[1], &ids[1], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK); /* D decodes, L's first chunk */
+    CU_ASSERT_EQUAL(info.n_decode_tokens, 1);
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 16);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q[2], &ids[2], &err), VT_OK);
+    CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q[3], &ids[3], &err), VT_OK);
+    CU_ASSERT_EQUAL(vt_sched_n_admit_next(s), 1); /* the prediction plans the step alike */
+    CU_ASSERT_EQUAL_FATAL(vt_sched_step(s, &info, &err), VT_OK);
+    CU_ASSERT_EQUAL(info.n_entries, 3);
+    CU_ASSERT_EQUAL(info.n_decode_tokens, 1);
+    CU_ASSERT_EQUAL(info.n_prefill_tokens, 16 + 6);
+    for (int i = 0; i < N; i++) collect(s, ids[i], &got[i]);
+    CU_ASSERT_EQUAL(got[2].n, 1); /* S's first token */
+    CU_ASSERT_EQUAL(vt_sched_n_waiting(s), 1); /* L2 */
+    step_totals t = {0};
+    run_to_end(s, ids, got, N, &t);
+    for (int i = 0; i < N; i++) CU_ASSERT(same_generation(&got[i], &want[i]));
+    vt_sched_free(s);
+    vt_engine_free(e);
+}
+
 /* A step that decodes takes at most prefill_chunk prompt tokens: a fixed 4
  * cuts a 23-token prompt arriving beside a decoding request into chunks of
  * 4, while a prompt with no decode beside it takes the whole budget; the
@@ -1136,6 +1188,8 @@ int main(void) {
         {"cancel frees blocks at once, in any state", test_cancel_frees_blocks_at_once},
         {"stop token and context end", test_stop_token_and_context_end},
         {"a short prompt starts beside a long one's prefill, not after it", test_short_prompt_not_behind_long_one},
+        {"beside a decoding stream, a short prompt starts in the next step and no younger one rides on it",
+         test_short_prompt_beside_decodes},
         {"requests start in arrival order", test_fifo_admission},
         {"bad requests are refused naming the field", test_bad_requests_are_refused},
         {"1,000 random operations (shared beginnings, choices) end with every block free", test_random_operations},

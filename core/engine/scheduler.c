@@ -754,18 +754,19 @@ static int64_t admission_tokens(const vt_sched *s, const request *r, int32_t n_r
     return *blocks > available_blocks(s) ? 0 : n;
 }
 
-/* The budget the running prompts leave for the oldest waiting request: its
- * whole uncomputed prompt when that is shorter than what a running prompt
- * still has to compute and it can start now (a sequence and the KV blocks
- * for it and a block of the running prompt are free), so a short request
- * arriving behind a long prompt starts in the next step instead of after
- * every chunk of the long one (shortest remaining first between the two);
- * 0 otherwise (first come, first served among like prompts). Never the
- * whole budget: the running prompts keep a block a step however many short
- * ones arrive. Which tokens a step takes never changes what they compute
- * (batch invariance). */
-static int64_t reserve_for_waiting(const vt_sched *s) {
-    if (s->n_waiting == 0 || s->n_running >= s->max_running || s->plan_budget <= s->block_size) return 0;
+/* The tokens the oldest waiting request gets in this step ahead of the
+ * running prompts (called once the decodes are planned, before the prompt
+ * cap): its whole uncomputed prompt when that is shorter than what a
+ * running prompt still has to compute and it can start now (a sequence,
+ * the KV blocks for it and for a block of the running prompt free, no
+ * preemption in the step), so a short request arriving behind a long prompt
+ * starts in the next step instead of after every chunk of the long one
+ * (shortest remaining first between the two). Beside decodes it must fit
+ * one prompt chunk (prefill_chunk), so that step lasts at most about as long
+ * as two of them; without decodes it may take all but a block of the
+ * budget. 0 otherwise: first come, first served. */
+static int64_t reserve_for_waiting(const vt_sched *s, const vt_sched_step_info *info) {
+    if (s->n_waiting == 0 || s->n_running >= s->max_running || (info && info->n_preempted > 0)) return 0;
     int64_t running_left = 0;
     for (int32_t i = 0; i < s->n_running; i++) {
         const request *q = s->running[i];
@@ -778,24 +779,36 @@ static int64_t reserve_for_waiting(const vt_sched *s) {
     const int64_t hit = vt_engine_match_prefix(s->engine, r->tokens, total_tokens(r), &taken, NULL);
     if (shares_blocks_in_flight(s, r, hit)) return 0; /* it waits for those blocks either way */
     const int64_t need = total_tokens(r) - hit;
-    if (need >= running_left) return 0;
-    const int64_t reserve = min64(need, s->plan_budget - s->block_size);
+    const int64_t room = s->plan_budget - s->block_size; /* the running prompts keep a block */
+    if (need >= running_left || need > room || (s->n_plan > 0 && need > prefill_chunk(s))) return 0;
     /* blocks it would take, and the running prompt's block beside it */
-    const int64_t blocks = blocks_for(s, hit + reserve) - blocks_for(s, hit) + taken + 1;
-    return blocks > available_blocks(s) ? 0 : reserve;
+    const int64_t blocks = blocks_for(s, hit + need) - blocks_for(s, hit) + taken + 1;
+    return blocks > available_blocks(s) ? 0 : need;
 }
 
-/* The running requests' prompt chunks, leaving reserve_for_waiting's
- * budget to the admissions that follow. Beside a short prompt starting they
- * take one block, so the step lasts about as long as that prompt, whose
- * first token it gives (a step of the whole budget at a long context takes
- * seconds); the next steps cap them as decodes do. */
-static bool plan_running_prompts(vt_sched *s, bool preempt, vt_sched_step_info *info) {
-    const int64_t budget = s->plan_budget, reserve = reserve_for_waiting(s);
-    const int64_t allowed = reserve > 0 ? min64(budget - reserve, s->block_size) : budget;
-    s->plan_budget = allowed;
+/* After the decodes are planned: the prompts of a step that decodes share
+ * the prefill chunk, not the whole budget left. */
+static void cap_prompt_tokens(vt_sched *s) {
+    if (s->n_plan == 0) return;
+    const int64_t prompt_max = prefill_chunk(s);
+    if (s->plan_budget > prompt_max) s->plan_budget = prompt_max;
+}
+
+/* After the decodes: the prompt cap, the running requests' prompt chunks,
+ * and the budget the admissions that follow get. When reserve_for_waiting
+ * gives the oldest waiting request room, the running prompts take one block
+ * (at most the cap) and the admissions exactly that room, so the step lasts
+ * about as long as the short prompt (whose first token it gives) and no
+ * younger request rides on it; the next steps cap the running prompts as
+ * decodes do. A stream of short arrivals holds a long prompt to a block a
+ * step: it slows, it never stops. */
+static bool plan_prompts(vt_sched *s, bool preempt, vt_sched_step_info *info) {
+    const int64_t reserve = reserve_for_waiting(s, info);
+    cap_prompt_tokens(s);
+    if (reserve == 0) return plan_running(s, false, preempt, info);
+    s->plan_budget = min64(s->plan_budget, s->block_size);
     const bool fit = plan_running(s, false, preempt, info);
-    s->plan_budget = budget - (allowed - s->plan_budget);
+    s->plan_budget = reserve;
     return fit;
 }
 
@@ -833,13 +846,6 @@ static void plan_admissions(vt_sched *s, vt_sched_step_info *info) {
     }
 }
 
-/* After the decodes are planned: the prompts of a step that decodes share
- * the prefill chunk, not the whole budget left. */
-static void cap_prompt_tokens(vt_sched *s) {
-    if (s->n_plan == 0) return;
-    const int64_t prompt_max = prefill_chunk(s);
-    if (s->plan_budget > prompt_max) s->plan_budget = prompt_max;
-}
 
 /* Learn the times the automatic chunk is made of from a step that ran:
  * decode-only steps give the decode time; a step with prompt tokens gives,
@@ -860,8 +866,12 @@ static void learn_step_time(vt_sched *s, const vt_sched_step_info *info, double 
      * cost, a first estimate that decode-only steps then refine. */
     if (info->n_decode_tokens > 0 && s->decode_step_s <= 0 && s->prompt_token_s > 0) {
         const double decodes_s = seconds - (double)info->n_prefill_tokens * s->prompt_token_s;
-        if (decodes_s > 0) s->decode_step_s = decodes_s;
-        return;
+        if (decodes_s > 0) {
+            s->decode_step_s = decodes_s;
+            return;
+        }
+        /* the prompt tokens' cost was set too high (a short timed step):
+         * taken again from this step, as a prompt-only step would */
     }
     const double prompt_s = seconds - (info->n_decode_tokens > 0 ? s->decode_step_s : 0);
     /* prompt tokens too cheap to show beside the decodes' own time (the
@@ -893,8 +903,7 @@ int32_t vt_sched_n_admit_next(vt_sched *s) {
     plan_begin(s);
     int32_t n_admit = 0;
     const bool decodes_fit = plan_running(s, true, false, NULL);
-    cap_prompt_tokens(s);
-    if (decodes_fit && plan_running_prompts(s, false, NULL))
+    if (decodes_fit && plan_prompts(s, false, NULL))
         for (; n_admit < s->n_waiting; n_admit++) {
             request *r = s->waiting[n_admit];
             int64_t hit;
@@ -1103,8 +1112,7 @@ static void start_followers(vt_sched *s, request *leader, const float *logits, v
 static void schedule(vt_sched *s, vt_sched_step_info *info) {
     plan_begin(s);
     plan_running(s, true, true, info);
-    cap_prompt_tokens(s);
-    plan_running_prompts(s, true, info);
+    plan_prompts(s, true, info);
     /* After a preemption the pool is short: starting more requests would
      * only have them preempted again. */
     if (info->n_preempted == 0 || s->n_running == 0) plan_admissions(s, info);

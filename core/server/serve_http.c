@@ -798,8 +798,8 @@ static void on_library_message(void *cls, const char *fmt, va_list ap) {
         struct MHD_Connection *c = body_being_read.conn;
         body_being_read.conn = NULL;
         /* on_completed logs and counts it, at this status */
-        const char *what = status == 413 ? "a chunk of the request's body is larger than a body may be"
-                                         : "the request's body was refused: its chunked framing is malformed";
+        const char *what = status == 413 ? "a chunk size of the request's body passes what a body may hold"
+                                         : "the request's body was refused as its chunked framing was read";
         if (!answer_refusal(c, status, what)) return;
         rq->status = (int)status;
         rq->body_refused = true;
