@@ -715,8 +715,8 @@ static _Thread_local struct {
  * when its chunked framing is malformed (a chunk size that is not hex, or
  * past 64 bits, a chunk without its CRLF): vt answers in JSON there too, and
  * the request, whose handler had started, is logged and counted at the
- * status the client got (it was counted a 500 and logged as a client that
- * left). Open from the head's end until the body is in. */
+ * status the client got, not as a 500 of a client that left. Open from the
+ * head's end until the body is in. */
 static _Thread_local struct {
     struct MHD_Connection *conn;
     request_ctx *rq;
