@@ -523,6 +523,20 @@ static vt_status check_no_overlap(const vt_gguf *g, vt_error *err) {
     return st;
 }
 
+/* Where the last tensor's data ends (UINT64_MAX past the representable):
+ * a file shorter than that was cut off, which its error says. Reckoned only
+ * for that error, not on every open. */
+static uint64_t tensors_end(const vt_gguf *g) {
+    uint64_t end = g->data_offset;
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        const vt_gguf_tensor *t = &g->tensors[i];
+        const uint64_t at = t->offset <= UINT64_MAX - g->data_offset ? g->data_offset + t->offset : UINT64_MAX;
+        const uint64_t e = t->nbytes <= UINT64_MAX - at ? at + t->nbytes : UINT64_MAX;
+        if (e > end) end = e;
+    }
+    return end;
+}
+
 static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
     if (n_tensors > cursor_left(c) / GGUF_MIN_TENSOR_BYTES)
         return vt_fail(c->err, VT_ERR_FORMAT,
@@ -544,21 +558,13 @@ static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
     /* The data section starts at the next multiple of the alignment. */
     uint64_t end = c->off;
     g->data_offset = (end + g->alignment - 1) / g->alignment * g->alignment;
-    /* Where the last tensor's data ends (UINT64_MAX past the representable):
-     * a file shorter than that was cut off, which an error should say. */
-    uint64_t data_end = g->data_offset;
-    for (int64_t i = 0; i < g->n_tensors; i++) {
-        const vt_gguf_tensor *t = &g->tensors[i];
-        const uint64_t at = t->offset <= UINT64_MAX - g->data_offset ? g->data_offset + t->offset : UINT64_MAX;
-        const uint64_t e = t->nbytes <= UINT64_MAX - at ? at + t->nbytes : UINT64_MAX;
-        if (e > data_end) data_end = e;
-    }
     for (int64_t i = 0; i < g->n_tensors; i++) {
         vt_gguf_tensor *t = &g->tensors[i];
         uint64_t size = g->size;
         bool inside = g->data_offset <= size && t->offset <= size - g->data_offset &&
                       t->nbytes <= size - g->data_offset - t->offset;
         char cut[128] = "";
+        const uint64_t data_end = inside ? 0 : tensors_end(g);
         if (!inside && data_end != UINT64_MAX && data_end > size)
             snprintf(cut, sizeof cut, "; the tensors end at byte %llu, %llu bytes past the file's end: truncated?",
                      (unsigned long long)data_end, (unsigned long long)(data_end - size));
