@@ -30,7 +30,17 @@ cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 [ -f tests/lsan.supp ] && export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan.supp}
-ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${VT_ASAN_EXCLUDE:-^$}" 2>&1 | tee build-asan/ctest.log
+asan_status=0
+ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${VT_ASAN_EXCLUDE:-^$}" 2>&1 | tee build-asan/ctest.log ||
+  asan_status=$?
+if [ "$asan_status" -ne 0 ]; then
+  # LeakSanitizer's leak check at exit stops the process with a ptrace "tracer";
+  # that tracer itself sometimes dies of SIGSEGV ("Tracer caught signal 11",
+  # google/sanitizers#723/#1170, seen here once in test_batch after all of its
+  # asserts had passed). That is no finding about vt: such a test, and only
+  # such a test, runs once more and must then pass, leak check included.
+  bash tests/rerun_lsan_tracer_crashes.sh build-asan 2>&1 | tee -a build-asan/ctest.log
+fi
 
 echo "== Build without oneDNN (the backend is optional at configure time)"
 # A configure without the onednn backend builds and its tests report skips,
