@@ -297,6 +297,25 @@ static void test_two_content_lengths(void) {
              "GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
              strlen("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
     expect_refused_and_closed(req, 400);
+    /* a name holding a character no header name may (RFC 9110 5.6.2), or a
+     * value holding a control character: read otherwise by a proxy or a log */
+    static const char *const bad_lines[] = {"X(Foo): 1", "X-Foo: a\x01b", "X-Foo: a\rb"};
+    for (size_t i = 0; i < sizeof bad_lines / sizeof *bad_lines; i++) {
+        snprintf(req, sizeof req, "POST /v1/completions HTTP/1.1\r\nHost: x\r\n%s\r\nContent-Length: %zu\r\n\r\n" BODY,
+                 bad_lines[i], strlen(BODY));
+        expect_refused_and_closed(req, 400);
+    }
+    raw_reply named = exchange("GET /health HTTP/1.1\r\nHost: x\r\nX(Foo): 1\r\n\r\n", 30);
+    CU_ASSERT(named.s && strstr(named.s, "the header name 'X(Foo)' holds a character") != NULL);
+    free(named.s);
+    /* a tab inside a value, and bytes past ASCII, are a value's own */
+    snprintf(req, sizeof req,
+             "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Foo: a\tb \xc3\xa9\r\n"
+             "Content-Length: %zu\r\n\r\n" BODY,
+             strlen(BODY));
+    raw_reply fine = exchange(req, 30);
+    CU_ASSERT_EQUAL(status_of(&fine), 200);
+    free(fine.s);
     /* the same length twice says one thing: served */
     snprintf(req, sizeof req,
              "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n"
@@ -743,7 +762,7 @@ int main(void) {
     static CU_TestInfo tests[] = {
         {"wrong-typed fields are 400 whatever else the request carries", test_wrong_types},
         {"a malformed Content-Length is a 400 and a close", test_bad_content_length},
-        {"two Content-Lengths, one beside Transfer-Encoding, or a spaced name: 400 and close",
+        {"two Content-Lengths, one beside Transfer-Encoding, a spaced or invalid name, a control character: 400 and close",
          test_two_content_lengths},
         {"a transfer coding other than chunked: 501, malformed chunks 400/413, each a JSON error and close",
          test_transfer_encodings},

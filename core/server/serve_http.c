@@ -807,24 +807,63 @@ static void on_library_message(void *cls, const char *fmt, va_list ap) {
     }
 }
 
-/* The headers that say where the body ends, as the client sent them. */
+/* The headers that say where the body ends, as the client sent them, and
+ * the first header line refused (every line is looked at on the way). */
 #define MAX_FRAMING_HEADERS 8
 typedef struct framing_headers {
     vt_serve_header h[MAX_FRAMING_HEADERS];
     size_t n;
     bool overflow;
-    char spaced_name[64]; /* a header name holding whitespace, as sent (cut to fit) */
+    char bad_header[160]; /* why a header line is refused, naming it as sent (cut to fit) */
 } framing_headers;
 
-static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+/* RFC 9110 5.6.2: a field name is a token, these characters and no other */
+static bool token_char(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* The header name (as the client sent it, control characters escaped) into
+ * out [size]. */
+static void printable_name(const char *key, size_t key_size, char *out, size_t size) {
+    size_t n = 0;
+    for (size_t i = 0; i < key_size && n + 5 < size; i++) {
+        const unsigned char c = (unsigned char)key[i];
+        n += (size_t)snprintf(out + n, size - n, c < 0x20 || c == 0x7f ? "\\x%02x" : "%c", c);
+    }
+    out[n] = '\0';
+}
+
+static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                       const char *value, size_t value_size) {
     (void)kind;
     framing_headers *f = cls;
     /* "Content-Length : 5" is no Content-Length to libmicrohttpd, but is
      * one to a proxy that trims the name: the two would end the body in
-     * different places (RFC 9112 5.1: refuse whitespace before the colon) */
-    if (key && strpbrk(key, " \t") && !f->spaced_name[0]) {
-        snprintf(f->spaced_name, sizeof f->spaced_name, "%s", key);
-        return MHD_NO;
+     * different places (RFC 9112 5.1: refuse whitespace before the colon).
+     * Any other character a name may not hold is refused alike, and so are
+     * control characters in a value (RFC 9110 5.5: a NUL, CR or LF in a
+     * value is rejected), which proxies and logs would read differently. */
+    if (key && !f->bad_header[0]) {
+        char name[64];
+        printable_name(key, key_size, name, sizeof name);
+        bool name_ok = key_size > 0;
+        for (size_t i = 0; i < key_size && name_ok; i++) name_ok = token_char((unsigned char)key[i]);
+        if (!name_ok) {
+            snprintf(f->bad_header, sizeof f->bad_header,
+                     strpbrk(name, " \t") ? "the header name '%s' holds whitespace (none may come before the colon)"
+                                          : "the header name '%s' holds a character a header name may not hold",
+                     name);
+            return MHD_NO;
+        }
+        for (size_t i = 0; value && i < value_size; i++) {
+            const unsigned char c = (unsigned char)value[i];
+            if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                snprintf(f->bad_header, sizeof f->bad_header,
+                         "the value of the header '%s' holds the control character 0x%02x", name, c);
+                return MHD_NO;
+            }
+        }
     }
     if (!key || (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0 &&
                  strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) != 0))
@@ -838,13 +877,12 @@ static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const
 }
 
 /* libmicrohttpd reads the first Content-Length and takes any
- * Transfer-Encoding for "read to the end": every one is looked at here. */
+ * Transfer-Encoding for "read to the end": every one is looked at here,
+ * and every header line's name and value (collect_framing). */
 static bool framing_ok(struct MHD_Connection *c, vt_serve_error *err) {
     framing_headers f = {0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, collect_framing, &f);
-    if (f.spaced_name[0])
-        return vt_serve_fail(err, 400, "invalid_request_error", NULL,
-                             "the header name '%s' holds whitespace (none may come before the colon)", f.spaced_name);
+    MHD_get_connection_values_n(c, MHD_HEADER_KIND, collect_framing, &f);
+    if (f.bad_header[0]) return vt_serve_fail(err, 400, "invalid_request_error", NULL, "%s", f.bad_header);
     if (f.overflow)
         return vt_serve_fail(err, 400, "invalid_request_error", NULL, "more than %d Content-Length and "
                              "Transfer-Encoding headers", MAX_FRAMING_HEADERS);
