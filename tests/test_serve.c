@@ -508,6 +508,25 @@ static void test_bad_input(void) {
          "min_tokens"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop_token_ids\":[5]}",
          400, "stop_token_ids"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"continue_final_message\":true}", 400,
+         "continue_final_message"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", 400,
+         "echo"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"add_special_tokens\":false}", 400,
+         "add_special_tokens"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"reasoning_format\":\"deepseek\"}", 400,
+         "reasoning_format"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":true,"
+         "\"stream_options\":{\"continuous_usage_stats\":true}}",
+         400, "stream_options.continuous_usage_stats"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"lora\":[{\"id\":0,\"scale\":1}]}", 400, "lora"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"timings_per_token\":true}", 400, "timings_per_token"},
+        {"/v1/completions", "{\"prompt\":\"x\",\"return_tokens_as_token_ids\":true}", 400,
+         "return_tokens_as_token_ids"},
         {"/tokenize", "{\"content\":5}", 400, "content"},
         {"/detokenize", "{}", 400, "tokens"},
     };
@@ -550,7 +569,8 @@ static void test_bad_input(void) {
                                        "\"repeat_penalty\":1,\"typical_p\":1.0,\"mirostat\":0,\"top_n_sigma\":-1,"
                                        "\"n_predict\":-1,\"prompt_logprobs\":null,"
                                        "\"skip_special_tokens\":true,\"stop_token_ids\":[],\"guided_json\":null,"
-                                       "\"cache_prompt\":true");
+                                       "\"cache_prompt\":true,\"lora\":[],\"reasoning_format\":\"none\","
+                                       "\"continue_final_message\":false,\"documents\":[],\"timings_per_token\":false");
     CU_ASSERT_PTR_NOT_NULL(c.text);
     free(c.text);
 }

@@ -109,8 +109,9 @@ static bool is_off(const json_t *v) {
  * its server reads as "do nothing": `off` (false, 0, [] or {}: the field
  * is off at zero), the number `neutral` (a penalty of 1, n_predict -1 for
  * no limit: 0 would be a real setting there), true (skip_special_tokens),
- * or only null. Where vt has a field that does the job, the error names it. */
-typedef enum { NEUTRAL_OFF, NEUTRAL_NUMBER, NEUTRAL_TRUE, NEUTRAL_NULL } neutral_kind;
+ * the string "none" (reasoning_format: a model's thinking stays in the
+ * content, as vt leaves it), or only null. Where vt has a field that does the job, the error names it. */
+typedef enum { NEUTRAL_OFF, NEUTRAL_NUMBER, NEUTRAL_TRUE, NEUTRAL_NONE, NEUTRAL_NULL } neutral_kind;
 
 typedef struct extension_field {
     const char *name;
@@ -147,6 +148,15 @@ static const extension_field extension_fields[] = {
     {"guided_choice", NEUTRAL_NULL, 0, "grammar"},
     {"guided_grammar", NEUTRAL_NULL, 0, "grammar"},
     {"structured_outputs", NEUTRAL_NULL, 0, "response_format or grammar"},
+    {"continue_final_message", NEUTRAL_OFF, 0, NULL},
+    {"add_special_tokens", NEUTRAL_NULL, 0, NULL},
+    {"documents", NEUTRAL_OFF, 0, NULL},
+    {"logits_processors", NEUTRAL_OFF, 0, NULL},
+    {"return_tokens_as_token_ids", NEUTRAL_OFF, 0, NULL},
+    {"lora", NEUTRAL_OFF, 0, NULL},
+    {"post_sampling_probs", NEUTRAL_OFF, 0, NULL},
+    {"timings_per_token", NEUTRAL_OFF, 0, NULL},
+    {"reasoning_format", NEUTRAL_NONE, 0, NULL},
 };
 
 static bool extension_is_neutral(const json_t *v, const extension_field *f) {
@@ -155,6 +165,7 @@ static bool extension_is_neutral(const json_t *v, const extension_field *f) {
     case NEUTRAL_OFF: return is_off(v);
     case NEUTRAL_NUMBER: return json_is_number(v) && json_number_value(v) == f->neutral;
     case NEUTRAL_TRUE: return json_is_true(v);
+    case NEUTRAL_NONE: return json_is_string(v) && strcmp(json_string_value(v), "none") == 0;
     case NEUTRAL_NULL: return false;
     }
     return false;
@@ -190,9 +201,8 @@ static bool check_unsupported(const json_t *root, vt_serve_kind kind, vt_serve_e
     json_t *best_of = field(root, "best_of");
     if (best_of && !(json_is_integer(best_of) && json_integer_value(best_of) == 1))
         return refuse_if_used("best_of", true, err);
-    json_t *echo = field(root, "echo");
-    if (kind == VT_SERVE_COMPLETION && echo && !json_is_false(echo))
-        return vt_serve_fail(err, 400, INVALID, "echo", "echo: only false is supported");
+    json_t *echo = field(root, "echo"); /* in chat, vLLM's: the last message repeated in the answer */
+    if (echo && !json_is_false(echo)) return vt_serve_fail(err, 400, INVALID, "echo", "echo: only false is supported");
     /* Four of OpenAI's fields clients send by habit, decided one by one:
      * parallel_tool_calls (a boolean; chat reads it with its tools); there is
      * one service tier here, so "auto" and "default" are that tier and any
@@ -429,6 +439,9 @@ static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_err
             return vt_serve_fail(err, 400, INVALID, "stream_options.include_usage",
                                  "stream_options.include_usage: expected true or false");
         r->include_usage = iu && json_is_true(iu);
+        /* vLLM's: usage on every chunk, which vt does not send */
+        if (!is_off(field(so, "continuous_usage_stats")))
+            return refuse_if_used("stream_options.continuous_usage_stats", true, err);
         /* OpenAI's rule: a reply that is not streamed has no stream to
          * shape, and the field would otherwise be ignored silently */
         if (!r->stream)
