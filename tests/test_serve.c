@@ -590,6 +590,32 @@ static void test_auth_and_routes(void) {
     assert_error(&r, 405, NULL);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "Allow: POST"));
     serve_reply_free(&r);
+    /* a client that waits for "100 Continue" before its body is answered
+     * at once when its head decides: never invited to upload for nothing */
+    static const char *const expect[] = {"Expect: 100-continue", NULL};
+    static const struct {
+        const char *method, *path, *key;
+        long status;
+    } early[] = {{NULL, "/v1/completions", "wrong", 401},
+                 {NULL, "/v1/nothing", KEY, 404},
+                 {"PUT", "/v1/completions", KEY, 405}};
+    for (size_t i = 0; i < sizeof early / sizeof *early; i++) {
+        r = serve_http_with(&main_srv, early[i].method, early[i].path, "{\"prompt\":\"x\"}", early[i].key, expect);
+        CU_ASSERT_EQUAL(r.status, early[i].status);
+        CU_ASSERT(r.headers.s && !strstr(r.headers.s, " 100 "));
+        serve_reply_free(&r);
+    }
+    r = serve_http_with(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", KEY, expect);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.headers.s && strstr(r.headers.s, "HTTP/1.1 100 Continue"));
+    serve_reply_free(&r);
+    /* whitespace after the key ends the header's value, not the key */
+    r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", KEY " \t");
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
+    r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", KEY "x");
+    assert_error_as(&r, 401, NULL, "invalid_api_key");
+    serve_reply_free(&r);
     r = serve_http(&main_srv, "DELETE", "/health", NULL, NULL);
     assert_error(&r, 405, NULL);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "Allow: GET, HEAD"));
@@ -628,8 +654,8 @@ static void test_api_key_file(void) {
     serve_reply r = serve_http(&s, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", "file-key-42");
     CU_ASSERT_EQUAL(r.status, 200);
     serve_reply_free(&r);
-    r = serve_http(&s, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", "file-key-42  ");
-    CU_ASSERT_EQUAL(r.status, 401);
+    r = serve_http(&s, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", "file-key-4");
+    CU_ASSERT_EQUAL(r.status, 401); /* the key's beginning is not the key */
     serve_reply_free(&r);
     r = serve_http(&s, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", NULL);
     CU_ASSERT_EQUAL(r.status, 401);

@@ -595,7 +595,16 @@ static enum MHD_Result apply_template(struct MHD_Connection *c, request_ctx *rq)
 static bool authorized(struct MHD_Connection *c, const vt_server *s) {
     if (!s->api_key) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    return h && strncasecmp(h, "Bearer ", 7) == 0 && strcmp(h + 7, s->api_key) == 0;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    const char *given = h + 7;
+    size_t n = strlen(given);
+    while (n > 0 && (given[n - 1] == ' ' || given[n - 1] == '\t')) n--; /* whitespace ending a value is not its own */
+    /* compared in a time that depends on the lengths alone, not on how
+     * many of the key's first bytes a guess got right */
+    const size_t key_len = strlen(s->api_key);
+    unsigned char diff = n != key_len;
+    for (size_t i = 0; i < key_len; i++) diff |= (unsigned char)(s->api_key[i] ^ (i < n ? given[i] : 0));
+    return diff == 0;
 }
 
 /* A header list as a preflight may name it: header names (RFC 9110 tokens
@@ -632,20 +641,42 @@ static enum MHD_Result cors_preflight(struct MHD_Connection *c, request_ctx *rq,
     return ret;
 }
 
-static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method) {
-    vt_server *s = rq->server;
-    /* a path ending in '/' names every path below it: /v1/models/{id} */
-    static const struct {
-        const char *path, *method;
-    } routes[] = {{"/health", "GET"},           {"/metrics", "GET"},       {"/v1/models", "GET"},
-                  {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
-                  {"/detokenize", "POST"},          {"/v1/models/", "GET"}, {"/apply-template", "POST"}};
+/* a path ending in '/' names every path below it: /v1/models/{id} */
+static const struct {
+    const char *path, *method;
+} routes[] = {{"/health", "GET"},           {"/metrics", "GET"},       {"/v1/models", "GET"},
+              {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/tokenize", "POST"},
+              {"/detokenize", "POST"},          {"/v1/models/", "GET"}, {"/apply-template", "POST"}};
+enum {
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+    ROUTE_MODELS,
+    ROUTE_CHAT,
+    ROUTE_COMPLETIONS,
+    ROUTE_TOKENIZE,
+    ROUTE_DETOKENIZE,
+    ROUTE_MODEL,
+    ROUTE_APPLY_TEMPLATE
+}; /* routes[]'s order */
+
+static int find_route(const char *url) {
     int found = -1;
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         const size_t n = strlen(routes[i].path);
         if (routes[i].path[n - 1] == '/' ? strncmp(url, routes[i].path, n) == 0 : strcmp(url, routes[i].path) == 0)
             found = (int)i;
     }
+    return found;
+}
+
+/* The answer a request gets whatever its body: no such path (404), a
+ * method the path does not take (405), a missing or wrong API key (401); a
+ * CORS preflight's answer. *answered false when the request goes on to its
+ * route. */
+static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method,
+                                      int found, bool *answered) {
+    vt_server *s = rq->server;
+    *answered = true;
     if (found < 0) return fail(c, rq, 404, "not_found_error", NULL, "no such endpoint: %s", url);
     if (strcmp(method, "OPTIONS") == 0 && s->cors_origin)
         return cors_preflight(c, rq, strcmp(routes[found].method, "GET") == 0 ? "GET, HEAD" : routes[found].method);
@@ -658,21 +689,32 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
                         ? "%s: method not allowed (a browser's CORS preflight: start vt serve with --cors-origin)"
                         : "%s: method not allowed",
                     url);
-    vt_serve_engine *e = atomic_load(&s->engine);
-    if (found == 0)
-        return e ? send_json(c, rq, 200, strdup("{\"status\":\"ok\"}"))
-                 : loading(c, rq);
-    if (found == 1) return send_body(c, rq, 200, vt_serve_metrics_text(s->metrics), "text/plain; version=0.0.4");
-    if (!authorized(c, s)) {
+    if (found != ROUTE_HEALTH && found != ROUTE_METRICS && !authorized(c, s)) {
         vt_serve_error err;
         vt_serve_fail(&err, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
         err.code = "invalid_api_key"; /* OpenAI's code: clients branch on it */
         return send_error(c, rq, &err);
     }
+    *answered = false;
+    return MHD_YES;
+}
+
+static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method) {
+    vt_server *s = rq->server;
+    const int found = find_route(url);
+    bool answered = false;
+    const enum MHD_Result refused = refuse_by_head(c, rq, url, method, found, &answered);
+    if (answered) return refused;
+    vt_serve_engine *e = atomic_load(&s->engine);
+    if (found == ROUTE_HEALTH)
+        return e ? send_json(c, rq, 200, strdup("{\"status\":\"ok\"}"))
+                 : loading(c, rq);
+    if (found == ROUTE_METRICS)
+        return send_body(c, rq, 200, vt_serve_metrics_text(s->metrics), "text/plain; version=0.0.4");
     if (!e) return loading(c, rq);
-    if (found == 2) return send_json(c, rq, 200, vt_serve_models_json(s->alias, s->started));
-    if (found == 7) {
-        const char *id = url + strlen(routes[7].path);
+    if (found == ROUTE_MODELS) return send_json(c, rq, 200, vt_serve_models_json(s->alias, s->started));
+    if (found == ROUTE_MODEL) {
+        const char *id = url + strlen(routes[ROUTE_MODEL].path);
         if (strcmp(id, s->alias) == 0) return send_json(c, rq, 200, vt_serve_model_json(s->alias, s->started));
         vt_serve_error err;
         vt_serve_fail(&err, 404, "not_found_error", "model", "the model '%s' does not exist (this server serves '%s')",
@@ -680,10 +722,10 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
         err.code = "model_not_found";
         return send_error(c, rq, &err);
     }
-    if (found == 8) return apply_template(c, rq);
-    if (found == 3) return generate(c, rq, e, VT_SERVE_CHAT);
-    if (found == 4) return generate(c, rq, e, VT_SERVE_COMPLETION);
-    return tokens(c, rq, e, found == 5 ? VT_SERVE_TOKENIZE : VT_SERVE_DETOKENIZE);
+    if (found == ROUTE_APPLY_TEMPLATE) return apply_template(c, rq);
+    if (found == ROUTE_CHAT) return generate(c, rq, e, VT_SERVE_CHAT);
+    if (found == ROUTE_COMPLETIONS) return generate(c, rq, e, VT_SERVE_COMPLETION);
+    return tokens(c, rq, e, found == ROUTE_TOKENIZE ? VT_SERVE_TOKENIZE : VT_SERVE_DETOKENIZE);
 }
 
 static enum MHD_Result too_large(struct MHD_Connection *c, request_ctx *rq) {
@@ -921,10 +963,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
          * error, which they retry, instead of the 413. */
         const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         unsigned long long declared = len ? strtoull(len, NULL, 10) : 0;
+        const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+        const bool asks_first = expect && strcasecmp(expect, "100-continue") == 0;
+        /* A client waiting to be told before it sends its body is told at
+         * once what its head alone decides (404, 405, 401): invited to
+         * upload with a 100 it would send the body for nothing */
+        if (asks_first) {
+            bool answered = false;
+            const enum MHD_Result refused = refuse_by_head(c, rq, url, method, find_route(url), &answered);
+            if (answered) return refused;
+        }
         if (declared > s->cfg.body_limit) {
             rq->too_large = true;
-            const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-            if ((expect && strcasecmp(expect, "100-continue") == 0) || declared > DISCARD_LIMIT) return too_large(c, rq);
+            if (asks_first || declared > DISCARD_LIMIT) return too_large(c, rq);
         }
         body_being_read.conn = c;
         body_being_read.rq = rq;
