@@ -609,6 +609,12 @@ static void test_auth_and_routes(void) {
     CU_ASSERT_EQUAL(r.status, 200);
     CU_ASSERT(r.headers.s && strstr(r.headers.s, "HTTP/1.1 100 Continue"));
     serve_reply_free(&r);
+    /* a compressed body: 415 naming the coding, not a JSON error about its first byte */
+    static const char *const gzipped[] = {"Content-Encoding: gzip", NULL};
+    r = serve_http_with(&main_srv, NULL, "/v1/completions", "\x1f\x8b\x08", KEY, gzipped);
+    assert_error(&r, 415, NULL);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "Content-Encoding 'gzip'"));
+    serve_reply_free(&r);
     /* whitespace after the key ends the header's value, not the key */
     r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", KEY " \t");
     CU_ASSERT_EQUAL(r.status, 200);

@@ -670,8 +670,8 @@ static int find_route(const char *url) {
 }
 
 /* The answer a request gets whatever its body: no such path (404), a
- * method the path does not take (405), a missing or wrong API key (401); a
- * CORS preflight's answer. *answered false when the request goes on to its
+ * method the path does not take (405), a missing or wrong API key (401), a
+ * body in a coding vt does not read (415); a CORS preflight's answer. *answered false when the request goes on to its
  * route. */
 static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method,
                                       int found, bool *answered) {
@@ -695,6 +695,12 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
         err.code = "invalid_api_key"; /* OpenAI's code: clients branch on it */
         return send_error(c, rq, &err);
     }
+    /* a compressed body would be read as JSON and refused for its first
+     * byte; say what is wrong instead (RFC 9110 15.5.16) */
+    const char *coding = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
+    if (coding && strcasecmp(coding, "identity") != 0)
+        return fail(c, rq, 415, "invalid_request_error", NULL,
+                    "Content-Encoding '%s' is not read: send the body uncompressed", coding);
     *answered = false;
     return MHD_YES;
 }
@@ -966,7 +972,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
         const bool asks_first = expect && strcasecmp(expect, "100-continue") == 0;
         /* A client waiting to be told before it sends its body is told at
-         * once what its head alone decides (404, 405, 401): invited to
+         * once what its head alone decides (404, 405, 401, 415): invited to
          * upload with a 100 it would send the body for nothing */
         if (asks_first) {
             bool answered = false;
