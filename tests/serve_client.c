@@ -105,7 +105,9 @@ bool serve_spawn(serve_server *s, const char *model_file, const char *log_name, 
     const char *dir = vt_test_data_dir("test models");
     if (!dir) return false;
     char model[512];
-    snprintf(model, sizeof model, "%s/models/%s", dir, model_file);
+    /* a fixture's name, or a path of the test's own making */
+    if (model_file[0] == '/') snprintf(model, sizeof model, "%s", model_file);
+    else snprintf(model, sizeof model, "%s/models/%s", dir, model_file);
     vt_test_tmpfile(s->log, sizeof s->log, log_name);
     const char *argv[48] = {VT_CLI_PATH, "serve", "-m", model, "--port", "0", "--threads", "1"};
     int n = 8;

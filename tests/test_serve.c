@@ -575,6 +575,56 @@ static void test_bad_input(void) {
     free(c.text);
 }
 
+/* A vocabulary with control tokens (Qwen2's, on a tiny synthesized model):
+ * /detokenize writes them as their text, as llama-server's does, so the
+ * ids /tokenize gives turn back into the text it read; with_pieces pairs
+ * each id with its text. */
+static void test_control_tokens_round_trip(void) {
+    const char *dir = vt_test_data_dir("the Qwen2 vocabulary");
+    if (!dir) return;
+    char model[512], cmd[2048];
+    vt_test_tmpfile(model, sizeof model, "qwen-vocab-tiny.gguf");
+    snprintf(cmd, sizeof cmd, "%s synth --shape tiny --arch qwen3 --type q8_0 --vocab-from %s/models/vocab/ggml-vocab-qwen2.gguf "
+                              "-o %s >/dev/null 2>&1",
+             VT_CLI_PATH, dir, model);
+    CU_ASSERT_FATAL(system(cmd) == 0);
+    serve_server s;
+    static const char *const args[] = {"-c", "256", NULL};
+    CU_ASSERT_FATAL(serve_start(&s, model, "control-tokens.log", args));
+    static const char text[] = "<|im_start|>user\\nHi<|im_end|>";
+    char body[256];
+    snprintf(body, sizeof body, "{\"content\": \"%s\"}", text);
+    serve_reply r = serve_http(&s, "POST", "/tokenize", body, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    json_value v;
+    char ids[512] = "{\"tokens\":[";
+    size_t n = 0;
+    if (parse(&r, &v)) {
+        const json_value *t = json_get(&v, "tokens");
+        for (size_t i = 0; t && i < t->n; i++, n++)
+            snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", (int)t->items[i].number);
+        json_free(&v);
+    }
+    strcat(ids, "]}");
+    serve_reply_free(&r);
+    CU_ASSERT(n >= 4 && n <= 6); /* the two control tokens are one id each */
+    r = serve_http(&s, "POST", "/detokenize", ids, NULL);
+    char *content = serve_field(&r, "content", NULL);
+    CU_ASSERT(content && strcmp(content, "<|im_start|>user\nHi<|im_end|>") == 0);
+    if (!content || strcmp(content, "<|im_start|>user\nHi<|im_end|>") != 0) fprintf(stderr, "detokenized: %s\n", content);
+    free(content);
+    serve_reply_free(&r);
+    snprintf(body, sizeof body, "{\"content\": \"%s\", \"with_pieces\": true}", text);
+    r = serve_http(&s, "POST", "/tokenize", body, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "\"piece\":\"<|im_start|>\"") && strstr(r.body.s, "\"piece\":\"<|im_end|>\"") &&
+              strstr(r.body.s, "{\"id\":"));
+    if (r.body.s && !strstr(r.body.s, "\"piece\":\"<|im_start|>\"")) fprintf(stderr, "with_pieces: %s\n", r.body.s);
+    serve_reply_free(&r);
+    CU_ASSERT_EQUAL(serve_stop(&s), 0);
+    unlink(model);
+}
+
 static void test_auth_and_routes(void) {
     serve_reply r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", NULL);
     assert_error_as(&r, 401, NULL, "invalid_api_key");
@@ -1401,6 +1451,7 @@ int main(void) {
         {"serve_streamed text equals the whole answer (completion, chat)", test_streaming_equals_whole},
         {"concurrent greedy requests get their text alone", test_concurrent_same_as_alone},
         {"tokenize and detokenize", test_tokenize_detokenize},
+        {"control tokens round-trip through /tokenize and /detokenize; with_pieces", test_control_tokens_round_trip},
         {"bad input: 400 naming the field", test_bad_input},
         {"API key, unknown path, wrong method", test_auth_and_routes},
         {"the API key from a file", test_api_key_file},

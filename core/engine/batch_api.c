@@ -130,6 +130,11 @@ int32_t vt_batch_token_bytes(const vt_batch *b, int32_t id, char *buf, size_t ca
     return vt_token_to_bytes(b->model->tokenizer, id, false, buf, cap);
 }
 
+int32_t vt_batch_token_text(const vt_batch *b, int32_t id, char *buf, size_t cap) {
+    if (!b->model->tokenizer) return -1;
+    return vt_token_to_bytes(b->model->tokenizer, id, true, buf, cap);
+}
+
 size_t vt_batch_default_stop_ids(const vt_batch *b, int32_t *ids, size_t cap) {
     for (size_t i = 0; ids && i < cap && i < (size_t)b->n_eog; i++) ids[i] = b->eog[i];
     return (size_t)b->n_eog;

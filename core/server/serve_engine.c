@@ -235,7 +235,9 @@ static void run_detokenize(vt_serve_engine *e, vt_serve_job *job) {
     int32_t n_vocab = vt_batch_n_vocab(e->batch);
     for (size_t i = 0; i < job->req.n_ids; i++) {
         char buf[512];
-        int32_t len = job->req.ids[i] < n_vocab ? vt_batch_token_bytes(e->batch, job->req.ids[i], buf, sizeof buf) : -1;
+        /* control tokens as their text, as llama-server's: /tokenize of the
+         * result (control-token text parsed by default) gives the ids back */
+        int32_t len = job->req.ids[i] < n_vocab ? vt_batch_token_text(e->batch, job->req.ids[i], buf, sizeof buf) : -1;
         if (len < 0) {
             char param[48];
             snprintf(param, sizeof param, "tokens[%zu]", i);
@@ -660,4 +662,8 @@ void vt_serve_engine_stop(vt_serve_engine *e) {
     pthread_mutex_destroy(&e->lock);
     free(e->chat_stop_ids);
     free(e);
+}
+
+int32_t vt_serve_engine_token_text(const vt_serve_engine *e, int32_t id, char *buf, size_t cap) {
+    return id >= 0 && id < vt_batch_n_vocab(e->batch) ? vt_batch_token_text(e->batch, id, buf, cap) : -1;
 }

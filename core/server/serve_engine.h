@@ -100,6 +100,10 @@ vt_serve_job *vt_serve_job_new(vt_serve_request *r);
 /* Queue it (the engine takes its own reference). False with err: 503 when
  * the waiting queue is full or the server is draining. */
 bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_error *err);
+/* Token id's text, control tokens as their text (vt_batch_token_text): at
+ * most cap bytes into buf, the whole length returned; -1 outside the
+ * vocabulary. The vocabulary never changes: any thread may ask. */
+int32_t vt_serve_engine_token_text(const vt_serve_engine *e, int32_t id, char *buf, size_t cap);
 
 /* The lock guarding every job's shared fields. */
 void vt_serve_engine_lock(vt_serve_engine *e);

@@ -538,6 +538,10 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     return ret;
 }
 
+static int32_t piece_of(const void *engine, int32_t id, char *buf, size_t cap) {
+    return vt_serve_engine_token_text(engine, id, buf, cap);
+}
+
 static enum MHD_Result tokens(struct MHD_Connection *c, request_ctx *rq, vt_serve_engine *e, vt_serve_kind kind) {
     vt_serve_request req;
     vt_serve_error err;
@@ -555,6 +559,8 @@ static enum MHD_Result tokens(struct MHD_Connection *c, request_ctx *rq, vt_serv
     if (!wait_while(c, e, job, true)) return client_left(e, job, rq);
     enum MHD_Result ret;
     if (job->state == VT_JOB_FAILED) ret = send_error(c, rq, &job->error);
+    else if (kind == VT_SERVE_TOKENIZE && job->req.with_pieces)
+        ret = send_json(c, rq, 200, vt_serve_token_pieces_json(job->ids, job->n_ids, piece_of, e));
     else if (kind == VT_SERVE_TOKENIZE) ret = send_json(c, rq, 200, vt_serve_tokens_json(job->ids, job->n_ids));
     else ret = send_json(c, rq, 200, vt_serve_content_json(job->text, job->n_text));
     vt_serve_job_release(e, job);

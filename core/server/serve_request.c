@@ -459,7 +459,8 @@ static bool parse_root(vt_serve_kind kind, const json_t *root, vt_serve_request 
         r->parse_special = true;
         if (!(r->prompt = dup_string(c))) return out_of_memory(err);
         return bool_field(root, "add_special", &r->add_special, err) &&
-               bool_field(root, "parse_special", &r->parse_special, err);
+               bool_field(root, "parse_special", &r->parse_special, err) &&
+               bool_field(root, "with_pieces", &r->with_pieces, err);
     }
     if (kind == VT_SERVE_DETOKENIZE) {
         json_t *t = field(root, "tokens");

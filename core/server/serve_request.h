@@ -16,7 +16,7 @@
 typedef enum vt_serve_kind {
     VT_SERVE_CHAT = 0,       /* POST /v1/chat/completions */
     VT_SERVE_COMPLETION = 1, /* POST /v1/completions */
-    VT_SERVE_TOKENIZE = 2,   /* POST /tokenize: {"content", "add_special", "parse_special"} */
+    VT_SERVE_TOKENIZE = 2,   /* POST /tokenize: {"content", "add_special", "parse_special", "with_pieces"} */
     VT_SERVE_DETOKENIZE = 3, /* POST /detokenize: {"tokens"} */
 } vt_serve_kind;
 
@@ -79,8 +79,9 @@ typedef struct vt_serve_request {
     char *prompt;
     int32_t *ids;
     size_t n_ids;
-    bool add_special;   /* tokenize: add BOS as the vocabulary says (default true) */
-    bool parse_special; /* tokenize: control-token text becomes its token (default false) */
+    bool add_special;   /* tokenize: add BOS as the vocabulary says (default false, as llama-server's) */
+    bool parse_special; /* tokenize: control-token text becomes its token (default true, as llama-server's) */
+    bool with_pieces;   /* tokenize: each id with its text, [{"id", "piece"}] (default false) */
     /* sampling */
     int64_t max_tokens; /* 0: not given (up to the context) */
     float temperature, top_p, min_p;

@@ -191,6 +191,38 @@ char *vt_serve_tokens_json(const int32_t *ids, size_t n) {
     return dump(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
 }
 
+/* One token's piece: its text, or its byte values when they are not whole
+ * UTF-8 (a byte token holding part of a character). */
+static json_t *piece_json(const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t clean = 0;
+    while (clean < n && s[clean] && utf8_seq(s + clean, n - clean)) clean += utf8_seq(s + clean, n - clean);
+    if (clean == n) return json_stringn(text, n);
+    json_t *bytes = json_array();
+    for (size_t i = 0; bytes && i < n; i++)
+        if (json_array_append_new(bytes, json_integer(s[i])) != 0) {
+            json_decref(bytes);
+            bytes = NULL;
+        }
+    return bytes;
+}
+
+char *vt_serve_token_pieces_json(const int32_t *ids, size_t n, vt_serve_piece_fn piece, const void *ctx) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        char buf[512];
+        int32_t len = piece(ctx, ids[i], buf, sizeof buf);
+        if (len < 0) len = 0;
+        if (len > (int32_t)sizeof buf) len = (int32_t)sizeof buf;
+        json_t *p = piece_json(buf, (size_t)len);
+        if (!p || json_array_append_new(arr, json_pack("{s:I,s:o}", "id", (json_int_t)ids[i], "piece", p)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    return dump(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
+}
+
 char *vt_serve_content_json(const char *text, size_t n_text) {
     return dump(json_pack("{s:o}", "content", text_string(text, n_text)));
 }

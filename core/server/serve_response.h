@@ -58,6 +58,11 @@ char *vt_serve_models_json(const char *alias, int64_t created);
 char *vt_serve_model_json(const char *alias, int64_t created);
 /* POST /tokenize and /detokenize answers. */
 char *vt_serve_tokens_json(const int32_t *ids, size_t n);
+/* {"tokens": [{"id": ID, "piece": TEXT}, ...]} (llama-server's with_pieces):
+ * piece(ctx, id, buf, cap) gives a token's text as snprintf would; a piece
+ * that is not whole UTF-8 (part of a character) is its byte values. */
+typedef int32_t (*vt_serve_piece_fn)(const void *ctx, int32_t id, char *buf, size_t cap);
+char *vt_serve_token_pieces_json(const int32_t *ids, size_t n, vt_serve_piece_fn piece, const void *ctx);
 char *vt_serve_content_json(const char *text, size_t n_text);
 
 #endif

@@ -317,6 +317,10 @@ VT_API void vt_batch_close(vt_batch *b);
 VT_API int32_t vt_batch_n_vocab(const vt_batch *b);
 /* As vt_session_token_bytes. */
 VT_API int32_t vt_batch_token_bytes(const vt_batch *b, int32_t id, char *buf, size_t cap);
+/* As vt_batch_token_bytes, but a control token renders as its text
+ * ("<|im_start|>") where vt_batch_token_bytes renders nothing: what
+ * `vt detokenize --special` and llama-server's /detokenize show. */
+VT_API int32_t vt_batch_token_text(const vt_batch *b, int32_t id, char *buf, size_t cap);
 /* The model's end-of-generation ids, the stop ids of a request that gives
  * none: copies up to cap of them into ids (may be NULL) and returns how many
  * there are. */
