@@ -490,6 +490,9 @@ static void test_bad_input(void) {
         {"/v1/completions", "{\"prompt\":\"a\\u1\xcb\x9c\x9a\"}", 400, NULL},
         {"/v1/completions", "{\"prompt\":12}", 400, "prompt"},
         {"/v1/completions", "{\"prompt\":[1,-2]}", 400, "prompt[1]"},
+        {"/v1/completions", "{\"prompt\":[1.0,2]}", 400, "prompt[0]"}, /* a number, not a second prompt */
+        {"/v1/completions", "{\"prompt\":[[1,2.5]]}", 400, "prompt[0][1]"},
+        {"/v1/completions", "{\"prompt\":[\"a\",\"b\"]}", 400, "prompt"},
         {"/v1/completions", "{\"prompt\":\"x\",\"echo\":true}", 400, "echo"},
         {"/v1/completions", "{\"prompt\":\"x\",\"presence_penalty\":3}", 400, "presence_penalty"},
         {"/v1/completions", "{\"prompt\":[5, 99999999]}", 400, "prompt[1]"},

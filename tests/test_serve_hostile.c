@@ -308,6 +308,21 @@ static void test_two_content_lengths(void) {
     raw_reply named = exchange("GET /health HTTP/1.1\r\nHost: x\r\nX(Foo): 1\r\n\r\n", 30);
     CU_ASSERT(named.s && strstr(named.s, "the header name 'X(Foo)' holds a character") != NULL);
     free(named.s);
+    /* HTTP/1.1 without Host: 400 (RFC 9112 3.2); HTTP/1.0 needs none */
+    expect_refused_and_closed("GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", 400);
+    raw_reply old_version = exchange("GET /health HTTP/1.0\r\n\r\n", 30);
+    CU_ASSERT_EQUAL(status_of(&old_version), 200);
+    free(old_version.s);
+    /* the absolute form of a target is its path (RFC 9112 3.2.2) */
+    raw_reply absolute = exchange("GET http://x/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 30);
+    CU_ASSERT_EQUAL(status_of(&absolute), 200);
+    free(absolute.s);
+    snprintf(req, sizeof req,
+             "POST http://x:8080/v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n" BODY,
+             strlen(BODY));
+    absolute = exchange(req, 30);
+    CU_ASSERT_EQUAL(status_of(&absolute), 200);
+    free(absolute.s);
     /* a tab inside a value, and bytes past ASCII, are a value's own */
     snprintf(req, sizeof req,
              "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Foo: a\tb \xc3\xa9\r\n"

@@ -74,7 +74,7 @@ typedef struct request_ctx {
     uint64_t seed;
     bool client_left;
     bool stream_delivered; /* a stream's last byte was handed over: a close after it is no leaving */
-    bool framing_error; /* the body's length is unknowable: answer, then close */
+    bool framing_error; /* answered from the head, the body unread (its length unknowable, or no Host): then close */
     bool body_refused;  /* libmicrohttpd refused the body's framing; vt answered (on_library_message) */
     /* as the client sent them (escaped only for the log) */
     char method[16], path[256];
@@ -711,8 +711,19 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
     return MHD_YES;
 }
 
-static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method) {
+/* The path of a request target: the target itself, or the path of its
+ * absolute form ("http://host/v1/models", what a client talking to a proxy
+ * sends), which a server must take as well (RFC 9112 3.2.2). */
+static const char *target_path(const char *url) {
+    const char *scheme_end = strstr(url, "://");
+    if (!scheme_end || !(strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0)) return url;
+    const char *path = strchr(scheme_end + 3, '/');
+    return path ? path : "/";
+}
+
+static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *target, const char *method) {
     vt_server *s = rq->server;
+    const char *url = target_path(target);
     const int found = find_route(url);
     bool answered = false;
     const enum MHD_Result refused = refuse_by_head(c, rq, url, method, found, &answered);
@@ -945,7 +956,6 @@ static bool framing_ok(struct MHD_Connection *c, vt_serve_error *err) {
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
     vt_server *s = cls;
     request_ctx *rq = *con_cls;
     if (!rq) {
@@ -960,6 +970,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *con_cls = rq;
         vt_serve_error err;
         if (!framing_ok(c, &err)) {
+            rq->framing_error = true;
+            return send_error(c, rq, &err);
+        }
+        /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400 */
+        if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+            !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
+            vt_serve_fail(&err, 400, "invalid_request_error", NULL,
+                          "the Host header is missing (RFC 9112 3.2: every request of version 1.1 names its host)");
             rq->framing_error = true;
             return send_error(c, rq, &err);
         }
@@ -982,7 +1000,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
          * upload with a 100 it would send the body for nothing */
         if (asks_first) {
             bool answered = false;
-            const enum MHD_Result refused = refuse_by_head(c, rq, url, method, find_route(url), &answered);
+            const enum MHD_Result refused =
+                refuse_by_head(c, rq, target_path(url), method, find_route(target_path(url)), &answered);
             if (answered) return refused;
         }
         if (declared > s->cfg.body_limit) {

@@ -356,18 +356,23 @@ static bool parse_ids(const json_t *arr, const char *name, vt_serve_request *r, 
 static bool parse_prompt(const json_t *root, vt_serve_request *r, vt_serve_error *err) {
     json_t *p = field(root, "prompt");
     if (!p) return vt_serve_fail(err, 400, INVALID, "prompt", "prompt: required");
-    /* One prompt per request: ["text"] and [[ids]] are that one prompt. */
-    if (json_is_array(p) && json_array_size(p) == 1 &&
-        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
+    /* One prompt per request: ["text"] and [[ids]] are that one prompt; an
+     * array whose first item is a string or an array is a batch of them */
+    const char *name = "prompt";
+    const json_t *first = json_is_array(p) ? json_array_get(p, 0) : NULL;
+    const bool nested = json_is_string(first) || json_is_array(first);
+    if (nested && json_array_size(p) == 1) {
         p = json_array_get(p, 0);
-    else if (json_is_array(p) && json_array_size(p) > 1 && !json_is_integer(json_array_get(p, 0)))
+        name = "prompt[0]";
+    } else if (nested) {
         return vt_serve_fail(err, 400, INVALID, "prompt", "prompt: one prompt per request (got %zu)",
                              json_array_size(p));
+    }
     if (json_is_string(p)) {
         r->prompt = dup_string(p);
         return r->prompt ? true : out_of_memory(err);
     }
-    if (json_is_array(p) && json_array_size(p) > 0) return parse_ids(p, "prompt", r, err);
+    if (json_is_array(p) && json_array_size(p) > 0) return parse_ids(p, name, r, err);
     return vt_serve_fail(err, 400, INVALID, "prompt", "prompt: expected a string or a non-empty array of token ids");
 }
 
