@@ -133,6 +133,11 @@ static void test_parse_errors_name_line_and_column(void) {
     ASSERT_REFUSED("root ::= \"a\" @\n", "unexpected character '@'");
     ASSERT_REFUSED("root ::= expr\nexpr ::= expr \"+\" term | term\nterm ::= [0-9]\n",
                    "left recursion (expr -> expr)");
+    /* no string matches: an empty set on every way through root */
+    ASSERT_REFUSED("root ::= [^\\x00-\\U0010FFFF]\n", "no string matches the grammar");
+    ASSERT_REFUSED("root ::= \"ab\" dead\ndead ::= \"c\" [^\\x00-\\x40\\x41-\\U0010FFFF]\n",
+                   "no string matches the grammar");
+    ASSERT_REFUSED("root ::= loop\nloop ::= \"a\" loop\n", "no string matches the grammar"); /* never ends */
     /* through a nullable prefix and another rule */
     ASSERT_REFUSED("root ::= a\na ::= b? c \"x\"\nb ::= \"y\"\nc ::= a | \"z\"\n", "left recursion (a -> c -> a)");
     char deep[400] = "root ::= ";
@@ -328,6 +333,31 @@ static void check_mask_on(int32_t n_vocab, vt_token_bytes_fn bytes, void *user, 
 /* Every single byte, and strings that split characters everywhere: leads
  * alone, continuations alone, a character's tail plus the next one's head,
  * overlong and surrogate forms, duplicates, an empty (control) token. */
+/* An alternative no string completes is dropped: the grammar's strings are
+ * the same, and no prefix it lets through is a dead end (where generation
+ * would stop with no character allowed and the grammar unfinished). */
+static void test_dead_alternatives_are_dropped(void) {
+    vt_grammar *g = parse_ok("root ::= \"a\" | \"b\" [^\\x00-\\U0010FFFF] | \"c\" dead\n"
+                             "dead ::= \"d\" dead\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT(matches(g, "a"));
+    CU_ASSERT(!is_prefix(g, "b"));
+    CU_ASSERT(!is_prefix(g, "c"));
+    vt_grammar_free(g);
+    /* an empty alternative among dropped ones stays */
+    g = parse_ok("root ::= \"\" | [^\\x00-\\U0010FFFF] | \"q\"\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT(matches(g, ""));
+    CU_ASSERT(matches(g, "q"));
+    vt_grammar_free(g);
+    /* sets that together cover everything are each fine */
+    g = parse_ok("root ::= ([^\\x00-\\x40] | [^\\x41-\\U0010FFFF])+\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT(matches(g, "A"));
+    CU_ASSERT(matches(g, "zz"));
+    vt_grammar_free(g);
+}
+
 static void test_mask_synthetic_vocab(void) {
     static const char *const extra[] = {
         "", "h\xC3", "\xA9llo", "\xA9", "h\xC3\xA9llo", "\xE2\x82", "\xAC\xF0", "\x9F\x99\x82", "\xF0\x9F\x99\x82",
@@ -389,6 +419,7 @@ int main(void) {
         {"errors name line and column", test_parse_errors_name_line_and_column},
         {"nesting is bounded", test_nesting_is_bounded},
         {"end and done", test_end_and_done},
+        {"alternatives no string completes are dropped", test_dead_alternatives_are_dropped},
         CU_TEST_INFO_NULL,
     };
     CU_TestInfo mask[] = {

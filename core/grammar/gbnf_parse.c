@@ -474,6 +474,116 @@ static bool check_rules(parser *p) {
     return !p->failed;
 }
 
+/* ---- alternatives no string completes ----------------------------------- */
+
+/* Is the character set starting at rb->e[*i] empty (a negated set covering
+ * every code point, "[^\x00-\U0010FFFF]")? *i is left on its last element. */
+static bool set_is_empty(const rulebuf *rb, uint32_t *i) {
+    const vt_gelem first = rb->e[*i];
+    uint32_t lo[64], hi[64], n = 0;
+    bool overflow = false;
+    for (uint32_t k = *i; k < rb->n; k++) {
+        const vt_gelem e = rb->e[k];
+        if (k > *i && e.type != VT_G_CHAR_ALT && e.type != VT_G_RANGE_UPPER) break;
+        *i = k;
+        if (e.type == VT_G_RANGE_UPPER) {
+            if (n > 0) hi[n - 1] = e.value;
+            continue;
+        }
+        if (n == 64) {
+            overflow = true; /* so many ranges: taken as not covering everything */
+            continue;
+        }
+        lo[n] = hi[n] = e.value, n++;
+    }
+    if (first.type != VT_G_CHAR_NOT || overflow) return false; /* a set of characters, or '.' */
+    /* the ranges cover 0 .. 0x10FFFF? (few ranges: a pass per code point reached) */
+    uint32_t covered = 0; /* every code point below this is in some range */
+    for (bool grew = true; grew && covered <= 0x10FFFF;) {
+        grew = false;
+        for (uint32_t k = 0; k < n; k++)
+            if (lo[k] <= covered && hi[k] >= covered) covered = hi[k] + 1, grew = true;
+    }
+    return covered > 0x10FFFF;
+}
+
+/* Does the element at rb->e[*i] (a whole set, or a rule reference) match
+ * some string? *i is left on its last element. */
+static bool elem_completes(const rulebuf *rb, uint32_t *i, const bool *completes) {
+    const vt_gelem e = rb->e[*i];
+    if (e.type == VT_G_RULE_REF) return completes[e.value];
+    return !set_is_empty(rb, i);
+}
+
+/* Drops every alternative no string completes (one holding an empty set, or
+ * a rule no string completes): a grammar's strings stay the same, and a
+ * generation it steers can then never reach a point where no character
+ * fits and none may end it (it would stop there as if out of tokens). A
+ * root that no string completes is an error. */
+static bool prune_dead_alternatives(parser *p) {
+    bool *completes = calloc(p->n_rules, sizeof *completes);
+    if (!completes) return oom(p);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t r = 0; r < p->n_rules; r++) {
+            if (completes[r]) continue;
+            const rulebuf *rb = &p->rules[r];
+            bool all = true;
+            for (uint32_t i = 0; i < rb->n; i++) {
+                if (vt_gelem_ends_alt(rb->e[i])) {
+                    if (all) {
+                        completes[r] = changed = true;
+                        break;
+                    }
+                    all = true;
+                    continue;
+                }
+                if (all && !elem_completes(rb, &i, completes)) all = false;
+            }
+        }
+    }
+    uint32_t root = 0;
+    for (uint32_t r = 0; r < p->n_rules; r++)
+        if (strcmp(p->rules[r].name, "root") == 0) root = r;
+    if (!completes[root]) {
+        free(completes);
+        return fail_at(p, p->rules[root].used_at ? p->rules[root].used_at : p->src,
+                       "no string matches the grammar: every way through 'root' holds a character set no "
+                       "character is in, or a rule no string matches");
+    }
+    for (uint32_t r = 0; r < p->n_rules; r++) {
+        rulebuf *rb = &p->rules[r];
+        if (!completes[r]) continue; /* no alternative left: unreachable once the others are pruned */
+        uint32_t out = 0, alt_start = 0;
+        bool alt_ok = true, kept_any = false;
+        for (uint32_t i = 0; i < rb->n; i++) {
+            const vt_gelem e = rb->e[i];
+            if (vt_gelem_ends_alt(e)) {
+                if (alt_ok) { /* keep [alt_start, i) (an empty one too) and its separator */
+                    if (kept_any) rb->e[out++] = (vt_gelem){VT_G_ALT, 0};
+                    kept_any = true;
+                    memmove(rb->e + out, rb->e + alt_start, (i - alt_start) * sizeof *rb->e);
+                    out += i - alt_start;
+                }
+                alt_start = i + 1;
+                alt_ok = true;
+                if (e.type == VT_G_END) break;
+                continue;
+            }
+            const uint32_t at = i;
+            if (alt_ok && !elem_completes(rb, &i, completes)) alt_ok = false;
+            if (i == at && e.type != VT_G_RULE_REF) /* skip the rest of a set whose emptiness was not asked */
+                while (i + 1 < rb->n && (rb->e[i + 1].type == VT_G_CHAR_ALT || rb->e[i + 1].type == VT_G_RANGE_UPPER))
+                    i++;
+        }
+        rb->e[out++] = (vt_gelem){VT_G_END, 0};
+        p->n_elems -= rb->n - out;
+        rb->n = out;
+    }
+    free(completes);
+    return true;
+}
+
 static void free_parser(parser *p) {
     for (uint32_t i = 0; i < p->n_rules; i++) {
         free(p->rules[i].e);
@@ -495,6 +605,7 @@ vt_status vt_grammar_parse(const char *text, size_t len, vt_grammar **out, vt_er
         skip_space(&p, true);
     }
     if (!p.failed) check_rules(&p);
+    if (!p.failed) prune_dead_alternatives(&p);
     if (p.failed) {
         free_parser(&p);
         return err ? err->code : VT_ERR_INVALID;
