@@ -485,6 +485,15 @@ static void test_bad_input(void) {
          "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"code_interpreter\"}]}", 400,
          "tools[0].type"},
         {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[7]}", 400, "tools[0]"},
+        /* a call names its tool: two of one name are refused */
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":\"function\",\"function\":"
+         "{\"name\":\"f\"}},{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+         400, "tools[1].function.name"},
+        {"/v1/chat/completions",
+         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\","
+         "\"type\":\"x\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}]}",
+         400, "messages[1].tool_calls[0].type"},
         {"/v1/completions", "{}", 400, "prompt"},
         /* jansson quotes the bad bytes in its message: still a 400 with JSON, not a 500 */
         {"/v1/completions", "{\"prompt\":\"a\\u1\xcb\x9c\x9a\"}", 400, NULL},

@@ -25,6 +25,10 @@ static bool tool_calls(const json_t *calls, size_t i, json_t *out_msg, vt_serve_
     if (!out || json_object_set_new(out_msg, "tool_calls", out)) return oom(err);
     for (size_t j = 0; j < json_array_size(calls); j++) {
         json_t *c = json_array_get(calls, j);
+        json_t *type = json_is_object(c) ? json_object_get(c, "type") : NULL;
+        snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu].type", i, j);
+        if (type && !(json_is_string(type) && strcmp(json_string_value(type), "function") == 0))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: only \"function\" calls are supported", param);
         json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
         json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
         snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu].function.name", i, j);
@@ -112,6 +116,11 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
         if (!json_is_string(name)) return vt_serve_fail(err, 400, INVALID, param, "%s: required, a string", param);
         if (!vt_serve_name_ok(json_string_value(name)))
             return vt_serve_fail(err, 400, INVALID, param, "%s: 1 to 64 of a-z, A-Z, 0-9, _ and - (as OpenAI's)", param);
+        /* a call names its tool: two tools of one name could not be told apart */
+        for (size_t k = 0; k < j; k++)
+            if (json_equal(json_object_get(json_object_get(json_array_get(tools, k), "function"), "name"), name))
+                return vt_serve_fail(err, 400, INVALID, param, "%s: '%s' names tools[%zu] as well", param,
+                                     json_string_value(name), k);
         /* the arguments a call writes are a JSON object: its schema is one,
          * of type "object" when it says a type ({} or none: any object) */
         const json_t *params = json_object_get(fn, "parameters");
