@@ -390,6 +390,41 @@ static bool elem_nullable(const bool *nullable, vt_gelem e) {
     return e.type == VT_G_RULE_REF && nullable[e.value];
 }
 
+/* Does the element at rb->e[*i] have the property mark_rules computes, given
+ * the rules marked so far? Leaves *i on the element's last position (a set
+ * runs over several). */
+typedef bool (*elem_holds_fn)(const rulebuf *rb, uint32_t *i, const bool *marked);
+
+/* marked[r] for every rule r one of whose alternatives has every element
+ * holding: the least such marking, found by marking until nothing changes
+ * (a rule's mark can rest on rules marked after it). */
+static void mark_rules(const parser *p, bool *marked, elem_holds_fn holds) {
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (uint32_t r = 0; r < p->n_rules; r++) {
+            if (marked[r]) continue;
+            const rulebuf *rb = &p->rules[r];
+            bool all = true;
+            for (uint32_t i = 0; i < rb->n; i++) {
+                if (vt_gelem_ends_alt(rb->e[i])) {
+                    if (all) {
+                        marked[r] = changed = true;
+                        break;
+                    }
+                    all = true;
+                    continue;
+                }
+                if (all && !holds(rb, &i, marked)) all = false;
+            }
+        }
+    }
+}
+
+/* A rule reference to a rule that matches the empty string (a set never does). */
+static bool elem_matches_empty(const rulebuf *rb, uint32_t *i, const bool *nullable) {
+    return elem_nullable(nullable, rb->e[*i]);
+}
+
 /* rule -> the rules it may start with (after nullable symbols); a cycle here is left recursion. */
 static bool find_left_cycle(parser *p, const bool *nullable, uint32_t r, uint8_t *mark, uint32_t *path, uint32_t depth) {
     /* the walk recurses once per rule of a chain: bounded, so the stack is too
@@ -446,26 +481,7 @@ static bool check_rules(parser *p) {
         free(nullable), free(mark), free(path);
         return oom(p);
     }
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t r = 0; r < p->n_rules; r++) {
-            if (nullable[r]) continue;
-            const rulebuf *rb = &p->rules[r];
-            bool all = true;
-            for (uint32_t i = 0; i < rb->n; i++) {
-                vt_gelem e = rb->e[i];
-                if (e.type == VT_G_ALT || e.type == VT_G_END) {
-                    if (all) {
-                        nullable[r] = changed = true;
-                        break;
-                    }
-                    all = true;
-                    continue;
-                }
-                if (!elem_nullable(nullable, e)) all = false;
-            }
-        }
-    }
+    mark_rules(p, nullable, elem_matches_empty);
     for (uint32_t r = 0; r < p->n_rules && !p->failed; r++)
         if (mark[r] == 0) find_left_cycle(p, nullable, r, mark, path, 0);
     free(nullable);
@@ -523,25 +539,7 @@ static bool elem_completes(const rulebuf *rb, uint32_t *i, const bool *completes
 static bool prune_dead_alternatives(parser *p) {
     bool *completes = calloc(p->n_rules, sizeof *completes);
     if (!completes) return oom(p);
-    for (bool changed = true; changed;) {
-        changed = false;
-        for (uint32_t r = 0; r < p->n_rules; r++) {
-            if (completes[r]) continue;
-            const rulebuf *rb = &p->rules[r];
-            bool all = true;
-            for (uint32_t i = 0; i < rb->n; i++) {
-                if (vt_gelem_ends_alt(rb->e[i])) {
-                    if (all) {
-                        completes[r] = changed = true;
-                        break;
-                    }
-                    all = true;
-                    continue;
-                }
-                if (all && !elem_completes(rb, &i, completes)) all = false;
-            }
-        }
-    }
+    mark_rules(p, completes, elem_completes);
     uint32_t root = 0;
     for (uint32_t r = 0; r < p->n_rules; r++)
         if (strcmp(p->rules[r].name, "root") == 0) root = r;
