@@ -330,9 +330,6 @@ static void check_mask_on(int32_t n_vocab, vt_token_bytes_fn bytes, void *user, 
     vt_token_trie_free(t);
 }
 
-/* Every single byte, and strings that split characters everywhere: leads
- * alone, continuations alone, a character's tail plus the next one's head,
- * overlong and surrogate forms, duplicates, an empty (control) token. */
 /* An alternative no string completes is dropped: the grammar's strings are
  * the same, and no prefix it lets through is a dead end (where generation
  * would stop with no character allowed and the grammar unfinished). */
@@ -350,6 +347,21 @@ static void test_dead_alternatives_are_dropped(void) {
     CU_ASSERT(matches(g, ""));
     CU_ASSERT(matches(g, "q"));
     vt_grammar_free(g);
+    /* empty too: every character but the surrogates (no UTF-8 is one), and
+     * a set of many items that together cover everything */
+    g = parse_ok("root ::= \"a\" [^\\x00-\\uD7FF\\uE000-\\U0010FFFF] | \"b\"\n");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT(!is_prefix(g, "a"));
+    CU_ASSERT(matches(g, "b"));
+    vt_grammar_free(g);
+    char many[4096] = "root ::= \"a\" [^";
+    for (unsigned c = 0; c < 100; c++) snprintf(many + strlen(many), sizeof many - strlen(many), "\\x%02x", c);
+    strcat(many, "\\x64-\\U0010FFFF] | \"b\"\n");
+    g = parse_ok(many);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT(!is_prefix(g, "a"));
+    CU_ASSERT(matches(g, "b"));
+    vt_grammar_free(g);
     /* sets that together cover everything are each fine */
     g = parse_ok("root ::= ([^\\x00-\\x40] | [^\\x41-\\U0010FFFF])+\n");
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
@@ -358,6 +370,9 @@ static void test_dead_alternatives_are_dropped(void) {
     vt_grammar_free(g);
 }
 
+/* Every single byte, and strings that split characters everywhere: leads
+ * alone, continuations alone, a character's tail plus the next one's head,
+ * overlong and surrogate forms, duplicates, an empty (control) token. */
 static void test_mask_synthetic_vocab(void) {
     static const char *const extra[] = {
         "", "h\xC3", "\xA9llo", "\xA9", "h\xC3\xA9llo", "\xE2\x82", "\xAC\xF0", "\x9F\x99\x82", "\xF0\x9F\x99\x82",

@@ -677,6 +677,15 @@ static void test_auth_and_routes(void) {
     assert_error(&r, 415, NULL);
     CU_ASSERT(r.body.s && strstr(r.body.s, "Content-Encoding 'gzip'"));
     serve_reply_free(&r);
+    /* only bodies are coded: a GET with the header is served, as is an empty
+     * coding; every Content-Encoding line counts */
+    r = serve_http_with(&main_srv, NULL, "/health", NULL, NULL, gzipped);
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
+    static const char *const two_codings[] = {"Content-Encoding: identity", "Content-Encoding: gzip", NULL};
+    r = serve_http_with(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\"}", KEY, two_codings);
+    assert_error(&r, 415, NULL);
+    serve_reply_free(&r);
     /* whitespace after the key ends the header's value, not the key */
     r = serve_http(&main_srv, NULL, "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":1}", KEY " \t");
     CU_ASSERT_EQUAL(r.status, 200);
@@ -756,6 +765,12 @@ static void test_api_key_file(void) {
         free(err);
         if (env[i]) unsetenv(env[i]);
     }
+    /* a key no header can carry (HTTP trims a value's ends) is refused, not
+     * a server that answers every request 401 */
+    err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(NULL, &err, "serve -m %s/models/%s --port 0 --api-key 'abc '", dir, MODEL), 2);
+    CU_ASSERT(err && strstr(err, "--api-key begins or ends with whitespace"));
+    free(err);
 }
 
 static void test_body_limit_and_context(void) {

@@ -323,6 +323,10 @@ static void test_two_content_lengths(void) {
     absolute = exchange(req, 30);
     CU_ASSERT_EQUAL(status_of(&absolute), 200);
     free(absolute.s);
+    absolute = exchange("DELETE http://x/v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", 30);
+    CU_ASSERT_EQUAL(status_of(&absolute), 405);
+    CU_ASSERT(absolute.s && strstr(absolute.s, "Allow: GET, HEAD"));
+    free(absolute.s);
     /* a tab inside a value, and bytes past ASCII, are a value's own */
     snprintf(req, sizeof req,
              "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Foo: a\tb \xc3\xa9\r\n"

@@ -10,6 +10,7 @@
  * then stops accepting, lets running requests finish for the grace period,
  * ends the rest as length (or as an error, 503 when not streamed, for a
  * request without a token yet) and exits 0. */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -155,6 +156,16 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
         if (st != VT_OK) return st;
         o->api_key = o->key_read;
     }
+    /* HTTP takes whitespace at the ends of a header's value off (RFC 9110
+     * 5.5), so no client could send such a key: refused, not a server that
+     * answers every request 401 */
+    const size_t key_len = o->api_key ? strlen(o->api_key) : 0;
+    if (key_len > 0 && (isspace((unsigned char)o->api_key[0]) || isspace((unsigned char)o->api_key[key_len - 1])))
+        return vt_fail(err, VT_ERR_INVALID,
+                       "%s begins or ends with whitespace, which no client's Authorization header can carry", key_from);
+    for (size_t i = 0; i < key_len; i++)
+        if ((unsigned char)o->api_key[i] < 0x20 || o->api_key[i] == 0x7f)
+            return vt_fail(err, VT_ERR_INVALID, "%s holds a control character, which no header can carry", key_from);
     /* A server decodes 4 sequences together unless told (--parallel, --max-seqs, ini). */
     if (strcmp(vt_options_source(&o->c.opt, "runtime.max_seqs"), "default") == 0)
         st = vt_options_set(&o->c.opt, "runtime.max_seqs", "4", SERVE_DEFAULT, err);

@@ -492,34 +492,40 @@ static bool check_rules(parser *p) {
 
 /* ---- alternatives no string completes ----------------------------------- */
 
+typedef struct cp_range {
+    uint32_t lo, hi;
+} cp_range;
+
+static int by_low_end(const void *a, const void *b) {
+    const cp_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
 /* Is the character set starting at rb->e[*i] empty (a negated set covering
- * every code point, "[^\x00-\U0010FFFF]")? *i is left on its last element. */
+ * every character, "[^\x00-\U0010FFFF]")? Surrogates count as covered: no
+ * UTF-8 decodes to one. *i is left on the set's last element. */
 static bool set_is_empty(const rulebuf *rb, uint32_t *i) {
-    const vt_gelem first = rb->e[*i];
-    uint32_t lo[64], hi[64], n = 0;
-    bool overflow = false;
-    for (uint32_t k = *i; k < rb->n; k++) {
-        const vt_gelem e = rb->e[k];
-        if (k > *i && e.type != VT_G_CHAR_ALT && e.type != VT_G_RANGE_UPPER) break;
-        *i = k;
-        if (e.type == VT_G_RANGE_UPPER) {
-            if (n > 0) hi[n - 1] = e.value;
+    const uint32_t start = *i;
+    uint32_t end = start + 1;
+    while (end < rb->n && (rb->e[end].type == VT_G_CHAR_ALT || rb->e[end].type == VT_G_RANGE_UPPER)) end++;
+    *i = end - 1;
+    if (rb->e[start].type != VT_G_CHAR_NOT) return false; /* a set of characters, or '.' */
+    cp_range *r = malloc((end - start + 1) * sizeof *r);
+    if (!r) return false; /* taken as not empty: nothing is dropped */
+    size_t n = 0;
+    for (uint32_t k = start; k < end; k++) {
+        if (rb->e[k].type == VT_G_RANGE_UPPER) {
+            r[n - 1].hi = rb->e[k].value; /* a range's upper end follows its lower one */
             continue;
         }
-        if (n == 64) {
-            overflow = true; /* so many ranges: taken as not covering everything */
-            continue;
-        }
-        lo[n] = hi[n] = e.value, n++;
+        r[n].lo = r[n].hi = rb->e[k].value, n++;
     }
-    if (first.type != VT_G_CHAR_NOT || overflow) return false; /* a set of characters, or '.' */
-    /* the ranges cover 0 .. 0x10FFFF? (few ranges: a pass per code point reached) */
+    r[n].lo = 0xD800, r[n].hi = 0xDFFF, n++;
+    qsort(r, n, sizeof *r, by_low_end);
     uint32_t covered = 0; /* every code point below this is in some range */
-    for (bool grew = true; grew && covered <= 0x10FFFF;) {
-        grew = false;
-        for (uint32_t k = 0; k < n; k++)
-            if (lo[k] <= covered && hi[k] >= covered) covered = hi[k] + 1, grew = true;
-    }
+    for (size_t k = 0; k < n && r[k].lo <= covered; k++)
+        if (r[k].hi >= covered) covered = r[k].hi + 1;
+    free(r);
     return covered > 0x10FFFF;
 }
 

@@ -99,6 +99,16 @@ static void add_cors(struct MHD_Response *r, const vt_server *s) {
     if (strcmp(s->cors_origin, "*") != 0) MHD_add_response_header(r, "Vary", "Origin");
 }
 
+/* The path of a request target: the target itself, or the path of its
+ * absolute form ("http://host/v1/models", what a client talking to a proxy
+ * sends), which a server must take as well (RFC 9112 3.2.2). */
+static const char *target_path(const char *url) {
+    const char *scheme_end = strstr(url, "://");
+    if (!scheme_end || !(strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0)) return url;
+    const char *path = strchr(scheme_end + 3, '/');
+    return path ? path : "/";
+}
+
 static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int status, char *body,
                                  const char *content_type) {
     if (!body) {
@@ -116,12 +126,13 @@ static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int 
     if (rq->framing_error) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     add_cors(r, rq->server);
+    const char *path = target_path(rq->path);
     if (status == 405)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, strncmp(rq->path, "/v1/models", 10) == 0 ||
-                                                                  strcmp(rq->path, "/health") == 0 ||
-                                                                  strcmp(rq->path, "/metrics") == 0
-                                                              ? "GET, HEAD"
-                                                              : "POST");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
+                                strncmp(path, "/v1/models", 10) == 0 || strcmp(path, "/health") == 0 ||
+                                        strcmp(path, "/metrics") == 0
+                                    ? "GET, HEAD"
+                                    : "POST");
     rq->status = status;
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
@@ -675,6 +686,16 @@ static int find_route(const char *url) {
     return found;
 }
 
+/* Sets *cls to the first Content-Encoding value that names a coding. */
+static enum MHD_Result find_coding(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    if (!key || strcasecmp(key, MHD_HTTP_HEADER_CONTENT_ENCODING) != 0 || !value) return MHD_YES;
+    while (*value == ' ' || *value == '\t') value++;
+    if (*value == '\0' || strcasecmp(value, "identity") == 0) return MHD_YES;
+    *(const char **)cls = value;
+    return MHD_NO;
+}
+
 /* The answer a request gets whatever its body: no such path (404), a
  * method the path does not take (405), a missing or wrong API key (401), a
  * body in a coding vt does not read (415); a CORS preflight's answer. *answered false when the request goes on to its
@@ -702,24 +723,19 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
         return send_error(c, rq, &err);
     }
     /* a compressed body would be read as JSON and refused for its first
-     * byte; say what is wrong instead (RFC 9110 15.5.16) */
-    const char *coding = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
-    if (coding && strcasecmp(coding, "identity") != 0)
-        return fail(c, rq, 415, "invalid_request_error", NULL,
-                    "Content-Encoding '%s' is not read: send the body uncompressed", coding);
+     * byte; say what is wrong instead (RFC 9110 15.5.16). Every
+     * Content-Encoding line counts; an empty one is no coding. */
+    if (strcmp(routes[found].method, "POST") == 0) {
+        const char *coding = NULL;
+        MHD_get_connection_values(c, MHD_HEADER_KIND, find_coding, &coding);
+        if (coding)
+            return fail(c, rq, 415, "invalid_request_error", NULL,
+                        "Content-Encoding '%s' is not read: send the body uncompressed", coding);
+    }
     *answered = false;
     return MHD_YES;
 }
 
-/* The path of a request target: the target itself, or the path of its
- * absolute form ("http://host/v1/models", what a client talking to a proxy
- * sends), which a server must take as well (RFC 9112 3.2.2). */
-static const char *target_path(const char *url) {
-    const char *scheme_end = strstr(url, "://");
-    if (!scheme_end || !(strncasecmp(url, "http://", 7) == 0 || strncasecmp(url, "https://", 8) == 0)) return url;
-    const char *path = strchr(scheme_end + 3, '/');
-    return path ? path : "/";
-}
 
 static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *target, const char *method) {
     vt_server *s = rq->server;
@@ -1065,7 +1081,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     /* /health is a probe, asked every few seconds and 503 while the model
      * loads: counting it would make the request counters (and an alert on
      * their 503s) about the prober */
-    if (strcmp(rq->path, "/health") != 0) vt_serve_metrics_request(s->metrics, status);
+    if (strcmp(target_path(rq->path), "/health") != 0) vt_serve_metrics_request(s->metrics, status);
     char method[4 * sizeof rq->method], path[4 * sizeof rq->path];
     vt_serve_log_escape(rq->method, method, sizeof method);
     vt_serve_log_escape(rq->path, path, sizeof path);
