@@ -254,6 +254,27 @@ static void test_crash_is_a_case_fail(void) {
 }
 
 /* Unknown names are refused before anything runs, with the valid ones listed. */
+/* A backend named reference found before vt's own would be the oracle every
+ * case is judged against (one declining every case "passed" them all):
+ * refused, naming both files. */
+static void test_shadowed_reference_is_refused(void) {
+    char *out = NULL, *err = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test simd --ops add --backend-path '" VT_TEST_PLUGIN_DIR "/shadow'", &out, &err), 2);
+    CU_ASSERT(err && strstr(err, "the backend named 'reference' found first is") &&
+              strstr(err, "/shadow/libvt-backend-reference.so") && strstr(err, "not vt's own"));
+    if (!err || !strstr(err, "not vt's own")) fprintf(stderr, "got: %s\n", err ? err : "(nothing)");
+    free(out);
+    free(err);
+}
+
+/* --help after --test is the help, not a backend named --help */
+static void test_help_after_test(void) {
+    char *out = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test --help", &out, NULL), 0);
+    CU_ASSERT(out && strstr(out, "usage: vt backends") && strstr(out, "--backend-option"));
+    free(out);
+}
+
 static void test_unknown_op_or_dtype(void) {
     char *out = NULL, *err = NULL;
     CU_ASSERT_EQUAL(run_vt("backends --test reference --ops matmul,softmax", &out, &err), 2);
@@ -430,6 +451,8 @@ int main(void) {
         {"a plugin wrong for matmul q6_k fails exactly there", test_faulty_plugin_named},
         {"a crashing op is that case's FAIL, the run goes on", test_crash_is_a_case_fail},
         {"unknown op or dtype lists the valid ones", test_unknown_op_or_dtype},
+        {"a reference shadowed by another file of its name is refused, naming both", test_shadowed_reference_is_refused},
+        {"--test --help is the help", test_help_after_test},
         {"a plugin that does not load: exit 2 with the reason", test_refused_plugin},
         {"a case never offered is declined saying why", test_not_offered_says_why},
         {"the case generator is deterministic and follows the conventions", test_generator},

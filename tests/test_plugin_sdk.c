@@ -452,6 +452,8 @@ static void test_explain_shows_rms_norm_on_example(void) {
     CU_ASSERT_EQUAL(p.rms_on_example, p.plans * RMS_NORMS_PER_PLAN);
     CU_ASSERT(p.nodes > p.rms_on_example); /* the rest exists, and ... */
     CU_ASSERT_EQUAL(p.misplaced, 0);       /* ... ran on reference */
+    /* and says which files the two names resolved to */
+    CU_ASSERT(err && strstr(err, "backend files: example /") && strstr(err, "libvt-backend-example.so, reference /"));
     free(out);
     free(err);
 }

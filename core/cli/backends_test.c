@@ -11,11 +11,13 @@
 #include "backends_test.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,6 +138,20 @@ static bool read_record(int fd, record *r) {
 
 /* ---- the child ----------------------------------------------------------- */
 
+/* Is path vt's own reference (the file installed beside its other
+ * backends)? Another file of that name found earlier in the search path
+ * would be the oracle every case is judged against. True when vt's own
+ * folder is unknown or holds no reference: there is no other to prefer. */
+static bool is_installed_reference(const char *path) {
+    char folder[PATH_MAX], own[PATH_MAX + 64];
+    vt_registry_installed_folder(folder, sizeof folder);
+    if (!folder[0]) return true;
+    snprintf(own, sizeof own, "%s/libvt-backend-reference.so", folder);
+    struct stat a, b;
+    if (stat(own, &b) != 0) return true;
+    return stat(path, &a) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 /* Load the reference and the backend under test. false with the reason in
  * why when the backend does not load. */
 static bool load_backends(const vt_backends_test_request *req, const vt_host *host, vt_registry **reg,
@@ -149,6 +165,15 @@ static bool load_backends(const vt_backends_test_request *req, const vt_host *ho
     *reference = vt_registry_find(*reg, "reference");
     if (!*reference) {
         snprintf(why, why_size, "the reference backend is not loaded (see vt backends): nothing to compare with");
+        return false;
+    }
+    if (!is_installed_reference((*reference)->path)) {
+        char folder[PATH_MAX];
+        vt_registry_installed_folder(folder, sizeof folder);
+        snprintf(why, why_size,
+                 "the backend named 'reference' found first is %.400s, not vt's own (%.400s/libvt-backend-reference.so), "
+                 "which every case is judged against: take that file out of VT_BACKEND_PATH or --backend-path",
+                 (*reference)->path, folder);
         return false;
     }
     if (strchr(req->target, '/')) {

@@ -50,6 +50,7 @@ static void print_entry(const vt_backend_entry *b, bool matrix, const char *mark
 static void help(void) {
     printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n"
            "       vt backends --test NAME|FILE [--ops LIST] [--dtypes LIST] [--seed S] [--perf] [--json] [-t N]\n"
+           "                       [--backend-option NAME.key=value]\n"
            "       vt backends --calibrate -m MODEL [-t N] [-b N]\n\n"
            "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
            "loaded (with its probe score: the highest is the default backend), refused (with the reason) or\n"
@@ -93,6 +94,13 @@ typedef struct backends_opts {
 static vt_arg_result backends_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     backends_opts *o = opts;
     const char *a = argv[*i];
+    /* "--test --help" (or -h) asks for the help, not for a backend of that name */
+    if ((strcmp(a, "--check") == 0 || strcmp(a, "--test") == 0) && *i + 1 < argc &&
+        (strcmp(argv[*i + 1], "--help") == 0 || strcmp(argv[*i + 1], "-h") == 0)) {
+        o->help = true;
+        ++*i;
+        return VT_ARG_TAKEN;
+    }
     if (strcmp(a, "--check") == 0) return vt_cli_text_arg(argc, argv, i, &o->check, err);
     if (strcmp(a, "--test") == 0) return vt_cli_text_arg(argc, argv, i, &o->test, err);
     if (strcmp(a, "--ops") == 0) return vt_cli_text_arg(argc, argv, i, &o->ops, err);

@@ -800,6 +800,11 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
                 e->opt.fallback[0] ? vt_options_source(&e->opt, "runtime.fallback")
                                    : "the highest probe score after the preferred backend");
     }
+    /* the files those names resolved to: a plugin of the same name earlier
+     * on the search path shadows another (vt backends lists both) */
+    fprintf(f, "backend files: %s %s", pb->name, pb->path);
+    if (fb) fprintf(f, ", %s %s", fb->name, fb->path);
+    fputc('\n', f);
     fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB\n",
             vt_dtype_name(e->kv->dtype), e->opt.kv_cache_dtype_source, (long long)vt_kv_cache_capacity(e->kv),
             e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0));

@@ -168,15 +168,19 @@ static vt_node nonsense_node(int op, int32_t dtype) {
 static const char *accepts_nonsense(const vt_backend *t, void *ctx, char *buf, size_t size) {
     vt_node node = nonsense_node(VT_OP_COUNT + 5, VT_F32);
     if (t->supports(ctx, &node)) {
-        format_into(buf, size, "supports() accepts op %d, which does not exist", VT_OP_COUNT + 5);
+        format_into(buf, size,
+                    "supports() accepts op %d, which does not exist (ops are 0..%d): check node->op before "
+                    "anything else",
+                    VT_OP_COUNT + 5, VT_OP_COUNT - 1);
         return buf;
     }
     for (int op = 0; op < VT_OP_COUNT; op++) {
         if (!vt_backend_op(t, op)) continue; /* supports() is never asked about NULL ops */
         node = nonsense_node(op, NONSENSE_DTYPE);
         if (t->supports(ctx, &node)) {
-            format_into(buf, size, "supports() accepts %s with dtype %d, which does not exist", vt_op_name(op),
-                     NONSENSE_DTYPE);
+            format_into(buf, size,
+                        "supports() accepts %s with dtype %d, which does not exist: check every operand's dtype",
+                        vt_op_name(op), NONSENSE_DTYPE);
             return buf;
         }
     }
@@ -541,6 +545,8 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
     *out = r;
     return VT_OK;
 }
+
+void vt_registry_installed_folder(char *out, size_t size) { default_folder(out, size); }
 
 int vt_registry_n_folders(const vt_registry *r) { return r->n_folders; }
 const char *vt_registry_folder(const vt_registry *r, int i) { return i >= 0 && i < r->n_folders ? r->folders_seen[i] : ""; }

@@ -59,6 +59,9 @@ bool vt_registry_file_backend_name(const char *path, char *name, size_t size);
 void vt_registry_release_checked(vt_backend_entry *entry);
 
 int vt_registry_count(const vt_registry *r);                 /* all entries, refused and shadowed too */
+/* The folder of the backends installed with this vt (where its own
+ * reference, simd and onednn are), into out [size]; "" when unknown. */
+void vt_registry_installed_folder(char *out, size_t size);
 /* The folders it looked in (VT_BACKEND_PATH's, [backends] path's, the
  * install's), in order, whether they held a backend or not. */
 int vt_registry_n_folders(const vt_registry *r);

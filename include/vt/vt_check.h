@@ -32,7 +32,9 @@ extern "C" {
 #define VT_CHECK_MAX_ELEMENTS ((int64_t)1 << 48)
 
 /* Writes the reason and returns false, so a check can `return vt_check_reject(...)`. */
+#if defined(__GNUC__)
 static inline bool vt_check_reject(char *why, size_t why_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#endif
 static inline bool vt_check_reject(char *why, size_t why_size, const char *fmt, ...) {
     if (why && why_size) {
         va_list ap;

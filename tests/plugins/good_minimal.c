@@ -6,6 +6,10 @@
 
 #include "vt/vt_backend.h"
 
+#ifndef MINIMAL_NAME /* tests/plugins_shadow/reference.c builds it under another name */
+#define MINIMAL_NAME "good_minimal"
+#endif
+
 typedef struct minimal_ctx {
     const vt_host *host;
 } minimal_ctx;
@@ -78,7 +82,7 @@ static const vt_backend table = {
     .abi_major = VT_ABI_MAJOR,
     .abi_minor = VT_ABI_MINOR,
     .struct_size = sizeof(vt_backend),
-    .name = "good_minimal",
+    .name = MINIMAL_NAME,
     .description = "test plugin: f32 rms_norm only",
     .init = minimal_init,
     .shutdown = minimal_shutdown,
