@@ -24,6 +24,7 @@
 #define BAD_ABI_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bad_abi_major.so"
 #define OPTIONS_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-options_probe.so"
 #define NAN_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_rms_norm_nan.so"
+#define WIDE_PLUGIN VT_TEST_PLUGIN_DIR "/libvt-backend-bug_rms_norm_wide.so"
 
 /* `vt ARGS`: exit status, stdout and stderr (caller frees). */
 static int run_vt(const char *args, char **out, char **err) {
@@ -267,6 +268,19 @@ static void test_shadowed_reference_is_refused(void) {
     free(err);
 }
 
+/* A kernel writing f32 into the f16 and bf16 outputs it accepted: each such
+ * case fails saying it wrote past the end of dst (a guard after every
+ * buffer), its f32 cases pass. */
+static void test_write_past_dst_is_named(void) {
+    char *out = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test '" WIDE_PLUGIN "' --ops rms_norm", &out, NULL), 1);
+    CU_ASSERT(out && strstr(out, "f32->f16") && strstr(out, "FAIL  (wrote past the end of dst (f16, "));
+    CU_ASSERT(out && strstr(out, "FAIL  (wrote past the end of dst (bf16, "));
+    CU_ASSERT(out && strstr(out, "rms_norm: 4 OK, 8 FAIL"));
+    if (!out || !strstr(out, "rms_norm: 4 OK, 8 FAIL")) fprintf(stderr, "got: %s\n", out ? out : "(nothing)");
+    free(out);
+}
+
 /* --help after --test is the help, not a backend named --help */
 static void test_help_after_test(void) {
     char *out = NULL;
@@ -453,6 +467,7 @@ int main(void) {
         {"unknown op or dtype lists the valid ones", test_unknown_op_or_dtype},
         {"a reference shadowed by another file of its name is refused, naming both", test_shadowed_reference_is_refused},
         {"--test --help is the help", test_help_after_test},
+        {"an op writing past the end of its output is named so", test_write_past_dst_is_named},
         {"a plugin that does not load: exit 2 with the reason", test_refused_plugin},
         {"a case never offered is declined saying why", test_not_offered_says_why},
         {"the case generator is deterministic and follows the conventions", test_generator},

@@ -208,12 +208,20 @@ static float next_f32(uint64_t *s, float lo, float hi) {
     return lo + (hi - lo) * (float)((double)(next_u64(s) >> 11) * 0x1.0p-53);
 }
 
+#define GUARD_BYTE 0xA5
+
+/* The guard after a buffer of `bytes`: as long as the buffer, at least 256. */
+static size_t guard_bytes(size_t bytes) { return bytes > 256 ? bytes : 256; }
+
 static void *case_alloc(vt_op_case *c, size_t bytes) {
     if (c->n_buffers == VT_OP_CASE_MAX_BUFFERS) return NULL;
     /* 64-byte aligned like the runtime's activation and weight memory */
-    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (p) memset(p, 0, bytes);
-    if (p) c->buffers[c->n_buffers++] = p;
+    const size_t total = bytes + guard_bytes(bytes);
+    void *p = aligned_alloc(64, (total + 63) / 64 * 64);
+    if (!p) return NULL;
+    memset(p, 0, bytes);
+    memset((char *)p + bytes, GUARD_BYTE, guard_bytes(bytes));
+    c->buffers[c->n_buffers++] = p;
     return p;
 }
 
@@ -519,6 +527,14 @@ static bool split_outputs(vt_op_case *c) {
         ref_outs[i]->data = copy;
     }
     return true;
+}
+
+bool vt_op_case_overran(const vt_tensor *t) {
+    const size_t bytes = tensor_bytes(t);
+    const unsigned char *guard = (const unsigned char *)t->data + bytes;
+    for (size_t i = 0; i < guard_bytes(bytes); i++)
+        if (guard[i] != GUARD_BYTE) return true;
+    return false;
 }
 
 int vt_op_case_outputs(vt_node *node, vt_tensor **outs) {

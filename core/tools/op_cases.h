@@ -17,6 +17,7 @@
 #ifndef VT_CORE_OP_CASES_H
 #define VT_CORE_OP_CASES_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "error.h"
@@ -57,6 +58,12 @@ void vt_op_case_free(vt_op_case *c);
 /* The tensors a node writes: dst, or both caches for reshape_and_cache.
  * Returns how many (1 or 2). */
 int vt_op_case_outputs(vt_node *node, vt_tensor **outs);
+
+/* Did a run write past the end of output t? Every case buffer is followed
+ * by a guard as long as itself (at least 256 bytes), filled with a pattern
+ * when built: a kernel writing the output in a wider dtype than it accepted
+ * (f32 into an f16 dst) changes it. */
+bool vt_op_case_overran(const vt_tensor *t);
 
 /* "matmul" -> VT_OP_MATMUL, or -1. */
 int vt_op_from_name(const char *name);

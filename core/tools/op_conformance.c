@@ -250,6 +250,16 @@ vt_status vt_op_case_judge(const vt_backend_entry *backend, const vt_backend_ent
     vt_tensor *outs[2], *ref_outs[2];
     const int n_out = vt_op_case_outputs(&c->node, outs);
     vt_op_case_outputs(&c->ref_node, ref_outs);
+    for (int i = 0; i < n_out; i++)
+        if (vt_op_case_overran(outs[i])) {
+            release_weights(backend, copies);
+            r->verdict = VT_OP_CASE_FAIL;
+            r->error = INFINITY;
+            snprintf(r->note, sizeof r->note, "wrote past the end of %s (%s, %zu bytes)",
+                     n_out == 2 ? (i == 0 ? "the k cache" : "the v cache") : "dst", vt_dtype_name(outs[i]->dtype),
+                     (size_t)(outs[i]->nb[3] * (size_t)outs[i]->ne[3]));
+            return VT_OK;
+        }
     vt_nmse_acc acc = {0};
     for (int i = 0; i < n_out; i++) {
         const int64_t n = outs[i]->ne[0] * outs[i]->ne[1] * outs[i]->ne[2] * outs[i]->ne[3];
