@@ -36,9 +36,10 @@ ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "${VT_ASAN_EXCLUDE:
 if [ "$asan_status" -ne 0 ]; then
   # LeakSanitizer's leak check at exit stops the process with a ptrace "tracer";
   # that tracer itself sometimes dies of SIGSEGV ("Tracer caught signal 11",
-  # google/sanitizers#723/#1170, seen here once in test_batch after all of its
-  # asserts had passed). That is no finding about vt: such a test, and only
-  # such a test, runs once more and must then pass, leak check included.
+  # google/sanitizers#723/#1170). The cause seen here (oneDNN's OpenMP threads'
+  # dynamic TLS, test_batch) is avoided in every runner (tests/runner/
+  # asan_defaults.c); for any other, it is no finding about vt: such a test,
+  # and only such a test, runs once more and must then pass, leak check included.
   bash tests/rerun_lsan_tracer_crashes.sh build-asan 2>&1 | tee -a build-asan/ctest.log
 fi
 

@@ -24,21 +24,8 @@
 #include "quant.h"
 #include "util.h"
 
-/* Under ASan: gcc 12's LeakSanitizer crashes at exit ("Tracer caught signal
- * 11") scanning the dynamic TLS of a libgomp worker thread oneDNN's OpenMP
- * runtime leaves alive; not intercepting __tls_get_addr avoids it
- * (leak checking still runs). Same as ASAN_OPTIONS=intercept_tls_get_addr=0. */
-#if defined(__SANITIZE_ADDRESS__)
-#define VT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define VT_ASAN 1
-#endif
-#endif
-#ifdef VT_ASAN
-const char *__asan_default_options(void);
-const char *__asan_default_options(void) { return "intercept_tls_get_addr=0"; }
-#endif
+/* Under ASan, the runner's sanitizer defaults (tests/runner/asan_defaults.c)
+ * keep gcc 12's LeakSanitizer from crashing at exit on oneDNN's threads. */
 
 /* ------------------------------------------------------------------------ */
 /* Fixture                                                                    */

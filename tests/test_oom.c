@@ -29,7 +29,10 @@
  * may return NULL, as malloc does in a normal build; the absurd-context test
  * needs the normal behaviour. (Ignored by builds without ASan.) */
 __attribute__((used)) const char *__asan_default_options(void);
-__attribute__((used)) const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+__attribute__((used)) const char *__asan_default_options(void) {
+    /* and the runners' own default (tests/runner/asan_defaults.c) */
+    return "allocator_may_return_null=1:intercept_tls_get_addr=0";
+}
 
 /* More allocations than one engine build or forward makes; the loops stop long before. */
 #define MAX_INJECTIONS 400
