@@ -378,6 +378,21 @@ static void test_a_file_gets_its_options(void) {
     free(out), free(err);
 }
 
+/* A plugin crashing inside a run: vt names the backend and the node before
+ * the signal takes its usual course (the process still dies of it). */
+static void test_crash_in_a_run_names_the_node(void) {
+    char *out = NULL, *err = NULL, args[2048];
+    snprintf(args, sizeof args,
+             "run -m '%s/models/qwen3-tiny-f32.gguf' -p Hello -n 4 -t 1 --backend bug_rope_decode_crash "
+             "--fallback reference --backend-path '%s'",
+             vt_test_data_dir("qwen3 tiny"), VT_TEST_PLUGIN_DIR);
+    CU_ASSERT_NOT_EQUAL(run_vt(args, &out, &err), 0);
+    CU_ASSERT(err && strstr(err, "vt: crashed (SIGSEGV) while backend 'bug_rope_decode_crash' ran node blk.") &&
+              strstr(err, " (rope): `vt backends --test bug_rope_decode_crash`"));
+    if (!err || !strstr(err, "vt: crashed (SIGSEGV)")) fprintf(stderr, "got: %s\n", err ? err : "(nothing)");
+    free(out), free(err);
+}
+
 /* A plugin whose rms_norm writes NaN: --test fails exactly its rms_norm
  * cases, and a generation on it stops (exit 5) saying a backend wrote a
  * non-finite logit instead of printing what a sampler makes of NaN. */
@@ -468,6 +483,7 @@ int main(void) {
         {"a reference shadowed by another file of its name is refused, naming both", test_shadowed_reference_is_refused},
         {"--test --help is the help", test_help_after_test},
         {"an op writing past the end of its output is named so", test_write_past_dst_is_named},
+        {"a plugin crashing inside a run: vt names the backend and the node", test_crash_in_a_run_names_the_node},
         {"a plugin that does not load: exit 2 with the reason", test_refused_plugin},
         {"a case never offered is declined saying why", test_not_offered_says_why},
         {"the case generator is deterministic and follows the conventions", test_generator},

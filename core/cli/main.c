@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "crash_report.h"
 #include "host.h"
 #include "serve_options.h"
 
@@ -69,6 +70,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    vt_cli_install_crash_report();
     /* vt serve's [server] knobs: every command reads the same ini file, and
      * `vt config` lists them with the library's. */
     vt_error err = {0};

@@ -6,6 +6,7 @@
  * the plan check on (p->check_pending), the first run re-offers each node as
  * it is about to run to its backend's supports(). */
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,6 +303,23 @@ vt_status vt_plan_load_call(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     return VT_OK;
 }
 
+/* What vt_plan_running_node reports: set before a node is handed to its
+ * backend, cleared when it returns. Relaxed atomics: engines on several
+ * threads may set them at once, and a signal handler reads them (lock-free
+ * atomics are safe there). */
+static _Atomic(const vt_plan_node *) running_node;
+static _Atomic(const char *) running_backend;
+
+bool vt_plan_running_node(const char **backend, const char **label, const char **op) {
+    const vt_plan_node *n = atomic_load_explicit(&running_node, memory_order_relaxed);
+    const char *b = atomic_load_explicit(&running_backend, memory_order_relaxed);
+    if (!n || !b) return false;
+    *backend = b;
+    *label = n->label;
+    *op = vt_op_name(n->proto.op);
+    return true;
+}
+
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
     vt_status st = vt_plan_load_call(p, c, err);
     if (st != VT_OK) return st;
@@ -312,7 +330,10 @@ vt_status vt_plan_run(vt_plan *p, const vt_plan_call *c, vt_error *err) {
         vt_plan_node_at(p, i, T, n_out, &node);
         const vt_backend_entry *e = vt_registry_at(p->registry, n->backend);
         if (p->hook) p->hook(p->hook_user, p, i, 0);
+        atomic_store_explicit(&running_backend, e->name, memory_order_relaxed);
+        atomic_store_explicit(&running_node, n, memory_order_relaxed);
         vt_status st = vt_backend_run(e, &node);
+        atomic_store_explicit(&running_node, NULL, memory_order_relaxed);
         if (p->hook) p->hook(p->hook_user, p, i, 1);
         if (st != VT_OK) {
             char desc[256];

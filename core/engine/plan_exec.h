@@ -66,6 +66,12 @@ void vt_plan_count_backends(const vt_plan *p, int32_t *counts, int n);
  * VT_ERR_INTERNAL naming it, before any node runs. */
 vt_status vt_plan_run(vt_plan *p, const vt_plan_call *call, vt_error *err);
 
+/* The node a plan run has handed its backend and not had back yet (the last
+ * one started, when several engines run at once): its backend's name, its
+ * label and op name, for a report of a crash inside a backend. False when
+ * no node is running. Only reads two pointers: safe in a signal handler. */
+bool vt_plan_running_node(const char **backend, const char **label, const char **op);
+
 /* vt_plan_run's first half: check the call and load its inputs (tokens,
  * positions, slots, tables, rows) into the plan, running nothing; then
  * p->run_tokens and p->run_outputs give its size. Calibration times single
