@@ -698,8 +698,8 @@ static enum MHD_Result find_coding(void *cls, enum MHD_ValueKind kind, const cha
 
 /* The answer a request gets whatever its body: no such path (404), a
  * method the path does not take (405), a missing or wrong API key (401), a
- * body in a coding vt does not read (415); a CORS preflight's answer. *answered false when the request goes on to its
- * route. */
+ * body in a coding vt does not read (415); a CORS preflight's answer.
+ * *answered false when the request goes on to its route. */
 static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method,
                                       int found, bool *answered) {
     vt_server *s = rq->server;
@@ -735,7 +735,6 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
     *answered = false;
     return MHD_YES;
 }
-
 
 static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const char *target, const char *method) {
     vt_server *s = rq->server;
