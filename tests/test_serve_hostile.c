@@ -310,6 +310,7 @@ static void test_two_content_lengths(void) {
     free(named.s);
     /* HTTP/1.1 without Host: 400 (RFC 9112 3.2); HTTP/1.0 needs none */
     expect_refused_and_closed("GET /health HTTP/1.1\r\nConnection: close\r\n\r\n", 400);
+    expect_refused_and_closed("GET /health HTTP/1.2\r\nConnection: close\r\n\r\n", 400); /* read as 1.1 */
     raw_reply old_version = exchange("GET /health HTTP/1.0\r\n\r\n", 30);
     CU_ASSERT_EQUAL(status_of(&old_version), 200);
     free(old_version.s);

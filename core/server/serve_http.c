@@ -988,8 +988,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             rq->framing_error = true;
             return send_error(c, rq, &err);
         }
-        /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400 */
-        if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 &&
+        /* RFC 9112 3.2: an HTTP/1.1 request without Host is answered 400
+         * (a later 1.x is read as 1.1, RFC 9110 2.5) */
+        if (version && strncmp(version, "HTTP/1.", 7) == 0 && strcmp(version, MHD_HTTP_VERSION_1_0) != 0 &&
             !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)) {
             vt_serve_fail(&err, 400, "invalid_request_error", NULL,
                           "the Host header is missing (RFC 9112 3.2: every request of version 1.1 names its host)");

@@ -6,7 +6,7 @@
 
 #include "vt/vt_backend.h"
 
-#ifndef MINIMAL_NAME /* tests/plugins_shadow/reference.c builds it under another name */
+#ifndef MINIMAL_NAME /* tests/plugins/shadow/reference.c builds it under another name */
 #define MINIMAL_NAME "good_minimal"
 #endif
 

@@ -3,4 +3,4 @@
  * path it shadows vt's own reference, which `vt backends --test` must then
  * refuse to judge against rather than report its cases as passed. */
 #define MINIMAL_NAME "reference"
-#include "../plugins/good_minimal.c"
+#include "../good_minimal.c"
