@@ -141,10 +141,11 @@ static bool read_record(int fd, record *r) {
 /* Is path vt's own reference (the file installed beside its other
  * backends)? Another file of that name found earlier in the search path
  * would be the oracle every case is judged against. True when vt's own
- * folder is unknown or holds no reference: there is no other to prefer. */
-static bool is_installed_reference(const char *path) {
-    char folder[PATH_MAX], own[PATH_MAX + 64];
-    vt_registry_installed_folder(folder, sizeof folder);
+ * folder is unknown or holds no reference: there is no other to prefer.
+ * vt's own folder is left in folder [folder_size] ("" when unknown). */
+static bool is_installed_reference(const char *path, char *folder, size_t folder_size) {
+    char own[PATH_MAX + 64];
+    vt_registry_installed_folder(folder, folder_size);
     if (!folder[0]) return true;
     snprintf(own, sizeof own, "%s/libvt-backend-reference.so", folder);
     struct stat a, b;
@@ -167,9 +168,8 @@ static bool load_backends(const vt_backends_test_request *req, const vt_host *ho
         snprintf(why, why_size, "the reference backend is not loaded (see vt backends): nothing to compare with");
         return false;
     }
-    if (!is_installed_reference((*reference)->path)) {
-        char folder[PATH_MAX];
-        vt_registry_installed_folder(folder, sizeof folder);
+    char folder[PATH_MAX];
+    if (!is_installed_reference((*reference)->path, folder, sizeof folder)) {
         snprintf(why, why_size,
                  "the backend named 'reference' found first is %.400s, not vt's own (%.400s/libvt-backend-reference.so), "
                  "which every case is judged against: take that file out of VT_BACKEND_PATH or --backend-path",

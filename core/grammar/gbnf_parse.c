@@ -574,11 +574,9 @@ static bool prune_dead_alternatives(parser *p) {
                 if (e.type == VT_G_END) break;
                 continue;
             }
-            const uint32_t at = i;
+            /* once an element fails, the rest of the alternative (a set's
+             * continuation elements too) is passed over to its end */
             if (alt_ok && !elem_completes(rb, &i, completes)) alt_ok = false;
-            if (i == at && e.type != VT_G_RULE_REF) /* skip the rest of a set whose emptiness was not asked */
-                while (i + 1 < rb->n && (rb->e[i + 1].type == VT_G_CHAR_ALT || rb->e[i + 1].type == VT_G_RANGE_UPPER))
-                    i++;
         }
         rb->e[out++] = (vt_gelem){VT_G_END, 0};
         p->n_elems -= rb->n - out;
