@@ -43,11 +43,12 @@
  * see a whole chunk at once, transposed: chunk_softmax16x16), the
  * exponentials computed 8 at a time, and
  * the weighted v rows summed into the accumulator in register slices
- * (loaded and stored once per chunk, not once per row). A Q8_0 cache is not
- * widened to rows: the queries are quantized once per item to 16-bit blocks
- * for integer dot products with the k blocks, and the v blocks are widened
- * in registers, two queries at a time (kv_q8_0.c). Rows are prefetched a
- * chunk ahead (prefetch_row, prefetch_range). */
+ * (loaded and stored once per chunk, not once per row). A Q8_0 cache's
+ * queries are quantized once per item to 16-bit blocks; a chunk's k blocks
+ * are transposed once for integer scores with the positions in lanes, and
+ * its v blocks widened once to f32 rows weighted per block
+ * (kv_q8_0_chunk.h). Rows are prefetched a chunk ahead (prefetch_row,
+ * prefetch_range). */
 #ifndef SIMD_ATTENTION_ENTRY
 #error "define SIMD_ATTENTION_ENTRY (the tier's entry point) before including attention_impl.h"
 #endif
@@ -58,11 +59,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_q8_0_chunk.h"
 #include "simd.h"
 #include "simd_vec.h"
 #include "vt/vt_dtype.h"
 
 #define CHUNK 16
+_Static_assert(CHUNK == Q8_CHUNK, "a Q8_0 chunk is transposed into one register's lanes");
 
 /* Positions per span (a multiple of CHUNK). Fixed: the spans decide how a
  * query's softmax is summed, so they must not depend on the call. Long
@@ -134,11 +137,11 @@ static void prefetch_range(const void *cache, size_t bytes, int64_t slot, int64_
 }
 
 /* Cached Q8_0 row (slot, kv head): its blocks, and their scales as f32 into
- * d [D / 32]. */
+ * d[b * stride] for the row's D / 32 blocks b. */
 static const vt_block_q8_0 *cache_row_q8_0(const void *cache, int64_t slot, int64_t kvh, int64_t KVH, int64_t nb,
-                                           float *d) {
+                                           float *d, int64_t stride) {
     const vt_block_q8_0 *row = (const vt_block_q8_0 *)cache + (slot * KVH + kvh) * nb;
-    for (int64_t b = 0; b < nb; b++) d[b] = _cvtsh_ss(row[b].d);
+    for (int64_t b = 0; b < nb; b++) d[b * stride] = _cvtsh_ss(row[b].d);
     return row;
 }
 
@@ -450,14 +453,16 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
 #define QUERY_TOKENS 16
 
 /* The cached rows of one chunk (positions p0 .. p0 + len - 1) of one kv
- * head: f32 rows (the cache itself or widened into scratch), or Q8_0 blocks
- * with their scales. (A decode item reads 16-bit rows in place:
- * attend_heads.) */
+ * head: f32 rows (the cache itself or widened into scratch). A Q8_0 k is
+ * the chunk transposed instead (kv_q8_0_chunk.h); a Q8_0 v, its integers
+ * widened to f32 rows, is weighted per block. (A decode item reads 16-bit
+ * rows in place: attend_heads.) */
 typedef struct chunk_rows {
     int64_t p0, len;
     const void *k[CHUNK], *v[CHUNK]; /* f32 rows */
     const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
-    const float *kd, *vd; /* [CHUNK][nb] */
+    const float *kd, *vd; /* Q8_0 block scales, [nb][CHUNK]: 0 past len */
+    const int32_t *kt;    /* Q8_0 k: the chunk transposed (q8_0_transpose_chunk) */
 } chunk_rows;
 
 /* The queries of one kv head an item attends with, and their softmax state
@@ -476,7 +481,8 @@ typedef struct query_set {
 /* Per-thread scratch, in floats from its start: every array at a
  * SIMD_ALIGN boundary. nq is the most queries an item holds at once. */
 typedef struct attend_layout {
-    size_t acc, span_acc, kbuf, vbuf, scores, run_max, run_sum, span_max, span_sum, count, kd, vd, qd, qs, rows, total;
+    size_t acc, span_acc, kbuf, vbuf, scores, run_max, run_sum, span_max, span_sum, count, kd, vd, qd, qs, rows, weights,
+        total;
 } attend_layout;
 
 static int64_t most_queries(int64_t G, int64_t H) { return QUERY_TOKENS * G > H ? QUERY_TOKENS * G : H; }
@@ -487,12 +493,12 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
     const size_t sizes[] = {nq * (size_t)D, nq * (size_t)D, heads * CHUNK * (size_t)D, heads * CHUNK * (size_t)D,
                             nq * CHUNK, nq, nq, nq, nq, nq /* int64 counts: 2 floats each */ * 2,
                             heads * CHUNK * nb, heads * CHUNK * nb, nq * nb, nq * (size_t)D / 2 /* int16 */,
-                            heads * sizeof(chunk_rows) / f + 1};
+                            heads * sizeof(chunk_rows) / f + 1, nq * nb * CHUNK};
     enum { N = sizeof sizes / sizeof *sizes };
     size_t at[N], off = 0;
     for (int i = 0; i < N; i++) at[i] = off, off += simd_align_up(sizes[i] * f) / f;
     return (attend_layout){at[0], at[1], at[2], at[3], at[4], at[5], at[6], at[7], at[8], at[9], at[10], at[11],
-                           at[12], at[13], at[14], off};
+                           at[12], at[13], at[14], at[15], off};
 }
 
 /* Widen (or point at) the rows of positions [p0, p0 + len) of kv heads
@@ -503,26 +509,39 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
 static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
                        int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
     const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
-    for (int64_t h = 0; h < kv1 - kv0; h++)
+    for (int64_t h = 0; h < kv1 - kv0; h++) {
         r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
+        for (int64_t b = 0; b < nb; b++)
+            for (int64_t i = len; i < CHUNK; i++) kd[(h * nb + b) * CHUNK + i] = vd[(h * nb + b) * CHUNK + i] = 0.0f;
+    }
     for (int64_t i = 0; i < len; i++) {
         const int64_t p = p0 + i;
         const int64_t slot = (int64_t)table[p / BS] * BS + p % BS;
         for (int64_t h = 0; h < kv1 - kv0; h++) {
             const int64_t kvh = kv0 + h;
             if (t->k_dtype == VT_Q8_0)
-                r[h].kb[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + (h * CHUNK + i) * nb);
+                r[h].kb[i] = cache_row_q8_0(t->k_cache, slot, kvh, KVH, nb, kd + h * CHUNK * nb + i, CHUNK);
             else
                 r[h].k[i] = cache_row(t->k_cache, t->k_dtype, slot, kvh, KVH, D, kbuf + (h * CHUNK + i) * D);
         }
         for (int64_t h = 0; h < kv1 - kv0; h++) {
             const int64_t kvh = kv0 + h;
-            if (t->v_dtype == VT_Q8_0)
-                r[h].vb[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + (h * CHUNK + i) * nb);
-            else
+            if (t->v_dtype == VT_Q8_0) {
+                r[h].vb[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + h * CHUNK * nb + i, CHUNK);
+                float *row = vbuf + (h * CHUNK + i) * D;
+                q8_0_widen_row(r[h].vb[i], nb, row);
+                r[h].v[i] = row;
+            } else {
                 r[h].v[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + (h * CHUNK + i) * D);
+            }
         }
     }
+    if (t->k_dtype == VT_Q8_0) /* kbuf holds no f32 rows then: the transposed chunk */
+        for (int64_t h = 0; h < kv1 - kv0; h++) {
+            int32_t *kt = (int32_t *)(void *)(kbuf + h * CHUNK * D);
+            q8_0_transpose_chunk(r[h].kb, len, nb, kt);
+            r[h].kt = kt;
+        }
 }
 
 /* A query's running max raised to new_max: its sum and accumulator
@@ -565,31 +584,6 @@ SIMD_INLINE void chunk_softmax16(float *const *s, int Q, float scale, float *run
     }
 }
 
-/* r[i] <- column i of the 16 x 16 block whose rows were r[0..15]. */
-SIMD_INLINE void transpose16x16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) { /* per 128-bit block k: pairs of rows, 32 bits at a time */
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int g = 0; g < 4; g++) { /* u[4g + c], block k: rows 4g..4g+3 of column 4k + c */
-        const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]),
-                      c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
-        u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int c = 0; c < 4; c++) { /* column 4k + c: block k of u[c], u[4 + c], u[8 + c], u[12 + c] */
-        const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
-        const __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44),
-                     y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
-        r[c] = _mm512_shuffle_f32x4(x0, y0, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
-        r[8 + c] = _mm512_shuffle_f32x4(x1, y1, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
-    }
-}
 
 /* chunk_softmax16 for 16 queries at once, each with a whole chunk: the
  * scores transposed so that a register holds one position of every query,
@@ -607,7 +601,7 @@ SIMD_INLINE void chunk_softmax16x16(float *const *s, float scale, float *run_max
                                     int64_t D) {
     __m512 x[CHUNK];
     for (int q = 0; q < 16; q++) x[q] = _mm512_loadu_ps(s[q]);
-    transpose16x16(x); /* x[p]: position p of each query */
+    simd_transpose16x16_ps(x); /* x[p]: position p of each query */
     const __m512 sc = _mm512_set1_ps(scale);
     for (int p = 0; p < CHUNK; p++) x[p] = _mm512_mul_ps(x[p], sc);
     /* the max in chunk_softmax16's tree and operand order (positions l and
@@ -640,7 +634,7 @@ SIMD_INLINE void chunk_softmax16x16(float *const *s, float scale, float *run_max
     for (int i = 0; i < 4; i++) f[i] = _mm512_add_ps(f[i], f[i + 4]);
     const __m512 total = _mm512_add_ps(_mm512_add_ps(f[0], f[2]), _mm512_add_ps(f[1], f[3]));
     _mm512_storeu_ps(run_sum, _mm512_add_ps(_mm512_loadu_ps(run_sum), total));
-    transpose16x16(x); /* back: x[q] is query q's weights */
+    simd_transpose16x16_ps(x); /* back: x[q] is query q's weights */
     for (int q = 0; q < 16; q++) _mm512_storeu_ps(s[q], x[q]);
 }
 #endif
@@ -702,7 +696,7 @@ SIMD_INLINE void query_slots(const query_set *qs, int64_t j, int n, int64_t G, i
  * four, a pair or alone, and which queries share the group): every item
  * kind calls this for every chunk. */
 static void attend_chunk(const attention_task *t, const query_set *qs, const chunk_rows *r, float *scores,
-                         int64_t *count) {
+                         float *weights, int64_t *count) {
     const int64_t D = t->D, G = t->H / t->KVH, nb = D / VT_QK8_0, nq = qs->n, len = r->len;
     const int k_q8 = t->k_dtype == VT_Q8_0, v_q8 = t->v_dtype == VT_Q8_0;
     float *acc = qs->acc, *run_max = qs->run_max, *run_sum = qs->run_sum;
@@ -710,6 +704,18 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         const int64_t lim = qs->limit[j / G] - r->p0;
         count[j] = lim <= 0 ? 0 : lim < len ? lim : len;
     }
+    if (k_q8) /* every query's scores first: each load of the transposed chunk serves a group of queries */
+        for (int64_t j = 0; j < nq;) {
+            const int16_t *qv[Q8_QUERIES];
+            const float *dv[Q8_QUERIES];
+            float *ov[Q8_QUERIES];
+            int g = 0;
+            for (; j < nq && g < Q8_QUERIES; j++)
+                if (count[j] > 0) qv[g] = qs->qs + j * D, dv[g] = qs->qd + j * nb, ov[g] = scores + j * CHUNK, g++;
+            if (g == Q8_QUERIES) q8_0_chunk_scores_q(Q8_QUERIES, qv, dv, r->kt, r->kd, nb, ov);
+            else
+                for (int u = 0; u < g; u++) q8_0_chunk_scores_q(1, qv + u, dv + u, r->kt, r->kd, nb, ov + u);
+        }
     for (int64_t j = 0; j < nq; j++) {
         const int64_t n = count[j];
         if (n == 0) continue;
@@ -769,9 +775,7 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
             j++;
             continue;
         }
-        if (k_q8) {
-            simd_q8_0_scores(qs->qs + j * D, qs->qd + j * nb, r->kb, r->kd, nb, n, sj);
-        } else {
+        if (!k_q8) {
             const float *q = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
             for (; i + 4 <= n; i += 4) dot4(VT_F32, q, r->k + i, D, sj + i);
             for (; i < n; i++) sj[i] = dot1(VT_F32, q, r->k[i], D);
@@ -779,25 +783,27 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         chunk_softmax(sj, n, t->scale, run_max + j, run_sum + j, acc + j * D, D);
         if (!v_q8) accumulate(VT_F32, acc + j * D, sj, r->v, n, D);
     }
-    if (v_q8) /* queries in pairs over the rows both see, then the longer alone */
+    if (v_q8) { /* each query's weights per block, then queries in groups over the rows all of them see */
+        for (int64_t j = 0; j < nq; j++)
+            if (count[j] > 0) q8_0_block_weights(scores + j * CHUNK, r->vd, nb, weights + j * nb * CHUNK);
         for (int64_t j = 0; j < nq;) {
-            while (j < nq && count[j] == 0) j++;
-            if (j == nq) break;
-            int64_t k = j + 1;
-            while (k < nq && count[k] == 0) k++;
-            if (k == nq) {
-                simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, NULL, NULL, r->vb, r->vd, nb, count[j]);
-                break;
-            }
-            const int64_t both = count[j] < count[k] ? count[j] : count[k];
-            simd_q8_0_accumulate(acc + j * D, scores + j * CHUNK, acc + k * D, scores + k * CHUNK, r->vb, r->vd, nb,
-                                 both);
-            const int64_t longer = count[j] > both ? j : k;
-            if (count[longer] > both)
-                simd_q8_0_accumulate(acc + longer * D, scores + longer * CHUNK + both, NULL, NULL, r->vb + both,
-                                     r->vd + both * nb, nb, count[longer] - both);
-            j = k + 1;
+            float *yv[Q8_QUERIES];
+            const float *wv[Q8_QUERIES];
+            int64_t n[Q8_QUERIES], all = CHUNK;
+            int g = 0;
+            for (; j < nq && g < Q8_QUERIES; j++)
+                if (count[j] > 0) {
+                    yv[g] = acc + j * D, wv[g] = weights + j * nb * CHUNK, n[g] = count[j];
+                    all = n[g] < all ? n[g] : all;
+                    g++;
+                }
+            if (g == Q8_QUERIES) q8_0_accumulate_q(Q8_QUERIES, yv, wv, r->v, 0, all, nb);
+            else
+                for (int u = 0; u < g; u++) q8_0_accumulate_q(1, yv + u, wv + u, r->v, 0, all, nb);
+            for (int u = 0; u < g; u++) /* the rows only some of the group see */
+                if (n[u] > all) q8_0_accumulate_q(1, yv + u, wv + u, r->v, all, n[u], nb);
         }
+    }
 }
 
 /* Positions per step of attend_heads' walk: a step's rows of every kv head
@@ -951,7 +957,7 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
                 prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
             }
             load_chunk(t, table, kvh, kvh + 1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
-            attend_chunk(t, &qs, rows, s + L.scores, (int64_t *)(void *)(s + L.count));
+            attend_chunk(t, &qs, rows, s + L.scores, s + L.weights, (int64_t *)(void *)(s + L.count));
         }
         if (sp0 > 0)
             for (int64_t j = 0; j < nq; j++)
@@ -1045,7 +1051,7 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
                                   .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb, .limit = &limit,
                                   .acc = acc + kvh * G * D, .run_max = run_max + kvh * G,
                                   .run_sum = run_sum + kvh * G};
-            attend_chunk(t, &qs, rows + (kvh - kv0), s + L.scores, (int64_t *)(void *)(s + L.count));
+            attend_chunk(t, &qs, rows + (kvh - kv0), s + L.scores, s + L.weights, (int64_t *)(void *)(s + L.count));
         }
     }
     /* the last of the token's items for these heads merges their spans: the
@@ -1099,7 +1105,7 @@ static void shared_decode_item(const attention_task *t, int64_t item, float *s) 
                 prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
             }
             load_chunk(t, table, kvh, kvh + 1, p0, CHUNK, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
-            attend_chunk(t, &qs, rows, s + L.scores, (int64_t *)(void *)(s + L.count));
+            attend_chunk(t, &qs, rows, s + L.scores, s + L.weights, (int64_t *)(void *)(s + L.count));
         }
         for (int64_t j = 0; j < nq; j++) {
             const int64_t at = (t->dec_part[members[j / G]] + sp) * H + kvh * G + j % G;

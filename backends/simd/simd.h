@@ -236,25 +236,11 @@ void simd_store_row(int32_t dtype, const float *src, void *dst, int64_t n);
 /* Load n values of dtype F32, F16 or BF16 as f32. */
 void simd_load_row(int32_t dtype, const void *src, float *dst, int64_t n);
 
-/* The Q8_0 KV cache (kv_q8_0.c): attention's kernels. A cached row (slot,
- * kv head) is D / 32 blocks; the caller converts each row's f16 block scales
- * to f32 once ([row][nb] arrays below) and shares them over its queries.
- *
- * A query of D values (D a multiple of 32) as 16-bit blocks of 32 for
- * simd_q8_0_scores: qs [D], qd [D / 32], x = qd[b] * qs[i] to 1 part in
- * 65534 of its block's max. */
+/* The Q8_0 KV cache (kv_q8_0.c; attention's kernels over it in
+ * kv_q8_0_chunk.h). A query of D values (D a multiple of 32) as 16-bit
+ * blocks of 32: qs [D], qd [D / 32], x = qd[b] * qs[i] to 1 part in 65534 of
+ * its block's max. */
 void simd_q8_0_quantize_query(const float *x, int16_t *qs, float *qd, int64_t D);
-/* out[i] = sum_b qd[b] kd[i][b] (qs[b] . k[i][b]) for i < n: the quantized
- * query against Q8_0 rows k[i], in integers per block, one f32 FMA per
- * block. A row's result does not depend on n or on its index. */
-void simd_q8_0_scores(const int16_t *qs, const float *qd, const vt_block_q8_0 *const *k, const float *kd,
-                      int64_t nb, int64_t n, float *out);
-/* y[d] += sum_{i < n} p[i] vd[i][d / 32] v[i][d] for the nb * 32 values of
- * y, and the same into y2 with p2 when y2 is not NULL (two queries sharing
- * each widened block). Each y sees the same operations in the same order
- * with or without a partner. */
-void simd_q8_0_accumulate(float *y, const float *p, float *y2, const float *p2, const vt_block_q8_0 *const *v,
-                          const float *vd, int64_t nb, int64_t n);
 /* Quantize T rows of src (F32/F16/BF16 {D, KVH, T}) into their slots of a
  * Q8_0 cache; buf holds one row of f32. Negative slots are skipped. */
 vt_status simd_store_rows_q8_0(const vt_host *host, const vt_tensor *src, const vt_tensor *cache,

@@ -167,6 +167,32 @@ SIMD_INLINE __m512 simd_exp16_ps(__m512 x) {
 SIMD_INLINE __m256 simd_fold16_ps(__m512 v) {
     return _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
+
+/* r[i] <- column i of the 16 x 16 block whose rows were r[0..15]. */
+SIMD_INLINE void simd_transpose16x16_ps(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) { /* per 128-bit block k: pairs of rows, 32 bits at a time */
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 4; g++) { /* u[4g + c], block k: rows 4g..4g+3 of column 4k + c */
+        const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]),
+                      c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+        u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int c = 0; c < 4; c++) { /* column 4k + c: block k of u[c], u[4 + c], u[8 + c], u[12 + c] */
+        const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        const __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44),
+                     y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_f32x4(x0, y0, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(x0, y0, 0xDD);
+        r[8 + c] = _mm512_shuffle_f32x4(x1, y1, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(x1, y1, 0xDD);
+    }
+}
 #endif
 
 /* Store 8 f32 as elements i..i+7 of a row of dtype F32, F16 or BF16. */
