@@ -462,6 +462,7 @@ typedef struct chunk_rows {
     const void *k[CHUNK], *v[CHUNK]; /* f32 rows */
     const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
     const float *kd, *vd; /* Q8_0 block scales, [nb][CHUNK]: 0 past len */
+    bool v_widened;       /* Q8_0 v: v[] holds the rows widened to f32 (else only vb[]) */
     const int32_t *kt;    /* Q8_0 k: the chunk transposed (q8_0_transpose_chunk) */
 } chunk_rows;
 
@@ -507,10 +508,11 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
  * heads in turn: the order of the cache, so the rows of several heads are
  * read as one sequential stream. */
 static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
-                       int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, chunk_rows *r) {
+                       int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, bool widen_q8_v, chunk_rows *r) {
     const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
     for (int64_t h = 0; h < kv1 - kv0; h++) {
         r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
+        r[h].v_widened = widen_q8_v;
         for (int64_t b = 0; b < nb; b++)
             for (int64_t i = len; i < CHUNK; i++) kd[(h * nb + b) * CHUNK + i] = vd[(h * nb + b) * CHUNK + i] = 0.0f;
     }
@@ -528,9 +530,11 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
             const int64_t kvh = kv0 + h;
             if (t->v_dtype == VT_Q8_0) {
                 r[h].vb[i] = cache_row_q8_0(t->v_cache, slot, kvh, KVH, nb, vd + h * CHUNK * nb + i, CHUNK);
-                float *row = vbuf + (h * CHUNK + i) * D;
-                q8_0_widen_row(r[h].vb[i], nb, row);
-                r[h].v[i] = row;
+                if (widen_q8_v) {
+                    float *row = vbuf + (h * CHUNK + i) * D;
+                    q8_0_widen_row(r[h].vb[i], nb, row);
+                    r[h].v[i] = row;
+                }
             } else {
                 r[h].v[i] = cache_row(t->v_cache, t->v_dtype, slot, kvh, KVH, D, vbuf + (h * CHUNK + i) * D);
             }
@@ -797,11 +801,12 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
                     all = n[g] < all ? n[g] : all;
                     g++;
                 }
-            if (g == Q8_QUERIES) q8_0_accumulate_q(Q8_QUERIES, yv, wv, r->v, 0, all, nb);
+            const void *const *rows = r->v_widened ? r->v : NULL;
+            if (g == Q8_QUERIES) q8_0_accumulate_q(Q8_QUERIES, yv, wv, rows, r->vb, 0, all, nb);
             else
-                for (int u = 0; u < g; u++) q8_0_accumulate_q(1, yv + u, wv + u, r->v, 0, all, nb);
+                for (int u = 0; u < g; u++) q8_0_accumulate_q(1, yv + u, wv + u, rows, r->vb, 0, all, nb);
             for (int u = 0; u < g; u++) /* the rows only some of the group see */
-                if (n[u] > all) q8_0_accumulate_q(1, yv + u, wv + u, r->v, all, n[u], nb);
+                if (n[u] > all) q8_0_accumulate_q(1, yv + u, wv + u, rows, r->vb, all, n[u], nb);
         }
     }
 }
@@ -956,7 +961,7 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
                 prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
                 prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
             }
-            load_chunk(t, table, kvh, kvh + 1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+            load_chunk(t, table, kvh, kvh + 1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, true, rows);
             attend_chunk(t, &qs, rows, s + L.scores, s + L.weights, (int64_t *)(void *)(s + L.count));
         }
         if (sp0 > 0)
@@ -1045,7 +1050,8 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
             attend_heads(t, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, s + L.scores);
             continue;
         }
-        load_chunk(t, table, kv0, kv1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+        /* a token's G queries a kv head: widening its q8_0 v rows into memory would cost more than it saves */
+        load_chunk(t, table, kv0, kv1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, false, rows);
         for (int64_t kvh = kv0; kvh < kv1; kvh++) {
             const query_set qs = {.n = G, .q = t->q + (tok * H + kvh * G) * D, .q_token_stride = H * D,
                                   .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb, .limit = &limit,
@@ -1104,7 +1110,7 @@ static void shared_decode_item(const attention_task *t, int64_t item, float *s) 
                 prefetch_row(t->k_cache, k_row_bytes, slot, kvh, KVH);
                 prefetch_row(t->v_cache, v_row_bytes, slot, kvh, KVH);
             }
-            load_chunk(t, table, kvh, kvh + 1, p0, CHUNK, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, rows);
+            load_chunk(t, table, kvh, kvh + 1, p0, CHUNK, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, true, rows);
             attend_chunk(t, &qs, rows, s + L.scores, s + L.weights, (int64_t *)(void *)(s + L.count));
         }
         for (int64_t j = 0; j < nq; j++) {

@@ -109,19 +109,28 @@ SIMD_INLINE void q8_0_block_weights(const float *p, const float *vd, int64_t nb,
         _mm512_storeu_ps(w + b * Q8_CHUNK, _mm512_mul_ps(pv, _mm512_loadu_ps(vd + b * Q8_CHUNK)));
 }
 
+/* The 16 values h of a block's 32 as f32: from a widened row (rows), or
+ * widened here from the block's integers (blocks) — the same numbers. */
+SIMD_INLINE __m512 q8_values16(const void *const *v, const vt_block_q8_0 *const *vb, int64_t i, int64_t b, int h) {
+    if (v) return _mm512_loadu_ps((const float *)v[i] + 32 * b + 16 * h);
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(vb[i][b].qs + 16 * h))));
+}
+
 /* y[u][32 b + e] += w[u][b][i] v[i][32 b + e] for rows i in [i0, i1), every
- * block b, for Q outputs (Q a constant at each call): each widened row slice
- * loaded once for all of them. Per value one FMA per row in row order, so an
- * output's numbers do not depend on Q or on how its rows are split. */
-SIMD_INLINE void q8_0_accumulate_q(int Q, float *const *y, const float *const *w, const void *const *v, int64_t i0,
-                                   int64_t i1, int64_t nb) {
+ * block b, for Q outputs (Q a constant at each call): each row slice
+ * loaded once for all of them, from the rows widened to f32 (v) or widened
+ * in registers from the blocks (v NULL, vb: where few queries share a
+ * chunk, a decode's, widening into memory first costs more than it saves).
+ * Per value one FMA per row in row order, so an output's numbers do not
+ * depend on Q, on how its rows are split or on where they were widened. */
+SIMD_INLINE void q8_0_accumulate_q(int Q, float *const *y, const float *const *w, const void *const *v,
+                                   const vt_block_q8_0 *const *vb, int64_t i0, int64_t i1, int64_t nb) {
     for (int64_t b = 0; b < nb; b++) {
         __m512 a[4][2];
         SIMD_UNROLL
         for (int u = 0; u < Q; u++) a[u][0] = _mm512_loadu_ps(y[u] + 32 * b), a[u][1] = _mm512_loadu_ps(y[u] + 32 * b + 16);
         for (int64_t i = i0; i < i1; i++) {
-            const float *row = (const float *)v[i] + 32 * b;
-            const __m512 x0 = _mm512_loadu_ps(row), x1 = _mm512_loadu_ps(row + 16);
+            const __m512 x0 = q8_values16(v, vb, i, b, 0), x1 = q8_values16(v, vb, i, b, 1);
             SIMD_UNROLL
             for (int u = 0; u < Q; u++) {
                 const __m512 wv = _mm512_set1_ps(w[u][b * Q8_CHUNK + i]);
@@ -233,8 +242,13 @@ SIMD_INLINE void q8_0_block_weights(const float *p, const float *vd, int64_t nb,
     }
 }
 
-SIMD_INLINE void q8_0_accumulate_q(int Q, float *const *y, const float *const *w, const void *const *v, int64_t i0,
-                                   int64_t i1, int64_t nb) {
+SIMD_INLINE __m256 q8_values8(const void *const *v, const vt_block_q8_0 *const *vb, int64_t i, int64_t b, int e) {
+    if (v) return _mm256_loadu_ps((const float *)v[i] + 32 * b + 8 * e);
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(vb[i][b].qs + 8 * e))));
+}
+
+SIMD_INLINE void q8_0_accumulate_q(int Q, float *const *y, const float *const *w, const void *const *v,
+                                   const vt_block_q8_0 *const *vb, int64_t i0, int64_t i1, int64_t nb) {
     for (int64_t b = 0; b < nb; b++) {
         __m256 a[2][4];
         SIMD_UNROLL
@@ -242,10 +256,9 @@ SIMD_INLINE void q8_0_accumulate_q(int Q, float *const *y, const float *const *w
             SIMD_UNROLL
             for (int e = 0; e < 4; e++) a[u][e] = _mm256_loadu_ps(y[u] + 32 * b + 8 * e);
         for (int64_t i = i0; i < i1; i++) {
-            const float *row = (const float *)v[i] + 32 * b;
             __m256 x[4];
             SIMD_UNROLL
-            for (int e = 0; e < 4; e++) x[e] = _mm256_loadu_ps(row + 8 * e);
+            for (int e = 0; e < 4; e++) x[e] = q8_values8(v, vb, i, b, e);
             SIMD_UNROLL
             for (int u = 0; u < Q; u++) {
                 const __m256 wv = _mm256_set1_ps(w[u][b * Q8_CHUNK + i]);
