@@ -3,11 +3,13 @@
  * Every test starts and ends with the VT_* variables options reads cleared
  * (the originals are restored when the suite ends), so tests cannot leak
  * environment into each other. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "options.h"
+#include "usable_cpus.h"
 #include "serve_options.h"
 #include "util.h"
 
@@ -815,6 +817,42 @@ static void test_layer_declaration_is_checked(void) {
     CU_ASSERT_STRING_EQUAL(vt_options_key(VT_OPTIONS_KEY_COUNT), "server.host");
 }
 
+/* The default thread count is the CPUs the process may use: confined to
+ * one CPU (as taskset -c N or systemd's CPUAffinity= confine it), 1. */
+static void test_default_threads_follow_the_affinity_mask(void) {
+    cpu_set_t saved, one;
+    CU_ASSERT_FATAL(sched_getaffinity(0, sizeof saved, &saved) == 0);
+    int first = 0;
+    while (first < CPU_SETSIZE && !CPU_ISSET(first, &saved)) first++;
+    CU_ASSERT_FATAL(first < CPU_SETSIZE);
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    CU_ASSERT_FATAL(sched_setaffinity(0, sizeof one, &one) == 0);
+    vt_options o;
+    vt_options_defaults(&o);
+    const int32_t confined = o.threads, usable = vt_usable_cpus();
+    CU_ASSERT_FATAL(sched_setaffinity(0, sizeof saved, &saved) == 0);
+    CU_ASSERT_EQUAL(confined, 1);
+    CU_ASSERT_EQUAL(usable, 1);
+    vt_options_defaults(&o);
+    CU_ASSERT(o.threads >= 1 && o.threads <= CPU_COUNT(&saved));
+}
+
+/* cgroup v2's cpu.max: "QUOTA PERIOD" in microseconds, or "max PERIOD". */
+static void test_cpu_max_lines_give_a_cpu_count(void) {
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("max 100000\n"), 0);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("100000 100000\n"), 1);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("150000 100000\n"), 2); /* 1.5 CPUs: 2 threads, each busy part of the time */
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("50000 100000"), 1);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("400000 100000"), 4);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota(""), 0);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("abc"), 0);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("100000"), 0);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("-5 100000"), 0);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("100000 0"), 0);
+    CU_ASSERT_EQUAL(vt_cpu_max_quota("100000 100000x"), 0);
+}
+
 int main(void) {
     vt_error err = {0};
     if (vt_serve_options_declare(&err) != VT_OK) return 1;
@@ -842,6 +880,8 @@ int main(void) {
         {"boundary values are accepted", test_boundary_values_are_accepted},
         {"backend path length limit", test_backend_path_length_limit},
         {"unknown option name is refused", test_unknown_option_name_is_refused},
+        {"default threads follow the affinity mask", test_default_threads_follow_the_affinity_mask},
+        {"cgroup cpu.max lines give a CPU count", test_cpu_max_lines_give_a_cpu_count},
         CU_TEST_INFO_NULL,
     };
     static CU_TestInfo ini[] = {

@@ -294,7 +294,7 @@ void vt_cli_common_help_except(FILE *f, const char *const *skip) {
         "      --prefill-chunk N    prompt tokens in a step that also decodes (default 0: automatic, as many\n"
         "                           as take about one decode step's time, so decodes do not stall)\n"
         "      --max-waiting N      requests queued before a batch refuses more (default 256)\n"
-        "  -t, --threads N          threads (default: online CPUs)\n"
+        "  -t, --threads N          threads (default: the CPUs vt may use)\n"
         "      --backend-path DIRS  extra backend folders, colon-separated\n"
         "      --backend-option NAME.key=value   an option of backend NAME (repeatable; ini [backend.NAME])\n"
         "      --config FILE        ini file (default: VT_CONFIG; none)\n"

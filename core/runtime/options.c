@@ -19,6 +19,7 @@
  * error, not a silent default (VT_CONFIG excepted, as options.h says). */
 #include "options.h"
 #include "sampling_rules.h"
+#include "usable_cpus.h"
 #include "vt/vt.h"
 
 #include <errno.h>
@@ -440,17 +441,16 @@ static vt_status set_option(vt_options *o, int id, const char *value, const char
 
 /* ---- public: defaults, set, source, value ------------------------------- */
 
-static int32_t online_cpus(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1) return 1;
-    return n > THREADS_MAX ? THREADS_MAX : (int32_t)n;
+static int32_t default_threads(void) {
+    const int32_t n = vt_usable_cpus();
+    return n > THREADS_MAX ? THREADS_MAX : n;
 }
 
 void vt_options_defaults(vt_options *o) {
     memset(o, 0, sizeof *o);
     o->backend[0] = '\0';
     o->fallback[0] = '\0';
-    o->threads = online_cpus();
+    o->threads = default_threads();
     o->batch_size = 512;
     o->max_seqs = 1;
     o->token_budget = 0;

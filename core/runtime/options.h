@@ -52,7 +52,7 @@ typedef struct vt_options {
     char backend[64];        /* preferred backend; "" (default) = the loaded one with the highest probe score */
     char fallback[64];       /* backend for nodes the preferred one declines; "none" = refuse; "" (default) =
                                 the highest-scoring loaded backend other than the preferred one */
-    int32_t threads;         /* 1..1024; default = online CPUs (capped at 1024) */
+    int32_t threads;         /* 1..1024; default = vt_usable_cpus() (capped at 1024) */
     int32_t batch_size;      /* max tokens per prefill call, 1..65536; default 512 */
     int32_t max_seqs;        /* sequences per step of a batch (vt_batch), 1..256; default 1 */
     int32_t token_budget;    /* tokens per scheduler step, 0..65536; 0 (default) = the batch size */

@@ -43,6 +43,7 @@
 #include "gguf_writer.h"
 #include "quant.h"
 #include "synth_vocab.h"
+#include "usable_cpus.h"
 #include "threadpool.h"
 #include "vt/vt_quant.h"
 
@@ -548,8 +549,7 @@ vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *e
     void *conv = NULL;
     vt_gguf_writer *w = NULL;
     vt_threadpool *pool = NULL;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int n_threads = p->n_threads > 0 ? p->n_threads : (cpus > 0 ? (int)cpus : 1);
+    int n_threads = p->n_threads > 0 ? p->n_threads : (int)vt_usable_cpus();
     if (n_threads > 256) n_threads = 256;
     if ((st = vt_threadpool_create(n_threads, &pool, err))) goto done;
     if ((st = vt_gguf_writer_create(path, &w, err))) goto done;

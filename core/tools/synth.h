@@ -38,7 +38,7 @@ typedef struct vt_synth_params {
     const char *vocab_from; /* GGUF whose tokenizer.* keys are copied (n_vocab then follows it); NULL = built-in */
     void (*progress)(void *user, int64_t done_bytes, int64_t total_bytes);
     void *progress_user;
-    int32_t n_threads; /* generation/quantization threads; 0 = all online CPUs (same file either way) */
+    int32_t n_threads; /* generation/quantization threads; 0 = every CPU vt may use (same file either way) */
     /* Quantized matrices as random blocks drawn directly (uniform codes, fixed
      * block scales giving values within about +-0.06) instead of normal
      * samples run through the quantizer: ~100x faster, for benchmarks at the
