@@ -9,8 +9,9 @@ unknown directive (it only warns), so any output at all is a failure.
 Then what verify cannot know: the unit reads /etc/vt/vt-serve.ini with
 --config, that ini loads in this vt (`vt config --config`), TimeoutStopSec
 exceeds the ini's [server] shutdown_grace (a stop never SIGKILLs a drain),
-the user is unprivileged (DynamicUser=yes), the sandboxing and restart
-options are there, and nothing enables the unit but the operator.
+the user is unprivileged (DynamicUser=yes), the calibration cache has a
+writable home (CacheDirectory=vt, XDG_CACHE_HOME=%C), the sandboxing and
+restart options are there, and nothing enables the unit but the operator.
 
 Usage: check_systemd_unit.py UNIT INI VT_BINARY
 Exit: 0 = OK, 1 = a check failed, 77 = skipped with the reason printed (no
@@ -77,6 +78,12 @@ def main():
                  ("ProtectHome", "yes"), ("PrivateTmp", "yes"), ("Restart", "on-failure")]:
         check(svc(k) == v, "[Service] %s=%s expected, got %s" % (k, v, svc(k)))
     check(svc("User") is None, "User=%s: DynamicUser=yes is the unprivileged user" % svc("User"))
+    # backend = auto keeps its calibration in $XDG_CACHE_HOME/vt: under
+    # ProtectSystem=strict only a CacheDirectory= there is writable
+    env = [line.split("=", 1)[1].strip() for line in unit.splitlines() if line.strip().startswith("Environment=")]
+    check(svc("CacheDirectory") == "vt" and "XDG_CACHE_HOME=%C" in env,
+          "CacheDirectory=vt with Environment=XDG_CACHE_HOME=%%C expected (the calibration cache), got %s, %s"
+          % (svc("CacheDirectory"), env))
     check(keys.get(("Install", "WantedBy")) == "multi-user.target", "[Install] WantedBy=multi-user.target expected")
 
     r = subprocess.run([vt, "config", "--config", ini_path], capture_output=True, text=True, timeout=60)
