@@ -1089,6 +1089,12 @@ static void test_no_template_and_drain(void) {
     assert_error(&r, 400, "messages");
     CU_ASSERT(r.body.s && strstr(r.body.s, "--chat-template"));
     serve_reply_free(&r);
+    /* SIGHUP (a closed terminal) is logged and changes nothing: still serving */
+    kill(small_srv.pid, SIGHUP);
+    CU_ASSERT(log_grows(&small_srv, "SIGHUP ignored", 0, 60));
+    r = serve_http(&small_srv, "GET", "/health", NULL, NULL);
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
     /* SIGTERM while a request streams: it still ends with [DONE], then the
      * server exits 0. The request is held in its first forward when the
      * signal arrives and is handled ("1 running or waiting" in the log), so
@@ -1492,7 +1498,7 @@ int main(void) {
         {"a chat request stops at the template's end of turn", test_chat_stops_at_end_of_turn},
         {"every engine lever reaches vt serve; --dry-run", test_engine_levers_dry_run},
         {"--help describes each flag once", test_help_says_each_flag_once},
-        {"no chat template; SIGTERM drains and exits 0", test_no_template_and_drain},
+        {"no chat template; SIGHUP is ignored; SIGTERM drains and exits 0", test_no_template_and_drain},
         {"SIGTERM while loading stops at once; a second SIGTERM ends the drain", test_sigterm_while_loading_and_twice},
         {"SIGTERM: a request without a token yet is 503", test_shutdown_before_first_token},
         {"the gauges follow the token budget, not only free sequences", test_gauges_follow_token_budget},

@@ -375,7 +375,9 @@ static const char *base_name(const char *path) {
 }
 
 /* SIGTERM and SIGINT, blocked in every thread, taken by one thread of
- * their own from before the model loads: while it loads, a signal ends the
+ * their own from before the model loads (SIGHUP too, to be logged and
+ * ignored: a server started in the background of a shell must outlive the
+ * terminal, and there is no configuration to reload): while it loads, a signal ends the
  * process at once (nothing is served yet, and a large model would otherwise
  * load to the end while a service manager waits to kill it); once ready, the
  * first starts the drain; another during the drain ends the running
@@ -396,9 +398,14 @@ static void *watch_signals(void *arg) {
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0) continue;
+        if (sig == SIGHUP) {
+            fprintf(stderr, "vt serve: SIGHUP ignored (no configuration to reload; SIGTERM stops the server)\n");
+            continue;
+        }
         /* Loading ends in serving (the main thread) or in exiting (this
          * one), whichever claims it first: a signal just as loading ends
          * must not exit under requests the engine was already given. Only
@@ -496,6 +503,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
     static signal_watch watch;
