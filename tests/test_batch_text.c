@@ -26,9 +26,11 @@ static int suite_init(void) {
     return 0;
 }
 
-static vt_batch *open_batch(const char *model, const char *ctx_setting) {
+static vt_batch *open_batch(const char *model, const char *setting) {
+    /* a setting of the context replaces the 512 tokens; any other is added */
+    const bool ctx = setting && strncmp(setting, "kv_cache.ctx_size=", 18) == 0;
     const char *const settings[] = {"runtime.backend=reference", "runtime.threads=2", "runtime.max_seqs=4",
-                                    ctx_setting ? ctx_setting : "kv_cache.ctx_size=512", NULL};
+                                    ctx ? setting : "kv_cache.ctx_size=512", ctx ? NULL : setting, NULL};
     const vt_session_options o = {sizeof o, NULL, settings, false};
     vt_batch *b = NULL;
     char err[512] = "";
@@ -443,6 +445,19 @@ static void test_model_queries(void) {
     CU_ASSERT_PTR_NULL(vt_batch_meta_string(b, "qwen3.context_length"));   /* not a string */
     CU_ASSERT_PTR_NULL(vt_batch_meta_string(b, NULL));
     CU_ASSERT_EQUAL(vt_batch_n_ctx(b), 512);
+    /* the KV pool is the context's tokens at the cache dtype's bytes each:
+     * twice the context, or f32 for f16, twice the bytes */
+    const size_t kv_bytes = vt_batch_kv_cache_bytes(b);
+    CU_ASSERT(kv_bytes > 0 && kv_bytes % 512 == 0);
+    vt_batch *wide = open_batch(tiny_model, "kv_cache.ctx_size=1024");
+    vt_batch *f32 = open_batch(tiny_model, "kv_cache.dtype=f32");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wide);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f32);
+    CU_ASSERT_EQUAL(vt_batch_kv_cache_bytes(wide), 2 * kv_bytes);
+    CU_ASSERT_EQUAL(vt_batch_n_ctx(f32), 512);
+    CU_ASSERT_EQUAL(vt_batch_kv_cache_bytes(f32), 2 * kv_bytes);
+    vt_batch_close(wide);
+    vt_batch_close(f32);
     vt_batch_stats stats;
     vt_batch_get_stats(b, &stats);
     CU_ASSERT_EQUAL(stats.total_kv_blocks, 512 / 16); /* ctx_size over the default block_size */

@@ -34,6 +34,7 @@
 #include "serve_options.h"
 #include "tool_calls.h"
 #include "vt/vt.h"
+#include "vt/vt_dtype.h"
 
 static void help(void) {
     printf("usage: vt serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [options]\n\n"
@@ -578,9 +579,10 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         if (!atomic_compare_exchange_strong(&watch.phase, &loading, WATCH_SERVING))
             for (;;) pause(); /* until the watcher's _exit */
         vt_server_set_engine(server, engine);
-        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens, chat template %s, "
-                "tool calls %s\n",
+        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens (KV cache %.0f MiB %s, "
+                "resident as used), chat template %s, tool calls %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
+                (double)vt_batch_kv_cache_bytes(batch) / (1024.0 * 1024.0), vt_dtype_name(o->c.opt.kv_cache_dtype),
                 chat.have ? chat.name : "none (only /v1/completions)", vt_tool_format_name(tool_format));
         wait_and_drain(server, engine, so->shutdown_grace, &watch);
     }

@@ -408,6 +408,8 @@ const char *vt_batch_meta_string(const vt_batch *b, const char *key) {
 
 int64_t vt_batch_n_ctx(const vt_batch *b) { return vt_engine_ctx_size(b->engine); }
 
+size_t vt_batch_kv_cache_bytes(const vt_batch *b) { return vt_kv_cache_bytes(vt_engine_kv_cache(b->engine)); }
+
 bool vt_sampling_field_ok(const char *field, double value, const char **accepted) {
     if (accepted) *accepted = NULL;
     for (int k = 0; field && k < VT_KNOB_COUNT; k++) {

@@ -394,6 +394,11 @@ VT_API vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t l
 VT_API const char *vt_batch_meta_string(const vt_batch *b, const char *key);
 /* The context (kv_cache.ctx_size) the batch's sequences share, in tokens. */
 VT_API int64_t vt_batch_n_ctx(const vt_batch *b);
+/* The KV cache's size in bytes: K and V of every layer for the whole
+ * context, in the cache dtype. Reserved when the batch opens; its pages
+ * become resident as blocks are first used, so a process's memory grows
+ * towards this under load rather than at start. */
+VT_API size_t vt_batch_kv_cache_bytes(const vt_batch *b);
 /* The negotiated plans, as vt_session_explain (what `vt serve --explain`
  * prints). */
 VT_API void vt_batch_explain(const vt_batch *b, FILE *f);
