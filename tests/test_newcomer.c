@@ -167,6 +167,11 @@ static void test_prompt_from_stdin_and_file(void) {
     result both = run("", "run -m '%s' -p hi -f '%s' -n 2", model, file);
     CU_ASSERT_EQUAL(both.rc, 2);
     CU_ASSERT(has(both.err, "give one prompt"));
+    /* -m $MODEL with MODEL unset: said so, not ": cannot open" */
+    result empty = run("", "run -m '' -p hi -n 2");
+    CU_ASSERT_EQUAL(empty.rc, 2);
+    CU_ASSERT(has(empty.err, "-m: the model's file name is empty"));
+    result_free(&empty);
     result_free(&direct);
     result_free(&piped);
     result_free(&filed);

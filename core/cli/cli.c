@@ -226,6 +226,8 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
 
 vt_status vt_cli_given_file(const char *path, vt_error *err) {
     struct stat st;
+    /* an unset variable expanded into the command line (-m $MODEL) */
+    if (!path[0]) return vt_fail(err, VT_ERR_INVALID, "the file name is empty");
     if (stat(path, &st) != 0) return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
     if (!S_ISREG(st.st_mode)) return vt_fail(err, VT_ERR_INVALID, "%s: not a regular file", path);
     if (access(path, R_OK) != 0) return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
@@ -233,6 +235,7 @@ vt_status vt_cli_given_file(const char *path, vt_error *err) {
 }
 
 vt_status vt_cli_require_model(const char *path, vt_error *err) {
+    if (path && !path[0]) return vt_fail(err, VT_ERR_INVALID, "-m: the model's file name is empty");
     return path ? vt_cli_given_file(path, err) : vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
 }
 
