@@ -105,9 +105,13 @@ char *vt_serve_metrics_text(vt_serve_metrics *m) {
             vt_text_printf(&t, "vt_requests_total{status=\"%d\"} %llu\n", counted_statuses[i],
                 (unsigned long long)m->requests[i]);
     vt_text_printf(&t, "vt_requests_total{status=\"other\"} %llu\n", (unsigned long long)m->requests[VT_SERVE_STATUS_SLOTS]);
-    add_metric(&t, "vt_prompt_tokens_total", "counter", "Prompt tokens of the requests that started.",
+    add_metric(&t, "vt_prompt_tokens_total", "counter",
+               "Prompt tokens of the requests the engine accepted (counted when queued: one cancelled while "
+               "waiting counts too).",
                (long long)m->prompt_tokens);
-    add_metric(&t, "vt_generation_tokens_total", "counter", "Tokens generated.", (long long)m->generated_tokens);
+    add_metric(&t, "vt_generation_tokens_total", "counter",
+               "Tokens generated (with those computed after a client left, before its request was ended).",
+               (long long)m->generated_tokens);
     add_metric(&t, "vt_requests_running", "gauge", "Requests holding a sequence.", (long long)m->running);
     add_metric(&t, "vt_requests_waiting", "gauge", "Requests queued, not started.", (long long)m->waiting);
     add_metric(&t, "vt_kv_blocks_used", "gauge", "KV-cache blocks held by sequences.", (long long)m->kv_used);
