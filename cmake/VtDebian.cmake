@@ -86,5 +86,15 @@ set(CPACK_DEBIAN_VT_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_BINARY_DIR}/debian-vt/
   ${PROJECT_SOURCE_DIR}/conf/debian/postinst ${PROJECT_SOURCE_DIR}/conf/debian/prerm
   ${PROJECT_SOURCE_DIR}/conf/debian/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+# libvt: a shlibs file (what a package linking it depends on), and dpkg's
+# ldconfig trigger, which refreshes the dynamic linker's cache once per dpkg
+# run (CPack's generated postinst/postrm call ldconfig as well).
+# (Global: CPack 3.25 has no per-package switch. The backends are plugins
+# without a SONAME, which CPack reports as an author warning and leaves out.)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/debian-libvt/triggers "activate-noawait ldconfig\n")
+set(CPACK_DEBIAN_LIBVT_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_BINARY_DIR}/debian-libvt/triggers)
+# Installed binaries without their symbol tables (the build folder keeps them).
+set(CPACK_STRIP_FILES ON)
 
 include(CPack)

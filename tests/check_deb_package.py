@@ -129,7 +129,15 @@ def main():
         root = os.path.join(tmp, "root")
         for deb in debs.values():
             check(run(["dpkg-deb", "-x", deb, root]).returncode == 0, "dpkg-deb -x %s failed" % deb)
+        # libvt tells packages linking it what to depend on, and refreshes the
+        # linker's cache through dpkg's trigger; installed binaries are stripped
+        members = run(["sh", "-c", 'dpkg-deb --ctrl-tarfile "$1" | tar -t', "sh", debs["libvt"]]).stdout.split()
+        for member in ("./shlibs", "./triggers"):
+            check(member in members, "libvt: no %s in its control files: %s" % (member, members))
         vt = os.path.join(root, "usr", "bin", "vt")
+        if shutil.which("readelf"):
+            sections = run(["readelf", "-S", vt])
+            check(sections.returncode == 0 and ".symtab" not in sections.stdout, "vt-llm: /usr/bin/vt is not stripped")
         home = os.path.join(tmp, "home")
         os.mkdir(home)
         env = {"HOME": home}  # nothing else: no PATH, no VT_* variable
