@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 /* The smallest of: the CPUs online, the CPUs of this thread's affinity
- * mask, and the cgroup v2 CPU quota (cpu.max, rounded up) of this process's
- * cgroup. At least 1. */
+ * mask, and the cgroup v2 CPU quotas (cpu.max, rounded up) of this
+ * process's cgroup and its parents. At least 1. */
 int32_t vt_usable_cpus(void);
 
 /* The CPUs a cgroup v2 cpu.max line allows ("max 100000": no limit, 0;
