@@ -264,7 +264,7 @@ static void check_attention_same_bits(const vt_harness_attn_case *c, int32_t kv_
  * queries spans one to four tokens, or a quarter of a token's heads); a
  * prompt whose causal diagonal cuts through groups; a head dim with a
  * scalar tail; a continuation chunk; decodes of several sequences, over
- * their own blocks and over shared ones. */
+ * their own blocks and over shared ones; Q8_0 rows of 1 and 8 blocks. */
 static void test_attention_same_bits(void) {
     if (!tiers_available()) return;
     static const int32_t dtypes[] = {VT_F32, VT_F16, VT_BF16, VT_Q8_0};
@@ -312,6 +312,19 @@ static void test_attention_same_bits(void) {
                                               .max_blocks = 8, .T = 3};
             check_attention_same_bits(&odd, dtypes[k], opos, oseq, VT_PHASE_DECODE, seed++, otables);
         }
+    /* a Q8_0 cache's smallest and a large head dim (1 and 8 blocks a row):
+     * a prompt, and decodes */
+    for (int d = 0; d < 2; d++) {
+        const int64_t D = d ? 256 : 32;
+        const vt_harness_attn_case prompt = {.D = D, .H = 8, .KVH = 4, .BS = 16, .n_blocks = 11, .n_seqs = 1,
+                                             .max_blocks = 5, .T = 70};
+        for (int t = 0; t < 70; t++) pos[t] = t, seq[t] = 0;
+        check_attention_same_bits(&prompt, VT_Q8_0, pos, seq, VT_PHASE_PREFILL, seed++, NULL);
+        const vt_harness_attn_case decode = {.D = D, .H = 8, .KVH = 4, .BS = 16, .n_blocks = 23, .n_seqs = 3,
+                                             .max_blocks = 7, .T = 3};
+        const int32_t dpos[] = {5, 64, 100}, dseq[] = {2, 0, 1};
+        check_attention_same_bits(&decode, VT_Q8_0, dpos, dseq, VT_PHASE_DECODE, seed++, NULL);
+    }
 }
 
 /* The real engine path: greedy tokens of a Q4_K_M model at both tiers. */

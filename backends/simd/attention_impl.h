@@ -513,8 +513,9 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
     for (int64_t h = 0; h < kv1 - kv0; h++) {
         r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
         r[h].v_widened = widen_q8_v;
-        for (int64_t b = 0; b < nb; b++)
-            for (int64_t i = len; i < CHUNK; i++) kd[(h * nb + b) * CHUNK + i] = vd[(h * nb + b) * CHUNK + i] = 0.0f;
+        if (t->k_dtype == VT_Q8_0 || t->v_dtype == VT_Q8_0) /* scales past len: 0, so those scores are 0 */
+            for (int64_t b = 0; b < nb; b++)
+                for (int64_t i = len; i < CHUNK; i++) kd[(h * nb + b) * CHUNK + i] = vd[(h * nb + b) * CHUNK + i] = 0.0f;
     }
     for (int64_t i = 0; i < len; i++) {
         const int64_t p = p0 + i;

@@ -10,9 +10,10 @@
  * blocks of 32, not 8-bit: an 8-bit query moved logits of the test models
  * by up to 7e-3, more than storing the cache in another dtype does
  * (test_kv_matrix tells those apart at 2e-3); 16 bits cost the same
- * instructions and add 256x less error. Quantizing the query is the only
- * rounding added against the exact dequantized values (see the attention
- * tests for its bound).
+ * instructions and add 256x less error. Quantizing the query, and rounding
+ * each block's exact integer sum to f32 once, are the only roundings added
+ * against the exact dequantized values (see the attention tests for their
+ * bound).
  *
  * Storing is the cold half (a few rows per token per layer) and goes through
  * host->from_f32, the quantizer every backend's store must match byte for

@@ -14,10 +14,11 @@
  *   isum[b][i] = qs[b] . k[i][b]   (|qs| <= 32767, |k| <= 127: < 2^31, exact)
  * and then, in block order,
  *   s[i] = float(isum[0][i]) * (qd[0] * kd[i][0]),
- *   s[i] = fma(float(isum[b][i]), qd[b] * kd[i][b], s[i])   for b = 1 .. nb - 1.
- * Integer sums are exact in any order and the float steps are elementwise,
- * so both tiers, and every path that scores a query (prefill, decode,
- * shared decode), give the same bits. */
+ *   s[i] = fma(float(isum[b][i]), qd[b] * kd[i][b], s[i])   for b = 1 .. nb - 1
+ * (float() rounds a sum past 2^24 to nearest, as every path does). Integer
+ * sums are exact in any order and the float steps are elementwise, so both
+ * tiers, and every path that scores a query (prefill, decode, shared
+ * decode), give the same bits. */
 #ifndef VT_SIMD_KV_Q8_0_CHUNK_H
 #define VT_SIMD_KV_Q8_0_CHUNK_H
 
