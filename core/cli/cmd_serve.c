@@ -581,10 +581,11 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         if (!atomic_compare_exchange_strong(&watch.phase, &loading, WATCH_SERVING))
             for (;;) pause(); /* until the watcher's _exit */
         vt_server_set_engine(server, engine);
-        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens (KV cache %.0f MiB %s, "
+        const double kv_mib = (double)vt_batch_kv_cache_bytes(batch) / (1024.0 * 1024.0);
+        fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens (KV cache %.*f MiB %s, "
                 "resident as used), chat template %s, tool calls %s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
-                (double)vt_batch_kv_cache_bytes(batch) / (1024.0 * 1024.0), vt_dtype_name(o->c.opt.kv_cache_dtype),
+                kv_mib < 10 ? 1 : 0, kv_mib, vt_dtype_name(o->c.opt.kv_cache_dtype),
                 chat.have ? chat.name : "none (only /v1/completions)", vt_tool_format_name(tool_format));
         wait_and_drain(server, engine, so->shutdown_grace, &watch);
     }
