@@ -1167,7 +1167,8 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
                                  MHD_OPTION_END);
     if (!s->daemon) {
         int why = bind_errno(ai);
-        snprintf(err, err_size, "cannot listen on %s:%d: %s%s", s->host, cfg->port,
+        const bool ipv6 = strchr(s->host, ':') != NULL; /* [::1]:8080, as in a URL */
+        snprintf(err, err_size, "cannot listen on %s%s%s:%d: %s%s", ipv6 ? "[" : "", s->host, ipv6 ? "]" : "", cfg->port,
                  why == EADDRINUSE      ? "the port is in use (bind: EADDRINUSE); choose another with --port"
                  : why == EADDRNOTAVAIL ? "not an address of this machine (bind: EADDRNOTAVAIL); check --host"
                  : why == EACCES        ? "permission denied (bind: EACCES): ports below 1024 need privileges"
