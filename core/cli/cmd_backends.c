@@ -18,7 +18,7 @@
 static void print_matrix(const vt_backend_entry *b) {
     printf("    %-18s", "op \\ dtype");
     for (int d = 0; d < VT_CAP_N_DTYPES; d++) printf(" %-5s", vt_dtype_name(vt_cap_dtypes[d]));
-    printf("   (P = prefill, D = decode)\n");
+    printf("   (P = prefill, D = decode, - = declined, blank = not applicable)\n");
     for (int op = 0; op < VT_OP_COUNT; op++) {
         printf("    %-18s", vt_op_name(op));
         for (int d = 0; d < VT_CAP_N_DTYPES; d++) {

@@ -97,9 +97,23 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
             automatic = "the highest-scoring loaded backend other than runtime.backend";
             resolved = fallback;
         }
+        /* values that stand for a rule rather than a number */
+        const char *meaning = strcmp(key, "kv_cache.ctx_size") == 0 && strcmp(value, "0") == 0
+                                  ? "the model's context, at most 4096"
+                              : strcmp(key, "sampling.seed") == 0 && strcmp(value, "-1") == 0
+                                  ? "a random seed per run, printed so it can be replayed"
+                              : strcmp(key, "kv_cache.prefix_cache_blocks") == 0 && strcmp(value, "0") == 0
+                                  ? "cached blocks kept until their room is needed"
+                              : strcmp(key, "runtime.token_budget") == 0 && strcmp(value, "0") == 0
+                                  ? "the batch size"
+                              : strcmp(key, "runtime.prefill_chunk") == 0 && strcmp(value, "0") == 0
+                                  ? "automatic"
+                                  : NULL;
         if (automatic)
             printf("%-20s = %-12s (%s: %s: %s here)\n", key, value, vt_options_source(opt, key), automatic,
                    resolved[0] ? resolved : "none");
+        else if (meaning)
+            printf("%-20s = %-12s (%s: %s)\n", key, value, vt_options_source(opt, key), meaning);
         else
             printf("%-20s = %-12s (%s)\n", key, value, vt_options_source(opt, key));
     }
