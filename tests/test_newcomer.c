@@ -509,6 +509,57 @@ static void test_given_files_exit_2(void) {
     CU_ASSERT_EQUAL(r.rc, 2);
     CU_ASSERT(has(r.err, "is a folder"));
     result_free(&r);
+    /* a file that is not a model is not synth's to overwrite; a model is */
+    char text[1024];
+    vt_test_tmpfile(text, sizeof text, "newcomer-notes.txt");
+    FILE *f = fopen(text, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("keep me\n", f);
+    fclose(f);
+    r = run("", "synth --shape tiny --type q8_0 -o '%s'", text);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "exists and is not a GGUF file"));
+    result_free(&r);
+    size_t n = 0;
+    char *kept = vt_test_read_file(text, &n);
+    CU_ASSERT(kept && strcmp(kept, "keep me\n") == 0);
+    free(kept);
+    r = run("", "synth --shape tiny --type q8_0 -o '%s'", out);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    result_free(&r);
+    r = run("", "synth --shape tiny --type q8_0 -o '%s'", out);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    result_free(&r);
+}
+
+/* A flag the last of which would silently win is refused when given twice;
+ * a word that is no flag is called an argument; threads beyond the CPUs the
+ * process may use are warned of; vt config says what 0 and -1 stand for. */
+static void test_twice_stray_and_too_many_threads(void) {
+    result r = run("", "run -m /nonexistent.gguf -m '%s' -p hi -n 1", model);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "-m given twice"));
+    result_free(&r);
+    r = run("", "run -m '%s' -p hi -p there -n 1", model);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "-p given twice: give one prompt"));
+    result_free(&r);
+    r = run("", "run -m '%s' -p hi extra -n 1", model);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "unexpected argument 'extra'"));
+    result_free(&r);
+    r = run("", "run -m '%s' -p hi -n 1 --temp 0 -t 1024", model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.err, "1024 threads on ") && has(r.err, "slower, not faster"));
+    result_free(&r);
+    r = run("", "run -m '%s' -p hi -n 1 --temp 0 -t 1", model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(!has(r.err, "threads on "));
+    result_free(&r);
+    r = run("", "config");
+    CU_ASSERT(has(r.out, "(default: the model's context, at most 4096)"));
+    CU_ASSERT(has(r.out, "(default: a random seed per run"));
+    result_free(&r);
 }
 
 /* vt backends judges backend options as a run does, listing or testing:
@@ -684,6 +735,7 @@ int main(void) {
         {"vt config refuses what vt run refuses, and lists backend options", test_config_refuses_what_run_refuses},
         {"every mistake in a config file exits 2", test_config_file_mistakes_exit_2},
         {"a given file that is a directory, and synth's vocabulary flags, exit 2", test_given_files_exit_2},
+        {"a flag given twice, a stray word, threads past the CPUs", test_twice_stray_and_too_many_threads},
         {"vt eval --backend auto says auto", test_eval_names_auto},
         {"vt backends judges backend options as a run does", test_backends_judges_backend_options},
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},

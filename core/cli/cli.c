@@ -104,7 +104,13 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
         }
         return VT_ARG_TAKEN;
     }
-    if (is_flag(a, "--model") || strcmp(a, "-m") == 0) return vt_cli_text_arg(argc, argv, i, &c->model_path, err);
+    if (is_flag(a, "--model") || strcmp(a, "-m") == 0) {
+        if (c->model_path) { /* the last would win, and the first be ignored without a word */
+            vt_fail(err, VT_ERR_INVALID, "-m given twice ('%s', then another): give one model", c->model_path);
+            return VT_ARG_ERROR;
+        }
+        return vt_cli_text_arg(argc, argv, i, &c->model_path, err);
+    }
     if (is_flag(a, "--config")) { /* applied in vt_cli_init */
         return vt_cli_value(argc, argv, i, err) ? VT_ARG_TAKEN : VT_ARG_ERROR;
     }
@@ -190,6 +196,10 @@ vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, vt_cli_prompt *p,
                         : strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0 ? &p->file
                         : strcmp(a, "--tokens") == 0                          ? &p->ids
                                                                               : NULL;
+    if (slot && *slot) { /* the last would win, and the first be ignored without a word */
+        vt_fail(err, VT_ERR_INVALID, "%s given twice: give one prompt", a);
+        return VT_ARG_ERROR;
+    }
     return slot ? vt_cli_text_arg(argc, argv, i, slot, err) : VT_ARG_NOT_MINE;
 }
 
@@ -218,7 +228,8 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
             return VT_OK;
         }
         return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s", p->name,
-                       p->operands ? "unexpected argument" : "unknown option", a, p->see_help ? " (see vt " : "",
+                       p->operands || a[0] != '-' ? "unexpected argument" : "unknown option", a,
+                       p->see_help ? " (see vt " : "",
                        p->see_help ? p->name : "", p->see_help ? " --help)" : "");
     }
     return VT_OK;

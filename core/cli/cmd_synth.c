@@ -1,6 +1,8 @@
 /* cmd_synth.c — `vt synth`: write a random-weight GGUF of a named or given
  * shape (core/synth.c does the writing, streamed tensor by tensor). */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -201,6 +203,16 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
     struct stat st;
     if (stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
         return vt_fail(err, VT_ERR_INVALID, "synth: -o %s is a folder: name the file to write", o->out);
+    if (stat(o->out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        /* a model made before is replaced; anything else is not vt's to overwrite */
+        char magic[4] = {0};
+        FILE *f = fopen(o->out, "rb");
+        const bool gguf = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
+        if (f) fclose(f);
+        if (!gguf)
+            return vt_fail(err, VT_ERR_INVALID, "synth: -o %s exists and is not a GGUF file: remove it or name another",
+                           o->out);
+    }
     return VT_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "calibration_cache.h"
 #include "plan_exec.h"
 #include "quant.h"
+#include "usable_cpus.h"
 
 /* `--backend auto`: not a backend's name but the placement by measured cost. */
 static bool is_auto(const vt_options *o) { return strcmp(o->backend, "auto") == 0; }
@@ -378,6 +379,13 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         vt_engine_free(e);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
+    const int32_t usable = vt_usable_cpus();
+    /* legal (a test of oversubscription, say), but every step then waits for the threads not running */
+    if (opt->threads > usable)
+        vt_log(VT_LOG_WARN, "core",
+               "%d threads on %d CPU%s this process may use: the threads beyond them wait for each other every step, "
+               "which is slower, not faster (the default is %d)",
+               (int)opt->threads, (int)usable, usable == 1 ? "" : "s", (int)usable);
     vt_status st = vt_threadpool_create(opt->threads, &e->pool, err);
     if (st == VT_OK) {
         vt_host_init(&e->host_table, e->pool);
