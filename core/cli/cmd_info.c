@@ -152,7 +152,9 @@ static void print_summary(const vt_gguf *g, int64_t params) {
         printf("; vocabulary %llu tokens%s%s%s", (unsigned long long)tokens->value.v.arr.n, tok_model[0] ? " (" : "",
                tok_model, tok_model[0] ? " tokenizer)" : "");
     else printf("; no vocabulary (pass --tokens to run it)");
-    printf("; %s.\n", has_template ? "a chat template" : "no chat template (vt chat and vt serve's chat need --chat-template NAME or --chat-template-file FILE)");
+    printf("; %s.\n", has_template ? "a chat template"
+                                   : "no chat template (vt chat and vt serve's chat need --chat-template NAME or "
+                                     "--chat-template-file FILE)");
 }
 
 /* What `vt info` was asked. */
