@@ -416,7 +416,7 @@ static void test_config_names_the_fallback(void) {
     CU_ASSERT_EQUAL(plain.rc, 0);
     CU_ASSERT(has(plain.out, vt_test_simd_expected() ? "backend: simd here)" : "backend: "));
     result named = run("", "config --backend reference");
-    CU_ASSERT(has(named.out, "runtime.backend      = reference    (cli)"));
+    CU_ASSERT(has(named.out, "runtime.backend              = reference    (cli)"));
     if (vt_test_simd_expected())
         CU_ASSERT(has(named.out, "other than runtime.backend: simd here)"));
     result_free(&plain);
@@ -424,8 +424,8 @@ static void test_config_names_the_fallback(void) {
     /* and what only the environment sets: backend folders searched first, the log level */
     result env = run("env VT_LOG=error VT_BACKEND_PATH=/nonexistent-vt-backends", "config");
     CU_ASSERT_EQUAL(env.rc, 0);
-    CU_ASSERT(has(env.out, "VT_BACKEND_PATH      = /nonexistent-vt-backends (env VT_BACKEND_PATH"));
-    CU_ASSERT(has(env.out, "VT_LOG               = error        (env VT_LOG)"));
+    CU_ASSERT(has(env.out, "VT_BACKEND_PATH              = /nonexistent-vt-backends (env VT_BACKEND_PATH"));
+    CU_ASSERT(has(env.out, "VT_LOG                       = error        (env VT_LOG)"));
     result_free(&env);
 }
 
@@ -458,7 +458,7 @@ static void test_config_refuses_what_run_refuses(void) {
     if (vt_test_simd_expected()) { /* one it takes is listed with its source */
         result listed = run("", "config --backend-option simd.isa=avx2");
         CU_ASSERT_EQUAL(listed.rc, 0);
-        CU_ASSERT(has(listed.out, "backend.simd.isa     = avx2         (cli)"));
+        CU_ASSERT(has(listed.out, "backend.simd.isa             = avx2         (cli)"));
         result_free(&listed);
     }
 }

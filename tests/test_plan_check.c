@@ -251,14 +251,14 @@ static void test_switch_from_the_environment(void) {
 
     char *out = NULL;
     CU_ASSERT_EQUAL(vt_test_run_cmd("env -u VT_CONFIG VT_CHECK_PLAN=1 '" VT_CLI_PATH "' config", &out, NULL), 0);
-    CU_ASSERT(contains(out, "VT_CHECK_PLAN        = 1            (env VT_CHECK_PLAN)\n"));
+    CU_ASSERT(contains(out, "VT_CHECK_PLAN                = 1            (env VT_CHECK_PLAN)\n"));
     free(out);
     out = NULL;
     CU_ASSERT_EQUAL(vt_test_run_cmd("env -u VT_CONFIG -u VT_CHECK_PLAN '" VT_CLI_PATH "' config", &out, NULL), 0);
 #ifdef NDEBUG
-    CU_ASSERT(contains(out, "VT_CHECK_PLAN        = 0            (default)\n"));
+    CU_ASSERT(contains(out, "VT_CHECK_PLAN                = 0            (default)\n"));
 #else
-    CU_ASSERT(contains(out, "VT_CHECK_PLAN        = 1            (default)\n"));
+    CU_ASSERT(contains(out, "VT_CHECK_PLAN                = 1            (default)\n"));
 #endif
     free(out);
     char *err_text = NULL;

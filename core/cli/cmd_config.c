@@ -59,7 +59,7 @@ static vt_status resolve_backends(const vt_options *opt, char *backend, char *fa
 }
 
 /* Every backend option (backend.NAME.key = value), with its source. */
-static void print_backend_options(const vt_options *opt) {
+static void print_backend_options(const vt_options *opt, int w) {
     for (const char *line = opt->backend_options; *line;) {
         const char *end = strchr(line, '\n');
         const int len = (int)(end ? (size_t)(end - line) : strlen(line));
@@ -70,7 +70,7 @@ static void print_backend_options(const vt_options *opt) {
         const char *source = vt_options_backend_option_source(opt, key, src, sizeof src);
         char name[200];
         snprintf(name, sizeof name, "backend.%s", key);
-        printf("%-20s = %-12.*s (%s)\n", name, eq ? len - key_len - 1 : 0, eq ? eq + 1 : "", source ? source : "?");
+        printf("%-*s = %-12.*s (%s)\n", w, name, eq ? len - key_len - 1 : 0, eq ? eq + 1 : "", source ? source : "?");
         line += len + (end ? 1 : 0);
     }
 }
@@ -82,6 +82,9 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
     vt_status st = resolve_backends(opt, backend, fallback, sizeof backend, err);
     if (st != VT_OK) return st;
     if (opt->config_path[0]) printf("config file: %s\n", opt->config_path);
+    int w = (int)strlen("VT_BACKEND_PATH"); /* the key column: the longest key's width */
+    for (int i = 0; i < vt_options_key_count(); i++)
+        if ((int)strlen(vt_options_key(i)) > w) w = (int)strlen(vt_options_key(i));
     for (int i = 0; i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
         char value[1100];
@@ -110,23 +113,23 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
                                   ? "automatic"
                                   : NULL;
         if (automatic)
-            printf("%-20s = %-12s (%s: %s: %s here)\n", key, value, vt_options_source(opt, key), automatic,
+            printf("%-*s = %-12s (%s: %s: %s here)\n", w, key, value, vt_options_source(opt, key), automatic,
                    resolved[0] ? resolved : "none");
         else if (meaning)
-            printf("%-20s = %-12s (%s: %s)\n", key, value, vt_options_source(opt, key), meaning);
+            printf("%-*s = %-12s (%s: %s)\n", w, key, value, vt_options_source(opt, key), meaning);
         else
-            printf("%-20s = %-12s (%s)\n", key, value, vt_options_source(opt, key));
+            printf("%-*s = %-12s (%s)\n", w, key, value, vt_options_source(opt, key));
     }
-    print_backend_options(opt);
+    print_backend_options(opt, w);
     /* what only the environment sets (the CLI refused a bad VT_LOG before this) */
     const char *path = getenv("VT_BACKEND_PATH"), *log = getenv("VT_LOG");
-    printf("%-20s = %-12s (%s)\n", "VT_BACKEND_PATH", path ? path : "",
+    printf("%-*s = %-12s (%s)\n", w, "VT_BACKEND_PATH", path ? path : "",
            path && *path ? "env VT_BACKEND_PATH: searched before backends.path" : "not set");
     static const char *const levels[] = {"error", "warn", "info", "debug"};
     const int level = vt_log_get_level();
-    printf("%-20s = %-12s (%s)\n", "VT_LOG", level >= 0 && level <= 3 ? levels[level] : "?",
+    printf("%-*s = %-12s (%s)\n", w, "VT_LOG", level >= 0 && level <= 3 ? levels[level] : "?",
            log && *log ? "env VT_LOG" : "default");
-    printf("%-20s = %-12s (%s)\n", "VT_CHECK_PLAN", opt->check_plan ? "1" : "0", opt->check_plan_source);
+    printf("%-*s = %-12s (%s)\n", w, "VT_CHECK_PLAN", opt->check_plan ? "1" : "0", opt->check_plan_source);
     return VT_OK;
 }
 
