@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "usable_cpus.h"
 #include "util.h"
 #include "vt/vt_backend.h"
 
@@ -518,7 +519,7 @@ static void test_given_files_exit_2(void) {
     fclose(f);
     r = run("", "synth --shape tiny --type q8_0 -o '%s'", text);
     CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "exists and is not a GGUF file"));
+    CU_ASSERT(has(r.err, "exists and is not a model vt synth wrote"));
     result_free(&r);
     size_t n = 0;
     char *kept = vt_test_read_file(text, &n);
@@ -527,9 +528,28 @@ static void test_given_files_exit_2(void) {
     r = run("", "synth --shape tiny --type q8_0 -o '%s'", out);
     CU_ASSERT_EQUAL(r.rc, 0);
     result_free(&r);
-    r = run("", "synth --shape tiny --type q8_0 -o '%s'", out);
+    r = run("", "synth --shape tiny --type q8_0 -o '%s'", out); /* its own model again: replaced */
     CU_ASSERT_EQUAL(r.rc, 0);
     result_free(&r);
+    /* a model synth did not write (a copy of the test model) is kept */
+    char copy[1024];
+    vt_test_tmpfile(copy, sizeof copy, "newcomer-real-model.gguf");
+    size_t model_size = 0;
+    char *bytes = vt_test_read_file(model, &model_size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
+    f = fopen(copy, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fwrite(bytes, 1, model_size, f), model_size);
+    fclose(f);
+    r = run("", "synth --shape tiny --type q8_0 -o '%s'", copy);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "is not a model vt synth wrote"));
+    result_free(&r);
+    size_t copy_size = 0;
+    char *after = vt_test_read_file(copy, &copy_size);
+    CU_ASSERT(after && copy_size == model_size && memcmp(after, bytes, model_size) == 0);
+    free(after);
+    free(bytes);
 }
 
 /* A flag the last of which would silently win is refused when given twice;
@@ -538,19 +558,23 @@ static void test_given_files_exit_2(void) {
 static void test_twice_stray_and_too_many_threads(void) {
     result r = run("", "run -m /nonexistent.gguf -m '%s' -p hi -n 1", model);
     CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "-m given twice"));
+    CU_ASSERT(has(r.err, "-m/--model given twice"));
     result_free(&r);
     r = run("", "run -m '%s' -p hi -p there -n 1", model);
     CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "-p given twice: give one prompt"));
+    CU_ASSERT(has(r.err, "-p/--prompt given twice: give one prompt"));
     result_free(&r);
     r = run("", "run -m '%s' -p hi extra -n 1", model);
     CU_ASSERT_EQUAL(r.rc, 2);
     CU_ASSERT(has(r.err, "unexpected argument 'extra'"));
     result_free(&r);
-    r = run("", "run -m '%s' -p hi -n 1 --temp 0 -t 1024", model);
+    const int32_t usable = vt_usable_cpus();
+    char said[128];
+    snprintf(said, sizeof said, "runtime.threads = %d (cli) on %d CPU%s this process may use", (int)usable + 1,
+             (int)usable, usable == 1 ? "" : "s");
+    r = run("", "run -m '%s' -p hi -n 1 --temp 0 -t %d", model, (int)usable + 1);
     CU_ASSERT_EQUAL(r.rc, 0);
-    CU_ASSERT(has(r.err, "1024 threads on ") && has(r.err, "slower, not faster"));
+    CU_ASSERT(has(r.err, said) && has(r.err, "slower, not faster"));
     result_free(&r);
     r = run("", "run -m '%s' -p hi -n 1 --temp 0 -t 1", model);
     CU_ASSERT_EQUAL(r.rc, 0);

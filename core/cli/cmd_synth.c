@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "gguf.h"
 #include "model.h"
 #include "vt/vt_dtype.h"
 #include "progress.h"
@@ -49,7 +50,7 @@ static void help(void) {
            "                           scales, |w| <~ 0.06): ~100x faster, for benchmarks at the 27B scale\n"
            "      --tied, --untied     share the embedding as the output matrix or not (default: the\n"
            "                           shape's; qwen3 tied, others untied)\n"
-           "  -o, --output FILE        where to write\n");
+           "  -o, --output FILE        where to write (an existing file only if empty or written by vt synth)\n");
 }
 
 static void on_progress(void *user, int64_t done, int64_t total) {
@@ -204,14 +205,23 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
     if (stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
         return vt_fail(err, VT_ERR_INVALID, "synth: -o %s is a folder: name the file to write", o->out);
     if (stat(o->out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        /* a model made before is replaced; anything else is not vt's to overwrite */
-        char magic[4] = {0};
-        FILE *f = fopen(o->out, "rb");
-        const bool gguf = f && fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
-        if (f) fclose(f);
-        if (!gguf)
-            return vt_fail(err, VT_ERR_INVALID, "synth: -o %s exists and is not a GGUF file: remove it or name another",
-                           o->out);
+        /* a model synth wrote before (its general.name says so) is replaced;
+         * anything else, a downloaded model above all, is not vt's to overwrite */
+        if (access(o->out, R_OK) != 0)
+            return vt_fail(err, VT_ERR_INVALID, "synth: -o %s exists and cannot be read to check what it is: %s",
+                           o->out, strerror(errno));
+        vt_gguf *g = NULL;
+        vt_error ignored = {0};
+        bool ours = false;
+        if (vt_gguf_open(o->out, &g, &ignored) == VT_OK) {
+            const vt_gguf_kv *name = vt_gguf_find(g, "general.name");
+            ours = name && name->value.type == VT_GGUF_STRING && name->value.v.str.len >= 9 &&
+                   memcmp(name->value.v.str.data, "vt-synth ", 9) == 0;
+            vt_gguf_close(g);
+        }
+        if (!ours)
+            return vt_fail(err, VT_ERR_INVALID,
+                           "synth: -o %s exists and is not a model vt synth wrote: remove it or name another", o->out);
     }
     return VT_OK;
 }
