@@ -106,7 +106,7 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
     }
     if (is_flag(a, "--model") || strcmp(a, "-m") == 0) {
         if (c->model_path) { /* the last would win, and the first be ignored without a word */
-            vt_fail(err, VT_ERR_INVALID, "-m given twice ('%s', then another): give one model", c->model_path);
+            vt_fail(err, VT_ERR_INVALID, "-m/--model given twice ('%s', then another): give one model", c->model_path);
             return VT_ARG_ERROR;
         }
         return vt_cli_text_arg(argc, argv, i, &c->model_path, err);
@@ -197,7 +197,8 @@ vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, vt_cli_prompt *p,
                         : strcmp(a, "--tokens") == 0                          ? &p->ids
                                                                               : NULL;
     if (slot && *slot) { /* the last would win, and the first be ignored without a word */
-        vt_fail(err, VT_ERR_INVALID, "%s given twice: give one prompt", a);
+        vt_fail(err, VT_ERR_INVALID, "%s given twice: give one prompt",
+                slot == &p->text ? "-p/--prompt" : slot == &p->file ? "-f/--file" : "--tokens");
         return VT_ARG_ERROR;
     }
     return slot ? vt_cli_text_arg(argc, argv, i, slot, err) : VT_ARG_NOT_MINE;
@@ -228,7 +229,7 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
             return VT_OK;
         }
         return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s", p->name,
-                       p->operands || a[0] != '-' ? "unexpected argument" : "unknown option", a,
+                       a[0] != '-' || strcmp(a, "-") == 0 ? "unexpected argument" : "unknown option", a,
                        p->see_help ? " (see vt " : "",
                        p->see_help ? p->name : "", p->see_help ? " --help)" : "");
     }

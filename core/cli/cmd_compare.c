@@ -387,7 +387,9 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
         n += snprintf(why + n, size - (size_t)n, "max|dlog| %.2e %s %.2e (%s's %.0e x %.2f%s%s%s)", max_d,
                       max_d <= tol ? "within" : "ABOVE", tol, loosest, rel, scale,
                       /* a fallback that ran some of the row's nodes brings its own, looser bound */
-                      strcmp(loosest, r->name) != 0 ? ", the loosest of the backends that ran its nodes" : "",
+                      strlen(loosest) != strcspn(r->name, ":") || strncmp(loosest, r->name, strlen(loosest)) != 0
+                          ? ", the loosest of the backends that ran its nodes"
+                          : "",
                       cache_share > 0 ? " + the cache's share at " : "",
                       cache_share > 0 ? vt_dtype_name(r->kv_cache_dtype) : "");
     bool ok = max_d <= tol;

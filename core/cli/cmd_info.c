@@ -154,7 +154,7 @@ static void print_summary(const vt_gguf *g, int64_t params) {
     else printf("; no vocabulary (pass --tokens to run it)");
     printf("; %s.\n", has_template ? "a chat template"
                                    : "no chat template (vt chat and vt serve's chat need --chat-template NAME or "
-                                     "--chat-template-file FILE)");
+                                     "--chat-template-file PATH)");
 }
 
 /* What `vt info` was asked. */
@@ -164,13 +164,17 @@ typedef struct info_opts {
 } info_opts;
 
 static vt_arg_result info_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
-    (void)err;
     info_opts *o = opts;
     const char *a = argv[*i];
-    if (strcmp(a, "-m") == 0 && *i + 1 < argc) o->path = argv[++*i];
-    else if (a[0] != '-' && !o->path) o->path = a;
-    else return VT_ARG_NOT_MINE;
-    return VT_ARG_TAKEN;
+    if ((strcmp(a, "-m") == 0 && *i + 1 < argc) || (a[0] != '-' && !o->path)) {
+        if (o->path && strcmp(a, "-m") == 0) { /* the last would win, and the first be ignored without a word */
+            vt_fail(err, VT_ERR_INVALID, "info: two files ('%s', then another): give one", o->path);
+            return VT_ARG_ERROR;
+        }
+        o->path = a[0] == '-' ? argv[++*i] : a;
+        return VT_ARG_TAKEN;
+    }
+    return VT_ARG_NOT_MINE;
 }
 
 static vt_status parse_info(int argc, char **argv, info_opts *o, vt_error *err) {

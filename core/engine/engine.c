@@ -379,13 +379,17 @@ vt_status vt_engine_create_shaped(const vt_options *opt, vt_model *model, const 
         vt_engine_free(e);
         return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     }
+    /* legal (a test of oversubscription, say), but every step then waits for
+     * the threads not running; said once a process (vt compare and vt bench
+     * open an engine per backend) */
+    static atomic_bool threads_warned;
     const int32_t usable = vt_usable_cpus();
-    /* legal (a test of oversubscription, say), but every step then waits for the threads not running */
-    if (opt->threads > usable)
+    if (opt->threads > usable && !atomic_exchange(&threads_warned, true))
         vt_log(VT_LOG_WARN, "core",
-               "%d threads on %d CPU%s this process may use: the threads beyond them wait for each other every step, "
-               "which is slower, not faster (the default is %d)",
-               (int)opt->threads, (int)usable, usable == 1 ? "" : "s", (int)usable);
+               "runtime.threads = %d (%s) on %d CPU%s this process may use: the threads beyond them wait for each "
+               "other every step, which is slower, not faster (the default is %d)",
+               (int)opt->threads, vt_options_source(opt, "runtime.threads"), (int)usable, usable == 1 ? "" : "s",
+               (int)usable);
     vt_status st = vt_threadpool_create(opt->threads, &e->pool, err);
     if (st == VT_OK) {
         vt_host_init(&e->host_table, e->pool);
