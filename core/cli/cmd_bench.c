@@ -647,9 +647,9 @@ static void print_table(const bench_job *job, const char *path, const bench_resu
     /* released: the file's pages of tensors only prepared copies read (they
      * left the resident set); shared: weights nodes of several backends
      * read, kept in the file's layout (one resident layout per weight) */
-    printf("\nengine creation: seconds to open, plan and prepare; the file's pages no node reads any more (a backend "
-           "read its own prepared copy instead) and so let go; weights several backends read in the file's layout; "
-           "the copies backends prepared\n");
+    printf("\nengine creation: create s = seconds to load the backends, negotiate the plans and prepare weights; "
+           "released MiB = the file's pages no node reads any more (a backend reads its prepared copy), let go; "
+           "shared MiB = weights several backends read in the file's layout; prepared weights = the copies made\n");
     printf("%-*s %10s %13s %11s  %s\n", w, "backend", "create s", "released MiB", "shared MiB", "prepared weights");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];

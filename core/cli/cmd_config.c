@@ -104,9 +104,9 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
         const char *meaning = strcmp(key, "kv_cache.ctx_size") == 0 && strcmp(value, "0") == 0
                                   ? "the model's context, at most 4096"
                               : strcmp(key, "sampling.seed") == 0 && strcmp(value, "-1") == 0
-                                  ? "a random seed per run, printed so it can be replayed"
+                                  ? "a random seed per run (per request in vt serve), printed so it can be replayed"
                               : strcmp(key, "kv_cache.prefix_cache_blocks") == 0 && strcmp(value, "0") == 0
-                                  ? "cached blocks kept until their room is needed"
+                                  ? "no limit: cached blocks are kept until their room is needed"
                               : strcmp(key, "runtime.token_budget") == 0 && strcmp(value, "0") == 0
                                   ? "the batch size"
                               : strcmp(key, "runtime.prefill_chunk") == 0 && strcmp(value, "0") == 0

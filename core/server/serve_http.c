@@ -454,7 +454,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
             vt_serve_request_free(&req);
             return fail(c, rq, 400, "invalid_request_error", "messages",
                         "%s: the model has no chat template; start vt serve with --chat-template NAME or "
-                        "--chat-template-file FILE, or use /v1/completions",
+                        "--chat-template-file PATH, or use /v1/completions",
                         "messages");
         }
         prompt_text = s->cfg.render(s->cfg.render_user, &req, &add_bos, &status, msg, sizeof msg);
@@ -590,7 +590,7 @@ static enum MHD_Result apply_template(struct MHD_Connection *c, request_ctx *rq)
         vt_serve_request_free(&req);
         return fail(c, rq, 400, "invalid_request_error", "messages", "%s",
                     "messages: the model has no chat template; start vt serve with --chat-template NAME or "
-                    "--chat-template-file FILE");
+                    "--chat-template-file PATH");
     }
     char msg[512] = "";
     int status = 400;
