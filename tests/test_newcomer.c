@@ -510,6 +510,10 @@ static void test_given_files_exit_2(void) {
     CU_ASSERT_EQUAL(r.rc, 2);
     CU_ASSERT(has(r.err, "is a folder"));
     result_free(&r);
+    r = run("", "synth --shape tiny --type q8_0 -o /dev/null");
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "is not a regular file"));
+    result_free(&r);
     /* a file that is not a model is not synth's to overwrite; a model is */
     char text[1024];
     vt_test_tmpfile(text, sizeof text, "newcomer-notes.txt");

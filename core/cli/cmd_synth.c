@@ -204,6 +204,9 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
     struct stat st;
     if (stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
         return vt_fail(err, VT_ERR_INVALID, "synth: -o %s is a folder: name the file to write", o->out);
+    /* a device or a pipe: the model would be written to it whole, then fail the check that it loads */
+    if (stat(o->out, &st) == 0 && !S_ISREG(st.st_mode))
+        return vt_fail(err, VT_ERR_INVALID, "synth: -o %s is not a regular file: name the file to write", o->out);
     if (stat(o->out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
         /* a model synth wrote before (its general.name says so) is replaced;
          * anything else, a downloaded model above all, is not vt's to overwrite */
