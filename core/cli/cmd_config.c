@@ -85,6 +85,11 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
     int w = (int)strlen("VT_BACKEND_PATH"); /* the key column: the longest key's width */
     for (int i = 0; i < vt_options_key_count(); i++)
         if ((int)strlen(vt_options_key(i)) > w) w = (int)strlen(vt_options_key(i));
+    for (const char *line = opt->backend_options; *line;) { /* backend.NAME.key */
+        const size_t len = strcspn(line, "\n"), key_len = strcspn(line, "=\n");
+        if ((int)(strlen("backend.") + key_len) > w) w = (int)(strlen("backend.") + key_len);
+        line += len + (line[len] == '\n');
+    }
     for (int i = 0; i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
         char value[1100];
