@@ -516,11 +516,7 @@ static void test_given_files_exit_2(void) {
     result_free(&r);
     /* a file that is not a model is not synth's to overwrite; a model is */
     char text[1024];
-    vt_test_tmpfile(text, sizeof text, "newcomer-notes.txt");
-    FILE *f = fopen(text, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("keep me\n", f);
-    fclose(f);
+    vt_test_write_tmpfile(text, sizeof text, "newcomer-notes.txt", "keep me\n");
     r = run("", "synth --shape tiny --type q8_0 -o '%s'", text);
     CU_ASSERT_EQUAL(r.rc, 2);
     CU_ASSERT(has(r.err, "exists and is not a model vt synth wrote"));
@@ -541,7 +537,7 @@ static void test_given_files_exit_2(void) {
     size_t model_size = 0;
     char *bytes = vt_test_read_file(model, &model_size);
     CU_ASSERT_PTR_NOT_NULL_FATAL(bytes);
-    f = fopen(copy, "wb");
+    FILE *f = fopen(copy, "wb"); /* a binary copy: vt_test_write_tmpfile writes text */
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     CU_ASSERT_EQUAL(fwrite(bytes, 1, model_size, f), model_size);
     fclose(f);

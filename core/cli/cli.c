@@ -104,13 +104,8 @@ vt_arg_result vt_cli_common_arg(vt_cli_common *c, int argc, char **argv, int *i,
         }
         return VT_ARG_TAKEN;
     }
-    if (is_flag(a, "--model") || strcmp(a, "-m") == 0) {
-        if (c->model_path) { /* the last would win, and the first be ignored without a word */
-            vt_fail(err, VT_ERR_INVALID, "-m/--model given twice ('%s', then another): give one model", c->model_path);
-            return VT_ARG_ERROR;
-        }
-        return vt_cli_text_arg(argc, argv, i, &c->model_path, err);
-    }
+    if (is_flag(a, "--model") || strcmp(a, "-m") == 0)
+        return vt_cli_text_arg_once(argc, argv, i, &c->model_path, "-m/--model", "model", err);
     if (is_flag(a, "--config")) { /* applied in vt_cli_init */
         return vt_cli_value(argc, argv, i, err) ? VT_ARG_TAKEN : VT_ARG_ERROR;
     }
@@ -155,6 +150,15 @@ vt_arg_result vt_cli_text_arg(int argc, char **argv, int *i, const char **out, v
     return *out ? VT_ARG_TAKEN : VT_ARG_ERROR;
 }
 
+vt_arg_result vt_cli_text_arg_once(int argc, char **argv, int *i, const char **out, const char *flags,
+                                   const char *what, vt_error *err) {
+    if (*out) {
+        vt_fail(err, VT_ERR_INVALID, "%s given twice: give one %s (the first was '%s')", flags, what, *out);
+        return VT_ARG_ERROR;
+    }
+    return vt_cli_text_arg(argc, argv, i, out, err);
+}
+
 vt_arg_result vt_cli_int_arg(int argc, char **argv, int *i, const char *flag, int64_t lo, int64_t hi, int64_t *out,
                              vt_error *err) {
     const char *v = vt_cli_value(argc, argv, i, err);
@@ -196,12 +200,10 @@ vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, vt_cli_prompt *p,
                         : strcmp(a, "-f") == 0 || strcmp(a, "--file") == 0 ? &p->file
                         : strcmp(a, "--tokens") == 0                          ? &p->ids
                                                                               : NULL;
-    if (slot && *slot) { /* the last would win, and the first be ignored without a word */
-        vt_fail(err, VT_ERR_INVALID, "%s given twice: give one prompt",
-                slot == &p->text ? "-p/--prompt" : slot == &p->file ? "-f/--file" : "--tokens");
-        return VT_ARG_ERROR;
-    }
-    return slot ? vt_cli_text_arg(argc, argv, i, slot, err) : VT_ARG_NOT_MINE;
+    if (!slot) return VT_ARG_NOT_MINE;
+    return vt_cli_text_arg_once(argc, argv, i, slot,
+                                slot == &p->text ? "-p/--prompt" : slot == &p->file ? "-f/--file" : "--tokens",
+                                "prompt", err);
 }
 
 vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,

@@ -47,6 +47,10 @@ char *vt_cli_read_all(FILE *f, size_t *len);
 /* Take the value of flag argv[*i] (advancing *i past it) into *out: as
  * text, or as an integer in lo..hi (errors name the flag `flag`). */
 vt_arg_result vt_cli_text_arg(int argc, char **argv, int *i, const char **out, vt_error *err);
+/* As vt_cli_text_arg for a flag given at most once: a second (whose value
+ * would silently win) is refused, "FLAGS given twice: give one WHAT". */
+vt_arg_result vt_cli_text_arg_once(int argc, char **argv, int *i, const char **out, const char *flags,
+                                   const char *what, vt_error *err);
 vt_arg_result vt_cli_int_arg(int argc, char **argv, int *i, const char *flag, int64_t lo, int64_t hi, int64_t *out,
                              vt_error *err);
 

@@ -539,10 +539,9 @@ static vt_status serve(serve_opts *o, vt_error *err) {
         vt_serve_metrics_destroy(&metrics);
         return vt_fail(err, VT_ERR_INVALID, "%s", msg);
     }
-    const bool ipv6 = strchr(so->host, ':') != NULL; /* a URL writes an IPv6 address in brackets */
-    fprintf(stderr, "vt serve: listening on http://%s%s%s:%d (loading %s)\n", ipv6 ? "[" : "", so->host, ipv6 ? "]" : "",
-            vt_server_port(server),
-            o->c.model_path);
+    char where[300];
+    vt_server_host_port(so->host, vt_server_port(server), where, sizeof where);
+    fprintf(stderr, "vt serve: listening on http://%s (loading %s)\n", where, o->c.model_path);
     const bool loopback = strncmp(so->host, "127.", 4) == 0 || strcmp(so->host, "::1") == 0 ||
                           strcmp(so->host, "localhost") == 0;
     if (!loopback && !(o->api_key && *o->api_key))

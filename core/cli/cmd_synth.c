@@ -1,15 +1,12 @@
 /* cmd_synth.c — `vt synth`: write a random-weight GGUF of a named or given
  * shape (core/synth.c does the writing, streamed tensor by tensor). */
 #include <errno.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "gguf.h"
 #include "model.h"
 #include "vt/vt_dtype.h"
 #include "progress.h"
@@ -202,30 +199,21 @@ static vt_status validate_synth(synth_opts *o, vt_error *err) {
     if (access(dir, W_OK | X_OK) != 0)
         return vt_fail(err, VT_ERR_INVALID, "synth: -o %s: cannot write in %s: %s", o->out, dir, strerror(errno));
     struct stat st;
-    if (stat(o->out, &st) == 0 && S_ISDIR(st.st_mode))
+    if (stat(o->out, &st) != 0) return VT_OK; /* a new file */
+    if (S_ISDIR(st.st_mode))
         return vt_fail(err, VT_ERR_INVALID, "synth: -o %s is a folder: name the file to write", o->out);
     /* a device or a pipe: the model would be written to it whole, then fail the check that it loads */
-    if (stat(o->out, &st) == 0 && !S_ISREG(st.st_mode))
+    if (!S_ISREG(st.st_mode))
         return vt_fail(err, VT_ERR_INVALID, "synth: -o %s is not a regular file: name the file to write", o->out);
-    if (stat(o->out, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        /* a model synth wrote before (its general.name says so) is replaced;
-         * anything else, a downloaded model above all, is not vt's to overwrite */
-        if (access(o->out, R_OK) != 0)
-            return vt_fail(err, VT_ERR_INVALID, "synth: -o %s exists and cannot be read to check what it is: %s",
-                           o->out, strerror(errno));
-        vt_gguf *g = NULL;
-        vt_error ignored = {0};
-        bool ours = false;
-        if (vt_gguf_open(o->out, &g, &ignored) == VT_OK) {
-            const vt_gguf_kv *name = vt_gguf_find(g, "general.name");
-            ours = name && name->value.type == VT_GGUF_STRING && name->value.v.str.len >= 9 &&
-                   memcmp(name->value.v.str.data, "vt-synth ", 9) == 0;
-            vt_gguf_close(g);
-        }
-        if (!ours)
-            return vt_fail(err, VT_ERR_INVALID,
-                           "synth: -o %s exists and is not a model vt synth wrote: remove it or name another", o->out);
-    }
+    /* an empty file, or a model synth wrote before, is replaced; anything
+     * else, a downloaded model above all, is not vt's to overwrite */
+    if (st.st_size == 0) return VT_OK;
+    if (access(o->out, R_OK) != 0)
+        return vt_fail(err, VT_ERR_INVALID, "synth: -o %s exists and cannot be read to check what it is: %s", o->out,
+                       strerror(errno));
+    if (!vt_synth_wrote(o->out))
+        return vt_fail(err, VT_ERR_INVALID,
+                       "synth: -o %s exists and is not a model vt synth wrote: remove it or name another", o->out);
     return VT_OK;
 }
 

@@ -94,13 +94,8 @@ typedef struct tokenizer_flags {
 
 static vt_arg_result tokenizer_flag(tokenizer_flags *f, int argc, char **argv, int *i, vt_error *err) {
     const char *a = argv[*i];
-    if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-        if (f->model) { /* the last would win, and the first be ignored without a word */
-            vt_fail(err, VT_ERR_INVALID, "-m/--model given twice ('%s', then another): give one model", f->model);
-            return VT_ARG_ERROR;
-        }
-        return vt_cli_text_arg(argc, argv, i, &f->model, err);
-    }
+    if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0)
+        return vt_cli_text_arg_once(argc, argv, i, &f->model, "-m/--model", "model", err);
     if (strcmp(a, "--special") != 0) return VT_ARG_NOT_MINE;
     f->special = true;
     return VT_ARG_TAKEN;

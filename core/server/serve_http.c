@@ -1168,8 +1168,9 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
                                  MHD_OPTION_END);
     if (!s->daemon) {
         int why = bind_errno(ai);
-        const bool ipv6 = strchr(s->host, ':') != NULL; /* [::1]:8080, as in a URL */
-        snprintf(err, err_size, "cannot listen on %s%s%s:%d: %s%s", ipv6 ? "[" : "", s->host, ipv6 ? "]" : "", cfg->port,
+        char where[300];
+        vt_server_host_port(s->host, cfg->port, where, sizeof where);
+        snprintf(err, err_size, "cannot listen on %s: %s%s", where,
                  why == EADDRINUSE      ? "the port is in use (bind: EADDRINUSE); choose another with --port"
                  : why == EADDRNOTAVAIL ? "not an address of this machine (bind: EADDRNOTAVAIL); check --host"
                  : why == EACCES        ? "permission denied (bind: EACCES): ports below 1024 need privileges"
@@ -1182,6 +1183,11 @@ vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metric
     }
     freeaddrinfo(ai);
     return s;
+}
+
+void vt_server_host_port(const char *host, int port, char *buf, size_t size) {
+    const bool ipv6 = strchr(host, ':') != NULL;
+    snprintf(buf, size, "%s%s%s:%d", ipv6 ? "[" : "", host, ipv6 ? "]" : "", port);
 }
 
 int vt_server_port(const vt_server *s) {

@@ -46,6 +46,8 @@ typedef struct vt_server vt_server;
 /* Listen (strings in cfg are copied). NULL with a message in err. */
 vt_server *vt_server_start(const vt_server_config *cfg, vt_serve_metrics *metrics, char *err, size_t err_size);
 int vt_server_port(const vt_server *s);
+/* "host:port" as a URL writes it (an IPv6 address in brackets: [::1]:8080). */
+void vt_server_host_port(const char *host, int port, char *buf, size_t size);
 /* Chat messages are rendered with fn from now on (set before the engine). */
 void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user);
 /* The tool-call syntax chat answers are parsed for and forced calls are

@@ -43,8 +43,8 @@
 #include "gguf_writer.h"
 #include "quant.h"
 #include "synth_vocab.h"
-#include "usable_cpus.h"
 #include "threadpool.h"
+#include "usable_cpus.h"
 #include "vt/vt_quant.h"
 
 #define SYNTH_SLAB_FLOATS (4u << 20) /* 16 MB of f32 rows per conversion slab */
@@ -296,12 +296,27 @@ static vt_status copy_tokenizer(vt_gguf_writer *w, const char *path, vt_error *e
     return VT_OK;
 }
 
+/* How every file synth writes begins its general.name (vt_synth_wrote). */
+#define SYNTH_NAME_PREFIX "vt-synth "
+
+bool vt_synth_wrote(const char *path) {
+    vt_gguf *g = NULL;
+    vt_error ignored = {0};
+    if (vt_gguf_open(path, &g, &ignored) != VT_OK) return false;
+    const vt_gguf_kv *name = vt_gguf_find(g, "general.name");
+    const size_t n = sizeof SYNTH_NAME_PREFIX - 1;
+    const bool ours = name && name->value.type == VT_GGUF_STRING && name->value.v.str.len >= n &&
+                      memcmp(name->value.v.str.data, SYNTH_NAME_PREFIX, n) == 0;
+    vt_gguf_close(g);
+    return ours;
+}
+
 static void write_hparams(vt_gguf_writer *w, const vt_synth_params *p, int32_t head_dim, int32_t n_vocab,
                           const mix *m, float rope_base, float eps) {
     char key[128], name[128];
 #define K(suffix) (snprintf(key, sizeof key, "%s." suffix, p->arch), key)
     vt_gguf_writer_set_str(w, "general.architecture", p->arch);
-    snprintf(name, sizeof name, "vt-synth %s %dx%d %s", p->arch, p->n_layer, p->n_embd, m->name);
+    snprintf(name, sizeof name, SYNTH_NAME_PREFIX "%s %dx%d %s", p->arch, p->n_layer, p->n_embd, m->name);
     vt_gguf_writer_set_str(w, "general.name", name);
     vt_gguf_writer_set_u32(w, "general.file_type", (uint32_t)m->file_type);
     if (m->quantized) vt_gguf_writer_set_u32(w, "general.quantization_version", 2);

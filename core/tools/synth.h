@@ -54,4 +54,8 @@ vt_status vt_synth_shape(vt_synth_params *p, const char *shape, vt_error *err);
 
 vt_status vt_synth_write(const vt_synth_params *p, const char *path, vt_error *err);
 
+/* Whether the GGUF at path is one vt synth wrote (its general.name says
+ * so): the only existing model `vt synth -o` replaces. */
+bool vt_synth_wrote(const char *path);
+
 #endif
