@@ -44,39 +44,48 @@ static void store_pair(const simd_group_job *t, int64_t ga, int64_t gb, int64_t 
     }
 }
 
-/* Prefill with the layout's two-group tile: groups [g0, g1) in pairs
- * against every activation row, tile2_rows at a time; an odd last group
- * through rows. */
-static void prefill_pairs(const simd_group_job *t, int64_t g0, int64_t g1) {
-    const int tr = t->tile2_rows;
-    for (int64_t m0 = 0; m0 < t->M; m0 += tr) {
-        const int R = t->M - m0 < tr ? (int)(t->M - m0) : tr;
-        int64_t g = g0;
-        for (; g + 1 < g1; g += 2) {
-            __m256 res[2 * SIMD_MAX_ROWS];
-            t->tile2(t, group_at(t, g), group_at(t, g + 1), m0, R, 0, res);
-            store_pair(t, g, g + 1, m0, R, res);
-        }
-        if (g < g1) group_rows_tiled(t, g, m0, R, 0);
-    }
-}
-
-/* A few sequences: decode's two streams (groups g and g + half of the
- * range) read together, each pair against all M rows in one call of the
- * layout's two-group tile (tile2, or else pair_rows); an odd last group
- * through rows. */
+/* Decode's two streams (groups g and g + half of the range) read
+ * together, each pair against all M rows while it is in L1: one call of
+ * the layout's pair_rows (M <= SIMD_GROUP_TILE_R), or its two-group tile
+ * (tile2) tile2_rows rows at a time, the first call pulling the pair from
+ * memory and prefetching ahead; an odd last group through rows.
+ *
+ * A layout with a two-group tile walks every M so, prompts too, rather
+ * than in L2 tiles of groups that every few rows pass over: a tile's first
+ * pass read its weights from memory with no prefetch, which a few rows
+ * cannot hide, and at large K a tile held a single group, walked by the
+ * one-group tile. Measured on an AMD EPYC with AVX-512 (VNNI tier,
+ * simd_matmul_bench -P -t 2 -d q4_k, weights from DRAM, medians): at
+ * K = 1024, N = 3072, 141 -> 85-107 us at 9 rows, 187 -> 138-146 at 16,
+ * 1858 -> 1550 at 256, 3302 -> 3162 at 512; at K = 14336, N = 1024,
+ * 6653 -> 4420 us at 128 rows, 25953 -> 15489 at 512; vt bench pp16
+ * 500 -> 640 tok/s, pp512 654-702 -> 718-735 (qwen3-0.6B Q4_K_M). The
+ * AVX2 tier's layouts (no two-group tile) keep the L2 tiles above
+ * SIMD_MAX_ROWS: streamed one group at a time they measured slower at
+ * 512 rows (7.7 -> 9.1 ms). Neither walk changes a row's numbers: every
+ * tile does the same arithmetic for each row (prepared_groups.h). */
 static void two_streams_rows(const simd_group_job *t, int64_t begin, int64_t end) {
     const int64_t half = (end - begin) / 2;
     const int R = (int)t->M;
-    const bool wide = t->tile2 && R <= t->tile2_rows;
     for (int64_t g = begin; g < begin + half; g++) {
         __m256 res[2 * SIMD_MAX_ROWS];
-        if (wide) t->tile2(t, group_at(t, g), group_at(t, g + half), 0, R, 1, res);
-        else t->pair_rows(t, group_at(t, g), group_at(t, g + half), R, res);
-        store_pair(t, g, g + half, 0, R, res);
+        if (!t->tile2) {
+            t->pair_rows(t, group_at(t, g), group_at(t, g + half), R, res);
+            store_pair(t, g, g + half, 0, R, res);
+            continue;
+        }
+        for (int64_t m0 = 0; m0 < R; m0 += t->tile2_rows) {
+            const int n = R - m0 < t->tile2_rows ? (int)(R - m0) : t->tile2_rows;
+            t->tile2(t, group_at(t, g), group_at(t, g + half), m0, n, m0 == 0, res);
+            store_pair(t, g, g + half, m0, n, res);
+        }
     }
     if ((end - begin) % 2) group_rows_tiled(t, end - 1, 0, R, 1);
 }
+
+/* Whether job t's groups are streamed (two_streams_rows or the few-rows
+ * walk) rather than walked in L2 tiles. */
+static bool streamed(const simd_group_job *t) { return t->tile2 || t->M <= SIMD_MAX_ROWS; }
 
 /* The layout's tiles into job j. */
 static void take_layout(simd_group_job *j, const simd_group_layout *L) {
@@ -88,12 +97,10 @@ static void take_layout(simd_group_job *j, const simd_group_layout *L) {
     j->tile2_rows = L->tile2_rows;
 }
 
-/* Groups per L2 tile in prefill: ~64 KiB of weights, whole pairs for a
- * layout with a two-group tile. */
-static int64_t prefill_tile_groups(size_t group_bytes, bool tile2) {
+/* Groups per L2 tile in prefill: ~64 KiB of weights. */
+static int64_t prefill_tile_groups(size_t group_bytes) {
     const int64_t tile = (int64_t)(65536 / group_bytes);
-    if (tile <= 1) return 1;
-    return tile2 ? tile & ~(int64_t)1 : tile;
+    return tile < 1 ? 1 : tile;
 }
 
 /* Groups [begin, end) against every activation row. */
@@ -115,7 +122,7 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
         if ((end - begin) % 2) group_rows(t, end - 1, 0, 1, 1);
         return;
     }
-    if ((t->tile2 && t->M <= t->tile2_rows) || (t->pair_rows && t->M <= tr)) {
+    if (t->tile2 || (t->pair_rows && t->M <= tr)) {
         two_streams_rows(t, begin, end);
         return;
     }
@@ -131,10 +138,6 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
      * rows pass over it */
     for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
         const int64_t g1 = g0 + t->tile_groups < end ? g0 + t->tile_groups : end;
-        if (t->tile2) {
-            prefill_pairs(t, g0, g1);
-            continue;
-        }
         for (int64_t m0 = 0; m0 < t->M; m0 += tr) {
             const int R = t->M - m0 < tr ? (int)(t->M - m0) : tr;
             for (int64_t g = g0; g < g1; g++) group_rows(t, g, m0, R, 0);
@@ -144,9 +147,9 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
 
 void simd_run_groups(simd_ctx *ctx, simd_group_job *job) {
     const int64_t groups = (job->N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS;
-    job->tile_groups = prefill_tile_groups(job->group_bytes, job->tile2 != NULL);
+    job->tile_groups = prefill_tile_groups(job->group_bytes);
     int64_t chunk = job->tile_groups;
-    if (job->M <= SIMD_MAX_ROWS) { /* streamed: about 4 chunks per thread, whole pairs */
+    if (streamed(job)) { /* about 4 chunks per thread, whole pairs */
         chunk = groups / (4 * (int64_t)ctx->n_threads);
         chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
     }
@@ -204,7 +207,7 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
         j->y = y + r0 * N;
         j->y_dtype = VT_F32;
         take_layout(j, L);
-        j->tile_groups = prefill_tile_groups(group_bytes, L->tile2 != NULL);
+        j->tile_groups = prefill_tile_groups(group_bytes);
         most = parts[i].M > most ? parts[i].M : most;
     }
     parts_walk w = {jobs, n_parts, (N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS};
@@ -213,7 +216,7 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
      * tiles for more; a chunk never spans two parts' pairs oddly, since
      * run_parts cuts it at their boundaries */
     int64_t chunk = jobs[0].tile_groups;
-    if (most <= SIMD_MAX_ROWS) {
+    if (L->tile2 || most <= SIMD_MAX_ROWS) {
         chunk = total / (4 * (int64_t)ctx->n_threads);
         chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
     }

@@ -3,8 +3,8 @@
  * activation rows, in what order, on which thread. A layout supplies only its
  * tile (one group block against a few activation rows); the walk over the
  * weights — two streams in decode (and at 2..4 rows for a layout with a pair
- * tile), each group streamed once for a few rows,
- * L2 tiles in prefill — and the stores are the same for all of them, so a
+ * tile, at any number of rows for one with a two-group tile), each group
+ * streamed once for a few rows, L2 tiles in prefill otherwise — and the stores are the same for all of them, so a
  * row's result depends on neither M nor the tile (batch invariance holds as
  * long as each layout's tile does the same arithmetic for every R).
  * Included by the kernel translation units (AVX2 and the tiers above). */
@@ -60,9 +60,10 @@ struct simd_group_job {
      * for all rows), 0 for SIMD_GROUP_TILE_R */
     int few_rows;
     /* optional: two groups against up to tile2_rows activation rows (a
-     * tier whose registers hold both groups' rows), for prefill and for a
-     * few rows (2 <= M <= tile2_rows, decode's two streams); NULL: rows,
-     * pair_rows and few_rows as above */
+     * tier whose registers hold both groups' rows), for every M >= 2:
+     * decode's two streams, each pair against all rows tile2_rows at a
+     * time (prepared_groups.c says why prompts too); NULL: rows, pair_rows
+     * and few_rows as above */
     simd_group_tile2_fn tile2;
     int tile2_rows;
     int64_t tile_groups; /* set by simd_run_groups */
