@@ -36,7 +36,9 @@
  *     loop, so both streams are in flight at once (reading one group after
  *     the other leaves the memory idle half the time) and each activation
  *     broadcast feeds both groups;
- *   - M > 8 (prefill): L2 tiles of groups, each reused for every block of 8
+ *   - M > 8 (prefill): up to 128 rows on the AVX-512 VNNI tier, the same two
+ *     streams, each pair against the rows 8 at a time while it stays in L1
+ *     (X8_STREAMED); beyond, and on AVX2, L2 tiles of groups, each reused for every block of 8
  *     activation rows (8 x K bytes, 24 KiB at K = 3072, what stays in L1). */
 #ifndef VT_SIMD_Q6_K_X8_TILE_H
 #define VT_SIMD_Q6_K_X8_TILE_H
@@ -223,10 +225,10 @@ SIMD_INLINE void record_rows(const q6_k_x8 *o, const simd_act *x, int64_t m0, in
     record_vnni(g, 1, x, m0, R, b, l2, (__m256i(*)[SIMD_MAX_ROWS])isum);
 }
 
-SIMD_INLINE void record_pair_rows(const q6_k_x8 *o0, const q6_k_x8 *o1, const simd_act *x, int R, int64_t b,
-                                  __m256i isum[2][SIMD_MAX_ROWS]) {
+SIMD_INLINE void record_pair_rows(const q6_k_x8 *o0, const q6_k_x8 *o1, const simd_act *x, int64_t m0, int R,
+                                  int64_t b, __m256i isum[2][SIMD_MAX_ROWS]) {
     const q6_k_x8 *g[2] = {o0, o1};
-    record_vnni(g, 2, x, 0, R, b, 1, isum);
+    record_vnni(g, 2, x, m0, R, b, 1, isum);
 }
 #else
 /* isum[r] = the integer sum of record o (block b) against activation row
@@ -309,12 +311,12 @@ SIMD_INLINE void pair_row(const __m256i w0[4], const __m256i w1[4], const __m256
 }
 
 /* record_rows for two groups' records o0, o1 (block b) and activation rows
- * 0 .. R-1, added into isum[0][r] and isum[1][r]. */
-SIMD_INLINE void record_pair_rows(const q6_k_x8 *o0, const q6_k_x8 *o1, const simd_act *x, int R, int64_t b,
-                                  __m256i isum[2][SIMD_MAX_ROWS]) {
+ * m0 .. m0+R-1, added into isum[0][r] and isum[1][r]. */
+SIMD_INLINE void record_pair_rows(const q6_k_x8 *o0, const q6_k_x8 *o1, const simd_act *x, int64_t m0, int R,
+                                  int64_t b, __m256i isum[2][SIMD_MAX_ROWS]) {
     const int64_t K = x->K;
-    const int8_t *xb = x->qs + b * 256;
-    const int16_t *hb = x->hsums + b * 32;
+    const int8_t *xb = x->qs + m0 * K + b * 256;
+    const int16_t *hb = x->hsums + m0 * (K / 8) + b * 32;
     SIMD_ALIGNED __m256i sc[2];
     for (int s = 0; s < 16; s++) {
         prefetch_sub(o0, s, 1);
@@ -358,10 +360,10 @@ SIMD_INLINE void group_tile(const q6_k_x8 *g, const simd_act *x, int64_t m0, int
     for (int r = 0; r < R; r++) _mm256_storeu_ps(out + 8 * r, _mm256_load_ps(acc[r]));
 }
 
-/* A few rows decoding together: groups g0 and g1 (the two streams) against
- * activation rows 0 .. R-1 (1..8), out0/out1 as group_tile's out. */
-SIMD_INLINE void group_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const simd_act *x, int R, float *out0,
-                                 float *out1) {
+/* Groups g0 and g1 (decode's two streams) against activation rows
+ * m0 .. m0+R-1 (R 1..8), out0/out1 as group_tile's out. */
+SIMD_INLINE void group_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const simd_act *x, int64_t m0, int R,
+                                 float *out0, float *out1) {
     const int64_t nb = x->K / 256;
     SIMD_ALIGNED float acc[2][SIMD_MAX_ROWS][8];
     SIMD_ALIGNED __m256i isum[2][SIMD_MAX_ROWS];
@@ -373,10 +375,10 @@ SIMD_INLINE void group_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const sim
     for (int64_t b = 0; b < nb; b++) {
         SIMD_UNROLL
         for (int r = 0; r < R; r++) isum[0][r] = isum[1][r] = _mm256_setzero_si256();
-        record_pair_rows(g0 + b, g1 + b, x, R, b, isum);
+        record_pair_rows(g0 + b, g1 + b, x, m0, R, b, isum);
         SIMD_UNROLL
         for (int r = 0; r < R; r++) {
-            const float dx = x->d[r * nb + b];
+            const float dx = x->d[(m0 + r) * nb + b];
             _mm256_store_ps(acc[0][r], record_fma(g0 + b, dx, isum[0][r], _mm256_load_ps(acc[0][r])));
             _mm256_store_ps(acc[1][r], record_fma(g1 + b, dx, isum[1][r], _mm256_load_ps(acc[1][r])));
         }
@@ -389,8 +391,9 @@ SIMD_INLINE void group_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const sim
     }
 }
 
-static void run_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const simd_act *x, int R, float *out0, float *out1) {
-#define PAIR_TILE_R(n) group_pair_tile(g0, g1, x, n, out0, out1)
+static void run_pair_tile(const q6_k_x8 *g0, const q6_k_x8 *g1, const simd_act *x, int64_t m0, int R, float *out0,
+                          float *out1) {
+#define PAIR_TILE_R(n) group_pair_tile(g0, g1, x, m0, n, out0, out1)
     SIMD_WITH_CONST_R8(R, PAIR_TILE_R)
 #undef PAIR_TILE_R
 }
@@ -438,30 +441,50 @@ static void store_group(const x8_task *t, int64_t g, int64_t m0, int R, const fl
     }
 }
 
+/* Whether M rows stream the groups (decode's two streams, each pair
+ * against all the rows 8 at a time while it is in L1) rather than walk
+ * them in L2 tiles: up to 8 rows on both tiers, up to 128 on the AVX-512
+ * VNNI tier, for the reason prepared_groups.c gives for its layouts
+ * (a tile's first pass reads memory unprefetched). Measured on an AMD EPYC
+ * with AVX-512 (simd_matmul_bench -P -t 2 -d q6_k, K = 1024, N = 3072 and
+ * K = 3072, N = 1024, weights from DRAM): 156-163 -> 125-135 us at 9
+ * rows, 206-231 -> 174-214 at 16, 667-697 -> 602-649 at 64, alike at 128;
+ * at 512 rows the tiles were faster at K = 1024 (5.0 against 5.9 ms). */
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
+#define X8_STREAMED(M) ((M) <= 128)
+#else
+#define X8_STREAMED(M) ((M) <= SIMD_MAX_ROWS)
+#endif
+
 /* Groups [begin, end), all M activation rows. */
 static void x8_groups(void *arg, int64_t begin, int64_t end, int thread) {
     (void)thread;
     const x8_task *t = arg;
     const int64_t nb = t->nb;
     float out[SIMD_MAX_ROWS * 8], out1[8];
-    if (t->M <= SIMD_MAX_ROWS) {
+    if (X8_STREAMED(t->M)) {
         const int64_t half = (end - begin) / 2;
         for (int64_t g = begin; g < begin + half; g++) {
             if (t->M == 1) {
                 group_pair_decode(t->w + g * nb, t->w + (g + half) * nb, &t->act, out, out1);
                 store_group(t, g, 0, 1, out);
                 store_group(t, g + half, 0, 1, out1);
-            } else {
+                continue;
+            }
+            for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
+                const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
                 float out2[SIMD_MAX_ROWS * 8];
-                run_pair_tile(t->w + g * nb, t->w + (g + half) * nb, &t->act, (int)t->M, out, out2);
-                store_group(t, g, 0, (int)t->M, out);
-                store_group(t, g + half, 0, (int)t->M, out2);
+                run_pair_tile(t->w + g * nb, t->w + (g + half) * nb, &t->act, m0, R, out, out2);
+                store_group(t, g, m0, R, out);
+                store_group(t, g + half, m0, R, out2);
             }
         }
-        if ((end - begin) % 2) { /* the odd group out */
-            run_tile(t->w + (end - 1) * nb, &t->act, 0, (int)t->M, 1, out);
-            store_group(t, end - 1, 0, (int)t->M, out);
-        }
+        if ((end - begin) % 2) /* the odd group out */
+            for (int64_t m0 = 0; m0 < t->M; m0 += SIMD_MAX_ROWS) {
+                const int R = (int)(t->M - m0 < SIMD_MAX_ROWS ? t->M - m0 : SIMD_MAX_ROWS);
+                run_tile(t->w + (end - 1) * nb, &t->act, m0, R, 1, out);
+                store_group(t, end - 1, m0, R, out);
+            }
         return;
     }
     for (int64_t g0 = begin; g0 < end; g0 += t->tile_groups) {
@@ -503,7 +526,7 @@ static vt_status q6k_matmul(simd_ctx *ctx, const vt_node *node) {
     const int64_t tile = 65536 / group_bytes;
     t.tile_groups = tile < 1 ? 1 : tile;
     int64_t chunk = t.tile_groups;
-    if (M <= SIMD_MAX_ROWS) {
+    if (X8_STREAMED(M)) {
         chunk = groups / (4 * (int64_t)ctx->n_threads);
         chunk = chunk < 8 ? 8 : (chunk + 1) & ~(int64_t)1;
     }
@@ -533,7 +556,7 @@ static void walk_pair(const simd_group_job *j, const uint8_t *wg0, const uint8_t
 
 static void walk_pair_rows(const simd_group_job *j, const uint8_t *wg0, const uint8_t *wg1, int R, __m256 *res) {
     SIMD_ALIGNED float out0[SIMD_MAX_ROWS * 8], out1[SIMD_MAX_ROWS * 8];
-    run_pair_tile((const q6_k_x8 *)wg0, (const q6_k_x8 *)wg1, &j->act, R, out0, out1);
+    run_pair_tile((const q6_k_x8 *)wg0, (const q6_k_x8 *)wg1, &j->act, 0, R, out0, out1);
     for (int r = 0; r < R; r++) {
         res[r] = _mm256_load_ps(out0 + 8 * r);
         res[R + r] = _mm256_load_ps(out1 + 8 * r);
