@@ -32,8 +32,8 @@ how many tokens it generated. Per level it reports:
 
 With --conversations C (multi-turn mode) it instead runs C chat conversations
 at once on /v1/chat/completions, streamed: each starts from one system prompt
-all conversations share (--system-words words, about 1.3 tokens each with a
-BPE vocabulary) and has --turns user turns; every turn resends the whole
+all conversations share (--system-words words, about 1.1 tokens each with the
+Qwen2 vocabulary) and has --turns user turns; every turn resends the whole
 history (system, the earlier user turns and the assistant's answers as they
 came back), as chat clients do. It reports TTFT p50/p99 per turn number (turn
 1 shares only the system prompt with the others; later turns also their own
@@ -54,7 +54,7 @@ Run it at the server's priority (bench/serve_multiturn_vs_llama.sh does).
 Only the Python standard library is used, so it runs wherever the tests run.
 Usage:
   bench/serve_load.py --url http://127.0.0.1:8080 --clients 1,4,8,16 --duration 30 --max-tokens 64
-  bench/serve_load.py --url http://127.0.0.1:8080 --conversations 8 --turns 3 --system-words 1150 --max-tokens 32
+  bench/serve_load.py --url http://127.0.0.1:8080 --conversations 8 --turns 3 --system-words 1390 --max-tokens 32
 """
 import argparse
 import http.client
@@ -461,8 +461,9 @@ def main():
     ap.add_argument("--conversations", type=int, default=0,
                     help="multi-turn mode: this many chat conversations at once (see above)")
     ap.add_argument("--turns", type=int, default=3, help="multi-turn mode: user turns per conversation")
-    ap.add_argument("--system-words", type=int, default=1150,
-                    help="multi-turn mode: words of the shared system prompt (~1,500 tokens at the default)")
+    ap.add_argument("--system-words", type=int, default=1390,
+                    help="multi-turn mode: words of the shared system prompt (the default makes 1,516 "
+                         "tokens with the Qwen2 vocabulary)")
     args = ap.parse_args()
 
     url = urllib.parse.urlparse(args.url)

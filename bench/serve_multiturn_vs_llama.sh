@@ -15,7 +15,7 @@
 #                   tests/data/models/vocab/ggml-vocab-qwen2.gguf -o /tmp/q06v.gguf
 #     LLAMA_SERVER  ik_llama.cpp's llama-server (build: bench/prefill_vs_ik.sh)
 #   env: CONVERSATIONS (8), TURNS (3), SLOTS (4), THREADS (2), MAX_TOKENS (32),
-#        SYSTEM_WORDS (1150), CTX (16384: the KV pool; llama-server: CTX/SLOTS a slot),
+#        SYSTEM_WORDS (1390: 1,516 tokens with the Qwen2 vocabulary), CTX (16384: the KV pool; llama-server: CTX/SLOTS a slot),
 #        NICE (0: run both servers, and the load generator, at this niceness,
 #        e.g. -15 on a shared machine; the load generator stands for clients
 #        on other machines, and below the servers' priority it is starved
@@ -33,7 +33,7 @@ VT=${1:?usage: serve_multiturn_vs_llama.sh VT MODEL LLAMA_SERVER}
 MODEL=${2:?model}
 LLAMA_SERVER=${3:?llama-server}
 C=${CONVERSATIONS:-8} T=${TURNS:-3} SLOTS=${SLOTS:-4} THREADS=${THREADS:-2}
-MAXTOK=${MAX_TOKENS:-32} WORDS=${SYSTEM_WORDS:-1150} CTX=${CTX:-16384} NICE=${NICE:-0}
+MAXTOK=${MAX_TOKENS:-32} WORDS=${SYSTEM_WORDS:-1390} CTX=${CTX:-16384} NICE=${NICE:-0}
 TEMP=${TEMPERATURE:-0.8} LLAMA_ARGS=${LLAMA_ARGS:---reasoning-format none}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/serve_lib.sh"
