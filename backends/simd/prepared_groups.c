@@ -85,7 +85,9 @@ static void two_streams_rows(const simd_group_job *t, int64_t begin, int64_t end
 
 /* Whether job t's groups are streamed (two_streams_rows or the few-rows
  * walk) rather than walked in L2 tiles. */
-static bool streamed(const simd_group_job *t) { return t->tile2 || t->M <= SIMD_MAX_ROWS; }
+static bool streamed(const simd_group_job *t) {
+    return t->tile2 || t->M <= (t->stream_rows ? t->stream_rows : SIMD_MAX_ROWS);
+}
 
 /* The layout's tiles into job j. */
 static void take_layout(simd_group_job *j, const simd_group_layout *L) {
@@ -95,6 +97,7 @@ static void take_layout(simd_group_job *j, const simd_group_layout *L) {
     j->few_rows = L->few_rows;
     j->tile2 = L->tile2;
     j->tile2_rows = L->tile2_rows;
+    j->stream_rows = L->stream_rows;
 }
 
 /* Groups per L2 tile in prefill: ~64 KiB of weights. */
@@ -126,12 +129,15 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
         two_streams_rows(t, begin, end);
         return;
     }
-    if (t->M <= SIMD_MAX_ROWS) {
-        /* a few sequences decoding together: each group streamed from
-         * memory once, against all rows few_rows at a time */
+    if (streamed(t)) {
+        /* a few sequences decoding together (or a short prompt, up to the
+         * layout's stream_rows): each group streamed from memory once,
+         * against all rows few_rows at a time (past 8 rows only the first
+         * tile prefetches: the later ones find the group in L1) */
         const int fr = t->few_rows ? t->few_rows : tr;
         for (int64_t g = begin; g < end; g++)
-            for (int64_t m0 = 0; m0 < t->M; m0 += fr) group_rows(t, g, m0, t->M - m0 < fr ? (int)(t->M - m0) : fr, 1);
+            for (int64_t m0 = 0; m0 < t->M; m0 += fr)
+                group_rows(t, g, m0, t->M - m0 < fr ? (int)(t->M - m0) : fr, m0 == 0 || t->M <= SIMD_MAX_ROWS);
         return;
     }
     /* prefill: a tile of groups stays in L2 while every few activation
@@ -216,7 +222,7 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
      * tiles for more; a chunk never spans two parts' pairs oddly, since
      * run_parts cuts it at their boundaries */
     int64_t chunk = jobs[0].tile_groups;
-    if (L->tile2 || most <= SIMD_MAX_ROWS) {
+    if (L->tile2 || most <= (L->stream_rows ? L->stream_rows : SIMD_MAX_ROWS)) {
         chunk = total / (4 * (int64_t)ctx->n_threads);
         chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
     }

@@ -66,6 +66,9 @@ struct simd_group_job {
      * and few_rows as above */
     simd_group_tile2_fn tile2;
     int tile2_rows;
+    /* rows up to which a layout without tile2 streams its groups (the
+     * few-rows walk) rather than walking L2 tiles: 0 for SIMD_MAX_ROWS */
+    int stream_rows;
     int64_t tile_groups; /* set by simd_run_groups */
 };
 
@@ -85,6 +88,7 @@ typedef struct simd_group_layout {
     int few_rows;
     simd_group_tile2_fn tile2;
     int tile2_rows;
+    int stream_rows;
 } simd_group_layout;
 
 /* MATMUL node on a weight prepared in layout L: the activations quantized
