@@ -706,12 +706,14 @@ static void test_isa_option(void) {
 
 /* Batch invariance on the prepared path: a row's product is bit-identical
  * whether it runs alone (decode's paired groups), with a few rows (the
- * streamed few-row tiles) or in a prefill of 128 (L2 tiles of 4 rows). One
- * prepared copy serves every call, as in an engine. */
+ * streamed tiles), or in a prompt, streamed or in L2 tiles depending on the
+ * tier and dtype: 33 rows pass Q8_0's and Q4_0's stream_rows on the
+ * AVX-512 VNNI tier, 129 and 256 Q6_K's 128 (prepared_groups.c,
+ * q6_k_x8_tile.h). One prepared copy serves every call, as in an engine. */
 static void test_matmul_prepared_rows_independent_of_m(void) {
     if (!simd_available()) return;
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
-    static const int64_t Ms[] = {2, 3, 4, 5, 8, 9, 13, 17, 128};
+    static const int64_t Ms[] = {2, 3, 4, 5, 8, 9, 13, 17, 33, 128, 129, 256};
     /* 6 groups of 8 rows (the last a tail of 5) and 7: with an odd count one
      * group has no partner in decode's two streams and takes the
      * single-group tile */

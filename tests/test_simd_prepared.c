@@ -165,7 +165,8 @@ static void test_matmul_against_reference(void) {
 /* Each row of an M-row product on the copy equals that row alone (M = 1). */
 static void test_rows_independent_of_m(void) {
     if (!simd_available()) return;
-    static const int64_t Ms[] = {2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 128};
+    /* past each walk's threshold too: 33 (Q8_0 / Q4_0 stream_rows), 129 (Q6_K) */
+    static const int64_t Ms[] = {2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 33, 128, 129};
     /* 5 full groups of 8 and a tail of 5 (6 groups: decode's two streams
      * pair every group), then 6 and a tail (7 groups: one group is left
      * without a partner and takes the single-group tile) */

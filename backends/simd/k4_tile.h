@@ -2,8 +2,8 @@
  * the walk's entry points around it, compiled once per instruction-set
  * tier: matmul_q4_k_prepared.c includes it with AVX2 flags,
  * matmul_q4_k_prepared_vnni.c with AVX-512 VNNI flags (the same layout and
- * walk; the VNNI tier adds a prefill tile, k4_tile2_zmm, that holds two
- * groups' rows in one 512-bit register).
+ * walk; the VNNI tier adds a two-group tile, k4_tile2_zmm, that holds two
+ * groups' rows in one 512-bit register and takes every M >= 2).
  *
  * The tiers differ only in how a sub-block's 32 products per lane are
  * summed: AVX2 multiplies byte pairs into int16 (vpmaddubsw, two of them

@@ -26,6 +26,7 @@ SIMD_INLINE __m512i simd_dpbusd_bcst(__m512i acc, __m512i a, const void *p) {
 
 /* Rows per call: the 8 rows' sums take 8 of the 32 registers. */
 #define K4_TILE2_ROWS 8
+_Static_assert(K4_TILE2_ROWS >= 1 && K4_TILE2_ROWS <= SIMD_MAX_ROWS, "the walk keeps a tile's results in SIMD_MAX_ROWS");
 
 /* Two groups' halves joined: a's 32 bytes at p in lanes 0-7, c's at the
  * same offset in lanes 8-15. */

@@ -45,7 +45,7 @@ static void store_pair(const simd_group_job *t, int64_t ga, int64_t gb, int64_t 
 }
 
 /* Decode's two streams (groups g and g + half of the range) read
- * together, each pair against all M rows while it is in L1: one call of
+ * together, each pair against all M rows while it is in L1 or L2: one call of
  * the layout's pair_rows (M <= SIMD_GROUP_TILE_R), or its two-group tile
  * (tile2) tile2_rows rows at a time, the first call pulling the pair from
  * memory and prefetching ahead; an odd last group through rows.
@@ -59,11 +59,12 @@ static void store_pair(const simd_group_job *t, int64_t ga, int64_t gb, int64_t 
  * K = 1024, N = 3072, 141 -> 85-107 us at 9 rows, 187 -> 138-146 at 16,
  * 1858 -> 1550 at 256, 3302 -> 3162 at 512; at K = 14336, N = 1024,
  * 6653 -> 4420 us at 128 rows, 25953 -> 15489 at 512; vt bench pp16
- * 500 -> 640 tok/s, pp512 654-702 -> 718-735 (qwen3-0.6B Q4_K_M). The
- * AVX2 tier's layouts (no two-group tile) keep the L2 tiles above
- * SIMD_MAX_ROWS: streamed one group at a time they measured slower at
- * 512 rows (7.7 -> 9.1 ms). Neither walk changes a row's numbers: every
- * tile does the same arithmetic for each row (prepared_groups.h). */
+ * 500 -> 640 tok/s, pp512 654-702 -> 718-735 (qwen3-0.6B Q4_K_M). Layouts
+ * without a two-group tile stream one group at a time up to their
+ * stream_rows (SIMD_MAX_ROWS when 0) and keep the L2 tiles above: the AVX2
+ * tier's Q4_K streamed so measured slower at 512 rows (K = 1024, N = 3072:
+ * 7.7 -> 9.1 ms). Neither walk changes a row's numbers: every tile does
+ * the same arithmetic for each row (prepared_groups.h). */
 static void two_streams_rows(const simd_group_job *t, int64_t begin, int64_t end) {
     const int64_t half = (end - begin) / 2;
     const int R = (int)t->M;
@@ -83,11 +84,14 @@ static void two_streams_rows(const simd_group_job *t, int64_t begin, int64_t end
     if ((end - begin) % 2) group_rows_tiled(t, end - 1, 0, R, 1);
 }
 
-/* Whether job t's groups are streamed (two_streams_rows or the few-rows
- * walk) rather than walked in L2 tiles. */
-static bool streamed(const simd_group_job *t) {
-    return t->tile2 || t->M <= (t->stream_rows ? t->stream_rows : SIMD_MAX_ROWS);
+/* Whether M rows of a layout with tiles tile2 and stream_rows stream its
+ * groups (two_streams_rows or the few-rows walk) rather than walk them in
+ * L2 tiles. */
+static bool streams(bool tile2, int stream_rows, int64_t M) {
+    return tile2 || M <= (stream_rows ? stream_rows : SIMD_MAX_ROWS);
 }
+
+static bool streamed(const simd_group_job *t) { return streams(t->tile2 != NULL, t->stream_rows, t->M); }
 
 /* The layout's tiles into job j. */
 static void take_layout(simd_group_job *j, const simd_group_layout *L) {
@@ -218,11 +222,11 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
     }
     parts_walk w = {jobs, n_parts, (N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS};
     const int64_t total = w.groups * n_parts;
-    /* as simd_run_groups: streamed chunks (whole pairs) for a few rows, L2
-     * tiles for more; a chunk never spans two parts' pairs oddly, since
-     * run_parts cuts it at their boundaries */
+    /* as simd_run_groups: streamed chunks (whole pairs) where the most rows
+     * any part has stream, L2 tiles otherwise; a chunk never spans two
+     * parts' pairs oddly, since run_parts cuts it at their boundaries */
     int64_t chunk = jobs[0].tile_groups;
-    if (L->tile2 || most <= (L->stream_rows ? L->stream_rows : SIMD_MAX_ROWS)) {
+    if (streams(L->tile2 != NULL, L->stream_rows, most)) {
         chunk = total / (4 * (int64_t)ctx->n_threads);
         chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
     }

@@ -53,8 +53,8 @@ struct simd_group_job {
      * a time leaves memory idle at a few rows); NULL: each group once
      * against all rows */
     simd_group_pair_rows_fn pair_rows;
-    /* rows per tile call when 2 <= M <= SIMD_MAX_ROWS and pair_rows does not
-     * take M (each group streamed
+    /* rows per tile call when 2 <= M <= stream_rows (SIMD_MAX_ROWS when 0)
+     * and pair_rows does not take M (each group streamed
      * once against all of them): up to SIMD_MAX_ROWS if the layout's rows
      * takes that many (one pass over the group: its weights unpacked once
      * for all rows), 0 for SIMD_GROUP_TILE_R */

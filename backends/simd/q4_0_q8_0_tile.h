@@ -231,7 +231,7 @@ static void pair_q8_0(const simd_group_job *j, const uint8_t *wg0, const uint8_t
  * 340-368 -> 271-283 at 16, 421-450 -> 365-376 at 23, 559-604 -> 508-536
  * at 32; Q4_0 172-184 -> 158-165 at 9, 243-250 -> 223-232 at 16, alike at
  * 32. The AVX2 tier keeps the tiles above 8 rows. */
-#if defined(__AVX512VNNI__)
+#if defined(__AVX512VNNI__) && defined(__AVX512F__)
 #define Q4_0_Q8_0_STREAM_ROWS 32
 #else
 #define Q4_0_Q8_0_STREAM_ROWS 0

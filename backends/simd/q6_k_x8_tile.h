@@ -37,7 +37,7 @@
  *     the other leaves the memory idle half the time) and each activation
  *     broadcast feeds both groups;
  *   - M > 8 (prefill): up to 128 rows on the AVX-512 VNNI tier, the same two
- *     streams, each pair against the rows 8 at a time while it stays in L1
+ *     streams, each pair against the rows 8 at a time while it stays in L1/L2
  *     (X8_STREAMED); beyond, and on AVX2, L2 tiles of groups, each reused for every block of 8
  *     activation rows (8 x K bytes, 24 KiB at K = 3072, what stays in L1). */
 #ifndef VT_SIMD_Q6_K_X8_TILE_H
@@ -442,14 +442,19 @@ static void store_group(const x8_task *t, int64_t g, int64_t m0, int R, const fl
 }
 
 /* Whether M rows stream the groups (decode's two streams, each pair
- * against all the rows 8 at a time while it is in L1) rather than walk
+ * against all the rows 8 at a time while it is in L1/L2) rather than walk
  * them in L2 tiles: up to 8 rows on both tiers, up to 128 on the AVX-512
  * VNNI tier, for the reason prepared_groups.c gives for its layouts
  * (a tile's first pass reads memory unprefetched). Measured on an AMD EPYC
  * with AVX-512 (simd_matmul_bench -P -t 2 -d q6_k, K = 1024, N = 3072 and
  * K = 3072, N = 1024, weights from DRAM): 156-163 -> 125-135 us at 9
  * rows, 206-231 -> 174-214 at 16, 667-697 -> 602-649 at 64, alike at 128;
- * at 512 rows the tiles were faster at K = 1024 (5.0 against 5.9 ms). */
+ * at 512 rows the tiles were faster at K = 1024 (5.0 against 5.9 ms).
+ * Not measured at larger K. The pair tile prefetches ahead on every pass
+ * over the pair, the later ones finding the lines in cache (the shared
+ * walk prefetches on the first pass only). A mixture of experts' Q6_K
+ * experts go through the shared walk (Q6K_X8_LAYOUT below, no stream_rows:
+ * L2 tiles past 8 rows), not this one. */
 #if defined(__AVX512VNNI__) && defined(__AVX512F__)
 #define X8_STREAMED(M) ((M) <= 128)
 #else
@@ -537,7 +542,7 @@ static vt_status q6k_matmul(simd_ctx *ctx, const vt_node *node) {
 /* The layout's tiles for the shared group walk (prepared_groups.c), which
  * the experts of MOE_MATMUL use to walk all their groups in one pass (a
  * decode step's experts are too small for a pass each). The walk hands
- * pair_rows at most SIMD_GROUP_TILE_R rows and few_rows up to
+ * pair_rows at most SIMD_GROUP_TILE_R rows, from row 0, and few_rows up to
  * SIMD_MAX_ROWS; every one of these runs the kernels above, whose float
  * sequence per (weight row, activation row) is the same, so a row's result
  * is the plain matmul's whatever walk reached it. */
