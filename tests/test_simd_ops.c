@@ -1052,26 +1052,32 @@ static void test_attention_rows_independent_d128(void) {
 /* Sequences decoding over blocks they share (a prompt beginning the prefix
  * cache gave them all): simd reads such a span's rows once for every token
  * that sees all of it (shared_decode_item), in groups of at most 16 tokens.
- * Twenty sequences: eighteen share blocks 0-7 (positions 0-127, two
- * spans), one of them (position 100) seeing only the first span whole and
- * one (position 63) ending exactly at its end; one shares blocks 0-4 only,
- * diverging inside the second span; one shares nothing. Every output
- * against reference, and every token against itself computed alone. */
+ * Twenty sequences: the first n_share (18, 14, 7 or 5) share blocks 0-7
+ * (positions 0-127, two spans), one of them (position 100) seeing only the
+ * first span whole and, from 8 on, one (position 63) ending exactly at its
+ * end; sequence 18 shares blocks 0-4 only, diverging inside the second
+ * span; the rest share nothing. The smaller groups give attend_chunk
+ * query counts that are not multiples of 16 or of 4 (12-15 and 28 a kv
+ * head across G = 1, 2, 3), taken in 16s, quads, pairs and singles. Every
+ * output against reference, and every token against itself computed
+ * alone. */
 static void test_attention_shared_blocks(void) {
     if (!simd_available()) return;
     enum { SEQS = 20, MAX_BLOCKS = 12, SHARED = 8 };
     static const int64_t heads[][2] = {{16, 8}, {24, 8}, {8, 8}}; /* G = 2, 3, 1 */
+    static const int32_t n_shares[] = {18, 14, 7, 5};
+    uint64_t seed = 3700;
+    for (size_t ns = 0; ns < sizeof n_shares / sizeof *n_shares; ns++) {
     int32_t tables[SEQS * MAX_BLOCKS], pos[SEQS], seq[SEQS];
     for (int32_t s = 0; s < SEQS; s++) {
         for (int32_t b = 0; b < MAX_BLOCKS; b++) {
-            const int shares = s < 18 ? b < SHARED : s == 18 ? b < 5 : 0;
+            const int shares = s < n_shares[ns] ? b < SHARED : s == 18 ? b < 5 : 0;
             tables[s * MAX_BLOCKS + b] = shares ? b : SHARED + s * MAX_BLOCKS + b;
         }
         pos[s] = s == 3 ? 100 : s == 7 ? 63 : 128 + (s * 13) % 60;
         seq[s] = (s * 7) % SEQS; /* tokens not in sequence order */
     }
     /* token t is of sequence seq[t]: its position is pos[t] */
-    uint64_t seed = 3700;
     for (size_t k = 0; k < 4; k++)
         for (size_t h = 0; h < 3; h++) {
             attn_case c = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
@@ -1082,6 +1088,7 @@ static void test_attention_shared_blocks(void) {
             if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention over shared blocks depends on the batch");
             vt_harness_node_free(&all);
         }
+    }
     /* Odd shapes: blocks of 5 and of 48 positions (not dividing a span: a
      * block straddles two), a head dim with a scalar tail, 3 query heads a
      * kv head; three sequences sharing their first 200 positions, at 63
