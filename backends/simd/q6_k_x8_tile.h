@@ -87,8 +87,9 @@ SIMD_INLINE __m256i sub_scales(const q6_k_x8 *o, int s) {
 }
 
 /* Prefetch the record SIMD_PREFETCH_BYTES ahead, two lines per sub-block:
- * into L1, or into L2 (l2) when a few activation rows decode together
- * (their activations own L1, see simd_prefetch_ahead_l2). */
+ * into L1, or into L2 (l2) when several activation rows share the weights
+ * (sequences decoding together, a streamed prompt: their activations own
+ * L1, see simd_prefetch_ahead_l2). */
 SIMD_INLINE void prefetch_sub(const q6_k_x8 *o, int s, int l2) {
     const char *a = (const char *)o + SIMD_PREFETCH_BYTES + 128 * s;
     if (l2) {
@@ -524,9 +525,10 @@ static vt_status q6k_matmul(simd_ctx *ctx, const vt_node *node) {
     t.y = Y->data;
     t.y_dtype = Y->dtype;
     const int64_t groups = (N + Q6K_X8_ROWS - 1) / Q6K_X8_ROWS;
-    /* ~64 KiB of weights per L2 tile in prefill; in decode about 4 chunks
-     * per thread, whole pairs of groups, so a thread that falls behind does
-     * not leave the other waiting for up to half the op */
+    /* ~64 KiB of weights per L2 tile in prefill; streamed (decode and
+     * X8_STREAMED prompts) about 4 chunks per thread, whole pairs of
+     * groups, so a thread that falls behind does not leave the other
+     * waiting for up to half the op */
     const int64_t group_bytes = t.nb * (int64_t)sizeof(q6_k_x8);
     const int64_t tile = 65536 / group_bytes;
     t.tile_groups = tile < 1 ? 1 : tile;
