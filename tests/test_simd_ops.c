@@ -708,12 +708,12 @@ static void test_isa_option(void) {
  * whether it runs alone (decode's paired groups), with a few rows (the
  * streamed tiles), or in a prompt, streamed or in L2 tiles depending on the
  * tier and dtype: 33 rows pass Q8_0's and Q4_0's stream_rows on the
- * AVX-512 VNNI tier, 129 and 256 Q6_K's 128 (prepared_groups.c,
- * q6_k_x8_tile.h). One prepared copy serves every call, as in an engine. */
+ * AVX-512 VNNI tier, 129 Q6_K's 128 (prepared_groups.c, q6_k_x8_tile.h).
+ * One prepared copy serves every call, as in an engine. */
 static void test_matmul_prepared_rows_independent_of_m(void) {
     if (!simd_available()) return;
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
-    static const int64_t Ms[] = {2, 3, 4, 5, 8, 9, 13, 17, 33, 128, 129, 256};
+    static const int64_t Ms[] = {2, 3, 4, 5, 8, 9, 13, 17, 33, 128, 129};
     /* 6 groups of 8 rows (the last a tail of 5) and 7: with an odd count one
      * group has no partner in decode's two streams and takes the
      * single-group tile */
@@ -1052,20 +1052,19 @@ static void test_attention_rows_independent_d128(void) {
 /* Sequences decoding over blocks they share (a prompt beginning the prefix
  * cache gave them all): simd reads such a span's rows once for every token
  * that sees all of it (shared_decode_item), in groups of at most 16 tokens.
- * Twenty sequences: the first n_share (18, 14, 7 or 5) share blocks 0-7
+ * Twenty sequences: the first n_share (18 or 7) share blocks 0-7
  * (positions 0-127, two spans), one of them (position 100) seeing only the
- * first span whole and, from 8 on, one (position 63) ending exactly at its
+ * first span whole and, with 18, one (position 63) ending exactly at its
  * end; sequence 18 shares blocks 0-4 only, diverging inside the second
- * span; the rest share nothing. The smaller groups give attend_chunk
- * query counts that are not multiples of 16 or of 4 (12-15 and 28 a kv
- * head across G = 1, 2, 3), taken in 16s, quads, pairs and singles. Every
- * output against reference, and every token against itself computed
- * alone. */
+ * span; the rest share nothing. Seven sharing give attend_chunk query
+ * counts that are not multiples of 16 or of 4 (7, 14 and 21 a kv head at
+ * G = 1, 2, 3), taken in 16s, quads, pairs and singles. Every output
+ * against reference, and every token against itself computed alone. */
 static void test_attention_shared_blocks(void) {
     if (!simd_available()) return;
     enum { SEQS = 20, MAX_BLOCKS = 12, SHARED = 8 };
     static const int64_t heads[][2] = {{16, 8}, {24, 8}, {8, 8}}; /* G = 2, 3, 1 */
-    static const int32_t n_shares[] = {18, 14, 7, 5};
+    static const int32_t n_shares[] = {18, 7};
     uint64_t seed = 3700;
     for (size_t ns = 0; ns < sizeof n_shares / sizeof *n_shares; ns++) {
     int32_t tables[SEQS * MAX_BLOCKS], pos[SEQS], seq[SEQS];
