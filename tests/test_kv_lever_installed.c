@@ -442,6 +442,8 @@ static void test_every_plan_lever_changes_the_plan(void) {
         {"-b", NULL, "-b 7", NULL, "up to 7 tokens per call"},
         {"[runtime] batch_size", NULL, NULL, "[runtime]\nbatch_size = 9\n", "up to 9 tokens per call"},
         {"-c", NULL, "-c 64", NULL, "64 tokens in 4 blocks of 16"},
+        /* not a whole number of blocks: the pool rounds up, a sequence keeps the 100 asked for */
+        {"-c (rounded)", NULL, "-c 100", NULL, "a sequence holds up to 100 (-c/--ctx-size)"},
         {"VT_CTX_SIZE", "VT_CTX_SIZE=96", NULL, NULL, "96 tokens in 6 blocks of 16"},
         {"[kv_cache] ctx_size", NULL, NULL, "[kv_cache]\nctx_size = 128\n", "128 tokens in 8 blocks of 16"},
         {"--block-size", NULL, "--block-size 32", NULL, "in 16 blocks of 32"},

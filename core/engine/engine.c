@@ -817,9 +817,12 @@ void vt_engine_explain(const vt_engine *e, FILE *f) {
     fprintf(f, "backend files: %s %s", pb->name, pb->path);
     if (fb) fprintf(f, ", %s %s", fb->name, fb->path);
     fputc('\n', f);
-    fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB\n",
+    /* the pool is whole blocks; a sequence holds the context asked for */
+    fprintf(f, "kv-cache dtype: %s (from %s); %lld tokens in %d blocks of %d, %.1f MiB; a sequence holds up to %lld "
+               "(-c/--ctx-size)\n",
             vt_dtype_name(e->kv->dtype), e->opt.kv_cache_dtype_source, (long long)vt_kv_cache_capacity(e->kv),
-            e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0));
+            e->kv->num_blocks, e->kv->block_size, (double)vt_kv_cache_bytes(e->kv) / (1024.0 * 1024.0),
+            (long long)e->ctx_size);
     if (e->kv->prefix_cache)
         fprintf(f, "prefix cache: on (kv_cache.prefix_cache from %s): prompts share the cached blocks of a common "
                    "beginning\n",
