@@ -191,6 +191,33 @@ static void test_libvt_without_backends_says_where_it_looked(void) {
     free(errs);
 }
 
+/* The vt program copied alone (no lib/vt beside it): `vt backends` fails
+ * (exit 5, a backend error) naming the folder an install keeps its
+ * backends in, and a run says the same. */
+static void test_vt_without_backends_says_where_it_looked(void) {
+    const char *dir = vt_test_data_dir("test models");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    char lone[512], cmd[4096], want[1200], *out = NULL, *errs = NULL;
+    vt_test_tmpfile(lone, sizeof lone, "lone-vt");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/bin' && cp '" VT_BUILD_DIR "/bin/vt' '%s/bin/'", lone, lone,
+             lone);
+    CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, NULL, NULL), 0);
+    snprintf(want, sizeof want, "%s/bin/../lib/vt, where an installed vt keeps its backends, does not exist", lone);
+    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s/bin/vt' backends", lone);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &errs), 5);
+    CU_ASSERT(errs && strstr(errs, "no backends found") && strstr(errs, want));
+    if (!errs || !strstr(errs, want)) printf("\n  %s\n", errs ? errs : "");
+    free(out);
+    free(errs);
+    out = errs = NULL;
+    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s/bin/vt' run -m '%s/models/qwen3-tiny-q4_k_m.gguf' -p hi -n 1",
+             lone, dir);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &errs), 5);
+    CU_ASSERT(errs && strstr(errs, "no backend loaded") && strstr(errs, want));
+    free(out);
+    free(errs);
+}
+
 static void test_version(void) {
     CU_ASSERT_STRING_EQUAL(vt_version(), VT_TEST_PROJECT_VERSION);
     unsigned major = 0, minor = 0, patch = 0;
@@ -291,6 +318,7 @@ int main(void) {
         {"a context past the trained one is said per model", test_ctx_warning_per_model},
         {"the embedding example builds and runs", test_the_embedding_example_builds_and_runs},
         {"libvt without its backends says where it looked", test_libvt_without_backends_says_where_it_looked},
+        {"vt without its backends says where it looked", test_vt_without_backends_says_where_it_looked},
         {"vt_version and vt_version_number agree with the project", test_version},
         {"a program built on vt.h alone runs a session and gets the log", test_an_embedder_builds_and_runs},
         CU_TEST_INFO_NULL,

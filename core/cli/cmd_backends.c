@@ -238,7 +238,11 @@ static vt_status run_backends(const backends_opts *o, bool *refused, vt_error *e
             }
         for (int i = 0; st == VT_OK && i < vt_registry_count(r); i++)
             print_entry(vt_registry_at(r, i), o->matrix, i == preferred ? mark : "");
-        if (st == VT_OK && vt_registry_count(r) == 0) printf("no backends found\n");
+        if (st == VT_OK && vt_registry_count(r) == 0) { /* nothing a run could use: say where it looked */
+            char where[1024];
+            vt_registry_describe_search(r, where, sizeof where);
+            st = vt_fail(err, VT_ERR_BACKEND, "no backends found: %s", where);
+        }
         vt_registry_destroy(r);
     }
     vt_threadpool_destroy(pool);

@@ -144,7 +144,7 @@ int32_t vt_engine_default_fallback(const vt_registry *r, int32_t preferred) { re
  * *preferred and *fallback get their indices (-1: no fallback). */
 static vt_status choose_backends(const vt_options *opt, const vt_registry *r, int32_t *preferred, int32_t *fallback,
                                  vt_error *err) {
-    char why[512], origin[1200];
+    char why[1024], origin[1200];
     if (opt->backend[0] && !is_auto(opt)) {
         *preferred = find_loaded(r, opt->backend);
         if (*preferred < 0) {
@@ -164,15 +164,9 @@ static vt_status choose_backends(const vt_options *opt, const vt_registry *r, in
             }
             /* none found at all (a libvt copied without its lib/vt folder):
              * where it looked, and how to point it elsewhere */
-            if (vt_registry_count(r) == 0 && n > 0 && (size_t)n < sizeof why) {
-                if (vt_registry_n_folders(r) == 0)
-                    n += snprintf(why + n, sizeof why - (size_t)n, "; no backend folder was searched");
-                else
-                    n += snprintf(why + n, sizeof why - (size_t)n, "; no libvt-backend-*.so in");
-                for (int i = 0; i < vt_registry_n_folders(r) && n > 0 && (size_t)n < sizeof why; i++)
-                    n += snprintf(why + n, sizeof why - (size_t)n, "%s %.200s", i ? "," : "", vt_registry_folder(r, i));
-                if (n > 0 && (size_t)n < sizeof why)
-                    snprintf(why + n, sizeof why - (size_t)n, "; VT_BACKEND_PATH or [backends] path names another folder");
+            if (vt_registry_count(r) == 0 && n > 0 && (size_t)n + 2 < sizeof why) {
+                n += snprintf(why + n, sizeof why - (size_t)n, "; ");
+                vt_registry_describe_search(r, why + n, sizeof why - (size_t)n);
             }
             return vt_fail(err, VT_ERR_BACKEND, "%s", why);
         }

@@ -32,6 +32,7 @@ struct vt_registry {
     int count, capacity;
     char **folders_seen; /* realpaths of scanned folders, to scan each once */
     int n_folders;
+    char install_missing[PATH_MAX]; /* the install's folder looked for and absent, or "" */
     const char *all_options; /* "NAME.key=value\n" lines (vt_options.backend_options), or NULL */
     char **option_strings;   /* per loaded backend "key=value,..." handed to init; freed at destroy */
     int n_option_strings;
@@ -480,10 +481,13 @@ static vt_status scan_path_list(vt_registry *r, const char *list, vt_error *err)
 /* The installed backends' folder: <dir of libvt.so>/vt when this code runs
  * inside libvt.so; when it is linked into a program (vt itself, the tests),
  * <program dir>/<bin to lib>/vt — the install's relative path first, then
- * ../lib (the build tree's layout). "" if the code's own path is unknown. */
-static void default_folder(char *out, size_t size) {
+ * ../lib (the build tree's layout). "" if the code's own path is unknown,
+ * or if neither exists: then `missing` (may be NULL) gets the first, where
+ * an installed vt keeps its backends. */
+static void default_folder(char *out, size_t size, char *missing, size_t missing_size) {
     Dl_info info;
     out[0] = '\0';
+    if (missing) missing[0] = '\0';
     if (!dladdr((void *)&vt_registry_create, &info) || !info.dli_fname) return;
     char resolved[PATH_MAX], program[PATH_MAX];
     const char *file = realpath(info.dli_fname, resolved) ? resolved : info.dli_fname;
@@ -511,9 +515,11 @@ static void default_folder(char *out, size_t size) {
     for (size_t i = 0; i < sizeof bin_to_lib / sizeof *bin_to_lib; i++) {
         char candidate[PATH_MAX];
         format_into(candidate, sizeof candidate, "%.*s/%s/%s", dir_len, dir, bin_to_lib[i], VT_BACKEND_SUBDIR);
+        if (i == 0 && missing) format_into(missing, missing_size, "%s", candidate);
         struct stat st;
         if (stat(candidate, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
         format_into(out, size, "%s", realpath(candidate, resolved) ? resolved : candidate);
+        if (missing) missing[0] = '\0';
         return;
     }
 }
@@ -534,7 +540,7 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
     r->all_options = backend_options_ini;
 
     char folder[PATH_MAX];
-    default_folder(folder, sizeof folder);
+    default_folder(folder, sizeof folder, r->install_missing, sizeof r->install_missing);
     vt_status st = scan_path_list(r, getenv("VT_BACKEND_PATH"), err);
     if (st == VT_OK) st = scan_path_list(r, extra_path, err);
     if (st == VT_OK && folder[0]) st = scan_folder(r, folder, false, err);
@@ -546,7 +552,23 @@ vt_status vt_registry_create(const vt_host *host, const char *extra_path, const 
     return VT_OK;
 }
 
-void vt_registry_installed_folder(char *out, size_t size) { default_folder(out, size); }
+void vt_registry_installed_folder(char *out, size_t size) { default_folder(out, size, NULL, 0); }
+
+int vt_registry_describe_search(const vt_registry *r, char *out, size_t size) {
+    int n = 0;
+    if (r->n_folders == 0)
+        n = snprintf(out, size, "no backend folder was searched");
+    else
+        n = snprintf(out, size, "no libvt-backend-*.so in");
+    for (int i = 0; i < r->n_folders && n > 0 && (size_t)n < size; i++)
+        n += snprintf(out + n, size - (size_t)n, "%s %.200s", i ? "," : "", r->folders_seen[i]);
+    if (r->install_missing[0] && n > 0 && (size_t)n < size)
+        n += snprintf(out + n, size - (size_t)n, "%s%.300s, where an installed vt keeps its backends, does not exist",
+                      r->n_folders ? "; " : ": ", r->install_missing);
+    if (n > 0 && (size_t)n < size)
+        n += snprintf(out + n, size - (size_t)n, "; VT_BACKEND_PATH or [backends] path names another folder");
+    return n;
+}
 
 int vt_registry_n_folders(const vt_registry *r) { return r->n_folders; }
 const char *vt_registry_folder(const vt_registry *r, int i) { return i >= 0 && i < r->n_folders ? r->folders_seen[i] : ""; }

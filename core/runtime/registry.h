@@ -66,6 +66,10 @@ void vt_registry_installed_folder(char *out, size_t size);
  * install's), in order, whether they held a backend or not. */
 int vt_registry_n_folders(const vt_registry *r);
 const char *vt_registry_folder(const vt_registry *r, int i);
+/* Where it looked when it found no backend at all, into out [size]: the
+ * folders searched, the install's folder when it does not exist, how to
+ * name another. Returns snprintf's count. */
+int vt_registry_describe_search(const vt_registry *r, char *out, size_t size);
 const vt_backend_entry *vt_registry_at(const vt_registry *r, int i);
 /* A loaded backend by name, or NULL. */
 const vt_backend_entry *vt_registry_find(const vt_registry *r, const char *name);
