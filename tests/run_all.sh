@@ -4,6 +4,12 @@
 # Installs the Debian packages it needs first. Exit status: non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The settings first, so a bad one fails now rather than after the builds.
+fuzz_seconds=${VT_FUZZ_SECONDS:-90}
+if ! [ "$fuzz_seconds" -ge 60 ] 2>/dev/null; then
+  echo "run_all.sh: VT_FUZZ_SECONDS must be a whole number of seconds, at least 60 (got '$fuzz_seconds')" >&2
+  exit 2
+fi
 bash .ci/install-deps
 jobs=${VT_JOBS:-$(nproc)}
 # The machine, first: a failure that depends on the CPU (its ISA, its speed)
@@ -54,7 +60,6 @@ ctest --test-dir build-no-onednn --output-on-failure -j"$jobs" 2>&1 | tee build-
 # the run and its input is saved next to the corpus (tests/fuzz/run_fuzz.sh).
 # libFuzzer needs clang (libclang-rt-14-dev): without it this step fails, it
 # is never skipped.
-fuzz_seconds=${VT_FUZZ_SECONDS:-90}
 echo "== Fuzzing with clang + libFuzzer (${fuzz_seconds}s)"
 if ! command -v clang >/dev/null; then
   echo "run_all.sh: clang is not installed; the fuzzing step needs it (bash .ci/install-deps)" >&2
