@@ -1447,6 +1447,7 @@ static void test_engine_levers_dry_run(void) {
     CU_ASSERT_EQUAL(x.kv_tokens, 512);
     vt_explain_free(&x);
     CU_ASSERT(log && strstr(log, "vt serve: ready"));
+    CU_ASSERT(log && !strstr(log, "prefix cache off")); /* on, as by default: the ready line says nothing */
     free(log);
 }
 

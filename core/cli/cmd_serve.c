@@ -581,11 +581,19 @@ static vt_status serve(serve_opts *o, vt_error *err) {
             for (;;) pause(); /* until the watcher's _exit */
         vt_server_set_engine(server, engine);
         const double kv_mib = (double)vt_batch_kv_cache_bytes(batch) / (1024.0 * 1024.0);
+        /* the prefix cache off although asked for (the default): say so, as
+         * every prompt is then computed whole and cached_tokens stays 0 */
+        vt_batch_cache_stats cache = {.struct_size = sizeof cache};
+        vt_batch_get_cache_stats(batch, &cache);
+        const char *prefix = cache.enabled ? "" : o->c.opt.prefix_cache
+                                 ? ", prefix cache off: this engine's prefill and decode plans compute differently "
+                                   "(--explain says where)"
+                                 : ", prefix cache off";
         fprintf(stderr, "vt serve: ready: %s as \"%s\", sequences per step %d, context %lld tokens (KV cache %.*f MiB %s, "
-                "resident as used), chat template %s, tool calls %s\n",
+                "resident as used), chat template %s, tool calls %s%s\n",
                 o->c.model_path, cfg.model_alias, o->c.opt.max_seqs, (long long)vt_batch_n_ctx(batch),
                 kv_mib < 10 ? 1 : 0, kv_mib, vt_dtype_name(o->c.opt.kv_cache_dtype),
-                chat.have ? chat.name : "none (only /v1/completions)", vt_tool_format_name(tool_format));
+                chat.have ? chat.name : "none (only /v1/completions)", vt_tool_format_name(tool_format), prefix);
         wait_and_drain(server, engine, so->shutdown_grace, &watch);
     }
     vt_server_stop(server);

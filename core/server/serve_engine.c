@@ -145,8 +145,8 @@ bool vt_serve_engine_submit(vt_serve_engine *e, vt_serve_job *job, vt_serve_erro
     }
     if (generate && waiting_for_gate_locked(e) >= e->cfg.max_waiting) {
         pthread_mutex_unlock(&e->lock);
-        vt_serve_fail(err, 503, "server_error", NULL, "the waiting queue is full (%d requests); retry later",
-                      (int)e->cfg.max_waiting);
+        vt_serve_fail(err, 503, "server_error", NULL, "the waiting queue is full (%d request%s); retry later",
+                      (int)e->cfg.max_waiting, e->cfg.max_waiting == 1 ? "" : "s");
         err->code = "queue_full";
         return false;
     }
