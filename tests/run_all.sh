@@ -79,3 +79,10 @@ echo "counts are CUnit runners (one ctest entry per tests/test_*.c; test_simd_op
 echo "over the Release, ASan+UBSan and no-oneDNN passes; the no-oneDNN pass skips the runners that need"
 echo "onednn by design"
 echo "tests: $passed passed, 0 failed, $skipped skipped"
+# What each skipping runner left out and why (its "SKIP:" lines; a runner that
+# skips one case still runs and checks the others, but ctest marks it Skipped).
+for d in build build-asan build-no-onednn; do
+  awk -v pass="$d" '/^[0-9]+\/[0-9]+ Testing: / { runner = $3 }
+    /^SKIP: / { sub(/^SKIP: /, ""); print "  skipped in " pass ": " runner ": " $0 }' \
+    "$d/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u
+done
