@@ -203,19 +203,20 @@ static void test_vt_without_backends_says_where_it_looked(void) {
              lone);
     CU_ASSERT_EQUAL_FATAL(vt_test_run_cmd(cmd, NULL, NULL), 0);
     snprintf(want, sizeof want, "%s/bin/../lib/vt, where an installed vt keeps its backends, does not exist", lone);
-    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s/bin/vt' backends", lone);
-    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &errs), 5);
-    CU_ASSERT(errs && strstr(errs, "no backends found") && strstr(errs, want));
-    if (!errs || !strstr(errs, want)) printf("\n  %s\n", errs ? errs : "");
-    free(out);
-    free(errs);
-    out = errs = NULL;
-    snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s/bin/vt' run -m '%s/models/qwen3-tiny-q4_k_m.gguf' -p hi -n 1",
-             lone, dir);
-    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &errs), 5);
-    CU_ASSERT(errs && strstr(errs, "no backend loaded") && strstr(errs, want));
-    free(out);
-    free(errs);
+    char run_args[1200];
+    snprintf(run_args, sizeof run_args, "run -m '%s/models/qwen3-tiny-q4_k_m.gguf' -p hi -n 1", dir);
+    const struct {
+        const char *args, *says;
+    } cases[] = {{"backends", "no backends found"}, {run_args, "no backend loaded"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        snprintf(cmd, sizeof cmd, "env -u VT_BACKEND_PATH '%s/bin/vt' %s", lone, cases[i].args);
+        CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, &out, &errs), 5);
+        CU_ASSERT(errs && strstr(errs, cases[i].says) && strstr(errs, want));
+        if (!errs || !strstr(errs, want)) printf("\n  %s\n", errs ? errs : "");
+        free(out);
+        free(errs);
+        out = errs = NULL;
+    }
 }
 
 static void test_version(void) {
