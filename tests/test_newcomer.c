@@ -484,6 +484,22 @@ static void test_config_file_mistakes_exit_2(void) {
  * exit 2, for -f and --ppl as for -m; synth refuses --vocab beside
  * --vocab-from (its size follows the file) and a --vocab-from it cannot
  * open. */
+/* vt synth -o PATH on a file it must not replace: exit 2 saying `why`, and
+ * the file byte for byte as it was. */
+static void synth_refuses_to_replace(const char *path, const char *why) {
+    size_t before_size = 0, after_size = 0;
+    char *before = vt_test_read_file(path, &before_size);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(before);
+    result r = run("", "synth --shape tiny --type q8_0 -o '%s'", path);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, why));
+    result_free(&r);
+    char *after = vt_test_read_file(path, &after_size);
+    CU_ASSERT(after && after_size == before_size && memcmp(after, before, before_size) == 0);
+    free(after);
+    free(before);
+}
+
 static void test_given_files_exit_2(void) {
     const char *dir = vt_test_tmpdir();
     result r = run("", "run -m '%s' -f '%s' -n 1", model, dir);
@@ -517,14 +533,7 @@ static void test_given_files_exit_2(void) {
     /* a file that is not a model is not synth's to overwrite; a model is */
     char text[1024];
     vt_test_write_tmpfile(text, sizeof text, "newcomer-notes.txt", "keep me\n");
-    r = run("", "synth --shape tiny --type q8_0 -o '%s'", text);
-    CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "exists and is not a model vt synth wrote"));
-    result_free(&r);
-    size_t n = 0;
-    char *kept = vt_test_read_file(text, &n);
-    CU_ASSERT(kept && strcmp(kept, "keep me\n") == 0);
-    free(kept);
+    synth_refuses_to_replace(text, "exists and is not a model vt synth wrote");
     r = run("", "synth --shape tiny --type q8_0 -o '%s'", out);
     CU_ASSERT_EQUAL(r.rc, 0);
     result_free(&r);
@@ -541,15 +550,8 @@ static void test_given_files_exit_2(void) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     CU_ASSERT_EQUAL(fwrite(bytes, 1, model_size, f), model_size);
     fclose(f);
-    r = run("", "synth --shape tiny --type q8_0 -o '%s'", copy);
-    CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "is not a model vt synth wrote"));
-    result_free(&r);
-    size_t copy_size = 0;
-    char *after = vt_test_read_file(copy, &copy_size);
-    CU_ASSERT(after && copy_size == model_size && memcmp(after, bytes, model_size) == 0);
-    free(after);
     free(bytes);
+    synth_refuses_to_replace(copy, "is not a model vt synth wrote");
 }
 
 /* A flag the last of which would silently win is refused when given twice;

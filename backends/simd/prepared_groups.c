@@ -155,15 +155,19 @@ static void run_range(void *arg, int64_t begin, int64_t end, int thread) {
     }
 }
 
+/* Groups a thread claims at a time out of `groups`: streamed, about 4
+ * chunks per thread in whole pairs (a thread that falls behind does not
+ * leave the other waiting for long); else one L2 tile. */
+static int64_t claim_chunk(const simd_ctx *ctx, int64_t groups, bool streaming, int64_t tile_groups) {
+    if (!streaming) return tile_groups;
+    const int64_t chunk = groups / (4 * (int64_t)ctx->n_threads);
+    return chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
+}
+
 void simd_run_groups(simd_ctx *ctx, simd_group_job *job) {
     const int64_t groups = (job->N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS;
     job->tile_groups = prefill_tile_groups(job->group_bytes);
-    int64_t chunk = job->tile_groups;
-    if (streamed(job)) { /* about 4 chunks per thread, whole pairs */
-        chunk = groups / (4 * (int64_t)ctx->n_threads);
-        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
-    }
-    simd_dynamic_for(ctx, groups, chunk, run_range, job);
+    simd_dynamic_for(ctx, groups, claim_chunk(ctx, groups, streamed(job), job->tile_groups), run_range, job);
 }
 
 /* The parts' jobs, one pass: groups numbered across the parts, each chunk
@@ -222,14 +226,10 @@ vt_status simd_group_matmul_parts(simd_ctx *ctx, const vt_tensor *X, float *y, i
     }
     parts_walk w = {jobs, n_parts, (N + SIMD_GROUP_ROWS - 1) / SIMD_GROUP_ROWS};
     const int64_t total = w.groups * n_parts;
-    /* as simd_run_groups: streamed chunks (whole pairs) where the most rows
-     * any part has stream, L2 tiles otherwise; a chunk never spans two
-     * parts' pairs oddly, since run_parts cuts it at their boundaries */
-    int64_t chunk = jobs[0].tile_groups;
-    if (streams(L->tile2 != NULL, L->stream_rows, most)) {
-        chunk = total / (4 * (int64_t)ctx->n_threads);
-        chunk = chunk < 4 ? 4 : (chunk + 1) & ~(int64_t)1;
-    }
+    /* as simd_run_groups, streamed where the most rows any part has
+     * stream; a chunk never spans two parts' pairs oddly, since run_parts
+     * cuts it at their boundaries */
+    const int64_t chunk = claim_chunk(ctx, total, streams(L->tile2 != NULL, L->stream_rows, most), jobs[0].tile_groups);
     simd_dynamic_for(ctx, total, chunk, run_parts, &w);
     ctx->host->free(jobs);
     return VT_OK;
