@@ -172,6 +172,19 @@ static void test_strings_dates_patterns(void) {
     CU_ASSERT_FALSE(accepts(g, "\"0000-01-01\""));
     CU_ASSERT_FALSE(accepts(g, "\"2024-13-01\""));
     vt_grammar_free(g);
+    /* only what strict validators take: no dot at either end of the local
+     * part or doubled, no label ending in a hyphen */
+    g = compile("{\"type\":\"string\",\"format\":\"email\"}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "\"ann.lee+tag@mail.example.org\""));
+    CU_ASSERT_TRUE(accepts(g, "\"a@b-c.io\""));
+    CU_ASSERT_FALSE(accepts(g, "\"ann..lee@example.org\""));
+    CU_ASSERT_FALSE(accepts(g, "\".ann@example.org\""));
+    CU_ASSERT_FALSE(accepts(g, "\"ann.@example.org\""));
+    CU_ASSERT_FALSE(accepts(g, "\"ann@example-.org\""));
+    CU_ASSERT_FALSE(accepts(g, "\"ann@-example.org\""));
+    CU_ASSERT_FALSE(accepts(g, "\"ann@example\""));
+    vt_grammar_free(g);
     g = compile("{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}(-[a-z]+)?$\"}");
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
     CU_ASSERT_TRUE(accepts(g, "\"AB-123\""));

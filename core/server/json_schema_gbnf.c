@@ -193,8 +193,15 @@ static const prim_def PRIMS[] = {
      "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
      {NULL}},
     {"json-uuid", "json-hex{8} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{12}", {"json-hex", NULL}},
-    /* a plain address: letters, digits and ._+- before the @, a dotted domain after */
-    {"json-email", "[a-zA-Z0-9._+-]{1,32} \"@\" [a-zA-Z0-9] [a-zA-Z0-9-]{0,30} (\".\" [a-zA-Z]{2,8}){1,2}", {NULL}},
+    /* RFC 5321's dot-atom local part (no leading, trailing or doubled dot)
+     * and domain labels that begin and end with a letter or digit, as
+     * strict validators require; a subset of the addresses they accept */
+    {"json-email-atom", "[a-zA-Z0-9_+-]{1,16}", {NULL}},
+    {"json-email-label", "[a-zA-Z0-9] ([a-zA-Z0-9-]{0,29} [a-zA-Z0-9])?", {NULL}},
+    {"json-email",
+     "json-email-atom (\".\" json-email-atom){0,2} \"@\" json-email-label (\".\" json-email-label){0,2} \".\" "
+     "[a-zA-Z]{2,8}",
+     {"json-email-atom", "json-email-label", NULL}},
     {"json-octet", "\"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9]", {NULL}},
     {"json-ipv4", "json-octet \".\" json-octet \".\" json-octet \".\" json-octet", {"json-octet", NULL}},
 };
