@@ -370,6 +370,59 @@ static void test_dead_alternatives_are_dropped(void) {
     vt_grammar_free(g);
 }
 
+/* The union of two grammars that share rule names (ws, item) with other
+ * meanings, written with comments, literals and classes that hold those
+ * names: each keeps its own rules, and only its own sentences are new. */
+static void test_either_keeps_each_grammar_apart(void) {
+    static const char answer[] = "# item and ws here are the answer's\n"
+                                 "root ::= \"{\" ws item ws \"}\"\n"
+                                 "item ::= [0-9]+ # not \"item\" of the call\n"
+                                 "ws ::= \" \"?\n";
+    static const char call[] = "root ::= \"<call>\" ws item{1,2} \"</call>\"\n"
+                               "item ::= \"item\" | [a-z-]\n"
+                               "ws ::= \"\\n\"*\n";
+    vt_error e = {0};
+    char *text = vt_grammar_either(answer, "answer-", call, "call-", &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    vt_grammar *g = parse_ok(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT(matches(g, "{ 42 }"));
+    CU_ASSERT(matches(g, "<call>\n\nitemx</call>"));
+    CU_ASSERT(matches(g, "<call>q</call>"));
+    CU_ASSERT(!is_prefix(g, "{\n"));        /* the call's ws inside the answer */
+    CU_ASSERT(!is_prefix(g, "{ item"));      /* the call's item inside the answer */
+    CU_ASSERT(!is_prefix(g, "<call> "));     /* the answer's ws inside the call */
+    CU_ASSERT(!is_prefix(g, "<call>7"));     /* the answer's item inside the call */
+    CU_ASSERT(strstr(text, "\"item\"") != NULL); /* literals and comments untouched */
+    CU_ASSERT(strstr(text, "# not \"item\" of the call") != NULL);
+    vt_grammar_free(g);
+    free(text);
+    /* a text ending where an alternative may begin ("::=", '|', then
+     * spaces, a comment or newlines) keeps its empty alternative, and the
+     * other grammar's rules stay their own */
+    static const char *const open_ends[] = {"root ::=", "root ::= \"a\" |", "root ::= \"a\" | # c\n\n",
+                                            "root ::= # c"};
+    for (size_t i = 0; i < sizeof open_ends / sizeof *open_ends; i++) {
+        text = vt_grammar_either(open_ends[i], "open-", call, "call-", &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+        g = parse_ok(text);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        CU_ASSERT(matches(g, ""));
+        CU_ASSERT(matches(g, "<call>q</call>"));
+        vt_grammar_free(g);
+        free(text);
+    }
+    /* either grammar's error is vt_grammar_parse's, and no text */
+    CU_ASSERT_PTR_NULL(vt_grammar_either(answer, "a-", "root ::= undefined\n", "b-", &e));
+    CU_ASSERT_EQUAL(e.code, VT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "undefined"));
+    CU_ASSERT_PTR_NULL(vt_grammar_either("root ::= (\n", "a-", call, "b-", &e));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "line 1"));
+    CU_ASSERT_PTR_NULL(vt_grammar_either(answer, "same", call, "same", &e));
+    CU_ASSERT_PTR_NULL(vt_grammar_either(answer, "a b", call, "c", &e));
+    CU_ASSERT_PTR_NULL(vt_grammar_either(NULL, "a", call, "c", &e));
+}
+
 /* Every single byte, and strings that split characters everywhere: leads
  * alone, continuations alone, a character's tail plus the next one's head,
  * overlong and surrogate forms, duplicates, an empty (control) token. */
@@ -435,6 +488,7 @@ int main(void) {
         {"nesting is bounded", test_nesting_is_bounded},
         {"end and done", test_end_and_done},
         {"alternatives no string completes are dropped", test_dead_alternatives_are_dropped},
+        {"the union of two grammars keeps each apart", test_either_keeps_each_grammar_apart},
         CU_TEST_INFO_NULL,
     };
     CU_TestInfo mask[] = {

@@ -29,6 +29,14 @@ typedef struct parser {
     int depth;
     vt_error *err;
     bool failed;
+    /* where each rule name is written (definitions and references, in
+     * text order), kept only when renaming (vt_grammar_either) */
+    bool record_names;
+    size_t *name_at;
+    size_t n_names, cap_names;
+    /* the text ends where a rule's alternative may still begin (after
+     * "::=" or '|'), so text appended after a newline would continue it */
+    bool ends_open;
 } parser;
 
 static void where(const parser *p, const char *at, int *line, int *col) {
@@ -111,7 +119,20 @@ static uint32_t generated_rule(parser *p, uint32_t parent) {
     return new_rule(p, name, (size_t)n);
 }
 
+static bool record_name(parser *p, const char *name) {
+    if (p->n_names == p->cap_names) {
+        size_t cap = p->cap_names ? 2 * p->cap_names : 64;
+        size_t *grown = realloc(p->name_at, cap * sizeof *grown);
+        if (!grown) return oom(p);
+        p->name_at = grown;
+        p->cap_names = cap;
+    }
+    p->name_at[p->n_names++] = (size_t)(name - p->src);
+    return true;
+}
+
 static uint32_t rule_named(parser *p, const char *name, size_t len, const char *at) {
+    if (p->record_names && !record_name(p, name)) return UINT32_MAX;
     for (uint32_t i = 0; i < p->n_rules; i++)
         if (strlen(p->rules[i].name) == len && memcmp(p->rules[i].name, name, len) == 0) return i;
     uint32_t id = new_rule(p, name, len);
@@ -357,6 +378,7 @@ static bool parse_alternates(parser *p, uint32_t rule) {
         p->pos++;
         if (!push(p, &p->rules[rule], VT_G_ALT, 0)) return false;
         skip_space(p, true);
+        p->ends_open = p->pos == p->end;
         if (!parse_sequence(p, rule, p->depth > 0)) return false;
     }
     return push(p, &p->rules[rule], VT_G_END, 0);
@@ -375,6 +397,7 @@ static bool parse_rule(parser *p) {
     if (p->end - p->pos < 3 || memcmp(p->pos, "::=", 3) != 0) return fail_at(p, p->pos, "expected '::=' after the rule name");
     p->pos += 3;
     skip_space(p, true);
+    p->ends_open = p->pos == p->end;
     if (!parse_alternates(p, id)) return false;
     p->rules[id].defined = true;
     skip_space(p, false);
@@ -592,23 +615,31 @@ static void free_parser(parser *p) {
         free(p->rules[i].name);
     }
     free(p->rules);
+    free(p->name_at);
+}
+
+/* Parse len bytes of text into p (rules, then the whole-grammar checks);
+ * false with err set, p still to be freed. */
+static bool parse_text(parser *p, const char *text, size_t len, bool record_names, vt_error *err) {
+    *p = (parser){.src = text, .pos = text, .end = text + (text ? len : 0), .err = err, .record_names = record_names};
+    if (!text) return vt_fail(err, VT_ERR_INVALID, "grammar: no text"), false;
+    if (len > VT_GRAMMAR_MAX_TEXT)
+        return vt_fail(err, VT_ERR_INVALID, "grammar: %zu bytes (at most %u)", len, VT_GRAMMAR_MAX_TEXT), false;
+    if (memchr(text, '\0', len)) return vt_fail(err, VT_ERR_INVALID, "grammar: the text contains a NUL byte"), false;
+    skip_space(p, true);
+    while (!p->failed && p->pos < p->end) {
+        parse_rule(p);
+        skip_space(p, true);
+    }
+    if (!p->failed) check_rules(p);
+    if (!p->failed) prune_dead_alternatives(p);
+    return !p->failed;
 }
 
 vt_status vt_grammar_parse(const char *text, size_t len, vt_grammar **out, vt_error *err) {
     *out = NULL;
-    if (!text) return vt_fail(err, VT_ERR_INVALID, "grammar: no text");
-    if (len > VT_GRAMMAR_MAX_TEXT)
-        return vt_fail(err, VT_ERR_INVALID, "grammar: %zu bytes (at most %u)", len, VT_GRAMMAR_MAX_TEXT);
-    if (memchr(text, '\0', len)) return vt_fail(err, VT_ERR_INVALID, "grammar: the text contains a NUL byte");
-    parser p = {.src = text, .pos = text, .end = text + len, .err = err};
-    skip_space(&p, true);
-    while (!p.failed && p.pos < p.end) {
-        parse_rule(&p);
-        skip_space(&p, true);
-    }
-    if (!p.failed) check_rules(&p);
-    if (!p.failed) prune_dead_alternatives(&p);
-    if (p.failed) {
+    parser p;
+    if (!parse_text(&p, text, len, false, err)) {
         free_parser(&p);
         return err ? err->code : VT_ERR_INVALID;
     }
@@ -644,3 +675,63 @@ void vt_grammar_free(vt_grammar *g) {
 }
 
 int32_t vt_grammar_n_rules(const vt_grammar *g) { return (int32_t)g->n_rules; }
+
+/* text with prefix written before every rule name (p's record of them),
+ * appended to out at *used. */
+static void put_renamed(char *out, size_t *used, const parser *p, const char *prefix) {
+    const size_t n_prefix = strlen(prefix), len = (size_t)(p->end - p->src);
+    size_t from = 0;
+    for (size_t i = 0; i < p->n_names; i++) {
+        memcpy(out + *used, p->src + from, p->name_at[i] - from);
+        *used += p->name_at[i] - from;
+        memcpy(out + *used, prefix, n_prefix);
+        *used += n_prefix;
+        from = p->name_at[i];
+    }
+    memcpy(out + *used, p->src + from, len - from);
+    *used += len - from;
+    /* an open end gets its empty alternative written out ("" on a line
+     * of its own, which the open rule reads as its continuation), so the
+     * text after it starts a rule of its own */
+    const char *end = p->ends_open ? "\n\"\"\n" : "\n";
+    memcpy(out + *used, end, strlen(end));
+    *used += strlen(end);
+}
+
+static bool is_prefix_word(const char *s) {
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!is_word_char(*s)) return false;
+    return true;
+}
+
+char *vt_grammar_either(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
+                        vt_error *err) {
+    if (!is_prefix_word(first_prefix) || !is_prefix_word(second_prefix) || !strcmp(first_prefix, second_prefix)) {
+        vt_fail(err, VT_ERR_INVALID, "grammar: the prefixes must be two different words of a-z, A-Z, 0-9, - and _");
+        return NULL;
+    }
+    /* the names are where each grammar's own parse found them, so a
+     * string literal, a character class or a comment is never renamed */
+    parser a = {0}, b = {0};
+    const bool ok = parse_text(&a, first, first ? strlen(first) : 0, true, err) &&
+                    parse_text(&b, second, second ? strlen(second) : 0, true, err);
+    char *out = NULL;
+    if (ok) {
+        const size_t n_a = strlen(first_prefix), n_b = strlen(second_prefix);
+        const size_t size = 40 + n_a + n_b + (size_t)(a.end - a.src) + a.n_names * n_a + (size_t)(b.end - b.src) +
+                            b.n_names * n_b;
+        out = malloc(size);
+        if (out) {
+            size_t used = (size_t)snprintf(out, size, "root ::= %sroot | %sroot\n", first_prefix, second_prefix);
+            put_renamed(out, &used, &a, first_prefix);
+            put_renamed(out, &used, &b, second_prefix);
+            out[used] = 0;
+        } else {
+            vt_fail(err, VT_ERR_NOMEM, "grammar: out of memory");
+        }
+    }
+    free_parser(&a);
+    free_parser(&b);
+    return out;
+}

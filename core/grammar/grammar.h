@@ -43,6 +43,15 @@ typedef struct vt_grammar vt_grammar;
  * (an undefined rule, no root, left recursion, a limit). */
 vt_status vt_grammar_parse(const char *text, size_t len, vt_grammar **out, vt_error *err);
 void vt_grammar_free(vt_grammar *g);
+
+/* GBNF text whose sentences are exactly those of either grammar: each
+ * one's rules renamed with its prefix (different words of a-z, A-Z, 0-9,
+ * - and _, such as "answer-"), so rules of one name in both stay apart, and
+ * a root choosing between the two roots. Each text is parsed as
+ * vt_grammar_parse would (its errors, NUL-terminated text). malloc'ed, or
+ * NULL with err. */
+char *vt_grammar_either(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
+                        vt_error *err);
 int32_t vt_grammar_n_rules(const vt_grammar *g);
 
 /* ---- the state of one generated text ---------------------------------- */

@@ -12,7 +12,10 @@
  *  - for an accepted grammar, at the start and after every fed byte, the
  *    mask over a small vocabulary of awkward byte strings equals brute
  *    force (feeding each token's bytes to a copy of the state);
- *  - a dead state stays dead, and done implies can_end. */
+ *  - a dead state stays dead, and done implies can_end;
+ *  - vt_grammar_either of the grammar and a one-byte grammar parses
+ *    (within the size limit), and its state lives only while the grammar's
+ *    does or the bytes fed are that one byte. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +79,27 @@ static void check_mask(vt_grammar_state *s) {
     CHECK(counted == n);
 }
 
+/* The union's state, or NULL when the union cannot be made within the
+ * limits (its text past VT_GRAMMAR_MAX_TEXT, out of memory). */
+static vt_grammar_state *union_state(const uint8_t *text, size_t len, vt_grammar **u) {
+    *u = NULL;
+    char *own = malloc(len + 1);
+    if (!own) return NULL;
+    memcpy(own, text, len);
+    own[len] = 0;
+    vt_error e = {0};
+    char *both = vt_grammar_either(own, "fuzz-", "root ::= [\\x01]\n", "one-", &e);
+    free(own);
+    CHECK(both || e.code == VT_ERR_NOMEM); /* the grammar itself parsed */
+    vt_grammar_state *s = NULL;
+    if (both && vt_grammar_parse(both, strlen(both), u, &e) == VT_OK)
+        vt_grammar_state_create(*u, &s, NULL);
+    else
+        CHECK(!both || e.code == VT_ERR_NOMEM || strstr(e.msg, "bytes"));
+    free(both);
+    return s;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const uint8_t *nul = memchr(data, 0, size);
     const size_t text_len = nul ? (size_t)(nul - data) : size;
@@ -88,19 +112,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     vt_grammar_state *s = NULL;
+    vt_grammar *u = NULL;
+    vt_grammar_state *us = union_state(data, text_len, &u);
     if (vt_grammar_state_create(g, &s, NULL) == VT_OK) {
         check_mask(s);
         const uint8_t *feed = nul ? nul + 1 : data + size;
+        bool one_byte = true; /* the bytes fed so far are the one-byte grammar's prefix */
         for (size_t i = 0; feed + i < data + size && i < 64; i++) {
             bool was_dead = vt_grammar_state_dead(s);
             bool alive = vt_grammar_state_feed(s, feed + i, 1);
             CHECK(!(was_dead && alive));
             CHECK(!vt_grammar_state_done(s) || vt_grammar_state_can_end(s));
+            one_byte = one_byte && i == 0 && feed[i] == 1;
+            /* never more than either: the union's stacks sit one rule deeper
+             * and one more at the start, so near grammar.h's bounds it may
+             * drop one the grammar alone keeps (test_grammar checks that it
+             * takes both) */
+            if (us) CHECK(!vt_grammar_state_feed(us, feed + i, 1) || alive || one_byte);
             if (i < 8 || !alive) check_mask(s);
             if (!alive) break;
         }
         vt_grammar_state_free(s);
     }
+    vt_grammar_state_free(us);
+    vt_grammar_free(u);
     vt_grammar_free(g);
     return 0;
 }
