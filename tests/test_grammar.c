@@ -382,7 +382,7 @@ static void test_either_keeps_each_grammar_apart(void) {
                                "item ::= \"item\" | [a-z-]\n"
                                "ws ::= \"\\n\"*\n";
     vt_error e = {0};
-    char *text = vt_grammar_either(answer, "answer-", call, "call-", &e);
+    char *text = vt_grammar_union_text(answer, "answer-", call, "call-", &e);
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
     vt_grammar *g = parse_ok(text);
     CU_ASSERT_PTR_NOT_NULL_FATAL(g);
@@ -403,7 +403,7 @@ static void test_either_keeps_each_grammar_apart(void) {
     static const char *const open_ends[] = {"root ::=", "root ::= \"a\" |", "root ::= \"a\" | # c\n\n",
                                             "root ::= # c"};
     for (size_t i = 0; i < sizeof open_ends / sizeof *open_ends; i++) {
-        text = vt_grammar_either(open_ends[i], "open-", call, "call-", &e);
+        text = vt_grammar_union_text(open_ends[i], "open-", call, "call-", &e);
         CU_ASSERT_PTR_NOT_NULL_FATAL(text);
         g = parse_ok(text);
         CU_ASSERT_PTR_NOT_NULL_FATAL(g);
@@ -413,14 +413,14 @@ static void test_either_keeps_each_grammar_apart(void) {
         free(text);
     }
     /* either grammar's error is vt_grammar_parse's, and no text */
-    CU_ASSERT_PTR_NULL(vt_grammar_either(answer, "a-", "root ::= undefined\n", "b-", &e));
+    CU_ASSERT_PTR_NULL(vt_grammar_union_text(answer, "a-", "root ::= undefined\n", "b-", &e));
     CU_ASSERT_EQUAL(e.code, VT_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "undefined"));
-    CU_ASSERT_PTR_NULL(vt_grammar_either("root ::= (\n", "a-", call, "b-", &e));
+    CU_ASSERT_PTR_NULL(vt_grammar_union_text("root ::= (\n", "a-", call, "b-", &e));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "line 1"));
-    CU_ASSERT_PTR_NULL(vt_grammar_either(answer, "same", call, "same", &e));
-    CU_ASSERT_PTR_NULL(vt_grammar_either(answer, "a b", call, "c", &e));
-    CU_ASSERT_PTR_NULL(vt_grammar_either(NULL, "a", call, "c", &e));
+    CU_ASSERT_PTR_NULL(vt_grammar_union_text(answer, "same", call, "same", &e));
+    CU_ASSERT_PTR_NULL(vt_grammar_union_text(answer, "a b", call, "c", &e));
+    CU_ASSERT_PTR_NULL(vt_grammar_union_text(NULL, "a", call, "c", &e));
 }
 
 /* Every single byte, and strings that split characters everywhere: leads

@@ -445,3 +445,11 @@ vt_status vt_grammar_check(const char *gbnf, char *err, size_t err_size) {
     vt_grammar_free(g);
     return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
+
+char *vt_grammar_either(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
+                        char *err, size_t err_size) {
+    vt_error e = {0};
+    char *text = vt_grammar_union_text(first, first_prefix, second, second_prefix, &e);
+    if (!text) vt_api_report(&e, err, err_size);
+    return text;
+}

@@ -30,7 +30,7 @@ typedef struct parser {
     vt_error *err;
     bool failed;
     /* where each rule name is written (definitions and references, in
-     * text order), kept only when renaming (vt_grammar_either) */
+     * text order), kept only when renaming (vt_grammar_union_text) */
     bool record_names;
     size_t *name_at;
     size_t n_names, cap_names;
@@ -705,7 +705,7 @@ static bool is_prefix_word(const char *s) {
     return true;
 }
 
-char *vt_grammar_either(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
+char *vt_grammar_union_text(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
                         vt_error *err) {
     if (!is_prefix_word(first_prefix) || !is_prefix_word(second_prefix) || !strcmp(first_prefix, second_prefix)) {
         vt_fail(err, VT_ERR_INVALID, "grammar: the prefixes must be two different words of a-z, A-Z, 0-9, - and _");

@@ -50,7 +50,7 @@ void vt_grammar_free(vt_grammar *g);
  * a root choosing between the two roots. Each text is parsed as
  * vt_grammar_parse would (its errors, NUL-terminated text). malloc'ed, or
  * NULL with err. */
-char *vt_grammar_either(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
+char *vt_grammar_union_text(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
                         vt_error *err);
 int32_t vt_grammar_n_rules(const vt_grammar *g);
 

@@ -421,6 +421,50 @@ static enum MHD_Result client_left(vt_serve_engine *e, vt_serve_job *job, reques
     return MHD_NO;
 }
 
+/* The grammar a chat request with tools is sampled under.
+ *   - A forced call ("required", a named function): the family's call
+ *     syntax whatever the model would have written; a named function is
+ *     called once (as OpenAI does), "required" may call several when
+ *     parallel. A response_format shapes an answer's content, and a forced
+ *     call has none: it is for the answer that follows the tools' results
+ *     (as OpenAI's API takes it).
+ *   - "auto" with a constrained answer (response_format, json_schema,
+ *     grammar): either that answer or calls, a union of the two grammars,
+ *     so the model may still call a tool (agent frameworks send both). With
+ *     no call syntax vt knows (format none) answers are content, so only
+ *     the answer's grammar.
+ * False with err (400 naming tool_choice, or 500 out of memory). */
+static bool tool_grammar(const vt_server *s, vt_serve_request *req, vt_serve_error *err) {
+    const bool forced = req->tool_choice == VT_TOOL_CHOICE_REQUIRED || req->tool_choice == VT_TOOL_CHOICE_NAMED;
+    const bool either = req->tool_choice == VT_TOOL_CHOICE_AUTO && req->grammar && s->tool_format != VT_TOOL_FORMAT_NONE;
+    if (!forced && !either) return true;
+    char why[400] = "";
+    char *calls = vt_tool_call_gbnf(s->tool_format, json_object_get(req->chat_input, "tools"),
+                                    forced ? req->tool_choice_name : NULL,
+                                    req->parallel_tool_calls && req->tool_choice != VT_TOOL_CHOICE_NAMED, why,
+                                    sizeof why);
+    char gwhy[512] = "";
+    if (calls && vt_grammar_check(calls, gwhy, sizeof gwhy) != VT_OK)
+        snprintf(why, sizeof why, "the grammar made from the tools is refused: %.300s", gwhy);
+    char *grammar = calls;
+    if (calls && !gwhy[0] && either) {
+        /* checked whole too: the two together may pass the size limit */
+        grammar = vt_grammar_either(req->grammar, "answer-", calls, "call-", gwhy, sizeof gwhy);
+        if (grammar) (void)vt_grammar_check(grammar, gwhy, sizeof gwhy); /* a refusal fills gwhy */
+        if (gwhy[0]) snprintf(why, sizeof why, "the answer's grammar and the tools' together: %.300s", gwhy);
+        free(calls);
+    }
+    if (!grammar || gwhy[0]) {
+        free(grammar);
+        if (strstr(why, "out of memory"))
+            return vt_serve_fail(err, 500, "server_error", "tool_choice", "tool_choice: %s", why);
+        return vt_serve_fail(err, 400, "invalid_request_error", "tool_choice", "tool_choice: %s", why);
+    }
+    free(req->grammar);
+    req->grammar = grammar;
+    return true;
+}
+
 static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_serve_engine *e, vt_serve_kind kind) {
     vt_server *s = rq->server;
     vt_serve_request req;
@@ -429,23 +473,9 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
         return send_error(c, rq, &err);
     char *prompt_text = NULL;
     bool add_bos = true;
-    if (kind == VT_SERVE_CHAT && (req.tool_choice == VT_TOOL_CHOICE_REQUIRED || req.tool_choice == VT_TOOL_CHOICE_NAMED)) {
-        /* a forced call: a grammar of the family's call syntax, whatever
-         * the model would have written; a named function is called once
-         * (as OpenAI does), "required" may call several when parallel */
-        char why[400] = "";
-        req.grammar = vt_tool_call_gbnf(s->tool_format, json_object_get(req.chat_input, "tools"),
-                                        req.tool_choice_name,
-                                        req.parallel_tool_calls && req.tool_choice == VT_TOOL_CHOICE_REQUIRED, why,
-                                        sizeof why);
-        char gwhy[512] = "";
-        if (req.grammar && vt_grammar_check(req.grammar, gwhy, sizeof gwhy) != VT_OK)
-            snprintf(why, sizeof why, "the grammar made from the tools is refused: %.300s", gwhy);
-        if (!req.grammar || gwhy[0]) {
-            vt_serve_request_free(&req);
-            if (strcmp(why, "out of memory") == 0) return send_json(c, rq, 500, NULL);
-            return fail(c, rq, 400, "invalid_request_error", "tool_choice", "tool_choice: %s", why);
-        }
+    if (kind == VT_SERVE_CHAT && !tool_grammar(s, &req, &err)) {
+        vt_serve_request_free(&req);
+        return send_error(c, rq, &err);
     }
     if (kind == VT_SERVE_CHAT) {
         char msg[512] = "";

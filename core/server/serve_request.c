@@ -483,12 +483,6 @@ static bool parse_root(vt_serve_kind kind, const json_t *root, vt_serve_request 
     if (!(parse_sampling(root, r, err) && vt_serve_parse_choice_options(root, kind, r, err) &&
           vt_serve_parse_grammar(root, &r->grammar, err)))
         return false;
-    /* Both constrain the same answer: a call's syntax and a document's
-     * cannot both hold. */
-    if (r->grammar && r->tool_choice != VT_TOOL_CHOICE_NONE)
-        return vt_serve_fail(err, 400, INVALID, "tools",
-                             "tools: give tools or a constrained output (response_format, json_schema, grammar), "
-                             "not both; or set tool_choice to \"none\"");
     return true;
 }
 

@@ -306,6 +306,15 @@ VT_API bool vt_sampling_field_ok(const char *field, double value, const char **a
  * that check input before queueing it (vt serve answers 400). */
 VT_API vt_status vt_grammar_check(const char *gbnf, char *err, size_t err_size);
 
+/* A grammar whose sentences are exactly those of either GBNF text (for one
+ * answer that may take either of two shapes, such as a document or a tool
+ * call): each one's rules renamed with its prefix (two different words of
+ * a-z, A-Z, 0-9, - and _), so rules of one name in both stay apart, and a
+ * root choosing between their roots. malloc'ed: free() it. NULL with
+ * vt_grammar_check's message in err when either text is refused. */
+VT_API char *vt_grammar_either(const char *first, const char *first_prefix, const char *second,
+                               const char *second_prefix, char *err, size_t err_size);
+
 /* Open model_path with the given options (NULL = defaults). runtime.max_seqs
  * out of range, a token_budget above the batch size: VT_ERR_INVALID naming
  * the key. */

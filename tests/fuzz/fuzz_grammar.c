@@ -13,7 +13,7 @@
  *    mask over a small vocabulary of awkward byte strings equals brute
  *    force (feeding each token's bytes to a copy of the state);
  *  - a dead state stays dead, and done implies can_end;
- *  - vt_grammar_either of the grammar and a one-byte grammar parses
+ *  - vt_grammar_union_text of the grammar and a one-byte grammar parses
  *    (within the size limit), and its state lives only while the grammar's
  *    does or the bytes fed are that one byte. */
 #include <stdio.h>
@@ -88,7 +88,7 @@ static vt_grammar_state *union_state(const uint8_t *text, size_t len, vt_grammar
     memcpy(own, text, len);
     own[len] = 0;
     vt_error e = {0};
-    char *both = vt_grammar_either(own, "fuzz-", "root ::= [\\x01]\n", "one-", &e);
+    char *both = vt_grammar_union_text(own, "fuzz-", "root ::= [\\x01]\n", "one-", &e);
     free(own);
     CHECK(both || e.code == VT_ERR_NOMEM); /* the grammar itself parsed */
     vt_grammar_state *s = NULL;
