@@ -1059,6 +1059,30 @@ static void test_attention_rows_independent_d128(void) {
         }
 }
 
+/* A call long enough for prefill tiles of 32 and 64 tokens (the simd
+ * backend takes longer tiles while each of its 2 threads keeps 4 items:
+ * 6 kv heads give 64, 2 give 32): tiles holding the end of one prompt run,
+ * a decode token and the start of another, runs crossing span edges. Every
+ * token against itself computed alone, bit for bit. */
+static void test_attention_rows_independent_long_tiles(void) {
+    if (!simd_available()) return;
+    enum { T = 100 };
+    int32_t pos[T], seq[T];
+    for (int i = 0; i < 70; i++) pos[i] = 10 + i, seq[i] = 0;   /* 10..79: crosses 64 */
+    pos[70] = 150, seq[70] = 1;                                  /* a decode token */
+    for (int i = 71; i < T; i++) pos[i] = 100 + i - 71, seq[i] = 2; /* 100..128: crosses 128 */
+    static const int64_t kv_heads[] = {6, 2};
+    uint64_t seed = 3700;
+    for (size_t k = 0; k < 4; k++)
+        for (size_t r = 0; r < 2; r++) {
+            attn_case c = {.D = 128, .H = 6, .KVH = kv_heads[r], .BS = 16, .n_blocks = 41, .n_seqs = 3,
+                           .max_blocks = 10, .T = T};
+            vt_node all = attention_node(&c, cache_dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++);
+            if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention output depends on the batch (long tiles)");
+            vt_harness_node_free(&all);
+        }
+}
+
 /* Sequences decoding over blocks they share (a prompt beginning the prefix
  * cache gave them all): simd reads such a span's rows once for every token
  * that sees all of it (shared_decode_item), in groups of at most 16 tokens.
@@ -1488,6 +1512,8 @@ int main(void) {
         {"a NaN score: the same numbers prefill and decode", test_attention_nan_score_same_on_every_path},
         {"attention at head dim 128 bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent_d128},
+        {"attention in prefill tiles of 32 and 64 tokens bit-identical alone (batch invariance)",
+         test_attention_rows_independent_long_tiles},
         {"attention of sequences decoding over shared blocks, against reference and each alone, bit for bit",
          test_attention_shared_blocks},
         {"reshape_and_cache converts on store, skips padding", test_reshape_and_cache},

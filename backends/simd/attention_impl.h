@@ -12,7 +12,7 @@
  * Three kinds of work item share the per-chunk kernels (the score kernels,
  * chunk_softmax, the accumulation kernels) and the merge (merge_state):
  *   - prefill (a run of several tokens of one sequence): (up to
- *     QUERY_TOKENS tokens, kv head); the G = H / KVH query heads of each
+ *     MAX_TILE_TOKENS tokens, kv head); the G = H / KVH query heads of each
  *     token that share the kv head are processed together, so each cached k
  *     and v row is read (and widened, for 16-bit caches) once per item and
  *     used by every query of the item; the item walks its spans in order,
@@ -98,6 +98,7 @@ typedef struct attention_task {
      * item_n_members[item] of them; -1 and 1 for a token's own item */
     const int32_t *item_members, *item_n_members, *members;
     int64_t prefill_items, groups;
+    int64_t tile_tokens; /* query tokens per prefill item (prefill_tile_tokens) */
     float *part_acc, *part_max, *part_sum; /* [part][H][D], [part][H], [part][H] */
     _Atomic int32_t *pending; /* [decode token][group] items not yet done */
 } attention_task;
@@ -149,7 +150,7 @@ static const vt_block_q8_0 *cache_row_q8_0(const void *cache, int64_t slot, int6
  * or BF16 widened 8 values at a time in registers as they are used (exact,
  * so the numbers are those of widening the rows first). Decode, whose rows
  * serve only the G queries of a kv head, reads 16-bit rows in place;
- * prefill and shared decode, whose rows serve up to QUERY_TOKENS * G
+ * prefill and shared decode, whose rows serve up to MAX_TILE_TOKENS * G
  * queries, widen them once and pass VT_F32. dtype is a constant at every
  * call, so each use compiles to one of the three loads. */
 SIMD_INLINE __m256 load8(int32_t dtype, const void *row, int64_t i) {
@@ -444,13 +445,29 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
         for (; i < n; i++) y[i] *= c;
 }
 
-/* Query tokens per work item in prefill: their G heads each, so every k and
- * v row read (and widened) once serves up to QUERY_TOKENS * G queries. At 4
- * the widening of the 16-bit rows took about a fifth of a long prefill's
- * attention; at 16 it is a few percent, and a 16-token chunk of a prompt
- * still gives each thread several items (one per kv head). Which queries
- * share an item never changes a query's numbers. */
+/* Query tokens per work item in prefill (at least; prefill_tile_tokens
+ * takes up to MAX_TILE_TOKENS) and in shared decode: their G heads each,
+ * so every k and v row read (and widened) once serves up to that many
+ * tokens' G queries. At 4 the widening of the 16-bit rows took about a
+ * fifth of a long prefill's attention. Which queries share an item never
+ * changes a query's numbers. */
 #define QUERY_TOKENS 16
+#define MAX_TILE_TOKENS 64
+
+/* Query tokens per prefill item for a call of T tokens: doubled from
+ * QUERY_TOKENS, while shorter than T, as long as every thread still gets at
+ * least 4 items (kv heads x
+ * tiles; claimed one by one, so the later, costlier tiles even out). A
+ * longer tile reads and widens each chunk's rows once for more queries and
+ * walks the spans fewer times: on the AVX-512 machine an f16 cache's
+ * prefill attention took 7-16% less time at 64 tokens than at 16
+ * (simd_attention_bench, T 64 and 512 at 1,360-1,600 positions). */
+static int64_t prefill_tile_tokens(int64_t T, int64_t KVH, int n_threads) {
+    int64_t tile = QUERY_TOKENS;
+    while (tile < MAX_TILE_TOKENS && tile < T && (T + 2 * tile - 1) / (2 * tile) * KVH >= 4 * (int64_t)n_threads)
+        tile *= 2;
+    return tile;
+}
 
 /* The cached rows of one chunk (positions p0 .. p0 + len - 1) of one kv
  * head: f32 rows (the cache itself or widened into scratch). A Q8_0 k is
@@ -486,10 +503,12 @@ typedef struct attend_layout {
         total;
 } attend_layout;
 
-static int64_t most_queries(int64_t G, int64_t H) { return QUERY_TOKENS * G > H ? QUERY_TOKENS * G : H; }
+static int64_t most_queries(int64_t G, int64_t H, int64_t tile) { return tile * G > H ? tile * G : H; }
 
-static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D) {
-    const size_t nq = (size_t)most_queries(G, H), nb = (size_t)(D / VT_QK8_0), f = sizeof(float);
+/* tile: the call's tokens per prefill item (at least QUERY_TOKENS, which
+ * a shared decode item holds at most) */
+static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D, int64_t tile) {
+    const size_t nq = (size_t)most_queries(G, H, tile), nb = (size_t)(D / VT_QK8_0), f = sizeof(float);
     const size_t heads = (size_t)(H / G); /* a decode chunk's rows: every kv head */
     const size_t sizes[] = {nq * (size_t)D, nq * (size_t)D, heads * CHUNK * (size_t)D, heads * CHUNK * (size_t)D,
                             nq * CHUNK, nq, nq, nq, nq, nq /* int64 counts: 2 floats each */ * 2,
@@ -929,12 +948,12 @@ static void finish_query(float *out, const float *A, float S, int64_t D) {
 static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t kvh, float *s) {
     const int64_t D = t->D, H = t->H, KVH = t->KVH, BS = t->BS, G = H / KVH, nb = D / VT_QK8_0;
     const int64_t nq = (t1 - t0) * G; /* query vectors, token-major */
-    const attend_layout L = attend_scratch_layout(G, H, D);
+    const attend_layout L = attend_scratch_layout(G, H, D, t->tile_tokens);
     const size_t k_row_bytes = vt_row_size(t->k_dtype, D), v_row_bytes = vt_row_size(t->v_dtype, D);
     float *acc = s + L.acc, *span_acc = s + L.span_acc; /* [nq][D]: merged spans, current span */
     float *run_max = s + L.run_max, *run_sum = s + L.run_sum, *span_max = s + L.span_max, *span_sum = s + L.span_sum;
     int16_t *qsq = (int16_t *)(void *)(s + L.qs);
-    int64_t limit[QUERY_TOKENS]; /* positions each token sees */
+    int64_t limit[MAX_TILE_TOKENS]; /* positions each token sees */
     int64_t n_pos = 0;
     for (int64_t tok = t0; tok < t1; tok++) {
         limit[tok - t0] = (int64_t)t->pos[tok] + 1;
@@ -974,12 +993,12 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
         finish_query(t->out + ((t0 + j / G) * H + kvh * G + j % G) * D, acc + j * D, run_sum[j], D);
 }
 
-/* Items: (tile of QUERY_TOKENS tokens, kv head); a tile's tokens are taken
+/* Items: (tile of tile_tokens tokens, kv head); a tile's tokens are taken
  * in runs of one sequence (they share a block table); decode tokens are
  * left to decode items. */
 static void prefill_item(const attention_task *t, int64_t item, float *s) {
-    const int64_t tile = item / t->KVH, kvh = item % t->KVH;
-    const int64_t first = tile * QUERY_TOKENS, last = first + QUERY_TOKENS < t->T ? first + QUERY_TOKENS : t->T;
+    const int64_t tile = item / t->KVH, kvh = item % t->KVH, n = t->tile_tokens;
+    const int64_t first = tile * n, last = first + n < t->T ? first + n : t->T;
     for (int64_t t0 = first; t0 < last;) {
         int64_t t1 = t0 + 1;
         while (t1 < last && t->seq[t1] == t->seq[t0]) t1++;
@@ -1011,7 +1030,7 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
     const int64_t D = t->D, H = t->H, KVH = t->KVH, G = H / KVH, nb = D / VT_QK8_0;
     const int64_t i = t->item_dec[item], sp = t->item_span[item], g = t->item_group[item];
     const int64_t tok = t->dec_tok[i], kv0 = g * KVH / t->groups, kv1 = (g + 1) * KVH / t->groups;
-    const attend_layout L = attend_scratch_layout(G, H, D);
+    const attend_layout L = attend_scratch_layout(G, H, D, t->tile_tokens);
     const int64_t limit = (int64_t)t->pos[tok] + 1, sp0 = sp * SPAN, sp1 = sp0 + SPAN < limit ? sp0 + SPAN : limit;
     const int64_t part = t->dec_part[i] + sp;
     const int32_t *table = t->tables + (int64_t)t->seq[tok] * t->max_blocks;
@@ -1085,7 +1104,7 @@ static void shared_decode_item(const attention_task *t, int64_t item, float *s) 
     const int32_t *members = t->members + t->item_members[item];
     const int64_t n = t->item_n_members[item], nq = n * G;
     const int64_t kv0 = g * KVH / t->groups, kv1 = (g + 1) * KVH / t->groups;
-    const attend_layout L = attend_scratch_layout(G, H, D);
+    const attend_layout L = attend_scratch_layout(G, H, D, t->tile_tokens);
     const int64_t sp0 = sp * SPAN, sp1 = sp0 + SPAN;
     const int32_t *table = t->tables + (int64_t)t->seq[t->dec_tok[members[0]]] * t->max_blocks;
     const size_t k_row_bytes = vt_row_size(t->k_dtype, D), v_row_bytes = vt_row_size(t->v_dtype, D);
@@ -1260,7 +1279,8 @@ vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
      * spans the kv heads are split in groups (see below) */
     const int64_t max_items = n_parts > 6 * (int64_t)ctx->n_threads ? n_parts : 6 * (int64_t)ctx->n_threads;
 
-    t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.H, t.D).total;
+    t.tile_tokens = n_dec < T ? prefill_tile_tokens(T, t.KVH, ctx->n_threads) : QUERY_TOKENS;
+    t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.H, t.D, t.tile_tokens).total;
     const size_t f = sizeof(float), i32 = sizeof(int32_t), per_threads = t.scratch_floats * f * (size_t)ctx->n_threads;
     const size_t sizes[] = {per_threads, (size_t)T, (size_t)n_dec * i32, (size_t)n_dec * sizeof(int64_t),
                             (size_t)max_items * 5 * i32, (size_t)(n_parts * t.H * t.D) * f,
@@ -1323,7 +1343,7 @@ vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
     t.is_decode = is_decode;
     t.item_dec = item_dec, t.item_span = item_span, t.item_group = item_group;
     t.item_members = item_members, t.item_n_members = item_n_members, t.members = members;
-    t.prefill_items = any_prefill ? (T + QUERY_TOKENS - 1) / QUERY_TOKENS * t.KVH : 0;
+    t.prefill_items = any_prefill ? (T + t.tile_tokens - 1) / t.tile_tokens * t.KVH : 0;
     const int64_t items = t.prefill_items + dec_items;
     if (items == 1)
         attention_items(&t, 0, 1, 0);

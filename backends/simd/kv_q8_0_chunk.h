@@ -8,7 +8,7 @@
  * AVX-512 tier; vpmaddwd + vpaddd on AVX2, two registers of 8 positions),
  * the query's pair broadcast against the chunk's column: no horizontal
  * sums, and no k widening per query. Prefill items reuse a transposed chunk
- * for up to QUERY_TOKENS * G queries, a decode item for its token's G.
+ * for up to MAX_TILE_TOKENS * G queries, a decode item for its token's G.
  *
  * The numbers: per position i and block b the integer sum
  *   isum[b][i] = qs[b] . k[i][b]   (|qs| <= 32767, |k| <= 127: < 2^31, exact)
