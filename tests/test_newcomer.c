@@ -250,7 +250,8 @@ static void test_ctx_past_training_warns_once(void) {
 }
 
 /* vt info opens with a summary naming the file type; vt tokenize shows each
- * token's text unless --raw; vt backends marks the default backend. A
+ * token's text unless --raw, and takes its text as vt run does too (-p, -f);
+ * vt backends marks the default backend. A
  * mixture of experts' summary names its experts and active parameters. */
 static void test_info_tokenize_backends(void) {
     const char *dir = vt_test_data_dir("test models");
@@ -296,6 +297,33 @@ static void test_info_tokenize_backends(void) {
         CU_ASSERT_EQUAL(both.rc, 2);
         CU_ASSERT(has(both.err, "--ids, --json and --raw are different outputs; give one"));
         result_free(&both);
+    }
+    /* -p TEXT and -f FILE, as vt run takes them, give what TEXT gives; two
+     * texts (or -p twice) are refused as vt run refuses them */
+    char text_file[1024];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(text_file, sizeof text_file, "tokenize.txt", "Hello world"));
+    result as_p = run("", "tokenize -m '%s' --no-bos -p 'Hello world'", bpe);
+    result as_f = run("", "tokenize -m '%s' --no-bos -f '%s'", bpe, text_file);
+    CU_ASSERT_EQUAL(as_p.rc, 0);
+    CU_ASSERT_EQUAL(as_f.rc, 0);
+    CU_ASSERT_STRING_EQUAL(as_p.out, text.out);
+    CU_ASSERT_STRING_EQUAL(as_f.out, text.out);
+    result_free(&as_p);
+    result_free(&as_f);
+    static const struct {
+        const char *args, *says;
+    } two_texts[] = {
+        {"-p Hello -p world", "-p/--prompt given twice: give one prompt (the first was 'Hello')"},
+        {"Hello -p world", "give one text: TEXT, -p TEXT or -f FILE, not TEXT and -p"},
+        {"-p Hello world", "give one text: TEXT, -p TEXT or -f FILE, not TEXT and -p"},
+        {"-p Hello -f /dev/null", "give one text: TEXT, -p TEXT or -f FILE, not -p and -f"},
+        {"--ids", "tokenize: give TEXT, -p TEXT or -f FILE"},
+    };
+    for (size_t i = 0; i < sizeof two_texts / sizeof *two_texts; i++) {
+        result r = run("", "tokenize -m '%s' %s", bpe, two_texts[i].args);
+        CU_ASSERT_EQUAL(r.rc, 2);
+        CU_ASSERT(has(r.err, two_texts[i].says));
+        result_free(&r);
     }
     result backends = run("", "backends --brief");
     CU_ASSERT_EQUAL(backends.rc, 0);

@@ -429,8 +429,7 @@ vt_status vt_cli_prompt_check(const vt_cli_prompt *p, vt_error *err) {
     return VT_OK;
 }
 
-/* The prompt's text: -p TEXT, -p - (stdin) or -f FILE, read whole. */
-static vt_status prompt_text(const vt_cli_prompt *p, char **owned, const char **text, size_t *len, vt_error *err) {
+vt_status vt_cli_prompt_text(const vt_cli_prompt *p, char **owned, const char **text, size_t *len, vt_error *err) {
     *owned = NULL;
     if (p->file || (p->text && strcmp(p->text, "-") == 0)) {
         if (p->file && vt_cli_given_file(p->file, err) != VT_OK) return vt_error_prefix(err, "-f ");
@@ -461,7 +460,7 @@ static vt_status prompt_tokens(const vt_model *m, const vt_cli_prompt *p, bool s
     char *owned = NULL;
     const char *text = "";
     size_t len = 0;
-    st = prompt_text(p, &owned, &text, &len, err);
+    st = vt_cli_prompt_text(p, &owned, &text, &len, err);
     if (st == VT_OK)
         st = vt_tokenize(m->tokenizer, text, len, vt_tokenizer_add_bos(m->tokenizer), special, tokens, n, err);
     free(owned);

@@ -65,6 +65,10 @@ typedef struct vt_cli_prompt {
 vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, vt_cli_prompt *p, vt_error *err);
 /* More than one of them given is an error. */
 vt_status vt_cli_prompt_check(const vt_cli_prompt *p, vt_error *err);
+/* The prompt's text: -p TEXT, -p - (stdin) or -f FILE, read whole (into
+ * *owned, malloc'ed, when it was read; *text points at it or at p->text);
+ * "" when none is given. --tokens is not text: the caller takes it. */
+vt_status vt_cli_prompt_text(const vt_cli_prompt *p, char **owned, const char **text, size_t *len, vt_error *err);
 
 /* A command's own flags and operands: try argv[*i] (advancing *i past a
  * value) and store it in opts, the command's options struct. */

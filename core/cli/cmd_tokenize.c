@@ -23,26 +23,6 @@ static vt_status open_tokenizer(const char *path, vt_gguf **g, vt_tokenizer **t,
     return st;
 }
 
-static char *read_stdin(size_t *len) {
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, stdin);
-        n += got;
-        if (got == 0) break;
-        if (n == cap) {
-            char *grown = realloc(buf, cap *= 2);
-            if (!grown) {
-                free(buf);
-                return NULL;
-            }
-            buf = grown;
-        }
-    }
-    if (len) *len = n;
-    return buf;
-}
-
 static void json_string(const char *s, size_t len) {
     putchar('"');
     for (size_t i = 0; i < len; i++) {
@@ -102,9 +82,12 @@ static vt_arg_result tokenizer_flag(tokenizer_flags *f, int argc, char **argv, i
 }
 
 static void tokenize_help(void) {
-    printf("usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json | --raw] [--] TEXT\n\n"
-           "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary. BOS is added as the vocab's\n"
-           "metadata says unless --no-bos. --special matches control tokens' text (off by default).\n"
+    printf("usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json | --raw]\n"
+           "                   ([--] TEXT | -p TEXT | -f FILE)\n\n"
+           "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary; -p/--prompt TEXT is the same as\n"
+           "TEXT (as vt run takes it) and -f/--file FILE tokenizes the file's text: give one of the three.\n"
+           "BOS is added as the vocab's metadata says unless --no-bos. --special matches control tokens'\n"
+           "text (off by default).\n"
            "Output: a table of each id and the text it stands for, quoted (\" world\"; a byte that is part\n"
            "of a character as \\xNN); --raw: the vocabulary's pieces instead (\"Ġworld\", \"▁world\");\n"
            "--ids: ids comma-separated; --json: {\"ids\", \"pieces\" (the vocabulary's)}.\n");
@@ -113,7 +96,8 @@ static void tokenize_help(void) {
 /* What `vt tokenize` was asked. */
 typedef struct tokenize_opts {
     tokenizer_flags f;
-    const char *text; /* "-": stdin */
+    const char *operand; /* TEXT ("-": stdin) */
+    vt_cli_prompt prompt; /* -p TEXT or -f FILE; after parsing, whichever of the three was given */
     bool no_bos, ids_only, json, raw;
     bool help;
 } tokenize_opts;
@@ -127,17 +111,33 @@ static vt_arg_result tokenize_arg(void *opts, int argc, char **argv, int *i, vt_
     else if (strcmp(a, "--ids") == 0) o->ids_only = true;
     else if (strcmp(a, "--json") == 0) o->json = true;
     else if (strcmp(a, "--raw") == 0) o->raw = true;
-    else if (strcmp(a, "--") == 0 && *i + 1 < argc && !o->text) o->text = argv[++*i];
-    else if ((a[0] != '-' || strcmp(a, "-") == 0) && !o->text) o->text = a;
+    else if (strcmp(a, "--") == 0 && *i + 1 < argc && !o->operand) o->operand = argv[++*i];
+    else if ((a[0] != '-' || strcmp(a, "-") == 0) && !o->operand) o->operand = a;
+    /* -p and -f as vt run takes them (not --tokens: those are already ids) */
+    else if (strcmp(a, "--tokens") != 0) return vt_cli_prompt_arg(argc, argv, i, &o->prompt, err);
     else return VT_ARG_NOT_MINE;
     return VT_ARG_TAKEN;
+}
+
+/* The text given once: TEXT, -p TEXT or -f FILE (each of which, given
+ * twice, the parse has refused already). */
+static vt_status settle_text(tokenize_opts *o, vt_error *err) {
+    const vt_cli_prompt *p = &o->prompt;
+    const int given = (o->operand != NULL) + (p->text != NULL) + (p->file != NULL);
+    if (given == 0) return vt_fail(err, VT_ERR_INVALID, "tokenize: give TEXT, -p TEXT or -f FILE (- for stdin)");
+    if (given > 1)
+        return vt_fail(err, VT_ERR_INVALID, "tokenize: give one text: TEXT, -p TEXT or -f FILE, not %s%s%s%s%s",
+                       o->operand ? "TEXT" : "", o->operand && p->text ? " and " : "", p->text ? "-p" : "",
+                       p->file && (o->operand || p->text) ? " and " : "", p->file ? "-f" : "");
+    if (o->operand) o->prompt.text = o->operand;
+    return VT_OK;
 }
 
 static vt_status parse_tokenize(int argc, char **argv, tokenize_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {.name = "tokenize", .operands = true, .see_help = true, .own = tokenize_arg};
     *o = (tokenize_opts){0};
     vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
-    if (st == VT_OK && !o->help && !o->text) st = vt_fail(err, VT_ERR_INVALID, "tokenize: give TEXT (or - for stdin)");
+    if (st == VT_OK && !o->help) st = settle_text(o, err);
     if (st == VT_OK && (int)o->ids_only + (int)o->json + (int)o->raw > 1)
         st = vt_fail(err, VT_ERR_INVALID, "%s: --ids, --json and --raw are different outputs; give one",
                      o->ids_only && o->json ? "--ids with --json" : o->raw && o->json ? "--raw with --json" : "--ids with --raw");
@@ -154,18 +154,14 @@ static vt_status run_tokenize(const tokenize_opts *o, vt_error *err) {
     vt_tokenizer *t;
     vt_status st = open_tokenizer(o->f.model, &g, &t, err);
     if (st != VT_OK) return st;
-    const char *text = o->text;
+    const char *text = "";
     char *owned = NULL;
     size_t len = 0;
-    if (strcmp(text, "-") == 0) {
-        owned = read_stdin(&len);
-        text = owned ? owned : "";
-    } else {
-        len = strlen(text);
-    }
     int32_t *ids = NULL;
     size_t n = 0;
-    st = vt_tokenize(t, text, len, !o->no_bos && vt_tokenizer_add_bos(t), o->f.special, &ids, &n, err);
+    st = vt_cli_prompt_text(&o->prompt, &owned, &text, &len, err);
+    if (st == VT_OK)
+        st = vt_tokenize(t, text, len, !o->no_bos && vt_tokenizer_add_bos(t), o->f.special, &ids, &n, err);
     if (st == VT_OK) {
         if (o->ids_only) {
             for (size_t i = 0; i < n; i++) printf("%s%d", i ? "," : "", ids[i]);
