@@ -616,6 +616,31 @@ static void test_twice_stray_and_too_many_threads(void) {
     result_free(&r);
 }
 
+/* An unknown --option a couple of edits from one the command's help lists
+ * is named as what was likely meant; one close to none gets no guess. */
+static void test_mistyped_option_is_named(void) {
+    static const struct {
+        const char *args, *says;
+    } cases[] = {
+        {"run --tmep 0.5", "run: unknown option '--tmep'; did you mean --temp? (see vt run --help)"},
+        {"run --ignore-eso", "did you mean --ignore-eos?"},
+        {"run --max-seq=4", "did you mean --max-seqs?"}, /* a common flag, with its value */
+        {"serve --prot 8080", "did you mean --port?"},
+        {"tokenize --jsno hi", "did you mean --json?"},
+        {"run --temprature 0.5", "run: unknown option '--temprature' (see vt run --help)"},
+        {"tokenize --jsonify hi", "tokenize: unknown option '--jsonify' (see vt tokenize --help)"},
+        /* one edit from --ids, but of two letters: too short to guess from */
+        {"tokenize --ds hi", "tokenize: unknown option '--ds' (see vt tokenize --help)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        result r = run("", "%s", cases[i].args);
+        CU_ASSERT_EQUAL(r.rc, 2);
+        CU_ASSERT(has(r.err, cases[i].says));
+        if (!strstr(cases[i].says, "did you mean")) CU_ASSERT(!strstr(r.err, "did you mean"));
+        result_free(&r);
+    }
+}
+
 /* vt backends judges backend options as a run does, listing or testing:
  * one for no backend found exits 2, one its backend refuses 5 (they were
  * taken silently, and ignored for a backend other than the one tested). */
@@ -792,6 +817,7 @@ int main(void) {
         {"a flag given twice, a stray word, threads past the CPUs", test_twice_stray_and_too_many_threads},
         {"vt eval --backend auto says auto", test_eval_names_auto},
         {"vt backends judges backend options as a run does", test_backends_judges_backend_options},
+        {"a mistyped --option is named as what was meant, when one is close", test_mistyped_option_is_named},
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},

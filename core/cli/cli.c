@@ -206,6 +206,62 @@ vt_arg_result vt_cli_prompt_arg(int argc, char **argv, int *i, vt_cli_prompt *p,
                                 "prompt", err);
 }
 
+/* Longest option name compared; longer ones are not typos of any of vt's. */
+#define NEAREST_MAX 48
+
+/* Restricted Damerau-Levenshtein distance of a[0..n) and b[0..m), both at
+ * most NEAREST_MAX long. */
+static int edit_distance(const char *a, size_t n, const char *b, size_t m) {
+    int d[NEAREST_MAX + 1][NEAREST_MAX + 1];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            const int change = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            const int drop = d[i - 1][j] + 1, add = d[i][j - 1] + 1;
+            int best = change < drop ? change : drop;
+            if (add < best) best = add;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+const char *vt_cli_nearest_option(const char *typed, const char *text, char *out, size_t size) {
+    if (strncmp(typed, "--", 2) != 0) return NULL;
+    const char *name = typed + 2;
+    const size_t n = strcspn(name, "=");
+    if (n == 0 || n > NEAREST_MAX) return NULL;
+    int best = 3; /* more than 2 edits is no typo */
+    for (const char *at = strstr(text, "--"); at; at = strstr(at + 2, "--")) {
+        const char *cand = at + 2;
+        const size_t m = strspn(cand, "abcdefghijklmnopqrstuvwxyz0123456789-");
+        /* an option starts with a letter, after a blank or an opening mark */
+        const bool starts = at == text || strchr(" \t\n([|,/`", at[-1]);
+        if (!starts || m == 0 || m > NEAREST_MAX || !(cand[0] >= 'a' && cand[0] <= 'z')) continue;
+        const int dist = edit_distance(name, n, cand, m);
+        if (dist < best && 2 * (size_t)dist < n) {
+            best = dist;
+            snprintf(out, size, "--%.*s", (int)m, cand);
+        }
+    }
+    return best <= 2 ? out : NULL;
+}
+
+/* The "; did you mean --OPTION?" of an unknown option, or "". */
+static void did_you_mean(const vt_cli_parser *p, const char *typed, char *out, size_t size) {
+    out[0] = '\0';
+    char *text = NULL, nearest[NEAREST_MAX + 3];
+    size_t len = 0;
+    FILE *f = p->help ? open_memstream(&text, &len) : NULL;
+    if (!f) return;
+    p->help(f);
+    if (fclose(f) == 0 && vt_cli_nearest_option(typed, text, nearest, sizeof nearest))
+        snprintf(out, size, "; did you mean %s?", nearest);
+    free(text);
+}
+
 vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
                        vt_error *err) {
     *help = false;
@@ -230,8 +286,10 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
             *help = true;
             return VT_OK;
         }
-        return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s", p->name,
-                       a[0] != '-' || strcmp(a, "-") == 0 ? "unexpected argument" : "unknown option", a,
+        char hint[NEAREST_MAX + 32];
+        did_you_mean(p, a, hint, sizeof hint);
+        return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s%s", p->name,
+                       a[0] != '-' || strcmp(a, "-") == 0 ? "unexpected argument" : "unknown option", a, hint,
                        p->see_help ? " (see vt " : "",
                        p->see_help ? p->name : "", p->see_help ? " --help)" : "");
     }

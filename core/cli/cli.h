@@ -76,7 +76,9 @@ typedef vt_arg_result (*vt_cli_arg_fn)(void *opts, int argc, char **argv, int *i
 
 /* How a command reads its argv. The error for an argument nobody takes is
  * "NAME: unknown option 'ARG'", or "NAME: unexpected argument 'ARG'" for a
- * command with operands, followed by " (see vt NAME --help)" when see_help. */
+ * command with operands, followed by " (see vt NAME --help)" when see_help;
+ * an unknown --option close to one the command's help lists adds "; did you
+ * mean --OPTION?" (vt_cli_nearest_option). */
 typedef struct vt_cli_parser {
     const char *name;
     bool operands;
@@ -84,7 +86,17 @@ typedef struct vt_cli_parser {
     bool several_backends; /* compare, bench: --backend is refused, pointing to --backends */
     bool samples;          /* run, chat, serve (and config, which shows them): takes the sampling flags */
     vt_cli_arg_fn own;     /* NULL: the command has no flags of its own */
+    void (*help)(FILE *f); /* its --help text, whose --options are the ones a mistyped one is matched to */
 } vt_cli_parser;
+
+/* The --option named in `text` (a command's help) that `typed`, an option no
+ * one took, most likely misspells, copied into out: the one fewest edits
+ * away (a character added, dropped, changed, or two neighbours swapped:
+ * Damerau-Levenshtein, "=value" left aside), when those are at most 2 and
+ * fewer than half of typed's letters (so a short word is not matched to
+ * anything); the first of equally close ones. NULL when none is that close,
+ * or typed is no --option. */
+const char *vt_cli_nearest_option(const char *typed, const char *text, char *out, size_t size);
 
 /* The parse step every command shares: argv -> opts, syntax only. With c,
  * vt_cli_init runs first and every entry the command does not take is tried

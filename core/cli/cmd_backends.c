@@ -47,34 +47,34 @@ static void print_entry(const vt_backend_entry *b, bool matrix, const char *mark
     if (matrix && b->state == VT_BACKEND_LOADED) print_matrix(b);
 }
 
-static void help(void) {
-    printf("usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n"
-           "       vt backends --test NAME|FILE [--ops LIST] [--dtypes LIST] [--seed S] [--perf] [--json] [-t N]\n"
-           "                       [--backend-option NAME.key=value]\n"
-           "       vt backends --calibrate -m MODEL [-t N] [-b N]\n\n"
-           "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
-           "loaded (with its probe score: the highest is the default backend), refused (with the reason) or\n"
-           "shadowed, and each loaded backend's op x dtype matrix.\n"
-           "--check FILE validates one plugin file without running a model (exit 0 if it loads, 1 if it is\n"
-           "refused, printing why).\n"
-           "--test NAME|FILE runs every op x dtype x phase the backend accepts on generated cases (odd shapes,\n"
-           "M = 1 and M > 1, tokens across cache blocks, GQA 1/2/4/8, several sequences, every KV dtype) and\n"
-           "on `reference`, and judges each by its normalized mean squared error against a threshold per op and\n"
-           "dtype. One line per case, a summary per op with what the backend declined; exit 0 when every case\n"
-           "is OK, 1 on any FAIL, 2 when the backend does not load. Each op family runs in a child process:\n"
-           "a crash is that case's FAIL (with the signal) and the run goes on. A backend that lists\n"
-           "instruction-set tiers (simd on an AVX-512 CPU: isa=avx512, isa=avx2) runs the battery at each;\n"
-           "--backend-option NAME.key=value for it tests it as configured instead.\n"
-           "  --ops LIST      op families to run (default all): matmul, attention, reshape_and_cache,\n"
-           "                  rms_norm, rope, swiglu, add, get_rows, convert, moe_route, moe_matmul,\n"
-           "                  moe_combine\n"
-           "  --dtypes LIST   dtypes of each op's axis (the matrix's): f32, f16, bf16, q8_0, q4_0, q4_k,\n"
-           "                  q5_k, q6_k (default all)\n"
-           "  --seed S        seed of the generated inputs (default 1)\n"
-           "  --perf          also time each case on the backend: median time, GFLOP/s or GB/s\n"
-           "  --json          one JSON document: backend, cases, n_ok, n_failed, declined\n"
-           "--calibrate -m MODEL times every shape class of MODEL's plans on every candidate backend again (what\n"
-           "--backend auto places by), replaces the calibration cache and prints each class's times and winner.\n");
+static void help(FILE *f) {
+    fprintf(f, "usage: vt backends [--check FILE] [--brief] [--backend-path DIRS]\n"
+               "       vt backends --test NAME|FILE [--ops LIST] [--dtypes LIST] [--seed S] [--perf] [--json] [-t N]\n"
+               "                       [--backend-option NAME.key=value]\n"
+               "       vt backends --calibrate -m MODEL [-t N] [-b N]\n\n"
+               "List every backend found (VT_BACKEND_PATH, then [backends] path, then the install's lib/vt),\n"
+               "loaded (with its probe score: the highest is the default backend), refused (with the reason) or\n"
+               "shadowed, and each loaded backend's op x dtype matrix.\n"
+               "--check FILE validates one plugin file without running a model (exit 0 if it loads, 1 if it is\n"
+               "refused, printing why).\n"
+               "--test NAME|FILE runs every op x dtype x phase the backend accepts on generated cases (odd shapes,\n"
+               "M = 1 and M > 1, tokens across cache blocks, GQA 1/2/4/8, several sequences, every KV dtype) and\n"
+               "on `reference`, and judges each by its normalized mean squared error against a threshold per op and\n"
+               "dtype. One line per case, a summary per op with what the backend declined; exit 0 when every case\n"
+               "is OK, 1 on any FAIL, 2 when the backend does not load. Each op family runs in a child process:\n"
+               "a crash is that case's FAIL (with the signal) and the run goes on. A backend that lists\n"
+               "instruction-set tiers (simd on an AVX-512 CPU: isa=avx512, isa=avx2) runs the battery at each;\n"
+               "--backend-option NAME.key=value for it tests it as configured instead.\n"
+               "  --ops LIST      op families to run (default all): matmul, attention, reshape_and_cache,\n"
+               "                  rms_norm, rope, swiglu, add, get_rows, convert, moe_route, moe_matmul,\n"
+               "                  moe_combine\n"
+               "  --dtypes LIST   dtypes of each op's axis (the matrix's): f32, f16, bf16, q8_0, q4_0, q4_k,\n"
+               "                  q5_k, q6_k (default all)\n"
+               "  --seed S        seed of the generated inputs (default 1)\n"
+               "  --perf          also time each case on the backend: median time, GFLOP/s or GB/s\n"
+               "  --json          one JSON document: backend, cases, n_ok, n_failed, declined\n"
+               "--calibrate -m MODEL times every shape class of MODEL's plans on every candidate backend again (what\n"
+               "--backend auto places by), replaces the calibration cache and prints each class's times and winner.\n");
 }
 
 /* What `vt backends` was asked. */
@@ -118,7 +118,7 @@ static vt_arg_result backends_arg(void *opts, int argc, char **argv, int *i, vt_
 }
 
 static vt_status parse_backends(int argc, char **argv, backends_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "backends", .own = backends_arg};
+    static const vt_cli_parser parser = {.name = "backends", .own = backends_arg, .help = help};
     *o = (backends_opts){.matrix = true, .seed = 1};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
@@ -292,7 +292,7 @@ int vt_cmd_backends(int argc, char **argv) {
     bool refused = false;
     vt_status st = parse_backends(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     vt_backends_test_request req;

@@ -33,38 +33,38 @@
 /* Entries of a --parallel list. */
 #define VT_BENCH_MAX_PARALLEL 16
 
-static void help(void) {
-    printf("usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-d N] [-r N] [-t N] [--kv-cache-dtype D]\n"
-           "                [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
-           "Prefill (pp: one call of -p tokens on a fresh sequence) and decode (tg: -n single-token steps from\n"
-           "an empty sequence) tokens/s per backend: a warm-up, then -r repetitions; median and stdev. The\n"
-           "repetitions are interleaved: each round runs every backend (and --parallel entry) once, round r\n"
-           "starting with the r-th, so a drift of the machine's speed hits all alike. Also the\n"
-           "model size, parameters, bytes of weights read per decoded token, the machine's read bandwidth\n"
-           "measured in the same run, and tg as a fraction of that bandwidth limit.\n\n"
-           "      --backends LIST      comma-separated backends (auto among them: each node where it measured\n"
-           "                           fastest), or all (default: every loaded backend but reference,\n"
-           "                           the slow oracle); a backend named twice gets two engines\n"
-           "                           (the second's results labelled NAME#2): the spread of one plan,\n"
-           "                           measured in the same run; NAME:key=value[:key=value] runs NAME\n"
-           "                           with those backend options (simd,simd:isa=avx2: two tiers side by side)\n"
-           "  -p, --n-prompt N         prefill tokens (default 512; 0 = skip pp)\n"
-           "  -n, --n-gen N            decode steps (default 128; 0 = skip tg)\n"
-           "  -d, --depth N            start pp and tg from a sequence already holding N tokens, prefilled\n"
-           "                           before every run and not timed (tests named \"pp512 @ d4096\"): what a\n"
-           "                           chat's later turn costs (default 0)\n"
-           "  -r, --repetitions N      timed repetitions (default 5)\n"
-           "      --parallel LIST      numbers of sequences, e.g. 1,2,4,8: S prompts of -p tokens prefilled\n"
-           "                           together, then -n decode steps of S tokens (aggregate and per-sequence\n"
-           "                           tokens/s); without it one sequence, tg from an empty one\n"
-           "      --json, --csv        machine-readable output (default: a table; both add each median's ratio\n"
-           "                           to the first backend's, JSON where each run fell in its round)\n"
-           "      --profile            per-op time, calls and share per backend and test (pp, tg) over the\n"
-           "                           timed runs, on stderr\n"
-           "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n\n"
-           "Engine options (--backends takes the place of --backend):\n");
+static void help(FILE *f) {
+    fprintf(f, "usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-d N] [-r N] [-t N] [--kv-cache-dtype D]\n"
+               "                [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
+               "Prefill (pp: one call of -p tokens on a fresh sequence) and decode (tg: -n single-token steps from\n"
+               "an empty sequence) tokens/s per backend: a warm-up, then -r repetitions; median and stdev. The\n"
+               "repetitions are interleaved: each round runs every backend (and --parallel entry) once, round r\n"
+               "starting with the r-th, so a drift of the machine's speed hits all alike. Also the\n"
+               "model size, parameters, bytes of weights read per decoded token, the machine's read bandwidth\n"
+               "measured in the same run, and tg as a fraction of that bandwidth limit.\n\n"
+               "      --backends LIST      comma-separated backends (auto among them: each node where it measured\n"
+               "                           fastest), or all (default: every loaded backend but reference,\n"
+               "                           the slow oracle); a backend named twice gets two engines\n"
+               "                           (the second's results labelled NAME#2): the spread of one plan,\n"
+               "                           measured in the same run; NAME:key=value[:key=value] runs NAME\n"
+               "                           with those backend options (simd,simd:isa=avx2: two tiers side by side)\n"
+               "  -p, --n-prompt N         prefill tokens (default 512; 0 = skip pp)\n"
+               "  -n, --n-gen N            decode steps (default 128; 0 = skip tg)\n"
+               "  -d, --depth N            start pp and tg from a sequence already holding N tokens, prefilled\n"
+               "                           before every run and not timed (tests named \"pp512 @ d4096\"): what a\n"
+               "                           chat's later turn costs (default 0)\n"
+               "  -r, --repetitions N      timed repetitions (default 5)\n"
+               "      --parallel LIST      numbers of sequences, e.g. 1,2,4,8: S prompts of -p tokens prefilled\n"
+               "                           together, then -n decode steps of S tokens (aggregate and per-sequence\n"
+               "                           tokens/s); without it one sequence, tg from an empty one\n"
+               "      --json, --csv        machine-readable output (default: a table; both add each median's ratio\n"
+               "                           to the first backend's, JSON where each run fell in its round)\n"
+               "      --profile            per-op time, calls and share per backend and test (pp, tg) over the\n"
+               "                           timed runs, on stderr\n"
+               "      --membw-mib N        size of each of the two bandwidth buffers (default 256; 0 = skip)\n\n"
+               "Engine options (--backends takes the place of --backend):\n");
     static const char *const not_here[] = {"--backend", "--special", NULL};
-    vt_cli_common_help_except(stdout, not_here);
+    vt_cli_common_help_except(f, not_here);
 }
 
 typedef struct bench_result {
@@ -734,7 +734,7 @@ static vt_arg_result bench_arg(void *opts, int argc, char **argv, int *i, vt_err
 
 static vt_status parse_bench(int argc, char **argv, bench_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {
-        .name = "bench", .see_help = true, .several_backends = true, .own = bench_arg};
+        .name = "bench", .see_help = true, .several_backends = true, .own = bench_arg, .help = help};
     *o = (bench_opts){.n_prompt = 512,
                       .n_gen = 128,
                       .reps = 5,
@@ -938,7 +938,7 @@ int vt_cmd_bench(int argc, char **argv) {
     bench_opts o;
     vt_status st = parse_bench(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_bench(&o, &err);

@@ -33,25 +33,25 @@
 #include "line_reader.h"
 #include "serve_options.h"
 
-static void help(void) {
-    printf("usage: vt chat -m MODEL [--chat-template NAME | --chat-template-file PATH] [--system TEXT] [options]\n\n"
-           "Chat with the model: each line of input is a message, the answer is printed as it is generated.\n"
-           "Ctrl-C stops an answer; Ctrl-C at the prompt, Ctrl-D or /exit ends the chat. Input may be piped:\n"
-           "each line is answered in turn and the chat ends at the end of the input. Commands:\n"
-           "  /system TEXT  set the system message (alone: show it)   /reset  forget the conversation\n"
-           "  /exit         end the chat                               /help   list the commands\n\n"
-           "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
-           "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
-           "                           (a model without a template needs one of the two)\n"
-           "      --system TEXT        the system message to start with\n"
-           "      --stats              after each answer, a line on stderr: prompt tokens, those taken from\n"
-           "                           the cache (earlier turns), tokens generated and their rate\n"
-           "      --show-prompt        before each answer, the rendered conversation on stderr between\n"
-           "                           lines [prompt] and [/prompt], as the model sees it (with the BOS\n"
-           "                           the tokenizer adds to a built-in template's rendering)\n");
-    vt_cli_gen_help(stdout, "tokens per answer at most (default: until the end of the turn or of the context)");
+static void help(FILE *f) {
+    fprintf(f, "usage: vt chat -m MODEL [--chat-template NAME | --chat-template-file PATH] [--system TEXT] [options]\n\n"
+               "Chat with the model: each line of input is a message, the answer is printed as it is generated.\n"
+               "Ctrl-C stops an answer; Ctrl-C at the prompt, Ctrl-D or /exit ends the chat. Input may be piped:\n"
+               "each line is answered in turn and the chat ends at the end of the input. Commands:\n"
+               "  /system TEXT  set the system message (alone: show it)   /reset  forget the conversation\n"
+               "  /exit         end the chat                               /help   list the commands\n\n"
+               "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
+               "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
+               "                           (a model without a template needs one of the two)\n"
+               "      --system TEXT        the system message to start with\n"
+               "      --stats              after each answer, a line on stderr: prompt tokens, those taken from\n"
+               "                           the cache (earlier turns), tokens generated and their rate\n"
+               "      --show-prompt        before each answer, the rendered conversation on stderr between\n"
+               "                           lines [prompt] and [/prompt], as the model sees it (with the BOS\n"
+               "                           the tokenizer adds to a built-in template's rendering)\n");
+    vt_cli_gen_help(f, "tokens per answer at most (default: until the end of the turn or of the context)");
     static const char *const not_here[] = {"--special", NULL};
-    vt_cli_common_help_except(stdout, not_here);
+    vt_cli_common_help_except(f, not_here);
 }
 
 typedef struct chat_opts {
@@ -97,7 +97,8 @@ static vt_arg_result chat_arg(void *opts, int argc, char **argv, int *i, vt_erro
 }
 
 static vt_status parse_chat(int argc, char **argv, chat_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "chat", .see_help = true, .samples = true, .own = chat_arg};
+    static const vt_cli_parser parser = {
+        .name = "chat", .see_help = true, .samples = true, .own = chat_arg, .help = help};
     *o = (chat_opts){0};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
@@ -719,7 +720,7 @@ int vt_cmd_chat(int argc, char **argv) {
     chat_opts o;
     vt_status st = parse_chat(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_chat(&o, &err);

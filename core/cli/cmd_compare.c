@@ -43,45 +43,45 @@ static const char default_prompt[] =
     "The old lighthouse keeper climbed the stairs every evening, counting each step, and wrote the "
     "weather in a small book before lighting the lamp.";
 
-static void help(void) {
-    printf("usage: vt compare [-m MODEL] [--backends LIST|all] [-p PROMPT | --tokens IDS] [-n N] [--ppl FILE]\n"
-           "                  [--kv-cache-dtype D|LIST] [-t N] [--json] [--profile] [options]\n"
-           "       vt compare --trace [--trace-all] [-m MODEL] [--backends LIST] [-p PROMPT | --tokens IDS] [-n N]\n"
-           "                  [--json] [options]\n\n"
-           "Run the same tokens through each backend and compare it with `reference`: max and mean |dlogit|,\n"
-           "top-1 agreement and KL divergence over every prompt position, greedy continuation agreement (tokens\n"
-           "until the first divergence), perplexity over --ppl FILE, prefill and decode tokens/s, and where each\n"
-           "backend's plan nodes ran; then a verdict per backend (agrees with reference within its stated\n"
-           "tolerance or not, a greedy difference explained by reference's top-2 gap there) and a legend of\n"
-           "the columns. Without -m, a small random-weight model is synthesized into the cache\n"
-           "($XDG_CACHE_HOME/vt or ~/.cache/vt) and reused.\n\n"
-           "      --backends LIST      comma-separated backends (auto among them), or all (default: all\n"
-           "                           loaded); reference is always run first as the baseline;\n"
-           "                           NAME:key=value[:key=value] runs NAME with those backend options\n"
-           "                           (simd,simd:isa=avx2: two instruction-set tiers side by side)\n"
-           "  -p, --prompt TEXT        prompt (default: an English sentence); - reads stdin\n"
-           "  -f, --file FILE          the prompt is the file's text\n"
-           "      --tokens IDS         prompt as comma-separated token ids instead\n"
-           "  -n, --n-predict N        greedy continuation length (default %d)\n"
-           "      --ppl FILE           also compute perplexity over the text of FILE\n"
-           "      --ppl-ctx N          perplexity chunk size in tokens (default %d or the model's trained context\n"
-           "                           if shorter, capped at the text's length);\n"
-           "                           like llama-perplexity, each chunk scores its second half\n"
-           "      --kv-cache-dtype LIST  f32, f16, bf16, q8_0, or a list (f32,f16,q8_0): each backend, reference\n"
-           "                           included, runs at each cache dtype, every row against reference at f32\n"
-           "      --json               one JSON document instead of the table\n"
-           "      --profile            per-op time, calls and share per backend, on stderr\n"
-           "      --trace              where each backend first diverges: every node of its plans run on the\n"
-           "                           reference's inputs (prompt in prefill, then -n - 1 decode steps), its NMSE\n"
-           "                           against its op's threshold (as vt backends --test); one line per backend,\n"
-           "                           exit 1 when one diverges\n"
-           "      --trace-all          --trace with every node's error, threshold and verdict\n"
-           "Prefill tokens/s here includes the logits of every position (the metrics need them);\n"
-           "vt bench measures the usual last-position prefill.\n\n"
-           "Engine options (--backends takes the place of --backend):\n",
-           DEFAULT_GREEDY, DEFAULT_PPL_CTX);
+static void help(FILE *f) {
+    fprintf(f, "usage: vt compare [-m MODEL] [--backends LIST|all] [-p PROMPT | --tokens IDS] [-n N] [--ppl FILE]\n"
+               "                  [--kv-cache-dtype D|LIST] [-t N] [--json] [--profile] [options]\n"
+               "       vt compare --trace [--trace-all] [-m MODEL] [--backends LIST] [-p PROMPT | --tokens IDS] [-n N]\n"
+               "                  [--json] [options]\n\n"
+               "Run the same tokens through each backend and compare it with `reference`: max and mean |dlogit|,\n"
+               "top-1 agreement and KL divergence over every prompt position, greedy continuation agreement (tokens\n"
+               "until the first divergence), perplexity over --ppl FILE, prefill and decode tokens/s, and where each\n"
+               "backend's plan nodes ran; then a verdict per backend (agrees with reference within its stated\n"
+               "tolerance or not, a greedy difference explained by reference's top-2 gap there) and a legend of\n"
+               "the columns. Without -m, a small random-weight model is synthesized into the cache\n"
+               "($XDG_CACHE_HOME/vt or ~/.cache/vt) and reused.\n\n"
+               "      --backends LIST      comma-separated backends (auto among them), or all (default: all\n"
+               "                           loaded); reference is always run first as the baseline;\n"
+               "                           NAME:key=value[:key=value] runs NAME with those backend options\n"
+               "                           (simd,simd:isa=avx2: two instruction-set tiers side by side)\n"
+               "  -p, --prompt TEXT        prompt (default: an English sentence); - reads stdin\n"
+               "  -f, --file FILE          the prompt is the file's text\n"
+               "      --tokens IDS         prompt as comma-separated token ids instead\n"
+               "  -n, --n-predict N        greedy continuation length (default %d)\n"
+               "      --ppl FILE           also compute perplexity over the text of FILE\n"
+               "      --ppl-ctx N          perplexity chunk size in tokens (default %d or the model's trained context\n"
+               "                           if shorter, capped at the text's length);\n"
+               "                           like llama-perplexity, each chunk scores its second half\n"
+               "      --kv-cache-dtype LIST  f32, f16, bf16, q8_0, or a list (f32,f16,q8_0): each backend, reference\n"
+               "                           included, runs at each cache dtype, every row against reference at f32\n"
+               "      --json               one JSON document instead of the table\n"
+               "      --profile            per-op time, calls and share per backend, on stderr\n"
+               "      --trace              where each backend first diverges: every node of its plans run on the\n"
+               "                           reference's inputs (prompt in prefill, then -n - 1 decode steps), its NMSE\n"
+               "                           against its op's threshold (as vt backends --test); one line per backend,\n"
+               "                           exit 1 when one diverges\n"
+               "      --trace-all          --trace with every node's error, threshold and verdict\n"
+               "Prefill tokens/s here includes the logits of every position (the metrics need them);\n"
+               "vt bench measures the usual last-position prefill.\n\n"
+               "Engine options (--backends takes the place of --backend):\n",
+               DEFAULT_GREEDY, DEFAULT_PPL_CTX);
     static const char *const said_above[] = {"--backend", "--kv-cache-dtype", NULL};
-    vt_cli_common_help_except(stdout, said_above);
+    vt_cli_common_help_except(f, said_above);
 }
 
 /* What one backend scored. */
@@ -733,7 +733,7 @@ static vt_arg_result compare_arg(void *opts, int argc, char **argv, int *i, vt_e
 
 static vt_status parse_compare(int argc, char **argv, compare_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {
-        .name = "compare", .see_help = true, .several_backends = true, .own = compare_arg};
+        .name = "compare", .see_help = true, .several_backends = true, .own = compare_arg, .help = help};
     *o = (compare_opts){.n_greedy = DEFAULT_GREEDY, .ppl_ctx = DEFAULT_PPL_CTX};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
@@ -1004,7 +1004,7 @@ int vt_cmd_compare(int argc, char **argv) {
     compare_opts o;
     vt_status st = parse_compare(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_compare(&o, &err);

@@ -10,18 +10,18 @@
 #include "scheduler.h"
 #include "threadpool.h"
 
-static void help(void) {
-    printf("usage: vt config [--config FILE] [any engine flag]\n\n"
-           "Print every knob's value and its source after resolving command line > environment >\n"
-           "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
-           "and a backend, fallback, backend option or token budget a run would refuse is refused here\n"
-           "with the same message and exit status (without a model: limits a model sets, such as a\n"
-           "token budget past its context, are checked when a run opens it). The last lines are what\n"
-           "only the environment sets:\n"
-           "VT_BACKEND_PATH (backend folders searched before backends.path), VT_LOG (the log level),\n"
-           "and the plan check: VT_CHECK_PLAN=1 makes the first run of each plan re-offer every node,\n"
-           "as executed, to its backend and fail naming a node it declines (default: on in Debug\n"
-           "and sanitizer builds, off in Release; 0 turns it off).\n");
+static void help(FILE *f) {
+    fprintf(f, "usage: vt config [--config FILE] [any engine flag]\n\n"
+               "Print every knob's value and its source after resolving command line > environment >\n"
+               "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
+               "and a backend, fallback, backend option or token budget a run would refuse is refused here\n"
+               "with the same message and exit status (without a model: limits a model sets, such as a\n"
+               "token budget past its context, are checked when a run opens it). The last lines are what\n"
+               "only the environment sets:\n"
+               "VT_BACKEND_PATH (backend folders searched before backends.path), VT_LOG (the log level),\n"
+               "and the plan check: VT_CHECK_PLAN=1 makes the first run of each plan re-offer every node,\n"
+               "as executed, to its backend and fail naming a node it declines (default: on in Debug\n"
+               "and sanitizer builds, off in Release; 0 turns it off).\n");
 }
 
 /* What `vt config` was asked: only engine flags, resolved as they are read. */
@@ -31,7 +31,7 @@ typedef struct config_opts {
 } config_opts;
 
 static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "config", .samples = true};
+    static const vt_cli_parser parser = {.name = "config", .samples = true, .help = help};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 
@@ -152,7 +152,7 @@ int vt_cmd_config(int argc, char **argv) {
     config_opts o;
     vt_status st = parse_config(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     /* flags of a run that are not settings: nothing here to apply them to */

@@ -7,20 +7,20 @@
 #include "quant.h"
 #include "sampler.h"
 
-static void help(void) {
-    printf("usage: vt eval -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) [--top-k K] [--decode] [--json] [options]\n\n"
-           "Evaluate the tokens in one prefill (or, with --decode, one token per decode step) and print\n"
-           "{\"tokens\", \"argmax\" (per position), \"top\" (last position's K best [id, logit]), \"backend\",\n"
-           "\"kv_cache_dtype\", \"path\" (prefill or decode)} as one JSON object.\n\n"
-           "      --tokens IDS         comma-separated token ids\n"
-           "  -p, --prompt TEXT        text, tokenized with the model's vocabulary (BOS as its metadata says);\n"
-           "                           - reads stdin\n"
-           "  -f, --file FILE          the file's text\n"
-           "      --top-k K            pairs in \"top\" (default 20)\n"
-           "      --decode             feed the tokens through the decode path\n"
-           "      --json               accepted, changes nothing: the output is always JSON\n"
-           "      --full-last          also print \"last_logits\": every logit of the last position\n");
-    vt_cli_common_help(stdout);
+static void help(FILE *f) {
+    fprintf(f, "usage: vt eval -m MODEL (--tokens 1,2,3 | -p TEXT | -f FILE) [--top-k K] [--decode] [--json] [options]\n\n"
+               "Evaluate the tokens in one prefill (or, with --decode, one token per decode step) and print\n"
+               "{\"tokens\", \"argmax\" (per position), \"top\" (last position's K best [id, logit]), \"backend\",\n"
+               "\"kv_cache_dtype\", \"path\" (prefill or decode)} as one JSON object.\n\n"
+               "      --tokens IDS         comma-separated token ids\n"
+               "  -p, --prompt TEXT        text, tokenized with the model's vocabulary (BOS as its metadata says);\n"
+               "                           - reads stdin\n"
+               "  -f, --file FILE          the file's text\n"
+               "      --top-k K            pairs in \"top\" (default 20)\n"
+               "      --decode             feed the tokens through the decode path\n"
+               "      --json               accepted, changes nothing: the output is always JSON\n"
+               "      --full-last          also print \"last_logits\": every logit of the last position\n");
+    vt_cli_common_help(f);
 }
 
 typedef struct scored {
@@ -55,7 +55,7 @@ static vt_arg_result eval_arg(void *opts, int argc, char **argv, int *i, vt_erro
 }
 
 static vt_status parse_eval(int argc, char **argv, eval_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "eval", .see_help = true, .own = eval_arg};
+    static const vt_cli_parser parser = {.name = "eval", .see_help = true, .own = eval_arg, .help = help};
     *o = (eval_opts){.top_k = 20};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
@@ -121,7 +121,7 @@ int vt_cmd_eval(int argc, char **argv) {
     eval_opts o;
     vt_status st = parse_eval(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_eval(&o, &err);

@@ -7,17 +7,17 @@
 #include "cli.h"
 #include "gen_options.h"
 
-static void help(void) {
-    printf("usage: vt run -m MODEL [-p PROMPT | -p - | -f FILE | --tokens 1,2,3] [-n N] [options]\n\n"
-           "Generate text; prints the continuation to stdout and timing to stderr. Without a prompt (or with an\n"
-           "empty one) generation starts from the beginning-of-text token alone where the vocabulary puts one\n"
-           "before a prompt (Llama's); otherwise there is nothing to evaluate (\"the prompt is empty\").\n\n"
-           "  -p, --prompt TEXT        prompt text (tokenized with the model's vocabulary); - reads stdin\n"
-           "  -f, --file FILE          the prompt is the file's text\n"
-           "      --tokens IDS         prompt as comma-separated token ids instead\n"
-           "      --ids                print generated token ids, comma-separated, instead of text\n");
-    vt_cli_gen_help(stdout, "tokens to generate (default 32; 0 = only evaluate the prompt)");
-    vt_cli_common_help(stdout);
+static void help(FILE *f) {
+    fprintf(f, "usage: vt run -m MODEL [-p PROMPT | -p - | -f FILE | --tokens 1,2,3] [-n N] [options]\n\n"
+               "Generate text; prints the continuation to f and timing to stderr. Without a prompt (or with an\n"
+               "empty one) generation starts from the beginning-of-text token alone where the vocabulary puts one\n"
+               "before a prompt (Llama's); otherwise there is nothing to evaluate (\"the prompt is empty\").\n\n"
+               "  -p, --prompt TEXT        prompt text (tokenized with the model's vocabulary); - reads stdin\n"
+               "  -f, --file FILE          the prompt is the file's text\n"
+               "      --tokens IDS         prompt as comma-separated token ids instead\n"
+               "      --ids                print generated token ids, comma-separated, instead of text\n");
+    vt_cli_gen_help(f, "tokens to generate (default 32; 0 = only evaluate the prompt)");
+    vt_cli_common_help(f);
 }
 
 /* What `vt run` was asked. */
@@ -40,7 +40,8 @@ static vt_arg_result run_arg(void *opts, int argc, char **argv, int *i, vt_error
 }
 
 static vt_status parse_run(int argc, char **argv, run_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "run", .see_help = true, .samples = true, .own = run_arg};
+    static const vt_cli_parser parser = {
+        .name = "run", .see_help = true, .samples = true, .own = run_arg, .help = help};
     *o = (run_opts){.gen = {.n_predict = 32}};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
@@ -173,7 +174,7 @@ int vt_cmd_run(int argc, char **argv) {
     run_opts o;
     vt_status st = parse_run(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_run(&o, &err);

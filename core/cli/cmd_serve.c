@@ -36,39 +36,39 @@
 #include "vt/vt.h"
 #include "vt/vt_dtype.h"
 
-static void help(void) {
-    printf("usage: vt serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [options]\n\n"
-           "Serve the model over HTTP with OpenAI's API: POST /v1/chat/completions, /v1/completions,\n"
-           "/tokenize, /detokenize, /apply-template; GET /v1/models, /v1/models/ID, /health, /metrics\n"
-           "(docs/SERVING.md). One log line per request on stderr.\n\n"
-           "      --host ADDR          address to listen on (default 127.0.0.1)\n"
-           "      --port N             TCP port, 0 = any free one (default 8080)\n"
-           "      --parallel N, -np N, --max-seqs N\n"
-           "                           sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
-           "      --max-waiting N      requests waiting for a sequence before 503 + Retry-After ([runtime] max_waiting;\n"
-           "                           default 256)\n"
-           "      --api-key KEY        require \"Authorization: Bearer KEY\" (default: env VT_API_KEY, else none)\n"
-           "      --api-key-file PATH  the same, the key read from the file's first line (default: env\n"
-           "                           VT_API_KEY_FILE); keeps the key off command lines and unit files\n"
-           "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
-           "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
-           "      --model-alias NAME   the model's name in /v1/models and answers (default: the file name)\n"
-           "      --body-limit BYTES   largest request body (default 4194304); larger ones get 413\n"
-           "      --timeout SECONDS    a request running longer ends with finish_reason length (default 600; 0 = none)\n"
-           "      --shutdown-grace SECONDS   on SIGTERM/SIGINT, time running requests get to finish (default 30)\n"
-           "      --cors-origin ORIGIN|*     let web pages of ORIGIN (https://app.example.com) or of any origin (*)\n"
-           "                           call the server from a browser: CORS headers and preflights (default: none)\n"
-           "      --special            /v1/completions prompts: control-token text becomes its token (chat always)\n"
-           "      --explain            print the negotiated plans to stderr once loaded, then serve\n"
-           "      --dry-run            load, print the plans and the chat template, exit without serving\n"
-           "Each of these but --api-key, --api-key-file, --special, --explain and --dry-run is also an ini key\n"
-           "([server], [runtime];\n"
-           "vt config lists them). Requests without temperature/top_p/top_k/min_p use --temp/--top-p/--top-k/--min-p;\n"
-           "without a seed, each a fresh random one (the request's log line names it: seed=N replays it), or\n"
-           "with --seed N, N, N + 1, ... in arrival order. The engine options:\n");
+static void help(FILE *f) {
+    fprintf(f, "usage: vt serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [options]\n\n"
+               "Serve the model over HTTP with OpenAI's API: POST /v1/chat/completions, /v1/completions,\n"
+               "/tokenize, /detokenize, /apply-template; GET /v1/models, /v1/models/ID, /health, /metrics\n"
+               "(docs/SERVING.md). One log line per request on stderr.\n\n"
+               "      --host ADDR          address to listen on (default 127.0.0.1)\n"
+               "      --port N             TCP port, 0 = any free one (default 8080)\n"
+               "      --parallel N, -np N, --max-seqs N\n"
+               "                           sequences decoded together ([runtime] max_seqs; default 4 for serve)\n"
+               "      --max-waiting N      requests waiting for a sequence before 503 + Retry-After ([runtime] max_waiting;\n"
+               "                           default 256)\n"
+               "      --api-key KEY        require \"Authorization: Bearer KEY\" (default: env VT_API_KEY, else none)\n"
+               "      --api-key-file PATH  the same, the key read from the file's first line (default: env\n"
+               "                           VT_API_KEY_FILE); keeps the key off command lines and unit files\n"
+               "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
+               "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
+               "      --model-alias NAME   the model's name in /v1/models and answers (default: the file name)\n"
+               "      --body-limit BYTES   largest request body (default 4194304); larger ones get 413\n"
+               "      --timeout SECONDS    a request running longer ends with finish_reason length (default 600; 0 = none)\n"
+               "      --shutdown-grace SECONDS   on SIGTERM/SIGINT, time running requests get to finish (default 30)\n"
+               "      --cors-origin ORIGIN|*     let web pages of ORIGIN (https://app.example.com) or of any origin (*)\n"
+               "                           call the server from a browser: CORS headers and preflights (default: none)\n"
+               "      --special            /v1/completions prompts: control-token text becomes its token (chat always)\n"
+               "      --explain            print the negotiated plans to stderr once loaded, then serve\n"
+               "      --dry-run            load, print the plans and the chat template, exit without serving\n"
+               "Each of these but --api-key, --api-key-file, --special, --explain and --dry-run is also an ini key\n"
+               "([server], [runtime];\n"
+               "vt config lists them). Requests without temperature/top_p/top_k/min_p use --temp/--top-p/--top-k/--min-p;\n"
+               "without a seed, each a fresh random one (the request's log line names it: seed=N replays it), or\n"
+               "with --seed N, N, N + 1, ... in arrival order. The engine options:\n");
     static const char *const said_above[] = {"--max-seqs", "--max-waiting", "--special", "--explain", "--dry-run",
                                              NULL};
-    vt_cli_common_help_except(stdout, said_above);
+    vt_cli_common_help_except(f, said_above);
 }
 
 typedef struct serve_opts {
@@ -137,7 +137,8 @@ static vt_status read_key_file(const char *path, char *key, size_t size, vt_erro
 }
 
 static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "serve", .see_help = true, .samples = true, .own = serve_arg};
+    static const vt_cli_parser parser = {
+        .name = "serve", .see_help = true, .samples = true, .own = serve_arg, .help = help};
     *o = (serve_opts){0};
     vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
     if (st != VT_OK || o->help) return st;
@@ -610,7 +611,7 @@ int vt_cmd_serve(int argc, char **argv) {
     serve_opts o;
     vt_status st = parse_serve(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     /* a model that cannot even be opened, or whose file is not a model vt

@@ -12,42 +12,42 @@
 #include "progress.h"
 #include "synth.h"
 
-static void help(void) {
-    printf("usage: vt synth (--shape NAME | --arch A --n-embd E --n-layer L --n-head H --n-head-kv KV\n"
-           "                 [--head-dim D] --n-ff F [--vocab V]\n"
-           "                 [--n-expert NE --n-expert-used U --n-ff-exp FE]) [--vocab-from VOCAB.gguf]\n"
-           "                [--type T] [--seed S] [--ctx N] [--tied | --untied] -o FILE\n\n"
-           "Write a model with random weights, to benchmark shapes without downloading weights. The file\n"
-           "loads in llama.cpp too: its required metadata, and a tokenizer with exactly as many tokens as\n"
-           "embedding rows (a small built-in vocabulary padded with placeholders, or --vocab-from's).\n\n"
-           "      --shape NAME         tiny, qwen3-0.6b, qwen3-1.7b, llama-7b, qwen3-27b; mixtures of experts\n"
-           "                           qwen3-30b-a3b (128 experts, 8 used; 18.5 GB at q4_k_m) and\n"
-           "                           qwen3moe-bench (1024 wide, 24 layers, 64 experts of 768, 8 used;\n"
-           "                           3.8 B parameters, 2.3 GB at q4_k_m). Explicit flags given with it\n"
-           "                           override single fields\n"
-           "      --arch A             qwen3, qwen2, llama or qwen3moe\n"
-           "      --n-embd E, --n-layer L, --n-head H, --n-head-kv KV, --head-dim D (default E/H),\n"
-           "      --n-ff F, --vocab V (default 512; >= 259 with the built-in vocabulary)\n"
-           "      --n-expert NE, --n-expert-used U (1..NE), --n-ff-exp FE\n"
-           "                           qwen3moe (required with it): experts per layer, experts per token,\n"
-           "                           an expert's FFN width (--n-ff is then optional metadata, default\n"
-           "                           FE x U)\n"
-           "      --vocab-from FILE    copy the tokenizer of this GGUF (the vocabulary size follows it)\n"
-           "      --type T             f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (default q4_k_m).\n"
-           "                           q4_k_m/q5_k_m are llama-quantize's mixes: Q6_K for the output matrix\n"
-           "                           and for attn_v/ffn_down of the first eighth, last eighth and every\n"
-           "                           third layer between (ffn_down_exps for qwen3moe); Q4_K (Q5_K)\n"
-           "                           elsewhere. Norms and the qwen3moe router stay f32. A matrix whose\n"
-           "                           rows do not fit the type's blocks (256 values for K-quants, 32 for\n"
-           "                           q8_0/q4_0) is written Q8_0 when they fit 32, else F16: the summary\n"
-           "                           line counts the matrices written of each type.\n"
-           "      --seed S             random seed (default 1)\n"
-           "      --ctx N              context_length metadata (default: the shape's, else 4096)\n"
-           "      --random-blocks      quantized matrices as random blocks drawn directly (uniform codes, fixed\n"
-           "                           scales, |w| <~ 0.06): ~100x faster, for benchmarks at the 27B scale\n"
-           "      --tied, --untied     share the embedding as the output matrix or not (default: the\n"
-           "                           shape's; qwen3 tied, others untied)\n"
-           "  -o, --output FILE        where to write (an existing file only if empty or written by vt synth)\n");
+static void help(FILE *f) {
+    fprintf(f, "usage: vt synth (--shape NAME | --arch A --n-embd E --n-layer L --n-head H --n-head-kv KV\n"
+               "                 [--head-dim D] --n-ff F [--vocab V]\n"
+               "                 [--n-expert NE --n-expert-used U --n-ff-exp FE]) [--vocab-from VOCAB.gguf]\n"
+               "                [--type T] [--seed S] [--ctx N] [--tied | --untied] -o FILE\n\n"
+               "Write a model with random weights, to benchmark shapes without downloading weights. The file\n"
+               "loads in llama.cpp too: its required metadata, and a tokenizer with exactly as many tokens as\n"
+               "embedding rows (a small built-in vocabulary padded with placeholders, or --vocab-from's).\n\n"
+               "      --shape NAME         tiny, qwen3-0.6b, qwen3-1.7b, llama-7b, qwen3-27b; mixtures of experts\n"
+               "                           qwen3-30b-a3b (128 experts, 8 used; 18.5 GB at q4_k_m) and\n"
+               "                           qwen3moe-bench (1024 wide, 24 layers, 64 experts of 768, 8 used;\n"
+               "                           3.8 B parameters, 2.3 GB at q4_k_m). Explicit flags given with it\n"
+               "                           override single fields\n"
+               "      --arch A             qwen3, qwen2, llama or qwen3moe\n"
+               "      --n-embd E, --n-layer L, --n-head H, --n-head-kv KV, --head-dim D (default E/H),\n"
+               "      --n-ff F, --vocab V (default 512; >= 259 with the built-in vocabulary)\n"
+               "      --n-expert NE, --n-expert-used U (1..NE), --n-ff-exp FE\n"
+               "                           qwen3moe (required with it): experts per layer, experts per token,\n"
+               "                           an expert's FFN width (--n-ff is then optional metadata, default\n"
+               "                           FE x U)\n"
+               "      --vocab-from FILE    copy the tokenizer of this GGUF (the vocabulary size follows it)\n"
+               "      --type T             f32, f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (default q4_k_m).\n"
+               "                           q4_k_m/q5_k_m are llama-quantize's mixes: Q6_K for the output matrix\n"
+               "                           and for attn_v/ffn_down of the first eighth, last eighth and every\n"
+               "                           third layer between (ffn_down_exps for qwen3moe); Q4_K (Q5_K)\n"
+               "                           elsewhere. Norms and the qwen3moe router stay f32. A matrix whose\n"
+               "                           rows do not fit the type's blocks (256 values for K-quants, 32 for\n"
+               "                           q8_0/q4_0) is written Q8_0 when they fit 32, else F16: the summary\n"
+               "                           line counts the matrices written of each type.\n"
+               "      --seed S             random seed (default 1)\n"
+               "      --ctx N              context_length metadata (default: the shape's, else 4096)\n"
+               "      --random-blocks      quantized matrices as random blocks drawn directly (uniform codes, fixed\n"
+               "                           scales, |w| <~ 0.06): ~100x faster, for benchmarks at the 27B scale\n"
+               "      --tied, --untied     share the embedding as the output matrix or not (default: the\n"
+               "                           shape's; qwen3 tied, others untied)\n"
+               "  -o, --output FILE        where to write (an existing file only if empty or written by vt synth)\n");
 }
 
 static void on_progress(void *user, int64_t done, int64_t total) {
@@ -119,7 +119,7 @@ static vt_arg_result synth_arg(void *opts, int argc, char **argv, int *i, vt_err
 }
 
 static vt_status parse_synth(int argc, char **argv, synth_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "synth", .see_help = true, .own = synth_arg};
+    static const vt_cli_parser parser = {.name = "synth", .see_help = true, .own = synth_arg, .help = help};
     *o = (synth_opts){.type = "q4_k_m", .seed = 1, .tied = -1};
     return vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
 }
@@ -264,7 +264,7 @@ int vt_cmd_synth(int argc, char **argv) {
     synth_opts o;
     vt_status st = parse_synth(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        help();
+        help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_synth(&o, &err);

@@ -81,16 +81,16 @@ static vt_arg_result tokenizer_flag(tokenizer_flags *f, int argc, char **argv, i
     return VT_ARG_TAKEN;
 }
 
-static void tokenize_help(void) {
-    printf("usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json | --raw]\n"
-           "                   ([--] TEXT | -p TEXT | -f FILE)\n\n"
-           "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary; -p/--prompt TEXT is the same as\n"
-           "TEXT (as vt run takes it) and -f/--file FILE tokenizes the file's text: give one of the three.\n"
-           "BOS is added as the vocab's metadata says unless --no-bos. --special matches control tokens'\n"
-           "text (off by default).\n"
-           "Output: a table of each id and the text it stands for, quoted (\" world\"; a byte that is part\n"
-           "of a character as \\xNN); --raw: the vocabulary's pieces instead (\"Ġworld\", \"▁world\");\n"
-           "--ids: ids comma-separated; --json: {\"ids\", \"pieces\" (the vocabulary's)}.\n");
+static void tokenize_help(FILE *f) {
+    fprintf(f, "usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json | --raw]\n"
+               "                   ([--] TEXT | -p TEXT | -f FILE)\n\n"
+               "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary; -p/--prompt TEXT is the same as\n"
+               "TEXT (as vt run takes it) and -f/--file FILE tokenizes the file's text: give one of the three.\n"
+               "BOS is added as the vocab's metadata says unless --no-bos. --special matches control tokens'\n"
+               "text (off by default).\n"
+               "Output: a table of each id and the text it stands for, quoted (\" world\"; a byte that is part\n"
+               "of a character as \\xNN); --raw: the vocabulary's pieces instead (\"Ġworld\", \"▁world\");\n"
+               "--ids: ids comma-separated; --json: {\"ids\", \"pieces\" (the vocabulary's)}.\n");
 }
 
 /* What `vt tokenize` was asked. */
@@ -134,7 +134,8 @@ static vt_status settle_text(tokenize_opts *o, vt_error *err) {
 }
 
 static vt_status parse_tokenize(int argc, char **argv, tokenize_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "tokenize", .operands = true, .see_help = true, .own = tokenize_arg};
+    static const vt_cli_parser parser = {
+        .name = "tokenize", .operands = true, .see_help = true, .own = tokenize_arg, .help = tokenize_help};
     *o = (tokenize_opts){0};
     vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
     if (st == VT_OK && !o->help) st = settle_text(o, err);
@@ -198,7 +199,7 @@ int vt_cmd_tokenize(int argc, char **argv) {
     tokenize_opts o;
     vt_status st = parse_tokenize(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        tokenize_help();
+        tokenize_help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_tokenizer_flags(&o.f, &err);
@@ -206,10 +207,10 @@ int vt_cmd_tokenize(int argc, char **argv) {
     return vt_cli_exit(st, &err);
 }
 
-static void detokenize_help(void) {
-    printf("usage: vt detokenize -m MODEL [--special] IDS\n\n"
-           "Write the exact bytes the comma-separated token IDS decode to (control tokens render as\n"
-           "nothing unless --special), as llama.cpp's detokenizer does. No newline is added.\n");
+static void detokenize_help(FILE *f) {
+    fprintf(f, "usage: vt detokenize -m MODEL [--special] IDS\n\n"
+               "Write the exact bytes the comma-separated token IDS decode to (control tokens render as\n"
+               "nothing unless --special), as llama.cpp's detokenizer does. No newline is added.\n");
 }
 
 /* What `vt detokenize` was asked. */
@@ -234,7 +235,7 @@ static vt_arg_result detokenize_arg(void *opts, int argc, char **argv, int *i, v
 
 static vt_status parse_detokenize(int argc, char **argv, detokenize_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {
-        .name = "detokenize", .operands = true, .see_help = true, .own = detokenize_arg};
+        .name = "detokenize", .operands = true, .see_help = true, .own = detokenize_arg, .help = detokenize_help};
     *o = (detokenize_opts){0};
     vt_status st = vt_cli_parse(&parser, NULL, o, &o->help, argc, argv, err);
     if (st != VT_OK || o->help) return st;
@@ -267,7 +268,7 @@ int vt_cmd_detokenize(int argc, char **argv) {
     detokenize_opts o;
     vt_status st = parse_detokenize(argc, argv, &o, &err);
     if (st == VT_OK && o.help) {
-        detokenize_help();
+        detokenize_help(stdout);
         return 0;
     }
     if (st == VT_OK) st = validate_tokenizer_flags(&o.f, &err);
