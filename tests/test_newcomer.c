@@ -458,6 +458,30 @@ static void test_config_names_the_fallback(void) {
     result_free(&env);
 }
 
+/* vt config names the ini file beside each line a file set, as an ini
+ * error does (FILE:LINE), and says where vt serve's default differs. */
+static void test_config_names_the_file_and_serve_default(void) {
+    char ini[1024];
+    const bool simd = vt_test_simd_expected();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(ini, sizeof ini, "config-source.ini",
+                                                       simd ? "[runtime]\n\nmax_seqs = 2\n[backend.simd]\nisa = avx2\n"
+                                                            : "[runtime]\n\nmax_seqs = 2\n"));
+    result r = run("", "config --config '%s'", ini);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    char said[1200];
+    snprintf(said, sizeof said, "runtime.max_seqs             = 2            (ini %s:3)\n", ini);
+    CU_ASSERT(has(r.out, said));
+    snprintf(said, sizeof said, "= avx2         (ini %s:5)\n", ini);
+    if (simd) CU_ASSERT(has(r.out, said));
+    result_free(&r);
+    r = run("", "config");
+    CU_ASSERT(has(r.out, "runtime.max_seqs             = 1            (default: vt serve's default is 4)\n"));
+    result_free(&r);
+    r = run("", "config --max-seqs 3");
+    CU_ASSERT(has(r.out, "runtime.max_seqs             = 3            (cli)\n"));
+    result_free(&r);
+}
+
 /* vt config resolves "exactly as vt run would": what a run refuses it
  * refuses, with the run's message and exit status, and the backend options
  * it accepts are listed with their sources. */
@@ -821,6 +845,7 @@ int main(void) {
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},
+        {"vt config names the ini file, and vt serve's own default", test_config_names_the_file_and_serve_default},
         {"vt bench runs the default backend first", test_bench_runs_the_default_first},
         {"vt run and vt chat take the scheduler's settings", test_run_and_chat_take_the_scheduler_settings},
         {"--backend auto past its tables says so", test_auto_past_its_tables_says_so},

@@ -17,6 +17,10 @@
 #include "error.h"
 #include "options.h"
 
+/* runtime.max_seqs of vt serve when nothing sets it (every other command's is
+ * the options' default, 1); vt config says so. */
+#define VT_CLI_SERVE_MAX_SEQS "4"
+
 /* Flags every engine command takes. */
 typedef struct vt_cli_common {
     vt_options opt;

@@ -1,5 +1,5 @@
 /* cmd_config.c — `vt config`: every knob's resolved value and where it came
- * from (cli, env VAR, ini LINE, default), after the same resolution the
+ * from (cli, env VAR, ini FILE:LINE, default), after the same resolution the
  * engine commands do. */
 #include <stdlib.h>
 #include <string.h>
@@ -58,19 +58,29 @@ static vt_status resolve_backends(const vt_options *opt, char *backend, char *fa
     return st;
 }
 
+/* A source as vt config shows it: "ini LINE" (what the options record, the
+ * file said once above) as "ini FILE:LINE", the way an ini error names it,
+ * so each line says which file set it. */
+static const char *shown_source(const vt_options *opt, const char *source, char *buf, size_t size) {
+    if (strncmp(source, "ini ", 4) != 0) return source;
+    snprintf(buf, size, "ini %s:%s", opt->config_path, source + 4);
+    return buf;
+}
+
 /* Every backend option (backend.NAME.key = value), with its source. */
 static void print_backend_options(const vt_options *opt, int w) {
     for (const char *line = opt->backend_options; *line;) {
         const char *end = strchr(line, '\n');
         const int len = (int)(end ? (size_t)(end - line) : strlen(line));
         const char *eq = memchr(line, '=', (size_t)len);
-        char key[160], src[VT_SOURCE_SIZE];
+        char key[160], src[VT_SOURCE_SIZE], shown[VT_SOURCE_SIZE + sizeof opt->config_path];
         const int key_len = eq ? (int)(eq - line) : len;
         snprintf(key, sizeof key, "%.*s", key_len, line);
         const char *source = vt_options_backend_option_source(opt, key, src, sizeof src);
         char name[200];
         snprintf(name, sizeof name, "backend.%s", key);
-        printf("%-*s = %-12.*s (%s)\n", w, name, eq ? len - key_len - 1 : 0, eq ? eq + 1 : "", source ? source : "?");
+        printf("%-*s = %-12.*s (%s)\n", w, name, eq ? len - key_len - 1 : 0, eq ? eq + 1 : "",
+               source ? shown_source(opt, source, shown, sizeof shown) : "?");
         line += len + (end ? 1 : 0);
     }
 }
@@ -116,14 +126,19 @@ static vt_status run_config(const config_opts *o, vt_error *err) {
                                   ? "the batch size"
                               : strcmp(key, "runtime.prefill_chunk") == 0 && strcmp(value, "0") == 0
                                   ? "automatic"
+                              /* vt serve sets its own when nothing else did */
+                              : strcmp(key, "runtime.max_seqs") == 0 && strcmp(vt_options_source(opt, key), "default") == 0
+                                  ? "vt serve's default is " VT_CLI_SERVE_MAX_SEQS
                                   : NULL;
+        char shown[VT_SOURCE_SIZE + sizeof opt->config_path];
+        const char *source = shown_source(opt, vt_options_source(opt, key), shown, sizeof shown);
         if (automatic)
-            printf("%-*s = %-12s (%s: %s: %s here)\n", w, key, value, vt_options_source(opt, key), automatic,
+            printf("%-*s = %-12s (%s: %s: %s here)\n", w, key, value, source, automatic,
                    resolved[0] ? resolved : "none");
         else if (meaning)
-            printf("%-*s = %-12s (%s: %s)\n", w, key, value, vt_options_source(opt, key), meaning);
+            printf("%-*s = %-12s (%s: %s)\n", w, key, value, source, meaning);
         else
-            printf("%-*s = %-12s (%s)\n", w, key, value, vt_options_source(opt, key));
+            printf("%-*s = %-12s (%s)\n", w, key, value, source);
     }
     print_backend_options(opt, w);
     /* what only the environment sets (the CLI refused a bad VT_LOG before this) */

@@ -170,7 +170,7 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
             return vt_fail(err, VT_ERR_INVALID, "%s holds a control character, which no header can carry", key_from);
     /* A server decodes 4 sequences together unless told (--parallel, --max-seqs, ini). */
     if (strcmp(vt_options_source(&o->c.opt, "runtime.max_seqs"), "default") == 0)
-        st = vt_options_set(&o->c.opt, "runtime.max_seqs", "4", SERVE_DEFAULT, err);
+        st = vt_options_set(&o->c.opt, "runtime.max_seqs", VT_CLI_SERVE_MAX_SEQS, SERVE_DEFAULT, err);
     return st;
 }
 
