@@ -202,6 +202,17 @@ static void test_bad_grammars_are_refused(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "grammar: line 1, column 10: rule 'digit' is used but not defined"));
     vt_batch *b = open_batch();
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    /* the union of two grammars through the public API, and its refusals */
+    char *either = vt_grammar_either("root ::= [0-9]+\n", "num-", "root ::= \"x\" item\nitem ::= [a-z]\n", "word-", err,
+                                     sizeof err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(either);
+    CU_ASSERT_EQUAL(vt_grammar_check(either, err, sizeof err), VT_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(either, "word-item ::= [a-z]"));
+    free(either);
+    CU_ASSERT_PTR_NULL(vt_grammar_either("root ::= digit+\n", "a-", "root ::= \"x\"\n", "b-", err, sizeof err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "grammar: line 1, column 10: rule 'digit' is used but not defined"));
+    CU_ASSERT_PTR_NULL(vt_grammar_either("root ::= \"x\"\n", "a", "root ::= \"y\"\n", "ab", err, sizeof err));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "prefixes"));
     vt_batch_request r = request("root ::= \"a\"\nroot ::= x x\n", 0.0f, 0, 5);
     uint64_t id = 0;
     CU_ASSERT_EQUAL(vt_batch_add(b, &r, &id, err, sizeof err), VT_ERR_INVALID);

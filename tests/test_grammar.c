@@ -418,9 +418,28 @@ static void test_either_keeps_each_grammar_apart(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "undefined"));
     CU_ASSERT_PTR_NULL(vt_grammar_union_text("root ::= (\n", "a-", call, "b-", &e));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "line 1"));
-    CU_ASSERT_PTR_NULL(vt_grammar_union_text(answer, "same", call, "same", &e));
-    CU_ASSERT_PTR_NULL(vt_grammar_union_text(answer, "a b", call, "c", &e));
+    /* prefixes whose renamed names could meet: equal, one beginning the
+     * other (a + "bx" = ab + "x"), one beginning "root" (r + "oot") */
+    static const char *const bad_prefixes[][2] = {{"same", "same"}, {"a", "ab"}, {"a-", "a"}, {"r", "x"},
+                                                  {"x", "roo"}, {"a b", "c"}, {"", "c"}};
+    for (size_t i = 0; i < sizeof bad_prefixes / sizeof *bad_prefixes; i++) {
+        e = (vt_error){0};
+        CU_ASSERT_PTR_NULL(vt_grammar_union_text(answer, bad_prefixes[i][0], call, bad_prefixes[i][1], &e));
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "prefixes"));
+    }
+    CU_ASSERT_PTR_NULL(vt_grammar_union_text(answer, NULL, call, "c", &e));
     CU_ASSERT_PTR_NULL(vt_grammar_union_text(NULL, "a", call, "c", &e));
+    /* each within the elements' limit, the two together past it: refused
+     * here, not by whoever parses the text next */
+    char big[256] = "root ::= \"";
+    for (int i = 0; i < 150; i++) strcat(big, "x");
+    strcat(big, "\"{1000}\n"); /* 150,000 elements of 262,144 */
+    vt_grammar *alone = parse_ok(big);
+    CU_ASSERT_PTR_NOT_NULL(alone);
+    vt_grammar_free(alone);
+    e = (vt_error){0};
+    CU_ASSERT_PTR_NULL(vt_grammar_union_text(big, "a-", big, "b-", &e));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "elements"));
 }
 
 /* Every single byte, and strings that split characters everywhere: leads

@@ -621,7 +621,7 @@ static void free_parser(parser *p) {
 /* Parse len bytes of text into p (rules, then the whole-grammar checks);
  * false with err set, p still to be freed. */
 static bool parse_text(parser *p, const char *text, size_t len, bool record_names, vt_error *err) {
-    *p = (parser){.src = text, .pos = text, .end = text + (text ? len : 0), .err = err, .record_names = record_names};
+    *p = (parser){.src = text, .pos = text, .end = text ? text + len : NULL, .err = err, .record_names = record_names};
     if (!text) return vt_fail(err, VT_ERR_INVALID, "grammar: no text"), false;
     if (len > VT_GRAMMAR_MAX_TEXT)
         return vt_fail(err, VT_ERR_INVALID, "grammar: %zu bytes (at most %u)", len, VT_GRAMMAR_MAX_TEXT), false;
@@ -699,16 +699,24 @@ static void put_renamed(char *out, size_t *used, const parser *p, const char *pr
 }
 
 static bool is_prefix_word(const char *s) {
-    if (!*s) return false;
+    if (!s || !*s) return false;
     for (; *s; s++)
         if (!is_word_char(*s)) return false;
     return true;
 }
 
+/* Whether a begins b. */
+static bool begins(const char *a, const char *b) { return strncmp(a, b, strlen(a)) == 0; }
+
 char *vt_grammar_union_text(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
                         vt_error *err) {
-    if (!is_prefix_word(first_prefix) || !is_prefix_word(second_prefix) || !strcmp(first_prefix, second_prefix)) {
-        vt_fail(err, VT_ERR_INVALID, "grammar: the prefixes must be two different words of a-z, A-Z, 0-9, - and _");
+    /* renamed names stay apart when neither prefix begins the other (a
+     * + "bx" and ab + "x" would meet) and neither begins "root" (r + "oot") */
+    if (!is_prefix_word(first_prefix) || !is_prefix_word(second_prefix) || begins(first_prefix, second_prefix) ||
+        begins(second_prefix, first_prefix) || begins(first_prefix, "root") || begins(second_prefix, "root")) {
+        vt_fail(err, VT_ERR_INVALID,
+                "grammar: the prefixes must be words of a-z, A-Z, 0-9, - and _, neither beginning the other or "
+                "\"root\"");
         return NULL;
     }
     /* the names are where each grammar's own parse found them, so a
@@ -727,6 +735,14 @@ char *vt_grammar_union_text(const char *first, const char *first_prefix, const c
             put_renamed(out, &used, &a, first_prefix);
             put_renamed(out, &used, &b, second_prefix);
             out[used] = 0;
+            /* the two together may pass a limit (size, rules, elements, a
+             * left chain) neither reaches alone */
+            parser u = {0};
+            if (!parse_text(&u, out, used, false, err)) {
+                free(out);
+                out = NULL;
+            }
+            free_parser(&u);
         } else {
             vt_fail(err, VT_ERR_NOMEM, "grammar: out of memory");
         }

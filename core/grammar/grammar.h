@@ -45,10 +45,14 @@ vt_status vt_grammar_parse(const char *text, size_t len, vt_grammar **out, vt_er
 void vt_grammar_free(vt_grammar *g);
 
 /* GBNF text whose sentences are exactly those of either grammar: each
- * one's rules renamed with its prefix (different words of a-z, A-Z, 0-9,
- * - and _, such as "answer-"), so rules of one name in both stay apart, and
- * a root choosing between the two roots. Each text is parsed as
- * vt_grammar_parse would (its errors, NUL-terminated text). malloc'ed, or
+ * one's rules renamed with its prefix (words of a-z, A-Z, 0-9, - and _,
+ * such as "answer-", neither beginning the other or "root"), so rules of
+ * one name in both stay apart, and a root choosing between the two roots.
+ * Each text is parsed as vt_grammar_parse would (its errors; NUL-terminated
+ * text), and so is the union, which may pass a limit neither reaches alone.
+ * At run time the union's stacks are a rule deeper and share one bound
+ * (VT_GRAMMAR_MAX_DEPTH, VT_GRAMMAR_MAX_STACKS): near those it may drop a
+ * path that either grammar alone keeps, never accept more. malloc'ed, or
  * NULL with err. */
 char *vt_grammar_union_text(const char *first, const char *first_prefix, const char *second, const char *second_prefix,
                         vt_error *err);

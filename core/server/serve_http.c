@@ -448,17 +448,19 @@ static bool tool_grammar(const vt_server *s, vt_serve_request *req, vt_serve_err
         snprintf(why, sizeof why, "the grammar made from the tools is refused: %.300s", gwhy);
     char *grammar = calls;
     if (calls && !gwhy[0] && either) {
-        /* checked whole too: the two together may pass the size limit */
+        /* refused when the two together pass a limit neither reaches alone */
         grammar = vt_grammar_either(req->grammar, "answer-", calls, "call-", gwhy, sizeof gwhy);
-        if (grammar) (void)vt_grammar_check(grammar, gwhy, sizeof gwhy); /* a refusal fills gwhy */
-        if (gwhy[0]) snprintf(why, sizeof why, "the answer's grammar and the tools' together: %.300s", gwhy);
+        if (!grammar) snprintf(why, sizeof why, "the answer's grammar and the tools' together: %.300s", gwhy);
         free(calls);
     }
     if (!grammar || gwhy[0]) {
         free(grammar);
+        /* under "auto" the client may have sent no tool_choice: the tools
+         * are what could not be made into a grammar */
+        const char *param = forced ? "tool_choice" : "tools";
         if (strstr(why, "out of memory"))
-            return vt_serve_fail(err, 500, "server_error", "tool_choice", "tool_choice: %s", why);
-        return vt_serve_fail(err, 400, "invalid_request_error", "tool_choice", "tool_choice: %s", why);
+            return vt_serve_fail(err, 500, "server_error", param, "%s: %s", param, why);
+        return vt_serve_fail(err, 400, "invalid_request_error", param, "%s: %s", param, why);
     }
     free(req->grammar);
     req->grammar = grammar;

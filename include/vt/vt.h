@@ -308,10 +308,14 @@ VT_API vt_status vt_grammar_check(const char *gbnf, char *err, size_t err_size);
 
 /* A grammar whose sentences are exactly those of either GBNF text (for one
  * answer that may take either of two shapes, such as a document or a tool
- * call): each one's rules renamed with its prefix (two different words of
- * a-z, A-Z, 0-9, - and _), so rules of one name in both stay apart, and a
- * root choosing between their roots. malloc'ed: free() it. NULL with
- * vt_grammar_check's message in err when either text is refused. */
+ * call): each one's rules renamed with its prefix (words of a-z, A-Z, 0-9,
+ * - and _, neither beginning the other or "root"), so rules of one name in
+ * both stay apart, and a root choosing between their roots. malloc'ed:
+ * free() it. NULL with vt_grammar_check's message in err when either text,
+ * or the union (which may pass a size or rule limit neither reaches alone),
+ * is refused, or a prefix is. Sampling bounds its work per step; near those
+ * bounds the union may drop a path one grammar alone keeps, never accept
+ * more. */
 VT_API char *vt_grammar_either(const char *first, const char *first_prefix, const char *second,
                                const char *second_prefix, char *err, size_t err_size);
 
