@@ -172,6 +172,13 @@ static void test_strings_dates_patterns(void) {
     CU_ASSERT_FALSE(accepts(g, "\"0000-01-01\""));
     CU_ASSERT_FALSE(accepts(g, "\"2024-13-01\""));
     vt_grammar_free(g);
+    /* lowercase hex digits, as RFC 9562 asks of generators */
+    g = compile("{\"type\":\"string\",\"format\":\"uuid\"}");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(accepts(g, "\"6bd77e9e-4562-a0dd-bdff-8ede91b3fd1f\""));
+    CU_ASSERT_FALSE(accepts(g, "\"6Bd77E9E-4562-a0DD-BdFF-8ede91b3fD1F\""));
+    CU_ASSERT_FALSE(accepts(g, "\"6bd77e9e4562a0ddbdff8ede91b3fd1f\""));
+    vt_grammar_free(g);
     /* only what strict validators take: no dot at either end of the local
      * part or doubled, no label ending in a hyphen */
     g = compile("{\"type\":\"string\",\"format\":\"email\"}");

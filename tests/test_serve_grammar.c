@@ -294,8 +294,9 @@ static void test_refusals_name_the_field(void) {
                "'multipleOf' is not supported");
     expect_400(c, COMPLETION(RF_SCHEMA("{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"array\",\"uniqueItems\":true}}}")),
                "response_format.json_schema.schema", "/properties/t: 'uniqueItems' is not supported");
+    /* a refusal of the schema itself follows the field's name directly */
     expect_400(c, COMPLETION(RF_SCHEMA("{\"not\":{\"type\":\"string\"}}")), "response_format.json_schema.schema",
-               "'not' is not supported");
+               "response_format.json_schema.schema: 'not' is not supported");
     /* the schema's name follows OpenAI's rule (a missing one is taken) */
     expect_400(c,
                COMPLETION("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"has space!\","

@@ -78,8 +78,10 @@ __attribute__((format(printf, 3, 4))) static char *fail(conv *c, const char *pat
     if (n > 160) {
         const char *tail = path + n - 80, *slash = strchr(tail, '/');
         snprintf(c->err, c->err_size, "%.60s/...%s: %s", path, slash ? slash : tail, msg);
-    } else
-        snprintf(c->err, c->err_size, "%s: %s", path[0] ? path : "(the schema)", msg);
+    } else if (path[0])
+        snprintf(c->err, c->err_size, "%s: %s", path, msg);
+    else /* the schema itself: the caller names it (the request field, the tool) */
+        snprintf(c->err, c->err_size, "%s", msg);
     return NULL;
 }
 
@@ -192,7 +194,11 @@ static const prim_def PRIMS[] = {
      "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
      "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])",
      {NULL}},
-    {"json-uuid", "json-hex{8} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{4} \"-\" json-hex{12}", {"json-hex", NULL}},
+    /* lowercase, as RFC 9562 asks of generators (readers take either) */
+    {"json-hex-lower", "[0-9a-f]", {NULL}},
+    {"json-uuid",
+     "json-hex-lower{8} \"-\" json-hex-lower{4} \"-\" json-hex-lower{4} \"-\" json-hex-lower{4} \"-\" json-hex-lower{12}",
+     {"json-hex-lower", NULL}},
     /* RFC 5321's dot-atom local part (no leading, trailing or doubled dot)
      * and domain labels that begin and end with a letter or digit, as
      * strict validators require; a subset of the addresses they accept */

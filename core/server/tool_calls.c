@@ -401,7 +401,14 @@ char *vt_tool_call_gbnf(vt_tool_format f, const json_t *tools, const char *name,
         if (s && !g) {
             json_decref(s);
             json_decref(branches);
-            snprintf(err, err_size, "%.60s: %s", tool, why);
+            /* the path inside the call's wrapper, as the client wrote it:
+             * in the tool's parameters */
+            char inner[32];
+            const size_t n = (size_t)snprintf(inner, sizeof inner, "/properties/%s", key);
+            if (strncmp(why, inner, n) == 0 && (why[n] == '/' || why[n] == ':'))
+                snprintf(err, err_size, "tools[%zu].function.parameters%s (tool %.60s)", i, why + n, tool);
+            else
+                snprintf(err, err_size, "%.60s: %s", tool, why);
             return NULL;
         }
         oom = !s || json_array_append_new(branches, s) != 0;
