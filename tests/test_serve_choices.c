@@ -493,6 +493,33 @@ static void test_greedy_choices_are_identical(void) {
     answer_free(&a);
 }
 
+/* top_k -1, vLLM's and llama-server's "off", samples as vt's 0 does (the
+ * same seed, the same text); -2 is refused naming the field. */
+static void test_top_k_minus_one_is_off(void) {
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16,"
+                       "\"temperature\":1.5,\"seed\":21,\"top_p\":1,\"min_p\":0,\"top_k\":%d}";
+    char req[512];
+    snprintf(req, sizeof req, body, -1);
+    answer off = ask("/v1/chat/completions", req);
+    snprintf(req, sizeof req, body, 0);
+    answer zero = ask("/v1/chat/completions", req);
+    snprintf(req, sizeof req, body, 1);
+    answer one = ask("/v1/chat/completions", req);
+    CU_ASSERT_EQUAL_FATAL(off.status, 200);
+    CU_ASSERT_EQUAL_FATAL(zero.status, 200);
+    CU_ASSERT_STRING_EQUAL(off.c[0].text.s ? off.c[0].text.s : "", zero.c[0].text.s ? zero.c[0].text.s : "");
+    /* and the field is read: top_k 1 (greedy) differs at this temperature */
+    CU_ASSERT_EQUAL_FATAL(one.status, 200);
+    CU_ASSERT_STRING_NOT_EQUAL(one.c[0].text.s ? one.c[0].text.s : "", zero.c[0].text.s ? zero.c[0].text.s : "");
+    answer_free(&off);
+    answer_free(&zero);
+    answer_free(&one);
+    snprintf(req, sizeof req, body, -2);
+    answer bad = ask("/v1/chat/completions", req);
+    CU_ASSERT_EQUAL(bad.status, 400);
+    answer_free(&bad);
+}
+
 /* A stop string spelled over several tokens: the text ends before it
  * (whole or streamed), and in a whole answer the tokens that spelled it
  * (listed up to the one that completed it) begin where the text ends, no
@@ -673,6 +700,7 @@ int main(void) {
         {"chat logprobs: shape, bytes, streamed = whole", test_chat_logprobs_shape_and_stream},
         {"n choices equal separate requests; prompt once", test_n_choices_equal_separate_requests},
         {"greedy choices are identical", test_greedy_choices_are_identical},
+        {"top_k -1 is off, as vLLM and llama-server spell it", test_top_k_minus_one_is_off},
         {"text offsets with a stop string", test_offsets_with_a_stop_string},
         {"bad n / logprobs: 400 naming the field", test_refusals_name_the_field},
         {"a client leaving cancels every choice", test_client_leaving_cancels_every_choice},
