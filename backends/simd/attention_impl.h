@@ -453,18 +453,24 @@ SIMD_INLINE void scale_row(float *y, float c, int64_t n) {
  * changes a query's numbers. */
 #define QUERY_TOKENS 16
 #define MAX_TILE_TOKENS 64
+/* The most queries a longer tile may hold: the gain was measured at G = 2
+ * (128 queries an item); an item's scratch grows by two rows of D floats a
+ * query, so with many query heads per kv head (G of 8 or more) tiles stay
+ * at 16 tokens, as before. */
+#define MAX_TILE_QUERIES 128
 
-/* Query tokens per prefill item for a call of T tokens: doubled from
- * QUERY_TOKENS, while shorter than T, as long as every thread still gets at
- * least 4 items (kv heads x
+/* Query tokens per prefill item for a call of T tokens (G queries each):
+ * doubled from QUERY_TOKENS, while shorter than T and within
+ * MAX_TILE_QUERIES, as long as every thread still gets at least 4 items (kv heads x
  * tiles; claimed one by one, so the later, costlier tiles even out). A
  * longer tile reads and widens each chunk's rows once for more queries and
  * walks the spans fewer times: on the AVX-512 machine an f16 cache's
  * prefill attention took 7-16% less time at 64 tokens than at 16
  * (simd_attention_bench, T 64 and 512 at 1,360-1,600 positions). */
-static int64_t prefill_tile_tokens(int64_t T, int64_t KVH, int n_threads) {
+static int64_t prefill_tile_tokens(int64_t T, int64_t KVH, int64_t G, int n_threads) {
     int64_t tile = QUERY_TOKENS;
-    while (tile < MAX_TILE_TOKENS && tile < T && (T + 2 * tile - 1) / (2 * tile) * KVH >= 4 * (int64_t)n_threads)
+    while (tile < MAX_TILE_TOKENS && tile < T && 2 * tile * G <= MAX_TILE_QUERIES &&
+           (T + 2 * tile - 1) / (2 * tile) * KVH >= 4 * (int64_t)n_threads)
         tile *= 2;
     return tile;
 }
@@ -1279,7 +1285,7 @@ vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
      * spans the kv heads are split in groups (see below) */
     const int64_t max_items = n_parts > 6 * (int64_t)ctx->n_threads ? n_parts : 6 * (int64_t)ctx->n_threads;
 
-    t.tile_tokens = n_dec < T ? prefill_tile_tokens(T, t.KVH, ctx->n_threads) : QUERY_TOKENS;
+    t.tile_tokens = n_dec < T ? prefill_tile_tokens(T, t.KVH, t.H / t.KVH, ctx->n_threads) : QUERY_TOKENS;
     t.scratch_floats = attend_scratch_layout(t.H / t.KVH, t.H, t.D, t.tile_tokens).total;
     const size_t f = sizeof(float), i32 = sizeof(int32_t), per_threads = t.scratch_floats * f * (size_t)ctx->n_threads;
     const size_t sizes[] = {per_threads, (size_t)T, (size_t)n_dec * i32, (size_t)n_dec * sizeof(int64_t),
