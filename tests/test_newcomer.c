@@ -651,6 +651,8 @@ static void test_mistyped_option_is_named(void) {
         {"run --max-seq=4", "did you mean --max-seqs?"}, /* a common flag, with its value */
         {"serve --prot 8080", "did you mean --port?"},
         {"tokenize --jsno hi", "did you mean --json?"},
+        /* the option itself, with "=value" it does not take */
+        {"run --prompt=hi", "give --prompt its value as the next argument (--prompt VALUE)"},
         {"run --temprature 0.5", "run: unknown option '--temprature' (see vt run --help)"},
         {"tokenize --jsonify hi", "tokenize: unknown option '--jsonify' (see vt tokenize --help)"},
         /* one edit from --ids, but of two letters: too short to guess from */
@@ -663,6 +665,31 @@ static void test_mistyped_option_is_named(void) {
         if (!strstr(cases[i].says, "did you mean")) CU_ASSERT(!strstr(r.err, "did you mean"));
         result_free(&r);
     }
+}
+
+/* A mistyped command is named as what was likely meant; `vt help` and
+ * `vt help COMMAND` print the usage and the command's help (exit 0). */
+static void test_mistyped_command_and_help(void) {
+    result r = run("", "%s", "serv --port 8080");
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "vt: unknown command 'serv'; did you mean serve?"));
+    result_free(&r);
+    r = run("", "%s", "xyzzy");
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "vt: unknown command 'xyzzy'\n"));
+    result_free(&r);
+    r = run("", "%s", "help");
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.out, "usage: vt COMMAND"));
+    result_free(&r);
+    r = run("", "%s", "help tokenize");
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.out, "usage: vt tokenize"));
+    result_free(&r);
+    r = run("", "%s", "help tokenze");
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "did you mean tokenize?"));
+    result_free(&r);
 }
 
 /* vt backends judges backend options as a run does, listing or testing:
@@ -842,6 +869,7 @@ int main(void) {
         {"vt eval --backend auto says auto", test_eval_names_auto},
         {"vt backends judges backend options as a run does", test_backends_judges_backend_options},
         {"a mistyped --option is named as what was meant, when one is close", test_mistyped_option_is_named},
+        {"a mistyped command is named; vt help [COMMAND]", test_mistyped_command_and_help},
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
         {"vt config names the backend and fallback a run takes", test_config_names_the_fallback},

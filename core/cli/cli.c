@@ -249,6 +249,20 @@ const char *vt_cli_nearest_option(const char *typed, const char *text, char *out
     return best <= 2 ? out : NULL;
 }
 
+const char *vt_cli_nearest_word(const char *typed, const char *const *words, size_t n_words) {
+    const size_t n = strlen(typed);
+    if (n == 0 || n > NEAREST_MAX) return NULL;
+    const char *nearest = NULL;
+    int best = 3; /* more than 2 edits is no typo */
+    for (size_t i = 0; i < n_words; i++) {
+        const size_t m = strlen(words[i]);
+        if (m > NEAREST_MAX) continue;
+        const int dist = edit_distance(typed, n, words[i], m);
+        if (dist < best && 2 * (size_t)dist < n) best = dist, nearest = words[i];
+    }
+    return nearest;
+}
+
 /* The "; did you mean --OPTION?" of an unknown option, or "". */
 static void did_you_mean(const vt_cli_parser *p, const char *typed, char *out, size_t size) {
     out[0] = '\0';
@@ -257,8 +271,14 @@ static void did_you_mean(const vt_cli_parser *p, const char *typed, char *out, s
     FILE *f = p->help ? open_memstream(&text, &len) : NULL;
     if (!f) return;
     p->help(f);
-    if (fclose(f) == 0 && vt_cli_nearest_option(typed, text, nearest, sizeof nearest))
-        snprintf(out, size, "; did you mean %s?", nearest);
+    if (fclose(f) == 0 && vt_cli_nearest_option(typed, text, nearest, sizeof nearest)) {
+        /* the option itself with "=value", which this one does not take */
+        const size_t n = strcspn(typed, "=");
+        if (strlen(nearest) == n && strncmp(nearest, typed, n) == 0)
+            snprintf(out, size, "; give %s its value as the next argument (%s VALUE)", nearest, nearest);
+        else
+            snprintf(out, size, "; did you mean %s?", nearest);
+    }
     free(text);
 }
 
@@ -286,7 +306,7 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
             *help = true;
             return VT_OK;
         }
-        char hint[NEAREST_MAX + 32];
+        char hint[2 * NEAREST_MAX + 64];
         did_you_mean(p, a, hint, sizeof hint);
         return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s%s", p->name,
                        a[0] != '-' || strcmp(a, "-") == 0 ? "unexpected argument" : "unknown option", a, hint,

@@ -101,6 +101,9 @@ typedef struct vt_cli_parser {
  * anything); the first of equally close ones. NULL when none is that close,
  * or typed is no --option. */
 const char *vt_cli_nearest_option(const char *typed, const char *text, char *out, size_t size);
+/* The one of words[n_words] typed most likely misspells, by the same rule
+ * (at most 2 edits, fewer than half of typed's letters), or NULL. */
+const char *vt_cli_nearest_word(const char *typed, const char *const *words, size_t n_words);
 
 /* The parse step every command shares: argv -> opts, syntax only. With c,
  * vt_cli_init runs first and every entry the command does not take is tried

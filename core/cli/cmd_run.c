@@ -9,7 +9,7 @@
 
 static void help(FILE *f) {
     fprintf(f, "usage: vt run -m MODEL [-p PROMPT | -p - | -f FILE | --tokens 1,2,3] [-n N] [options]\n\n"
-               "Generate text; prints the continuation to f and timing to stderr. Without a prompt (or with an\n"
+               "Generate text; prints the continuation to stdout and timing to stderr. Without a prompt (or with an\n"
                "empty one) generation starts from the beginning-of-text token alone where the vocabulary puts one\n"
                "before a prompt (Llama's); otherwise there is nothing to evaluate (\"the prompt is empty\").\n\n"
                "  -p, --prompt TEXT        prompt text (tokenized with the model's vocabulary); - reads stdin\n"

@@ -87,9 +87,25 @@ int main(int argc, char **argv) {
         fprintf(stderr, "vt: VT_LOG=%s: expected debug, info, warn or error (or 0..3)\n", log_env);
         return 2;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
+    enum { N_COMMANDS = sizeof commands / sizeof *commands };
+    /* `vt help` and `vt help COMMAND`, as git and cargo take them */
+    if (strcmp(argv[1], "help") == 0) {
+        if (argc == 2) {
+            usage(stdout);
+            return 0;
+        }
+        for (size_t i = 0; i < N_COMMANDS; i++)
+            if (strcmp(argv[2], commands[i].name) == 0)
+                return commands[i].fn(2, (char *[]){argv[2], "--help", NULL});
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "vt: unknown command '%s'\n", argv[1]);
+    const char *typed = strcmp(argv[1], "help") == 0 ? argv[2] : argv[1];
+    const char *names[N_COMMANDS];
+    for (size_t i = 0; i < N_COMMANDS; i++) names[i] = commands[i].name;
+    const char *nearest = vt_cli_nearest_word(typed, names, N_COMMANDS);
+    fprintf(stderr, "vt: unknown command '%s'%s%s%s\n", typed, nearest ? "; did you mean " : "", nearest ? nearest : "",
+            nearest ? "?" : "");
     usage(stderr);
     return 2;
 }
