@@ -29,7 +29,8 @@ static const probe probes[] = {
     {VT_KNOB_TEMPERATURE, 0, true},          {VT_KNOB_TEMPERATURE, -1e-9, false},
     {VT_KNOB_TEMPERATURE, 1e6, true},        {VT_KNOB_TEMPERATURE, 2e6, false},
     {VT_KNOB_TEMPERATURE, 3e38, false},      {VT_KNOB_TOP_K, 0, true},
-    {VT_KNOB_TOP_K, -1, false},              {VT_KNOB_TOP_K, 2147483647.0, true},
+    {VT_KNOB_TOP_K, -1, true},               {VT_KNOB_TOP_K, -2, false},
+    {VT_KNOB_TOP_K, 2147483647.0, true},
     {VT_KNOB_TOP_K, 2147483648.0, false},    {VT_KNOB_TOP_P, 1, true},
     {VT_KNOB_TOP_P, 0, true},                {VT_KNOB_TOP_P, -1e-300, true}, /* -0 as a float */
     {VT_KNOB_TOP_P, -1e-30, false},          {VT_KNOB_TOP_P, 1.5, false},

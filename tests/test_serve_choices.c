@@ -494,7 +494,8 @@ static void test_greedy_choices_are_identical(void) {
 }
 
 /* top_k -1, vLLM's and llama-server's "off", samples as vt's 0 does (the
- * same seed, the same text); -2 is refused naming the field. */
+ * same seed, the same text); -2 is refused (the one rule of
+ * core/runtime/sampling_rules.c, test_sampling_rules). */
 static void test_top_k_minus_one_is_off(void) {
     const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],\"max_tokens\":16,"
                        "\"temperature\":1.5,\"seed\":21,\"top_p\":1,\"min_p\":0,\"top_k\":%d}";

@@ -66,7 +66,7 @@ typedef struct vt_sched_request {
     const int32_t *prompt;
     int64_t n_prompt;          /* >= 1, at most the engine's context (ctx_size) */
     int64_t max_new_tokens;    /* >= 1 */
-    vt_sampler_params sampler; /* temp >= 0, top_k >= 0, top_p in [0, 1], min_p in [0, 1], as options.h */
+    vt_sampler_params sampler; /* temp >= 0, top_k >= -1 (<= 0 off), top_p in [0, 1], min_p in [0, 1], as options.h */
     /* Token ids that end the request (e.g. the model's end-of-generation ids,
      * vt_tokenizer_is_eog). The stop token itself is reported as the last token. */
     const int32_t *stop_ids;

@@ -371,7 +371,7 @@ static bool store_value(vt_options *o, int id, const char *value) {
         o->temp = (float)d;
         return true;
     case OPT_TOP_K:
-        if (!parse_int_range(value, 0, INT32_MAX, &i64) || !vt_sampling_accepts(VT_KNOB_TOP_K, (double)i64))
+        if (!parse_int_range(value, INT32_MIN, INT32_MAX, &i64) || !vt_sampling_accepts(VT_KNOB_TOP_K, (double)i64))
             return false;
         o->top_k = (int32_t)i64;
         return true;

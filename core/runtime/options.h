@@ -69,7 +69,7 @@ typedef struct vt_options {
     char backend_path[1024]; /* extra colon-separated search folders; "" = none */
     /* [sampling] */
     float temp;              /* 0 = greedy; default 0.8 */
-    int32_t top_k;           /* 0 = off; default 40 */
+    int32_t top_k;           /* 0 or -1 = off; default 40 */
     float top_p;             /* 1 = off; default 0.95 */
     float min_p;             /* 0 = off; default 0.05 */
     uint64_t seed;           /* the fixed seed when !seed_random */

@@ -2,7 +2,9 @@
  *
  * Temperature is capped at 1e6: far past any use (at 1e3 every token is
  * already equally likely in f32), and small enough that 1/temperature stays
- * a normal float. The penalties follow OpenAI's range. */
+ * a normal float. The penalties follow OpenAI's range. top_k takes -1 as
+ * off too: vLLM's and llama.cpp's spelling, which clients and scripts
+ * ported from them send. */
 #include "sampling_rules.h"
 
 #include <math.h>
@@ -11,7 +13,7 @@
 static const vt_sampling_rule rules[VT_KNOB_COUNT] = {
     [VT_KNOB_TEMPERATURE] = {"temp", "temperature", 0, 1e6, false, 0.8, 0,
                              "finite numbers in [0, 1e+06] (0 = greedy)"},
-    [VT_KNOB_TOP_K] = {"top_k", "top_k", 0, INT32_MAX, true, 40, 0, "integers 0..2147483647 (0 = off)"},
+    [VT_KNOB_TOP_K] = {"top_k", "top_k", -1, INT32_MAX, true, 40, 0, "integers -1..2147483647 (0 or -1 = off)"},
     [VT_KNOB_TOP_P] = {"top_p", "top_p", 0, 1, false, 0.95, 1,
                        "numbers in [0, 1] (1 = off, 0 = the most likely token only)"},
     [VT_KNOB_MIN_P] = {"min_p", "min_p", 0, 1, false, 0.05, 0, "numbers in [0, 1] (0 = off)"},

@@ -421,14 +421,9 @@ static bool parse_sampling(const json_t *root, vt_serve_request *r, vt_serve_err
     json_t *top_k = field(root, "top_k");
     if (top_k) {
         const char *accepted = NULL;
-        /* -1 is off in vLLM's and llama-server's spelling, which clients
-         * ported from them send; vt's own is 0 */
-        const bool off = json_is_integer(top_k) && json_integer_value(top_k) == -1;
-        if (!off &&
-            (!json_is_integer(top_k) || !vt_sampling_field_ok("top_k", (double)json_integer_value(top_k), &accepted)))
-            return vt_serve_fail(err, 400, INVALID, "top_k", "top_k: expected %s, or -1 (off)",
-                                 accepted ? accepted : "an integer");
-        r->top_k = off ? 0 : (int32_t)json_integer_value(top_k);
+        if (!json_is_integer(top_k) || !vt_sampling_field_ok("top_k", (double)json_integer_value(top_k), &accepted))
+            return vt_serve_fail(err, 400, INVALID, "top_k", "top_k: expected %s", accepted ? accepted : "an integer");
+        r->top_k = (int32_t)json_integer_value(top_k);
     }
     json_t *seed = field(root, "seed");
     if (seed) {

@@ -167,7 +167,7 @@ typedef struct vt_batch_request {
     const char *text;
     int64_t max_new_tokens;   /* >= 1 */
     float temperature;        /* >= 0; 0 = greedy */
-    int32_t top_k;            /* >= 0; 0 = off */
+    int32_t top_k;            /* >= -1; 0 or -1 = off */
     float top_p;              /* [0, 1]; 1 = off, 0 = the most likely token only */
     float min_p;              /* [0, 1]; 0 = off */
     uint64_t seed;            /* 0..VT_SEED_MAX */

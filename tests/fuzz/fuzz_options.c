@@ -93,7 +93,7 @@ static void check_ranges(const vt_options *o) {
     CHECK(o->ctx_size >= 0 && o->ctx_size <= (INT64_C(1) << 24));
     CHECK(o->block_size >= 1 && o->block_size <= 256 && (o->block_size & (o->block_size - 1)) == 0);
     CHECK(o->temp >= 0 && o->temp == o->temp);
-    CHECK(o->top_k >= 0);
+    CHECK(o->top_k >= -1);
     CHECK(o->top_p >= 0 && o->top_p <= 1);
     const vt_serve_options *s = vt_serve_options_of(o);
     CHECK(s->port >= 0 && s->port <= 65535);

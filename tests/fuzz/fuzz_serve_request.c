@@ -76,7 +76,7 @@ static void check_accepted(const vt_serve_request *r) {
     CHECK(isfinite(r->temperature) && r->temperature >= 0);
     CHECK(r->top_p >= 0 && r->top_p <= 1);
     CHECK(r->min_p >= 0 && r->min_p <= 1);
-    CHECK(r->top_k >= 0);
+    CHECK(r->top_k >= -1);
     CHECK(r->presence_penalty >= -2 && r->presence_penalty <= 2);
     CHECK(r->frequency_penalty >= -2 && r->frequency_penalty <= 2);
     CHECK(r->max_tokens >= 0);
