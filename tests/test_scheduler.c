@@ -900,7 +900,7 @@ static void test_bad_requests_are_refused(void) {
     q.sampler.temp = NAN;
     expect_refused(s, &q, VT_ERR_INVALID, "request.sampler.temp");
     q = ok;
-    q.sampler.top_k = -1;
+    q.sampler.top_k = -2; /* -1 is off, as 0 */
     expect_refused(s, &q, VT_ERR_INVALID, "request.sampler.top_k");
     q = ok;
     q.sampler.top_p = -0.25f;
