@@ -651,6 +651,8 @@ static void test_mistyped_option_is_named(void) {
         {"run --max-seq=4", "did you mean --max-seqs?"}, /* a common flag, with its value */
         {"serve --prot 8080", "did you mean --port?"},
         {"tokenize --jsno hi", "did you mean --json?"},
+        /* vt config takes every engine flag, which its help does not list */
+        {"config --kv-cache-dtyp f32", "did you mean --kv-cache-dtype?"},
         /* the option itself, with "=value" it does not take */
         {"run --prompt=hi", "give --prompt its value as the next argument (--prompt VALUE)"},
         {"run --temprature 0.5", "run: unknown option '--temprature' (see vt run --help)"},

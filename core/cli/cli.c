@@ -263,14 +263,19 @@ const char *vt_cli_nearest_word(const char *typed, const char *const *words, siz
     return nearest;
 }
 
-/* The "; did you mean --OPTION?" of an unknown option, or "". */
-static void did_you_mean(const vt_cli_parser *p, const char *typed, char *out, size_t size) {
+/* The "; did you mean --OPTION?" of an unknown option, or "": matched to
+ * the options the command's help lists and, for a command that takes the
+ * engine flags (engine), to those too (vt config's help names them only as
+ * "any engine flag"). */
+static void did_you_mean(const vt_cli_parser *p, bool engine, const char *typed, char *out, size_t size) {
     out[0] = '\0';
     char *text = NULL, nearest[NEAREST_MAX + 3];
     size_t len = 0;
     FILE *f = p->help ? open_memstream(&text, &len) : NULL;
     if (!f) return;
     p->help(f);
+    for (size_t k = 0; engine && k < sizeof knobs / sizeof *knobs; k++)
+        if (p->samples || strncmp(knobs[k].key, "sampling.", 9) != 0) fprintf(f, " %s", knobs[k].flag);
     if (fclose(f) == 0 && vt_cli_nearest_option(typed, text, nearest, sizeof nearest)) {
         /* the option itself with "=value", which this one does not take */
         const size_t n = strcspn(typed, "=");
@@ -307,7 +312,7 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
             return VT_OK;
         }
         char hint[2 * NEAREST_MAX + 64];
-        did_you_mean(p, a, hint, sizeof hint);
+        did_you_mean(p, c != NULL, a, hint, sizeof hint);
         return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s%s", p->name,
                        a[0] != '-' || strcmp(a, "-") == 0 ? "unexpected argument" : "unknown option", a, hint,
                        p->see_help ? " (see vt " : "",
