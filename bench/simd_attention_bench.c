@@ -6,9 +6,11 @@
  * bytes read per call / wall time.
  *
  *   simd_attention_bench [-t threads] [-d f16|q8_0|...] [-n context] [-T tokens] [-S seqs] [-P shared]
- *                        [-D decodes] [-L layers] [-r reps]
+ *                        [-D decodes] [-L layers] [-r reps] [-o OPTIONS]
  *                        [LIB.so [LIB2.so]]
  *
+ * -o: backend options for both libraries, as the engine passes them
+ * ("isa=avx2" runs the AVX2 tier on a CPU that has a higher one).
  * -S: S sequences in one call, each with its own blocks and T tokens at the
  * end of its N positions (-S 8 -T 1 is a decode step of 8 sequences, the
  * batched-decode case; the bytes read are S times one sequence's).
@@ -104,7 +106,7 @@ int main(int argc, char **argv) {
     int n_threads = 2, reps = 10, max_layers = MAX_LAYERS;
     int64_t n_ctx = 2048, T = 1, S = 1, shared = 0, n_decodes = 0;
     int32_t dtype = VT_F16;
-    const char *libs[2] = {"build/lib/vt/libvt-backend-simd.so", NULL};
+    const char *libs[2] = {"build/lib/vt/libvt-backend-simd.so", NULL}, *options = "";
     int n_libs = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) n_threads = atoi(argv[++i]);
@@ -116,6 +118,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-P") && i + 1 < argc) shared = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-D") && i + 1 < argc) n_decodes = atoll(argv[++i]);
         else if (!strcmp(argv[i], "-d") && i + 1 < argc) dtype = vt_dtype_from_name(argv[++i]);
+        else if (!strcmp(argv[i], "-o") && i + 1 < argc) options = argv[++i];
         else if (n_libs < 2) libs[n_libs++] = argv[i];
         else {
             fprintf(stderr, "at most two libraries\n");
@@ -132,8 +135,8 @@ int main(int argc, char **argv) {
     const vt_backend *backends[2];
     void *ctxs[2];
     if (n_libs == 0) n_libs = 1;
-    if (!bench_open_backend(libs[0], "", n_threads, &pool, &host, &backends[0], &ctxs[0])) return 1;
-    if (n_libs == 2 && !bench_load_backend(libs[1], "", host, n_threads, &backends[1], &ctxs[1])) return 1;
+    if (!bench_open_backend(libs[0], options, n_threads, &pool, &host, &backends[0], &ctxs[0])) return 1;
+    if (n_libs == 2 && !bench_load_backend(libs[1], options, host, n_threads, &backends[1], &ctxs[1])) return 1;
 
     const int64_t seq_blocks = (n_ctx + BLOCK - 1) / BLOCK, n_blocks = S * seq_blocks, TS = n_decodes + T * (S - n_decodes);
     const size_t row = vt_row_size(dtype, HEAD_DIM * KV_HEADS), cache_bytes = row * (size_t)(n_blocks * BLOCK);
