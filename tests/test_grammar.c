@@ -439,6 +439,7 @@ static void test_either_keeps_each_grammar_apart(void) {
     vt_grammar_free(alone);
     e = (vt_error){0};
     CU_ASSERT_PTR_NULL(vt_grammar_union_text(big, "a-", big, "b-", &e));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "grammar: the two grammars together: "));
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "elements"));
 }
 

@@ -655,6 +655,7 @@ static void test_mistyped_option_is_named(void) {
         {"config --kv-cache-dtyp f32", "did you mean --kv-cache-dtype?"},
         /* the option itself, with "=value" it does not take */
         {"run --prompt=hi", "give --prompt its value as the next argument (--prompt VALUE)"},
+        {"bench --json=1", "--json takes no value"},
         {"run --temprature 0.5", "run: unknown option '--temprature' (see vt run --help)"},
         {"tokenize --jsonify hi", "tokenize: unknown option '--jsonify' (see vt tokenize --help)"},
         /* one edit from --ids, but of two letters: too short to guess from */
@@ -687,6 +688,14 @@ static void test_mistyped_command_and_help(void) {
     r = run("", "%s", "help tokenize");
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(has(r.out, "usage: vt tokenize"));
+    result_free(&r);
+    r = run("", "%s", "help --help");
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.out, "usage: vt COMMAND"));
+    result_free(&r);
+    r = run("", "%s", "help run extra");
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "help takes one command's name"));
     result_free(&r);
     r = run("", "%s", "help tokenze");
     CU_ASSERT_EQUAL(r.rc, 2);

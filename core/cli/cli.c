@@ -263,6 +263,15 @@ const char *vt_cli_nearest_word(const char *typed, const char *const *words, siz
     return nearest;
 }
 
+/* Whether help text shows option followed by a value's name in capitals
+ * ("--prompt TEXT", "--top-k K") anywhere. */
+static bool option_takes_value(const char *text, const char *option) {
+    const size_t n = strlen(option);
+    for (const char *at = strstr(text, option); at; at = strstr(at + n, option))
+        if ((at[n] == ' ' || at[n] == '=') && at[n + 1] >= 'A' && at[n + 1] <= 'Z') return true;
+    return false;
+}
+
 /* The "; did you mean --OPTION?" of an unknown option, or "": matched to
  * the options the command's help lists and, for a command that takes the
  * engine flags (engine), to those too (vt config's help names them only as
@@ -277,10 +286,14 @@ static void did_you_mean(const vt_cli_parser *p, bool engine, const char *typed,
     for (size_t k = 0; engine && k < sizeof knobs / sizeof *knobs; k++)
         if (p->samples || strncmp(knobs[k].key, "sampling.", 9) != 0) fprintf(f, " %s", knobs[k].flag);
     if (fclose(f) == 0 && vt_cli_nearest_option(typed, text, nearest, sizeof nearest)) {
-        /* the option itself with "=value", which this one does not take */
+        /* the option itself with "=value", which this one does not take
+         * that way: a value apart when the help shows one after it
+         * ("--prompt TEXT"), else none at all ("--json") */
         const size_t n = strcspn(typed, "=");
         if (strlen(nearest) == n && strncmp(nearest, typed, n) == 0)
-            snprintf(out, size, "; give %s its value as the next argument (%s VALUE)", nearest, nearest);
+            snprintf(out, size, option_takes_value(text, nearest) ? "; give %s its value as the next argument (%s VALUE)"
+                                                                   : "; %s takes no value",
+                     nearest, nearest);
         else
             snprintf(out, size, "; did you mean %s?", nearest);
     }

@@ -64,7 +64,7 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: vt COMMAND [options]   (vt COMMAND --help for each)\n\ncommands:\n");
+    fprintf(f, "usage: vt COMMAND [options]   (vt COMMAND --help, or vt help COMMAND, for each)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
@@ -90,7 +90,11 @@ int main(int argc, char **argv) {
     enum { N_COMMANDS = sizeof commands / sizeof *commands };
     /* `vt help` and `vt help COMMAND`, as git and cargo take them */
     if (strcmp(argv[1], "help") == 0) {
-        if (argc == 2) {
+        if (argc > 3) {
+            fprintf(stderr, "vt: help takes one command's name (vt help COMMAND)\n");
+            return 2;
+        }
+        if (argc == 2 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h") || !strcmp(argv[2], "help")) {
             usage(stdout);
             return 0;
         }

@@ -741,6 +741,12 @@ char *vt_grammar_union_text(const char *first, const char *first_prefix, const c
             if (!parse_text(&u, out, used, false, err)) {
                 free(out);
                 out = NULL;
+                /* its lines and renamed rules are no text the caller wrote */
+                if (err && err->code == VT_ERR_INVALID && !strncmp(err->msg, "grammar: ", 9)) {
+                    char was[sizeof err->msg];
+                    snprintf(was, sizeof was, "%s", err->msg + 9);
+                    vt_fail(err, VT_ERR_INVALID, "grammar: the two grammars together: %s", was);
+                }
             }
             free_parser(&u);
         } else {

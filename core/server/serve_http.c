@@ -433,7 +433,8 @@ static enum MHD_Result client_left(vt_serve_engine *e, vt_serve_job *job, reques
  *     so the model may still call a tool (agent frameworks send both). With
  *     no call syntax vt knows (format none) answers are content, so only
  *     the answer's grammar.
- * False with err (400 naming tool_choice, or 500 out of memory). */
+ * False with err (400 naming tool_choice for a forced call, tools under
+ * "auto"; 500 when out of memory). */
 static bool tool_grammar(const vt_server *s, vt_serve_request *req, vt_serve_error *err) {
     const bool forced = req->tool_choice == VT_TOOL_CHOICE_REQUIRED || req->tool_choice == VT_TOOL_CHOICE_NAMED;
     const bool either = req->tool_choice == VT_TOOL_CHOICE_AUTO && req->grammar && s->tool_format != VT_TOOL_FORMAT_NONE;
