@@ -673,34 +673,26 @@ static void test_mistyped_option_is_named(void) {
 /* A mistyped command is named as what was likely meant; `vt help` and
  * `vt help COMMAND` print the usage and the command's help (exit 0). */
 static void test_mistyped_command_and_help(void) {
-    result r = run("", "%s", "serv --port 8080");
-    CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "vt: unknown command 'serv'; did you mean serve?"));
-    result_free(&r);
-    r = run("", "%s", "xyzzy");
-    CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "vt: unknown command 'xyzzy'\n"));
-    result_free(&r);
-    r = run("", "%s", "help");
-    CU_ASSERT_EQUAL(r.rc, 0);
-    CU_ASSERT(has(r.out, "usage: vt COMMAND"));
-    result_free(&r);
-    r = run("", "%s", "help tokenize");
-    CU_ASSERT_EQUAL(r.rc, 0);
-    CU_ASSERT(has(r.out, "usage: vt tokenize"));
-    result_free(&r);
-    r = run("", "%s", "help --help");
-    CU_ASSERT_EQUAL(r.rc, 0);
-    CU_ASSERT(has(r.out, "usage: vt COMMAND"));
-    result_free(&r);
-    r = run("", "%s", "help run extra");
-    CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "help takes one command's name"));
-    result_free(&r);
-    r = run("", "%s", "help tokenze");
-    CU_ASSERT_EQUAL(r.rc, 2);
-    CU_ASSERT(has(r.err, "did you mean tokenize?"));
-    result_free(&r);
+    static const struct {
+        const char *args;
+        int rc;
+        const char *out, *err; /* what stdout and stderr hold (NULL: not checked) */
+    } cases[] = {
+        {"serv --port 8080", 2, NULL, "vt: unknown command 'serv'; did you mean serve?"},
+        {"xyzzy", 2, NULL, "vt: unknown command 'xyzzy'\n"},
+        {"help", 0, "usage: vt COMMAND", NULL},
+        {"help tokenize", 0, "usage: vt tokenize", NULL},
+        {"help --help", 0, "usage: vt COMMAND", NULL},
+        {"help run extra", 2, NULL, "help takes one command's name"},
+        {"help tokenze", 2, NULL, "did you mean tokenize?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        result r = run("", "%s", cases[i].args);
+        CU_ASSERT_EQUAL(r.rc, cases[i].rc);
+        if (cases[i].out) CU_ASSERT(has(r.out, cases[i].out));
+        if (cases[i].err) CU_ASSERT(has(r.err, cases[i].err));
+        result_free(&r);
+    }
 }
 
 /* vt backends judges backend options as a run does, listing or testing:
