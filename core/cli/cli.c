@@ -228,37 +228,45 @@ static int edit_distance(const char *a, size_t n, const char *b, size_t m) {
     return d[n][m];
 }
 
+/* Edits from typed[0..n) to cand[0..m) when few enough for a typo (at most
+ * 2, and fewer than half of typed's letters, so a short word is not matched
+ * to anything), else TYPO_NONE. */
+#define TYPO_NONE 3
+static int typo_distance(const char *typed, size_t n, const char *cand, size_t m) {
+    if (m > NEAREST_MAX) return TYPO_NONE;
+    const int dist = edit_distance(typed, n, cand, m);
+    return dist < TYPO_NONE && 2 * (size_t)dist < n ? dist : TYPO_NONE;
+}
+
 const char *vt_cli_nearest_option(const char *typed, const char *text, char *out, size_t size) {
     if (strncmp(typed, "--", 2) != 0) return NULL;
     const char *name = typed + 2;
     const size_t n = strcspn(name, "=");
     if (n == 0 || n > NEAREST_MAX) return NULL;
-    int best = 3; /* more than 2 edits is no typo */
+    int best = TYPO_NONE;
     for (const char *at = strstr(text, "--"); at; at = strstr(at + 2, "--")) {
         const char *cand = at + 2;
         const size_t m = strspn(cand, "abcdefghijklmnopqrstuvwxyz0123456789-");
         /* an option starts with a letter, after a blank or an opening mark */
         const bool starts = at == text || strchr(" \t\n([|,/`", at[-1]);
-        if (!starts || m == 0 || m > NEAREST_MAX || !(cand[0] >= 'a' && cand[0] <= 'z')) continue;
-        const int dist = edit_distance(name, n, cand, m);
-        if (dist < best && 2 * (size_t)dist < n) {
+        if (!starts || m == 0 || !(cand[0] >= 'a' && cand[0] <= 'z')) continue;
+        const int dist = typo_distance(name, n, cand, m);
+        if (dist < best) {
             best = dist;
             snprintf(out, size, "--%.*s", (int)m, cand);
         }
     }
-    return best <= 2 ? out : NULL;
+    return best < TYPO_NONE ? out : NULL;
 }
 
 const char *vt_cli_nearest_word(const char *typed, const char *const *words, size_t n_words) {
     const size_t n = strlen(typed);
     if (n == 0 || n > NEAREST_MAX) return NULL;
     const char *nearest = NULL;
-    int best = 3; /* more than 2 edits is no typo */
+    int best = TYPO_NONE;
     for (size_t i = 0; i < n_words; i++) {
-        const size_t m = strlen(words[i]);
-        if (m > NEAREST_MAX) continue;
-        const int dist = edit_distance(typed, n, words[i], m);
-        if (dist < best && 2 * (size_t)dist < n) best = dist, nearest = words[i];
+        const int dist = typo_distance(typed, n, words[i], strlen(words[i]));
+        if (dist < best) best = dist, nearest = words[i];
     }
     return nearest;
 }
