@@ -175,8 +175,20 @@ static double max_abs_diff(const float *a, const float *b) {
  * measurement, so a backend storing the wrong dtype fails its cell. Quantized
  * simd cells cannot see it: their 8-bit activations move logits 10-100x more
  * than any cache dtype does; their store is the same simd kernel that the
- * f32-weight cells hold to 1e-5..1e-3. */
+ * f32-weight cells hold to 1e-5..1e-3.
+ *
+ * simd's avx512 tier on a CPU with AVX-512 BF16 attends over a BF16 cache
+ * in bf16 (kv_bf16_chunk.h: queries and softmax weights rounded to bf16,
+ * its isa line's "bf16 attention"): measured 1.1e-3 (llama) and 2.8e-3
+ * (qwen3) on the f32-weight cells, on an AMD EPYC with AVX-512 BF16, so
+ * 1e-2. That bound cannot see a wrong store into a bf16 cache (2.2e-3); the
+ * store there is the AVX2 tier's kernel, which the same cells hold to 1e-3
+ * on a CPU without AVX-512 BF16 and test_simd_ops checks on every CPU. */
+static bool simd_attends_bf16; /* set by the first simd cell (its isa line) */
+
 static double tolerance(const char *backend, int32_t cache, const char *weights) {
+    if (strcmp(backend, "simd") == 0 && cache == VT_BF16 && simd_attends_bf16)
+        return strcmp(weights, "f32") != 0 ? 0.1 : 1e-2;
     if (strcmp(backend, "onednn") == 0) return cache == VT_F32 ? 1e-5 : cache == VT_F16 ? 2e-4 : cache == VT_BF16 ? 1e-3 : 2e-3;
     if (strcmp(backend, "simd") == 0)
         return strcmp(weights, "f32") != 0 ? 0.1 : cache == VT_F32 ? 1e-5 : cache == VT_F16 ? 1e-4 : cache == VT_BF16 ? 1e-3 : 2e-3;
@@ -185,8 +197,9 @@ static double tolerance(const char *backend, int32_t cache, const char *weights)
 }
 
 /* Does a cell's bound see a store of the wrong dtype? (See tolerance().) */
-static bool bound_sees_wrong_dtype(const char *backend, const char *weights) {
+static bool bound_sees_wrong_dtype(const char *backend, const char *weights, int32_t cache) {
     return !(strcmp(backend, "simd") == 0 && strcmp(weights, "f32") != 0) &&
+           !(strcmp(backend, "simd") == 0 && cache == VT_BF16 && simd_attends_bf16) &&
            (strcmp(backend, "simd") == 0 || strcmp(backend, "onednn") == 0 || strcmp(backend, "reference") == 0 ||
             strncmp(backend, "kv_", 3) == 0);
 }
@@ -361,6 +374,11 @@ static void test_matrix(void) {
                     if (!ok) continue;
                     CU_ASSERT_STRING_EQUAL(vt_registry_at(f.engine->registry, f.engine->preferred)->name, backends[b]);
                     CU_ASSERT_EQUAL(f.engine->kv->dtype, cache_dtypes[c]);
+                    if (strcmp(backends[b], "simd") == 0) {
+                        char isa[VT_BACKEND_ISA_MAX];
+                        simd_attends_bf16 = vt_isa_line_attends_bf16(
+                            vt_backend_isa(vt_registry_at(f.engine->registry, f.engine->preferred), isa, sizeof isa));
+                    }
                     int runs = 0;
                     CU_ASSERT_EQUAL(check_plan(f.engine, f.engine->prefill, cell, &runs), 0);
                     CU_ASSERT_EQUAL(check_plan(f.engine, f.engine->decode, cell, &runs), 0);
@@ -394,7 +412,7 @@ static void test_matrix(void) {
                    vt_dtype_name(cache_dtypes[asked]), wrong_shift[stored][asked]);
             for (int b = 0; b < n_backends; b++)
                 for (int wt = 0; wt < N_WEIGHTS; wt++) {
-                    if (!bound_sees_wrong_dtype(backends[b], weight_types[wt])) continue;
+                    if (!bound_sees_wrong_dtype(backends[b], weight_types[wt], cache_dtypes[asked])) continue;
                     double tol = tolerance(backends[b], cache_dtypes[asked], weight_types[wt]);
                     if (tol >= wrong_shift[stored][asked])
                         printf("\n  bound %.3g of %s/%s/%s cache cannot see it", tol, backends[b], weight_types[wt],

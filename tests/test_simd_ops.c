@@ -811,7 +811,32 @@ static vt_node attention_node(const attn_case *c, int32_t kv_dtype, const int32_
  *    its softmax weights relatively by at most e^{2E} - 1, and the output
  *    (|v| <= 1 + 2^-11) by at most that much more: a rigorous bound, with E
  *    taken per case from the largest over its queries (D = 128: E <= 1.8e-4,
- *    tolerance ~3.6e-4; the typical error is ~sqrt(D) smaller). */
+ *    tolerance ~3.6e-4; the typical error is ~sqrt(D) smaller).
+ *
+ * A BF16 cache where simd attends in bf16 (its avx512 tier with AVX-512
+ * BF16, kv_bf16_chunk.h): each query is rounded to bf16 and so is each
+ * softmax weight before it multiplies a v row. A weight's relative error
+ * is at most 2^-8, so the output, sum_i w_i v_i / sum_i p_i with
+ * |w_i - p_i| <= 2^-8 p_i and |v| <= 1, moves by at most 2^-8 more; the
+ * products are exact and each lane adds two per step, one rounding each
+ * as the FMA path's. Each case runs twice again:
+ *  - q on the bf16 grid (snap_query_bf16): the rounding of q is exact, and
+ *    only the weights' 2^-8 is added: the check that catches a wrong pair,
+ *    lane or row;
+ *  - q raw: each q value moves by at most 2^-8 |q|, a score by at most
+ *    E = scale * 2^-8 * sum |q| (|k| <= 1), the weights relatively by at
+ *    most e^{2E} - 1 (D = 128: E <= 0.022). */
+static void snap_query_bf16(float *q, int64_t n_values) {
+    for (int64_t i = 0; i < n_values; i++) q[i] = vt_bf16_to_f32(vt_f32_to_bf16(q[i]));
+}
+
+/* Whether simd attends over a BF16 cache in bf16 here (its isa line says so). */
+static bool simd_bf16_attention(void) {
+    char isa[VT_BACKEND_ISA_MAX];
+    const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
+    return simd && vt_isa_line_attends_bf16(vt_backend_isa(simd, isa, sizeof isa));
+}
+
 static void snap_query(float *q, int64_t n_values) {
     for (int64_t b = 0; b < n_values; b += 32) {
         float amax = 0.0f;
@@ -844,10 +869,14 @@ static vt_node attention_node_tables(const attn_case *c, int32_t kv_dtype, const
 
 static void check_attention_tables(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
                                    int phase, uint64_t seed, const int32_t *tables) {
-    for (int snapped = kv_dtype == VT_Q8_0 ? 0 : 1; snapped < 2; snapped++) {
+    const bool in_bf16 = kv_dtype == VT_BF16 && simd_bf16_attention();
+    for (int snapped = kv_dtype == VT_Q8_0 || in_bf16 ? 0 : 1; snapped < 2; snapped++) {
         char what[160];
         snprintf(what, sizeof what, "attention %s%s D=%lld H=%lld KVH=%lld BS=%lld T=%lld", vt_dtype_name(kv_dtype),
-                 kv_dtype == VT_Q8_0 ? (snapped ? " (q on the 16-bit grid)" : " (q raw)") : "", (long long)c->D,
+                 kv_dtype == VT_Q8_0 ? (snapped ? " (q on the 16-bit grid)" : " (q raw)")
+                 : in_bf16           ? (snapped ? " (q on the bf16 grid)" : " (q raw, in bf16)")
+                                     : "",
+                 (long long)c->D,
                  (long long)c->H, (long long)c->KVH, (long long)c->BS, (long long)c->T);
         vt_node node = attention_node_tables(c, kv_dtype, pos, seq, phase, seed, tables);
         const float scale = node.params.attention.scale;
@@ -855,6 +884,14 @@ static void check_attention_tables(const attn_case *c, int32_t kv_dtype, const i
         double quant_err = 0.0; /* E above, the largest over the queries */
         if (kv_dtype == VT_Q8_0 && snapped) {
             snap_query(q, c->D * c->H * c->T);
+        } else if (in_bf16 && snapped) {
+            snap_query_bf16(q, c->D * c->H * c->T);
+        } else if (in_bf16) {
+            for (int64_t r = 0; r < c->H * c->T; r++) {
+                double sum = 0.0;
+                for (int64_t i = 0; i < c->D; i++) sum += fabs((double)q[r * c->D + i]);
+                quant_err = fmax(quant_err, sum * 0x1p-8 * scale);
+            }
         } else if (kv_dtype == VT_Q8_0) {
             for (int64_t r = 0; r < c->H * c->T; r++) {
                 double e = 0.0;
@@ -870,7 +907,7 @@ static void check_attention_tables(const attn_case *c, int32_t kv_dtype, const i
         for (int64_t t = 0; t < c->T; t++) max_pos = pos[t] > max_pos ? pos[t] : max_pos;
         const double score_err = (double)c->D * FLT_EPSILON * scale;
         const double tol = 2.0 * score_err + 2e-7 + (double)(max_pos + 1 + c->D) * FLT_EPSILON +
-                           expm1(2.0 * quant_err) * (1.0 + 0x1p-11);
+                           expm1(2.0 * quant_err) * (1.0 + 0x1p-11) + (in_bf16 ? 0x1p-8 : 0.0);
         outputs o = run_both(&node);
         if (o.simd_status == VT_OK && o.ref_status == VT_OK) expect_close(what, &o, NULL, tol);
         outputs_free(&o);
@@ -1145,8 +1182,11 @@ static void test_attention_shared_blocks(void) {
                 for (int32_t i = 0; i < ODD_MAX_BLOCKS; i++)
                     otables[s * ODD_MAX_BLOCKS + i] = i < shared ? i : (int32_t)shared + s * ODD_MAX_BLOCKS + i;
             /* head dims off the vector widths (see the prefill case): 40, and
-             * 20 (a 4-wide scalar tail) with the other block size */
-            attn_case c = {.D = cache_dtypes[k] == VT_Q8_0 ? 96 : b ? 20 : 40, .H = 6, .KVH = 2, .BS = BS,
+             * 20 (a 4-wide scalar tail) with the other block size; a BF16
+             * cache's blocks of 5 at 64, a head dim its bf16 dot products
+             * take where the CPU has them (kv_bf16_chunk.h) */
+            const int64_t D = cache_dtypes[k] == VT_Q8_0 ? 96 : cache_dtypes[k] == VT_BF16 && !b ? 64 : b ? 20 : 40;
+            attn_case c = {.D = D, .H = 6, .KVH = 2, .BS = BS,
                            .n_blocks = shared + ODD_SEQS * ODD_MAX_BLOCKS, .n_seqs = ODD_SEQS,
                            .max_blocks = ODD_MAX_BLOCKS, .T = ODD_SEQS};
             check_attention_tables(&c, cache_dtypes[k], opos, oseq, VT_PHASE_DECODE, seed, otables);

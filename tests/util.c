@@ -202,7 +202,7 @@ const char *vt_test_simd_avx512_missing(void) {
 const char *vt_test_simd_avx512_isa(void) {
     return vt_cpu_detect().avx512_bf16
                ? "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; "
-                 "avx512_bf16: bf16 weights in bf16 matmul; the rest avx2)"
+                 "avx512_bf16: bf16 weights in bf16 matmul, bf16 caches in bf16 attention; the rest avx2)"
                : "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; attention; "
                  "the rest avx2)";
 }

@@ -47,8 +47,12 @@
  * queries are quantized once per item to 16-bit blocks; a chunk's k blocks
  * are transposed once for integer scores with the positions in lanes, and
  * its v blocks widened once to f32 rows weighted per block
- * (kv_q8_0_chunk.h). Rows are prefetched a chunk ahead (prefetch_row,
- * prefetch_range). */
+ * (kv_q8_0_chunk.h). A BF16 cache, in the build for CPUs with AVX-512
+ * BF16 (attention_avx512_bf16.c), is multiplied in bf16 instead
+ * (kv_bf16_chunk.h): each query rounded to bf16 once per item, a chunk's k
+ * rows transposed by value pairs and its v rows interleaved by position
+ * pairs once, and every item kind, decode too, through attend_chunk_bf16.
+ * Rows are prefetched a chunk ahead (prefetch_row, prefetch_range). */
 #ifndef SIMD_ATTENTION_ENTRY
 #error "define SIMD_ATTENTION_ENTRY (the tier's entry point) before including attention_impl.h"
 #endif
@@ -59,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv_bf16_chunk.h"
 #include "kv_q8_0_chunk.h"
 #include "simd.h"
 #include "simd_vec.h"
@@ -79,6 +84,9 @@ typedef struct attention_task {
     const void *k_cache;   /* [B][BS][KVH][D] of k_dtype */
     const void *v_cache;   /* [B][BS][KVH][D] of v_dtype */
     int32_t k_dtype, v_dtype;
+    /* BF16 k and v in bf16 dot products (kv_bf16_chunk.h): the tier build
+     * with AVX-512 BF16 only */
+    bool bf16_dot;
     const int32_t *tables; /* [n_seqs][max_blocks] */
     const int32_t *pos;    /* [T] */
     const int32_t *seq;    /* [T] */
@@ -484,6 +492,8 @@ typedef struct chunk_rows {
     int64_t p0, len;
     const void *k[CHUNK], *v[CHUNK]; /* f32 rows */
     const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
+    const uint32_t *kt2, *vi; /* bf16 dot: k transposed by value pairs, v interleaved by position pairs;
+                               * k[] and v[] then point at the cache's bf16 rows */
     const float *kd, *vd; /* Q8_0 block scales, [nb][CHUNK]: 0 past len */
     bool v_widened;       /* Q8_0 v: v[] holds the rows widened to f32 (else only vb[]) */
     const int32_t *kt;    /* Q8_0 k: the chunk transposed (q8_0_transpose_chunk) */
@@ -498,6 +508,7 @@ typedef struct query_set {
     int64_t q_token_stride;
     const int16_t *qs;       /* Q8_0 k: quantized queries [n][D] */
     const float *qd;         /* and their block scales [n][nb] */
+    const uint16_t *qb;      /* bf16 dot: the queries rounded to bf16 [n][D] */
     const int64_t *limit;    /* [n / G] positions each token sees */
     float *acc, *run_max, *run_sum; /* [n][D], [n], [n] */
 } query_set;
@@ -535,6 +546,25 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D, int6
 static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
                        int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, bool widen_q8_v, chunk_rows *r) {
     const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
+#if defined(__AVX512BF16__)
+    if (t->bf16_dot) {
+        for (int64_t i = 0; i < len; i++) {
+            const int64_t p = p0 + i, slot = (int64_t)table[p / BS] * BS + p % BS;
+            for (int64_t h = 0; h < kv1 - kv0; h++) {
+                const int64_t row = (slot * KVH + kv0 + h) * D;
+                r[h].k[i] = (const uint16_t *)t->k_cache + row, r[h].v[i] = (const uint16_t *)t->v_cache + row;
+            }
+        }
+        for (int64_t h = 0; h < kv1 - kv0; h++) {
+            uint32_t *kt = (uint32_t *)(void *)(kbuf + h * CHUNK * D), *vi = (uint32_t *)(void *)(vbuf + h * CHUNK * D);
+            r[h].p0 = p0, r[h].len = len;
+            bf16_transpose_chunk(r[h].k, len, D, kt);
+            bf16_interleave_chunk(r[h].v, len, D, vi);
+            r[h].kt2 = kt, r[h].vi = vi;
+        }
+        return;
+    }
+#endif
     for (int64_t h = 0; h < kv1 - kv0; h++) {
         r[h].p0 = p0, r[h].len = len, r[h].kd = kd + h * CHUNK * nb, r[h].vd = vd + h * CHUNK * nb;
         r[h].v_widened = widen_q8_v;
@@ -719,6 +749,76 @@ SIMD_INLINE void query_slots(const query_set *qs, int64_t j, int n, int64_t G, i
 }
 #endif
 
+#if defined(__AVX512BF16__)
+/* attend_chunk for a BF16 cache in bf16 dot products (kv_bf16_chunk.h):
+ * every query's scores from the transposed chunk, BF16_QUERIES a pass; the
+ * softmax as for every cache (chunk_softmax's numbers); the weights rounded
+ * to bf16 pairs; the weighted v rows added for groups of up to four queries
+ * that see the same positions. A query's numbers depend only on the query,
+ * the rows it sees and the chunk's position. */
+static void attend_chunk_bf16(const attention_task *t, const query_set *qs, const chunk_rows *r, float *scores,
+                              float *weights, int64_t *count) {
+    const int64_t D = t->D, nq = qs->n;
+    float *acc = qs->acc, *run_max = qs->run_max, *run_sum = qs->run_sum;
+    uint32_t *pairs = (uint32_t *)(void *)weights; /* [nq][CHUNK / 2] */
+    for (int64_t j = 0; j < nq;) {
+        const uint16_t *qv[BF16_QUERIES];
+        float *ov[BF16_QUERIES];
+        int g = 0;
+        for (; j < nq && g < BF16_QUERIES; j++)
+            if (count[j] > 0) qv[g] = qs->qb + j * D, ov[g] = scores + j * CHUNK, g++;
+        bf16_chunk_scores(g, qv, r->kt2, D, ov);
+    }
+    for (int64_t j = 0; j < nq; j++) {
+        const int64_t n = count[j];
+        if (n == 0) continue;
+        float *sj = scores + j * CHUNK;
+#if defined(__AVX512F__)
+        bool sixteen = n == CHUNK && j + 15 < nq;
+        for (int64_t u = 1; u < 16 && sixteen; u++) sixteen = count[j + u] == CHUNK;
+        if (sixteen) { /* chunk_softmax16x16: chunk_softmax16's numbers for 16 queries at once */
+            float *s16[16], *y16[16];
+            for (int u = 0; u < 16; u++) s16[u] = sj + u * CHUNK, y16[u] = acc + (j + u) * D;
+            chunk_softmax16x16(s16, t->scale, run_max + j, run_sum + j, y16, D);
+            for (int u = 0; u < 16; u++) bf16_weight_pairs(s16[u], pairs + (j + u) * (CHUNK / 2));
+            j += 15;
+            continue;
+        }
+        if (n == CHUNK && j + 3 < nq && count[j + 1] == n && count[j + 2] == n && count[j + 3] == n) {
+            float *s4[4] = {sj, sj + CHUNK, sj + 2 * CHUNK, sj + 3 * CHUNK};
+            float *y4[4] = {acc + j * D, acc + (j + 1) * D, acc + (j + 2) * D, acc + (j + 3) * D};
+            chunk_softmax16(s4, 4, t->scale, run_max + j, run_sum + j, y4, D);
+            for (int u = 0; u < 4; u++) bf16_weight_pairs(s4[u], pairs + (j + u) * (CHUNK / 2));
+            j += 3;
+            continue;
+        }
+#endif
+        chunk_softmax(sj, n, t->scale, run_max + j, run_sum + j, acc + j * D, D);
+        bf16_weight_pairs(sj, pairs + j * (CHUNK / 2));
+    }
+    for (int64_t j = 0; j < nq;) {
+        const int64_t n = count[j];
+        if (n == 0) {
+            j++;
+            continue;
+        }
+        int g = 1;
+        while (g < 4 && j + g < nq && count[j + g] == n) g++;
+        float *y[4];
+        const uint32_t *w[4];
+        for (int u = 0; u < g; u++) y[u] = acc + (j + u) * D, w[u] = pairs + (j + u) * (CHUNK / 2);
+        const uint16_t *last = n & 1 ? (const uint16_t *)r->v[n - 1] : NULL;
+        switch (g) {
+        case 4: bf16_accumulate_q(4, y, w, r->vi, last, n, D); break;
+        case 3: bf16_accumulate_q(3, y, w, r->vi, last, n, D); break;
+        case 2: bf16_accumulate_q(2, y, w, r->vi, last, n, D); break;
+        default: bf16_accumulate_q(1, y, w, r->vi, last, n, D); break;
+        }
+        j += g;
+    }
+}
+#endif
+
 /* One chunk for every query of qs: each query's scores against the rows it
  * sees (up to its limit), then its running state rescaled once and the
  * weighted v rows added. A query's numbers depend only on the query, the
@@ -734,6 +834,12 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
         const int64_t lim = qs->limit[j / G] - r->p0;
         count[j] = lim <= 0 ? 0 : lim < len ? lim : len;
     }
+#if defined(__AVX512BF16__)
+    if (t->bf16_dot) {
+        attend_chunk_bf16(t, qs, r, scores, weights, count);
+        return;
+    }
+#endif
     if (k_q8) /* every query's scores first: each load of the transposed chunk serves a group of queries */
         for (int64_t j = 0; j < nq;) {
             const int16_t *qv[Q8_QUERIES];
@@ -922,6 +1028,16 @@ static void attend_heads(const attention_task *t, int64_t tok, int64_t kv0, int6
         attend_heads_d(t, t->D, kt, vt, tok, kv0, kv1, k, v, len, acc, run_max, run_sum, scores);
 }
 
+/* Query q (D values) rounded to bf16 for the bf16 dot path (qb: D values),
+ * once per item whatever the context length. */
+SIMD_INLINE void round_query(const attention_task *t, const float *q, uint16_t *qb) {
+#if defined(__AVX512BF16__)
+    vt_f32_to_bf16_row_avx512(q, (vt_bf16_t *)qb, t->D);
+#else
+    (void)t, (void)q, (void)qb;
+#endif
+}
+
 /* A fresh span state for n queries. */
 static void reset_state(float *acc, float *run_max, float *run_sum, int64_t n, int64_t D) {
     memset(acc, 0, (size_t)(n * D) * sizeof(float));
@@ -967,11 +1083,14 @@ static void attend_run(const attention_task *t, int64_t t0, int64_t t1, int64_t 
     }
     const int32_t *table = t->tables + (int64_t)t->seq[t0] * t->max_blocks;
     query_set qs = {.n = nq, .q = t->q + (t0 * H + kvh * G) * D, .q_token_stride = H * D, .qs = qsq,
-                    .qd = s + L.qd, .limit = limit};
+                    .qd = s + L.qd, .qb = (const uint16_t *)qsq, .limit = limit};
     if (t->k_dtype == VT_Q8_0) /* each query once per item, whatever the context length */
         for (int64_t j = 0; j < nq; j++)
             simd_q8_0_quantize_query(qs.q + (j / G) * qs.q_token_stride + (j % G) * D, qsq + j * D,
                                      s + L.qd + j * nb, D);
+    if (t->bf16_dot)
+        for (int64_t j = 0; j < nq; j++)
+            round_query(t, qs.q + (j / G) * qs.q_token_stride + (j % G) * D, (uint16_t *)qsq + j * D);
     chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
     for (int64_t sp0 = 0; sp0 < n_pos; sp0 += SPAN) {
         /* the first span's state is the merged state; later ones merge into it */
@@ -1045,6 +1164,8 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
     if (t->k_dtype == VT_Q8_0)
         for (int64_t h = kv0 * G; h < kv1 * G; h++)
             simd_q8_0_quantize_query(t->q + (tok * H + h) * D, qsq + h * D, qd + h * nb, D);
+    if (t->bf16_dot)
+        for (int64_t h = kv0 * G; h < kv1 * G; h++) round_query(t, t->q + (tok * H + h) * D, (uint16_t *)qsq + h * D);
     float *acc = t->part_acc + part * H * D, *run_max = t->part_max + part * H, *run_sum = t->part_sum + part * H;
     reset_state(acc + kv0 * G * D, run_max + kv0 * G, run_sum + kv0 * G, (kv1 - kv0) * G, D);
     /* The next chunk's rows are prefetched while this one is worked on: its
@@ -1057,7 +1178,8 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
      * slower when the whole cache sits in L3. */
     const size_t k_bytes = vt_row_size(t->k_dtype, D), v_bytes = vt_row_size(t->v_dtype, D);
     chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
-    const int narrow = (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16) && (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
+    const int narrow = !t->bf16_dot && (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16) &&
+                       (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
     for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
         const int64_t len = sp1 - p0 < CHUNK ? sp1 - p0 : CHUNK;
         for (int64_t p = p0 == sp0 ? sp0 : p0 + CHUNK; p < p0 + 2 * CHUNK && p < sp1; p++) {
@@ -1080,7 +1202,8 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
         load_chunk(t, table, kv0, kv1, p0, len, s + L.kbuf, s + L.vbuf, s + L.kd, s + L.vd, false, rows);
         for (int64_t kvh = kv0; kvh < kv1; kvh++) {
             const query_set qs = {.n = G, .q = t->q + (tok * H + kvh * G) * D, .q_token_stride = H * D,
-                                  .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb, .limit = &limit,
+                                  .qs = qsq + kvh * G * D, .qd = qd + kvh * G * nb,
+                                  .qb = (const uint16_t *)qsq + kvh * G * D, .limit = &limit,
                                   .acc = acc + kvh * G * D, .run_max = run_max + kvh * G,
                                   .run_sum = run_sum + kvh * G};
             attend_chunk(t, &qs, rows + (kvh - kv0), s + L.scores, s + L.weights, (int64_t *)(void *)(s + L.count));
@@ -1126,8 +1249,10 @@ static void shared_decode_item(const attention_task *t, int64_t item, float *s) 
             memcpy(q + j * D, t->q + ((int64_t)t->dec_tok[members[j / G]] * H + kvh * G + j % G) * D,
                    (size_t)D * sizeof(float));
             if (t->k_dtype == VT_Q8_0) simd_q8_0_quantize_query(q + j * D, qsq + j * D, s + L.qd + j * nb, D);
+            if (t->bf16_dot) round_query(t, q + j * D, (uint16_t *)qsq + j * D);
         }
-        const query_set qs = {.n = nq, .q = q, .q_token_stride = G * D, .qs = qsq, .qd = s + L.qd, .limit = limit,
+        const query_set qs = {.n = nq, .q = q, .q_token_stride = G * D, .qs = qsq, .qd = s + L.qd,
+                              .qb = (const uint16_t *)qsq, .limit = limit,
                               .acc = acc, .run_max = run_max, .run_sum = run_sum};
         reset_state(acc, run_max, run_sum, nq, D);
         for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
@@ -1263,6 +1388,9 @@ vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
     t.seq = node->src[5].data;
     t.out = node->dst.data;
     t.scale = p->scale;
+#if defined(__AVX512BF16__)
+    t.bf16_dot = t.k_dtype == VT_BF16 && t.v_dtype == VT_BF16 && t.D % 64 == 0;
+#endif
 
     /* every block a token will read must exist: checked once here so the
      * kernel indexes without bounds checks */

@@ -112,13 +112,15 @@ static int simd_supports(void *ctx, const vt_node *node) {
  * matmuls are those on the layouts prepare.c makes, and on a weight left in
  * the file's layout (one that nodes of several backends read) the decode
  * pairs of Q4_K and Q6_K (Q4_K_M's dtypes); with AVX-512 BF16, BF16
- * weights in bf16 (matmul_bf16_dp.c); the rest are the avx2 kernels.
+ * weights in bf16 (matmul_bf16_dp.c) and attention over BF16 caches in bf16
+ * (kv_bf16_chunk.h); the rest are the avx2 kernels.
  * Callers read this into 256 bytes (the core's VT_BACKEND_ISA_MAX). */
 static const char *simd_isa_name(void *opaque) {
     const simd_ctx *ctx = opaque;
     if (ctx->isa == SIMD_ISA_AVX2) return "avx2";
     return ctx->bf16_dot ? "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; "
-                           "attention; avx512_bf16: bf16 weights in bf16 matmul; the rest avx2)"
+                           "attention; avx512_bf16: bf16 weights in bf16 matmul, bf16 caches in bf16 attention; "
+                           "the rest avx2)"
                          : "avx512_vnni (prepared q4_k, q5_k, q6_k, q8_0, q4_0 matmul; file-layout q4_k, q6_k decode; "
                            "attention; the rest avx2)";
 }

@@ -45,7 +45,7 @@ typedef struct simd_ctx {
     const vt_host *host;
     int n_threads;
     simd_isa isa; /* chosen at init: the best the CPU and OS run, or the isa option */
-    bool bf16_dot; /* the avx512 tier on a CPU with AVX-512 BF16: BF16 weights multiplied in bf16 */
+    bool bf16_dot; /* the avx512 tier on a CPU with AVX-512 BF16: BF16 weights and caches multiplied in bf16 */
     /* One growable scratch buffer reused by every op (ops never run
      * concurrently on one ctx): quantized activations, per-thread tiles. */
     void *scratch;
@@ -75,6 +75,7 @@ vt_status simd_attention(void *ctx, const vt_node *node);
 /* Its tiers' builds of attention_impl.h (simd_attention picks by ctx->isa). */
 vt_status simd_attention_avx2(void *ctx, const vt_node *node);
 vt_status simd_attention_avx512(void *ctx, const vt_node *node);
+vt_status simd_attention_avx512_bf16(void *ctx, const vt_node *node); /* BF16 caches, ctx->bf16_dot */
 vt_status simd_reshape_and_cache(void *ctx, const vt_node *node);
 vt_status simd_rms_norm(void *ctx, const vt_node *node);
 vt_status simd_rope(void *ctx, const vt_node *node);

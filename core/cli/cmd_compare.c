@@ -267,10 +267,14 @@ static vt_status run_backend(compare_job *job, const char *name, const char *opt
  * weights and the activations to bf16, up to 3.3e-2 (qwen3moe-tiny-q4_k_m),
  * so 5e-2; simd multiplying BF16 weights in bf16 (its avx512 tier where the
  * CPU has AVX-512 BF16) rounds the activations to bf16 for them, 6.9e-3
- * measured (qwen3-tiny-bf16), under the same 5e-2. reference is within
- * 2.4e-7 of exact, so the bounds hold against it. A backend not listed (a
- * plugin) states none: -1. */
-static double stated_tolerance(const char *backend, const char *isa, bool quantized_weights, bool bf16_weights) {
+ * measured (qwen3-tiny-bf16), under the same 5e-2; simd attending over a
+ * BF16 cache in bf16 (the same tier: queries and softmax weights rounded to
+ * bf16) moves float-weight logits by up to 2.8e-3 on the test models
+ * (test_kv_matrix), also under 5e-2. reference is within 2.4e-7 of exact,
+ * so the bounds hold against it. A backend not listed (a plugin) states
+ * none: -1. */
+static double stated_tolerance(const char *backend, const char *isa, bool quantized_weights, bool bf16_weights,
+                               bool bf16_cache) {
     const bool in_bf16 = vt_isa_line_multiplies_bf16(isa);
     /* onednn's precision=int8 on quantized weights: each row of activations
      * and of weights rounded to int8 under one scale, up to 6.5e-2 on the
@@ -278,7 +282,10 @@ static double stated_tolerance(const char *backend, const char *isa, bool quanti
     if (strcmp(backend, "onednn") == 0 && vt_isa_line_multiplies_int8(isa) && quantized_weights) return 1e-1;
     if (strcmp(backend, "onednn") == 0) return in_bf16 && (quantized_weights || bf16_weights) ? 5e-2 : 1e-5;
     if (strcmp(backend, "reference") == 0) return 1e-5;
-    if (strcmp(backend, "simd") == 0) return quantized_weights ? 6e-2 : in_bf16 && bf16_weights ? 5e-2 : 1e-5;
+    if (strcmp(backend, "simd") == 0)
+        return quantized_weights                                                        ? 6e-2
+               : (in_bf16 && bf16_weights) || (vt_isa_line_attends_bf16(isa) && bf16_cache) ? 5e-2
+                                                                                        : 1e-5;
     return -1;
 }
 
@@ -289,8 +296,8 @@ static double row_tolerance(const backend_result *r, bool quantized_weights, boo
     double tol = 0;
     *loosest = r->name;
     for (int k = 0; k < r->n_where; k++) {
-        const double t = stated_tolerance(r->where_name[k], r->where_isa[k],
-                                          quantized_weights, bf16_weights);
+        const double t = stated_tolerance(r->where_name[k], r->where_isa[k], quantized_weights, bf16_weights,
+                                          r->kv_cache_dtype == VT_BF16);
         if (t < 0) {
             *loosest = r->where_name[k];
             return -1;
@@ -451,7 +458,9 @@ static void print_verdicts(const compare_job *job, const backend_result *res, in
     printf("\nverdict: each backend against reference within its stated tolerance (relative to max(1, max|logit|) "
            "= %.2f: 1e-5 for f32 arithmetic; simd on %s weights %s%s%s)\n",
            scale, quantized ? "these quantized" : "these float", quantized ? "6e-2, its 8-bit activations" : "1e-5",
-           any_bf16 ? "; multiplying in bf16 5e-2 (onednn on quantized and bf16 weights, simd on bf16 weights)" : "",
+           any_bf16 ? "; multiplying in bf16 5e-2 (onednn on quantized and bf16 weights, simd on bf16 weights and "
+                      "over a bf16 cache)"
+                    : "",
            any_int8 && quantized ? "; onednn in int8 1e-1 (each row of activations and weights under one scale)" : "");
     for (int i = 0; i < n; i++) {
         char why[VT_ERROR_MSG_SIZE + 256], kv[16] = "";

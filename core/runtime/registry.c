@@ -761,6 +761,8 @@ const char *vt_registry_options(const vt_registry *r) { return r && r->all_optio
 
 bool vt_isa_line_multiplies_bf16(const char *isa_line) { return strstr(isa_line, "bf16 matmul") != NULL; }
 
+bool vt_isa_line_attends_bf16(const char *isa_line) { return strstr(isa_line, "bf16 attention") != NULL; }
+
 bool vt_isa_line_multiplies_int8(const char *isa_line) { return strstr(isa_line, "int8 matmul") != NULL; }
 
 const char *vt_backend_isa(const vt_backend_entry *b, char *buf, size_t size) {

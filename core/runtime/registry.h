@@ -106,6 +106,11 @@ const char *vt_registry_options(const vt_registry *r);
  * onednn in bf16, simd's BF16 weights on its bf16 tier), which sets the
  * bound vt compare and the tests hold its results to. */
 bool vt_isa_line_multiplies_bf16(const char *isa_line);
+/* Whether an isa line says its backend's attention over a BF16 cache
+ * multiplies in bf16 ("bf16 attention": simd's bf16 tier rounds queries
+ * and softmax weights to bf16 there), the bound vt compare and the tests
+ * then hold bf16-cache results to. */
+bool vt_isa_line_attends_bf16(const char *isa_line);
 /* Whether a backend's isa line says it multiplies some weights in int8
  * (onednn's precision=int8: "int8 matmul"), the other rounding vt compare
  * and the tests state a bound for. */
