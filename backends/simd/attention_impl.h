@@ -761,14 +761,13 @@ static void attend_chunk_bf16(const attention_task *t, const query_set *qs, cons
     const int64_t D = t->D, nq = qs->n;
     float *acc = qs->acc, *run_max = qs->run_max, *run_sum = qs->run_sum;
     uint32_t *pairs = (uint32_t *)(void *)weights; /* [nq][CHUNK / 2] */
-    for (int64_t j = 0; j < nq;) {
-        const uint16_t *qv[BF16_QUERIES];
-        float *ov[BF16_QUERIES];
-        int g = 0;
-        for (; j < nq && g < BF16_QUERIES; j++)
-            if (count[j] > 0) qv[g] = qs->qb + j * D, ov[g] = scores + j * CHUNK, g++;
-        bf16_chunk_scores(g, qv, r->kt2, D, ov);
-    }
+    /* from the first query that sees the chunk on (in prefill the tokens are
+     * in position order, so only a first few see none of it; a query between
+     * whose count is 0 gets scores it does not use) */
+    int64_t j0 = 0;
+    while (j0 < nq && count[j0] == 0) j0++;
+    _Static_assert(CHUNK == 16, "a query's scores are one register of 16 positions");
+    bf16_chunk_scores(nq - j0, qs->qb + j0 * D, D, r->kt2, scores + j0 * CHUNK);
     for (int64_t j = 0; j < nq; j++) {
         const int64_t n = count[j];
         if (n == 0) continue;

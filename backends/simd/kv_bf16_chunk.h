@@ -40,10 +40,13 @@
 #include "simd_vec.h"
 #include "vt/vt_bf16_row.h"
 
-/* Queries scored per pass over a transposed chunk: the chains of 16 lanes
- * each are independent, so 8 of them cover vdpbf16ps' latency at two a
- * cycle without spilling. */
-#define BF16_QUERIES 8
+/* Queries scored per pass over a transposed chunk: each one's 16 lanes
+ * are a chain of dependent vdpbf16ps, so 16 chains in flight cover the
+ * instruction's latency at two a cycle (16 accumulators and the loaded
+ * column in registers). */
+#define BF16_QUERIES 16
+/* SIMD_UNROLL's reason, for loops of up to BF16_QUERIES */
+#define BF16_UNROLL _Pragma("GCC unroll 16")
 
 /* kt from the chunk's len rows (each D bf16 values; D a multiple of 64, as
  * for everything here). */
@@ -71,32 +74,39 @@ static inline void bf16_interleave_chunk(const void *const *rows, int64_t len, i
     }
 }
 
-/* out[u][0..15] = scores of Q queries (bf16 rows q[u], D values) against
- * the transposed chunk kt. Q is a constant at each call. */
-SIMD_INLINE void bf16_chunk_scores_q(int Q, const uint16_t *const *q, const uint32_t *kt, int64_t D,
-                                     float *const *out) {
+/* out[u * 16 .. u * 16 + 15] = the scores of Q queries (bf16 rows of D
+ * values, D apart from q on) against the transposed chunk kt. Q and, where
+ * inlined with one, D are constants: each query's pair is then a broadcast
+ * from a fixed offset of one moving pointer. */
+SIMD_INLINE void bf16_chunk_scores_q(int Q, const uint16_t *q, int64_t D, const uint32_t *kt, float *out) {
     __m512 a[BF16_QUERIES];
-    SIMD_UNROLL
+    BF16_UNROLL
     for (int u = 0; u < Q; u++) a[u] = _mm512_setzero_ps();
+    const int32_t *qp = (const int32_t *)(const void *)q;
     for (int64_t m = 0; m < D / 2; m++) {
         const __m512bh col = (__m512bh)_mm512_loadu_si512((const void *)(kt + m * 16));
-        SIMD_UNROLL
-        for (int u = 0; u < Q; u++) {
-            const __m512bh pair = (__m512bh)_mm512_set1_epi32(((const int32_t *)(const void *)q[u])[m]);
-            a[u] = _mm512_dpbf16_ps(a[u], col, pair);
-        }
+        BF16_UNROLL
+        for (int u = 0; u < Q; u++) a[u] = _mm512_dpbf16_ps(a[u], col, (__m512bh)_mm512_set1_epi32(qp[u * (D / 2) + m]));
     }
-    SIMD_UNROLL
-    for (int u = 0; u < Q; u++) _mm512_storeu_ps(out[u], a[u]);
+    BF16_UNROLL
+    for (int u = 0; u < Q; u++) _mm512_storeu_ps(out + 16 * u, a[u]);
 }
 
-/* Scores of nq queries, BF16_QUERIES per pass. */
-static inline void bf16_chunk_scores(int64_t nq, const uint16_t *const *q, const uint32_t *kt, int64_t D,
-                                     float *const *out) {
+SIMD_INLINE void bf16_chunk_scores_d(int64_t n, const uint16_t *q, int64_t D, const uint32_t *kt, float *out) {
     int64_t j = 0;
-    for (; j + BF16_QUERIES <= nq; j += BF16_QUERIES) bf16_chunk_scores_q(BF16_QUERIES, q + j, kt, D, out + j);
-    for (; j + 2 <= nq; j += 2) bf16_chunk_scores_q(2, q + j, kt, D, out + j);
-    if (j < nq) bf16_chunk_scores_q(1, q + j, kt, D, out + j);
+    for (; j + BF16_QUERIES <= n; j += BF16_QUERIES) bf16_chunk_scores_q(BF16_QUERIES, q + j * D, D, kt, out + 16 * j);
+    if (n - j >= 8) bf16_chunk_scores_q(8, q + j * D, D, kt, out + 16 * j), j += 8;
+    if (n - j >= 4) bf16_chunk_scores_q(4, q + j * D, D, kt, out + 16 * j), j += 4;
+    if (n - j >= 2) bf16_chunk_scores_q(2, q + j * D, D, kt, out + 16 * j), j += 2;
+    if (n - j >= 1) bf16_chunk_scores_q(1, q + j * D, D, kt, out + 16 * j);
+}
+
+/* The scores of n queries, side by side from q (D values each) into out
+ * (16 each): BF16_QUERIES a pass, the rest in smaller passes; the usual
+ * head dim of 128 as a constant. */
+static inline void bf16_chunk_scores(int64_t n, const uint16_t *q, int64_t D, const uint32_t *kt, float *out) {
+    if (D == 128) bf16_chunk_scores_d(n, q, 128, kt, out);
+    else bf16_chunk_scores_d(n, q, D, kt, out);
 }
 
 /* The softmax weights p[0..15] of a chunk (0 past what the query sees) as
