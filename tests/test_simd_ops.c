@@ -825,7 +825,8 @@ static vt_node attention_node(const attn_case *c, int32_t kv_dtype, const int32_
  *    lane or row;
  *  - q raw: each q value moves by at most 2^-8 |q|, a score by at most
  *    E = scale * 2^-8 * sum |q| (|k| <= 1), the weights relatively by at
- *    most e^{2E} - 1 (D = 128: E <= 0.022). */
+ *    most e^{2E} - 1 (typically E ~ 0.022 at D = 128, |q| averaging 1/2;
+ *    at most ~0.044). */
 static void snap_query_bf16(float *q, int64_t n_values) {
     for (int64_t i = 0; i < n_values; i++) q[i] = vt_bf16_to_f32(vt_f32_to_bf16(q[i]));
 }
@@ -869,7 +870,8 @@ static vt_node attention_node_tables(const attn_case *c, int32_t kv_dtype, const
 
 static void check_attention_tables(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
                                    int phase, uint64_t seed, const int32_t *tables) {
-    const bool in_bf16 = kv_dtype == VT_BF16 && simd_bf16_attention();
+    /* the bf16 dot products take head dims that are multiples of 64 */
+    const bool in_bf16 = kv_dtype == VT_BF16 && c->D % 64 == 0 && simd_bf16_attention();
     for (int snapped = kv_dtype == VT_Q8_0 || in_bf16 ? 0 : 1; snapped < 2; snapped++) {
         char what[160];
         snprintf(what, sizeof what, "attention %s%s D=%lld H=%lld KVH=%lld BS=%lld T=%lld", vt_dtype_name(kv_dtype),
@@ -1064,6 +1066,35 @@ static void test_attention_rows_independent(void) {
  * must take them in the same order: the outputs are still bit-identical
  * prefill against decode. Eight query heads on one kv head, so two tokens
  * make 16 queries. */
+static void test_attention_nan_score_same_on_every_path(void);
+
+/* A position a query does not see never reaches its sums, whatever the
+ * cache holds there: in a prompt the rows after a token's position are
+ * the later tokens' and are read with the chunk, and a BF16 cache's bf16
+ * dot products take v rows in pairs of positions (kv_bf16_chunk.h), so a
+ * token seeing an odd number of a chunk's positions must not multiply the
+ * next row by its zero weight (0 x NaN is NaN). A NaN in v at position 9,
+ * then in k at 9: the tokens at positions 0-8 are finite, and every token
+ * alone (decode, where position 9 is not read) gives the batch's bits. */
+static void test_attention_unseen_rows_stay_out(void) {
+    if (!simd_available()) return;
+    attn_case c = {.D = 64, .H = 8, .KVH = 1, .BS = 16, .n_blocks = 5, .n_seqs = 1, .max_blocks = 3, .T = 32};
+    int32_t pos[32], seq[32];
+    for (int t = 0; t < 32; t++) pos[t] = t, seq[t] = 0;
+    for (int which = 1; which <= 2; which++) { /* src 1: k, src 2: v */
+        vt_node all = attention_node(&c, VT_BF16, pos, seq, VT_PHASE_PREFILL, 4200 + (uint64_t)which);
+        const int64_t block0 = 7 % c.n_blocks; /* the harness's table: sequence 0's first block */
+        ((uint16_t *)all.src[which].data)[(block0 * c.BS + 9) * c.KVH * c.D + 5] = 0x7FC0; /* a bf16 NaN */
+        CU_ASSERT_EQUAL(tokens_differing_alone(&c, &all, pos, seq), 0);
+        const float *out = all.dst.data;
+        int64_t not_finite = 0;
+        for (int64_t i = 0; i < 9 * c.H * c.D; i++) not_finite += !isfinite(out[i]);
+        if (not_finite) printf("\n  a NaN at position 9 of %s reached the tokens before it\n", which == 1 ? "k" : "v");
+        CU_ASSERT_EQUAL(not_finite, 0);
+        vt_harness_node_free(&all);
+    }
+}
+
 static void test_attention_nan_score_same_on_every_path(void) {
     if (!simd_available()) return;
     attn_case c = {.D = 64, .H = 8, .KVH = 1, .BS = 16, .n_blocks = 5, .n_seqs = 1, .max_blocks = 3, .T = 32};
@@ -1550,6 +1581,8 @@ int main(void) {
         {"attention of a token bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent},
         {"a NaN score: the same numbers prefill and decode", test_attention_nan_score_same_on_every_path},
+        {"attention: a position a query does not see never reaches it (a NaN there, a BF16 cache's pairs)",
+         test_attention_unseen_rows_stay_out},
         {"attention at head dim 128 bit-identical alone and in any batch (batch invariance)",
          test_attention_rows_independent_d128},
         {"attention in prefill tiles of 32 and 64 tokens bit-identical alone (batch invariance)",

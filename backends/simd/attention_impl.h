@@ -486,14 +486,19 @@ static int64_t prefill_tile_tokens(int64_t T, int64_t KVH, int64_t G, int n_thre
 /* The cached rows of one chunk (positions p0 .. p0 + len - 1) of one kv
  * head: f32 rows (the cache itself or widened into scratch). A Q8_0 k is
  * the chunk transposed instead (kv_q8_0_chunk.h); a Q8_0 v, its integers
- * widened to f32 rows, is weighted per block. (A decode item reads 16-bit
+ * widened to f32 rows, is weighted per block. A BF16 cache in bf16 dot
+ * products is the chunk's k transposed by value pairs and its v interleaved
+ * by position pairs (kv_bf16_chunk.h). (A decode item reads other 16-bit
  * rows in place: attend_heads.) */
 typedef struct chunk_rows {
     int64_t p0, len;
     const void *k[CHUNK], *v[CHUNK]; /* f32 rows */
     const vt_block_q8_0 *kb[CHUNK], *vb[CHUNK];
-    const uint32_t *kt2, *vi; /* bf16 dot: k transposed by value pairs, v interleaved by position pairs;
-                               * k[] and v[] then point at the cache's bf16 rows */
+    /* bf16 dot: k transposed by value pairs, v interleaved by position
+     * pairs ([D / 2][CHUNK] and [CHUNK / 2][D] words, 8 D of the 16 D floats
+     * kbuf and vbuf hold per head); k[] and v[] then point at the cache's
+     * bf16 rows */
+    const uint32_t *kt_bf16, *vi_bf16;
     const float *kd, *vd; /* Q8_0 block scales, [nb][CHUNK]: 0 past len */
     bool v_widened;       /* Q8_0 v: v[] holds the rows widened to f32 (else only vb[]) */
     const int32_t *kt;    /* Q8_0 k: the chunk transposed (q8_0_transpose_chunk) */
@@ -529,7 +534,7 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D, int6
     const size_t heads = (size_t)(H / G); /* a decode chunk's rows: every kv head */
     const size_t sizes[] = {nq * (size_t)D, nq * (size_t)D, heads * CHUNK * (size_t)D, heads * CHUNK * (size_t)D,
                             nq * CHUNK, nq, nq, nq, nq, nq /* int64 counts: 2 floats each */ * 2,
-                            heads * CHUNK * nb, heads * CHUNK * nb, nq * nb, nq * (size_t)D / 2 /* int16 */,
+                            heads * CHUNK * nb, heads * CHUNK * nb, nq * nb, nq * (size_t)D / 2 /* int16: a Q8_0 cache's queries, or bf16 ones */,
                             heads * sizeof(chunk_rows) / f + 1, nq * nb * CHUNK};
     enum { N = sizeof sizes / sizeof *sizes };
     size_t at[N], off = 0;
@@ -540,7 +545,8 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D, int6
 
 /* Widen (or point at) the rows of positions [p0, p0 + len) of kv heads
  * [kv0, kv1) into r[kvh - kv0], kv head kvh's rows at (kvh - kv0) CHUNK D
- * in kbuf / vbuf (CHUNK nb in kd / vd). Position by position, each one's kv
+ * in kbuf / vbuf (CHUNK nb in kd / vd); for bf16 dot products, transpose k
+ * and interleave v there instead (kv_bf16_chunk.h). Position by position, each one's kv
  * heads in turn: the order of the cache, so the rows of several heads are
  * read as one sequential stream. */
 static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
@@ -560,7 +566,7 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
             r[h].p0 = p0, r[h].len = len;
             bf16_transpose_chunk(r[h].k, len, D, kt);
             bf16_interleave_chunk(r[h].v, len, D, vi);
-            r[h].kt2 = kt, r[h].vi = vi;
+            r[h].kt_bf16 = kt, r[h].vi_bf16 = vi;
         }
         return;
     }
@@ -760,14 +766,15 @@ static void attend_chunk_bf16(const attention_task *t, const query_set *qs, cons
                               float *weights, int64_t *count) {
     const int64_t D = t->D, nq = qs->n;
     float *acc = qs->acc, *run_max = qs->run_max, *run_sum = qs->run_sum;
-    uint32_t *pairs = (uint32_t *)(void *)weights; /* [nq][CHUNK / 2] */
-    /* from the first query that sees the chunk on (in prefill the tokens are
-     * in position order, so only a first few see none of it; a query between
-     * whose count is 0 gets scores it does not use) */
+    /* [nq][CHUNK / 2] words: within the nq nb CHUNK floats of weights, nb = D / 32 >= 2 here */
+    uint32_t *pairs = (uint32_t *)(void *)weights;
+    /* from the first query that sees the chunk on (usually only the first
+     * few see none of it: a prefill run's tokens in position order; a later
+     * query whose count is 0 gets scores it does not use) */
     int64_t j0 = 0;
     while (j0 < nq && count[j0] == 0) j0++;
     _Static_assert(CHUNK == 16, "a query's scores are one register of 16 positions");
-    bf16_chunk_scores(nq - j0, qs->qb + j0 * D, D, r->kt2, scores + j0 * CHUNK);
+    bf16_chunk_scores(nq - j0, qs->qb + j0 * D, D, r->kt_bf16, scores + j0 * CHUNK);
     for (int64_t j = 0; j < nq; j++) {
         const int64_t n = count[j];
         if (n == 0) continue;
@@ -808,10 +815,10 @@ static void attend_chunk_bf16(const attention_task *t, const query_set *qs, cons
         for (int u = 0; u < g; u++) y[u] = acc + (j + u) * D, w[u] = pairs + (j + u) * (CHUNK / 2);
         const uint16_t *last = n & 1 ? (const uint16_t *)r->v[n - 1] : NULL;
         switch (g) {
-        case 4: bf16_accumulate_q(4, y, w, r->vi, last, n, D); break;
-        case 3: bf16_accumulate_q(3, y, w, r->vi, last, n, D); break;
-        case 2: bf16_accumulate_q(2, y, w, r->vi, last, n, D); break;
-        default: bf16_accumulate_q(1, y, w, r->vi, last, n, D); break;
+        case 4: bf16_accumulate_q(4, y, w, r->vi_bf16, last, n, D); break;
+        case 3: bf16_accumulate_q(3, y, w, r->vi_bf16, last, n, D); break;
+        case 2: bf16_accumulate_q(2, y, w, r->vi_bf16, last, n, D); break;
+        default: bf16_accumulate_q(1, y, w, r->vi_bf16, last, n, D); break;
         }
         j += g;
     }
@@ -947,7 +954,8 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
  * together, so the reads of a chunk go through its block forwards. */
 #define WALK 8
 
-/* A decode chunk of 16-bit k and v rows (both F16 or BF16), for the G
+/* A decode chunk of 16-bit k and v rows (both F16 or BF16, but not a BF16
+ * cache in bf16 dot products), for the G
  * queries of each kv head [kv0, kv1) of one token: every query sees all
  * len positions. The numbers are attend_chunk's, query by query: the same
  * kernels on the same rows in the same groups of 4 (scores) and the same
@@ -1177,6 +1185,7 @@ static void decode_item(const attention_task *t, int64_t item, float *s) {
      * slower when the whole cache sits in L3. */
     const size_t k_bytes = vt_row_size(t->k_dtype, D), v_bytes = vt_row_size(t->v_dtype, D);
     chunk_rows *rows = (chunk_rows *)(void *)(s + L.rows);
+    /* bf16 dot products read load_chunk's pairs, as prefill does */
     const int narrow = !t->bf16_dot && (t->k_dtype == VT_F16 || t->k_dtype == VT_BF16) &&
                        (t->v_dtype == VT_F16 || t->v_dtype == VT_BF16);
     for (int64_t p0 = sp0; p0 < sp1; p0 += CHUNK) {
