@@ -640,8 +640,9 @@ static void test_twice_stray_and_too_many_threads(void) {
     result_free(&r);
 }
 
-/* An unknown --option a couple of edits from one the command's help lists
- * is named as what was likely meant; one close to none gets no guess. */
+/* An unknown --option a couple of edits from one the command's help lists,
+ * or the beginning of just one, or one run on past an option's name, is
+ * named as what was likely meant; one close to none gets no guess. */
 static void test_mistyped_option_is_named(void) {
     static const struct {
         const char *args, *says;
@@ -656,8 +657,14 @@ static void test_mistyped_option_is_named(void) {
         /* the option itself, with "=value" it does not take */
         {"run --prompt=hi", "give --prompt its value as the next argument (--prompt VALUE)"},
         {"bench --json=1", "--json takes no value"},
-        {"run --temprature 0.5", "run: unknown option '--temprature' (see vt run --help)"},
-        {"tokenize --jsonify hi", "tokenize: unknown option '--jsonify' (see vt tokenize --help)"},
+        /* a word cut short (the one option it begins), or run on past one */
+        {"run --ctx 512", "run: unknown option '--ctx'; did you mean --ctx-size? (see vt run --help)"},
+        {"run --temprature 0.5", "did you mean --temp?"},
+        {"run --temperature 0.5", "did you mean --temp?"},
+        {"tokenize --jsonify hi", "did you mean --json?"},
+        /* the beginning of several options: no guess */
+        {"run --max 4", "run: unknown option '--max' (see vt run --help)"},
+        {"serve --api k", "serve: unknown option '--api' (see vt serve --help)"},
         /* one edit from --ids, but of two letters: too short to guess from */
         {"tokenize --ds hi", "tokenize: unknown option '--ds' (see vt tokenize --help)"},
     };

@@ -244,6 +244,13 @@ const char *vt_cli_nearest_option(const char *typed, const char *text, char *out
     const size_t n = strcspn(name, "=");
     if (n == 0 || n > NEAREST_MAX) return NULL;
     int best = TYPO_NONE;
+    /* Without a typo's match, a word cut short or run on: the one option
+     * that begins with what was typed (--ctx for --ctx-size), or the
+     * longest option of 4 letters or more that what was typed begins with
+     * (--temperature, --temprature for --temp). */
+    const char *only_longer = NULL, *begun = NULL;
+    size_t only_m = 0, begun_m = 0;
+    bool several_longer = false;
     for (const char *at = strstr(text, "--"); at; at = strstr(at + 2, "--")) {
         const char *cand = at + 2;
         const size_t m = strspn(cand, "abcdefghijklmnopqrstuvwxyz0123456789-");
@@ -255,8 +262,17 @@ const char *vt_cli_nearest_option(const char *typed, const char *text, char *out
             best = dist;
             snprintf(out, size, "--%.*s", (int)m, cand);
         }
+        if (n >= 3 && m > n && strncmp(cand, name, n) == 0) {
+            several_longer |= only_longer && (only_m != m || strncmp(only_longer, cand, m) != 0);
+            only_longer = cand, only_m = m;
+        }
+        if (m >= 4 && n > m && strncmp(name, cand, m) == 0 && m > begun_m) begun = cand, begun_m = m;
     }
-    return best < TYPO_NONE ? out : NULL;
+    if (best < TYPO_NONE) return out;
+    if (only_longer && !several_longer) snprintf(out, size, "--%.*s", (int)only_m, only_longer);
+    else if (begun) snprintf(out, size, "--%.*s", (int)begun_m, begun);
+    else return NULL;
+    return out;
 }
 
 const char *vt_cli_nearest_word(const char *typed, const char *const *words, size_t n_words) {
