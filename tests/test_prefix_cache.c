@@ -758,14 +758,14 @@ static void test_scheduler_same_tokens(void) {
     }
 }
 
-/* Three requests queued together, one 80-token beginning and their own 8
+/* Three requests queued together, one 144-token beginning and their own 8
  * tokens, in steps of at most 32 tokens: the first computes the beginning
  * over several steps while the others wait for its blocks instead of
- * computing them beside it, so the steps prefill 80 + 3 x 8 tokens in all,
- * the others take 80 tokens each from the cache, and the greedy tokens are
+ * computing them beside it, so the steps prefill 144 + 3 x 8 tokens in all,
+ * the others take 144 tokens each from the cache, and the greedy tokens are
  * those of the same requests with the cache off. With the cache on, the
- * three then decode together over the same blocks for positions 0-79, whose
- * first span (0-63) simd's attention reads once for all three. */
+ * three then decode together over the same blocks for positions 0-143,
+ * whose first span (0-127) simd's attention reads once for all three. */
 static void run_together(const char *backend, bool cache, int32_t out[3][8], int64_t cached[3], int64_t *prefilled) {
     char m[1024];
     vt_fixture f;
@@ -775,12 +775,13 @@ static void run_together(const char *backend, bool cache, int32_t out[3][8], int
     vt_error err = {0};
     const vt_sched_options so = {.max_waiting = 8, .token_budget = 32, .prefill_chunk = 0};
     CU_ASSERT_EQUAL_FATAL(vt_sched_create(f.engine, &so, &s, &err), VT_OK);
-    int32_t prompts[3][88];
+    enum { BEGINNING = 144, OWN = 8 };
+    int32_t prompts[3][BEGINNING + OWN];
     uint64_t ids[3];
     for (int r = 0; r < 3; r++) {
-        prompt_tokens(prompts[r], 80, 5);
-        prompt_tokens(prompts[r] + 80, 8, 6 + r);
-        const vt_sched_request q = {.prompt = prompts[r], .n_prompt = 88, .max_new_tokens = 8,
+        prompt_tokens(prompts[r], BEGINNING, 5);
+        prompt_tokens(prompts[r] + BEGINNING, OWN, 6 + r);
+        const vt_sched_request q = {.prompt = prompts[r], .n_prompt = BEGINNING + OWN, .max_new_tokens = 8,
                                     .sampler = {0, 0, 1.0f, 0.0f, 1}};
         CU_ASSERT_EQUAL_FATAL(vt_sched_add(s, &q, &ids[r], &err), VT_OK);
     }
@@ -814,10 +815,10 @@ static void test_shared_beginning_computed_once(void) {
         run_together(backends[b], false, off, cached_off, &prefilled_off);
         CU_ASSERT_EQUAL(memcmp(on, off, sizeof on), 0);
         CU_ASSERT_EQUAL(cached_on[0], 0);
-        CU_ASSERT_EQUAL(cached_on[1], 80);
-        CU_ASSERT_EQUAL(cached_on[2], 80);
-        CU_ASSERT_EQUAL(prefilled_on, 80 + 3 * 8);
-        CU_ASSERT_EQUAL(prefilled_off, 3 * 88);
+        CU_ASSERT_EQUAL(cached_on[1], 144);
+        CU_ASSERT_EQUAL(cached_on[2], 144);
+        CU_ASSERT_EQUAL(prefilled_on, 144 + 3 * 8);
+        CU_ASSERT_EQUAL(prefilled_off, 3 * (144 + 8));
     }
 }
 

@@ -972,7 +972,7 @@ static void test_attention_prefill(void) {
         }
 }
 
-/* Long contexts: simd cuts each query's positions into fixed spans (64
+/* Long contexts: simd cuts each query's positions into fixed spans (128
  * positions) with a softmax state each, merged afterwards, and computes a
  * token alone of its sequence span by span on several threads. Contexts
  * shorter than a span, exactly one, one more, and many; one sequence, and
@@ -980,7 +980,7 @@ static void test_attention_prefill(void) {
 static void test_attention_spans(void) {
     if (!simd_available()) return;
     uint64_t seed = 3200;
-    static const int32_t lengths[] = {1, 10, 63, 64, 65, 128, 129, 300};
+    static const int32_t lengths[] = {1, 10, 127, 128, 129, 256, 257, 300};
     for (size_t k = 0; k < 4; k++) {
         for (size_t l = 0; l < sizeof lengths / sizeof *lengths; l++) {
             attn_case c = {.D = 128, .H = 16, .KVH = 8, .BS = 16, .n_blocks = 23, .n_seqs = 1, .max_blocks = 19,
@@ -1049,10 +1049,10 @@ static void test_attention_rows_independent(void) {
             if (tokens_differing_alone(&c, &all, pos, seq)) CU_FAIL("attention output depends on the batch");
             vt_harness_node_free(&all);
             /* contexts of several spans: prompt runs crossing span edges
-             * (64, 128, 192) and single tokens of other sequences */
+             * (128, 256) and single tokens of other sequences */
             attn_case l = {.D = 64, .H = 24, .KVH = 24 / ratios[r], .BS = 16, .n_blocks = 101, .n_seqs = 5,
                            .max_blocks = 20, .T = 16};
-            const int32_t lpos[] = {62, 63, 64, 65, 66, 200, 126, 127, 128, 129, 64, 63, 191, 192, 193, 310},
+            const int32_t lpos[] = {62, 63, 64, 65, 66, 200, 126, 127, 128, 129, 64, 63, 255, 256, 257, 310},
                           lseq[] = {0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 3, 4, 0, 0, 0, 1};
             vt_node many = attention_node(&l, cache_dtypes[k], lpos, lseq, VT_PHASE_PREFILL, seed++);
             if (tokens_differing_alone(&l, &many, lpos, lseq)) CU_FAIL("attention output depends on the batch");
@@ -1154,17 +1154,17 @@ static void test_attention_rows_independent_long_tiles(void) {
 /* Sequences decoding over blocks they share (a prompt beginning the prefix
  * cache gave them all): simd reads such a span's rows once for every token
  * that sees all of it (shared_decode_item), in groups of at most 16 tokens.
- * Twenty sequences: the first n_share (18 or 7) share blocks 0-7
- * (positions 0-127, two spans), one of them (position 100) seeing only the
- * first span whole and, with 18, one (position 63) ending exactly at its
- * end; sequence 18 shares blocks 0-4 only, diverging inside the second
+ * Twenty sequences: the first n_share (18 or 7) share blocks 0-15
+ * (positions 0-255, two spans), one of them (position 200) seeing only the
+ * first span whole and, with 18, one (position 127) ending exactly at its
+ * end; sequence 18 shares blocks 0-9 only, diverging inside the second
  * span; the rest share nothing. Seven sharing give attend_chunk 14
  * queries a kv head at G = 2 (12 over the second span), taken in quads and
  * a pair. Every output against reference, and every token against itself
  * computed alone. */
 static void test_attention_shared_blocks(void) {
     if (!simd_available()) return;
-    enum { SEQS = 20, MAX_BLOCKS = 12, SHARED = 8 };
+    enum { SEQS = 20, MAX_BLOCKS = 20, SHARED = 16 };
     static const int64_t heads[][2] = {{16, 8}, {24, 8}, {8, 8}}; /* G = 2, 3, 1 */
     static const int32_t n_shares[] = {18, 7};
     uint64_t seed = 3700;
@@ -1172,10 +1172,10 @@ static void test_attention_shared_blocks(void) {
         int32_t tables[SEQS * MAX_BLOCKS], pos[SEQS], seq[SEQS];
         for (int32_t s = 0; s < SEQS; s++) {
             for (int32_t b = 0; b < MAX_BLOCKS; b++) {
-                const int shares = s < n_shares[ns] ? b < SHARED : s == 18 ? b < 5 : 0;
+                const int shares = s < n_shares[ns] ? b < SHARED : s == 18 ? b < 10 : 0;
                 tables[s * MAX_BLOCKS + b] = shares ? b : SHARED + s * MAX_BLOCKS + b;
             }
-            pos[s] = s == 3 ? 100 : s == 7 ? 63 : 128 + (s * 13) % 60;
+            pos[s] = s == 3 ? 200 : s == 7 ? 127 : 256 + (s * 13) % 60;
             seq[s] = (s * 7) % SEQS; /* tokens not in sequence order */
         }
         /* token t is of sequence seq[t]: its position is pos[t]; the second
@@ -1200,8 +1200,8 @@ static void test_attention_shared_blocks(void) {
     /* Odd shapes: blocks of 5 and of 48 positions (not dividing a span: a
      * block straddles two), a head dim with a scalar tail, 3 query heads a
      * kv head; three sequences sharing their first 200 positions, at 63
-     * (exactly one span), 127 and 130. So few spans that the kv heads are
-     * split between items as well. */
+     * (inside the first span), 127 (exactly one span) and 130. So few spans
+     * that the kv heads are split between items as well. */
     static const int64_t block_sizes[] = {5, 48};
     for (size_t k = 0; k < 4; k++)
         for (size_t b = 0; b < 2; b++) {

@@ -304,18 +304,18 @@ static void test_attention_same_bits(void) {
                                                  .n_blocks = 23, .n_seqs = 3, .max_blocks = 7, .T = 3};
             const int32_t dpos[] = {5, 64, 100}, dseq[] = {2, 0, 1};
             check_attention_same_bits(&decode, dtypes[k], dpos, dseq, VT_PHASE_DECODE, seed++, NULL);
-            /* eighteen sequences decoding over 8 blocks they share (two
+            /* eighteen sequences decoding over 16 blocks they share (two
              * spans read once for groups of up to 16 tokens), two over
              * their own */
-            enum { SEQS = 20, MAX_BLOCKS = 12 };
+            enum { SEQS = 20, MAX_BLOCKS = 20, SHARED = 16 };
             int32_t tables[SEQS * MAX_BLOCKS], spos[SEQS], sseq[SEQS];
             for (int s = 0; s < SEQS; s++) {
                 for (int b = 0; b < MAX_BLOCKS; b++)
-                    tables[s * MAX_BLOCKS + b] = s < 18 && b < 8 ? b : 8 + s * MAX_BLOCKS + b;
-                spos[s] = 128 + (s * 13) % 60, sseq[s] = s;
+                    tables[s * MAX_BLOCKS + b] = s < 18 && b < SHARED ? b : SHARED + s * MAX_BLOCKS + b;
+                spos[s] = 256 + (s * 13) % 60, sseq[s] = s;
             }
             const vt_harness_attn_case shared = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
-                                                 .n_blocks = 8 + SEQS * MAX_BLOCKS, .n_seqs = SEQS,
+                                                 .n_blocks = SHARED + SEQS * MAX_BLOCKS, .n_seqs = SEQS,
                                                  .max_blocks = MAX_BLOCKS, .T = SEQS};
             check_attention_same_bits(&shared, dtypes[k], spos, sseq, VT_PHASE_DECODE, seed++, tables);
             /* blocks of 48 (one straddles two spans), a head dim with a
