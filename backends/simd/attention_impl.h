@@ -76,12 +76,13 @@ _Static_assert(CHUNK == Q8_CHUNK, "a Q8_0 chunk is transposed into one register'
  * query's softmax is summed, so they must not depend on the call. Long
  * enough that merging (D values and two exponentials per query per span)
  * stays small against a span's work: at 64 it was about a seventh of a
- * long prefill's attention, and 128 took 7-8% less time in prefill and
- * 3-12% less in decode (simd_attention_bench at 1,560 positions, AVX-512
- * EPYC); short enough that a sequence of a few hundred positions still
- * gives every thread spans (and kv head groups) to work on, and that a
- * shared prompt beginning is read once for every sequence over most of its
- * length. */
+ * long prefill's attention, and 128 took 5-7% less time in prefill and
+ * 3-12% less in decode at 1,560 positions (simd_attention_bench, AVX-512
+ * EPYC, 2 threads; a lone sequence of ~400 positions, whose 4 spans share
+ * the threads unevenly, 13% more); short enough that a sequence of a few
+ * hundred positions still gives every thread spans (and kv head groups) to
+ * work on, and that a shared prompt beginning is read once for every
+ * sequence over most of its length. */
 #define SPAN 128
 
 typedef struct attention_task {
@@ -539,7 +540,8 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D, int6
     const size_t heads = (size_t)(H / G); /* a decode chunk's rows: every kv head */
     const size_t sizes[] = {nq * (size_t)D, nq * (size_t)D, heads * CHUNK * (size_t)D, heads * CHUNK * (size_t)D,
                             nq * CHUNK, nq, nq, nq, nq, nq /* int64 counts: 2 floats each */ * 2,
-                            heads * CHUNK * nb, heads * CHUNK * nb, nq * nb, nq * (size_t)D / 2 /* int16: a Q8_0 cache's queries, or bf16 ones */,
+                            /* qs: int16 (a Q8_0 cache's queries, or bf16 ones) */
+                            heads * CHUNK * nb, heads * CHUNK * nb, nq * nb, nq * (size_t)D / 2,
                             heads * sizeof(chunk_rows) / f + 1, nq * nb * CHUNK};
     enum { N = sizeof sizes / sizeof *sizes };
     size_t at[N], off = 0;
@@ -551,9 +553,9 @@ static attend_layout attend_scratch_layout(int64_t G, int64_t H, int64_t D, int6
 /* Widen (or point at) the rows of positions [p0, p0 + len) of kv heads
  * [kv0, kv1) into r[kvh - kv0], kv head kvh's rows at (kvh - kv0) CHUNK D
  * in kbuf / vbuf (CHUNK nb in kd / vd); for bf16 dot products, transpose k
- * and interleave v there instead (kv_bf16_chunk.h). Position by position, each one's kv
- * heads in turn: the order of the cache, so the rows of several heads are
- * read as one sequential stream. */
+ * and interleave v there instead (kv_bf16_chunk.h). Position by position,
+ * each one's kv heads in turn: the order of the cache, so the rows of
+ * several heads are read as one sequential stream. */
 static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv0, int64_t kv1, int64_t p0,
                        int64_t len, float *kbuf, float *vbuf, float *kd, float *vd, bool widen_q8_v, chunk_rows *r) {
     const int64_t D = t->D, KVH = t->KVH, BS = t->BS, nb = D / VT_QK8_0;
@@ -567,7 +569,8 @@ static void load_chunk(const attention_task *t, const int32_t *table, int64_t kv
             }
         }
         for (int64_t h = 0; h < kv1 - kv0; h++) {
-            uint32_t *kt = (uint32_t *)(void *)(kbuf + h * CHUNK * D), *vi = (uint32_t *)(void *)(vbuf + h * CHUNK * D);
+            uint32_t *kt = (uint32_t *)(void *)(kbuf + h * CHUNK * D);
+            uint32_t *vi = (uint32_t *)(void *)(vbuf + h * CHUNK * D);
             r[h].p0 = p0, r[h].len = len;
             bf16_transpose_chunk(r[h].k, len, D, kt);
             bf16_interleave_chunk(r[h].v, len, D, vi);

@@ -86,7 +86,10 @@ SIMD_INLINE void bf16_chunk_scores_q(int Q, const uint16_t *q, int64_t D, const 
     for (int64_t m = 0; m < D / 2; m++) {
         const __m512bh col = (__m512bh)_mm512_loadu_si512((const void *)(kt + m * 16));
         BF16_UNROLL
-        for (int u = 0; u < Q; u++) a[u] = _mm512_dpbf16_ps(a[u], col, (__m512bh)_mm512_set1_epi32(qp[u * (D / 2) + m]));
+        for (int u = 0; u < Q; u++) {
+            const __m512bh pair = (__m512bh)_mm512_set1_epi32(qp[u * (D / 2) + m]);
+            a[u] = _mm512_dpbf16_ps(a[u], col, pair);
+        }
     }
     BF16_UNROLL
     for (int u = 0; u < Q; u++) _mm512_storeu_ps(out + 16 * u, a[u]);
