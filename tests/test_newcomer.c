@@ -659,6 +659,8 @@ static void test_mistyped_option_is_named(void) {
         {"bench --json=1", "--json takes no value"},
         /* a word cut short (the one option it begins), or run on past one */
         {"run --ctx 512", "run: unknown option '--ctx'; did you mean --ctx-size? (see vt run --help)"},
+        /* two edits from --api-key, but the beginning of --api-key-file only */
+        {"serve --api-key-f /tmp/k", "did you mean --api-key-file?"},
         {"run --temprature 0.5", "did you mean --temp?"},
         {"run --temperature 0.5", "did you mean --temp?"},
         {"tokenize --jsonify hi", "did you mean --json?"},

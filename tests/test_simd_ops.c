@@ -1136,7 +1136,7 @@ static void test_attention_rows_independent_long_tiles(void) {
     if (!simd_available()) return;
     enum { T = 100 };
     int32_t pos[T], seq[T];
-    for (int i = 0; i < 70; i++) pos[i] = 10 + i, seq[i] = 0;   /* 10..79: crosses 64 */
+    for (int i = 0; i < 70; i++) pos[i] = 90 + i, seq[i] = 0;   /* 90..159: crosses 128 */
     pos[70] = 150, seq[70] = 1;                                  /* a decode token */
     for (int i = 71; i < T; i++) pos[i] = 100 + i - 71, seq[i] = 2; /* 100..128: crosses 128 */
     static const int64_t kv_heads[] = {6, 2};
@@ -1158,9 +1158,11 @@ static void test_attention_rows_independent_long_tiles(void) {
  * (positions 0-255, two spans), one of them (position 200) seeing only the
  * first span whole and, with 18, one (position 127) ending exactly at its
  * end; sequence 18 shares blocks 0-9 only, diverging inside the second
- * span; the rest share nothing. Seven sharing give attend_chunk 14
- * queries a kv head at G = 2 (12 over the second span), taken in quads and
- * a pair. Every output against reference, and every token against itself
+ * span; the rest share nothing. With 18 sharing, a span's group of 16
+ * tokens and the rest give attend_chunk 32 and 6 queries a kv head at G = 2
+ * (a quad and a pair); with 7, sequence 18 joins them over the first span
+ * (8 tokens: 16 queries, the 16-query softmax) and 6 share the second (12
+ * queries, three quads). Every output against reference, and every token against itself
  * computed alone. */
 static void test_attention_shared_blocks(void) {
     if (!simd_available()) return;

@@ -291,9 +291,10 @@ static void test_attention_same_bits(void) {
     uint64_t seed = 32000;
     for (int k = 0; k < 4; k++)
         for (int h = 0; h < 3; h++) {
+            /* a prompt's second part, 70..139: its run crosses a span edge (128) */
             const vt_harness_attn_case prompt = {.D = 128, .H = heads[h][0], .KVH = heads[h][1], .BS = 16,
-                                                 .n_blocks = 11, .n_seqs = 1, .max_blocks = 5, .T = 70};
-            for (int t = 0; t < 70; t++) pos[t] = t, seq[t] = 0;
+                                                 .n_blocks = 11, .n_seqs = 1, .max_blocks = 9, .T = 70};
+            for (int t = 0; t < 70; t++) pos[t] = 70 + t, seq[t] = 0;
             check_attention_same_bits(&prompt, dtypes[k], pos, seq, VT_PHASE_PREFILL, seed++, NULL);
             const vt_harness_attn_case tail = {.D = dtypes[k] == VT_Q8_0 ? 96 : 40, .H = heads[h][0],
                                                .KVH = heads[h][1], .BS = 5, .n_blocks = 17, .n_seqs = 2,
@@ -335,8 +336,8 @@ static void test_attention_same_bits(void) {
     for (int d = 0; d < 2; d++) {
         const int64_t D = d ? 256 : 32;
         const vt_harness_attn_case prompt = {.D = D, .H = 8, .KVH = 4, .BS = 16, .n_blocks = 11, .n_seqs = 1,
-                                             .max_blocks = 5, .T = 70};
-        for (int t = 0; t < 70; t++) pos[t] = t, seq[t] = 0;
+                                             .max_blocks = 9, .T = 70};
+        for (int t = 0; t < 70; t++) pos[t] = 70 + t, seq[t] = 0;
         check_attention_same_bits(&prompt, VT_Q8_0, pos, seq, VT_PHASE_PREFILL, seed++, NULL);
         const vt_harness_attn_case decode = {.D = D, .H = 8, .KVH = 4, .BS = 16, .n_blocks = 23, .n_seqs = 3,
                                              .max_blocks = 7, .T = 3};

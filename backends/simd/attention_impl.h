@@ -1425,8 +1425,9 @@ vt_status SIMD_ATTENTION_ENTRY(void *opaque, const vt_node *node) {
         const int alone = (tok == 0 || t.seq[tok - 1] != t.seq[tok]) && (tok == T - 1 || t.seq[tok + 1] != t.seq[tok]);
         if (alone) n_dec++, n_parts += ((int64_t)t.pos[tok] + SPAN) / SPAN;
     }
-    /* at most max(n_parts, 6 n_threads) decode items: below 3 n_threads
-     * spans the kv heads are split in groups (see below) */
+    /* at most max(n_parts, 6 n_threads) decode items: below 2 n_threads
+     * spans the kv heads are split in groups (see below), to fewer than
+     * 4 n_threads items */
     const int64_t max_items = n_parts > 6 * (int64_t)ctx->n_threads ? n_parts : 6 * (int64_t)ctx->n_threads;
 
     t.tile_tokens = n_dec < T ? prefill_tile_tokens(T, t.KVH, t.H / t.KVH, ctx->n_threads) : QUERY_TOKENS;

@@ -244,10 +244,11 @@ const char *vt_cli_nearest_option(const char *typed, const char *text, char *out
     const size_t n = strcspn(name, "=");
     if (n == 0 || n > NEAREST_MAX) return NULL;
     int best = TYPO_NONE;
-    /* Without a typo's match, a word cut short or run on: the one option
-     * that begins with what was typed (--ctx for --ctx-size), or the
-     * longest option of 4 letters or more that what was typed begins with
-     * (--temperature, --temprature for --temp). */
+    /* A word cut short: the one option that begins with what was typed
+     * (--ctx for --ctx-size; before a typo's match, so --api-key-f is
+     * --api-key-file, not --api-key); else the typo's match; else a word
+     * run on: the longest option of 4 letters or more that what was typed
+     * begins with (--temperature, --temprature for --temp). */
     const char *only_longer = NULL, *begun = NULL;
     size_t only_m = 0, begun_m = 0;
     bool several_longer = false;
@@ -262,14 +263,14 @@ const char *vt_cli_nearest_option(const char *typed, const char *text, char *out
             best = dist;
             snprintf(out, size, "--%.*s", (int)m, cand);
         }
-        if (n >= 3 && m > n && strncmp(cand, name, n) == 0) {
+        if (n >= 3 && m > n && m <= NEAREST_MAX && strncmp(cand, name, n) == 0) {
             several_longer |= only_longer && (only_m != m || strncmp(only_longer, cand, m) != 0);
             only_longer = cand, only_m = m;
         }
         if (m >= 4 && n > m && strncmp(name, cand, m) == 0 && m > begun_m) begun = cand, begun_m = m;
     }
-    if (best < TYPO_NONE) return out;
     if (only_longer && !several_longer) snprintf(out, size, "--%.*s", (int)only_m, only_longer);
+    else if (best < TYPO_NONE) return out;
     else if (begun) snprintf(out, size, "--%.*s", (int)begun_m, begun);
     else return NULL;
     return out;

@@ -98,9 +98,10 @@ typedef struct vt_cli_parser {
  * away (a character added, dropped, changed, or two neighbours swapped:
  * Damerau-Levenshtein, "=value" left aside), when those are at most 2 and
  * fewer than half of typed's letters (so a short word is not matched to
- * anything); the first of equally close ones. Without one that close: the
- * only option typed (3 letters or more) begins, or else the longest option
- * of 4 letters or more that typed begins with (--temperature: --temp).
+ * anything); the first of equally close ones. Before it, the only option
+ * typed (3 letters or more) begins (--ctx: --ctx-size); after it, the
+ * longest option of 4 letters or more that typed begins with
+ * (--temperature: --temp).
  * NULL when none is found, or typed is no --option. */
 const char *vt_cli_nearest_option(const char *typed, const char *text, char *out, size_t size);
 /* The one of words[n_words] typed most likely misspells, by the same rule
