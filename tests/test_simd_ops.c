@@ -831,11 +831,11 @@ static void snap_query_bf16(float *q, int64_t n_values) {
     for (int64_t i = 0; i < n_values; i++) q[i] = vt_bf16_to_f32(vt_f32_to_bf16(q[i]));
 }
 
-/* Whether simd attends over a BF16 cache in bf16 here (its isa line says so). */
-static bool simd_bf16_attention(void) {
+/* Whether simd attends over a kv_dtype cache at head dim D in bf16 here. */
+static bool simd_bf16_attention(int32_t kv_dtype, int64_t D) {
     char isa[VT_BACKEND_ISA_MAX];
     const vt_backend_entry *simd = vt_harness_backend(harness, "simd");
-    return simd && vt_isa_line_attends_bf16(vt_backend_isa(simd, isa, sizeof isa));
+    return simd && vt_test_simd_attends_in_bf16(vt_backend_isa(simd, isa, sizeof isa), kv_dtype, D);
 }
 
 static void snap_query(float *q, int64_t n_values) {
@@ -870,8 +870,7 @@ static vt_node attention_node_tables(const attn_case *c, int32_t kv_dtype, const
 
 static void check_attention_tables(const attn_case *c, int32_t kv_dtype, const int32_t *pos, const int32_t *seq,
                                    int phase, uint64_t seed, const int32_t *tables) {
-    /* the bf16 dot products take head dims that are multiples of 64 */
-    const bool in_bf16 = kv_dtype == VT_BF16 && c->D % 64 == 0 && simd_bf16_attention();
+    const bool in_bf16 = simd_bf16_attention(kv_dtype, c->D);
     for (int snapped = kv_dtype == VT_Q8_0 || in_bf16 ? 0 : 1; snapped < 2; snapped++) {
         char what[160];
         snprintf(what, sizeof what, "attention %s%s D=%lld H=%lld KVH=%lld BS=%lld T=%lld", vt_dtype_name(kv_dtype),

@@ -241,7 +241,7 @@ static void test_moe_matmul_same_bits(void) {
 static bool best_attends_bf16(int32_t kv_dtype, int64_t D) {
     char isa[VT_BACKEND_ISA_MAX];
     const vt_backend_entry *simd = vt_harness_backend(best, "simd");
-    return kv_dtype == VT_BF16 && D % 64 == 0 && simd && vt_isa_line_attends_bf16(vt_backend_isa(simd, isa, sizeof isa));
+    return simd && vt_test_simd_attends_in_bf16(vt_backend_isa(simd, isa, sizeof isa), kv_dtype, D);
 }
 
 /* One attention call on both tiers: the outputs' bits must be equal (but

@@ -1,7 +1,9 @@
 /* util.c — CUnit runner with a truthful exit status, and file helpers. */
 #include "util.h"
 
+#include "registry.h"
 #include "vt/vt_cpu.h"
+#include "vt/vt_dtype.h"
 
 #include <ftw.h>
 #include <stdarg.h>
@@ -197,6 +199,10 @@ const char *vt_test_simd_avx512_missing(void) {
            : !f.avx512f || !f.avx512bw || !f.avx512vl ? "AVX-512 F/BW/VL"
            : !f.avx512_vnni                           ? "AVX-512 VNNI"
                                                       : NULL;
+}
+
+bool vt_test_simd_attends_in_bf16(const char *isa_line, int32_t kv_dtype, int64_t D) {
+    return kv_dtype == VT_BF16 && D % 64 == 0 && vt_isa_line_attends_bf16(isa_line);
 }
 
 const char *vt_test_simd_avx512_isa(void) {

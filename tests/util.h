@@ -10,6 +10,7 @@
 #include <CUnit/Basic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Add a suite with its tests; NULL-terminated arrays of {name, fn} are CUnit's CU_TestInfo. */
 void vt_test_add_suite(const char *name, CU_InitializeFunc init, CU_CleanupFunc cleanup, CU_TestInfo *tests);
@@ -35,6 +36,12 @@ bool vt_test_simd_expected(void);
  * for BF16 weights only where it has AVX-512 BF16): the one place the tests
  * spell which ops that tier covers. */
 const char *vt_test_simd_avx512_isa(void);
+/* Whether simd, whose isa entry is isa_line, attends over a cache of
+ * kv_dtype at head dim D in bf16 dot products (its isa line says "bf16
+ * attention", and the products take head dims that are multiples of 64):
+ * then its numbers are its own, held to reference's by a bound of their own,
+ * not to the avx2 tier's bits. */
+bool vt_test_simd_attends_in_bf16(const char *isa_line, int32_t kv_dtype, int64_t D);
 /* What this CPU (or its OS) lacks for simd's avx512 tier, named for a skip;
  * NULL when the tier can run. */
 const char *vt_test_simd_avx512_missing(void);

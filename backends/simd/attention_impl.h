@@ -763,6 +763,15 @@ SIMD_INLINE void query_slots(const query_set *qs, int64_t j, int n, int64_t G, i
 }
 #endif
 
+/* Whether queries j .. j + k - 1 all exist and see n positions of the
+ * chunk: the groups the softmax and the accumulation take together. */
+SIMD_INLINE bool counts_equal(const int64_t *count, int64_t j, int64_t k, int64_t nq, int64_t n) {
+    if (j + k > nq) return false;
+    for (int64_t u = 0; u < k; u++)
+        if (count[j + u] != n) return false;
+    return true;
+}
+
 #if defined(__AVX512BF16__)
 /* attend_chunk for a BF16 cache in bf16 dot products (kv_bf16_chunk.h):
  * every query's scores from the transposed chunk, BF16_QUERIES a pass; the
@@ -788,9 +797,7 @@ static void attend_chunk_bf16(const attention_task *t, const query_set *qs, cons
         if (n == 0) continue;
         float *sj = scores + j * CHUNK;
 #if defined(__AVX512F__)
-        bool sixteen = n == CHUNK && j + 15 < nq;
-        for (int64_t u = 1; u < 16 && sixteen; u++) sixteen = count[j + u] == CHUNK;
-        if (sixteen) { /* chunk_softmax16x16: chunk_softmax16's numbers for 16 queries at once */
+        if (n == CHUNK && counts_equal(count, j, 16, nq, CHUNK)) { /* chunk_softmax16x16: chunk_softmax16's numbers */
             float *s16[16], *y16[16];
             for (int u = 0; u < 16; u++) s16[u] = sj + u * CHUNK, y16[u] = acc + (j + u) * D;
             chunk_softmax16x16(s16, t->scale, run_max + j, run_sum + j, y16, D);
@@ -798,7 +805,7 @@ static void attend_chunk_bf16(const attention_task *t, const query_set *qs, cons
             j += 15;
             continue;
         }
-        if (n == CHUNK && j + 3 < nq && count[j + 1] == n && count[j + 2] == n && count[j + 3] == n) {
+        if (n == CHUNK && counts_equal(count, j, 4, nq, CHUNK)) {
             float *s4[4] = {sj, sj + CHUNK, sj + 2 * CHUNK, sj + 3 * CHUNK};
             float *y4[4] = {acc + j * D, acc + (j + 1) * D, acc + (j + 2) * D, acc + (j + 3) * D};
             chunk_softmax16(s4, 4, t->scale, run_max + j, run_sum + j, y4, D);
@@ -817,7 +824,7 @@ static void attend_chunk_bf16(const attention_task *t, const query_set *qs, cons
             continue;
         }
         int g = 1;
-        while (g < 4 && j + g < nq && count[j + g] == n) g++;
+        while (g < 4 && counts_equal(count, j + g, 1, nq, n)) g++;
         float *y[4];
         const uint32_t *w[4];
         for (int u = 0; u < g; u++) y[u] = acc + (j + u) * D, w[u] = pairs + (j + u) * (CHUNK / 2);
@@ -874,9 +881,7 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
 #if QUERIES_PER_LOAD == 4
         /* 16 queries each seeing the whole chunk: scores by quads, one
          * softmax for the 16, weighted rows by quads */
-        bool sixteen = !k_q8 && !v_q8 && n == CHUNK && j + 15 < nq;
-        for (int64_t u = 1; u < 16 && sixteen; u++) sixteen = count[j + u] == CHUNK;
-        if (sixteen) {
+        if (!k_q8 && !v_q8 && n == CHUNK && counts_equal(count, j, 16, nq, CHUNK)) {
             const float *q16[16];
             float *s16[16], *y16[16];
             query_slots(qs, j, 16, G, D, sj, acc, q16, s16, y16);
@@ -890,7 +895,7 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
             j += 15;
             continue;
         }
-        if (!k_q8 && !v_q8 && j + 3 < nq && count[j + 1] == n && count[j + 2] == n && count[j + 3] == n) {
+        if (!k_q8 && !v_q8 && counts_equal(count, j, 4, nq, n)) {
             const float *q4[4];
             float *s4[4], *y4[4];
             query_slots(qs, j, 4, G, D, sj, acc, q4, s4, y4);
@@ -912,7 +917,7 @@ static void attend_chunk(const attention_task *t, const query_set *qs, const chu
             continue;
         }
 #endif
-        if (!k_q8 && !v_q8 && j + 1 < nq && count[j + 1] == n) { /* a pair seeing the same rows */
+        if (!k_q8 && !v_q8 && counts_equal(count, j, 2, nq, n)) { /* a pair seeing the same rows */
             const int64_t j1 = j + 1;
             const float *q0 = qs->q + (j / G) * qs->q_token_stride + (j % G) * D;
             const float *q1 = qs->q + (j1 / G) * qs->q_token_stride + (j1 % G) * D;
