@@ -35,7 +35,7 @@
 
 static void help(FILE *f) {
     fprintf(f, "usage: vt bench -m MODEL [--backends LIST|all] [-p N] [-n N] [-d N] [-r N] [-t N] [--kv-cache-dtype D]\n"
-               "                [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
+               "                [--parallel LIST] [--json | --csv] [--profile] [--membw-mib N] [options]\n\n"
                "Prefill (pp: one call of -p tokens on a fresh sequence) and decode (tg: -n single-token steps from\n"
                "an empty sequence) tokens/s per backend: a warm-up, then -r repetitions; median and stdev. The\n"
                "repetitions are interleaved: each round runs every backend (and --parallel entry) once, round r\n"
