@@ -141,6 +141,45 @@ static void test_context_full_is_an_error_not_a_crash(void) {
     vt_fixture_close(&f);
 }
 
+/* A sequence cut back to its first n tokens (vt_engine_seq_truncate, what
+ * vt bench -d does between runs) continues exactly as a sequence that only
+ * ever held those n: the tokens after them, evaluated again, get the same
+ * logits bit for bit as after a fresh prefill of the n (the reference
+ * backend's numbers do not depend on the call a token was in). Cut inside
+ * a KV block (20: its later positions are written again) and at a block's
+ * end (32), from a longer prompt and after decode steps. */
+static void test_truncated_sequence_continues_as_fresh(void) {
+    static const int64_t cuts[2] = {20, 32};
+    enum { TAIL = 5 };
+    for (int k = 0; k < 2; k++) {
+        const int64_t n = cuts[k];
+        vt_fixture cut, fresh;
+        CU_ASSERT_EQUAL_FATAL(vt_fixture_open(&cut, model_path, "reference", VT_F16, true), VT_OK);
+        CU_ASSERT_EQUAL_FATAL(vt_fixture_open(&fresh, model_path, "reference", VT_F16, true), VT_OK);
+        const int32_t V = cut.model->hp.n_vocab;
+        int32_t ids[N_PROMPT], tail[TAIL];
+        prompt(ids, V);
+        for (int i = 0; i < TAIL; i++) tail[i] = (ids[i] + 11 * (i + 1)) % V;
+        /* the longer history: the whole prompt, then two decode steps */
+        CU_ASSERT_EQUAL_FATAL(vt_engine_eval(cut.engine, ids, N_PROMPT, false, &cut.err), VT_OK);
+        CU_ASSERT_EQUAL_FATAL(vt_engine_eval(cut.engine, tail, 2, true, &cut.err), VT_OK);
+        CU_ASSERT_FATAL(vt_engine_seq_truncate(cut.engine, 0, n));
+        CU_ASSERT_EQUAL(vt_engine_n_past(cut.engine), n);
+        CU_ASSERT_PTR_NULL(vt_engine_logits(cut.engine, 0)); /* the rows were of tokens now gone */
+        CU_ASSERT_EQUAL_FATAL(vt_engine_eval(cut.engine, tail, TAIL, false, &cut.err), VT_OK);
+        CU_ASSERT_EQUAL_FATAL(vt_engine_eval(fresh.engine, ids, n, false, &fresh.err), VT_OK);
+        CU_ASSERT_EQUAL_FATAL(vt_engine_eval(fresh.engine, tail, TAIL, false, &fresh.err), VT_OK);
+        for (int t = 0; t < TAIL; t++)
+            CU_ASSERT(memcmp(vt_engine_logits(cut.engine, t), vt_engine_logits(fresh.engine, t), (size_t)V * sizeof(float)) == 0);
+        /* cutting to the length it has changes nothing; past it is refused */
+        CU_ASSERT(vt_engine_seq_truncate(cut.engine, 0, n + TAIL));
+        CU_ASSERT_FALSE(vt_engine_seq_truncate(cut.engine, 0, n + TAIL + 1));
+        CU_ASSERT_EQUAL(vt_engine_n_past(cut.engine), n + TAIL);
+        vt_fixture_close(&cut);
+        vt_fixture_close(&fresh);
+    }
+}
+
 int main(void) {
     CU_TestInfo tests[] = {
         {"qwen3 q4_k_m: prefill and step-by-step decode agree (logits 1e-4 rel, argmax equal)",
@@ -148,6 +187,8 @@ int main(void) {
         {"greedy generation after prefill equals after token-by-token", test_greedy_generation_paths_agree},
         {"prefill in chunks of 8 equals one prefill (f16 cache)", test_chunked_prefill_equals_one_prefill},
         {"a prompt larger than the KV cache is refused, engine stays usable", test_context_full_is_an_error_not_a_crash},
+        {"a sequence cut back to n tokens continues bit for bit as one that held only those n",
+         test_truncated_sequence_continues_as_fresh},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("engine end to end", write_model, NULL, tests);

@@ -723,6 +723,12 @@ void vt_engine_seq_release(vt_engine *e, int32_t seq) {
     if (seq >= 0 && seq < e->max_seqs) vt_kv_seq_release(e->kv, &e->seqs[seq]);
 }
 
+bool vt_engine_seq_truncate(vt_engine *e, int32_t seq, int64_t n) {
+    if (seq < 0 || seq >= e->max_seqs || n < 0 || n > e->seqs[seq].n_tokens) return false;
+    if (seq == 0 && n < e->seqs[0].n_tokens) e->logits_rows = 0; /* the last eval's rows may be of tokens now gone */
+    return vt_kv_seq_truncate(e->kv, &e->seqs[seq], n);
+}
+
 vt_status vt_engine_seq_fork(vt_engine *e, int32_t src, int32_t dst, vt_error *err) {
     if (src < 0 || src >= e->max_seqs || dst < 0 || dst >= e->max_seqs || src == dst)
         return vt_fail(err, VT_ERR_INVALID, "fork: sequences %d -> %d (engine has 0..%d, and they must differ)", src,
