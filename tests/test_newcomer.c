@@ -654,9 +654,10 @@ static void test_mistyped_option_is_named(void) {
         {"tokenize --jsno hi", "did you mean --json?"},
         /* vt config takes every engine flag, which its help does not list */
         {"config --kv-cache-dtyp f32", "did you mean --kv-cache-dtype?"},
-        /* the option itself, with "=value" it does not take */
-        {"run --prompt=hi", "give --prompt its value as the next argument (--prompt VALUE)"},
+        /* the option itself, with "=value" it does not take; a short
+         * option's value joined by '=' */
         {"bench --json=1", "--json takes no value"},
+        {"run -p=hi", "run: unknown option '-p=hi'; give -p its value as the next argument (-p hi)"},
         /* a word cut short (the one option it begins), or run on past one */
         {"run --ctx 512", "run: unknown option '--ctx'; did you mean --ctx-size? (see vt run --help)"},
         /* two edits from --api-key, but the beginning of --api-key-file only */
@@ -677,6 +678,30 @@ static void test_mistyped_option_is_named(void) {
         if (!strstr(cases[i].says, "did you mean")) CU_ASSERT(!strstr(r.err, "did you mean"));
         result_free(&r);
     }
+}
+
+/* --option=value is --option value for every option that takes a value,
+ * the command's own ones as the engine's and sampling's (GNU getopt's
+ * rule); after a bare "--" an argument is an operand, "=" and all. */
+static void test_option_equals_value(void) {
+    result spaced = run("", "run -m '%s' -p 'Once upon' --n-predict 4 --temp 0 -c 64", model);
+    result joined = run("", "run --model='%s' --prompt='Once upon' --n-predict=4 --temp=0 --ctx-size=64", model);
+    CU_ASSERT_EQUAL(spaced.rc, 0);
+    CU_ASSERT_EQUAL(joined.rc, 0);
+    CU_ASSERT(spaced.out[0] && strcmp(spaced.out, joined.out) == 0);
+    result_free(&spaced);
+    result_free(&joined);
+    /* serve's own flags, which once matched other options' hints */
+    result r = run("", "serve -m '%s' --api-key=abc --port=28447 --dry-run", model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.err, "dry run"));
+    result_free(&r);
+    r = run("", "tokenize -m '%s' --ids -- --json=1", model);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    result plain = run("", "tokenize -m '%s' --ids -p --json=1", model); /* the same text as -p's value */
+    CU_ASSERT(r.out[0] && strcmp(r.out, plain.out) == 0);
+    result_free(&plain);
+    result_free(&r);
 }
 
 /* A mistyped command is named as what was likely meant; `vt help` and
@@ -881,6 +906,7 @@ int main(void) {
         {"vt eval --backend auto says auto", test_eval_names_auto},
         {"vt backends judges backend options as a run does", test_backends_judges_backend_options},
         {"a mistyped --option is named as what was meant, when one is close", test_mistyped_option_is_named},
+        {"--option=value is --option value for every option that takes one", test_option_equals_value},
         {"a mistyped command is named; vt help [COMMAND]", test_mistyped_command_and_help},
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},

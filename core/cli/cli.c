@@ -310,23 +310,122 @@ static void did_you_mean(const vt_cli_parser *p, bool engine, const char *typed,
     p->help(f);
     for (size_t k = 0; engine && k < sizeof knobs / sizeof *knobs; k++)
         if (p->samples || strncmp(knobs[k].key, "sampling.", 9) != 0) fprintf(f, " %s", knobs[k].flag);
-    if (fclose(f) == 0 && vt_cli_nearest_option(typed, text, nearest, sizeof nearest)) {
-        /* the option itself with "=value", which this one does not take
-         * that way: a value apart when the help shows one after it
-         * ("--prompt TEXT"), else none at all ("--json") */
+    if (fclose(f) != 0) {
+        free(text);
+        return;
+    }
+    /* "-p=16": a short option the help lists ("  -p, --prompt TEXT"), its
+     * value joined by '=' as only a long option's may be */
+    if (typed[0] == '-' && typed[1] != '-' && typed[1] && typed[2] == '=') {
+        char shortopt[3] = {'-', typed[1], '\0'};
+        for (const char *at = strstr(text, shortopt); at; at = strstr(at + 2, shortopt))
+            if ((at == text || at[-1] == ' ') && (at[2] == ',' || at[2] == ' ')) {
+                snprintf(out, size, "; give %s its value as the next argument (%s %s)", shortopt, shortopt, typed + 3);
+                break;
+            }
+        free(text);
+        return;
+    }
+    if (vt_cli_nearest_option(typed, text, nearest, sizeof nearest)) {
+        /* the option itself with "=value": one that takes a value was
+         * split from it before parsing (split_option_values), so this one
+         * takes none ("--json=1") */
         const size_t n = strcspn(typed, "=");
         if (strlen(nearest) == n && strncmp(nearest, typed, n) == 0)
-            snprintf(out, size, option_takes_value(text, nearest) ? "; give %s its value as the next argument (%s VALUE)"
-                                                                   : "; %s takes no value",
-                     nearest, nearest);
+            snprintf(out, size, "; %s takes no value", nearest);
         else
             snprintf(out, size, "; did you mean %s?", nearest);
     }
     free(text);
 }
 
+/* argv with each "--name=value" whose --name the command's help shows with
+ * a value ("--prompt TEXT", "--port N") as the two arguments "--name" and
+ * "value", as GNU's getopt takes it, so every option takes its value either
+ * way; none after a bare "--" (what follows it is an operand). A flag that
+ * takes no value keeps its "=value" and is refused naming that (did_you_mean).
+ * The new array and the names it points to are in *block (one allocation,
+ * freed by the caller after parsing; the values point into argv). argv
+ * itself when nothing is split, NULL when out of memory. */
+static char **split_option_values(const vt_cli_parser *p, int argc, char **argv, int *out_argc, char **block) {
+    *out_argc = argc;
+    *block = NULL;
+    char *text = NULL;
+    size_t len = 0, name_bytes = 0;
+    int n_split = 0;
+    bool *split = calloc((size_t)argc + 1, sizeof *split);
+    if (!split) return NULL;
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (strncmp(argv[i], "--", 2) != 0 || !eq || eq == argv[i] + 2) continue;
+        if (!text) {
+            FILE *f = p->help ? open_memstream(&text, &len) : NULL;
+            if (!f) break;
+            p->help(f);
+            if (fclose(f) != 0) break;
+        }
+        char name[NEAREST_MAX + 3];
+        const size_t n = (size_t)(eq - argv[i]);
+        if (n >= sizeof name) continue;
+        memcpy(name, argv[i], n);
+        name[n] = '\0';
+        if (!option_takes_value(text, name)) continue;
+        split[i] = true;
+        n_split++;
+        name_bytes += n + 1;
+    }
+    free(text);
+    if (!n_split) {
+        free(split);
+        return argv;
+    }
+    const size_t array_bytes = (size_t)(argc + n_split + 1) * sizeof(char *);
+    char *mem = malloc(array_bytes + name_bytes);
+    if (!mem) {
+        free(split);
+        return NULL;
+    }
+    char **args = (char **)(void *)mem, *names = mem + array_bytes;
+    int k = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!split[i]) {
+            args[k++] = argv[i];
+            continue;
+        }
+        char *eq = strchr(argv[i], '=');
+        const size_t n = (size_t)(eq - argv[i]);
+        memcpy(names, argv[i], n);
+        names[n] = '\0';
+        args[k++] = names;
+        args[k++] = eq + 1;
+        names += n + 1;
+    }
+    args[k] = NULL;
+    free(split);
+    *out_argc = k;
+    *block = mem;
+    return args;
+}
+
+static vt_status parse_args(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
+                            vt_error *err);
+
 vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
                        vt_error *err) {
+    int n = argc;
+    char *block = NULL;
+    char **args = split_option_values(p, argc, argv, &n, &block);
+    if (!args) {
+        *help = false;
+        return vt_fail(err, VT_ERR_NOMEM, "out of memory reading the command line");
+    }
+    const vt_status st = parse_args(p, c, opts, help, n, args, err);
+    free(block);
+    return st;
+}
+
+static vt_status parse_args(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
+                            vt_error *err) {
     *help = false;
     if (c && vt_cli_init(c, argc, argv, err) != VT_OK) return err->code;
     for (int i = 1; i < argc; i++) {
