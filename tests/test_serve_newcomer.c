@@ -317,8 +317,9 @@ static void test_cors(void) {
     free(err);
 }
 
-/* A model file vt cannot run (cut short, or not a model at all) is refused
- * before the port opens, with one line saying why, as a missing one is. */
+/* A model file vt cannot run (cut short, or not a model at all), or a KV
+ * cache dtype its heads do not fit, is refused before the port opens, with
+ * one line saying why, as a missing file is. */
 static void test_bad_model_refused_before_listening(void) {
     const char *dir = vt_test_data_dir("test models");
     char path[1024], cut[1024], cmd[3200], *err = NULL;
@@ -337,6 +338,23 @@ static void test_bad_model_refused_before_listening(void) {
     CU_ASSERT(err && strstr(err, "lies outside the file") && !strstr(err, "listening"));
     if (err && strstr(err, "listening")) printf("\n  %s", err);
     free(err);
+    err = NULL;
+    /* a KV cache dtype the model's heads do not fit (q8_0's blocks of 32,
+     * heads of 16), set in an ini file: refused before listening, naming
+     * the line that set it */
+    char ini[1024];
+    vt_test_tmpfile(ini, sizeof ini, "q8-cache.ini");
+    f = fopen(ini, "w");
+    CU_ASSERT_FATAL(f != NULL);
+    fputs("[kv_cache]\ndtype = q8_0\n", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s' -t 1 --port 0 --config '%s'", VT_CLI_PATH, path, ini);
+    CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 4);
+    char where[1100];
+    snprintf(where, sizeof where, "(kv_cache.dtype = q8_0 from %s:2)", ini);
+    CU_ASSERT(err && strstr(err, "head_dim is 16") && strstr(err, where) && !strstr(err, "listening"));
+    if (err && (strstr(err, "listening") || !strstr(err, where))) printf("\n  %s", err);
+    free(err);
 }
 
 int main(void) {
@@ -352,7 +370,8 @@ int main(void) {
          test_openai_habit_fields_decided_per_field},
         {"listen errors say what bind said", test_listen_errors_say_what_bind_said},
         {"a bad --chat-template-file is refused before listening", test_bad_template_refused_before_listening},
-        {"a model file vt cannot run is refused before listening", test_bad_model_refused_before_listening},
+        {"a model file vt cannot run, or a KV cache dtype it cannot hold, is refused before listening",
+         test_bad_model_refused_before_listening},
         {"--cors-origin: preflights and the origin on every answer", test_cors},
         {"--seed numbers wrap at the largest seed and replay", test_numbered_seeds_wrap_and_replay},
         CU_TEST_INFO_NULL,

@@ -10,6 +10,12 @@
 #include <string.h>
 #include <time.h>
 
+/* The running command's options as parsed (its flags over the environment
+ * over the ini file): vt_cli_error names where a setting that its message
+ * names was set, when not on the command line. */
+static vt_options parsed_options;
+static bool have_parsed_options;
+
 vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
     memset(c, 0, sizeof *c);
     vt_options_defaults(&c->opt);
@@ -455,6 +461,10 @@ static vt_status parse_args(const vt_cli_parser *p, vt_cli_common *c, void *opts
                        p->see_help ? " (see vt " : "",
                        p->see_help ? p->name : "", p->see_help ? " --help)" : "");
     }
+    if (c) {
+        parsed_options = c->opt;
+        have_parsed_options = true;
+    }
     return VT_OK;
 }
 
@@ -578,7 +588,19 @@ int vt_cli_error(const vt_error *err) {
     for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++)
         if (names_key(msg, knobs[k].key))
             fprintf(stderr, "%s%s is %s", named++ ? ", " : " [flags: ", knobs[k].key, knobs[k].flag);
-    fprintf(stderr, "%s\n", named ? "]" : "");
+    if (named) fputc(']', stderr);
+    /* and where each was set, when not by a flag: an ini line or a variable */
+    for (size_t k = 0; have_parsed_options && k < sizeof knobs / sizeof *knobs; k++) {
+        const char *source = vt_options_source(&parsed_options, knobs[k].key);
+        char value[128];
+        if (!names_key(msg, knobs[k].key) || !source || !strcmp(source, "default") || !strcmp(source, "cli") ||
+            vt_options_value(&parsed_options, knobs[k].key, value, sizeof value, NULL) != VT_OK)
+            continue;
+        if (strncmp(source, "ini ", 4) == 0 && parsed_options.config_path[0]) /* "ini 4": a line of the file */
+            fprintf(stderr, " (%s = %s from %s:%s)", knobs[k].key, value, parsed_options.config_path, source + 4);
+        else fprintf(stderr, " (%s = %s from %s)", knobs[k].key, value, source);
+    }
+    fputc('\n', stderr);
     switch (err->code) {
     case VT_OK: return 0;
     /* a file the command was given (model, template, grammar, config) that

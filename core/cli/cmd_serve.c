@@ -623,6 +623,8 @@ int vt_cmd_serve(int argc, char **argv) {
     if (st == VT_OK) {
         vt_model *checked = NULL;
         st = vt_model_load(o.c.model_path, &checked, &err);
+        /* and a KV cache dtype the model's heads cannot be stored in */
+        if (st == VT_OK) st = vt_kv_cache_check_dtype(o.c.opt.kv_cache_dtype, checked->hp.head_dim, &err);
         vt_model_free(checked);
     }
     if (st == VT_OK) st = o.c.dry_run ? dry_run(&o, &err) : serve(&o, &err);

@@ -140,23 +140,29 @@ void vt_kv_cache_set_prefix_cache(vt_kv_cache *c, bool on) {
     for (int32_t b = 0; b < c->num_blocks; b++) unfile(c, b); /* held ones stay with their sequences */
 }
 
-vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer, int32_t n_kv_heads, int32_t head_dim,
-                             int32_t block_size, int64_t ctx_tokens, vt_kv_cache **out, vt_error *err) {
-    *out = NULL;
+vt_status vt_kv_cache_check_dtype(int32_t dtype, int32_t head_dim, vt_error *err) {
     if (!vt_dtype_is_kv_cache(dtype))
         return vt_fail(err, VT_ERR_INVALID, "KV cache dtype %s: accepted values are f32, f16, bf16, q8_0",
                        vt_dtype_name(dtype));
-    if (block_size < 1 || ctx_tokens < 1 || n_layer < 1 || n_kv_heads < 1 || head_dim < 1)
-        return vt_fail(err, VT_ERR_INVALID, "KV cache: bad geometry (ctx %lld, block size %d)", (long long)ctx_tokens,
-                       block_size);
     /* A quantized cache's blocks run along one head's values: a block across
      * two heads would mix their scales. */
-    if (head_dim % vt_dtype_block_length(dtype) != 0)
+    if (head_dim < 1 || head_dim % vt_dtype_block_length(dtype) != 0)
         return vt_fail(err, VT_ERR_UNSUPPORTED,
                        "KV cache dtype %s stores blocks of %lld values along the head dimension, but the model's "
                        "head_dim is %d (not a multiple of %lld); use kv_cache.dtype = f16",
                        vt_dtype_name(dtype), (long long)vt_dtype_block_length(dtype), head_dim,
                        (long long)vt_dtype_block_length(dtype));
+    return VT_OK;
+}
+
+vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer, int32_t n_kv_heads, int32_t head_dim,
+                             int32_t block_size, int64_t ctx_tokens, vt_kv_cache **out, vt_error *err) {
+    *out = NULL;
+    if (block_size < 1 || ctx_tokens < 1 || n_layer < 1 || n_kv_heads < 1 || head_dim < 1)
+        return vt_fail(err, VT_ERR_INVALID, "KV cache: bad geometry (ctx %lld, block size %d)", (long long)ctx_tokens,
+                       block_size);
+    const vt_status checked = vt_kv_cache_check_dtype(dtype, head_dim, err);
+    if (checked != VT_OK) return checked;
     int64_t num_blocks = (ctx_tokens + block_size - 1) / block_size;
     if (num_blocks > INT32_MAX / 2)
         return vt_fail(err, VT_ERR_NOMEM, "KV cache of %lld tokens is too large", (long long)ctx_tokens);

@@ -81,6 +81,10 @@ typedef struct vt_kv_seq {
     int64_t n_tokens;     /* tokens stored so far */
 } vt_kv_seq;
 
+/* Whether a cache of dtype can hold a model's heads of head_dim values (a
+ * quantized dtype's blocks must tile each head): VT_ERR_UNSUPPORTED naming
+ * both when not, VT_ERR_INVALID for a dtype no cache takes. */
+vt_status vt_kv_cache_check_dtype(int32_t dtype, int32_t head_dim, vt_error *err);
 /* ctx_tokens: capacity in tokens (rounded up to whole blocks). */
 vt_status vt_kv_cache_create(const vt_host *host, int32_t dtype, int32_t n_layer, int32_t n_kv_heads, int32_t head_dim,
                              int32_t block_size, int64_t ctx_tokens, vt_kv_cache **out, vt_error *err);
