@@ -273,6 +273,25 @@ static void test_info_tokenize_backends(void) {
     CU_ASSERT_EQUAL(vocab_info.rc, 0);
     CU_ASSERT(has(vocab_info.out, "\nvt cannot run it: ") && has(vocab_info.out, "vocabulary-only GGUF cannot run"));
     result_free(&vocab_info);
+    /* a download cut short, its header and tensor table whole: shown as it
+     * is, the data it lacks named and each tensor past the end marked */
+    char cut[1024];
+    size_t n = 0;
+    char *bytes = vt_test_read_file(q4, &n);
+    CU_ASSERT_FATAL(bytes != NULL && n > 65536);
+    vt_test_tmpfile(cut, sizeof cut, "cut-short-q4.gguf");
+    FILE *f = fopen(cut, "wb");
+    CU_ASSERT_FATAL(f != NULL);
+    CU_ASSERT_EQUAL(fwrite(bytes, 1, 65536, f), 65536);
+    fclose(f);
+    free(bytes);
+    result cut_info = run("", "info '%s'", cut);
+    CU_ASSERT_EQUAL(cut_info.rc, 0);
+    CU_ASSERT(has(cut_info.out, "summary: qwen3 model \"qwen3-tiny\", 2 layers, 256 wide"));
+    CU_ASSERT(has(cut_info.out, "\nvt cannot run it: ") && has(cut_info.out, "lies outside the file") &&
+              has(cut_info.out, "truncated?"));
+    CU_ASSERT(has(cut_info.out, "general.file_type = 15 (Q4_K_M)") && has(cut_info.out, "(past the file's end)"));
+    result_free(&cut_info);
     /* a mixture of experts: its experts, and the parameters a token reads (the
      * fixture's 3 expert stacks x 2 layers hold 3145728 parameters, of which a
      * token uses 2 of 8 experts: 3.68 M - 3145728 * 6/8 = 1.32 M) */

@@ -189,7 +189,11 @@ static vt_status parse_info(int argc, char **argv, info_opts *o, vt_error *err) 
 static vt_status run_info(const info_opts *o, vt_error *err) {
     const char *path = o->path;
     vt_gguf *g = NULL;
-    if (vt_cli_given_file(path, err) != VT_OK || vt_gguf_open(path, &g, err) != VT_OK) return err->code;
+    /* a file cut short whose header and tensor table are whole is shown as
+     * it is (what a partial download holds), the data it lacks named */
+    char missing[768];
+    if (vt_cli_given_file(path, err) != VT_OK || vt_gguf_open_listing(path, &g, missing, sizeof missing, err) != VT_OK)
+        return err->code;
     int64_t params = 0;
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
@@ -202,7 +206,8 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
      * so a file that would be refused says so here, with the reason. */
     vt_model *m = NULL;
     vt_error why = {0};
-    if (vt_model_load(path, &m, &why) != VT_OK) printf("vt cannot run it: %s\n", why.msg);
+    if (missing[0]) printf("vt cannot run it: %s\n", missing);
+    else if (vt_model_load(path, &m, &why) != VT_OK) printf("vt cannot run it: %s\n", why.msg);
     else if (!m->tokenizer)
         printf("vt runs it from token ids only (--tokens): its tokenizer cannot be used: %s\n", m->tokenizer_error);
     else printf("vt runs it: yes\n");
@@ -227,8 +232,8 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
         int n = snprintf(shape, sizeof shape, "[");
         for (int d = 0; d < t->ndim; d++) n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%lld", d ? ", " : "", (long long)t->ne[d]);
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
-        printf("  %-36s %-5s %-22s %12zu bytes at %llu\n", t->name, vt_dtype_name(t->dtype), shape, t->nbytes,
-               (unsigned long long)t->offset);
+        printf("  %-36s %-5s %-22s %12zu bytes at %llu%s\n", t->name, vt_dtype_name(t->dtype), shape, t->nbytes,
+               (unsigned long long)t->offset, t->data ? "" : " (past the file's end)");
     }
     printf("\n%lld parameters\n", (long long)params);
     vt_gguf_close(g);

@@ -79,6 +79,15 @@ typedef struct vt_gguf vt_gguf;
 
 /* Open and validate a file (read-only mmap). */
 vt_status vt_gguf_open(const char *path, vt_gguf **out, vt_error *err);
+/* vt_gguf_open for listing a file whose tensors' data may be missing (a
+ * download cut short): the header, metadata and tensor table as they are,
+ * a tensor whose data lies past the file's end with data NULL, and in
+ * missing the first such tensor's message ("" when none), where vt_gguf_open
+ * fails with it. For showing a file (vt info), never for running it. */
+vt_status vt_gguf_open_listing(const char *path, vt_gguf **out, char *missing, size_t missing_size, vt_error *err);
+/* The same over a buffer (fuzzing). */
+vt_status vt_gguf_open_memory_listing(const void *data, size_t size, vt_gguf **out, char *missing, size_t missing_size,
+                                      vt_error *err);
 /* Validate a buffer the caller keeps alive until close (fuzzing, tests). */
 vt_status vt_gguf_open_memory(const void *data, size_t size, vt_gguf **out, vt_error *err);
 void vt_gguf_close(vt_gguf *g);

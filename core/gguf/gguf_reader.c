@@ -60,6 +60,11 @@ struct vt_gguf {
     vt_gguf_tensor *tensors;
     hash_index kv_index;
     hash_index tensor_index;
+    /* opened for listing (vt_gguf_open_listing): a tensor whose data lies
+     * outside the file gets data NULL and the first such message goes in
+     * missing, rather than failing the open */
+    bool listing;
+    char missing[512];
 };
 
 /* ---- reading cursor ---- */
@@ -568,18 +573,24 @@ static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
         if (!inside && data_end != UINT64_MAX && data_end > size)
             snprintf(cut, sizeof cut, "; the tensors end at byte %llu, %llu bytes past the file's end: truncated?",
                      (unsigned long long)data_end, (unsigned long long)(data_end - size));
-        if (!inside && t->offset <= UINT64_MAX - g->data_offset)
-            return vt_fail(c->err, VT_ERR_FORMAT,
-                           "gguf: tensor '%s': data [%llu, %llu + %zu) lies outside the file (size %zu; data section "
-                           "at %llu)%s",
-                           t->name, (unsigned long long)(g->data_offset + t->offset),
-                           (unsigned long long)(g->data_offset + t->offset), t->nbytes, g->size,
-                           (unsigned long long)g->data_offset, cut);
-        if (!inside)
-            return vt_fail(c->err, VT_ERR_FORMAT,
-                           "gguf: tensor '%s': data at offset %llu of the data section lies outside the file "
-                           "(size %zu)",
-                           t->name, (unsigned long long)t->offset, g->size);
+        if (!inside) {
+            vt_error outside = {0};
+            if (t->offset <= UINT64_MAX - g->data_offset)
+                vt_fail(&outside, VT_ERR_FORMAT,
+                        "gguf: tensor '%s': data [%llu, %llu + %zu) lies outside the file (size %zu; data section "
+                        "at %llu)%s",
+                        t->name, (unsigned long long)(g->data_offset + t->offset),
+                        (unsigned long long)(g->data_offset + t->offset), t->nbytes, g->size,
+                        (unsigned long long)g->data_offset, cut);
+            else
+                vt_fail(&outside, VT_ERR_FORMAT,
+                        "gguf: tensor '%s': data at offset %llu of the data section lies outside the file (size %zu)",
+                        t->name, (unsigned long long)t->offset, g->size);
+            if (!g->listing) return vt_fail(c->err, outside.code, "%s", outside.msg);
+            if (!g->missing[0]) snprintf(g->missing, sizeof g->missing, "%s", outside.msg);
+            t->data = NULL;
+            continue;
+        }
         t->data = g->base + g->data_offset + t->offset;
     }
     return check_no_overlap(g, c->err);
@@ -607,7 +618,7 @@ static vt_status open_common(vt_gguf *g, vt_gguf **out, vt_error *err) {
     return VT_OK;
 }
 
-vt_status vt_gguf_open_memory(const void *data, size_t size, vt_gguf **out, vt_error *err) {
+static vt_status open_memory(const void *data, size_t size, bool listing, vt_gguf **out, vt_error *err) {
     if (!out || (!data && size)) return vt_fail(err, VT_ERR_INVALID, "gguf: open_memory: NULL argument");
     *out = NULL;
     vt_gguf *g = calloc(1, sizeof *g);
@@ -615,10 +626,28 @@ vt_status vt_gguf_open_memory(const void *data, size_t size, vt_gguf **out, vt_e
     static const uint8_t empty[1];
     g->base = data ? data : empty;
     g->size = size;
+    g->listing = listing;
     return open_common(g, out, err);
 }
 
-vt_status vt_gguf_open(const char *path, vt_gguf **out, vt_error *err) {
+vt_status vt_gguf_open_memory(const void *data, size_t size, vt_gguf **out, vt_error *err) {
+    return open_memory(data, size, false, out, err);
+}
+
+/* What a listing open found missing, into the caller's buffer. */
+static void copy_missing(const vt_gguf *g, const char *prefix, char *missing, size_t missing_size) {
+    if (missing && missing_size && g->missing[0]) snprintf(missing, missing_size, "%s%s", prefix, g->missing);
+}
+
+vt_status vt_gguf_open_memory_listing(const void *data, size_t size, vt_gguf **out, char *missing, size_t missing_size,
+                                      vt_error *err) {
+    if (missing && missing_size) missing[0] = '\0';
+    const vt_status st = open_memory(data, size, true, out, err);
+    if (st == VT_OK) copy_missing(*out, "", missing, missing_size);
+    return st;
+}
+
+static vt_status open_path(const char *path, bool listing, vt_gguf **out, vt_error *err) {
     if (!path || !out) return vt_fail(err, VT_ERR_INVALID, "gguf: open: NULL argument");
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -643,6 +672,7 @@ vt_status vt_gguf_open(const char *path, vt_gguf **out, vt_error *err) {
         return vt_fail(err, VT_ERR_NOMEM, "gguf: out of memory");
     }
     g->path = path_copy;
+    g->listing = listing;
     g->size = (size_t)sb.st_size;
     static const uint8_t empty[1];
     g->base = empty; /* an empty file: parse reports the truncated magic */
@@ -661,6 +691,19 @@ vt_status vt_gguf_open(const char *path, vt_gguf **out, vt_error *err) {
     close(fd);
     vt_status st = open_common(g, out, err);
     if (st) vt_error_prefix(err, "%s: ", path);
+    return st;
+}
+
+vt_status vt_gguf_open(const char *path, vt_gguf **out, vt_error *err) { return open_path(path, false, out, err); }
+
+vt_status vt_gguf_open_listing(const char *path, vt_gguf **out, char *missing, size_t missing_size, vt_error *err) {
+    if (missing && missing_size) missing[0] = '\0';
+    const vt_status st = open_path(path, true, out, err);
+    if (st == VT_OK) {
+        char prefix[1100];
+        snprintf(prefix, sizeof prefix, "%s: ", path);
+        copy_missing(*out, prefix, missing, missing_size);
+    }
     return st;
 }
 

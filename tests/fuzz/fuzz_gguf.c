@@ -37,13 +37,33 @@ static void touch_value(const vt_gguf_value *v) {
     }
 }
 
+/* The listing open (vt info's) over the same bytes: it refuses no more
+ * than the strict one, and where the strict one accepts, it finds nothing
+ * missing and the same tensors, every one with its data. */
+static void check_listing(const uint8_t *data, size_t size, const vt_gguf *strict) {
+    vt_gguf *g = NULL;
+    vt_error err = {0};
+    char missing[768];
+    if (vt_gguf_open_memory_listing(data, size, &g, missing, sizeof missing, &err) != VT_OK) {
+        if (strict || err.msg[0] == '\0') __builtin_trap();
+        return;
+    }
+    if (strict && (missing[0] || vt_gguf_n_tensors(g) != vt_gguf_n_tensors(strict))) __builtin_trap();
+    bool lacking = false;
+    for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) lacking |= vt_gguf_tensor_at(g, i)->data == NULL;
+    if (lacking != (missing[0] != '\0')) __builtin_trap(); /* a tensor without data is named, and only then */
+    vt_gguf_close(g);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vt_gguf *g = NULL;
     vt_error err = {0};
     if (vt_gguf_open_memory(data, size, &g, &err) != VT_OK) {
         if (err.msg[0] == '\0') __builtin_trap(); /* every refusal says why */
+        check_listing(data, size, NULL);
         return 0;
     }
+    check_listing(data, size, g);
     for (int64_t i = 0; i < vt_gguf_n_kv(g); i++) {
         const vt_gguf_kv *kv = vt_gguf_kv_at(g, i);
         touch_value(&kv->value);
