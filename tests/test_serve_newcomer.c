@@ -269,7 +269,8 @@ static serve_reply preflight(const serve_server *s, const char *path, const char
 /* --cors-origin: a browser's preflight gets 204 with the method the path
  * takes and the headers requests carry, without a key; every answer, an
  * error too, names the origin. Without it a preflight is 405 saying what to
- * start the server with, and answers name no origin. */
+ * start the server with, and answers name no origin. A POST from a page of
+ * an origin not allowed is 403. */
 static void test_cors(void) {
     serve_reply r = serve_http(&numbered_srv, "OPTIONS", "/v1/chat/completions", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 204);
@@ -307,6 +308,31 @@ static void test_cors(void) {
     CU_ASSERT(r.body.s && strstr(r.body.s, "--cors-origin"));
     CU_ASSERT(r.headers.s && !strstr(r.headers.s, "Access-Control-Allow-Origin"));
     serve_reply_free(&r);
+    /* a browser page's POST that needs no preflight (a text/plain body, a
+     * form: whatever its type, the Origin a browser adds decides) runs only
+     * from the origin --cors-origin allows: from another, or with no
+     * --cors-origin, it is 403 before anything runs; a client that is not a
+     * browser sends no Origin and is served */
+    const char *body = "{\"prompt\":\"x\",\"max_tokens\":1}";
+    static const struct {
+        const serve_server *srv;
+        const char *origin;
+        int status;
+    } posts[] = {
+        {&numbered_srv, "Origin: https://app.example.com", 200},
+        {&numbered_srv, "Origin: https://other.example", 403},
+        {&random_srv, "Origin: https://app.example.com", 403},
+        {&random_srv, "Origin: null", 403},
+        {&random_srv, NULL, 200},
+    };
+    for (size_t i = 0; i < sizeof posts / sizeof *posts; i++) {
+        const char *const headers[] = {posts[i].origin, NULL};
+        r = serve_http_with(posts[i].srv, "POST", "/v1/completions", body, NULL, headers);
+        CU_ASSERT_EQUAL(r.status, posts[i].status);
+        if (posts[i].status == 403)
+            CU_ASSERT(r.body.s && strstr(r.body.s, "permission_error") && strstr(r.body.s, "--cors-origin"));
+        serve_reply_free(&r);
+    }
     /* an origin is scheme://host[:port], nothing more */
     const char *dir = vt_test_data_dir("test models");
     char cmd[2048], *err = NULL;

@@ -731,8 +731,9 @@ static enum MHD_Result find_coding(void *cls, enum MHD_ValueKind kind, const cha
 }
 
 /* The answer a request gets whatever its body: no such path (404), a
- * method the path does not take (405), a missing or wrong API key (401), a
- * body in a coding vt does not read (415); a CORS preflight's answer.
+ * method the path does not take (405), a browser page's POST from an origin
+ * not allowed (403), a missing or wrong API key (401), a body in a coding
+ * vt does not read (415); a CORS preflight's answer.
  * *answered false when the request goes on to its route. */
 static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq, const char *url, const char *method,
                                       int found, bool *answered) {
@@ -750,6 +751,19 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
                         ? "%s: method not allowed (a browser's CORS preflight: start vt serve with --cors-origin)"
                         : "%s: method not allowed",
                     url);
+    /* A browser page of another origin (a browser names it in Origin) may
+     * POST a "simple" request (text/plain, a form) with no preflight: it
+     * cannot read the answer, but a server without a key would compute it.
+     * So a POST from an origin --cors-origin does not allow is refused
+     * before anything runs; clients that are not browsers send no Origin. */
+    if (strcmp(routes[found].method, "POST") == 0) {
+        const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+        if (origin && !(s->cors_origin && (strcmp(s->cors_origin, "*") == 0 || strcmp(s->cors_origin, origin) == 0)))
+            return fail(c, rq, 403, "permission_error", NULL,
+                        "a page of origin '%.200s' may not use this server from a browser (start vt serve with "
+                        "--cors-origin to allow it)",
+                        origin);
+    }
     if (found != ROUTE_HEALTH && found != ROUTE_METRICS && !authorized(c, s)) {
         vt_serve_error err;
         vt_serve_fail(&err, 401, "authentication_error", NULL, "%s", "invalid or missing API key");
