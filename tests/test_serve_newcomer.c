@@ -333,6 +333,14 @@ static void test_cors(void) {
             CU_ASSERT(r.body.s && strstr(r.body.s, "permission_error") && strstr(r.body.s, "--cors-origin"));
         serve_reply_free(&r);
     }
+    /* a page served from the server's own host (a UI behind the same
+     * proxy) is no other origin: its Origin names the host Host names */
+    char own[96];
+    snprintf(own, sizeof own, "Origin: http://127.0.0.1:%d", random_srv.port);
+    const char *const own_headers[] = {own, NULL};
+    r = serve_http_with(&random_srv, "POST", "/v1/completions", body, NULL, own_headers);
+    CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
     /* an origin is scheme://host[:port], nothing more */
     const char *dir = vt_test_data_dir("test models");
     char cmd[2048], *err = NULL;

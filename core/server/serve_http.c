@@ -755,10 +755,16 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
      * POST a "simple" request (text/plain, a form) with no preflight: it
      * cannot read the answer, but a server without a key would compute it.
      * So a POST from an origin --cors-origin does not allow is refused
-     * before anything runs; clients that are not browsers send no Origin. */
+     * before anything runs. Clients that are not browsers send no Origin; a
+     * page served from this server's own host (a UI behind the same proxy)
+     * names that host, which the Host header names too. */
     if (strcmp(routes[found].method, "POST") == 0) {
         const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-        if (origin && !(s->cors_origin && (strcmp(s->cors_origin, "*") == 0 || strcmp(s->cors_origin, origin) == 0)))
+        const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+        const char *authority = origin ? strstr(origin, "://") : NULL;
+        const bool same_host = authority && host && strcasecmp(authority + 3, host) == 0;
+        if (origin && !same_host &&
+            !(s->cors_origin && (strcmp(s->cors_origin, "*") == 0 || strcmp(s->cors_origin, origin) == 0)))
             return fail(c, rq, 403, "permission_error", NULL,
                         "a page of origin '%.200s' may not use this server from a browser (start vt serve with "
                         "--cors-origin to allow it)",
