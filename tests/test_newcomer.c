@@ -499,6 +499,17 @@ static void test_config_names_the_file_and_serve_default(void) {
     r = run("", "config --max-seqs 3");
     CU_ASSERT(has(r.out, "runtime.max_seqs             = 3            (cli)\n"));
     result_free(&r);
+    /* vt serve's own flags resolve here as vt serve takes them, refused alike */
+    r = run("", "config --port 8081 --model-alias=m --chat-template chatml");
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.out, "server.port                  = 8081         (cli)\n"));
+    CU_ASSERT(has(r.out, "server.model_alias           = m            (cli)\n"));
+    CU_ASSERT(has(r.out, "server.chat_template         = chatml       (cli)\n"));
+    result_free(&r);
+    r = run("", "config --port 70000");
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "--port: server.port = 70000"));
+    result_free(&r);
 }
 
 /* vt config resolves "exactly as vt run would": what a run refuses it

@@ -8,10 +8,14 @@
 #include "host.h"
 #include "registry.h"
 #include "scheduler.h"
+#include "serve_options.h"
 #include "threadpool.h"
 
 static void help(FILE *f) {
-    fprintf(f, "usage: vt config [--config FILE] [any engine flag]\n\n"
+    fprintf(f, "usage: vt config [--config FILE] [any engine or sampling flag] [vt serve's --host HOST,\n"
+               "                 --port N, --chat-template NAME, --chat-template-file FILE, --model-alias NAME,\n"
+               "                 --body-limit BYTES, --timeout SECONDS, --shutdown-grace SECONDS,\n"
+               "                 --cors-origin ORIGIN]\n\n"
                "Print every knob's value and its source after resolving command line > environment >\n"
                "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
                "and a backend, fallback, backend option or token budget a run would refuse is refused here\n"
@@ -30,8 +34,23 @@ typedef struct config_opts {
     bool help;
 } config_opts;
 
+/* vt serve's [server] flags, as vt serve sets them: what a serve command
+ * line resolves to, shown here. */
+static vt_arg_result config_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
+    config_opts *o = opts;
+    const char *a = argv[*i], *key = vt_serve_option_of_flag(a);
+    if (!key) return VT_ARG_NOT_MINE;
+    const char *v = vt_cli_value(argc, argv, i, err);
+    if (!v) return VT_ARG_ERROR;
+    if (vt_options_set(&o->c.opt, key, v, "cli", err) != VT_OK) {
+        vt_error_prefix(err, "%s: ", a);
+        return VT_ARG_ERROR;
+    }
+    return VT_ARG_TAKEN;
+}
+
 static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *err) {
-    static const vt_cli_parser parser = {.name = "config", .samples = true, .help = help};
+    static const vt_cli_parser parser = {.name = "config", .samples = true, .own = config_arg, .help = help};
     return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
 }
 

@@ -81,39 +81,27 @@ typedef struct serve_opts {
 /* The source recorded for serve's own defaults (runtime.max_seqs 4). */
 #define SERVE_DEFAULT "vt serve's default"
 
-/* vt serve's flags are [server] knobs (ini, `vt config`), set as the command line's. */
-static const struct {
-    const char *flag, *key;
-} server_flags[] = {
-    {"--host", "server.host"},
-    {"--port", "server.port"},
-    {"--chat-template", "server.chat_template"},
-    {"--chat-template-file", "server.chat_template_file"},
-    {"--model-alias", "server.model_alias"},
-    {"--body-limit", "server.body_limit"},
-    {"--timeout", "server.timeout"},
-    {"--shutdown-grace", "server.shutdown_grace"},
-    {"--cors-origin", "server.cors_origin"},
-    {"--parallel", "runtime.max_seqs"},
-    {"-np", "runtime.max_seqs"},
-};
+/* vt serve's flags are [server] knobs (ini, `vt config`: vt_serve_option_of_flag)
+ * set as the command line's, and llama-server's names for runtime.max_seqs. */
+static const char *setting_of_flag(const char *flag) {
+    if (strcmp(flag, "--parallel") == 0 || strcmp(flag, "-np") == 0) return "runtime.max_seqs";
+    return vt_serve_option_of_flag(flag);
+}
 
 static vt_arg_result serve_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     serve_opts *o = opts;
     const char *a = argv[*i];
     if (strcmp(a, "--api-key") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key, err);
     if (strcmp(a, "--api-key-file") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key_file, err);
-    for (size_t k = 0; k < sizeof server_flags / sizeof *server_flags; k++) {
-        if (strcmp(a, server_flags[k].flag) != 0) continue;
-        const char *v = vt_cli_value(argc, argv, i, err);
-        if (!v) return VT_ARG_ERROR;
-        if (vt_options_set(&o->c.opt, server_flags[k].key, v, "cli", err) != VT_OK) {
-            vt_error_prefix(err, "%s: ", a);
-            return VT_ARG_ERROR;
-        }
-        return VT_ARG_TAKEN;
+    const char *key = setting_of_flag(a);
+    if (!key) return VT_ARG_NOT_MINE;
+    const char *v = vt_cli_value(argc, argv, i, err);
+    if (!v) return VT_ARG_ERROR;
+    if (vt_options_set(&o->c.opt, key, v, "cli", err) != VT_OK) {
+        vt_error_prefix(err, "%s: ", a);
+        return VT_ARG_ERROR;
     }
-    return VT_ARG_NOT_MINE;
+    return VT_ARG_TAKEN;
 }
 
 /* The API key in path: its first line, trailing whitespace off. A key

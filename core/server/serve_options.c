@@ -156,3 +156,22 @@ const vt_serve_options *vt_serve_options_of(const vt_options *o) {
     assert(s && "vt_serve_options_of before vt_serve_options_declare");
     return s;
 }
+
+const char *vt_serve_option_of_flag(const char *flag) {
+    static const struct {
+        const char *flag, *key;
+    } flags[] = {
+        {"--host", "server.host"},
+        {"--port", "server.port"},
+        {"--chat-template", "server.chat_template"},
+        {"--chat-template-file", "server.chat_template_file"},
+        {"--model-alias", "server.model_alias"},
+        {"--body-limit", "server.body_limit"},
+        {"--timeout", "server.timeout"},
+        {"--shutdown-grace", "server.shutdown_grace"},
+        {"--cors-origin", "server.cors_origin"},
+    };
+    for (size_t k = 0; flag && k < sizeof flags / sizeof *flags; k++)
+        if (strcmp(flag, flags[k].flag) == 0) return flags[k].key;
+    return NULL;
+}
