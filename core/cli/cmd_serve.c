@@ -377,6 +377,7 @@ typedef struct signal_watch {
     atomic_int sig;  /* that signal */
     atomic_int phase; /* WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING, WATCH_EXITING */
     atomic_int hurry; /* a signal came during the drain */
+    atomic_int announced; /* the drain's first line is out: a second signal's line follows it */
 } signal_watch;
 enum { WATCH_LOADING, WATCH_SERVING, WATCH_DRAINING, WATCH_EXITING };
 
@@ -410,6 +411,10 @@ static void *watch_signals(void *arg) {
             atomic_store(&w->phase, WATCH_DRAINING);
             sem_post(&w->first);
         } else {
+            /* the log reads in order: after the drain's own line, which
+             * the main thread prints as it wakes (a second at most) */
+            struct timespec ms = {0, 1000000L};
+            for (int k = 0; k < 1000 && !atomic_load(&w->announced); k++) nanosleep(&ms, NULL);
             fprintf(stderr, "vt serve: %s again: ending the running requests now\n", signal_name(sig));
             atomic_store(&w->hurry, 1);
         }
@@ -422,6 +427,7 @@ static void wait_and_drain(vt_server *server, vt_serve_engine *engine, double gr
     while (sem_wait(&w->first) != 0) continue;
     fprintf(stderr, "vt serve: %s: no new requests; %d running or waiting get %g s to finish\n",
             signal_name(atomic_load(&w->sig)), vt_serve_engine_in_flight(engine), grace);
+    atomic_store(&w->announced, 1);
     vt_server_quiesce(server);
     vt_serve_engine_refuse_new(engine);
     double end = vt_serve_now() + grace;
@@ -499,6 +505,7 @@ static vt_status serve(serve_opts *o, vt_error *err) {
     static signal_watch watch;
     sem_init(&watch.first, 0, 0);
     atomic_init(&watch.phase, WATCH_LOADING);
+    atomic_init(&watch.announced, 0);
     pthread_t watcher;
     if (pthread_create(&watcher, NULL, watch_signals, &watch) != 0)
         return vt_fail(err, VT_ERR_NOMEM, "cannot start the signal thread");
