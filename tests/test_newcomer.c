@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "usable_cpus.h"
 #include "util.h"
@@ -162,6 +164,23 @@ static void test_prompt_from_stdin_and_file(void) {
     CU_ASSERT(strchr(direct.out, ',') != NULL); /* ids were generated */
     CU_ASSERT_STRING_EQUAL(piped.out, direct.out);
     CU_ASSERT_STRING_EQUAL(filed.out, direct.out);
+    /* -f a pipe (what -f <(command) names), read to its end; a directory is refused */
+    char fifo[512], writer[700];
+    vt_test_tmpfile(fifo, sizeof fifo, "prompt.fifo");
+    unlink(fifo);
+    CU_ASSERT_FATAL(mkfifo(fifo, 0600) == 0);
+    /* the writer holds none of the test's pipes, and gives up after a
+     * minute should vt never open the pipe */
+    snprintf(writer, sizeof writer, "timeout 60 sh -c \"printf '%%s' '%s' > '%s'\" >/dev/null 2>&1 &", text, fifo);
+    result fifoed = run(writer, "run -m '%s' -f '%s' -n 12 --temp 0 --ids --backend reference -t 1", model, fifo);
+    CU_ASSERT_EQUAL(fifoed.rc, 0);
+    CU_ASSERT_STRING_EQUAL(fifoed.out, direct.out);
+    result_free(&fifoed);
+    unlink(fifo);
+    result dir = run("", "run -m '%s' -f /tmp -n 2", model);
+    CU_ASSERT_EQUAL(dir.rc, 2);
+    CU_ASSERT(has(dir.err, "-f /tmp: not a regular file or a pipe"));
+    result_free(&dir);
     result missing = run("", "run -m '%s' -f /nonexistent/prompt.txt -n 2", model);
     CU_ASSERT_EQUAL(missing.rc, 2);
     CU_ASSERT(has(missing.err, "-f /nonexistent/prompt.txt: cannot open"));

@@ -468,15 +468,19 @@ static vt_status parse_args(const vt_cli_parser *p, vt_cli_common *c, void *opts
     return VT_OK;
 }
 
-vt_status vt_cli_given_file(const char *path, vt_error *err) {
+/* path names a readable file: a regular one, or with pipes a pipe too. */
+static vt_status given(const char *path, bool pipes, vt_error *err) {
     struct stat st;
     /* an unset variable expanded into the command line (-m $MODEL) */
     if (!path[0]) return vt_fail(err, VT_ERR_INVALID, "the file name is empty");
     if (stat(path, &st) != 0) return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return vt_fail(err, VT_ERR_INVALID, "%s: not a regular file", path);
+    if (!S_ISREG(st.st_mode) && !(pipes && S_ISFIFO(st.st_mode)))
+        return vt_fail(err, VT_ERR_INVALID, "%s: not a regular file%s", path, pipes ? " or a pipe" : "");
     if (access(path, R_OK) != 0) return vt_fail(err, VT_ERR_INVALID, "%s: cannot open: %s", path, strerror(errno));
     return VT_OK;
 }
+
+vt_status vt_cli_given_file(const char *path, vt_error *err) { return given(path, false, err); }
 
 vt_status vt_cli_require_model(const char *path, vt_error *err) {
     if (path && !path[0]) return vt_fail(err, VT_ERR_INVALID, "-m: the model's file name is empty");
@@ -674,7 +678,8 @@ vt_status vt_cli_prompt_check(const vt_cli_prompt *p, vt_error *err) {
 vt_status vt_cli_prompt_text(const vt_cli_prompt *p, char **owned, const char **text, size_t *len, vt_error *err) {
     *owned = NULL;
     if (p->file || (p->text && strcmp(p->text, "-") == 0)) {
-        if (p->file && vt_cli_given_file(p->file, err) != VT_OK) return vt_error_prefix(err, "-f ");
+        /* read as a stream to its end, so a pipe does too: -f <(command) */
+        if (p->file && given(p->file, true, err) != VT_OK) return vt_error_prefix(err, "-f ");
         FILE *f = p->file ? fopen(p->file, "rb") : stdin;
         if (!f) return vt_fail(err, VT_ERR_INVALID, "-f %s: cannot open: %s", p->file, strerror(errno));
         *owned = vt_cli_read_all(f, len);
