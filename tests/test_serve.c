@@ -205,6 +205,7 @@ static void test_health_models_metrics(void) {
     serve_reply_free(&r);
     r = serve_http(&main_srv, NULL, "/v1/models/other", NULL, KEY);
     assert_error_as(&r, 404, "model", "model_not_found");
+    CU_ASSERT(r.body.s && strstr(r.body.s, "\"invalid_request_error\"")); /* OpenAI's type for it */
     serve_reply_free(&r);
     r = serve_http(&main_srv, NULL, "/v1/models/tiny", NULL, NULL);
     CU_ASSERT_EQUAL(r.status, 401);

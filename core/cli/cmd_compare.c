@@ -17,6 +17,7 @@
  * --trace asks where instead of how much: compare_trace.c runs each
  * backend's plan nodes on the reference's inputs and names the first node
  * whose own error is above its op's threshold. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,7 +644,7 @@ static vt_status load_ppl_tokens(const vt_model *m, const char *file, int64_t wa
                        m->tokenizer_error);
     if (vt_cli_given_file(file, err) != VT_OK) return vt_error_prefix(err, "--ppl ");
     FILE *f = fopen(file, "rb");
-    if (!f) return vt_fail(err, VT_ERR_INVALID, "--ppl %s: cannot open it", file);
+    if (!f) return vt_fail(err, VT_ERR_INVALID, "--ppl %s: cannot open: %s", file, strerror(errno));
     size_t cap = 1 << 16, len = 0;
     char *text = malloc(cap);
     for (size_t got; text && (got = fread(text + len, 1, cap - len, f)) > 0;) {

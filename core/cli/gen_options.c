@@ -1,6 +1,7 @@
 /* gen_options.c — see gen_options.h. */
 #include "gen_options.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +66,7 @@ vt_arg_result vt_cli_gen_arg(vt_cli_gen *g, int argc, char **argv, int *i, vt_er
 vt_status vt_cli_gen_load(vt_cli_gen *g, vt_error *err) {
     if (!g->grammar_file) return VT_OK;
     FILE *f = fopen(g->grammar_file, "rb");
-    if (!f) return vt_fail(err, VT_ERR_INVALID, "--grammar-file %s: cannot open it", g->grammar_file);
+    if (!f) return vt_fail(err, VT_ERR_INVALID, "--grammar-file %s: cannot open: %s", g->grammar_file, strerror(errno));
     size_t n = 0, cap = 4096;
     char *text = malloc(cap);
     for (size_t got; text && (got = fread(text + n, 1, cap - n - 1, f)) > 0;) {

@@ -809,7 +809,7 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
         const char *id = url + strlen(routes[ROUTE_MODEL].path);
         if (strcmp(id, s->alias) == 0) return send_json(c, rq, 200, vt_serve_model_json(s->alias, s->started));
         vt_serve_error err;
-        vt_serve_fail(&err, 404, "not_found_error", "model", "the model '%s' does not exist (this server serves '%s')",
+        vt_serve_fail(&err, 404, "invalid_request_error", "model", "the model '%s' does not exist (this server serves '%s')",
                       id, s->alias);
         err.code = "model_not_found";
         return send_error(c, rq, &err);
