@@ -237,7 +237,8 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
     }
     printf("\n%lld parameters\n", (long long)params);
     vt_gguf_close(g);
-    return VT_OK;
+    /* shown, but still a damaged file: the status says so to a script */
+    return missing[0] ? vt_fail(err, VT_ERR_FORMAT, "%s", missing) : VT_OK;
 }
 
 /* info has no rules across its arguments: the file is checked by opening it. */
