@@ -31,7 +31,7 @@
 /* Independent chains per loop: latency 4-6 cycles at up to 2 issued a
  * cycle needs 8-12 in flight. */
 #define CHAINS 12
-/* Inner iterations per timed call (each CHAINS instructions). */
+/* Iterations of a loop per timed call. */
 #define ITERS 20000000L
 
 /* The loop bodies: CHAINS accumulators a0..a11, each starting from its own
@@ -47,97 +47,85 @@
 static volatile float sink_f;
 static volatile int sink_i;
 
-__attribute__((target("avx2,fma"))) static void fma_ymm(long n) {
-    __m256 x = _mm256_set1_ps(1.0f), y = _mm256_set1_ps(1e-9f);
-    ACCS(__m256, _mm256_set1_ps);
-    for (long k = 0; k < n; k++) {
-#define FMA_YMM(a) a = _mm256_fmadd_ps(x, y, a)
-        STEPS(FMA_YMM);
-        __asm__ volatile("" : "+x"(x), "+x"(y));
+/* One timed loop: accumulators of type T, from INIT(i), each updated by
+ * STEP(a) from x and y (of type X), which the empty asm makes opaque every
+ * iteration; at the end the accumulators summed by ADD and kept by KEEP(s)
+ * (so none of it is dead code). Compiled for its own instructions only. */
+#define CEILING_LOOP(name, isa, T, X, X_INIT, Y_INIT, INIT, STEP, ADD, KEEP) \
+    __attribute__((target(isa))) static void name(long n) {                 \
+        X x = X_INIT, y = Y_INIT;                                             \
+        ACCS(T, INIT);                                                        \
+        for (long k = 0; k < n; k++) {                                        \
+            STEPS(STEP);                                                      \
+            __asm__ volatile("" : "+v"(x), "+v"(y));                          \
+        }                                                                     \
+        const T s = SINK(ADD);                                                \
+        KEEP(s);                                                              \
     }
-    const __m256 s = SINK(_mm256_add_ps);
-    sink_f = _mm256_cvtss_f32(s);
-}
 
-__attribute__((target("avx512f"))) static void fma_zmm(long n) {
-    __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-9f);
-    ACCS(__m512, _mm512_set1_ps);
-    for (long k = 0; k < n; k++) {
+#define KEEP_YMM_F(s) sink_f = _mm256_cvtss_f32(s)
+#define KEEP_ZMM_F(s) sink_f = _mm512_reduce_add_ps(s)
+#define KEEP_YMM_I(s) sink_i = _mm256_extract_epi32(s, 0)
+#define KEEP_ZMM_I(s) sink_i = _mm512_reduce_add_epi32(s)
+
+#define FMA_YMM(a) a = _mm256_fmadd_ps(x, y, a)
+CEILING_LOOP(fma_ymm, "avx2,fma", __m256, __m256, _mm256_set1_ps(1.0f), _mm256_set1_ps(1e-9f), _mm256_set1_ps, FMA_YMM,
+             _mm256_add_ps, KEEP_YMM_F)
+
 #define FMA_ZMM(a) a = _mm512_fmadd_ps(x, y, a)
-        STEPS(FMA_ZMM);
-        __asm__ volatile("" : "+v"(x), "+v"(y));
-    }
-    const __m512 s = SINK(_mm512_add_ps);
-    sink_f = _mm512_reduce_add_ps(s);
-}
+CEILING_LOOP(fma_zmm, "avx512f", __m512, __m512, _mm512_set1_ps(1.0f), _mm512_set1_ps(1e-9f), _mm512_set1_ps, FMA_ZMM,
+             _mm512_add_ps, KEEP_ZMM_F)
 
 /* The AVX2 tier's 8-bit dot product: u8 x s8 pairs to i16 (vpmaddubsw),
  * i16 pairs to i32 (vpmaddwd), added (vpaddd): 32 multiply-adds per three
- * instructions. */
+ * instructions. The products do not involve the accumulators, so the
+ * chains need inputs of their own (equal ones would be computed once):
+ * MADDUBS_CHAINS pairs of input and accumulator, which with the shared
+ * operand and the ones fill AVX2's 16 registers; only the vpaddd carries
+ * from one iteration to the next, so that many chains cover its latency. */
+#define MADDUBS_CHAINS 6
 __attribute__((target("avx2"))) static void maddubs_ymm(long n) {
-    __m256i x = _mm256_set1_epi8(1), y = _mm256_set1_epi8(2);
+    __m256i x0 = _mm256_set1_epi8(1), x1 = _mm256_set1_epi8(2), x2 = _mm256_set1_epi8(3), x3 = _mm256_set1_epi8(4),
+            x4 = _mm256_set1_epi8(5), x5 = _mm256_set1_epi8(6), y = _mm256_set1_epi8(7);
     const __m256i ones = _mm256_set1_epi16(1);
-    ACCS(__m256i, _mm256_set1_epi32);
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
     for (long k = 0; k < n; k++) {
-#define MADDUBS_YMM(a) a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), ones))
-        STEPS(MADDUBS_YMM);
-        __asm__ volatile("" : "+x"(x), "+x"(y));
+#define MADDUBS(a, x) a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), ones))
+        MADDUBS(a0, x0); MADDUBS(a1, x1); MADDUBS(a2, x2); MADDUBS(a3, x3); MADDUBS(a4, x4); MADDUBS(a5, x5);
+        __asm__ volatile("" : "+v"(x0), "+v"(x1), "+v"(x2), "+v"(x3), "+v"(x4), "+v"(x5), "+v"(y));
     }
-    const __m256i s = SINK(_mm256_add_epi32);
-    sink_i = _mm256_extract_epi32(s, 0);
+    const __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)),
+                                       _mm256_add_epi32(a4, a5));
+    KEEP_YMM_I(s);
 }
 
-__attribute__((target("avx512f,avx512vl,avx512vnni"))) static void dpbusd_ymm(long n) {
-    __m256i x = _mm256_set1_epi8(1), y = _mm256_set1_epi8(2);
-    ACCS(__m256i, _mm256_set1_epi32);
-    for (long k = 0; k < n; k++) {
 #define DPBUSD_YMM(a) a = _mm256_dpbusd_epi32(a, x, y)
-        STEPS(DPBUSD_YMM);
-        __asm__ volatile("" : "+v"(x), "+v"(y));
-    }
-    const __m256i s = SINK(_mm256_add_epi32);
-    sink_i = _mm256_extract_epi32(s, 0);
-}
+CEILING_LOOP(dpbusd_ymm, "avx512f,avx512vl,avx512vnni", __m256i, __m256i, _mm256_set1_epi8(1), _mm256_set1_epi8(2),
+             _mm256_set1_epi32, DPBUSD_YMM, _mm256_add_epi32, KEEP_YMM_I)
 
-__attribute__((target("avx512f,avx512vnni"))) static void dpbusd_zmm(long n) {
-    __m512i x = _mm512_set1_epi8(1), y = _mm512_set1_epi8(2);
-    ACCS(__m512i, _mm512_set1_epi32);
-    for (long k = 0; k < n; k++) {
 #define DPBUSD_ZMM(a) a = _mm512_dpbusd_epi32(a, x, y)
-        STEPS(DPBUSD_ZMM);
-        __asm__ volatile("" : "+v"(x), "+v"(y));
-    }
-    const __m512i s = SINK(_mm512_add_epi32);
-    sink_i = _mm512_reduce_add_epi32(s);
-}
+CEILING_LOOP(dpbusd_zmm, "avx512f,avx512vnni", __m512i, __m512i, _mm512_set1_epi8(1), _mm512_set1_epi8(2),
+             _mm512_set1_epi32, DPBUSD_ZMM, _mm512_add_epi32, KEEP_ZMM_I)
 
-__attribute__((target("avx512f,avx512bf16"))) static void dpbf16_zmm(long n) {
-    __m512bh x = (__m512bh)_mm512_set1_epi32(0x3f803f80), y = (__m512bh)_mm512_set1_epi32(0x30003000);
-    ACCS(__m512, _mm512_set1_ps);
-    for (long k = 0; k < n; k++) {
 #define DPBF16_ZMM(a) a = _mm512_dpbf16_ps(a, x, y)
-        STEPS(DPBF16_ZMM);
-        __asm__ volatile("" : "+v"(x), "+v"(y));
-    }
-    const __m512 s = SINK(_mm512_add_ps);
-    sink_f = _mm512_reduce_add_ps(s);
-}
+CEILING_LOOP(dpbf16_zmm, "avx512f,avx512bf16", __m512, __m512bh, (__m512bh)_mm512_set1_epi32(0x3f803f80),
+             (__m512bh)_mm512_set1_epi32(0x30003000), _mm512_set1_ps, DPBF16_ZMM, _mm512_add_ps, KEEP_ZMM_F)
 
 typedef struct ceiling {
     const char *name;     /* the instruction(s) */
     const char *what;     /* what one counts */
     const char *needs;    /* the cpu features, as __builtin_cpu_supports names them, comma-separated */
-    double ops_per_instr; /* operations (multiply-add = 2) per timed instruction (or sequence) */
+    double ops_per_iter;  /* operations (a multiply-add counts 2) per iteration of its loop */
     void (*loop)(long);
 } ceiling;
 
 static const ceiling CEILINGS[] = {
-    {"vfmadd231ps ymm", "f32 FMA, 8 lanes", "avx2,fma", 16, fma_ymm},
-    {"vfmadd231ps zmm", "f32 FMA, 16 lanes", "avx512f", 32, fma_zmm},
-    {"vpmaddubsw+vpmaddwd+vpaddd ymm", "int8, the AVX2 tier's", "avx2", 64, maddubs_ymm},
-    {"vpdpbusd ymm", "int8, 32 per instruction", "avx512vl,avx512vnni", 64, dpbusd_ymm},
-    {"vpdpbusd zmm", "int8, 64 per instruction", "avx512f,avx512vnni", 128, dpbusd_zmm},
-    {"vdpbf16ps zmm", "bf16 pairs, 32 per instruction", "avx512f,avx512bf16", 64, dpbf16_zmm},
+    {"vfmadd231ps ymm", "f32 FMA, 8 lanes", "avx2,fma", CHAINS * 16, fma_ymm},
+    {"vfmadd231ps zmm", "f32 FMA, 16 lanes", "avx512f", CHAINS * 32, fma_zmm},
+    {"vpmaddubsw+vpmaddwd+vpaddd ymm", "int8, the AVX2 tier's", "avx2", MADDUBS_CHAINS * 64, maddubs_ymm},
+    {"vpdpbusd ymm", "int8, 32 per instruction", "avx512vl,avx512vnni", CHAINS * 64, dpbusd_ymm},
+    {"vpdpbusd zmm", "int8, 64 per instruction", "avx512f,avx512vnni", CHAINS * 128, dpbusd_zmm},
+    {"vdpbf16ps zmm", "bf16 pairs, 32 per instruction", "avx512f,avx512bf16", CHAINS * 64, dpbf16_zmm},
 };
 
 /* The first feature of needs the CPU lacks, or NULL. */
@@ -181,7 +169,7 @@ static double measure(const ceiling *c, int threads) {
         }
     for (int i = 0; i < threads; i++) pthread_join(tid[i], NULL);
     const double dt = now_s() - t0;
-    return (double)threads * (double)ITERS * CHAINS * c->ops_per_instr / dt * 1e-9;
+    return (double)threads * (double)ITERS * c->ops_per_iter / dt * 1e-9;
 }
 
 static double median_of(const ceiling *c, int threads, int reps) {
@@ -206,7 +194,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     __builtin_cpu_init();
-    printf("register-only loops of %d independent chains, median of %d; G ops/s (a multiply-add counts 2)\n", CHAINS,
+    printf("register-only loops of %d independent chains (the AVX2 int8 triple: %d), median of %d; G ops/s (a multiply-add "
+           "counts 2)\n", CHAINS, MADDUBS_CHAINS,
            reps);
     printf("%-32s %-32s %12s %12s\n", "instruction", "counts", "1 thread", threads == 1 ? "" : "all threads");
     for (size_t i = 0; i < sizeof CEILINGS / sizeof CEILINGS[0]; i++) {

@@ -296,15 +296,7 @@ static void test_info_tokenize_backends(void) {
      * is, the data it lacks named and each tensor past the end marked, and
      * still a file that does not parse (exit 2, one line on stderr) */
     char cut[1024];
-    size_t n = 0;
-    char *bytes = vt_test_read_file(q4, &n);
-    CU_ASSERT_FATAL(bytes != NULL && n > 65536);
-    vt_test_tmpfile(cut, sizeof cut, "cut-short-q4.gguf");
-    FILE *f = fopen(cut, "wb");
-    CU_ASSERT_FATAL(f != NULL);
-    CU_ASSERT_EQUAL(fwrite(bytes, 1, 65536, f), 65536);
-    fclose(f);
-    free(bytes);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_cut_file(cut, sizeof cut, "cut-short-q4.gguf", q4, 65536));
     result cut_info = run("", "info '%s'", cut);
     CU_ASSERT_EQUAL(cut_info.rc, 2);
     CU_ASSERT(has(cut_info.err, "vt: ") && has(cut_info.err, "truncated?"));

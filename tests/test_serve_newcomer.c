@@ -358,15 +358,8 @@ static void test_bad_model_refused_before_listening(void) {
     const char *dir = vt_test_data_dir("test models");
     char path[1024], cut[1024], cmd[3200], *err = NULL;
     snprintf(path, sizeof path, "%s/models/%s", dir, MODEL);
-    size_t n = 0;
-    char *bytes = vt_test_read_file(path, &n);
-    CU_ASSERT_FATAL(bytes != NULL && n > 4096);
-    vt_test_tmpfile(cut, sizeof cut, "cut-short.gguf");
-    FILE *f = fopen(cut, "wb");
-    CU_ASSERT_FATAL(f != NULL);
-    CU_ASSERT_EQUAL(fwrite(bytes, 1, n / 2, f), n / 2); /* its tensors' data now lie past the end */
-    fclose(f);
-    free(bytes);
+    /* its header and tensor table whole (a few KB), its tensors' data past the end */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_cut_file(cut, sizeof cut, "cut-short.gguf", path, 65536));
     snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s' -t 1 --port 0", VT_CLI_PATH, cut);
     CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 2);
     CU_ASSERT(err && strstr(err, "lies outside the file") && !strstr(err, "listening"));
@@ -377,11 +370,7 @@ static void test_bad_model_refused_before_listening(void) {
      * heads of 16), set in an ini file: refused before listening, naming
      * the line that set it */
     char ini[1024];
-    vt_test_tmpfile(ini, sizeof ini, "q8-cache.ini");
-    f = fopen(ini, "w");
-    CU_ASSERT_FATAL(f != NULL);
-    fputs("[kv_cache]\ndtype = q8_0\n", f);
-    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(ini, sizeof ini, "q8-cache.ini", "[kv_cache]\ndtype = q8_0\n"));
     snprintf(cmd, sizeof cmd, "timeout 60 '%s' serve -m '%s' -t 1 --port 0 --config '%s'", VT_CLI_PATH, path, ini);
     CU_ASSERT_EQUAL(vt_test_run_cmd(cmd, NULL, &err), 4);
     char where[1100];

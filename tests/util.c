@@ -147,6 +147,17 @@ const char *vt_test_write_tmpfile(char *buf, size_t size, const char *name, cons
     return fclose(f) == 0 && ok ? buf : NULL;
 }
 
+const char *vt_test_write_cut_file(char *buf, size_t size, const char *name, const char *src, size_t n) {
+    size_t len = 0;
+    char *bytes = vt_test_read_file(src, &len);
+    if (!bytes) return NULL;
+    if (n > len) n = len;
+    FILE *f = fopen(vt_test_tmpfile(buf, size, name), "wb");
+    const bool ok = f && fwrite(bytes, 1, n, f) == n;
+    free(bytes);
+    return f && fclose(f) == 0 && ok ? buf : NULL;
+}
+
 char *vt_test_read_file(const char *path, size_t *size) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -57,6 +57,10 @@ const char *vt_test_tmpfile(char *buf, size_t size, const char *name);
 const char *vt_test_write_tmpfile(char *buf, size_t size, const char *name, const char *text);
 /* Read a whole file (NUL-terminated, malloc'ed); NULL on failure. */
 char *vt_test_read_file(const char *path, size_t *size);
+/* A file under the temporary directory holding the first n bytes of src (a
+ * download cut short), or all of it with n past its end; its path in buf,
+ * or NULL when src cannot be read or the copy written. */
+const char *vt_test_write_cut_file(char *buf, size_t size, const char *name, const char *src, size_t n);
 
 /* Run a shell command, capturing stdout and stderr (each malloc'ed, may be NULL
  * pointers if not wanted). Returns the exit status (or -1). */

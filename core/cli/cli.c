@@ -151,6 +151,16 @@ vt_status vt_cli_float(const char *flag, const char *s, double lo, double hi, do
     return VT_OK;
 }
 
+vt_arg_result vt_cli_setting_arg(vt_options *opt, const char *key, int argc, char **argv, int *i, vt_error *err) {
+    const char *flag = argv[*i], *v = vt_cli_value(argc, argv, i, err);
+    if (!v) return VT_ARG_ERROR;
+    if (vt_options_set(opt, key, v, "cli", err) != VT_OK) {
+        vt_error_prefix(err, "%s: ", flag);
+        return VT_ARG_ERROR;
+    }
+    return VT_ARG_TAKEN;
+}
+
 vt_arg_result vt_cli_text_arg(int argc, char **argv, int *i, const char **out, vt_error *err) {
     *out = vt_cli_value(argc, argv, i, err);
     return *out ? VT_ARG_TAKEN : VT_ARG_ERROR;

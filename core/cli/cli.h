@@ -51,6 +51,9 @@ char *vt_cli_read_all(FILE *f, size_t *len);
 /* Take the value of flag argv[*i] (advancing *i past it) into *out: as
  * text, or as an integer in lo..hi (errors name the flag `flag`). */
 vt_arg_result vt_cli_text_arg(int argc, char **argv, int *i, const char **out, vt_error *err);
+/* The flag argv[*i] sets knob `key` of opt to its value, as the command
+ * line's: a value the knob refuses is an error naming the flag. */
+vt_arg_result vt_cli_setting_arg(vt_options *opt, const char *key, int argc, char **argv, int *i, vt_error *err);
 /* As vt_cli_text_arg for a flag given at most once: a second (whose value
  * would silently win) is refused, "FLAGS given twice: give one WHAT". */
 vt_arg_result vt_cli_text_arg_once(int argc, char **argv, int *i, const char **out, const char *flags,

@@ -38,15 +38,8 @@ typedef struct config_opts {
  * line resolves to, shown here. */
 static vt_arg_result config_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     config_opts *o = opts;
-    const char *a = argv[*i], *key = vt_serve_option_of_flag(a);
-    if (!key) return VT_ARG_NOT_MINE;
-    const char *v = vt_cli_value(argc, argv, i, err);
-    if (!v) return VT_ARG_ERROR;
-    if (vt_options_set(&o->c.opt, key, v, "cli", err) != VT_OK) {
-        vt_error_prefix(err, "%s: ", a);
-        return VT_ARG_ERROR;
-    }
-    return VT_ARG_TAKEN;
+    const char *key = vt_serve_option_of_flag(argv[*i]);
+    return key ? vt_cli_setting_arg(&o->c.opt, key, argc, argv, i, err) : VT_ARG_NOT_MINE;
 }
 
 static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *err) {

@@ -94,14 +94,7 @@ static vt_arg_result serve_arg(void *opts, int argc, char **argv, int *i, vt_err
     if (strcmp(a, "--api-key") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key, err);
     if (strcmp(a, "--api-key-file") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key_file, err);
     const char *key = setting_of_flag(a);
-    if (!key) return VT_ARG_NOT_MINE;
-    const char *v = vt_cli_value(argc, argv, i, err);
-    if (!v) return VT_ARG_ERROR;
-    if (vt_options_set(&o->c.opt, key, v, "cli", err) != VT_OK) {
-        vt_error_prefix(err, "%s: ", a);
-        return VT_ARG_ERROR;
-    }
-    return VT_ARG_TAKEN;
+    return key ? vt_cli_setting_arg(&o->c.opt, key, argc, argv, i, err) : VT_ARG_NOT_MINE;
 }
 
 /* The API key in path: its first line, trailing whitespace off. A key
