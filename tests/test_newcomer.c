@@ -734,6 +734,17 @@ static void test_option_equals_value(void) {
     CU_ASSERT(spaced.out[0] && strcmp(spaced.out, joined.out) == 0);
     result_free(&spaced);
     result_free(&joined);
+    /* only an option's place is taken apart: a value that looks like
+     * "--name=value" is the value (-p's text here; -n stays 3) */
+    result text = run("", "run -m '%s' -p --n-predict=4 -n 3 --temp 0 --ids -c 64", model);
+    result same = run("", "run -m '%s' --prompt=--n-predict=4 -n 3 --temp 0 --ids -c 64", model);
+    CU_ASSERT_EQUAL(text.rc, 0);
+    CU_ASSERT(text.out[0] && strcmp(text.out, same.out) == 0);
+    int commas = 0;
+    for (const char *c = text.out; *c; c++) commas += *c == ',';
+    CU_ASSERT_EQUAL(commas, 2); /* 3 ids */
+    result_free(&text);
+    result_free(&same);
     /* serve's own flags, which once matched other options' hints */
     result r = run("", "serve -m '%s' --api-key=abc --port=28447 --dry-run", model);
     CU_ASSERT_EQUAL(r.rc, 0);

@@ -333,13 +333,27 @@ static void test_cors(void) {
             CU_ASSERT(r.body.s && strstr(r.body.s, "permission_error") && strstr(r.body.s, "--cors-origin"));
         serve_reply_free(&r);
     }
-    /* a page served from the server's own host (a UI behind the same
-     * proxy) is no other origin: its Origin names the host Host names */
+    /* a page served through the same proxy as the API (a web UI) is no
+     * other origin: the proxy names its host in X-Forwarded-Host, and the
+     * Origin names the same; the Host header alone proves nothing (a page
+     * under a name pointed at this machine sends its own name in both) */
     char own[96];
     snprintf(own, sizeof own, "Origin: http://127.0.0.1:%d", random_srv.port);
-    const char *const own_headers[] = {own, NULL};
-    r = serve_http_with(&random_srv, "POST", "/v1/completions", body, NULL, own_headers);
+    const char *const same_host[] = {own, NULL};
+    r = serve_http_with(&random_srv, "POST", "/v1/completions", body, NULL, same_host);
+    CU_ASSERT_EQUAL(r.status, 403);
+    serve_reply_free(&r);
+    const char *const proxied[] = {"Origin: https://chat.example.com", "X-Forwarded-Host: chat.example.com", NULL};
+    r = serve_http_with(&random_srv, "POST", "/v1/completions", body, NULL, proxied);
     CU_ASSERT_EQUAL(r.status, 200);
+    serve_reply_free(&r);
+    const char *const elsewhere[] = {"Origin: https://evil.example", "X-Forwarded-Host: chat.example.com", NULL};
+    r = serve_http_with(&random_srv, "POST", "/v1/completions", body, NULL, elsewhere);
+    CU_ASSERT_EQUAL(r.status, 403);
+    serve_reply_free(&r);
+    /* counted under their own status */
+    r = serve_http(&random_srv, NULL, "/metrics", NULL, NULL);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "vt_requests_total{status=\"403\"}"));
     serve_reply_free(&r);
     /* an origin is scheme://host[:port], nothing more */
     const char *dir = vt_test_data_dir("test models");

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-/* The running command's options as parsed (its flags over the environment
- * over the ini file): vt_cli_error names where a setting that its message
- * names was set, when not on the command line. */
-static vt_options parsed_options;
-static bool have_parsed_options;
+/* The running command's options once parsed (its flags over the
+ * environment over the ini file; NULL before): vt_cli_error names where a
+ * setting its message names was set, when not on the command line. They
+ * live in the command's own frame, where its error is printed too. */
+static const vt_options *error_options;
 
 vt_status vt_cli_init(vt_cli_common *c, int argc, char **argv, vt_error *err) {
     memset(c, 0, sizeof *c);
@@ -355,72 +355,30 @@ static void did_you_mean(const vt_cli_parser *p, bool engine, const char *typed,
     free(text);
 }
 
-/* argv with each "--name=value" whose --name the command's help shows with
- * a value ("--prompt TEXT", "--port N") as the two arguments "--name" and
- * "value", as GNU's getopt takes it, so every option takes its value either
- * way; none after a bare "--" (what follows it is an operand). A flag that
- * takes no value keeps its "=value" and is refused naming that (did_you_mean).
- * The new array and the names it points to are in *block (one allocation,
- * freed by the caller after parsing; the values point into argv). argv
- * itself when nothing is split, NULL when out of memory. */
-static char **split_option_values(const vt_cli_parser *p, int argc, char **argv, int *out_argc, char **block) {
-    *out_argc = argc;
-    *block = NULL;
-    char *text = NULL;
-    size_t len = 0, name_bytes = 0;
-    int n_split = 0;
-    bool *split = calloc((size_t)argc + 1, sizeof *split);
-    if (!split) return NULL;
-    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-        const char *eq = strchr(argv[i], '=');
-        if (strncmp(argv[i], "--", 2) != 0 || !eq || eq == argv[i] + 2) continue;
-        if (!text) {
-            FILE *f = p->help ? open_memstream(&text, &len) : NULL;
-            if (!f) break;
-            p->help(f);
-            if (fclose(f) != 0) break;
+/* Whether arg, in an option's place, is "--name=value" with a --name the
+ * command's help shows taking a value ("--prompt TEXT", "--port N"): then
+ * name gets "--name", and the option takes its value from after the '='
+ * as GNU getopt does. Only an option's place is looked at: a value (the
+ * text after -p, say) is never taken apart. *text: the help, printed on
+ * first need (the caller frees it). A flag that takes no value keeps its
+ * "=value" and is refused naming that (did_you_mean). */
+static bool joined_value(const vt_cli_parser *p, const char *arg, char **text, char *name, size_t size) {
+    const char *eq = strchr(arg, '=');
+    if (strncmp(arg, "--", 2) != 0 || !eq || eq == arg + 2 || (size_t)(eq - arg) >= size || !p->help) return false;
+    if (!*text) {
+        size_t len = 0;
+        FILE *f = open_memstream(text, &len);
+        if (!f) return false;
+        p->help(f);
+        if (fclose(f) != 0) {
+            free(*text);
+            *text = NULL;
+            return false;
         }
-        char name[NEAREST_MAX + 3];
-        const size_t n = (size_t)(eq - argv[i]);
-        if (n >= sizeof name) continue;
-        memcpy(name, argv[i], n);
-        name[n] = '\0';
-        if (!option_takes_value(text, name)) continue;
-        split[i] = true;
-        n_split++;
-        name_bytes += n + 1;
     }
-    free(text);
-    if (!n_split) {
-        free(split);
-        return argv;
-    }
-    const size_t array_bytes = (size_t)(argc + n_split + 1) * sizeof(char *);
-    char *mem = malloc(array_bytes + name_bytes);
-    if (!mem) {
-        free(split);
-        return NULL;
-    }
-    char **args = (char **)(void *)mem, *names = mem + array_bytes;
-    int k = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!split[i]) {
-            args[k++] = argv[i];
-            continue;
-        }
-        char *eq = strchr(argv[i], '=');
-        const size_t n = (size_t)(eq - argv[i]);
-        memcpy(names, argv[i], n);
-        names[n] = '\0';
-        args[k++] = names;
-        args[k++] = eq + 1;
-        names += n + 1;
-    }
-    args[k] = NULL;
-    free(split);
-    *out_argc = k;
-    *block = mem;
-    return args;
+    memcpy(name, arg, (size_t)(eq - arg));
+    name[eq - arg] = '\0';
+    return option_takes_value(*text, name);
 }
 
 static vt_status parse_args(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
@@ -428,54 +386,66 @@ static vt_status parse_args(const vt_cli_parser *p, vt_cli_common *c, void *opts
 
 vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
                        vt_error *err) {
-    int n = argc;
-    char *block = NULL;
-    char **args = split_option_values(p, argc, argv, &n, &block);
-    if (!args) {
-        *help = false;
-        return vt_fail(err, VT_ERR_NOMEM, "out of memory reading the command line");
-    }
-    const vt_status st = parse_args(p, c, opts, help, n, args, err);
-    free(block);
-    return st;
+    error_options = NULL; /* until these are parsed */
+    return parse_args(p, c, opts, help, argc, argv, err);
 }
 
 static vt_status parse_args(const vt_cli_parser *p, vt_cli_common *c, void *opts, bool *help, int argc, char **argv,
                             vt_error *err) {
     *help = false;
     if (c && vt_cli_init(c, argc, argv, err) != VT_OK) return err->code;
+    char *text = NULL; /* the help, for joined_value */
+    vt_status st = VT_OK;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        /* "--name=value": the handlers see "--name" and "value" */
+        char name[NEAREST_MAX + 3], *pair[3] = {name, NULL, NULL};
+        const bool joined = joined_value(p, argv[i], &text, name, sizeof name);
+        if (joined) pair[1] = strchr(argv[i], '=') + 1;
+        char **args = joined ? pair : argv;
+        int n = joined ? 2 : argc, at = joined ? 0 : i;
+        const char *a = args[at];
         /* the command's own flags first: eval's --top-k is the report size,
          * not the sampling filter of the same name */
-        vt_arg_result r = p->own ? p->own(opts, argc, argv, &i, err) : VT_ARG_NOT_MINE;
-        if (r == VT_ARG_NOT_MINE && p->several_backends && is_flag(a, "--backend"))
-            return vt_fail(err, VT_ERR_INVALID, "%s runs several backends: use --backends NAME[,NAME...] or all",
-                           p->name);
+        vt_arg_result r = p->own ? p->own(opts, n, args, &at, err) : VT_ARG_NOT_MINE;
+        if (r == VT_ARG_NOT_MINE && p->several_backends && is_flag(a, "--backend")) {
+            st = vt_fail(err, VT_ERR_INVALID, "%s runs several backends: use --backends NAME[,NAME...] or all", p->name);
+            break;
+        }
         /* a command that never samples refuses the sampling flags rather
          * than take them and change nothing */
-        if (r == VT_ARG_NOT_MINE && c && !p->samples && sampling_flag(a))
-            return vt_fail(err, VT_ERR_INVALID, "%s: vt %s does not sample; %s is for vt run, vt chat and vt serve",
-                           sampling_flag(a), p->name, sampling_flag(a));
-        if (r == VT_ARG_NOT_MINE && c) r = vt_cli_common_arg(c, argc, argv, &i, err);
-        if (r == VT_ARG_ERROR) return err->code;
-        if (r == VT_ARG_TAKEN) continue;
+        if (r == VT_ARG_NOT_MINE && c && !p->samples && sampling_flag(a)) {
+            st = vt_fail(err, VT_ERR_INVALID, "%s: vt %s does not sample; %s is for vt run, vt chat and vt serve",
+                         sampling_flag(a), p->name, sampling_flag(a));
+            break;
+        }
+        if (r == VT_ARG_NOT_MINE && c) r = vt_cli_common_arg(c, n, args, &at, err);
+        if (r == VT_ARG_ERROR) {
+            st = err->code;
+            break;
+        }
+        if (r == VT_ARG_TAKEN && joined && at != 1) { /* a flag the help showed with a value took none */
+            st = vt_fail(err, VT_ERR_INVALID, "%s: %s takes no value", p->name, name);
+            break;
+        }
+        if (r == VT_ARG_TAKEN) {
+            if (!joined) i = at;
+            continue;
+        }
+        a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             *help = true;
-            return VT_OK;
+            break;
         }
         char hint[2 * NEAREST_MAX + 64];
         did_you_mean(p, c != NULL, a, hint, sizeof hint);
-        return vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s%s", p->name,
-                       a[0] != '-' || strcmp(a, "-") == 0 ? "unexpected argument" : "unknown option", a, hint,
-                       p->see_help ? " (see vt " : "",
-                       p->see_help ? p->name : "", p->see_help ? " --help)" : "");
+        st = vt_fail(err, VT_ERR_INVALID, "%s: %s '%s'%s%s%s%s", p->name,
+                     a[0] != '-' || strcmp(a, "-") == 0 ? "unexpected argument" : "unknown option", a, hint,
+                     p->see_help ? " (see vt " : "", p->see_help ? p->name : "", p->see_help ? " --help)" : "");
+        break;
     }
-    if (c) {
-        parsed_options = c->opt;
-        have_parsed_options = true;
-    }
-    return VT_OK;
+    free(text);
+    if (st == VT_OK && c) error_options = &c->opt;
+    return st;
 }
 
 /* path names a readable file: a regular one, or with pipes a pipe too. */
@@ -604,14 +574,14 @@ int vt_cli_error(const vt_error *err) {
             fprintf(stderr, "%s%s is %s", named++ ? ", " : " [flags: ", knobs[k].key, knobs[k].flag);
     if (named) fputc(']', stderr);
     /* and where each was set, when not by a flag: an ini line or a variable */
-    for (size_t k = 0; have_parsed_options && k < sizeof knobs / sizeof *knobs; k++) {
-        const char *source = vt_options_source(&parsed_options, knobs[k].key);
+    for (size_t k = 0; error_options && k < sizeof knobs / sizeof *knobs; k++) {
+        const char *source = vt_options_source(error_options, knobs[k].key);
         char value[128];
         if (!names_key(msg, knobs[k].key) || !source || !strcmp(source, "default") || !strcmp(source, "cli") ||
-            vt_options_value(&parsed_options, knobs[k].key, value, sizeof value, NULL) != VT_OK)
+            vt_options_value(error_options, knobs[k].key, value, sizeof value, NULL) != VT_OK)
             continue;
-        if (strncmp(source, "ini ", 4) == 0 && parsed_options.config_path[0]) /* "ini 4": a line of the file */
-            fprintf(stderr, " (%s = %s from %s:%s)", knobs[k].key, value, parsed_options.config_path, source + 4);
+        if (strncmp(source, "ini ", 4) == 0 && error_options->config_path[0]) /* "ini 4": a line of the file */
+            fprintf(stderr, " (%s = %s from %s:%s)", knobs[k].key, value, error_options->config_path, source + 4);
         else fprintf(stderr, " (%s = %s from %s)", knobs[k].key, value, source);
     }
     fputc('\n', stderr);

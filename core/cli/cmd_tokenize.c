@@ -82,7 +82,7 @@ static vt_arg_result tokenizer_flag(tokenizer_flags *f, int argc, char **argv, i
 }
 
 static void tokenize_help(FILE *f) {
-    fprintf(f, "usage: vt tokenize -m MODEL [--special] [--no-bos] [--ids | --json | --raw]\n"
+    fprintf(f, "usage: vt tokenize -m/--model MODEL [--special] [--no-bos] [--ids | --json | --raw]\n"
                "                   ([--] TEXT | -p TEXT | -f FILE)\n\n"
                "Tokenize TEXT (\"-\" reads stdin) with the model's vocabulary; -p/--prompt TEXT is the same as\n"
                "TEXT (as vt run takes it) and -f/--file FILE tokenizes the file's text: give one of the three.\n"
@@ -208,7 +208,7 @@ int vt_cmd_tokenize(int argc, char **argv) {
 }
 
 static void detokenize_help(FILE *f) {
-    fprintf(f, "usage: vt detokenize -m MODEL [--special] IDS\n\n"
+    fprintf(f, "usage: vt detokenize -m/--model MODEL [--special] IDS\n\n"
                "Write the exact bytes the comma-separated token IDS decode to (control tokens render as\n"
                "nothing unless --special), as llama.cpp's detokenizer does. No newline is added.\n");
 }

@@ -725,7 +725,10 @@ void vt_engine_seq_release(vt_engine *e, int32_t seq) {
 
 bool vt_engine_seq_truncate(vt_engine *e, int32_t seq, int64_t n) {
     if (seq < 0 || seq >= e->max_seqs || n < 0 || n > e->seqs[seq].n_tokens) return false;
-    if (seq == 0 && n < e->seqs[0].n_tokens) e->logits_rows = 0; /* the last eval's rows may be of tokens now gone */
+    if (n < e->seqs[seq].n_tokens) { /* the last eval's or step's rows may be of tokens now gone */
+        if (seq == 0) e->logits_rows = 0;
+        for (int32_t i = 0; i < e->max_seqs; i++) e->step_rows[i] = -1;
+    }
     return vt_kv_seq_truncate(e->kv, &e->seqs[seq], n);
 }
 

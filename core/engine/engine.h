@@ -108,9 +108,11 @@ int64_t vt_engine_seq_len(const vt_engine *e, int32_t seq);
 /* Forget sequence seq: its blocks return to the pool at once. */
 void vt_engine_seq_release(vt_engine *e, int32_t seq);
 /* Sequence seq keeps its first n tokens (0 <= n <= its length): the ones
- * after them are forgotten, blocks past them go back to the pool, and the
- * next tokens follow them (kv_cache.h). False, the sequence emptied, when a
- * block it shares must be copied and the pool has none for the copy. */
+ * after them are forgotten, blocks past them go back to the pool, the next
+ * tokens follow them (kv_cache.h), and the last eval's and step's logits
+ * are no longer read. False with nothing changed for a sequence or n out of
+ * range; false with the sequence emptied when a block it shares must be
+ * copied and the pool has none for the copy. */
 bool vt_engine_seq_truncate(vt_engine *e, int32_t seq, int64_t n);
 /* Sequence dst (empty) continues from where src is: a copy of its KV blocks,
  * so the two then diverge independently (a prompt computed once, sampled

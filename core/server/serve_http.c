@@ -755,15 +755,18 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
      * POST a "simple" request (text/plain, a form) with no preflight: it
      * cannot read the answer, but a server without a key would compute it.
      * So a POST from an origin --cors-origin does not allow is refused
-     * before anything runs. Clients that are not browsers send no Origin; a
-     * page served from this server's own host (a UI behind the same proxy)
-     * names that host, which the Host header names too. */
+     * before anything runs. Clients that are not browsers send no Origin. A
+     * page served through the same proxy as the API (a web UI) is the
+     * proxy's own host, which the proxy names in X-Forwarded-Host; a page
+     * cannot send that header itself without a preflight. The Host header
+     * is no proof: a page whose name an attacker points at this machine
+     * (DNS rebinding) sends its own name in both. */
     if (strcmp(routes[found].method, "POST") == 0) {
         const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
-        const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Host");
+        const char *proxied = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-Host");
         const char *authority = origin ? strstr(origin, "://") : NULL;
-        const bool same_host = authority && host && strcasecmp(authority + 3, host) == 0;
-        if (origin && !same_host &&
+        const bool via_proxy = authority && proxied && strcasecmp(authority + 3, proxied) == 0;
+        if (origin && !via_proxy &&
             !(s->cors_origin && (strcmp(s->cors_origin, "*") == 0 || strcmp(s->cors_origin, origin) == 0)))
             return fail(c, rq, 403, "permission_error", NULL,
                         "a page of origin '%.200s' may not use this server from a browser (start vt serve with "

@@ -13,7 +13,7 @@
 /* 499: the client left before its answer was complete (nginx's code; logged,
  * never sent); 408: the client stopped sending its request; 415: a body in a
  * Content-Encoding vt does not decode. Anything else counts as "other". */
-static const int counted_statuses[VT_SERVE_STATUS_SLOTS] = {200, 400, 401, 404, 405, 408, 413, 415, 499, 500, 501, 503};
+static const int counted_statuses[VT_SERVE_STATUS_SLOTS] = {200, 400, 401, 403, 404, 405, 408, 413, 415, 499, 500, 501, 503};
 static const double ttft_bounds[VT_SERVE_HIST_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 static const double itl_bounds[VT_SERVE_HIST_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                          0.1,   0.25,   0.5,   1,    2.5,   5};

@@ -14,7 +14,7 @@
 
 #define VT_SERVE_HIST_BUCKETS 12
 /* HTTP statuses counted one by one; anything else goes to "other". */
-#define VT_SERVE_STATUS_SLOTS 12
+#define VT_SERVE_STATUS_SLOTS 13
 
 typedef struct vt_serve_histogram {
     const double *bounds; /* VT_SERVE_HIST_BUCKETS upper bounds, seconds */
