@@ -240,6 +240,14 @@ def main():
         if not check(len(keys_a) >= 3 and keys_b and keys_c, "keys do not spread: " + spread):
             return report(tmp)
 
+        # 1b. A web page: one served through this proxy (its Origin names the host the proxy was
+        # reached at, which the config passes on as X-Forwarded-Host) may POST; another origin's
+        # page may not, though it needs no preflight for a plain-text POST.
+        body = {"prompt": "Once upon a time", "max_tokens": 1, "temperature": 0}
+        for origin, want in (("http://127.0.0.1:%d" % pn, 200), ("https://elsewhere.example", 403)):
+            status, _, text = request(pn, "POST", "/v1/completions", body, {"Origin": origin})
+            check(status == want, "a page of %s through the proxy: %s %s" % (origin, status, text[:200]))
+
         # 2. Hold A's engine, stream to A until a forward is held, keep B busy.
         reached = hold(gate)
         streams = [None] * 2
