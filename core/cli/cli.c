@@ -343,9 +343,9 @@ static void did_you_mean(const vt_cli_parser *p, bool engine, const char *typed,
         return;
     }
     if (vt_cli_nearest_option(typed, text, nearest, sizeof nearest)) {
-        /* the option itself with "=value": one that takes a value was
-         * split from it before parsing (split_option_values), so this one
-         * takes none ("--json=1") */
+        /* the option itself with "=value": one that takes a value had it
+         * taken apart in its place (joined_value), so this one takes none
+         * ("--json=1") */
         const size_t n = strcspn(typed, "=");
         if (strlen(nearest) == n && strncmp(nearest, typed, n) == 0)
             snprintf(out, size, "; %s takes no value", nearest);
