@@ -758,6 +758,37 @@ static void test_option_equals_value(void) {
     result_free(&r);
 }
 
+/* Every option a command's --help shows with a value ("--port N") takes it
+ * joined by '=' too: given as --opt=1 before --help (which stops the
+ * parse there, so nothing runs), none is an unknown option: each such
+ * option has a handler, and the joined form reaches it. */
+static void test_every_value_option_takes_it_joined(void) {
+    static const char *const commands[] = {"run",  "chat",      "serve",      "bench", "compare", "eval", "backends",
+                                            "tokenize", "detokenize", "synth", "info", "config"};
+    int checked = 0;
+    for (size_t c = 0; c < sizeof commands / sizeof *commands; c++) {
+        result help = run("", "%s --help", commands[c]);
+        CU_ASSERT_EQUAL(help.rc, 0);
+        /* "--name X..." with X a capital: the option takes a value */
+        for (const char *at = strstr(help.out, "--"); at; at = strstr(at + 2, "--")) {
+            const char *name = at + 2;
+            size_t n = strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-");
+            const bool starts = at == help.out || strchr(" \t\n([|,/`", at[-1]);
+            if (!starts || n == 0 || name[0] < 'a' || name[0] > 'z' || name[n] != ' ' || name[n + 1] < 'A' ||
+                name[n + 1] > 'Z')
+                continue;
+            result r = run("", "%s --%.*s=1 --help", commands[c], (int)n, name);
+            CU_ASSERT(!strstr(r.err, "unknown option"));
+            if (strstr(r.err, "unknown option")) printf("\n  vt %s --%.*s=1: %s", commands[c], (int)n, name, r.err);
+            checked++;
+            result_free(&r);
+        }
+        result_free(&help);
+    }
+    CU_ASSERT(checked >= 60); /* the helps show that many options with values; fewer means the scan broke */
+    if (checked < 60) printf("\n  only %d options with values found in the helps", checked);
+}
+
 /* A mistyped command is named as what was likely meant; `vt help` and
  * `vt help COMMAND` print the usage and the command's help (exit 0). */
 static void test_mistyped_command_and_help(void) {
@@ -961,6 +992,7 @@ int main(void) {
         {"vt backends judges backend options as a run does", test_backends_judges_backend_options},
         {"a mistyped --option is named as what was meant, when one is close", test_mistyped_option_is_named},
         {"--option=value is --option value for every option that takes one", test_option_equals_value},
+        {"every option a help shows with a value takes it joined by '='", test_every_value_option_takes_it_joined},
         {"a mistyped command is named; vt help [COMMAND]", test_mistyped_command_and_help},
         {"--help lists what applies; --special in bench is refused", test_help_lists_what_applies},
         {"vt run: --stop as the server's stop, the penalties, their ranges", test_run_stop_and_penalties},
