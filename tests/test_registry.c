@@ -20,13 +20,21 @@
 static vt_threadpool *pool;
 static const vt_host *host;
 
-/* A folder holding text files named like backends. */
+/* A folder holding text files named like backends, and a real plugin cut
+ * short (a copy that did not finish: dlopen would map it and the process
+ * die of SIGBUS touching a page past its end). */
 static const char *junk_dir(void) {
     static char dir[512];
     if (dir[0]) return dir;
     vt_test_tmpfile(dir, sizeof dir, "junk");
     mkdir(dir, 0755);
-    char path[600];
+    char path[600], good[600];
+    snprintf(good, sizeof good, "%s/libvt-backend-good_minimal.so", VT_TEST_PLUGIN_DIR);
+    size_t good_size = 0;
+    free(vt_test_read_file(good, &good_size));
+    snprintf(path, sizeof path, "junk/libvt-backend-cut_short.so");
+    char cut[700];
+    vt_test_write_cut_file(cut, sizeof cut, path, good, good_size / 2);
     snprintf(path, sizeof path, "%s/libvt-backend-garbage.so", dir);
     FILE *f = fopen(path, "w");
     if (f) {
@@ -97,6 +105,7 @@ typedef struct refusal_case {
 
 static const refusal_case refusals[] = {
     {"garbage", "not a loadable shared object: "},
+    {"cut_short", "not a loadable shared object: the file is cut short: "},
     {"bad_noentry", "no vt_backend_entry symbol"},
     {"bad_probe_zero", "probe says this machine cannot run it: needs the imaginary XYZ-512 instructions"},
     {"bad_null_table", "vt_backend_entry returned NULL"},
@@ -160,7 +169,7 @@ static void test_check_file_matches_registry(void) {
     vt_error err;
     for (size_t i = 0; i < sizeof refusals / sizeof refusals[0]; i++) {
         const refusal_case *c = &refusals[i];
-        bool junk = strcmp(c->name, "garbage") == 0 || strcmp(c->name, "Bad.Name") == 0;
+        bool junk = strcmp(c->name, "garbage") == 0 || strcmp(c->name, "Bad.Name") == 0 || strcmp(c->name, "cut_short") == 0;
         snprintf(path, sizeof path, "%s/libvt-backend-%s.so", junk ? junk_dir() : VT_TEST_PLUGIN_DIR, c->name);
         vt_error_clear(&err);
         CU_ASSERT_EQUAL(vt_registry_check_file(host, path, NULL, &e, &err), VT_ERR_BACKEND);

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "elf_check.h"
 #include "host.h"
 
 #define FILE_PREFIX "libvt-backend-"
@@ -196,6 +197,11 @@ static void load_file(const vt_host *host, const vt_backend_config *config, cons
     format_into(e->name, sizeof e->name, "%s", name);
     format_into(e->path, sizeof e->path, "%s", path);
 
+    char cut[256];
+    if (!vt_elf_fits_file(path, cut, sizeof cut)) { /* dlopen would map it and SIGBUS past its end */
+        refuse(e, "not a loadable shared object: %s", cut);
+        return;
+    }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL); /* never closed: see vt_backend.h */
     if (!lib) {
         const char *why = dlerror();
