@@ -519,6 +519,18 @@ static void test_config_names_the_file_and_serve_default(void) {
     CU_ASSERT(has(r.out, "server.model_alias           = m            (cli)\n"));
     CU_ASSERT(has(r.out, "server.chat_template         = chatml       (cli)\n"));
     result_free(&r);
+    /* a template named on the command line replaces a template file the
+     * ini sets (command line over ini), as vt serve takes it */
+    char template_ini[1024];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(template_ini, sizeof template_ini, "template-file.ini",
+                                                       "[server]\nchat_template_file = /nonexistent.jinja\n"));
+    r = run("", "serve -m '%s' --config '%s' --chat-template chatml --dry-run", model, template_ini);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(has(r.err, "chat template chatml (built in)"));
+    result_free(&r);
+    r = run("", "config --config '%s' --chat-template chatml", template_ini);
+    CU_ASSERT(has(r.out, "server.chat_template_file    =              (cli)\n"));
+    result_free(&r);
     r = run("", "config --port 70000");
     CU_ASSERT_EQUAL(r.rc, 2);
     CU_ASSERT(has(r.err, "--port: server.port = 70000"));

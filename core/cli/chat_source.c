@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "serve_options.h"
 #if VT_HAVE_SERVE
 #include <jansson.h>
 
@@ -125,4 +126,24 @@ void vt_chat_source_free(vt_chat_source *c) {
     c->jinja = NULL;
     free(c->text);
     c->text = NULL;
+}
+
+/* A source's precedence: the command line over the environment over the
+ * ini file over the default. */
+static int source_rank(const char *source) {
+    if (!source) return 0;
+    if (strcmp(source, "cli") == 0) return 3;
+    if (strncmp(source, "env", 3) == 0) return 2;
+    if (strncmp(source, "ini", 3) == 0) return 1;
+    return 0;
+}
+
+void vt_chat_template_settle(vt_options *opt) {
+    const vt_serve_options *so = vt_serve_options_of(opt);
+    if (!so->chat_template[0] || !so->chat_template_file[0]) return;
+    const char *named = vt_options_source(opt, "server.chat_template"),
+               *file = vt_options_source(opt, "server.chat_template_file");
+    const int rn = source_rank(named), rf = source_rank(file);
+    if (rn > rf) vt_options_set(opt, "server.chat_template_file", "", named, NULL);
+    else if (rf > rn) vt_options_set(opt, "server.chat_template", "", file, NULL);
 }

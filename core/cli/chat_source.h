@@ -12,6 +12,7 @@
 #include "chat_template.h"
 #include "jinja.h"
 #include "error.h"
+#include "options.h"
 
 typedef struct vt_chat_source {
     bool have;                /* false: no template at all (the model has none, none was given) */
@@ -38,5 +39,11 @@ typedef struct vt_chat_source {
 vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char *file, const char *model_template,
                               const char *model_path, vt_error *err);
 void vt_chat_source_free(vt_chat_source *c);
+
+/* Of [server] chat_template and chat_template_file, one set at a higher
+ * rank (command line > environment > ini file) than the other replaces it,
+ * as any setting replaces a lower one's; both set at one rank stay, for
+ * vt_chat_source_open to refuse. */
+void vt_chat_template_settle(vt_options *opt);
 
 #endif

@@ -462,6 +462,8 @@ static vt_status given(const char *path, bool pipes, vt_error *err) {
 
 vt_status vt_cli_given_file(const char *path, vt_error *err) { return given(path, false, err); }
 
+vt_status vt_cli_given_stream(const char *path, vt_error *err) { return given(path, true, err); }
+
 vt_status vt_cli_require_model(const char *path, vt_error *err) {
     if (path && !path[0]) return vt_fail(err, VT_ERR_INVALID, "-m: the model's file name is empty");
     return path ? vt_cli_given_file(path, err) : vt_fail(err, VT_ERR_INVALID, "no model: pass -m FILE");
@@ -659,7 +661,7 @@ vt_status vt_cli_prompt_text(const vt_cli_prompt *p, char **owned, const char **
     *owned = NULL;
     if (p->file || (p->text && strcmp(p->text, "-") == 0)) {
         /* read as a stream to its end, so a pipe does too: -f <(command) */
-        if (p->file && given(p->file, true, err) != VT_OK) return vt_error_prefix(err, "-f ");
+        if (p->file && vt_cli_given_stream(p->file, err) != VT_OK) return vt_error_prefix(err, "-f ");
         FILE *f = p->file ? fopen(p->file, "rb") : stdin;
         if (!f) return vt_fail(err, VT_ERR_INVALID, "-f %s: cannot open: %s", p->file, strerror(errno));
         *owned = vt_cli_read_all(f, len);

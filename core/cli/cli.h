@@ -124,6 +124,9 @@ vt_status vt_cli_parse(const vt_cli_parser *p, vt_cli_common *c, void *opts, boo
 vt_status vt_cli_require_model(const char *path, vt_error *err);
 /* path names a readable regular file, else VT_ERR_INVALID naming it. */
 vt_status vt_cli_given_file(const char *path, vt_error *err);
+/* The same for a file read once to its end as a stream, which a pipe may
+ * be too (-f <(command)). */
+vt_status vt_cli_given_stream(const char *path, vt_error *err);
 
 /* compare, bench: every backend has been tried and a failed one reported in
  * its row; the first such failure becomes the command's error (when st, the

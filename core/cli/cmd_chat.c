@@ -100,7 +100,9 @@ static vt_status parse_chat(int argc, char **argv, chat_opts *o, vt_error *err) 
     static const vt_cli_parser parser = {
         .name = "chat", .see_help = true, .samples = true, .own = chat_arg, .help = help};
     *o = (chat_opts){0};
-    return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+    const vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+    if (st == VT_OK) vt_chat_template_settle(&o->c.opt);
+    return st;
 }
 
 static vt_status validate_chat(const chat_opts *o, vt_error *err) {

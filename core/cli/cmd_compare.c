@@ -642,7 +642,7 @@ static vt_status load_ppl_tokens(const vt_model *m, const char *file, int64_t wa
     if (!m->tokenizer)
         return vt_fail(err, VT_ERR_UNSUPPORTED, "--ppl: this model's tokenizer cannot be used (%s)",
                        m->tokenizer_error);
-    if (vt_cli_given_file(file, err) != VT_OK) return vt_error_prefix(err, "--ppl ");
+    if (vt_cli_given_stream(file, err) != VT_OK) return vt_error_prefix(err, "--ppl "); /* read once: a pipe too */
     FILE *f = fopen(file, "rb");
     if (!f) return vt_fail(err, VT_ERR_INVALID, "--ppl %s: cannot open: %s", file, strerror(errno));
     size_t cap = 1 << 16, len = 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat_source.h"
 #include "cli.h"
 #include "host.h"
 #include "registry.h"
@@ -15,7 +16,7 @@ static void help(FILE *f) {
     fprintf(f, "usage: vt config [--config FILE] [any engine or sampling flag] [vt serve's --host HOST,\n"
                "                 --port N, --chat-template NAME, --chat-template-file FILE, --model-alias NAME,\n"
                "                 --body-limit BYTES, --timeout SECONDS, --shutdown-grace SECONDS,\n"
-               "                 --cors-origin ORIGIN]\n\n"
+               "                 --cors-origin ORIGIN, --parallel N]\n\n"
                "Print every knob's value and its source after resolving command line > environment >\n"
                "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
                "and a backend, fallback, backend option or token budget a run would refuse is refused here\n"
@@ -44,7 +45,9 @@ static vt_arg_result config_arg(void *opts, int argc, char **argv, int *i, vt_er
 
 static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {.name = "config", .samples = true, .own = config_arg, .help = help};
-    return vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+    const vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
+    if (st == VT_OK) vt_chat_template_settle(&o->c.opt); /* as vt serve and vt chat settle them */
+    return st;
 }
 
 /* Which backend and fallback a run with these options would take, from the

@@ -81,19 +81,12 @@ typedef struct serve_opts {
 /* The source recorded for serve's own defaults (runtime.max_seqs 4). */
 #define SERVE_DEFAULT "vt serve's default"
 
-/* vt serve's flags are [server] knobs (ini, `vt config`: vt_serve_option_of_flag)
- * set as the command line's, and llama-server's names for runtime.max_seqs. */
-static const char *setting_of_flag(const char *flag) {
-    if (strcmp(flag, "--parallel") == 0 || strcmp(flag, "-np") == 0) return "runtime.max_seqs";
-    return vt_serve_option_of_flag(flag);
-}
-
 static vt_arg_result serve_arg(void *opts, int argc, char **argv, int *i, vt_error *err) {
     serve_opts *o = opts;
     const char *a = argv[*i];
     if (strcmp(a, "--api-key") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key, err);
     if (strcmp(a, "--api-key-file") == 0) return vt_cli_text_arg(argc, argv, i, &o->api_key_file, err);
-    const char *key = setting_of_flag(a);
+    const char *key = vt_serve_option_of_flag(a);
     return key ? vt_cli_setting_arg(&o->c.opt, key, argc, argv, i, err) : VT_ARG_NOT_MINE;
 }
 
@@ -123,6 +116,7 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
     *o = (serve_opts){0};
     vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
     if (st != VT_OK || o->help) return st;
+    vt_chat_template_settle(&o->c.opt);
     if (o->api_key && o->api_key_file)
         return vt_fail(err, VT_ERR_INVALID, "--api-key and --api-key-file: give one of them");
     /* An empty key, given or set, is refused rather than read as "no key":

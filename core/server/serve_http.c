@@ -767,11 +767,18 @@ static enum MHD_Result refuse_by_head(struct MHD_Connection *c, request_ctx *rq,
         const char *authority = origin ? strstr(origin, "://") : NULL;
         const bool via_proxy = authority && proxied && strcasecmp(authority + 3, proxied) == 0;
         if (origin && !via_proxy &&
-            !(s->cors_origin && (strcmp(s->cors_origin, "*") == 0 || strcmp(s->cors_origin, origin) == 0)))
-            return fail(c, rq, 403, "permission_error", NULL,
-                        "a page of origin '%.200s' may not use this server from a browser (start vt serve with "
-                        "--cors-origin to allow it)",
-                        origin);
+            !(s->cors_origin && (strcmp(s->cors_origin, "*") == 0 || strcmp(s->cors_origin, origin) == 0))) {
+            char allowed[320];
+            snprintf(allowed, sizeof allowed, "%.200s", s->cors_origin ? s->cors_origin : "");
+            vt_serve_error err;
+            vt_serve_fail(&err, 403, "permission_error", NULL,
+                          s->cors_origin ? "a page of origin '%.200s' may not use this server from a browser "
+                                           "(--cors-origin allows pages of %s only)"
+                                         : "a page of origin '%.200s' may not use this server from a browser "
+                                           "(start vt serve with --cors-origin to allow it)%s",
+                          origin, allowed);
+            return send_error(c, rq, &err);
+        }
     }
     if (found != ROUTE_HEALTH && found != ROUTE_METRICS && !authorized(c, s)) {
         vt_serve_error err;

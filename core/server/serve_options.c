@@ -170,6 +170,9 @@ const char *vt_serve_option_of_flag(const char *flag) {
         {"--timeout", "server.timeout"},
         {"--shutdown-grace", "server.shutdown_grace"},
         {"--cors-origin", "server.cors_origin"},
+        /* llama-server's names for the sequences a step runs */
+        {"--parallel", "runtime.max_seqs"},
+        {"-np", "runtime.max_seqs"},
     };
     for (size_t k = 0; flag && k < sizeof flags / sizeof *flags; k++)
         if (strcmp(flag, flags[k].flag) == 0) return flags[k].key;

@@ -32,9 +32,10 @@ vt_status vt_serve_options_declare(vt_error *err);
 /* o's [server] values; the layer must have been declared. */
 const vt_serve_options *vt_serve_options_of(const vt_options *o);
 
-/* The [server] knob a vt serve flag sets ("--port": "server.port"), or NULL:
- * vt serve sets them from its command line, vt config shows what they
- * resolve to. */
+/* The knob a flag of vt serve's own sets ("--port": "server.port"; its
+ * llama-server names --parallel and -np: "runtime.max_seqs"), or NULL: vt
+ * serve sets them from its command line, vt config shows what they resolve
+ * to. */
 const char *vt_serve_option_of_flag(const char *flag);
 
 #endif
