@@ -612,6 +612,7 @@ static void test_bench_depth(void) {
             CU_ASSERT_FATAL(test && test->type == JSON_STRING);
             CU_ASSERT_STRING_EQUAL(test->str, i ? "tg3 @ d20" : "pp4 @ d20");
             CU_ASSERT_EQUAL(num(r, "n_tokens"), seqs[k] * (i ? 3 : 4)); /* the depth is not counted */
+            CU_ASSERT_EQUAL(num(r, "n_depth"), 20);                      /* but said, as a number */
             CU_ASSERT(num(r, "tok_s_median") > 0);
         }
         const json_value *tg = &results->items[1];
@@ -722,9 +723,11 @@ static void test_bench_csv(void) {
         if (lines == 0) {
             header_fields = fields;
             CU_ASSERT(strncmp(line, "model,backend,test,", 19) == 0);
+            CU_ASSERT(strlen(line) > 8 && strcmp(line + strlen(line) - 8, ",n_depth") == 0); /* the last column */
         } else {
             CU_ASSERT_EQUAL(fields, header_fields);
             CU_ASSERT_PTR_NOT_NULL(strstr(line, lines == 1 ? ",reference,pp8,8," : ",reference,tg2,2,"));
+            CU_ASSERT(strlen(line) > 2 && strcmp(line + strlen(line) - 2, ",0") == 0); /* no -d: depth 0 */
         }
     }
     CU_ASSERT_EQUAL(lines, 3);

@@ -504,8 +504,9 @@ static void print_json(const bench_job *job, const char *path, const bench_resul
         }
         printf(", \"isa\": ");
         vt_json_string(stdout, r->isa);
-        printf(", \"test\": \"%s\", \"n_seqs\": %d, \"n_tokens\": %lld, \"tok_s_median\": ", r->test, r->n_seqs,
-               (long long)r->n_tokens);
+        /* n_depth: -d's tokens held before the test, as llama-bench's field */
+        printf(", \"test\": \"%s\", \"n_seqs\": %d, \"n_tokens\": %lld, \"n_depth\": %lld, \"tok_s_median\": ", r->test,
+               r->n_seqs, (long long)r->n_tokens, (long long)job->depth);
         vt_json_number(stdout, r->median);
         if (job->parallel && r->is_tg) {
             printf(", \"tok_s_per_seq_median\": ");
@@ -561,7 +562,7 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
                       double bw) {
     printf("model,backend,test,n_tokens,threads,kv_cache_dtype,tok_s_median,tok_s_stdev,gb_s,fraction_of_limit,"
            "model_bytes,params,bytes_per_token,bandwidth_gb_s,error,n_seqs,tok_s_per_seq_median,tok_s_ratio_to_first,cpu,cores,"
-           "isa\n");
+           "isa,n_depth\n");
     for (int i = 0; i < n; i++) {
         const bench_result *r = &res[i];
         csv_string(path);
@@ -587,7 +588,7 @@ static void print_csv(const bench_job *job, const char *path, const bench_result
         csv_string(job->machine.cpu);
         printf(",%d,", job->machine.cores);
         csv_string(r->isa);
-        putchar('\n');
+        printf(",%lld\n", (long long)job->depth);
     }
 }
 
