@@ -528,6 +528,13 @@ static void test_config_names_the_file_and_serve_default(void) {
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(has(r.err, "chat template chatml (built in)"));
     result_free(&r);
+    /* alone, its refusal names the ini line that set it */
+    r = run("", "serve -m '%s' --config '%s' --dry-run", model, template_ini);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    char set_in[1200];
+    snprintf(set_in, sizeof set_in, "(server.chat_template_file set in %s:2): cannot read", template_ini);
+    CU_ASSERT(has(r.err, set_in));
+    result_free(&r);
     r = run("", "config --config '%s' --chat-template chatml", template_ini);
     CU_ASSERT(has(r.out, "server.chat_template_file    =              (cli)\n"));
     result_free(&r);

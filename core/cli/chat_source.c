@@ -58,12 +58,30 @@ static char *read_text_file(const char *path, size_t *len) {
     return buf;
 }
 
-vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char *file, const char *model_template,
+/* Where [server] setting key was set, for a message about it: "" on the
+ * command line (the flag names it) or by default, else " (set in FILE:LINE)"
+ * or " (set by env VAR)". */
+static const char *set_where(const vt_options *opt, const char *key, char *buf, size_t size) {
+    const char *source = vt_options_source(opt, key);
+    buf[0] = '\0';
+    if (!source || !strcmp(source, "cli") || !strcmp(source, "default")) return buf;
+    if (!strncmp(source, "ini ", 4) && opt->config_path[0])
+        snprintf(buf, size, " (server.%s set in %s:%s)", key + strlen("server."), opt->config_path, source + 4);
+    else snprintf(buf, size, " (server.%s set by %s)", key + strlen("server."), source);
+    return buf;
+}
+
+vt_status vt_chat_source_open(vt_chat_source *c, const vt_options *opt, const char *model_template,
                               const char *model_path, vt_error *err) {
-    char msg[512];
+    char msg[512], forced_where[1200], file_where[1200];
     memset(c, 0, sizeof *c);
+    const vt_serve_options *so = vt_serve_options_of(opt);
+    const char *forced = so->chat_template, *file = so->chat_template_file;
+    set_where(opt, "server.chat_template", forced_where, sizeof forced_where);
+    set_where(opt, "server.chat_template_file", file_where, sizeof file_where);
     if (forced[0] && file[0])
-        return vt_fail(err, VT_ERR_INVALID, "--chat-template and --chat-template-file: give one of them");
+        return vt_fail(err, VT_ERR_INVALID, "--chat-template%s and --chat-template-file%s: give one of them",
+                       forced_where, file_where);
     /* the vocabulary's BOS and EOS text: a Jinja template writes them, and
      * a built-in family's rendering is shown with the BOS its tokenizing adds */
     vt_gguf *g = NULL;
@@ -74,7 +92,7 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
     if (g) vt_gguf_close(g);
     if (forced[0]) {
         if (!vt_chat_family_by_name(forced, &c->family, msg, sizeof msg))
-            return vt_fail(err, VT_ERR_INVALID, "--chat-template: %s", msg);
+            return vt_fail(err, VT_ERR_INVALID, "--chat-template%s: %s", forced_where, msg);
         c->have = c->family_known = true;
         snprintf(c->name, sizeof c->name, "%s (built in)", forced);
         return VT_OK;
@@ -85,8 +103,8 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
     if (file[0]) {
         errno = 0;
         if (!(owned = read_text_file(file, &len)))
-            return vt_fail(err, errno ? VT_ERR_INVALID : VT_ERR_NOMEM, "--chat-template-file %s: cannot read: %s", file,
-                           errno ? strerror(errno) : "out of memory");
+            return vt_fail(err, errno ? VT_ERR_INVALID : VT_ERR_NOMEM, "--chat-template-file %s%s: cannot read: %s", file,
+                           file_where, errno ? strerror(errno) : "out of memory");
         text = owned;
     } else {
         if (!model_template) return VT_OK;
@@ -97,7 +115,7 @@ vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char 
     c->family_known = vt_chat_detect(text, &c->family, NULL, 0);
     c->text = owned ? owned : strdup(text);
     if (!c->jinja)
-        return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s: %s", file, msg)
+        return file[0] ? vt_fail(err, VT_ERR_INVALID, "--chat-template-file %s%s: %s", file, file_where, msg)
                        : vt_fail(err, VT_ERR_UNSUPPORTED,
                                  "the model's chat template (tokenizer.chat_template): %s; start with "
                                  "--chat-template chatml|llama2|llama3|mistral or --chat-template-file PATH",

@@ -31,12 +31,14 @@ typedef struct vt_chat_source {
     char one_message_error[512];
 } vt_chat_source;
 
-/* forced: --chat-template's value ("" for none); file: --chat-template-file's
- * ("" for none); model_template: the model's tokenizer.chat_template (NULL
- * when it has none); model_path: the GGUF, read for the BOS and EOS texts a
- * Jinja template may write. With neither flag nor model template, c->have
- * is false and the call succeeds: what that means is the caller's call. */
-vt_status vt_chat_source_open(vt_chat_source *c, const char *forced, const char *file, const char *model_template,
+/* opt's [server] chat_template (a built-in family's name, "" for none) and
+ * chat_template_file (a Jinja file, "" for none), a refusal of either naming
+ * where it was set when not on the command line; model_template: the
+ * model's tokenizer.chat_template (NULL when it has none); model_path: the
+ * GGUF, read for the BOS and EOS texts a Jinja template may write. With
+ * neither setting nor model template, c->have is false and the call
+ * succeeds: what that means is the caller's call. */
+vt_status vt_chat_source_open(vt_chat_source *c, const vt_options *opt, const char *model_template,
                               const char *model_path, vt_error *err);
 void vt_chat_source_free(vt_chat_source *c);
 

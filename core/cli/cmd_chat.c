@@ -528,7 +528,7 @@ static vt_status open_template(const chat_opts *o, vt_chat_source *src, vt_error
     vt_gguf_close(g);
     if (has_template && !jinja) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
-    st = vt_chat_source_open(src, so->chat_template, so->chat_template_file, jinja, o->c.model_path, err);
+    st = vt_chat_source_open(src, &o->c.opt, jinja, o->c.model_path, err);
     free(jinja);
     /* a chat here has no chat_template_kwargs to give what it is missing */
     if (st == VT_OK && src->one_message_error[0])

@@ -292,9 +292,8 @@ static char *render_chat(void *user, const vt_serve_request *req, bool *add_bos,
  * or the model's own template; c->have false when the model has none (chat
  * answers 400). */
 static vt_status chat_setup(const serve_opts *o, vt_batch *b, vt_chat_source *c, vt_error *err) {
-    const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
-    return vt_chat_source_open(c, so->chat_template, so->chat_template_file,
-                               vt_batch_meta_string(b, "tokenizer.chat_template"), o->c.model_path, err);
+    return vt_chat_source_open(c, &o->c.opt, vt_batch_meta_string(b, "tokenizer.chat_template"), o->c.model_path,
+                               err);
 }
 
 /* A template that fails on a chat of one user message may still serve
@@ -442,11 +441,10 @@ static bool given_template(const serve_opts *o) {
 }
 
 static vt_status check_given_template(const serve_opts *o, vt_error *err) {
-    const vt_serve_options *so = vt_serve_options_of(&o->c.opt);
     if (!given_template(o)) return VT_OK;
     vt_chat_source given;
     const vt_status st =
-        vt_chat_source_open(&given, so->chat_template, so->chat_template_file, NULL, o->c.model_path, err);
+        vt_chat_source_open(&given, &o->c.opt, NULL, o->c.model_path, err);
     if (st == VT_OK) warn_one_message(&given);
     vt_chat_source_free(&given);
     return st;
