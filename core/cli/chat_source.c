@@ -63,11 +63,11 @@ static char *read_text_file(const char *path, size_t *len) {
  * or " (set by env VAR)". */
 static const char *set_where(const vt_options *opt, const char *key, char *buf, size_t size) {
     const char *source = vt_options_source(opt, key);
+    char where[VT_SOURCE_SIZE + sizeof opt->config_path];
     buf[0] = '\0';
-    if (!source || !strcmp(source, "cli") || !strcmp(source, "default")) return buf;
-    if (!strncmp(source, "ini ", 4) && opt->config_path[0])
-        snprintf(buf, size, " (server.%s set in %s:%s)", key + strlen("server."), opt->config_path, source + 4);
-    else snprintf(buf, size, " (server.%s set by %s)", key + strlen("server."), source);
+    if (vt_options_source_rank(source) == 3 || vt_options_source_rank(source) == 0) return buf; /* cli, default */
+    snprintf(buf, size, " (%s set %s %s)", key, vt_options_source_rank(source) == 1 ? "in" : "by",
+             vt_options_where(opt, source, where, sizeof where));
     return buf;
 }
 
@@ -146,22 +146,12 @@ void vt_chat_source_free(vt_chat_source *c) {
     c->text = NULL;
 }
 
-/* A source's precedence: the command line over the environment over the
- * ini file over the default. */
-static int source_rank(const char *source) {
-    if (!source) return 0;
-    if (strcmp(source, "cli") == 0) return 3;
-    if (strncmp(source, "env", 3) == 0) return 2;
-    if (strncmp(source, "ini", 3) == 0) return 1;
-    return 0;
-}
-
 void vt_chat_template_settle(vt_options *opt) {
     const vt_serve_options *so = vt_serve_options_of(opt);
     if (!so->chat_template[0] || !so->chat_template_file[0]) return;
     const char *named = vt_options_source(opt, "server.chat_template"),
                *file = vt_options_source(opt, "server.chat_template_file");
-    const int rn = source_rank(named), rf = source_rank(file);
+    const int rn = vt_options_source_rank(named), rf = vt_options_source_rank(file);
     if (rn > rf) vt_options_set(opt, "server.chat_template_file", "", named, NULL);
     else if (rf > rn) vt_options_set(opt, "server.chat_template", "", file, NULL);
 }

@@ -582,9 +582,9 @@ int vt_cli_error(const vt_error *err) {
         if (!names_key(msg, knobs[k].key) || !source || !strcmp(source, "default") || !strcmp(source, "cli") ||
             vt_options_value(error_options, knobs[k].key, value, sizeof value, NULL) != VT_OK)
             continue;
-        if (strncmp(source, "ini ", 4) == 0 && error_options->config_path[0]) /* "ini 4": a line of the file */
-            fprintf(stderr, " (%s = %s from %s:%s)", knobs[k].key, value, error_options->config_path, source + 4);
-        else fprintf(stderr, " (%s = %s from %s)", knobs[k].key, value, source);
+        char where[VT_SOURCE_SIZE + sizeof error_options->config_path];
+        fprintf(stderr, " (%s = %s from %s)", knobs[k].key, value,
+                vt_options_where(error_options, source, where, sizeof where));
     }
     fputc('\n', stderr);
     switch (err->code) {

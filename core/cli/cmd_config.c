@@ -78,7 +78,8 @@ static vt_status resolve_backends(const vt_options *opt, char *backend, char *fa
  * so each line says which file set it. */
 static const char *shown_source(const vt_options *opt, const char *source, char *buf, size_t size) {
     if (strncmp(source, "ini ", 4) != 0) return source;
-    snprintf(buf, size, "ini %s:%s", opt->config_path, source + 4);
+    char where[VT_SOURCE_SIZE + sizeof opt->config_path];
+    snprintf(buf, size, "ini %s", vt_options_where(opt, source, where, sizeof where));
     return buf;
 }
 

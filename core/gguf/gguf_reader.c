@@ -568,12 +568,16 @@ static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
         uint64_t size = g->size;
         bool inside = g->data_offset <= size && t->offset <= size - g->data_offset &&
                       t->nbytes <= size - g->data_offset - t->offset;
-        char cut[128] = "";
-        const uint64_t data_end = inside ? 0 : tensors_end(g);
-        if (!inside && data_end != UINT64_MAX && data_end > size)
-            snprintf(cut, sizeof cut, "; the tensors end at byte %llu, %llu bytes past the file's end: truncated?",
-                     (unsigned long long)data_end, (unsigned long long)(data_end - size));
+        if (!inside && g->listing && g->missing[0]) { /* a listing names its first missing tensor only */
+            t->data = NULL;
+            continue;
+        }
         if (!inside) {
+            char cut[128] = "";
+            const uint64_t data_end = tensors_end(g); /* a scan of every tensor: once, for the message */
+            if (data_end != UINT64_MAX && data_end > size)
+                snprintf(cut, sizeof cut, "; the tensors end at byte %llu, %llu bytes past the file's end: truncated?",
+                         (unsigned long long)data_end, (unsigned long long)(data_end - size));
             vt_error outside = {0};
             if (t->offset <= UINT64_MAX - g->data_offset)
                 vt_fail(&outside, VT_ERR_FORMAT,
@@ -587,7 +591,7 @@ static vt_status parse_tensors(vt_gguf *g, cursor *c, uint64_t n_tensors) {
                         "gguf: tensor '%s': data at offset %llu of the data section lies outside the file (size %zu)",
                         t->name, (unsigned long long)t->offset, g->size);
             if (!g->listing) return vt_fail(c->err, outside.code, "%s", outside.msg);
-            if (!g->missing[0]) snprintf(g->missing, sizeof g->missing, "%s", outside.msg);
+            snprintf(g->missing, sizeof g->missing, "%s", outside.msg);
             t->data = NULL;
             continue;
         }

@@ -578,6 +578,20 @@ const char *vt_options_source(const vt_options *o, const char *key) {
     return o->source[id][0] ? o->source[id] : "default";
 }
 
+const char *vt_options_where(const vt_options *o, const char *source, char *buf, size_t size) {
+    if (!source || strncmp(source, "ini ", 4) != 0 || !o->config_path[0]) return source;
+    snprintf(buf, size, "%s:%s", o->config_path, source + 4);
+    return buf;
+}
+
+int vt_options_source_rank(const char *source) {
+    if (!source) return 0;
+    if (strcmp(source, "cli") == 0) return 3;
+    if (strncmp(source, "env ", 4) == 0) return 2;
+    if (strncmp(source, "ini ", 4) == 0) return 1;
+    return 0;
+}
+
 const char *vt_options_key(int i) { return i >= 0 && i < key_count() ? key_of(i) : NULL; }
 
 int vt_options_key_count(void) { return key_count(); }

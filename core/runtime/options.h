@@ -140,6 +140,12 @@ const char *vt_options_backend_option_source(const vt_options *o, const char *na
 
 /* Source of a knob ("default" if never set); NULL for an unknown key. */
 const char *vt_options_source(const vt_options *o, const char *key);
+/* A source for a message: an ini line ("ini 4") as "FILE:4" of o's config
+ * file, any other as it is ("env VT_X", "cli"). */
+const char *vt_options_where(const vt_options *o, const char *source, char *buf, size_t size);
+/* A source's precedence: the command line (3) over the environment (2)
+ * over the ini file (1) over the default and anything else (0). */
+int vt_options_source_rank(const char *source);
 
 /* The i-th knob's ini name ("runtime.backend", ...), i in
  * 0..vt_options_key_count()-1: the library's in declaration order, then the
