@@ -720,6 +720,8 @@ static void test_mistyped_option_is_named(void) {
          * option's value joined by '=' */
         {"bench --json=1", "--json takes no value"},
         {"run -p=hi", "run: unknown option '-p=hi'; give -p its value as the next argument (-p hi)"},
+        {"serve -np=4", "serve: unknown option '-np=4'; give -np its value as the next argument (-np 4)"},
+        {"run -x=2", "run: unknown option '-x=2' (see vt run --help)"}, /* no such short option */
         /* a word cut short (the one option it begins), or run on past one */
         {"run --ctx 512", "run: unknown option '--ctx'; did you mean --ctx-size? (see vt run --help)"},
         /* two edits from --api-key, but the beginning of --api-key-file only */

@@ -330,13 +330,17 @@ static void did_you_mean(const vt_cli_parser *p, bool engine, const char *typed,
         free(text);
         return;
     }
-    /* "-p=16": a short option the help lists ("  -p, --prompt TEXT"), its
-     * value joined by '=' as only a long option's may be */
-    if (typed[0] == '-' && typed[1] != '-' && typed[1] && typed[2] == '=') {
-        char shortopt[3] = {'-', typed[1], '\0'};
-        for (const char *at = strstr(text, shortopt); at; at = strstr(at + 2, shortopt))
-            if ((at == text || at[-1] == ' ') && (at[2] == ',' || at[2] == ' ')) {
-                snprintf(out, size, "; give %s its value as the next argument (%s %s)", shortopt, shortopt, typed + 3);
+    /* "-p=16", "-np=4": a short option the help lists ("  -p, --prompt
+     * TEXT", "-np N"), its value joined by '=' as only a long option's may be */
+    const char *eq = strchr(typed, '=');
+    if (typed[0] == '-' && typed[1] != '-' && eq && eq > typed + 1 && (size_t)(eq - typed) < NEAREST_MAX) {
+        const size_t n = (size_t)(eq - typed);
+        char shortopt[NEAREST_MAX];
+        memcpy(shortopt, typed, n);
+        shortopt[n] = '\0';
+        for (const char *at = strstr(text, shortopt); at; at = strstr(at + n, shortopt))
+            if ((at == text || at[-1] == ' ' || at[-1] == '(') && (at[n] == ',' || at[n] == ' ' || at[n] == ')')) {
+                snprintf(out, size, "; give %s its value as the next argument (%s %s)", shortopt, shortopt, eq + 1);
                 break;
             }
         free(text);
