@@ -542,6 +542,17 @@ static void test_config_names_the_file_and_serve_default(void) {
     CU_ASSERT_EQUAL(r.rc, 2);
     CU_ASSERT(has(r.err, "--port: server.port = 70000"));
     result_free(&r);
+    /* template settings vt serve refuses before it opens the model are
+     * refused here with its messages: alone, the ini's unreadable file;
+     * both given on one command line */
+    r = run("", "config --config '%s'", template_ini);
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, set_in));
+    result_free(&r);
+    r = run("", "config --chat-template chatml --chat-template-file /nonexistent.jinja");
+    CU_ASSERT_EQUAL(r.rc, 2);
+    CU_ASSERT(has(r.err, "--chat-template and --chat-template-file: give one of them"));
+    result_free(&r);
 }
 
 /* vt config resolves "exactly as vt run would": what a run refuses it

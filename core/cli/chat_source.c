@@ -86,7 +86,7 @@ vt_status vt_chat_source_open(vt_chat_source *c, const vt_options *opt, const ch
      * a built-in family's rendering is shown with the BOS its tokenizing adds */
     vt_gguf *g = NULL;
     vt_error e = {0};
-    if (vt_gguf_open(model_path, &g, &e) != VT_OK) g = NULL;
+    if (!model_path || vt_gguf_open(model_path, &g, &e) != VT_OK) g = NULL;
     special_token(g, "tokenizer.ggml.bos_token_id", c->bos, sizeof c->bos);
     special_token(g, "tokenizer.ggml.eos_token_id", c->eos, sizeof c->eos);
     if (g) vt_gguf_close(g);
@@ -137,6 +137,13 @@ vt_status vt_chat_source_open(vt_chat_source *c, const vt_options *opt, const ch
     json_decref(one);
 #endif
     return VT_OK;
+}
+
+vt_status vt_chat_template_check(const vt_options *opt, vt_error *err) {
+    vt_chat_source c;
+    const vt_status st = vt_chat_source_open(&c, opt, NULL, NULL, err);
+    vt_chat_source_free(&c);
+    return st;
 }
 
 void vt_chat_source_free(vt_chat_source *c) {

@@ -35,12 +35,18 @@ typedef struct vt_chat_source {
  * chat_template_file (a Jinja file, "" for none), a refusal of either naming
  * where it was set when not on the command line; model_template: the
  * model's tokenizer.chat_template (NULL when it has none); model_path: the
- * GGUF, read for the BOS and EOS texts a Jinja template may write. With
+ * GGUF, read for the BOS and EOS texts a Jinja template may write (NULL:
+ * none, they render empty). With
  * neither setting nor model template, c->have is false and the call
  * succeeds: what that means is the caller's call. */
 vt_status vt_chat_source_open(vt_chat_source *c, const vt_options *opt, const char *model_template,
                               const char *model_path, vt_error *err);
 void vt_chat_source_free(vt_chat_source *c);
+
+/* What vt_chat_source_open would refuse of opt's template settings without
+ * a model: both given at one rank, a family name it does not know, a file
+ * it cannot read or parse (vt config's check, with the same messages). */
+vt_status vt_chat_template_check(const vt_options *opt, vt_error *err);
 
 /* Of [server] chat_template and chat_template_file, one set at a higher
  * rank (command line > environment > ini file) than the other replaces it,

@@ -19,10 +19,10 @@ static void help(FILE *f) {
                "                 --cors-origin ORIGIN, --parallel N]\n\n"
                "Print every knob's value and its source after resolving command line > environment >\n"
                "ini file > default, exactly as vt run would: backend options are listed as backend.NAME.key,\n"
-               "and a backend, fallback, backend option or token budget a run would refuse is refused here\n"
-               "with the same message and exit status (without a model: limits a model sets, such as a\n"
-               "token budget past its context, are checked when a run opens it). The last lines are what\n"
-               "only the environment sets:\n"
+               "and a backend, fallback, backend option or token budget a run would refuse, or a chat\n"
+               "template setting vt serve would, is refused here with the same message and exit status\n"
+               "(without a model: limits a model sets, such as a token budget past its context, are\n"
+               "checked when a run opens it). The last lines are what only the environment sets:\n"
                "VT_BACKEND_PATH (backend folders searched before backends.path), VT_LOG (the log level),\n"
                "and the plan check: VT_CHECK_PLAN=1 makes the first run of each plan re-offer every node,\n"
                "as executed, to its backend and fail naming a node it declines (default: on in Debug\n"
@@ -46,8 +46,9 @@ static vt_arg_result config_arg(void *opts, int argc, char **argv, int *i, vt_er
 static vt_status parse_config(int argc, char **argv, config_opts *o, vt_error *err) {
     static const vt_cli_parser parser = {.name = "config", .samples = true, .own = config_arg, .help = help};
     const vt_status st = vt_cli_parse(&parser, &o->c, o, &o->help, argc, argv, err);
-    if (st == VT_OK) vt_chat_template_settle(&o->c.opt); /* as vt serve and vt chat settle them */
-    return st;
+    if (st != VT_OK) return st;
+    vt_chat_template_settle(&o->c.opt); /* as vt serve and vt chat settle them */
+    return vt_chat_template_check(&o->c.opt, err);
 }
 
 /* Which backend and fallback a run with these options would take, from the
