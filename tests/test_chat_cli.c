@@ -199,6 +199,15 @@ static void test_system_message(void) {
     free_all(prompts, 2);
     free(out);
     free(err);
+    /* --system "" is none: the template writes no empty system turn */
+    const char *one = input_file("system-empty.txt", "hello there\n");
+    rc = vt_test_run_vt_checked(&out, &err, CHAT_ARGS " -n 4 --seed 7 --system '' --show-prompt < '%s'", one);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL_FATAL(read_prompts(err, prompts, 4), 1);
+    CU_ASSERT_STRING_EQUAL(prompts[0], "<|im_start|>user\nhello there<|im_end|>\n<|im_start|>assistant\n");
+    free_all(prompts, 1);
+    free(out);
+    free(err);
 }
 
 static void test_seeded_output_repeats(void) {

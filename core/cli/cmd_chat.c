@@ -43,7 +43,7 @@ static void help(FILE *f) {
                "      --chat-template NAME chatml, llama2, llama3 or mistral (built in) instead of the model's own template\n"
                "      --chat-template-file PATH  a Jinja chat template instead of the model's own\n"
                "                           (a model without a template needs one of the two)\n"
-               "      --system TEXT        the system message to start with\n"
+               "      --system TEXT        the system message to start with (\"\": none)\n"
                "      --stats              after each answer, a line on stderr: prompt tokens, those taken from\n"
                "                           the cache (earlier turns), tokens generated and their rate\n"
                "      --show-prompt        before each answer, the rendered conversation on stderr between\n"
@@ -688,7 +688,10 @@ static vt_status run_chat(chat_opts *o, vt_error *err) {
     /* the scheduler's settings as vt serve takes them (refused alike when out of range) */
     const vt_sched_options so = vt_sched_options_of(&o->c.opt);
     if (st == VT_OK) st = vt_sched_create(e, &so, &ch.sched, err);
-    if (st == VT_OK && o->system && !(ch.system = strdup(o->system))) st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
+    /* --system "" (a variable that came out empty, say) is no system message
+     * rather than an empty one the template writes out */
+    if (st == VT_OK && o->system && o->system[0] && !(ch.system = strdup(o->system)))
+        st = vt_fail(err, VT_ERR_NOMEM, "out of memory");
     if (st == VT_OK) {
         ch.e = e;
         ch.model = model;
