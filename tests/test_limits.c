@@ -15,7 +15,7 @@
 #include "hostile_models.h"
 #include "util.h"
 
-static char tiny[512], nobos[512], mismatch[512], bad_dtype[512], truncated[512], wide_kv[512];
+static char tiny[512], nobos[512], mismatch[512], bad_dtype[512], truncated[512], wide_kv[512], long_trained[512];
 
 static const char *const option_env_vars[] = {"VT_CONFIG", "VT_BACKEND", "VT_THREADS", "VT_CTX_SIZE",
                                               "VT_KV_CACHE_DTYPE", "VT_KV_CACHE_F32", "VT_FAIL_ALLOC_AT"};
@@ -32,13 +32,15 @@ static int make_models(void) {
     vt_test_tmpfile(bad_dtype, sizeof bad_dtype, "bad-dtype.gguf");
     vt_test_tmpfile(truncated, sizeof truncated, "truncated.gguf");
     vt_test_tmpfile(wide_kv, sizeof wide_kv, "wide-kv.gguf");
+    vt_test_tmpfile(long_trained, sizeof long_trained, "long-trained.gguf");
     /* wide_kv: one KV head of 8192 dims, 32 KiB of f32 per token per layer:
      * at the largest accepted -c (16 Mi tokens) one K store is 512 GiB. */
     if (hm_write_tiny(tiny, NULL, 0, &err) || hm_write_bpe_vocab(vocab, &err) ||
         hm_write_tiny(nobos, vocab, 0, &err) ||
         gmw_copy_with_u32(tiny, mismatch, "qwen3.attention.head_count", 2 * HM_N_HEAD, &err) ||
         gmw_copy_with_raw_dtype(tiny, bad_dtype, "blk.0.attn_k.weight", 99, &err) ||
-        gmw_copy_truncated(tiny, truncated, 20000, &err) || hm_write_tiny(wide_kv, NULL, 8192, &err)) {
+        gmw_copy_truncated(tiny, truncated, 20000, &err) || hm_write_tiny(wide_kv, NULL, 8192, &err) ||
+        gmw_copy_with_u32(tiny, long_trained, "qwen3.context_length", 40960, &err)) {
         fprintf(stderr, "test_limits: cannot write the models: %s\n", err.msg);
         return 1;
     }
@@ -105,6 +107,21 @@ static void test_context_full(void) {
     /* eval reports it the same way */
     r = vt("eval -m '%s' -c 16 --tokens %s --backend reference", tiny, forty_ids());
     EXPECT_ERROR(r, 3, "16");
+    free_result(&r);
+}
+
+/* A run cut short by the cache says what sized it: -c when given; else
+ * -c's default, and whether that cap (4096) is below what the model was
+ * trained on, so raising -c is worth it. */
+static void test_context_size_origin_named(void) {
+    result r = vt("run -m '%s' --tokens 5,6,7 -c 8 -n 10 --temp 0 --ids", tiny);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.err && strstr(r.err, "generating 5 tokens instead of 10: the KV cache holds 8 tokens (-c/--ctx-size 8)"));
+    free_result(&r);
+    r = vt("run -m '%s' --tokens 5,6,7 -n 5000 --temp 0 --ids", long_trained);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    CU_ASSERT(r.err && strstr(r.err, "generating 4093 tokens instead of 5000: the KV cache holds 4096 tokens "
+                                     "(-c/--ctx-size's default caps it at 4096; the model was trained on 40960 tokens)"));
     free_result(&r);
 }
 
@@ -261,6 +278,7 @@ static void test_endless_config_line(void) {
 int main(void) {
     CU_TestInfo tests[] = {
         {"-c 16 with a 40-token prompt: context full, exit 3", test_context_full},
+        {"a run cut short by the cache names what sized it", test_context_size_origin_named},
         {"a prompt filling the context: exit 3; one token less generates one", test_prompt_filling_the_context},
         {"zero-token prompt (-p '' without BOS, --tokens ''): exit 2", test_zero_token_prompt},
         {"-n 0 evaluates the prompt and exits 0", test_n_predict_zero},

@@ -98,6 +98,20 @@ static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model
     return st;
 }
 
+/* What sets the KV cache's size, for a message that it is too small:
+ * "-c 256" when given, else that the default took the smaller of the
+ * model's context and 4096, and how far -c may go before leaving what the
+ * model was trained on. */
+static const char *ctx_origin(const vt_options *opt, const vt_model *model, int64_t ctx, char *buf, size_t size) {
+    const int64_t trained = model->hp.n_ctx_train;
+    if (opt->ctx_size > 0) snprintf(buf, size, "-c/--ctx-size %lld", (long long)ctx);
+    else if (trained > ctx)
+        snprintf(buf, size, "-c/--ctx-size's default caps it at 4096; the model was trained on %lld tokens",
+                 (long long)trained);
+    else snprintf(buf, size, "-c/--ctx-size's default: the model's trained context");
+    return buf;
+}
+
 /* Load, then generate from the prompt (or only evaluate it with -n 0). */
 static vt_status run_run(run_opts *o, vt_error *err) {
     int64_t n_predict = o->gen.n_predict;
@@ -111,20 +125,23 @@ static vt_status run_run(run_opts *o, vt_error *err) {
     if (st == VT_OK) st = vt_cli_prompt_tokens_for(&o->c, model, &o->prompt, &tokens, &n_tokens, err);
     if (st == VT_OK && n_tokens == 0)
         st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens to evaluate (give -p TEXT or --tokens)");
+    char origin[160];
     if (st == VT_OK && (int64_t)n_tokens > vt_engine_ctx_size(e))
-        st = vt_fail(err, VT_ERR_CONTEXT_FULL,
-                     "the prompt has %zu tokens but the KV cache holds %lld (-c/--ctx-size %lld); raise -c", n_tokens,
-                     (long long)vt_engine_ctx_size(e), (long long)vt_engine_ctx_size(e));
+        st = vt_fail(err, VT_ERR_CONTEXT_FULL, "the prompt has %zu tokens but the KV cache holds %lld (%s); raise -c",
+                     n_tokens, (long long)vt_engine_ctx_size(e),
+                     ctx_origin(&o->c.opt, model, vt_engine_ctx_size(e), origin, sizeof origin));
     /* Prompt and answer together fit the cache (vt serve's rule too): a
      * prompt that fills it leaves no room to generate. */
     if (st == VT_OK && n_predict > 0 && (int64_t)n_tokens == vt_engine_ctx_size(e))
         st = vt_fail(err, VT_ERR_CONTEXT_FULL,
-                     "the prompt's %zu tokens fill the KV cache (-c/--ctx-size %lld): no room to generate; raise -c",
-                     n_tokens, (long long)vt_engine_ctx_size(e));
+                     "the prompt's %zu tokens fill the KV cache of %lld (%s): no room to generate; raise -c", n_tokens,
+                     (long long)vt_engine_ctx_size(e),
+                     ctx_origin(&o->c.opt, model, vt_engine_ctx_size(e), origin, sizeof origin));
     if (st == VT_OK && (int64_t)n_tokens + n_predict > vt_engine_ctx_size(e)) {
         const int64_t room = vt_engine_ctx_size(e) - (int64_t)n_tokens;
-        fprintf(stderr, "vt: note: generating %lld token%s instead of %lld: the KV cache holds %lld tokens\n",
-                (long long)room, room == 1 ? "" : "s", (long long)n_predict, (long long)vt_engine_ctx_size(e));
+        fprintf(stderr, "vt: note: generating %lld token%s instead of %lld: the KV cache holds %lld tokens (%s)\n",
+                (long long)room, room == 1 ? "" : "s", (long long)n_predict, (long long)vt_engine_ctx_size(e),
+                ctx_origin(&o->c.opt, model, vt_engine_ctx_size(e), origin, sizeof origin));
         n_predict = room;
     }
     /* Drawn once for the run and printed, so a random run can be repeated
