@@ -754,8 +754,17 @@ static void test_api_key_file(void) {
     char *err = NULL;
     CU_ASSERT_EQUAL(vt_test_run_vt_checked(NULL, &err, "serve -m %s/models/%s --port 0 --api-key-file %s.missing", dir,
                                            MODEL, keyfile), 2);
-    CU_ASSERT(err && strstr(err, "cannot open"));
+    CU_ASSERT(err && strstr(err, "--api-key-file ") && strstr(err, "cannot open"));
     free(err);
+    /* named by the environment, the message names the variable */
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s.missing", keyfile);
+    setenv("VT_API_KEY_FILE", missing, 1);
+    err = NULL;
+    CU_ASSERT_EQUAL(vt_test_run_vt_checked(NULL, &err, "serve -m %s/models/%s --port 0", dir, MODEL), 2);
+    CU_ASSERT(err && strstr(err, "VT_API_KEY_FILE ") && strstr(err, "cannot open") && !strstr(err, "--api-key-file"));
+    free(err);
+    unsetenv("VT_API_KEY_FILE");
     err = NULL;
     CU_ASSERT_EQUAL(vt_test_run_vt_checked(NULL, &err, "serve -m %s/models/%s --port 0 --api-key k --api-key-file %s",
                                            dir, MODEL, keyfile), 2);

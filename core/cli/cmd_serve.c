@@ -91,10 +91,12 @@ static vt_arg_result serve_arg(void *opts, int argc, char **argv, int *i, vt_err
 }
 
 /* The API key in path: its first line, trailing whitespace off. A key
- * readable by other users is said (a warning: the file is the operator's). */
-static vt_status read_key_file(const char *path, char *key, size_t size, vt_error *err) {
+ * readable by other users is said (a warning: the file is the operator's).
+ * from: what named the file (--api-key-file or VT_API_KEY_FILE), for the
+ * messages. */
+static vt_status read_key_file(const char *path, const char *from, char *key, size_t size, vt_error *err) {
     FILE *f = fopen(path, "r");
-    if (!f) return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: cannot open: %s", path, strerror(errno));
+    if (!f) return vt_fail(err, VT_ERR_INVALID, "%s %s: cannot open: %s", from, path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0077))
         fprintf(stderr, "vt serve: warning: the API key file %s is readable by other users (chmod 600 it)\n", path);
@@ -104,9 +106,9 @@ static vt_status read_key_file(const char *path, char *key, size_t size, vt_erro
     const int next = got && n == size - 1 && key[n - 1] != '\n' ? fgetc(f) : EOF;
     fclose(f);
     if (next != EOF && next != '\n' && next != '\r')
-        return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: the key is longer than %zu bytes", path, size - 1);
+        return vt_fail(err, VT_ERR_INVALID, "%s %s: the key is longer than %zu bytes", from, path, size - 1);
     while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' ' || key[n - 1] == '\t')) key[--n] = 0;
-    if (n == 0) return vt_fail(err, VT_ERR_INVALID, "--api-key-file %s: no key on its first line", path);
+    if (n == 0) return vt_fail(err, VT_ERR_INVALID, "%s %s: no key on its first line", from, path);
     return VT_OK;
 }
 
@@ -129,7 +131,7 @@ static vt_status parse_serve(int argc, char **argv, serve_opts *o, vt_error *err
                        "%s is empty: an empty key would leave the server open; give a key, or none to serve without one",
                        key_from);
     if (o->api_key_file) {
-        st = read_key_file(o->api_key_file, o->key_read, sizeof o->key_read, err);
+        st = read_key_file(o->api_key_file, key_from, o->key_read, sizeof o->key_read, err);
         if (st != VT_OK) return st;
         o->api_key = o->key_read;
     }
