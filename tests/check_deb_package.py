@@ -7,7 +7,8 @@ Debian libraries the binaries link, the pinned libvt/vt of libvt-dev), the
 file list (/usr/bin/vt, every built backend in /usr/lib/vt, the headers,
 vt.pc, the CMake package, the systemd unit, the ini files as conffiles, each
 package's /usr/share/doc/PACKAGE/copyright), and
-nothing outside /usr, /etc and /lib/systemd. Then it extracts all three into a
+nothing outside /usr, /etc and /lib/systemd; the maintainer scripts run against
+a scratch root (what a purge removes and keeps). Then it extracts all three into a
 scratch root (dpkg-deb -x: no root rights needed) and runs the extracted vt
 with an empty environment: `vt version`, `vt backends` (every backend loaded
 from <root>/usr/lib/vt, found relative to the binary itself), `vt serve
@@ -120,15 +121,29 @@ def main():
                 "/usr/lib/pkgconfig/vt.pc", "/usr/lib/cmake/vt/vtConfig.cmake", "/usr/lib/cmake/vt/vtTargets.cmake"]:
             check(f in dev_files, "libvt-dev: no %s in the package" % f)
         for name, got in (("vt-llm", vt_files), ("libvt", lib_files), ("libvt-dev", dev_files)):
-            check("/usr/share/doc/%s/copyright" % name in got, "%s: no /usr/share/doc/%s/copyright" % (name, name))
+            for doc in ("copyright", "changelog.Debian.gz"):
+                check("/usr/share/doc/%s/%s" % (name, doc) in got, "%s: no /usr/share/doc/%s/%s" % (name, name, doc))
+        # what vt serve --help, the ini and the unit point to, and the manual
+        for f in ("/usr/share/man/man1/vt.1.gz", "/usr/share/doc/vt-llm/README.md",
+                  "/usr/share/doc/vt-llm/docs/SERVING.md", "/usr/share/doc/vt-llm/docs/COMMANDS.md",
+                  "/usr/share/doc/vt-llm/examples/nginx/vt.conf", "/usr/share/doc/vt-llm/examples/k8s/vt-serve.yaml"):
+            check(f in vt_files, "vt-llm: no %s in the package" % f)
         for f in vt_files | lib_files | dev_files:
             check(f.startswith(("/usr/bin/", "/usr/lib/", "/usr/include/", "/etc/vt/", "/lib/systemd/system/",
-                                "/usr/share/doc/"))
+                                "/usr/share/doc/", "/usr/share/man/"))
                   and not f.startswith("/usr/local"), "file outside the package layout: %s" % f)
+
+        check_maintainer_scripts(tmp, ctl)
 
         root = os.path.join(tmp, "root")
         for deb in debs.values():
             check(run(["dpkg-deb", "-x", deb, root]).returncode == 0, "dpkg-deb -x %s failed" % deb)
+        # the Debian changelog names this version first
+        changelog = os.path.join(root, "usr", "share", "doc", "vt-llm", "changelog.Debian.gz")
+        if os.path.exists(changelog):
+            import gzip
+            first = gzip.open(changelog, "rt").readline()
+            check(first.startswith("vt (%s) " % version), "changelog.Debian starts %r, not version %s" % (first, version))
         # libvt tells packages linking it what to depend on, and refreshes the
         # linker's cache through dpkg's trigger; installed binaries are stripped
         members = run(["sh", "-c", 'dpkg-deb --ctrl-tarfile "$1" | tar -t', "sh", debs["libvt"]]).stdout.split()
@@ -155,6 +170,45 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return report()
+
+
+def check_maintainer_scripts(tmp, ctl):
+    """postinst records the unit's enablement links, so a purge removes them;
+    postrm purge removes those an administrator made later too, and the
+    calibration cache, and keeps /var/lib/vt (a model put there is the
+    administrator's). Run against a scratch DPKG_ROOT, systemctl and
+    deb-systemd-helper replaced by stubs that log their arguments: nothing
+    touches this machine's systemd."""
+    fake = os.path.join(tmp, "dpkg-root")
+    stubs = os.path.join(tmp, "stubs")
+    log = os.path.join(tmp, "stub-calls.log")
+    os.makedirs(stubs)
+    for tool in ("deb-systemd-helper", "systemctl"):
+        with open(os.path.join(stubs, tool), "w") as f:
+            f.write('#!/bin/sh\necho "%s $*" >> "%s"\n' % (tool, log))
+        os.chmod(os.path.join(stubs, tool), 0o755)
+    wants = os.path.join(fake, "etc", "systemd", "system", "multi-user.target.wants")
+    os.makedirs(wants)
+    link = os.path.join(wants, "vt-serve.service")
+    os.symlink("/lib/systemd/system/vt-serve.service", link)
+    for d in ("var/cache/private/vt", "var/lib/private/vt"):
+        os.makedirs(os.path.join(fake, d))
+    os.symlink("private/vt", os.path.join(fake, "var", "cache", "vt"))
+    os.symlink("private/vt", os.path.join(fake, "var", "lib", "vt"))
+    open(os.path.join(fake, "var", "cache", "private", "vt", "calibration-x.txt"), "w").close()
+    model = os.path.join(fake, "var", "lib", "private", "vt", "model.gguf")
+    open(model, "w").close()
+    env = {"PATH": stubs + ":/usr/bin:/bin", "DPKG_ROOT": fake}
+    check(run(["sh", os.path.join(ctl, "postinst"), "configure", ""], env=env).returncode == 0, "postinst failed")
+    check(run(["sh", os.path.join(ctl, "postrm"), "purge"], env=env).returncode == 0, "postrm purge failed")
+    calls = open(log).read() if os.path.exists(log) else ""
+    check("deb-systemd-helper update-state vt-serve.service" in calls,
+          "postinst does not record the unit's links (deb-systemd-helper update-state): %r" % calls)
+    check("deb-systemd-helper purge vt-serve.service" in calls, "postrm purge does not purge the unit: %r" % calls)
+    check(not os.path.lexists(link), "postrm purge leaves the enablement link %s" % link)
+    check(not os.path.lexists(os.path.join(fake, "var", "cache", "vt"))
+          and not os.path.exists(os.path.join(fake, "var", "cache", "private", "vt")), "postrm purge leaves the cache")
+    check(os.path.exists(model), "postrm purge deleted /var/lib/vt, where the administrator's model lives")
 
 
 def report():

@@ -6,7 +6,8 @@ form CI can use offline, so this parses conf/k8s/vt-serve.yaml as YAML and
 checks what a deployment depends on: a Deployment and a Service that select
 the same pods, readiness and startup probes on GET /health at the port the
 server listens on, a termination grace period longer than the server's own
-drain, and — when `vt serve` is built — that every option in the container's
+drain, that it runs unprivileged (not root, no capabilities, a read-only root
+filesystem but for a cache volume), and — when `vt serve` is built — that every option in the container's
 arguments is one `vt serve --help` documents, and the metrics its comments
 name for scaling are ones core/server/serve_metrics.c exports.
 
@@ -60,6 +61,18 @@ def main():
     term = pod.get("spec", {}).get("terminationGracePeriodSeconds")
     check(grace is not None and term is not None and term > float(grace),
           "terminationGracePeriodSeconds %s must exceed --shutdown-grace %s" % (term, grace))
+
+    # It runs without privilege, as the systemd unit does: not root, no
+    # capabilities, nothing writable but the cache volume XDG_CACHE_HOME names.
+    pod_sc, sc = pod.get("spec", {}).get("securityContext", {}), c.get("securityContext", {})
+    check(pod_sc.get("runAsNonRoot") is True and pod_sc.get("runAsUser", 0) != 0, "the pod may run as root")
+    check(sc.get("allowPrivilegeEscalation") is False, "the container allows privilege escalation")
+    check(sc.get("readOnlyRootFilesystem") is True, "the container's root filesystem is writable")
+    check(sc.get("capabilities", {}).get("drop") == ["ALL"], "the container keeps capabilities")
+    env = {e.get("name"): e.get("value") for e in c.get("env", [])}
+    mounts = {m.get("mountPath"): m for m in c.get("volumeMounts", [])}
+    cache = mounts.get(env.get("XDG_CACHE_HOME"))
+    check(cache is not None and not cache.get("readOnly"), "XDG_CACHE_HOME is not a writable volume")
 
     # The metrics the manifest says to scale on are ones the server exports.
     import os
