@@ -304,6 +304,13 @@ static void test_info_tokenize_backends(void) {
     CU_ASSERT(has(cut_info.out, "\nvt cannot run it: ") && has(cut_info.out, "lies outside the file") &&
               has(cut_info.out, "truncated?"));
     CU_ASSERT(has(cut_info.out, "general.file_type = 15 (Q4_K_M)") && has(cut_info.out, "(past the file's end)"));
+    /* the table's offsets count from the data section, whose start it names
+     * as the message does, so the two can be put side by side */
+    const char *section = strstr(cut_info.out, "data section at ");
+    const char *table = strstr(cut_info.out, "\ntensors (offsets from the data section, which starts at byte ");
+    CU_ASSERT_FATAL(section && table);
+    CU_ASSERT_EQUAL(strtoull(section + strlen("data section at "), NULL, 10),
+                    strtoull(table + strlen("\ntensors (offsets from the data section, which starts at byte "), NULL, 10));
     result_free(&cut_info);
     /* a mixture of experts: its experts, and the parameters a token reads (the
      * fixture's 3 expert stacks x 2 layers hold 3145728 parameters, of which a

@@ -225,7 +225,10 @@ static vt_status run_info(const info_opts *o, vt_error *err) {
         }
         printf("\n");
     }
-    printf("\ntensors:\n");
+    /* the table's offsets as the file stores them, which the reader's
+     * messages (absolute bytes) can be matched against by this start */
+    printf("\ntensors (offsets from the data section, which starts at byte %llu):\n",
+           (unsigned long long)vt_gguf_data_offset(g));
     for (int64_t i = 0; i < vt_gguf_n_tensors(g); i++) {
         const vt_gguf_tensor *t = vt_gguf_tensor_at(g, i);
         char shape[96];

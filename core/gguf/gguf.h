@@ -94,6 +94,8 @@ void vt_gguf_close(vt_gguf *g);
 
 uint32_t vt_gguf_version(const vt_gguf *g);
 size_t vt_gguf_alignment(const vt_gguf *g);
+/* Where the data section starts in the file: tensor offsets count from it. */
+uint64_t vt_gguf_data_offset(const vt_gguf *g);
 const char *vt_gguf_path(const vt_gguf *g); /* "<memory>" for open_memory */
 size_t vt_gguf_file_size(const vt_gguf *g);
 /* Tell the kernel this process no longer needs the whole pages inside

@@ -727,6 +727,7 @@ void vt_gguf_close(vt_gguf *g) {
 
 uint32_t vt_gguf_version(const vt_gguf *g) { return g->version; }
 size_t vt_gguf_alignment(const vt_gguf *g) { return g->alignment; }
+uint64_t vt_gguf_data_offset(const vt_gguf *g) { return g->data_offset; }
 const char *vt_gguf_path(const vt_gguf *g) { return g->path ? g->path : "<memory>"; }
 size_t vt_gguf_file_size(const vt_gguf *g) { return g->size; }
 
