@@ -42,7 +42,12 @@ set(CPACK_DEBIAN_VT_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_VT_DESCRIPTION "The vt command and its backends. vt runs, checks and serves GGUF language
 models on the CPU. `vt serve` is an OpenAI-compatible HTTP server; the unit
 vt-serve.service (installed, not enabled) runs it from /etc/vt/vt-serve.ini.")
-set(CPACK_DEBIAN_LIBVT_PACKAGE_NAME libvt)
+# Named after the library's SONAME (libvt.so.0), as Debian policy 8.1 asks,
+# so a libvt.so.1 can one day be installed beside it; it takes the place of
+# this project's earlier package "libvt", which held the same file.
+set(CPACK_DEBIAN_LIBVT_PACKAGE_NAME libvt0)
+set(CPACK_DEBIAN_LIBVT_PACKAGE_CONFLICTS libvt)
+set(CPACK_DEBIAN_LIBVT_PACKAGE_REPLACES libvt)
 set(CPACK_DEBIAN_LIBVT_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_LIBVT_DESCRIPTION "The shared library: libvt embeds vt's runtime (include/vt/vt.h) in another
 program. It loads the backends the vt package installs.")
@@ -56,7 +61,7 @@ libvt and for building backend plugins out of tree.")
 # both installed. The versions are pinned: the plugin ABI and the exported
 # targets are those of this exact build.
 set(CPACK_DEBIAN_LIBVT_PACKAGE_RECOMMENDS "vt-llm (= ${PROJECT_VERSION})")
-set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_DEPENDS "libvt (= ${PROJECT_VERSION}), vt-llm (= ${PROJECT_VERSION})")
+set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_DEPENDS "libvt0 (= ${PROJECT_VERSION}), vt-llm (= ${PROJECT_VERSION})")
 
 # The Debian libraries the binaries link, computed by dpkg-shlibdeps (package
 # dpkg-dev) from the ELF files themselves; without it, the list by hand (what

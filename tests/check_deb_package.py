@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_deb_package.py — `cpack -G DEB` makes the vt, libvt and libvt-dev packages.
+"""check_deb_package.py — `cpack -G DEB` makes the vt-llm, libvt0 and libvt-dev packages.
 
 Builds the packages from the build folder into a temporary folder, then checks
 with dpkg-deb what an operator gets: each package's name and Depends (the
@@ -59,7 +59,7 @@ def main():
         if not check(out.returncode == 0, "cpack failed:\n%s%s" % (out.stdout, out.stderr)):
             return report()
         debs = {}
-        for name in ("vt-llm", "libvt", "libvt-dev"):
+        for name in ("vt-llm", "libvt0", "libvt-dev"):
             path = os.path.join(tmp, "%s_%s_amd64.deb" % (name, version))
             if not os.path.exists(path):
                 found = [n for n in os.listdir(tmp) if n.startswith(name + "_") and n.endswith(".deb")]
@@ -93,9 +93,12 @@ def main():
             want += ["libdnnl"]
         for lib in want:
             check(lib in vt_deps, "vt-llm: Depends lacks %s: %s" % (lib, vt_deps))
-        check("libc6" in field(debs["libvt"], "Depends"), "libvt: Depends lacks libc6")
+        check("libc6" in field(debs["libvt0"], "Depends"), "libvt0: Depends lacks libc6")
+        # named after its SONAME; it takes the place of the earlier package "libvt"
+        for f in ("Conflicts", "Replaces"):
+            check(field(debs["libvt0"], f) == "libvt", "libvt0: %s is %r" % (f, field(debs["libvt0"], f)))
         dev_deps = field(debs["libvt-dev"], "Depends")
-        for pin in ("libvt (= %s)" % version, "vt-llm (= %s)" % version):
+        for pin in ("libvt0 (= %s)" % version, "vt-llm (= %s)" % version):
             check(pin in dev_deps, "libvt-dev: Depends lacks %s: %s" % (pin, dev_deps))
 
         vt_files = files(debs["vt-llm"])
@@ -114,13 +117,13 @@ def main():
                 check(run(["sh", "-n", path]).returncode == 0, "vt-llm: %s is not valid sh" % script)
                 check(not re.search(r"(systemctl|deb-systemd-helper) +enable", open(path).read()),
                       "vt-llm: %s enables the service" % script)
-        lib_files = files(debs["libvt"])
-        check(any(f.startswith("/usr/lib/libvt.so.") for f in lib_files), "libvt: no libvt.so.N: %s" % lib_files)
+        lib_files = files(debs["libvt0"])
+        check("/usr/lib/libvt.so.0" in lib_files, "libvt0: no libvt.so.0: %s" % lib_files)
         dev_files = files(debs["libvt-dev"])
         for f in ["/usr/include/vt/" + h for h in headers] + [
                 "/usr/lib/pkgconfig/vt.pc", "/usr/lib/cmake/vt/vtConfig.cmake", "/usr/lib/cmake/vt/vtTargets.cmake"]:
             check(f in dev_files, "libvt-dev: no %s in the package" % f)
-        for name, got in (("vt-llm", vt_files), ("libvt", lib_files), ("libvt-dev", dev_files)):
+        for name, got in (("vt-llm", vt_files), ("libvt0", lib_files), ("libvt-dev", dev_files)):
             for doc in ("copyright", "changelog.Debian.gz"):
                 check("/usr/share/doc/%s/%s" % (name, doc) in got, "%s: no /usr/share/doc/%s/%s" % (name, name, doc))
         # what vt serve --help, the ini and the unit point to, and the manual
@@ -144,11 +147,11 @@ def main():
             import gzip
             first = gzip.open(changelog, "rt").readline()
             check(first.startswith("vt (%s) " % version), "changelog.Debian starts %r, not version %s" % (first, version))
-        # libvt tells packages linking it what to depend on, and refreshes the
+        # libvt0 tells packages linking it what to depend on, and refreshes the
         # linker's cache through dpkg's trigger; installed binaries are stripped
-        members = run(["sh", "-c", 'dpkg-deb --ctrl-tarfile "$1" | tar -t', "sh", debs["libvt"]]).stdout.split()
+        members = run(["sh", "-c", 'dpkg-deb --ctrl-tarfile "$1" | tar -t', "sh", debs["libvt0"]]).stdout.split()
         for member in ("./shlibs", "./triggers"):
-            check(member in members, "libvt: no %s in its control files: %s" % (member, members))
+            check(member in members, "libvt0: no %s in its control files: %s" % (member, members))
         vt = os.path.join(root, "usr", "bin", "vt")
         if shutil.which("readelf"):
             sections = run(["readelf", "-S", vt])
