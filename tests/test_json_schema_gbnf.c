@@ -21,6 +21,8 @@
 #endif
 #endif
 #include "json_schema_gbnf.h"
+#include "name_table.h"
+#include "text_buf.h"
 #include "util.h"
 
 /* The grammar of a schema given as JSON text (NULL with the error printed). */
@@ -385,6 +387,58 @@ static void test_rule_names_unique(void) {
     vt_grammar_free(g);
 }
 
+/* Thousands of properties, most sharing their first 48 characters (where a
+ * rule name's hint is cut) and some spelled like the "-K" suffixes that
+ * tell such rules apart: every rule name stays unique, the grammar parses
+ * and takes a document of them. The schema is the size one that took the
+ * converter tens of seconds when names were found by a scan (the time is
+ * not asserted: benchmarks measure speed, not this suite). */
+static void test_many_properties(void) {
+    enum { N = 2000 };
+    const char *prefix = "a_property_name_long_enough_to_be_cut_at_the_hint_limit_";
+    vt_text_buf b = {0};
+    vt_text_puts(&b, "{\"type\":\"object\",\"properties\":{");
+    for (int i = 0; i < N; i++) vt_text_printf(&b, "%s\"%s%d\":{\"type\":\"integer\"}", i ? "," : "", prefix, i);
+    for (int k = 2; k < 6; k++) vt_text_printf(&b, ",\"tail-%d\":{\"type\":\"string\"}", k);
+    vt_text_puts(&b, "},\"required\":[");
+    for (int i = 0; i < N; i += 2) vt_text_printf(&b, "%s\"%s%d\"", i ? "," : "", prefix, i);
+    vt_text_puts(&b, "]}");
+    CU_ASSERT_FATAL(!b.failed);
+    char why[512] = "";
+    char *gbnf = convert(b.data, why, sizeof why);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(gbnf);
+    /* each rule defined once */
+    size_t n_rules = 0, dups = 0;
+    vt_name_table seen = {0};
+    for (const char *line = gbnf; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+        const char *def = strstr(line, " ::= ");
+        const char *eol = strchr(line, '\n');
+        if (!def || (eol && def > eol)) continue;
+        n_rules++;
+        if (vt_name_get(&seen, line, (size_t)(def - line), NULL)) dups++;
+        CU_ASSERT_FATAL(vt_name_set(&seen, line, (size_t)(def - line), 0));
+    }
+    vt_name_table_free(&seen);
+    CU_ASSERT(n_rules > 2 * N);
+    CU_ASSERT_EQUAL(dups, 0);
+    vt_grammar *g = NULL;
+    vt_error e = {0};
+    CU_ASSERT_EQUAL_FATAL(vt_grammar_parse(gbnf, strlen(gbnf), &g, &e), VT_OK);
+    vt_text_buf doc = {0};
+    vt_text_puts(&doc, "{");
+    for (int i = 0; i < N; i += 2) vt_text_printf(&doc, "%s\"%s%d\":%d", i ? "," : "", prefix, i, i);
+    vt_text_puts(&doc, ",\"tail-5\":\"x\"}");
+    CU_ASSERT_TRUE(accepts(g, doc.data));
+    /* without a required one: refused */
+    char *cut = strstr(doc.data, ",\"a_property");
+    memmove(doc.data + 1, cut + 1, strlen(cut + 1) + 1);
+    CU_ASSERT_FALSE(accepts(g, doc.data));
+    vt_grammar_free(g);
+    free(gbnf);
+    free(doc.data);
+    free(b.data);
+}
+
 /* Pointers are URI fragments (percent-escapes decoded, RFC 6901 section 6);
  * an optional property of schema false never appears; a deep schema's
  * refusal still says why. */
@@ -458,6 +512,7 @@ int main(void) {
         {"enum, const, recursive $ref", test_enum_const_ref},
         {"allOf, oneOf, type arrays, array counts", test_combinations},
         {"rule names stay unique (long property names, deep nesting)", test_rule_names_unique},
+        {"thousands of properties: unique rule names, a working grammar", test_many_properties},
         {"integer bounds exact past a double's precision", test_integer_bounds_exact},
         {"$ref fragments, optional false properties, deep refusals", test_refs_false_properties_deep_paths},
         {"patterns repeating groups that may match nothing", test_patterns_repeating_empty_groups},

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "grammar_internal.h"
+#include "name_table.h"
 
 typedef struct rulebuf {
     vt_gelem *e;
@@ -37,6 +38,9 @@ typedef struct parser {
     /* the text ends where a rule's alternative may still begin (after
      * "::=" or '|'), so text appended after a newline would continue it */
     bool ends_open;
+    /* written rule names -> their index: a grammar of thousands of rules
+     * (a large JSON schema's) looked each name up by a scan, quadratically */
+    vt_name_table by_name;
 } parser;
 
 static void where(const parser *p, const char *at, int *line, int *col) {
@@ -133,10 +137,12 @@ static bool record_name(parser *p, const char *name) {
 
 static uint32_t rule_named(parser *p, const char *name, size_t len, const char *at) {
     if (p->record_names && !record_name(p, name)) return UINT32_MAX;
-    for (uint32_t i = 0; i < p->n_rules; i++)
-        if (strlen(p->rules[i].name) == len && memcmp(p->rules[i].name, name, len) == 0) return i;
+    long known;
+    if (vt_name_get(&p->by_name, name, len, &known)) return (uint32_t)known;
     uint32_t id = new_rule(p, name, len);
-    if (id != UINT32_MAX) p->rules[id].used_at = at;
+    if (id == UINT32_MAX) return id;
+    if (!vt_name_set(&p->by_name, name, len, id)) return oom(p), UINT32_MAX;
+    p->rules[id].used_at = at;
     return id;
 }
 
@@ -615,6 +621,7 @@ static void free_parser(parser *p) {
         free(p->rules[i].name);
     }
     free(p->rules);
+    vt_name_table_free(&p->by_name);
     free(p->name_at);
 }
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "name_table.h"
 #include "text_buf.h"
 
 /* Counts above this are not generated (GBNF expands repetitions). */
@@ -55,6 +56,11 @@ typedef struct conv {
     const json_t *root;
     rule *rules;
     size_t n_rules, cap_rules;
+    /* rule name -> index in rules, and name hint -> the K its next "-K"
+     * tries first: a schema of thousands of properties makes thousands of
+     * rules, many from one hint ("root-tail"), and a scan per new name made
+     * its conversion cubic */
+    vt_name_table by_name, next_suffix;
     ref_rule *refs;
     size_t n_refs, cap_refs;
     size_t total; /* bytes of grammar so far */
@@ -88,9 +94,8 @@ __attribute__((format(printf, 3, 4))) static char *fail(conv *c, const char *pat
 static char *oom(conv *c) { return fail(c, "", "out of memory converting the schema"); }
 
 static long find_rule(const conv *c, const char *name) {
-    for (size_t i = 0; i < c->n_rules; i++)
-        if (strcmp(c->rules[i].name, name) == 0) return (long)i;
-    return -1;
+    long index;
+    return vt_name_get(&c->by_name, name, strlen(name), &index) ? index : -1;
 }
 
 /* Add rule name (copied) with body (taken); false when out of memory or too big. */
@@ -116,7 +121,8 @@ static bool add_rule(conv *c, const char *name, char *body) {
         c->cap_rules = cap;
     }
     char *n = strdup(name);
-    if (!n) {
+    if (!n || !vt_name_set(&c->by_name, name, strlen(name), (long)c->n_rules)) {
+        free(n);
         free(body);
         return oom(c), false;
     }
@@ -137,7 +143,18 @@ static char *unique_name(conv *c, const char *hint) {
     if (n == 0) strcpy(base, "s");
     char name[96];
     snprintf(name, sizeof name, "%s", base);
-    for (int k = 2; find_rule(c, name) >= 0; k++) snprintf(name, sizeof name, "%s-%d", base, k);
+    if (find_rule(c, name) >= 0) {
+        /* the first "-K" free from 2 on; those below the K remembered for
+         * this hint are taken (rules are never removed), one above it may
+         * be too (a hint "a-3" named a rule "a-3") */
+        long k = 2;
+        vt_name_get(&c->next_suffix, base, strlen(base), &k);
+        for (;; k++) {
+            snprintf(name, sizeof name, "%s-%ld", base, k);
+            if (find_rule(c, name) < 0) break;
+        }
+        if (!vt_name_set(&c->next_suffix, base, strlen(base), k + 1)) return oom(c);
+    }
     char *out = strdup(name);
     if (!out) oom(c);
     return out;
@@ -1272,25 +1289,42 @@ static char *gen_object(conv *c, const json_t *s, const char *hint, const char *
     }
     const size_t n_req = json_array_size(req);
     member *m = calloc(n_props + n_req + 1, sizeof *m);
-    if (!m) return oom(c);
+    /* the required names, then also the members made: looked up once per
+     * property, which a scan of the list made quadratic */
+    vt_name_table required = {0};
+    bool ok = m != NULL;
+    json_array_foreach(req, i, v) {
+        ok = ok && vt_name_set(&required, json_string_value(v), strlen(json_string_value(v)), 0);
+    }
+    if (!ok) {
+        free(m);
+        vt_name_table_free(&required);
+        return oom(c);
+    }
     size_t n = 0;
     const char *key;
     json_object_foreach((json_t *)props, key, v) {
+        const bool is_required = vt_name_get(&required, key, strlen(key), NULL);
         /* an optional property of schema false is one that never appears
          * (a required one admits no document: refused by the visit) */
-        if (json_is_false(v) && !listed(req, key)) continue;
+        if (json_is_false(v) && !is_required) continue;
         child_path(sub, sizeof sub, path, "properties", key);
-        m[n] = (member){key, member_rule(c, key, v, hint, sub), listed(req, key)};
+        m[n] = (member){key, member_rule(c, key, v, hint, sub), is_required};
         if (!m[n++].kv) break;
     }
-    /* required names without a declared schema take additionalProperties' */
+    /* required names without a declared schema take additionalProperties'
+     * (once each: "required" may name one twice) */
     json_array_foreach(req, i, v) {
         if (c->failed) break;
         const char *name = json_string_value(v);
         if (props && json_object_get(props, name)) continue;
-        bool dup = false;
-        for (size_t k = 0; k < n; k++) dup |= strcmp(m[k].name, name) == 0;
-        if (dup) continue;
+        long made = 0;
+        vt_name_get(&required, name, strlen(name), &made);
+        if (made) continue;
+        if (!vt_name_set(&required, name, strlen(name), 1)) {
+            oom(c);
+            break;
+        }
         if (json_is_false(addl)) {
             fail(c, path, "required '%.60s' is not in properties and additionalProperties is false", name);
             break;
@@ -1333,6 +1367,7 @@ static char *gen_object(conv *c, const json_t *s, const char *hint, const char *
     }
     for (size_t k = 0; k < n; k++) free(m[k].kv);
     free(m);
+    vt_name_table_free(&required);
     return result;
 }
 
@@ -1687,6 +1722,8 @@ static void free_conv(conv *c) {
         free(c->refs[i].name);
     }
     free(c->refs);
+    vt_name_table_free(&c->by_name);
+    vt_name_table_free(&c->next_suffix);
 }
 
 char *vt_json_schema_to_gbnf(const json_t *schema, char *err, size_t err_size) {
