@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "text_buf.h"
+
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not one. */
 static size_t utf8_seq(const unsigned char *s, size_t n) {
     unsigned c = s[0];
@@ -58,6 +60,14 @@ static char *dump(json_t *root) {
     if (!root) return NULL;
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);
+    return s;
+}
+
+/* dump() of any value, a string or an array too. */
+static char *dump_any(json_t *value) {
+    if (!value) return NULL;
+    char *s = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(value);
     return s;
 }
 
@@ -181,14 +191,15 @@ char *vt_serve_models_json(const char *alias, int64_t created) {
 
 char *vt_serve_model_json(const char *alias, int64_t created) { return dump(model_object(alias, created)); }
 
+/* The token answers are written as text, a token at a time: built as one
+ * jansson tree first, a body's worth of tokens (millions, from a few MB of
+ * text) took hundreds of bytes each, gigabytes for one request. */
 char *vt_serve_tokens_json(const int32_t *ids, size_t n) {
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < n; i++)
-        if (json_array_append_new(arr, json_integer(ids[i])) != 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    return dump(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
+    vt_text_buf b = {0};
+    vt_text_puts(&b, "{\"tokens\":[");
+    for (size_t i = 0; i < n && !b.failed; i++) vt_text_printf(&b, "%s%d", i ? "," : "", (int)ids[i]);
+    vt_text_puts(&b, "]}");
+    return vt_text_take(&b);
 }
 
 /* One token's piece: its text, or its byte values when they are not whole
@@ -208,19 +219,23 @@ static json_t *piece_json(const char *text, size_t n) {
 }
 
 char *vt_serve_token_pieces_json(const int32_t *ids, size_t n, vt_serve_piece_fn piece, const void *ctx) {
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < n; i++) {
+    vt_text_buf b = {0};
+    vt_text_puts(&b, "{\"tokens\":[");
+    for (size_t i = 0; i < n && !b.failed; i++) {
         char buf[512];
         int32_t len = piece(ctx, ids[i], buf, sizeof buf);
         if (len < 0) len = 0;
         if (len > (int32_t)sizeof buf) len = (int32_t)sizeof buf;
-        json_t *p = piece_json(buf, (size_t)len);
-        if (!p || json_array_append_new(arr, json_pack("{s:I,s:o}", "id", (json_int_t)ids[i], "piece", p)) != 0) {
-            json_decref(arr);
-            arr = NULL;
+        char *p = dump_any(piece_json(buf, (size_t)len));
+        if (!p) {
+            free(b.data);
+            return NULL;
         }
+        vt_text_printf(&b, "%s{\"id\":%d,\"piece\":%s}", i ? "," : "", (int)ids[i], p);
+        free(p);
     }
-    return dump(arr ? json_pack("{s:o}", "tokens", arr) : NULL);
+    vt_text_puts(&b, "]}");
+    return vt_text_take(&b);
 }
 
 char *vt_serve_content_json(const char *text, size_t n_text) {
