@@ -305,6 +305,22 @@ static void test_two_content_lengths(void) {
                  bad_lines[i], strlen(BODY));
         expect_refused_and_closed(req, 400);
     }
+    /* a folded line (obs-fold) after an empty Content-Length or
+     * Transfer-Encoding: libmicrohttpd glues it onto the name, so it saw no
+     * length and read the body as a second request, where a proxy that
+     * unfolds reads one (RFC 9112 5.2: a 400) */
+    expect_refused_and_closed("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 34\r\n\r\n"
+                              "GET /v1/models/SMUGGLED HTTP/1.1\r\n\r\n",
+                              400);
+    expect_refused_and_closed("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n\tchunked\r\n\r\n"
+                              "0\r\n\r\nGET /v1/models/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n",
+                              400);
+    raw_reply folded = exchange("GET /health HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 0\r\n\r\n", 30);
+    CU_ASSERT(folded.s && strstr(folded.s, "'Content-Length0' runs on past Content-Length") != NULL);
+    CU_ASSERT(folded.s && !strstr(folded.s, "SMUGGLED"));
+    free(folded.s);
+    /* two Hosts: a proxy and vt could each take another (RFC 9112 3.2) */
+    expect_refused_and_closed("GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400);
     raw_reply named = exchange("GET /health HTTP/1.1\r\nHost: x\r\nX(Foo): 1\r\n\r\n", 30);
     CU_ASSERT(named.s && strstr(named.s, "the header name 'X(Foo)' holds a character") != NULL);
     free(named.s);

@@ -958,8 +958,25 @@ typedef struct framing_headers {
     vt_serve_header h[MAX_FRAMING_HEADERS];
     size_t n;
     bool overflow;
-    char bad_header[160]; /* why a header line is refused, naming it as sent (cut to fit) */
+    int hosts; /* Host headers seen */
+    char bad_header[240]; /* why a header line is refused, naming it as sent (cut to fit) */
 } framing_headers;
+
+/* Whether name begins with a header name that says where the body ends but
+ * runs on past it ("Content-Length47"). libmicrohttpd glues a folded line
+ * (obs-fold: a line starting with a space) onto the header *name* before it,
+ * so "Content-Length:\r\n 47" reaches us as a header "Content-Length47"
+ * and no Content-Length, where a proxy that unfolds reads a length of 47:
+ * the body would be the next request to one of the two. RFC 9112 5.2 lets
+ * a server refuse obs-fold with a 400. */
+static bool framing_name_run_on(const char *name, size_t size) {
+    static const char *const framing[] = {MHD_HTTP_HEADER_CONTENT_LENGTH, MHD_HTTP_HEADER_TRANSFER_ENCODING};
+    for (size_t i = 0; i < 2; i++) {
+        const size_t n = strlen(framing[i]);
+        if (size > n && strncasecmp(name, framing[i], n) == 0) return true;
+    }
+    return false;
+}
 
 /* RFC 9110 5.6.2: a field name is a token, these characters and no other */
 static bool token_char(unsigned char c) {
@@ -998,6 +1015,19 @@ static enum MHD_Result collect_framing(void *cls, enum MHD_ValueKind kind, const
                      strpbrk(name, " \t") ? "the header name '%s' holds whitespace (none may come before the colon)"
                                           : "the header name '%s' holds a character a header name may not hold",
                      name);
+            return MHD_NO;
+        }
+        if (framing_name_run_on(key, key_size)) {
+            snprintf(f->bad_header, sizeof f->bad_header,
+                     "the header name '%s' runs on past Content-Length or Transfer-Encoding (a folded line, "
+                     "RFC 9112 5.2?): where the body ends is in doubt",
+                     name);
+            return MHD_NO;
+        }
+        /* two Hosts name two targets a proxy and vt could each pick from
+         * (RFC 9112 3.2: a 400) */
+        if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0 && ++f->hosts > 1) {
+            snprintf(f->bad_header, sizeof f->bad_header, "the Host header is given twice (RFC 9112 3.2: once)");
             return MHD_NO;
         }
         for (size_t i = 0; value && i < value_size; i++) {
