@@ -157,6 +157,27 @@ static void test_model_template_renders_as_jinja2_and_serves(void) {
                    "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": 3}", NULL);
     assert_refused_field(&r, "chat_template_kwargs");
     serve_reply_free(&r);
+    /* what would make the template fail is the request's doing, a 400
+     * naming the field (not a server error): a variable replacing a
+     * function the template calls (this one calls namespace), a value
+     * nested deeper than a render writes */
+    r = serve_http(&s, "POST", "/v1/chat/completions",
+                   "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"chat_template_kwargs\": "
+                   "{\"namespace\": \"x\"}, \"max_tokens\": 1}",
+                   NULL);
+    assert_refused_field(&r, "chat_template_kwargs.namespace");
+    serve_reply_free(&r);
+    char deep[2600];
+    int n = snprintf(deep, sizeof deep, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, "
+                                        "{\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", "
+                                        "\"function\": {\"name\": \"f\", \"arguments\": \"");
+    for (int i = 0; i < 1000; i++) deep[n++] = '[';
+    for (int i = 0; i < 1000; i++) deep[n++] = ']';
+    snprintf(deep + n, sizeof deep - (size_t)n, "\"}}]}], \"max_tokens\": 1}");
+    r = serve_http(&s, "POST", "/v1/chat/completions", deep, NULL);
+    assert_refused_field(&r, "messages[1].tool_calls[0].function.arguments");
+    serve_reply_free(&r);
+    CU_ASSERT(serve_metric(&s, "vt_requests_total{status=\"500\"}") <= 0); /* 0, or no such series (-1) */
     CU_ASSERT_EQUAL(serve_stop(&s), 0);
 }
 

@@ -11,11 +11,36 @@
 #include <ctype.h>
 #include <string.h>
 
+#include "jinja.h"
 #include "serve_request.h"
 
 #define INVALID "invalid_request_error"
 
 static bool oom(vt_serve_error *err) { return vt_serve_fail(err, 500, "server_error", NULL, "out of memory"); }
+
+/* Whether v holds arrays or objects nested more than limit deep. */
+static bool nested_deeper(const json_t *v, int limit) {
+    if (!json_is_array(v) && !json_is_object(v)) return false;
+    if (limit <= 0) return true;
+    size_t i;
+    const char *key;
+    json_t *item;
+    if (json_is_array(v)) {
+        json_array_foreach((json_t *)v, i, item) if (nested_deeper(item, limit - 1)) return true;
+    } else {
+        json_object_foreach((json_t *)v, key, item) if (nested_deeper(item, limit - 1)) return true;
+    }
+    return false;
+}
+
+/* A value the template gets is refused with a 400 naming its field when a
+ * render could not write it (tojson stops at VT_JINJA_MAX_DEPTH levels):
+ * the request's doing, not a server error. */
+static bool fits_a_template(const json_t *v, const char *param, vt_serve_error *err) {
+    if (!nested_deeper(v, VT_JINJA_MAX_DEPTH)) return true;
+    return vt_serve_fail(err, 400, INVALID, param, "%s: nested deeper than %d levels, more than a chat template writes",
+                         param, VT_JINJA_MAX_DEPTH);
+}
 
 static bool tool_calls(const json_t *calls, size_t i, json_t *out_msg, vt_serve_error *err) {
     char param[128];
@@ -46,6 +71,10 @@ static bool tool_calls(const json_t *calls, size_t i, json_t *out_msg, vt_serve_
             if (!parsed) parsed = json_deep_copy(args);
             if (!parsed) return oom(err);
         } else return vt_serve_fail(err, 400, INVALID, param, "%s: expected a JSON string or an object", param);
+        if (!fits_a_template(parsed, param, err)) {
+            json_decref(parsed);
+            return false;
+        }
         json_t *id = json_object_get(c, "id");
         json_t *call = json_pack("{s:s, s:{s:O, s:o}}", "type", "function", "function", "name", name, "arguments", parsed);
         if (!call) return oom(err);
@@ -197,7 +226,7 @@ bool vt_serve_parse_chat_input(const json_t *root, vt_serve_request *r, vt_serve
         if (!one_message(json_array_get(src, i), &r->messages[i], i, msgs, err)) return false;
     json_t *tools = json_object_get(root, "tools");
     if (tools && !json_is_null(tools)) {
-        if (!check_tools(tools, err)) return false;
+        if (!check_tools(tools, err) || !fits_a_template(tools, "tools", err)) return false;
         /* An empty list is no tools (transformers passes tools=None then). */
         if (json_array_size(tools) > 0 && json_object_set(in, "tools", tools)) return oom(err);
     }
@@ -216,6 +245,17 @@ bool vt_serve_parse_chat_input(const json_t *root, vt_serve_request *r, vt_serve
                 return vt_serve_fail(err, 400, INVALID, param, "%s: set by the request itself%s", param,
                                      k < 3 ? " (its own field)" : " (the model's)");
             }
+        const char *key;
+        json_t *value;
+        json_object_foreach(kw, key, value) {
+            char param[96];
+            snprintf(param, sizeof param, "chat_template_kwargs.%.60s", key);
+            if (vt_jinja_is_builtin(key))
+                return vt_serve_fail(err, 400, INVALID, param,
+                                     "%s: the name of a function templates call (range, namespace, dict, "
+                                     "raise_exception, strftime_now): a value would replace it", param);
+            if (!fits_a_template(value, param, err)) return false;
+        }
         if (json_object_set(in, "kwargs", kw)) return oom(err);
     }
     json_t *agp = json_object_get(root, "add_generation_prompt");

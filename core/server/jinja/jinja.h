@@ -51,4 +51,9 @@ void vt_jinja_free(vt_jinja_template *t);
  * ctx). ctx's values must not be shared with a render on another thread. */
 bool vt_jinja_render(const vt_jinja_template *t, jv ctx, char **out, size_t *out_len, char *err, size_t err_size);
 
+/* Whether name is a function every template may call (range, namespace,
+ * dict, raise_exception, strftime_now): a variable of that name given to a
+ * render replaces it, as in Jinja2, and a template calling it then fails. */
+bool vt_jinja_is_builtin(const char *name);
+
 #endif

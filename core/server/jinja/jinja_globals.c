@@ -87,15 +87,22 @@ static jv g_strftime_now(jinja_render *r, int line, jv self, const jinja_args *a
     return jv_is_oom(s) ? jinja_fail(r, line, "out of memory") : s;
 }
 
+static const struct {
+    const char *name;
+    jinja_builtin fn;
+} g[] = {{"range", g_range},
+         {"namespace", g_namespace},
+         {"dict", g_dict},
+         {"raise_exception", g_raise_exception},
+         {"strftime_now", g_strftime_now}};
+
+bool vt_jinja_is_builtin(const char *name) {
+    for (size_t i = 0; i < sizeof g / sizeof *g; i++)
+        if (strcmp(g[i].name, name) == 0) return true;
+    return false;
+}
+
 bool jinja_add_globals(jv globals) {
-    static const struct {
-        const char *name;
-        jinja_builtin fn;
-    } g[] = {{"range", g_range},
-             {"namespace", g_namespace},
-             {"dict", g_dict},
-             {"raise_exception", g_raise_exception},
-             {"strftime_now", g_strftime_now}};
     for (size_t i = 0; i < sizeof g / sizeof *g; i++) {
         jv f = jinja_func_new(JF_BUILTIN, g[i].name);
         if (jv_is_oom(f)) return false;
