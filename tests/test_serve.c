@@ -1152,6 +1152,24 @@ static void test_no_template_and_drain(void) {
  * certainly runs, B is certainly waiting (the gauge counts it from its
  * submission), and both are in flight when the signal is handled ("2
  * running or waiting"), on a machine of any speed. */
+/* A GET /health on the keep-alive connection fd: the answer's head and
+ * body (read until the body's Content-Length is in, or the peer closes;
+ * 30 s bounds only a failure). */
+static char *health_on(int fd) {
+    static const char req[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) return NULL;
+    char *got = calloc(1, 4096);
+    size_t n = 0;
+    for (double end = serve_now() + 30; got && n < 4095 && serve_now() < end;) {
+        const char *head_end = strstr(got, "\r\n\r\n"), *len = strstr(got, "Content-Length: ");
+        if (head_end && len && n >= (size_t)(head_end + 4 - got) + strtoul(len + 16, NULL, 10)) break;
+        const ssize_t k = read(fd, got + n, 4095 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    return got;
+}
+
 static void test_shutdown_before_first_token(void) {
     serve_server s = {0};
     serve_gate g;
@@ -1168,8 +1186,23 @@ static void test_shutdown_before_first_token(void) {
     CU_ASSERT(serve_metric_reaches(&s, "vt_generation_tokens_total", 1, 60));
     pthread_create(&tb, NULL, serve_post_main, &b);
     CU_ASSERT(serve_metric_reaches(&s, "vt_requests_waiting", 1, 60));
+    /* a prober's keep-alive connection, opened before the drain */
+    int probe = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in at = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s.port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CU_ASSERT_FATAL(connect(probe, (struct sockaddr *)&at, sizeof at) == 0);
+    char *healthy = health_on(probe);
+    CU_ASSERT(healthy && strstr(healthy, "HTTP/1.1 200 ") && !strstr(healthy, "Connection: close"));
+    free(healthy);
     kill(s.pid, SIGTERM);
     CU_ASSERT(log_grows(&s, "SIGTERM: no new requests; 2 running or waiting", 0, 60));
+    /* on it, /health now says the replica is going, and the connection
+     * closes, so the prober or proxy moves to another */
+    char *draining = health_on(probe);
+    CU_ASSERT(draining && strstr(draining, "HTTP/1.1 503 ") && strstr(draining, "Connection: close") &&
+              strstr(draining, "\"shutting_down\""));
+    free(draining);
+    close(probe);
     serve_gate_open(&g);
     pthread_join(ta, NULL);
     pthread_join(tb, NULL);

@@ -57,6 +57,10 @@ struct vt_server {
     atomic_int active; /* requests between their first byte and their log line */
     int64_t started; /* unix seconds, /v1/models' "created" */
     vt_tool_format tool_format;
+    /* set by vt_server_quiesce: no new connection is accepted, and those
+     * still open (keep-alive) are told to close with their next answer,
+     * /health's a 503, so a prober or proxy reusing one moves on */
+    atomic_bool draining;
 };
 
 /* One HTTP request, from its first byte to the log line. */
@@ -123,7 +127,8 @@ static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int 
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (rq->framing_error) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (rq->framing_error || atomic_load(&rq->server->draining))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     add_cors(r, rq->server);
     const char *path = target_path(rq->path);
@@ -808,6 +813,12 @@ static enum MHD_Result route(struct MHD_Connection *c, request_ctx *rq, const ch
     const enum MHD_Result refused = refuse_by_head(c, rq, url, method, found, &answered);
     if (answered) return refused;
     vt_serve_engine *e = atomic_load(&s->engine);
+    if (found == ROUTE_HEALTH && atomic_load(&s->draining)) {
+        vt_serve_error err;
+        vt_serve_fail(&err, 503, "server_error", NULL, "the server is shutting down");
+        err.code = "shutting_down";
+        return send_error(c, rq, &err);
+    }
     if (found == ROUTE_HEALTH)
         return e ? send_json(c, rq, 200, strdup("{\"status\":\"ok\"}"))
                  : loading(c, rq);
@@ -1298,6 +1309,7 @@ void vt_server_set_render(vt_server *s, vt_serve_render_fn fn, void *user) {
 void vt_server_set_engine(vt_server *s, vt_serve_engine *e) { atomic_store(&s->engine, e); }
 
 void vt_server_quiesce(vt_server *s) {
+    atomic_store(&s->draining, true);
     MHD_socket fd = MHD_quiesce_daemon(s->daemon);
     if (fd != MHD_INVALID_SOCKET) close(fd);
 }
