@@ -412,12 +412,12 @@ static void test_refusals_name_the_field(void) {
     /* template variables the request's own fields set are not set twice */
     expect_400("{" USER ", \"chat_template_kwargs\": {\"tools\": 5}}", "chat_template_kwargs.tools");
     expect_400("{" USER ", \"chat_template_kwargs\": {\"messages\": []}}", "chat_template_kwargs.messages");
-    /* a schema the grammar converter refuses, when its grammar is made: a
-     * forced call (tool_choice), or "auto" beside a constrained answer,
-     * where the client may have sent no tool_choice (tools) */
+    /* a schema the grammar converter refuses, when its grammar is made (a
+     * forced call, or "auto" beside a constrained answer): the tools are at
+     * fault, named so whatever asked for the grammar */
     expect_400("{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\":"
                " \"object\", \"not\": {}}}}], \"tool_choice\": \"required\"}",
-               "tool_choice");
+               "tools");
     expect_400("{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\":"
                " \"object\", \"not\": {}}}}], \"response_format\": {\"type\": \"json_object\"}}",
                "tools");

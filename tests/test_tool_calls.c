@@ -293,6 +293,47 @@ static void test_forced_call_grammar(void) {
     json_decref(bad);
 }
 
+/* Tools as pydantic writes them (the openai SDK's pydantic_function_tool):
+ * nested models in "$defs", pointed to from the parameters or as the
+ * parameters themselves. A reference counts from the tool's parameters, so
+ * it still finds its target inside the call's wrapper, alone or as one of
+ * several; a "$ref" inside data (a const, written compact) is the data's. */
+static void test_tools_with_defs(void) {
+    json_t *defs = json_loads(
+        "[{\"type\": \"function\", \"function\": {\"name\": \"book\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"guest\": {\"$ref\": \"#/$defs/Guest\"}, \"tag\": {\"const\": {\"$ref\": \"#/x\"}}}, "
+        "\"required\": [\"guest\", \"tag\"], \"$defs\": {\"Guest\": {\"type\": \"object\", \"properties\": {\"name\": "
+        "{\"enum\": [\"Ann\"]}}, \"required\": [\"name\"], \"additionalProperties\": false}}}}},"
+        " {\"type\": \"function\", \"function\": {\"name\": \"count\", \"parameters\": {\"$ref\": \"#/$defs/C\", "
+        "\"$defs\": {\"C\": {\"type\": \"object\", \"properties\": {\"n\": {\"enum\": [7]}}, \"required\": [\"n\"], "
+        "\"additionalProperties\": false}}}}}]",
+        0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(defs);
+    const char *book = "<tool_call>\n{\"name\": \"book\", \"arguments\": {\"guest\": {\"name\": \"Ann\"}, \"tag\": "
+                       "{\"$ref\":\"#/x\"}}}\n</tool_call>";
+    const char *count = "<tool_call>\n{\"name\": \"count\", \"arguments\": {\"n\": 7}}\n</tool_call>";
+    char why[400] = "";
+    for (int named = 0; named < 2; named++) {
+        char *g = vt_tool_call_gbnf(VT_TOOL_FORMAT_HERMES, defs, named ? "book" : NULL, false, why, sizeof why);
+        if (!g) printf("\n  refused: %s", why);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        CU_ASSERT_TRUE(grammar_accepts(g, book));
+        CU_ASSERT_FALSE(grammar_accepts(g, "<tool_call>\n{\"name\": \"book\", \"arguments\": {\"guest\": {\"name\": "
+                                           "\"Bob\"}, \"tag\": {\"$ref\":\"#/x\"}}}\n</tool_call>"));
+        /* the const is the text it holds, not a reference rewritten */
+        CU_ASSERT_FALSE(grammar_accepts(g, "<tool_call>\n{\"name\": \"book\", \"arguments\": {\"guest\": {\"name\": "
+                                           "\"Ann\"}, \"tag\": {\"$ref\":\"#/properties/arguments/x\"}}}\n</tool_call>"));
+        CU_ASSERT_EQUAL(grammar_accepts(g, count), !named);
+        free(g);
+    }
+    char *g = vt_tool_call_gbnf(VT_TOOL_FORMAT_HERMES, defs, "count", false, why, sizeof why);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(grammar_accepts(g, count));
+    CU_ASSERT_FALSE(grammar_accepts(g, "<tool_call>\n{\"name\": \"count\", \"arguments\": {\"n\": 8}}\n</tool_call>"));
+    free(g);
+    json_decref(defs);
+}
+
 /* arguments as the model wrote them: every number the same text where a
  * double holds it (3.8, not the 3.7999999999999998 of 17 digits), keys in
  * their order, strings escaped, nothing but the whitespace taken out */
@@ -330,6 +371,7 @@ int main(void) {
         {"streaming holds back only what may be a call", test_content_prefix_while_streaming},
         {"format from the real templates", test_format_from_real_templates},
         {"the forced-call grammar", test_forced_call_grammar},
+        {"tools whose parameters keep their models in $defs", test_tools_with_defs},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("tool calls", setup, teardown, tests);

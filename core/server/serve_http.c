@@ -466,6 +466,8 @@ static bool tool_grammar(const vt_server *s, vt_serve_request *req, vt_serve_err
         const char *param = forced ? "tool_choice" : "tools";
         if (strstr(why, "out of memory"))
             return vt_serve_fail(err, 500, "server_error", param, "%s: %s", param, why);
+        /* a tool's own schema at fault names the tools, as the message does */
+        if (strncmp(why, "tools[", 6) == 0) return vt_serve_fail(err, 400, "invalid_request_error", "tools", "%s", why);
         return vt_serve_fail(err, 400, "invalid_request_error", param, "%s: %s", param, why);
     }
     free(req->grammar);

@@ -352,21 +352,69 @@ size_t vt_tool_calls_content_prefix(vt_tool_format f, const char *text, size_t n
 
 /* ---- grammar ------------------------------------------------------------- */
 
+/* The keywords whose values are data, not schemas: a "$ref" inside one is
+ * text the document holds, not a reference. */
+static bool data_keyword(const char *key) {
+    return strcmp(key, "const") == 0 || strcmp(key, "enum") == 0 || strcmp(key, "default") == 0 ||
+           strcmp(key, "examples") == 0;
+}
+
+/* Every local "$ref" of schema ("#..." pointers, which count from the
+ * document the tool's parameters are) made to count from the call schema
+ * that embeds them at prefix ("/properties/arguments", "/anyOf/2/..."):
+ * pydantic's tools keep their nested models in "$defs" and point there.
+ * False when out of memory. */
+static bool rebase_refs(json_t *schema, const char *prefix) {
+    const char *key;
+    json_t *v;
+    size_t i;
+    if (json_is_array(schema)) {
+        json_array_foreach(schema, i, v) if (!rebase_refs(v, prefix)) return false;
+        return true;
+    }
+    if (!json_is_object(schema)) return true;
+    json_object_foreach(schema, key, v) {
+        if (strcmp(key, "$ref") == 0 && json_is_string(v) && json_string_value(v)[0] == '#') {
+            const char *ref = json_string_value(v);
+            char *rebased = malloc(strlen(prefix) + strlen(ref) + 2);
+            if (!rebased) return false;
+            sprintf(rebased, "#%s%s", prefix, ref + 1);
+            const int failed = json_string_set(v, rebased);
+            free(rebased);
+            if (failed) return false;
+        } else if (!data_keyword(key) && !rebase_refs(v, prefix)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* {"type": "object", "properties": {"name": {"const": NAME}, KEY: PARAMS},
- * "required": ["name", KEY]} for one tool; NULL when out of memory. */
-static json_t *call_schema(const json_t *function, const char *argument_key) {
+ * "required": ["name", KEY]} for one tool, its PARAMS' references counting
+ * from where they sit in it when it is the anyOf's branch (branch >= 0) or
+ * the whole schema (-1); NULL when out of memory. */
+static json_t *call_schema(const json_t *function, const char *argument_key, int branch) {
     const json_t *params = json_object_get(function, "parameters");
     json_t *p = NULL;
     if (!json_is_object(params)) { /* none: no parameters (OpenAI's rule), so the arguments are {} */
         p = json_pack("{s:s, s:{}, s:b}", "type", "object", "properties", "additionalProperties", 0);
-    } else if (!json_object_get(params, "type")) { /* {} or a type-less schema: an object of it (the request checked the rest) */
+    } else {
         p = json_deep_copy(params);
-        if (p && json_object_set_new(p, "type", json_string("object")) != 0) {
+        char prefix[96];
+        if (branch >= 0) snprintf(prefix, sizeof prefix, "/anyOf/%d/properties/%s", branch, argument_key);
+        else snprintf(prefix, sizeof prefix, "/properties/%s", argument_key);
+        if (p && !rebase_refs(p, prefix)) {
             json_decref(p);
             p = NULL;
         }
-    } else {
-        p = json_incref((json_t *)params);
+        /* {} or a type-less schema: an object of it (the request checked
+         * the rest); a bare reference is what it points to, "type" beside
+         * it is not taken */
+        if (p && !json_object_get(p, "type") && !json_object_get(p, "$ref") &&
+            json_object_set_new(p, "type", json_string("object")) != 0) {
+            json_decref(p);
+            p = NULL;
+        }
     }
     json_t *props = json_pack("{s:{s:O}}", "name", "const", json_object_get(function, "name"));
     if (!p || !props || json_object_set_new(props, argument_key, p) != 0) {
@@ -388,13 +436,20 @@ char *vt_tool_call_gbnf(vt_tool_format f, const json_t *tools, const char *name,
     size_t i;
     const json_t *t;
     bool oom = !branches;
+    /* several become the branches of an anyOf, one is the schema itself */
+    size_t n_calls = 0;
+    json_array_foreach(tools, i, t) {
+        const char *tool = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
+        n_calls += tool && (!name || strcmp(tool, name) == 0);
+    }
+    const bool several_tools = n_calls > 1;
     json_array_foreach(tools, i, t) {
         if (oom) break;
         const json_t *fn = json_object_get(t, "function");
         const char *tool = json_string_value(json_object_get(fn, "name"));
         if (!tool || (name && strcmp(tool, name) != 0)) continue;
         /* each tool's schema alone first, so a refusal names its tool */
-        json_t *s = call_schema(fn, key);
+        json_t *s = call_schema(fn, key, -1);
         char why[300] = "";
         char *g = s ? vt_json_schema_to_gbnf_rule(s, "tool-call", why, sizeof why) : NULL;
         free(g);
@@ -411,6 +466,10 @@ char *vt_tool_call_gbnf(vt_tool_format f, const json_t *tools, const char *name,
                 snprintf(err, err_size, "%.60s: %s", tool, why);
             return NULL;
         }
+        json_decref(s);
+        /* then as the branch it is among several (its references count
+         * from there) */
+        s = call_schema(fn, key, several_tools ? (int)json_array_size(branches) : -1);
         oom = !s || json_array_append_new(branches, s) != 0;
     }
     if (oom) {
