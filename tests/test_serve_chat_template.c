@@ -410,10 +410,44 @@ static void test_template_bos_once_and_its_errors_name_the_line(void) {
                    NULL);
     assert_refused_field(&r, "messages");
     /* the template's own refusal reaches the client, with where it failed */
-    CU_ASSERT(r.body.s && strstr(r.body.s, "the chat template failed: line "));
+    CU_ASSERT(r.body.s && strstr(r.body.s, "the chat template failed on this request: line "));
     CU_ASSERT(r.body.s && strstr(r.body.s, "only supports single tool-calls at once"));
     serve_reply_free(&r);
     CU_ASSERT_EQUAL(serve_stop(&s), 0);
+}
+
+/* A tool may leave out "description" and "parameters" (OpenAI's API), but
+ * templates write both of every tool (Hermes 3 reads
+ * tool.parameters.properties, gpt-oss adds "// " + tool.description): the
+ * template gets "" and the empty parameter list, and renders; a failure is
+ * still a 400, which clients do not send again. */
+static void test_tools_without_description_or_parameters(void) {
+    static const char *const templates[] = {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja",
+                                            "openai-gpt-oss-120b.jinja"};
+    static const char *const written[] = {"\"name\": \"ping\", \"description\": \"ping() - ",
+                                          "\"parameters\": {}} </tools>"};
+    static const char *const written_gpt_oss = "// \ntype ping = () => any;";
+    for (size_t i = 0; i < 2; i++) {
+        char path[512], log[64];
+        snprintf(path, sizeof path, "%s%s", TEMPLATES, templates[i]);
+        snprintf(log, sizeof log, "tools-bare-%zu.log", i);
+        const char *const args[] = {"--chat-template-file", path, "-c", "1024", NULL};
+        serve_server s;
+        CU_ASSERT_FATAL(serve_start(&s, "qwen3-tiny-f32.gguf", log, args));
+        serve_reply r = serve_http(&s, "POST", "/apply-template",
+                                   "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"tools\": "
+                                   "[{\"type\": \"function\", \"function\": {\"name\": \"ping\"}}]}",
+                                   NULL);
+        CU_ASSERT_EQUAL(r.status, 200);
+        char *prompt = serve_field(&r, "prompt", NULL);
+        const bool as_expected = prompt && (i == 0 ? strstr(prompt, written[0]) && strstr(prompt, written[1])
+                                                   : strstr(prompt, written_gpt_oss) != NULL);
+        if (!as_expected) printf("\n  %s wrote:\n%s\n", templates[i], prompt ? prompt : "");
+        CU_ASSERT(as_expected);
+        free(prompt);
+        serve_reply_free(&r);
+        CU_ASSERT_EQUAL(serve_stop(&s), 0);
+    }
 }
 
 int main(void) {
@@ -428,6 +462,7 @@ int main(void) {
         {"a template's BOS once, its errors name the line", test_template_bos_once_and_its_errors_name_the_line},
         {"a template that ignores tools refuses them", test_template_ignoring_tools_refuses_them},
         {"one template rendered by many clients at once", test_one_template_rendered_by_many_clients_at_once},
+        {"tools without description or parameters render", test_tools_without_description_or_parameters},
         CU_TEST_INFO_NULL,
     };
     vt_test_add_suite("serve chat template", NULL, NULL, tests);

@@ -219,9 +219,13 @@ static char *render_jinja(const vt_chat_source *c, const vt_serve_request *req, 
     size_t len = 0;
     if (!vt_chat_jinja_render(c->jinja, &ji, &text, &len, msg, sizeof msg)) {
         /* raise_exception is the template refusing this chat (roles out of
-         * order, ...); any other failure is the template's own. */
-        *status = strstr(msg, "the template raised") ? 400 : 500;
-        snprintf(err, err_size, "the chat template failed: %s", msg);
+         * order, ...). Any other failure is a 400 too, as vLLM answers it:
+         * the template rendered a chat of one message at the start, so what
+         * fails now is what this request holds that it cannot write, and a
+         * 500 would have clients send it again (the openai SDK retries a
+         * 500 twice) to fail the same way. */
+        *status = 400;
+        snprintf(err, err_size, "the chat template failed on this request: %s", msg);
         return NULL;
     }
     /* Tools or tool calls the template does not write into the prompt are

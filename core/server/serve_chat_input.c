@@ -163,6 +163,32 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
     return true;
 }
 
+/* The tools as templates write them: a copy in which a function without
+ * "description" or "parameters" has "" and the empty parameter list
+ * (OpenAI's meaning of no parameters: an object with no properties, and no
+ * others), since templates read both fields of every tool ("// " +
+ * tool.description, tool.parameters.properties) and would fail without
+ * them. NULL when out of memory. */
+static json_t *tools_as_written(const json_t *tools) {
+    json_t *copy = json_deep_copy(tools);
+    size_t i;
+    json_t *t;
+    json_array_foreach(copy, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        if (!json_is_object(fn)) continue;
+        const json_t *d = json_object_get(fn, "description"), *p = json_object_get(fn, "parameters");
+        if ((!d || json_is_null(d)) && json_object_set_new(fn, "description", json_string(""))) goto fail;
+        if ((!p || json_is_null(p)) &&
+            json_object_set_new(fn, "parameters", json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
+                                                            "additionalProperties", 0)))
+            goto fail;
+    }
+    return copy;
+fail:
+    json_decref(copy);
+    return NULL;
+}
+
 /* tool_choice and parallel_tool_calls, against the tools given (NULL:
  * none). Without tools only "none" and "auto" mean anything (plain text);
  * asking for a call of no tool is refused. */
@@ -228,7 +254,8 @@ bool vt_serve_parse_chat_input(const json_t *root, vt_serve_request *r, vt_serve
     if (tools && !json_is_null(tools)) {
         if (!check_tools(tools, err) || !fits_a_template(tools, "tools", err)) return false;
         /* An empty list is no tools (transformers passes tools=None then). */
-        if (json_array_size(tools) > 0 && json_object_set(in, "tools", tools)) return oom(err);
+        if (json_array_size(tools) > 0 && json_object_set_new(in, "tools", tools_as_written(tools)))
+            return oom(err);
     }
     if (!parse_tool_choice(root, json_object_get(in, "tools"), r, err)) return false;
     json_t *kw = json_object_get(root, "chat_template_kwargs");
