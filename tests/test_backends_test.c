@@ -281,6 +281,24 @@ static void test_write_past_dst_is_named(void) {
     free(out);
 }
 
+/* A backend that declines every case selected was judged on nothing: exit
+ * 2 saying so, not the 0 of a pass (good_minimal runs rms_norm alone); the
+ * op it runs still passes. */
+static void test_all_declined_tests_nothing(void) {
+    char *out = NULL, *err = NULL;
+    CU_ASSERT_EQUAL(run_vt("backends --test '" VT_TEST_PLUGIN_DIR "/libvt-backend-good_minimal.so' --ops add", &out, &err),
+                    2);
+    CU_ASSERT(out && strstr(out, "0 OK, 0 FAIL"));
+    CU_ASSERT(err && strstr(err, "declined every case selected, so nothing was tested"));
+    free(out);
+    free(err);
+    out = err = NULL;
+    CU_ASSERT_EQUAL(
+        run_vt("backends --test '" VT_TEST_PLUGIN_DIR "/libvt-backend-good_minimal.so' --ops rms_norm", &out, &err), 0);
+    free(out);
+    free(err);
+}
+
 /* --help after --test is the help, not a backend named --help */
 static void test_help_after_test(void) {
     char *out = NULL;
@@ -370,11 +388,13 @@ static void test_a_file_gets_its_options(void) {
     CU_ASSERT(out && strstr(out, "refused: init failed: options_probe: refusing as asked by its options 'refuse=1'"));
     free(out), free(err);
     out = err = NULL;
+    /* refuse=0: it loads (and, running no op, declines every case: a run
+     * that tested nothing) */
     CU_ASSERT_EQUAL(run_vt("backends --test '" OPTIONS_PLUGIN "' --ops rms_norm --backend-option options_probe.refuse=0",
                            &out, &err),
-                    0);
+                    2);
     CU_ASSERT(out && strstr(out, "options_probe: 0 OK, 0 FAIL") != NULL);
-    CU_ASSERT(!err || !strstr(err, "no backend named"));
+    CU_ASSERT(err && strstr(err, "declined every case selected") && !strstr(err, "no backend named"));
     free(out), free(err);
 }
 
@@ -486,6 +506,7 @@ int main(void) {
         {"a plugin crashing inside a run: vt names the backend and the node", test_crash_in_a_run_names_the_node},
         {"a plugin that does not load: exit 2 with the reason", test_refused_plugin},
         {"a case never offered is declined saying why", test_not_offered_says_why},
+        {"every case declined tests nothing: exit 2", test_all_declined_tests_nothing},
         {"the case generator is deterministic and follows the conventions", test_generator},
         {"nmse", test_nmse},
         {"a plugin file gets its options (--test, --check)", test_a_file_gets_its_options},

@@ -643,7 +643,13 @@ vt_status vt_backends_test_run(const vt_backends_test_request *req, int *exit_co
         else
             printf("%s: %d OK, %d FAIL, %d declined\n", all.backend_name, all.n_ok, all.n_failed, all.n_declined);
     }
-    *exit_code = refused ? 2 : all.n_failed ? 1 : 0;
+    /* every case selected declined: nothing was judged, not a pass (a CI
+     * check of one op would read 0 as the op working) */
+    const bool judged_none = st == VT_OK && !refused && all.n_ok + all.n_failed == 0;
+    if (judged_none)
+        fprintf(stderr, "vt: backends --test %s: the backend declined every case selected, so nothing was tested\n",
+                req->target);
+    *exit_code = refused || judged_none ? 2 : all.n_failed ? 1 : 0;
     free(all.cases);
     return st;
 }

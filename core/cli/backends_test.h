@@ -26,7 +26,8 @@ typedef struct vt_backends_test_request {
 vt_status vt_backends_test_select(vt_backends_test_request *req, const char *ops, const char *dtypes, vt_error *err);
 
 /* Run the battery and print it. *exit_code: 0 every case OK, 1 any FAIL,
- * 2 the backend does not load (the reason printed as --check does). An
+ * 2 the backend does not load (the reason printed as --check does), or
+ * declined every case selected (nothing was judged). An
  * error only for what stops the tool itself (fork, pipe, memory). */
 vt_status vt_backends_test_run(const vt_backends_test_request *req, int *exit_code, vt_error *err);
 
