@@ -763,6 +763,35 @@ static void test_compare_cache_share_that_moves_greedy(void) {
     json_free(&doc);
 }
 
+/* A mixture of experts whose f16 cache alone moves reference's logits by
+ * a router near-tie while its greedy tokens stay (qwen3moe-tiny-q4_k_m:
+ * max|dlog| 0.435, 32/32): that share is no rounding, so a row at f16 is
+ * not judged (it "agreed" within a bound the flip had inflated), saying
+ * why; the cache's rounding on a dense model stays a share of the bound. */
+static void test_compare_cache_share_that_moves_routing(void) {
+    const bool simd = vt_test_simd_expected();
+    char path[1024], args[2048];
+    snprintf(path, sizeof path, "%s/models/qwen3moe-tiny-q4_k_m.gguf", vt_test_data_dir("models"));
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends %s -t 2 --kv-cache-dtype f32,f16", path,
+             simd ? "reference,simd" : "reference,reference");
+    json_value doc;
+    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
+    const json_value *backends = json_get(&doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 4);
+    const json_value *ref_f16 = &backends->items[1];
+    CU_ASSERT_EQUAL(num(ref_f16, "greedy_agree_tokens"), num(&doc, "greedy_tokens"));
+    CU_ASSERT(num(ref_f16, "max_abs_dlogit") > 0.1);
+    if (simd) {
+        const json_value *row = &backends->items[3], *v = json_get(row, "verdict"), *why = json_get(row, "verdict_reason");
+        CU_ASSERT(v && v->type == JSON_STRING && strcmp(v->str, "not judged") == 0);
+        CU_ASSERT(why && why->type == JSON_STRING && strstr(why->str, "past what rounding a cache does") &&
+                  strstr(why->str, "--trace --backends simd --kv-cache-dtype f16"));
+    } else {
+        printf("\n  simd is not expected on this CPU: only reference's own f16 row is checked here ");
+    }
+    json_free(&doc);
+}
+
 /* --kv-cache-dtype f32,f16,bf16: every backend, reference included, at
  * every cache dtype, each row against reference@f32 (the top-level
  * kv_cache_dtype); reference@f16 vs reference@f32 is the cache's own term,
@@ -1180,6 +1209,8 @@ int main(void) {
         {"compare without -m synthesizes a cached default model", test_compare_default_model_is_cached},
         {"compare: a cache dtype that moves reference's greedy tokens leaves its rows not judged",
          test_compare_cache_share_that_moves_greedy},
+        {"compare: a cache dtype that moves a mixture of experts' routing leaves its rows not judged",
+         test_compare_cache_share_that_moves_routing},
         {"compare --kv-cache-dtype f32,f16,bf16: every backend at every cache dtype vs reference@f32",
          test_compare_kv_dtype_list},
         {"bench --json: sizes, medians, stdev, fraction of the bandwidth limit", test_bench_json},
