@@ -125,6 +125,22 @@ static void test_context_size_origin_named(void) {
     free_result(&r);
 }
 
+/* -n -1, as llama.cpp takes it: until the end of the text or of the KV
+ * cache, without the note a number too large gets; any other negative
+ * number says -1 is the one. */
+static void test_n_predict_until_end(void) {
+    result r = vt("run -m '%s' --tokens 5,6,7 -c 16 -n -1 --temp 0 --ids --ignore-eos", tiny);
+    CU_ASSERT_EQUAL(r.rc, 0);
+    size_t commas = 0;
+    for (const char *p = r.out; p && *p; p++) commas += *p == ',';
+    CU_ASSERT_EQUAL(commas, 12); /* 13 ids: the 16 the cache holds less the prompt's 3 */
+    CU_ASSERT(r.err && !strstr(r.err, "instead of"));
+    free_result(&r);
+    r = vt("run -m '%s' --tokens 5,6,7 -n -2", tiny);
+    EXPECT_ERROR(r, 2, "or -1: until the end of the text or of the KV cache");
+    free_result(&r);
+}
+
 /* A prompt that fills the context leaves no room to generate (prompt and
  * answer fit the cache together, as vt serve counts them); one token less
  * leaves room for one. -n 0 evaluates a full one. */
@@ -279,6 +295,7 @@ int main(void) {
     CU_TestInfo tests[] = {
         {"-c 16 with a 40-token prompt: context full, exit 3", test_context_full},
         {"a run cut short by the cache names what sized it", test_context_size_origin_named},
+        {"-n -1 generates until the end of the text or of the cache", test_n_predict_until_end},
         {"a prompt filling the context: exit 3; one token less generates one", test_prompt_filling_the_context},
         {"zero-token prompt (-p '' without BOS, --tokens ''): exit 2", test_zero_token_prompt},
         {"-n 0 evaluates the prompt and exits 0", test_n_predict_zero},

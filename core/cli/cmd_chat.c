@@ -49,7 +49,8 @@ static void help(FILE *f) {
                "      --show-prompt        before each answer, the rendered conversation on stderr between\n"
                "                           lines [prompt] and [/prompt], as the model sees it (with the BOS\n"
                "                           the tokenizer adds to a built-in template's rendering)\n");
-    vt_cli_gen_help(f, "tokens per answer at most (default: until the end of the turn or of the context)");
+    vt_cli_gen_help(f, "tokens per answer at most (default, or -1: until the end of the turn or of the\n"
+                       "                           context)");
     static const char *const not_here[] = {"--special", NULL};
     vt_cli_common_help_except(f, not_here);
 }
@@ -106,7 +107,7 @@ static vt_status parse_chat(int argc, char **argv, chat_opts *o, vt_error *err) 
 }
 
 static vt_status validate_chat(const chat_opts *o, vt_error *err) {
-    if (o->gen.n_predict_given && o->gen.n_predict < 1)
+    if (o->gen.n_predict_given && o->gen.n_predict < 1 && o->gen.n_predict != VT_N_PREDICT_UNTIL_END)
         return vt_fail(err, VT_ERR_INVALID, "-n %lld: an answer needs at least 1 token", (long long)o->gen.n_predict);
     /* The template's control tokens are always matched in the rendered
      * conversation; there is nothing for --special to change. */
@@ -395,7 +396,9 @@ static vt_status answer(chat *ch, const char *line, size_t n_line, vt_error *err
         return VT_OK;
     }
     int64_t room = ctx - (int64_t)n_tokens;
-    int64_t max_new = ch->o->gen.n_predict_given && ch->o->gen.n_predict < room ? ch->o->gen.n_predict : room;
+    /* -n -1: what the context leaves, as without -n */
+    const bool capped = ch->o->gen.n_predict_given && ch->o->gen.n_predict != VT_N_PREDICT_UNTIL_END;
+    int64_t max_new = capped && ch->o->gen.n_predict < room ? ch->o->gen.n_predict : room;
     const vt_sched_request req = vt_cli_gen_request(&ch->o->c, &ch->o->gen, tokens, (int64_t)n_tokens, max_new,
                                                     vt_seed_after(ch->seed, (uint64_t)ch->turn), ch->stop_ids, ch->n_stop_ids);
     uint64_t id = 0;

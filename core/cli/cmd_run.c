@@ -16,7 +16,8 @@ static void help(FILE *f) {
                "  -f, --file FILE          the prompt is the file's text\n"
                "      --tokens IDS         prompt as comma-separated token ids instead\n"
                "      --ids                print generated token ids, comma-separated, instead of text\n");
-    vt_cli_gen_help(f, "tokens to generate (default 32; 0 = only evaluate the prompt)");
+    vt_cli_gen_help(f, "tokens to generate (default 32; 0 = only evaluate the prompt; -1 = until the end\n"
+                       "                           of the text or of the KV cache)");
     vt_cli_common_help(f);
 }
 
@@ -126,6 +127,8 @@ static vt_status run_run(run_opts *o, vt_error *err) {
     if (st == VT_OK && n_tokens == 0)
         st = vt_fail(err, VT_ERR_INVALID, "the prompt is empty: zero tokens to evaluate (give -p TEXT or --tokens)");
     char origin[160];
+    const bool until_end = n_predict == VT_N_PREDICT_UNTIL_END;
+    if (until_end) n_predict = 1; /* at least one; the room the prompt leaves below */
     if (st == VT_OK && (int64_t)n_tokens > vt_engine_ctx_size(e))
         st = vt_fail(err, VT_ERR_CONTEXT_FULL, "the prompt has %zu tokens but the KV cache holds %lld (%s); raise -c",
                      n_tokens, (long long)vt_engine_ctx_size(e),
@@ -137,6 +140,7 @@ static vt_status run_run(run_opts *o, vt_error *err) {
                      "the prompt's %zu tokens fill the KV cache of %lld (%s): no room to generate; raise -c", n_tokens,
                      (long long)vt_engine_ctx_size(e),
                      ctx_origin(&o->c.opt, model, vt_engine_ctx_size(e), origin, sizeof origin));
+    if (st == VT_OK && until_end) n_predict = vt_engine_ctx_size(e) - (int64_t)n_tokens;
     if (st == VT_OK && (int64_t)n_tokens + n_predict > vt_engine_ctx_size(e)) {
         const int64_t room = vt_engine_ctx_size(e) - (int64_t)n_tokens;
         fprintf(stderr, "vt: note: generating %lld token%s instead of %lld: the KV cache holds %lld tokens (%s)\n",

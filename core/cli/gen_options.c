@@ -30,7 +30,19 @@ vt_arg_result vt_cli_gen_arg(vt_cli_gen *g, int argc, char **argv, int *i, vt_er
     const char *a = argv[*i];
     if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) {
         g->n_predict_given = true;
-        return vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 24, &g->n_predict, err);
+        /* -1, as llama.cpp takes it: until the end of the text, or of the
+         * KV cache (VT_N_PREDICT_UNTIL_END) */
+        if (*i + 1 < argc && strcmp(argv[*i + 1], "-1") == 0) {
+            g->n_predict = VT_N_PREDICT_UNTIL_END;
+            (*i)++;
+            return VT_ARG_TAKEN;
+        }
+        vt_arg_result r = vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 24, &g->n_predict, err);
+        if (r == VT_ARG_ERROR) { /* and what llama.cpp's users write for "no limit" */
+            const size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, ", or -1: until the end of the text or of the KV cache");
+        }
+        return r;
     }
     if (strcmp(a, "--presence-penalty") == 0)
         return penalty_arg(argc, argv, i, VT_KNOB_PRESENCE_PENALTY, &g->presence_penalty, err);

@@ -20,8 +20,11 @@
 #define VT_CLI_MAX_STOP VT_TEXT_STREAM_MAX_STOPS
 #define VT_CLI_MAX_STOP_BYTES VT_TEXT_STREAM_MAX_STOP_LEN
 
+/* -n -1: generate until the end of the text or of the KV cache. */
+#define VT_N_PREDICT_UNTIL_END (-1)
+
 typedef struct vt_cli_gen {
-    int64_t n_predict; /* -n; the command sets its default before parsing */
+    int64_t n_predict; /* -n; the command sets its default before parsing; VT_N_PREDICT_UNTIL_END: -1 */
     bool n_predict_given;
     bool ignore_eos;
     const char *stop[VT_CLI_MAX_STOP]; /* --stop TEXT, in the order given */
