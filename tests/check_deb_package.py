@@ -124,7 +124,7 @@ def main():
                 "/usr/lib/pkgconfig/vt.pc", "/usr/lib/cmake/vt/vtConfig.cmake", "/usr/lib/cmake/vt/vtTargets.cmake"]:
             check(f in dev_files, "libvt-dev: no %s in the package" % f)
         for name, got in (("vt-llm", vt_files), ("libvt0", lib_files), ("libvt-dev", dev_files)):
-            for doc in ("copyright", "changelog.Debian.gz"):
+            for doc in ("copyright", "changelog.gz"):
                 check("/usr/share/doc/%s/%s" % (name, doc) in got, "%s: no /usr/share/doc/%s/%s" % (name, name, doc))
         # what vt serve --help, the ini and the unit point to, and the manual
         for f in ("/usr/share/man/man1/vt.1.gz", "/usr/share/doc/vt-llm/README.md",
@@ -141,12 +141,12 @@ def main():
         root = os.path.join(tmp, "root")
         for deb in debs.values():
             check(run(["dpkg-deb", "-x", deb, root]).returncode == 0, "dpkg-deb -x %s failed" % deb)
-        # the Debian changelog names this version first
-        changelog = os.path.join(root, "usr", "share", "doc", "vt-llm", "changelog.Debian.gz")
+        # the changelog (a native package's) names this version first
+        changelog = os.path.join(root, "usr", "share", "doc", "vt-llm", "changelog.gz")
         if os.path.exists(changelog):
             import gzip
             first = gzip.open(changelog, "rt").readline()
-            check(first.startswith("vt (%s) " % version), "changelog.Debian starts %r, not version %s" % (first, version))
+            check(first.startswith("vt (%s) " % version), "changelog starts %r, not version %s" % (first, version))
         # libvt0 tells packages linking it what to depend on, and refreshes the
         # linker's cache through dpkg's trigger; installed binaries are stripped
         members = run(["sh", "-c", 'dpkg-deb --ctrl-tarfile "$1" | tar -t', "sh", debs["libvt0"]]).stdout.split()

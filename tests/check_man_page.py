@@ -46,8 +46,11 @@ def main():
     documented = set(re.findall(r"\bVT_[A-Z0-9_]+\b", page)) - {"VT_SERVE_MODEL"}  # the unit's, not vt's
     check(documented and documented <= read, "variables no source reads: %s" % sorted(documented - read))
 
-    out = subprocess.run(["groff", "-ww", "-man", "-Tutf8", "-z", page_path], capture_output=True, text=True)
-    check(out.returncode == 0 and not out.stderr.strip(), "groff: %s" % out.stderr.strip())
+    try:
+        out = subprocess.run(["groff", "-ww", "-man", "-Tutf8", "-z", page_path], capture_output=True, text=True)
+        check(out.returncode == 0 and not out.stderr.strip(), "groff: %s" % out.stderr.strip())
+    except FileNotFoundError:
+        check(False, "groff is not installed (Debian package groff-base: bash .ci/install-deps)")
 
     for f in failures:
         print("check_man_page: %s" % f)

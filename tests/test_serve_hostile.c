@@ -315,9 +315,11 @@ static void test_two_content_lengths(void) {
     expect_refused_and_closed("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:\r\n\tchunked\r\n\r\n"
                               "0\r\n\r\nGET /v1/models/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n",
                               400);
+    /* (the refusal's wording depends on how the library hands the fold
+     * over: 0.9.75, Debian 12's, glues it onto the name; a later one may
+     * refuse the line itself) */
     raw_reply folded = exchange("GET /health HTTP/1.1\r\nHost: x\r\nContent-Length:\r\n 0\r\n\r\n", 30);
-    CU_ASSERT(folded.s && strstr(folded.s, "'Content-Length0' runs on past Content-Length") != NULL);
-    CU_ASSERT(folded.s && !strstr(folded.s, "SMUGGLED"));
+    CU_ASSERT_EQUAL(status_of(&folded), 400);
     free(folded.s);
     /* two Hosts: a proxy and vt could each take another (RFC 9112 3.2) */
     expect_refused_and_closed("GET /health HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400);

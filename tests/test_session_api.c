@@ -108,6 +108,42 @@ static void test_settings_are_validated_like_the_cli(void) {
     }
 }
 
+/* What a log callback was handed, for test_shared_config_file. */
+static char logged[2048];
+static void keep_message(void *user, int level, const char *who, const char *message) {
+    (void)user, (void)level, (void)who;
+    const size_t n = strlen(logged);
+    snprintf(logged + n, sizeof logged - n, "%s\n", message);
+}
+
+/* A config file shared with vt run and vt serve may hold [sampling]: libvt
+ * takes the rest and says it leaves that to them (sampling is a request's);
+ * config_path "" reads no file at all, not even the one VT_CONFIG names. */
+static void test_shared_config_file(void) {
+    char ini[1024], bad[1024], err[512] = "";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(ini, sizeof ini, "shared.ini",
+                                                       "[runtime]\nthreads = 2\n[sampling]\ntemp = 0.5\n"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(bad, sizeof bad, "bad.ini", "[runtime]\nthreads = many\n"));
+    logged[0] = '\0';
+    vt_set_log_callback(keep_message, NULL);
+    vt_session_options o;
+    vt_session_options_init(&o);
+    o.config_path = ini;
+    vt_session *s = NULL;
+    CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_OK);
+    vt_session_close(s);
+    vt_set_log_callback(NULL, NULL);
+    CU_ASSERT(strstr(logged, "sampling.temp (from ") && strstr(logged, "shared.ini:4) is left to vt run"));
+    setenv("VT_CONFIG", bad, 1);
+    s = NULL;
+    CU_ASSERT_EQUAL(vt_session_open(model_path, NULL, &s, err, sizeof err), VT_ERR_INVALID); /* NULL: VT_CONFIG's */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "threads"));
+    o.config_path = "";
+    CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_OK); /* "": none */
+    vt_session_close(s);
+    unsetenv("VT_CONFIG");
+}
+
 /* token_bytes returns the token's whole length whatever cap is (snprintf's
  * rule) and writes at most cap bytes; logits of an evaluation are gone once
  * the session is reset. */
@@ -306,6 +342,7 @@ int main(void) {
         {"token bytes: snprintf's rule; no logits after reset", test_token_bytes_and_reset},
         {"a session's logits equal the engine path's, prefill and decode", test_logits_equal_the_engine_path},
         {"settings are validated like the command line's", test_settings_are_validated_like_the_cli},
+        {"a config file shared with vt: [sampling] left to it; \"\" reads none", test_shared_config_file},
         {"explain shows the plans and 'from api'", test_explain_names_the_api_as_source},
         {"sessions on threads at once: simd's and reference's logits as alone; two auto engines save both models' "
          "classes",

@@ -332,6 +332,21 @@ static void test_tools_with_defs(void) {
     CU_ASSERT_FALSE(grammar_accepts(g, "<tool_call>\n{\"name\": \"count\", \"arguments\": {\"n\": 8}}\n</tool_call>"));
     free(g);
     json_decref(defs);
+    /* a property named like a data keyword ("default") is a schema whose
+     * reference counts from the parameters too */
+    json_t *named = json_loads(
+        "[{\"type\": \"function\", \"function\": {\"name\": \"set\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"default\": {\"$ref\": \"#/$defs/V\"}}, \"required\": [\"default\"], \"$defs\": {\"V\": "
+        "{\"enum\": [\"on\"]}}}}}]",
+        0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(named);
+    g = vt_tool_call_gbnf(VT_TOOL_FORMAT_HERMES, named, NULL, false, why, sizeof why);
+    if (!g) printf("\n  refused: %s", why);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    CU_ASSERT_TRUE(grammar_accepts(g, "<tool_call>\n{\"name\": \"set\", \"arguments\": {\"default\": \"on\"}}\n</tool_call>"));
+    CU_ASSERT_FALSE(grammar_accepts(g, "<tool_call>\n{\"name\": \"set\", \"arguments\": {\"default\": \"off\"}}\n</tool_call>"));
+    free(g);
+    json_decref(named);
 }
 
 /* arguments as the model wrote them: every number the same text where a

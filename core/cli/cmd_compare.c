@@ -249,6 +249,7 @@ static vt_status run_backend(compare_job *job, const char *name, const char *opt
      * kernels, pages of weights read in), which put a row's pp tok/s off by
      * ten times depending on its place in the run. Not profiled. */
     if (st == VT_OK && !job->c->dry_run) {
+        vt_progress_label(job->bar, label);
         st = vt_engine_eval(e, job->prompt, job->n_prompt, false, err);
         vt_engine_reset(e);
         if (st != VT_OK) vt_error_prefix(err, "backend %s: ", label);
@@ -391,7 +392,9 @@ static verdict_kind judge(const compare_job *job, const backend_result *res, int
      * near-ties of qwen3moe-tiny move them by 0.27 (q4_k_m, f16 cache) to
      * 0.42 (f32, bf16): a bound of twice the dense worst tells the two apart. */
     const double cache_rounding_bound = 3e-2;
-    if (cache_row && i > 0 && job->model->hp.n_expert > 0 && cache_share > cache_rounding_bound * scale) {
+    /* (a row judged on its own f32-cache run has no cache share in play) */
+    if (cache_row && i > 0 && !r->at_f32 && job->model->hp.n_expert > 0 &&
+        cache_share > cache_rounding_bound * scale) {
         snprintf(why, size,
                  "the %s cache alone moves reference's own logits by max|dlog| %.2e, past what rounding a cache "
                  "does (%.0e x %.2f): a mixture of experts' routing moved, so the cache's share would hide any "

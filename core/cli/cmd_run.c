@@ -105,7 +105,12 @@ static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model
  * model was trained on. */
 static const char *ctx_origin(const vt_options *opt, const vt_model *model, int64_t ctx, char *buf, size_t size) {
     const int64_t trained = model->hp.n_ctx_train;
-    if (opt->ctx_size > 0) snprintf(buf, size, "-c/--ctx-size %lld", (long long)ctx);
+    const char *source = vt_options_source(opt, "kv_cache.ctx_size");
+    char where[1100];
+    if (opt->ctx_size > 0 && vt_options_source_rank(source) == 3) snprintf(buf, size, "-c/--ctx-size %lld", (long long)ctx);
+    else if (opt->ctx_size > 0) /* an ini file or the environment: -c on the command line overrides it */
+        snprintf(buf, size, "kv_cache.ctx_size = %lld from %s", (long long)ctx,
+                 vt_options_where(opt, source, where, sizeof where));
     else if (trained > ctx)
         snprintf(buf, size, "-c/--ctx-size's default caps it at 4096; the model was trained on %lld tokens",
                  (long long)trained);

@@ -219,12 +219,11 @@ static char *render_jinja(const vt_chat_source *c, const vt_serve_request *req, 
     size_t len = 0;
     if (!vt_chat_jinja_render(c->jinja, &ji, &text, &len, msg, sizeof msg)) {
         /* raise_exception is the template refusing this chat (roles out of
-         * order, ...). Any other failure is a 400 too, as vLLM answers it:
-         * the template rendered a chat of one message at the start, so what
-         * fails now is what this request holds that it cannot write, and a
-         * 500 would have clients send it again (the openai SDK retries a
-         * 500 twice) to fail the same way. */
-        *status = 400;
+         * order, ...). Any other failure of the template is a 400 too, as
+         * vLLM answers it: sent again it fails again, and a 500 would have
+         * clients do that (the openai SDK retries a 500 twice). Running out
+         * of memory is the server's, a 500. */
+        *status = strstr(msg, "out of memory") ? 500 : 400;
         snprintf(err, err_size, "the chat template failed on this request: %s", msg);
         return NULL;
     }

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "host.h"
+
 vt_status vt_api_report(const vt_error *e, char *err, size_t err_size) {
     if (err && err_size) snprintf(err, err_size, "%s", e->msg[0] ? e->msg : vt_status_name(e->code));
     return e->code;
@@ -60,20 +62,30 @@ vt_status vt_api_options(const vt_session_options *options, vt_options *opt, boo
     }
     if (all_logits) *all_logits = o.all_logits;
     vt_options_defaults(opt);
-    vt_status st = vt_options_load(opt, o.config_path, e);
-    for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(opt, *kv, e);
+    /* "" is no file: a program that wants only its own settings is not at
+     * the mercy of a VT_CONFIG its user set for vt */
+    vt_status st = vt_options_load_from(opt, o.config_path, !o.config_path, e);
     /* a program on libvt samples per request (vt_batch_request's fields; a
-     * session never samples): [sampling] set here would be taken and then
-     * have no effect, so it is refused, as [server] is */
+     * session never samples): [sampling] in its own settings would be taken
+     * and then have no effect, so it is refused; in a config file it shares
+     * with vt run and vt serve it is theirs, and said to be left to them */
     for (int i = 0; st == VT_OK && i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
         const char *source = vt_options_source(opt, key);
         if (strncmp(key, "sampling.", 9) != 0 || !source || strcmp(source, "default") == 0) continue;
-        const bool from_file = strncmp(source, "ini", 3) == 0;
+        char where[1100];
+        vt_log(VT_LOG_WARN, "core", "%s (from %s) is left to vt run, vt chat and vt serve: a program on libvt chooses "
+               "sampling per request (vt_batch_request's fields)", key, vt_options_where(opt, source, where, sizeof where));
+    }
+    for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(opt, *kv, e);
+    for (int i = 0; st == VT_OK && i < vt_options_key_count(); i++) {
+        const char *key = vt_options_key(i);
+        const char *source = vt_options_source(opt, key);
+        if (strncmp(key, "sampling.", 9) != 0 || !source || strcmp(source, "api") != 0) continue;
         st = vt_fail(e, VT_ERR_INVALID,
-                     "%s (set by %s%s): a program on libvt chooses sampling per request (vt_batch_request's "
+                     "%s (set by the settings): a program on libvt chooses sampling per request (vt_batch_request's "
                      "fields); [sampling] is read by vt run, vt chat and vt serve",
-                     key, from_file ? "the config file " : "the settings", from_file ? opt->config_path : "");
+                     key);
     }
     return st;
 }

@@ -931,10 +931,14 @@ static vt_status apply_env(vt_options *work, vt_error *err) {
 }
 
 vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err) {
+    return vt_options_load_from(o, config_path, true, err);
+}
+
+vt_status vt_options_load_from(vt_options *o, const char *config_path, bool or_vt_config, vt_error *err) {
     if (!o) return vt_fail(err, VT_ERR_INVALID, "vt_options_load: NULL options");
     vt_options work = *o;
     const char *origin = "";
-    if (!config_path || !*config_path) {
+    if ((!config_path || !*config_path) && or_vt_config) {
         config_path = getenv("VT_CONFIG");
         origin = "VT_CONFIG: ";
     }

@@ -118,6 +118,9 @@ void vt_options_defaults(vt_options *o);
  * vt_options_set(..., "cli"). Unknown sections/keys in the ini are errors
  * naming the line. */
 vt_status vt_options_load(vt_options *o, const char *config_path, vt_error *err);
+/* vt_options_load, VT_CONFIG taken for a NULL or empty path only when
+ * or_vt_config (libvt's "" is no file at all). */
+vt_status vt_options_load_from(vt_options *o, const char *config_path, bool or_vt_config, vt_error *err);
 
 /* Set one knob by its ini name ("kv_cache.dtype", "runtime.threads", ...)
  * from a string, recording `source` ("cli", "env X", "ini N"). Validates and

@@ -56,11 +56,11 @@ typedef struct conv {
     const json_t *root;
     rule *rules;
     size_t n_rules, cap_rules;
-    /* rule name -> index in rules, and name hint -> the K its next "-K"
-     * tries first: a schema of thousands of properties makes thousands of
-     * rules, many from one hint ("root-tail"), and a scan per new name made
-     * its conversion cubic */
-    vt_name_table by_name, next_suffix;
+    /* rule name -> index in rules, name hint -> the K its next "-K" tries
+     * first, $ref -> index in refs: a schema of thousands of properties or
+     * references makes thousands of rules, many from one hint ("root-tail"),
+     * each named and looked up in constant time */
+    vt_name_table by_name, next_suffix, by_ref;
     ref_rule *refs;
     size_t n_refs, cap_refs;
     size_t total; /* bytes of grammar so far */
@@ -368,8 +368,8 @@ static char *visit_ref(conv *c, const json_t *s, const char *path) {
     const json_t *r = json_object_get(s, "$ref");
     if (!json_is_string(r)) return fail(c, path, "$ref: expected a string");
     const char *ref = json_string_value(r);
-    for (size_t i = 0; i < c->n_refs; i++)
-        if (strcmp(c->refs[i].ref, ref) == 0) return strdup(c->refs[i].name);
+    long known;
+    if (vt_name_get(&c->by_ref, ref, strlen(ref), &known)) return strdup(c->refs[known].name);
     const json_t *target = resolve(c, ref, path);
     if (!target) return NULL;
     const char *last = strrchr(ref, '/');
@@ -389,7 +389,7 @@ static char *visit_ref(conv *c, const json_t *s, const char *path) {
         c->cap_refs = cap;
     }
     char *ref_copy = strdup(ref);
-    if (!ref_copy || !add_rule(c, name, strdup(""))) {
+    if (!ref_copy || !vt_name_set(&c->by_ref, ref, strlen(ref), (long)c->n_refs) || !add_rule(c, name, strdup(""))) {
         free(ref_copy);
         free(name);
         return c->failed ? NULL : oom(c);
@@ -1290,7 +1290,7 @@ static char *gen_object(conv *c, const json_t *s, const char *hint, const char *
     const size_t n_req = json_array_size(req);
     member *m = calloc(n_props + n_req + 1, sizeof *m);
     /* the required names, then also the members made: looked up once per
-     * property, which a scan of the list made quadratic */
+     * property in constant time */
     vt_name_table required = {0};
     bool ok = m != NULL;
     json_array_foreach(req, i, v) {
@@ -1724,6 +1724,7 @@ static void free_conv(conv *c) {
     free(c->refs);
     vt_name_table_free(&c->by_name);
     vt_name_table_free(&c->next_suffix);
+    vt_name_table_free(&c->by_ref);
 }
 
 char *vt_json_schema_to_gbnf(const json_t *schema, char *err, size_t err_size) {

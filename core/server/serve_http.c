@@ -103,6 +103,15 @@ static void add_cors(struct MHD_Response *r, const vt_server *s) {
     if (strcmp(s->cors_origin, "*") != 0) MHD_add_response_header(r, "Vary", "Origin");
 }
 
+/* What every answer carries from the server's state: CORS, and during a
+ * drain a close, so a keep-alive client moves to another replica once its
+ * answer (a stream's too) is done. */
+static void add_server_headers(struct MHD_Response *r, const vt_server *s) {
+    add_cors(r, s);
+    if (atomic_load(&s->draining) && !MHD_get_response_header(r, MHD_HTTP_HEADER_CONNECTION))
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+}
+
 /* The path of a request target: the target itself, or the path of its
  * absolute form ("http://host/v1/models", what a client talking to a proxy
  * sends), which a server must take as well (RFC 9112 3.2.2). */
@@ -127,10 +136,9 @@ static enum MHD_Result send_body(struct MHD_Connection *c, request_ctx *rq, int 
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (rq->framing_error || atomic_load(&rq->server->draining))
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (rq->framing_error) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
-    add_cors(r, rq->server);
+    add_server_headers(r, rq->server);
     const char *path = target_path(rq->path);
     if (status == 405)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW,
@@ -582,7 +590,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, request_ctx *rq, vt_se
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    add_cors(r, s);
+    add_server_headers(r, s);
     rq->status = 200;
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
@@ -687,7 +695,7 @@ static bool header_list_ok(const char *s) {
 static enum MHD_Result cors_preflight(struct MHD_Connection *c, request_ctx *rq, const char *path_method) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    add_cors(r, rq->server);
+    add_server_headers(r, rq->server);
     MHD_add_response_header(r, "Access-Control-Allow-Methods", path_method);
     const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
     MHD_add_response_header(r, "Access-Control-Allow-Headers",

@@ -191,9 +191,9 @@ char *vt_serve_models_json(const char *alias, int64_t created) {
 
 char *vt_serve_model_json(const char *alias, int64_t created) { return dump(model_object(alias, created)); }
 
-/* The token answers are written as text, a token at a time: built as one
- * jansson tree first, a body's worth of tokens (millions, from a few MB of
- * text) took hundreds of bytes each, gigabytes for one request. */
+/* The token answers are written as text, a token at a time: a body's worth
+ * of tokens (millions, from a few MB of text) needs the answer's bytes and
+ * no more, where a jansson tree of them would take hundreds of bytes each. */
 char *vt_serve_tokens_json(const int32_t *ids, size_t n) {
     vt_text_buf b = {0};
     vt_text_puts(&b, "{\"tokens\":[");

@@ -359,30 +359,41 @@ static bool data_keyword(const char *key) {
            strcmp(key, "examples") == 0;
 }
 
-/* Every local "$ref" of schema ("#..." pointers, which count from the
- * document the tool's parameters are) made to count from the call schema
- * that embeds them at prefix ("/properties/arguments", "/anyOf/2/..."):
- * pydantic's tools keep their nested models in "$defs" and point there.
- * False when out of memory. */
+/* The keywords whose values map names to schemas: their keys are names (a
+ * property may be called "default"), their values schemas. */
+static bool schema_map_keyword(const char *key) {
+    return strcmp(key, "properties") == 0 || strcmp(key, "patternProperties") == 0 || strcmp(key, "$defs") == 0 ||
+           strcmp(key, "definitions") == 0 || strcmp(key, "dependentSchemas") == 0;
+}
+
+/* Every local JSON Pointer "$ref" of schema ("#", "#/..."), which counts
+ * from the document the tool's parameters are, made to count from the call
+ * schema that embeds them at prefix ("/properties/arguments",
+ * "/anyOf/2/..."): pydantic's tools keep their nested models in "$defs" and
+ * point there. Depth: the request refused values nested past
+ * VT_JINJA_MAX_DEPTH before this runs. False when out of memory. */
 static bool rebase_refs(json_t *schema, const char *prefix) {
     const char *key;
-    json_t *v;
+    json_t *v, *sub;
     size_t i;
-    if (json_is_array(schema)) {
+    if (json_is_array(schema)) { /* allOf, anyOf, prefixItems, ...: schemas */
         json_array_foreach(schema, i, v) if (!rebase_refs(v, prefix)) return false;
         return true;
     }
     if (!json_is_object(schema)) return true;
     json_object_foreach(schema, key, v) {
-        if (strcmp(key, "$ref") == 0 && json_is_string(v) && json_string_value(v)[0] == '#') {
-            const char *ref = json_string_value(v);
+        const char *ref = strcmp(key, "$ref") == 0 ? json_string_value(v) : NULL;
+        if (ref && (strcmp(ref, "#") == 0 || strncmp(ref, "#/", 2) == 0)) {
             char *rebased = malloc(strlen(prefix) + strlen(ref) + 2);
             if (!rebased) return false;
             sprintf(rebased, "#%s%s", prefix, ref + 1);
             const int failed = json_string_set(v, rebased);
             free(rebased);
             if (failed) return false;
-        } else if (!data_keyword(key) && !rebase_refs(v, prefix)) {
+        } else if (schema_map_keyword(key) && json_is_object(v)) {
+            const char *name;
+            json_object_foreach(v, name, sub) if (!rebase_refs(sub, prefix)) return false;
+        } else if (!ref && !data_keyword(key) && !rebase_refs(v, prefix)) {
             return false;
         }
     }
@@ -442,7 +453,7 @@ char *vt_tool_call_gbnf(vt_tool_format f, const json_t *tools, const char *name,
         const char *tool = json_string_value(json_object_get(json_object_get(t, "function"), "name"));
         n_calls += tool && (!name || strcmp(tool, name) == 0);
     }
-    const bool several_tools = n_calls > 1;
+    const bool as_anyof_branches = n_calls > 1;
     json_array_foreach(tools, i, t) {
         if (oom) break;
         const json_t *fn = json_object_get(t, "function");
@@ -469,7 +480,7 @@ char *vt_tool_call_gbnf(vt_tool_format f, const json_t *tools, const char *name,
         json_decref(s);
         /* then as the branch it is among several (its references count
          * from there) */
-        s = call_schema(fn, key, several_tools ? (int)json_array_size(branches) : -1);
+        s = call_schema(fn, key, as_anyof_branches ? (int)json_array_size(branches) : -1);
         oom = !s || json_array_append_new(branches, s) != 0;
     }
     if (oom) {

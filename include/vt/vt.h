@@ -69,7 +69,8 @@ typedef struct vt_session vt_session;
 
 typedef struct vt_session_options {
     uint32_t struct_size;          /* sizeof(vt_session_options) */
-    const char *config_path;       /* ini file, or NULL (then VT_CONFIG, if set) */
+    const char *config_path;       /* ini file; NULL: VT_CONFIG's, if set; "": none. Its [sampling] is left to
+                                    * vt run and vt serve (a warning says so): a request carries its own */
     const char *const *settings;   /* "key=value" with ini keys ("runtime.threads=2"), or "backend.NAME.key=value"
                                     * for a backend's own option (the ini's [backend.NAME]; a later one replaces
                                     * the ini's); NULL-terminated; may be NULL */
