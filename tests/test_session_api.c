@@ -108,6 +108,52 @@ static void test_settings_are_validated_like_the_cli(void) {
     }
 }
 
+/* A NULL session or batch is refused by every call, never followed
+ * (vt.h's rule): statuses are VT_ERR_INVALID with a message, getters their
+ * empty answers, void calls nothing. The log levels are named by vt.h. */
+static void test_null_handles(void) {
+    char err[256] = "";
+    int32_t *ids = NULL, n_seqs = 7;
+    size_t n_ids = 0;
+    uint64_t id = 0;
+    vt_batch_request r;
+    vt_batch_request_init(&r);
+    CU_ASSERT_EQUAL(vt_session_n_vocab(NULL), 0);
+    CU_ASSERT_EQUAL(vt_session_n_past(NULL), 0);
+    vt_session_reset(NULL);
+    CU_ASSERT_EQUAL(vt_session_tokenize(NULL, "hi", 2, true, &ids, &n_ids, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "NULL"));
+    CU_ASSERT_EQUAL(vt_session_token_bytes(NULL, 1, err, sizeof err), -1);
+    CU_ASSERT_PTR_NULL(vt_session_logits(NULL, 0));
+    vt_session_explain(NULL, stderr);
+    CU_ASSERT_EQUAL(vt_batch_n_vocab(NULL), 0);
+    CU_ASSERT_EQUAL(vt_batch_add(NULL, &r, &id, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_add_n(NULL, &r, 1, &id, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_step(NULL, &n_seqs, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_cancel(NULL, 1, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_remove(NULL, 1, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_EQUAL(vt_batch_tokenize(NULL, "hi", 2, true, false, &ids, &n_ids, err, sizeof err), VT_ERR_INVALID);
+    vt_batch_stats st = {.n_steps = 9};
+    vt_batch_get_stats(NULL, &st);
+    CU_ASSERT_EQUAL(st.n_steps, 0);
+    vt_batch_cache_stats cs = {.struct_size = sizeof cs};
+    vt_batch_get_cache_stats(NULL, &cs);
+    CU_ASSERT_EQUAL(vt_batch_cached_tokens(NULL, 1), -1);
+    CU_ASSERT_EQUAL(vt_batch_n_admit_next(NULL), 0);
+    CU_ASSERT_PTR_NULL(vt_batch_meta_string(NULL, "general.name"));
+    CU_ASSERT_EQUAL(vt_batch_n_ctx(NULL), 0);
+    CU_ASSERT_EQUAL(vt_batch_kv_cache_bytes(NULL), 0);
+    CU_ASSERT_EQUAL(vt_batch_token_bytes(NULL, 1, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(vt_batch_token_text(NULL, 1, err, sizeof err), -1);
+    CU_ASSERT_EQUAL(vt_batch_default_stop_ids(NULL, NULL, 0), 0);
+    vt_batch_explain(NULL, stderr);
+    vt_session_close(NULL);
+    vt_batch_close(NULL);
+    /* vt.h alone names the levels */
+    vt_set_log_level(VT_LOG_INFO);
+    vt_set_log_level(VT_LOG_WARN);
+}
+
 /* What a log callback was handed, for test_shared_config_file. */
 static char logged[2048];
 static void keep_message(void *user, int level, const char *who, const char *message) {
@@ -343,6 +389,7 @@ int main(void) {
         {"a session's logits equal the engine path's, prefill and decode", test_logits_equal_the_engine_path},
         {"settings are validated like the command line's", test_settings_are_validated_like_the_cli},
         {"a config file shared with vt: [sampling] left to it; \"\" reads none", test_shared_config_file},
+        {"a NULL session or batch is refused by every call", test_null_handles},
         {"explain shows the plans and 'from api'", test_explain_names_the_api_as_source},
         {"sessions on threads at once: simd's and reference's logits as alone; two auto engines save both models' "
          "classes",

@@ -121,21 +121,24 @@ void vt_batch_close(vt_batch *b) {
     free(b);
 }
 
-int32_t vt_batch_n_vocab(const vt_batch *b) { return b->model->hp.n_vocab; }
+int32_t vt_batch_n_vocab(const vt_batch *b) { return b ? b->model->hp.n_vocab : 0; }
 
-void vt_batch_explain(const vt_batch *b, FILE *f) { vt_engine_explain(b->engine, f); }
+void vt_batch_explain(const vt_batch *b, FILE *f) {
+    if (b && f) vt_engine_explain(b->engine, f);
+}
 
 int32_t vt_batch_token_bytes(const vt_batch *b, int32_t id, char *buf, size_t cap) {
-    if (!b->model->tokenizer) return -1;
+    if (!b || !b->model->tokenizer) return -1;
     return vt_token_to_bytes(b->model->tokenizer, id, false, buf, cap);
 }
 
 int32_t vt_batch_token_text(const vt_batch *b, int32_t id, char *buf, size_t cap) {
-    if (!b->model->tokenizer) return -1;
+    if (!b || !b->model->tokenizer) return -1;
     return vt_token_to_bytes(b->model->tokenizer, id, true, buf, cap);
 }
 
 size_t vt_batch_default_stop_ids(const vt_batch *b, int32_t *ids, size_t cap) {
+    if (!b) return 0;
     for (size_t i = 0; ids && i < cap && i < (size_t)b->n_eog; i++) ids[i] = b->eog[i];
     return (size_t)b->n_eog;
 }
@@ -255,6 +258,7 @@ vt_status vt_batch_add(vt_batch *b, const vt_batch_request *r, uint64_t *id, cha
 vt_status vt_batch_add_n(vt_batch *b, const vt_batch_request *r, size_t n, uint64_t *ids, char *err,
                          size_t err_size) {
     vt_error e = {0};
+    if (!b) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: NULL handle"}, err, err_size);
     if (!ids) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: no ids"}, err, err_size);
     for (size_t i = 0; i < n && i < VT_BATCH_MAX_CHOICES; i++) ids[i] = 0;
     if (!r) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_add: no request"}, err, err_size);
@@ -308,6 +312,7 @@ vt_status vt_batch_add_n(vt_batch *b, const vt_batch_request *r, size_t n, uint6
 
 vt_status vt_batch_step(vt_batch *b, int32_t *n_seqs, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!b) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_step: NULL handle"}, err, err_size);
     vt_sched_step_info info = {0};
     vt_status st = vt_sched_step(b->sched, &info, &e);
     if (n_seqs) *n_seqs = st == VT_OK ? info.n_entries : 0;
@@ -343,6 +348,7 @@ vt_status vt_batch_read(vt_batch *b, uint64_t id, vt_batch_output *out, char *er
 
 vt_status vt_batch_read_logprobs(vt_batch *b, uint64_t id, vt_batch_logprobs *out, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!b) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_read_logprobs: NULL handle"}, err, err_size);
     if (!out || out->struct_size == 0)
         return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_read_logprobs: out->struct_size is not set"}, err,
                              err_size);
@@ -363,17 +369,24 @@ vt_status vt_batch_read_logprobs(vt_batch *b, uint64_t id, vt_batch_logprobs *ou
 
 vt_status vt_batch_cancel(vt_batch *b, uint64_t id, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!b) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_cancel: NULL handle"}, err, err_size);
     vt_status st = vt_sched_cancel(b->sched, id, &e);
     return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 vt_status vt_batch_remove(vt_batch *b, uint64_t id, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!b) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_remove: NULL handle"}, err, err_size);
     vt_status st = vt_sched_remove(b->sched, id, &e);
     return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
 void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out) {
+    if (!out) return;
+    if (!b) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
     const vt_sched_stats s = vt_sched_get_stats(b->sched);
     out->n_waiting = vt_sched_n_waiting_requests(b->sched);
     out->n_running = vt_sched_n_running_requests(b->sched);
@@ -383,11 +396,12 @@ void vt_batch_get_stats(const vt_batch *b, vt_batch_stats *out) {
     out->total_kv_blocks = vt_engine_total_blocks(b->engine);
 }
 
-int32_t vt_batch_n_admit_next(const vt_batch *b) { return vt_sched_n_admit_next_requests(b->sched); }
+int32_t vt_batch_n_admit_next(const vt_batch *b) { return b ? vt_sched_n_admit_next_requests(b->sched) : 0; }
 
 vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t len, bool add_bos, bool parse_special,
                             int32_t **ids, size_t *n_ids, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!b || !ids || !n_ids) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_batch_tokenize: NULL argument"}, err, err_size);
     *ids = NULL;
     *n_ids = 0;
     if (!b->model->tokenizer) {
@@ -401,14 +415,14 @@ vt_status vt_batch_tokenize(const vt_batch *b, const char *text, size_t len, boo
 }
 
 const char *vt_batch_meta_string(const vt_batch *b, const char *key) {
-    for (int64_t i = 0; key && i < b->n_meta; i++)
+    for (int64_t i = 0; b && key && i < b->n_meta; i++)
         if (strcmp(b->meta[i].key, key) == 0) return b->meta[i].value;
     return NULL;
 }
 
-int64_t vt_batch_n_ctx(const vt_batch *b) { return vt_engine_ctx_size(b->engine); }
+int64_t vt_batch_n_ctx(const vt_batch *b) { return b ? vt_engine_ctx_size(b->engine) : 0; }
 
-size_t vt_batch_kv_cache_bytes(const vt_batch *b) { return vt_kv_cache_bytes(vt_engine_kv_cache(b->engine)); }
+size_t vt_batch_kv_cache_bytes(const vt_batch *b) { return b ? vt_kv_cache_bytes(vt_engine_kv_cache(b->engine)) : 0; }
 
 bool vt_sampling_field_ok(const char *field, double value, const char **accepted) {
     if (accepted) *accepted = NULL;
@@ -422,7 +436,7 @@ bool vt_sampling_field_ok(const char *field, double value, const char **accepted
 }
 
 void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *out) {
-    if (!out || out->struct_size == 0) return;
+    if (!b || !out || out->struct_size == 0) return;
     const vt_kv_cache *c = vt_engine_kv_cache(b->engine);
     vt_batch_cache_stats s = {
         .struct_size = out->struct_size,
@@ -435,7 +449,7 @@ void vt_batch_get_cache_stats(const vt_batch *b, vt_batch_cache_stats *out) {
     memcpy(out, &s, out->struct_size < sizeof s ? out->struct_size : sizeof s);
 }
 
-int64_t vt_batch_cached_tokens(const vt_batch *b, uint64_t id) { return vt_sched_cached_tokens(b->sched, id); }
+int64_t vt_batch_cached_tokens(const vt_batch *b, uint64_t id) { return b ? vt_sched_cached_tokens(b->sched, id) : -1; }
 
 vt_status vt_grammar_check(const char *gbnf, char *err, size_t err_size) {
     vt_error e = {0};

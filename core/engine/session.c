@@ -38,15 +38,18 @@ void vt_session_close(vt_session *s) {
     free(s);
 }
 
-int32_t vt_session_n_vocab(const vt_session *s) { return s->model->hp.n_vocab; }
+int32_t vt_session_n_vocab(const vt_session *s) { return s ? s->model->hp.n_vocab : 0; }
 
-int64_t vt_session_n_past(const vt_session *s) { return vt_engine_n_past(s->engine); }
+int64_t vt_session_n_past(const vt_session *s) { return s ? vt_engine_n_past(s->engine) : 0; }
 
-void vt_session_reset(vt_session *s) { vt_engine_reset(s->engine); }
+void vt_session_reset(vt_session *s) {
+    if (s) vt_engine_reset(s->engine);
+}
 
 vt_status vt_session_tokenize(const vt_session *s, const char *text, size_t len, bool add_bos, int32_t **ids,
                               size_t *n_ids, char *err, size_t err_size) {
     vt_error e = {0};
+    if (!s || !ids || !n_ids) return vt_api_report(&(vt_error){VT_ERR_INVALID, "vt_session_tokenize: NULL argument"}, err, err_size);
     if (!s->model->tokenizer) {
         vt_fail(&e, VT_ERR_UNSUPPORTED, "this model's tokenizer cannot be used: %s", s->model->tokenizer_error);
         return vt_api_report(&e, err, err_size);
@@ -57,7 +60,7 @@ vt_status vt_session_tokenize(const vt_session *s, const char *text, size_t len,
 }
 
 int32_t vt_session_token_bytes(const vt_session *s, int32_t id, char *buf, size_t cap) {
-    if (!s->model->tokenizer) return -1;
+    if (!s || !s->model->tokenizer) return -1;
     return vt_token_to_bytes(s->model->tokenizer, id, false, buf, cap);
 }
 
@@ -69,6 +72,8 @@ vt_status vt_session_eval(vt_session *s, const int32_t *ids, size_t n, char *err
     return st == VT_OK ? VT_OK : vt_api_report(&e, err, err_size);
 }
 
-const float *vt_session_logits(const vt_session *s, int64_t row) { return vt_engine_logits(s->engine, row); }
+const float *vt_session_logits(const vt_session *s, int64_t row) { return s ? vt_engine_logits(s->engine, row) : NULL; }
 
-void vt_session_explain(const vt_session *s, FILE *f) { vt_engine_explain(s->engine, f); }
+void vt_session_explain(const vt_session *s, FILE *f) {
+    if (s && f) vt_engine_explain(s->engine, f);
+}

@@ -13,6 +13,9 @@
  *
  * Errors: every call that can fail returns a vt_status and writes a one-line
  * message to err (err_size bytes, may be 0); vt_status_name() names a status.
+ * A NULL session or batch is refused, never followed: a call returning a
+ * status returns VT_ERR_INVALID, a getter 0 for a count or size, -1 where an
+ * unknown id or token gets -1, NULL for a pointer; a void call does nothing.
  *
  * Threads: a session is used from one thread at a time. Sessions (and
  * batches) are independent: each has its own thread pool, its backends run
@@ -63,7 +66,7 @@ VT_API const char *vt_status_name(vt_status code);
  * VT_LOG_WARN, or VT_LOG=debug|info|warn|error in the environment). */
 typedef void (*vt_log_fn)(void *user, int level, const char *who, const char *message);
 VT_API void vt_set_log_callback(vt_log_fn fn, void *user);
-VT_API void vt_set_log_level(int level); /* 0 errors, 1 warnings, 2 info, 3 debug (vt_backend.h's vt_log_level); outside that, the nearest */
+VT_API void vt_set_log_level(int level); /* VT_LOG_ERROR .. VT_LOG_DEBUG (vt_types.h); outside that, the nearest */
 
 typedef struct vt_session vt_session;
 

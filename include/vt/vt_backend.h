@@ -233,7 +233,7 @@ typedef vt_status (*vt_op_fn)(void *ctx, const vt_node *node);
 /* ------------------------------------------------------------------------ */
 /* Host services, handed to init. Valid until shutdown returns.             */
 
-typedef enum vt_log_level { VT_LOG_ERROR = 0, VT_LOG_WARN = 1, VT_LOG_INFO = 2, VT_LOG_DEBUG = 3 } vt_log_level;
+/* vt_log_level: vt_types.h (a program on libvt names the levels too). */
 
 /* A range task: process items [begin, end). `thread` is 0..n_threads-1. */
 typedef void (*vt_range_fn)(void *arg, int64_t begin, int64_t end, int thread);

@@ -183,6 +183,9 @@ typedef enum vt_rope_mode {
     VT_ROPE_NEOX = 2  /* halves (i, i + n_rot/2): qwen2, qwen3 (GGML's value) */
 } vt_rope_mode;
 
+/* Log levels: host->log's (a backend's messages) and vt_set_log_level's. */
+typedef enum vt_log_level { VT_LOG_ERROR = 0, VT_LOG_WARN = 1, VT_LOG_INFO = 2, VT_LOG_DEBUG = 3 } vt_log_level;
+
 #ifdef __cplusplus
 }
 #endif
