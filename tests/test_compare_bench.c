@@ -734,32 +734,41 @@ static void test_bench_csv(void) {
     free(out);
 }
 
+/* vt compare of a mixture of experts at f32 and one narrower cache dtype,
+ * reference and simd: doc gets the JSON; the rows are reference@f32,
+ * reference@dtype, simd@f32, simd@dtype. simd's row at dtype, where simd
+ * runs here, is "not judged" with a reason holding both texts. */
+static void compare_moe_cache_rows(const char *model, const char *dtype, json_value *doc, const char *reason,
+                                   const char *reason2) {
+    const bool simd = vt_test_simd_expected();
+    char path[1024], args[2048];
+    snprintf(path, sizeof path, "%s/models/%s", vt_test_data_dir("models"), model);
+    snprintf(args, sizeof args, "compare -m '%s' --json --backends %s -t 2 --kv-cache-dtype f32,%s", path,
+             simd ? "reference,simd" : "reference,reference", dtype);
+    CU_ASSERT_FATAL(run_json(args, doc, NULL));
+    const json_value *backends = json_get(doc, "backends");
+    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 4);
+    if (!simd) {
+        printf("\n  simd is not expected on this CPU: only reference's own %s row is checked here ", dtype);
+        return;
+    }
+    const json_value *row = &backends->items[3], *v = json_get(row, "verdict"), *why = json_get(row, "verdict_reason");
+    CU_ASSERT(v && v->type == JSON_STRING && strcmp(v->str, "not judged") == 0);
+    CU_ASSERT(why && why->type == JSON_STRING && strstr(why->str, reason) && strstr(why->str, reason2));
+}
+
 /* A mixture of experts whose q8_0 cache alone sends reference's tokens
  * elsewhere (a routing flip: the greedy continuation departs at once): the
  * cache's share then is as large as any error, so a row at that dtype is
  * not judged by the logits (it was "agrees" with any error up to it), and
  * says why and what judges it. */
 static void test_compare_cache_share_that_moves_greedy(void) {
-    const bool simd = vt_test_simd_expected();
-    char path[1024], args[2048];
-    snprintf(path, sizeof path, "%s/models/qwen3moe-tiny-f32.gguf", vt_test_data_dir("models"));
-    snprintf(args, sizeof args, "compare -m '%s' --json --backends %s -t 2 --kv-cache-dtype f32,q8_0", path,
-             simd ? "reference,simd" : "reference,reference");
     json_value doc;
-    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
-    const json_value *backends = json_get(&doc, "backends");
-    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 4);
+    compare_moe_cache_rows("qwen3moe-tiny-f32.gguf", "q8_0", &doc, "cache alone moves reference's own greedy tokens",
+                           "--trace");
     /* reference's own q8_0 row departs from the baseline's greedy tokens */
-    const json_value *ref_q8 = &backends->items[1];
+    const json_value *ref_q8 = &json_get(&doc, "backends")->items[1];
     CU_ASSERT(num(ref_q8, "greedy_agree_tokens") < num(&doc, "greedy_tokens"));
-    if (simd) {
-        const json_value *row = &backends->items[3], *v = json_get(row, "verdict"), *why = json_get(row, "verdict_reason");
-        CU_ASSERT(v && v->type == JSON_STRING && strcmp(v->str, "not judged") == 0);
-        CU_ASSERT(why && why->type == JSON_STRING && strstr(why->str, "cache alone moves reference's own greedy tokens") &&
-                  strstr(why->str, "--trace"));
-    } else {
-        printf("\n  simd is not expected on this CPU: only reference's own q8_0 row is checked here ");
-    }
     json_free(&doc);
 }
 
@@ -767,28 +776,14 @@ static void test_compare_cache_share_that_moves_greedy(void) {
  * a router near-tie while its greedy tokens stay (qwen3moe-tiny-q4_k_m:
  * max|dlog| 0.435, 32/32): that share is no rounding, so a row at f16 is
  * not judged (it "agreed" within a bound the flip had inflated), saying
- * why; the cache's rounding on a dense model stays a share of the bound. */
+ * why. */
 static void test_compare_cache_share_that_moves_routing(void) {
-    const bool simd = vt_test_simd_expected();
-    char path[1024], args[2048];
-    snprintf(path, sizeof path, "%s/models/qwen3moe-tiny-q4_k_m.gguf", vt_test_data_dir("models"));
-    snprintf(args, sizeof args, "compare -m '%s' --json --backends %s -t 2 --kv-cache-dtype f32,f16", path,
-             simd ? "reference,simd" : "reference,reference");
     json_value doc;
-    CU_ASSERT_FATAL(run_json(args, &doc, NULL));
-    const json_value *backends = json_get(&doc, "backends");
-    CU_ASSERT_FATAL(backends && backends->type == JSON_ARRAY && backends->n == 4);
-    const json_value *ref_f16 = &backends->items[1];
+    compare_moe_cache_rows("qwen3moe-tiny-q4_k_m.gguf", "f16", &doc, "past what rounding a cache does",
+                           "--trace --backends simd --kv-cache-dtype f16");
+    const json_value *ref_f16 = &json_get(&doc, "backends")->items[1];
     CU_ASSERT_EQUAL(num(ref_f16, "greedy_agree_tokens"), num(&doc, "greedy_tokens"));
     CU_ASSERT(num(ref_f16, "max_abs_dlogit") > 0.1);
-    if (simd) {
-        const json_value *row = &backends->items[3], *v = json_get(row, "verdict"), *why = json_get(row, "verdict_reason");
-        CU_ASSERT(v && v->type == JSON_STRING && strcmp(v->str, "not judged") == 0);
-        CU_ASSERT(why && why->type == JSON_STRING && strstr(why->str, "past what rounding a cache does") &&
-                  strstr(why->str, "--trace --backends simd --kv-cache-dtype f16"));
-    } else {
-        printf("\n  simd is not expected on this CPU: only reference's own f16 row is checked here ");
-    }
     json_free(&doc);
 }
 
