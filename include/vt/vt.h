@@ -68,6 +68,9 @@ typedef void (*vt_log_fn)(void *user, int level, const char *who, const char *me
 VT_API void vt_set_log_callback(vt_log_fn fn, void *user);
 VT_API void vt_set_log_level(int level); /* VT_LOG_ERROR .. VT_LOG_DEBUG (vt_types.h); outside that, the nearest */
 
+/* A session is the engine itself, logits in and out, for a program with its
+ * own sampler; to generate text (sampling, stop ids, the context's limit,
+ * grammars) use a vt_batch below, one request at a time if that is all. */
 typedef struct vt_session vt_session;
 
 typedef struct vt_session_options {
