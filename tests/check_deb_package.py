@@ -121,7 +121,10 @@ def main():
         check("/usr/lib/libvt.so.0" in lib_files, "libvt0: no libvt.so.0: %s" % lib_files)
         dev_files = files(debs["libvt-dev"])
         for f in ["/usr/include/vt/" + h for h in headers] + [
-                "/usr/lib/pkgconfig/vt.pc", "/usr/lib/cmake/vt/vtConfig.cmake", "/usr/lib/cmake/vt/vtTargets.cmake"]:
+                "/usr/lib/pkgconfig/vt.pc", "/usr/lib/cmake/vt/vtConfig.cmake", "/usr/lib/cmake/vt/vtTargets.cmake",
+                "/usr/share/doc/libvt-dev/examples/embed_batch.c",
+                "/usr/share/doc/libvt-dev/examples/example-backend/example_backend.c",
+                "/usr/share/doc/libvt-dev/examples/example-backend/CMakeLists.txt"]:
             check(f in dev_files, "libvt-dev: no %s in the package" % f)
         for name, got in (("vt-llm", vt_files), ("libvt0", lib_files), ("libvt-dev", dev_files)):
             for doc in ("copyright", "changelog.gz"):
