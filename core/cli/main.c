@@ -71,6 +71,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     vt_cli_install_crash_report();
+    vt_progress_lines_enable(true); /* a terminal's user sees the long steps of opening a model */
     /* vt serve's [server] knobs: every command reads the same ini file, and
      * `vt config` lists them with the library's. */
     vt_error err = {0};

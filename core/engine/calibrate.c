@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "host.h"
 #include "plan_exec.h"
@@ -291,7 +290,7 @@ vt_status vt_auto_calibrate(vt_plan *const *plans, int n_plans, vt_kv_cache *kv,
     /* what needs timing (a class is timed on its first node) */
     int total = 0;
     for (int k = 0; k < c->n; k++) total += needs_timing(c, k, order, n_order);
-    const bool show = total > 0 && isatty(2);
+    const bool show = total > 0 && vt_progress_lines_on();
     int done = 0;
     vt_timing_copies *kept = NULL;
     vt_status st = total > 0 ? vt_timing_copies_create(&kept, err) : VT_OK;

@@ -4,10 +4,10 @@
 #include "weight_prep.h"
 
 #include "clock.h"
+#include "host.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "plan_exec.h"
 #include "quant.h"
@@ -315,7 +315,7 @@ vt_status vt_weight_prep_run(const vt_registry *r, vt_plan *const *plans, int n_
     if (!w) return vt_fail(err, VT_ERR_NOMEM, "out of memory");
     w->registry = r;
     vt_status st = collect(w, plans, n_plans, err);
-    prep_progress bar = {.on = isatty(2) != 0, .t0 = vt_now_seconds()};
+    prep_progress bar = {.on = vt_progress_lines_on(), .t0 = vt_now_seconds()};
     for (int32_t i = 0; i < w->n; i++) bar.total += tensor_bytes(&w->copies[i].tensor);
     for (int32_t i = 0; i < w->n && st == VT_OK; i++) {
         prepared_copy *c = &w->copies[i];

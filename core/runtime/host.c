@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "quant.h"
 
@@ -66,6 +67,12 @@ static void read_log_env(void) {
     if (level >= 0) atomic_store(&log_level, level);
     else fprintf(stderr, "vt: warning: VT_LOG=%s is not one of debug, info, warn, error; using warn\n", env);
 }
+
+static atomic_bool progress_lines;
+
+void vt_progress_lines_enable(bool on) { atomic_store(&progress_lines, on); }
+
+bool vt_progress_lines_on(void) { return atomic_load(&progress_lines) && isatty(2); }
 
 void vt_log_set_level(int level) {
     pthread_once(&log_env_once, read_log_env);

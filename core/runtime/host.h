@@ -42,4 +42,11 @@ bool vt_log_level_name_ok(const char *s);
 int vt_log_get_level(void);
 void vt_log(int level, const char *who, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* Whether the long steps of opening a model (preparing weights, auto's
+ * calibration) draw a progress line on stderr: when a program turned it on
+ * (the vt command does) and stderr is a terminal. A program embedding libvt
+ * gets no writes to its terminal but through the log. */
+void vt_progress_lines_enable(bool on);
+bool vt_progress_lines_on(void);
+
 #endif

@@ -88,9 +88,10 @@ typedef struct vt_session_options {
 VT_API void vt_session_options_init(vt_session_options *o);
 
 /* Open model_path with the given options (NULL = defaults). Opening a large
- * model reads and prepares its weights for seconds or minutes; when stderr
- * is a terminal, a line there says how far it is (erased when done), as
- * `--backend auto`'s calibration does. */
+ * model reads and prepares its weights for seconds or minutes (and
+ * `runtime.backend=auto` calibrates); libvt writes nothing to the program's
+ * terminal meanwhile but through the log (the vt command draws a progress
+ * line there). */
 VT_API vt_status vt_session_open(const char *model_path, const vt_session_options *options, vt_session **out, char *err,
                           size_t err_size);
 VT_API void vt_session_close(vt_session *s);
