@@ -37,8 +37,9 @@ vt_arg_result vt_cli_gen_arg(vt_cli_gen *g, int argc, char **argv, int *i, vt_er
             (*i)++;
             return VT_ARG_TAKEN;
         }
+        const bool valued = *i + 1 < argc; /* (the call below moves *i) */
         vt_arg_result r = vt_cli_int_arg(argc, argv, i, "-n", 0, 1 << 24, &g->n_predict, err);
-        if (r == VT_ARG_ERROR && *i + 1 < argc) { /* a value given: and what llama.cpp's users write for "no limit" */
+        if (r == VT_ARG_ERROR && valued) { /* a value given: and what llama.cpp's users write for "no limit" */
             const size_t n = strlen(err->msg);
             snprintf(err->msg + n, sizeof err->msg - n, ", or -1: until the end of the text or of the KV cache");
         }
