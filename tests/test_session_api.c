@@ -81,6 +81,10 @@ static void test_settings_are_validated_like_the_cli(void) {
     /* and lists the keys it takes: not [sampling]'s, which libvt refuses */
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "kv_cache.dtype"));
     CU_ASSERT_PTR_NULL(strstr(err, "sampling."));
+    const char *twice[] = {"runtime.threads=2", "kv_cache.dtype=f32", "runtime.threads=3", NULL};
+    o.settings = twice;
+    CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "'runtime.threads=2' and 'runtime.threads=3': the key is given twice"));
     const char *no_eq[] = {"kv_cache.dtype", NULL};
     o.settings = no_eq;
     CU_ASSERT_EQUAL(vt_session_open(model_path, &o, &s, err, sizeof err), VT_ERR_INVALID);

@@ -77,7 +77,15 @@ vt_status vt_api_options(const vt_session_options *options, vt_options *opt, boo
         vt_log(VT_LOG_WARN, "core", "%s (from %s) is left to vt run, vt chat and vt serve: a program on libvt chooses "
                "sampling per request (vt_batch_request's fields)", key, vt_options_where(opt, source, where, sizeof where));
     }
-    for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) st = apply_setting(opt, *kv, e);
+    for (const char *const *kv = o.settings; st == VT_OK && kv && *kv; kv++) {
+        /* one key given twice says two things (an ini file may not either):
+         * refused rather than the last taken without a word */
+        const size_t key_len = strcspn(*kv, "=");
+        for (const char *const *before = o.settings; st == VT_OK && before < kv; before++)
+            if (strcspn(*before, "=") == key_len && strncmp(*before, *kv, key_len) == 0)
+                st = vt_fail(e, VT_ERR_INVALID, "settings '%s' and '%s': the key is given twice", *before, *kv);
+        if (st == VT_OK) st = apply_setting(opt, *kv, e);
+    }
     for (int i = 0; st == VT_OK && i < vt_options_key_count(); i++) {
         const char *key = vt_options_key(i);
         const char *source = vt_options_source(opt, key);

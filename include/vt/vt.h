@@ -79,7 +79,7 @@ typedef struct vt_session_options {
                                     * vt run and vt serve (a warning says so): a request carries its own */
     const char *const *settings;   /* "key=value" with ini keys ("runtime.threads=2"), or "backend.NAME.key=value"
                                     * for a backend's own option (the ini's [backend.NAME]; a later one replaces
-                                    * the ini's); NULL-terminated; may be NULL */
+                                    * the ini's); each key once; NULL-terminated; may be NULL */
     bool all_logits;               /* every evaluated token gets a row of logits, not only the last */
 } vt_session_options;
 
