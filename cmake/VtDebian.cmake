@@ -50,7 +50,7 @@ set(CPACK_DEBIAN_LIBVT_PACKAGE_CONFLICTS libvt)
 set(CPACK_DEBIAN_LIBVT_PACKAGE_REPLACES libvt)
 set(CPACK_DEBIAN_LIBVT_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_LIBVT_DESCRIPTION "The shared library: libvt embeds vt's runtime (include/vt/vt.h) in another
-program. It loads the backends the vt package installs.")
+program. It loads the backends the vt-llm package installs.")
 set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_NAME libvt-dev)
 set(CPACK_DEBIAN_LIBVT-DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_LIBVT-DEV_DESCRIPTION "Development files: headers, pkg-config file and CMake package for embedding

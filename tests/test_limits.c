@@ -118,6 +118,15 @@ static void test_context_size_origin_named(void) {
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(r.err && strstr(r.err, "generating 5 tokens instead of 10: the KV cache holds 8 tokens (-c/--ctx-size 8)"));
     free_result(&r);
+    /* set by an ini file: named by its line, once (the options' own note
+     * would name it again were the message to name the key) */
+    char ini[1024];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vt_test_write_tmpfile(ini, sizeof ini, "ctx8.ini", "[kv_cache]\nctx_size = 8\n"));
+    r = vt("run -m '%s' --tokens 5,6,7,8,9,10,11,12,13 --config '%s' -n 2", tiny, ini);
+    char said[1200];
+    snprintf(said, sizeof said, "the KV cache holds 8 (set by %s:2); raise -c", ini);
+    EXPECT_ERROR(r, 3, said);
+    free_result(&r);
     r = vt("run -m '%s' --tokens 5,6,7 -n 5000 --temp 0 --ids", long_trained);
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT(r.err && strstr(r.err, "generating 4093 tokens instead of 5000: the KV cache holds 4096 tokens "

@@ -409,6 +409,20 @@ static void test_refusals_name_the_field(void) {
                  bad_params[i]);
         expect_400(body, "tools[0].function.parameters");
     }
+    /* a description that is not a string would reach the template (which
+     * joins it to text) and fail there, naming the messages */
+    expect_400("{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"t\", \"description\": 5}}]}",
+               "tools[0].function.description");
+    /* a reference to nothing is named as the client wrote it, not as the
+     * call's wrapper rebased it */
+    serve_reply r = serve_http(&server, "POST", "/v1/chat/completions",
+                               "{" USER ", \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                               "\"parameters\": {\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": "
+                               "\"#/$defs/Nope\"}}}}}], \"tool_choice\": \"required\"}",
+                               NULL);
+    CU_ASSERT_EQUAL(r.status, 400);
+    CU_ASSERT(r.body.s && strstr(r.body.s, "'#/$defs/Nope' points to nothing") && !strstr(r.body.s, "/arguments/"));
+    serve_reply_free(&r);
     /* template variables the request's own fields set are not set twice */
     expect_400("{" USER ", \"chat_template_kwargs\": {\"tools\": 5}}", "chat_template_kwargs.tools");
     expect_400("{" USER ", \"chat_template_kwargs\": {\"messages\": []}}", "chat_template_kwargs.messages");

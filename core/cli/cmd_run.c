@@ -102,19 +102,20 @@ static vt_status generate(const run_opts *o, vt_engine *e, const vt_model *model
 /* What sets the KV cache's size, for a message that it is too small:
  * "-c 256" when given, else that the default took the smaller of the
  * model's context and 4096, and how far -c may go before leaving what the
- * model was trained on. */
+ * model was trained on; an ini file's or the environment's setting by its
+ * source (not by its key: an error naming the key gets the options' own
+ * note of where it was set, which would say it twice). In parentheses. */
 static const char *ctx_origin(const vt_options *opt, const vt_model *model, int64_t ctx, char *buf, size_t size) {
     const int64_t trained = model->hp.n_ctx_train;
     const char *source = vt_options_source(opt, "kv_cache.ctx_size");
     char where[1100];
-    if (opt->ctx_size > 0 && vt_options_source_rank(source) == 3) snprintf(buf, size, "-c/--ctx-size %lld", (long long)ctx);
+    if (opt->ctx_size > 0 && vt_options_source_rank(source) == 3) snprintf(buf, size, " (-c/--ctx-size %lld)", (long long)ctx);
     else if (opt->ctx_size > 0) /* an ini file or the environment: -c on the command line overrides it */
-        snprintf(buf, size, "kv_cache.ctx_size = %lld from %s", (long long)ctx,
-                 vt_options_where(opt, source, where, sizeof where));
+        snprintf(buf, size, " (set by %s)", vt_options_where(opt, source, where, sizeof where));
     else if (trained > ctx)
-        snprintf(buf, size, "-c/--ctx-size's default caps it at 4096; the model was trained on %lld tokens",
+        snprintf(buf, size, " (-c/--ctx-size's default caps it at 4096; the model was trained on %lld tokens)",
                  (long long)trained);
-    else snprintf(buf, size, "-c/--ctx-size's default: the model's trained context");
+    else snprintf(buf, size, " (-c/--ctx-size's default: the model's trained context)");
     return buf;
 }
 
@@ -135,20 +136,20 @@ static vt_status run_run(run_opts *o, vt_error *err) {
     const bool until_end = n_predict == VT_N_PREDICT_UNTIL_END;
     if (until_end) n_predict = 1; /* at least one; the room the prompt leaves below */
     if (st == VT_OK && (int64_t)n_tokens > vt_engine_ctx_size(e))
-        st = vt_fail(err, VT_ERR_CONTEXT_FULL, "the prompt has %zu tokens but the KV cache holds %lld (%s); raise -c",
+        st = vt_fail(err, VT_ERR_CONTEXT_FULL, "the prompt has %zu tokens but the KV cache holds %lld%s; raise -c",
                      n_tokens, (long long)vt_engine_ctx_size(e),
                      ctx_origin(&o->c.opt, model, vt_engine_ctx_size(e), origin, sizeof origin));
     /* Prompt and answer together fit the cache (vt serve's rule too): a
      * prompt that fills it leaves no room to generate. */
     if (st == VT_OK && n_predict > 0 && (int64_t)n_tokens == vt_engine_ctx_size(e))
         st = vt_fail(err, VT_ERR_CONTEXT_FULL,
-                     "the prompt's %zu tokens fill the KV cache of %lld (%s): no room to generate; raise -c", n_tokens,
+                     "the prompt's %zu tokens fill the KV cache of %lld%s: no room to generate; raise -c", n_tokens,
                      (long long)vt_engine_ctx_size(e),
                      ctx_origin(&o->c.opt, model, vt_engine_ctx_size(e), origin, sizeof origin));
     if (st == VT_OK && until_end) n_predict = vt_engine_ctx_size(e) - (int64_t)n_tokens;
     if (st == VT_OK && (int64_t)n_tokens + n_predict > vt_engine_ctx_size(e)) {
         const int64_t room = vt_engine_ctx_size(e) - (int64_t)n_tokens;
-        fprintf(stderr, "vt: note: generating %lld token%s instead of %lld: the KV cache holds %lld tokens (%s)\n",
+        fprintf(stderr, "vt: note: generating %lld token%s instead of %lld: the KV cache holds %lld tokens%s\n",
                 (long long)room, room == 1 ? "" : "s", (long long)n_predict, (long long)vt_engine_ctx_size(e),
                 ctx_origin(&o->c.opt, model, vt_engine_ctx_size(e), origin, sizeof origin));
         n_predict = room;

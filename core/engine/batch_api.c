@@ -144,6 +144,7 @@ size_t vt_batch_default_stop_ids(const vt_batch *b, int32_t *ids, size_t cap) {
 }
 
 void vt_batch_request_init(vt_batch_request *r) {
+    if (!r) return;
     memset(r, 0, sizeof *r);
     r->struct_size = sizeof *r;
     r->max_new_tokens = 16;

@@ -150,6 +150,10 @@ static bool check_tools(const json_t *tools, vt_serve_error *err) {
             if (json_equal(json_object_get(json_object_get(json_array_get(tools, k), "function"), "name"), name))
                 return vt_serve_fail(err, 400, INVALID, param, "%s: '%s' names tools[%zu] as well", param,
                                      json_string_value(name), k);
+        const json_t *description = json_object_get(fn, "description");
+        snprintf(param, sizeof param, "tools[%zu].function.description", j);
+        if (description && !json_is_null(description) && !json_is_string(description))
+            return vt_serve_fail(err, 400, INVALID, param, "%s: expected a string", param);
         /* the arguments a call writes are a JSON object: its schema is one,
          * of type "object" when it says a type ({} or none: any object) */
         const json_t *params = json_object_get(fn, "parameters");

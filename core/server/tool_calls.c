@@ -467,14 +467,19 @@ char *vt_tool_call_gbnf(vt_tool_format f, const json_t *tools, const char *name,
         if (s && !g) {
             json_decref(s);
             json_decref(branches);
-            /* the path inside the call's wrapper, as the client wrote it:
-             * in the tool's parameters */
-            char inner[32];
+            /* the path inside the call's wrapper, and any reference the
+             * message quotes, as the client wrote them: in the tool's
+             * parameters ("#/properties/arguments/$defs/X" was "#/$defs/X") */
+            char inner[32], rebased[40];
             const size_t n = (size_t)snprintf(inner, sizeof inner, "/properties/%s", key);
+            const size_t m = (size_t)snprintf(rebased, sizeof rebased, "'#%s", inner);
+            for (char *at = strstr(why, rebased); at; at = strstr(at + 2, rebased)) {
+                memmove(at + 2, at + m, strlen(at + m) + 1);
+            }
             if (strncmp(why, inner, n) == 0 && (why[n] == '/' || why[n] == ':'))
                 snprintf(err, err_size, "tools[%zu].function.parameters%s (tool %.60s)", i, why + n, tool);
-            else
-                snprintf(err, err_size, "%.60s: %s", tool, why);
+            else /* the schema as a whole: its grammar's size */
+                snprintf(err, err_size, "tools[%zu].function.parameters (tool %.60s): %s", i, tool, why);
             return NULL;
         }
         json_decref(s);

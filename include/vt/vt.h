@@ -8,8 +8,10 @@
  * of conf/vt.ini ("kv_cache.dtype=f32", "runtime.backend=simd", ...) and are
  * validated exactly as the command line's; the environment levers
  * (VT_KV_CACHE_DTYPE, ...) and a config file apply below them, as for `vt`.
- * [sampling] and [server] are refused: a request carries its own sampling
- * (vt_batch_request), and libvt has no server.
+ * [sampling] and [server] in the settings are refused: a request carries its
+ * own sampling (vt_batch_request), and libvt has no server; a config file's
+ * [sampling] is left to vt with a warning, its [server] is not read by libvt
+ * and refused as any section it does not know.
  *
  * Errors: every call that can fail returns a vt_status and writes a one-line
  * message to err (err_size bytes, may be 0); vt_status_name() names a status.
